@@ -1,0 +1,5 @@
+"""analysis package (filled by its issue)."""
+
+from __future__ import annotations
+
+__all__: list[str] = []

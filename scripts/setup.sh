@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Installs everything tailtune needs on a fresh Debian 12 machine (idempotent; fast when already done):
+# system packages (apt), a venv at .venv with the Python packages, and the Rust simulator extension (kvsim).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+
+say() { printf '\033[1;34m[setup]\033[0m %s\n' "$*" >&2; }
+
+# --- system packages -------------------------------------------------------------------------------------------
+APT_PACKAGES=(memcached openjdk-17-jre-headless maven)
+missing=()
+command -v memcached >/dev/null 2>&1 || missing+=(memcached)
+command -v java >/dev/null 2>&1 || missing+=(openjdk-17-jre-headless)
+command -v mvn >/dev/null 2>&1 || missing+=(maven)
+if ((${#missing[@]})); then
+  say "apt-get install ${missing[*]} (of: ${APT_PACKAGES[*]})"
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+if ! command -v cargo >/dev/null 2>&1; then
+  if [ -x "$HOME/.cargo/bin/cargo" ]; then export PATH="$HOME/.cargo/bin:$PATH"; else
+    say "cargo not found: install Rust (https://rustup.rs) or 'apt-get install cargo', then run this again"; exit 1
+  fi
+fi
+
+# --- Python venv -----------------------------------------------------------------------------------------------
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  say "creating .venv"
+  "$PY" -m venv .venv
+fi
+stamp=.venv/.tailtune-deps
+want=$(sha256sum pyproject.toml | cut -c1-16)
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  say "installing Python packages (first time: a few minutes)"
+  .venv/bin/python -m pip install -q --upgrade pip
+  .venv/bin/python -m pip install -q -e ".[dev]"
+  echo "$want" > "$stamp"
+fi
+
+# --- Rust extension (kvsim) ------------------------------------------------------------------------------------
+say "building the simulator extension (kvsim, release)"
+VIRTUAL_ENV="$ROOT/.venv" PATH="$ROOT/.venv/bin:$PATH" \
+  .venv/bin/maturin develop --release --quiet -m simulator/py/Cargo.toml >/dev/null 2>.venv/maturin.log \
+  || { cat .venv/maturin.log >&2; exit 1; }
+say "ready: .venv/bin/tailtune"

@@ -1,0 +1,14 @@
+//! Thin PyO3 binding over `kvsim-core`. All model logic lives in the core crate.
+use pyo3::prelude::*;
+
+/// Model version of the core simulator.
+#[pyfunction]
+fn model_version() -> u32 {
+    kvsim_core::MODEL_VERSION
+}
+
+#[pymodule]
+fn _kvsim(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(model_version, m)?)?;
+    Ok(())
+}

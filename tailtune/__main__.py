@@ -1,0 +1,5 @@
+from __future__ import annotations
+
+from tailtune.cli import main
+
+main()
