@@ -5,6 +5,8 @@
 /// Version of the simulator model (bumped when results for the same inputs change).
 pub const MODEL_VERSION: u32 = 1;
 
+pub mod memcached;
+
 #[cfg(test)]
 mod tests {
     #[test]

@@ -1,6 +1,8 @@
 //! Thin PyO3 binding over `kvsim-core`. All model logic lives in the core crate.
 use pyo3::prelude::*;
 
+mod memcached;
+
 /// Model version of the core simulator.
 #[pyfunction]
 fn model_version() -> u32 {
@@ -10,5 +12,6 @@ fn model_version() -> u32 {
 #[pymodule]
 fn _kvsim(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(model_version, m)?)?;
+    memcached::register_memcached(m)?;
     Ok(())
 }

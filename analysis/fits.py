@@ -1,0 +1,174 @@
+"""Distribution fits on small, already-aggregated tables (numpy/scipy on the driver; Spark did the counting).
+
+- Zipf from key access counts given as a *count-of-counts* table (`count` → keys with that count):
+  `zipf_ols` (libCacheSim's rank-frequency least-squares slope, all ranks) and `zipf_mle` (maximum
+  likelihood of P(rank r) ∝ r^-α over ranks 1..N).
+- Multiget sizes: `lognormal_multi` — maximum likelihood of a *discretized, truncated* lognormal for the
+  multi-key part (sizes >= 2): P(k) = [Φ((ln(k+½)-μ)/σ) - Φ((ln(k-½)-μ)/σ)] / [1 - Φ((ln 1.5-μ)/σ)], with
+  the KS distance as goodness of fit.
+- Value sizes: `gpd_tail` — generalized Pareto fit of the exceedances over a threshold (scipy, location
+  fixed at 0).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+from scipy import optimize, special, stats
+
+__all__ = [
+    "GpdFit",
+    "LognormalFit",
+    "ZipfFit",
+    "gpd_tail",
+    "harmonic",
+    "lognormal_multi",
+    "sorted_frequencies",
+    "zipf_mle",
+    "zipf_ols",
+]
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+
+
+@dataclass(frozen=True, slots=True)
+class ZipfFit:
+    alpha: float
+    rank_min: int
+    rank_max: int
+    r2: float | None  # OLS only: coefficient of determination of the log-log line
+    intercept: float | None  # OLS only: ln(frequency) at rank 1 of the fitted line
+
+
+@dataclass(frozen=True, slots=True)
+class LognormalFit:
+    mu: float
+    sigma: float
+    ks: float  # max |empirical CDF - fitted CDF| over the observed support (k >= 2)
+    n: int  # multi-key requests fitted
+
+
+@dataclass(frozen=True, slots=True)
+class GpdFit:
+    xi: float  # shape
+    sigma: float  # scale (bytes)
+    threshold: float  # exceedances are value - threshold for values > threshold
+    n: int
+    ks: float
+
+
+def sorted_frequencies(counts: IntArray, keys: IntArray) -> FloatArray:
+    """Expand a count-of-counts table into the rank-ordered frequency vector (rank 1 = most accessed)."""
+    order = np.argsort(-counts, kind="stable")
+    return np.repeat(counts[order].astype(np.float64), keys[order])
+
+
+def zipf_ols(counts: IntArray, keys: IntArray) -> ZipfFit | None:
+    """libCacheSim's estimate: α = -slope of ln(frequency) on ln(rank) by least squares, all ranks 1..N."""
+    freq = sorted_frequencies(counts, keys)
+    if freq.size < 2:
+        return None
+    x = np.log(np.arange(1, freq.size + 1, dtype=np.float64))
+    y = np.log(freq)
+    res = stats.linregress(x, y)
+    return ZipfFit(
+        alpha=float(-res.slope),
+        rank_min=1,
+        rank_max=int(freq.size),
+        r2=float(res.rvalue**2) if np.isfinite(res.rvalue) else None,
+        intercept=float(res.intercept),
+    )
+
+
+def harmonic(n: int, alpha: float) -> float:
+    """Generalized harmonic number H(n, α) = Σ_{r=1..n} r^-α (exact head, Euler–Maclaurin tail; rel. err <
+    1e-12)."""
+    head = min(n, 2000)
+    s = float(np.sum(np.arange(1, head + 1, dtype=np.float64) ** -alpha))
+    if n <= head:
+        return s
+    m, big = float(head + 1), float(n)
+    if abs(alpha - 1.0) < 1e-12:
+        integral = math.log(big / m)
+    else:
+        integral = (big ** (1 - alpha) - m ** (1 - alpha)) / (1 - alpha)
+    ends = (m**-alpha + big**-alpha) / 2
+    d1 = alpha / 12 * (m ** (-alpha - 1) - big ** (-alpha - 1))
+    d3 = -alpha * (alpha + 1) * (alpha + 2) / 720 * (m ** (-alpha - 3) - big ** (-alpha - 3))
+    return float(s + integral + ends + d1 + d3)
+
+
+def zipf_mle(counts: IntArray, keys: IntArray) -> ZipfFit | None:
+    """Maximum likelihood α of P(rank r) = r^-α / H(N, α), r = 1..N, from the observed rank of every access.
+
+    The log-likelihood needs only Σ_accesses ln(rank): a group of `keys` keys with equal `count` occupies
+    consecutive ranks r0..r1, contributing count · (lnΓ(r1+1) - lnΓ(r0)).
+    """
+    order = np.argsort(-counts, kind="stable")
+    c = counts[order].astype(np.float64)
+    k = keys[order].astype(np.float64)
+    n_keys = int(k.sum())
+    if n_keys < 2:
+        return None
+    r1 = np.cumsum(k)
+    r0 = r1 - k + 1
+    sum_ln_rank = float(np.sum(c * (special.gammaln(r1 + 1) - special.gammaln(r0))))
+    m = float(np.sum(c * k))
+
+    def nll(alpha: float) -> float:
+        return alpha * sum_ln_rank + m * math.log(harmonic(n_keys, alpha))
+
+    res = optimize.minimize_scalar(nll, bounds=(1e-6, 6.0), method="bounded", options={"xatol": 1e-7})
+    return ZipfFit(alpha=float(res.x), rank_min=1, rank_max=n_keys, r2=None, intercept=None)
+
+
+def _discrete_lognormal_cdf(k: FloatArray, mu: float, sigma: float) -> FloatArray:
+    """P(size <= k | size >= 2) of the discretized lognormal truncated below 1.5."""
+    lo = stats.norm.cdf((math.log(1.5) - mu) / sigma)
+    hi = stats.norm.cdf((np.log(k + 0.5) - mu) / sigma)
+    return np.asarray((hi - lo) / max(1.0 - lo, 1e-300), dtype=np.float64)
+
+
+def lognormal_multi(sizes: IntArray, requests: IntArray) -> LognormalFit | None:
+    """MLE (μ, σ) of the multi-key part of a multiget-size histogram (`sizes` → number of `requests`)."""
+    mask = sizes >= 2
+    s = sizes[mask].astype(np.float64)
+    w = requests[mask].astype(np.float64)
+    n = int(w.sum())
+    if s.size < 2 or n < 2:
+        return None
+    ln_hi = np.log(s + 0.5)
+    ln_lo = np.log(s - 0.5)
+    ln_trunc = math.log(1.5)
+
+    def nll(theta: FloatArray) -> float:
+        mu, log_sigma = float(theta[0]), float(theta[1])
+        sigma = math.exp(log_sigma)
+        p = special.ndtr((ln_hi - mu) / sigma) - special.ndtr((ln_lo - mu) / sigma)
+        tail = 1.0 - float(special.ndtr((ln_trunc - mu) / sigma))
+        return float(-np.sum(w * np.log(np.maximum(p, 1e-300))) + n * math.log(max(tail, 1e-300)))
+
+    ln_s = np.log(s)
+    mu0 = float(np.average(ln_s, weights=w))
+    sd0 = float(np.sqrt(np.average((ln_s - mu0) ** 2, weights=w))) or 0.5
+    res = optimize.minimize(nll, np.array([mu0, math.log(sd0)]), method="Nelder-Mead",
+                            options={"xatol": 1e-7, "fatol": 1e-9, "maxiter": 4000})
+    mu, sigma = float(res.x[0]), float(math.exp(res.x[1]))
+    order = np.argsort(s)
+    emp = np.cumsum(w[order]) / n
+    fitted = _discrete_lognormal_cdf(s[order], mu, sigma)
+    return LognormalFit(mu=mu, sigma=sigma, ks=float(np.max(np.abs(emp - fitted))), n=n)
+
+
+def gpd_tail(values: FloatArray, threshold: float, *, min_exceedances: int = 50) -> GpdFit | None:
+    """Generalized Pareto fit (shape ξ, scale σ) of `values - threshold` for values above `threshold`."""
+    exc = values[values > threshold] - threshold
+    if exc.size < min_exceedances or float(np.ptp(exc)) == 0.0:
+        return None
+    xi, _, sigma = stats.genpareto.fit(exc, floc=0.0)
+    ks = stats.kstest(exc, "genpareto", args=(xi, 0.0, sigma)).statistic
+    return GpdFit(xi=float(xi), sigma=float(sigma), threshold=float(threshold), n=int(exc.size), ks=float(ks))

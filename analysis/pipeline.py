@@ -1,0 +1,118 @@
+"""Runs the transforms once over a dataset and collects the small tables `summary.build_summary` needs.
+
+Plan (two scans of the raw rows, both aggregations with map-side partial aggregation):
+1. `requests` (by request_id) — cached; sizes, arrivals, latency and the time span come from it.
+2. `window_key_counts` (by time window, key) — cached; `key_counts` (cached) derives from it, and the
+   hot-set, popularity and value-size tables from those.
+Fan-out joins the raw (request_id, key) pairs with the per-key server table (a third scan), only when asked.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from pyspark.sql import functions as F
+
+from analysis import slack as slack_mod
+from analysis import transforms as tr
+from analysis.summary import Collected
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+__all__ = ["Options", "characterize"]
+
+
+@dataclass(frozen=True, slots=True)
+class Options:
+    servers: int = 16  # Rein's testbed size
+    replication: int = 3  # Cassandra's usual RF
+    windows: int = 10  # time windows for hot-set drift
+    hot_n: int = 100  # hot-set size per window
+    rate_windows: int = 100  # windows for the arrival rate
+    top_n: int = 20  # top keys listed in the summary
+    fanout: bool = True
+
+
+def _row(df: DataFrame) -> dict[str, Any]:
+    first = df.first()
+    return first.asDict() if first is not None else {}
+
+
+def characterize(
+    spark: SparkSession, raw: DataFrame, opts: Options = Options(), *, ops: DataFrame | None = None,
+    slack_reason: str | None = None, source: str | None = None,
+) -> Collected:
+    """All tables of one dataset. `ops` = per-op replay records (see analysis.slack) if a replay exists."""
+    df = tr.normalize(raw)
+    reqs = tr.requests(df).cache()
+    head = _row(reqs.agg(
+        F.count(F.lit(1)).alias("requests"), F.sum("size").alias("rows"), F.min("ts").alias("t0"),
+        F.max("ts").alias("t1"), F.count("latency_us").alias("with_latency"),
+    ))
+    n_requests = int(head.get("requests") or 0)
+    if n_requests == 0:
+        reqs.unpersist()
+        raise ValueError("the dataset has no rows")
+    t0, t1 = float(head["t0"]), float(head["t1"])
+    span = t1 - t0
+    window_s = span / opts.windows if span > 0 else 1.0
+    rate_window_s = span / opts.rate_windows if span > 0 else 1.0
+    rate_windows = opts.rate_windows if span > 0 else 1
+
+    wkc = tr.window_key_counts(df, t0, window_s, opts.windows).cache()
+    keys = tr.key_counts(wkc).cache()
+    cached: list[DataFrame] = [reqs, wkc, keys]
+    try:
+        size_hist = tr.size_histogram(reqs).toPandas()
+        coc = tr.count_of_counts(keys).toPandas()
+        top = tr.top_keys(keys, opts.top_n).toPandas()
+        vsh = tr.value_size_histogram(keys).toPandas()
+        hot = tr.hot_set_by_window(wkc, opts.hot_n).toPandas()
+        rate = tr.arrival_rate(spark, reqs, t0, rate_window_s, rate_windows).toPandas()
+        gaps_row = _row(tr.inter_arrivals(reqs, t0, rate_window_s, rate_windows).agg(
+            F.count(F.lit(1)).alias("n"), F.avg("gap").alias("mean"), F.stddev_pop("gap").alias("std"),
+            F.percentile_approx("gap", [0.5, 0.99], 10000).alias("q"),
+        ))
+        q = gaps_row.get("q") or [None, None]
+        gaps = {"n": gaps_row.get("n"), "mean": gaps_row.get("mean"), "std": gaps_row.get("std"),
+                "p50": q[0], "p99": q[1]}
+        c = Collected(
+            rows=int(head["rows"]), requests=n_requests, t_start=t0, t_end=t1, size_hist=size_hist,
+            count_of_counts=coc, top_keys=top, value_size_hist=vsh, hot_sets=hot, windows=opts.windows,
+            window_s=window_s, hot_n=opts.hot_n, rate=rate, rate_window_s=rate_window_s, gaps=gaps,
+            servers=opts.servers, replication=opts.replication, source=source,
+        )
+        if int(head.get("with_latency") or 0) > 0:
+            _latency(reqs, c)
+            obs = _row(slack_mod.observed_slack(df))
+            c.slack_observed = {"ops": obs.get("ops"), "upper_ms": obs.get("upper_ms")}
+        if opts.fanout:
+            ks = tr.key_servers(keys, opts.servers).cache()
+            cached.append(ks)
+            fan = tr.fanout_per_request(df, ks)
+            c.fanout_hist = (fan.groupBy("opsets", "bottleneck").agg(F.count(F.lit(1)).alias("requests"))
+                             .orderBy("opsets", "bottleneck").toPandas())
+            c.server_load = tr.server_load(spark, ks, opts.servers, opts.replication).toPandas()
+        else:
+            c.extra_reasons["fanout"] = "fan-out disabled for this run"
+        if ops is not None:
+            c.slack = slack_mod.slack_bounds(ops).toPandas()
+        else:
+            c.slack_reason = slack_reason or "no per-op replay records were given"
+        return c
+    finally:
+        for d in cached:
+            d.unpersist()
+
+
+def _latency(reqs: DataFrame, c: Collected) -> None:
+    with_lat = reqs.where(F.col("latency_us").isNotNull())
+    row = _row(with_lat.agg(
+        F.corr(F.col("size").cast("double"), F.col("latency_us")).alias("corr"),
+        F.percentile_approx("latency_us", [i / 10 for i in range(1, 10)], 10000).alias("bounds"),
+    ))
+    c.latency_corr = row.get("corr")
+    bounds = [float(b) for b in (row.get("bounds") or [])]
+    c.latency_deciles = tr.latency_deciles(reqs, bounds).toPandas()

@@ -1,0 +1,216 @@
+"""Pure Spark transforms over the canonical dataset: each takes DataFrames (and the SparkSession where it
+needs one) and returns a DataFrame; nothing here collects, writes or caches (the pipeline decides that).
+
+Raw input: the canonical long format (one row per key access; rows sharing `request_id` form one multiget).
+The heavy work is two aggregations of the raw rows — `requests` (by request) and `window_key_counts` (by
+time window and key) — and every other table derives from those two smaller tables.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pandas as pd
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+from pyspark.sql.window import Window
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+__all__ = [
+    "arrival_rate",
+    "count_of_counts",
+    "fanout_per_request",
+    "hot_set_by_window",
+    "inter_arrivals",
+    "key_counts",
+    "key_servers",
+    "latency_deciles",
+    "normalize",
+    "requests",
+    "server_load",
+    "size_histogram",
+    "top_keys",
+    "value_size_histogram",
+    "window_key_counts",
+]
+
+_OPTIONAL = {"op": T.StringType(), "client_id": T.StringType(), "latency_us": T.DoubleType(),
+             "table": T.StringType()}
+
+
+def normalize(df: DataFrame) -> DataFrame:
+    """The canonical columns only, with absent optional columns added as typed nulls (so later steps never
+    branch)."""
+    cols = [F.col("request_id").cast("long"), F.col("ts").cast("double"), F.col("key").cast("string"),
+            F.col("value_size").cast("long")]
+    for name, typ in _OPTIONAL.items():
+        cols.append(F.col(name).cast(typ) if name in df.columns else F.lit(None).cast(typ).alias(name))
+    return df.select(*cols)
+
+
+def requests(df: DataFrame) -> DataFrame:
+    """One row per multiget: request_id, ts (earliest row), size (keys), bytes (null if no size known),
+    latency_us (largest observed latency of its rows: the request completes with its slowest op)."""
+    return df.groupBy("request_id").agg(
+        F.min("ts").alias("ts"),
+        F.count(F.lit(1)).alias("size"),
+        F.sum("value_size").alias("bytes"),
+        F.max("latency_us").alias("latency_us"),
+    )
+
+
+def size_histogram(reqs: DataFrame) -> DataFrame:
+    """Multiget size → number of requests, ascending size."""
+    return reqs.groupBy("size").agg(F.count(F.lit(1)).alias("requests")).orderBy("size")
+
+
+def window_key_counts(df: DataFrame, t0: float, window_s: float, windows: int) -> DataFrame:
+    """Accesses per (time window, key): window = floor((ts - t0) / window_s), clamped into 0..windows-1.
+
+    Also carries the largest value size and the bytes of the key's accesses in the window."""
+    w = F.least(F.floor((F.col("ts") - F.lit(t0)) / F.lit(window_s)).cast("int"), F.lit(windows - 1))
+    return df.groupBy(w.alias("window"), "key").agg(
+        F.count(F.lit(1)).alias("count"),
+        F.max("value_size").alias("value_size"),
+        F.sum("value_size").alias("bytes"),
+    )
+
+
+def key_counts(wkc: DataFrame) -> DataFrame:
+    """Per key: count (accesses), value_size (largest seen; null if unknown), bytes (sum over accesses)."""
+    return wkc.groupBy("key").agg(
+        F.sum("count").alias("count"), F.max("value_size").alias("value_size"), F.sum("bytes").alias("bytes")
+    )
+
+
+def count_of_counts(keys: DataFrame) -> DataFrame:
+    """Access count → number of keys with that count, most accessed first (the rank-frequency curve,
+    compressed)."""
+    return keys.groupBy("count").agg(F.count(F.lit(1)).alias("keys")).orderBy(F.desc("count"))
+
+
+def top_keys(keys: DataFrame, n: int) -> DataFrame:
+    """The `n` most accessed keys (ties broken by key, ascending): key, count, share of all accesses."""
+    total = keys.agg(F.sum("count").alias("total"))
+    return (
+        keys.orderBy(F.desc("count"), F.asc("key"))
+        .limit(n)
+        .crossJoin(F.broadcast(total))
+        .select("key", "count", (F.col("count") / F.col("total")).alias("share"))
+        .orderBy(F.desc("count"), F.asc("key"))
+    )
+
+
+def hot_set_by_window(wkc: DataFrame, n: int) -> DataFrame:
+    """The `n` hottest keys of every time window: window, rank (1 = hottest; ties by key), key, count."""
+    spec = Window.partitionBy("window").orderBy(F.desc("count"), F.asc("key"))
+    return (
+        wkc.select("window", "key", "count", F.row_number().over(spec).alias("rank"))
+        .where(F.col("rank") <= n)
+        .select("window", "rank", "key", "count")
+        .orderBy("window", "rank")
+    )
+
+
+def value_size_histogram(keys: DataFrame) -> DataFrame:
+    """Value size → keys with that size and their accesses (keys of unknown size left out), ascending size."""
+    return (
+        keys.where(F.col("value_size").isNotNull())
+        .groupBy("value_size")
+        .agg(F.count(F.lit(1)).alias("keys"), F.sum("count").alias("accesses"))
+        .orderBy("value_size")
+    )
+
+
+def arrival_rate(spark: SparkSession, reqs: DataFrame, t0: float, window_s: float, windows: int) -> DataFrame:
+    """Requests per time window: window, start (s since t0), requests, rate (requests/s); empty windows
+    included."""
+    w = F.least(F.floor((F.col("ts") - F.lit(t0)) / F.lit(window_s)).cast("int"), F.lit(windows - 1))
+    counts = reqs.groupBy(w.alias("window")).agg(F.count(F.lit(1)).alias("requests"))
+    grid = spark.range(windows).select(F.col("id").cast("int").alias("window"))
+    return (
+        grid.join(counts, "window", "left")
+        .select(
+            "window",
+            (F.col("window") * F.lit(window_s)).alias("start"),
+            F.coalesce(F.col("requests"), F.lit(0)).cast("long").alias("requests"),
+            (F.coalesce(F.col("requests"), F.lit(0)) / F.lit(window_s)).alias("rate"),
+        )
+        .orderBy("window")
+    )
+
+
+def inter_arrivals(reqs: DataFrame, t0: float, window_s: float, windows: int) -> DataFrame:
+    """Gaps (s) between consecutive request arrivals, computed within each time window (the
+    `windows - 1` gaps that span a window boundary are left out, so the sort runs in
+    parallel instead of on one partition)."""
+    w = F.least(F.floor((F.col("ts") - F.lit(t0)) / F.lit(window_s)).cast("int"), F.lit(windows - 1))
+    spec = Window.partitionBy("window").orderBy("ts", "request_id")
+    return (
+        reqs.select(w.alias("window"), "ts", "request_id")
+        .select("window", (F.col("ts") - F.lag("ts").over(spec)).alias("gap"))
+        .where(F.col("gap").isNotNull())
+    )
+
+
+def latency_deciles(reqs: DataFrame, bounds: list[float]) -> DataFrame:
+    """Rein Fig 4: requests binned by latency decile (`bounds` = the 9 inner decile boundaries, ascending);
+    decile (1..10), requests, mean_size, mean_latency_us. Requests without latency left out."""
+    bucket = F.lit(1)
+    for b in bounds:
+        bucket = bucket + F.when(F.col("latency_us") > F.lit(b), 1).otherwise(0)
+    return (
+        reqs.where(F.col("latency_us").isNotNull())
+        .groupBy(bucket.alias("decile"))
+        .agg(
+            F.count(F.lit(1)).alias("requests"),
+            F.avg("size").alias("mean_size"),
+            F.avg("latency_us").alias("mean_latency_us"),
+        )
+        .orderBy("decile")
+    )
+
+
+def key_servers(keys: DataFrame, servers: int) -> DataFrame:
+    """key → primary server on the hash ring of `analysis.topology` (a vectorized UDF over the distinct
+    keys)."""
+    from pyspark.sql.pandas.functions import pandas_udf
+
+    @pandas_udf(T.IntegerType())  # type: ignore[call-overload,untyped-decorator,misc]
+    def _primary(k: pd.Series) -> pd.Series:  # type: ignore[type-arg]
+        from analysis.topology import primary_server
+
+        return k.map(lambda s: primary_server(s, servers)).astype("int32")
+
+    return keys.select("key", "count", _primary(F.col("key")).alias("server"))
+
+
+def fanout_per_request(df: DataFrame, ks: DataFrame) -> DataFrame:
+    """Per request: opsets (distinct primary servers touched) and bottleneck (keys in its largest opset)."""
+    per_opset = (
+        df.select("request_id", "key")
+        .join(ks.select("key", "server"), "key")
+        .groupBy("request_id", "server")
+        .agg(F.count(F.lit(1)).alias("keys"))
+    )
+    return per_opset.groupBy("request_id").agg(
+        F.count(F.lit(1)).alias("opsets"), F.max("keys").alias("bottleneck")
+    )
+
+
+def server_load(spark: SparkSession, ks: DataFrame, servers: int, replication: int) -> DataFrame:
+    """Accesses served per server when a key's reads are spread evenly over its `replication` replicas
+    (the primary and the next servers clockwise): server, load. Every server appears, idle ones with 0."""
+    rep = ks.select(
+        F.explode(F.sequence(F.lit(0), F.lit(replication - 1))).alias("j"), "server", "count"
+    ).select(((F.col("server") + F.col("j")) % F.lit(servers)).alias("server"),
+             (F.col("count") / F.lit(replication)).alias("load"))
+    loads = rep.groupBy("server").agg(F.sum("load").alias("load"))
+    grid = spark.range(servers).select(F.col("id").cast("int").alias("server"))
+    return (
+        grid.join(loads, "server", "left")
+        .select("server", F.coalesce(F.col("load"), F.lit(0.0)).alias("load"))
+        .orderBy("server")
+    )

@@ -1,0 +1,69 @@
+"""`csv` and `tsv`: the canonical long format with a header row (columns renamed with `--map column=field`)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any, ClassVar
+
+from ingest.formats.base import (
+    Chunk,
+    TraceReader,
+    convert_canonical,
+    csv_chunks,
+    map_header,
+    read_header,
+    require,
+)
+
+__all__ = ["CsvReader", "TsvReader"]
+
+REQUIRED: tuple[str, ...] = ("ts", "key")
+
+
+class CsvReader(TraceReader):
+    """Comma-separated canonical rows. Required columns: ts, key; request_id absent → one key per request."""
+
+    name: ClassVar[str] = "csv"
+    delimiter: ClassVar[str] = ","
+
+    _stream: Any = None
+    _names: list[str]
+    _fields: dict[str, str]
+
+    def columns(self) -> list[str]:
+        if self._stream is None:
+            self._stream = self.source.open()
+            self._names, raw = read_header(self._stream, delimiter=self.delimiter)
+            if not raw:
+                self._stream.close()
+                raise self.fatal(1, None, "file is empty")
+            self._fields = map_header(self._names, self.options.mapping, self.sink)
+            require(set(self._fields.values()), REQUIRED, self._names, self.sink)
+            ignored = [n for n in self._names if n not in self._fields]
+            if ignored:
+                self.notes.append(f"ignored columns: {', '.join(ignored)}")
+        return list(self._fields.values())
+
+    def chunks(self) -> Iterator[Chunk]:
+        self.columns()
+        try:
+            for raw, lines in csv_chunks(
+                self._stream,
+                names=self._names,
+                delimiter=self.delimiter,
+                sink=self.sink,
+                first_line=2,
+                block_bytes=self.options.block_bytes,
+            ):
+                chunk = convert_canonical({f: raw[c] for c, f in self._fields.items()}, lines, self.sink)
+                if chunk is not None:
+                    yield chunk
+        finally:
+            self._stream.close()
+
+
+class TsvReader(CsvReader):
+    """Tab-separated canonical rows (same columns as `csv`)."""
+
+    name: ClassVar[str] = "tsv"
+    delimiter: ClassVar[str] = "\t"

@@ -1,0 +1,426 @@
+"""Row validation: typed conversion with line-precise problems, the error policy, and ordering/duplicate checks.
+
+Every reader turns raw text columns into canonical types with the converters here; problems are reported to an
+`ErrorSink`, which either fails (`--on-error fail`: up to `--max-errors` problems, then exit 2) or drops the bad
+rows and counts them (`--on-error skip`). `StreamValidator` checks the canonical, id-assigned stream: order by
+(ts, request_id), one ts per request, no duplicate (request_id, key) rows; it also collects the manifest counts.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from tailtune.errors import BadInputError, InputProblem
+
+__all__ = [
+    "ErrorPolicy",
+    "ErrorSink",
+    "StreamStats",
+    "StreamValidator",
+    "UnsortedPolicy",
+    "to_float",
+    "to_int",
+    "to_key",
+    "to_text",
+]
+
+Lines = npt.NDArray[np.int64]
+Mask = npt.NDArray[np.bool_]
+
+_INT_RE = re.compile(r"^[+-]?[0-9]+$")
+
+
+class ErrorPolicy(StrEnum):
+    """What a bad row does: `fail` the ingest (exit 2) or `skip` the row (counted in the manifest)."""
+
+    FAIL = "fail"
+    SKIP = "skip"
+
+
+class UnsortedPolicy(StrEnum):
+    """What out-of-order timestamps do: `reject` (exit 2 at the first offending line) or `sort` (extra pass)."""
+
+    REJECT = "reject"
+    SORT = "sort"
+
+
+def _show(value: Any) -> str:
+    text = str(value)
+    if len(text) > 60:
+        text = text[:57] + "..."
+    return '"' + text.replace('"', '\\"') + '"'
+
+
+class ErrorSink:
+    """Collects row problems of one input file and applies the error policy.
+
+    Readers `report` problems while converting a chunk and `flush` at the end of it: problems are then ordered
+    by line, and in `fail` mode the ingest stops as soon as `max_errors` problems are known.
+    """
+
+    def __init__(
+        self, file_label: str, *, max_errors: int = 20, policy: ErrorPolicy = ErrorPolicy.FAIL
+    ) -> None:
+        self.file_label = file_label
+        self.max_errors = max(1, max_errors)
+        self.policy = policy
+        self.problems: list[InputProblem] = []
+        self.total = 0
+        self.skipped_rows = 0
+        self.by_field: Counter[str] = Counter()
+        self._pending: list[InputProblem] = []
+
+    def report(self, line: int | None, field: str | None, problem: str) -> None:
+        self._pending.append(InputProblem(self.file_label, line, field, problem))
+
+    def report_many(self, lines: Lines, field: str, problems: Sequence[str]) -> None:
+        for line, problem in zip(lines.tolist(), problems, strict=True):
+            self._pending.append(InputProblem(self.file_label, int(line), field, problem))
+
+    def fatal(
+        self, line: int | None, field: str | None, problem: str, *, hint: str | None = None
+    ) -> BadInputError:
+        """An error that no policy skips (missing column, unsorted input, ...): raise what this returns."""
+        self.flush(rows_dropped=0)
+        return BadInputError([*self.problems, InputProblem(self.file_label, line, field, problem)], hint=hint)
+
+    def flush(self, *, rows_dropped: int) -> None:
+        """End of a chunk: order its problems by line; stop when `fail` has collected enough of them."""
+        pending = sorted(self._pending, key=lambda p: p.line or 0)
+        self._pending = []
+        self.skipped_rows += rows_dropped
+        for p in pending:
+            self.total += 1
+            self.by_field[p.field or "row"] += 1
+            if len(self.problems) < self.max_errors:
+                self.problems.append(p)
+        if self.policy is ErrorPolicy.FAIL and len(self.problems) >= self.max_errors:
+            raise self.error()
+
+    def error(self) -> BadInputError:
+        shown = len(self.problems)
+        hint = "bad rows can be dropped with --on-error skip (counted in the manifest)"
+        if self.total > shown or shown >= self.max_errors:
+            hint = f"stopped after {shown} problem(s) (--max-errors {self.max_errors}); " + hint
+        return BadInputError(self.problems, hint=hint, more=max(0, self.total - shown))
+
+    def finish(self) -> None:
+        """End of input: in `fail` mode any problem fails the ingest."""
+        self.flush(rows_dropped=0)
+        if self.policy is ErrorPolicy.FAIL and self.problems:
+            raise self.error()
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "policy": self.policy.value,
+            "skipped_rows": self.skipped_rows,
+            "problems": self.total,
+            "by_field": dict(sorted(self.by_field.items())),
+            "examples": [str(p) for p in self.problems],
+        }
+
+
+# --------------------------------------------------------------------------------------------- converters
+
+
+def to_text(raw: pa.Array, field: str, lines: Lines, sink: ErrorSink) -> tuple[pa.Array, Mask]:
+    """Binary (or string) values → UTF-8 strings; invalid UTF-8 is a problem on its line."""
+    if pa.types.is_string(raw.type) or pa.types.is_large_string(raw.type):
+        return raw.cast(pa.string()), np.zeros(len(raw), dtype=np.bool_)
+    try:
+        return raw.cast(pa.string()), np.zeros(len(raw), dtype=np.bool_)
+    except (pa.ArrowInvalid, UnicodeDecodeError):
+        pass
+    bad = np.zeros(len(raw), dtype=np.bool_)
+    values: list[str | None] = []
+    for i, v in enumerate(raw.to_pylist()):
+        if v is None:
+            values.append(None)
+            continue
+        try:
+            values.append(v.decode("utf-8"))
+        except UnicodeDecodeError as exc:
+            bad[i] = True
+            values.append(None)
+            sink.report(
+                int(lines[i]), field, f"invalid UTF-8 (byte 0x{v[exc.start]:02x} at offset {exc.start})"
+            )
+    return pa.array(values, type=pa.string()), bad
+
+
+def _blank(text: pa.Array) -> Mask:
+    filled = pc.fill_null(pc.equal(pc.utf8_trim_whitespace(text), ""), True)
+    return np.asarray(filled.to_numpy(zero_copy_only=False), dtype=np.bool_)
+
+
+def to_key(raw: pa.Array, field: str, lines: Lines, sink: ErrorSink) -> tuple[pa.Array, Mask]:
+    """A required non-empty string (the key)."""
+    text, bad = to_text(raw, field, lines, sink)
+    empty = _blank(text) & ~bad
+    if empty.any():
+        sink.report_many(lines[empty], field, ["missing value"] * int(empty.sum()))
+    return text, bad | empty
+
+
+def to_int(
+    raw: pa.Array, field: str, lines: Lines, sink: ErrorSink, *, required: bool = False, scale: int = 1
+) -> tuple[pa.Array, Mask]:
+    """Non-negative integers; blank → null unless `required`. Floats with an integral value are accepted."""
+    n = len(raw)
+    if pa.types.is_integer(raw.type) or pa.types.is_floating(raw.type) or pa.types.is_null(raw.type):
+        values = raw
+        bad = np.zeros(n, dtype=np.bool_)
+        if pa.types.is_floating(raw.type):
+            f = np.asarray(raw.to_numpy(zero_copy_only=False), dtype=np.float64)
+            valid = np.asarray(raw.is_valid().to_numpy(zero_copy_only=False), dtype=np.bool_)
+            bad = valid & ~(np.isfinite(f) & (np.floor(f) == f))
+            if bad.any():
+                sink.report_many(
+                    lines[bad], field, [f"expected non-negative integer, got {_show(v)}" for v in f[bad]]
+                )
+            values = pa.array(np.where(bad, 0, np.nan_to_num(f)).astype(np.int64), mask=~valid | bad)
+        values = values.cast(pa.int64())
+    else:
+        text, bad = to_text(raw, field, lines, sink)
+        blank = _blank(text)
+        text = pc.if_else(pa.array(blank), pa.scalar(None, pa.string()), pc.utf8_trim_whitespace(text))
+        try:
+            values = text.cast(pa.int64())
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            ok = pc.fill_null(pc.match_substring_regex(text, _INT_RE.pattern), True)
+            okm = np.asarray(ok.to_numpy(zero_copy_only=False), dtype=np.bool_)
+            wrong = ~okm & ~bad
+            pylist = text.to_pylist()
+            idx = np.flatnonzero(wrong)
+            sink.report_many(
+                lines[idx], field, [f"expected non-negative integer, got {_show(pylist[i])}" for i in idx]
+            )
+            bad = bad | wrong
+            values = pc.if_else(pa.array(bad), pa.scalar(None, pa.string()), text).cast(pa.int64())
+        if required:
+            missing = blank & ~bad
+            if missing.any():
+                sink.report_many(lines[missing], field, ["missing value"] * int(missing.sum()))
+                bad = bad | missing
+    neg = (
+        np.asarray(pc.fill_null(pc.less(values, 0), False).to_numpy(zero_copy_only=False), dtype=np.bool_)
+        & ~bad
+    )
+    if neg.any():
+        got = values.filter(pa.array(neg)).to_pylist()
+        sink.report_many(lines[neg], field, [f"expected non-negative integer, got {_show(v)}" for v in got])
+        bad = bad | neg
+    if scale != 1:
+        values = pc.multiply(values, scale)
+    return values, bad
+
+
+def to_float(
+    raw: pa.Array,
+    field: str,
+    lines: Lines,
+    sink: ErrorSink,
+    *,
+    required: bool = False,
+    non_negative: bool = False,
+    scale: float = 1.0,
+) -> tuple[pa.Array, Mask]:
+    """Finite floats (blank → null unless `required`); `non_negative` rejects values below zero."""
+    n = len(raw)
+    bad = np.zeros(n, dtype=np.bool_)
+    text: pa.Array | None = None
+    if pa.types.is_integer(raw.type) or pa.types.is_floating(raw.type) or pa.types.is_null(raw.type):
+        values = raw.cast(pa.float64())
+        blank = np.asarray(raw.is_null().to_numpy(zero_copy_only=False), dtype=np.bool_)
+    else:
+        text, bad = to_text(raw, field, lines, sink)
+        blank = _blank(text)
+        text = pc.if_else(pa.array(blank), pa.scalar(None, pa.string()), pc.utf8_trim_whitespace(text))
+        try:
+            values = text.cast(pa.float64())
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            pylist = text.to_pylist()
+            out = np.zeros(n, dtype=np.float64)
+            for i, v in enumerate(pylist):
+                if v is None or bad[i]:
+                    continue
+                try:
+                    out[i] = float(v)
+                except ValueError:
+                    bad[i] = True
+                    sink.report(int(lines[i]), field, f"expected a number, got {_show(v)}")
+            values = pa.array(out, mask=blank | bad)
+    f = np.asarray(values.to_numpy(zero_copy_only=False), dtype=np.float64)
+    valid = ~blank & ~bad
+    wrong = valid & ~np.isfinite(f)
+    if non_negative:
+        wrong |= valid & np.isfinite(f) & (f < 0)
+    if wrong.any():
+        shown = text.to_pylist() if text is not None else f.tolist()
+        want = "a finite non-negative number" if non_negative else "a finite number"
+        idx = np.flatnonzero(wrong)
+        sink.report_many(lines[idx], field, [f"expected {want}, got {_show(shown[i])}" for i in idx])
+        bad = bad | wrong
+    if required:
+        missing = blank & ~bad
+        if missing.any():
+            sink.report_many(lines[missing], field, ["missing value"] * int(missing.sum()))
+            bad = bad | missing
+    if scale != 1.0:
+        values = pc.multiply(values, scale)
+    return values, bad
+
+
+# ------------------------------------------------------------------------------------------ stream checks
+
+
+@dataclass
+class StreamStats:
+    """Counts gathered while the canonical stream goes by (distinct keys are counted afterwards)."""
+
+    rows: int = 0
+    requests: int = 0
+    ts_min: float | None = None
+    ts_max: float | None = None
+    value_size_known: int = 0
+    latency_known: int = 0
+    max_request_rows: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class StreamValidator:
+    """Checks a canonical stream with request ids, chunk by chunk, in bounded memory.
+
+    Rules: rows are ordered by (ts, request_id); the rows of one request are contiguous and share one ts;
+    a (request_id, key) pair occurs once. Out-of-order rows are fatal (the caller chose `reject`, or sorted);
+    a second ts within a request and duplicate pairs are row problems (the later row is the bad one).
+    """
+
+    def __init__(self, sink: ErrorSink, *, unsorted_hint: str | None = None) -> None:
+        self.sink = sink
+        self.stats = StreamStats()
+        self.unsorted_hint = unsorted_hint
+        self._prev: tuple[float, int, int] | None = None  # ts, request_id, line of the last kept row
+        self._run_keys: set[str] = set()  # keys of the last (possibly unfinished) request
+        self._run_len = 0
+
+    def check(self, batch: pa.RecordBatch, lines: Lines) -> tuple[pa.RecordBatch, Lines]:
+        n = batch.num_rows
+        if n == 0:
+            return batch, lines
+        ts = np.asarray(batch.column("ts").to_numpy(zero_copy_only=False), dtype=np.float64)
+        rid = np.asarray(batch.column("request_id").to_numpy(zero_copy_only=False), dtype=np.int64)
+        pts = np.empty(n, dtype=np.float64)
+        prid = np.empty(n, dtype=np.int64)
+        pts[1:], prid[1:] = ts[:-1], rid[:-1]
+        if self._prev is None:
+            pts[0], prid[0] = ts[0], rid[0]
+        else:
+            pts[0], prid[0] = self._prev[0], self._prev[1]
+        out_of_order = (ts < pts) | ((ts == pts) & (rid < prid))
+        if out_of_order.any():
+            i = int(np.flatnonzero(out_of_order)[0])
+            prev_line = int(lines[i - 1]) if i > 0 else (self._prev[2] if self._prev else 0)
+            what = (
+                f"not sorted: ts {ts[i]!r} comes after ts {pts[i]!r} (line {prev_line})"
+                if ts[i] < pts[i]
+                else f"not sorted: request {rid[i]} comes after request {prid[i]} at the same ts (line {prev_line})"
+            )
+            raise self.sink.fatal(int(lines[i]), "ts", what, hint=self.unsorted_hint)
+        same = rid == prid
+        if self._prev is None:
+            same[0] = False
+        bad = same & (ts != pts)
+        if bad.any():
+            idx = np.flatnonzero(bad)
+            self.sink.report_many(
+                lines[idx],
+                "ts",
+                [
+                    f"request {rid[i]} already has ts {pts[i]!r}; rows of one request share one ts"
+                    for i in idx
+                ],
+            )
+        keys = batch.column("key")
+        dup = self._duplicates(rid, keys, same)
+        if dup.any():
+            idx = np.flatnonzero(dup & ~bad)
+            kl = keys.to_pylist()
+            self.sink.report_many(
+                lines[idx], "key", [f"duplicate (request_id, key) = ({rid[i]}, {_show(kl[i])})" for i in idx]
+            )
+        drop = bad | dup
+        self.sink.flush(rows_dropped=int(drop.sum()))
+        if drop.any():
+            keep = ~drop
+            batch = batch.filter(pa.array(keep))
+            lines = lines[keep]
+            ts, rid = ts[keep], rid[keep]
+            if batch.num_rows == 0:
+                return batch, lines
+        self._account(batch, ts, rid, lines)
+        return batch, lines
+
+    def _duplicates(self, rid: npt.NDArray[np.int64], keys: pa.Array, same: Mask) -> Mask:
+        n = len(rid)
+        dup = np.zeros(n, dtype=np.bool_)
+        # rows continuing the request left open by the previous chunk
+        head = int(np.argmin(same)) if not same.all() else n
+        if head and self._run_keys:
+            for i, k in enumerate(keys.slice(0, head).to_pylist()):
+                if k in self._run_keys:
+                    dup[i] = True
+        table = pa.table({"r": pa.array(rid), "k": keys})
+        if table.group_by(["r", "k"]).aggregate([]).num_rows == n:
+            return dup
+        seen: set[tuple[int, str]] = set()
+        for i, (r, k) in enumerate(zip(rid.tolist(), keys.to_pylist(), strict=True)):
+            if (r, k) in seen:
+                dup[i] = True
+            else:
+                seen.add((r, k))
+        return dup
+
+    def _account(
+        self, batch: pa.RecordBatch, ts: npt.NDArray[np.float64], rid: npt.NDArray[np.int64], lines: Lines
+    ) -> None:
+        n = len(rid)
+        st = self.stats
+        starts = np.empty(n, dtype=np.bool_)
+        starts[1:] = rid[1:] != rid[:-1]
+        starts[0] = self._prev is None or rid[0] != self._prev[1]
+        st.rows += n
+        st.requests += int(starts.sum())
+        st.ts_min = float(ts[0]) if st.ts_min is None else st.ts_min
+        st.ts_max = float(ts[-1])
+        st.value_size_known += n - batch.column("value_size").null_count
+        if "latency_us" in batch.schema.names:
+            st.latency_known += n - batch.column("latency_us").null_count
+        # run lengths (requests sizes), carrying the open request across chunks
+        idx = np.flatnonzero(starts)
+        bounds = np.append(idx, n)
+        sizes = np.diff(bounds)
+        if len(idx) == 0 or idx[0] > 0:
+            first = (int(idx[0]) if len(idx) else n) + self._run_len
+            st.max_request_rows = max(st.max_request_rows, first)
+        if len(sizes):
+            st.max_request_rows = max(st.max_request_rows, int(sizes.max()))
+        last_start = int(idx[-1]) if len(idx) else 0
+        tail = batch.column("key").slice(last_start).to_pylist()
+        if len(idx):
+            self._run_keys = set(tail)
+            self._run_len = n - last_start
+        else:
+            self._run_keys.update(tail)
+            self._run_len += n
+        self._prev = (float(ts[-1]), int(rid[-1]), int(lines[-1]))
