@@ -17,9 +17,11 @@ import pandas as pd
 
 from analysis import fits, histstats
 
-__all__ = ["SCHEMA_VERSION", "Collected", "build_summary", "findings"]
+__all__ = ["MIN_LOGNORMAL_N", "SCHEMA_VERSION", "Collected", "build_summary", "findings"]
 
 SCHEMA_VERSION: Final = 1
+#: Fewer multi-key requests than this leave the lognormal fit null.
+MIN_LOGNORMAL_N: Final = 10
 
 
 @dataclass
@@ -91,13 +93,15 @@ def _multiget(c: Collected, nulls: _Nulls) -> dict[str, Any]:
         "frac_multi": float(reqs[sizes >= 2].sum()) / total if total else None,
         "skewness": histstats.skewness(sizes, reqs),
     }
-    fit = fits.lognormal_multi(sizes, reqs)
+    n_multi = int(reqs[sizes >= 2].sum())
+    fit = fits.lognormal_multi(sizes, reqs) if n_multi >= MIN_LOGNORMAL_N else None
     if fit is not None:
         out |= {"lognormal_mu": fit.mu, "lognormal_sigma": fit.sigma, "lognormal_ks": fit.ks,
                 "lognormal_n": fit.n, "lognormal_fit_range": {"min_size": 2, "max_size": int(sizes.max())}}
     else:
-        out |= {"lognormal_fit_range": None, "lognormal_n": int(reqs[sizes >= 2].sum())}
-        nulls.note(out, "multiget_size", "fewer than two distinct multi-key request sizes to fit",
+        out |= {"lognormal_fit_range": None, "lognormal_n": n_multi}
+        reason = f"fewer than {MIN_LOGNORMAL_N} multi-key requests, or one size only"
+        nulls.note(out, "multiget_size", reason,
                    "lognormal_mu", "lognormal_sigma", "lognormal_ks")
     return out
 

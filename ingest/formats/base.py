@@ -34,8 +34,8 @@ __all__ = [
     "csv_chunks",
     "line_chunks",
     "map_header",
-    "require",
     "read_header",
+    "require",
 ]
 
 #: Bytes of decompressed text parsed per chunk (one chunk ≈ one Parquet row-group slice).
@@ -85,6 +85,10 @@ class TraceReader(ABC):
     @abstractmethod
     def chunks(self) -> Iterator[Chunk]:
         """Canonical chunks in file order; bad rows are reported to the sink and left out."""
+
+    def uses_rate(self) -> bool:
+        """Whether `rate` changes the result (ts synthesized); decides whether it enters the dataset id."""
+        return self.synthesizes_ts
 
     def fatal(
         self, line: int | None, field: str | None, problem: str, *, hint: str | None = None
@@ -186,7 +190,7 @@ def csv_chunks(
     def handler(row: Any) -> str:
         line = int(row.number) + first_line - 1 if row.number is not None else -1
         lmap.skipped.append(line)
-        sink.report(line, None, f"expected {row.expected_columns} columns, got {row.actual_columns}")
+        sink.report_dropped(line, None, f"expected {row.expected_columns} columns, got {row.actual_columns}")
         return "skip"
 
     read = pacsv.ReadOptions(
@@ -204,7 +208,12 @@ def csv_chunks(
         strings_can_be_null=False,
         quoted_strings_can_be_null=False,
     )
-    reader = pacsv.open_csv(stream, read_options=read, parse_options=parse, convert_options=convert)
+    try:
+        reader = pacsv.open_csv(stream, read_options=read, parse_options=parse, convert_options=convert)
+    except pa.ArrowInvalid as exc:
+        if "Empty CSV file" in str(exc):
+            return
+        raise
     row = 0
     for batch in reader:
         n = batch.num_rows
@@ -220,14 +229,14 @@ def line_chunks(stream: Any, *, sink: ErrorSink, block_bytes: int) -> Iterator[t
     def handler(row: Any) -> str:
         line = int(row.number) if row.number is not None else -1
         lmap.skipped.append(line)
-        sink.report(line, None, "unexpected NUL byte in a text line")
+        sink.report_dropped(line, None, "unexpected control byte 0x1f in a text line")
         return "skip"
 
     read = pacsv.ReadOptions(
         use_threads=False, block_size=block_bytes, column_names=["line"], autogenerate_column_names=False
     )
     parse = pacsv.ParseOptions(
-        delimiter="\x00",
+        delimiter="\x1f",
         quote_char=False,
         escape_char=False,
         ignore_empty_lines=False,
@@ -235,7 +244,12 @@ def line_chunks(stream: Any, *, sink: ErrorSink, block_bytes: int) -> Iterator[t
         invalid_row_handler=handler,
     )
     convert = pacsv.ConvertOptions(column_types={"line": pa.binary()}, strings_can_be_null=False)
-    reader = pacsv.open_csv(stream, read_options=read, parse_options=parse, convert_options=convert)
+    try:
+        reader = pacsv.open_csv(stream, read_options=read, parse_options=parse, convert_options=convert)
+    except pa.ArrowInvalid as exc:
+        if "Empty CSV file" in str(exc):
+            return
+        raise
     row = 0
     for batch in reader:
         n = batch.num_rows

@@ -46,13 +46,13 @@ def jsonl_chunks(
         try:
             obj = json.loads(raw)
         except UnicodeDecodeError as exc:
-            sink.report(number, None, f"invalid UTF-8 (byte 0x{raw[exc.start]:02x} at offset {exc.start})")
+            sink.report_dropped(number, None, f"invalid UTF-8 (byte 0x{raw[exc.start]:02x} at offset {exc.start})")
             continue
         except json.JSONDecodeError as exc:
-            sink.report(number, None, f"invalid JSON: {exc.msg} at column {exc.colno}")
+            sink.report_dropped(number, None, f"invalid JSON: {exc.msg} at column {exc.colno}")
             continue
         if not isinstance(obj, dict):
-            sink.report(number, None, f"expected a JSON object, got {type(obj).__name__}")
+            sink.report_dropped(number, None, f"expected a JSON object, got {type(obj).__name__}")
             continue
         lines.append(number)
         for source_name, fld in names.items():
@@ -84,7 +84,10 @@ def first_object_keys(stream: Any, sink: ErrorSink) -> tuple[list[str], int]:
 
 
 class JsonlReader(TraceReader):
-    """Canonical rows as JSON objects. Required keys: ts, key; request_id absent → one key per request."""
+    """Canonical rows as JSON objects. Required keys: ts, key; request_id absent → one key per request.
+
+    The first object decides which optional columns the dataset has (value_size is always one).
+    """
 
     name: ClassVar[str] = "jsonl"
 
@@ -102,6 +105,8 @@ class JsonlReader(TraceReader):
                     raise self.fatal(None, fld, f"--map {source_name}={fld}: unknown field")
                 fields.setdefault(source_name, fld)
             self._fields = {k: f for k, f in fields.items() if f in known}
+            if "value_size" not in self._fields.values():
+                self._fields["value_size"] = "value_size"  # always a column; null where a line lacks it
             require(set(self._fields.values()), REQUIRED, keys, self.sink)
         return list(dict.fromkeys(self._fields.values()))
 

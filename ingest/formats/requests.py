@@ -20,7 +20,6 @@ from ingest.formats.base import (
     TraceReader,
     assemble,
     csv_chunks,
-    map_header,
     read_header,
     require,
 )

@@ -9,3 +9,21 @@ import typer
 __all__ = ["COMMANDS"]
 
 COMMANDS: list[Callable[[typer.Typer], None]] = []
+
+from tailtune.commands import analyze as _analyze  # noqa: E402
+
+COMMANDS.append(_analyze.register)
+
+from tailtune.commands import datasets as _datasets  # noqa: E402
+from tailtune.commands import ingest as _ingest  # noqa: E402
+
+COMMANDS.append(_ingest.register)
+COMMANDS.append(_datasets.register)
+
+from tailtune.commands import generate as _generate  # noqa: E402
+
+COMMANDS.append(_generate.register)
+
+from tailtune.commands import simulate as _simulate  # noqa: E402
+
+COMMANDS.append(_simulate.register)

@@ -38,7 +38,11 @@ impl ClusterConfig {
         check_range("servers", self.servers as f64, 1.0, 1_000_000.0, "1..=1000000")?;
         check_range("slots", self.slots as f64, 1.0, 64.0, "1..=64")?;
         if self.replication < 1 || self.replication > self.servers.min(255) {
-            return Err(SimError::param("replication", self.replication, "1..=min(servers, 255)"));
+            return Err(SimError::param(
+                "replication",
+                self.replication,
+                "1..=min(servers, 255)",
+            ));
         }
         check_range("vnodes", self.vnodes as f64, 0.0, 4096.0, "0..=4096")?;
         if !(self.service_rate.is_finite() && self.service_rate > 0.0) {
@@ -98,7 +102,11 @@ impl Cluster {
                 i = (i + 1) % ring.len();
             }
         }
-        Ok(Cluster { config, tokens: ring.iter().map(|e| e.0).collect(), replicas })
+        Ok(Cluster {
+            config,
+            tokens: ring.iter().map(|e| e.0).collect(),
+            replicas,
+        })
     }
 
     /// Number of replica groups (ring positions).
@@ -132,7 +140,12 @@ mod tests {
 
     #[test]
     fn ring_groups_and_replicas_are_consecutive_distinct_servers() {
-        let c = Cluster::new(ClusterConfig { servers: 4, replication: 3, ..Default::default() }).unwrap();
+        let c = Cluster::new(ClusterConfig {
+            servers: 4,
+            replication: 3,
+            ..Default::default()
+        })
+        .unwrap();
         assert_eq!(c.groups(), 4);
         assert_eq!(c.replicas(0), &[0, 1, 2]);
         assert_eq!(c.replicas(3), &[3, 0, 1]);
@@ -144,8 +157,13 @@ mod tests {
 
     #[test]
     fn vnodes_replicas_distinct() {
-        let c = Cluster::new(ClusterConfig { servers: 5, replication: 3, vnodes: 8, ..Default::default() })
-            .unwrap();
+        let c = Cluster::new(ClusterConfig {
+            servers: 5,
+            replication: 3,
+            vnodes: 8,
+            ..Default::default()
+        })
+        .unwrap();
         assert_eq!(c.groups(), 40);
         for g in 0..c.groups() as u32 {
             let r = c.replicas(g);
@@ -155,9 +173,18 @@ mod tests {
 
     #[test]
     fn bad_params_are_named() {
-        let e = Cluster::new(ClusterConfig { slots: 0, ..Default::default() }).unwrap_err();
+        let e = Cluster::new(ClusterConfig {
+            slots: 0,
+            ..Default::default()
+        })
+        .unwrap_err();
         assert!(e.to_string().contains("'slots'"), "{e}");
-        let e = Cluster::new(ClusterConfig { servers: 2, replication: 3, ..Default::default() }).unwrap_err();
+        let e = Cluster::new(ClusterConfig {
+            servers: 2,
+            replication: 3,
+            ..Default::default()
+        })
+        .unwrap_err();
         assert!(e.to_string().contains("'replication'"), "{e}");
     }
 }

@@ -12,7 +12,11 @@ pub enum SimError {
 
 impl SimError {
     pub fn param(name: &str, value: impl fmt::Display, valid: &str) -> Self {
-        SimError::BadParam { name: name.to_string(), value: value.to_string(), valid: valid.to_string() }
+        SimError::BadParam {
+            name: name.to_string(),
+            value: value.to_string(),
+            valid: valid.to_string(),
+        }
     }
 }
 

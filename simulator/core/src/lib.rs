@@ -1,16 +1,28 @@
 //! kvsim-core: a deterministic discrete-event replay of a key-value cluster serving multigets.
 //!
-//! This crate has no Python dependency; `simulator/py` wraps it with PyO3.
+//! This crate has no Python dependency; `simulator/py` wraps it with PyO3. Model choices: docs/simulator.md.
+//!
+//! - [`cluster`]: servers × slots, Murmur3 token ring with RF consecutive replicas, network latency, clients.
+//! - [`workload`]: arrivals, opsets and per-op demands materialized from a seed before the replay.
+//! - [`engine`]: the event core; [`policy`]: scheduling policies (one file each); [`replica`]: replica selection.
 
 /// Version of the simulator model (bumped when results for the same inputs change).
 pub const MODEL_VERSION: u32 = 1;
 
+pub mod cluster;
+pub mod engine;
+pub mod error;
+pub mod hash;
+pub mod policy;
+pub mod replica;
+pub mod rng;
+pub mod stats;
+pub mod workload;
+
 pub mod memcached;
 
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn model_version_is_positive() {
-        assert!(super::MODEL_VERSION >= 1);
-    }
-}
+pub use cluster::{Cluster, ClusterConfig};
+pub use engine::{run, OpRecords, RunOptions, RunResult};
+pub use error::SimError;
+pub use policy::{PolicyConfig, POLICY_NAMES};
+pub use workload::{Arrivals, Workload, WorkloadSpec};

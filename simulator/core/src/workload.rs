@@ -49,7 +49,12 @@ pub struct Workload {
     pub demand: Vec<u64>,
     /// Index of the op in the input (`WorkloadSpec::tokens`), for per-op records.
     pub op_input: Vec<u32>,
+    /// Mean demand of each op, ns (what a size-aware client may know); empty = 1/service_rate for every op.
+    pub mean_demand: Vec<f32>,
 }
+
+/// A hand-built request: (arrival ns, [(replica group, [op demand ns, ...]), ...]).
+pub type RequestParts = (u64, Vec<(u32, Vec<u64>)>);
 
 const STREAM_DEMAND: u64 = 1;
 const STREAM_ARRIVAL: u64 = 2;
@@ -75,6 +80,7 @@ impl Workload {
             + self.opset_ops.len() * 4
             + self.demand.len() * 8
             + self.op_input.len() * 4
+            + self.mean_demand.len() * 4
     }
 
     /// Materializes `spec` for `cluster`: demands (exponential around each op's mean) and arrivals from
@@ -96,21 +102,32 @@ impl Workload {
         }
         for r in 0..n_req {
             if spec.req_offsets[r + 1] <= spec.req_offsets[r] {
-                return Err(SimError::BadInput(format!("request {r} has no ops (offsets must increase)")));
+                return Err(SimError::BadInput(format!(
+                    "request {r} has no ops (offsets must increase)"
+                )));
             }
         }
         let default_mean = 1.0 / cfg.service_rate;
         if let Some(m) = &spec.mean_demand {
             if m.len() != n_ops {
-                return Err(SimError::BadInput(format!("mean_demand has {} values for {n_ops} ops", m.len())));
+                return Err(SimError::BadInput(format!(
+                    "mean_demand has {} values for {n_ops} ops",
+                    m.len()
+                )));
             }
             if let Some(i) = m.iter().position(|v| !(v.is_finite() && *v >= 0.0)) {
-                return Err(SimError::BadInput(format!("mean_demand[{i}] = {} is not a finite value ≥ 0", m[i])));
+                return Err(SimError::BadInput(format!(
+                    "mean_demand[{i}] = {} is not a finite value ≥ 0",
+                    m[i]
+                )));
             }
         }
         if let Some(c) = &spec.clients {
             if c.len() != n_req {
-                return Err(SimError::BadInput(format!("clients has {} values for {n_req} requests", c.len())));
+                return Err(SimError::BadInput(format!(
+                    "clients has {} values for {n_req} requests",
+                    c.len()
+                )));
             }
         }
         // Demands in input order (so they stay tied to the op whatever the grouping).
@@ -127,7 +144,11 @@ impl Workload {
         let mut wl = Workload {
             arrival,
             client: (0..n_req)
-                .map(|r| spec.clients.as_ref().map_or((r % cfg.clients as usize) as u32, |c| c[r]))
+                .map(|r| {
+                    spec.clients
+                        .as_ref()
+                        .map_or((r % cfg.clients as usize) as u32, |c| c[r])
+                })
                 .collect(),
             req_opsets: Vec::with_capacity(n_req + 1),
             opset_group: Vec::new(),
@@ -135,6 +156,7 @@ impl Workload {
             opset_ops: Vec::new(),
             demand: Vec::with_capacity(n_ops),
             op_input: Vec::with_capacity(n_ops),
+            mean_demand: Vec::new(),
         };
         let mut scratch: Vec<(u32, u32)> = Vec::new();
         wl.req_opsets.push(0);
@@ -154,6 +176,9 @@ impl Workload {
                 }
                 wl.demand.push(demand_in[i as usize]);
                 wl.op_input.push(i);
+                if let Some(m) = &spec.mean_demand {
+                    wl.mean_demand.push((m[i as usize] * 1e9) as f32);
+                }
             }
             wl.req_opsets.push(wl.opset_group.len() as u32);
         }
@@ -162,9 +187,13 @@ impl Workload {
     }
 
     /// Builds a workload directly from already materialized parts (hand-worked cases, the Python reference).
-    /// `requests[r] = (arrival_ns, [(group, [demand_ns, ...]), ...])`, opsets in the given order.
-    pub fn from_parts(requests: &[(u64, Vec<(u32, Vec<u64>)>)], clients: u32) -> Workload {
-        let mut wl = Workload { req_opsets: vec![0], ..Default::default() };
+    /// `requests[r] = (arrival_ns, [(group, [demand_ns, ...]), ...])`, opsets in the given order. Each op's mean
+    /// demand is set to its demand (a clairvoyant size-aware client).
+    pub fn from_parts(requests: &[RequestParts], clients: u32) -> Workload {
+        let mut wl = Workload {
+            req_opsets: vec![0],
+            ..Default::default()
+        };
         for (r, (t, opsets)) in requests.iter().enumerate() {
             wl.arrival.push(*t);
             wl.client.push((r % clients.max(1) as usize) as u32);
@@ -175,6 +204,7 @@ impl Workload {
                 for d in ds {
                     wl.op_input.push(wl.demand.len() as u32);
                     wl.demand.push(*d);
+                    wl.mean_demand.push(*d as f32);
                 }
             }
             wl.req_opsets.push(wl.opset_group.len() as u32);
@@ -199,14 +229,22 @@ impl Workload {
         if self.opset_req.len() != o || self.opset_ops.len() != o + 1 || self.req_opsets[n] as usize != o {
             return Err(SimError::BadInput("opset arrays have inconsistent lengths".into()));
         }
-        if self.opset_ops[o] as usize != self.demand.len() || self.op_input.len() != self.demand.len() {
+        if self.opset_ops[o] as usize != self.demand.len()
+            || self.op_input.len() != self.demand.len()
+            || !(self.mean_demand.is_empty() || self.mean_demand.len() == self.demand.len())
+        {
             return Err(SimError::BadInput("op arrays have inconsistent lengths".into()));
         }
         if self.req_opsets.windows(2).any(|w| w[1] <= w[0]) || self.opset_ops.windows(2).any(|w| w[1] <= w[0]) {
-            return Err(SimError::BadInput("every request needs ≥ 1 opset and every opset ≥ 1 op".into()));
+            return Err(SimError::BadInput(
+                "every request needs ≥ 1 opset and every opset ≥ 1 op".into(),
+            ));
         }
         if self.opset_group.iter().any(|&g| g as usize >= cluster.groups()) {
-            return Err(SimError::BadInput(format!("replica group out of range (cluster has {})", cluster.groups())));
+            return Err(SimError::BadInput(format!(
+                "replica group out of range (cluster has {})",
+                cluster.groups()
+            )));
         }
         if self.client.iter().any(|&c| c >= cluster.config.clients) {
             return Err(SimError::BadInput("client id ≥ clients".into()));
@@ -221,9 +259,17 @@ fn make_arrivals(cluster: &Cluster, spec: &WorkloadSpec, n_req: usize, total_mea
     let rate_for = |load: f64| load * slots_total / (total_mean / n_req as f64);
     match &spec.arrivals {
         Arrivals::Poisson { load } => {
-            check_range("load", *load, 1e-6, 100.0, "(0, 100] (fraction of total service capacity)")?;
+            check_range(
+                "load",
+                *load,
+                1e-6,
+                100.0,
+                "(0, 100] (fraction of total service capacity)",
+            )?;
             if total_mean <= 0.0 {
-                return Err(SimError::BadInput("total mean demand is 0: load cannot be defined".into()));
+                return Err(SimError::BadInput(
+                    "total mean demand is 0: load cannot be defined".into(),
+                ));
             }
             let lambda = rate_for(*load);
             let mut rng = Rng::new(spec.seed, STREAM_ARRIVAL);
@@ -237,13 +283,19 @@ fn make_arrivals(cluster: &Cluster, spec: &WorkloadSpec, n_req: usize, total_mea
         }
         Arrivals::Trace { ts, load } => {
             if ts.len() != n_req {
-                return Err(SimError::BadInput(format!("{} timestamps for {n_req} requests", ts.len())));
+                return Err(SimError::BadInput(format!(
+                    "{} timestamps for {n_req} requests",
+                    ts.len()
+                )));
             }
             if let Some(i) = ts.iter().position(|v| !v.is_finite()) {
                 return Err(SimError::BadInput(format!("timestamp of request {i} is not finite")));
             }
             if let Some(i) = ts.windows(2).position(|w| w[1] < w[0]) {
-                return Err(SimError::BadInput(format!("timestamps must be non-decreasing (request {})", i + 1)));
+                return Err(SimError::BadInput(format!(
+                    "timestamps must be non-decreasing (request {})",
+                    i + 1
+                )));
             }
             let t0 = ts[0];
             let span = ts[n_req - 1] - t0;
@@ -252,7 +304,9 @@ fn make_arrivals(cluster: &Cluster, spec: &WorkloadSpec, n_req: usize, total_mea
                 Some(l) => {
                     check_range("load", *l, 1e-6, 100.0, "(0, 100] (fraction of total service capacity)")?;
                     if span <= 0.0 || n_req < 2 {
-                        return Err(SimError::BadInput("trace timestamps span no time: cannot scale to a load".into()));
+                        return Err(SimError::BadInput(
+                            "trace timestamps span no time: cannot scale to a load".into(),
+                        ));
                     }
                     // natural rate (n-1)/span → target rate: multiply times by natural/target.
                     ((n_req - 1) as f64 / span) / rate_for(*l)
@@ -269,7 +323,12 @@ mod tests {
     use crate::cluster::ClusterConfig;
 
     fn cluster() -> Cluster {
-        Cluster::new(ClusterConfig { servers: 8, slots: 2, ..Default::default() }).unwrap()
+        Cluster::new(ClusterConfig {
+            servers: 8,
+            slots: 2,
+            ..Default::default()
+        })
+        .unwrap()
     }
 
     #[test]
@@ -294,8 +353,14 @@ mod tests {
             }
         }
         // Same seed, different load: identical demands per input op (common random numbers).
-        let wl2 = Workload::materialize(&c, &WorkloadSpec { arrivals: Arrivals::Poisson { load: 0.9 }, ..spec })
-            .unwrap();
+        let wl2 = Workload::materialize(
+            &c,
+            &WorkloadSpec {
+                arrivals: Arrivals::Poisson { load: 0.9 },
+                ..spec
+            },
+        )
+        .unwrap();
         assert_eq!(wl.demand, wl2.demand);
         assert!(wl2.arrival[2] < wl.arrival[2]);
     }
@@ -309,7 +374,10 @@ mod tests {
             tokens: (0..n as u64).map(crate::hash::token_of_u64).collect(),
             mean_demand: Some(vec![0.001; n]),
             clients: None,
-            arrivals: Arrivals::Trace { ts: (0..n).map(|i| 100.0 + i as f64).collect(), load: Some(0.5) },
+            arrivals: Arrivals::Trace {
+                ts: (0..n).map(|i| 100.0 + i as f64).collect(),
+                load: Some(0.5),
+            },
             seed: 1,
         };
         let wl = Workload::materialize(&c, &spec).unwrap();

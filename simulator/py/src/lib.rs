@@ -2,6 +2,7 @@
 use pyo3::prelude::*;
 
 mod memcached;
+mod replay;
 
 /// Model version of the core simulator.
 #[pyfunction]
@@ -13,5 +14,6 @@ fn model_version() -> u32 {
 fn _kvsim(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(model_version, m)?)?;
     memcached::register_memcached(m)?;
+    replay::register_replay(m)?;
     Ok(())
 }

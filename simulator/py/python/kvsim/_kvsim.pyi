@@ -1,7 +1,7 @@
 def model_version() -> int: ...
 
-# ---- memcached deployment kind (issue 5, Chisel) -------------------------------------------------------------
-from typing import Any
+# ---- memcached deployment kind (issue 5, Chisel) ----------------------------------------------------------
+from typing import Any  # noqa: E402
 
 def replay_memcached_raw(
     arrivals_us: list[float],
@@ -23,4 +23,62 @@ def replay_memcached_raw(
     elephant_threshold: int = 50,
 ) -> dict[str, Any]: ...
 
-# ---- end memcached --------------------------------------------------------------------------------------------
+# ---- end memcached ----------------------------------------------------------------------------------------
+
+# ---- replay core (issue 3) --------------------------------------------------------------------------------
+class KvsimError(ValueError): ...
+class ParameterError(KvsimError): ...
+class WorkloadError(KvsimError): ...
+
+def tokens_from_ids(ids: Any) -> bytes: ...
+def tokens_from_strings(keys: list[str]) -> bytes: ...
+def policy_names() -> list[str]: ...
+def policy_defaults(name: str) -> list[tuple[str, float]]: ...
+
+class Cluster:
+    def __init__(
+        self,
+        servers: int,
+        slots: int,
+        replication: int,
+        vnodes: int,
+        service_rate: float,
+        net_latency_ns: int,
+        clients: int,
+    ) -> None: ...
+    @property
+    def groups(self) -> int: ...
+    def replica_table(self) -> bytes: ...
+    def groups_of(self, tokens: Any) -> bytes: ...
+
+class Workload:
+    def __init__(
+        self,
+        cluster: Cluster,
+        offsets: Any,
+        tokens: Any,
+        *,
+        mean_demand: Any | None = None,
+        clients: Any | None = None,
+        timestamps: Any | None = None,
+        load: float | None = None,
+        seed: int = 0,
+    ) -> None: ...
+    @property
+    def requests(self) -> int: ...
+    @property
+    def opsets(self) -> int: ...
+    @property
+    def ops(self) -> int: ...
+    def arrays(self) -> dict[str, bytes]: ...
+    def replay(
+        self,
+        policy: str,
+        params: list[tuple[str, float]],
+        *,
+        warmup: float = 0.1,
+        record_ops: bool = False,
+        size_aware_cost: bool = False,
+    ) -> dict[str, Any]: ...
+
+# ---- end replay core --------------------------------------------------------------------------------------

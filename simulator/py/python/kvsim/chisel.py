@@ -1,10 +1,10 @@
 """Chisel for memcached: the layered queueing analyzer, its grid search, and the memcached replay front.
 
-The analyzer (Birke et al., ICAC'19, §IV) predicts the mean request latency of a Chisel client for chunk size L
-and merge level B: first the server/network layer (M/G/W per server, Allen-Cunneen), then the client layer
-(one G/G/1 per query thread, Kingman), whose service time is the whole round trip of a query (layered). Elephant
-requests are a fork-join over their chunks (harmonic numbers over the busy threads); merged mice pay the
-merge delay (later members wait for the head's query, unmerged members queue behind it on the group's thread).
+The analyzer (Birke et al., ICAC'19, §IV) predicts the mean request latency of a Chisel client for chunk
+size L and merge level B: first the server/network layer (M/G/W per server, Allen-Cunneen), then the client
+layer (one G/G/1 per query thread, Kingman), whose service time is the whole round trip of a query (layered).
+Elephant requests are a fork-join over their chunks (harmonic numbers over the busy threads); merged mice pay
+the merge delay (later members wait for the head's query, unmerged ones queue behind it on its thread).
 `grid_search` evaluates every (L, B) and keeps the lowest predicted mean. Model choices: docs/chisel.md.
 
 `replay_memcached` runs the Rust discrete-event replay (`kvsim._kvsim.replay_memcached_raw`);
@@ -115,7 +115,7 @@ class MemcachedDeployment:
 
 @dataclass(frozen=True, slots=True)
 class SizeMix:
-    """Request sizes (keys) with their probabilities, and the mean inter-arrival time (µs) of Poisson arrivals."""
+    """Request sizes (keys), their probabilities, and the mean inter-arrival time in µs (Poisson arrivals)."""
 
     sizes: tuple[int, ...]
     probs: tuple[float, ...]
@@ -177,7 +177,11 @@ class ChiselLevels:
     evaluated: int = field(default=0)
 
     def params(self) -> dict[str, int]:
-        return {"split_keys": self.split_keys, "merge": self.merge, "elephant_threshold": self.elephant_threshold}
+        return {
+            "split_keys": self.split_keys,
+            "merge": self.merge,
+            "elephant_threshold": self.elephant_threshold,
+        }
 
 
 def _erlang_c(servers: int, offered: float) -> float:
@@ -235,7 +239,7 @@ def predict_mean_latency(
     merge: int,
     elephant_threshold: int = DEFAULT_ELEPHANT_THRESHOLD,
 ) -> Prediction:
-    """Predicted mean latency (µs) of Chisel with chunk size `split_keys` (None: no split) and merge level B."""
+    """Predicted mean latency (µs) of Chisel at chunk size `split_keys` (None: no split) and merge level B."""
     prof = dep.profile
     threads = dep.threads_for(mix)
     lam = 1.0 / mix.interarrival_us if mix.interarrival_us > 0 else math.inf
@@ -268,14 +272,18 @@ def predict_mean_latency(
         m1, _probs, offsets = merged_members(wc)
         # query classes: (rate per µs, keys)
         classes: list[tuple[float, float]] = []
+        ca2_weighted = 0.0
         for k, p in eleph:
             n = _chunks(k, L)
             classes.append((lam * p * n, k / n))
+            # a thread sees the chunks of 1 in T/min(n, T) elephants: a cyclic thinning of a Poisson stream
+            ca2_weighted += lam * p * n * min(n, threads) / threads
         if lam_m > 0:
             groups = lam_m / B
             classes.append((groups, k_m * m1))
             if B - m1 > 1e-12:
                 classes.append((groups * (B - m1), k_m))
+            ca2_weighted += groups * (1.0 + B - m1) / threads
         lam_q = sum(r for r, _ in classes)
         if lam_q <= 0.0 or not math.isfinite(lam_q):
             stable = lam_q == 0.0
@@ -302,7 +310,9 @@ def predict_mean_latency(
             stable = False
             break
         cs2 = max(0.0, es2 / (es * es) - 1.0)
-        ca2 = 1.0 / threads
+        # superposed per-thread arrival streams: mice round-robin (Erlang-T, ca² = 1/T), chunks of an
+        # elephant spread over min(n, T) threads (ca² = min(n, T)/T)
+        ca2 = ca2_weighted / lam_q
         new_wc = rho_c / (1.0 - rho_c) * (ca2 + cs2) / 2.0 * es
         if abs(new_wc - wc) < 1e-9:
             wc = new_wc
@@ -315,7 +325,7 @@ def predict_mean_latency(
     def ts(keys: float) -> float:
         return prof.network_us(keys) + ws + prof.processing_us(keys)
 
-    # mice: head of a group, merged followers (arrived `offset` later), unmerged followers (queue behind the head)
+    # mice: group head, merged followers (arrived `offset` later), unmerged followers (queue behind the head)
     mice_us = 0.0
     if lam_m > 0:
         q1 = k_m * m1
@@ -377,7 +387,8 @@ def grid_search(
     max_merge: int = DEFAULT_MAX_MERGE,
 ) -> ChiselLevels:
     """Chisel's analyzer: evaluate every chunk count 1..max_chunks (default 2 × query threads) for the largest
-    elephant and merge levels 1..merge_bound, keep the lowest predicted mean (ties: fewer chunks, smaller B)."""
+    elephant and merge levels 1..merge_bound; keep the lowest predicted mean (ties: fewer chunks, smaller B).
+    """
     dep.validate()
     threads = dep.threads_for(mix)
     kmax = max(mix.sizes)
@@ -420,17 +431,18 @@ def _servers_of(n: int, servers: int, seed: int) -> npt.NDArray[np.uint32]:
 
 def _check_params(policy: str, params: Mapping[str, Any]) -> dict[str, int]:
     if policy not in MEMCACHED_POLICIES:
-        raise ValueError(f"policy: unknown memcached policy {policy!r} (one of {', '.join(MEMCACHED_POLICIES)})")
+        known = ", ".join(MEMCACHED_POLICIES)
+        raise ValueError(f"policy: unknown memcached policy {policy!r} (one of {known})")
     allowed = CHISEL_PARAMS if policy == "chisel" else ()
     out: dict[str, int] = {}
     for name, value in params.items():
         if name not in allowed:
-            raise ValueError(f"params: field '{name}': not a parameter of {policy} (allowed: {list(allowed)})")
+            raise ValueError(f"params: field '{name}': not a param of {policy} (allowed {list(allowed)})")
         if isinstance(value, bool) or not isinstance(value, int | float) or int(value) != value or value < 1:
             raise ValueError(f"params: field '{name}': must be an integer >= 1, got {value!r}")
         out[name] = int(value)
     if "split_keys" in out and "split_chunks" in out:
-        raise ValueError("params: field 'split_chunks': give split_keys (chunk size L) or split_chunks, not both")
+        raise ValueError("params: field 'split_chunks': give split_keys or split_chunks, not both")
     return out
 
 
@@ -487,7 +499,10 @@ def replay_memcached(
         used["elephant_threshold"] = thr
         if "split_chunks" in used:
             used.pop("split_keys", None)
-    srv = np.asarray(server_of, dtype=np.uint32) if server_of is not None else _servers_of(k.size, servers, seed)
+    if server_of is not None:
+        srv = np.asarray(server_of, dtype=np.uint32)
+    else:
+        srv = _servers_of(k.size, servers, seed)
     raw = replay_memcached_raw(
         (t * 1e6).tolist(),
         k.astype(np.uint32).tolist(),

@@ -1,0 +1,253 @@
+"""`ingest_file`: one trace file → one validated canonical dataset (or a clear error and nothing written).
+
+Stages (all streaming, bounded memory): sniff → reader (canonical chunks + source lines) → [external sort]
+→ request ids (single-key traces) → StreamValidator → DatasetWriter → DuckDB counts → manifest → publish.
+The dataset id is derived from the source bytes and the options that change the result, so ingesting the
+same bytes again returns the existing dataset without writing anything.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from ingest.formats import FORMATS, ReaderOptions, Source, TraceReader
+from ingest.formats.base import Chunk
+from ingest.grouping import OnePerRow, RequestIds, WindowGrouper
+from ingest.schema import OPTIONAL_FIELDS, SCHEMA_VERSION, canonical_schema_for
+from ingest.sniff import sniff_source
+from ingest.sorting import sorted_chunks
+from ingest.store import DatasetInfo, DatasetStore
+from ingest.validate import ErrorPolicy, ErrorSink, StreamValidator, UnsortedPolicy
+from ingest.writer import DatasetWriter, staging_dir
+from tailtune import __version__
+from tailtune.errors import BadInputError
+from tailtune.settings import Settings, get_settings
+
+__all__ = ["Progress", "dataset_id", "ingest_file", "sha256_file"]
+
+#: progress(bytes_read, total_bytes), called after each chunk.
+Progress = Callable[[int, int], None]
+
+_COMPRESSED_SUFFIXES = (".gz", ".zst", ".zstd", ".xz", ".bz2")
+
+
+def sha256_file(path: Path, progress: Progress | None = None) -> str:
+    h = hashlib.sha256()
+    size = path.stat().st_size
+    done = 0
+    with path.open("rb") as fh:
+        while block := fh.read(8 << 20):
+            h.update(block)
+            done += len(block)
+            if progress is not None:
+                progress(done, size)
+    return h.hexdigest()
+
+
+def dataset_id(source_sha256: str, options: dict[str, Any]) -> str:
+    """16 hex digits of sha256(source sha256 + canonical JSON of the result-changing ingest options)."""
+    canonical = json.dumps(options, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(f"{source_sha256}\n{canonical}".encode()).hexdigest()[:16]
+
+
+def _default_name(path: Path) -> str:
+    name = path.name
+    for suffix in _COMPRESSED_SUFFIXES:
+        if name.endswith(suffix):
+            name = name[: -len(suffix)]
+    stem = Path(name).stem
+    return stem or name
+
+
+def _choice(value: str, enum: type[ErrorPolicy] | type[UnsortedPolicy], label: str, flag: str) -> Any:
+    try:
+        return enum(value)
+    except ValueError:
+        choices = ", ".join(m.value for m in enum)
+        raise BadInputError.single(label, f"{flag} must be one of {choices}, got '{value}'") from None
+
+
+def ingest_file(
+    path: Path,
+    *,
+    fmt: str = "auto",
+    name: str | None = None,
+    mapping: dict[str, str] | None = None,
+    group_window_s: float | None = None,
+    max_errors: int = 20,
+    on_error: str = "fail",
+    unsorted: str = "reject",
+    rate: float = 1000.0,
+    settings: Settings | None = None,
+    progress: Progress | None = None,
+) -> DatasetInfo:
+    """Ingest one trace file into the dataset store; returns the new (or already existing) dataset.
+
+    `DatasetInfo.reused` tells whether the same bytes with the same options had been ingested before.
+    Raises BadInputError (exit 2, `FILE:LINE: field 'x': problem` lines) and leaves nothing behind on failure.
+    """
+    settings = settings or get_settings()
+    path = Path(path)
+    label = str(path)
+    if not path.is_file():
+        raise BadInputError.single(label, "no such file")
+    policy: ErrorPolicy = _choice(on_error, ErrorPolicy, label, "--on-error")
+    sort_policy: UnsortedPolicy = _choice(unsorted, UnsortedPolicy, label, "--unsorted")
+    if group_window_s is not None and not group_window_s >= 0:
+        raise BadInputError.single(label, f"--group-window-s must be >= 0, got {group_window_s}")
+    if not rate > 0:
+        raise BadInputError.single(label, f"--rate must be > 0, got {rate}")
+
+    source = Source.of(path)
+    reason = "given with --format"
+    if fmt == "auto":
+        sniffed = sniff_source(source, mapping)
+        fmt, reason = sniffed.format, sniffed.reason
+    elif fmt not in FORMATS:
+        raise BadInputError.single(
+            label, f"unknown format '{fmt}'", hint=f"known formats: auto, {', '.join(FORMATS)}"
+        )
+    elif source.size == 0:
+        raise BadInputError.single(label, "file is empty", line=1)
+    sink = ErrorSink(label, max_errors=max_errors, policy=policy)
+    reader: TraceReader = FORMATS[fmt](source, ReaderOptions(mapping=dict(mapping or {}), rate=rate), sink)
+    columns = reader.columns()
+    single_key = "request_id" not in columns
+    if group_window_s is not None and not single_key:
+        raise BadInputError.single(
+            label, "--group-window-s groups single-key traces; this file already has request ids"
+        )
+
+    options: dict[str, Any] = {
+        "format": fmt,
+        "mapping": dict(sorted((mapping or {}).items())),
+        "group_window_s": group_window_s,
+        "on_error": policy.value,
+        "unsorted": sort_policy.value,
+    }
+    if reader.uses_rate():
+        options["rate"] = rate
+    source_sha = sha256_file(path)
+    did = dataset_id(source_sha, options)
+    store = DatasetStore(settings)
+    existing = store.find(did)
+    if existing is not None:
+        return replace(existing, reused=True)
+
+    started = time.perf_counter()
+    optional = {c for c in columns if c in OPTIONAL_FIELDS}
+    schema = canonical_schema_for(optional)
+    hint = "rerun with --unsorted sort to sort by (ts, request_id)"
+    validator = StreamValidator(sink, unsorted_hint=hint if sort_policy is UnsortedPolicy.REJECT else None)
+
+    def report_progress() -> None:
+        if progress is not None:
+            progress(min(source.bytes_read, source.size), source.size)
+
+    def canonical() -> Iterator[Chunk]:
+        stream: Iterator[Chunk] = reader.chunks()
+        if sort_policy is UnsortedPolicy.SORT:
+            stream = sorted_chunks(stream, settings=settings, by_request=not single_key)
+        ids: RequestIds | None = None
+        if single_key:
+            ids = (
+                WindowGrouper(group_window_s, sink, unsorted_hint=hint)
+                if group_window_s is not None
+                else OnePerRow()
+            )
+        for chunk in stream:
+            report_progress()
+            yield from ids.assign(chunk) if ids is not None else (chunk,)
+        if ids is not None:
+            yield from ids.finish()
+
+    with staging_dir(settings) as staging:
+        writer = DatasetWriter(staging, schema)
+        try:
+            for chunk in canonical():
+                batch, _ = validator.check(chunk.batch, chunk.lines)
+                writer.write(batch)
+            sink.finish()
+            files = writer.close()
+        except BaseException:
+            writer.abort()
+            raise
+        stats = validator.stats
+        if stats.rows == 0:
+            what = f"no valid rows ({sink.skipped_rows} skipped)" if sink.skipped_rows else "no data rows"
+            raise BadInputError.single(label, what)
+        counts = _count(files, settings, stats.requests)
+        if counts["requests"] != stats.requests:
+            raise BadInputError.single(
+                label,
+                f"request {counts['example']} has rows in more than one place; the rows of a request must be "
+                "contiguous with one ts",
+                field="request_id",
+            )
+        manifest: dict[str, Any] = {
+            "schema_version": SCHEMA_VERSION,
+            "id": did,
+            "name": name or _default_name(path),
+            "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
+            "tailtune_version": __version__,
+            "source": {
+                "file_name": path.name,
+                "sha256": source_sha,
+                "bytes": source.size,
+                "format": fmt,
+                "layout": reader.layout,
+                "compression": source.compression,
+                "detected": reason,
+            },
+            "ingest_options": options,
+            "rows": stats.rows,
+            "requests": stats.requests,
+            "distinct_keys": counts["distinct_keys"],
+            "ts_min": stats.ts_min,
+            "ts_max": stats.ts_max,
+            "multiget": {"mean": stats.rows / stats.requests, "max": stats.max_request_rows},
+            "columns": schema.names,
+            "has_value_size": stats.value_size_known > 0,
+            "has_latency": stats.latency_known > 0,
+            "sorted_by": ["ts", "request_id"],
+            "sorted_on_ingest": sort_policy is UnsortedPolicy.SORT,
+            "errors": sink.summary(),
+            "notes": reader.notes,
+            "parquet_files": [f.name for f in files],
+            "ingest_seconds": round(time.perf_counter() - started, 3),
+        }
+        info, created = store.publish(staging, manifest)
+    return info if created else replace(info, reused=True)
+
+
+def _count(files: list[Path], settings: Settings, expected_requests: int) -> dict[str, Any]:
+    """Exact distinct counts over the written parts with DuckDB (spills to disk beyond its memory limit)."""
+    import duckdb
+
+    con = duckdb.connect()
+    try:
+        settings.tmp_dir.mkdir(parents=True, exist_ok=True)
+        con.execute("SET memory_limit='1GB'")
+        con.execute(f"SET temp_directory='{settings.tmp_dir / 'duckdb-spill'}'")
+        paths = [str(f) for f in files]
+        row = con.execute(
+            "SELECT count(DISTINCT key), count(DISTINCT request_id) FROM read_parquet(?)", [paths]
+        ).fetchone()
+        assert row is not None
+        out: dict[str, Any] = {"distinct_keys": int(row[0]), "requests": int(row[1]), "example": None}
+        if out["requests"] != expected_requests:
+            ex = con.execute(
+                "SELECT request_id FROM read_parquet(?) GROUP BY request_id HAVING min(ts) < max(ts) LIMIT 1",
+                [paths],
+            ).fetchone()
+            out["example"] = None if ex is None else int(ex[0])
+        return out
+    finally:
+        con.close()

@@ -1,0 +1,300 @@
+//! Server-side queue structures shared by the policies: FIFO, single priority queue with starvation boost,
+//! and Rein's multi-level queue (K FIFO queues served by Deficit Round Robin).
+use std::cmp::Ordering;
+use std::collections::{BinaryHeap, VecDeque};
+
+use super::QItem;
+
+/// One FIFO queue per server.
+#[derive(Debug, Clone)]
+pub struct FifoQueues {
+    q: Vec<VecDeque<QItem>>,
+}
+
+impl FifoQueues {
+    pub fn new(servers: usize) -> Self {
+        FifoQueues {
+            q: vec![VecDeque::new(); servers],
+        }
+    }
+    #[inline]
+    pub fn push(&mut self, server: usize, item: QItem) {
+        self.q[server].push_back(item);
+    }
+    #[inline]
+    pub fn pop(&mut self, server: usize) -> Option<QItem> {
+        self.q[server].pop_front()
+    }
+}
+
+/// Order-preserving map of an f64 priority to u64 (total order; -0.0 < +0.0).
+#[inline]
+pub fn prio_key(p: f64) -> u64 {
+    let b = p.to_bits();
+    if b >> 63 == 1 {
+        !b
+    } else {
+        b | (1 << 63)
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct PEntry {
+    key: u64,
+    seq: u64,
+    item: QItem,
+}
+
+impl PartialEq for PEntry {
+    fn eq(&self, other: &Self) -> bool {
+        self.key == other.key && self.seq == other.seq
+    }
+}
+impl Eq for PEntry {}
+impl PartialOrd for PEntry {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for PEntry {
+    // BinaryHeap is a max-heap: reverse so that the lowest (priority, arrival) comes out first.
+    fn cmp(&self, other: &Self) -> Ordering {
+        (other.key, other.seq).cmp(&(self.key, self.seq))
+    }
+}
+
+/// One priority queue per server: lowest `tag.prio` first, FIFO among equal priorities. With a boost, an op
+/// that has waited `boost_ns` or more is served before any other (in arrival order): its priority is raised to
+/// the top (Rein §3.2's counter to starvation).
+#[derive(Debug, Clone)]
+pub struct PrioQueues {
+    heaps: Vec<BinaryHeap<PEntry>>,
+    seq: u64,
+    boost_ns: Option<u64>,
+    arrivals: Vec<VecDeque<QItem>>,
+    served: Vec<bool>,
+}
+
+impl PrioQueues {
+    pub fn new(servers: usize, ops: usize, boost_ns: Option<u64>) -> Self {
+        PrioQueues {
+            heaps: vec![BinaryHeap::new(); servers],
+            seq: 0,
+            boost_ns,
+            arrivals: if boost_ns.is_some() {
+                vec![VecDeque::new(); servers]
+            } else {
+                Vec::new()
+            },
+            served: if boost_ns.is_some() {
+                vec![false; ops]
+            } else {
+                Vec::new()
+            },
+        }
+    }
+
+    #[inline]
+    pub fn push(&mut self, server: usize, item: QItem) {
+        self.seq += 1;
+        self.heaps[server].push(PEntry {
+            key: prio_key(item.tag.prio),
+            seq: self.seq,
+            item,
+        });
+        if self.boost_ns.is_some() {
+            self.arrivals[server].push_back(item);
+        }
+    }
+
+    #[inline]
+    pub fn pop(&mut self, server: usize, now: u64) -> Option<QItem> {
+        let Some(boost) = self.boost_ns else {
+            return self.heaps[server].pop().map(|e| e.item);
+        };
+        let arr = &mut self.arrivals[server];
+        while let Some(front) = arr.front() {
+            if self.served[front.op as usize] {
+                arr.pop_front();
+                continue;
+            }
+            if now.saturating_sub(front.enq) >= boost {
+                let it = arr.pop_front().expect("front exists");
+                self.served[it.op as usize] = true;
+                return Some(it);
+            }
+            break;
+        }
+        let heap = &mut self.heaps[server];
+        while let Some(e) = heap.pop() {
+            if !self.served[e.item.op as usize] {
+                self.served[e.item.op as usize] = true;
+                return Some(e.item);
+            }
+        }
+        None
+    }
+}
+
+/// Rein's multi-level queue: K FIFO queues per server dequeued by Deficit Round Robin with quanta `quanta`
+/// (each op costs 1). A queue's turn adds its quantum to its deficit and serves ops while the deficit is ≥ 1;
+/// an emptied queue's deficit is reset to 0 (classic DRR). Quanta are normalized so the smallest is ≥ 1, so every
+/// turn of a non-empty queue serves at least one op (shares are unchanged: they are proportional to the rates).
+#[derive(Debug, Clone)]
+pub struct MultiLevelQueues {
+    quanta: Vec<f64>,
+    servers: Vec<MlqServer>,
+}
+
+#[derive(Debug, Clone)]
+struct MlqServer {
+    queues: Vec<VecDeque<QItem>>,
+    deficit: Vec<f64>,
+    cur: usize,
+    in_turn: bool,
+    len: usize,
+}
+
+impl MultiLevelQueues {
+    pub fn new(servers: usize, rates: &[f64]) -> Self {
+        let min = rates.iter().cloned().fold(f64::INFINITY, f64::min);
+        let scale = if min < 1.0 { 1.0 / min } else { 1.0 };
+        let k = rates.len();
+        let server = MlqServer {
+            queues: vec![VecDeque::new(); k],
+            deficit: vec![0.0; k],
+            cur: 0,
+            in_turn: false,
+            len: 0,
+        };
+        MultiLevelQueues {
+            quanta: rates.iter().map(|r| r * scale).collect(),
+            servers: vec![server; servers],
+        }
+    }
+
+    #[inline]
+    pub fn push(&mut self, server: usize, item: QItem) {
+        let s = &mut self.servers[server];
+        s.queues[item.tag.queue as usize].push_back(item);
+        s.len += 1;
+    }
+
+    #[inline]
+    pub fn pop(&mut self, server: usize) -> Option<QItem> {
+        let s = &mut self.servers[server];
+        if s.len == 0 {
+            return None;
+        }
+        let k = s.queues.len();
+        loop {
+            let c = s.cur;
+            if !s.in_turn {
+                if s.queues[c].is_empty() {
+                    s.deficit[c] = 0.0;
+                    s.cur = (c + 1) % k;
+                    continue;
+                }
+                s.deficit[c] += self.quanta[c];
+                s.in_turn = true;
+            }
+            if s.deficit[c] >= 1.0 {
+                if let Some(it) = s.queues[c].pop_front() {
+                    s.deficit[c] -= 1.0;
+                    s.len -= 1;
+                    if s.queues[c].is_empty() {
+                        s.deficit[c] = 0.0;
+                        s.in_turn = false;
+                        s.cur = (c + 1) % k;
+                    }
+                    return Some(it);
+                }
+            }
+            // Turn over: quantum used up (or queue empty).
+            if s.queues[c].is_empty() {
+                s.deficit[c] = 0.0;
+            }
+            s.in_turn = false;
+            s.cur = (c + 1) % k;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::Tag;
+
+    fn item(op: u32, queue: u32, prio: f64, enq: u64) -> QItem {
+        QItem {
+            op,
+            opset: op,
+            enq,
+            tag: Tag { prio, queue },
+        }
+    }
+
+    #[test]
+    fn prio_key_orders_like_f64() {
+        let v = [-3.5, -0.0, 0.0, 1e-9, 2.0, 1e300];
+        for w in v.windows(2) {
+            assert!(prio_key(w[0]) < prio_key(w[1]));
+        }
+    }
+
+    #[test]
+    fn drr_shares_follow_rates_exactly_when_backlogged() {
+        let mut m = MultiLevelQueues::new(1, &[5.0, 4.0, 3.0, 2.0]);
+        let mut op = 0;
+        for q in 0..4 {
+            for _ in 0..1000 {
+                m.push(0, item(op, q, 0.0, 0));
+                op += 1;
+            }
+        }
+        // one round = 5 + 4 + 3 + 2 = 14 picks, in queue order.
+        let first: Vec<u32> = (0..14).map(|_| m.pop(0).unwrap().tag.queue).collect();
+        assert_eq!(first, vec![0, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 3, 3]);
+        let mut counts = [0usize; 4];
+        for _ in 0..(14 * 50) {
+            counts[m.pop(0).unwrap().tag.queue as usize] += 1;
+        }
+        assert_eq!(counts, [250, 200, 150, 100]);
+    }
+
+    #[test]
+    fn drr_fractional_rates_are_normalized() {
+        // rates 1.0 and 0.5 → quanta 2 and 1: shares 2:1.
+        let mut m = MultiLevelQueues::new(1, &[1.0, 0.5]);
+        for i in 0..60 {
+            m.push(0, item(i, i % 2, 0.0, 0));
+        }
+        let picks: Vec<u32> = (0..6).map(|_| m.pop(0).unwrap().tag.queue).collect();
+        assert_eq!(picks, vec![0, 0, 1, 0, 0, 1]);
+    }
+
+    #[test]
+    fn drr_skips_empty_queues_and_drains() {
+        let mut m = MultiLevelQueues::new(2, &[3.0, 2.0, 1.0]);
+        m.push(1, item(0, 2, 0.0, 0));
+        m.push(1, item(1, 2, 0.0, 0));
+        assert_eq!(m.pop(0), None);
+        assert_eq!(m.pop(1).unwrap().op, 0);
+        assert_eq!(m.pop(1).unwrap().op, 1);
+        assert_eq!(m.pop(1), None);
+    }
+
+    #[test]
+    fn priority_queue_with_boost_serves_old_ops_first() {
+        let mut p = PrioQueues::new(1, 3, Some(10));
+        p.push(0, item(0, 0, 9.0, 0));
+        p.push(0, item(1, 0, 1.0, 5));
+        p.push(0, item(2, 0, 1.0, 6));
+        // at t=9 nobody waited 10 ns: priority order (FIFO among equals).
+        assert_eq!(p.pop(0, 9).unwrap().op, 1);
+        // at t=10 op 0 has waited 10 ns: boosted.
+        assert_eq!(p.pop(0, 10).unwrap().op, 0);
+        assert_eq!(p.pop(0, 10).unwrap().op, 2);
+        assert_eq!(p.pop(0, 10), None);
+    }
+}

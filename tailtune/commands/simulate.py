@@ -1,0 +1,97 @@
+"""`tailtune simulate`: replay a dataset, trace file or generated profile under one scheduling policy."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+__all__ = ["register"]
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("simulate")
+    def simulate(
+        policy: Annotated[
+            str, typer.Option("--policy", help="fifo, rein, rein-sbf, rein-sds, brb-*, oracle")
+        ],
+        dataset: Annotated[str | None, typer.Option("--dataset", help="Dataset id or name.")] = None,
+        trace: Annotated[
+            Path | None, typer.Option("--trace", help="Canonical trace (Parquet or CSV).")
+        ] = None,
+        profile: Annotated[str | None, typer.Option("--profile", help="Generator profile.")] = None,
+        requests: Annotated[int | None, typer.Option("--requests", help="Requests to generate.")] = None,
+        param: Annotated[
+            list[str] | None, typer.Option("--param", help="Policy parameter NAME=VALUE.")
+        ] = None,
+        servers: Annotated[int, typer.Option("--servers")] = 128,
+        slots: Annotated[int, typer.Option("--slots")] = 8,
+        replication: Annotated[int, typer.Option("--replication")] = 3,
+        vnodes: Annotated[int, typer.Option("--vnodes", help="Tokens per server (≤1: evenly spaced).")] = 1,
+        service_rate: Annotated[float, typer.Option("--service-rate", help="ops/s per slot.")] = 3750.0,
+        net_latency_us: Annotated[float, typer.Option("--net-latency-us")] = 50.0,
+        clients: Annotated[int, typer.Option("--clients")] = 128,
+        load: Annotated[float, typer.Option("--load", help="Fraction of total service capacity.")] = 0.75,
+        seed: Annotated[int, typer.Option("--seed")] = 0,
+        warmup: Annotated[float, typer.Option("--warmup", help="Fraction of first requests dropped.")] = 0.1,
+        use_timestamps: Annotated[
+            bool,
+            typer.Option("--use-timestamps", help="Trace timestamps scaled to --load instead of Poisson."),
+        ] = False,
+        as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    ) -> None:
+        """Replay a workload on the simulated cluster and report latency percentiles."""
+        from tailtune.console import err_console, out_console, print_json
+        from tailtune.simulation import SimulationSpec, load_table, parse_params, run_simulation
+
+        spec = SimulationSpec(
+            policy=policy,
+            params=parse_params(param or []),
+            servers=servers,
+            slots=slots,
+            replication=replication,
+            vnodes=vnodes,
+            service_rate=service_rate,
+            net_latency_us=net_latency_us,
+            clients=clients,
+            load=load,
+            seed=seed,
+            warmup=warmup,
+            use_timestamps=use_timestamps,
+        )
+        table = load_table(dataset=dataset, trace=trace, profile=profile, requests=requests, seed=seed)
+        source = str(trace) if trace is not None else (dataset or f"profile:{profile}")
+        result = run_simulation(table, spec, source=source)
+        if not result.steady_state:
+            err_console.print(
+                "[yellow]warning:[/] not in steady state (busiest server offered "
+                f"{result.server_load_max:.2f} "
+                f"of its capacity, second-half/first-half mean latency {result.half_ratio:.2f}): tail "
+                "percentiles grow with the run length and compare nothing.",
+                soft_wrap=True,
+            )
+        if as_json:
+            print_json(result.to_json())
+            return
+        from rich.table import Table
+
+        t = Table(title=f"{result.policy} {result.params or ''}".strip())
+        for col in ("p50 ms", "p95 ms", "p99 ms", "p99.9 ms", "mean ms", "util", "max srv load", "steady"):
+            t.add_column(col, justify="right")
+        t.add_row(
+            f"{result.p50_ms:.3f}",
+            f"{result.p95_ms:.3f}",
+            f"{result.p99_ms:.3f}",
+            f"{result.p999_ms:.3f}",
+            f"{result.mean_ms:.3f}",
+            f"{result.utilization:.2f}",
+            f"{result.server_load_max:.2f}",
+            "yes" if result.steady_state else "NO",
+        )
+        out_console.print(t)
+        out_console.print(
+            f"{result.requests} requests, {result.ops} ops, {result.events} events "
+            f"in {result.sim_wall_s:.3f} s "
+            f"({result.events_per_s / 1e6:.1f} M events/s)"
+        )

@@ -1,0 +1,78 @@
+"""Fits recover the parameters of generated samples within stated tolerances (fixed seeds)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from analysis import fits
+
+
+def _count_of_counts(samples: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    cnt = np.bincount(samples)
+    cnt = cnt[cnt > 0]
+    u, k = np.unique(cnt, return_counts=True)
+    return u.astype(np.int64), k.astype(np.int64)
+
+
+@pytest.mark.parametrize("alpha", [0.7, 0.9, 1.2])
+def test_zipf_recovered(alpha: float) -> None:
+    rng = np.random.default_rng(3)
+    n = 5000
+    p = np.arange(1, n + 1, dtype=np.float64) ** -alpha
+    counts, keys = _count_of_counts(rng.choice(n, size=400_000, p=p / p.sum()))
+    mle = fits.zipf_mle(counts, keys)
+    ols = fits.zipf_ols(counts, keys)
+    assert mle is not None and ols is not None
+    assert mle.alpha == pytest.approx(alpha, abs=0.03)  # stated tolerance: MLE ±0.03
+    assert ols.alpha == pytest.approx(alpha, abs=0.1)  # OLS is biased by the sampled tail: ±0.1
+    assert ols.rank_min == 1 and ols.rank_max == int(keys.sum())
+
+
+def test_zipf_degenerate_is_none() -> None:
+    one = np.array([5], dtype=np.int64), np.array([1], dtype=np.int64)
+    assert fits.zipf_ols(*one) is None
+    assert fits.zipf_mle(*one) is None
+
+
+def test_zipf_ols_exact_on_a_perfect_power_law() -> None:
+    # frequencies 1000 / r^1 for r = 1..4 → 1000, 500, 333, 250 — slope exactly -1 up to rounding
+    counts = np.array([1000, 500, 333, 250], dtype=np.int64)
+    ols = fits.zipf_ols(counts, np.ones(4, dtype=np.int64))
+    assert ols is not None
+    assert ols.alpha == pytest.approx(1.0, abs=1e-3)
+
+
+@pytest.mark.parametrize("n,alpha", [(10, 0.8), (5000, 1.0), (3_000_000, 0.9), (3_000_000, 1.3)])
+def test_harmonic_matches_direct_sum(n: int, alpha: float) -> None:
+    direct = float(np.sum(np.arange(1, n + 1, dtype=np.float64) ** -alpha))
+    assert fits.harmonic(n, alpha) == pytest.approx(direct, rel=1e-10)
+
+
+def test_lognormal_multi_recovered() -> None:
+    rng = np.random.default_rng(5)
+    x = np.maximum(1, np.rint(rng.lognormal(2.0, 1.0, 100_000))).astype(np.int64)
+    sizes, reqs = np.unique(x, return_counts=True)
+    fit = fits.lognormal_multi(sizes, reqs.astype(np.int64))
+    assert fit is not None
+    assert fit.mu == pytest.approx(2.0, abs=0.03)  # stated tolerance ±0.03
+    assert fit.sigma == pytest.approx(1.0, abs=0.03)
+    assert fit.ks < 0.01
+    assert fit.n == int(reqs[sizes >= 2].sum())
+
+
+def test_lognormal_single_key_only_is_none() -> None:
+    assert fits.lognormal_multi(np.array([1]), np.array([10])) is None
+
+
+def test_gpd_recovered_from_lomax_tail() -> None:
+    rng = np.random.default_rng(11)
+    v = 1000.0 * (1 + rng.pareto(2.0, 200_000))  # Lomax(2): exceedances are GPD with ξ = 0.5
+    fit = fits.gpd_tail(v, float(np.quantile(v, 0.9)))
+    assert fit is not None
+    assert fit.xi == pytest.approx(0.5, abs=0.06)  # stated tolerance ±0.06
+    assert fit.n == int((v > np.quantile(v, 0.9)).sum())
+
+
+def test_gpd_too_few_exceedances_is_none() -> None:
+    assert fits.gpd_tail(np.arange(100, dtype=np.float64), 95.0) is None

@@ -1,0 +1,145 @@
+"""The whole job end to end: generated trace with known parameters, the real Twitter sample, the CLI."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+import pytest
+from pyspark.sql import SparkSession
+
+from analysis.pipeline import Options
+from jobs.characterize import run
+from tailtune.settings import Settings
+
+from .conftest import GEN_ALPHA, GEN_MU, GEN_SIGMA, canonical_table
+
+pytestmark = pytest.mark.spark
+
+
+def _nearest_rank(x: np.ndarray, q: float) -> float:
+    s = np.sort(x)
+    return float(s[int(np.ceil(q * s.size)) - 1])
+
+
+@pytest.fixture(scope="module")
+def generated_summary(
+    spark: SparkSession, generated_parquet: tuple[Path, dict[str, Any]], tmp_path_factory: pytest.TempPathFactory
+) -> tuple[dict[str, Any], Path, dict[str, Any]]:
+    path, g = generated_parquet
+    out = tmp_path_factory.mktemp("out") / "analysis"
+    settings = Settings(home=tmp_path_factory.mktemp("home"))
+    doc = run(str(path), out, dataset=False, settings=settings, master="local[2]",
+              opts=Options(servers=8, replication=3))
+    return doc, out, g
+
+
+def test_generated_parameters_recovered(generated_summary: tuple[dict[str, Any], Path, dict[str, Any]]) -> None:
+    doc, _, g = generated_summary
+    sizes = g["sizes"]
+    ms = doc["multiget_size"]
+    assert ms["requests"] == sizes.size
+    assert ms["frac_multi"] == pytest.approx(float(np.mean(sizes >= 2)))
+    assert ms["max"] == int(sizes.max())
+    for q in ("p50", "p95", "p99"):
+        assert ms[q] == _nearest_rank(sizes, int(q[1:]) / 100)
+    assert ms["lognormal_mu"] == pytest.approx(GEN_MU, abs=0.05)  # stated tolerance ±0.05 (20k requests)
+    assert ms["lognormal_sigma"] == pytest.approx(GEN_SIGMA, abs=0.05)
+    kp = doc["key_popularity"]
+    assert kp["distinct_keys"] == len(set(g["ranks"].tolist()))
+    assert kp["zipf_alpha_mle"] == pytest.approx(GEN_ALPHA, abs=0.04)  # ±0.04
+    assert kp["zipf_alpha_ols"] == pytest.approx(GEN_ALPHA, abs=0.15)  # ±0.15 (sampled tail flattens)
+    top = np.bincount(g["ranks"]).argmax()
+    assert kp["top_keys"][0]["key"] == f"key{top}"
+    assert kp["top_keys"][0]["count"] == int(np.bincount(g["ranks"]).max())
+    vs = doc["value_size"]
+    assert vs["max"] == int(g["value_size"].max())
+    assert vs["p50"] == _nearest_rank(g["value_size"], 0.5)  # per access (each key has one size)
+    assert vs["gpd_xi"] is not None and vs["thr_l_candidates"]
+    fo = doc["fanout"]
+    assert (fo["servers"], fo["replication"]) == (8, 3)
+    assert 1.0 <= fo["opsets_mean"] <= min(8.0, ms["mean"])
+    assert fo["hottest_partition_ratio"] >= 1.0
+    assert doc["slack_bounds"] == [] and doc["null_reasons"]["slack_bounds"]
+
+
+def test_outputs_written(generated_summary: tuple[dict[str, Any], Path, dict[str, Any]]) -> None:
+    doc, out, _ = generated_summary
+    assert json.loads((out / "summary.json").read_text()) == json.loads(json.dumps(doc))
+    hist = pq.read_table(out / "tables" / "multiget_size_histogram.parquet").to_pandas()
+    assert int(hist["requests"].sum()) == doc["multiget_size"]["requests"]
+    for name in ("key_count_of_counts", "top_keys", "value_size_histogram", "hot_sets", "arrival_rate",
+                 "fanout_histogram", "server_load"):
+        assert (out / "tables" / f"{name}.parquet").is_file()
+    html = (out / "report.html").read_text()
+    assert html.count("data:image/png;base64,") >= 5
+    assert "http://" not in html and "https://" not in html  # self-contained
+    assert doc["findings"][0] in html.replace("&#x27;", "'")
+    assert not list(out.parent.glob(".analyze-*"))  # staging directory renamed away
+
+
+def _twitter_table(shared_data: Path) -> Any:
+    names = ["timestamp", "anon_key", "key_size", "value_size", "client_id", "op", "ttl"]
+    t = pacsv.read_csv(shared_data / "cachelib_twitter_sample.csv",
+                       read_options=pacsv.ReadOptions(column_names=names))
+    n = t.num_rows
+    return canonical_table({
+        "request_id": list(range(n)), "ts": [float(x) for x in t["timestamp"].to_pylist()],
+        "key": t["anon_key"].to_pylist(), "value_size": t["value_size"].to_pylist(),
+        "op": t["op"].to_pylist(), "client_id": [str(x) for x in t["client_id"].to_pylist()],
+    }), t
+
+
+def test_real_twitter_sample(spark: SparkSession, shared_data: Path, tmp_path: Path) -> None:
+    table, raw = _twitter_table(shared_data)
+    path = tmp_path / "twitter.parquet"
+    pq.write_table(table, path)
+    doc = run(str(path), tmp_path / "out", dataset=False, settings=Settings(home=tmp_path / "home"),
+              master="local[2]", opts=Options(servers=4, replication=2))
+    keys = raw["anon_key"].to_pylist()
+    sizes = np.array(raw["value_size"].to_pylist())
+    assert doc["dataset"]["rows"] == raw.num_rows == 100
+    assert doc["multiget_size"]["frac_multi"] == 0.0  # one access per request
+    assert doc["multiget_size"]["lognormal_mu"] is None
+    assert doc["key_popularity"]["distinct_keys"] == len(set(keys))
+    counts = sorted({k: keys.count(k) for k in keys}.values(), reverse=True)
+    assert doc["key_popularity"]["top_keys"][0]["count"] == counts[0]
+    # per-key size = the largest size seen for the key; per-access weights = access counts
+    per_key = {k: max(s for kk, s in zip(keys, sizes, strict=True) if kk == k) for k in set(keys)}
+    assert doc["value_size"]["max"] == int(sizes.max())
+    assert doc["value_size"]["per_key"]["keys"] == len(per_key)
+    assert "key_popularity.zipf_alpha_ols" in doc["null_reasons"]  # top key has < 100 accesses
+
+
+def test_cli_analyze_csv(spark: SparkSession, cli: Any, tmp_path: Path) -> None:
+    csv = tmp_path / "t.csv"
+    csv.write_text("request_id,ts,key,value_size\n1,0.0,a,10\n1,0.0,b,20\n2,1.0,a,10\n3,2.0,c,\n")
+    res = cli("analyze", str(csv), "--out", str(tmp_path / "o"), "--servers", "2", "--replication", "1", "--json")
+    assert res.exit_code == 0, res.stderr
+    doc = json.loads(res.stdout)
+    assert doc["multiget_size"]["max"] == 2 and doc["key_popularity"]["distinct_keys"] == 3
+    assert doc["value_size"]["per_key"]["keys"] == 2  # c has no size
+
+
+def test_cli_bad_csv_names_file_line_and_field(cli: Any, tmp_path: Path) -> None:
+    csv = tmp_path / "bad.csv"
+    csv.write_text("request_id,ts,key,value_size\n1,0.0,a,10\n2,zero,b,20\n")
+    res = cli("analyze", str(csv), "--out", str(tmp_path / "o"))
+    assert res.exit_code == 2
+    assert f"{csv}:3: field 'ts': not a number: 'zero'" in res.stderr.replace("\n", "")
+    assert not (tmp_path / "o").exists()
+
+
+def test_cli_missing_column_and_bad_replication(cli: Any, tmp_path: Path) -> None:
+    csv = tmp_path / "nokey.csv"
+    csv.write_text("request_id,ts,value_size\n1,0.0,10\n")
+    res = cli("analyze", str(csv), "--out", str(tmp_path / "o"))
+    assert res.exit_code == 2 and "field 'key': required column is missing" in res.stderr
+    res = cli("analyze", str(csv), "--out", str(tmp_path / "o"), "--servers", "2", "--replication", "3")
+    assert res.exit_code == 2 and "field 'replication'" in res.stderr
+    res = cli("analyze", "--out", str(tmp_path / "o"))
+    assert res.exit_code == 2
