@@ -1,7 +1,8 @@
 """Simulator speed: events/s per policy on the fork-join model of issue 3, ratio to the Python reference.
 
 Model: 128 servers × 8 slots, RF 3, 3750 ops/s per slot, 50 µs, lognormal(2.5, 1.25) multiget sizes
-(rounded up, ≥ 1), uniform keys over 1 M ids, Poisson arrivals at 75% load. Run: PYTHONPATH=. .venv/bin/python bench/sim_speed.py
+(rounded up, ≥ 1), uniform keys over 1 M ids, Poisson arrivals at 75% load.
+Run: PYTHONPATH=. .venv/bin/python bench/sim_speed.py
 """
 
 from __future__ import annotations

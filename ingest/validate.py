@@ -303,7 +303,9 @@ def fingerprint(keys: pa.Array) -> npt.NDArray[np.uint64]:
     n = len(arr)
     if n == 0:
         return np.zeros(0, dtype=np.uint64)
-    offsets = np.frombuffer(arr.buffers()[1], dtype=np.int32)[arr.offset : arr.offset + n + 1].astype(np.int64)
+    offsets = np.frombuffer(arr.buffers()[1], dtype=np.int32)[arr.offset : arr.offset + n + 1].astype(
+        np.int64
+    )
     lens = np.diff(offsets)
     start, end = int(offsets[0]), int(offsets[-1])
     h = lens.astype(np.uint64) * np.uint64(0xC2B2AE3D27D4EB4F)
@@ -319,10 +321,9 @@ def fingerprint(keys: pa.Array) -> npt.NDArray[np.uint64]:
     return h
 
 
-
 @dataclass
 class StreamStats:
-    """Counts gathered while the canonical stream goes by (distinct keys are counted afterwards)."""
+    """Counts gathered while the canonical stream goes by."""
 
     rows: int = 0
     requests: int = 0
@@ -331,7 +332,14 @@ class StreamStats:
     value_size_known: int = 0
     latency_known: int = 0
     max_request_rows: int = 0
+    #: exact count of distinct request ids and (64-bit fingerprinted) keys; None past `SET_LIMIT` entries
+    distinct_requests: int | None = 0
+    distinct_keys: int | None = 0
     extra: dict[str, Any] = field(default_factory=dict)
+
+
+#: Entries kept per in-memory distinct set (8 bytes each); past it the caller counts with DuckDB instead.
+SET_LIMIT = 32_000_000
 
 
 class StreamValidator:
@@ -349,6 +357,8 @@ class StreamValidator:
         self._prev: tuple[float, int, int] | None = None  # ts, request_id, line of the last kept row
         self._run_keys: set[str] = set()  # keys of the last (possibly unfinished) request
         self._run_len = 0
+        self._seen_ids: npt.NDArray[np.int64] | None = np.zeros(0, dtype=np.int64)  # sorted, unique
+        self._seen_keys: npt.NDArray[np.uint64] | None = np.zeros(0, dtype=np.uint64)  # sorted, unique
 
     def check(self, batch: pa.RecordBatch, lines: Lines) -> tuple[pa.RecordBatch, Lines]:
         n = batch.num_rows
@@ -388,7 +398,8 @@ class StreamValidator:
                 ],
             )
         keys = batch.column("key")
-        dup = self._duplicates(rid, keys, same)
+        fp = fingerprint(keys)
+        dup = self._duplicates(rid, keys, same, fp)
         if dup.any():
             idx = np.flatnonzero(dup & ~bad)
             kl = keys.to_pylist()
@@ -401,13 +412,15 @@ class StreamValidator:
             keep = ~drop
             batch = batch.filter(pa.array(keep))
             lines = lines[keep]
-            ts, rid = ts[keep], rid[keep]
+            ts, rid, fp = ts[keep], rid[keep], fp[keep]
             if batch.num_rows == 0:
                 return batch, lines
-        self._account(batch, ts, rid, lines)
+        self._account(batch, ts, rid, lines, fp)
         return batch, lines
 
-    def _duplicates(self, rid: npt.NDArray[np.int64], keys: pa.Array, same: Mask) -> Mask:
+    def _duplicates(
+        self, rid: npt.NDArray[np.int64], keys: pa.Array, same: Mask, fp: npt.NDArray[np.uint64]
+    ) -> Mask:
         n = len(rid)
         dup = np.zeros(n, dtype=np.bool_)
         # rows continuing the request left open by the previous chunk
@@ -419,9 +432,9 @@ class StreamValidator:
         # fast check: are the (request run within the chunk, key fingerprint) pairs all distinct? Rows of a
         # request are contiguous here (out-of-order rows were rejected before), so the run stands for the id.
         run = np.cumsum(~same).astype(np.uint64)
-        fp = fingerprint(keys) ^ (run * np.uint64(0x9E3779B97F4A7C15))
-        fp.sort()
-        if not (fp[1:] == fp[:-1]).any():
+        pairs = fp ^ (run * np.uint64(0x9E3779B97F4A7C15))
+        pairs.sort()
+        if not (pairs[1:] == pairs[:-1]).any():
             return dup
         seen: set[tuple[int, str]] = set()
         for i, (r, k) in enumerate(zip(rid.tolist(), keys.to_pylist(), strict=True)):
@@ -432,13 +445,19 @@ class StreamValidator:
         return dup
 
     def _account(
-        self, batch: pa.RecordBatch, ts: npt.NDArray[np.float64], rid: npt.NDArray[np.int64], lines: Lines
+        self,
+        batch: pa.RecordBatch,
+        ts: npt.NDArray[np.float64],
+        rid: npt.NDArray[np.int64],
+        lines: Lines,
+        fp: npt.NDArray[np.uint64],
     ) -> None:
         n = len(rid)
         st = self.stats
         starts = np.empty(n, dtype=np.bool_)
         starts[1:] = rid[1:] != rid[:-1]
         starts[0] = self._prev is None or rid[0] != self._prev[1]
+        self._track_distinct(rid[starts], lines[starts], fp)
         st.rows += n
         st.requests += int(starts.sum())
         st.ts_min = float(ts[0]) if st.ts_min is None else st.ts_min
@@ -464,3 +483,34 @@ class StreamValidator:
             self._run_keys.update(tail)
             self._run_len += n
         self._prev = (float(ts[-1]), int(rid[-1]), int(lines[-1]))
+
+    def _track_distinct(
+        self, new_ids: npt.NDArray[np.int64], id_lines: Lines, fp: npt.NDArray[np.uint64]
+    ) -> None:
+        """Exact distinct request ids (a reappearing id is fatal: requests are contiguous) and distinct keys."""
+        st = self.stats
+        if self._seen_ids is not None:
+            order = np.argsort(new_ids, kind="stable")
+            sorted_ids = new_ids[order]
+            again = np.zeros(len(new_ids), dtype=np.bool_)
+            again[order[1:]] = sorted_ids[1:] == sorted_ids[:-1]
+            if len(self._seen_ids):
+                pos = np.minimum(np.searchsorted(self._seen_ids, new_ids), len(self._seen_ids) - 1)
+                again |= self._seen_ids[pos] == new_ids
+            if again.any():
+                i = int(np.flatnonzero(again)[0])
+                raise self.sink.fatal(
+                    int(id_lines[i]),
+                    "request_id",
+                    f"request {int(new_ids[i])} appears again after other requests; "
+                    "the rows of a request must be contiguous",
+                )
+            self._seen_ids = np.union1d(self._seen_ids, new_ids)
+            st.distinct_requests = len(self._seen_ids)
+            if len(self._seen_ids) > SET_LIMIT:
+                self._seen_ids, st.distinct_requests = None, None
+        if self._seen_keys is not None:
+            self._seen_keys = np.union1d(self._seen_keys, np.unique(fp))
+            st.distinct_keys = len(self._seen_keys)
+            if len(self._seen_keys) > SET_LIMIT:
+                self._seen_keys, st.distinct_keys = None, None

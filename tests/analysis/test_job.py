@@ -94,12 +94,15 @@ def _twitter_table(shared_data: Path) -> Any:
     }), t
 
 
-def test_real_twitter_sample(spark: SparkSession, shared_data: Path, tmp_path: Path) -> None:
+def test_real_twitter_sample_through_the_cli(spark: SparkSession, shared_data: Path, cli: Any,
+                                             tmp_path: Path) -> None:
     table, raw = _twitter_table(shared_data)
-    path = tmp_path / "twitter.parquet"
-    pq.write_table(table, path)
-    doc = run(str(path), tmp_path / "out", dataset=False, settings=Settings(home=tmp_path / "home"),
-              master="local[2]", opts=Options(servers=4, replication=2))
+    csv = tmp_path / "twitter.csv"
+    pacsv.write_csv(table, csv)
+    res = cli("analyze", str(csv), "--out", str(tmp_path / "o"), "--servers", "4", "--replication", "2",
+              "--json")
+    assert res.exit_code == 0, res.stderr
+    doc = json.loads(res.stdout)
     keys = raw["anon_key"].to_pylist()
     sizes = np.array(raw["value_size"].to_pylist())
     assert doc["dataset"]["rows"] == raw.num_rows == 100
@@ -108,21 +111,11 @@ def test_real_twitter_sample(spark: SparkSession, shared_data: Path, tmp_path: P
     assert doc["key_popularity"]["distinct_keys"] == len(set(keys))
     counts = sorted({k: keys.count(k) for k in keys}.values(), reverse=True)
     assert doc["key_popularity"]["top_keys"][0]["count"] == counts[0]
-    # per-key size = the largest size seen for the key; per-access weights = access counts
-    per_key = {k: max(s for kk, s in zip(keys, sizes, strict=True) if kk == k) for k in set(keys)}
     assert doc["value_size"]["max"] == int(sizes.max())
-    assert doc["value_size"]["per_key"]["keys"] == len(per_key)
+    assert doc["value_size"]["per_key"]["keys"] == len(set(keys))
     assert "key_popularity.zipf_alpha_ols" in doc["null_reasons"]  # top key has < 100 accesses
-
-
-def test_cli_analyze_csv(spark: SparkSession, cli: Any, tmp_path: Path) -> None:
-    csv = tmp_path / "t.csv"
-    csv.write_text("request_id,ts,key,value_size\n1,0.0,a,10\n1,0.0,b,20\n2,1.0,a,10\n3,2.0,c,\n")
-    res = cli("analyze", str(csv), "--out", str(tmp_path / "o"), "--servers", "2", "--replication", "1", "--json")
-    assert res.exit_code == 0, res.stderr
-    doc = json.loads(res.stdout)
-    assert doc["multiget_size"]["max"] == 2 and doc["key_popularity"]["distinct_keys"] == 3
-    assert doc["value_size"]["per_key"]["keys"] == 2  # c has no size
+    assert doc["fanout"]["servers"] == 4 and doc["fanout"]["opsets_mean"] == 1.0
+    assert (tmp_path / "o" / "report.html").is_file()
 
 
 def test_cli_bad_csv_names_file_line_and_field(cli: Any, tmp_path: Path) -> None:

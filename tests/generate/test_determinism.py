@@ -57,3 +57,16 @@ def test_csv_has_header_and_canonical_columns(tmp_path: Path) -> None:
     assert len(lines) == 1 + 2 * 50
     request_id, ts, key, value_size, op = lines[1].split(",")
     assert (request_id, op) == ("0", "get") and key.startswith("k") and int(value_size) >= 0 and float(ts) > 0
+
+
+def test_write_trace_stats_match_the_written_table(tmp_path: Path) -> None:
+    out = tmp_path / "t.parquet"
+    stats = write_trace(out, "soundcloud", 3000, 8, batch_requests=700)
+    table = pq.read_table(out)
+    assert table.equals(generate_table("soundcloud", 3000, 8).replace_schema_metadata(table.schema.metadata))
+    sizes = np.bincount(table.column("request_id").to_numpy())
+    assert (stats.rows, stats.requests) == (table.num_rows, 3000)
+    assert stats.mean_size == sizes.mean() and stats.max_size == sizes.max()
+    assert stats.multi_key_fraction == np.mean(sizes > 1)
+    assert stats.distinct_keys == len(set(table.column("key").to_pylist()))
+    assert stats.duration_s == table.column("ts").to_numpy()[-1]

@@ -2,7 +2,8 @@
 
 It mirrors docs/simulator.md: integer-ns time, events ordered by (time, seq) with request arrivals
 pre-scheduled as seq 0..R-1, servers pick ops only after every event of an instant is applied (lowest free
-slot first, servers in the order they became dirty), per-(client, group) round-robin replicas starting at client mod RF.
+slot first, servers in the order they became dirty),
+per-(client, group) round-robin replicas starting at client mod RF.
 """
 
 from __future__ import annotations
