@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import functions as F
 
+from analysis import replay
 from analysis import slack as slack_mod
 from analysis import transforms as tr
 from analysis.summary import Collected
@@ -33,6 +34,8 @@ class Options:
     rate_windows: int = 100  # windows for the arrival rate
     top_n: int = 20  # top keys listed in the summary
     fanout: bool = True
+    slack_replay: bool = True  # replay a prefix with kvsim `fifo` for the slack bounds (when kvsim can)
+    slack_requests: int = 5000  # requests of that prefix
 
 
 def _row(df: DataFrame) -> dict[str, Any]:
@@ -97,10 +100,17 @@ def characterize(
             c.server_load = tr.server_load(spark, ks, opts.servers, opts.replication).toPandas()
         else:
             c.extra_reasons["fanout"] = "fan-out disabled for this run"
+        if ops is None and opts.slack_replay:
+            reason = replay.available()
+            if reason is None:
+                ops = replay.replay_ops(spark, df, reqs, servers=opts.servers, replication=opts.replication,
+                                        max_requests=opts.slack_requests)
+            else:
+                slack_reason = reason
         if ops is not None:
             c.slack = slack_mod.slack_bounds(ops).toPandas()
         else:
-            c.slack_reason = slack_reason or "no per-op replay records were given"
+            c.slack_reason = slack_reason or "slack replay disabled for this run"
         return c
     finally:
         for d in cached:

@@ -38,6 +38,7 @@ __all__ = [
     "GENERATED_SCHEMA",
     "OUTPUT_SUFFIXES",
     "PROFILES",
+    "WRITE_BATCH_ROWS",
     "GenerateStats",
     "generate_batches",
     "generate_table",
@@ -52,7 +53,9 @@ F64 = npt.NDArray[np.float64]
 #: Default arrival rate, requests per second.
 DEFAULT_RATE: Final = 1000.0
 #: Requests per internal random block (fixed: changing it changes every generated trace).
-BLOCK_REQUESTS: Final = 65_536
+BLOCK_REQUESTS: Final = 16_384
+#: `write_trace` sizes its batches (= Parquet row groups) to about this many rows, bounding its memory.
+WRITE_BATCH_ROWS: Final = 1_000_000
 #: The canonical columns a generated trace has.
 GENERATED_SCHEMA: Final = canonical_schema_for({"op"})
 #: Output formats by file suffix.
@@ -403,17 +406,20 @@ def write_trace(
     seed: int,
     *,
     rate: float | None = None,
-    batch_requests: int = 100_000,
+    batch_requests: int | None = None,
     on_progress: Callable[[int], None] | None = None,
     **profile_options: object,
 ) -> GenerateStats:
     """Generate a trace into `out` (format by extension), atomically: a hidden temp file next to `out`,
     renamed into place when complete, removed on any failure. `on_progress(n)` gets the requests written.
+    `batch_requests` defaults to about `WRITE_BATCH_ROWS` rows per batch at the profile's mean size.
     """
     out = Path(out)
     fmt = _output_format(out)
-    blocks = _block_stream(profile, requests, seed, rate, batch_requests, profile_options)
     prof = make_profile(profile, profile_options) if isinstance(profile, str) else profile
+    if batch_requests is None:
+        batch_requests = max(1, round(WRITE_BATCH_ROWS / prof.expected()["mean_size"]))
+    blocks = _block_stream(prof, requests, seed, rate, batch_requests, {})
     rate = DEFAULT_RATE if rate is None else float(rate)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)

@@ -123,7 +123,7 @@ class WindowGrouper(RequestIds):
             out = table_batch.take(pa.array(order))
             g = gids[order]
             starts = np.asarray([self._starts[x] for x in g.tolist()], dtype=np.float64)
-            for x in np.unique(g).tolist():
+            for x in set(g.tolist()):
                 self._starts.pop(x, None)
             out = with_column(out, "ts", pa.array(starts))
             out = with_column(out, "request_id", pa.array(g))

@@ -25,7 +25,7 @@ from ingest.sniff import sniff_source
 from ingest.sorting import sorted_chunks
 from ingest.store import DatasetInfo, DatasetStore
 from ingest.validate import ErrorPolicy, ErrorSink, StreamValidator, UnsortedPolicy
-from ingest.writer import DatasetWriter, staging_dir
+from ingest.writer import BackgroundWriter, DatasetWriter, staging_dir
 from tailtune import __version__
 from tailtune.errors import BadInputError
 from tailtune.settings import Settings, get_settings
@@ -169,7 +169,7 @@ def ingest_file(
             yield from ids.finish()
 
     with staging_dir(settings) as staging:
-        writer = DatasetWriter(staging, schema)
+        writer = BackgroundWriter(DatasetWriter(staging, schema))
         try:
             for chunk in canonical():
                 batch, _ = validator.check(chunk.batch, chunk.lines)

@@ -338,6 +338,25 @@ class StreamStats:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+def _sorted_unique(a: npt.NDArray[Any]) -> npt.NDArray[Any]:
+    """Sorted distinct values (sort-based: numpy's hash-based unique is slow on large integer arrays)."""
+    a = np.sort(a)
+    if len(a) < 2:
+        return a
+    keep = np.empty(len(a), dtype=np.bool_)
+    keep[0] = True
+    keep[1:] = a[1:] != a[:-1]
+    return a[keep]
+
+
+def _merge_sorted(seen: npt.NDArray[Any], new: npt.NDArray[Any]) -> npt.NDArray[Any]:
+    """Union of two sorted distinct arrays, in linear time."""
+    if len(seen) and len(new):
+        pos = np.minimum(np.searchsorted(seen, new), len(seen) - 1)
+        new = new[seen[pos] != new]
+    return np.insert(seen, np.searchsorted(seen, new), new) if len(new) else seen
+
+
 #: Entries kept per in-memory distinct set (8 bytes each); past it the caller counts with DuckDB instead.
 SET_LIMIT = 32_000_000
 
@@ -505,12 +524,12 @@ class StreamValidator:
                     f"request {int(new_ids[i])} appears again after other requests; "
                     "the rows of a request must be contiguous",
                 )
-            self._seen_ids = np.union1d(self._seen_ids, new_ids)
+            self._seen_ids = _merge_sorted(self._seen_ids, _sorted_unique(new_ids))
             st.distinct_requests = len(self._seen_ids)
             if len(self._seen_ids) > SET_LIMIT:
                 self._seen_ids, st.distinct_requests = None, None
         if self._seen_keys is not None:
-            self._seen_keys = np.union1d(self._seen_keys, np.unique(fp))
+            self._seen_keys = _merge_sorted(self._seen_keys, _sorted_unique(fp))
             st.distinct_keys = len(self._seen_keys)
             if len(self._seen_keys) > SET_LIMIT:
                 self._seen_keys, st.distinct_keys = None, None

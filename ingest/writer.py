@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 
 from tailtune.settings import Settings
 
-__all__ = ["DatasetWriter", "staging_dir"]
+__all__ = ["BackgroundWriter", "DatasetWriter", "staging_dir"]
 
 ROW_GROUP_ROWS = 1 << 20
 FILE_ROWS = 8 << 20
@@ -110,3 +110,52 @@ class DatasetWriter:
         if self._writer is not None:
             self._writer.close()
             self._writer = None
+
+
+class BackgroundWriter:
+    """Runs a DatasetWriter on a thread so Parquet encoding overlaps parsing (Arrow releases the GIL).
+
+    The queue holds at most `depth` batches, so memory stays bounded; a writer error is raised in the caller
+    on its next `write` or on `close`.
+    """
+
+    def __init__(self, writer: DatasetWriter, *, depth: int = 2) -> None:
+        import queue
+        import threading
+
+        self.writer = writer
+        self._queue: queue.Queue[pa.RecordBatch | None] = queue.Queue(maxsize=depth)
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="dataset-writer", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            batch = self._queue.get()
+            if batch is None:
+                return
+            if self._error is None:
+                try:
+                    self.writer.write(batch)
+                except BaseException as exc:  # handed to the caller
+                    self._error = exc
+
+    def _check(self) -> None:
+        if self._error is not None:
+            raise self._error
+
+    def write(self, batch: pa.RecordBatch) -> None:
+        self._check()
+        self._queue.put(batch)
+
+    def close(self) -> list[Path]:
+        self._queue.put(None)
+        self._thread.join()
+        self._check()
+        return self.writer.close()
+
+    def abort(self) -> None:
+        if self._thread.is_alive():
+            self._queue.put(None)
+            self._thread.join()
+        self.writer.abort()

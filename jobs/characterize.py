@@ -43,15 +43,6 @@ def spark_session(master: str, app_name: str = "tailtune-characterize") -> Spark
     return session
 
 
-def _replay_reason() -> str:
-    try:
-        import kvsim
-    except ImportError:
-        return "the simulator (kvsim) is not installed"
-    return (f"kvsim (model_version {kvsim.model_version()}) does not expose per-op replay records yet; "
-            "slack bounds need them")
-
-
 def tables_of(c: Collected) -> dict[str, Any]:
     """The tables written as Parquet next to summary.json."""
     out: dict[str, Any] = {
@@ -88,8 +79,7 @@ def run(
                                    field="replication")
     src = inputs.dataset_source(target, settings) if dataset else inputs.file_source(Path(target))
     spark = spark_session(master or settings.spark_master)
-    c = characterize(spark, inputs.load(spark, src), opts, slack_reason=_replay_reason(),
-                     source=src.label)
+    c = characterize(spark, inputs.load(spark, src), opts, source=src.label)
     doc = build_summary(c)
     write_outputs(out, settings.tmp_dir, doc, tables_of(c), render_report(c, doc))
     return doc

@@ -90,9 +90,7 @@ class TraceReader(ABC):
         """Whether `rate` changes the result (ts synthesized); decides whether it enters the dataset id."""
         return self.synthesizes_ts
 
-    def fatal(
-        self, line: int | None, field: str | None, problem: str, *, hint: str | None = None
-    ) -> Exception:
+    def fatal(self, line: int | None, field: str | None, problem: str, *, hint: str | None = None) -> Exception:
         return self.sink.fatal(line, field, problem, hint=hint)
 
 
@@ -101,9 +99,7 @@ def map_header(names: list[str], mapping: Mapping[str, str], sink: ErrorSink) ->
     known = {f.name for f in CANONICAL_SCHEMA}
     for column, fld in mapping.items():
         if fld not in known:
-            raise sink.fatal(
-                None, fld, f"--map {column}={fld}: unknown field (fields: {', '.join(sorted(known))})"
-            )
+            raise sink.fatal(None, fld, f"--map {column}={fld}: unknown field (fields: {', '.join(sorted(known))})")
         if column not in names:
             raise sink.fatal(1, None, f"--map {column}={fld}: the header has no column '{column}'")
     out: dict[str, str] = {}
@@ -116,16 +112,12 @@ def map_header(names: list[str], mapping: Mapping[str, str], sink: ErrorSink) ->
     return out
 
 
-def require(
-    present: set[str] | list[str], needed: tuple[str, ...], names: list[str], sink: ErrorSink
-) -> None:
+def require(present: set[str] | list[str], needed: tuple[str, ...], names: list[str], sink: ErrorSink) -> None:
     """Fail (line 1, the header) when a required field has no column."""
     for fld in needed:
         if fld not in present:
             shown = ", ".join(names) if names else "(empty)"
-            raise sink.fatal(
-                1, fld, f"missing required column (header has: {shown}); map one with --map COLUMN={fld}"
-            )
+            raise sink.fatal(1, fld, f"missing required column (header has: {shown}); map one with --map COLUMN={fld}")
 
 
 def assemble(columns: dict[str, pa.Array], lines: Lines, bad: Mask, sink: ErrorSink) -> Chunk | None:
@@ -142,22 +134,6 @@ def assemble(columns: dict[str, pa.Array], lines: Lines, bad: Mask, sink: ErrorS
     return Chunk(batch, lines)
 
 
-class _LineMap:
-    """Maps data-row ordinals to physical lines, given the lines the CSV parser skipped as invalid."""
-
-    def __init__(self, first_data_line: int) -> None:
-        self.first = first_data_line
-        self.skipped: list[int] = []
-        self._t: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
-
-    def lines_for(self, start_row: int, n: int) -> Lines:
-        if len(self._t) != len(self.skipped):
-            s = np.asarray(sorted(self.skipped), dtype=np.int64)
-            self._t = s - np.arange(len(s), dtype=np.int64) - self.first
-        k = np.arange(start_row, start_row + n, dtype=np.int64)
-        return self.first + k + np.searchsorted(self._t, k, side="right").astype(np.int64)
-
-
 def read_header(stream: Any, *, delimiter: str, skip_rows: int = 0) -> tuple[list[str], bytes]:
     """Read (and consume) the header line; returns its column names and the raw line."""
     import csv
@@ -168,6 +144,98 @@ def read_header(stream: Any, *, delimiter: str, skip_rows: int = 0) -> tuple[lis
     text = raw.decode("utf-8", errors="replace").rstrip("\r\n")
     names = next(csv.reader([text], delimiter=delimiter)) if text else []
     return [n.strip() for n in names], raw
+
+
+def _line_blocks(stream: Any, block_bytes: int) -> Iterator[bytes]:
+    """The stream in blocks of about `block_bytes` that end at a line break (the last one may not)."""
+    carry = b""
+    while True:
+        data = stream.read(block_bytes)
+        if not data:
+            if carry:
+                yield carry
+            return
+        data = carry + bytes(data)
+        cut = data.rfind(b"\n")
+        if cut < 0:
+            carry = data
+            continue
+        yield data[: cut + 1]
+        carry = data[cut + 1 :]
+
+
+def _parse_blocks(
+    stream: Any,
+    *,
+    names: list[str],
+    delimiter: str,
+    quoting: bool,
+    sink: ErrorSink,
+    first_line: int,
+    block_bytes: int,
+    bad_row: Callable[[Any], str],
+) -> Iterator[tuple[pa.RecordBatch, Lines]]:
+    """Parse line-aligned blocks one at a time (memory: one block), every column as bytes.
+
+    Each block is parsed with threads; only a block with invalid rows is parsed again single-threaded, which is
+    when Arrow reports the row numbers that make the line numbers exact.
+    """
+    convert = pacsv.ConvertOptions(
+        column_types={n: pa.binary() for n in names},
+        strings_can_be_null=False,
+        quoted_strings_can_be_null=False,
+    )
+    line = first_line
+    for block in _line_blocks(stream, block_bytes):
+        n_lines = block.count(b"\n") + (0 if block.endswith(b"\n") else 1)
+        skipped: list[int] = []
+        reported: list[tuple[int, str]] = []
+        base = line
+
+        unnumbered: list[bool] = []
+
+        def handler(row: Any, base: int = base, skipped: list[int] = skipped) -> str:
+            if row.number is None:
+                unnumbered.append(True)
+                return "skip"
+            skipped.append(base + int(row.number) - 1)
+            reported.append((base + int(row.number) - 1, bad_row(row)))
+            return "skip"
+
+        parse = pacsv.ParseOptions(
+            delimiter=delimiter,
+            quote_char='"' if quoting else False,
+            escape_char=False,
+            ignore_empty_lines=False,
+            newlines_in_values=False,
+            invalid_row_handler=handler,
+        )
+        table = None
+        for threads in (True, False):
+            read = pacsv.ReadOptions(
+                use_threads=threads,
+                block_size=max(1 << 20, len(block) // 2 + 1) if threads else len(block) + 1,
+                column_names=names,
+                autogenerate_column_names=False,
+            )
+            table = pacsv.read_csv(
+                pa.BufferReader(block), read_options=read, parse_options=parse, convert_options=convert
+            )
+            if not unnumbered:
+                break
+            unnumbered.clear()
+            skipped.clear()
+            reported.clear()
+        assert table is not None
+        for bad_line, problem in reported:
+            sink.report_dropped(bad_line, None, problem)
+        n = table.num_rows
+        data_lines = np.arange(base, base + n_lines, dtype=np.int64)
+        if skipped:
+            data_lines = np.setdiff1d(data_lines, np.asarray(skipped, dtype=np.int64), assume_unique=True)
+        line += n_lines
+        if n:
+            yield table.combine_chunks().to_batches()[0], data_lines[:n]
 
 
 def csv_chunks(
@@ -185,76 +253,32 @@ def csv_chunks(
     Rows with the wrong column count are reported (no field) and left out; conversion to canonical types and
     its messages happen in `ingest.validate`. Newlines inside quoted values are not supported (row = line).
     """
-    lmap = _LineMap(first_line)
-
-    def handler(row: Any) -> str:
-        line = int(row.number) + first_line - 1 if row.number is not None else -1
-        lmap.skipped.append(line)
-        sink.report_dropped(line, None, f"expected {row.expected_columns} columns, got {row.actual_columns}")
-        return "skip"
-
-    read = pacsv.ReadOptions(
-        use_threads=False, block_size=block_bytes, column_names=names, autogenerate_column_names=False
-    )
-    parse = pacsv.ParseOptions(
+    for batch, lines in _parse_blocks(
+        stream,
+        names=names,
         delimiter=delimiter,
-        quote_char='"' if quoting else False,
-        ignore_empty_lines=False,
-        newlines_in_values=False,
-        invalid_row_handler=handler,
-    )
-    convert = pacsv.ConvertOptions(
-        column_types={n: pa.binary() for n in names},
-        strings_can_be_null=False,
-        quoted_strings_can_be_null=False,
-    )
-    try:
-        reader = pacsv.open_csv(stream, read_options=read, parse_options=parse, convert_options=convert)
-    except pa.ArrowInvalid as exc:
-        if "Empty CSV file" in str(exc):
-            return
-        raise
-    row = 0
-    for batch in reader:
-        n = batch.num_rows
-        lines = lmap.lines_for(row, n)
-        row += n
+        quoting=quoting,
+        sink=sink,
+        first_line=first_line,
+        block_bytes=block_bytes,
+        bad_row=lambda row: f"expected {row.expected_columns} columns, got {row.actual_columns}",
+    ):
         yield {name: batch.column(i) for i, name in enumerate(batch.schema.names)}, lines
 
 
 def line_chunks(stream: Any, *, sink: ErrorSink, block_bytes: int) -> Iterator[tuple[pa.Array, Lines]]:
     """Stream a text file as whole lines (binary), each with its 1-based line number."""
-    lmap = _LineMap(1)
-
-    def handler(row: Any) -> str:
-        line = int(row.number) if row.number is not None else -1
-        lmap.skipped.append(line)
-        sink.report_dropped(line, None, "unexpected control byte 0x1f in a text line")
-        return "skip"
-
-    read = pacsv.ReadOptions(
-        use_threads=False, block_size=block_bytes, column_names=["line"], autogenerate_column_names=False
-    )
-    parse = pacsv.ParseOptions(
+    for batch, lines in _parse_blocks(
+        stream,
+        names=["line"],
         delimiter="\x1f",
-        quote_char=False,
-        escape_char=False,
-        ignore_empty_lines=False,
-        newlines_in_values=False,
-        invalid_row_handler=handler,
-    )
-    convert = pacsv.ConvertOptions(column_types={"line": pa.binary()}, strings_can_be_null=False)
-    try:
-        reader = pacsv.open_csv(stream, read_options=read, parse_options=parse, convert_options=convert)
-    except pa.ArrowInvalid as exc:
-        if "Empty CSV file" in str(exc):
-            return
-        raise
-    row = 0
-    for batch in reader:
-        n = batch.num_rows
-        yield batch.column(0), lmap.lines_for(row, n)
-        row += n
+        quoting=False,
+        sink=sink,
+        first_line=1,
+        block_bytes=block_bytes,
+        bad_row=lambda row: "unexpected control byte 0x1f in a text line",
+    ):
+        yield batch.column(0), lines
 
 
 def _optional_text(arr: pa.Array, name: str, lines: Lines, sink: ErrorSink) -> tuple[pa.Array, Mask]:

@@ -23,11 +23,11 @@ def generate(
             "--out",
             "-o",
             help="Output file: .csv, .csv.gz, .csv.zst or .parquet "
-            "[default: TAILTUNE_HOME/traces/PROFILE-nREQUESTS-sSEED.parquet].",
+            "(default: TAILTUNE_HOME/traces/PROFILE-nREQUESTS-sSEED.parquet).",
         ),
     ] = None,
     rate: Annotated[
-        float | None, typer.Option("--rate", help="Poisson arrival rate, requests/s [default: 1000].")
+        float | None, typer.Option("--rate", help="Poisson arrival rate, requests/s (default: 1000).")
     ] = None,
     option: Annotated[
         list[str] | None,

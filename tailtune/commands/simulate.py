@@ -14,7 +14,12 @@ def register(app: typer.Typer) -> None:
     @app.command("simulate")
     def simulate(
         policy: Annotated[
-            str, typer.Option("--policy", help="fifo, rein, rein-sbf, rein-sds, brb-*, oracle")
+            str,
+            typer.Option(
+                "--policy",
+                help="Cassandra: fifo, rein, rein-sbf, rein-sds, brb-equalmax, brb-unifincr, oracle; "
+                "memcached: batching, chisel.",
+            ),
         ],
         dataset: Annotated[str | None, typer.Option("--dataset", help="Dataset id or name.")] = None,
         trace: Annotated[
@@ -25,7 +30,9 @@ def register(app: typer.Typer) -> None:
         param: Annotated[
             list[str] | None, typer.Option("--param", help="Policy parameter NAME=VALUE.")
         ] = None,
-        servers: Annotated[int, typer.Option("--servers")] = 128,
+        servers: Annotated[
+            int | None, typer.Option("--servers", help="Default 128 (Cassandra) or 2 (memcached).")
+        ] = None,
         slots: Annotated[int, typer.Option("--slots")] = 8,
         replication: Annotated[int, typer.Option("--replication")] = 3,
         vnodes: Annotated[int, typer.Option("--vnodes", help="Tokens per server (≤1: evenly spaced).")] = 1,
@@ -39,16 +46,63 @@ def register(app: typer.Typer) -> None:
             bool,
             typer.Option("--use-timestamps", help="Trace timestamps scaled to --load instead of Poisson."),
         ] = False,
+        worker_threads: Annotated[
+            int, typer.Option("--worker-threads", help="memcached: worker threads per server.")
+        ] = 4,
+        query_threads: Annotated[
+            int | None, typer.Option("--query-threads", help="memcached: client query threads (default: rule).")
+        ] = None,
+        client_overhead_us: Annotated[
+            float, typer.Option("--client-overhead-us", help="memcached: client overhead per query.")
+        ] = 0.0,
+        inter_arrival_us: Annotated[
+            float | None,
+            typer.Option("--inter-arrival-us", help="memcached: Poisson arrivals with this mean gap."),
+        ] = None,
         as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
     ) -> None:
         """Replay a workload on the simulated cluster and report latency percentiles."""
         from tailtune.console import err_console, out_console, print_json
-        from tailtune.simulation import SimulationSpec, load_table, parse_params, run_simulation
+        from tailtune.simulation import (
+            MEMCACHED_POLICIES,
+            MemcachedSpec,
+            SimulationSpec,
+            load_table,
+            parse_params,
+            run_memcached_simulation,
+            run_simulation,
+        )
 
+        params = parse_params(param or [])
+        if policy in MEMCACHED_POLICIES:
+            mspec = MemcachedSpec(
+                policy=policy,
+                params=params,
+                servers=servers if servers is not None else 2,
+                worker_threads=worker_threads,
+                query_threads=query_threads,
+                client_overhead_us=client_overhead_us,
+                inter_arrival_us=inter_arrival_us,
+                seed=seed,
+            )
+            table = load_table(dataset=dataset, trace=trace, profile=profile, requests=requests, seed=seed)
+            source = str(trace) if trace is not None else (dataset or f"profile:{profile}")
+            summary = run_memcached_simulation(table, mspec, source=source)
+            if not summary["steady_state"]:
+                err_console.print("[yellow]warning:[/] the memcached replay is not in steady state", soft_wrap=True)
+            if as_json:
+                print_json(summary)
+            else:
+                out_console.print(
+                    f"[bold]{policy}[/] {summary['params']}: p50 {summary['p50_ms']:.3f} ms, "
+                    f"p95 {summary['p95_ms']:.3f} ms, p99 {summary['p99_ms']:.3f} ms, "
+                    f"mean {summary['mean_ms']:.3f} ms ({summary['requests']} requests, {summary['ops']} queries)"
+                )
+            return
         spec = SimulationSpec(
             policy=policy,
-            params=parse_params(param or []),
-            servers=servers,
+            params=params,
+            servers=servers if servers is not None else 128,
             slots=slots,
             replication=replication,
             vnodes=vnodes,

@@ -140,6 +140,7 @@ def test_bimodal_large_share_and_key_size_consistency() -> None:
     assert set(np.unique(table.column("value_size").to_numpy()).tolist()) == {1024, 512 * 1024}
     assert np.all(request_sizes(table) == 1)  # Héron: single-key reads
     expected = profile.expected()
+    assert (expected["mean_size"], expected["max_size"]) == (1.0, 1.0)
     assert expected["large_key_share"] == pytest.approx(0.10, abs=4 * np.sqrt(0.09 / 100_000))
     keys = key_ids(table)
     large = table.column("value_size").to_numpy() == 512 * 1024

@@ -140,3 +140,27 @@ def test_bad_inputs_are_rejected() -> None:
         replay_memcached([5, 5], [1.0, 0.0], policy="batching")
     with pytest.raises(ValueError, match="query_threads"):
         replay_memcached([5], [0.0], policy="batching", query_threads=0)
+
+
+def test_requests_from_long_format() -> None:
+    from kvsim.chisel import requests_from_long
+
+    sizes, arrivals = requests_from_long([7, 7, 3, 9, 9, 9], [0.5, 0.4, 0.2, 0.9, 0.9, 0.95])
+    assert sizes.tolist() == [1, 2, 3]
+    assert arrivals.tolist() == [0.2, 0.4, 0.9]
+
+
+def test_generated_mice_elephant_trace_replays() -> None:
+    generate = pytest.importorskip("ingest.generate")
+    from kvsim.chisel import requests_from_long
+
+    table = generate.generate_table("mice-elephant", 3000, 1, rate=3000.0, mice=5, mix="5:1")
+    sizes, arrivals = requests_from_long(
+        table.column("request_id").to_numpy(), table.column("ts").to_numpy()
+    )
+    assert sizes.size == 3000 and set(np.unique(sizes).tolist()) <= {5, 100}
+    out = simulate_memcached_summary(sizes, arrivals, "chisel", query_threads=8)
+    base = simulate_memcached_summary(sizes, arrivals, "batching", query_threads=8)
+    assert out["requests"] == 3000
+    assert out["params"]["split_keys"] < 100
+    assert out["p95_ms"] < base["p95_ms"]

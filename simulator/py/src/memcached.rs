@@ -15,7 +15,9 @@ fn policy_from(
 ) -> PyResult<Policy> {
     let split = match (split_keys, split_chunks) {
         (Some(_), Some(_)) => {
-            return Err(PyValueError::new_err("give split_keys (chunk size L) or split_chunks, not both"))
+            return Err(PyValueError::new_err(
+                "give split_keys (chunk size L) or split_chunks, not both",
+            ))
         }
         (Some(l), None) => SplitRule::ChunkKeys(l),
         (None, Some(n)) => SplitRule::Chunks(n),
@@ -23,8 +25,14 @@ fn policy_from(
     };
     match name {
         BatchingConfig::NAME => Ok(Policy::Batching(BatchingConfig)),
-        ChiselConfig::NAME => Ok(Policy::Chisel(ChiselConfig { split, merge, elephant_threshold })),
-        other => Err(PyValueError::new_err(format!("unknown memcached policy {other:?} (batching, chisel)"))),
+        ChiselConfig::NAME => Ok(Policy::Chisel(ChiselConfig {
+            split,
+            merge,
+            elephant_threshold,
+        })),
+        other => Err(PyValueError::new_err(format!(
+            "unknown memcached policy {other:?} (batching, chisel)"
+        ))),
     }
 }
 
@@ -62,12 +70,23 @@ fn replay_memcached_raw<'py>(
         query_threads,
         client_overhead_us,
         setup_us,
-        profile: ServiceProfile { a: profile.0, b: profile.1, c: profile.2, d: profile.3 },
+        profile: ServiceProfile {
+            a: profile.0,
+            b: profile.1,
+            c: profile.2,
+            d: profile.3,
+        },
         service_cv,
     };
-    let wl = Workload { arrivals_us, keys, server_of };
+    let wl = Workload {
+        arrivals_us,
+        keys,
+        server_of,
+    };
     let started = std::time::Instant::now();
-    let report = py.detach(|| replay(&dep, &pol, &wl, seed)).map_err(PyValueError::new_err)?;
+    let report = py
+        .detach(|| replay(&dep, &pol, &wl, seed))
+        .map_err(PyValueError::new_err)?;
     let wall = started.elapsed().as_secs_f64();
     let s = report.summary();
     let out = PyDict::new(py);

@@ -32,7 +32,11 @@ pub struct ChiselConfig {
 
 impl Default for ChiselConfig {
     fn default() -> Self {
-        Self { split: SplitRule::ChunkKeys(u32::MAX), merge: 1, elephant_threshold: 50 }
+        Self {
+            split: SplitRule::ChunkKeys(u32::MAX),
+            merge: 1,
+            elephant_threshold: 50,
+        }
     }
 }
 

@@ -41,7 +41,10 @@ impl PartialOrd for Event {
 impl Ord for Event {
     /// Reversed so that `BinaryHeap` pops the earliest event first.
     fn cmp(&self, other: &Self) -> Ordering {
-        other.time.total_cmp(&self.time).then_with(|| other.seq.cmp(&self.seq))
+        other
+            .time
+            .total_cmp(&self.time)
+            .then_with(|| other.seq.cmp(&self.seq))
     }
 }
 
@@ -103,7 +106,10 @@ struct Jitter {
 
 impl Jitter {
     fn new(cv: f64, seed: u64) -> Self {
-        Self { rng: Rng(seed), sigma: (1.0 + cv * cv).ln().sqrt() }
+        Self {
+            rng: Rng(seed),
+            sigma: (1.0 + cv * cv).ln().sqrt(),
+        }
     }
     fn factor(&mut self) -> f64 {
         if self.sigma == 0.0 {
@@ -198,7 +204,11 @@ impl Report {
             p95_us: percentile(&sorted, 0.95),
             p99_us: percentile(&sorted, 0.99),
             p999_us: percentile(&sorted, 0.999),
-            utilization: if n == 0 { 0.0 } else { self.thread_busy_us / (span * f64::from(self.query_threads)) },
+            utilization: if n == 0 {
+                0.0
+            } else {
+                self.thread_busy_us / (span * f64::from(self.query_threads))
+            },
             server_load_max: if n == 0 {
                 0.0
             } else {
@@ -227,7 +237,11 @@ struct Sim<'a> {
 impl<'a> Sim<'a> {
     fn push(&mut self, time: f64, kind: Kind) {
         self.seq += 1;
-        self.heap.push(Event { time, seq: self.seq, kind });
+        self.heap.push(Event {
+            time,
+            seq: self.seq,
+            kind,
+        });
     }
 
     /// Start the next query on an idle thread with a non-empty queue.
@@ -236,7 +250,9 @@ impl<'a> Sim<'a> {
         if th.busy {
             return;
         }
-        let Some((sub, enq)) = th.queue.pop_front() else { return };
+        let Some((sub, enq)) = th.queue.pop_front() else {
+            return;
+        };
         th.busy = true;
         self.report.client_wait_us += now - enq;
         self.queries.push(Query {
@@ -328,7 +344,12 @@ impl<'a> Sim<'a> {
 }
 
 /// Replay `workload` through `deployment` under `policy`. `seed` drives only the optional service jitter.
-pub fn replay(deployment: &Deployment, policy: &Policy, workload: &Workload, seed: u64) -> Result<Report, String> {
+pub fn replay(
+    deployment: &Deployment,
+    policy: &Policy,
+    workload: &Workload,
+    seed: u64,
+) -> Result<Report, String> {
     deployment.validate()?;
     policy.validate()?;
     workload.validate(deployment.servers)?;
@@ -341,7 +362,10 @@ pub fn replay(deployment: &Deployment, policy: &Policy, workload: &Workload, see
         seq: 0,
         threads: (0..t).map(|_| QueryThread::default()).collect(),
         servers: (0..deployment.servers)
-            .map(|_| Server { free: deployment.worker_threads, ..Server::default() })
+            .map(|_| Server {
+                free: deployment.worker_threads,
+                ..Server::default()
+            })
             .collect(),
         queries: Vec::with_capacity(n),
         remaining: vec![0; n],
@@ -370,11 +394,20 @@ pub fn replay(deployment: &Deployment, policy: &Policy, workload: &Workload, see
     let mut next = 0usize;
     loop {
         let arrival_due = next < n
-            && sim.heap.peek().is_none_or(|e| workload.arrivals_us[next] <= e.time);
+            && sim
+                .heap
+                .peek()
+                .is_none_or(|e| workload.arrivals_us[next] <= e.time);
         if arrival_due {
             let now = workload.arrivals_us[next];
             subs.clear();
-            policy.dispatch(&mut dispatch, next, workload.keys[next], workload.server_of[next], &mut subs);
+            policy.dispatch(
+                &mut dispatch,
+                next,
+                workload.keys[next],
+                workload.server_of[next],
+                &mut subs,
+            );
             sim.remaining[next] = subs.len() as u32;
             if subs.len() > 1 {
                 sim.report.split_requests += 1;

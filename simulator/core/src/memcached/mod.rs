@@ -80,7 +80,12 @@ impl Deployment {
 /// The paper's query-thread count rule (§III-A): at least as many query threads as memcached worker threads
 /// in the pool; more when a query spends longer in its client phase than at the server (`client_us` >
 /// `server_us`), in proportion, so that the servers' parallelism is not starved by busy query threads.
-pub fn query_threads_rule(servers: u32, worker_threads: u32, client_us: f64, server_us: f64) -> u32 {
+pub fn query_threads_rule(
+    servers: u32,
+    worker_threads: u32,
+    client_us: f64,
+    server_us: f64,
+) -> u32 {
     let base = servers.max(1) * worker_threads.max(1);
     if server_us > 0.0 && client_us > server_us {
         let scaled = (f64::from(base) * client_us / server_us).ceil();
@@ -123,7 +128,10 @@ impl Workload {
             return Err(format!("request {i}: a request needs at least one key"));
         }
         if let Some(i) = self.server_of.iter().position(|&s| s >= servers) {
-            return Err(format!("request {i}: server {} is not in 0..{servers}", self.server_of[i]));
+            return Err(format!(
+                "request {i}: server {} is not in 0..{servers}",
+                self.server_of[i]
+            ));
         }
         Ok(())
     }
@@ -153,7 +161,11 @@ pub struct DispatchState {
 
 impl DispatchState {
     pub fn new(threads: u32, servers: u32) -> Self {
-        Self { threads: threads.max(1) as usize, servers: servers.max(1), ..Self::default() }
+        Self {
+            threads: threads.max(1) as usize,
+            servers: servers.max(1),
+            ..Self::default()
+        }
     }
 
     /// Next query thread in round-robin order.
@@ -170,22 +182,48 @@ impl DispatchState {
     /// Place a request of `keys` keys as one query on the next thread.
     fn whole(&mut self, request: usize, keys: u32, server: u32, out: &mut Vec<Subrequest>) {
         let thread = self.take_thread();
-        out.push(Subrequest { request, keys, thread, server, group: None });
+        out.push(Subrequest {
+            request,
+            keys,
+            thread,
+            server,
+            group: None,
+        });
     }
 
     /// Split into `chunks` balanced chunks (sizes differ by at most one key) on consecutive threads.
-    fn split(&mut self, request: usize, keys: u32, chunks: u32, server: u32, out: &mut Vec<Subrequest>) {
+    fn split(
+        &mut self,
+        request: usize,
+        keys: u32,
+        chunks: u32,
+        server: u32,
+        out: &mut Vec<Subrequest>,
+    ) {
         let n = chunks.clamp(1, keys);
         let (base, rem) = (keys / n, keys % n);
         for j in 0..n {
             let thread = self.take_thread();
             let size = base + u32::from(j < rem);
-            out.push(Subrequest { request, keys: size, thread, server: self.server(server, j), group: None });
+            out.push(Subrequest {
+                request,
+                keys: size,
+                thread,
+                server: self.server(server, j),
+                group: None,
+            });
         }
     }
 
     /// Add a mouse to the open merge group (of at most `merge` members) or open a new one.
-    fn merge(&mut self, request: usize, keys: u32, merge: u32, server: u32, out: &mut Vec<Subrequest>) {
+    fn merge(
+        &mut self,
+        request: usize,
+        keys: u32,
+        merge: u32,
+        server: u32,
+        out: &mut Vec<Subrequest>,
+    ) {
         let (id, thread, count) = match self.open_group {
             Some(g) => g,
             None => {
@@ -195,8 +233,18 @@ impl DispatchState {
             }
         };
         let count = count + 1;
-        self.open_group = if count >= merge { None } else { Some((id, thread, count)) };
-        out.push(Subrequest { request, keys, thread, server, group: Some(id) });
+        self.open_group = if count >= merge {
+            None
+        } else {
+            Some((id, thread, count))
+        };
+        out.push(Subrequest {
+            request,
+            keys,
+            thread,
+            server,
+            group: Some(id),
+        });
     }
 }
 
@@ -216,7 +264,14 @@ impl Policy {
     }
 
     /// Turn one request into subrequests on query-thread queues.
-    pub fn dispatch(&self, st: &mut DispatchState, request: usize, keys: u32, server: u32, out: &mut Vec<Subrequest>) {
+    pub fn dispatch(
+        &self,
+        st: &mut DispatchState,
+        request: usize,
+        keys: u32,
+        server: u32,
+        out: &mut Vec<Subrequest>,
+    ) {
         match self {
             Policy::Batching(c) => c.dispatch(st, request, keys, server, out),
             Policy::Chisel(c) => c.dispatch(st, request, keys, server, out),

@@ -14,7 +14,12 @@ pub struct ServiceProfile {
 
 impl ServiceProfile {
     /// The profile measured in the Chisel paper (ICAC'19, §V-A): P_S = 3.3 + 0.6K, N_S = 85.0 + 6.5K µs.
-    pub const PAPER: ServiceProfile = ServiceProfile { a: 3.3, b: 0.6, c: 85.0, d: 6.5 };
+    pub const PAPER: ServiceProfile = ServiceProfile {
+        a: 3.3,
+        b: 0.6,
+        c: 85.0,
+        d: 6.5,
+    };
 
     /// Server processing time of a query of `k` keys (µs).
     pub fn processing_us(&self, k: u32) -> f64 {
@@ -39,7 +44,9 @@ impl ServiceProfile {
     pub(crate) fn validate(&self) -> Result<(), String> {
         for (name, v) in [("a", self.a), ("b", self.b), ("c", self.c), ("d", self.d)] {
             if !v.is_finite() || v < 0.0 {
-                return Err(format!("profile coefficient {name} must be finite and >= 0, got {v}"));
+                return Err(format!(
+                    "profile coefficient {name} must be finite and >= 0, got {v}"
+                ));
             }
         }
         Ok(())
@@ -66,7 +73,10 @@ mod tests {
 
     #[test]
     fn rejects_negative() {
-        let p = ServiceProfile { a: -1.0, ..ServiceProfile::PAPER };
+        let p = ServiceProfile {
+            a: -1.0,
+            ..ServiceProfile::PAPER
+        };
         assert!(p.validate().is_err());
     }
 }

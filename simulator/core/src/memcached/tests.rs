@@ -4,7 +4,12 @@
 use super::*;
 use crate::memcached::engine::percentile;
 
-const SIMPLE: ServiceProfile = ServiceProfile { a: 1.0, b: 1.0, c: 10.0, d: 2.0 };
+const SIMPLE: ServiceProfile = ServiceProfile {
+    a: 1.0,
+    b: 1.0,
+    c: 10.0,
+    d: 2.0,
+};
 
 fn dep(servers: u32, workers: u32, threads: u32, setup: f64) -> Deployment {
     Deployment {
@@ -19,11 +24,19 @@ fn dep(servers: u32, workers: u32, threads: u32, setup: f64) -> Deployment {
 }
 
 fn wl(arrivals: &[f64], keys: &[u32]) -> Workload {
-    Workload { arrivals_us: arrivals.to_vec(), keys: keys.to_vec(), server_of: vec![0; keys.len()] }
+    Workload {
+        arrivals_us: arrivals.to_vec(),
+        keys: keys.to_vec(),
+        server_of: vec![0; keys.len()],
+    }
 }
 
 fn chisel(l: u32, b: u32) -> Policy {
-    Policy::Chisel(ChiselConfig { split: SplitRule::ChunkKeys(l), merge: b, elephant_threshold: 20 })
+    Policy::Chisel(ChiselConfig {
+        split: SplitRule::ChunkKeys(l),
+        merge: b,
+        elephant_threshold: 20,
+    })
 }
 
 fn run(d: &Deployment, p: &Policy, w: &Workload) -> Report {
@@ -36,7 +49,11 @@ fn close(a: &[f64], b: &[f64]) -> bool {
 
 #[test]
 fn batching_one_request_is_one_round_trip() {
-    let r = run(&dep(1, 1, 2, 0.0), &Policy::Batching(BatchingConfig), &wl(&[0.0], &[100]));
+    let r = run(
+        &dep(1, 1, 2, 0.0),
+        &Policy::Batching(BatchingConfig),
+        &wl(&[0.0], &[100]),
+    );
     assert!(close(&r.latencies_us, &[311.0]), "{:?}", r.latencies_us);
     assert_eq!(r.queries, 1);
     assert_eq!(r.query_keys, 100);
@@ -67,37 +84,81 @@ fn split_chunks_on_one_thread_run_one_after_the_other() {
 #[test]
 fn merge_of_two_mice_within_setup() {
     // mouse 1 starts at 0, setup ends at 10; mouse 2 (arrived 3) is piggybacked: 10 keys, 10 + 5 + 11 + 25 = 51
-    let r = run(&dep(1, 1, 1, 10.0), &chisel(50, 2), &wl(&[0.0, 3.0], &[5, 5]));
-    assert!(close(&r.latencies_us, &[51.0, 48.0]), "{:?}", r.latencies_us);
+    let r = run(
+        &dep(1, 1, 1, 10.0),
+        &chisel(50, 2),
+        &wl(&[0.0, 3.0], &[5, 5]),
+    );
+    assert!(
+        close(&r.latencies_us, &[51.0, 48.0]),
+        "{:?}",
+        r.latencies_us
+    );
     assert_eq!((r.queries, r.merged_queries, r.query_keys), (1, 1, 10));
 }
 
 #[test]
 fn without_merge_the_second_mouse_waits_for_the_thread() {
     // 0 + 10 + 5 + 6 + 15 = 36; the second starts at 36 and ends at 72
-    let r = run(&dep(1, 1, 1, 10.0), &chisel(50, 1), &wl(&[0.0, 3.0], &[5, 5]));
-    assert!(close(&r.latencies_us, &[36.0, 69.0]), "{:?}", r.latencies_us);
-    let b = run(&dep(1, 1, 1, 10.0), &Policy::Batching(BatchingConfig), &wl(&[0.0, 3.0], &[5, 5]));
+    let r = run(
+        &dep(1, 1, 1, 10.0),
+        &chisel(50, 1),
+        &wl(&[0.0, 3.0], &[5, 5]),
+    );
+    assert!(
+        close(&r.latencies_us, &[36.0, 69.0]),
+        "{:?}",
+        r.latencies_us
+    );
+    let b = run(
+        &dep(1, 1, 1, 10.0),
+        &Policy::Batching(BatchingConfig),
+        &wl(&[0.0, 3.0], &[5, 5]),
+    );
     assert_eq!(r.latencies_us, b.latencies_us);
 }
 
 #[test]
 fn setup_time_bounds_merging_and_a_group_is_pinned_to_one_thread() {
     // mouse 2 arrives at 12, after the setup window [0, 10]: not merged, and it queues on the group's thread
-    let r = run(&dep(1, 1, 2, 10.0), &chisel(50, 2), &wl(&[0.0, 12.0], &[5, 5]));
-    assert!(close(&r.latencies_us, &[36.0, 60.0]), "{:?}", r.latencies_us);
+    let r = run(
+        &dep(1, 1, 2, 10.0),
+        &chisel(50, 2),
+        &wl(&[0.0, 12.0], &[5, 5]),
+    );
+    assert!(
+        close(&r.latencies_us, &[36.0, 60.0]),
+        "{:?}",
+        r.latencies_us
+    );
     assert_eq!(r.merged_queries, 0);
     // batching spreads them over the two threads
-    let b = run(&dep(1, 1, 2, 10.0), &Policy::Batching(BatchingConfig), &wl(&[0.0, 12.0], &[5, 5]));
-    assert!(close(&b.latencies_us, &[36.0, 36.0]), "{:?}", b.latencies_us);
+    let b = run(
+        &dep(1, 1, 2, 10.0),
+        &Policy::Batching(BatchingConfig),
+        &wl(&[0.0, 12.0], &[5, 5]),
+    );
+    assert!(
+        close(&b.latencies_us, &[36.0, 36.0]),
+        "{:?}",
+        b.latencies_us
+    );
 }
 
 #[test]
 fn queued_group_members_merge_without_setup_time() {
     // B = 3, no setup: mouse 1 goes alone (0..26); at 26 mouse 2 starts and takes mouse 3 from the queue:
     // 10 keys, 26 + 5 + 11 + 25 = 67
-    let r = run(&dep(1, 1, 1, 0.0), &chisel(50, 3), &wl(&[0.0, 1.0, 2.0], &[5, 5, 5]));
-    assert!(close(&r.latencies_us, &[26.0, 66.0, 65.0]), "{:?}", r.latencies_us);
+    let r = run(
+        &dep(1, 1, 1, 0.0),
+        &chisel(50, 3),
+        &wl(&[0.0, 1.0, 2.0], &[5, 5, 5]),
+    );
+    assert!(
+        close(&r.latencies_us, &[26.0, 66.0, 65.0]),
+        "{:?}",
+        r.latencies_us
+    );
     assert_eq!((r.queries, r.merged_queries), (2, 1));
 }
 
@@ -112,7 +173,11 @@ fn client_overhead_is_paid_per_query() {
 #[test]
 fn elephant_threshold_is_inclusive_for_mice() {
     // threshold 20: a 20-key request is a mouse (not split), a 21-key one is split
-    let r = run(&dep(2, 1, 4, 0.0), &chisel(10, 1), &wl(&[0.0, 1000.0], &[20, 21]));
+    let r = run(
+        &dep(2, 1, 4, 0.0),
+        &chisel(10, 1),
+        &wl(&[0.0, 1000.0], &[20, 21]),
+    );
     assert_eq!((r.split_requests, r.chunks, r.queries), (1, 3, 4));
 }
 
@@ -120,7 +185,11 @@ fn elephant_threshold_is_inclusive_for_mice() {
 fn balanced_chunks_and_rules() {
     let mut st = DispatchState::new(4, 2);
     let mut out = Vec::new();
-    let p = Policy::Chisel(ChiselConfig { split: SplitRule::ChunkKeys(50), merge: 1, elephant_threshold: 50 });
+    let p = Policy::Chisel(ChiselConfig {
+        split: SplitRule::ChunkKeys(50),
+        merge: 1,
+        elephant_threshold: 50,
+    });
     p.dispatch(&mut st, 0, 101, 1, &mut out);
     let sizes: Vec<u32> = out.iter().map(|s| s.keys).collect();
     let servers: Vec<u32> = out.iter().map(|s| s.server).collect();
@@ -140,7 +209,10 @@ fn percentiles_are_nearest_rank() {
     assert_eq!(percentile(&v, 0.5), 10.0);
     assert_eq!(percentile(&v, 0.95), 19.0);
     assert_eq!(percentile(&v, 0.99), 20.0);
-    let r = Report { latencies_us: v, ..run(&dep(1, 1, 1, 0.0), &chisel(50, 1), &wl(&[0.0], &[1])) };
+    let r = Report {
+        latencies_us: v,
+        ..run(&dep(1, 1, 1, 0.0), &chisel(50, 1), &wl(&[0.0], &[1]))
+    };
     let s = r.summary();
     assert_eq!((s.p50_us, s.p95_us, s.mean_us), (10.0, 19.0, 10.5));
 }
@@ -150,7 +222,9 @@ fn jitter_is_seeded_and_deterministic() {
     let mut d = dep(2, 2, 4, 0.0);
     d.service_cv = 0.3;
     let arrivals: Vec<f64> = (0..200).map(|i| f64::from(i) * 40.0).collect();
-    let keys: Vec<u32> = (0..200).map(|i| if i % 10 == 0 { 100 } else { 5 }).collect();
+    let keys: Vec<u32> = (0..200)
+        .map(|i| if i % 10 == 0 { 100 } else { 5 })
+        .collect();
     let w = wl(&arrivals, &keys);
     let a = replay(&d, &chisel(25, 2), &w, 1).unwrap();
     let b = replay(&d, &chisel(25, 2), &w, 1).unwrap();

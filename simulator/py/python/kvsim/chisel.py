@@ -33,6 +33,7 @@ __all__ = [
     "predict_mean_latency",
     "query_threads_rule",
     "replay_memcached",
+    "requests_from_long",
     "simulate_memcached_summary",
 ]
 
@@ -444,6 +445,24 @@ def _check_params(policy: str, params: Mapping[str, Any]) -> dict[str, int]:
     if "split_keys" in out and "split_chunks" in out:
         raise ValueError("params: field 'split_chunks': give split_keys or split_chunks, not both")
     return out
+
+
+def requests_from_long(
+    request_id: npt.ArrayLike, ts: npt.ArrayLike
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
+    """Keys per request and arrival times (s) from the canonical long format (one row per key).
+
+    A request's arrival is the earliest `ts` of its rows; requests come out in arrival order (ties: id).
+    """
+    rid = np.asarray(request_id, dtype=np.int64)
+    t = np.asarray(ts, dtype=np.float64)
+    if rid.shape != t.shape or rid.ndim != 1:
+        raise ValueError(f"request_id and ts must be 1-d of one length, got {rid.shape} and {t.shape}")
+    ids, inverse, counts = np.unique(rid, return_inverse=True, return_counts=True)
+    first = np.full(ids.size, np.inf)
+    np.minimum.at(first, inverse, t)
+    order = np.lexsort((ids, first))
+    return counts[order].astype(np.int64), first[order]
 
 
 def replay_memcached(
