@@ -38,7 +38,7 @@ def test_chisel_without_params_reports_the_analyzer_levels(cli, tmp_path: Path) 
     res = cli("simulate", "--trace", str(trace), "--policy", "chisel", "--json")
     assert res.exit_code == 0, res.stderr
     out = json.loads(res.stdout)
-    assert SIMULATE_KEYS <= out.keys()
+    assert out.keys() >= SIMULATE_KEYS
     assert out["policy"] == "chisel"
     assert out["requests"] == 2000
     # the analyzer chose split/merge levels and they are reported
