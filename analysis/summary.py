@@ -418,6 +418,12 @@ def findings(doc: dict[str, Any]) -> list[str]:
         out.append(f"On {fo['servers']} servers with RF {fo['replication']}, a request touches "
                    f"{fo['opsets_mean']:.2f} servers on average; the hottest server carries "
                    f"{fo['hottest_partition_ratio']:.2f}× the mean load.")
+    sb = doc.get("slack_bounds") or []
+    if len(sb) >= 2:
+        lo, hi = sb[0], sb[-1]
+        out.append(f"Slack (fifo replay): the average per-op latency reduction lies between "
+                   f"{hi['lower_ms']:.3g} and {hi['upper_ms']:.3g} ms at {hi['utilization']:.0%} utilization, "
+                   f"against {lo['lower_ms']:.3g}–{lo['upper_ms']:.3g} ms at {lo['utilization']:.0%}.")
     lat = doc.get("latency", {})
     if lat.get("size_latency_pearson") is not None:
         out.append(f"Multiget size and latency correlate with Pearson r = {lat['size_latency_pearson']:.2f}.")

@@ -69,9 +69,7 @@ def make_profile(profile: str, options: Mapping[str, object] | None = None) -> P
     cls = PROFILES.get(profile)
     if cls is None:
         valid = ", ".join(PROFILES)
-        raise BadInputError.single(
-            "--profile", f"unknown profile '{profile}' (valid: {valid})", field="profile"
-        )
+        raise BadInputError.single("--profile", f"unknown profile '{profile}' (valid: {valid})", field="profile")
     return cls.from_options(options)
 
 
@@ -96,9 +94,7 @@ def parse_option_strings(items: Sequence[str]) -> dict[str, str]:
 def _check_run(requests: int, seed: int, rate: float, batch_requests: int) -> None:
     problems = []
     if isinstance(requests, bool) or not isinstance(requests, int) or requests < 1:
-        problems.append(
-            InputProblem("--requests", None, "requests", f"expected a positive integer, got {requests}")
-        )
+        problems.append(InputProblem("--requests", None, "requests", f"expected a positive integer, got {requests}"))
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         problems.append(InputProblem("--seed", None, "seed", f"expected a non-negative integer, got {seed}"))
     if not (isinstance(rate, int | float) and rate > 0 and np.isfinite(rate)):
@@ -202,9 +198,7 @@ def _split(block: _Block, n: int) -> tuple[_Block, _Block]:
 
 def _to_batch(block: _Block) -> pa.RecordBatch:
     n_rows = block.keys.size
-    request_id = np.repeat(
-        np.arange(block.first, block.first + block.sizes.size, dtype=np.int64), block.sizes
-    )
+    request_id = np.repeat(np.arange(block.first, block.first + block.sizes.size, dtype=np.int64), block.sizes)
     key = pc.utf8_replace_slice(pc.cast(pa.array(block.keys, type=pa.int64()), pa.string()), 0, 0, "k")
     op = pa.StringArray.from_buffers(
         n_rows, pa.py_buffer(np.arange(0, 3 * n_rows + 1, 3, dtype=np.int32)), pa.py_buffer(b"get" * n_rows)
@@ -233,9 +227,7 @@ def _block_stream(
         prof = make_profile(profile, profile_options)
     else:
         if profile_options:
-            raise TypeError(
-                "pass options either with the profile name or inside the Profile object, not both"
-            )
+            raise TypeError("pass options either with the profile name or inside the Profile object, not both")
         prof = profile
     rate = DEFAULT_RATE if rate is None else rate
     _check_run(requests, seed, rate, batch_requests)
@@ -359,9 +351,7 @@ class _CsvSink(_TraceSink):
     def __init__(self, path: Path, compression: str | None) -> None:
         import pyarrow.csv as pacsv
 
-        self._stream = (
-            pa.CompressedOutputStream(str(path), compression) if compression else pa.OSFile(str(path), "wb")
-        )
+        self._stream = pa.CompressedOutputStream(str(path), compression) if compression else pa.OSFile(str(path), "wb")
         options = pacsv.WriteOptions(include_header=True, quoting_style="none", quoting_header="none")
         self._writer = pacsv.CSVWriter(self._stream, GENERATED_SCHEMA, write_options=options)
 
@@ -379,9 +369,7 @@ class _ParquetSink(_TraceSink):
     def __init__(self, path: Path, provenance: dict[str, Any]) -> None:
         import pyarrow.parquet as pq
 
-        schema = GENERATED_SCHEMA.with_metadata(
-            {"tailtune.generator": json.dumps(provenance, sort_keys=True)}
-        )
+        schema = GENERATED_SCHEMA.with_metadata({"tailtune.generator": json.dumps(provenance, sort_keys=True)})
         self._writer = pq.ParquetWriter(str(path), schema, compression="zstd")
         self._schema = schema
 

@@ -70,9 +70,7 @@ class WindowGrouper(RequestIds):
     def assign(self, chunk: Chunk) -> Iterator[Chunk]:
         batch, lines = chunk.batch, chunk.lines
         ts = batch.column("ts").to_numpy(zero_copy_only=False)
-        clients = (
-            batch.column("client_id").to_pylist() if "client_id" in batch.schema.names else [None] * len(ts)
-        )
+        clients = batch.column("client_id").to_pylist() if "client_id" in batch.schema.names else [None] * len(ts)
         gids = np.empty(len(ts), dtype=np.int64)
         w = self.window_s
         last_t, last_line = self._last if self._last is not None else (-np.inf, 0)

@@ -111,9 +111,7 @@ def ingest_file(
         sniffed = sniff_source(source, mapping)
         fmt, reason = sniffed.format, sniffed.reason
     elif fmt not in FORMATS:
-        raise BadInputError.single(
-            label, f"unknown format '{fmt}'", hint=f"known formats: auto, {', '.join(FORMATS)}"
-        )
+        raise BadInputError.single(label, f"unknown format '{fmt}'", hint=f"known formats: auto, {', '.join(FORMATS)}")
     elif source.size == 0:
         raise BadInputError.single(label, "file is empty", line=1)
     sink = ErrorSink(label, max_errors=max_errors, policy=policy)
@@ -157,11 +155,7 @@ def ingest_file(
             stream = sorted_chunks(stream, settings=settings, by_request=not single_key)
         ids: RequestIds | None = None
         if single_key:
-            ids = (
-                WindowGrouper(group_window_s, sink, unsorted_hint=hint)
-                if group_window_s is not None
-                else OnePerRow()
-            )
+            ids = WindowGrouper(group_window_s, sink, unsorted_hint=hint) if group_window_s is not None else OnePerRow()
         for chunk in stream:
             report_progress()
             yield from ids.assign(chunk) if ids is not None else (chunk,)

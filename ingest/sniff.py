@@ -25,7 +25,9 @@ from tailtune.errors import BadInputError
 __all__ = ["Sniffed", "sniff", "sniff_source"]
 
 _HEAD_BYTES: Final = 1 << 16
-_TWITTER_OPS: Final = frozenset(["get", "gets", "set", "add", "replace", "cas", "append", "prepend", "delete", "incr", "decr"])
+_TWITTER_OPS: Final = frozenset(
+    ["get", "gets", "set", "add", "replace", "cas", "append", "prepend", "delete", "incr", "decr"]
+)
 _TENCENT_LINE: Final = re.compile(rb"^[0-9]{14} \S+ \S+ \S+ [0-9]+ [0-9]+ \S+ [0-9.]+\r?$")
 _CANONICAL: Final = frozenset(f.name for f in CANONICAL_SCHEMA)
 
@@ -99,13 +101,9 @@ def sniff_source(source: Source, mapping: Mapping[str, str] | None = None) -> Sn
         fmt = "tsv" if delim == "\t" else "csv"
         return Sniffed(fmt, comp, f"{where}{fmt.upper()} header with canonical columns")
     if all(_TENCENT_LINE.match(ln) for ln in lines):
-        return Sniffed(
-            "tencent-photo", comp, f"{where}8 space-separated fields with a YYYYMMDDHHMMSS timestamp"
-        )
+        return Sniffed("tencent-photo", comp, f"{where}8 space-separated fields with a YYYYMMDDHHMMSS timestamp")
     if all(_twitter_like(ln) for ln in lines):
-        return Sniffed(
-            "twitter", comp, f"{where}header-less CSV: timestamp,key,key_size,value_size,client,op,ttl"
-        )
+        return Sniffed("twitter", comp, f"{where}header-less CSV: timestamp,key,key_size,value_size,client,op,ttl")
     raise BadInputError.single(
         label,
         "cannot detect the format from the first lines",

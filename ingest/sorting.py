@@ -47,9 +47,7 @@ def sorted_chunks(
             con.execute(f"SET temp_directory='{work / 'spill'}'")
             con.execute("SET preserve_insertion_order=true")
             order = "ts, request_id, _line" if by_request else "ts, _line"
-            reader: Any = con.execute(
-                f"SELECT * FROM read_parquet('{stage}') ORDER BY {order}"
-            ).to_arrow_reader(chunk_rows)
+            reader: Any = con.sql(f"SELECT * FROM read_parquet('{stage}') ORDER BY {order}").to_arrow_reader(chunk_rows)
             for batch in reader:
                 if batch.num_rows == 0:
                     continue

@@ -68,9 +68,7 @@ class ErrorSink:
     by line, and in `fail` mode the ingest stops as soon as `max_errors` problems are known.
     """
 
-    def __init__(
-        self, file_label: str, *, max_errors: int = 20, policy: ErrorPolicy = ErrorPolicy.FAIL
-    ) -> None:
+    def __init__(self, file_label: str, *, max_errors: int = 20, policy: ErrorPolicy = ErrorPolicy.FAIL) -> None:
         self.file_label = file_label
         self.max_errors = max(1, max_errors)
         self.policy = policy
@@ -92,9 +90,7 @@ class ErrorSink:
         for line, problem in zip(lines.tolist(), problems, strict=True):
             self._pending.append(InputProblem(self.file_label, int(line), field, problem))
 
-    def fatal(
-        self, line: int | None, field: str | None, problem: str, *, hint: str | None = None
-    ) -> BadInputError:
+    def fatal(self, line: int | None, field: str | None, problem: str, *, hint: str | None = None) -> BadInputError:
         """An error that no policy skips (missing column, unsorted input, ...): raise what this returns."""
         self.flush(rows_dropped=0)
         return BadInputError([*self.problems, InputProblem(self.file_label, line, field, problem)], hint=hint)
@@ -157,9 +153,7 @@ def to_text(raw: pa.Array, field: str | None, lines: Lines, sink: ErrorSink) -> 
         except UnicodeDecodeError as exc:
             bad[i] = True
             values.append(None)
-            sink.report(
-                int(lines[i]), field, f"invalid UTF-8 (byte 0x{v[exc.start]:02x} at offset {exc.start})"
-            )
+            sink.report(int(lines[i]), field, f"invalid UTF-8 (byte 0x{v[exc.start]:02x} at offset {exc.start})")
     return pa.array(values, type=pa.string()), bad
 
 
@@ -190,9 +184,7 @@ def to_int(
             valid = np.asarray(raw.is_valid().to_numpy(zero_copy_only=False), dtype=np.bool_)
             bad = valid & ~(np.isfinite(f) & (np.floor(f) == f))
             if bad.any():
-                sink.report_many(
-                    lines[bad], field, [f"expected non-negative integer, got {_show(v)}" for v in f[bad]]
-                )
+                sink.report_many(lines[bad], field, [f"expected non-negative integer, got {_show(v)}" for v in f[bad]])
             values = pa.array(np.where(bad, 0, np.nan_to_num(f)).astype(np.int64), mask=~valid | bad)
         values = values.cast(pa.int64())
     else:
@@ -220,10 +212,7 @@ def to_int(
             if missing.any():
                 sink.report_many(lines[missing], field, ["missing value"] * int(missing.sum()))
                 bad = bad | missing
-    neg = (
-        np.asarray(pc.fill_null(pc.less(values, 0), False).to_numpy(zero_copy_only=False), dtype=np.bool_)
-        & ~bad
-    )
+    neg = np.asarray(pc.fill_null(pc.less(values, 0), False).to_numpy(zero_copy_only=False), dtype=np.bool_) & ~bad
     if neg.any():
         got = values.filter(pa.array(neg)).to_pylist()
         sink.report_many(lines[neg], field, [f"expected non-negative integer, got {_show(v)}" for v in got])
@@ -303,9 +292,7 @@ def fingerprint(keys: pa.Array) -> npt.NDArray[np.uint64]:
     n = len(arr)
     if n == 0:
         return np.zeros(0, dtype=np.uint64)
-    offsets = np.frombuffer(arr.buffers()[1], dtype=np.int32)[arr.offset : arr.offset + n + 1].astype(
-        np.int64
-    )
+    offsets = np.frombuffer(arr.buffers()[1], dtype=np.int32)[arr.offset : arr.offset + n + 1].astype(np.int64)
     lens = np.diff(offsets)
     start, end = int(offsets[0]), int(offsets[-1])
     h = lens.astype(np.uint64) * np.uint64(0xC2B2AE3D27D4EB4F)
@@ -411,10 +398,7 @@ class StreamValidator:
             self.sink.report_many(
                 lines[idx],
                 "ts",
-                [
-                    f"request {rid[i]} already has ts {float(pts[i])!r}; rows of one request share one ts"
-                    for i in idx
-                ],
+                [f"request {rid[i]} already has ts {float(pts[i])!r}; rows of one request share one ts" for i in idx],
             )
         keys = batch.column("key")
         fp = fingerprint(keys)
@@ -437,9 +421,7 @@ class StreamValidator:
         self._account(batch, ts, rid, lines, fp)
         return batch, lines
 
-    def _duplicates(
-        self, rid: npt.NDArray[np.int64], keys: pa.Array, same: Mask, fp: npt.NDArray[np.uint64]
-    ) -> Mask:
+    def _duplicates(self, rid: npt.NDArray[np.int64], keys: pa.Array, same: Mask, fp: npt.NDArray[np.uint64]) -> Mask:
         n = len(rid)
         dup = np.zeros(n, dtype=np.bool_)
         # rows continuing the request left open by the previous chunk
@@ -503,9 +485,7 @@ class StreamValidator:
             self._run_len += n
         self._prev = (float(ts[-1]), int(rid[-1]), int(lines[-1]))
 
-    def _track_distinct(
-        self, new_ids: npt.NDArray[np.int64], id_lines: Lines, fp: npt.NDArray[np.uint64]
-    ) -> None:
+    def _track_distinct(self, new_ids: npt.NDArray[np.int64], id_lines: Lines, fp: npt.NDArray[np.uint64]) -> None:
         """Exact distinct request ids (a reappearing id is fatal: requests are contiguous) and distinct keys."""
         st = self.stats
         if self._seen_ids is not None:

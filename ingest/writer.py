@@ -67,9 +67,7 @@ class DatasetWriter:
     def write(self, batch: pa.RecordBatch) -> None:
         if batch.num_rows == 0:
             return
-        batch = pa.RecordBatch.from_arrays(
-            [batch.column(f.name).cast(f.type) for f in self.schema], schema=self.schema
-        )
+        batch = pa.RecordBatch.from_arrays([batch.column(f.name).cast(f.type) for f in self.schema], schema=self.schema)
         self._buffer.append(batch)
         self._buffered += batch.num_rows
         while self._buffered >= self.row_group_rows:
@@ -91,9 +89,7 @@ class DatasetWriter:
         if self._writer is not None:
             self._writer.close()
         path = self.directory / f"part-{len(self.files):05d}.parquet"
-        self._writer = pq.ParquetWriter(
-            path, self.schema, compression="zstd", compression_level=self.compression_level
-        )
+        self._writer = pq.ParquetWriter(path, self.schema, compression="zstd", compression_level=self.compression_level)
         self.files.append(path)
         self._file_rows = 0
 

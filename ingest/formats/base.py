@@ -194,7 +194,13 @@ def _parse_blocks(
 
         unnumbered: list[bool] = []
 
-        def handler(row: Any, base: int = base, skipped: list[int] = skipped) -> str:
+        def handler(
+            row: Any,
+            base: int = base,
+            skipped: list[int] = skipped,
+            reported: list[tuple[int, str]] = reported,
+            unnumbered: list[bool] = unnumbered,
+        ) -> str:
             if row.number is None:
                 unnumbered.append(True)
                 return "skip"

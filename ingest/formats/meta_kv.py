@@ -80,9 +80,7 @@ class MetaKvReader(TraceReader):
                 count, b3 = to_int(raw["op_count"], "op_count", lines, sink, required=True)
                 size, b4 = to_int(raw["size"], "size", lines, sink, required=True)
                 bad = b1 | b2 | b3 | b4
-                zero = ~bad & np.asarray(
-                    pc.fill_null(pc.equal(count, 0), False).to_numpy(zero_copy_only=False)
-                )
+                zero = ~bad & np.asarray(pc.fill_null(pc.equal(count, 0), False).to_numpy(zero_copy_only=False))
                 for i in np.flatnonzero(zero):
                     sink.report(int(lines[i]), "op_count", 'expected a positive integer, got "0"')
                 bad |= zero

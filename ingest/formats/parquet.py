@@ -28,9 +28,7 @@ class ParquetReader(TraceReader):
 
     def _file(self) -> pq.ParquetFile:
         if self.source.compression != "none":
-            raise self.fatal(
-                None, None, f"a {self.source.compression}-compressed Parquet file is not supported"
-            )
+            raise self.fatal(None, None, f"a {self.source.compression}-compressed Parquet file is not supported")
         try:
             return pq.ParquetFile(self.source.path)
         except Exception as exc:  # pyarrow raises several types for a corrupt footer

@@ -87,9 +87,7 @@ class RequestsReader(TraceReader):
         next_id = 0
         with self.source.open() as fh:
             if self.layout == "jsonl":
-                raws: Iterator[tuple[dict[str, pa.Array], Lines]] = jsonl_chunks(
-                    fh, sink=self.sink, names=self._fields
-                )
+                raws: Iterator[tuple[dict[str, pa.Array], Lines]] = jsonl_chunks(fh, sink=self.sink, names=self._fields)
             else:
                 names, _ = read_header(fh, delimiter=self._delim)
                 fields = self._fields

@@ -1,4 +1,6 @@
-"""`twitter`: Twitter's cache-trace CSV (OSDI'20), no header: timestamp,anonymized_key,key_size,value_size,client_id,op,ttl.
+"""`twitter`: Twitter's cache-trace CSV (OSDI'20), no header.
+
+Columns: timestamp,anonymized_key,key_size,value_size,client_id,op,ttl.
 
 timestamp is in seconds. Keys may contain commas (the key is everything between the first field and the last
 five). key_size and ttl are not part of the canonical format and are dropped; value_size is kept as recorded.
@@ -43,9 +45,7 @@ class TwitterReader(TraceReader):
                 long = ~bad & (lens > _N)
                 if long.any():
                     fixed = [
-                        (p[:1] + [",".join(p[1 : len(p) - 5])] + p[-5:])
-                        if p is not None and len(p) > _N
-                        else p
+                        [*p[:1], ",".join(p[1 : len(p) - 5]), *p[-5:]] if p is not None and len(p) > _N else p
                         for p in parts.to_pylist()
                     ]
                     parts = pa.array(fixed, type=pa.list_(pa.string()))

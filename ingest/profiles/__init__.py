@@ -17,8 +17,5 @@ __all__ = ["PROFILES", "Components", "Profile", "ProfileOptions"]
 
 #: Profile name → class, in the order of the architecture contract.
 PROFILES: Mapping[str, type[Profile[Any]]] = MappingProxyType(
-    {
-        p.name: p
-        for p in (SoundcloudProfile, FacebookProfile, Constant50Profile, BimodalProfile, MiceElephantProfile)
-    }
+    {p.name: p for p in (SoundcloudProfile, FacebookProfile, Constant50Profile, BimodalProfile, MiceElephantProfile)}
 )

@@ -60,9 +60,7 @@ class ProfileOptions:
             if name not in known:
                 valid = ", ".join(known) or "none"
                 problems.append(
-                    InputProblem(
-                        OPTION_SOURCE, None, name, f"unknown option for profile '{profile}' (valid: {valid})"
-                    )
+                    InputProblem(OPTION_SOURCE, None, name, f"unknown option for profile '{profile}' (valid: {valid})")
                 )
                 continue
             try:

@@ -51,9 +51,7 @@ class BimodalOptions(ProfileOptions):
 class BimodalProfile(Profile[BimodalOptions]):
     name = "bimodal"
     title = "1 KB values plus 10% of keys with 512 KB values (size is per key), Zipf(0.99) keys, single-key"
-    source = (
-        "Héron (SRDS'18) §II-C and §V-A; TailX §4.1-4.2 (multiget variant via keys/long_keys/long_fraction)"
-    )
+    source = "Héron (SRDS'18) §II-C and §V-A; TailX §4.1-4.2 (multiget variant via keys/long_keys/long_fraction)"
     options_type = BimodalOptions
 
     def build(self, options: BimodalOptions) -> Components:
@@ -70,7 +68,5 @@ class BimodalProfile(Profile[BimodalOptions]):
         assert isinstance(values, BimodalValueSizes)
         large = values.is_large(np.arange(self.options.key_space, dtype=np.int64))
         out["large_key_share"] = float(large.mean())
-        out["large_access_share"] = float(
-            zipf_pmf(self.options.zipf_alpha, self.options.key_space)[large].sum()
-        )
+        out["large_access_share"] = float(zipf_pmf(self.options.zipf_alpha, self.options.key_space)[large].sum())
         return out

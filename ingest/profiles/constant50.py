@@ -22,9 +22,7 @@ class Constant50Options(ProfileOptions):
         if not 1 <= self.size <= 1_000_000:
             out.append(("size", f"expected an integer in 1..1000000, got {self.size}"))
         if not 1 <= self.key_space <= MAX_UNIFORM_KEY_SPACE:
-            out.append(
-                ("key_space", f"expected an integer in 1..{MAX_UNIFORM_KEY_SPACE}, got {self.key_space}")
-            )
+            out.append(("key_space", f"expected an integer in 1..{MAX_UNIFORM_KEY_SPACE}, got {self.key_space}"))
         elif self.key_space < self.size:
             out.append(("key_space", f"must be at least size ({self.size}), got {self.key_space}"))
         return out

@@ -42,9 +42,7 @@ class MiceElephantOptions(ProfileOptions):
         except ValueError:
             out.append(("mix", f'expected MICE:ELEPHANTS such as "9:1" or "5:1", got "{self.mix}"'))
         if not 1 <= self.key_space <= MAX_UNIFORM_KEY_SPACE:
-            out.append(
-                ("key_space", f"expected an integer in 1..{MAX_UNIFORM_KEY_SPACE}, got {self.key_space}")
-            )
+            out.append(("key_space", f"expected an integer in 1..{MAX_UNIFORM_KEY_SPACE}, got {self.key_space}"))
         elif self.key_space < max(self.mice, self.elephants):
             out.append(("key_space", f"must be at least mice and elephants, got {self.key_space}"))
         if self.value_size < 0:

@@ -50,9 +50,7 @@ def list_datasets(as_json: Annotated[bool, _JSON] = False) -> None:
     table = Table("id", "name", "format", "rows", "requests", "created")
     for i in infos:
         m = i.manifest
-        table.add_row(
-            i.id, i.name, m["source"]["format"], f"{m['rows']:,}", f"{m['requests']:,}", m["created_at"]
-        )
+        table.add_row(i.id, i.name, m["source"]["format"], f"{m['rows']:,}", f"{m['requests']:,}", m["created_at"])
     out_console.print(table)
 
 

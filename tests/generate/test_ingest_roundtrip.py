@@ -11,9 +11,7 @@ from tailtune.settings import Settings
 
 
 @pytest.mark.parametrize("suffix", ["csv.gz", "parquet"])
-def test_generated_trace_ingests_with_the_same_counts(
-    settings: Settings, tmp_path: Path, suffix: str
-) -> None:
+def test_generated_trace_ingests_with_the_same_counts(settings: Settings, tmp_path: Path, suffix: str) -> None:
     pipeline = pytest.importorskip("ingest.pipeline")
     out = tmp_path / f"fb.{suffix}"
     stats = write_trace(out, "facebook", 500, 3)

@@ -95,10 +95,7 @@ def test_unsupported_extension_exit_2(cli: Callable[..., Any], tmp_path: Path) -
     out = tmp_path / "t.json"
     result = cli("generate", "-p", "constant50", "-n", "5", "--out", str(out))
     assert result.exit_code == 2
-    assert (
-        "field 'out': unsupported output extension (valid: .csv, .csv.gz, .csv.zst, .parquet)"
-        in result.stderr
-    )
+    assert "field 'out': unsupported output extension (valid: .csv, .csv.gz, .csv.zst, .parquet)" in result.stderr
     assert list(tmp_path.iterdir()) == []
 
 

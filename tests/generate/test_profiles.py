@@ -184,7 +184,5 @@ def test_mice_elephant_mix_and_sizes(options: dict[str, object], mice: int, elep
     sizes = request_sizes(table)
     assert set(np.unique(sizes).tolist()) == {mice, 100}
     share = float(np.mean(sizes == 100))
-    assert share == pytest.approx(
-        elephant_share, abs=4 * np.sqrt(elephant_share * (1 - elephant_share) / 30_000)
-    )
+    assert share == pytest.approx(elephant_share, abs=4 * np.sqrt(elephant_share * (1 - elephant_share) / 30_000))
     assert np.all(table.column("value_size").to_numpy() == 1000)

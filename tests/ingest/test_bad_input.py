@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import pytest
 
 from tests.ingest.conftest import snapshot
@@ -17,11 +20,11 @@ def seeded(cli, write, tailtune_home):
     return snapshot(tailtune_home)
 
 
-def _fails(cli, tailtune_home, before, path, *args):
+def _fails(cli: Any, tailtune_home: Path, before: list[str], path: Path, *args: str) -> str:
     r = cli("ingest", str(path), *args)
     assert r.exit_code == 2, (r.stdout, r.stderr)
     assert snapshot(tailtune_home) == before
-    return r.stderr
+    return str(r.stderr)
 
 
 def test_empty_file(cli, write, tailtune_home, seeded):
@@ -73,18 +76,18 @@ def test_duplicate_request_key(cli, write, tailtune_home, seeded):
 
 def test_duplicate_across_chunks(tmp_path, settings):
     """The request left open at a chunk boundary is still checked for duplicates."""
-    from ingest.formats.base import Chunk
-    from ingest.validate import ErrorSink, StreamValidator
-
     import numpy as np
     import pyarrow as pa
+
+    from ingest.formats.base import Chunk
+    from ingest.validate import ErrorSink, StreamValidator
 
     sink = ErrorSink("f", max_errors=5)
     v = StreamValidator(sink)
     b1 = pa.record_batch({"request_id": [0, 1], "ts": [1.0, 2.0], "key": ["a", "b"], "value_size": [None, None]})
     b2 = pa.record_batch({"request_id": [1, 2], "ts": [2.0, 3.0], "key": ["b", "c"], "value_size": [None, None]})
     v.check(b1, np.array([2, 3]))
-    kept, lines = v.check(b2, np.array([4, 5]))
+    _, lines = v.check(b2, np.array([4, 5]))
     assert [str(p) for p in sink.problems] == ["f:4: field 'key': duplicate (request_id, key) = (1, \"b\")"]
     assert lines.tolist() == [5]
     assert v.stats.requests == 3 and v.stats.max_request_rows == 1
@@ -164,3 +167,20 @@ def test_keys_bin_truncated(cli, write, tailtune_home, seeded):
     p = write("k.bin", (5).to_bytes(8, "big") + b"\x00\x01\x02")
     err = _fails(cli, tailtune_home, seeded, p, "--format", "keys-bin")
     assert f"{p}:2: field 'key': truncated record: 3 trailing byte(s)" in err
+
+
+def test_request_id_reappearing_later(cli, write, tailtune_home, seeded):
+    p = write("again.csv", "request_id,ts,key\n0,1.0,a\n1,2.0,b\n0,3.0,c\n")
+    err = _fails(cli, tailtune_home, seeded, p)
+    assert f"{p}:4: field 'request_id': request 0 appears again after other requests" in err
+
+
+def test_bad_rows_in_a_compressed_header_less_trace(cli, write, tailtune_home, seeded):
+    import bz2
+
+    body = "20160201164604 a 5 m 1 1 PHONE 3\n\n20160201164605 b 5 m -7 1 PHONE 3\n20160201164606 c 5 m 1 1\n"
+    p = write("photos.bz2", bz2.compress(body.encode()))
+    err = _fails(cli, tailtune_home, seeded, p, "--format", "tencent-photo")
+    assert f"{p}:2: expected 8 space-separated columns, got 1" in err
+    assert f"""{p}:3: field 'value_size': expected non-negative integer, got "-7\"""" in err
+    assert f"{p}:4: expected 8 space-separated columns, got 6" in err

@@ -5,6 +5,7 @@ from __future__ import annotations
 import bz2
 import gzip
 import lzma
+from collections.abc import Callable
 
 import pytest
 import zstandard
@@ -13,7 +14,7 @@ from ingest.pipeline import ingest_file
 from ingest.sniff import sniff
 
 BODY = b"ts,key,value_size\n1,a,3\n2,b,4\n"
-CODECS = {
+CODECS: dict[str, Callable[[bytes], bytes]] = {
     "gzip": gzip.compress,
     "bz2": bz2.compress,
     "xz": lzma.compress,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -10,9 +11,10 @@ import pytest
 
 from ingest.pipeline import ingest_file
 from ingest.sniff import sniff
+from ingest.store import DatasetInfo
 
 
-def rows(info, *cols):
+def rows(info: DatasetInfo, *cols: str) -> list[tuple[Any, ...]]:
     t = info.read_table()
     return list(zip(*(t.column(c).to_pylist() for c in cols), strict=True))
 
@@ -58,7 +60,10 @@ def test_tsv(write, settings):
 
 
 def test_jsonl(write, settings):
-    p = write("t.jsonl", '{"request_id": 1, "ts": 0.5, "key": "a", "value_size": 4}\n\n{"request_id": 1, "ts": 0.5, "key": 5}\n')
+    p = write(
+        "t.jsonl",
+        '{"request_id": 1, "ts": 0.5, "key": "a", "value_size": 4}\n\n{"request_id": 1, "ts": 0.5, "key": 5}\n',
+    )
     assert sniff(p).format == "jsonl"
     assert rows(ingest_file(p, settings=settings), "request_id", "ts", "key", "value_size") == [
         (1, 0.5, "a", 4),
@@ -190,4 +195,34 @@ def test_tencent_bad_timestamp(write, settings):
     p = write("t.txt", "20160201164604 abc 5 m 1 1 PHONE 3\n2016020116460X abc 5 m 1 1 PHONE 3\n")
     with pytest.raises(BadInputError) as exc:
         ingest_file(p, fmt="tencent-photo", settings=settings)
-    assert str(exc.value) == f'{p}:2: field \'ts\': expected a YYYYMMDDHHMMSS timestamp, got "2016020116460X"'
+    assert str(exc.value) == f"{p}:2: field 'ts': expected a YYYYMMDDHHMMSS timestamp, got \"2016020116460X\""
+
+
+@pytest.mark.parametrize("block_bytes", [64, 1000, 1 << 20])
+def test_line_numbers_exact_across_blocks(write, block_bytes):
+    import numpy as np
+
+    from ingest.formats import FORMATS, ReaderOptions, Source
+    from ingest.validate import ErrorPolicy, ErrorSink
+
+    lines = ["ts,key,value_size"] + [f"{i},k{i},{i}" for i in range(200)]
+    lines[57] = "56,k56"  # line 58: a column short
+    lines[150] = "149,k149,-1"  # line 151
+    lines[151] = ""  # line 152: empty
+    p = write("many.csv", "\n".join(lines) + "\n")
+    sink = ErrorSink(str(p), max_errors=100, policy=ErrorPolicy.SKIP)
+    reader = FORMATS["csv"](Source.of(p), ReaderOptions(block_bytes=block_bytes), sink)
+    reader.columns()
+    chunks = list(reader.chunks())
+    sink.finish()
+    assert [str(x) for x in sink.problems] == [
+        f"{p}:58: expected 3 columns, got 2",
+        f"""{p}:151: field 'value_size': expected non-negative integer, got "-1\"""",
+        f"{p}:152: field 'ts': missing value",
+        f"{p}:152: field 'key': missing value",
+    ]
+    kept = np.concatenate([c.lines for c in chunks]).tolist()
+    assert kept == [n for n in range(2, 202) if n not in (58, 151, 152)]
+    keys = [k for c in chunks for k in c.batch.column("key").to_pylist()]
+    assert keys == [f"k{n - 2}" for n in kept]
+    assert sink.skipped_rows == 3

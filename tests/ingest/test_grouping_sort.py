@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from ingest.pipeline import ingest_file
+from ingest.store import DatasetInfo
 from tailtune.errors import BadInputError
 
 
-def rows(info, *cols):
+def rows(info: DatasetInfo, *cols: str) -> list[tuple[Any, ...]]:
     t = info.read_table()
     return list(zip(*(t.column(c).to_pylist() for c in cols), strict=True))
 
@@ -36,18 +39,18 @@ def test_window_groups_per_client_from_the_first_row(write, settings):
 
 
 def test_window_grouping_across_chunks_matches_one_chunk(write, settings):
+    import numpy as np
+    import pyarrow as pa
+
     from ingest.formats import Chunk
     from ingest.grouping import WindowGrouper
     from ingest.validate import ErrorSink
-
-    import numpy as np
-    import pyarrow as pa
 
     ts = [0.0, 0.5, 1.0, 1.2, 2.5, 2.6, 4.0, 4.1]
     cl = ["a", "b", "a", "b", "a", "a", "b", "a"]
     batch = pa.record_batch({"ts": ts, "key": [f"k{i}" for i in range(8)], "client_id": cl})
 
-    def run(splits):
+    def run(splits: list[tuple[int, int]]) -> tuple[list[Any], list[Any], list[Any]]:
         g = WindowGrouper(1.0, ErrorSink("f"))
         out = []
         for lo, hi in splits:

@@ -35,7 +35,8 @@ def test_meta_kv_fixture(shared_data, settings, name):
     assert m["source"]["layout"] == "202401"
     assert m["rows"] == sum(int(r["op_count"]) for r in recs)
     assert m["distinct_keys"] == len({r["key"] for r in recs})
-    assert (m["ts_min"], m["ts_max"]) == (min(float(r["op_time"]) for r in recs), max(float(r["op_time"]) for r in recs))
+    times = [float(r["op_time"]) for r in recs]
+    assert (m["ts_min"], m["ts_max"]) == (min(times), max(times))
     known = info.read_table(["value_size"]).column("value_size").null_count
     assert known == sum(int(r["op_count"]) for r in recs if int(r["size"]) == 0)
 

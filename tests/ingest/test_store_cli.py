@@ -33,7 +33,13 @@ def test_id_is_sha_of_source_and_options(write, settings):
     sha = hashlib.sha256(BODY.encode()).hexdigest()
     m = info.manifest
     assert m["source"]["sha256"] == sha and m["source"]["bytes"] == len(BODY)
-    opts = {"format": "csv", "mapping": {}, "group_window_s": None, "on_error": "fail", "unsorted": "reject"}
+    opts: dict[str, object] = {
+        "format": "csv",
+        "mapping": {},
+        "group_window_s": None,
+        "on_error": "fail",
+        "unsorted": "reject",
+    }
     assert m["ingest_options"] == opts
     canonical = json.dumps(opts, sort_keys=True, separators=(",", ":"))
     assert info.id == dataset_id(sha, opts) == hashlib.sha256(f"{sha}\n{canonical}".encode()).hexdigest()[:16]
@@ -46,8 +52,22 @@ def test_layout_and_manifest(write, settings):
     assert info.path == settings.datasets_dir / info.id
     assert [f.name for f in info.parquet_files] == ["part-00000.parquet"]
     m = info.manifest
-    for k in ("schema_version", "id", "name", "created_at", "source", "ingest_options", "rows", "requests",
-              "distinct_keys", "ts_min", "ts_max", "columns", "has_value_size", "has_latency"):
+    for k in (
+        "schema_version",
+        "id",
+        "name",
+        "created_at",
+        "source",
+        "ingest_options",
+        "rows",
+        "requests",
+        "distinct_keys",
+        "ts_min",
+        "ts_max",
+        "columns",
+        "has_value_size",
+        "has_latency",
+    ):
         assert k in m
     import pyarrow.parquet as pq
 
@@ -65,8 +85,16 @@ def test_writer_splits_row_groups_and_parts(tmp_path):
     w = DatasetWriter(tmp_path, canonical_schema_for(set()), row_group_rows=4, file_rows=8)
     for start in range(0, 20, 3):
         n = min(3, 20 - start)
-        w.write(pa.record_batch({"request_id": list(range(start, start + n)), "ts": [0.0] * n,
-                                 "key": ["k"] * n, "value_size": [None] * n}))
+        w.write(
+            pa.record_batch(
+                {
+                    "request_id": list(range(start, start + n)),
+                    "ts": [0.0] * n,
+                    "key": ["k"] * n,
+                    "value_size": [None] * n,
+                }
+            )
+        )
     files = w.close()
     assert [f.name for f in files] == ["part-00000.parquet", "part-00001.parquet", "part-00002.parquet"]
     assert [pq.ParquetFile(f).metadata.num_rows for f in files] == [8, 8, 4]
