@@ -59,7 +59,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rows", type=int, default=10_000_000)
     ap.add_argument("--out", type=Path, default=Path("/tmp/ingest-bench"))
-    ap.add_argument("--keep", action="store_true", help="keep the generated CSV and dataset")
+    ap.add_argument("--keep", action="store_true", help="keep the generated CSV")
+    ap.add_argument("--ingest-args", default="", help="extra `tailtune ingest` options, e.g. '--unsorted sort'")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     csv_path = args.out / f"canonical-{args.rows}.csv"
@@ -72,7 +73,11 @@ def main() -> None:
     tailtune = Path(sys.executable).with_name("tailtune")
     t0 = time.perf_counter()
     proc = subprocess.run(
-        [str(tailtune), "ingest", str(csv_path), "--json"], env=env, capture_output=True, text=True, check=False
+        [str(tailtune), "ingest", str(csv_path), "--json", *args.ingest_args.split()],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     wall = time.perf_counter() - t0
     if proc.returncode != 0:
@@ -81,6 +86,7 @@ def main() -> None:
     peak_mib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     size = sum(p.stat().st_size for p in (home / "datasets" / summary["id"]).glob("*.parquet"))
     result = {
+        "ingest_args": args.ingest_args,
         "rows": summary["rows"],
         "requests": summary["requests"],
         "distinct_keys": summary["distinct_keys"],
@@ -91,10 +97,10 @@ def main() -> None:
         "peak_rss_mib": round(peak_mib),
     }
     print(json.dumps(result, indent=2))
-    if not args.keep:
-        import shutil
+    import shutil
 
-        shutil.rmtree(home, ignore_errors=True)
+    shutil.rmtree(home, ignore_errors=True)
+    if not args.keep:
         csv_path.unlink()
 
 

@@ -231,7 +231,7 @@ def _count(files: list[Path], settings: Settings) -> dict[str, Any]:
     con = duckdb.connect()
     try:
         settings.tmp_dir.mkdir(parents=True, exist_ok=True)
-        con.execute("SET memory_limit='1GB'")
+        con.execute("SET memory_limit='512MB'")
         con.execute(f"SET temp_directory='{settings.tmp_dir / 'duckdb-spill'}'")
         row = con.execute(
             "SELECT count(DISTINCT key), count(DISTINCT request_id) FROM read_parquet(?)",

@@ -19,7 +19,7 @@ from tailtune.settings import Settings
 
 __all__ = ["sorted_chunks"]
 
-MEMORY_LIMIT = "1GB"
+MEMORY_LIMIT = "512MB"
 
 
 def sorted_chunks(
