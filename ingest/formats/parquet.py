@@ -46,14 +46,13 @@ class ParquetReader(TraceReader):
         assert self._fields is not None
         pf = self._file()
         row = 0
-        with self.source.open() as counted:  # only to advance the progress counter
-            size = max(1, pf.metadata.num_rows)
-            for batch in pf.iter_batches(batch_size=_ROWS_PER_BATCH, columns=list(self._fields)):
-                n = batch.num_rows
-                lines = np.arange(row + 1, row + n + 1, dtype=np.int64)
-                row += n
-                counted.read(int(self.source.size * n / size))
-                raw = {f: batch.column(c) for c, f in self._fields.items()}
-                chunk = convert_canonical(raw, lines, self.sink)
-                if chunk is not None:
-                    yield chunk
+        total = max(1, pf.metadata.num_rows)
+        for batch in pf.iter_batches(batch_size=_ROWS_PER_BATCH, columns=list(self._fields)):
+            n = batch.num_rows
+            lines = np.arange(row + 1, row + n + 1, dtype=np.int64)
+            row += n
+            self.source.report_progress(self.source.size * row // total)
+            raw = {f: batch.column(c) for c, f in self._fields.items()}
+            chunk = convert_canonical(raw, lines, self.sink)
+            if chunk is not None:
+                yield chunk

@@ -73,9 +73,17 @@ class Source:
         """How the file is named in error messages."""
         return str(self.path)
 
+    _reported: int | None = field(default=None, repr=False)
+
     @property
     def bytes_read(self) -> int:
+        if self._reported is not None:
+            return self._reported
         return self._counters[-1].bytes_read if self._counters else 0
+
+    def report_progress(self, done_bytes: int) -> None:
+        """For readers that do not read through `open()` (Parquet): how far into the file they are."""
+        self._reported = done_bytes
 
     def open(self) -> BinaryIO:
         """A buffered binary stream of the decompressed content (caller closes it)."""

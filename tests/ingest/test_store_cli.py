@@ -144,3 +144,14 @@ def test_cli_map_option(cli, write, tailtune_home):
     assert json.loads(r.stdout)["rows"] == 1
     r = cli("ingest", str(p), "--map", "time")
     assert r.exit_code == 2 and "--map expects COLUMN=FIELD, got 'time'" in r.stderr
+
+
+def test_progress_reaches_the_file_size(write, settings):
+    import gzip
+
+    body = "ts,key\n" + "".join(f"{i},k{i}\n" for i in range(5000))
+    p = write("p.csv.gz", gzip.compress(body.encode()))
+    seen: list[tuple[int, int]] = []
+    ingest_file(p, settings=settings, progress=lambda done, total: seen.append((done, total)))
+    assert seen and seen[-1] == (p.stat().st_size, p.stat().st_size)
+    assert [d for d, _ in seen] == sorted(d for d, _ in seen)
