@@ -1,10 +1,13 @@
 """Runs the transforms once over a dataset and collects the small tables `summary.build_summary` needs.
 
-Plan (two scans of the raw rows, both aggregations with map-side partial aggregation):
+Plan (two scans + shuffles of the raw rows, both aggregations with map-side partial aggregation):
 1. `requests` (by request_id) — cached; sizes, arrivals, latency and the time span come from it.
-2. `window_key_counts` (by time window, key) — cached; `key_counts` (cached) derives from it, and the
-   hot-set, popularity and value-size tables from those.
-Fan-out joins the raw (request_id, key) pairs with the per-key server table (a third scan), only when asked.
+2. `key_counts` (by key) — cached; popularity, top keys and value sizes come from it.
+3. Hot sets per time window: only the `hot_candidates × hot_n` most accessed keys are counted per window
+   (a broadcast semi-join, so a third scan but a tiny shuffle). The result is exact whenever every
+   non-candidate key has fewer accesses *in total* than the hot_n-th count of every window (checked); if
+   the check fails, all (window, key) pairs are counted instead.
+Fan-out joins the raw (request_id, key) pairs with the per-key server table (another scan), only when asked.
 """
 
 from __future__ import annotations
@@ -20,6 +23,9 @@ from analysis import transforms as tr
 from analysis.summary import Collected
 
 if TYPE_CHECKING:
+    import pandas as pd
+
+if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 __all__ = ["Options", "characterize"]
@@ -31,6 +37,7 @@ class Options:
     replication: int = 3  # Cassandra's usual RF
     windows: int = 10  # time windows for hot-set drift
     hot_n: int = 100  # hot-set size per window
+    hot_candidates: int = 20  # keys counted per window = hot_candidates × hot_n most accessed overall
     rate_windows: int = 100  # windows for the arrival rate
     top_n: int = 20  # top keys listed in the summary
     fanout: bool = True
@@ -64,15 +71,16 @@ def characterize(
     rate_window_s = span / opts.rate_windows if span > 0 else 1.0
     rate_windows = opts.rate_windows if span > 0 else 1
 
-    wkc = tr.window_key_counts(df, t0, window_s, opts.windows).cache()
-    keys = tr.key_counts(wkc).cache()
-    cached: list[DataFrame] = [reqs, wkc, keys]
+    keys = tr.key_counts(df).cache()
+    cached: list[DataFrame] = [reqs, keys]
     try:
         size_hist = tr.size_histogram(reqs).toPandas()
         coc = tr.count_of_counts(keys).toPandas()
-        top = tr.top_keys(keys, opts.top_n).toPandas()
+        accesses = int((coc["count"] * coc["keys"]).sum())
+        cand = tr.top_keys(keys, max(opts.top_n, opts.hot_candidates * opts.hot_n)).toPandas()
+        top = cand.head(opts.top_n).assign(share=lambda d: d["count"] / accesses)
         vsh = tr.value_size_histogram(keys).toPandas()
-        hot = tr.hot_set_by_window(wkc, opts.hot_n).toPandas()
+        hot = _hot_sets(spark, df, cand, int(coc["keys"].sum()), t0, window_s, opts)
         rate = tr.arrival_rate(spark, reqs, t0, rate_window_s, rate_windows).toPandas()
         gaps_row = _row(tr.inter_arrivals(reqs, t0, rate_window_s, rate_windows).agg(
             F.count(F.lit(1)).alias("n"), F.avg("gap").alias("mean"), F.stddev_pop("gap").alias("std"),
@@ -115,6 +123,25 @@ def characterize(
     finally:
         for d in cached:
             d.unpersist()
+
+
+def _hot_sets(
+    spark: SparkSession, df: DataFrame, cand: pd.DataFrame, distinct: int, t0: float, window_s: float,
+    opts: Options,
+) -> pd.DataFrame:
+    """Exact per-window top-`hot_n` keys, counting candidate keys only when that provably suffices."""
+    all_keys = len(cand) >= distinct
+    only = None if all_keys else spark.createDataFrame(cand[["key"]])
+    hot = tr.hot_set_by_window(tr.window_key_counts(df, t0, window_s, opts.windows, only), opts.hot_n).toPandas()
+    if all_keys:
+        return hot
+    floor = int(cand["count"].min())  # any non-candidate key has at most this many accesses in total
+    nth = hot.groupby("window")["count"].min()
+    full = hot.groupby("window")["rank"].max()
+    exact = len(nth) == opts.windows and bool(((nth > floor) & (full == opts.hot_n)).all())
+    if exact:
+        return hot
+    return tr.hot_set_by_window(tr.window_key_counts(df, t0, window_s, opts.windows), opts.hot_n).toPandas()
 
 
 def _latency(reqs: DataFrame, c: Collected) -> None:

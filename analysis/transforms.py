@@ -2,8 +2,9 @@
 needs one) and returns a DataFrame; nothing here collects, writes or caches (the pipeline decides that).
 
 Raw input: the canonical long format (one row per key access; rows sharing `request_id` form one multiget).
-The heavy work is two aggregations of the raw rows — `requests` (by request) and `window_key_counts` (by
-time window and key) — and every other table derives from those two smaller tables.
+The heavy work is two aggregations of the raw rows — `requests` (by request) and `key_counts` (by key)
+— and every other table derives from those two smaller tables (the per-window hot sets count only
+candidate keys; see analysis.pipeline).
 """
 
 from __future__ import annotations
@@ -66,23 +67,23 @@ def size_histogram(reqs: DataFrame) -> DataFrame:
     return reqs.groupBy("size").agg(F.count(F.lit(1)).alias("requests")).orderBy("size")
 
 
-def window_key_counts(df: DataFrame, t0: float, window_s: float, windows: int) -> DataFrame:
-    """Accesses per (time window, key): window = floor((ts - t0) / window_s), clamped into 0..windows-1.
-
-    Also carries the largest value size and the bytes of the key's accesses in the window."""
-    w = F.least(F.floor((F.col("ts") - F.lit(t0)) / F.lit(window_s)).cast("int"), F.lit(windows - 1))
-    return df.groupBy(w.alias("window"), "key").agg(
-        F.count(F.lit(1)).alias("count"),
-        F.max("value_size").alias("value_size"),
+def key_counts(df: DataFrame) -> DataFrame:
+    """Per key: count (accesses), value_size (largest seen; null if unknown), bytes (sum over accesses)."""
+    return df.groupBy("key").agg(
+        F.count(F.lit(1)).alias("count"), F.max("value_size").alias("value_size"),
         F.sum("value_size").alias("bytes"),
     )
 
 
-def key_counts(wkc: DataFrame) -> DataFrame:
-    """Per key: count (accesses), value_size (largest seen; null if unknown), bytes (sum over accesses)."""
-    return wkc.groupBy("key").agg(
-        F.sum("count").alias("count"), F.max("value_size").alias("value_size"), F.sum("bytes").alias("bytes")
-    )
+def window_key_counts(
+    df: DataFrame, t0: float, window_s: float, windows: int, only: DataFrame | None = None
+) -> DataFrame:
+    """Accesses per (time window, key): window = floor((ts - t0) / window_s), clamped into 0..windows-1.
+    With `only` (a small DataFrame with a `key` column), just those keys are counted (broadcast semi-join)."""
+    if only is not None:
+        df = df.join(F.broadcast(only.select("key")), "key", "left_semi")
+    w = F.least(F.floor((F.col("ts") - F.lit(t0)) / F.lit(window_s)).cast("int"), F.lit(windows - 1))
+    return df.groupBy(w.alias("window"), "key").agg(F.count(F.lit(1)).alias("count"))
 
 
 def count_of_counts(keys: DataFrame) -> DataFrame:
@@ -92,15 +93,8 @@ def count_of_counts(keys: DataFrame) -> DataFrame:
 
 
 def top_keys(keys: DataFrame, n: int) -> DataFrame:
-    """The `n` most accessed keys (ties broken by key, ascending): key, count, share of all accesses."""
-    total = keys.agg(F.sum("count").alias("total"))
-    return (
-        keys.orderBy(F.desc("count"), F.asc("key"))
-        .limit(n)
-        .crossJoin(F.broadcast(total))
-        .select("key", "count", (F.col("count") / F.col("total")).alias("share"))
-        .orderBy(F.desc("count"), F.asc("key"))
-    )
+    """The `n` most accessed keys, ties broken by key (ascending): key, count."""
+    return keys.orderBy(F.desc("count"), F.asc("key")).limit(n).select("key", "count")
 
 
 def hot_set_by_window(wkc: DataFrame, n: int) -> DataFrame:

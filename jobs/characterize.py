@@ -33,6 +33,7 @@ def spark_session(master: str, app_name: str = "tailtune-characterize") -> Spark
         SparkSession.builder.master(master)
         .appName(app_name)
         .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.driver.memory", "4g")  # local mode: the executors live in the driver JVM
         .config("spark.sql.shuffle.partitions", "8")
         .config("spark.sql.adaptive.enabled", "true")
         .config("spark.sql.session.timeZone", "UTC")

@@ -106,7 +106,7 @@ class Param:
             return list(range(int(self.low), int(self.high) + 1, int(self.step or 1)))
         if self.step is None:
             raise ValueError(f"param {self.name}: a float range needs a step to be gridded")
-        n = int(math.floor((self.high - self.low) / self.step + 1e-9))
+        n = math.floor((self.high - self.low) / self.step + 1e-9)
         return [round(self.low + i * self.step, 10) for i in range(n + 1)]
 
     def as_dict(self) -> dict[str, Any]:
@@ -220,6 +220,30 @@ class SearchSpace:
 
     def infeasible(self, cand: Candidate) -> str | None:
         return self.policy_space(cand.policy).infeasible(cand.params)
+
+    def contains(self, cand: Candidate) -> bool:
+        """Whether the candidate is a point of this space (policy present, every value in range/choices)."""
+        try:
+            ps = self.policy_space(cand.policy)
+        except KeyError:
+            return False
+        names = {p.name for p in ps.params} | set(ps.fixed)
+        if set(cand.params) != names or any(cand.params[k] != v for k, v in ps.fixed.items()):
+            return False
+        for p in ps.params:
+            v = cand.params[p.name]
+            if p.kind == "cat":
+                if v not in (p.choices or ()):
+                    return False
+                continue
+            assert p.low is not None and p.high is not None
+            if isinstance(v, str) or not p.low <= v <= p.high:
+                return False
+            if p.step is not None:
+                steps = (float(v) - p.low) / p.step
+                if abs(steps - round(steps)) > 1e-9:
+                    return False
+        return self.infeasible(cand) is None
 
     def grid(self, *, feasible_only: bool = True) -> Iterator[Candidate]:
         """Every point of the (discrete) space, policy by policy, in a fixed order."""

@@ -27,3 +27,7 @@ COMMANDS.append(_generate.register)
 from tailtune.commands import simulate as _simulate  # noqa: E402
 
 COMMANDS.append(_simulate.register)
+
+from tailtune.commands import tune as _tune  # noqa: E402
+
+COMMANDS.append(_tune.register)

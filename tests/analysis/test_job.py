@@ -34,7 +34,7 @@ def generated_summary(
     out = tmp_path_factory.mktemp("out") / "analysis"
     settings = Settings(home=tmp_path_factory.mktemp("home"))
     doc = run(str(path), out, dataset=False, settings=settings, master="local[2]",
-              opts=Options(servers=8, replication=3))
+              opts=Options(servers=8, replication=3, slack_requests=1000))
     return doc, out, g
 
 
@@ -64,7 +64,11 @@ def test_generated_parameters_recovered(generated_summary: tuple[dict[str, Any],
     assert (fo["servers"], fo["replication"]) == (8, 3)
     assert 1.0 <= fo["opsets_mean"] <= min(8.0, ms["mean"])
     assert fo["hottest_partition_ratio"] >= 1.0
-    assert doc["slack_bounds"] == [] and doc["null_reasons"]["slack_bounds"]
+    sb = doc["slack_bounds"]  # fifo replay of the first 1000 requests in kvsim at 10%…90% utilization
+    assert [r["utilization"] for r in sb] == pytest.approx([0.1 * i for i in range(1, 10)])
+    assert all(0.0 <= r["lower_ms"] <= r["upper_ms"] for r in sb)
+    assert all(r["ops"] == int(np.sum(sizes[:1000])) for r in sb)  # every op of the replayed prefix
+    assert sb[-1]["upper_ms"] > sb[0]["upper_ms"]  # more queueing, more slack (Rein Fig 5)
 
 
 def test_outputs_written(generated_summary: tuple[dict[str, Any], Path, dict[str, Any]]) -> None:

@@ -49,3 +49,11 @@ def test_ring_is_primary_then_next_servers_clockwise_with_wrap() -> None:
     assert sorted(ring("foo", 4, 4)) == [0, 1, 2, 3]
     with pytest.raises(ValueError):
         ring("foo", 4, 5)
+
+
+def test_simulator_ring_tokens_agree() -> None:
+    kvsim = pytest.importorskip("kvsim")
+    if not hasattr(kvsim, "tokens_for_keys"):
+        pytest.skip("this kvsim build has no tokens_for_keys")
+    keys = ["foo", "", "a", "user:12345", "x" * 40, "ü-non-ascii-head"]
+    assert [int(t) for t in kvsim.tokens_for_keys(keys)] == [token(k) for k in keys]

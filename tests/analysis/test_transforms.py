@@ -38,23 +38,28 @@ def test_window_and_key_counts(spark: SparkSession, hand: DataFrame) -> None:
     # t0 = 0, 2 windows of 2 s; ts = 4.0 falls on the end and is clamped into the last window
     wkc = tr.window_key_counts(hand, 0.0, 2.0, 2)
     assertDataFrameEqual(wkc, spark.createDataFrame(
-        [(0, "a", 2, 100, 200), (0, "b", 1, 200, 200), (0, "c", 1, 300, 300),
-         (1, "a", 1, 100, 100), (1, "b", 1, 200, 200), (1, "d", 1, None, None)],
-        "window int, key string, count long, value_size long, bytes long"))
-    keys = tr.key_counts(wkc)
+        [(0, "a", 2), (0, "b", 1), (0, "c", 1), (1, "a", 1), (1, "b", 1), (1, "d", 1)],
+        "window int, key string, count long"))
+    only = spark.createDataFrame([("b",), ("d",)], "key string")
+    assertDataFrameEqual(tr.window_key_counts(hand, 0.0, 2.0, 2, only), spark.createDataFrame(
+        [(0, "b", 1), (1, "b", 1), (1, "d", 1)], "window int, key string, count long"))
+    # window 1 has a, b, d once each: the tie goes to the smallest key
+    assertDataFrameEqual(tr.hot_set_by_window(wkc, 1), spark.createDataFrame(
+        [(0, 1, "a", 2), (1, 1, "a", 1)], "window int, rank int, key string, count long"), checkRowOrder=True)
+
+
+def test_key_tables(spark: SparkSession, hand: DataFrame) -> None:
+    keys = tr.key_counts(hand)
     assertDataFrameEqual(keys, spark.createDataFrame(
         [("a", 3, 100, 300), ("b", 2, 200, 400), ("c", 1, 300, 300), ("d", 1, None, None)],
         "key string, count long, value_size long, bytes long"))
     assertDataFrameEqual(tr.count_of_counts(keys), spark.createDataFrame(
         [(3, 1), (2, 1), (1, 2)], "count long, keys long"), checkRowOrder=True)
-    assertDataFrameEqual(tr.top_keys(keys, 2), spark.createDataFrame(
-        [("a", 3, 3 / 7), ("b", 2, 2 / 7)], "key string, count long, share double"), checkRowOrder=True)
+    assertDataFrameEqual(tr.top_keys(keys, 3), spark.createDataFrame(
+        [("a", 3), ("b", 2), ("c", 1)], "key string, count long"), checkRowOrder=True)
     assertDataFrameEqual(tr.value_size_histogram(keys), spark.createDataFrame(
         [(100, 1, 3), (200, 1, 2), (300, 1, 1)], "value_size long, keys long, accesses long"),
         checkRowOrder=True)
-    # window 1 has a, b, d once each: the tie goes to the smallest key
-    assertDataFrameEqual(tr.hot_set_by_window(wkc, 1), spark.createDataFrame(
-        [(0, 1, "a", 2), (1, 1, "a", 1)], "window int, rank int, key string, count long"), checkRowOrder=True)
 
 
 def test_arrivals(spark: SparkSession, hand: DataFrame) -> None:
@@ -80,7 +85,7 @@ def test_latency_deciles(spark: SparkSession, hand: DataFrame) -> None:
 
 
 def test_fanout_and_server_load(spark: SparkSession, hand: DataFrame) -> None:
-    keys = tr.key_counts(tr.window_key_counts(hand, 0.0, 2.0, 2))
+    keys = tr.key_counts(hand)
     ks = keys.join(spark.createDataFrame([("a", 0), ("b", 1), ("c", 1), ("d", 0)], "key string, server int"),
                    "key").select("key", "count", "server")
     fan = tr.fanout_per_request(hand, ks)
@@ -94,6 +99,6 @@ def test_fanout_and_server_load(spark: SparkSession, hand: DataFrame) -> None:
 def test_key_servers_uses_the_python_ring(spark: SparkSession, hand: DataFrame) -> None:
     from analysis.topology import primary_server
 
-    keys = tr.key_counts(tr.window_key_counts(hand, 0.0, 2.0, 2))
+    keys = tr.key_counts(hand)
     got = {r["key"]: r["server"] for r in tr.key_servers(keys, 5).collect()}
     assert got == {k: primary_server(k, 5) for k in "abcd"}

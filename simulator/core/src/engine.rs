@@ -12,8 +12,7 @@
 //! Servers pick ops for free slots only after every event of the current instant has been applied, so ops that
 //! reach a server at the same instant compete for its slots (the hand-worked paper examples rely on this).
 //! Free slots are taken lowest index first.
-use std::cmp::Ordering;
-use std::collections::BinaryHeap;
+use std::collections::VecDeque;
 use std::time::Instant;
 
 use crate::cluster::Cluster;
@@ -21,6 +20,7 @@ use crate::error::SimError;
 use crate::policy::{PolicyConfig, QItem, Scheduler, Tag, TagCtx};
 use crate::replica::{ReplicaSelector, RoundRobin, Selector};
 use crate::stats::{summarize, Summary};
+use crate::timers::{event_key, key_time, SlotTimers};
 use crate::workload::Workload;
 
 /// Options of one replay.
@@ -75,42 +75,21 @@ pub struct RunResult {
     pub records: Option<OpRecords>,
 }
 
-const KIND_AT_SERVERS: u32 = 0;
-const KIND_DONE: u32 = 1;
-
-#[derive(Debug, Clone, Copy)]
-struct Ev {
-    time: u64,
-    seq: u64,
-    /// AT_SERVERS: request; DONE: op.
-    a: u32,
-    /// DONE: opset.
-    b: u32,
-    /// kind in the low 8 bits, slot above.
-    kind_slot: u32,
-}
-
-impl PartialEq for Ev {
-    fn eq(&self, o: &Self) -> bool {
-        self.time == o.time && self.seq == o.seq
-    }
-}
-impl Eq for Ev {}
-impl PartialOrd for Ev {
-    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
-        Some(self.cmp(o))
-    }
-}
-impl Ord for Ev {
-    fn cmp(&self, o: &Self) -> Ordering {
-        (o.time, o.seq).cmp(&(self.time, self.seq))
-    }
-}
-
 /// Replays `wl` on `cluster` under `policy`. Deterministic: same inputs, same result (except wall time).
 #[allow(clippy::needless_range_loop)]
-pub fn run(cluster: &Cluster, wl: &Workload, policy: &PolicyConfig, opts: &RunOptions) -> Result<RunResult, SimError> {
-    crate::error::check_range("warmup", opts.warmup, 0.0, 0.99, "[0, 0.99] (fraction of requests)")?;
+pub fn run(
+    cluster: &Cluster,
+    wl: &Workload,
+    policy: &PolicyConfig,
+    opts: &RunOptions,
+) -> Result<RunResult, SimError> {
+    crate::error::check_range(
+        "warmup",
+        opts.warmup,
+        0.0,
+        0.99,
+        "[0, 0.99] (fraction of requests)",
+    )?;
     policy.validate()?;
     wl.validate(cluster)?;
     let cfg = &cluster.config;
@@ -132,7 +111,9 @@ pub fn run(cluster: &Cluster, wl: &Workload, policy: &PolicyConfig, opts: &RunOp
     let mut opset_server = vec![0u32; wl.opsets()];
     let mut opset_tag = vec![Tag::default(); wl.opsets()];
     let mut remaining: Vec<u32> = (0..n_req)
-        .map(|r| wl.opset_ops[wl.req_opsets[r + 1] as usize] - wl.opset_ops[wl.req_opsets[r] as usize])
+        .map(|r| {
+            wl.opset_ops[wl.req_opsets[r + 1] as usize] - wl.opset_ops[wl.req_opsets[r] as usize]
+        })
         .collect();
     let mut latency = vec![0u64; n_req];
     let all_free: u64 = if cfg.slots == 64 {
@@ -156,7 +137,11 @@ pub fn run(cluster: &Cluster, wl: &Workload, policy: &PolicyConfig, opts: &RunOp
         demand: wl.demand.clone(),
     });
 
-    let mut heap: BinaryHeap<Ev> = BinaryHeap::with_capacity(n_servers * cfg.slots as usize + 1024);
+    // Pending events: request arrivals (pre-sorted, seq = index), opsets reaching their servers (created in
+    // arrival order at arrival + d, so a FIFO is already sorted by (time, seq)) and op completions (slot timers).
+    // The next event is the least (time, seq) of the three heads: the order of one global event queue.
+    let mut at_servers: VecDeque<(u128, u32)> = VecDeque::with_capacity(1024);
+    let mut timers = SlotTimers::new(n_servers, cfg.slots as usize);
     let mut seq = n_req as u64;
     let mut next_req = 0usize;
     let mut events = 0u64;
@@ -166,12 +151,15 @@ pub fn run(cluster: &Cluster, wl: &Workload, policy: &PolicyConfig, opts: &RunOp
     let mut tags: Vec<Tag> = Vec::new();
 
     loop {
-        let take_arrival = next_req < n_req
-            && heap
-                .peek()
-                .is_none_or(|e| (wl.arrival[next_req], next_req as u64) < (e.time, e.seq));
+        let arrival_key = if next_req < n_req {
+            event_key(wl.arrival[next_req], next_req as u64)
+        } else {
+            u128::MAX
+        };
+        let srv_key = at_servers.front().map_or(u128::MAX, |e| e.0);
+        let done_key = timers.peek_key().unwrap_or(u128::MAX);
         let now;
-        if take_arrival {
+        if arrival_key < srv_key && arrival_key < done_key {
             let r = next_req;
             next_req += 1;
             now = wl.arrival[r];
@@ -208,18 +196,13 @@ pub fn run(cluster: &Cluster, wl: &Workload, policy: &PolicyConfig, opts: &RunOp
             };
             sched.tag(&ctx, &mut tags);
             opset_tag[o0..o1].copy_from_slice(&tags);
-            heap.push(Ev {
-                time: now + d,
-                seq,
-                a: r as u32,
-                b: 0,
-                kind_slot: KIND_AT_SERVERS,
-            });
+            at_servers.push_back((event_key(now + d, seq), r as u32));
             seq += 1;
-        } else if let Some(ev) = heap.pop() {
-            now = ev.time;
-            if ev.kind_slot & 0xff == KIND_AT_SERVERS {
-                let r = ev.a as usize;
+        } else if srv_key != u128::MAX || done_key != u128::MAX {
+            if srv_key < done_key {
+                let (key, r) = at_servers.pop_front().expect("head exists");
+                now = key_time(key);
+                let r = r as usize;
                 for o in wl.req_opsets[r] as usize..wl.req_opsets[r + 1] as usize {
                     let s = opset_server[o] as usize;
                     let tag = opset_tag[o];
@@ -243,9 +226,10 @@ pub fn run(cluster: &Cluster, wl: &Workload, policy: &PolicyConfig, opts: &RunOp
                     }
                 }
             } else {
-                let (op, o) = (ev.a as usize, ev.b as usize);
-                let slot = ev.kind_slot >> 8;
-                let s = opset_server[o] as usize;
+                let c = timers.pop().expect("head exists");
+                now = c.time;
+                let (op, o, slot) = (c.op as usize, c.opset as usize, c.slot);
+                let s = c.server as usize;
                 free[s] |= 1u64 << slot;
                 outstanding[s] -= 1;
                 server_demand[s] += wl.demand[op];
@@ -272,23 +256,27 @@ pub fn run(cluster: &Cluster, wl: &Workload, policy: &PolicyConfig, opts: &RunOp
             } else {
                 u64::MAX
             };
-            let next_t = heap.peek().map_or(next_arrival, |e| e.time.min(next_arrival));
+            let next_event = at_servers
+                .front()
+                .map_or(u128::MAX, |e| e.0)
+                .min(timers.peek_key().unwrap_or(u128::MAX));
+            let next_t = if next_event == u128::MAX {
+                next_arrival
+            } else {
+                key_time(next_event).min(next_arrival)
+            };
             if next_t > now {
                 for &s in &dirty {
                     let s = s as usize;
                     is_dirty[s] = false;
                     while free[s] != 0 {
-                        let Some(item) = sched.pick(s, now) else { break };
+                        let Some(item) = sched.pick(s, now) else {
+                            break;
+                        };
                         let slot = free[s].trailing_zeros();
                         free[s] &= !(1u64 << slot);
                         let end = now + wl.demand[item.op as usize];
-                        heap.push(Ev {
-                            time: end,
-                            seq,
-                            a: item.op,
-                            b: item.opset,
-                            kind_slot: KIND_DONE | (slot << 8),
-                        });
+                        timers.start(s, slot, end, seq, item.op, item.opset);
                         seq += 1;
                         if let Some(rec) = rec.as_mut() {
                             let i = item.op as usize;
@@ -307,11 +295,14 @@ pub fn run(cluster: &Cluster, wl: &Workload, policy: &PolicyConfig, opts: &RunOp
     }
 
     if let Some(r) = remaining.iter().position(|&x| x != 0) {
-        return Err(SimError::BadInput(format!("internal: request {r} never completed")));
+        return Err(SimError::BadInput(format!(
+            "internal: request {r} never completed"
+        )));
     }
     let span = wl.arrival[n_req - 1] - wl.arrival[0];
     let summary = summarize(&latency, opts.warmup, &server_demand, cfg.slots, span);
-    let run_bytes = opset_server.len() * 4 + opset_tag.len() * std::mem::size_of::<Tag>() + n_req * 12;
+    let run_bytes =
+        opset_server.len() * 4 + opset_tag.len() * std::mem::size_of::<Tag>() + n_req * 12;
     Ok(RunResult {
         policy: policy.name().to_string(),
         params: policy.params(),

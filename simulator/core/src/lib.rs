@@ -17,6 +17,7 @@ pub mod policy;
 pub mod replica;
 pub mod rng;
 pub mod stats;
+pub mod timers;
 pub mod workload;
 
 pub mod memcached;

@@ -1,0 +1,100 @@
+"""Bearer-token auth. Tokens are stored only as SHA-256 hashes (DB table `api_tokens` or `TAILTUNE_API_TOKENS`).
+
+Scopes: `read` allows GET/HEAD; `write` allows everything. Reads from 127.0.0.1/::1 need no token when
+`open_reads_on_localhost` is set (the embedded default).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+import threading
+import time
+from dataclasses import dataclass
+
+from fastapi import Request
+from sqlalchemy import select
+
+from service.db import ApiTokenRow, Database
+from service.errors import Forbidden, Invalid, Unauthorized
+from tailtune.settings import Settings
+
+__all__ = ["SCOPES", "Principal", "authenticate", "create_token", "hash_token"]
+
+SCOPES = ("read", "write")
+LOCALHOSTS = frozenset({"127.0.0.1", "::1", "localhost"})
+_CACHE_S = 2.0
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    name: str
+    scope: str
+
+
+def hash_token(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def create_token(db: Database, name: str, scope: str) -> str:
+    """Create a token, store its hash, and return the token itself (shown once, never stored)."""
+    if scope not in SCOPES:
+        raise Invalid(f"scope must be one of {', '.join(SCOPES)}", field="scope")
+    token = "tt_" + secrets.token_urlsafe(32)
+    with db.session() as s:
+        s.add(ApiTokenRow(name=name, scope=scope, sha256=hash_token(token), created_at=time.time()))
+    _cache.clear()
+    return token
+
+
+class _TokenCache:
+    """hash → Principal from the DB, refreshed every couple of seconds (keeps auth off the hot path)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._by_url: dict[str, tuple[float, dict[str, Principal]]] = {}
+
+    def clear(self) -> None:
+        with self._lock:
+            self._by_url.clear()
+
+    def lookup(self, db: Database, digest: str) -> Principal | None:
+        now = time.monotonic()
+        with self._lock:
+            hit = self._by_url.get(db.url)
+        if hit is None or now - hit[0] > _CACHE_S or digest not in hit[1]:
+            with db.session() as s:
+                rows = s.scalars(select(ApiTokenRow)).all()
+                table = {r.sha256: Principal(r.name, r.scope) for r in rows}
+            with self._lock:
+                self._by_url[db.url] = (now, table)
+            return table.get(digest)
+        return hit[1].get(digest)
+
+
+_cache = _TokenCache()
+
+
+def _from_settings(settings: Settings, digest: str) -> Principal | None:
+    for entry in settings.api_tokens:
+        scope, _, hexdigest = entry.partition(":")
+        if scope in SCOPES and secrets.compare_digest(hexdigest.strip().lower(), digest):
+            return Principal("settings", scope)
+    return None
+
+
+def authenticate(request: Request, settings: Settings, db: Database, *, scope: str) -> Principal:
+    header = request.headers.get("authorization", "")
+    kind, _, token = header.partition(" ")
+    if not token or kind.lower() != "bearer":
+        client = request.client.host if request.client else ""
+        if scope == "read" and settings.open_reads_on_localhost and client in LOCALHOSTS:
+            return Principal("localhost", "read")
+        raise Unauthorized("a bearer token is required", field="Authorization")
+    digest = hash_token(token.strip())
+    principal = _from_settings(settings, digest) or _cache.lookup(db, digest)
+    if principal is None:
+        raise Unauthorized("unknown token", field="Authorization")
+    if scope == "write" and principal.scope != "write":
+        raise Forbidden("this token has read scope; the request needs write scope", field="Authorization")
+    return principal

@@ -1,0 +1,77 @@
+"""/api/v1/configs/{deployment_id}: latest (ETag, If-None-Match → 304), history, diff, publish, rollback."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Query, Request, Response, status
+
+from service.configs import service
+from service.configs.schemas import ConfigCreate, ConfigDiff, ConfigOut, PublishRequest, RollbackRequest
+from service.deps import ReadAuth, SessionDep, SettingsDep, WriteAuth
+
+__all__ = ["router"]
+
+router = APIRouter(prefix="/configs", tags=["configs"])
+
+
+def etag_of(deployment_id: int, version: int) -> str:
+    return f'"{deployment_id}-{version}"'
+
+
+@router.get("/{deployment_id}", response_model=ConfigOut, responses={304: {"description": "Not modified"}})
+def latest(deployment_id: int, request: Request, s: SessionDep, _: ReadAuth) -> Any:
+    """The recommended config: the latest accepted version. Send `If-None-Match` to poll cheaply."""
+    row = service.latest(s, deployment_id)
+    etag = etag_of(deployment_id, row.version)
+    wanted = request.headers.get("if-none-match")
+    headers = {"ETag": etag, "Cache-Control": "no-cache"}
+    if wanted is not None and (wanted.strip() == "*" or etag in [t.strip() for t in wanted.split(",")]):
+        return Response(status_code=status.HTTP_304_NOT_MODIFIED, headers=headers)
+    body = ConfigOut.of(row).model_dump_json()
+    return Response(content=body, media_type="application/json", headers=headers)
+
+
+@router.get("/{deployment_id}/versions")
+def history(deployment_id: int, s: SessionDep, _: ReadAuth) -> list[ConfigOut]:
+    return [ConfigOut.of(r) for r in service.history(s, deployment_id)]
+
+
+@router.get("/{deployment_id}/versions/{version}")
+def version(deployment_id: int, version: int, s: SessionDep, _: ReadAuth) -> ConfigOut:
+    return ConfigOut.of(service.get_version(s, deployment_id, version))
+
+
+@router.get("/{deployment_id}/diff")
+def diff(
+    deployment_id: int, s: SessionDep, _: ReadAuth, from_version: int = Query(alias="from", ge=1),
+    to_version: int = Query(alias="to", ge=1),
+) -> ConfigDiff:
+    return service.diff(s, deployment_id, from_version, to_version)
+
+
+@router.post("/{deployment_id}/versions", status_code=status.HTTP_201_CREATED)
+def create(deployment_id: int, body: ConfigCreate, s: SessionDep, settings: SettingsDep, _: WriteAuth) -> ConfigOut:
+    row = service.add_version(s, deployment_id, body.config, source="manual", note=body.note)
+    if body.publish:
+        row.job_id = service.schedule_publish(s, settings, deployment_id, row.version).id
+    return ConfigOut.of(row)
+
+
+@router.post("/{deployment_id}/publish", status_code=status.HTTP_202_ACCEPTED)
+def publish(
+    deployment_id: int, body: PublishRequest, s: SessionDep, settings: SettingsDep, _: WriteAuth
+) -> dict[str, int]:
+    ver = body.version or service.latest(s, deployment_id).version
+    job = service.schedule_publish(s, settings, deployment_id, ver)
+    return {"job_id": job.id, "version": ver}
+
+
+@router.post("/{deployment_id}/rollback", status_code=status.HTTP_201_CREATED)
+def rollback(
+    deployment_id: int, body: RollbackRequest, s: SessionDep, settings: SettingsDep, _: WriteAuth
+) -> ConfigOut:
+    row = service.rollback(s, deployment_id, body.version, body.note)
+    if body.publish:
+        row.job_id = service.schedule_publish(s, settings, deployment_id, row.version).id
+    return ConfigOut.of(row)

@@ -1,0 +1,57 @@
+"""Request/response bodies of /api/v1/configs."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from service.common import to_dt
+from service.db import ConfigVersionRow
+
+__all__ = ["ConfigCreate", "ConfigDiff", "ConfigOut", "PublishRequest", "RollbackRequest"]
+
+
+class ConfigOut(BaseModel):
+    deployment_id: int
+    version: int
+    config: dict[str, Any]
+    source: str
+    job_id: int | None
+    note: str | None
+    published: dict[str, Any]
+    created_at: datetime | None
+
+    @classmethod
+    def of(cls, r: ConfigVersionRow) -> ConfigOut:
+        return cls(
+            deployment_id=r.deployment_id, version=r.version, config=r.config, source=r.source, job_id=r.job_id,
+            note=r.note, published=r.published, created_at=to_dt(r.created_at),
+        )
+
+
+class ConfigCreate(BaseModel):
+    """A manually accepted config: becomes the next version and (by default) is published."""
+
+    config: dict[str, Any] = Field(description="At least {'policy': NAME, 'params': {...}}.")
+    note: str | None = Field(default=None, max_length=2000)
+    publish: bool = True
+
+
+class PublishRequest(BaseModel):
+    version: int | None = Field(default=None, ge=1, description="Default: the latest version.")
+
+
+class RollbackRequest(BaseModel):
+    version: int = Field(ge=1, description="The earlier version whose config becomes the new latest version.")
+    note: str | None = Field(default=None, max_length=2000)
+    publish: bool = True
+
+
+class ConfigDiff(BaseModel):
+    from_version: int
+    to_version: int
+    added: dict[str, Any]
+    removed: dict[str, Any]
+    changed: dict[str, dict[str, Any]]

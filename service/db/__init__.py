@@ -1,0 +1,30 @@
+"""The metadata database: SQLAlchemy 2 models, engine/session, and alembic migrations run at start-up."""
+
+from __future__ import annotations
+
+from service.db.models import (
+    AnalysisRow,
+    ApiTokenRow,
+    Base,
+    ConfigVersionRow,
+    DeploymentRow,
+    JobRow,
+    ScheduleRow,
+    TraceRow,
+    WorkerRow,
+)
+from service.db.session import Database, migrate
+
+__all__ = [
+    "AnalysisRow",
+    "ApiTokenRow",
+    "Base",
+    "ConfigVersionRow",
+    "Database",
+    "DeploymentRow",
+    "JobRow",
+    "ScheduleRow",
+    "TraceRow",
+    "WorkerRow",
+    "migrate",
+]

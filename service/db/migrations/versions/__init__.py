@@ -1,0 +1,5 @@
+"""Alembic revision scripts."""
+
+from __future__ import annotations
+
+__all__: list[str] = []

@@ -1,0 +1,68 @@
+"""Engine, sessions and programmatic alembic migrations of the metadata DB (SQLite default, PostgreSQL by URL)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.orm import Session, sessionmaker
+
+__all__ = ["Database", "migrate"]
+
+MIGRATIONS = Path(__file__).resolve().parent / "migrations"
+_migrate_lock = threading.Lock()
+
+
+def migrate(engine: Engine) -> None:
+    """Bring the schema to the newest alembic revision (idempotent; run by `serve` and `worker` at start-up)."""
+    from alembic import command
+    from alembic.config import Config
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS))
+    with _migrate_lock, engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, "head")
+
+
+def _sqlite_pragmas(dbapi_conn: Any, _: Any) -> None:
+    cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA journal_mode=WAL")
+    cur.execute("PRAGMA busy_timeout=30000")
+    cur.execute("PRAGMA foreign_keys=ON")
+    cur.close()
+
+
+class Database:
+    """One engine + session factory. `session()` commits on success and rolls back on error."""
+
+    def __init__(self, url: str, *, run_migrations: bool = True) -> None:
+        self.url = url
+        if url.startswith("sqlite:///"):
+            Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+            self.engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+            event.listen(self.engine, "connect", _sqlite_pragmas)
+        else:
+            self.engine = create_engine(url, pool_pre_ping=True)
+        self._factory = sessionmaker(self.engine, expire_on_commit=False)
+        if run_migrations:
+            migrate(self.engine)
+
+    @contextmanager
+    def session(self) -> Iterator[Session]:
+        s = self._factory()
+        try:
+            yield s
+            s.commit()
+        except BaseException:
+            s.rollback()
+            raise
+        finally:
+            s.close()
+
+    def dispose(self) -> None:
+        self.engine.dispose()

@@ -1,0 +1,137 @@
+"""Request/response bodies of /api/v1/deployments."""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from typing import Any, Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from pydantic import BaseModel, Field, field_validator, model_validator
+
+from service.common import NAME_PATTERN, to_dt
+from service.db import DeploymentRow
+
+__all__ = [
+    "Connection",
+    "Constraints",
+    "DeploymentCreate",
+    "DeploymentOut",
+    "DeploymentPatch",
+    "Objective",
+    "Topology",
+    "check_timezone",
+]
+
+_HOSTPORT = re.compile(r"^[A-Za-z0-9.\-]+:[0-9]{1,5}$|^\[[0-9a-fA-F:]+\]:[0-9]{1,5}$")
+
+
+def check_timezone(value: str) -> str:
+    try:
+        ZoneInfo(value)
+    except (ZoneInfoNotFoundError, ValueError) as exc:
+        raise ValueError(f"unknown time zone {value!r} (use an IANA name such as Europe/Berlin)") from exc
+    return value
+
+
+class Topology(BaseModel):
+    servers: int = Field(ge=1, le=100_000)
+    slots: int = Field(default=1, ge=1, le=1024, description="Concurrent requests per server.")
+    replication: int = Field(default=1, ge=1, le=16)
+    service_rate_per_s: float | None = Field(default=None, gt=0, description="Ops per second one slot serves.")
+    network_ms: float = Field(default=0.0, ge=0)
+
+    @model_validator(mode="after")
+    def _rf(self) -> Topology:
+        if self.replication > self.servers:
+            raise ValueError("replication must not exceed servers")
+        return self
+
+
+class Connection(BaseModel):
+    """Cassandra: contact_points + port + keyspace. memcached: servers as host:port."""
+
+    contact_points: list[str] = Field(default_factory=list)
+    port: int = Field(default=9042, ge=1, le=65535)
+    keyspace: str = Field(default="tailtune", pattern=r"^[a-z][a-z0-9_]{0,47}$")
+    servers: list[str] = Field(default_factory=list)
+
+    @field_validator("servers")
+    @classmethod
+    def _hostports(cls, v: list[str]) -> list[str]:
+        for s in v:
+            if not _HOSTPORT.match(s):
+                raise ValueError(f"{s!r} is not host:port")
+        return v
+
+
+class Objective(BaseModel):
+    metric: Literal["p50", "p95", "p99", "p999", "mean"] = "p99"
+    min_improvement: float = Field(default=0.02, ge=0, le=1, description="Relative gain needed to accept.")
+
+
+class Constraints(BaseModel):
+    max_p50_ms: float | None = Field(default=None, gt=0)
+    max_p99_ms: float | None = Field(default=None, gt=0)
+    policies: list[str] | None = Field(default=None, description="Allowed policy names (None: any).")
+
+
+class DeploymentCreate(BaseModel):
+    name: str = Field(pattern=NAME_PATTERN)
+    kind: Literal["cassandra", "memcached"]
+    timezone: str = "UTC"
+    topology: Topology
+    connection: Connection
+    objective: Objective = Field(default_factory=Objective)
+    constraints: Constraints = Field(default_factory=Constraints)
+    current_config: dict[str, Any] | None = None
+
+    @field_validator("timezone")
+    @classmethod
+    def _tz(cls, v: str) -> str:
+        return check_timezone(v)
+
+    @model_validator(mode="after")
+    def _connection_matches_kind(self) -> DeploymentCreate:
+        if self.kind == "cassandra" and not self.connection.contact_points:
+            raise ValueError("connection.contact_points: a cassandra deployment needs at least one contact point")
+        if self.kind == "memcached" and not self.connection.servers:
+            raise ValueError("connection.servers: a memcached deployment needs at least one host:port")
+        return self
+
+
+class DeploymentPatch(BaseModel):
+    timezone: str | None = None
+    topology: Topology | None = None
+    connection: Connection | None = None
+    objective: Objective | None = None
+    constraints: Constraints | None = None
+    current_config: dict[str, Any] | None = None
+
+    @field_validator("timezone")
+    @classmethod
+    def _tz(cls, v: str | None) -> str | None:
+        return None if v is None else check_timezone(v)
+
+
+class DeploymentOut(BaseModel):
+    id: int
+    name: str
+    kind: str
+    timezone: str
+    topology: dict[str, Any]
+    connection: dict[str, Any]
+    objective: dict[str, Any]
+    constraints: dict[str, Any]
+    current_config: dict[str, Any] | None
+    publish_status: str
+    publish_error: str | None
+    created_at: datetime | None
+
+    @classmethod
+    def of(cls, r: DeploymentRow) -> DeploymentOut:
+        return cls(
+            id=r.id, name=r.name, kind=r.kind, timezone=r.timezone, topology=r.topology, connection=r.connection,
+            objective=r.objective, constraints=r.constraints, current_config=r.current_config,
+            publish_status=r.publish_status, publish_error=r.publish_error, created_at=to_dt(r.created_at),
+        )

@@ -1,0 +1,61 @@
+"""Deployments: register, list, show, update, delete."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from service.common import now
+from service.db import DeploymentRow
+from service.deployments.schemas import DeploymentCreate, DeploymentPatch
+from service.errors import Conflict, Missing
+
+__all__ = ["create", "delete", "get", "get_by_name", "list_all", "patch"]
+
+
+def create(s: Session, body: DeploymentCreate) -> DeploymentRow:
+    if s.scalar(select(DeploymentRow.id).where(DeploymentRow.name == body.name)) is not None:
+        raise Conflict(f"deployment {body.name!r} already exists", field="name")
+    row = DeploymentRow(
+        name=body.name, kind=body.kind, timezone=body.timezone, topology=body.topology.model_dump(),
+        connection=body.connection.model_dump(), objective=body.objective.model_dump(),
+        constraints=body.constraints.model_dump(), current_config=body.current_config, publish_status="none",
+        publish_error=None, created_at=now(),
+    )
+    s.add(row)
+    s.flush()
+    return row
+
+
+def get(s: Session, deployment_id: int) -> DeploymentRow:
+    row = s.get(DeploymentRow, deployment_id)
+    if row is None:
+        raise Missing(f"deployment {deployment_id} not found", field="deployment_id")
+    return row
+
+
+def get_by_name(s: Session, name: str) -> DeploymentRow:
+    row = s.scalar(select(DeploymentRow).where(DeploymentRow.name == name))
+    if row is None:
+        raise Missing(f"deployment {name!r} not found", field="deployment")
+    return row
+
+
+def list_all(s: Session) -> Sequence[DeploymentRow]:
+    return s.scalars(select(DeploymentRow).order_by(DeploymentRow.id)).all()
+
+
+def patch(s: Session, deployment_id: int, body: DeploymentPatch) -> DeploymentRow:
+    row = get(s, deployment_id)
+    fields = body.model_dump(exclude_unset=True)
+    for key, value in fields.items():
+        setattr(row, key, value)
+    s.flush()
+    return row
+
+
+def delete(s: Session, deployment_id: int) -> None:
+    s.delete(get(s, deployment_id))
+    s.flush()

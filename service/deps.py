@@ -1,0 +1,66 @@
+"""Typed FastAPI dependencies: settings (cached), the metadata DB, a per-request session, and auth scopes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from functools import lru_cache
+from typing import Annotated
+
+from fastapi import Depends, Request
+from sqlalchemy.orm import Session
+
+from service.auth import Principal, authenticate
+from service.db import Database
+from tailtune.settings import Settings, get_settings
+
+__all__ = [
+    "DbDep",
+    "ReadAuth",
+    "SessionDep",
+    "SettingsDep",
+    "WriteAuth",
+    "database_for",
+    "get_database",
+    "settings_dep",
+]
+
+
+def settings_dep() -> Settings:
+    """The process-wide cached Settings (override in tests with `app.dependency_overrides`)."""
+    return get_settings()
+
+
+SettingsDep = Annotated[Settings, Depends(settings_dep)]
+
+
+@lru_cache(maxsize=8)
+def database_for(url: str) -> Database:
+    """One migrated Database per URL per process."""
+    return Database(url)
+
+
+def get_database(settings: SettingsDep) -> Database:
+    return database_for(settings.resolved_database_url)
+
+
+DbDep = Annotated[Database, Depends(get_database)]
+
+
+def get_session(db: DbDep) -> Iterator[Session]:
+    with db.session() as s:
+        yield s
+
+
+SessionDep = Annotated[Session, Depends(get_session)]
+
+
+def require_read(request: Request, settings: SettingsDep, db: DbDep) -> Principal:
+    return authenticate(request, settings, db, scope="read")
+
+
+def require_write(request: Request, settings: SettingsDep, db: DbDep) -> Principal:
+    return authenticate(request, settings, db, scope="write")
+
+
+ReadAuth = Annotated[Principal, Depends(require_read)]
+WriteAuth = Annotated[Principal, Depends(require_write)]

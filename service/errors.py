@@ -1,0 +1,107 @@
+"""Domain errors of the service and the one handler that maps them (and tailtune errors) to 4xx JSON.
+
+Every error body is `{"error": CODE, "detail": MESSAGE, "field": FIELD-or-null, "problems": [...]}`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+
+from tailtune.errors import BadInputError, NotFoundError, TailtuneError
+
+__all__ = [
+    "Conflict",
+    "Forbidden",
+    "Invalid",
+    "Missing",
+    "PayloadTooLarge",
+    "ServiceError",
+    "Unauthorized",
+    "install_error_handlers",
+]
+
+
+class ServiceError(Exception):
+    """Base of the service's domain errors: a status code, a machine code, a message and the field at fault."""
+
+    status_code = 400
+    code = "bad_request"
+
+    def __init__(self, detail: str, *, field: str | None = None) -> None:
+        super().__init__(detail)
+        self.detail = detail
+        self.field = field
+
+
+class Invalid(ServiceError):
+    status_code = 422
+    code = "invalid"
+
+
+class Missing(ServiceError):
+    status_code = 404
+    code = "not_found"
+
+
+class Conflict(ServiceError):
+    status_code = 409
+    code = "conflict"
+
+
+class PayloadTooLarge(ServiceError):
+    status_code = 413
+    code = "too_large"
+
+
+class Unauthorized(ServiceError):
+    status_code = 401
+    code = "unauthorized"
+
+
+class Forbidden(ServiceError):
+    status_code = 403
+    code = "forbidden"
+
+
+def _body(code: str, detail: str, field: str | None, problems: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    return {"error": code, "detail": detail, "field": field, "problems": problems or []}
+
+
+def _field_of(loc: tuple[Any, ...] | list[Any]) -> str:
+    parts = [str(p) for p in loc if p not in ("body", "query", "path", "header")]
+    return ".".join(parts) or "body"
+
+
+async def _service_error(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, ServiceError)
+    headers = {"WWW-Authenticate": "Bearer"} if isinstance(exc, Unauthorized) else None
+    return JSONResponse(_body(exc.code, exc.detail, exc.field), status_code=exc.status_code, headers=headers)
+
+
+async def _validation_error(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    problems = [{"field": _field_of(e.get("loc", ())), "problem": str(e.get("msg", ""))} for e in exc.errors()]
+    first = problems[0] if problems else {"field": "body", "problem": "invalid request"}
+    detail = f"field '{first['field']}': {first['problem']}"
+    return JSONResponse(_body("invalid", detail, first["field"], problems), status_code=422)
+
+
+async def _tailtune_error(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, TailtuneError)
+    if isinstance(exc, BadInputError):
+        problems = [{"file": p.file, "line": p.line, "field": p.field, "problem": p.problem} for p in exc.problems]
+        return JSONResponse(_body("bad_input", exc.message, exc.problems[0].field, problems), status_code=422)
+    if isinstance(exc, NotFoundError):
+        return JSONResponse(_body("not_found", exc.message, None), status_code=404)
+    return JSONResponse(_body("error", exc.message, None), status_code=400)
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """One mapping from every expected error type to a 4xx JSON answer naming the field."""
+    app.add_exception_handler(ServiceError, _service_error)
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(TailtuneError, _tailtune_error)

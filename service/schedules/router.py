@@ -1,0 +1,39 @@
+"""/api/v1/schedules: cron schedules (nightly by default) per deployment."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Response, status
+
+from service.deps import ReadAuth, SessionDep, WriteAuth
+from service.schedules import service
+from service.schedules.schemas import ScheduleCreate, ScheduleOut, SchedulePatch
+
+__all__ = ["router"]
+
+router = APIRouter(prefix="/schedules", tags=["schedules"])
+
+
+@router.post("", status_code=status.HTTP_201_CREATED)
+def create(body: ScheduleCreate, s: SessionDep, _: WriteAuth) -> ScheduleOut:
+    return service.out(service.create(s, body))
+
+
+@router.get("")
+def list_all(s: SessionDep, _: ReadAuth, deployment_id: int | None = None) -> list[ScheduleOut]:
+    return [service.out(r) for r in service.list_all(s, deployment_id)]
+
+
+@router.get("/{schedule_id}")
+def show(schedule_id: int, s: SessionDep, _: ReadAuth) -> ScheduleOut:
+    return service.out(service.get(s, schedule_id))
+
+
+@router.patch("/{schedule_id}")
+def patch(schedule_id: int, body: SchedulePatch, s: SessionDep, _: WriteAuth) -> ScheduleOut:
+    return service.out(service.patch(s, schedule_id, body))
+
+
+@router.delete("/{schedule_id}", status_code=status.HTTP_204_NO_CONTENT)
+def delete(schedule_id: int, s: SessionDep, _: WriteAuth) -> Response:
+    service.delete(s, schedule_id)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)

@@ -1,0 +1,78 @@
+"""Request/response bodies of /api/v1/schedules."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from pydantic import BaseModel, Field, field_validator
+
+from service.common import to_dt
+from service.db import ScheduleRow
+from service.deployments.schemas import check_timezone
+
+__all__ = ["NIGHTLY", "ScheduleCreate", "ScheduleOut", "SchedulePatch", "check_cron"]
+
+#: The default schedule: every night at 02:00 in the deployment's time zone.
+NIGHTLY = "0 2 * * *"
+
+
+def check_cron(expr: str) -> str:
+    from croniter import croniter
+
+    if len(expr.split()) != 5 or not croniter.is_valid(expr):
+        raise ValueError(f"{expr!r} is not a 5-field cron expression (minute hour day month weekday)")
+    return expr
+
+
+class ScheduleCreate(BaseModel):
+    deployment_id: int = Field(ge=1)
+    cron: str = NIGHTLY
+    timezone: str | None = Field(default=None, description="IANA zone; default: the deployment's time zone.")
+    traces: int = Field(default=1, ge=1, le=20, description="How many of the newest ready traces to use.")
+    enabled: bool = True
+
+    @field_validator("cron")
+    @classmethod
+    def _cron(cls, v: str) -> str:
+        return check_cron(v)
+
+    @field_validator("timezone")
+    @classmethod
+    def _tz(cls, v: str | None) -> str | None:
+        return None if v is None else check_timezone(v)
+
+
+class SchedulePatch(BaseModel):
+    cron: str | None = None
+    timezone: str | None = None
+    traces: int | None = Field(default=None, ge=1, le=20)
+    enabled: bool | None = None
+
+    @field_validator("cron")
+    @classmethod
+    def _cron(cls, v: str | None) -> str | None:
+        return None if v is None else check_cron(v)
+
+    @field_validator("timezone")
+    @classmethod
+    def _tz(cls, v: str | None) -> str | None:
+        return None if v is None else check_timezone(v)
+
+
+class ScheduleOut(BaseModel):
+    id: int
+    deployment_id: int
+    cron: str
+    timezone: str
+    traces: int
+    enabled: bool
+    last_slot: datetime | None
+    next_run: datetime | None
+    created_at: datetime | None
+
+    @classmethod
+    def of(cls, r: ScheduleRow, next_run: float | None) -> ScheduleOut:
+        return cls(
+            id=r.id, deployment_id=r.deployment_id, cron=r.cron, timezone=r.timezone, traces=r.traces,
+            enabled=r.enabled, last_slot=to_dt(r.last_slot), next_run=to_dt(next_run), created_at=to_dt(r.created_at),
+        )

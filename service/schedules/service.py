@@ -1,0 +1,60 @@
+"""Schedules: create, list, show, update, delete (firing them is `jobs/scheduler.py`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from jobs.scheduler import next_slot
+from service.common import now
+from service.db import DeploymentRow, ScheduleRow
+from service.errors import Missing
+from service.schedules.schemas import ScheduleCreate, ScheduleOut, SchedulePatch
+
+__all__ = ["create", "delete", "get", "list_all", "out", "patch"]
+
+
+def out(row: ScheduleRow) -> ScheduleOut:
+    after = max(row.last_slot or 0.0, now())
+    return ScheduleOut.of(row, next_slot(row.cron, row.timezone, after) if row.enabled else None)
+
+
+def create(s: Session, body: ScheduleCreate) -> ScheduleRow:
+    dep = s.get(DeploymentRow, body.deployment_id)
+    if dep is None:
+        raise Missing(f"deployment {body.deployment_id} not found", field="deployment_id")
+    row = ScheduleRow(deployment_id=dep.id, cron=body.cron, timezone=body.timezone or dep.timezone,
+                      traces=body.traces, enabled=body.enabled, last_slot=None, created_at=now())
+    s.add(row)
+    s.flush()
+    return row
+
+
+def get(s: Session, schedule_id: int) -> ScheduleRow:
+    row = s.get(ScheduleRow, schedule_id)
+    if row is None:
+        raise Missing(f"schedule {schedule_id} not found", field="schedule_id")
+    return row
+
+
+def list_all(s: Session, deployment_id: int | None = None) -> Sequence[ScheduleRow]:
+    q = select(ScheduleRow).order_by(ScheduleRow.id)
+    if deployment_id is not None:
+        q = q.where(ScheduleRow.deployment_id == deployment_id)
+    return s.scalars(q).all()
+
+
+def patch(s: Session, schedule_id: int, body: SchedulePatch) -> ScheduleRow:
+    row = get(s, schedule_id)
+    for key, value in body.model_dump(exclude_unset=True).items():
+        if value is not None:
+            setattr(row, key, value)
+    s.flush()
+    return row
+
+
+def delete(s: Session, schedule_id: int) -> None:
+    s.delete(get(s, schedule_id))
+    s.flush()

@@ -1,0 +1,132 @@
+"""Traces: register a finished upload (+ its ingest job), list, show, delete."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Sequence
+from pathlib import Path, PurePosixPath, PureWindowsPath
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from service.common import now
+from service.db import AnalysisRow, Database, DeploymentRow, TraceRow
+from service.errors import Invalid, Missing
+from service.jobs.service import enqueue
+from service.traces.schemas import TraceDetail, TraceOut
+from service.traces.upload import Received
+from tailtune.settings import Settings
+
+__all__ = [
+    "FORMATS",
+    "check_format",
+    "clean_name",
+    "delete",
+    "get",
+    "list_all",
+    "register_upload",
+    "show",
+    "upload_paths",
+]
+
+FORMATS = ("auto", "csv", "tsv", "jsonl", "parquet", "requests", "twitter", "meta-kv", "keys-bin", "tencent-photo")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def check_format(fmt: str) -> str:
+    if fmt not in FORMATS:
+        raise Invalid(f"unknown format {fmt!r}; one of {', '.join(FORMATS)}", field="format")
+    return fmt
+
+
+def clean_name(name: str | None, filename: str | None) -> str:
+    """The trace's display name: the given name, else the client's file name without folders. Only a label."""
+    raw = name if name not in (None, "") else filename
+    if raw is None or raw.strip() == "":
+        return "upload"
+    if name in (None, ""):
+        raw = PureWindowsPath(PurePosixPath(raw).name).name
+    raw = raw.strip()
+    if len(raw) > 200 or _CONTROL.search(raw):
+        raise Invalid("name must be 1..200 printable characters", field="name")
+    return raw
+
+
+def upload_paths(settings: Settings) -> tuple[Path, Path]:
+    """(temporary path while streaming, final path): server-chosen, never derived from the client's name."""
+    token = uuid.uuid4().hex
+    return settings.tmp_dir / f"upload-{token}.part", settings.home_dir / "uploads" / f"{token}.trace"
+
+
+def register_upload(
+    db: Database, settings: Settings, tmp: Path, final: Path, received: Received, *, name: str, fmt: str,
+    deployment_id: int | None,
+) -> TraceOut:
+    """Move the finished upload in place and record it with its ingest job — all or nothing."""
+    final.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        with db.session() as s:
+            if deployment_id is not None and s.get(DeploymentRow, deployment_id) is None:
+                raise Missing(f"deployment {deployment_id} not found", field="deployment_id")
+            row = TraceRow(
+                name=name, deployment_id=deployment_id, format=fmt, size_bytes=received.size,
+                sha256=received.sha256, status="uploaded", upload_path=str(final), dataset_id=None, error=None,
+                created_at=now(),
+            )
+            s.add(row)
+            s.flush()
+            job = enqueue(s, settings, "ingest", {"trace_id": row.id}, deployment_id=deployment_id)
+            row.job_id = job.id
+            tmp.replace(final)
+            s.flush()
+            out = TraceOut.of(row)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        final.unlink(missing_ok=True)
+        raise
+    return out
+
+
+def get(s: Session, trace_id: int) -> TraceRow:
+    row = s.get(TraceRow, trace_id)
+    if row is None:
+        raise Missing(f"trace {trace_id} not found", field="trace_id")
+    return row
+
+
+def list_all(s: Session, deployment_id: int | None = None) -> Sequence[TraceRow]:
+    q = select(TraceRow).order_by(TraceRow.id.desc())
+    if deployment_id is not None:
+        q = q.where(TraceRow.deployment_id == deployment_id)
+    return s.scalars(q).all()
+
+
+def show(s: Session, settings: Settings, trace_id: int) -> TraceDetail:
+    row = get(s, trace_id)
+    detail = TraceDetail(**TraceOut.of(row).model_dump())
+    if row.dataset_id is not None:
+        from ingest.store import DatasetStore
+
+        info = DatasetStore(settings).find(row.dataset_id)
+        detail.manifest = info.manifest if info is not None else None
+    analyses = s.scalars(select(AnalysisRow).where(AnalysisRow.trace_id == trace_id).order_by(AnalysisRow.id))
+    detail.analyses = [{"id": a.id, "status": a.status, "error": a.error} for a in analyses]
+    return detail
+
+
+def delete(s: Session, settings: Settings, trace_id: int) -> None:
+    """Delete the trace, its upload file, and its dataset unless another trace still uses it."""
+    row = get(s, trace_id)
+    if row.upload_path:
+        Path(row.upload_path).unlink(missing_ok=True)
+    if row.dataset_id is not None:
+        others = s.scalar(select(TraceRow.id).where(TraceRow.dataset_id == row.dataset_id, TraceRow.id != row.id))
+        if others is None:
+            from ingest.store import DatasetStore
+
+            store = DatasetStore(settings)
+            if store.find(row.dataset_id) is not None:
+                store.delete(row.dataset_id)
+    s.delete(row)
+    s.flush()

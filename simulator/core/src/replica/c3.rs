@@ -1,0 +1,310 @@
+//! `c3`: C3's replica ranking and per-server rate control (Suresh et al., NSDI'15), as each client runs it.
+//!
+//! Ranking: Ψ_s = R̄_s − T̄_s + q̂_s^b · T̄_s with q̂_s = 1 + os_s · w + q̄_s, where R̄_s, T̄_s and q̄_s are EWMAs
+//! (weight `alpha` on the new sample) of the response time, the service time and the server's queue size
+//! piggybacked on each response, os_s = the client's own outstanding ops at s and w = the concurrency
+//! compensation (default: the number of clients). Lowest score first; ties → lower replica position.
+//! Before any feedback T̄_s = the workload's mean service time, R̄_s = q̄_s = 0.
+//!
+//! Rate control (on by default): per (client, server) a send limit `srate` in ops per window δ
+//! (δ = `rate_interval` × the mean service time, not absolute ms, so it behaves at any service rate). An opset
+//! may be sent to s while fewer than srate ops went there in the current window; when every replica is
+//! limited the opset waits in the client's backlog until the next window. On each response: when the previous
+//! window's send count exceeded its receive count and the last decrease is more than `hysteresis` windows ago,
+//! R0 ← srate, srate ← (1 − β) · srate; otherwise cubic growth srate ← min(srate + smax, γ (ΔT − K)³ + R0) with
+//! ΔT = windows since the last decrease, K = ∛(β R0 / γ). srate starts at the server's capacity per window
+//! (slots × rate_interval) and never drops below 1.
+use super::feedback::{Feedback, Pending, SelectCtx};
+use super::ReplicaSelector;
+use crate::error::{check_range, SimError};
+use crate::policy::{unknown, Params};
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct C3Config {
+    /// Exponent of the queue-size term (C3: 3, cubic).
+    pub b: f64,
+    /// EWMA weight of a new sample.
+    pub alpha: f64,
+    /// Concurrency compensation w; 0 = the number of clients.
+    pub concurrency: f64,
+    /// 1 = rate control on, 0 = ranking only.
+    pub rate_control: f64,
+    /// Rate window δ in mean service times.
+    pub rate_interval: f64,
+    /// Multiplicative decrease factor β.
+    pub beta: f64,
+    /// Cubic growth constant γ (ops per window, time in windows).
+    pub cubic_c: f64,
+    /// Largest increase per update, ops per window.
+    pub smax: f64,
+    /// No decrease within this many windows of the last one.
+    pub hysteresis: f64,
+}
+
+impl Default for C3Config {
+    fn default() -> Self {
+        C3Config {
+            b: 3.0,
+            alpha: 0.9,
+            concurrency: 0.0,
+            rate_control: 1.0,
+            rate_interval: 5.0,
+            beta: 0.2,
+            cubic_c: 0.032,
+            smax: 10.0,
+            hysteresis: 2.0,
+        }
+    }
+}
+
+pub(crate) const C3_PARAMS: [&str; 9] = [
+    "b",
+    "alpha",
+    "concurrency",
+    "rate_control",
+    "rate_interval",
+    "beta",
+    "cubic_c",
+    "smax",
+    "hysteresis",
+];
+
+impl Params for C3Config {
+    fn set(&mut self, name: &str, v: f64) -> Result<(), SimError> {
+        match name {
+            "b" => {
+                check_range(name, v, 0.0, 10.0, "[0, 10]")?;
+                self.b = v
+            }
+            "alpha" => {
+                check_range(name, v, 1e-6, 1.0, "(0, 1]")?;
+                self.alpha = v
+            }
+            "concurrency" => {
+                check_range(name, v, 0.0, 1e6, "[0, 1e6] (0 = number of clients)")?;
+                self.concurrency = v
+            }
+            "rate_control" => {
+                check_range(name, v, 0.0, 1.0, "0 or 1")?;
+                self.rate_control = v.round()
+            }
+            "rate_interval" => {
+                check_range(name, v, 1e-3, 1e6, "[1e-3, 1e6] mean service times")?;
+                self.rate_interval = v
+            }
+            "beta" => {
+                check_range(name, v, 0.0, 0.99, "[0, 0.99]")?;
+                self.beta = v
+            }
+            "cubic_c" => {
+                check_range(name, v, 1e-9, 1e6, "(0, 1e6]")?;
+                self.cubic_c = v
+            }
+            "smax" => {
+                check_range(name, v, 0.0, 1e9, "[0, 1e9] ops per window")?;
+                self.smax = v
+            }
+            "hysteresis" => {
+                check_range(name, v, 0.0, 1e6, "[0, 1e6] windows")?;
+                self.hysteresis = v
+            }
+            other => return Err(unknown("c3", other, &C3_PARAMS)),
+        }
+        Ok(())
+    }
+    fn params(&self) -> Vec<(&'static str, f64)> {
+        vec![
+            ("b", self.b),
+            ("alpha", self.alpha),
+            ("concurrency", self.concurrency),
+            ("rate_control", self.rate_control),
+            ("rate_interval", self.rate_interval),
+            ("beta", self.beta),
+            ("cubic_c", self.cubic_c),
+            ("smax", self.smax),
+            ("hysteresis", self.hysteresis),
+        ]
+    }
+}
+
+/// Per (client, server) state.
+#[derive(Debug, Clone, Copy)]
+struct Cell {
+    q: f64,
+    st: f64,
+    rt: f64,
+    os: u32,
+    srate: f64,
+    r0: f64,
+    last_dec: u64,
+    window: u64,
+    sent: u32,
+    recv: u32,
+    prev_sent: u32,
+    prev_recv: u32,
+}
+
+impl Cell {
+    #[inline]
+    fn roll(&mut self, w: u64) {
+        if w != self.window {
+            if w == self.window + 1 {
+                self.prev_sent = self.sent;
+                self.prev_recv = self.recv;
+            } else {
+                self.prev_sent = 0;
+                self.prev_recv = 0;
+            }
+            self.sent = 0;
+            self.recv = 0;
+            self.window = w;
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct C3 {
+    cfg: C3Config,
+    w: f64,
+    servers: usize,
+    delta_ns: u64,
+    cells: Vec<Cell>,
+    pending: Pending,
+    order: Vec<(f64, usize)>,
+}
+
+impl C3 {
+    /// `mean_service_ns`: the workload's mean op demand; `slots`: per server.
+    pub fn new(cfg: &C3Config, clients: usize, servers: usize, slots: u32, mean_service_ns: f64) -> Self {
+        let delta_ns = (cfg.rate_interval * mean_service_ns).round().max(1.0) as u64;
+        let init_rate = (slots as f64 * cfg.rate_interval).max(1.0);
+        let cell = Cell {
+            q: 0.0,
+            st: mean_service_ns,
+            rt: 0.0,
+            os: 0,
+            srate: init_rate,
+            r0: init_rate,
+            last_dec: 0,
+            window: 0,
+            sent: 0,
+            recv: 0,
+            prev_sent: 0,
+            prev_recv: 0,
+        };
+        C3 {
+            w: if cfg.concurrency > 0.0 { cfg.concurrency } else { clients as f64 },
+            cfg: cfg.clone(),
+            servers,
+            delta_ns,
+            cells: vec![cell; clients * servers],
+            pending: Pending::default(),
+            order: Vec::new(),
+        }
+    }
+
+    /// Applies one response that has reached its client.
+    pub fn apply(&mut self, fb: &Feedback) {
+        let a = self.cfg.alpha;
+        let (delta, rc) = (self.delta_ns, self.cfg.rate_control > 0.0);
+        let (beta, gamma, smax, hyst) = (self.cfg.beta, self.cfg.cubic_c, self.cfg.smax, self.cfg.hysteresis);
+        let c = &mut self.cells[fb.client as usize * self.servers + fb.server as usize];
+        c.q = a * fb.queue as f64 + (1.0 - a) * c.q;
+        c.st = a * fb.service_ns as f64 + (1.0 - a) * c.st;
+        c.rt = a * fb.response_ns as f64 + (1.0 - a) * c.rt;
+        c.os = c.os.saturating_sub(1);
+        if rc {
+            c.roll(fb.at / delta);
+            c.recv += 1;
+            let since = (fb.at.saturating_sub(c.last_dec)) as f64 / delta as f64;
+            if c.prev_sent > c.prev_recv && since > hyst {
+                c.r0 = c.srate;
+                c.srate = ((1.0 - beta) * c.srate).max(1.0);
+                c.last_dec = fb.at;
+            } else {
+                let k = (beta * c.r0 / gamma).cbrt();
+                let target = gamma * (since - k).powi(3) + c.r0;
+                c.srate = target.min(c.srate + smax).max(1.0);
+            }
+        }
+    }
+
+    /// Score of `server` for `client` (lower is better).
+    #[inline]
+    pub fn score(&self, client: u32, server: u32) -> f64 {
+        let c = &self.cells[client as usize * self.servers + server as usize];
+        let qhat = 1.0 + c.os as f64 * self.w + c.q;
+        c.rt - c.st + qhat.powf(self.cfg.b) * c.st
+    }
+
+    /// Replica positions of `ctx.replicas`, best score first (stable: ties keep the replica order).
+    pub fn rank(&mut self, ctx: &SelectCtx<'_>) -> &[(f64, usize)] {
+        self.order.clear();
+        for (i, &s) in ctx.replicas.iter().enumerate() {
+            let v = self.score(ctx.client, s);
+            self.order.push((v, i));
+        }
+        self.order.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        &self.order
+    }
+
+    /// The rate limiter lets the client send to `server` now.
+    #[inline]
+    fn allowed(&mut self, client: u32, server: u32, now: u64) -> bool {
+        if self.cfg.rate_control <= 0.0 {
+            return true;
+        }
+        let delta = self.delta_ns;
+        let c = &mut self.cells[client as usize * self.servers + server as usize];
+        c.roll(now / delta);
+        (c.sent as f64) < c.srate
+    }
+
+    /// Books an opset of `size` ops sent by `client` to `server`.
+    pub fn sent(&mut self, client: u32, server: u32, size: u32, now: u64) {
+        let delta = self.delta_ns;
+        let c = &mut self.cells[client as usize * self.servers + server as usize];
+        c.os += size;
+        c.roll(now / delta);
+        c.sent += size;
+    }
+
+    /// Drains the feedback that has reached the clients by `now`.
+    pub fn drain(&mut self, now: u64) {
+        while let Some(fb) = self.pending.pop_ready(now) {
+            self.apply(&fb);
+        }
+    }
+
+    pub fn queue_feedback(&mut self, fb: &Feedback) {
+        self.pending.push(*fb);
+    }
+
+    pub fn next_feedback_at(&self) -> Option<u64> {
+        self.pending.next_at()
+    }
+}
+
+impl ReplicaSelector for C3 {
+    fn choose(&mut self, ctx: &SelectCtx<'_>) -> Option<u32> {
+        self.drain(ctx.now);
+        self.rank(ctx);
+        for k in 0..self.order.len() {
+            let s = ctx.replicas[self.order[k].1];
+            if self.allowed(ctx.client, s, ctx.now) {
+                self.sent(ctx.client, s, ctx.size, ctx.now);
+                return Some(s);
+            }
+        }
+        None
+    }
+    fn wants_feedback(&self) -> bool {
+        true
+    }
+    fn on_op_response(&mut self, fb: &Feedback) {
+        self.queue_feedback(fb);
+    }
+    fn wakeup(&self, now: u64) -> Option<u64> {
+        (self.cfg.rate_control > 0.0).then(|| (now / self.delta_ns + 1) * self.delta_ns)
+    }
+}

@@ -1,0 +1,107 @@
+"""The evaluator: replays one candidate configuration on one seed and returns its latency metrics.
+
+Contract of every `Evaluator` (the study, the references and the tests rely on it):
+
+1. **Deterministic**: `evaluate(c, seed, fraction)` returns the same `Metrics` for the same arguments, in any
+   process, in any order of calls.
+2. **Common random numbers**: for one `seed`, every candidate sees the same materialized workload (arrivals,
+   request → server mapping, service demands); only the policy and its parameters differ. So the difference of
+   two candidates on one seed is a paired sample.
+3. **Prefix**: `fraction` in (0, 1] replays only the first `ceil(fraction × requests)` requests (pruning).
+4. **Errors**: a candidate the evaluator cannot replay (unknown policy, parameter out of range) raises
+   `tailtune.errors.BadInputError` naming the parameter; the study turns it into a failed trial.
+5. **Rebuildable**: `spec()` returns an `EvaluatorSpec` (JSON-able) from which `build_evaluator` makes an equal
+   evaluator in another process (parallel workers, Spark executors).
+6. `latencies_ms(c, seed)` returns every request's latency (ms) for the before/after CDF plots.
+
+Implementations: `KvsimCassandraEvaluator` and `KvsimMemcachedEvaluator` (private modules, re-exported here).
+`EvaluatorSpec.kind` may also be `module:callable` — a factory taking the spec's options as keyword arguments.
+"""
+
+from __future__ import annotations
+
+import importlib
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from tuner.objective import Metrics
+from tuner.space import Candidate
+
+__all__ = [
+    "Evaluator",
+    "EvaluatorSpec",
+    "KvsimCassandraEvaluator",
+    "KvsimMemcachedEvaluator",
+    "build_evaluator",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class EvaluatorSpec:
+    """How to build an evaluator: a registered kind (or `module:callable`) and its JSON options."""
+
+    kind: str
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "options": dict(self.options)}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> EvaluatorSpec:
+        return cls(str(d["kind"]), dict(d.get("options") or {}))
+
+
+class Evaluator(ABC):
+    """Replays candidates; see the module docstring for the contract."""
+
+    #: Deployment kind: "cassandra" or "memcached".
+    deployment: str = ""
+
+    @abstractmethod
+    def policies(self) -> tuple[str, ...]:
+        """Policy names this evaluator can replay."""
+
+    @abstractmethod
+    def evaluate(self, candidate: Candidate, seed: int, fraction: float = 1.0) -> Metrics:
+        """Latency metrics of `candidate` on the workload of `seed` (first `fraction` of the requests)."""
+
+    @abstractmethod
+    def latencies_ms(self, candidate: Candidate, seed: int) -> npt.NDArray[np.float64]:
+        """Every request's latency in ms (arrival order) for the whole workload of `seed`."""
+
+    @abstractmethod
+    def spec(self) -> EvaluatorSpec:
+        """A JSON-able description from which `build_evaluator` rebuilds an equal evaluator."""
+
+    def describe(self) -> dict[str, Any]:
+        """What to record about the evaluator (tracking): its spec by default."""
+        return self.spec().as_dict()
+
+
+def build_evaluator(spec: EvaluatorSpec) -> Evaluator:
+    """The evaluator of a spec: `kvsim-cassandra`, `kvsim-memcached` or a `module:callable` factory."""
+    registry: dict[str, type[Evaluator]] = {
+        "kvsim-cassandra": KvsimCassandraEvaluator,
+        "kvsim-memcached": KvsimMemcachedEvaluator,
+    }
+    if spec.kind in registry:
+        return registry[spec.kind](**spec.options)
+    module, sep, name = spec.kind.partition(":")
+    if not sep:
+        raise ValueError(f"unknown evaluator kind {spec.kind!r} (one of {sorted(registry)} or module:callable)")
+    factory = getattr(importlib.import_module(module), name)
+    ev = factory(**spec.options)
+    if not isinstance(ev, Evaluator):
+        raise TypeError(f"{spec.kind} did not return an Evaluator")
+    return ev
+
+
+# Implementations live in private modules (they import kvsim lazily); re-exported here. Imported last because
+# they subclass `Evaluator`.
+from tuner._kvsim_cassandra import KvsimCassandraEvaluator  # noqa: E402
+from tuner._kvsim_memcached import KvsimMemcachedEvaluator  # noqa: E402

@@ -1,0 +1,192 @@
+"""From a finished study to a recommendation: best trial, references, verdict, rendering for the target.
+
+- **Best trial**: single objective — the complete trial with the lowest mean objective among those meeting
+  the constraints; multi-objective — among the feasible Pareto-front trials, the one with the lowest first
+  objective (the Pareto front itself is reported).
+- **References** replayed through the same evaluator and seeds: the user's current config (baseline; default
+  fifo for Cassandra, batching for memcached), the paper default (Rein K=4, R=3, r_q1=5, rate_step=1, τ1=1 for
+  Cassandra; Chisel's analyzer levels for memcached).
+- **Verdict**: `recommend` only when (a) the best differs from the current config, (b) its first objective is
+  lower than the baseline's on average and a one-sided paired t-test over the common seeds gives
+  p < `alpha` (default 0.05; with zero spread, all seeds must improve), and (c) every constraint holds;
+  otherwise `keep current` with the reason.
+- **Rendering**: a Cassandra config block (JSON + the `key=value` lines a Rein-patched node reads) and a
+  memcached client config JSON.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from tuner.objective import Metrics, Objective
+from tuner.space import Candidate
+
+__all__ = [
+    "DEFAULT_BASELINE",
+    "PAPER_DEFAULTS",
+    "Verdict",
+    "decide",
+    "paired_test",
+    "pareto_front",
+    "pick_best",
+    "render",
+    "render_cassandra",
+    "render_memcached",
+]
+
+PAPER_DEFAULTS: dict[str, Candidate] = {
+    "cassandra": Candidate("rein", {"k": 4, "range_factor": 3.0, "r_q1": 5.0, "rate_step": 1.0, "tau_1": 1.0}),
+    # memcached: Chisel's analyzer choice for the workload (levels filled in by the evaluator).
+    "memcached": Candidate("chisel", {}),
+}
+DEFAULT_BASELINE: dict[str, Candidate] = {"cassandra": Candidate("fifo"), "memcached": Candidate("batching")}
+
+
+def _feasible(t: Any) -> bool:
+    return all(float(c) <= 0 for c in t.user_attrs.get("constraints", []))
+
+
+def pareto_front(trials: Sequence[Any]) -> list[Any]:
+    """Complete trials no other complete trial dominates (all objectives minimized)."""
+    done = [t for t in trials if t.state.name == "COMPLETE" and t.values]
+    front = []
+    for t in done:
+        dominated = any(
+            all(a <= b for a, b in zip(o.values, t.values, strict=True))
+            and any(a < b for a, b in zip(o.values, t.values, strict=True))
+            for o in done
+        )
+        if not dominated:
+            front.append(t)
+    return sorted(front, key=lambda t: t.number)
+
+
+def pick_best(trials: Sequence[Any], objective: Objective) -> Any | None:
+    """The recommended trial (see the module docstring); None when no complete trial meets the constraints."""
+    pool = pareto_front(trials) if objective.multi else [t for t in trials if t.state.name == "COMPLETE"]
+    pool = [t for t in pool if t.values and _feasible(t)]
+    if not pool:
+        return None
+    return min(pool, key=lambda t: (float(t.values[0]), t.number))
+
+
+def paired_test(candidate: Sequence[float], baseline: Sequence[float]) -> float:
+    """One-sided p-value that the candidate's per-seed values are lower than the baseline's (paired t-test).
+
+    Zero spread of the differences: p = 0 when every seed improves, else 1. One seed: p = 0 if it improves
+    (no test possible; the verdict then says the evidence is one seed).
+    """
+    if len(candidate) != len(baseline) or not candidate:
+        raise ValueError("paired test needs two equal-length non-empty samples")
+    diffs = [c - b for c, b in zip(candidate, baseline, strict=True)]
+    n = len(diffs)
+    mean = sum(diffs) / n
+    sd = math.sqrt(sum((d - mean) ** 2 for d in diffs) / (n - 1)) if n > 1 else 0.0
+    if n == 1 or sd == 0.0:
+        return 0.0 if all(d < 0 for d in diffs) else 1.0
+    from scipy import stats
+
+    return float(stats.t.cdf(mean / (sd / math.sqrt(n)), n - 1))
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    recommend: bool
+    reason: str
+    p_value: float | None
+    improvement_pct: float | None
+
+    @property
+    def label(self) -> str:
+        return "recommend" if self.recommend else "keep current"
+
+
+def decide(
+    best: Candidate | None,
+    best_per_seed: Sequence[float] | None,
+    best_metrics: Metrics | None,
+    baseline: Candidate,
+    baseline_per_seed: Sequence[float],
+    baseline_metrics: Metrics,
+    objective: Objective,
+    *,
+    alpha: float = 0.05,
+) -> Verdict:
+    """The verdict on `best` vs the user's current config (see the module docstring)."""
+    if best is None or best_per_seed is None or best_metrics is None:
+        return Verdict(False, "no trial met the constraints", None, None)
+    if best.key() == baseline.key():
+        return Verdict(False, "the current config is already the best found", None, 0.0)
+    b = sum(baseline_per_seed) / len(baseline_per_seed)
+    c = sum(best_per_seed) / len(best_per_seed)
+    impr = (b - c) / b * 100.0 if b > 0 else None
+    violated = objective.violated(best_metrics, baseline_metrics)
+    if violated:
+        return Verdict(False, f"constraint(s) violated vs current: {', '.join(violated)}", None, impr)
+    p = paired_test(best_per_seed, baseline_per_seed)
+    label = objective.labels[0]
+    if c >= b:
+        return Verdict(False, f"no improvement of {label} over the current config", p, impr)
+    if p >= alpha:
+        return Verdict(
+            False,
+            f"{label} improvement of {impr:.1f}% is not significant across {len(best_per_seed)} seeds "
+            f"(paired t-test p={p:.3f} >= {alpha})",
+            p, impr,
+        )
+    note = " (one seed: no test possible, use more --seeds)" if len(best_per_seed) == 1 else ""
+    return Verdict(True, f"{label} {impr:.1f}% lower than current, paired t-test p={p:.3g} over "
+                         f"{len(best_per_seed)} seeds{note}", p, impr)
+
+
+# ------------------------------------------------------------------------------------------------ rendering
+#: Tuner parameter name → key a Rein-patched Cassandra node reads (under `scheduler.<policy>.`).
+CASSANDRA_KEYS = {
+    "k": "queues",
+    "range_factor": "range_factor",
+    "r_q1": "rate_q1",
+    "rate_step": "rate_step",
+    "tau_1": "tau_1",
+    "boost_after_ms": "boost_after_ms",
+    "thr_l_bytes": "thr_l_bytes",
+    "tl_scale": "tl_scale",
+    "ts_scale": "ts_scale",
+    "queue": "queue_discipline",
+}
+
+
+def _clean(v: Any) -> Any:
+    if isinstance(v, float) and v.is_integer():
+        return int(v)
+    return v
+
+
+def render_cassandra(cand: Candidate) -> dict[str, Any]:
+    """Cassandra: `request_scheduler` block (JSON) and the `scheduler.*` key/values of a Rein-patched node."""
+    options = {CASSANDRA_KEYS.get(k, k): _clean(v) for k, v in sorted(cand.params.items())}
+    props = [f"scheduler.policy={cand.policy}"]
+    props += [f"scheduler.{cand.policy}.{k}={v}" for k, v in options.items()]
+    return {
+        "json": {"request_scheduler": cand.policy, "request_scheduler_options": options},
+        "properties": "\n".join(props) + "\n",
+    }
+
+
+def render_memcached(cand: Candidate) -> dict[str, Any]:
+    """memcached client config: batching, or chisel with its split/merge levels."""
+    cfg: dict[str, Any] = {"mode": cand.policy}
+    cfg.update({k: _clean(v) for k, v in sorted(cand.params.items())})
+    return {"json": {"memcached_client": cfg}}
+
+
+def render(deployment: str, cand: Candidate) -> dict[str, Any]:
+    renderers = {"cassandra": render_cassandra, "memcached": render_memcached}
+    return renderers[deployment](cand)
+
+
+def metrics_block(cand: Candidate, m: Mapping[str, Any]) -> dict[str, Any]:
+    """`{policy, params, p50_ms, p95_ms, p99_ms, ...}` for the JSON document."""
+    return {"policy": cand.policy, "params": {k: _clean(v) for k, v in cand.params.items()}, **dict(m)}

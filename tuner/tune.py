@@ -1,0 +1,262 @@
+"""The whole tuning job: space → baseline → study (tracked) → references → verdict → recommendation document.
+
+`run_tune(TuneRequest)` is what `tailtune tune`, the quickstart job and the benchmarks call.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from tailtune.errors import BadInputError
+from tailtune.settings import Settings, get_settings
+from tuner.evaluator import Evaluator, EvaluatorSpec, build_evaluator
+from tuner.objective import Metrics, parse_objective
+from tuner.recommend import (
+    DEFAULT_BASELINE,
+    PAPER_DEFAULTS,
+    decide,
+    metrics_block,
+    pareto_front,
+    pick_best,
+    render,
+)
+from tuner.source import WorkloadSource
+from tuner.space import Candidate, SearchSpace, apply_overrides, space_for
+from tuner.study import StudyConfig, evaluate_candidate, run_study
+
+__all__ = ["TuneRequest", "find_summary", "parse_candidate", "run_tune"]
+
+_EVALUATORS = {"cassandra": "kvsim-cassandra", "memcached": "kvsim-memcached"}
+
+
+@dataclass(frozen=True)
+class TuneRequest:
+    source: WorkloadSource
+    deployment: str
+    trials: int = 50
+    seeds: int = 3
+    objective: str = "p99"
+    constraints: tuple[str, ...] = ()
+    timeout_s: float | None = None
+    jobs: int = 1
+    study: str | None = None
+    storage: str | None = None
+    current: Candidate | None = None
+    policies: tuple[str, ...] | None = None
+    overrides: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    summary: Mapping[str, Any] | None = None
+    evaluator_options: Mapping[str, Any] = field(default_factory=dict)
+    prefix: float = 0.25
+    sampler_seed: int = 0
+    mlflow: bool = True
+    plots: bool = True
+
+
+def parse_candidate(text: str, source: str = "--current") -> Candidate:
+    """`policy` or `policy:k=v,k=v` (e.g. `rein:k=4,range_factor=3`)."""
+    policy, _, rest = text.partition(":")
+    params: dict[str, int | float | str] = {}
+    for i, item in enumerate(filter(None, (s.strip() for s in rest.split(","))), start=1):
+        name, sep, value = item.partition("=")
+        if not sep:
+            raise BadInputError.single(source, f"expected NAME=VALUE, got {item!r}", field=f"param {i}")
+        try:
+            params[name.strip()] = float(value)
+        except ValueError:
+            params[name.strip()] = value.strip()
+    if not policy.strip():
+        raise BadInputError.single(source, "missing policy name", field="policy")
+    return Candidate(policy.strip(), params)
+
+
+def find_summary(source: WorkloadSource, settings: Settings) -> dict[str, Any] | None:
+    """summary.json of a stored dataset, if `tailtune analyze` left one in a known place."""
+    if source.dataset is None:
+        return None
+    from ingest.store import DatasetStore
+
+    info = DatasetStore(settings).get(source.dataset)
+    for p in (info.path / "summary.json", settings.home_dir / "analyses" / info.id / "summary.json"):
+        if p.is_file():
+            doc: dict[str, Any] = json.loads(p.read_text())
+            return doc
+    return None
+
+
+def _study_name(req: TuneRequest, fp: Mapping[str, Any]) -> str:
+    base = re.sub(r"[^A-Za-z0-9_.-]+", "-", req.source.label)[:60]
+    digest = hashlib.sha256(json.dumps(fp, sort_keys=True).encode()).hexdigest()[:8]
+    return f"{req.deployment}-{base}-{digest}"
+
+
+def _filter_space(space: SearchSpace, ev: Evaluator) -> tuple[SearchSpace, list[str]]:
+    ok = set(ev.policies())
+    kept = tuple(p for p in space.policies if p.policy in ok)
+    dropped = [p.policy for p in space.policies if p.policy not in ok]
+    if not kept:
+        raise BadInputError.single("--policies", f"none of the policies can be replayed (replayable: "
+                                                 f"{sorted(ok)})", field="policies")
+    return SearchSpace(space.deployment, kept), dropped
+
+
+def run_tune(
+    req: TuneRequest,
+    *,
+    settings: Settings | None = None,
+    on_progress: Callable[[int, int, float | None], None] | None = None,
+    evaluator: Evaluator | None = None,
+) -> dict[str, Any]:
+    """Run the tuning job and return the recommendation document (the `tune --json` object)."""
+    settings = settings or get_settings()
+    if req.deployment not in _EVALUATORS:
+        raise BadInputError.single("command line", f"unknown store {req.deployment!r} (cassandra, memcached)",
+                                   field="store")
+    if req.seeds < 1:
+        raise BadInputError.single("command line", "must be >= 1", field="seeds")
+    summary = req.summary if req.summary is not None else find_summary(req.source, settings)
+    ev = evaluator or build_evaluator(
+        EvaluatorSpec(_EVALUATORS[req.deployment], {"source": req.source.as_dict(), **req.evaluator_options})
+    )
+    space = apply_overrides(space_for(req.deployment, summary), req.overrides,
+                            policies=list(req.policies) if req.policies else None)
+    space, dropped = _filter_space(space, ev)
+    objective = parse_objective(req.objective, req.constraints)
+    seeds = tuple(range(req.seeds))
+
+    baseline = req.current or DEFAULT_BASELINE[req.deployment]
+    base_res = evaluate_candidate(ev, baseline, seeds, objective)
+    base_metrics = Metrics.from_dict(base_res["metrics"])
+    config = StudyConfig(
+        name="pending", storage=req.storage or settings.resolved_optuna_storage, evaluator=ev.spec(),
+        space=space, objective=objective, seeds=seeds, trials=req.trials, prefix=req.prefix,
+        startup_trials=max(5, min(10, req.trials // 5)), sampler_seed=req.sampler_seed,
+        baseline=baseline, baseline_metrics=base_metrics,
+    )
+    name = req.study or _study_name(req, config.fingerprint())
+    config = dataclasses.replace(config, name=name)
+
+    tracker = None
+    if req.mlflow:
+        from tuner.study import open_storage, prepare_study
+        from tuner.tracking import MlflowTracker
+
+        tracker = MlflowTracker(settings.resolved_mlflow_tracking_uri,
+                                artifact_root=settings.home_dir / "mlartifacts")
+        study0 = prepare_study(config, open_storage(config.storage)) if config.storage not in (
+            "memory", ":memory:") else None
+        if study0 is not None:
+            tracker.start(
+                study0,
+                params={"source": req.source.label, "deployment": req.deployment, "objective": objective.spec,
+                        "constraints": ",".join(c.label for c in objective.constraints) or "-",
+                        "seeds": len(seeds), "trials": req.trials, "study": name,
+                        "baseline": baseline.label(), "dataset_id": req.source.dataset or "-"},
+                documents={"search_space": space.as_dict(), "summary": dict(summary or {}),
+                           "evaluator": ev.describe()},
+            )
+    paper = PAPER_DEFAULTS[req.deployment]
+    if req.deployment == "memcached" and hasattr(ev, "analyzer_choice"):
+        paper = ev.analyzer_choice(seeds[0])
+    outcome = run_study(config, jobs=req.jobs, warm_start=(paper, baseline), timeout_s=req.timeout_s,
+                        on_progress=on_progress,
+                        on_trial=tracker.log_trial if tracker and tracker.run_id else None,
+                        evaluator=ev if req.jobs == 1 else None)
+    study = outcome.study
+    if tracker is not None and tracker.run_id is None:  # in-memory study: parent run only now
+        tracker.start(study, params={"source": req.source.label, "deployment": req.deployment,
+                                     "objective": objective.spec, "study": name},
+                      documents={"search_space": space.as_dict(), "summary": dict(summary or {})})
+    trials = study.get_trials(deepcopy=False)
+    if tracker is not None:
+        for t in trials:
+            if t.state.name in ("COMPLETE", "PRUNED", "FAIL"):
+                tracker.log_trial(t)
+
+    best_t = pick_best(trials, objective)
+    best = Candidate.from_dict(best_t.user_attrs["candidate"]) if best_t is not None else None
+    best_metrics = Metrics.from_dict(best_t.user_attrs["metrics"]) if best_t is not None else None
+    best_per_seed = [v[0] for v in best_t.user_attrs["per_seed"]] if best_t is not None else None
+
+    paper_res = evaluate_candidate(ev, paper, seeds, objective)
+
+    verdict = decide(best, best_per_seed, best_metrics, baseline, [v[0] for v in base_res["per_seed"]],
+                     base_metrics, objective)
+    chosen = best if (verdict.recommend and best is not None) else baseline
+    chosen_metrics = best_t.user_attrs["metrics"] if (verdict.recommend and best_t is not None) else base_res[
+        "metrics"]
+    chosen_ci = best_t.user_attrs["ci"] if (verdict.recommend and best_t is not None) else base_res["ci"]
+    states: dict[str, int] = {}
+    for t in trials:
+        states[t.state.name] = states.get(t.state.name, 0) + 1
+    doc: dict[str, Any] = {
+        "policy": chosen.policy,
+        "params": metrics_block(chosen, {})["params"],
+        "verdict": verdict.label,
+        "reason": verdict.reason,
+        "p_value": verdict.p_value,
+        "improvement_pct": verdict.improvement_pct,
+        "expected": {**{k: chosen_metrics[k] for k in ("p50_ms", "p95_ms", "p99_ms", "p999_ms", "mean_ms")},
+                     "ci": {objective.labels[i]: chosen_ci[i] for i in range(len(objective.labels))},
+                     "seeds": list(seeds)},
+        "best": (metrics_block(best, {**best_t.user_attrs["metrics"], "trial": best_t.number})
+                 if best is not None and best_t is not None else None),
+        "baseline": metrics_block(baseline, base_res["metrics"]),
+        "paper_default": metrics_block(paper, paper_res["metrics"]),
+        "objective": objective.spec,
+        "constraints": [c.label for c in objective.constraints],
+        "trials": len([t for t in trials if t.state.name in ("COMPLETE", "PRUNED")]),
+        "trial_states": states,
+        "replays": sum(float(t.user_attrs.get("replays", 0.0)) for t in trials),
+        "study": name,
+        "storage": config.storage,
+        "deployment": req.deployment,
+        "source": req.source.label,
+        "policies_not_replayable": dropped,
+        "wall_s": outcome.wall_s,
+        "render": render(req.deployment, chosen),
+        "mlflow_run_id": tracker.run_id if tracker is not None else None,
+    }
+    if objective.multi:
+        doc["pareto_front"] = [
+            {"trial": t.number, "values": list(t.values), **t.user_attrs.get("candidate", {})}
+            for t in pareto_front(trials)
+        ]
+    if tracker is not None:
+        figures: dict[str, Any] = {}
+        if req.plots:
+            figures = _figures(trials, objective.labels[0], study, ev, baseline, best, paper, seeds[0])
+        tracker.log_result(doc, figures)
+        tracker.finish()
+        import matplotlib.pyplot as plt
+
+        plt.close("all")
+    return doc
+
+
+def _figures(trials: Sequence[Any], label: str, study: Any, ev: Evaluator, baseline: Candidate,
+             best: Candidate | None, paper: Candidate, seed: int) -> dict[str, Any]:
+    from tuner import plots
+
+    figs: dict[str, Any] = {
+        "optimization_history": plots.history_figure(trials, label),
+        "k_r_heatmap": plots.kr_heatmap_figure(trials, label),
+    }
+    try:
+        import optuna
+
+        imp = optuna.importance.get_param_importances(study, target=lambda t: t.values[0])
+        figs["param_importance"] = plots.importance_figure(imp)
+    except (RuntimeError, ValueError, ZeroDivisionError):
+        figs["param_importance"] = None  # too few complete trials or no parameter varies
+    curves = {f"current: {baseline.label()}": ev.latencies_ms(baseline, seed),
+              f"paper default: {paper.label()}": ev.latencies_ms(paper, seed)}
+    if best is not None:
+        curves[f"best: {best.label()}"] = ev.latencies_ms(best, seed)
+    figs["latency_cdf"] = plots.cdf_figure(curves)
+    return figs
