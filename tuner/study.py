@@ -230,8 +230,8 @@ def prepare_study(config: StudyConfig, storage: Any) -> Any:
             field="study", hint="choose another --study name, or repeat the original options to resume it",
         )
     for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-        study._storage.set_trial_state_values(t._trial_id, TrialState.FAIL)
         study._storage.set_trial_system_attr(t._trial_id, "tailtune_orphan", True)
+        study._storage.set_trial_state_values(t._trial_id, TrialState.FAIL)
         if t.params:
             study.enqueue_trial(dict(t.params), skip_if_exists=True)
     return study

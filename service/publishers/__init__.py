@@ -6,9 +6,9 @@ from typing import Any
 
 from service.publishers.base import (
     PublishConflict,
+    Publisher,
     PublishFailed,
     PublishOutcome,
-    Publisher,
     TargetUnavailable,
     document,
     publish_with_retry,

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from service.publishers.base import PublishConflict, PublishOutcome, Publisher, TargetUnavailable, document
+from service.publishers.base import PublishConflict, Publisher, PublishOutcome, TargetUnavailable, document
 
 __all__ = ["NODE_QUERY", "CassandraPublisher", "schema_cql"]
 

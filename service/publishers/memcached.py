@@ -12,7 +12,7 @@ import json
 import socket
 from typing import Any
 
-from service.publishers.base import PublishConflict, PublishOutcome, Publisher, TargetUnavailable, document
+from service.publishers.base import PublishConflict, Publisher, PublishOutcome, TargetUnavailable, document
 
 __all__ = ["MemcachedPublisher", "current_key", "version_key"]
 

@@ -31,3 +31,9 @@ COMMANDS.append(_simulate.register)
 from tailtune.commands import tune as _tune  # noqa: E402
 
 COMMANDS.append(_tune.register)
+
+from tailtune.commands import serve as _serve  # noqa: E402
+from tailtune.commands import worker as _worker  # noqa: E402
+
+COMMANDS.append(_serve.register)
+COMMANDS.append(_worker.register)

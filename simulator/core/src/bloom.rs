@@ -143,8 +143,8 @@ mod tests {
             assert!(f.contains(token_of_u64(i)));
         }
         assert!(fp < 0.001, "fp {fp}");
-        // 4000 keys at p = 5e-4: m = ⌈4000 · ln(2000) / ln²2⌉ = 63_259 bits, k = round(15.81 · ln 2) = 11.
-        assert_eq!(f.shape(), (63_259, 11));
+        // 4000 keys at p = 5e-4: m = ⌈4000 · ln(2000) / ln²2⌉ = ⌈63_281.6⌉ = 63_282 bits, k = round(15.82 · ln 2) = 11.
+        assert_eq!(f.shape(), (63_282, 11));
     }
 
     #[test]

@@ -18,7 +18,8 @@ use std::time::Instant;
 use crate::cluster::Cluster;
 use crate::error::SimError;
 use crate::policy::{PolicyConfig, QItem, Scheduler, Tag, TagCtx};
-use crate::replica::{ReplicaSelector, RoundRobin, Selector};
+use crate::replica::{Feedback, ReplicaSelector, SelectCtx, SelectorConfig, SelectorEnv};
+use crate::run_ext::{ExtStats, RunExt};
 use crate::stats::{summarize, Summary};
 use crate::timers::{event_key, key_time, SlotTimers};
 use crate::workload::Workload;
@@ -73,15 +74,31 @@ pub struct RunResult {
     /// Bytes of workload + per-run state per op.
     pub bytes_per_op: f64,
     pub records: Option<OpRecords>,
+    /// Replica selection's held opsets (issue 4; all zero for the core's round-robin).
+    pub ext: ExtStats,
 }
 
+/// Marks an `at_servers` entry that carries one late opset (sent after being held) instead of a request.
+const LATE_OPSET: u32 = 1 << 31;
+
 /// Replays `wl` on `cluster` under `policy`. Deterministic: same inputs, same result (except wall time).
-#[allow(clippy::needless_range_loop)]
 pub fn run(
     cluster: &Cluster,
     wl: &Workload,
     policy: &PolicyConfig,
     opts: &RunOptions,
+) -> Result<RunResult, SimError> {
+    run_with(cluster, wl, policy, opts, &RunExt::default())
+}
+
+/// As [`run`], with issue 4's replica selector and size classes (`RunExt::default()` = [`run`]).
+#[allow(clippy::needless_range_loop)]
+pub fn run_with(
+    cluster: &Cluster,
+    wl: &Workload,
+    policy: &PolicyConfig,
+    opts: &RunOptions,
+    ext: &RunExt,
 ) -> Result<RunResult, SimError> {
     crate::error::check_range(
         "warmup",
@@ -102,11 +119,47 @@ pub fn run(
     let cost_unit = cfg.service_rate / 1e9;
 
     let mut sched = policy.instantiate(n_servers, n_ops);
-    let mut selector = Selector::RoundRobin(RoundRobin::new(
-        cfg.clients as usize,
-        cluster.groups(),
-        cfg.replication as usize,
-    ));
+    for (what, v) in [("large_est", &ext.large_est), ("large_true", &ext.large_true)] {
+        if !v.is_empty() && v.len() != n_ops {
+            return Err(SimError::BadInput(format!("{what} has {} flags for {n_ops} ops", v.len())));
+        }
+    }
+    let mut selector = ext.selector.instantiate(&SelectorEnv {
+        clients: cfg.clients as usize,
+        groups: cluster.groups(),
+        rf: cfg.replication as usize,
+        servers: n_servers,
+        slots: cfg.slots,
+        mean_service_ns: if n_ops > 0 {
+            wl.demand.iter().map(|&x| x as f64).sum::<f64>() / n_ops as f64
+        } else {
+            1e9 / cfg.service_rate
+        },
+        net_latency_ns: d,
+        seed: ext.seed,
+    });
+    // Issue 4 state, allocated only for selectors that use it.
+    let plain = ext.selector == SelectorConfig::RoundRobin;
+    let fb_on = selector.wants_feedback();
+    let mut late: Vec<bool> = if plain { Vec::new() } else { vec![false; wl.opsets()] };
+    let mut sent_at: Vec<u64> = if fb_on { vec![0; wl.opsets()] } else { Vec::new() };
+    let mut resident = vec![0u32; if fb_on { n_servers } else { 0 }];
+    let mut large_resident = vec![0u32; if fb_on { n_servers } else { 0 }];
+    let mut backlog: VecDeque<(u32, u64)> = VecDeque::new();
+    let mut retries: std::collections::BinaryHeap<std::cmp::Reverse<u128>> = Default::default();
+    let mut xs = ExtStats::default();
+    let mut held_wait_ns = 0u128;
+    let (mut last_wakeup, mut last_feedback_retry) = (u64::MAX, u64::MAX);
+    let large_ops_of = |o: usize| -> u32 {
+        if ext.large_est.is_empty() {
+            0
+        } else {
+            ext.large_est[wl.opset_ops[o] as usize..wl.opset_ops[o + 1] as usize]
+                .iter()
+                .filter(|&&b| b)
+                .count() as u32
+        }
+    };
 
     let mut opset_server = vec![0u32; wl.opsets()];
     let mut opset_tag = vec![Tag::default(); wl.opsets()];
@@ -158,8 +211,51 @@ pub fn run(
         };
         let srv_key = at_servers.front().map_or(u128::MAX, |e| e.0);
         let done_key = timers.peek_key().unwrap_or(u128::MAX);
+        let retry_key = retries.peek().map_or(u128::MAX, |k| k.0);
         let now;
-        if arrival_key < srv_key && arrival_key < done_key {
+        if retry_key < arrival_key && retry_key < srv_key && retry_key < done_key {
+            // Held opsets try again (FIFO); the ones still refused stay held in order.
+            retries.pop();
+            now = key_time(retry_key);
+            for _ in 0..backlog.len() {
+                let (o, since) = backlog.pop_front().expect("counted");
+                let o = o as usize;
+                let g = wl.opset_group[o];
+                let size = wl.opset_ops[o + 1] - wl.opset_ops[o];
+                let ctx = SelectCtx {
+                    now,
+                    client: wl.client[wl.opset_req[o] as usize],
+                    group: g,
+                    replicas: cluster.replicas(g),
+                    outstanding: &outstanding,
+                    size,
+                    large_ops: large_ops_of(o),
+                };
+                match selector.choose(&ctx) {
+                    Some(s) => {
+                        opset_server[o] = s;
+                        outstanding[s as usize] += size;
+                        if fb_on {
+                            sent_at[o] = now;
+                        }
+                        held_wait_ns += (now - since) as u128;
+                        at_servers.push_back((event_key(now + d, seq), o as u32 | LATE_OPSET));
+                        seq += 1;
+                    }
+                    None => backlog.push_back((o as u32, since)),
+                }
+            }
+            if !backlog.is_empty() {
+                if let Some(t) = selector.wakeup(now) {
+                    let t = t.max(now + 1);
+                    if t != last_wakeup {
+                        last_wakeup = t;
+                        retries.push(std::cmp::Reverse(event_key(t, seq)));
+                        seq += 1;
+                    }
+                }
+            }
+        } else if arrival_key < srv_key && arrival_key < done_key {
             let r = next_req;
             next_req += 1;
             now = wl.arrival[r];
@@ -171,9 +267,48 @@ pub fn run(
             for o in o0..o1 {
                 let size = wl.opset_ops[o + 1] - wl.opset_ops[o];
                 let g = wl.opset_group[o];
-                let s = selector.select(client, g, cluster.replicas(g), &outstanding);
+                let s = if plain {
+                    selector.select(client, g, cluster.replicas(g), &outstanding)
+                } else {
+                    let ctx = SelectCtx {
+                        now,
+                        client,
+                        group: g,
+                        replicas: cluster.replicas(g),
+                        outstanding: &outstanding,
+                        size,
+                        large_ops: large_ops_of(o),
+                    };
+                    match selector.choose(&ctx) {
+                        Some(s) => {
+                            if fb_on {
+                                sent_at[o] = now;
+                            }
+                            s
+                        }
+                        None => {
+                            // Held at the client: tagged with its primary as provisional server.
+                            late[o] = true;
+                            backlog.push_back((o as u32, now));
+                            xs.held_opsets += 1;
+                            xs.held_max = xs.held_max.max(backlog.len() as u64);
+                            if let Some(t) = selector.wakeup(now) {
+                                let t = t.max(now + 1);
+                                if t != last_wakeup {
+                                    last_wakeup = t;
+                                    retries.push(std::cmp::Reverse(event_key(t, seq)));
+                                    seq += 1;
+                                }
+                            }
+                            u32::MAX
+                        }
+                    }
+                };
                 opset_server[o] = s;
-                outstanding[s as usize] += size;
+                let s = if s == u32::MAX { cluster.replicas(g)[0] } else { s };
+                if opset_server[o] != u32::MAX {
+                    outstanding[s as usize] += size;
+                }
                 sizes.push(size);
                 costs.push(if size_aware {
                     let (a, b) = (wl.opset_ops[o] as usize, wl.opset_ops[o + 1] as usize);
@@ -198,13 +333,40 @@ pub fn run(
             opset_tag[o0..o1].copy_from_slice(&tags);
             at_servers.push_back((event_key(now + d, seq), r as u32));
             seq += 1;
+            if !plain {
+                if r + 1 == n_req / 2 + 1 {
+                    xs.held_at_half = backlog.len() as u64;
+                }
+                if r + 1 == n_req {
+                    xs.held_at_end = backlog.len() as u64;
+                }
+            }
         } else if srv_key != u128::MAX || done_key != u128::MAX {
             if srv_key < done_key {
                 let (key, r) = at_servers.pop_front().expect("head exists");
                 now = key_time(key);
                 let r = r as usize;
-                for o in wl.req_opsets[r] as usize..wl.req_opsets[r + 1] as usize {
+                let (o_lo, o_hi) = if r as u32 & LATE_OPSET != 0 {
+                    let o = r & !(LATE_OPSET as usize);
+                    (o, o + 1)
+                } else {
+                    (wl.req_opsets[r] as usize, wl.req_opsets[r + 1] as usize)
+                };
+                for o in o_lo..o_hi {
+                    if r as u32 & LATE_OPSET == 0 && !late.is_empty() && late[o] {
+                        continue;
+                    }
                     let s = opset_server[o] as usize;
+                    if fb_on {
+                        resident[s] += wl.opset_ops[o + 1] - wl.opset_ops[o];
+                        if !ext.large_true.is_empty() {
+                            large_resident[s] += ext.large_true
+                                [wl.opset_ops[o] as usize..wl.opset_ops[o + 1] as usize]
+                                .iter()
+                                .filter(|&&b| b)
+                                .count() as u32;
+                        }
+                    }
                     let tag = opset_tag[o];
                     for op in wl.opset_ops[o]..wl.opset_ops[o + 1] {
                         sched.enqueue(
@@ -234,6 +396,30 @@ pub fn run(
                 outstanding[s] -= 1;
                 server_demand[s] += wl.demand[op];
                 sched.on_done(s, op as u32, now);
+                if fb_on {
+                    resident[s] -= 1;
+                    let big = !ext.large_true.is_empty() && ext.large_true[op];
+                    if big {
+                        large_resident[s] -= 1;
+                    }
+                    let fb = Feedback {
+                        client: wl.client[wl.opset_req[o] as usize],
+                        server: s as u32,
+                        at: now + d,
+                        queue: resident[s],
+                        service_ns: wl.demand[op],
+                        response_ns: now + d - sent_at[o],
+                        large_resident: large_resident[s],
+                        large_est: !ext.large_est.is_empty() && ext.large_est[op],
+                    };
+                    selector.on_op_response(&fb);
+                    if !backlog.is_empty() && now + d != last_feedback_retry {
+                        // Held opsets get another chance when this response reaches the client.
+                        last_feedback_retry = now + d;
+                        retries.push(std::cmp::Reverse(event_key(now + d, seq)));
+                        seq += 1;
+                    }
+                }
                 let r = wl.opset_req[o] as usize;
                 remaining[r] -= 1;
                 if remaining[r] == 0 {
@@ -314,5 +500,12 @@ pub fn run(
         sim_wall_s: started.elapsed().as_secs_f64(),
         bytes_per_op: (wl.bytes() + run_bytes) as f64 / n_ops.max(1) as f64,
         records: rec,
+        ext: {
+            if xs.held_opsets > 0 {
+                xs.held_mean_ms = held_wait_ns as f64 / xs.held_opsets as f64 / 1e6;
+            }
+            xs.unstable = xs.held_at_end >= 10 && xs.held_at_end >= 2 * xs.held_at_half;
+            xs
+        },
     })
 }

@@ -9,13 +9,16 @@
 /// Version of the simulator model (bumped when results for the same inputs change).
 pub const MODEL_VERSION: u32 = 1;
 
+pub mod bloom;
 pub mod cluster;
+pub mod demand;
 pub mod engine;
 pub mod error;
 pub mod hash;
 pub mod policy;
 pub mod replica;
 pub mod rng;
+pub mod run_ext;
 pub mod stats;
 pub mod timers;
 pub mod workload;

@@ -1,32 +1,101 @@
 //! Replica selection — a seam separate from the server queue discipline. The core issue only needs round-robin
 //! (Rein §5.3); C3, dynamic snitching and Héron plug in here later via `on_response` feedback.
 
+// Issue 4: one selector per file; the configuration (enum dispatch) is in `replica/config.rs`.
+pub mod c3;
+pub mod config;
+pub mod dynamic_snitch;
+pub mod feedback;
+pub mod heron;
+pub mod least_outstanding;
+pub mod random;
+
+pub use config::{SelectorConfig, SelectorEnv, REPLICA_NAMES};
+pub use feedback::{Feedback, SelectCtx};
+
 /// Chooses one replica of a replica group for an opset.
 pub trait ReplicaSelector {
     /// `replicas` are the group's RF servers (primary first); `outstanding[s]` = ops in flight/queued/in service.
-    fn select(&mut self, client: u32, group: u32, replicas: &[u32], outstanding: &[u32]) -> u32;
+    /// Selectors that need more context implement `choose` instead.
+    fn select(&mut self, client: u32, group: u32, replicas: &[u32], outstanding: &[u32]) -> u32 {
+        let ctx = SelectCtx {
+            now: 0,
+            client,
+            group,
+            replicas,
+            outstanding,
+            size: 1,
+            large_ops: 0,
+        };
+        self.choose(&ctx).unwrap_or(replicas[0])
+    }
+    /// The replica for an opset, or `None` to hold it at the client (C3's backlog, Héron's blocked large
+    /// requests); the engine retries at `wakeup` and whenever feedback reaches a client.
+    fn choose(&mut self, ctx: &SelectCtx<'_>) -> Option<u32> {
+        Some(self.select(ctx.client, ctx.group, ctx.replicas, ctx.outstanding))
+    }
     /// Feedback hook: an op of `client` served by `server` finished at `now` (unused by round-robin).
     fn on_response(&mut self, _client: u32, _server: u32, _now: u64) {}
+    /// The selector wants `on_op_response` for every op (the engine then tracks server queues).
+    fn wants_feedback(&self) -> bool {
+        false
+    }
+    /// Per-op feedback, called when the op ends; `fb.at` is when it reaches the client.
+    fn on_op_response(&mut self, _fb: &Feedback) {}
+    /// When held opsets should be retried next (besides feedback arrivals), if the selector knows.
+    fn wakeup(&self, _now: u64) -> Option<u64> {
+        None
+    }
 }
 
 /// Replica selection strategies (enum dispatch).
 #[derive(Debug, Clone)]
 pub enum Selector {
     RoundRobin(RoundRobin),
+    Random(random::RandomSel),
+    LeastOutstanding(least_outstanding::LeastOutstanding),
+    Ds(dynamic_snitch::DynamicSnitch),
+    C3(c3::C3),
+    Heron(heron::Heron),
+}
+
+macro_rules! sel_dispatch {
+    ($self:ident, $s:ident => $e:expr) => {
+        match $self {
+            Selector::RoundRobin($s) => $e,
+            Selector::Random($s) => $e,
+            Selector::LeastOutstanding($s) => $e,
+            Selector::Ds($s) => $e,
+            Selector::C3($s) => $e,
+            Selector::Heron($s) => $e,
+        }
+    };
 }
 
 impl ReplicaSelector for Selector {
     #[inline]
     fn select(&mut self, client: u32, group: u32, replicas: &[u32], outstanding: &[u32]) -> u32 {
-        match self {
-            Selector::RoundRobin(s) => s.select(client, group, replicas, outstanding),
-        }
+        sel_dispatch!(self, s => s.select(client, group, replicas, outstanding))
+    }
+    #[inline]
+    fn choose(&mut self, ctx: &SelectCtx<'_>) -> Option<u32> {
+        sel_dispatch!(self, s => s.choose(ctx))
     }
     #[inline]
     fn on_response(&mut self, client: u32, server: u32, now: u64) {
-        match self {
-            Selector::RoundRobin(s) => s.on_response(client, server, now),
-        }
+        sel_dispatch!(self, s => s.on_response(client, server, now))
+    }
+    #[inline]
+    fn wants_feedback(&self) -> bool {
+        sel_dispatch!(self, s => s.wants_feedback())
+    }
+    #[inline]
+    fn on_op_response(&mut self, fb: &Feedback) {
+        sel_dispatch!(self, s => s.on_op_response(fb))
+    }
+    #[inline]
+    fn wakeup(&self, now: u64) -> Option<u64> {
+        sel_dispatch!(self, s => s.wakeup(now))
     }
 }
 

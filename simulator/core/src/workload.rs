@@ -86,6 +86,16 @@ impl Workload {
     /// Materializes `spec` for `cluster`: demands (exponential around each op's mean) and arrivals from
     /// independent random streams of `spec.seed`.
     pub fn materialize(cluster: &Cluster, spec: &WorkloadSpec) -> Result<Workload, SimError> {
+        Workload::materialize_with(cluster, spec, crate::demand::DemandDist::Exponential)
+    }
+
+    /// As [`Workload::materialize`], drawing each op's demand from `dist` around its mean (issue 4;
+    /// exponential gives exactly `materialize`).
+    pub fn materialize_with(
+        cluster: &Cluster,
+        spec: &WorkloadSpec,
+        dist: crate::demand::DemandDist,
+    ) -> Result<Workload, SimError> {
         let cfg = &cluster.config;
         let n_req = spec.req_offsets.len().saturating_sub(1);
         if n_req == 0 {
@@ -137,7 +147,7 @@ impl Workload {
         for i in 0..n_ops {
             let mean = spec.mean_demand.as_ref().map_or(default_mean, |m| m[i]);
             total_mean += mean;
-            demand_in.push((rng.exp(mean) * 1e9).round() as u64);
+            demand_in.push((dist.sample(&mut rng, mean) * 1e9).round() as u64);
         }
         let arrival = make_arrivals(cluster, spec, n_req, total_mean)?;
 

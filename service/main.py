@@ -1,0 +1,41 @@
+"""The FastAPI application: assembles the routers under /api/v1 (OpenAPI docs at /docs)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import APIRouter, FastAPI
+
+from service.analyses.router import router as analyses
+from service.configs.router import router as configs
+from service.deployments.router import router as deployments
+from service.deps import database_for
+from service.errors import install_error_handlers
+from service.health.router import router as health
+from service.jobs.router import router as jobs
+from service.schedules.router import router as schedules
+from service.traces.router import router as traces
+from tailtune.settings import Settings, get_settings
+
+__all__ = ["API_PREFIX", "create_app"]
+
+API_PREFIX = "/api/v1"
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    """Build the app; the metadata DB is migrated at start-up."""
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        database_for((settings or get_settings()).resolved_database_url)
+        yield
+
+    app = FastAPI(title="tailtune", version="1", lifespan=lifespan,
+                  description="Traces, analyses, deployments, tuning jobs, schedules and published configs.")
+    api = APIRouter(prefix=API_PREFIX)
+    for router in (traces, analyses, deployments, jobs, schedules, configs, health):
+        api.include_router(router)
+    app.include_router(api)
+    install_error_handlers(app)
+    return app

@@ -1,0 +1,127 @@
+"""Study mechanics on every storage backend, with the deterministic fake evaluator."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from tailtune.errors import BadInputError
+from tests.tuner._runner import config as fake_config
+from tests.tuner.fakes import FakeEvaluator, fake_p99
+from tuner.evaluator import EvaluatorSpec
+from tuner.objective import parse_objective
+from tuner.space import Candidate, apply_overrides, space_for
+from tuner.study import StudyConfig, open_storage, prepare_study, run_study
+
+PAPER = Candidate("rein", {"k": 4, "range_factor": 3.0, "r_q1": 5.0, "rate_step": 1.0, "tau_1": 1.0})
+
+
+@pytest.fixture(params=["memory", "journal", "sqlite"])
+def storage(request, tmp_path):
+    return {"memory": "memory", "journal": str(tmp_path / "j.log"),
+            "sqlite": f"sqlite:///{tmp_path / 'optuna.db'}"}[request.param]
+
+
+def _finished(study):
+    return [t for t in study.get_trials(deepcopy=False) if t.state.name in ("COMPLETE", "PRUNED")]
+
+
+def test_study_runs_exact_budget_with_seeds_and_ci(storage):
+    cfg = fake_config(storage, trials=12, delay_s=0.0)
+    ev = FakeEvaluator()
+    progress = []
+    out = run_study(cfg, evaluator=ev, warm_start=[PAPER],
+                    on_progress=lambda d, n, b: progress.append((d, n, b)))
+    fin = _finished(out.study)
+    assert len(fin) == 12 == out.finished
+    first = out.study.trials[0]  # the warm-start paper default is trial 0
+    assert first.user_attrs["candidate"]["params"]["k"] == 4
+    # mean over seeds 0 and 1 of the known landscape: (2.00 + 2.01) / 2
+    assert first.values[0] == pytest.approx(2.005)
+    assert first.user_attrs["per_seed"] == [[2.0], [2.01]]
+    assert first.user_attrs["ci"][0] > 0
+    assert progress[-1][0] == 12 and progress[-1][2] == pytest.approx(2.005)
+    for t in fin:
+        if t.state.name == "COMPLETE":
+            cand = Candidate.from_dict(t.user_attrs["candidate"])
+            assert t.values[0] == pytest.approx((fake_p99(cand, 0) + fake_p99(cand, 1)) / 2)
+        else:
+            assert "infeasible" in t.user_attrs  # no prefix in this config: only infeasible trials prune
+
+
+def test_cache_and_infeasible_do_not_replay(tmp_path):
+    cfg = fake_config(str(tmp_path / "j.log"), trials=3, delay_s=0.0)
+    ev = FakeEvaluator()
+    bad = Candidate("rein", {**PAPER.params, "k": 8, "rate_step": 2.0})
+    run_study(cfg, evaluator=ev, warm_start=[PAPER])
+    study = open_storage  # noqa: F841 - keep the import used
+    s = prepare_study(cfg, open_storage(cfg.storage))
+    s.enqueue_trial(cfg.space.optuna_params(PAPER))
+    s.enqueue_trial(cfg.space.optuna_params(bad))
+    calls = len(ev.calls)
+    run_study(dataclasses.replace(cfg, trials=5), evaluator=ev)
+    assert len(ev.calls) == calls  # neither the repeat nor the infeasible point was replayed
+    t3, t4 = s.trials[3], s.trials[4]
+    assert t3.user_attrs["cached_from"] == 0 and t3.values == s.trials[0].values
+    assert t4.state.name == "PRUNED" and "rate_step" in t4.user_attrs["infeasible"]
+
+
+def test_prefix_pruning_reports_intermediate(tmp_path):
+    cfg = dataclasses.replace(fake_config(str(tmp_path / "j.log"), trials=20, delay_s=0.0), prefix=0.25,
+                              startup_trials=3, keep_percentile=50.0)
+    out = run_study(cfg, evaluator=FakeEvaluator())
+    trials = out.study.get_trials(deepcopy=False)
+    evaluated = [t for t in trials if "prefix_metrics" in t.user_attrs]
+    assert evaluated and all(0 in t.intermediate_values for t in evaluated)
+    pruned = [t for t in evaluated if t.state.name == "PRUNED"]
+    assert pruned, "a median-keeping pruner must stop some of 20 trials"
+    for t in pruned:
+        assert "per_seed" not in t.user_attrs and t.user_attrs["replays"] == 0.25
+
+
+def test_resume_keeps_finished_trials(storage):
+    if storage == "memory":
+        pytest.skip("in-memory studies do not outlive the process")
+    cfg = fake_config(storage, trials=5, delay_s=0.0)
+    first = run_study(cfg, evaluator=FakeEvaluator())
+    before = {t.number: t.values for t in _finished(first.study)}
+    again = run_study(dataclasses.replace(cfg, trials=9), evaluator=FakeEvaluator())
+    fin = _finished(again.study)
+    assert len(fin) == 9
+    assert {t.number: t.values for t in fin if t.number in before} == before
+
+
+def test_different_setup_is_refused(tmp_path):
+    cfg = fake_config(str(tmp_path / "j.log"), trials=2, delay_s=0.0)
+    run_study(cfg, evaluator=FakeEvaluator())
+    other = dataclasses.replace(cfg, objective=parse_objective("p50"))
+    with pytest.raises(BadInputError, match="different setup"):
+        run_study(other, evaluator=FakeEvaluator())
+
+
+def test_two_worker_processes(tmp_path):
+    cfg = fake_config(str(tmp_path / "j.log"), trials=10, delay_s=0.0)
+    out = run_study(cfg, jobs=2)
+    fin = _finished(out.study)
+    assert 10 <= len(fin) <= 11  # each worker checks the budget before asking: overshoot at most jobs - 1
+    assert len({t.number for t in fin}) == len(fin)
+
+
+def test_parallel_needs_persistent_storage():
+    with pytest.raises(BadInputError, match="storage"):
+        run_study(fake_config("memory", trials=2, delay_s=0.0), jobs=2)
+
+
+def test_constraints_reach_the_trials(tmp_path):
+    from tuner.objective import Metrics
+
+    space = apply_overrides(space_for("cassandra"), {"rein.tau_1": {"fixed": 1.0}}, policies=["rein", "fifo"])
+    base = Metrics(p50_ms=0.55, p95_ms=1.0, p99_ms=2.2, p999_ms=4.4, mean_ms=0.7)
+    cfg = StudyConfig(name="c", storage="memory", evaluator=EvaluatorSpec("tests.tuner.fakes:make"),
+                      space=space, objective=parse_objective("p99", ["p50<=0%"]), seeds=(0,), trials=6,
+                      prefix=0.0, startup_trials=3, baseline_metrics=base)
+    out = run_study(cfg, evaluator=FakeEvaluator(), warm_start=[PAPER, Candidate("fifo")])
+    t0, t1 = out.study.trials[0], out.study.trials[1]
+    assert t0.user_attrs["constraints"] == [pytest.approx(0.5 / 0.55 - 1.0)]  # p50 = 2.0/4 vs 0.55: ok
+    assert t1.user_attrs["constraints"] == [pytest.approx(2.5 / 0.55 - 1.0)]  # fifo p50 = 10/4: violated
