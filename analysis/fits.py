@@ -26,6 +26,7 @@ __all__ = [
     "gpd_tail",
     "harmonic",
     "lognormal_multi",
+    "fit_rank_max",
     "sorted_frequencies",
     "zipf_mle",
     "zipf_ols",
@@ -67,9 +68,23 @@ def sorted_frequencies(counts: IntArray, keys: IntArray) -> FloatArray:
     return np.repeat(counts[order].astype(np.float64), keys[order])
 
 
-def zipf_ols(counts: IntArray, keys: IntArray) -> ZipfFit | None:
-    """libCacheSim's estimate: α = -slope of ln(frequency) on ln(rank) by least squares, all ranks 1..N."""
+def fit_rank_max(counts: IntArray, keys: IntArray, *, min_count: int = 5, min_ranks: int = 10) -> int:
+    """The fitting range 1..rank_max: the ranks whose keys were accessed at least `min_count` times.
+
+    In a sampled trace most keys are seen once or twice, so the low-count plateau (rank-frequency "steps") is
+    sampling noise, not popularity: fitting through it flattens α badly. When fewer than `min_ranks` ranks are
+    that well sampled, every rank is used.
+    """
+    well = int(keys[counts >= min_count].sum())
+    return well if well >= min_ranks else int(keys.sum())
+
+
+def zipf_ols(counts: IntArray, keys: IntArray, rank_max: int | None = None) -> ZipfFit | None:
+    """libCacheSim's estimate: α = -slope of ln(frequency) on ln(rank) by least squares over ranks 1..rank_max
+    (all ranks when None)."""
     freq = sorted_frequencies(counts, keys)
+    if rank_max is not None:
+        freq = freq[:rank_max]
     if freq.size < 2:
         return None
     x = np.log(np.arange(1, freq.size + 1, dtype=np.float64))
@@ -102,8 +117,9 @@ def harmonic(n: int, alpha: float) -> float:
     return float(s + integral + ends + d1 + d3)
 
 
-def zipf_mle(counts: IntArray, keys: IntArray) -> ZipfFit | None:
-    """Maximum likelihood α of P(rank r) = r^-α / H(N, α), r = 1..N, from the observed rank of every access.
+def zipf_mle(counts: IntArray, keys: IntArray, rank_max: int | None = None) -> ZipfFit | None:
+    """Maximum likelihood α of P(rank r) = r^-α / H(N, α), r = 1..N, from the observed rank of every access;
+    with `rank_max`, of the accesses to ranks 1..rank_max under the truncated law (N = rank_max).
 
     The log-likelihood needs only Σ_accesses ln(rank): a group of `keys` keys with equal `count` occupies
     consecutive ranks r0..r1, contributing count · (lnΓ(r1+1) - lnΓ(r0)).
@@ -111,6 +127,10 @@ def zipf_mle(counts: IntArray, keys: IntArray) -> ZipfFit | None:
     order = np.argsort(-counts, kind="stable")
     c = counts[order].astype(np.float64)
     k = keys[order].astype(np.float64)
+    if rank_max is not None:
+        room = np.clip(rank_max - (np.cumsum(k) - k), 0, None)
+        k = np.minimum(k, room)
+        c, k = c[k > 0], k[k > 0]
     n_keys = int(k.sum())
     if n_keys < 2:
         return None

@@ -127,7 +127,8 @@ def _popularity(c: Collected, nulls: _Nulls) -> dict[str, Any]:
             for r in _records(c.top_keys)
         ],
     }
-    ols, mle = fits.zipf_ols(counts, keys), fits.zipf_mle(counts, keys)
+    rank_max = fits.fit_rank_max(counts, keys)
+    ols, mle = fits.zipf_ols(counts, keys, rank_max), fits.zipf_mle(counts, keys, rank_max)
     if ols is not None and mle is not None:
         out |= {
             "zipf_alpha_ols": ols.alpha,

@@ -22,7 +22,7 @@ from tuner.objective import parse_objective
 from tuner.space import Candidate, apply_overrides, space_for
 from tuner.study import StudyConfig, evaluate_candidate, run_study
 
-SPACE = {
+SPACE: dict[str, dict[str, Any]] = {
     "rein.k": {"low": 2, "high": 8},
     "rein.range_factor": {"low": 1.5, "high": 6.0, "step": 0.5},
     "rein.rate_step": {"low": 0.0, "high": 2.0, "step": 0.5},

@@ -131,6 +131,8 @@ def _selftest(ctx: JobContext) -> dict[str, Any]:
     """A job of N sleeping steps that appends to a marker file: for operators' smoke tests and the crash tests."""
     n, pause = int(ctx.payload.get("steps", 3)), float(ctx.payload.get("sleep_s", 0.1))
     marker = ctx.payload.get("marker")
+    if ctx.attempt <= int(ctx.payload.get("fail_attempts", 0)):
+        raise RuntimeError(f"selftest: attempt {ctx.attempt} fails on purpose")
 
     def one(i: int) -> dict[str, Any]:
         if marker:

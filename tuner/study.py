@@ -157,14 +157,9 @@ def open_storage(url: str) -> Any:
 
 
 def _sampler(config: StudyConfig, worker: int) -> Any:
+    """TPE (multivariate, grouped for conditional spaces, constant liar for parallel workers). Constraints
+    reach it through `Trial.set_constraint` (Optuna 5; `constraints_func` is deprecated)."""
     import optuna
-
-    constraints_func: Callable[[Any], Sequence[float]] | None = None
-    if config.objective.constraints:
-        n = len(config.objective.constraints)
-
-        def constraints_func(t: Any) -> Sequence[float]:
-            return list(t.user_attrs.get("constraints", [0.0] * n))
 
     return optuna.samplers.TPESampler(
         seed=config.sampler_seed + 7919 * worker,
@@ -172,7 +167,6 @@ def _sampler(config: StudyConfig, worker: int) -> Any:
         multivariate=True,
         group=config.space.conditional,
         constant_liar=True,
-        constraints_func=constraints_func,
     )
 
 
@@ -303,9 +297,10 @@ def _run_trial(study: Any, trial: Any, ev: Evaluator, config: StudyConfig) -> An
         trial.set_user_attr(k, res[k])
     trial.set_user_attr("replays", replays)
     if obj.constraints:
-        trial.set_user_attr(
-            "constraints", obj.constraint_values(Metrics.from_dict(res["metrics"]), config.baseline_metrics)
-        )
+        cons = obj.constraint_values(Metrics.from_dict(res["metrics"]), config.baseline_metrics)
+        trial.set_user_attr("constraints", cons)
+        for c, v in zip(obj.constraints, cons, strict=True):
+            trial.set_constraint(c.label, v)
     return study.tell(trial, res["values"])
 
 

@@ -64,13 +64,17 @@ def _rank_frequency(c: Collected) -> Callable[[Axes], None]:
         freq = fits.sorted_frequencies(counts, keys)
         ranks = np.arange(1, freq.size + 1)
         ax.loglog(ranks, freq, ".", markersize=2, label="observed")
-        ols = fits.zipf_ols(counts, keys)
+        rank_max = fits.fit_rank_max(counts, keys)
+        fitted = ranks[:rank_max]
+        ols = fits.zipf_ols(counts, keys, rank_max)
         if ols is not None and ols.intercept is not None:
-            ax.loglog(ranks, np.exp(ols.intercept) * ranks**-ols.alpha, "-", label=f"OLS α={ols.alpha:.2f}")
-        mle = fits.zipf_mle(counts, keys)
+            ax.loglog(fitted, np.exp(ols.intercept) * fitted**-ols.alpha, "-", label=f"OLS α={ols.alpha:.2f}")
+        mle = fits.zipf_mle(counts, keys, rank_max)
         if mle is not None:
-            scale = freq.sum() / fits.harmonic(freq.size, mle.alpha)
-            ax.loglog(ranks, scale * ranks**-mle.alpha, "--", label=f"MLE α={mle.alpha:.2f}")
+            scale = freq[:rank_max].sum() / fits.harmonic(rank_max, mle.alpha)
+            ax.loglog(fitted, scale * fitted**-mle.alpha, "--", label=f"MLE α={mle.alpha:.2f}")
+        if rank_max < freq.size:
+            ax.axvspan(rank_max, freq.size, color="gray", alpha=0.12, label="not fitted (count < 5)")
         ax.set_xlabel("key rank")
         ax.set_ylabel("accesses")
         ax.legend()

@@ -12,6 +12,7 @@ import hashlib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from fastapi import Request
 from python_multipart.exceptions import MultipartParseError
@@ -70,6 +71,12 @@ class _Multipart:
         self._is_file = False
         self._buf = bytearray()
 
+    def callbacks(self) -> Any:
+        """The parser wants a dict of callbacks (python-multipart's MultipartCallbacks)."""
+        names = ("on_part_begin", "on_part_data", "on_part_end", "on_header_field", "on_header_value",
+                 "on_header_end", "on_headers_finished")
+        return {name: getattr(self, name) for name in names}
+
     def on_part_begin(self) -> None:
         self._headers = {}
         self._buf = bytearray()
@@ -122,7 +129,7 @@ async def receive_upload(request: Request, dest: Path, limit: int) -> Received:
             if not boundary:
                 raise Invalid("multipart body without a boundary", field="Content-Type")
             mp = _Multipart(sink)
-            parser = MultipartParser(boundary, mp)  # type: ignore[arg-type]
+            parser = MultipartParser(boundary, mp.callbacks())
             try:
                 async for chunk in request.stream():
                     parser.write(chunk)

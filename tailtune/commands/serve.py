@@ -25,7 +25,8 @@ def serve(
 
     settings = get_settings()
     if create_token is not None:
-        from service.auth import SCOPES, create_token as make
+        from service.auth import SCOPES
+        from service.auth import create_token as make
         from service.deps import database_for
 
         if create_token not in SCOPES:

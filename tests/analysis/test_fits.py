@@ -76,3 +76,29 @@ def test_gpd_recovered_from_lomax_tail() -> None:
 
 def test_gpd_too_few_exceedances_is_none() -> None:
     assert fits.gpd_tail(np.arange(100, dtype=np.float64), 95.0) is None
+
+
+def test_fit_range_skips_the_sampling_plateau_of_a_sparse_trace() -> None:
+    # Zipf(0.8) over 1 M keys, 200 k accesses: most keys are seen once or twice (the plateau of Rein Fig 3b).
+    rng = np.random.default_rng(11)
+    alpha, n = 0.8, 1_000_000
+    p = np.arange(1, n + 1, dtype=np.float64) ** -alpha
+    counts, keys = _count_of_counts(rng.choice(n, size=200_000, p=p / p.sum()))
+    rank_max = fits.fit_rank_max(counts, keys)
+    assert rank_max == int(keys[counts >= 5].sum()) < int(keys.sum())
+    full = fits.zipf_mle(counts, keys)
+    ranged = fits.zipf_mle(counts, keys, rank_max)
+    ols = fits.zipf_ols(counts, keys, rank_max)
+    assert full is not None and ranged is not None and ols is not None
+    assert ranged.rank_max == rank_max and ols.rank_max == rank_max
+    assert abs(full.alpha - alpha) > 0.1  # through the plateau the estimate is far off
+    assert ranged.alpha == pytest.approx(alpha, abs=0.05)
+    assert abs(ranged.alpha - alpha) < abs(full.alpha - alpha) / 3
+    assert ols.alpha == pytest.approx(alpha, abs=0.1)
+
+
+def test_fit_range_uses_every_rank_when_few_are_well_sampled() -> None:
+    counts = np.array([7, 2, 1], dtype=np.int64)
+    keys = np.array([3, 10, 50], dtype=np.int64)
+    assert fits.fit_rank_max(counts, keys) == 63  # only 3 ranks have count >= 5 (< 10): use all
+    assert fits.fit_rank_max(counts, keys, min_count=2, min_ranks=10) == 13

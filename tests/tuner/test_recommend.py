@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
@@ -12,7 +13,7 @@ BASE = Candidate("fifo")
 BEST = Candidate("rein", {"k": 4, "range_factor": 3.0})
 
 
-def _m(p99, p50=1.0):
+def _m(p99: float, p50: float = 1.0) -> Metrics:
     return Metrics(p50_ms=p50, p95_ms=p99 / 2, p99_ms=p99, p999_ms=p99 * 2, mean_ms=p50)
 
 
@@ -36,17 +37,19 @@ def test_verdicts():
     assert not decide(None, None, None, BASE, [10.0], _m(10.0), o).recommend
 
 
-def _t(n, values, constraints=None, state="COMPLETE"):
+def _t(n: int, values: Any, constraints: Any = None, state: str = "COMPLETE") -> Any:
     return SimpleNamespace(number=n, values=values, state=SimpleNamespace(name=state),
                            user_attrs={"constraints": constraints or []})
 
 
 def test_pick_best_respects_constraints_and_pareto():
     trials = [_t(0, [5.0], [0.1]), _t(1, [6.0], [-0.1]), _t(2, [7.0]), _t(3, None, state="PRUNED")]
-    assert pick_best(trials, parse_objective("p99", ["p50<=0%"])).number == 1
+    best = pick_best(trials, parse_objective("p99", ["p50<=0%"]))
+    assert best is not None and best.number == 1
     multi = [_t(0, [1.0, 5.0]), _t(1, [2.0, 2.0]), _t(2, [3.0, 3.0]), _t(3, [0.5, 9.0], [0.2])]
     assert [t.number for t in pareto_front(multi)] == [0, 1, 3]
-    assert pick_best(multi, parse_objective("p50,p99")).number == 0
+    best = pick_best(multi, parse_objective("p50,p99"))
+    assert best is not None and best.number == 0
 
 
 def test_render():

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -15,10 +16,10 @@ REPO = Path(__file__).resolve().parents[2]
 TRIALS = 12
 
 
-def _finished(storage: str) -> list:
-    from tuner.study import open_storage
-
+def _finished(storage: str) -> list[Any]:
     import optuna
+
+    from tuner.study import open_storage
 
     try:
         study = optuna.load_study(study_name="resume", storage=open_storage(storage))

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from typing import Any
+
 import optuna
 import pytest
 
@@ -7,7 +9,7 @@ from tailtune.errors import BadInputError
 from tuner.space import Candidate, apply_overrides, cassandra_space, memcached_space, parse_override, space_for
 
 
-def _param(space, policy, name):
+def _param(space: Any, policy: str, name: str) -> Any:
     return {p.name: p for p in space.policy_space(policy).params}[name]
 
 
@@ -87,12 +89,13 @@ def test_contains():
 
 def test_overrides_parse_and_errors():
     assert parse_override("rein.k=2:6") == ("rein.k", {"low": 2.0, "high": 6.0})
-    assert parse_override("rein.range_factor=1.5:4:0.5") == ("rein.range_factor", {"low": 1.5, "high": 4.0, "step": 0.5})
+    assert parse_override("rein.range_factor=1.5:4:0.5") == (
+        "rein.range_factor", {"low": 1.5, "high": 4.0, "step": 0.5})
     assert parse_override("rein.tau_1=2") == ("rein.tau_1", {"fixed": 2})
     assert parse_override("chisel.merge=1|2|4") == ("chisel.merge", {"choices": [1, 2, 4]})
     sp = apply_overrides(cassandra_space(None), dict([parse_override("rein.k=2:6")]), policies=["rein"])
     assert (_param(sp, "rein", "k").kind, _param(sp, "rein", "k").high) == ("int", 6)
-    with pytest.raises(BadInputError, match="field 'nope.k'"):
+    with pytest.raises(BadInputError, match=r"field 'nope\.k'"):
         apply_overrides(cassandra_space(None), {"nope.k": {"fixed": 1}})
     with pytest.raises(BadInputError, match="unknown policy 'tailz'"):
         apply_overrides(cassandra_space(None), policies=["tailz"])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import pytest
 
@@ -23,7 +24,7 @@ def storage(request, tmp_path):
             "sqlite": f"sqlite:///{tmp_path / 'optuna.db'}"}[request.param]
 
 
-def _finished(study):
+def _finished(study: Any) -> list[Any]:
     return [t for t in study.get_trials(deepcopy=False) if t.state.name in ("COMPLETE", "PRUNED")]
 
 
@@ -55,7 +56,6 @@ def test_cache_and_infeasible_do_not_replay(tmp_path):
     ev = FakeEvaluator()
     bad = Candidate("rein", {**PAPER.params, "k": 8, "rate_step": 2.0})
     run_study(cfg, evaluator=ev, warm_start=[PAPER])
-    study = open_storage  # noqa: F841 - keep the import used
     s = prepare_study(cfg, open_storage(cfg.storage))
     s.enqueue_trial(cfg.space.optuna_params(PAPER))
     s.enqueue_trial(cfg.space.optuna_params(bad))

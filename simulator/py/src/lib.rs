@@ -3,6 +3,7 @@ use pyo3::prelude::*;
 
 mod memcached;
 mod replay;
+mod sized;
 
 /// Model version of the core simulator.
 #[pyfunction]
@@ -15,5 +16,6 @@ fn _kvsim(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(model_version, m)?)?;
     memcached::register_memcached(m)?;
     replay::register_replay(m)?;
+    sized::register_sized(m)?;
     Ok(())
 }

@@ -30,20 +30,20 @@ create_exception!(
     "The workload arrays are inconsistent."
 );
 
-fn to_py(e: SimError) -> PyErr {
+pub(crate) fn to_py(e: SimError) -> PyErr {
     match e {
         SimError::BadParam { .. } => ParameterError::new_err(e.to_string()),
         SimError::BadInput(_) => WorkloadError::new_err(e.to_string()),
     }
 }
 
-fn vec_of<T: Element + Copy>(py: Python<'_>, obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Vec<T>> {
+pub(crate) fn vec_of<T: Element + Copy>(py: Python<'_>, obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Vec<T>> {
     let buf: PyBuffer<T> = PyBuffer::get(obj)
         .map_err(|e| WorkloadError::new_err(format!("{what}: expected a contiguous array of the right dtype ({e})")))?;
     buf.to_vec(py)
 }
 
-fn bytes_of<'py, T: Copy>(py: Python<'py>, v: &[T]) -> Bound<'py, PyBytes> {
+pub(crate) fn bytes_of<'py, T: Copy>(py: Python<'py>, v: &[T]) -> Bound<'py, PyBytes> {
     // SAFETY: plain-old-data numeric slices reinterpreted as bytes (native endianness, read by numpy).
     let b = unsafe { std::slice::from_raw_parts(v.as_ptr() as *const u8, std::mem::size_of_val(v)) };
     PyBytes::new(py, b)
@@ -128,8 +128,8 @@ impl PyCluster {
 
 #[pyclass(module = "kvsim._kvsim", name = "Workload", frozen)]
 pub struct PyWorkload {
-    cluster: Cluster,
-    inner: Workload,
+    pub(crate) cluster: Cluster,
+    pub(crate) inner: Workload,
 }
 
 #[pymethods]
@@ -138,7 +138,7 @@ impl PyWorkload {
     /// (float64 s), per-request clients (uint32) and timestamps (float64 s). Without timestamps arrivals are
     /// Poisson at `load`; with them the trace's times are used, scaled to `load` when it is given.
     #[new]
-    #[pyo3(signature = (cluster, offsets, tokens, *, mean_demand=None, clients=None, timestamps=None, load=None, seed=0))]
+    #[pyo3(signature = (cluster, offsets, tokens, *, mean_demand=None, clients=None, timestamps=None, load=None, seed=0, demand_dist="exponential", demand_sigma=1.0))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -150,7 +150,10 @@ impl PyWorkload {
         timestamps: Option<&Bound<'_, PyAny>>,
         load: Option<f64>,
         seed: u64,
+        demand_dist: &str,
+        demand_sigma: f64,
     ) -> PyResult<Self> {
+        let dist = kvsim_core::demand::DemandDist::from_name(demand_dist, demand_sigma).map_err(to_py)?;
         let offs: Vec<i64> = vec_of(py, offsets, "offsets")?;
         if offs.iter().any(|&o| o < 0) {
             return Err(WorkloadError::new_err("offsets must be ≥ 0"));
@@ -173,7 +176,7 @@ impl PyWorkload {
             seed,
         };
         let c = cluster.inner.clone();
-        let wl = py.detach(|| Workload::materialize(&c, &spec)).map_err(to_py)?;
+        let wl = py.detach(|| Workload::materialize_with(&c, &spec, dist)).map_err(to_py)?;
         Ok(PyWorkload { cluster: c, inner: wl })
     }
 
@@ -226,6 +229,13 @@ impl PyWorkload {
         let res = py
             .detach(|| run(&self.cluster, &self.inner, &cfg, &opts))
             .map_err(to_py)?;
+        result_dict(py, &res)
+    }
+}
+
+/// The replay result as the dict `kvsim.Result` is made from.
+pub(crate) fn result_dict<'py>(py: Python<'py>, res: &kvsim_core::RunResult) -> PyResult<Bound<'py, PyDict>> {
+    {
         let d = PyDict::new(py);
         let s = &res.summary;
         d.set_item("policy", &res.policy)?;

@@ -63,6 +63,8 @@ class Workload:
         timestamps: Any | None = None,
         load: float | None = None,
         seed: int = 0,
+        demand_dist: str = "exponential",
+        demand_sigma: float = 1.0,
     ) -> None: ...
     @property
     def requests(self) -> int: ...
@@ -82,3 +84,27 @@ class Workload:
     ) -> dict[str, Any]: ...
 
 # ---- end replay core --------------------------------------------------------------------------------------
+
+# ---- replica selection, sizes (issue 4) -------------------------------------------------------------------
+def replica_names() -> list[str]: ...
+def replica_defaults(name: str) -> list[tuple[str, float]]: ...
+def default_demand_model(service_rate: float) -> tuple[float, float]: ...
+def large_filter(
+    tokens: Any, sizes: Any, query: Any, thr_l_bytes: float, fp: float = ..., parts: int = 1
+) -> tuple[bytes, float, int, int]: ...
+def replay_ext(
+    workload: Workload,
+    policy: str,
+    params: list[tuple[str, float]],
+    *,
+    replica: str = "round-robin",
+    replica_params: list[tuple[str, float]] = ...,
+    warmup: float = 0.1,
+    record_ops: bool = False,
+    size_aware_cost: bool = False,
+    large_est: Any | None = None,
+    large_true: Any | None = None,
+    seed: int = 0,
+) -> dict[str, Any]: ...
+
+# ---- end replica selection --------------------------------------------------------------------------------

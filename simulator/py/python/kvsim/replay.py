@@ -190,6 +190,8 @@ class Workload:
         timestamps: npt.ArrayLike | None = None,
         load: float | None = 0.75,
         seed: int = 0,
+        demand_dist: str = "exponential",
+        demand_sigma: float = 1.0,
     ) -> None:
         if (keys is None) == (tokens is None):
             raise WorkloadError("give exactly one of keys= or tokens=")
@@ -210,6 +212,8 @@ class Workload:
             timestamps=None if timestamps is None else np.ascontiguousarray(timestamps, dtype=np.float64),
             load=load,
             seed=seed,
+            demand_dist=demand_dist,
+            demand_sigma=float(demand_sigma),
         )
 
     @property
@@ -245,30 +249,35 @@ class Workload:
         d = self._raw.replay(
             policy, plist, warmup=warmup, record_ops=record_ops, size_aware_cost=size_aware_cost
         )
-        records = None
-        if "records" in d:
-            records = {k: np.frombuffer(v, dtype=_RECORD_DTYPES[k]) for k, v in d["records"].items()}
-        wall = float(d["sim_wall_s"])
-        return Result(
-            policy=str(d["policy"]),
-            params={str(k): float(v) for k, v in d["params"]},
-            p50_ms=float(d["p50_ms"]),
-            p95_ms=float(d["p95_ms"]),
-            p99_ms=float(d["p99_ms"]),
-            p999_ms=float(d["p999_ms"]),
-            mean_ms=float(d["mean_ms"]),
-            requests=int(d["requests"]),
-            ops=int(d["ops"]),
-            events=int(d["events"]),
-            utilization=float(d["utilization"]),
-            server_load_max=float(d["server_load_max"]),
-            steady_state=bool(d["steady_state"]),
-            sim_wall_s=wall,
-            events_per_s=float(d["events"]) / wall if wall > 0 else 0.0,
-            measured=int(d["measured"]),
-            half_ratio=float(d["half_ratio"]),
-            bytes_per_op=float(d["bytes_per_op"]),
-            server_load=np.frombuffer(d["server_load"], dtype=np.float64),
-            latency_ms=np.frombuffer(d["latency_ns"], dtype=np.uint64).astype(np.float64) / 1e6,
-            records=records,
-        )
+        return result_from_dict(d)
+
+
+def result_from_dict(d: dict[str, Any]) -> Result:
+    """A `Result` from the dict of the binding's replay functions."""
+    records = None
+    if "records" in d:
+        records = {k: np.frombuffer(v, dtype=_RECORD_DTYPES[k]) for k, v in d["records"].items()}
+    wall = float(d["sim_wall_s"])
+    return Result(
+        policy=str(d["policy"]),
+        params={str(k): float(v) for k, v in d["params"]},
+        p50_ms=float(d["p50_ms"]),
+        p95_ms=float(d["p95_ms"]),
+        p99_ms=float(d["p99_ms"]),
+        p999_ms=float(d["p999_ms"]),
+        mean_ms=float(d["mean_ms"]),
+        requests=int(d["requests"]),
+        ops=int(d["ops"]),
+        events=int(d["events"]),
+        utilization=float(d["utilization"]),
+        server_load_max=float(d["server_load_max"]),
+        steady_state=bool(d["steady_state"]),
+        sim_wall_s=wall,
+        events_per_s=float(d["events"]) / wall if wall > 0 else 0.0,
+        measured=int(d["measured"]),
+        half_ratio=float(d["half_ratio"]),
+        bytes_per_op=float(d["bytes_per_op"]),
+        server_load=np.frombuffer(d["server_load"], dtype=np.float64),
+        latency_ms=np.frombuffer(d["latency_ns"], dtype=np.uint64).astype(np.float64) / 1e6,
+        records=records,
+    )

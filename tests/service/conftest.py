@@ -1,0 +1,90 @@
+"""Service fixtures: an app with an isolated TAILTUNE_HOME and tokens, and real memcached/Cassandra servers.
+
+The servers are session-scoped, bound to free 127.0.0.1 ports, and always stopped (context managers).
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from service.auth import create_token
+from service.db import Database
+from service.deps import database_for
+from service.main import create_app
+from service.testing.cassandra_server import CassandraNode, running_cassandra
+from service.testing.memcached_server import MemcachedNode
+from tailtune.settings import Settings, get_settings
+
+FAST_ENV = {
+    "TAILTUNE_WORKER_LEASE_S": "2",
+    "TAILTUNE_WORKER_POLL_S": "0.05",
+    "TAILTUNE_JOB_BACKOFF_S": "0.01",
+    "TAILTUNE_PUBLISH_BACKOFF_S": "0.05",
+    "TAILTUNE_PUBLISH_TIMEOUT_S": "1.5",
+    "TAILTUNE_PUBLISH_ATTEMPTS": "3",
+    "TAILTUNE_OPEN_READS_ON_LOCALHOST": "true",
+}
+
+
+@dataclass
+class Svc:
+    home: Path
+    settings: Settings
+    db: Database
+    client: TestClient
+    write: dict[str, str]
+    read: dict[str, str]
+
+
+@pytest.fixture
+def svc(tailtune_home: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Svc]:
+    for k, v in FAST_ENV.items():
+        monkeypatch.setenv(k, v)
+    get_settings.cache_clear()
+    settings = get_settings()
+    db = database_for(settings.resolved_database_url)
+    write = {"Authorization": f"Bearer {create_token(db, 'test-writer', 'write')}"}
+    read = {"Authorization": f"Bearer {create_token(db, 'test-reader', 'read')}"}
+    with TestClient(create_app(settings)) as client:
+        yield Svc(tailtune_home, settings, db, client, write, read)
+    db.dispose()
+
+
+@pytest.fixture(scope="session")
+def memcached_node() -> Iterator[MemcachedNode]:
+    if shutil.which("memcached") is None:
+        pytest.skip("memcached is not installed (apt-get install -y memcached)")
+    node = MemcachedNode()
+    node.start()
+    try:
+        yield node
+    finally:
+        node.close()
+
+
+@pytest.fixture(scope="session")
+def cassandra_node() -> Iterator[CassandraNode]:
+    if shutil.which("java") is None or shutil.which("mvn") is None:
+        pytest.skip("java/mvn not installed (scripts/setup.sh installs them)")
+    with running_cassandra(heap="384M") as node:
+        yield node
+
+
+def memcached_deployment(name: str, servers: list[str]) -> dict[str, object]:
+    return {"name": name, "kind": "memcached", "timezone": "Europe/Berlin",
+            "topology": {"servers": 4, "slots": 8, "replication": 1},
+            "connection": {"servers": servers},
+            "current_config": {"policy": "batching", "params": {"batch": 1}}}
+
+
+def cassandra_deployment(name: str, port: int, keyspace: str = "tailtune_test") -> dict[str, object]:
+    return {"name": name, "kind": "cassandra", "timezone": "UTC",
+            "topology": {"servers": 6, "slots": 4, "replication": 3},
+            "connection": {"contact_points": ["127.0.0.1"], "port": port, "keyspace": keyspace},
+            "current_config": {"policy": "fifo", "params": {}}}

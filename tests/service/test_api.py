@@ -1,0 +1,176 @@
+"""TestClient tests of every resource: deployments, jobs, schedules, configs, analyses, health, auth, errors."""
+
+from __future__ import annotations
+
+import hashlib
+
+from fastapi.testclient import TestClient
+from sqlalchemy import select
+
+from jobs.worker import Worker
+from service.db import ApiTokenRow
+from service.main import create_app
+from tests.service.conftest import Svc, memcached_deployment
+
+API = "/api/v1"
+
+
+def _deployment(svc: Svc, name: str = "cache-eu") -> int:
+    r = svc.client.post(f"{API}/deployments", json=memcached_deployment(name, ["127.0.0.1:1"]), headers=svc.write)
+    assert r.status_code == 201, r.text
+    return int(r.json()["id"])
+
+
+def test_openapi_lists_every_resource(svc: Svc) -> None:
+    paths = svc.client.get("/openapi.json").json()["paths"]
+    for resource in ("traces", "analyses", "deployments", "jobs", "schedules", "configs", "health"):
+        assert any(p.startswith(f"{API}/{resource}") for p in paths), resource
+    assert svc.client.get("/docs").status_code == 200
+
+
+def test_deployment_crud_and_field_errors(svc: Svc) -> None:
+    dep_id = _deployment(svc)
+    got = svc.client.get(f"{API}/deployments/{dep_id}", headers=svc.read).json()
+    assert got["name"] == "cache-eu" and got["kind"] == "memcached" and got["timezone"] == "Europe/Berlin"
+    assert got["topology"] == {"servers": 4, "slots": 8, "replication": 1, "service_rate_per_s": None,
+                               "network_ms": 0.0}
+    r = svc.client.patch(f"{API}/deployments/{dep_id}", json={"timezone": "America/New_York"}, headers=svc.write)
+    assert r.json()["timezone"] == "America/New_York"
+    # same name again → 409 naming the field
+    r = svc.client.post(f"{API}/deployments", json=memcached_deployment("cache-eu", ["127.0.0.1:1"]),
+                        headers=svc.write)
+    assert r.status_code == 409 and r.json()["field"] == "name"
+    # bad fields → 422 naming each
+    bad = memcached_deployment("Bad Name!", ["127.0.0.1:1"])
+    r = svc.client.post(f"{API}/deployments", json=bad, headers=svc.write)
+    assert r.status_code == 422 and r.json()["field"] == "name"
+    bad = memcached_deployment("ok", ["nohostport"])
+    assert svc.client.post(f"{API}/deployments", json=bad, headers=svc.write).json()["field"] == "connection.servers"
+    bad = {**memcached_deployment("ok", ["h:1"]), "timezone": "Mars/Olympus"}
+    assert svc.client.post(f"{API}/deployments", json=bad, headers=svc.write).json()["field"] == "timezone"
+    bad = {**memcached_deployment("ok", ["h:1"]), "topology": {"servers": 2, "replication": 3}}
+    r = svc.client.post(f"{API}/deployments", json=bad, headers=svc.write)
+    assert r.status_code == 422 and r.json()["field"].startswith("topology")
+    assert svc.client.get(f"{API}/deployments/999", headers=svc.read).json()["field"] == "deployment_id"
+    assert svc.client.delete(f"{API}/deployments/{dep_id}", headers=svc.write).status_code == 204
+    assert svc.client.get(f"{API}/deployments", headers=svc.read).json() == []
+
+
+def test_auth_scopes_and_hashed_tokens(svc: Svc) -> None:
+    body = memcached_deployment("x1", ["h:1"])
+    r = svc.client.post(f"{API}/deployments", json=body)
+    assert r.status_code == 401 and r.json()["field"] == "Authorization"
+    r = svc.client.post(f"{API}/deployments", json=body, headers=svc.read)
+    assert r.status_code == 403
+    r = svc.client.get(f"{API}/deployments", headers={"Authorization": "Bearer nope"})
+    assert r.status_code == 401
+    assert svc.client.get(f"{API}/deployments").status_code == 401  # "testclient" is not localhost
+    # only hashes are stored
+    token = svc.write["Authorization"].split()[1]
+    with svc.db.session() as s:
+        stored = set(s.scalars(select(ApiTokenRow.sha256)))
+    assert hashlib.sha256(token.encode()).hexdigest() in stored and token not in stored
+    # reads open from localhost, writes never
+    with TestClient(create_app(svc.settings), client=("127.0.0.1", 40000)) as local:
+        assert local.get(f"{API}/deployments").status_code == 200
+        assert local.post(f"{API}/deployments", json=body).status_code == 401
+
+
+def test_settings_token_hashes(svc: Svc, monkeypatch) -> None:
+    from tailtune.settings import get_settings
+
+    digest = hashlib.sha256(b"from-settings").hexdigest()
+    monkeypatch.setenv("TAILTUNE_API_TOKENS", f'["read:{digest}"]')
+    get_settings.cache_clear()
+    with TestClient(create_app()) as c:
+        h = {"Authorization": "Bearer from-settings"}
+        assert c.get(f"{API}/deployments", headers=h).status_code == 200
+        assert c.post(f"{API}/deployments", json=memcached_deployment("z", ["h:1"]), headers=h).status_code == 403
+
+
+def test_jobs_run_now_list_show_cancel(svc: Svc) -> None:
+    dep_id = _deployment(svc)
+    r = svc.client.post(f"{API}/jobs", json={"deployment_id": dep_id, "tune": {"trials": 5}}, headers=svc.write)
+    assert r.status_code == 202
+    job = r.json()
+    assert job["status"] == "queued" and job["kind"] == "nightly" and job["payload"]["tune"] == {"trials": 5}
+    assert [j["id"] for j in svc.client.get(f"{API}/jobs?deployment_id={dep_id}", headers=svc.read).json()] == [
+        job["id"]]
+    assert svc.client.get(f"{API}/jobs?status=bogus", headers=svc.read).json()["field"] == "status"
+    r = svc.client.post(f"{API}/jobs/{job['id']}/cancel", headers=svc.write)
+    assert r.json()["status"] == "cancelled"
+    assert svc.client.post(f"{API}/jobs/{job['id']}/cancel", headers=svc.write).status_code == 409
+    assert svc.client.post(f"{API}/jobs", json={"deployment_id": 999}, headers=svc.write).status_code == 404
+    assert svc.client.get(f"{API}/jobs/12345", headers=svc.read).status_code == 404
+
+
+def test_schedules(svc: Svc) -> None:
+    dep_id = _deployment(svc)
+    r = svc.client.post(f"{API}/schedules", json={"deployment_id": dep_id}, headers=svc.write)
+    assert r.status_code == 201
+    sched = r.json()
+    assert sched["cron"] == "0 2 * * *" and sched["timezone"] == "Europe/Berlin"  # nightly, deployment's zone
+    nxt = sched["next_run"]
+    assert nxt is not None
+    r = svc.client.post(f"{API}/schedules", json={"deployment_id": dep_id, "cron": "61 * * * *"}, headers=svc.write)
+    assert r.status_code == 422 and r.json()["field"] == "cron"
+    r = svc.client.patch(f"{API}/schedules/{sched['id']}", json={"enabled": False}, headers=svc.write)
+    assert r.json()["enabled"] is False and r.json()["next_run"] is None
+    assert len(svc.client.get(f"{API}/schedules?deployment_id={dep_id}", headers=svc.read).json()) == 1
+    assert svc.client.delete(f"{API}/schedules/{sched['id']}", headers=svc.write).status_code == 204
+
+
+def test_configs_etag_history_diff_rollback(svc: Svc) -> None:
+    dep_id = _deployment(svc)
+    c = svc.client
+    assert c.get(f"{API}/configs/{dep_id}", headers=svc.read).status_code == 404
+    v1 = {"policy": "chisel", "params": {"thr_l": 1024, "batch": 4}}
+    v2 = {"policy": "chisel", "params": {"thr_l": 2048, "window_us": 50}}
+    r = c.post(f"{API}/configs/{dep_id}/versions", json={"config": v1, "publish": False}, headers=svc.write)
+    assert r.status_code == 201 and r.json()["version"] == 1
+    r = c.post(f"{API}/configs/{dep_id}/versions", json={"config": v2}, headers=svc.write)
+    assert r.json()["version"] == 2 and r.json()["job_id"] is not None  # publish job queued
+    r = c.get(f"{API}/configs/{dep_id}", headers=svc.read)
+    assert r.status_code == 200 and r.json()["version"] == 2 and r.json()["config"] == v2
+    etag = r.headers["etag"]
+    assert etag == f'"{dep_id}-2"'
+    r = c.get(f"{API}/configs/{dep_id}", headers={**svc.read, "If-None-Match": etag})
+    assert r.status_code == 304 and r.content == b""
+    d = c.get(f"{API}/configs/{dep_id}/diff?from=1&to=2", headers=svc.read).json()
+    assert d == {"from_version": 1, "to_version": 2, "added": {"params.window_us": 50},
+                 "removed": {"params.batch": 4}, "changed": {"params.thr_l": {"from": 1024, "to": 2048}}}
+    r = c.post(f"{API}/configs/{dep_id}/rollback", json={"version": 1}, headers=svc.write)
+    assert r.status_code == 201 and r.json()["version"] == 3 and r.json()["source"] == "rollback"
+    r = c.get(f"{API}/configs/{dep_id}", headers={**svc.read, "If-None-Match": etag})
+    assert r.status_code == 200 and r.json()["config"] == v1 and r.headers["etag"] == f'"{dep_id}-3"'
+    assert [v["version"] for v in c.get(f"{API}/configs/{dep_id}/versions", headers=svc.read).json()] == [3, 2, 1]
+    r = c.post(f"{API}/configs/{dep_id}/versions", json={"config": {"params": {}}}, headers=svc.write)
+    assert r.status_code == 422 and r.json()["field"] == "config.policy"
+    r = c.post(f"{API}/configs/{dep_id}/publish", json={}, headers=svc.write)
+    assert r.status_code == 202 and r.json()["version"] == 3
+    assert c.get(f"{API}/configs/{dep_id}/versions/9", headers=svc.read).json()["field"] == "version"
+
+
+def test_analyses_errors(svc: Svc) -> None:
+    c = svc.client
+    r = c.post(f"{API}/analyses", json={"trace_id": 42}, headers=svc.write)
+    assert r.status_code == 404 and r.json()["field"] == "trace_id"
+    r = c.post(f"{API}/analyses", json={}, headers=svc.write)
+    assert r.status_code == 422
+    r = c.post(f"{API}/analyses", json={"dataset_id": "../../etc"}, headers=svc.write)
+    assert r.status_code == 422 and r.json()["field"] == "dataset_id"
+    assert c.get(f"{API}/analyses/3/summary.json", headers=svc.read).status_code == 404
+
+
+def test_health_and_readiness(svc: Svc) -> None:
+    assert svc.client.get(f"{API}/health").json() == {"status": "ok"}
+    _deployment(svc)
+    r = svc.client.get(f"{API}/health/ready", headers=svc.read)
+    assert r.status_code == 503
+    body = r.json()
+    checks = {c["name"]: c["ok"] for c in body["checks"]}
+    assert checks == {"database": True, "worker": False, "mlflow": True}
+    assert body["targets"][0]["name"] == "cache-eu (memcached)" and body["targets"][0]["ok"] is False
+    Worker(svc.settings, svc.db, "w-health", schedule=False).beat()
+    r = svc.client.get(f"{API}/health/ready", headers=svc.read)
+    assert r.status_code == 200 and r.json()["ready"] is True
