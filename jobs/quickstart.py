@@ -1,7 +1,8 @@
 """The main job on embedded defaults (the README's first command runs it).
 
-Today: generate a bundled `soundcloud`-profile trace, ingest it into TAILTUNE_HOME, print the dataset summary.
-Later stages (analysis → tuning → recommendation) extend this same job.
+generate a `soundcloud`-profile trace → ingest it into TAILTUNE_HOME → analyze it with Spark (summary.json under
+TAILTUNE_HOME/analyses/<id>/, skipped with a note if Spark is unavailable) → tune the Cassandra scheduler with a
+small budget (tracked in MLflow) → print the recommendation.
 """
 
 from __future__ import annotations
@@ -13,29 +14,79 @@ from ingest.generate import write_trace
 from ingest.pipeline import ingest_file
 from tailtune.console import err_console, out_console
 from tailtune.errors import TailtuneError
-from tailtune.settings import get_settings
+from tailtune.settings import Settings, get_settings
 
 __all__ = ["main", "run"]
 
 
-def run(*, profile: str = "soundcloud", requests: int = 20_000, seed: int = 1) -> str:
-    """Generate → ingest; returns the dataset id."""
+def run(*, profile: str = "soundcloud", requests: int = 20_000, seed: int = 1, trials: int = 30,
+        analyze: bool = True) -> str:
+    """Generate → ingest → analyze → tune; returns the dataset id."""
     settings = get_settings()
     settings.tmp_dir.mkdir(parents=True, exist_ok=True)
     trace = settings.home_dir / "demo" / f"{profile}-{requests}-seed{seed}.parquet"
     trace.parent.mkdir(parents=True, exist_ok=True)
     out_console.rule(f"[bold]tailtune quickstart[/] — TAILTUNE_HOME={settings.home_dir}")
-    out_console.print(f"1/2 generate: profile [cyan]{profile}[/], {requests:,} requests, seed {seed} → {trace}")
+    out_console.print(f"1/4 generate: profile [cyan]{profile}[/], {requests:,} requests, seed {seed} → {trace}")
     write_trace(trace, profile, requests, seed)
-    out_console.print("2/2 ingest")
+    out_console.print("2/4 ingest")
     info = ingest_file(trace, settings=settings)
     m = info.manifest
     out_console.print(
         f"\n[bold green]dataset {info.id}[/] ({info.name}): {m['rows']:,} rows, {m['requests']:,} requests, "
         f"{m['distinct_keys']:,} distinct keys, span {m['ts_max'] - m['ts_min']:.1f} s"
     )
-    out_console.print(f"next: [bold].venv/bin/tailtune datasets show {info.id}[/]")
+    if analyze:
+        _analyze(info.id, settings)
+    _tune(info.id, trials)
     return info.id
+
+
+def _analyze(dataset_id: str, settings: Settings) -> None:
+    out_console.print("3/4 analyze (Spark)")
+    try:
+        from jobs.characterize import run as characterize
+    except ImportError:
+        out_console.print("  [yellow]skipped[/]: no analysis job in this build")
+        return
+    out = settings.home_dir / "analyses" / dataset_id
+    try:
+        doc = characterize(dataset_id, out, dataset=True, settings=settings)
+    except TailtuneError:
+        raise
+    except Exception as exc:  # Spark/Java problems must not stop the demo: the tuner falls back to defaults
+        out_console.print(f"  [yellow]skipped[/]: analysis failed ({type(exc).__name__}: {exc})")
+        return
+    for line in doc.get("findings", [])[:4]:
+        out_console.print(f"  • {line}", highlight=False)
+    out_console.print(f"  wrote {out}/summary.json")
+
+
+def _tune(dataset_id: str, trials: int) -> None:
+    from tailtune.console import progress
+    from tuner.source import WorkloadSource
+    from tuner.tune import TuneRequest, run_tune
+
+    out_console.print(f"4/4 tune: cassandra scheduler, {trials} trials × 2 seeds")
+    with progress() as bar:
+        task = bar.add_task("tuning", total=trials)
+
+        def on_progress(done: int, total: int, best: float | None) -> None:
+            bar.update(task, completed=min(done, total), description=f"trial {done}/{total}")
+
+        doc = run_tune(TuneRequest(source=WorkloadSource(dataset=dataset_id), deployment="cassandra",
+                                   trials=trials, seeds=2), on_progress=on_progress)
+    color = "green" if doc["verdict"] == "recommend" else "yellow"
+    params = ", ".join(f"{k}={v}" for k, v in doc["params"].items())
+    out_console.print(f"\n[bold {color}]{doc['verdict']}[/]: [bold]{doc['policy']}[/] {params}")
+    out_console.print(f"  {doc['reason']}", highlight=False)
+    for label, m in (("expected", doc["expected"]), (f"current ({doc['baseline']['policy']})", doc["baseline"]),
+                     (f"paper default ({doc['paper_default']['policy']})", doc["paper_default"])):
+        out_console.print(f"  {label:26s} p50 {m['p50_ms']:.3f} ms  p99 {m['p99_ms']:.3f} ms", highlight=False)
+    out_console.print("  Cassandra config (a Rein-patched node reads):")
+    out_console.print(doc["render"]["properties"], highlight=False, markup=False)
+    out_console.print(f"study {doc['study']} · MLflow run {doc['mlflow_run_id']} "
+                      f"(mlflow ui --backend-store-uri {get_settings().resolved_mlflow_tracking_uri})")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -43,9 +94,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--profile", default="soundcloud")
     parser.add_argument("--requests", type=int, default=20_000)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--trials", type=int, default=30)
+    parser.add_argument("--no-analyze", action="store_true", help="skip the Spark characterization")
     args = parser.parse_args(argv)
     try:
-        run(profile=args.profile, requests=args.requests, seed=args.seed)
+        run(profile=args.profile, requests=args.requests, seed=args.seed, trials=args.trials,
+            analyze=not args.no_analyze)
     except TailtuneError as exc:
         err_console.print(f"[bold red]error:[/] {exc}")
         sys.exit(exc.exit_code)

@@ -19,7 +19,7 @@ from service.db import ApiTokenRow, Database
 from service.errors import Forbidden, Invalid, Unauthorized
 from tailtune.settings import Settings
 
-__all__ = ["SCOPES", "Principal", "authenticate", "create_token", "hash_token"]
+__all__ = ["SCOPES", "Principal", "authenticate", "create_token", "hash_token", "quick_read_principal"]
 
 SCOPES = ("read", "write")
 LOCALHOSTS = frozenset({"127.0.0.1", "::1", "localhost"})
@@ -58,6 +58,14 @@ class _TokenCache:
         with self._lock:
             self._by_url.clear()
 
+    def peek(self, db: Database, digest: str) -> Principal | None:
+        """A fresh cached answer or None — never touches the DB (for the config-fetch fast path)."""
+        with self._lock:
+            hit = self._by_url.get(db.url)
+        if hit is None or time.monotonic() - hit[0] > _CACHE_S:
+            return None
+        return hit[1].get(digest)
+
     def lookup(self, db: Database, digest: str) -> Principal | None:
         now = time.monotonic()
         with self._lock:
@@ -81,6 +89,18 @@ def _from_settings(settings: Settings, digest: str) -> Principal | None:
         if scope in SCOPES and secrets.compare_digest(hexdigest.strip().lower(), digest):
             return Principal("settings", scope)
     return None
+
+
+def quick_read_principal(headers: dict[bytes, bytes], client: str, settings: Settings, db: Database
+                         ) -> Principal | None:
+    """Read access decided from memory only (tokens cached, settings hashes, localhost); None → ask `authenticate`."""
+    header = headers.get(b"authorization", b"").decode("latin-1")
+    kind, _, token = header.partition(" ")
+    if not token or kind.lower() != "bearer":
+        ok = settings.open_reads_on_localhost and client in LOCALHOSTS
+        return Principal("localhost", "read") if ok else None
+    digest = hash_token(token.strip())
+    return _from_settings(settings, digest) or _cache.peek(db, digest)
 
 
 def authenticate(request: Request, settings: Settings, db: Database, *, scope: str) -> Principal:

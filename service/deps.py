@@ -1,4 +1,8 @@
-"""Typed FastAPI dependencies: settings (cached), the metadata DB, a per-request session, and auth scopes."""
+"""Typed FastAPI dependencies: settings (cached), the metadata DB, a per-request session, and auth scopes.
+
+The non-blocking ones are `async def` so FastAPI does not hop to its thread pool for them (the token table is
+cached in memory; it is re-read from the DB at most every 2 s).
+"""
 
 from __future__ import annotations
 
@@ -25,7 +29,7 @@ __all__ = [
 ]
 
 
-def settings_dep() -> Settings:
+async def settings_dep() -> Settings:
     """The process-wide cached Settings (override in tests with `app.dependency_overrides`)."""
     return get_settings()
 
@@ -39,7 +43,7 @@ def database_for(url: str) -> Database:
     return Database(url)
 
 
-def get_database(settings: SettingsDep) -> Database:
+async def get_database(settings: SettingsDep) -> Database:
     return database_for(settings.resolved_database_url)
 
 
@@ -54,11 +58,11 @@ def get_session(db: DbDep) -> Iterator[Session]:
 SessionDep = Annotated[Session, Depends(get_session)]
 
 
-def require_read(request: Request, settings: SettingsDep, db: DbDep) -> Principal:
+async def require_read(request: Request, settings: SettingsDep, db: DbDep) -> Principal:
     return authenticate(request, settings, db, scope="read")
 
 
-def require_write(request: Request, settings: SettingsDep, db: DbDep) -> Principal:
+async def require_write(request: Request, settings: SettingsDep, db: DbDep) -> Principal:
     return authenticate(request, settings, db, scope="write")
 
 

@@ -8,6 +8,7 @@ from contextlib import asynccontextmanager
 from fastapi import APIRouter, FastAPI
 
 from service.analyses.router import router as analyses
+from service.configs.fastpath import ConfigFastPath
 from service.configs.router import router as configs
 from service.deployments.router import router as deployments
 from service.deps import database_for
@@ -38,4 +39,5 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         api.include_router(router)
     app.include_router(api)
     install_error_handlers(app)
+    app.add_middleware(ConfigFastPath)
     return app

@@ -44,6 +44,8 @@ class Settings(BaseSettings):
     publish_attempts: int = Field(default=4, description="Attempts of one publish to one target.")
     publish_backoff_s: float = Field(default=0.5, description="Publish retry backoff: base * 2**(attempt-1) s.")
     publish_timeout_s: float = Field(default=5.0, description="Timeout of one request to a publish target.")
+    config_cache_s: float = Field(default=1.0, description="How long the API may serve a deployment's latest "
+                                  "config from memory before re-reading the DB (bounds staleness of GET /configs).")
     scheduler_catchup_s: float = Field(default=6 * 3600.0, description="After an outage, a missed cron slot "
                                        "younger than this is run once; older slots are skipped.")
 

@@ -118,12 +118,11 @@ def load_table(
     return table
 
 
-def workload_from_table(
-    table: pa.Table, cluster: kvsim.Cluster, spec: SimulationSpec, *, source: str = "trace"
-) -> kvsim.Workload:
-    """Groups rows into requests (ordered by their first timestamp, then id) and materializes a workload."""
-    import kvsim
-
+def request_layout(
+    table: pa.Table, spec: SimulationSpec, *, source: str = "trace"
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[Any], npt.NDArray[np.float64] | None]:
+    """Groups rows into requests (ordered by their first timestamp, then id): (offsets, row order, keys in that
+    order, request timestamps or None)."""
     for col in _REQUIRED:
         if col not in table.column_names:
             raise BadInputError.single(source, "required column is missing", line=1, field=col)
@@ -154,6 +153,16 @@ def workload_from_table(
     timestamps = first_ts[req_order] if (spec.use_timestamps and ts is not None) else None
     if spec.use_timestamps and ts is None:
         raise BadInputError.single(source, "--use-timestamps needs a ts column", field="ts")
+    return offsets, row_order, keys, timestamps
+
+
+def workload_from_table(
+    table: pa.Table, cluster: kvsim.Cluster, spec: SimulationSpec, *, source: str = "trace"
+) -> kvsim.Workload:
+    """Groups rows into requests (ordered by their first timestamp, then id) and materializes a workload."""
+    import kvsim
+
+    offsets, _, keys, timestamps = request_layout(table, spec, source=source)
     try:
         return kvsim.Workload(
             cluster,

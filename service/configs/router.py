@@ -5,31 +5,37 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, Query, Request, Response, status
+from fastapi.concurrency import run_in_threadpool
 
 from service.configs import service
+from service.configs.cache import Latest, etag_of, latest_cache
 from service.configs.schemas import ConfigCreate, ConfigDiff, ConfigOut, PublishRequest, RollbackRequest
-from service.deps import ReadAuth, SessionDep, SettingsDep, WriteAuth
+from service.db import Database
+from service.deps import DbDep, ReadAuth, SessionDep, SettingsDep, WriteAuth
 
 __all__ = ["router"]
 
 router = APIRouter(prefix="/configs", tags=["configs"])
 
 
-def etag_of(deployment_id: int, version: int) -> str:
-    return f'"{deployment_id}-{version}"'
+def _load_latest(db: Database, deployment_id: int) -> Latest:
+    with db.session() as s:
+        row = service.latest(s, deployment_id)
+        return Latest(etag_of(deployment_id, row.version), ConfigOut.of(row).model_dump_json().encode())
 
 
 @router.get("/{deployment_id}", response_model=ConfigOut, responses={304: {"description": "Not modified"}})
-def latest(deployment_id: int, request: Request, s: SessionDep, _: ReadAuth) -> Any:
+async def latest(deployment_id: int, request: Request, db: DbDep, settings: SettingsDep, _: ReadAuth) -> Any:
     """The recommended config: the latest accepted version. Send `If-None-Match` to poll cheaply."""
-    row = service.latest(s, deployment_id)
-    etag = etag_of(deployment_id, row.version)
+    entry = latest_cache.get(db, deployment_id, settings.config_cache_s)
+    if entry is None:
+        entry = await run_in_threadpool(_load_latest, db, deployment_id)
+        latest_cache.put(db, deployment_id, entry)
+    headers = {"ETag": entry.etag, "Cache-Control": "no-cache"}
     wanted = request.headers.get("if-none-match")
-    headers = {"ETag": etag, "Cache-Control": "no-cache"}
-    if wanted is not None and (wanted.strip() == "*" or etag in [t.strip() for t in wanted.split(",")]):
+    if wanted is not None and (wanted.strip() == "*" or entry.etag in [t.strip() for t in wanted.split(",")]):
         return Response(status_code=status.HTTP_304_NOT_MODIFIED, headers=headers)
-    body = ConfigOut.of(row).model_dump_json()
-    return Response(content=body, media_type="application/json", headers=headers)
+    return Response(content=entry.body, media_type="application/json", headers=headers)
 
 
 @router.get("/{deployment_id}/versions")

@@ -10,6 +10,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from service.common import now
+from service.configs.cache import latest_cache
 from service.configs.schemas import ConfigDiff
 from service.db import ConfigVersionRow, DeploymentRow, JobRow
 from service.errors import Invalid, Missing
@@ -62,6 +63,7 @@ def add_version(
                 s.flush()
         except IntegrityError:
             continue
+        latest_cache.drop(deployment_id)
         return row
     raise Invalid("too many concurrent config writes; retry", field="version")
 

@@ -39,13 +39,18 @@ class CassandraPublisher(Publisher):
         return str(self.connection.get("keyspace", "tailtune"))
 
     def _connect(self) -> tuple[Any, Any]:
-        from cassandra.cluster import Cluster
+        from cassandra import ConsistencyLevel
+        from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
         from cassandra.policies import RoundRobinPolicy
 
         points = list(self.connection.get("contact_points", []))
+        profile = ExecutionProfile(
+            load_balancing_policy=RoundRobinPolicy(), request_timeout=self.timeout_s,
+            consistency_level=ConsistencyLevel.QUORUM, serial_consistency_level=ConsistencyLevel.SERIAL,
+        )
         cluster = Cluster(
             points, port=int(self.connection.get("port", 9042)), protocol_version=5,
-            load_balancing_policy=RoundRobinPolicy(), connect_timeout=self.timeout_s,
+            execution_profiles={EXEC_PROFILE_DEFAULT: profile}, connect_timeout=self.timeout_s,
             control_connection_timeout=self.timeout_s, executor_threads=1,
         )
         try:
@@ -53,7 +58,6 @@ class CassandraPublisher(Publisher):
         except Exception as exc:
             cluster.shutdown()
             raise TargetUnavailable(f"cassandra {points}: {exc}") from exc
-        session.default_timeout = self.timeout_s
         return cluster, session
 
     def _transient(self) -> tuple[type[BaseException], ...]:
@@ -62,9 +66,6 @@ class CassandraPublisher(Publisher):
         return (DriverException, RequestExecutionException, OSError)
 
     def publish(self, version: int, config: dict[str, Any]) -> PublishOutcome:
-        from cassandra import ConsistencyLevel
-        from cassandra.query import SimpleStatement
-
         doc = document(self.deployment, version, config)
         cluster, session = self._connect()
         ks = self.keyspace
@@ -74,9 +75,7 @@ class CassandraPublisher(Publisher):
                 session.execute(cql)
 
             def lwt(cql: str, args: tuple[Any, ...]) -> Any:
-                stmt = SimpleStatement(cql, consistency_level=ConsistencyLevel.QUORUM,
-                                       serial_consistency_level=ConsistencyLevel.SERIAL)
-                return session.execute(stmt, args).one()
+                return session.execute(cql, args).one()
 
             row = lwt(f"INSERT INTO {ks}.config_versions (deployment, version, config) VALUES (%s, %s, %s) "
                       "IF NOT EXISTS", (self.deployment, version, doc))

@@ -17,6 +17,8 @@ def serve(
     ] = None,
     token_name: Annotated[str, typer.Option("--token-name", help="Label of the created token.")] = "cli",
     as_json: Annotated[bool, typer.Option("--json", help="With --create-token: print JSON.")] = False,
+    access_log: Annotated[bool, typer.Option("--access-log", help="Log every request (costs CPU per request).")]
+    = False,
 ) -> None:
     """Run the API (migrating the metadata DB first). Tokens are stored hashed; the token is shown once."""
     from tailtune.console import out_console, print_json
@@ -44,7 +46,7 @@ def serve(
 
     database_for(settings.resolved_database_url)
     uvicorn.run(create_app(settings), host=host or settings.api_host, port=port or settings.api_port,
-                log_level="info")
+                log_level="info", access_log=access_log)
 
 
 def register(app: typer.Typer) -> None:

@@ -17,8 +17,8 @@ def register(app: typer.Typer) -> None:
             str,
             typer.Option(
                 "--policy",
-                help="Cassandra: fifo, rein, rein-sbf, rein-sds, brb-equalmax, brb-unifincr, oracle; "
-                "memcached: batching, chisel.",
+                help="Cassandra: fifo, rein, rein-sbf, rein-sds, brb-equalmax, brb-unifincr, oracle, "
+                "c3, ds, heron (= fifo + that --replica); memcached: batching, chisel.",
             ),
         ],
         dataset: Annotated[str | None, typer.Option("--dataset", help="Dataset id or name.")] = None,
@@ -58,6 +58,32 @@ def register(app: typer.Typer) -> None:
         inter_arrival_us: Annotated[
             float | None,
             typer.Option("--inter-arrival-us", help="memcached: Poisson arrivals with this mean gap."),
+        ] = None,
+        replica: Annotated[
+            str | None,
+            typer.Option(
+                "--replica",
+                help="Replica selection: round-robin (default), random, least-outstanding, ds, c3, heron.",
+            ),
+        ] = None,
+        replica_param: Annotated[
+            list[str] | None, typer.Option("--replica-param", help="Replica selection parameter NAME=VALUE.")
+        ] = None,
+        sizes: Annotated[
+            bool, typer.Option("--sizes/--no-sizes", help="Demand from value_size when present (issue 4 model).")
+        ] = True,
+        demand_dist: Annotated[
+            str, typer.Option("--demand-dist", help="exponential (default), deterministic, lognormal.")
+        ] = "exponential",
+        demand_sigma: Annotated[float, typer.Option("--demand-sigma", help="lognormal shape σ.")] = 1.0,
+        t0_us: Annotated[
+            float | None, typer.Option("--t0-us", help="Per-op fixed demand (default: 512 KiB = 32× 1 KiB).")
+        ] = None,
+        bandwidth_mbps: Annotated[
+            float | None, typer.Option("--bandwidth-mbps", help="Bytes/µs served per slot (MB/s).")
+        ] = None,
+        thr_l_bytes: Annotated[
+            float | None, typer.Option("--thr-l-bytes", help="Large-value threshold (default: derived).")
         ] = None,
         as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
     ) -> None:
@@ -116,7 +142,24 @@ def register(app: typer.Typer) -> None:
         )
         table = load_table(dataset=dataset, trace=trace, profile=profile, requests=requests, seed=seed)
         source = str(trace) if trace is not None else (dataset or f"profile:{profile}")
-        result = run_simulation(table, spec, source=source)
+        from tailtune.replica_simulation import ReplicaSpec, needs_sized_replay, run_sized_simulation
+
+        rspec = ReplicaSpec(
+            replica=replica,
+            replica_params=parse_params(replica_param or [], source="--replica-param"),
+            use_sizes=sizes,
+            demand_dist=demand_dist,
+            demand_sigma=demand_sigma,
+            t0_us=t0_us,
+            bandwidth_mbps=bandwidth_mbps,
+            thr_l_bytes=thr_l_bytes,
+        )
+        sized = None
+        if needs_sized_replay(table, policy, rspec) or demand_dist != "exponential":
+            sized = run_sized_simulation(table, spec, rspec, source=source)
+            result = sized.result
+        else:
+            result = run_simulation(table, spec, source=source)
         if not result.steady_state:
             err_console.print(
                 "[yellow]warning:[/] not in steady state (busiest server offered "
@@ -125,8 +168,15 @@ def register(app: typer.Typer) -> None:
                 "percentiles grow with the run length and compare nothing.",
                 soft_wrap=True,
             )
+        if sized is not None and sized.held.get("unstable"):
+            err_console.print(
+                f"[yellow]warning:[/] {sized.replica} keeps holding more opsets at the clients "
+                f"({sized.held['at_half']} at the middle arrival, {sized.held['at_end']} at the last): "
+                "the selector cannot keep up with these open-loop arrivals.",
+                soft_wrap=True,
+            )
         if as_json:
-            print_json(result.to_json())
+            print_json(sized.to_json() if sized is not None else result.to_json())
             return
         from rich.table import Table
 
@@ -144,6 +194,14 @@ def register(app: typer.Typer) -> None:
             "yes" if result.steady_state else "NO",
         )
         out_console.print(t)
+        if sized is not None:
+            out_console.print(f"replica {sized.replica} {sized.replica_params or ''}".rstrip())
+            for name, c in (sized.classes or {}).items():
+                if c.get("requests"):
+                    out_console.print(
+                        f"  {name}: {c['requests']} requests, p50 {c['p50_ms']:.3f} ms, "
+                        f"p99 {c['p99_ms']:.3f} ms, p99.9 {c['p999_ms']:.3f} ms"
+                    )
         out_console.print(
             f"{result.requests} requests, {result.ops} ops, {result.events} events "
             f"in {result.sim_wall_s:.3f} s "

@@ -504,7 +504,7 @@ pub fn run_with(
             if xs.held_opsets > 0 {
                 xs.held_mean_ms = held_wait_ns as f64 / xs.held_opsets as f64 / 1e6;
             }
-            xs.unstable = xs.held_at_end >= 10 && xs.held_at_end >= 2 * xs.held_at_half;
+            xs.unstable = xs.held_at_end >= 10 && 2 * xs.held_at_end >= 3 * xs.held_at_half;
             xs
         },
     })

@@ -26,7 +26,7 @@ pub struct ExtStats {
     /// Opsets held when the middle request arrived / when the last request arrived.
     pub held_at_half: u64,
     pub held_at_end: u64,
-    /// The backlog keeps growing: ≥ 10 held at the last arrival and at least twice as many as at the middle
-    /// one — the selector cannot keep up with open-loop arrivals (Héron's busy rule at high large shares).
+    /// The backlog keeps growing: ≥ 10 held at the last arrival and at least 1.5× as many as at the middle
+    /// one (a backlog growing linearly from 0 doubles) — the selector cannot keep up with open-loop arrivals (Héron's busy rule at high large shares).
     pub unstable: bool,
 }

@@ -2,10 +2,11 @@
 //!
 //! Every busy slot holds one pending completion keyed by (time, sequence number). Instead of one global binary
 //! heap over all busy slots (≈ servers × slots entries of 32 bytes, a push and a pop per op), each server keeps
-//! the key of its earliest busy slot, and an indexed binary min-heap orders the *servers* by that key (servers
-//! with no busy slot sit at the bottom with key ∞). A completion is one scan of the server's busy slots plus one
-//! sift in a binary heap of `servers` small entries; starting an op is at most one sift up. The order in which
-//! completions come out is exactly the global (time, seq) order of the former heap.
+//! the key of its earliest busy slot, and a *winner tree* (tournament tree) over the servers holds, at every inner
+//! node, the server with the least key below it (servers with no busy slot have key ∞). A completion is one scan
+//! of the server's busy slots plus one fixed walk from its leaf to the root (log2 servers steps, one comparison
+//! each, no data-dependent direction: branch-predictable); starting an op walks up only while it wins. The order
+//! in which completions come out is exactly the global (time, seq) order of the former heap.
 
 /// Key of an event: time (ns) in the high 64 bits, sequence number in the low 64 bits.
 #[inline(always)]
@@ -40,33 +41,45 @@ pub struct SlotTimers {
     slot_opset: Vec<u32>,
     /// Per server: bit set = slot busy.
     busy: Vec<u64>,
-    /// Per server: key of its earliest busy slot (IDLE when none) and that slot.
+    /// Per server (+ one always-idle padding entry): key of its earliest busy slot (IDLE when none), that slot.
     key: Vec<u128>,
     min_slot: Vec<u32>,
-    /// Indexed min-heap of servers by `key`; `pos[s]` = index of server s in `heap`.
-    heap: Vec<u32>,
-    pos: Vec<u32>,
+    /// Winner tree: `leaves` = servers rounded up to a power of two; node i (1-based, root 1) holds the server
+    /// with the least key in its subtree; leaf of server s is node `leaves + s`; padding leaves hold the idle
+    /// padding entry (index = servers).
+    win: Vec<u32>,
+    leaves: usize,
 }
 
 impl SlotTimers {
     pub fn new(servers: usize, slots: usize) -> Self {
+        let leaves = servers.next_power_of_two().max(2);
+        let pad = servers as u32;
+        let mut win = vec![pad; 2 * leaves];
+        for (s, w) in win[leaves..leaves + servers].iter_mut().enumerate() {
+            *w = s as u32;
+        }
+        // Every key is IDLE: the lowest index wins each match (any choice is fine, all are ∞).
+        for i in (1..leaves).rev() {
+            win[i] = win[2 * i].min(win[2 * i + 1]);
+        }
         SlotTimers {
             slots,
             slot_key: vec![IDLE; servers * slots],
             slot_op: vec![0; servers * slots],
             slot_opset: vec![0; servers * slots],
             busy: vec![0; servers],
-            key: vec![IDLE; servers],
-            min_slot: vec![0; servers],
-            heap: (0..servers as u32).collect(),
-            pos: (0..servers as u32).collect(),
+            key: vec![IDLE; servers + 1],
+            min_slot: vec![0; servers + 1],
+            win,
+            leaves,
         }
     }
 
     /// Key of the earliest pending completion, if any.
     #[inline]
     pub fn peek_key(&self) -> Option<u128> {
-        let k = self.key[*self.heap.first()? as usize];
+        let k = self.key[self.win[1] as usize];
         (k != IDLE).then_some(k)
     }
 
@@ -74,10 +87,7 @@ impl SlotTimers {
     #[inline]
     pub fn start(&mut self, server: usize, slot: u32, time: u64, seq: u64, op: u32, opset: u32) {
         let i = server * self.slots + slot as usize;
-        debug_assert!(
-            self.busy[server] & (1u64 << slot) == 0,
-            "slot double-booked"
-        );
+        debug_assert!(self.busy[server] & (1u64 << slot) == 0, "slot double-booked");
         let k = event_key(time, seq);
         self.slot_key[i] = k;
         self.slot_op[i] = op;
@@ -86,14 +96,20 @@ impl SlotTimers {
         if k < self.key[server] {
             self.key[server] = k;
             self.min_slot[server] = slot;
-            self.sift_up(self.pos[server] as usize);
+            // The key went down: the server takes over every node on its path it now beats.
+            let mut n = (self.leaves + server) >> 1;
+            // (Nodes it already holds are passed through: its new key may beat the winners above them.)
+            while n >= 1 && (self.win[n] == server as u32 || k < self.key[self.win[n] as usize]) {
+                self.win[n] = server as u32;
+                n >>= 1;
+            }
         }
     }
 
     /// Removes and returns the earliest pending completion (its slot becomes free).
     #[inline]
     pub fn pop(&mut self) -> Option<Completion> {
-        let s = *self.heap.first()? as usize;
+        let s = self.win[1] as usize;
         let k = self.key[s];
         if k == IDLE {
             return None;
@@ -123,64 +139,16 @@ impl SlotTimers {
         }
         self.key[s] = best;
         self.min_slot[s] = best_slot;
-        self.sift_down(0);
+        // The key went up: replay the matches on the path to the root.
+        let mut n = (self.leaves + s) >> 1;
+        while n >= 1 {
+            let (a, b) = (self.win[2 * n], self.win[2 * n + 1]);
+            self.win[n] = if self.key[b as usize] < self.key[a as usize] { b } else { a };
+            n >>= 1;
+        }
         Some(done)
     }
-
-    // A d-ary min-heap (d = ARITY); a pop sifts the server down.
-    #[inline]
-    fn sift_up(&mut self, mut i: usize) {
-        let s = self.heap[i];
-        let k = self.key[s as usize];
-        while i > 0 {
-            let parent = (i - 1) / ARITY;
-            let ps = self.heap[parent];
-            if self.key[ps as usize] <= k {
-                break;
-            }
-            self.heap[i] = ps;
-            self.pos[ps as usize] = i as u32;
-            i = parent;
-        }
-        self.heap[i] = s;
-        self.pos[s as usize] = i as u32;
-    }
-
-    #[inline]
-    fn sift_down(&mut self, mut i: usize) {
-        let n = self.heap.len();
-        let s = self.heap[i];
-        let k = self.key[s as usize];
-        loop {
-            let first = ARITY * i + 1;
-            if first >= n {
-                break;
-            }
-            let last = (first + ARITY).min(n);
-            let mut c = first;
-            let mut ck = self.key[self.heap[first] as usize];
-            for j in first + 1..last {
-                let kj = self.key[self.heap[j] as usize];
-                if kj < ck {
-                    c = j;
-                    ck = kj;
-                }
-            }
-            if k <= ck {
-                break;
-            }
-            let cs = self.heap[c];
-            self.heap[i] = cs;
-            self.pos[cs as usize] = i as u32;
-            i = c;
-        }
-        self.heap[i] = s;
-        self.pos[s as usize] = i as u32;
-    }
 }
-
-/// Binary: a 4-ary heap ran more instructions and more mispredicted branches (cachegrind, bench/RESULTS.md).
-const ARITY: usize = 2;
 
 #[cfg(test)]
 mod tests {

@@ -234,7 +234,8 @@ impl C3 {
     pub fn score(&self, client: u32, server: u32) -> f64 {
         let c = &self.cells[client as usize * self.servers + server as usize];
         let qhat = 1.0 + c.os as f64 * self.w + c.q;
-        c.rt - c.st + qhat.powf(self.cfg.b) * c.st
+        let qb = if self.cfg.b == 3.0 { qhat * qhat * qhat } else { qhat.powf(self.cfg.b) };
+        c.rt - c.st + qb * c.st
     }
 
     /// Replica positions of `ctx.replicas`, best score first (stable: ties keep the replica order).

@@ -87,6 +87,7 @@ pub struct DynamicSnitch {
     pending: Pending,
     scratch: Vec<u64>,
     scores: Vec<(f64, usize)>,
+    sorted: Vec<(f64, usize)>,
 }
 
 impl DynamicSnitch {
@@ -107,6 +108,7 @@ impl DynamicSnitch {
             pending: Pending::default(),
             scratch: Vec::new(),
             scores: Vec::new(),
+            sorted: Vec::new(),
         }
     }
 
@@ -160,7 +162,9 @@ impl ReplicaSelector for DynamicSnitch {
             scores.push((self.score(ctx.client, s, ctx.now), i));
         }
         let static_first = scores[0].1;
-        let mut sorted = scores.clone();
+        let mut sorted = std::mem::take(&mut self.sorted);
+        sorted.clear();
+        sorted.extend_from_slice(&scores);
         sorted.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
         let use_scores = scores
             .iter()
@@ -168,6 +172,7 @@ impl ReplicaSelector for DynamicSnitch {
             .any(|(st, so)| st.0 > (1.0 + self.badness) * so.0);
         let pick = if use_scores { sorted[0].1 } else { static_first };
         self.scores = scores;
+        self.sorted = sorted;
         Some(ctx.replicas[pick])
     }
     fn wants_feedback(&self) -> bool {

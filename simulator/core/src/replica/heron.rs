@@ -100,6 +100,7 @@ pub struct Heron {
     report_gen: Vec<u64>,
     /// Large opsets sent per server not yet covered by a report: (send time, large ops).
     sends: Vec<VecDeque<(u64, u32)>>,
+    order: Vec<usize>,
 }
 
 impl Heron {
@@ -112,6 +113,7 @@ impl Heron {
             reported: vec![0; servers],
             report_gen: vec![0; servers],
             sends: vec![VecDeque::new(); servers],
+            order: Vec::new(),
         }
     }
 
@@ -146,14 +148,18 @@ impl ReplicaSelector for Heron {
         while let Some(fb) = self.pending.pop_ready(ctx.now) {
             self.apply(&fb);
         }
-        let order: Vec<usize> = self.c3.rank(ctx).iter().map(|&(_, i)| i).collect();
+        let mut order = std::mem::take(&mut self.order);
+        order.clear();
+        order.extend(self.c3.rank(ctx).iter().map(|&(_, i)| i));
         let first_free = order.iter().map(|&i| ctx.replicas[i]).find(|&s| self.available(s));
+        let best = ctx.replicas[order[0]];
+        self.order = order;
         let s = if ctx.large_ops > 0 {
             let s = first_free?;
             self.sends[s as usize].push_back((ctx.now, ctx.large_ops));
             s
         } else {
-            first_free.unwrap_or(ctx.replicas[order[0]])
+            first_free.unwrap_or(best)
         };
         self.c3.sent(ctx.client, s, ctx.size, ctx.now);
         Some(s)

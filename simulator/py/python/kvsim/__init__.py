@@ -29,3 +29,10 @@ __all__ += [
     "policy_names",
     "tokens_for_keys",
 ]
+
+# issue 4: size-aware demand, replica selection
+from kvsim.demand import DemandModel, default_thr_l, fill_unknown_sizes  # noqa: E402
+from kvsim.replicas import SizedResult, replay_sized, replica_defaults, replica_names  # noqa: E402
+
+__all__ += ["DemandModel", "default_thr_l", "fill_unknown_sizes"]
+__all__ += ["SizedResult", "replay_sized", "replica_defaults", "replica_names"]

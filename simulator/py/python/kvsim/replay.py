@@ -201,6 +201,9 @@ class Workload:
         self.cluster = cluster
         self.seed = seed
         self.load = load
+        # Input order (issue 4: per-request size classes and the large-key filter need them).
+        self.offsets = np.ascontiguousarray(offsets, dtype=np.int64)
+        self.tokens = np.ascontiguousarray(tok, dtype=np.int64)
         self._raw = _kvsim.Workload(
             cluster._raw,
             np.ascontiguousarray(offsets, dtype=np.int64),

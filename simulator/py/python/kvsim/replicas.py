@@ -90,9 +90,15 @@ class SizedResult:
     classes: dict[str, dict[str, Any]] | None = None
     bloom: BloomInfo | None = None
     demand: dict[str, Any] = field(default_factory=dict)
+    # `--policy c3|ds|heron` shorthand: reported as the policy, with its selector's parameters as `params`.
+    policy_label: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         out = self.result.to_json()
+        if self.policy_label is not None:
+            out["policy"] = self.policy_label
+            out["queue_policy"] = self.result.policy
+            out["params"] = dict(self.replica_params)
         out["replica"] = self.replica
         out["replica_params"] = dict(self.replica_params)
         out["held"] = dict(self.held)
@@ -110,19 +116,18 @@ def replay_sized(
     policy: str,
     params: Mapping[str, float] | None = None,
     *,
-    tokens: npt.ArrayLike,
     replica: str = "round-robin",
     replica_params: Mapping[str, float] | None = None,
     sizes: npt.ArrayLike | None = None,
     thr_l_bytes: float | None = None,
-    bloom_fp: float = 0.0005,
+    bloom_fp: float = 0.0001,
     warmup: float = 0.1,
     record_ops: bool = False,
     size_aware_cost: bool = False,
     seed: int = 0,
     demand: Mapping[str, Any] | None = None,
 ) -> SizedResult:
-    """Replays `workload` (whose input ops have ring `tokens` and value `sizes`, both in input order) under
+    """Replays `workload` (whose input ops have value `sizes`, in input order) under
     `policy` with replica selector `replica`.
 
     With sizes, ops above THR_L are large: the client's estimate is the Bloom filter built from the distinct
@@ -130,7 +135,7 @@ def replay_sized(
     latencies are also reported per class. `thr_l_bytes` None → heron's parameter if set, else the caller's
     derived default must be given; without sizes there are no classes and nothing is large.
     """
-    tok = np.ascontiguousarray(tokens, dtype=np.int64)
+    tok = workload.tokens
     rparams = {str(k): float(v) for k, v in (replica_params or {}).items()}
     large_est = large_true = None
     bloom = None

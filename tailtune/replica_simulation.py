@@ -1,0 +1,157 @@
+"""Glue for issue 4's replay: value sizes → per-op mean demand (t0 + size / bandwidth, unknown sizes → the
+dataset's median), replica selection (`--replica`, and the `--policy c3|ds|heron` shorthands = fifo queues
+with that selector), THR_L and the large-key filter, per-class results. Model choices: docs/simulator-replicas.md.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import numpy.typing as npt
+
+from tailtune.errors import BadInputError
+
+if TYPE_CHECKING:
+    import kvsim
+    import pyarrow as pa
+
+    from tailtune.simulation import SimulationSpec
+
+__all__ = ["REPLICA_SHORTHANDS", "ReplicaSpec", "needs_sized_replay", "resolve_policy", "run_sized_simulation"]
+
+# `--policy NAME` that mean fifo server queues with replica selection NAME.
+REPLICA_SHORTHANDS = ("c3", "ds", "heron")
+
+
+@dataclass(frozen=True)
+class ReplicaSpec:
+    """Issue 4's options of `tailtune simulate`."""
+
+    replica: str | None = None
+    replica_params: dict[str, float] = field(default_factory=dict)
+    use_sizes: bool = True
+    demand_dist: str = "exponential"
+    demand_sigma: float = 1.0
+    t0_us: float | None = None
+    bandwidth_mbps: float | None = None
+    thr_l_bytes: float | None = None
+
+
+def resolve_policy(
+    policy: str, params: dict[str, float], rspec: ReplicaSpec
+) -> tuple[str, dict[str, float], str, dict[str, float]]:
+    """(queue policy, its params, replica selector, its params). A shorthand's `--param`s go to the selector."""
+    if policy in REPLICA_SHORTHANDS:
+        if rspec.replica is not None and rspec.replica != policy:
+            raise BadInputError.single(
+                "--replica", f"--policy {policy} already selects replicas with {policy}", field="replica"
+            )
+        return "fifo", {}, policy, {**params, **rspec.replica_params}
+    return policy, params, rspec.replica or "round-robin", dict(rspec.replica_params)
+
+
+def _sizes_in_rows(table: pa.Table, source: str) -> npt.NDArray[np.float64] | None:
+    if "value_size" not in table.column_names:
+        return None
+    col = table.column("value_size")
+    import pyarrow as pa
+
+    if not (pa.types.is_integer(col.type) or pa.types.is_floating(col.type) or pa.types.is_null(col.type)):
+        raise BadInputError.single(source, f"must be a number, column type is {col.type}", line=1, field="value_size")
+    arr: npt.NDArray[np.float64] = np.asarray(col.to_numpy(zero_copy_only=False), dtype=np.float64)
+    neg = np.flatnonzero(arr < 0)
+    if neg.size:
+        raise BadInputError.single(
+            source, f"negative size {arr[neg[0]]:.0f}", line=int(neg[0]) + 2, field="value_size"
+        )
+    return arr
+
+
+def needs_sized_replay(table: pa.Table, policy: str, rspec: ReplicaSpec) -> bool:
+    """The core replay suffices unless a selector is asked for or the sizes are used and differ."""
+    if policy in REPLICA_SHORTHANDS or rspec.replica is not None:
+        return True
+    if not rspec.use_sizes or "value_size" not in table.column_names:
+        return False
+    col = table.column("value_size")
+    import pyarrow.compute as pc
+
+    return int(pc.count_distinct(col).as_py()) > 1
+
+
+def run_sized_simulation(
+    table: pa.Table, spec: SimulationSpec, rspec: ReplicaSpec, *, source: str = "trace"
+) -> kvsim.replicas.SizedResult:
+    """Materializes the table's workload with size-aware demands and replays it with replica selection."""
+    import kvsim
+
+    from tailtune.simulation import make_cluster, request_layout
+
+    policy, params, replica, rparams = resolve_policy(spec.policy, spec.params, rspec)
+    cluster = make_cluster(spec)
+    offsets, row_order, keys, timestamps = request_layout(table, spec, source=source)
+    rows = _sizes_in_rows(table, source) if rspec.use_sizes else None
+    try:
+        model = kvsim.DemandModel.default(cluster.service_rate)
+        if rspec.t0_us is not None or rspec.bandwidth_mbps is not None:
+            model = kvsim.DemandModel(
+                t0_s=model.t0_s if rspec.t0_us is None else rspec.t0_us * 1e-6,
+                bandwidth_bps=model.bandwidth_bps if rspec.bandwidth_mbps is None else rspec.bandwidth_mbps * 1e6,
+            )
+        demand: dict[str, Any] = {"dist": rspec.demand_dist}
+        if rspec.demand_dist == "lognormal":
+            demand["sigma"] = rspec.demand_sigma
+        sizes = None
+        mean_demand = None
+        if rows is not None and np.isfinite(rows).any():
+            info = kvsim.fill_unknown_sizes(rows[row_order], keys)
+            sizes = info.sizes
+            mean_demand = model.mean_s(sizes)
+            demand.update(
+                model="size",
+                t0_us=model.t0_s * 1e6,
+                bandwidth_bps=model.bandwidth_bps,
+                median_bytes=info.median_bytes,
+                unknown_sizes=info.unknown,
+            )
+        else:
+            demand.update(model="uniform", mean_us=1e6 / cluster.service_rate)
+        thr = rspec.thr_l_bytes
+        if thr is None and replica == "heron" and rparams.get("thr_l_bytes", 0.0) > 0.0:
+            thr = rparams["thr_l_bytes"]
+        if thr is None and sizes is not None:
+            thr = kvsim.default_thr_l(model, float(demand["median_bytes"]))
+        workload = kvsim.Workload(
+            cluster,
+            offsets,
+            keys=keys,
+            mean_demand_s=mean_demand,
+            timestamps=timestamps,
+            load=spec.load,
+            seed=spec.seed,
+            demand_dist=rspec.demand_dist,
+            demand_sigma=rspec.demand_sigma,
+        )
+        res = kvsim.replay_sized(
+            workload,
+            policy,
+            params,
+            replica=replica,
+            replica_params=rparams,
+            sizes=sizes,
+            thr_l_bytes=thr,
+            warmup=spec.warmup,
+            record_ops=spec.record_ops,
+            seed=spec.seed,
+            demand=demand,
+        )
+        if spec.policy in REPLICA_SHORTHANDS:
+            res = dataclasses.replace(res, policy_label=spec.policy)
+        return res
+    except kvsim.WorkloadError as exc:
+        raise BadInputError.single(source, str(exc)) from None
+    except kvsim.KvsimError as exc:
+        raise BadInputError.single("simulate", str(exc)) from None

@@ -1,0 +1,85 @@
+"""The nightly pipeline's decide + publish steps (with earlier steps checkpointed), and its clear failures."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from jobs.nightly import accept
+from jobs.worker import Worker
+from service.db import JobRow
+from service.publishers import MemcachedPublisher
+from service.testing.memcached_server import MemcachedNode
+from tests.service.conftest import Svc, memcached_deployment
+
+API = "/api/v1"
+
+REC = {"policy": "chisel", "params": {"thr_l": 2048, "window_us": 40}, "verdict": "recommend",
+       "reason": "p99 -18% (p=0.01)", "expected": {"p50_ms": 0.8, "p95_ms": 2.0, "p99_ms": 4.0},
+       "baseline": {"policy": "batching", "p99_ms": 4.9}, "render": {"memcached": {"thr_l": 2048}},
+       "study": "s1", "mlflow_run_id": "run-123"}
+
+
+def _done(name: str, output: dict[str, Any]) -> dict[str, Any]:
+    return {"name": name, "status": "done", "attempt": 1, "started_at": 0.0, "finished_at": 1.0, "error": None,
+            "output": output}
+
+
+def _resumed_nightly(svc: Svc, dep_id: int, rec: dict[str, Any]) -> int:
+    """A nightly job whose first worker died after the tune step (its checkpoints are on the job)."""
+    r = svc.client.post(f"{API}/jobs", json={"deployment_id": dep_id}, headers=svc.write)
+    job_id = int(r.json()["id"])
+    with svc.db.session() as s:
+        row = s.get(JobRow, job_id)
+        assert row is not None
+        row.steps = [_done("ingest", {"traces": [1], "datasets": ["ds1"]}),
+                     _done("analyze", {"dataset_id": "ds1", "out_dir": "/x", "summary": "/x/summary.json"}),
+                     _done("tune", rec)]
+        row.status, row.lease_owner, row.lease_expires, row.attempts = "running", "dead", time.time() - 1, 1
+    return job_id
+
+
+def test_accept_rule() -> None:
+    assert accept(REC, {}) == (True, "tuner recommends it and it meets the constraints")
+    assert accept({**REC, "verdict": "keep current", "reason": "no gain"}, {})[0] is False
+    assert accept(REC, {"max_p99_ms": 3.5}) == (False, "expected p99_ms 4.0 exceeds the limit 3.5")
+    assert accept(REC, {"policies": ["batching"]})[0] is False
+
+
+def test_resumed_nightly_decides_and_publishes(svc: Svc, memcached_node: MemcachedNode) -> None:
+    dep = svc.client.post(f"{API}/deployments", json=memcached_deployment("mc-nightly", [memcached_node.address]),
+                          headers=svc.write).json()
+    job_id = _resumed_nightly(svc, dep["id"], REC)
+    assert Worker(svc.settings, svc.db, "w-n", schedule=False).run_once() == "succeeded"
+    job = svc.client.get(f"{API}/jobs/{job_id}", headers=svc.read).json()
+    assert [s["name"] for s in job["steps"]] == ["ingest", "analyze", "tune", "decide", "publish"]
+    assert [s["attempt"] for s in job["steps"]] == [1, 1, 1, 2, 2]
+    assert job["result"]["decision"] == {"accepted": True, "version": 1,
+                                         "reason": "tuner recommends it and it meets the constraints"}
+    assert job["result"]["publish"]["current_version"] == 1 and job["attempts"] == 2
+    assert "step tune: already done by an earlier attempt" in job["logs"]
+    latest = svc.client.get(f"{API}/configs/{dep['id']}", headers=svc.read).json()
+    want = {"policy": "chisel", "params": {"thr_l": 2048, "window_us": 40}, "target": {"memcached": {"thr_l": 2048}}}
+    assert latest["version"] == 1 and latest["source"] == "tuning" and latest["config"] == want
+    assert latest["job_id"] == job_id
+    assert MemcachedPublisher("mc-nightly", dep["connection"], 1).read_current() == (1, want)
+
+
+def test_keep_current_creates_no_version(svc: Svc) -> None:
+    dep = svc.client.post(f"{API}/deployments", json=memcached_deployment("mc-keep", ["127.0.0.1:1"]),
+                          headers=svc.write).json()
+    job_id = _resumed_nightly(svc, dep["id"], {**REC, "verdict": "keep current", "reason": "no gain"})
+    assert Worker(svc.settings, svc.db, "w-k", schedule=False).run_once() == "succeeded"
+    job = svc.client.get(f"{API}/jobs/{job_id}", headers=svc.read).json()
+    assert job["result"]["decision"]["accepted"] is False and "publish" not in job["result"]
+    assert svc.client.get(f"{API}/configs/{dep['id']}/versions", headers=svc.read).json() == []
+
+
+def test_nightly_without_traces_fails_clearly(svc: Svc) -> None:
+    dep = svc.client.post(f"{API}/deployments", json=memcached_deployment("mc-empty", ["127.0.0.1:1"]),
+                          headers=svc.write).json()
+    job_id = svc.client.post(f"{API}/jobs", json={"deployment_id": dep["id"]}, headers=svc.write).json()["id"]
+    assert Worker(svc.settings, svc.db, "w-e", schedule=False).run_once() == "failed"
+    job = svc.client.get(f"{API}/jobs/{job_id}", headers=svc.read).json()
+    assert job["attempts"] == 1 and "has no uploaded trace" in job["error"]
+    assert job["steps"][0]["name"] == "ingest" and job["steps"][0]["status"] == "failed"
