@@ -24,6 +24,7 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--store", default="cassandra")
+    ap.add_argument("--policies", default=None, help="comma-separated; default: the whole space")
     a = ap.parse_args()
     home = tempfile.mkdtemp(prefix="tailtune-bench-cost-")
     os.environ["TAILTUNE_HOME"] = home
@@ -34,11 +35,13 @@ def main() -> None:
     get_settings.cache_clear()
     t0 = time.time()
     doc = run_tune(TuneRequest(source=WorkloadSource(profile=a.profile, requests=a.requests),
-                               deployment=a.store, trials=a.trials, seeds=a.seeds, jobs=a.jobs))
+                               deployment=a.store, trials=a.trials, seeds=a.seeds, jobs=a.jobs,
+                               policies=tuple(a.policies.split(",")) if a.policies else None))
     wall = time.time() - t0
     print(json.dumps({
         "profile": a.profile, "requests": a.requests, "trials": doc["trials"], "trial_states": doc["trial_states"],
-        "replays": doc["replays"], "seeds": a.seeds, "jobs": a.jobs, "study_wall_s": round(doc["wall_s"], 1),
+        "replays": doc["replays"], "policies": a.policies or "all",
+        "seeds": a.seeds, "jobs": a.jobs, "study_wall_s": round(doc["wall_s"], 1),
         "job_wall_s": round(wall, 1), "verdict": doc["verdict"], "policy": doc["policy"], "params": doc["params"],
         "expected_p99_ms": doc["expected"]["p99_ms"], "baseline_p99_ms": doc["baseline"]["p99_ms"],
         "paper_default_p99_ms": doc["paper_default"]["p99_ms"], "home": home,

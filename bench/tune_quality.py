@@ -42,8 +42,8 @@ def _grid_point(args: tuple[dict[str, Any], list[int]]) -> tuple[dict[str, Any],
     return cand, float(res["values"][0])
 
 
-def bench(profile: str, requests: int, seeds: list[int], storage: str, jobs: int) -> dict[str, Any]:
-    spec = EvaluatorSpec("kvsim-cassandra", {"source": {"profile": profile, "requests": requests}})
+def bench(profile: str, requests: int, seeds: list[int], storage: str, jobs: int, load: float) -> dict[str, Any]:
+    spec = EvaluatorSpec("kvsim-cassandra", {"source": {"profile": profile, "requests": requests}, "load": load})
     space = apply_overrides(space_for("cassandra"), SPACE, policies=["rein"])
     grid = [c.as_dict() for c in space.grid()]
     t0 = time.time()
@@ -52,7 +52,7 @@ def bench(profile: str, requests: int, seeds: list[int], storage: str, jobs: int
     grid_s = time.time() - t0
     best_c, best_v = min(results, key=lambda r: r[1])
     budget = len(grid) // 4
-    config = StudyConfig(name=f"bench-quality-{profile}-{requests}", storage=storage, evaluator=spec,
+    config = StudyConfig(name=f"bench-quality-{profile}-{requests}-{load}", storage=storage, evaluator=spec,
                          space=space, objective=parse_objective("p99"), seeds=tuple(seeds), trials=budget,
                          startup_trials=10)
     t0 = time.time()
@@ -64,7 +64,7 @@ def bench(profile: str, requests: int, seeds: list[int], storage: str, jobs: int
     full = sum(1 for t in trials if "per_seed" in t.user_attrs and "cached_from" not in t.user_attrs)
     prefix_only = sum(1 for t in trials if "prefix_metrics" in t.user_attrs and "per_seed" not in t.user_attrs)
     return {
-        "profile": profile, "requests": requests, "seeds": seeds,
+        "profile": profile, "requests": requests, "load": load, "seeds": seeds,
         "grid_points": len(grid), "grid_evaluations": len(grid), "grid_wall_s": round(grid_s, 1),
         "grid_best": {"candidate": best_c, "p99_ms": best_v},
         "budget_trials": budget, "trials": len(trials),
@@ -84,9 +84,10 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--storage", default="/tmp/tailtune-bench-quality.log")
+    ap.add_argument("--load", type=float, default=0.75, help="offered load (fraction of total capacity)")
     a = ap.parse_args()
     for p in a.profiles.split(","):
-        print(json.dumps(bench(p, a.requests, list(range(a.seeds)), a.storage, a.jobs)), flush=True)
+        print(json.dumps(bench(p, a.requests, list(range(a.seeds)), a.storage, a.jobs, a.load)), flush=True)
 
 
 if __name__ == "__main__":

@@ -2,10 +2,10 @@
 
 Each step is a checkpoint on the job (`JobContext.step`): its output is stored, a resumed job skips finished
 steps. The steps call the other packages' real entry points — `ingest.pipeline.ingest_file`,
-`jobs.characterize.run`, `tuner.tune.run_tune` — and fail with a clear message when one is not importable; nothing
-is faked. Choices (see docs/operations.md): the newest ready trace of the deployment is analyzed and tuned (with
-`traces > 1`, the newer ones are ingested too and listed, but the tuner replays the newest); a config is accepted
-only on the tuner's verdict `recommend` and the deployment's absolute constraints.
+`jobs.characterize.run`, `tuner.tune.run_tune` — and fail with a clear message when one is not importable;
+nothing is faked. Choices (see docs/operations.md): the newest ready trace of the deployment is analyzed and
+tuned (with `traces > 1`, the newer ones are ingested too and listed, but the tuner replays the newest); a
+config is accepted only on the tuner's verdict `recommend` and the deployment's absolute constraints.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ __all__ = [
 STEPS = ("ingest", "analyze", "tune", "decide", "publish")
 
 
-# --- ingest ---------------------------------------------------------------------------------------------------
+# --- ingest -------------------------------------------------------------------------------------------------
 def ingest_trace(ctx: JobContext, trace_id: int) -> str:
     """Ingest one uploaded trace into a dataset; returns the dataset id. Bad input marks the trace failed."""
     try:
@@ -55,7 +55,9 @@ def ingest_trace(ctx: JobContext, trace_id: int) -> str:
     try:
         info = ingest_file(path, fmt=fmt, name=name, settings=ctx.settings)
     except BadInputError as exc:
-        problems = [{"file": name, "line": p.line, "field": p.field, "problem": p.problem} for p in exc.problems]
+        problems = [
+            {"file": name, "line": p.line, "field": p.field, "problem": p.problem} for p in exc.problems
+        ]
         with ctx.db.session() as s:
             trace = s.get(TraceRow, trace_id)
             if trace is not None:
@@ -77,16 +79,23 @@ def run_ingest(ctx: JobContext) -> dict[str, Any]:
     return {"trace_id": trace_id, **out}
 
 
-# --- analyze --------------------------------------------------------------------------------------------------
-def _characterize(ctx: JobContext, dataset_id: str, out_dir: Path, servers: int, replication: int) -> dict[str, Any]:
+# --- analyze ------------------------------------------------------------------------------------------------
+def _characterize(
+    ctx: JobContext, dataset_id: str, out_dir: Path, servers: int, replication: int
+) -> dict[str, Any]:
     try:
         from analysis.pipeline import Options
         from jobs.characterize import run
     except ImportError as exc:
         raise JobFailed(f"the analysis is not available: {exc}") from exc
     ctx.log(f"characterizing dataset {dataset_id} into {out_dir}")
-    run(dataset_id, out_dir, dataset=True, settings=ctx.settings,
-        opts=Options(servers=servers, replication=replication))
+    run(
+        dataset_id,
+        out_dir,
+        dataset=True,
+        settings=ctx.settings,
+        opts=Options(servers=servers, replication=replication),
+    )
     return {"dataset_id": dataset_id, "out_dir": str(out_dir), "summary": str(out_dir / "summary.json")}
 
 
@@ -99,8 +108,10 @@ def run_analyze(ctx: JobContext) -> dict[str, Any]:
         row.status = "running"
         dataset_id, out_dir, opts = row.dataset_id, Path(row.out_dir), dict(row.options)
     try:
-        out = ctx.step("analyze", lambda: _characterize(ctx, dataset_id, out_dir, int(opts["servers"]),
-                                                        int(opts["replication"])))
+        out = ctx.step(
+            "analyze",
+            lambda: _characterize(ctx, dataset_id, out_dir, int(opts["servers"]), int(opts["replication"])),
+        )
     except Exception as exc:
         with ctx.db.session() as s:
             row = s.get(AnalysisRow, analysis_id)
@@ -114,23 +125,32 @@ def run_analyze(ctx: JobContext) -> dict[str, Any]:
     return {"analysis_id": analysis_id, **out}
 
 
-# --- publish --------------------------------------------------------------------------------------------------
+# --- publish ------------------------------------------------------------------------------------------------
 def publish_version(ctx: JobContext, deployment_id: int, version: int) -> dict[str, Any]:
     """Publish one stored version to the deployment's target (retried with backoff); record the outcome."""
     from service.publishers import PublishConflict, PublishFailed, publish_with_retry, publisher_for
 
     with ctx.db.session() as s:
         dep = s.get(DeploymentRow, deployment_id)
-        row = s.scalar(select(ConfigVersionRow).where(ConfigVersionRow.deployment_id == deployment_id,
-                                                      ConfigVersionRow.version == version))
+        row = s.scalar(
+            select(ConfigVersionRow).where(
+                ConfigVersionRow.deployment_id == deployment_id, ConfigVersionRow.version == version
+            )
+        )
         if dep is None or row is None:
             raise JobFailed(f"deployment {deployment_id} version {version} not found")
         kind, name, conn, config = dep.kind, dep.name, dict(dep.connection), dict(row.config)
         dep.publish_status = "publishing"
     publisher = publisher_for(kind, name, conn, ctx.settings.publish_timeout_s)
     try:
-        outcome = publish_with_retry(publisher, version, config, attempts=ctx.settings.publish_attempts,
-                                     backoff_s=ctx.settings.publish_backoff_s, log=ctx.log)
+        outcome = publish_with_retry(
+            publisher,
+            version,
+            config,
+            attempts=ctx.settings.publish_attempts,
+            backoff_s=ctx.settings.publish_backoff_s,
+            log=ctx.log,
+        )
     except (PublishFailed, PublishConflict) as exc:
         with ctx.db.session() as s:
             dep = s.get(DeploymentRow, deployment_id)
@@ -141,16 +161,23 @@ def publish_version(ctx: JobContext, deployment_id: int, version: int) -> dict[s
         raise
     with ctx.db.session() as s:
         dep = s.get(DeploymentRow, deployment_id)
-        row = s.scalar(select(ConfigVersionRow).where(ConfigVersionRow.deployment_id == deployment_id,
-                                                      ConfigVersionRow.version == version))
+        row = s.scalar(
+            select(ConfigVersionRow).where(
+                ConfigVersionRow.deployment_id == deployment_id, ConfigVersionRow.version == version
+            )
+        )
         if row is not None:
             row.published = {**row.published, kind: {"at": now(), "current_version": outcome.current_version}}
         if dep is not None:
             dep.publish_status, dep.publish_error = "ok", None
             if outcome.current_version == version:
                 dep.current_config = config
-    return {"target": kind, "version": version, "advanced": outcome.advanced,
-            "current_version": outcome.current_version}
+    return {
+        "target": kind,
+        "version": version,
+        "advanced": outcome.advanced,
+        "current_version": outcome.current_version,
+    }
 
 
 def run_publish(ctx: JobContext) -> dict[str, Any]:
@@ -161,11 +188,15 @@ def run_publish(ctx: JobContext) -> dict[str, Any]:
     return ctx.step("publish", lambda: publish_version(ctx, dep_id, version))
 
 
-# --- nightly --------------------------------------------------------------------------------------------------
+# --- nightly ------------------------------------------------------------------------------------------------
 def _pick_traces(ctx: JobContext, dep_id: int, count: int) -> list[int]:
     with ctx.db.session() as s:
-        rows = s.scalars(select(TraceRow).where(TraceRow.deployment_id == dep_id, TraceRow.status != "failed")
-                         .order_by(TraceRow.created_at.desc(), TraceRow.id.desc()).limit(count)).all()
+        rows = s.scalars(
+            select(TraceRow)
+            .where(TraceRow.deployment_id == dep_id, TraceRow.status != "failed")
+            .order_by(TraceRow.created_at.desc(), TraceRow.id.desc())
+            .limit(count)
+        ).all()
         return [r.id for r in rows]
 
 
@@ -175,7 +206,9 @@ def _step_ingest(ctx: JobContext, dep_id: int) -> dict[str, Any]:
         return {"traces": [], "datasets": [str(d) for d in explicit]}
     traces = _pick_traces(ctx, dep_id, int(ctx.payload.get("traces", 1)))
     if not traces:
-        raise JobFailed(f"deployment {dep_id} has no uploaded trace (POST /api/v1/traces?deployment_id={dep_id})")
+        raise JobFailed(
+            f"deployment {dep_id} has no uploaded trace (POST /api/v1/traces?deployment_id={dep_id})"
+        )
     ctx.log(f"newest trace(s): {traces}")
     return {"traces": traces, "datasets": [ingest_trace(ctx, t) for t in traces]}
 
@@ -195,11 +228,17 @@ def _step_tune(ctx: JobContext, dep: dict[str, Any], dataset_id: str, summary_pa
     study = f"tailtune-{dep['name']}-job{ctx.job_id}"
     ctx.log(f"tuning dataset {dataset_id} (study {study}; resumes from its storage if it exists)")
     req = TuneRequest(
-        source=WorkloadSource(dataset=dataset_id), deployment=dep["kind"], trials=int(opts.get("trials", 50)),
-        seeds=int(opts.get("seeds", 3)), objective=str(dep["objective"].get("metric", "p99")),
-        timeout_s=opts.get("timeout_s"), study=study, current=cand,
+        source=WorkloadSource(dataset=dataset_id),
+        deployment=dep["kind"],
+        trials=int(opts.get("trials", 50)),
+        seeds=int(opts.get("seeds", 3)),
+        objective=str(dep["objective"].get("metric", "p99")),
+        timeout_s=opts.get("timeout_s"),
+        study=study,
+        current=cand,
         policies=tuple(dep["constraints"]["policies"]) if dep["constraints"].get("policies") else None,
-        summary=json.loads(Path(summary_path).read_text()), plots=False,
+        summary=json.loads(Path(summary_path).read_text()),
+        plots=False,
     )
     doc = run_tune(req, settings=ctx.settings)
     ctx.set_mlflow_run_id(doc.get("mlflow_run_id"))
@@ -212,7 +251,10 @@ def accept(rec: dict[str, Any], constraints: dict[str, Any]) -> tuple[bool, str]
     if rec.get("verdict") != "recommend":
         return False, f"tuner verdict is {rec.get('verdict')!r}: {rec.get('reason', '')}".rstrip(": ")
     expected = rec.get("expected") or {}
-    for metric, limit in (("p50_ms", constraints.get("max_p50_ms")), ("p99_ms", constraints.get("max_p99_ms"))):
+    for metric, limit in (
+        ("p50_ms", constraints.get("max_p50_ms")),
+        ("p99_ms", constraints.get("max_p99_ms")),
+    ):
         if limit is not None and float(expected.get(metric, float("inf"))) > float(limit):
             return False, f"expected {metric} {expected.get(metric)} exceeds the limit {limit}"
     allowed = constraints.get("policies")
@@ -221,7 +263,9 @@ def accept(rec: dict[str, Any], constraints: dict[str, Any]) -> tuple[bool, str]
     return True, "tuner recommends it and it meets the constraints"
 
 
-def _step_decide(ctx: JobContext, dep_id: int, rec: dict[str, Any], constraints: dict[str, Any]) -> dict[str, Any]:
+def _step_decide(
+    ctx: JobContext, dep_id: int, rec: dict[str, Any], constraints: dict[str, Any]
+) -> dict[str, Any]:
     from service.configs.service import add_version
 
     ok, reason = accept(rec, constraints)
@@ -230,10 +274,14 @@ def _step_decide(ctx: JobContext, dep_id: int, rec: dict[str, Any], constraints:
         return {"accepted": False, "reason": reason, "version": None}
     config = {"policy": rec["policy"], "params": rec.get("params", {}), "target": rec.get("render")}
     with ctx.db.session() as s:
-        existing = s.scalar(select(ConfigVersionRow).where(ConfigVersionRow.deployment_id == dep_id,
-                                                           ConfigVersionRow.job_id == ctx.job_id))
-        row = existing or add_version(s, dep_id, config, source="tuning", job_id=ctx.job_id,
-                                      note=f"nightly job {ctx.job_id}: {reason}")
+        existing = s.scalar(
+            select(ConfigVersionRow).where(
+                ConfigVersionRow.deployment_id == dep_id, ConfigVersionRow.job_id == ctx.job_id
+            )
+        )
+        row = existing or add_version(
+            s, dep_id, config, source="tuning", job_id=ctx.job_id, note=f"nightly job {ctx.job_id}: {reason}"
+        )
         version = row.version
     return {"accepted": True, "reason": reason, "version": version}
 
@@ -247,19 +295,34 @@ def run_nightly(ctx: JobContext) -> dict[str, Any]:
         if row is None:
             raise JobFailed(f"deployment {dep_id} no longer exists")
         dep: dict[str, Any] = {
-               "name": row.name, "kind": row.kind, "topology": dict(row.topology), "objective": dict(row.objective),
-               "constraints": dict(row.constraints), "current_config": row.current_config}
+            "name": row.name,
+            "kind": row.kind,
+            "topology": dict(row.topology),
+            "objective": dict(row.objective),
+            "constraints": dict(row.constraints),
+            "current_config": row.current_config,
+        }
     ing = ctx.step("ingest", lambda: _step_ingest(ctx, dep_id))
     dataset_id = str(ing["datasets"][0])
     out_dir = ctx.settings.home_dir / "analyses" / f"job-{ctx.job_id}"
     topo = dep["topology"]
-    ana = ctx.step("analyze", lambda: _characterize(ctx, dataset_id, out_dir, int(topo["servers"]),
-                                                    int(topo.get("replication", 1))))
+    ana = ctx.step(
+        "analyze",
+        lambda: _characterize(
+            ctx, dataset_id, out_dir, int(topo["servers"]), int(topo.get("replication", 1))
+        ),
+    )
     rec = ctx.step("tune", lambda: _step_tune(ctx, dep, dataset_id, str(ana["summary"])))
     dec = ctx.step("decide", lambda: _step_decide(ctx, dep_id, rec, dep["constraints"]))
-    result: dict[str, Any] = {"datasets": ing["datasets"], "analysis": ana["out_dir"], "decision": dec,
-                              "recommendation": {k: rec.get(k) for k in ("policy", "params", "verdict", "expected",
-                                                                         "baseline", "study", "mlflow_run_id")}}
+    result: dict[str, Any] = {
+        "datasets": ing["datasets"],
+        "analysis": ana["out_dir"],
+        "decision": dec,
+        "recommendation": {
+            k: rec.get(k)
+            for k in ("policy", "params", "verdict", "expected", "baseline", "study", "mlflow_run_id")
+        },
+    }
     if dec["accepted"] and ctx.payload.get("publish", True):
         version = int(dec["version"])
         result["publish"] = ctx.step("publish", lambda: publish_version(ctx, dep_id, version))

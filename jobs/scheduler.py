@@ -1,10 +1,11 @@
 """Cron schedules: fire each slot once, in the schedule's time zone, across restarts and several schedulers.
 
-Slot arithmetic uses croniter on time-zone-aware datetimes (so 02:00 Europe/Berlin stays 02:00 local across DST).
-Firing a slot is one transaction: enqueue a `nightly` job whose `dedupe_key` is `schedule:<id>:<slot epoch>`
-(unique in the DB) and move `last_slot` forward. A second scheduler, or the same one after a restart, hits the
-unique key and fires nothing — so a slot runs at most once. After an outage only the newest missed slot runs
-(catch up once), and only if it is younger than `scheduler_catchup_s`; older missed slots are skipped.
+Slot arithmetic uses croniter on time-zone-aware datetimes (so 02:00 Europe/Berlin stays 02:00 local across
+DST). Firing a slot is one transaction: enqueue a `nightly` job whose `dedupe_key` is `schedule:<id>:<slot
+epoch>` (unique in the DB) and move `last_slot` forward. A second scheduler, or the same one after a restart,
+hits the unique key and fires nothing — so a slot runs at most once. After an outage only the newest missed
+slot runs (catch up once), and only if it is younger than `scheduler_catchup_s`; older missed slots are
+skipped.
 """
 
 from __future__ import annotations
@@ -57,8 +58,10 @@ def tick(db: Database, settings: Settings, at: float | None = None) -> list[Fire
     at = clock() if at is None else at
     fired: list[Fired] = []
     with db.session() as s:
-        schedules = [(r.id, r.cron, r.timezone, r.last_slot, r.created_at, r.deployment_id, r.traces)
-                     for r in s.scalars(select(ScheduleRow).where(ScheduleRow.enabled.is_(True)))]
+        schedules = [
+            (r.id, r.cron, r.timezone, r.last_slot, r.created_at, r.deployment_id, r.traces)
+            for r in s.scalars(select(ScheduleRow).where(ScheduleRow.enabled.is_(True)))
+        ]
     for sid, cron, tz, last, created, dep_id, traces in schedules:
         slot = latest_slot(cron, tz, at)
         if slot <= created or (last is not None and slot <= last):
@@ -68,21 +71,36 @@ def tick(db: Database, settings: Settings, at: float | None = None) -> list[Fire
             with db.session() as s:
                 moved = s.execute(
                     update(ScheduleRow)
-                    .where(ScheduleRow.id == sid, or_(ScheduleRow.last_slot.is_(None), ScheduleRow.last_slot < slot))
+                    .where(
+                        ScheduleRow.id == sid,
+                        or_(ScheduleRow.last_slot.is_(None), ScheduleRow.last_slot < slot),
+                    )
                     .values(last_slot=slot)
                 ).rowcount  # type: ignore[attr-defined]
                 if not moved:
                     continue
                 job_id = None
                 if not too_old:
-                    payload = {"traces": traces, "publish": True, "schedule_id": sid,
-                               "slot": _at(slot, tz).isoformat()}
-                    job_id = enqueue(s, settings, "nightly", payload, deployment_id=dep_id,
-                                     dedupe_key=f"schedule:{sid}:{int(slot)}").id
+                    payload = {
+                        "traces": traces,
+                        "publish": True,
+                        "schedule_id": sid,
+                        "slot": _at(slot, tz).isoformat(),
+                    }
+                    job_id = enqueue(
+                        s,
+                        settings,
+                        "nightly",
+                        payload,
+                        deployment_id=dep_id,
+                        dedupe_key=f"schedule:{sid}:{int(slot)}",
+                    ).id
         except IntegrityError:
             continue  # another scheduler fired this slot first
         if too_old:
-            log.warning("schedule %s: slot %s missed by more than %ss; skipped", sid, _at(slot, tz), int(at - slot))
+            log.warning(
+                "schedule %s: slot %s missed by more than %ss; skipped", sid, _at(slot, tz), int(at - slot)
+            )
         else:
             log.info("schedule %s: fired slot %s as job %s", sid, _at(slot, tz), job_id)
         fired.append(Fired(sid, slot, job_id))

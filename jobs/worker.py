@@ -1,11 +1,12 @@
 """The worker: runs jobs from the durable queue in the metadata DB.
 
-* **Claim with a lease.** A job is claimed by one conditional UPDATE (queued and due, or running with an expired
-  lease) that sets `lease_owner` and `lease_expires`; only the worker whose UPDATE matched runs it.
-* **Heartbeat.** While a job runs, a thread extends the lease every `lease/3` s and records the worker's liveness.
-* **Steps are checkpoints.** Each step's output is stored on the job; a job resumed after its worker died (lease
-  expired) skips the steps already done and re-runs only the interrupted one (the tuner's Optuna study resumes
-  from its storage) — nothing lost, no finished step run twice.
+* **Claim with a lease.** A job is claimed by one conditional UPDATE (queued and due, or running with an
+  expired lease) that sets `lease_owner` and `lease_expires`; only the worker whose UPDATE matched runs it.
+* **Heartbeat.** While a job runs, a thread extends the lease every `lease/3` s and records the worker's
+  liveness.
+* **Steps are checkpoints.** Each step's output is stored on the job; a job resumed after its worker died
+  (lease expired) skips the steps already done and re-runs only the interrupted one (the tuner's Optuna study
+  resumes from its storage) — nothing lost, no finished step run twice.
 * **Exactly-once completion.** Every write of a running job is guarded by `lease_owner = me AND status =
   'running'`; a worker that lost its lease cannot complete, fail or log on the job any more.
 * **Retry with backoff.** A failed attempt is re-queued after `job_backoff_s * 2**(attempt-1)` s until
@@ -63,7 +64,9 @@ class JobContext:
         self.steps: list[dict[str, Any]] = [dict(s) for s in job.steps]
 
     def _guard(self) -> Any:
-        return and_(JobRow.id == self.job_id, JobRow.lease_owner == self.worker.id, JobRow.status == "running")
+        return and_(
+            JobRow.id == self.job_id, JobRow.lease_owner == self.worker.id, JobRow.status == "running"
+        )
 
     def _update(self, **values: Any) -> None:
         with self.db.session() as s:
@@ -108,8 +111,15 @@ class JobContext:
             self.log(f"step {name}: already done by an earlier attempt; reusing its output")
             return earlier
         self.check_cancel()
-        self._record(name, status="running", attempt=self.attempt, started_at=time.time(), finished_at=None,
-                     error=None, output=None)
+        self._record(
+            name,
+            status="running",
+            attempt=self.attempt,
+            started_at=time.time(),
+            finished_at=None,
+            error=None,
+            output=None,
+        )
         self.log(f"step {name}: started")
         try:
             output = fn()
@@ -128,7 +138,9 @@ Handler = Callable[[JobContext], dict[str, Any]]
 
 
 def _selftest(ctx: JobContext) -> dict[str, Any]:
-    """A job of N sleeping steps that appends to a marker file: for operators' smoke tests and the crash tests."""
+    """A job of N sleeping steps that appends to a marker file: for operators' smoke tests and the crash
+    tests.
+    """
     n, pause = int(ctx.payload.get("steps", 3)), float(ctx.payload.get("sleep_s", 0.1))
     marker = ctx.payload.get("marker")
     if ctx.attempt <= int(ctx.payload.get("fail_attempts", 0)):
@@ -167,7 +179,9 @@ HANDLERS: dict[str, Handler] = {}
 class Worker:
     """Claims and runs jobs; also ticks the cron scheduler when `schedule` is set."""
 
-    def __init__(self, settings: Settings, db: Database, worker_id: str | None = None, *, schedule: bool = True):
+    def __init__(
+        self, settings: Settings, db: Database, worker_id: str | None = None, *, schedule: bool = True
+    ):
         self.settings = settings
         self.db = db
         self.id = worker_id or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
@@ -180,9 +194,15 @@ class Worker:
     def beat(self, job_id: int | None = None) -> None:
         with self.db.session() as s:
             if self.db.engine.dialect.name == "sqlite":
-                stmt = sqlite_insert(WorkerRow).values(id=self.id, heartbeat_at=time.time(), current_job_id=job_id)
-                s.execute(stmt.on_conflict_do_update(index_elements=["id"], set_={
-                    "heartbeat_at": stmt.excluded.heartbeat_at, "current_job_id": job_id}))
+                stmt = sqlite_insert(WorkerRow).values(
+                    id=self.id, heartbeat_at=time.time(), current_job_id=job_id
+                )
+                s.execute(
+                    stmt.on_conflict_do_update(
+                        index_elements=["id"],
+                        set_={"heartbeat_at": stmt.excluded.heartbeat_at, "current_job_id": job_id},
+                    )
+                )
             else:
                 row = s.get(WorkerRow, self.id)
                 if row is None:
@@ -204,9 +224,14 @@ class Worker:
         for job_id in ids:
             with self.db.session() as s:
                 n = s.execute(
-                    update(JobRow).where(JobRow.id == job_id, self._claimable(now)).values(
-                        status="running", lease_owner=self.id, lease_expires=now + self.lease_s,
-                        attempts=JobRow.attempts + 1, started_at=now,
+                    update(JobRow)
+                    .where(JobRow.id == job_id, self._claimable(now))
+                    .values(
+                        status="running",
+                        lease_owner=self.id,
+                        lease_expires=now + self.lease_s,
+                        attempts=JobRow.attempts + 1,
+                        started_at=now,
                     )
                 ).rowcount  # type: ignore[attr-defined]
                 if not n:
@@ -224,9 +249,11 @@ class Worker:
         while not stop.wait(self.lease_s / 3):
             try:
                 with self.db.session() as s:
-                    n = s.execute(update(JobRow).where(
-                        JobRow.id == job_id, JobRow.lease_owner == self.id, JobRow.status == "running"
-                    ).values(lease_expires=time.time() + self.lease_s)).rowcount  # type: ignore[attr-defined]
+                    n = s.execute(
+                        update(JobRow)
+                        .where(JobRow.id == job_id, JobRow.lease_owner == self.id, JobRow.status == "running")
+                        .values(lease_expires=time.time() + self.lease_s)
+                    ).rowcount  # type: ignore[attr-defined]
                 if not n:
                     lost.set()
                     return

@@ -1,4 +1,5 @@
-"""Bearer-token auth. Tokens are stored only as SHA-256 hashes (DB table `api_tokens` or `TAILTUNE_API_TOKENS`).
+"""Bearer-token auth. Tokens are stored only as SHA-256 hashes (DB table `api_tokens` or
+`TAILTUNE_API_TOKENS`).
 
 Scopes: `read` allows GET/HEAD; `write` allows everything. Reads from 127.0.0.1/::1 need no token when
 `open_reads_on_localhost` is set (the embedded default).
@@ -91,9 +92,12 @@ def _from_settings(settings: Settings, digest: str) -> Principal | None:
     return None
 
 
-def quick_read_principal(headers: dict[bytes, bytes], client: str, settings: Settings, db: Database
-                         ) -> Principal | None:
-    """Read access decided from memory only (tokens cached, settings hashes, localhost); None → ask `authenticate`."""
+def quick_read_principal(
+    headers: dict[bytes, bytes], client: str, settings: Settings, db: Database
+) -> Principal | None:
+    """Read access decided from memory only (tokens cached, settings hashes, localhost); None → ask
+    `authenticate`.
+    """
     header = headers.get(b"authorization", b"").decode("latin-1")
     kind, _, token = header.partition(" ")
     if not token or kind.lower() != "bearer":

@@ -55,7 +55,9 @@ def get_session(db: DbDep) -> Iterator[Session]:
         yield s
 
 
-SessionDep = Annotated[Session, Depends(get_session)]
+#: scope="function": the session commits *before* the response is sent, so a client that reads right after a
+#: write sees it (the default "request" scope would commit after the response).
+SessionDep = Annotated[Session, Depends(get_session, scope="function")]
 
 
 async def require_read(request: Request, settings: SettingsDep, db: DbDep) -> Principal:

@@ -26,7 +26,8 @@ __all__ = [
 
 
 class ServiceError(Exception):
-    """Base of the service's domain errors: a status code, a machine code, a message and the field at fault."""
+    """Base of the service's domain errors: a status code, a machine code, a message and the field at fault.
+    """
 
     status_code = 400
     code = "bad_request"
@@ -67,7 +68,9 @@ class Forbidden(ServiceError):
     code = "forbidden"
 
 
-def _body(code: str, detail: str, field: str | None, problems: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+def _body(
+    code: str, detail: str, field: str | None, problems: list[dict[str, Any]] | None = None
+) -> dict[str, Any]:
     return {"error": code, "detail": detail, "field": field, "problems": problems or []}
 
 
@@ -84,7 +87,9 @@ async def _service_error(_: Request, exc: Exception) -> JSONResponse:
 
 async def _validation_error(_: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
-    problems = [{"field": _field_of(e.get("loc", ())), "problem": str(e.get("msg", ""))} for e in exc.errors()]
+    problems = [
+        {"field": _field_of(e.get("loc", ())), "problem": str(e.get("msg", ""))} for e in exc.errors()
+    ]
     first = problems[0] if problems else {"field": "body", "problem": "invalid request"}
     detail = f"field '{first['field']}': {first['problem']}"
     return JSONResponse(_body("invalid", detail, first["field"], problems), status_code=422)
@@ -93,7 +98,9 @@ async def _validation_error(_: Request, exc: Exception) -> JSONResponse:
 async def _tailtune_error(_: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, TailtuneError)
     if isinstance(exc, BadInputError):
-        problems = [{"file": p.file, "line": p.line, "field": p.field, "problem": p.problem} for p in exc.problems]
+        problems = [
+            {"file": p.file, "line": p.line, "field": p.field, "problem": p.problem} for p in exc.problems
+        ]
         return JSONResponse(_body("bad_input", exc.message, exc.problems[0].field, problems), status_code=422)
     if isinstance(exc, NotFoundError):
         return JSONResponse(_body("not_found", exc.message, None), status_code=404)

@@ -32,8 +32,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         database_for((settings or get_settings()).resolved_database_url)
         yield
 
-    app = FastAPI(title="tailtune", version="1", lifespan=lifespan,
-                  description="Traces, analyses, deployments, tuning jobs, schedules and published configs.")
+    app = FastAPI(
+        title="tailtune",
+        version="1",
+        lifespan=lifespan,
+        description="Traces, analyses, deployments, tuning jobs, schedules and published configs.",
+    )
     api = APIRouter(prefix=API_PREFIX)
     for router in (traces, analyses, deployments, jobs, schedules, configs, health):
         api.include_router(router)

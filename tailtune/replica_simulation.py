@@ -20,10 +20,20 @@ if TYPE_CHECKING:
 
     from tailtune.simulation import SimulationSpec
 
-__all__ = ["REPLICA_SHORTHANDS", "ReplicaSpec", "needs_sized_replay", "resolve_policy", "run_sized_simulation"]
+__all__ = [
+    "REPLICA_SHORTHANDS",
+    "SIZED_POLICIES",
+    "ReplicaSpec",
+    "needs_sized_replay",
+    "resolve_policy",
+    "run_sized_simulation",
+]
 
 # `--policy NAME` that mean fifo server queues with replica selection NAME.
 REPLICA_SHORTHANDS = ("c3", "ds", "heron")
+# Queue policies that use the large-key filter and replica selection, with their default selector (TailX §3.1:
+# dynamic snitching).
+SIZED_POLICIES = {"tailx": "ds"}
 
 
 @dataclass(frozen=True)
@@ -50,7 +60,7 @@ def resolve_policy(
                 "--replica", f"--policy {policy} already selects replicas with {policy}", field="replica"
             )
         return "fifo", {}, policy, {**params, **rspec.replica_params}
-    return policy, params, rspec.replica or "round-robin", dict(rspec.replica_params)
+    return policy, params, rspec.replica or SIZED_POLICIES.get(policy, "round-robin"), dict(rspec.replica_params)
 
 
 def _sizes_in_rows(table: pa.Table, source: str) -> npt.NDArray[np.float64] | None:
@@ -72,7 +82,7 @@ def _sizes_in_rows(table: pa.Table, source: str) -> npt.NDArray[np.float64] | No
 
 def needs_sized_replay(table: pa.Table, policy: str, rspec: ReplicaSpec) -> bool:
     """The core replay suffices unless a selector is asked for or the sizes are used and differ."""
-    if policy in REPLICA_SHORTHANDS or rspec.replica is not None:
+    if policy in REPLICA_SHORTHANDS or policy in SIZED_POLICIES or rspec.replica is not None:
         return True
     if not rspec.use_sizes or "value_size" not in table.column_names:
         return False
@@ -122,8 +132,12 @@ def run_sized_simulation(
         thr = rspec.thr_l_bytes
         if thr is None and replica == "heron" and rparams.get("thr_l_bytes", 0.0) > 0.0:
             thr = rparams["thr_l_bytes"]
+        if thr is None and policy in SIZED_POLICIES and params.get("thr_l_bytes", 0.0) > 0.0:
+            thr = params["thr_l_bytes"]
         if thr is None and sizes is not None:
             thr = kvsim.default_thr_l(model, float(demand["median_bytes"]))
+        if policy in SIZED_POLICIES and thr is not None:
+            params = {**params, "thr_l_bytes": float(thr)}
         workload = kvsim.Workload(
             cluster,
             offsets,

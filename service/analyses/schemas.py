@@ -43,6 +43,12 @@ class AnalysisOut(BaseModel):
     @classmethod
     def of(cls, r: AnalysisRow) -> AnalysisOut:
         return cls(
-            id=r.id, trace_id=r.trace_id, dataset_id=r.dataset_id, options=r.options, status=r.status,
-            error=r.error, job_id=r.job_id, created_at=to_dt(r.created_at),
+            id=r.id,
+            trace_id=r.trace_id,
+            dataset_id=r.dataset_id,
+            options=r.options,
+            status=r.status,
+            error=r.error,
+            job_id=r.job_id,
+            created_at=to_dt(r.created_at),
         )

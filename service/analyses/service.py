@@ -41,9 +41,13 @@ def create(s: Session, settings: Settings, body: AnalysisCreate) -> AnalysisRow:
             raise Missing(f"dataset {dataset_id} not found", field="dataset_id")
     assert dataset_id is not None
     row = AnalysisRow(
-        trace_id=body.trace_id, dataset_id=dataset_id,
-        options={"servers": body.servers, "replication": body.replication}, status="queued", out_dir="",
-        error=None, created_at=now(),
+        trace_id=body.trace_id,
+        dataset_id=dataset_id,
+        options={"servers": body.servers, "replication": body.replication},
+        status="queued",
+        out_dir="",
+        error=None,
+        created_at=now(),
     )
     s.add(row)
     s.flush()

@@ -1,8 +1,8 @@
 """The hot path of config polling: the latest version of a deployment, pre-serialized, cached for a moment.
 
 Nodes poll GET /configs/{id} with If-None-Match. Each entry is (ETag, JSON bytes) and lives `config_cache_s`
-(default 1 s), so a new version written by the worker process is served at most that long after it is committed;
-versions written through this API process drop the entry at once.
+(default 1 s), so a new version written by the worker process is served at most that long after it is
+committed; versions written through this API process drop the entry at once.
 """
 
 from __future__ import annotations

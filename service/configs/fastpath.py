@@ -1,9 +1,9 @@
 """ASGI fast path for the one hot read: `GET /api/v1/configs/{id}` answered from the in-memory latest cache.
 
 Nodes poll this endpoint (p99 ≤ 5 ms at 1,000 req/s is the target, see bench/RESULTS.md). When the entry is
-cached and the caller is authorized from memory, the answer (200 + body, or 304 on a matching If-None-Match) is
-written directly, skipping FastAPI's routing and dependency solving. Anything else — cache miss, unknown token,
-other paths or methods — goes to the FastAPI route, which gives the same answers (tests compare both).
+cached and the caller is authorized from memory, the answer (200 + body, or 304 on a matching If-None-Match)
+is written directly, skipping FastAPI's routing and dependency solving. Anything else — cache miss, unknown
+token, other paths or methods — goes to the FastAPI route, which gives the same answers (tests compare both).
 """
 
 from __future__ import annotations
@@ -43,8 +43,9 @@ class ConfigFastPath:
             return
         wanted = headers.get(b"if-none-match")
         out = [(b"etag", entry.etag.encode()), (b"cache-control", b"no-cache")]
-        if wanted is not None and (wanted.strip() == b"*"
-                                   or entry.etag.encode() in [t.strip() for t in wanted.split(b",")]):
+        if wanted is not None and (
+            wanted.strip() == b"*" or entry.etag.encode() in [t.strip() for t in wanted.split(b",")]
+        ):
             await send({"type": "http.response.start", "status": 304, "headers": out})
             await send({"type": "http.response.body", "body": b""})
             return

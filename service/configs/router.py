@@ -50,14 +50,19 @@ def version(deployment_id: int, version: int, s: SessionDep, _: ReadAuth) -> Con
 
 @router.get("/{deployment_id}/diff")
 def diff(
-    deployment_id: int, s: SessionDep, _: ReadAuth, from_version: int = Query(alias="from", ge=1),
+    deployment_id: int,
+    s: SessionDep,
+    _: ReadAuth,
+    from_version: int = Query(alias="from", ge=1),
     to_version: int = Query(alias="to", ge=1),
 ) -> ConfigDiff:
     return service.diff(s, deployment_id, from_version, to_version)
 
 
 @router.post("/{deployment_id}/versions", status_code=status.HTTP_201_CREATED)
-def create(deployment_id: int, body: ConfigCreate, s: SessionDep, settings: SettingsDep, _: WriteAuth) -> ConfigOut:
+def create(
+    deployment_id: int, body: ConfigCreate, s: SessionDep, settings: SettingsDep, _: WriteAuth
+) -> ConfigOut:
     row = service.add_version(s, deployment_id, body.config, source="manual", note=body.note)
     if body.publish:
         row.job_id = service.schedule_publish(s, settings, deployment_id, row.version).id

@@ -26,8 +26,14 @@ class ConfigOut(BaseModel):
     @classmethod
     def of(cls, r: ConfigVersionRow) -> ConfigOut:
         return cls(
-            deployment_id=r.deployment_id, version=r.version, config=r.config, source=r.source, job_id=r.job_id,
-            note=r.note, published=r.published, created_at=to_dt(r.created_at),
+            deployment_id=r.deployment_id,
+            version=r.version,
+            config=r.config,
+            source=r.source,
+            job_id=r.job_id,
+            note=r.note,
+            published=r.published,
+            created_at=to_dt(r.created_at),
         )
 
 

@@ -46,17 +46,37 @@ def _deployment(s: Session, deployment_id: int) -> DeploymentRow:
 
 
 def add_version(
-    s: Session, deployment_id: int, config: dict[str, Any], *, source: str, job_id: int | None = None,
+    s: Session,
+    deployment_id: int,
+    config: dict[str, Any],
+    *,
+    source: str,
+    job_id: int | None = None,
     note: str | None = None,
 ) -> ConfigVersionRow:
-    """Append the next version (1, 2, ...). The unique (deployment, version) key settles concurrent writers."""
+    """Append the next version (1, 2, ...). The unique (deployment, version) key settles concurrent writers.
+    """
     _deployment(s, deployment_id)
     validate_config(config)
     for _ in range(10):
-        version = (s.scalar(select(func.max(ConfigVersionRow.version))
-                            .where(ConfigVersionRow.deployment_id == deployment_id)) or 0) + 1
-        row = ConfigVersionRow(deployment_id=deployment_id, version=version, config=config, source=source,
-                               job_id=job_id, note=note, published={}, created_at=now())
+        version = (
+            s.scalar(
+                select(func.max(ConfigVersionRow.version)).where(
+                    ConfigVersionRow.deployment_id == deployment_id
+                )
+            )
+            or 0
+        ) + 1
+        row = ConfigVersionRow(
+            deployment_id=deployment_id,
+            version=version,
+            config=config,
+            source=source,
+            job_id=job_id,
+            note=note,
+            published={},
+            created_at=now(),
+        )
         try:
             with s.begin_nested():
                 s.add(row)
@@ -69,8 +89,12 @@ def add_version(
 
 
 def latest(s: Session, deployment_id: int) -> ConfigVersionRow:
-    row = s.scalar(select(ConfigVersionRow).where(ConfigVersionRow.deployment_id == deployment_id)
-                   .order_by(ConfigVersionRow.version.desc()).limit(1))
+    row = s.scalar(
+        select(ConfigVersionRow)
+        .where(ConfigVersionRow.deployment_id == deployment_id)
+        .order_by(ConfigVersionRow.version.desc())
+        .limit(1)
+    )
     if row is None:
         _deployment(s, deployment_id)
         raise Missing(f"deployment {deployment_id} has no accepted config yet", field="deployment_id")
@@ -78,8 +102,11 @@ def latest(s: Session, deployment_id: int) -> ConfigVersionRow:
 
 
 def get_version(s: Session, deployment_id: int, version: int) -> ConfigVersionRow:
-    row = s.scalar(select(ConfigVersionRow).where(ConfigVersionRow.deployment_id == deployment_id,
-                                                  ConfigVersionRow.version == version))
+    row = s.scalar(
+        select(ConfigVersionRow).where(
+            ConfigVersionRow.deployment_id == deployment_id, ConfigVersionRow.version == version
+        )
+    )
     if row is None:
         raise Missing(f"deployment {deployment_id} has no config version {version}", field="version")
     return row
@@ -87,8 +114,11 @@ def get_version(s: Session, deployment_id: int, version: int) -> ConfigVersionRo
 
 def history(s: Session, deployment_id: int) -> Sequence[ConfigVersionRow]:
     _deployment(s, deployment_id)
-    return s.scalars(select(ConfigVersionRow).where(ConfigVersionRow.deployment_id == deployment_id)
-                     .order_by(ConfigVersionRow.version.desc())).all()
+    return s.scalars(
+        select(ConfigVersionRow)
+        .where(ConfigVersionRow.deployment_id == deployment_id)
+        .order_by(ConfigVersionRow.version.desc())
+    ).all()
 
 
 def flatten(doc: dict[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -104,12 +134,18 @@ def flatten(doc: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 def diff(s: Session, deployment_id: int, a: int, b: int) -> ConfigDiff:
-    old, new = flatten(get_version(s, deployment_id, a).config), flatten(get_version(s, deployment_id, b).config)
+    old, new = (
+        flatten(get_version(s, deployment_id, a).config),
+        flatten(get_version(s, deployment_id, b).config),
+    )
     return ConfigDiff(
-        from_version=a, to_version=b,
+        from_version=a,
+        to_version=b,
         added={k: new[k] for k in sorted(new.keys() - old.keys())},
         removed={k: old[k] for k in sorted(old.keys() - new.keys())},
-        changed={k: {"from": old[k], "to": new[k]} for k in sorted(old.keys() & new.keys()) if old[k] != new[k]},
+        changed={
+            k: {"from": old[k], "to": new[k]} for k in sorted(old.keys() & new.keys()) if old[k] != new[k]
+        },
     )
 
 
@@ -119,7 +155,9 @@ def schedule_publish(s: Session, settings: Settings, deployment_id: int, version
 
 
 def rollback(s: Session, deployment_id: int, version: int, note: str | None) -> ConfigVersionRow:
-    """Rolling back = a new latest version carrying an earlier version's config (targets only move forward)."""
+    """Rolling back = a new latest version carrying an earlier version's config (targets only move forward).
+    """
     old = get_version(s, deployment_id, version)
-    return add_version(s, deployment_id, dict(old.config), source="rollback",
-                       note=note or f"rollback to version {version}")
+    return add_version(
+        s, deployment_id, dict(old.config), source="rollback", note=note or f"rollback to version {version}"
+    )

@@ -1,7 +1,7 @@
 """SQLAlchemy 2 models of the metadata DB. Times are UNIX epoch seconds (float): portable and easy to compare.
 
-The schema itself is created by the alembic migrations in `service/db/migrations` (kept in step with these models;
-`tests/service/test_db.py` checks they agree).
+The schema itself is created by the alembic migrations in `service/db/migrations` (kept in step with these
+models; `tests/service/test_db.py` checks they agree).
 """
 
 from __future__ import annotations
@@ -50,8 +50,9 @@ class TraceRow(Base):
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     name: Mapped[str] = mapped_column(String(200))
-    deployment_id: Mapped[int | None] = mapped_column(ForeignKey("deployments.id", ondelete="SET NULL"),
-                                                      nullable=True, index=True)
+    deployment_id: Mapped[int | None] = mapped_column(
+        ForeignKey("deployments.id", ondelete="SET NULL"), nullable=True, index=True
+    )
     format: Mapped[str] = mapped_column(String(32))
     size_bytes: Mapped[int] = mapped_column(Integer)
     sha256: Mapped[str] = mapped_column(String(64))
@@ -118,7 +119,9 @@ class ScheduleRow(Base):
 
 
 class ConfigVersionRow(Base):
-    """An accepted config of a deployment. Versions are 1, 2, ... per deployment and never change once written."""
+    """An accepted config of a deployment. Versions are 1, 2, ... per deployment and never change once
+    written.
+    """
 
     __tablename__ = "config_versions"
     __table_args__ = (UniqueConstraint("deployment_id", "version", name="uq_config_version"),)

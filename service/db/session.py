@@ -1,4 +1,6 @@
-"""Engine, sessions and programmatic alembic migrations of the metadata DB (SQLite default, PostgreSQL by URL)."""
+"""Engine, sessions and programmatic alembic migrations of the metadata DB (SQLite default, PostgreSQL by
+URL).
+"""
 
 from __future__ import annotations
 
@@ -18,7 +20,8 @@ _migrate_lock = threading.Lock()
 
 
 def migrate(engine: Engine) -> None:
-    """Bring the schema to the newest alembic revision (idempotent; run by `serve` and `worker` at start-up)."""
+    """Bring the schema to the newest alembic revision (idempotent; run by `serve` and `worker` at start-up).
+    """
     from alembic import command
     from alembic.config import Config
 

@@ -38,7 +38,9 @@ class Topology(BaseModel):
     servers: int = Field(ge=1, le=100_000)
     slots: int = Field(default=1, ge=1, le=1024, description="Concurrent requests per server.")
     replication: int = Field(default=1, ge=1, le=16)
-    service_rate_per_s: float | None = Field(default=None, gt=0, description="Ops per second one slot serves.")
+    service_rate_per_s: float | None = Field(
+        default=None, gt=0, description="Ops per second one slot serves."
+    )
     network_ms: float = Field(default=0.0, ge=0)
 
     @model_validator(mode="after")
@@ -94,7 +96,9 @@ class DeploymentCreate(BaseModel):
     @model_validator(mode="after")
     def _connection_matches_kind(self) -> DeploymentCreate:
         if self.kind == "cassandra" and not self.connection.contact_points:
-            raise ValueError("connection.contact_points: a cassandra deployment needs at least one contact point")
+            raise ValueError(
+                "connection.contact_points: a cassandra deployment needs at least one contact point"
+            )
         if self.kind == "memcached" and not self.connection.servers:
             raise ValueError("connection.servers: a memcached deployment needs at least one host:port")
         return self
@@ -131,7 +135,16 @@ class DeploymentOut(BaseModel):
     @classmethod
     def of(cls, r: DeploymentRow) -> DeploymentOut:
         return cls(
-            id=r.id, name=r.name, kind=r.kind, timezone=r.timezone, topology=r.topology, connection=r.connection,
-            objective=r.objective, constraints=r.constraints, current_config=r.current_config,
-            publish_status=r.publish_status, publish_error=r.publish_error, created_at=to_dt(r.created_at),
+            id=r.id,
+            name=r.name,
+            kind=r.kind,
+            timezone=r.timezone,
+            topology=r.topology,
+            connection=r.connection,
+            objective=r.objective,
+            constraints=r.constraints,
+            current_config=r.current_config,
+            publish_status=r.publish_status,
+            publish_error=r.publish_error,
+            created_at=to_dt(r.created_at),
         )

@@ -19,10 +19,17 @@ def create(s: Session, body: DeploymentCreate) -> DeploymentRow:
     if s.scalar(select(DeploymentRow.id).where(DeploymentRow.name == body.name)) is not None:
         raise Conflict(f"deployment {body.name!r} already exists", field="name")
     row = DeploymentRow(
-        name=body.name, kind=body.kind, timezone=body.timezone, topology=body.topology.model_dump(),
-        connection=body.connection.model_dump(), objective=body.objective.model_dump(),
-        constraints=body.constraints.model_dump(), current_config=body.current_config, publish_status="none",
-        publish_error=None, created_at=now(),
+        name=body.name,
+        kind=body.kind,
+        timezone=body.timezone,
+        topology=body.topology.model_dump(),
+        connection=body.connection.model_dump(),
+        objective=body.objective.model_dump(),
+        constraints=body.constraints.model_dump(),
+        current_config=body.current_config,
+        publish_status="none",
+        publish_error=None,
+        created_at=now(),
     )
     s.add(row)
     s.flush()

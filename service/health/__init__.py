@@ -1,4 +1,5 @@
-"""Health (liveness) and readiness: metadata DB, worker heartbeat, MLflow store, each target's reachability."""
+"""Health (liveness) and readiness: metadata DB, worker heartbeat, MLflow store, each target's reachability.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Readiness checks. `ready` needs the DB, a live worker and the MLflow store; targets are reported alongside."""
+"""Readiness checks. `ready` needs the DB, a live worker and the MLflow store; targets are reported alongside.
+"""
 
 from __future__ import annotations
 
@@ -77,7 +78,9 @@ def check_targets(db: Database, timeout: float = 1.0) -> list[Check]:
         if kind == "cassandra":
             eps = [(h, int(conn.get("port", 9042))) for h in conn.get("contact_points", [])]
         else:
-            eps = [(s.rpartition(":")[0].strip("[]"), int(s.rpartition(":")[2])) for s in conn.get("servers", [])]
+            eps = [
+                (s.rpartition(":")[0].strip("[]"), int(s.rpartition(":")[2])) for s in conn.get("servers", [])
+            ]
         jobs.append((f"{name} ({kind})", eps))
     if not jobs:
         return []

@@ -21,10 +21,15 @@ def run_now(body: JobCreate, s: SessionDep, settings: SettingsDep, _: WriteAuth)
 
 @router.get("")
 def list_jobs(
-    s: SessionDep, _: ReadAuth, status: str | None = None, deployment_id: int | None = None,
+    s: SessionDep,
+    _: ReadAuth,
+    status: str | None = None,
+    deployment_id: int | None = None,
     limit: int = Query(default=100, ge=1, le=1000),
 ) -> list[JobOut]:
-    return [JobOut.of(r) for r in service.list_jobs(s, status=status, deployment_id=deployment_id, limit=limit)]
+    return [
+        JobOut.of(r) for r in service.list_jobs(s, status=status, deployment_id=deployment_id, limit=limit)
+    ]
 
 
 @router.get("/{job_id}")

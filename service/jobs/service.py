@@ -1,4 +1,5 @@
-"""The durable job queue's producer side: enqueue, list, show, cancel (the worker side is `jobs/worker.py`)."""
+"""The durable job queue's producer side: enqueue, list, show, cancel (the worker side is `jobs/worker.py`).
+"""
 
 from __future__ import annotations
 
@@ -32,9 +33,21 @@ def enqueue(
     if kind not in JOB_KINDS:
         raise Invalid(f"unknown job kind {kind!r}", field="kind")
     row = JobRow(
-        kind=kind, deployment_id=deployment_id, payload=payload, status="queued", dedupe_key=dedupe_key,
-        attempts=0, max_attempts=max_attempts or settings.job_max_attempts, run_after=now(), lease_owner=None,
-        lease_expires=None, cancel_requested=False, steps=[], logs="", result=None, created_at=now(),
+        kind=kind,
+        deployment_id=deployment_id,
+        payload=payload,
+        status="queued",
+        dedupe_key=dedupe_key,
+        attempts=0,
+        max_attempts=max_attempts or settings.job_max_attempts,
+        run_after=now(),
+        lease_owner=None,
+        lease_expires=None,
+        cancel_requested=False,
+        steps=[],
+        logs="",
+        result=None,
+        created_at=now(),
     )
     s.add(row)
     s.flush()
@@ -73,7 +86,8 @@ def cancel_job(s: Session, job_id: int) -> JobRow:
     if row.status in ("succeeded", "failed", "cancelled"):
         raise Conflict(f"job {job_id} already {row.status}", field="job_id")
     done = s.execute(
-        update(JobRow).where(JobRow.id == job_id, JobRow.status == "queued")
+        update(JobRow)
+        .where(JobRow.id == job_id, JobRow.status == "queued")
         .values(status="cancelled", finished_at=now(), error="cancelled by request")
     ).rowcount  # type: ignore[attr-defined]
     if not done:

@@ -1,4 +1,6 @@
-"""Publish targets: one module per kind behind `Publisher` (base.py); `publisher_for` picks by deployment kind."""
+"""Publish targets: one module per kind behind `Publisher` (base.py); `publisher_for` picks by deployment
+kind.
+"""
 
 from __future__ import annotations
 

@@ -1,10 +1,10 @@
 """What every publish target does, and the retry loop around one publish.
 
 A publish writes one config version as one JSON document (`document()`: deployment, version, config — the same
-bytes for the same version, so a repeated publish is a no-op). Targets keep an immutable entry per version and a
-"current" entry that only moves forward (LWT in Cassandra, CAS in memcached). Transient failures raise
-`TargetUnavailable` and are retried with exponential backoff; `PublishConflict` (an existing version entry with
-other content) is not retried.
+bytes for the same version, so a repeated publish is a no-op). Targets keep an immutable entry per version and
+a "current" entry that only moves forward (LWT in Cassandra, CAS in memcached). Transient failures raise
+`TargetUnavailable` and are retried with exponential backoff; `PublishConflict` (an existing version entry
+with other content) is not retried.
 """
 
 from __future__ import annotations
@@ -51,8 +51,11 @@ class PublishOutcome:
 
 def document(deployment: str, version: int, config: dict[str, Any]) -> str:
     """The exact text stored for a version: canonical JSON, so the same version is always the same bytes."""
-    return json.dumps({"deployment": deployment, "version": version, "config": config}, sort_keys=True,
-                      separators=(",", ":"))
+    return json.dumps(
+        {"deployment": deployment, "version": version, "config": config},
+        sort_keys=True,
+        separators=(",", ":"),
+    )
 
 
 class Publisher(ABC):
@@ -102,7 +105,11 @@ def publish_with_retry(
             else:
                 log(f"{publisher.kind}: attempt {n}/{attempts} failed ({exc}); giving up")
             continue
-        log(f"{publisher.kind}: version {version} published (attempt {n}; current {outcome.current_version}"
-            f"{'' if outcome.advanced else ', already current or newer'})")
+        log(
+            f"{publisher.kind}: version {version} published (attempt {n}; current {outcome.current_version}"
+            f"{'' if outcome.advanced else ', already current or newer'})"
+        )
         return outcome
-    raise PublishFailed(f"{publisher.kind}: publish of version {version} failed after {attempts} attempts: {last}")
+    raise PublishFailed(
+        f"{publisher.kind}: publish of version {version} failed after {attempts} attempts: {last}"
+    )

@@ -1,9 +1,10 @@
-"""Cassandra target: `<keyspace>.config_versions` (one immutable row per version) + `<keyspace>.config_current`.
+"""Cassandra target: `<keyspace>.config_versions` (one immutable row per version) +
+`<keyspace>.config_current`.
 
-Both are created if missing. Rows are written with lightweight transactions: a version row with
-`INSERT ... IF NOT EXISTS`; the current row with `INSERT ... IF NOT EXISTS`, else
-`UPDATE ... IF version < ?` — so an older version never overwrites a newer one, whatever the order of publishers.
-The whole config is one text column of one row: readers never see half of it. Nodes read their config with
+Both are created if missing. Rows are written with lightweight transactions: a version row with `INSERT ... IF
+NOT EXISTS`; the current row with `INSERT ... IF NOT EXISTS`, else `UPDATE ... IF version < ?` — so an older
+version never overwrites a newer one, whatever the order of publishers. The whole config is one text column of
+one row: readers never see half of it. Nodes read their config with
 
     SELECT version, config FROM <keyspace>.config_current WHERE deployment = ?;
 """
@@ -45,13 +46,19 @@ class CassandraPublisher(Publisher):
 
         points = list(self.connection.get("contact_points", []))
         profile = ExecutionProfile(
-            load_balancing_policy=RoundRobinPolicy(), request_timeout=self.timeout_s,
-            consistency_level=ConsistencyLevel.QUORUM, serial_consistency_level=ConsistencyLevel.SERIAL,
+            load_balancing_policy=RoundRobinPolicy(),
+            request_timeout=self.timeout_s,
+            consistency_level=ConsistencyLevel.QUORUM,
+            serial_consistency_level=ConsistencyLevel.SERIAL,
         )
         cluster = Cluster(
-            points, port=int(self.connection.get("port", 9042)), protocol_version=5,
-            execution_profiles={EXEC_PROFILE_DEFAULT: profile}, connect_timeout=self.timeout_s,
-            control_connection_timeout=self.timeout_s, executor_threads=1,
+            points,
+            port=int(self.connection.get("port", 9042)),
+            protocol_version=5,
+            execution_profiles={EXEC_PROFILE_DEFAULT: profile},
+            connect_timeout=self.timeout_s,
+            control_connection_timeout=self.timeout_s,
+            executor_threads=1,
         )
         try:
             session = cluster.connect()
@@ -77,18 +84,29 @@ class CassandraPublisher(Publisher):
             def lwt(cql: str, args: tuple[Any, ...]) -> Any:
                 return session.execute(cql, args).one()
 
-            row = lwt(f"INSERT INTO {ks}.config_versions (deployment, version, config) VALUES (%s, %s, %s) "
-                      "IF NOT EXISTS", (self.deployment, version, doc))
+            row = lwt(
+                f"INSERT INTO {ks}.config_versions (deployment, version, config) VALUES (%s, %s, %s) "
+                "IF NOT EXISTS",
+                (self.deployment, version, doc),
+            )
             if not row.applied and row.config != doc:
-                raise PublishConflict(f"cassandra: {ks}.config_versions holds a different config for "
-                                      f"{self.deployment} v{version}")
-            row = lwt(f"INSERT INTO {ks}.config_current (deployment, version, config) VALUES (%s, %s, %s) "
-                      "IF NOT EXISTS", (self.deployment, version, doc))
+                raise PublishConflict(
+                    f"cassandra: {ks}.config_versions holds a different config for "
+                    f"{self.deployment} v{version}"
+                )
+            row = lwt(
+                f"INSERT INTO {ks}.config_current (deployment, version, config) VALUES (%s, %s, %s) "
+                "IF NOT EXISTS",
+                (self.deployment, version, doc),
+            )
             if row.applied:
                 return PublishOutcome(version, True, version)
             for _ in range(20):
-                row = lwt(f"UPDATE {ks}.config_current SET version = %s, config = %s WHERE deployment = %s "
-                          "IF version < %s", (version, doc, self.deployment, version))
+                row = lwt(
+                    f"UPDATE {ks}.config_current SET version = %s, config = %s WHERE deployment = %s "
+                    "IF version < %s",
+                    (version, doc, self.deployment, version),
+                )
                 if row.applied:
                     return PublishOutcome(version, True, version)
                 if row.version is not None and int(row.version) >= version:

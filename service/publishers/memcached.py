@@ -1,9 +1,10 @@
-"""memcached target: `tailtune:cfg:<deployment>:current` (moves forward by CAS) + `tailtune:cfg:<deployment>:v<N>`.
+"""memcached target: `tailtune:cfg:<deployment>:current` (moves forward by CAS) +
+`tailtune:cfg:<deployment>:v<N>`.
 
 Every server of the pool gets both keys (the config is replicated, not sharded, so a client finds it whichever
-server its hashing picks). The version key is written with `add` (immutable); the current key is read with `gets`
-and replaced with `cas` only when its version is older, so concurrent publishers cannot move it backwards and a
-client never sees half a config (one item holds the whole document).
+server its hashing picks). The version key is written with `add` (immutable); the current key is read with
+`gets` and replaced with `cas` only when its version is older, so concurrent publishers cannot move it
+backwards and a client never sees half a config (one item holds the whole document).
 """
 
 from __future__ import annotations
@@ -36,8 +37,9 @@ class MemcachedPublisher(Publisher):
     def _client(self, server: str) -> Any:
         from pymemcache.client.base import Client
 
-        return Client(_hostport(server), connect_timeout=self.timeout_s, timeout=self.timeout_s,
-                      default_noreply=False)
+        return Client(
+            _hostport(server), connect_timeout=self.timeout_s, timeout=self.timeout_s, default_noreply=False
+        )
 
     def _servers(self) -> list[str]:
         return list(self.connection.get("servers", []))

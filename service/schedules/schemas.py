@@ -73,6 +73,13 @@ class ScheduleOut(BaseModel):
     @classmethod
     def of(cls, r: ScheduleRow, next_run: float | None) -> ScheduleOut:
         return cls(
-            id=r.id, deployment_id=r.deployment_id, cron=r.cron, timezone=r.timezone, traces=r.traces,
-            enabled=r.enabled, last_slot=to_dt(r.last_slot), next_run=to_dt(next_run), created_at=to_dt(r.created_at),
+            id=r.id,
+            deployment_id=r.deployment_id,
+            cron=r.cron,
+            timezone=r.timezone,
+            traces=r.traces,
+            enabled=r.enabled,
+            last_slot=to_dt(r.last_slot),
+            next_run=to_dt(next_run),
+            created_at=to_dt(r.created_at),
         )

@@ -25,8 +25,15 @@ def create(s: Session, body: ScheduleCreate) -> ScheduleRow:
     dep = s.get(DeploymentRow, body.deployment_id)
     if dep is None:
         raise Missing(f"deployment {body.deployment_id} not found", field="deployment_id")
-    row = ScheduleRow(deployment_id=dep.id, cron=body.cron, timezone=body.timezone or dep.timezone,
-                      traces=body.traces, enabled=body.enabled, last_slot=None, created_at=now())
+    row = ScheduleRow(
+        deployment_id=dep.id,
+        cron=body.cron,
+        timezone=body.timezone or dep.timezone,
+        traces=body.traces,
+        enabled=body.enabled,
+        last_slot=None,
+        created_at=now(),
+    )
     s.add(row)
     s.flush()
     return row

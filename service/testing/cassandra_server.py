@@ -1,10 +1,11 @@
 """A single-node Apache Cassandra 5.0.x on 127.0.0.1 from the Maven Central `cassandra-all` jars (no Docker).
 
-`fetch_jars()` runs `mvn dependency:copy-dependencies` once into a cache dir (`TAILTUNE_CASSANDRA_CACHE`, default
-`~/.cache/tailtune/cassandra-<version>`); `CassandraNode` writes a minimal cassandra.yaml + logback.xml into its
-own folder, starts `java ... org.apache.cassandra.service.CassandraDaemon` with Java 17's `--add-exports/--add-opens`
-(from Cassandra's conf/jvm17-server.options) and the fast-start flags (ring_delay 1 s, no gossip settle wait), on
-free ports, and always stops it. `python -m service.testing.cassandra_server fetch|run` for manual use.
+`fetch_jars()` runs `mvn dependency:copy-dependencies` once into a cache dir (`TAILTUNE_CASSANDRA_CACHE`,
+default `~/.cache/tailtune/cassandra-<version>`); `CassandraNode` writes a minimal cassandra.yaml +
+logback.xml into its own folder, starts `java ... org.apache.cassandra.service.CassandraDaemon` with Java 17's
+`--add-exports/--add-opens` (from Cassandra's conf/jvm17-server.options) and the fast-start flags (ring_delay
+1 s, no gossip settle wait), on free ports, and always stops it. `python -m service.testing.cassandra_server
+fetch|run` for manual use.
 """
 
 from __future__ import annotations
@@ -28,29 +29,52 @@ DEFAULT_VERSION = "5.0.9"
 
 JVM17_OPTIONS = [
     "-Djdk.attach.allowAttachSelf=true",
-    "--add-exports", "java.base/jdk.internal.misc=ALL-UNNAMED",
-    "--add-exports", "java.management.rmi/com.sun.jmx.remote.internal.rmi=ALL-UNNAMED",
-    "--add-exports", "java.rmi/sun.rmi.registry=ALL-UNNAMED",
-    "--add-exports", "java.rmi/sun.rmi.server=ALL-UNNAMED",
-    "--add-exports", "java.sql/java.sql=ALL-UNNAMED",
-    "--add-exports", "java.base/java.lang.ref=ALL-UNNAMED",
-    "--add-exports", "jdk.unsupported/sun.misc=ALL-UNNAMED",
-    "--add-exports", "jdk.compiler/com.sun.tools.javac.file=ALL-UNNAMED",
-    "--add-exports", "jdk.attach/sun.tools.attach=ALL-UNNAMED",
-    "--add-opens", "java.base/java.lang.module=ALL-UNNAMED",
-    "--add-opens", "java.base/jdk.internal.loader=ALL-UNNAMED",
-    "--add-opens", "java.base/jdk.internal.ref=ALL-UNNAMED",
-    "--add-opens", "java.base/jdk.internal.reflect=ALL-UNNAMED",
-    "--add-opens", "java.base/jdk.internal.math=ALL-UNNAMED",
-    "--add-opens", "java.base/jdk.internal.module=ALL-UNNAMED",
-    "--add-opens", "java.base/jdk.internal.util.jar=ALL-UNNAMED",
-    "--add-opens", "jdk.management/com.sun.management.internal=ALL-UNNAMED",
-    "--add-opens", "java.base/sun.nio.ch=ALL-UNNAMED",
-    "--add-opens", "java.base/java.io=ALL-UNNAMED",
-    "--add-opens", "java.base/java.lang.reflect=ALL-UNNAMED",
-    "--add-opens", "jdk.compiler/com.sun.tools.javac=ALL-UNNAMED",
-    "--add-opens", "java.base/java.lang=ALL-UNNAMED",
-    "--add-opens", "java.base/java.util=ALL-UNNAMED",
+    "--add-exports",
+    "java.base/jdk.internal.misc=ALL-UNNAMED",
+    "--add-exports",
+    "java.management.rmi/com.sun.jmx.remote.internal.rmi=ALL-UNNAMED",
+    "--add-exports",
+    "java.rmi/sun.rmi.registry=ALL-UNNAMED",
+    "--add-exports",
+    "java.rmi/sun.rmi.server=ALL-UNNAMED",
+    "--add-exports",
+    "java.sql/java.sql=ALL-UNNAMED",
+    "--add-exports",
+    "java.base/java.lang.ref=ALL-UNNAMED",
+    "--add-exports",
+    "jdk.unsupported/sun.misc=ALL-UNNAMED",
+    "--add-exports",
+    "jdk.compiler/com.sun.tools.javac.file=ALL-UNNAMED",
+    "--add-exports",
+    "jdk.attach/sun.tools.attach=ALL-UNNAMED",
+    "--add-opens",
+    "java.base/java.lang.module=ALL-UNNAMED",
+    "--add-opens",
+    "java.base/jdk.internal.loader=ALL-UNNAMED",
+    "--add-opens",
+    "java.base/jdk.internal.ref=ALL-UNNAMED",
+    "--add-opens",
+    "java.base/jdk.internal.reflect=ALL-UNNAMED",
+    "--add-opens",
+    "java.base/jdk.internal.math=ALL-UNNAMED",
+    "--add-opens",
+    "java.base/jdk.internal.module=ALL-UNNAMED",
+    "--add-opens",
+    "java.base/jdk.internal.util.jar=ALL-UNNAMED",
+    "--add-opens",
+    "jdk.management/com.sun.management.internal=ALL-UNNAMED",
+    "--add-opens",
+    "java.base/sun.nio.ch=ALL-UNNAMED",
+    "--add-opens",
+    "java.base/java.io=ALL-UNNAMED",
+    "--add-opens",
+    "java.base/java.lang.reflect=ALL-UNNAMED",
+    "--add-opens",
+    "jdk.compiler/com.sun.tools.javac=ALL-UNNAMED",
+    "--add-opens",
+    "java.base/java.lang=ALL-UNNAMED",
+    "--add-opens",
+    "java.base/java.util=ALL-UNNAMED",
     "-Dio.netty.tryReflectionSetAccessible=true",
 ]
 
@@ -90,8 +114,18 @@ def fetch_jars(version: str = DEFAULT_VERSION, dest: Path | None = None) -> Path
     (root / "pom.xml").write_text(_POM.format(version=version))
     tmp = root / "lib.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
-    subprocess.run(["mvn", "-q", "-f", str(root / "pom.xml"), "dependency:copy-dependencies",
-                    "-DincludeScope=runtime", f"-DoutputDirectory={tmp}"], check=True)
+    subprocess.run(
+        [
+            "mvn",
+            "-q",
+            "-f",
+            str(root / "pom.xml"),
+            "dependency:copy-dependencies",
+            "-DincludeScope=runtime",
+            f"-DoutputDirectory={tmp}",
+        ],
+        check=True,
+    )
     tmp.rename(lib)
     return lib
 
@@ -132,11 +166,11 @@ rpc_address: 127.0.0.1
 storage_port: {self.storage_port}
 native_transport_port: {self.port}
 start_native_transport: true
-data_file_directories: [{d / 'data'}]
-commitlog_directory: {d / 'commitlog'}
-saved_caches_directory: {d / 'saved_caches'}
-hints_directory: {d / 'hints'}
-cdc_raw_directory: {d / 'cdc_raw'}
+data_file_directories: [{d / "data"}]
+commitlog_directory: {d / "commitlog"}
+saved_caches_directory: {d / "saved_caches"}
+hints_directory: {d / "hints"}
+cdc_raw_directory: {d / "cdc_raw"}
 commitlog_sync: periodic
 commitlog_sync_period: 10000ms
 authenticator: AllowAllAuthenticator
@@ -149,17 +183,30 @@ authorizer: AllowAllAuthorizer
         yaml = self._write_config()
         d = self.workdir
         return [
-            "java", f"-Xms{self.heap}", f"-Xmx{self.heap}", "-XX:+UseG1GC", *JVM17_OPTIONS,
-            f"-Dcassandra.config=file://{yaml}", f"-Dcassandra.storagedir={d}", f"-Dcassandra.logdir={d / 'logs'}",
-            f"-Dlogback.configurationFile={d / 'logback.xml'}", f"-Dcassandra.jmx.local.port={self.jmx_port}",
-            "-Dcassandra.ring_delay_ms=1000", "-Dcassandra.skip_wait_for_gossip_to_settle=0",
-            "-Dcassandra-foreground=yes", "-cp", f"{self.lib}/*", "org.apache.cassandra.service.CassandraDaemon",
+            "java",
+            f"-Xms{self.heap}",
+            f"-Xmx{self.heap}",
+            "-XX:+UseG1GC",
+            *JVM17_OPTIONS,
+            f"-Dcassandra.config=file://{yaml}",
+            f"-Dcassandra.storagedir={d}",
+            f"-Dcassandra.logdir={d / 'logs'}",
+            f"-Dlogback.configurationFile={d / 'logback.xml'}",
+            f"-Dcassandra.jmx.local.port={self.jmx_port}",
+            "-Dcassandra.ring_delay_ms=1000",
+            "-Dcassandra.skip_wait_for_gossip_to_settle=0",
+            "-Dcassandra-foreground=yes",
+            "-cp",
+            f"{self.lib}/*",
+            "org.apache.cassandra.service.CassandraDaemon",
         ]
 
     def start(self, timeout_s: float = 90.0) -> None:
         out = (self.workdir / "stdout.log").open("wb")
         self.workdir.mkdir(parents=True, exist_ok=True)
-        self.proc = subprocess.Popen(self.command(), stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        self.proc = subprocess.Popen(
+            self.command(), stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

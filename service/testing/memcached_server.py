@@ -1,4 +1,5 @@
-"""A private memcached (Debian package) on a free 127.0.0.1 port that can be stopped and restarted on that port.
+"""A private memcached (Debian package) on a free 127.0.0.1 port that can be stopped and restarted on that
+port.
 
 As root memcached needs `-u memcache`; its pidfile folder must be writable by that user.
 """
@@ -38,8 +39,21 @@ class MemcachedNode:
         return f"{self.host}:{self.port}"
 
     def start(self, timeout_s: float = 10.0) -> None:
-        cmd = [self.exe, "-l", self.host, "-p", str(self.port), "-U", "0", "-t", "2", "-m", str(self.memory_mb),
-               "-P", str(self.rundir / "memcached.pid")]
+        cmd = [
+            self.exe,
+            "-l",
+            self.host,
+            "-p",
+            str(self.port),
+            "-U",
+            "0",
+            "-t",
+            "2",
+            "-m",
+            str(self.memory_mb),
+            "-P",
+            str(self.rundir / "memcached.pid"),
+        ]
         if os.geteuid() == 0:
             cmd += ["-u", "memcache"]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

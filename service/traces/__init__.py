@@ -1,4 +1,5 @@
-"""Traces resource: streamed upload (raw body or multipart), list, show, delete; ingested by a background job."""
+"""Traces resource: streamed upload (raw body or multipart), list, show, delete; ingested by a background job.
+"""
 
 from __future__ import annotations
 

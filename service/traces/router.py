@@ -24,17 +24,27 @@ router = APIRouter(prefix="/traces", tags=["traces"])
             "content": {
                 "application/octet-stream": {"schema": {"type": "string", "format": "binary"}},
                 "multipart/form-data": {
-                    "schema": {"type": "object", "properties": {"file": {"type": "string", "format": "binary"}}}
+                    "schema": {
+                        "type": "object",
+                        "properties": {"file": {"type": "string", "format": "binary"}},
+                    }
                 },
             }
         }
     },
 )
 async def upload(
-    request: Request, settings: SettingsDep, db: DbDep, _: WriteAuth, name: str | None = None,
-    format: str = "auto", deployment_id: int | None = None,
+    request: Request,
+    settings: SettingsDep,
+    db: DbDep,
+    _: WriteAuth,
+    name: str | None = None,
+    format: str = "auto",
+    deployment_id: int | None = None,
 ) -> TraceOut:
-    """Upload a trace file (streamed to disk; `curl -T file URL` or multipart field `file`); ingested by a job."""
+    """Upload a trace file (streamed to disk; `curl -T file URL` or multipart field `file`); ingested by a
+    job.
+    """
     service.check_format(format)
     if name is not None:
         service.clean_name(name, None)

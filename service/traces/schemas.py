@@ -29,8 +29,16 @@ class TraceOut(BaseModel):
     @classmethod
     def of(cls, r: TraceRow) -> TraceOut:
         return cls(
-            id=r.id, name=r.name, deployment_id=r.deployment_id, format=r.format, size_bytes=r.size_bytes,
-            sha256=r.sha256, status=r.status, dataset_id=r.dataset_id, error=r.error, job_id=r.job_id,
+            id=r.id,
+            name=r.name,
+            deployment_id=r.deployment_id,
+            format=r.format,
+            size_bytes=r.size_bytes,
+            sha256=r.sha256,
+            status=r.status,
+            dataset_id=r.dataset_id,
+            error=r.error,
+            job_id=r.job_id,
             created_at=to_dt(r.created_at),
         )
 

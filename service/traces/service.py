@@ -30,7 +30,18 @@ __all__ = [
     "upload_paths",
 ]
 
-FORMATS = ("auto", "csv", "tsv", "jsonl", "parquet", "requests", "twitter", "meta-kv", "keys-bin", "tencent-photo")
+FORMATS = (
+    "auto",
+    "csv",
+    "tsv",
+    "jsonl",
+    "parquet",
+    "requests",
+    "twitter",
+    "meta-kv",
+    "keys-bin",
+    "tencent-photo",
+)
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
@@ -60,7 +71,14 @@ def upload_paths(settings: Settings) -> tuple[Path, Path]:
 
 
 def register_upload(
-    db: Database, settings: Settings, tmp: Path, final: Path, received: Received, *, name: str, fmt: str,
+    db: Database,
+    settings: Settings,
+    tmp: Path,
+    final: Path,
+    received: Received,
+    *,
+    name: str,
+    fmt: str,
     deployment_id: int | None,
 ) -> TraceOut:
     """Move the finished upload in place and record it with its ingest job — all or nothing."""
@@ -70,8 +88,15 @@ def register_upload(
             if deployment_id is not None and s.get(DeploymentRow, deployment_id) is None:
                 raise Missing(f"deployment {deployment_id} not found", field="deployment_id")
             row = TraceRow(
-                name=name, deployment_id=deployment_id, format=fmt, size_bytes=received.size,
-                sha256=received.sha256, status="uploaded", upload_path=str(final), dataset_id=None, error=None,
+                name=name,
+                deployment_id=deployment_id,
+                format=fmt,
+                size_bytes=received.size,
+                sha256=received.sha256,
+                status="uploaded",
+                upload_path=str(final),
+                dataset_id=None,
+                error=None,
                 created_at=now(),
             )
             s.add(row)
@@ -121,7 +146,9 @@ def delete(s: Session, settings: Settings, trace_id: int) -> None:
     if row.upload_path:
         Path(row.upload_path).unlink(missing_ok=True)
     if row.dataset_id is not None:
-        others = s.scalar(select(TraceRow.id).where(TraceRow.dataset_id == row.dataset_id, TraceRow.id != row.id))
+        others = s.scalar(
+            select(TraceRow.id).where(TraceRow.dataset_id == row.dataset_id, TraceRow.id != row.id)
+        )
         if others is None:
             from ingest.store import DatasetStore
 

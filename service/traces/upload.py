@@ -73,8 +73,15 @@ class _Multipart:
 
     def callbacks(self) -> Any:
         """The parser wants a dict of callbacks (python-multipart's MultipartCallbacks)."""
-        names = ("on_part_begin", "on_part_data", "on_part_end", "on_header_field", "on_header_value",
-                 "on_header_end", "on_headers_finished")
+        names = (
+            "on_part_begin",
+            "on_part_data",
+            "on_part_end",
+            "on_header_field",
+            "on_header_value",
+            "on_header_end",
+            "on_headers_finished",
+        )
         return {name: getattr(self, name) for name in names}
 
     def on_part_begin(self) -> None:

@@ -10,15 +10,19 @@ __all__ = ["register"]
 
 
 def serve(
-    host: Annotated[str | None, typer.Option("--host", help="Bind address (default: TAILTUNE_API_HOST).")] = None,
+    host: Annotated[
+        str | None, typer.Option("--host", help="Bind address (default: TAILTUNE_API_HOST).")
+    ] = None,
     port: Annotated[int | None, typer.Option("--port", help="Port (default: TAILTUNE_API_PORT).")] = None,
     create_token: Annotated[
-        str | None, typer.Option("--create-token", help="Create an API token of scope read|write, print it, exit.")
+        str | None,
+        typer.Option("--create-token", help="Create an API token of scope read|write, print it, exit."),
     ] = None,
     token_name: Annotated[str, typer.Option("--token-name", help="Label of the created token.")] = "cli",
     as_json: Annotated[bool, typer.Option("--json", help="With --create-token: print JSON.")] = False,
-    access_log: Annotated[bool, typer.Option("--access-log", help="Log every request (costs CPU per request).")]
-    = False,
+    access_log: Annotated[
+        bool, typer.Option("--access-log", help="Log every request (costs CPU per request).")
+    ] = False,
 ) -> None:
     """Run the API (migrating the metadata DB first). Tokens are stored hashed; the token is shown once."""
     from tailtune.console import out_console, print_json
@@ -45,8 +49,13 @@ def serve(
     from service.main import create_app
 
     database_for(settings.resolved_database_url)
-    uvicorn.run(create_app(settings), host=host or settings.api_host, port=port or settings.api_port,
-                log_level="info", access_log=access_log)
+    uvicorn.run(
+        create_app(settings),
+        host=host or settings.api_host,
+        port=port or settings.api_port,
+        log_level="info",
+        access_log=access_log,
+    )
 
 
 def register(app: typer.Typer) -> None:

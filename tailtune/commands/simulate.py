@@ -18,7 +18,7 @@ def register(app: typer.Typer) -> None:
             typer.Option(
                 "--policy",
                 help="Cassandra: fifo, rein, rein-sbf, rein-sds, brb-equalmax, brb-unifincr, oracle, "
-                "c3, ds, heron (= fifo + that --replica); memcached: batching, chisel.",
+                "tailx, c3, ds, heron (= fifo + that --replica); memcached: batching, chisel.",
             ),
         ],
         dataset: Annotated[str | None, typer.Option("--dataset", help="Dataset id or name.")] = None,

@@ -12,7 +12,9 @@ __all__ = ["register"]
 def worker(
     max_jobs: Annotated[int | None, typer.Option("--max-jobs", help="Exit after this many jobs.")] = None,
     no_scheduler: Annotated[bool, typer.Option("--no-scheduler", help="Do not fire cron schedules.")] = False,
-    worker_id: Annotated[str | None, typer.Option("--id", help="Worker id (default: host-pid-random).")] = None,
+    worker_id: Annotated[
+        str | None, typer.Option("--id", help="Worker id (default: host-pid-random).")
+    ] = None,
 ) -> None:
     """Claim jobs with a lease, heartbeat, retry with backoff; SIGTERM/Ctrl-C stops after the current job."""
     import logging

@@ -77,14 +77,22 @@ def cassandra_node() -> Iterator[CassandraNode]:
 
 
 def memcached_deployment(name: str, servers: list[str]) -> dict[str, object]:
-    return {"name": name, "kind": "memcached", "timezone": "Europe/Berlin",
-            "topology": {"servers": 4, "slots": 8, "replication": 1},
-            "connection": {"servers": servers},
-            "current_config": {"policy": "batching", "params": {"batch": 1}}}
+    return {
+        "name": name,
+        "kind": "memcached",
+        "timezone": "Europe/Berlin",
+        "topology": {"servers": 4, "slots": 8, "replication": 1},
+        "connection": {"servers": servers},
+        "current_config": {"policy": "batching", "params": {"batch": 1}},
+    }
 
 
 def cassandra_deployment(name: str, port: int, keyspace: str = "tailtune_test") -> dict[str, object]:
-    return {"name": name, "kind": "cassandra", "timezone": "UTC",
-            "topology": {"servers": 6, "slots": 4, "replication": 3},
-            "connection": {"contact_points": ["127.0.0.1"], "port": port, "keyspace": keyspace},
-            "current_config": {"policy": "fifo", "params": {}}}
+    return {
+        "name": name,
+        "kind": "cassandra",
+        "timezone": "UTC",
+        "topology": {"servers": 6, "slots": 4, "replication": 3},
+        "connection": {"contact_points": ["127.0.0.1"], "port": port, "keyspace": keyspace},
+        "current_config": {"policy": "fifo", "params": {}},
+    }

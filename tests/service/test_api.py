@@ -1,4 +1,5 @@
-"""TestClient tests of every resource: deployments, jobs, schedules, configs, analyses, health, auth, errors."""
+"""TestClient tests of every resource: deployments, jobs, schedules, configs, analyses, health, auth, errors.
+"""
 
 from __future__ import annotations
 
@@ -16,7 +17,9 @@ API = "/api/v1"
 
 
 def _deployment(svc: Svc, name: str = "cache-eu") -> int:
-    r = svc.client.post(f"{API}/deployments", json=memcached_deployment(name, ["127.0.0.1:1"]), headers=svc.write)
+    r = svc.client.post(
+        f"{API}/deployments", json=memcached_deployment(name, ["127.0.0.1:1"]), headers=svc.write
+    )
     assert r.status_code == 201, r.text
     return int(r.json()["id"])
 
@@ -32,20 +35,31 @@ def test_deployment_crud_and_field_errors(svc: Svc) -> None:
     dep_id = _deployment(svc)
     got = svc.client.get(f"{API}/deployments/{dep_id}", headers=svc.read).json()
     assert got["name"] == "cache-eu" and got["kind"] == "memcached" and got["timezone"] == "Europe/Berlin"
-    assert got["topology"] == {"servers": 4, "slots": 8, "replication": 1, "service_rate_per_s": None,
-                               "network_ms": 0.0}
-    r = svc.client.patch(f"{API}/deployments/{dep_id}", json={"timezone": "America/New_York"}, headers=svc.write)
+    assert got["topology"] == {
+        "servers": 4,
+        "slots": 8,
+        "replication": 1,
+        "service_rate_per_s": None,
+        "network_ms": 0.0,
+    }
+    r = svc.client.patch(
+        f"{API}/deployments/{dep_id}", json={"timezone": "America/New_York"}, headers=svc.write
+    )
     assert r.json()["timezone"] == "America/New_York"
     # same name again → 409 naming the field
-    r = svc.client.post(f"{API}/deployments", json=memcached_deployment("cache-eu", ["127.0.0.1:1"]),
-                        headers=svc.write)
+    r = svc.client.post(
+        f"{API}/deployments", json=memcached_deployment("cache-eu", ["127.0.0.1:1"]), headers=svc.write
+    )
     assert r.status_code == 409 and r.json()["field"] == "name"
     # bad fields → 422 naming each
     bad = memcached_deployment("Bad Name!", ["127.0.0.1:1"])
     r = svc.client.post(f"{API}/deployments", json=bad, headers=svc.write)
     assert r.status_code == 422 and r.json()["field"] == "name"
     bad = memcached_deployment("ok", ["nohostport"])
-    assert svc.client.post(f"{API}/deployments", json=bad, headers=svc.write).json()["field"] == "connection.servers"
+    assert (
+        svc.client.post(f"{API}/deployments", json=bad, headers=svc.write).json()["field"]
+        == "connection.servers"
+    )
     bad = {**memcached_deployment("ok", ["h:1"]), "timezone": "Mars/Olympus"}
     assert svc.client.post(f"{API}/deployments", json=bad, headers=svc.write).json()["field"] == "timezone"
     bad = {**memcached_deployment("ok", ["h:1"]), "topology": {"servers": 2, "replication": 3}}
@@ -85,17 +99,23 @@ def test_settings_token_hashes(svc: Svc, monkeypatch) -> None:
     with TestClient(create_app()) as c:
         h = {"Authorization": "Bearer from-settings"}
         assert c.get(f"{API}/deployments", headers=h).status_code == 200
-        assert c.post(f"{API}/deployments", json=memcached_deployment("z", ["h:1"]), headers=h).status_code == 403
+        assert (
+            c.post(f"{API}/deployments", json=memcached_deployment("z", ["h:1"]), headers=h).status_code
+            == 403
+        )
 
 
 def test_jobs_run_now_list_show_cancel(svc: Svc) -> None:
     dep_id = _deployment(svc)
-    r = svc.client.post(f"{API}/jobs", json={"deployment_id": dep_id, "tune": {"trials": 5}}, headers=svc.write)
+    r = svc.client.post(
+        f"{API}/jobs", json={"deployment_id": dep_id, "tune": {"trials": 5}}, headers=svc.write
+    )
     assert r.status_code == 202
     job = r.json()
     assert job["status"] == "queued" and job["kind"] == "nightly" and job["payload"]["tune"] == {"trials": 5}
-    assert [j["id"] for j in svc.client.get(f"{API}/jobs?deployment_id={dep_id}", headers=svc.read).json()] == [
-        job["id"]]
+    assert [
+        j["id"] for j in svc.client.get(f"{API}/jobs?deployment_id={dep_id}", headers=svc.read).json()
+    ] == [job["id"]]
     assert svc.client.get(f"{API}/jobs?status=bogus", headers=svc.read).json()["field"] == "status"
     r = svc.client.post(f"{API}/jobs/{job['id']}/cancel", headers=svc.write)
     assert r.json()["status"] == "cancelled"
@@ -112,7 +132,9 @@ def test_schedules(svc: Svc) -> None:
     assert sched["cron"] == "0 2 * * *" and sched["timezone"] == "Europe/Berlin"  # nightly, deployment's zone
     nxt = sched["next_run"]
     assert nxt is not None
-    r = svc.client.post(f"{API}/schedules", json={"deployment_id": dep_id, "cron": "61 * * * *"}, headers=svc.write)
+    r = svc.client.post(
+        f"{API}/schedules", json={"deployment_id": dep_id, "cron": "61 * * * *"}, headers=svc.write
+    )
     assert r.status_code == 422 and r.json()["field"] == "cron"
     r = svc.client.patch(f"{API}/schedules/{sched['id']}", json={"enabled": False}, headers=svc.write)
     assert r.json()["enabled"] is False and r.json()["next_run"] is None
@@ -137,13 +159,22 @@ def test_configs_etag_history_diff_rollback(svc: Svc) -> None:
     r = c.get(f"{API}/configs/{dep_id}", headers={**svc.read, "If-None-Match": etag})
     assert r.status_code == 304 and r.content == b""
     d = c.get(f"{API}/configs/{dep_id}/diff?from=1&to=2", headers=svc.read).json()
-    assert d == {"from_version": 1, "to_version": 2, "added": {"params.window_us": 50},
-                 "removed": {"params.batch": 4}, "changed": {"params.thr_l": {"from": 1024, "to": 2048}}}
+    assert d == {
+        "from_version": 1,
+        "to_version": 2,
+        "added": {"params.window_us": 50},
+        "removed": {"params.batch": 4},
+        "changed": {"params.thr_l": {"from": 1024, "to": 2048}},
+    }
     r = c.post(f"{API}/configs/{dep_id}/rollback", json={"version": 1}, headers=svc.write)
     assert r.status_code == 201 and r.json()["version"] == 3 and r.json()["source"] == "rollback"
     r = c.get(f"{API}/configs/{dep_id}", headers={**svc.read, "If-None-Match": etag})
     assert r.status_code == 200 and r.json()["config"] == v1 and r.headers["etag"] == f'"{dep_id}-3"'
-    assert [v["version"] for v in c.get(f"{API}/configs/{dep_id}/versions", headers=svc.read).json()] == [3, 2, 1]
+    assert [v["version"] for v in c.get(f"{API}/configs/{dep_id}/versions", headers=svc.read).json()] == [
+        3,
+        2,
+        1,
+    ]
     r = c.post(f"{API}/configs/{dep_id}/versions", json={"config": {"params": {}}}, headers=svc.write)
     assert r.status_code == 422 and r.json()["field"] == "config.policy"
     r = c.post(f"{API}/configs/{dep_id}/publish", json={}, headers=svc.write)
@@ -174,3 +205,29 @@ def test_health_and_readiness(svc: Svc) -> None:
     Worker(svc.settings, svc.db, "w-health", schedule=False).beat()
     r = svc.client.get(f"{API}/health/ready", headers=svc.read)
     assert r.status_code == 200 and r.json()["ready"] is True
+
+
+def test_config_fast_path_answers_like_the_route(svc: Svc) -> None:
+    from service.configs.cache import latest_cache
+
+    dep_id = _deployment(svc)
+    cfg = {"policy": "chisel", "params": {"thr_l": 1}}
+    svc.client.post(
+        f"{API}/configs/{dep_id}/versions", json={"config": cfg, "publish": False}, headers=svc.write
+    )
+    latest_cache.drop(dep_id)
+    cold = svc.client.get(f"{API}/configs/{dep_id}", headers=svc.read)  # FastAPI route (cache miss)
+    assert latest_cache.get(svc.db, dep_id, 60.0) is not None
+    hot = svc.client.get(f"{API}/configs/{dep_id}", headers=svc.read)  # fast path (cache hit)
+    assert (hot.status_code, hot.content, hot.headers["etag"]) == (
+        cold.status_code,
+        cold.content,
+        cold.headers["etag"],
+    )
+    assert hot.json()["config"] == cfg
+    for h in ({}, {"Authorization": "Bearer wrong"}):  # the fast path never lets an unknown caller through
+        r = svc.client.get(f"{API}/configs/{dep_id}", headers=h)
+        assert r.status_code == 401 and r.json()["field"] == "Authorization"
+    both = 'W/"x", ' + cold.headers["etag"]
+    r = svc.client.get(f"{API}/configs/{dep_id}", headers={**svc.read, "If-None-Match": both})
+    assert r.status_code == 304

@@ -1,4 +1,6 @@
-"""docker-compose.yml structure (no Docker engine here): services, healthchecks, commands and settings are real."""
+"""docker-compose.yml structure (no Docker engine here): services, healthchecks, commands and settings are
+real.
+"""
 
 from __future__ import annotations
 
@@ -30,7 +32,13 @@ def test_services_healthchecks_and_dependencies() -> None:
         assert "test" in svc["healthcheck"], name
         for dep, cond in (svc.get("depends_on") or {}).items():
             assert dep in SERVICES and cond == {"condition": "service_healthy"}, (name, dep)
-    assert set(services["worker"]["depends_on"]) >= {"postgres", "cassandra", "memcached", "mlflow", "spark-master"}
+    assert set(services["worker"]["depends_on"]) >= {
+        "postgres",
+        "cassandra",
+        "memcached",
+        "mlflow",
+        "spark-master",
+    }
     assert set(services["api"]["depends_on"]) >= {"postgres"}
 
 
@@ -38,12 +46,17 @@ def test_every_tailtune_env_var_is_a_setting() -> None:
     fields = set(Settings.model_fields)
     seen = set()
     for svc in _compose()["services"].values():
-        for key in (svc.get("environment") or {}):
+        for key in svc.get("environment") or {}:
             if key.startswith("TAILTUNE_"):
                 seen.add(key)
                 assert key.removeprefix("TAILTUNE_").lower() in fields, key
-    assert {"TAILTUNE_DATABASE_URL", "TAILTUNE_MLFLOW_TRACKING_URI", "TAILTUNE_OPTUNA_STORAGE",
-            "TAILTUNE_SPARK_MASTER", "TAILTUNE_HOME"} <= seen
+    assert {
+        "TAILTUNE_DATABASE_URL",
+        "TAILTUNE_MLFLOW_TRACKING_URI",
+        "TAILTUNE_OPTUNA_STORAGE",
+        "TAILTUNE_SPARK_MASTER",
+        "TAILTUNE_HOME",
+    } <= seen
 
 
 def test_every_command_exists_in_the_project() -> None:

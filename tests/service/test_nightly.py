@@ -14,15 +14,29 @@ from tests.service.conftest import Svc, memcached_deployment
 
 API = "/api/v1"
 
-REC = {"policy": "chisel", "params": {"thr_l": 2048, "window_us": 40}, "verdict": "recommend",
-       "reason": "p99 -18% (p=0.01)", "expected": {"p50_ms": 0.8, "p95_ms": 2.0, "p99_ms": 4.0},
-       "baseline": {"policy": "batching", "p99_ms": 4.9}, "render": {"memcached": {"thr_l": 2048}},
-       "study": "s1", "mlflow_run_id": "run-123"}
+REC = {
+    "policy": "chisel",
+    "params": {"thr_l": 2048, "window_us": 40},
+    "verdict": "recommend",
+    "reason": "p99 -18% (p=0.01)",
+    "expected": {"p50_ms": 0.8, "p95_ms": 2.0, "p99_ms": 4.0},
+    "baseline": {"policy": "batching", "p99_ms": 4.9},
+    "render": {"memcached": {"thr_l": 2048}},
+    "study": "s1",
+    "mlflow_run_id": "run-123",
+}
 
 
 def _done(name: str, output: dict[str, Any]) -> dict[str, Any]:
-    return {"name": name, "status": "done", "attempt": 1, "started_at": 0.0, "finished_at": 1.0, "error": None,
-            "output": output}
+    return {
+        "name": name,
+        "status": "done",
+        "attempt": 1,
+        "started_at": 0.0,
+        "finished_at": 1.0,
+        "error": None,
+        "output": output,
+    }
 
 
 def _resumed_nightly(svc: Svc, dep_id: int, rec: dict[str, Any]) -> int:
@@ -32,9 +46,11 @@ def _resumed_nightly(svc: Svc, dep_id: int, rec: dict[str, Any]) -> int:
     with svc.db.session() as s:
         row = s.get(JobRow, job_id)
         assert row is not None
-        row.steps = [_done("ingest", {"traces": [1], "datasets": ["ds1"]}),
-                     _done("analyze", {"dataset_id": "ds1", "out_dir": "/x", "summary": "/x/summary.json"}),
-                     _done("tune", rec)]
+        row.steps = [
+            _done("ingest", {"traces": [1], "datasets": ["ds1"]}),
+            _done("analyze", {"dataset_id": "ds1", "out_dir": "/x", "summary": "/x/summary.json"}),
+            _done("tune", rec),
+        ]
         row.status, row.lease_owner, row.lease_expires, row.attempts = "running", "dead", time.time() - 1, 1
     return job_id
 
@@ -47,27 +63,38 @@ def test_accept_rule() -> None:
 
 
 def test_resumed_nightly_decides_and_publishes(svc: Svc, memcached_node: MemcachedNode) -> None:
-    dep = svc.client.post(f"{API}/deployments", json=memcached_deployment("mc-nightly", [memcached_node.address]),
-                          headers=svc.write).json()
+    dep = svc.client.post(
+        f"{API}/deployments",
+        json=memcached_deployment("mc-nightly", [memcached_node.address]),
+        headers=svc.write,
+    ).json()
     job_id = _resumed_nightly(svc, dep["id"], REC)
     assert Worker(svc.settings, svc.db, "w-n", schedule=False).run_once() == "succeeded"
     job = svc.client.get(f"{API}/jobs/{job_id}", headers=svc.read).json()
     assert [s["name"] for s in job["steps"]] == ["ingest", "analyze", "tune", "decide", "publish"]
     assert [s["attempt"] for s in job["steps"]] == [1, 1, 1, 2, 2]
-    assert job["result"]["decision"] == {"accepted": True, "version": 1,
-                                         "reason": "tuner recommends it and it meets the constraints"}
+    assert job["result"]["decision"] == {
+        "accepted": True,
+        "version": 1,
+        "reason": "tuner recommends it and it meets the constraints",
+    }
     assert job["result"]["publish"]["current_version"] == 1 and job["attempts"] == 2
     assert "step tune: already done by an earlier attempt" in job["logs"]
     latest = svc.client.get(f"{API}/configs/{dep['id']}", headers=svc.read).json()
-    want = {"policy": "chisel", "params": {"thr_l": 2048, "window_us": 40}, "target": {"memcached": {"thr_l": 2048}}}
+    want = {
+        "policy": "chisel",
+        "params": {"thr_l": 2048, "window_us": 40},
+        "target": {"memcached": {"thr_l": 2048}},
+    }
     assert latest["version"] == 1 and latest["source"] == "tuning" and latest["config"] == want
     assert latest["job_id"] == job_id
     assert MemcachedPublisher("mc-nightly", dep["connection"], 1).read_current() == (1, want)
 
 
 def test_keep_current_creates_no_version(svc: Svc) -> None:
-    dep = svc.client.post(f"{API}/deployments", json=memcached_deployment("mc-keep", ["127.0.0.1:1"]),
-                          headers=svc.write).json()
+    dep = svc.client.post(
+        f"{API}/deployments", json=memcached_deployment("mc-keep", ["127.0.0.1:1"]), headers=svc.write
+    ).json()
     job_id = _resumed_nightly(svc, dep["id"], {**REC, "verdict": "keep current", "reason": "no gain"})
     assert Worker(svc.settings, svc.db, "w-k", schedule=False).run_once() == "succeeded"
     job = svc.client.get(f"{API}/jobs/{job_id}", headers=svc.read).json()
@@ -76,8 +103,9 @@ def test_keep_current_creates_no_version(svc: Svc) -> None:
 
 
 def test_nightly_without_traces_fails_clearly(svc: Svc) -> None:
-    dep = svc.client.post(f"{API}/deployments", json=memcached_deployment("mc-empty", ["127.0.0.1:1"]),
-                          headers=svc.write).json()
+    dep = svc.client.post(
+        f"{API}/deployments", json=memcached_deployment("mc-empty", ["127.0.0.1:1"]), headers=svc.write
+    ).json()
     job_id = svc.client.post(f"{API}/jobs", json={"deployment_id": dep["id"]}, headers=svc.write).json()["id"]
     assert Worker(svc.settings, svc.db, "w-e", schedule=False).run_once() == "failed"
     job = svc.client.get(f"{API}/jobs/{job_id}", headers=svc.read).json()

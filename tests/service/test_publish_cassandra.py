@@ -1,4 +1,5 @@
-"""Publishing to a real single-node Cassandra 5.0 (Maven Central jars, Java 17): LWT versioning and retries."""
+"""Publishing to a real single-node Cassandra 5.0 (Maven Central jars, Java 17): LWT versioning and retries.
+"""
 
 from __future__ import annotations
 
@@ -38,7 +39,9 @@ def _conn(node: CassandraNode, ks: str = "tailtune_test") -> dict[str, Any]:
 def test_lwt_versions_and_the_node_query(cassandra_node: CassandraNode, session: Any) -> None:
     pub = CassandraPublisher("cass-a", _conn(cassandra_node, "tt_lwt"), 10.0)
     assert (pub.publish(1, {"policy": "rein", "params": {"k": 4}}).advanced, pub.read_current()) == (
-        True, (1, {"policy": "rein", "params": {"k": 4}}))
+        True,
+        (1, {"policy": "rein", "params": {"k": 4}}),
+    )
     o = pub.publish(3, {"policy": "brb-equalmax", "params": {}})
     assert (o.advanced, o.current_version) == (True, 3)
     late = pub.publish(2, {"policy": "fifo", "params": {}})  # older version arrives late: no regress
@@ -47,10 +50,15 @@ def test_lwt_versions_and_the_node_query(cassandra_node: CassandraNode, session:
     # exactly the one documented query a node runs
     row = session.execute(session.prepare(NODE_QUERY.format(ks="tt_lwt")), ("cass-a",)).one()
     assert row.version == 3
-    assert json.loads(row.config) == {"deployment": "cass-a", "version": 3,
-                                      "config": {"policy": "brb-equalmax", "params": {}}}
-    versions = [r.version for r in session.execute(
-        "SELECT version FROM tt_lwt.config_versions WHERE deployment = 'cass-a'")]
+    assert json.loads(row.config) == {
+        "deployment": "cass-a",
+        "version": 3,
+        "config": {"policy": "brb-equalmax", "params": {}},
+    }
+    versions = [
+        r.version
+        for r in session.execute("SELECT version FROM tt_lwt.config_versions WHERE deployment = 'cass-a'")
+    ]
     assert versions == [3, 2, 1]  # every version kept, newest first
     with pytest.raises(PublishConflict):
         pub.publish(1, {"policy": "different"})
@@ -77,7 +85,10 @@ def test_concurrent_publishers_cannot_regress(cassandra_node: CassandraNode) -> 
     for t in threads:
         t.join()
     assert errors == []
-    assert CassandraPublisher("cass-race", conn, 10.0).read_current() == (6, {"policy": "rein", "params": {"k": 6}})
+    assert CassandraPublisher("cass-race", conn, 10.0).read_current() == (
+        6,
+        {"policy": "rein", "params": {"k": 6}},
+    )
 
 
 def test_target_paused_mid_publish_is_retried(cassandra_node: CassandraNode) -> None:
@@ -86,12 +97,20 @@ def test_target_paused_mid_publish_is_retried(cassandra_node: CassandraNode) -> 
     logs: list[str] = []
     cassandra_node.pause()  # SIGSTOP: connections hang, requests time out
     try:
+
         def resume_during_backoff(delay: float) -> None:
             cassandra_node.resume()
             time.sleep(delay + 1.0)
 
-        out = publish_with_retry(pub, 2, {"policy": "rein", "params": {"k": 2}}, attempts=4, backoff_s=0.2,
-                                 log=logs.append, sleep=resume_during_backoff)
+        out = publish_with_retry(
+            pub,
+            2,
+            {"policy": "rein", "params": {"k": 2}},
+            attempts=4,
+            backoff_s=0.2,
+            log=logs.append,
+            sleep=resume_during_backoff,
+        )
     finally:
         cassandra_node.resume()
     assert out.current_version == 2
@@ -102,10 +121,12 @@ def test_target_paused_mid_publish_is_retried(cassandra_node: CassandraNode) -> 
 def test_unreachable_cluster_fails_job_and_deployment(svc: Svc, cassandra_node: CassandraNode) -> None:
     from service.testing.cassandra_server import free_port
 
-    good = svc.client.post(f"{API}/deployments", json=cassandra_deployment("cass-ok", cassandra_node.port),
-                           headers=svc.write).json()
-    down = svc.client.post(f"{API}/deployments", json=cassandra_deployment("cass-down", free_port()),
-                           headers=svc.write).json()
+    good = svc.client.post(
+        f"{API}/deployments", json=cassandra_deployment("cass-ok", cassandra_node.port), headers=svc.write
+    ).json()
+    down = svc.client.post(
+        f"{API}/deployments", json=cassandra_deployment("cass-down", free_port()), headers=svc.write
+    ).json()
     svc.settings.job_max_attempts = 1
     svc.settings.publish_timeout_s = 10.0
     cfg = {"policy": "rein-sbf", "params": {"k": 3}}
@@ -122,5 +143,6 @@ def test_unreachable_cluster_fails_job_and_deployment(svc: Svc, cassandra_node: 
     jobs = svc.client.get(f"{API}/jobs?deployment_id={down['id']}", headers=svc.read).json()
     assert jobs[0]["status"] == "failed" and jobs[0]["logs"].count("retrying in") == 2
     with pytest.raises(PublishFailed):
-        publish_with_retry(CassandraPublisher("cass-down", bad["connection"], 1.0), 1, cfg, attempts=1,
-                           backoff_s=0)
+        publish_with_retry(
+            CassandraPublisher("cass-down", bad["connection"], 1.0), 1, cfg, attempts=1, backoff_s=0
+        )

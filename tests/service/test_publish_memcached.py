@@ -1,4 +1,6 @@
-"""Publishing to a real memcached: immutable version keys, CAS-guarded current key, retries, failures reported."""
+"""Publishing to a real memcached: immutable version keys, CAS-guarded current key, retries, failures
+reported.
+"""
 
 from __future__ import annotations
 
@@ -39,9 +41,15 @@ def test_versions_only_move_forward(memcached_node: MemcachedNode) -> None:
     assert pub.publish(2, {"policy": "chisel", "params": {"thr_l": 4096}}).advanced is False  # idempotent
     assert pub.read_current() == (2, {"policy": "chisel", "params": {"thr_l": 4096}})
     assert _get(memcached_node, current_key("mc-forward")) == {
-        "deployment": "mc-forward", "version": 2, "config": {"policy": "chisel", "params": {"thr_l": 4096}}}
+        "deployment": "mc-forward",
+        "version": 2,
+        "config": {"policy": "chisel", "params": {"thr_l": 4096}},
+    }
     assert _get(memcached_node, version_key("mc-forward", 1)) == {
-        "deployment": "mc-forward", "version": 1, "config": {"policy": "batching", "params": {"batch": 2}}}
+        "deployment": "mc-forward",
+        "version": 1,
+        "config": {"policy": "batching", "params": {"batch": 2}},
+    }
     with pytest.raises(PublishConflict):
         pub.publish(1, {"policy": "other"})  # version keys are immutable
 
@@ -61,8 +69,10 @@ def test_concurrent_publishers_cannot_regress(memcached_node: MemcachedNode) -> 
         t.start()
     for t in threads:
         t.join()
-    assert MemcachedPublisher("mc-race", conn, 1.0).read_current() == (40, {"policy": "batching",
-                                                                            "params": {"batch": 40}})
+    assert MemcachedPublisher("mc-race", conn, 1.0).read_current() == (
+        40,
+        {"policy": "batching", "params": {"batch": 40}},
+    )
 
 
 def test_target_stopped_mid_publish_is_retried(memcached_node: MemcachedNode) -> None:
@@ -79,14 +89,24 @@ def test_target_stopped_mid_publish_is_retried(memcached_node: MemcachedNode) ->
                 node.start()  # the target comes back while we back off
             time.sleep(delay)
 
-        out = publish_with_retry(pub, 2, {"policy": "chisel", "params": {}}, attempts=4, backoff_s=0.05,
-                                 log=logs.append, sleep=restart_after_first_failure)
+        out = publish_with_retry(
+            pub,
+            2,
+            {"policy": "chisel", "params": {}},
+            attempts=4,
+            backoff_s=0.05,
+            log=logs.append,
+            sleep=restart_after_first_failure,
+        )
         assert (out.version, out.advanced) == (2, True)
         assert "attempt 1/4 failed" in logs[0] and "retrying in 0.05s" in logs[0]
         assert "version 2 published (attempt 2" in logs[-1]
         # memcached restarted empty: the publish wrote both keys again, whole
-        assert _get(node, current_key("mc-retry")) == {"deployment": "mc-retry", "version": 2,
-                                                       "config": {"policy": "chisel", "params": {}}}
+        assert _get(node, current_key("mc-retry")) == {
+            "deployment": "mc-retry",
+            "version": 2,
+            "config": {"policy": "chisel", "params": {}},
+        }
         node.stop()
         with pytest.raises(PublishFailed, match="after 3 attempts"):
             publish_with_retry(pub, 3, {"policy": "x"}, attempts=3, backoff_s=0.0)
@@ -97,14 +117,22 @@ def test_target_stopped_mid_publish_is_retried(memcached_node: MemcachedNode) ->
 def test_publish_job_reports_on_job_and_deployment(svc: Svc, memcached_node: MemcachedNode) -> None:
     dead = MemcachedNode()  # a port with nothing listening
     dead.close()
-    good = svc.client.post(f"{API}/deployments", json=memcached_deployment("mc-good", [memcached_node.address]),
-                           headers=svc.write).json()
-    bad = svc.client.post(f"{API}/deployments", json=memcached_deployment("mc-down", [dead.address]),
-                          headers=svc.write).json()
+    good = svc.client.post(
+        f"{API}/deployments",
+        json=memcached_deployment("mc-good", [memcached_node.address]),
+        headers=svc.write,
+    ).json()
+    bad = svc.client.post(
+        f"{API}/deployments", json=memcached_deployment("mc-down", [dead.address]), headers=svc.write
+    ).json()
     cfg = {"policy": "chisel", "params": {"thr_l": 512}}
     svc.settings.job_max_attempts = 1  # no job-level retry here: the publish retries are what is checked
-    j_good = svc.client.post(f"{API}/configs/{good['id']}/versions", json={"config": cfg}, headers=svc.write).json()
-    j_bad = svc.client.post(f"{API}/configs/{bad['id']}/versions", json={"config": cfg}, headers=svc.write).json()
+    j_good = svc.client.post(
+        f"{API}/configs/{good['id']}/versions", json={"config": cfg}, headers=svc.write
+    ).json()
+    j_bad = svc.client.post(
+        f"{API}/configs/{bad['id']}/versions", json={"config": cfg}, headers=svc.write
+    ).json()
     w = Worker(svc.settings, svc.db, "w-pub", schedule=False)
     statuses = {w.run_once(), w.run_once()}
     assert statuses == {"succeeded", "failed"}

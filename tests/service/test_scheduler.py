@@ -1,4 +1,6 @@
-"""Cron schedules: slots in the schedule's time zone, once per slot across restarts and schedulers, catch up once."""
+"""Cron schedules: slots in the schedule's time zone, once per slot across restarts and schedulers, catch up
+once.
+"""
 
 from __future__ import annotations
 
@@ -24,11 +26,15 @@ def test_slots_follow_the_time_zone() -> None:
     assert next_slot("0 2 * * *", "Europe/Berlin", ts("2026-01-15T12:00:00")) == ts("2026-01-16T01:00:00")
     assert latest_slot("0 2 * * *", "Europe/Berlin", ts("2026-07-01T00:00:00")) == ts("2026-07-01T00:00:00")
     assert latest_slot("0 2 * * *", "Europe/Berlin", ts("2026-06-30T23:59:59")) == ts("2026-06-30T00:00:00")
-    assert latest_slot("30 6 * * 1", "America/New_York", ts("2026-07-08T12:00:00")) == ts("2026-07-06T10:30:00")
+    assert latest_slot("30 6 * * 1", "America/New_York", ts("2026-07-08T12:00:00")) == ts(
+        "2026-07-06T10:30:00"
+    )
 
 
 def _schedule(svc: Svc, cron: str, created: str, tz: str | None = None) -> int:
-    dep = svc.client.post(f"{API}/deployments", json=memcached_deployment("sched", ["h:1"]), headers=svc.write).json()
+    dep = svc.client.post(
+        f"{API}/deployments", json=memcached_deployment("sched", ["h:1"]), headers=svc.write
+    ).json()
     body: dict[str, object] = {"deployment_id": dep["id"], "cron": cron}
     if tz:
         body["timezone"] = tz

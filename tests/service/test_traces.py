@@ -1,4 +1,6 @@
-"""Trace uploads: raw and multipart streaming, size limit, names never paths, ingest by the worker, concurrency."""
+"""Trace uploads: raw and multipart streaming, size limit, names never paths, ingest by the worker,
+concurrency.
+"""
 
 from __future__ import annotations
 
@@ -97,8 +99,12 @@ def test_bad_trace_fails_with_line_and_field(svc: Svc) -> None:
     _drain(svc)
     got = svc.client.get(f"{API}/traces/{t['id']}", headers=svc.read).json()
     assert got["status"] == "failed" and got["dataset_id"] is None
-    assert got["error"]["problems"][0] == {"file": "bad.csv", "line": 3, "field": "value_size",
-                                           "problem": 'expected non-negative integer, got "-5"'}
+    assert got["error"]["problems"][0] == {
+        "file": "bad.csv",
+        "line": 3,
+        "field": "value_size",
+        "problem": 'expected non-negative integer, got "-5"',
+    }
     job = svc.client.get(f"{API}/jobs/{t['job_id']}", headers=svc.read).json()
     assert job["status"] == "failed" and job["attempts"] == 1  # bad input is not retried
     assert _files(svc.home / "uploads") == [] and _files(svc.settings.datasets_dir) == []
@@ -111,7 +117,9 @@ def live_server(svc: Svc) -> Iterator[str]:
     from service.main import create_app
 
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(create_app(svc.settings), host="127.0.0.1", port=port, log_level="error"))
+    server = uvicorn.Server(
+        uvicorn.Config(create_app(svc.settings), host="127.0.0.1", port=port, log_level="error")
+    )
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 10
@@ -129,13 +137,15 @@ def test_twenty_concurrent_uploads_land_intact(svc: Svc, live_server: str) -> No
     def send(i: int) -> None:
         def chunks() -> Iterator[bytes]:
             for k in range(0, len(bodies[i]), 65536):
-                yield bodies[i][k:k + 65536]
+                yield bodies[i][k : k + 65536]
 
         with httpx.Client(timeout=60) as c:
             if i % 2:
                 r = c.post(f"{live_server}{API}/traces?name=t{i}", content=chunks(), headers=svc.write)
             else:
-                r = c.post(f"{live_server}{API}/traces", files={"file": (f"t{i}", bodies[i])}, headers=svc.write)
+                r = c.post(
+                    f"{live_server}{API}/traces", files={"file": (f"t{i}", bodies[i])}, headers=svc.write
+                )
         results[i] = r.json() if r.status_code == 202 else {"_failed": r.text}
 
     threads = [threading.Thread(target=send, args=(i,)) for i in range(20)]
@@ -153,3 +163,18 @@ def test_twenty_concurrent_uploads_land_intact(svc: Svc, live_server: str) -> No
         assert size == len(body) and sha == hashlib.sha256(body).hexdigest()
         assert path is not None and Path(path).read_bytes() == body
     assert _files(svc.settings.tmp_dir) == []
+
+
+def test_a_write_is_visible_to_the_next_request(svc: Svc, live_server: str) -> None:
+    """The session commits before the response is sent (read-your-writes over a real HTTP server)."""
+    from tests.service.conftest import memcached_deployment
+
+    with httpx.Client(base_url=f"{live_server}{API}", headers=svc.write, timeout=30) as c:
+        for i in range(15):
+            dep = c.post("/deployments", json=memcached_deployment(f"rw{i}", ["h:1"])).json()
+            r = c.post(
+                f"/configs/{dep['id']}/versions", json={"config": {"policy": "fifo"}, "publish": False}
+            )
+            assert r.status_code == 201, r.text
+            r = c.get(f"/configs/{dep['id']}")
+            assert r.status_code == 200 and r.json()["version"] == 1

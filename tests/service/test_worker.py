@@ -38,10 +38,19 @@ def test_job_runs_with_checkpointed_steps(svc: Svc, tmp_path: Path) -> None:
     job = _job(svc, job_id)
     assert job.status == "succeeded" and job.attempts == 1 and job.result == {"steps": 3}
     assert [(s["name"], s["status"], s["output"]) for s in job.steps] == [
-        ("step-0", "done", {"i": 0}), ("step-1", "done", {"i": 1}), ("step-2", "done", {"i": 2})]
+        ("step-0", "done", {"i": 0}),
+        ("step-1", "done", {"i": 1}),
+        ("step-2", "done", {"i": 2}),
+    ]
     assert job.lease_owner is None and "claimed by w1" in job.logs
-    assert marker.read_text().splitlines() == ["start 0 attempt 1", "done 0", "start 1 attempt 1", "done 1",
-                                               "start 2 attempt 1", "done 2"]
+    assert marker.read_text().splitlines() == [
+        "start 0 attempt 1",
+        "done 0",
+        "start 1 attempt 1",
+        "done 1",
+        "start 2 attempt 1",
+        "done 2",
+    ]
     assert Worker(svc.settings, svc.db, "w2", schedule=False).run_once() is None  # nothing left
 
 
@@ -133,8 +142,12 @@ def test_cancel_running_job_stops_between_steps(svc: Svc) -> None:
 
 def _spawn_worker(svc: Svc, name: str) -> subprocess.Popen[bytes]:
     env = {**os.environ, **FAST_ENV, "TAILTUNE_HOME": str(svc.home)}
-    return subprocess.Popen([sys.executable, "-m", "tailtune", "worker", "--no-scheduler", "--id", name],
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return subprocess.Popen(
+        [sys.executable, "-m", "tailtune", "worker", "--no-scheduler", "--id", name],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
 
 
 def _wait(cond: object, timeout: float = 60.0) -> None:

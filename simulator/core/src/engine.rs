@@ -17,6 +17,7 @@ use std::time::Instant;
 
 use crate::cluster::Cluster;
 use crate::error::SimError;
+use crate::policy::speculative::LatencyEstimator;
 use crate::policy::{PolicyConfig, QItem, Scheduler, Tag, TagCtx};
 use crate::replica::{Feedback, ReplicaSelector, SelectCtx, SelectorConfig, SelectorEnv};
 use crate::run_ext::{ExtStats, RunExt};
@@ -80,6 +81,8 @@ pub struct RunResult {
 
 /// Marks an `at_servers` entry that carries one late opset (sent after being held) instead of a request.
 const LATE_OPSET: u32 = 1 << 31;
+/// With `LATE_OPSET`: the entry carries the copy of an opset (duplication / speculative retry).
+const COPY_OPSET: u32 = 1 << 30;
 
 /// Replays `wl` on `cluster` under `policy`. Deterministic: same inputs, same result (except wall time).
 pub fn run(
@@ -118,12 +121,57 @@ pub fn run_with(
     let size_aware = opts.size_aware_cost && !wl.mean_demand.is_empty();
     let cost_unit = cfg.service_rate / 1e9;
 
-    let mut sched = policy.instantiate(n_servers, n_ops);
     for (what, v) in [("large_est", &ext.large_est), ("large_true", &ext.large_true)] {
         if !v.is_empty() && v.len() != n_ops {
             return Err(SimError::BadInput(format!("{what} has {} flags for {n_ops} ops", v.len())));
         }
     }
+    // TailX: TL / TS derived from the demand model where not given; opsets procrastinated at the client.
+    let tailx_resolved;
+    let (policy, tailx) = if let PolicyConfig::Tailx(c) = policy {
+        let dem: Vec<f64> = if wl.mean_demand.is_empty() {
+            vec![1e9 / cfg.service_rate; n_ops]
+        } else {
+            wl.mean_demand.iter().map(|&m| m as f64).collect()
+        };
+        let large = if ext.large_true.is_empty() { &ext.large_est } else { &ext.large_true };
+        let c = c.resolved(&dem, large, cfg.service_rate);
+        tailx_resolved = PolicyConfig::Tailx(c.clone());
+        (&tailx_resolved, Some(c))
+    } else {
+        (policy, None)
+    };
+    let mut delay_q: std::collections::BinaryHeap<std::cmp::Reverse<(u128, u32)>> = Default::default();
+    // Duplication / speculative retry (Rein §5.1): copies of opsets go to the next replica of the group; a copy
+    // of op i runs as op n_ops + i; the first answer of each op counts, the other copy is served anyway.
+    let dup = matches!(policy, PolicyConfig::Duplicate(_));
+    let mut spec = match policy {
+        PolicyConfig::Speculative(c) => Some(LatencyEstimator::new(c, cfg.clients as usize)),
+        _ => None,
+    };
+    let redundant = dup || spec.is_some();
+    if redundant && cfg.replication < 2 {
+        return Err(SimError::BadInput(format!(
+            "policy '{}' needs replication >= 2 (a second replica to send copies to)",
+            policy.name()
+        )));
+    }
+    let n_ops32 = n_ops as u32;
+    let mut copy_server = vec![u32::MAX; if redundant { wl.opsets() } else { 0 }];
+    let mut copied = vec![false; if redundant { n_ops } else { 0 }];
+    let mut answered_at = vec![u64::MAX; if redundant { n_ops } else { 0 }];
+    let mut opset_left: Vec<u32> = if spec.is_some() {
+        wl.opset_ops.windows(2).map(|w| w[1] - w[0]).collect()
+    } else {
+        Vec::new()
+    };
+    let mut spec_q: std::collections::BinaryHeap<std::cmp::Reverse<(u128, u32)>> = Default::default();
+    let next_replica = |g: u32, s: u32| -> u32 {
+        let reps = cluster.replicas(g);
+        let i = reps.iter().position(|&x| x == s).unwrap_or(0);
+        reps[(i + 1) % reps.len()]
+    };
+    let mut sched = policy.instantiate(n_servers, n_ops);
     let mut selector = ext.selector.instantiate(&SelectorEnv {
         clients: cfg.clients as usize,
         groups: cluster.groups(),
@@ -141,8 +189,12 @@ pub fn run_with(
     // Issue 4 state, allocated only for selectors that use it.
     let plain = ext.selector == SelectorConfig::RoundRobin;
     let fb_on = selector.wants_feedback();
-    let mut late: Vec<bool> = if plain { Vec::new() } else { vec![false; wl.opsets()] };
-    let mut sent_at: Vec<u64> = if fb_on { vec![0; wl.opsets()] } else { Vec::new() };
+    let mut late: Vec<bool> = if plain && tailx.is_none() {
+        Vec::new()
+    } else {
+        vec![false; wl.opsets()]
+    };
+    let mut sent_at: Vec<u64> = if fb_on || redundant { vec![0; wl.opsets()] } else { Vec::new() };
     let mut resident = vec![0u32; if fb_on { n_servers } else { 0 }];
     let mut large_resident = vec![0u32; if fb_on { n_servers } else { 0 }];
     let mut backlog: VecDeque<(u32, u64)> = VecDeque::new();
@@ -212,8 +264,44 @@ pub fn run_with(
         let srv_key = at_servers.front().map_or(u128::MAX, |e| e.0);
         let done_key = timers.peek_key().unwrap_or(u128::MAX);
         let retry_key = retries.peek().map_or(u128::MAX, |k| k.0);
+        let delay_key = delay_q.peek().map_or(u128::MAX, |k| k.0 .0);
+        let spec_key = spec_q.peek().map_or(u128::MAX, |k| k.0 .0);
         let now;
-        if retry_key < arrival_key && retry_key < srv_key && retry_key < done_key {
+        if spec_key < delay_key
+            && spec_key < retry_key
+            && spec_key < arrival_key
+            && spec_key < srv_key
+            && spec_key < done_key
+        {
+            // Speculative retry: the opset's ops whose answers have not reached the client are re-issued.
+            let std::cmp::Reverse((_, o)) = spec_q.pop().expect("head exists");
+            now = key_time(spec_key);
+            let o = o as usize;
+            let mut n = 0;
+            for op in wl.opset_ops[o] as usize..wl.opset_ops[o + 1] as usize {
+                if answered_at[op] > now {
+                    copied[op] = true;
+                    n += 1;
+                }
+            }
+            if n > 0 {
+                let c = next_replica(wl.opset_group[o], opset_server[o]);
+                copy_server[o] = c;
+                outstanding[c as usize] += n;
+                xs.copy_ops += n as u64;
+                at_servers.push_back((event_key(now + d, seq), o as u32 | LATE_OPSET | COPY_OPSET));
+                seq += 1;
+            }
+        } else if delay_key < retry_key && delay_key < arrival_key && delay_key < srv_key && delay_key < done_key {
+            // TailX Algorithm 2: a procrastinated opset's time has come; it is sent to its replica.
+            let std::cmp::Reverse((_, o)) = delay_q.pop().expect("head exists");
+            now = key_time(delay_key);
+            if fb_on {
+                sent_at[o as usize] = now;
+            }
+            at_servers.push_back((event_key(now + d, seq), o | LATE_OPSET));
+            seq += 1;
+        } else if retry_key < arrival_key && retry_key < srv_key && retry_key < done_key {
             // Held opsets try again (FIFO); the ones still refused stay held in order.
             retries.pop();
             now = key_time(retry_key);
@@ -310,7 +398,9 @@ pub fn run_with(
                     outstanding[s as usize] += size;
                 }
                 sizes.push(size);
-                costs.push(if size_aware {
+                costs.push(if let Some(t) = &tailx {
+                    t.opset_cost_ns(size, large_ops_of(o))
+                } else if size_aware {
                     let (a, b) = (wl.opset_ops[o] as usize, wl.opset_ops[o + 1] as usize);
                     wl.mean_demand[a..b].iter().map(|&m| m as f64).sum::<f64>() * cost_unit
                 } else {
@@ -331,8 +421,41 @@ pub fn run_with(
             };
             sched.tag(&ctx, &mut tags);
             opset_tag[o0..o1].copy_from_slice(&tags);
+            if tailx.is_some() {
+                // TailX Algorithm 1: opsets with a delay allowance wait in the client's delay queue.
+                for (i, t) in tags.iter().enumerate() {
+                    let o = o0 + i;
+                    let dl = sched.release_delay_ns(t);
+                    if dl > 0 && opset_server[o] != u32::MAX {
+                        late[o] = true;
+                        delay_q.push(std::cmp::Reverse((event_key(now + dl, seq), o as u32)));
+                        seq += 1;
+                    }
+                }
+            }
             at_servers.push_back((event_key(now + d, seq), r as u32));
             seq += 1;
+            if redundant {
+                for o in o0..o1 {
+                    if opset_server[o] == u32::MAX {
+                        continue; // held by the selector: no copy
+                    }
+                    sent_at[o] = now;
+                    if dup {
+                        let c = next_replica(wl.opset_group[o], opset_server[o]);
+                        copy_server[o] = c;
+                        let size = wl.opset_ops[o + 1] - wl.opset_ops[o];
+                        copied[wl.opset_ops[o] as usize..wl.opset_ops[o + 1] as usize].fill(true);
+                        outstanding[c as usize] += size;
+                        xs.copy_ops += size as u64;
+                        at_servers.push_back((event_key(now + d, seq), o as u32 | LATE_OPSET | COPY_OPSET));
+                        seq += 1;
+                    } else if let Some(t) = spec.as_ref().and_then(|e| e.timeout_ns(client as usize)) {
+                        spec_q.push(std::cmp::Reverse((event_key(now + t, seq), o as u32)));
+                        seq += 1;
+                    }
+                }
+            }
             if !plain {
                 if r + 1 == n_req / 2 + 1 {
                     xs.held_at_half = backlog.len() as u64;
@@ -346,8 +469,9 @@ pub fn run_with(
                 let (key, r) = at_servers.pop_front().expect("head exists");
                 now = key_time(key);
                 let r = r as usize;
+                let copy = r as u32 & COPY_OPSET != 0;
                 let (o_lo, o_hi) = if r as u32 & LATE_OPSET != 0 {
-                    let o = r & !(LATE_OPSET as usize);
+                    let o = r & !((LATE_OPSET | COPY_OPSET) as usize);
                     (o, o + 1)
                 } else {
                     (wl.req_opsets[r] as usize, wl.req_opsets[r + 1] as usize)
@@ -356,8 +480,8 @@ pub fn run_with(
                     if r as u32 & LATE_OPSET == 0 && !late.is_empty() && late[o] {
                         continue;
                     }
-                    let s = opset_server[o] as usize;
-                    if fb_on {
+                    let s = if copy { copy_server[o] } else { opset_server[o] } as usize;
+                    if fb_on && !copy {
                         resident[s] += wl.opset_ops[o + 1] - wl.opset_ops[o];
                         if !ext.large_true.is_empty() {
                             large_resident[s] += ext.large_true
@@ -369,6 +493,27 @@ pub fn run_with(
                     }
                     let tag = opset_tag[o];
                     for op in wl.opset_ops[o]..wl.opset_ops[o + 1] {
+                        if copy {
+                            if !copied[op as usize] {
+                                continue;
+                            }
+                            if fb_on {
+                                resident[s] += 1;
+                                if !ext.large_true.is_empty() && ext.large_true[op as usize] {
+                                    large_resident[s] += 1;
+                                }
+                            }
+                            sched.enqueue(
+                                s,
+                                QItem {
+                                    op: op + n_ops32,
+                                    opset: o as u32,
+                                    enq: now,
+                                    tag,
+                                },
+                            );
+                            continue;
+                        }
                         sched.enqueue(
                             s,
                             QItem {
@@ -391,6 +536,8 @@ pub fn run_with(
                 let c = timers.pop().expect("head exists");
                 now = c.time;
                 let (op, o, slot) = (c.op as usize, c.opset as usize, c.slot);
+                let is_copy = op >= n_ops;
+                let op = if is_copy { op - n_ops } else { op };
                 let s = c.server as usize;
                 free[s] |= 1u64 << slot;
                 outstanding[s] -= 1;
@@ -421,10 +568,24 @@ pub fn run_with(
                     }
                 }
                 let r = wl.opset_req[o] as usize;
-                remaining[r] -= 1;
-                if remaining[r] == 0 {
-                    latency[r] = now + d - wl.arrival[r];
-                    selector.on_response(wl.client[r], s as u32, now + d);
+                // With copies, only an op's first answer counts.
+                let first = !redundant || answered_at[op] == u64::MAX;
+                if redundant && first {
+                    answered_at[op] = now + d;
+                    xs.copy_wins += is_copy as u64;
+                    if let Some(e) = spec.as_mut() {
+                        opset_left[o] -= 1;
+                        if opset_left[o] == 0 {
+                            e.observe(wl.client[r] as usize, now + d - sent_at[o]);
+                        }
+                    }
+                }
+                if first {
+                    remaining[r] -= 1;
+                    if remaining[r] == 0 {
+                        latency[r] = now + d - wl.arrival[r];
+                        selector.on_response(wl.client[r], s as u32, now + d);
+                    }
                 }
                 if !is_dirty[s] {
                     is_dirty[s] = true;
@@ -445,7 +606,9 @@ pub fn run_with(
             let next_event = at_servers
                 .front()
                 .map_or(u128::MAX, |e| e.0)
-                .min(timers.peek_key().unwrap_or(u128::MAX));
+                .min(timers.peek_key().unwrap_or(u128::MAX))
+                .min(delay_q.peek().map_or(u128::MAX, |k| k.0 .0))
+                .min(spec_q.peek().map_or(u128::MAX, |k| k.0 .0));
             let next_t = if next_event == u128::MAX {
                 next_arrival
             } else {
@@ -461,10 +624,11 @@ pub fn run_with(
                         };
                         let slot = free[s].trailing_zeros();
                         free[s] &= !(1u64 << slot);
-                        let end = now + wl.demand[item.op as usize];
+                        let real = if item.op >= n_ops32 { item.op - n_ops32 } else { item.op };
+                        let end = now + wl.demand[real as usize];
                         timers.start(s, slot, end, seq, item.op, item.opset);
                         seq += 1;
-                        if let Some(rec) = rec.as_mut() {
+                        if let Some(rec) = rec.as_mut().filter(|_| item.op < n_ops32) {
                             let i = item.op as usize;
                             rec.request[i] = wl.opset_req[item.opset as usize];
                             rec.opset[i] = item.opset;

@@ -29,4 +29,7 @@ pub struct ExtStats {
     /// The backlog keeps growing: ≥ 10 held at the last arrival and at least 1.5× as many as at the middle
     /// one (a backlog growing linearly from 0 doubles) — the selector cannot keep up with open-loop arrivals (Héron's busy rule at high large shares).
     pub unstable: bool,
+    /// Duplication / speculative retry: op copies sent, and copies whose answer came first.
+    pub copy_ops: u64,
+    pub copy_wins: u64,
 }

@@ -96,11 +96,13 @@ impl SlotTimers {
         if k < self.key[server] {
             self.key[server] = k;
             self.min_slot[server] = slot;
-            // The key went down: the server takes over every node on its path it now beats.
+            // The key went down: the server takes over every node on its path that it now beats (a fixed
+            // walk with branch-free selects; a node it already holds compares k < k = false and keeps it).
             let mut n = (self.leaves + server) >> 1;
-            // (Nodes it already holds are passed through: its new key may beat the winners above them.)
-            while n >= 1 && (self.win[n] == server as u32 || k < self.key[self.win[n] as usize]) {
-                self.win[n] = server as u32;
+            while n >= 1 {
+                let w = self.win[n];
+                let s_wins = (k < self.key[w as usize]) as u32;
+                self.win[n] = w ^ ((w ^ server as u32) & s_wins.wrapping_neg());
                 n >>= 1;
             }
         }
@@ -143,7 +145,9 @@ impl SlotTimers {
         let mut n = (self.leaves + s) >> 1;
         while n >= 1 {
             let (a, b) = (self.win[2 * n], self.win[2 * n + 1]);
-            self.win[n] = if self.key[b as usize] < self.key[a as usize] { b } else { a };
+            // Branch-free select (the outcome is a coin flip to the predictor).
+            let b_wins = (self.key[b as usize] < self.key[a as usize]) as u32;
+            self.win[n] = a ^ ((a ^ b) & b_wins.wrapping_neg());
             n >>= 1;
         }
         Some(done)

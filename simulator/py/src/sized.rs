@@ -116,6 +116,10 @@ fn replay_ext<'py>(
     h.set_item("at_end", res.ext.held_at_end)?;
     h.set_item("unstable", res.ext.unstable)?;
     d.set_item("held", h)?;
+    let c = PyDict::new(py);
+    c.set_item("ops", res.ext.copy_ops)?;
+    c.set_item("wins", res.ext.copy_wins)?;
+    d.set_item("copies", c)?;
     Ok(d)
 }
 

@@ -1,7 +1,6 @@
 """Initial schema: deployments, traces, analyses, jobs, schedules, config_versions, api_tokens, workers.
 
-Revision ID: 0001
-Revises:
+Revision ID: 0001 Revises:
 """
 
 from __future__ import annotations
@@ -37,7 +36,9 @@ def upgrade() -> None:
         "traces",
         sa.Column("id", sa.Integer, primary_key=True),
         sa.Column("name", sa.String(200), nullable=False),
-        sa.Column("deployment_id", sa.Integer, sa.ForeignKey("deployments.id", ondelete="SET NULL"), nullable=True),
+        sa.Column(
+            "deployment_id", sa.Integer, sa.ForeignKey("deployments.id", ondelete="SET NULL"), nullable=True
+        ),
         sa.Column("format", sa.String(32), nullable=False),
         sa.Column("size_bytes", sa.Integer, nullable=False),
         sa.Column("sha256", sa.String(64), nullable=False),
@@ -89,7 +90,9 @@ def upgrade() -> None:
     op.create_table(
         "schedules",
         sa.Column("id", sa.Integer, primary_key=True),
-        sa.Column("deployment_id", sa.Integer, sa.ForeignKey("deployments.id", ondelete="CASCADE"), nullable=False),
+        sa.Column(
+            "deployment_id", sa.Integer, sa.ForeignKey("deployments.id", ondelete="CASCADE"), nullable=False
+        ),
         sa.Column("cron", sa.String(100), nullable=False),
         sa.Column("timezone", sa.String(64), nullable=False),
         sa.Column("enabled", sa.Boolean, nullable=False),
@@ -101,7 +104,9 @@ def upgrade() -> None:
     op.create_table(
         "config_versions",
         sa.Column("id", sa.Integer, primary_key=True),
-        sa.Column("deployment_id", sa.Integer, sa.ForeignKey("deployments.id", ondelete="CASCADE"), nullable=False),
+        sa.Column(
+            "deployment_id", sa.Integer, sa.ForeignKey("deployments.id", ondelete="CASCADE"), nullable=False
+        ),
         sa.Column("version", sa.Integer, nullable=False),
         sa.Column("config", sa.JSON, nullable=False),
         sa.Column("source", sa.String(32), nullable=False),
@@ -129,6 +134,14 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    for table in ("workers", "api_tokens", "config_versions", "schedules", "jobs", "analyses", "traces",
-                  "deployments"):
+    for table in (
+        "workers",
+        "api_tokens",
+        "config_versions",
+        "schedules",
+        "jobs",
+        "analyses",
+        "traces",
+        "deployments",
+    ):
         op.drop_table(table)

@@ -7,20 +7,26 @@ use crate::error::SimError;
 
 pub mod brb_equalmax;
 pub mod brb_unifincr;
+pub mod duplicate;
 pub mod fifo;
 pub mod oracle;
 pub mod queues;
 pub mod rein;
 pub mod rein_sbf;
 pub mod rein_sds;
+pub mod speculative;
+pub mod tailx;
 
 pub use brb_equalmax::{BrbEqualMax, BrbEqualMaxConfig};
 pub use brb_unifincr::{BrbUnifIncr, BrbUnifIncrConfig};
+pub use duplicate::{Duplicate, DuplicateConfig};
 pub use fifo::{Fifo, FifoConfig};
 pub use oracle::{Oracle, OracleConfig};
 pub use rein::{Rein, ReinConfig};
 pub use rein_sbf::{ReinSbf, ReinSbfConfig};
 pub use rein_sds::{ReinSds, ReinSdsConfig};
+pub use speculative::{Speculative, SpeculativeConfig};
+pub use tailx::{Tailx, TailxConfig};
 
 /// Metadata the client attaches to every op of an opset (Rein: "priority inserted as meta-data").
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
@@ -64,6 +70,11 @@ pub trait Scheduler {
     fn pick(&mut self, server: usize, now: u64) -> Option<QItem>;
     /// Feedback hook: an op finished at `server` (no policy of the core issue needs it).
     fn on_done(&mut self, _server: usize, _op: u32, _now: u64) {}
+    /// Coordinator side: how long the client procrastinates an opset with this tag before sending it (TailX's
+    /// delay queue); 0 = sent at once (every policy but tailx).
+    fn release_delay_ns(&self, _tag: &Tag) -> u64 {
+        0
+    }
 }
 
 /// Configuration of a policy, with its validated parameters.
@@ -76,6 +87,9 @@ pub enum PolicyConfig {
     BrbEqualMax(BrbEqualMaxConfig),
     BrbUnifIncr(BrbUnifIncrConfig),
     Oracle(OracleConfig),
+    Tailx(TailxConfig),
+    Duplicate(DuplicateConfig),
+    Speculative(SpeculativeConfig),
 }
 
 /// A policy instance for one replay (holds the per-server queues).
@@ -88,6 +102,9 @@ pub enum Policy {
     BrbEqualMax(BrbEqualMax),
     BrbUnifIncr(BrbUnifIncr),
     Oracle(Oracle),
+    Tailx(Tailx),
+    Duplicate(Duplicate),
+    Speculative(Speculative),
 }
 
 /// Per-policy parameter handling: defaults, named setters with range checks, and the values actually used.
@@ -111,7 +128,7 @@ pub(crate) fn unknown(policy: &str, name: &str, known: &[&str]) -> SimError {
 }
 
 /// Policy names accepted by `PolicyConfig::from_name`.
-pub const POLICY_NAMES: [&str; 7] = [
+pub const POLICY_NAMES: [&str; 10] = [
     "fifo",
     "rein-sbf",
     "rein-sds",
@@ -119,6 +136,9 @@ pub const POLICY_NAMES: [&str; 7] = [
     "brb-equalmax",
     "brb-unifincr",
     "oracle",
+    "tailx",
+    "duplicate",
+    "speculative",
 ];
 
 impl PolicyConfig {
@@ -132,6 +152,9 @@ impl PolicyConfig {
             "brb-equalmax" => PolicyConfig::BrbEqualMax(BrbEqualMaxConfig::default()),
             "brb-unifincr" => PolicyConfig::BrbUnifIncr(BrbUnifIncrConfig::default()),
             "oracle" => PolicyConfig::Oracle(OracleConfig::default()),
+            "tailx" => PolicyConfig::Tailx(TailxConfig::default()),
+            "duplicate" => PolicyConfig::Duplicate(DuplicateConfig::default()),
+            "speculative" => PolicyConfig::Speculative(SpeculativeConfig::default()),
             other => return Err(SimError::param("policy", other, &format!("one of {POLICY_NAMES:?}"))),
         })
     }
@@ -155,6 +178,9 @@ impl PolicyConfig {
             PolicyConfig::BrbEqualMax(_) => "brb-equalmax",
             PolicyConfig::BrbUnifIncr(_) => "brb-unifincr",
             PolicyConfig::Oracle(_) => "oracle",
+            PolicyConfig::Tailx(_) => "tailx",
+            PolicyConfig::Duplicate(_) => "duplicate",
+            PolicyConfig::Speculative(_) => "speculative",
         }
     }
 
@@ -167,6 +193,9 @@ impl PolicyConfig {
             PolicyConfig::BrbEqualMax(c) => c.set(name, value),
             PolicyConfig::BrbUnifIncr(c) => c.set(name, value),
             PolicyConfig::Oracle(c) => c.set(name, value),
+            PolicyConfig::Tailx(c) => c.set(name, value),
+            PolicyConfig::Duplicate(c) => c.set(name, value),
+            PolicyConfig::Speculative(c) => c.set(name, value),
         }
     }
 
@@ -179,6 +208,9 @@ impl PolicyConfig {
             PolicyConfig::BrbEqualMax(c) => c.validate(),
             PolicyConfig::BrbUnifIncr(c) => c.validate(),
             PolicyConfig::Oracle(c) => c.validate(),
+            PolicyConfig::Tailx(c) => c.validate(),
+            PolicyConfig::Duplicate(c) => c.validate(),
+            PolicyConfig::Speculative(c) => c.validate(),
         }
     }
 
@@ -191,6 +223,9 @@ impl PolicyConfig {
             PolicyConfig::BrbEqualMax(c) => c.params(),
             PolicyConfig::BrbUnifIncr(c) => c.params(),
             PolicyConfig::Oracle(c) => c.params(),
+            PolicyConfig::Tailx(c) => c.params(),
+            PolicyConfig::Duplicate(c) => c.params(),
+            PolicyConfig::Speculative(c) => c.params(),
         }
     }
 
@@ -204,6 +239,9 @@ impl PolicyConfig {
             PolicyConfig::BrbEqualMax(c) => Policy::BrbEqualMax(BrbEqualMax::new(c, servers)),
             PolicyConfig::BrbUnifIncr(c) => Policy::BrbUnifIncr(BrbUnifIncr::new(c, servers)),
             PolicyConfig::Oracle(c) => Policy::Oracle(Oracle::new(c, servers)),
+            PolicyConfig::Tailx(c) => Policy::Tailx(Tailx::new(c, servers)),
+            PolicyConfig::Duplicate(c) => Policy::Duplicate(Duplicate::new(c, servers)),
+            PolicyConfig::Speculative(c) => Policy::Speculative(Speculative::new(c, servers)),
         }
     }
 }
@@ -218,6 +256,9 @@ macro_rules! dispatch {
             Policy::BrbEqualMax($p) => $e,
             Policy::BrbUnifIncr($p) => $e,
             Policy::Oracle($p) => $e,
+            Policy::Tailx($p) => $e,
+            Policy::Duplicate($p) => $e,
+            Policy::Speculative($p) => $e,
         }
     };
 }
@@ -238,6 +279,10 @@ impl Scheduler for Policy {
     #[inline]
     fn on_done(&mut self, server: usize, op: u32, now: u64) {
         dispatch!(self, p => p.on_done(server, op, now))
+    }
+    #[inline]
+    fn release_delay_ns(&self, tag: &Tag) -> u64 {
+        dispatch!(self, p => p.release_delay_ns(tag))
     }
 }
 

@@ -92,6 +92,8 @@ class SizedResult:
     demand: dict[str, Any] = field(default_factory=dict)
     # `--policy c3|ds|heron` shorthand: reported as the policy, with its selector's parameters as `params`.
     policy_label: str | None = None
+    # duplicate / speculative: op copies sent (`ops`) and copies answered first (`wins`); zero otherwise.
+    copies: dict[str, int] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         out = self.result.to_json()
@@ -102,6 +104,8 @@ class SizedResult:
         out["replica"] = self.replica
         out["replica_params"] = dict(self.replica_params)
         out["held"] = dict(self.held)
+        if self.copies.get("ops"):
+            out["copies"] = dict(self.copies)
         if self.demand:
             out["demand"] = dict(self.demand)
         if self.bloom is not None:
@@ -194,6 +198,7 @@ def replay_sized(
         replica=str(d["replica"]),
         replica_params={str(k): float(v) for k, v in d["replica_params"]},
         held=dict(d["held"]),
+        copies={k: int(v) for k, v in d.get("copies", {}).items()},
         classes=classes,
         bloom=bloom,
         demand=dict(demand or {}),

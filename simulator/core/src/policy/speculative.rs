@@ -1,0 +1,184 @@
+//! `speculative` (speculative retry, Rein §5.1): an opset whose answer has not fully reached the client
+//! `timeout` after it was sent is re-issued — its unanswered ops — to the next replica of its group; each op's
+//! first answer wins, the other copy is not cancelled. The timeout is the `percentile` (default p90, "the most
+//! favorable" in Rein) of the opset response times (send → last op answered) the client observed, over its last
+//! `window` opsets; no retry before `min_samples` observations; `timeout_ms` > 0 fixes it instead.
+//! Servers serve FIFO; the engine makes the copies.
+use super::queues::FifoQueues;
+use super::{unknown, Params, QItem, Scheduler, Tag, TagCtx};
+use crate::error::{check_range, SimError};
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct SpeculativeConfig {
+    pub percentile: f64,
+    /// Fixed timeout, ms; 0 = the running percentile.
+    pub timeout_ms: f64,
+    pub window: f64,
+    pub min_samples: f64,
+}
+
+impl Default for SpeculativeConfig {
+    fn default() -> Self {
+        SpeculativeConfig {
+            percentile: 90.0,
+            timeout_ms: 0.0,
+            window: 1000.0,
+            min_samples: 100.0,
+        }
+    }
+}
+
+const NAMES: [&str; 4] = ["percentile", "timeout_ms", "window", "min_samples"];
+
+impl Params for SpeculativeConfig {
+    fn set(&mut self, name: &str, value: f64) -> Result<(), SimError> {
+        let (field, lo, hi, what) = match name {
+            "percentile" => (&mut self.percentile, 1.0, 100.0, "[1, 100]"),
+            "timeout_ms" => (&mut self.timeout_ms, 0.0, 1e9, "[0, 1e9] ms (0 = from the percentile)"),
+            "window" => (&mut self.window, 1.0, 1e6, "[1, 1e6] opsets"),
+            "min_samples" => (&mut self.min_samples, 1.0, 1e6, "[1, 1e6] opsets"),
+            other => return Err(unknown("speculative", other, &NAMES)),
+        };
+        check_range(name, value, lo, hi, what)?;
+        // window and min_samples count opsets: whole numbers.
+        *field = if matches!(name, "window" | "min_samples") { value.round() } else { value };
+        Ok(())
+    }
+    fn params(&self) -> Vec<(&'static str, f64)> {
+        vec![
+            ("percentile", self.percentile),
+            ("timeout_ms", self.timeout_ms),
+            ("window", self.window),
+            ("min_samples", self.min_samples),
+        ]
+    }
+}
+
+/// Per-client running percentile of observed opset response times (exact nearest-rank over a sliding window,
+/// recomputed every max(1, window / 10) new samples).
+#[derive(Debug, Clone)]
+pub struct LatencyEstimator {
+    fixed_ns: Option<u64>,
+    pct: f64,
+    window: usize,
+    min_samples: usize,
+    refresh: usize,
+    ring: Vec<Vec<u64>>,
+    pos: Vec<usize>,
+    seen: Vec<usize>,
+    since: Vec<usize>,
+    timeout: Vec<Option<u64>>,
+    scratch: Vec<u64>,
+}
+
+impl LatencyEstimator {
+    pub fn new(cfg: &SpeculativeConfig, clients: usize) -> Self {
+        let window = cfg.window as usize;
+        LatencyEstimator {
+            fixed_ns: (cfg.timeout_ms > 0.0).then(|| (cfg.timeout_ms * 1e6).round() as u64),
+            pct: cfg.percentile,
+            window,
+            min_samples: cfg.min_samples as usize,
+            refresh: (window / 10).max(1),
+            ring: vec![Vec::new(); clients],
+            pos: vec![0; clients],
+            seen: vec![0; clients],
+            since: vec![0; clients],
+            timeout: vec![None; clients],
+            scratch: Vec::new(),
+        }
+    }
+
+    /// One observed opset response time at `client`.
+    pub fn observe(&mut self, client: usize, ns: u64) {
+        if self.fixed_ns.is_some() {
+            return;
+        }
+        let ring = &mut self.ring[client];
+        if ring.len() < self.window {
+            ring.push(ns);
+        } else {
+            ring[self.pos[client]] = ns;
+            self.pos[client] = (self.pos[client] + 1) % self.window;
+        }
+        self.seen[client] += 1;
+        self.since[client] += 1;
+        if self.seen[client] >= self.min_samples
+            && (self.timeout[client].is_none() || self.since[client] >= self.refresh)
+        {
+            self.since[client] = 0;
+            self.scratch.clear();
+            self.scratch.extend_from_slice(&self.ring[client]);
+            self.scratch.sort_unstable();
+            let n = self.scratch.len();
+            let rank = ((self.pct / 100.0 * n as f64).ceil() as usize).clamp(1, n);
+            self.timeout[client] = Some(self.scratch[rank - 1]);
+        }
+    }
+
+    /// The client's current timeout, ns (None = not enough observations yet).
+    pub fn timeout_ns(&self, client: usize) -> Option<u64> {
+        self.fixed_ns.or(self.timeout[client])
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Speculative {
+    q: FifoQueues,
+}
+
+impl Speculative {
+    pub fn new(_cfg: &SpeculativeConfig, servers: usize) -> Self {
+        Speculative {
+            q: FifoQueues::new(servers),
+        }
+    }
+}
+
+impl Scheduler for Speculative {
+    #[inline]
+    fn tag(&mut self, _ctx: &TagCtx<'_>, _tags: &mut [Tag]) {}
+    #[inline]
+    fn enqueue(&mut self, server: usize, item: QItem) {
+        self.q.push(server, item);
+    }
+    #[inline]
+    fn pick(&mut self, server: usize, _now: u64) -> Option<QItem> {
+        self.q.pop(server)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn running_percentile_nearest_rank() {
+        let cfg = SpeculativeConfig {
+            window: 10.0,
+            min_samples: 3.0,
+            ..SpeculativeConfig::default()
+        };
+        let mut e = LatencyEstimator::new(&cfg, 2);
+        e.observe(0, 5);
+        e.observe(0, 1);
+        assert_eq!(e.timeout_ns(0), None);
+        e.observe(0, 3);
+        // p90 of {1, 3, 5}: rank ceil(2.7) = 3 → 5.
+        assert_eq!(e.timeout_ns(0), Some(5));
+        assert_eq!(e.timeout_ns(1), None);
+        for x in 10..=20 {
+            e.observe(0, x);
+        }
+        // window keeps the last 10 samples 11..=20; p90 rank 9 → 19.
+        assert_eq!(e.timeout_ns(0), Some(19));
+        let fixed = LatencyEstimator::new(
+            &SpeculativeConfig {
+                timeout_ms: 2.5,
+                ..SpeculativeConfig::default()
+            },
+            1,
+        );
+        assert_eq!(fixed.timeout_ns(0), Some(2_500_000));
+    }
+}
