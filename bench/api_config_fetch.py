@@ -15,6 +15,7 @@ import argparse
 import asyncio
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -112,8 +113,8 @@ end
 
 
 def run_wrk(url: str, token: str, etag: str, seconds: float, conns: int, rate: float) -> dict[str, object]:
-    """wrk (C, one thread) with a per-connection pause so that `conns` connections offer about `rate` req/s."""
-    pause_ms = max(0, int(round(conns / rate * 1000)) - 1)
+    """wrk (C, one thread), each connection pausing so that `conns` connections offer about `rate` req/s."""
+    pause_ms = max(0, round(conns / rate * 1000) - 1)
     with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as fh:
         fh.write(WRK_LUA % (token, etag, pause_ms))
     cmd = ["wrk", "-t1", f"-c{conns}", f"-d{int(seconds)}s", "--latency", "-s", fh.name, url]
@@ -123,9 +124,10 @@ def run_wrk(url: str, token: str, etag: str, seconds: float, conns: int, rate: f
     for line in out.splitlines():
         parts = line.split()
         if len(parts) == 2 and parts[0] in ("50%", "75%", "90%", "99%"):
-            v = parts[1]
-            scale = {"us": 0.001, "ms": 1.0, "s": 1000.0}[v.rstrip("0123456789.")[-2:].lstrip("0123456789.")]
-            res[f"p{parts[0][:-1]}_ms"] = round(float(v.rstrip("mus")) * scale, 3)
+            m = re.fullmatch(r"([0-9.]+)(us|ms|s)", parts[1])
+            if m:
+                scale = {"us": 0.001, "ms": 1.0, "s": 1000.0}[m.group(2)]
+                res[f"p{parts[0][:-1]}_ms"] = round(float(m.group(1)) * scale, 3)
         if line.startswith("Requests/sec:"):
             res["achieved_rate"] = float(parts[1])
         if "Non-2xx or 3xx" in line:

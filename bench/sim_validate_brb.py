@@ -88,7 +88,14 @@ def main() -> None:
     )
     share = args.size_share
     runs = [
-        (replace(base, name=f"BRB setup, Pareto sizes {args.sizes} (share {share}), size-aware cost", size_aware_cost=True), share),
+        (
+            replace(
+                base,
+                name=f"BRB setup, Pareto sizes {args.sizes} (share {share}), size-aware cost",
+                size_aware_cost=True,
+            ),
+            share,
+        ),
         (replace(base, name=f"BRB setup, Pareto sizes {args.sizes} (share {share}), op-count cost"), share),
         (replace(base, name="BRB setup, sizes ignored (exponential service, op-count cost)"), 0.0),
     ]

@@ -10,7 +10,6 @@ token inside the chosen group's range.
 
 from __future__ import annotations
 
-import heapq
 import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field

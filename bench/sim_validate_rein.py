@@ -12,6 +12,7 @@ profile) and hot servers (facebook with hashed placement).
 
 Run:  PYTHONPATH=. .venv/bin/python bench/sim_validate_rein.py [--requests 100000] [--seeds 1,2,3]
       PYTHONPATH=. .venv/bin/python bench/sim_validate_rein.py --conditions [--cond-requests 50000] [--cond-seeds 1,2]
+      PYTHONPATH=. .venv/bin/python bench/sim_validate_rein.py --starvation  (rein-sbf with boost_after_ms 1/2/4)
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from bench.sim_validate_common import (
     summary_stats,
 )
 
-__all__ = ["FIG14_POLICIES", "conditions_cases", "fig14_cases", "main"]
+__all__ = ["FIG14_POLICIES", "conditions_cases", "fig14_cases", "main", "starvation_cases"]
 
 FIG14_POLICIES: list[tuple[str, dict[str, float]]] = [
     ("fifo", {}),
@@ -57,8 +58,12 @@ def fig14_cases() -> list[Case]:
 
 
 def conditions_cases() -> list[Case]:
-    base = Case(name="base: soundcloud, balanced, 75%, 8 slots, exp", profile="soundcloud",
-                placement="balanced", policies=FIG14_POLICIES)
+    base = Case(
+        name="base: soundcloud, balanced, 75%, 8 slots, exp",
+        profile="soundcloud",
+        placement="balanced",
+        policies=FIG14_POLICIES,
+    )
     return [
         base,
         replace(base, name="load 90%", load=0.90),
@@ -73,6 +78,17 @@ def conditions_cases() -> list[Case]:
     ]
 
 
+def starvation_cases() -> list[Case]:
+    """The single-priority-queue variants with Rein §3.2's starvation boost (boost_after_ms) at 75 and 90%."""
+    pols: list[tuple[str, dict[str, float]]] = [("fifo", {}), ("rein-sbf", {})]
+    pols += [("rein-sbf", {"boost_after_ms": b}) for b in (1.0, 2.0, 4.0)]
+    base = Case(name="", profile="soundcloud", placement="balanced", policies=pols)
+    return [
+        replace(base, name="starvation boost, soundcloud, balanced, 75%", load=0.75),
+        replace(base, name="starvation boost, soundcloud, balanced, 90%", load=0.90),
+    ]
+
+
 def table(res: CaseResult, *, oracle_gap: bool = True) -> str:
     """Markdown rows: per policy, each percentile as mean ± sd ms, then the paired gain vs fifo."""
     lines = [
@@ -84,15 +100,21 @@ def table(res: CaseResult, *, oracle_gap: bool = True) -> str:
     ]
     for label, runs in res.runs.items():
         cells = [fmt_ms([r[m] for r in runs]) for m in PERCENTILES]
-        gains = ["–"] * len(PERCENTILES) if label == "fifo" else [fmt_gain(paired_gains(res, label, "fifo", m)) for m in PERCENTILES]
+        gains = (
+            ["–"] * len(PERCENTILES)
+            if label == "fifo"
+            else [fmt_gain(paired_gains(res, label, "fifo", m)) for m in PERCENTILES]
+        )
         slm, _ = summary_stats([r["server_load_max"] for r in runs])
         steady = sum(bool(r["steady_state"]) for r in runs)
         lines.append(f"| {label} | " + " | ".join(cells + gains) + f" | {slm:.3f} | {steady}/{len(runs)} |")
     if oracle_gap and "rein" in res.runs and "oracle" in res.runs:
         gaps = [fmt_gain([-g for g in paired_gains(res, "rein", "oracle", m)]) for m in PERCENTILES]
         lines.append("")
-        lines.append("rein vs oracle (rein/oracle − 1; positive = rein slower): "
-                     + ", ".join(f"{m[:-3].replace('p999', 'p99.9')} {g}" for m, g in zip(PERCENTILES, gaps, strict=True)))
+        lines.append(
+            "rein vs oracle (rein/oracle − 1; positive = rein slower): "
+            + ", ".join(f"{m[:-3].replace('p999', 'p99.9')} {g}" for m, g in zip(PERCENTILES, gaps, strict=True))
+        )
     return "\n".join(lines)
 
 
@@ -105,13 +127,15 @@ def main() -> None:
     ap.add_argument("--requests", type=int, default=100_000)
     ap.add_argument("--seeds", default="1,2,3")
     ap.add_argument("--conditions", action="store_true", help="run part 2 (the condition sweep) instead")
+    ap.add_argument("--starvation", action="store_true", help="run rein-sbf with starvation boosts instead")
     ap.add_argument("--cond-requests", type=int, default=50_000)
     ap.add_argument("--cond-seeds", default="1,2")
     ap.add_argument("--json", type=Path, help="write every run's figures here")
     args = ap.parse_args()
     traces: dict[tuple[str, int], ProfileTrace] = {}
-    if args.conditions:
-        cases, n, seeds = conditions_cases(), args.cond_requests, [int(s) for s in args.cond_seeds.split(",")]
+    if args.conditions or args.starvation:
+        cases = conditions_cases() if args.conditions else starvation_cases()
+        n, seeds = args.cond_requests, [int(s) for s in args.cond_seeds.split(",")]
     else:
         cases, n, seeds = fig14_cases(), args.requests, [int(s) for s in args.seeds.split(",")]
     results = []

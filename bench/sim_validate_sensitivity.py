@@ -7,11 +7,11 @@ queues' rates are r_q1, r_q1 − 1, … and stay > 0 for every K; τ_1 = 1. K = 
 soundcloud hashed (its hottest server is within ~8% of the mean); facebook balanced (hashed, its Zipf(0.99)
 head overloads a server at 75%: server_load_max ≈ 1.35, no steady state to compare).
 
-Output: a table of p99 (mean over seeds) and of the degradation vs the best cell, the optimum, fifo's p99 for
+Output: a table of p99 (mean ± sample sd over seeds, and the degradation vs the best cell), the optimum, fifo's p99 for
 reference, and a PNG heatmap per profile under bench/figures/.
 
 Run:  PYTHONPATH=. .venv/bin/python bench/sim_validate_sensitivity.py [--requests 50000] [--seeds 1,2,3]
-          [--ks 1,2,3,4,5,6,8] [--rs 1,1.5,2,3,4,6] [--profiles soundcloud,facebook]
+          [--ks 1,2,3,4,5,6,8] [--rs 1,1.5,2,3,4,6] [--profiles soundcloud,facebook] [--figures DIR]
 """
 
 from __future__ import annotations
@@ -40,8 +40,8 @@ def rein_params(k: int, r: float) -> dict[str, float]:
 
 def sweep(
     profile: str, requests: int, seeds: list[int], ks: list[int], rs: list[float], load: float
-) -> tuple[npt.NDArray[np.float64], dict[str, float], list[bool]]:
-    """p99 (ms, mean over seeds) per (K, R), the fifo/default references and the steady flags."""
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], dict[str, float], list[bool]]:
+    """p99 (ms) per (K, R): mean and sample sd over seeds; the fifo/default references; the steady flags."""
     import kvsim
 
     cluster = kvsim.Cluster()
@@ -64,7 +64,8 @@ def sweep(
                 res = wl.replay("rein", rein_params(k, r))
                 grid[i, j, si] = res.p99_ms
                 steady.append(res.steady_state)
-    return grid.mean(axis=2), {k: statistics.fmean(v) for k, v in refs.items()}, steady
+    sd = grid.std(axis=2, ddof=1) if len(seeds) > 1 else np.zeros(grid.shape[:2])
+    return grid.mean(axis=2), sd, {k: statistics.fmean(v) for k, v in refs.items()}, steady
 
 
 def heatmap(path: Path, p99: npt.NDArray[np.float64], ks: list[int], rs: list[float], title: str) -> None:
@@ -83,8 +84,15 @@ def heatmap(path: Path, p99: npt.NDArray[np.float64], ks: list[int], rs: list[fl
     ax.set_ylabel("queues K")
     for i in range(len(ks)):
         for j in range(len(rs)):
-            ax.text(j, i, f"{p99[i, j]:.2f}", ha="center", va="center", fontsize=7,
-                    color="white" if deg[i, j] > deg.max() / 2 else "black")
+            ax.text(
+                j,
+                i,
+                f"{p99[i, j]:.2f}",
+                ha="center",
+                va="center",
+                fontsize=7,
+                color="white" if deg[i, j] > deg.max() / 2 else "black",
+            )
     fig.colorbar(im, ax=ax, label="p99 degradation vs best cell (%)")
     ax.set_title(title, fontsize=9)
     fig.tight_layout()
@@ -93,12 +101,18 @@ def heatmap(path: Path, p99: npt.NDArray[np.float64], ks: list[int], rs: list[fl
     plt.close(fig)
 
 
-def markdown(p99: npt.NDArray[np.float64], ks: list[int], rs: list[float], refs: dict[str, float]) -> str:
+def markdown(
+    p99: npt.NDArray[np.float64],
+    sd: npt.NDArray[np.float64],
+    ks: list[int],
+    rs: list[float],
+    refs: dict[str, float],
+) -> str:
     best = float(p99.min())
     bi, bj = np.unravel_index(int(np.argmin(p99)), p99.shape)
     lines = ["| K \\ R | " + " | ".join(f"{r:g}" for r in rs) + " |", "|---" * (len(rs) + 1) + "|"]
     for i, k in enumerate(ks):
-        cells = [f"{p99[i, j]:.3f} ({100 * (p99[i, j] / best - 1):+.0f}%)" for j in range(len(rs))]
+        cells = [f"{p99[i, j]:.3f} ± {sd[i, j]:.3f} ({100 * (p99[i, j] / best - 1):+.0f}%)" for j in range(len(rs))]
         lines.append(f"| {k} | " + " | ".join(cells) + " |")
     lines.append("")
     lines.append(
@@ -117,6 +131,7 @@ def main() -> None:
     ap.add_argument("--profiles", default="soundcloud,facebook")
     ap.add_argument("--load", type=float, default=0.75)
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--figures", type=Path, default=FIGURES, help="where the PNG heatmaps go")
     args = ap.parse_args()
     ks = [int(x) for x in args.ks.split(",")]
     rs = [float(x) for x in args.rs.split(",")]
@@ -124,16 +139,24 @@ def main() -> None:
     out: dict[str, Any] = {}
     for profile in args.profiles.split(","):
         t = time.perf_counter()
-        p99, refs, steady = sweep(profile, args.requests, seeds, ks, rs, args.load)
-        png = FIGURES / f"sim_sensitivity_{profile}.png"
-        heatmap(png, p99, ks, rs, f"rein p99 (ms) over K × R — {profile}, {PLACEMENT.get(profile, 'hash')}, "
-                f"{args.load:.0%} load, {len(seeds)} seeds")
-        print(f"**{profile}** ({PLACEMENT.get(profile, 'hash')} placement, {args.requests} requests × "
-              f"{len(seeds)} seeds, steady {sum(steady)}/{len(steady)}, {time.perf_counter() - t:.1f} s) → {png.name}")
+        p99, sd, refs, steady = sweep(profile, args.requests, seeds, ks, rs, args.load)
+        png = args.figures / f"sim_sensitivity_{profile}.png"
+        heatmap(
+            png,
+            p99,
+            ks,
+            rs,
+            f"rein p99 (ms) over K × R — {profile}, {PLACEMENT.get(profile, 'hash')}, "
+            f"{args.load:.0%} load, {len(seeds)} seeds",
+        )
+        print(
+            f"**{profile}** ({PLACEMENT.get(profile, 'hash')} placement, {args.requests} requests × "
+            f"{len(seeds)} seeds, steady {sum(steady)}/{len(steady)}, {time.perf_counter() - t:.1f} s) → {png.name}"
+        )
         print()
-        print(markdown(p99, ks, rs, refs))
+        print(markdown(p99, sd, ks, rs, refs))
         print(flush=True)
-        out[profile] = {"ks": ks, "rs": rs, "p99_ms": p99.tolist(), **refs}
+        out[profile] = {"ks": ks, "rs": rs, "p99_ms": p99.tolist(), "p99_sd_ms": sd.tolist(), **refs}
     if args.json:
         args.json.write_text(json.dumps(out, indent=1))
 

@@ -246,11 +246,25 @@ def _step_tune(ctx: JobContext, dep: dict[str, Any], dataset_id: str, summary_pa
     return clean
 
 
-def accept(rec: dict[str, Any], constraints: dict[str, Any]) -> tuple[bool, str]:
-    """The decide rule: the tuner must say `recommend`, and the expected latencies must meet the limits."""
+def accept(
+    rec: dict[str, Any], constraints: dict[str, Any], objective: dict[str, Any] | None = None
+) -> tuple[bool, str]:
+    """The decide rule: the tuner must say `recommend`; the expected objective metric must beat the
+    current config's (`baseline`) by at least `objective.min_improvement` (relative); the expected p50/p99
+    must meet the deployment's limits; the policy must be allowed.
+    """
     if rec.get("verdict") != "recommend":
         return False, f"tuner verdict is {rec.get('verdict')!r}: {rec.get('reason', '')}".rstrip(": ")
     expected = rec.get("expected") or {}
+    objective = objective or {}
+    metric_key = f"{objective.get('metric', 'p99')}_ms"
+    need = float(objective.get("min_improvement", 0.0))
+    base = (rec.get("baseline") or {}).get(metric_key)
+    new = expected.get(metric_key)
+    if need > 0 and base is not None and new is not None and float(base) > 0:
+        gain = (float(base) - float(new)) / float(base)
+        if gain < need:
+            return False, f"{metric_key} improves by {gain:.1%}, less than the required {need:.1%}"
     for metric, limit in (
         ("p50_ms", constraints.get("max_p50_ms")),
         ("p99_ms", constraints.get("max_p99_ms")),
@@ -264,11 +278,11 @@ def accept(rec: dict[str, Any], constraints: dict[str, Any]) -> tuple[bool, str]
 
 
 def _step_decide(
-    ctx: JobContext, dep_id: int, rec: dict[str, Any], constraints: dict[str, Any]
+    ctx: JobContext, dep_id: int, rec: dict[str, Any], constraints: dict[str, Any], objective: dict[str, Any]
 ) -> dict[str, Any]:
     from service.configs.service import add_version
 
-    ok, reason = accept(rec, constraints)
+    ok, reason = accept(rec, constraints, objective)
     ctx.log(f"decision: {'accept' if ok else 'keep current'} — {reason}")
     if not ok:
         return {"accepted": False, "reason": reason, "version": None}
@@ -313,7 +327,7 @@ def run_nightly(ctx: JobContext) -> dict[str, Any]:
         ),
     )
     rec = ctx.step("tune", lambda: _step_tune(ctx, dep, dataset_id, str(ana["summary"])))
-    dec = ctx.step("decide", lambda: _step_decide(ctx, dep_id, rec, dep["constraints"]))
+    dec = ctx.step("decide", lambda: _step_decide(ctx, dep_id, rec, dep["constraints"], dep["objective"]))
     result: dict[str, Any] = {
         "datasets": ing["datasets"],
         "analysis": ana["out_dir"],

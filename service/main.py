@@ -24,8 +24,12 @@ __all__ = ["API_PREFIX", "create_app"]
 API_PREFIX = "/api/v1"
 
 
-def create_app(settings: Settings | None = None) -> FastAPI:
-    """Build the app; the metadata DB is migrated at start-up."""
+def create_app(settings: Settings | None = None, *, fast_path: bool = True) -> FastAPI:
+    """Build the app; the metadata DB is migrated at start-up.
+
+    `fast_path=False` leaves out the config-fetch fast path, for callers that wrap the app in `ConfigFastPath`
+    themselves as the outermost layer (what `tailtune serve` does: it then skips Starlette's middleware too).
+    """
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -43,5 +47,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         api.include_router(router)
     app.include_router(api)
     install_error_handlers(app)
-    app.add_middleware(ConfigFastPath)
+    if fast_path:
+        app.add_middleware(ConfigFastPath)
     return app

@@ -25,29 +25,35 @@ class Settings(BaseSettings):
     optuna_storage: str | None = Field(default=None, description="Optuna storage URL (RDB) or journal file path.")
     spark_master: str = Field(default="local[*]", description="Spark master URL (local[*] or spark://host:port).")
 
-    # --- service and jobs (issue 8; see docs/operations.md) -------------------------------------------------
+    # --- service and jobs (issue 8; see docs/operations.md) ----------------------------------------------
     api_host: str = Field(default="127.0.0.1", description="Address `tailtune serve` binds.")
     api_port: int = Field(default=8000, description="Port `tailtune serve` binds.")
     api_tokens: list[str] = Field(
         default_factory=list,
-        description="Extra API tokens as 'SCOPE:SHA256HEX' (scope read|write; only the hash, never the token).",
+        description="Extra API tokens as 'SCOPE:SHA256HEX' (scope read|write; the hash, never the token).",
     )
     open_reads_on_localhost: bool = Field(
-        default=True, description="Allow GET requests from 127.0.0.1/::1 without a token (embedded default)."
+        default=True, description="Allow GETs from 127.0.0.1/::1 without a token (embedded default)."
     )
-    upload_max_bytes: int = Field(default=2 * 1024**3, description="Largest accepted trace upload, in bytes.")
-    worker_lease_s: float = Field(default=30.0, description="Job lease: a job whose worker stops heartbeating "
-                                  "for this long is resumed by another worker.")
+    upload_max_bytes: int = Field(default=2 * 1024**3, description="Largest accepted trace upload, bytes.")
+    worker_lease_s: float = Field(
+        default=30.0,
+        description="Job lease: a job whose worker stops heartbeating this long is resumed by another.",
+    )
     worker_poll_s: float = Field(default=1.0, description="How often an idle worker looks for jobs.")
     job_max_attempts: int = Field(default=3, description="Attempts of a job before it is marked failed.")
-    job_backoff_s: float = Field(default=5.0, description="Retry backoff of jobs: base * 2**(attempt-1) seconds.")
+    job_backoff_s: float = Field(default=5.0, description="Job retry backoff: base * 2**(attempt-1) seconds.")
     publish_attempts: int = Field(default=4, description="Attempts of one publish to one target.")
-    publish_backoff_s: float = Field(default=0.5, description="Publish retry backoff: base * 2**(attempt-1) s.")
+    publish_backoff_s: float = Field(default=0.5, description="Publish retry backoff: base * 2**(n-1) s.")
     publish_timeout_s: float = Field(default=5.0, description="Timeout of one request to a publish target.")
-    config_cache_s: float = Field(default=1.0, description="How long the API may serve a deployment's latest "
-                                  "config from memory before re-reading the DB (bounds staleness of GET /configs).")
-    scheduler_catchup_s: float = Field(default=6 * 3600.0, description="After an outage, a missed cron slot "
-                                       "younger than this is run once; older slots are skipped.")
+    config_cache_s: float = Field(
+        default=1.0,
+        description="How long the API may serve a deployment's latest config from memory (staleness bound).",
+    )
+    scheduler_catchup_s: float = Field(
+        default=6 * 3600.0,
+        description="After an outage, a missed cron slot younger than this runs once; older are skipped.",
+    )
 
     @property
     def home_dir(self) -> Path:

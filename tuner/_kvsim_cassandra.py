@@ -9,6 +9,7 @@ materialized on demand for pruning.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -26,8 +27,10 @@ if TYPE_CHECKING:
 
 __all__ = ["KvsimCassandraEvaluator"]
 
-#: Core policies that are not deployable configurations (the oracle reads every server's queue).
-_NOT_TUNABLE = frozenset({"oracle"})
+#: Core policies this evaluator does not offer: the oracle is not deployable (it reads every server's queue);
+#: tailx needs the size-aware replay with the large-key filter (`kvsim.replay_sized`, issue 4), which this
+#: evaluator does not drive yet — replayed plainly it would see no large key at all.
+_NOT_TUNABLE = frozenset({"oracle", "tailx"})
 
 
 class KvsimCassandraEvaluator(Evaluator):
@@ -59,7 +62,7 @@ class KvsimCassandraEvaluator(Evaluator):
         self._cluster: kvsim.Cluster | None = None
         self._offsets: npt.NDArray[np.int64] | None = None
         self._tokens: npt.NDArray[np.int64] | None = None
-        self._ts: npt.NDArray[np.float64] | None = None
+        self._ts: npt.NDArray[np.float64] | None = None  # request timestamps (use_timestamps only)
         self._workloads: dict[tuple[int, int], kvsim.Workload] = {}
 
     # ------------------------------------------------------------------ data
@@ -79,27 +82,13 @@ class KvsimCassandraEvaluator(Evaluator):
             raise BadInputError.single("deployment", str(exc)) from None
         table = self.source.load()
         where = self.source.label
-        for col in ("request_id", "key"):
-            if col not in table.column_names:
-                raise BadInputError.single(where, "required column is missing", line=1, field=col)
-        if table.num_rows == 0:
-            raise BadInputError.single(where, "the trace has no rows")
-        rid = np.asarray(table.column("request_id").to_numpy(zero_copy_only=False))
-        ts = (np.asarray(table.column("ts").to_numpy(zero_copy_only=False), dtype=np.float64)
-              if "ts" in table.column_names else np.zeros(len(rid)))
-        ids, inv = np.unique(rid, return_inverse=True)
-        inv = inv.reshape(-1)
-        first = np.full(len(ids), np.inf)
-        np.minimum.at(first, inv, ts)
-        order = np.lexsort((np.arange(len(ids)), first))
-        rank = np.empty(len(ids), dtype=np.int64)
-        rank[order] = np.arange(len(ids))
-        rows = np.argsort(rank[inv], kind="stable")
-        counts = np.bincount(rank[inv], minlength=len(ids))
-        self._offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
-        keys = np.asarray(table.column("key").to_numpy(zero_copy_only=False))[rows]
+        from tailtune.simulation import SimulationSpec, request_layout
+
+        layout_spec = SimulationSpec(policy="fifo", params={}, use_timestamps=bool(self.options["use_timestamps"]))
+        offsets, _, keys, timestamps = request_layout(table, layout_spec, source=where)
+        self._offsets = offsets
         self._tokens = kvsim.tokens_for_keys(keys)
-        self._ts = first[order]
+        self._ts = timestamps
 
     @property
     def requests(self) -> int:
@@ -111,7 +100,7 @@ class KvsimCassandraEvaluator(Evaluator):
         import kvsim
 
         self._prepare()
-        assert self._offsets is not None and self._tokens is not None and self._ts is not None
+        assert self._offsets is not None and self._tokens is not None
         n_all = len(self._offsets) - 1
         n = n_all if fraction >= 1.0 else max(1, math.ceil(fraction * n_all))
         cached = self._workloads.get((seed, n))
@@ -123,7 +112,7 @@ class KvsimCassandraEvaluator(Evaluator):
                 self._cluster,  # type: ignore[arg-type]
                 offsets,
                 tokens=self._tokens[: int(offsets[-1])],
-                timestamps=self._ts[:n] if self.options["use_timestamps"] else None,
+                timestamps=self._ts[:n] if self._ts is not None else None,
                 load=float(self.options["load"]),
                 seed=int(seed),
             )
@@ -147,7 +136,9 @@ class KvsimCassandraEvaluator(Evaluator):
         try:
             return wl.replay(candidate.policy, params, warmup=float(self.options["warmup"]))
         except kvsim.KvsimError as exc:
-            raise BadInputError.single("candidate", str(exc)) from None
+            named = re.search(r"parameter '([^']+)'", str(exc))
+            raise BadInputError.single(f"candidate {candidate.label()}", str(exc),
+                                       field=named.group(1) if named else None) from None
 
     # ------------------------------------------------------------------ contract
     def policies(self) -> tuple[str, ...]:

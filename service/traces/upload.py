@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from fastapi import Request
+from fastapi.concurrency import run_in_threadpool
 from python_multipart.exceptions import MultipartParseError
 from python_multipart.multipart import MultipartParser, parse_options_header
 
@@ -150,7 +151,7 @@ async def receive_upload(request: Request, dest: Path, limit: int) -> Received:
             async for chunk in request.stream():
                 sink.write(chunk)
             received = Received(sink.size, "")
-        sink.close()
+        await run_in_threadpool(sink.close)  # fsync off the event loop
     except BaseException:
         sink.fh.close()
         dest.unlink(missing_ok=True)

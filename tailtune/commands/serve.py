@@ -45,12 +45,13 @@ def serve(
         return
     import uvicorn
 
+    from service.configs.fastpath import ConfigFastPath
     from service.deps import database_for
     from service.main import create_app
 
     database_for(settings.resolved_database_url)
     uvicorn.run(
-        create_app(settings),
+        ConfigFastPath(create_app(settings, fast_path=False)),
         host=host or settings.api_host,
         port=port or settings.api_port,
         log_level="info",

@@ -26,6 +26,7 @@ def worker(
     from tailtune.settings import get_settings
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    logging.getLogger("alembic").setLevel(logging.WARNING)
     settings = get_settings()
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())

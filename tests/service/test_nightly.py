@@ -60,6 +60,12 @@ def test_accept_rule() -> None:
     assert accept({**REC, "verdict": "keep current", "reason": "no gain"}, {})[0] is False
     assert accept(REC, {"max_p99_ms": 3.5}) == (False, "expected p99_ms 4.0 exceeds the limit 3.5")
     assert accept(REC, {"policies": ["batching"]})[0] is False
+    # baseline p99 4.9 → expected 4.0 is an 18.4% gain
+    assert accept(REC, {}, {"metric": "p99", "min_improvement": 0.18})[0] is True
+    assert accept(REC, {}, {"metric": "p99", "min_improvement": 0.19}) == (
+        False,
+        "p99_ms improves by 18.4%, less than the required 19.0%",
+    )
 
 
 def test_resumed_nightly_decides_and_publishes(svc: Svc, memcached_node: MemcachedNode) -> None:

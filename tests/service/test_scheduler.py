@@ -106,3 +106,19 @@ def test_disabled_schedule_never_fires(svc: Svc) -> None:
     sid = _schedule(svc, "* * * * *", "2026-07-01T08:10:00")
     svc.client.patch(f"{API}/schedules/{sid}", json={"enabled": False}, headers=svc.write)
     assert tick(svc.db, svc.settings, at=ts("2026-07-01T10:30:00")) == [] and _jobs(svc) == []
+
+
+def test_the_worker_loop_fires_due_schedules(svc: Svc) -> None:
+    import time
+
+    from jobs.worker import Worker
+
+    # yearly slot (Jan 1st 00:00 UTC): no new slot can appear between the two calls below
+    sid = _schedule(svc, "0 0 1 1 *", "2020-01-01T00:00:00")
+    svc.settings.scheduler_catchup_s = 2 * 366 * 86400.0
+    assert latest_slot("0 0 1 1 *", "UTC", time.time()) > ts("2020-01-01T00:00:00")
+    w = Worker(svc.settings, svc.db, "w-s", schedule=True)
+    assert w.run_once() == "failed"  # the fired nightly job ran: the deployment has no trace yet
+    assert Worker(svc.settings, svc.db, "w-s2", schedule=True).run_once() is None  # same slot: nothing new
+    jobs = _jobs(svc)
+    assert len(jobs) == 1 and str(jobs[0][0]).startswith(f"schedule:{sid}:")

@@ -33,7 +33,7 @@ def _start(storage: str, jobs: int) -> subprocess.Popen[bytes]:
                             cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
 
-@pytest.mark.parametrize("jobs", [1, 2])
+@pytest.mark.parametrize("jobs", [1])  # jobs=2 works too (~2x slower); test_study covers workers
 def test_kill_9_and_resume(tmp_path, jobs):
     storage = str(tmp_path / "journal.log")
     proc = _start(storage, jobs)
