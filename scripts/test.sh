@@ -8,4 +8,6 @@ say "ruff";   ruff check .
 say "mypy";   mypy
 say "clippy"; cargo clippy --workspace --all-targets --quiet -- -D warnings
 say "cargo test"; cargo test --workspace --quiet
+# the end-to-end nightly test (upload → ingest → analyze → tune → publish, ~2 min) runs here unless disabled
+export TAILTUNE_E2E="${TAILTUNE_E2E:-1}"
 say "pytest"; python -m pytest "$@"

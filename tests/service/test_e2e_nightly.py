@@ -1,7 +1,8 @@
 """The whole nightly pipeline for real: upload → ingest → Spark analysis → Optuna/kvsim tuning → decide →
 publish.
 
-~2 minutes on the shared 2-core machine (Spark start + tuning), so it runs only with TAILTUNE_E2E=1:
+~2 minutes on the shared 2-core machine (Spark start + tuning): `make test` (scripts/test.sh) sets
+TAILTUNE_E2E=1 so CI runs it; a bare pytest run skips it unless you set it:
 
     TAILTUNE_E2E=1 .venv/bin/python -m pytest tests/service/test_e2e_nightly.py -q
 """
