@@ -8,6 +8,8 @@ say "ruff";   ruff check .
 say "mypy";   mypy
 say "clippy"; cargo clippy --workspace --all-targets --quiet -- -D warnings
 say "cargo test"; cargo test --workspace --quiet
-# the end-to-end nightly test (upload → ingest → analyze → tune → publish, ~2 min) runs here unless disabled
+# opt-in slow tests that CI runs: the end-to-end nightly pipeline (upload → ingest → analyze → tune → publish,
+# ~2 min) and the tuner's workers on a Spark standalone cluster (~1.5 min); set them to 0 to skip locally
 export TAILTUNE_E2E="${TAILTUNE_E2E:-1}"
+export TAILTUNE_TEST_SPARK_TUNER="${TAILTUNE_TEST_SPARK_TUNER:-1}"
 say "pytest"; python -m pytest "$@"
