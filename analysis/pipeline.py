@@ -71,14 +71,14 @@ def characterize(
     rate_window_s = span / opts.rate_windows if span > 0 else 1.0
     rate_windows = opts.rate_windows if span > 0 else 1
 
-    keys = tr.key_counts(df).cache()
+    keys = tr.key_counts_by_window(df, t0, window_s, opts.windows).cache()
     cached: list[DataFrame] = [reqs, keys]
     try:
         size_hist = tr.size_histogram(reqs).toPandas()
         coc = tr.count_of_counts(keys).toPandas()
         accesses = int((coc["count"] * coc["keys"]).sum())
-        cand = tr.top_keys(keys, max(opts.top_n, opts.hot_candidates * opts.hot_n)).toPandas()
-        top = cand.head(opts.top_n).assign(share=lambda d: d["count"] / accesses)
+        cand = tr.top_keys(keys, max(opts.top_n, opts.hot_candidates * opts.hot_n), "per_window").toPandas()
+        top = cand.head(opts.top_n)[["key", "count"]].assign(share=lambda d: d["count"] / accesses)
         vsh = tr.value_size_histogram(keys).toPandas()
         hot = _hot_sets(spark, df, cand, int(coc["keys"].sum()), t0, window_s, opts)
         rate = tr.arrival_rate(spark, reqs, t0, rate_window_s, rate_windows).toPandas()
@@ -129,10 +129,18 @@ def _hot_sets(
     spark: SparkSession, df: DataFrame, cand: pd.DataFrame, distinct: int, t0: float, window_s: float,
     opts: Options,
 ) -> pd.DataFrame:
-    """Exact per-window top-`hot_n` keys, counting candidate keys only when that provably suffices."""
+    """Exact per-window top-`hot_n` keys, counting candidate keys only when that provably suffices.
+
+    `cand` = the most accessed keys (key, count), ranked; when it carries `per_window` (the keys' counts per
+    window, from `transforms.key_counts_by_window`), the candidates' hot sets are ranked here on the driver
+    instead of counted by another pass over `df`."""
     all_keys = len(cand) >= distinct
-    only = None if all_keys else spark.createDataFrame(cand[["key"]])
-    hot = tr.hot_set_by_window(tr.window_key_counts(df, t0, window_s, opts.windows, only), opts.hot_n).toPandas()
+    if "per_window" in cand.columns:
+        hot = _hot_from_counts(cand, opts.windows, opts.hot_n)
+    else:
+        only = None if all_keys else spark.createDataFrame(cand[["key"]])
+        hot = tr.hot_set_by_window(tr.window_key_counts(df, t0, window_s, opts.windows, only),
+                                   opts.hot_n).toPandas()
     if all_keys:
         return hot
     floor = int(cand["count"].min())  # any non-candidate key has at most this many accesses in total
@@ -142,6 +150,27 @@ def _hot_sets(
     if exact:
         return hot
     return tr.hot_set_by_window(tr.window_key_counts(df, t0, window_s, opts.windows), opts.hot_n).toPandas()
+
+
+def _hot_from_counts(cand: pd.DataFrame, windows: int, hot_n: int) -> pd.DataFrame:
+    """`transforms.hot_set_by_window` of the candidates' (window, key, count) > 0 triples, on the driver:
+    window (int32), rank (int32; 1 = hottest, ties by key), key, count (int64), ordered by window, rank."""
+    import numpy as np
+    import pandas as pd
+
+    n = len(cand)
+    counts = (np.stack([np.asarray(v, dtype=np.int64) for v in cand["per_window"]]) if n
+              else np.zeros((0, windows), dtype=np.int64))
+    long = pd.DataFrame({
+        "window": np.tile(np.arange(windows, dtype=np.int32), n),
+        "key": np.repeat(cand["key"].to_numpy(dtype=object), windows),
+        "count": counts.reshape(-1),
+    })
+    long = long[long["count"] > 0].sort_values(["window", "count", "key"], ascending=[True, False, True],
+                                               kind="stable")
+    long["rank"] = (long.groupby("window").cumcount() + 1).astype(np.int32)
+    hot = long[long["rank"] <= hot_n]
+    return hot[["window", "rank", "key", "count"]].reset_index(drop=True)
 
 
 def _latency(reqs: DataFrame, c: Collected) -> None:

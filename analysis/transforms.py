@@ -17,7 +17,7 @@ from pyspark.sql import types as T
 from pyspark.sql.window import Window
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
 
 __all__ = [
     "arrival_rate",
@@ -26,6 +26,7 @@ __all__ = [
     "hot_set_by_window",
     "inter_arrivals",
     "key_counts",
+    "key_counts_by_window",
     "key_servers",
     "latency_deciles",
     "normalize",
@@ -34,6 +35,7 @@ __all__ = [
     "size_histogram",
     "top_keys",
     "value_size_histogram",
+    "window_index",
     "window_key_counts",
 ]
 
@@ -75,6 +77,28 @@ def key_counts(df: DataFrame) -> DataFrame:
     )
 
 
+def window_index(t0: float, window_s: float, windows: int) -> Column:
+    """The time window of a row: floor((ts - t0) / window_s), clamped into 0..windows-1 (an int column)."""
+    return F.least(F.floor((F.col("ts") - F.lit(t0)) / F.lit(window_s)).cast("int"), F.lit(windows - 1))
+
+
+def key_counts_by_window(df: DataFrame, t0: float, window_s: float, windows: int) -> DataFrame:
+    """`key_counts` plus `per_window` (array<long> of length `windows`: the key's accesses in each time
+    window, see `window_index`) from the same single aggregation — so the per-window hot sets need no
+    further pass over the raw rows."""
+    w = window_index(t0, window_s, windows).alias("window")
+    per = [F.sum(F.when(F.col("window") == F.lit(i), F.lit(1)).otherwise(F.lit(0))).cast("long").alias(f"w{i}")
+           for i in range(windows)]
+    return (
+        df.select("key", "value_size", w)
+        .groupBy("key")
+        .agg(F.count(F.lit(1)).alias("count"), F.max("value_size").alias("value_size"),
+             F.sum("value_size").alias("bytes"), *per)
+        .select("key", "count", "value_size", "bytes", F.array(*[f"w{i}" for i in range(windows)])
+                .alias("per_window"))
+    )
+
+
 def window_key_counts(
     df: DataFrame, t0: float, window_s: float, windows: int, only: DataFrame | None = None
 ) -> DataFrame:
@@ -82,8 +106,7 @@ def window_key_counts(
     With `only` (a small DataFrame with a `key` column), just those keys are counted (broadcast semi-join)."""
     if only is not None:
         df = df.join(F.broadcast(only.select("key")), "key", "left_semi")
-    w = F.least(F.floor((F.col("ts") - F.lit(t0)) / F.lit(window_s)).cast("int"), F.lit(windows - 1))
-    return df.groupBy(w.alias("window"), "key").agg(F.count(F.lit(1)).alias("count"))
+    return df.groupBy(window_index(t0, window_s, windows).alias("window"), "key").agg(F.count(F.lit(1)).alias("count"))
 
 
 def count_of_counts(keys: DataFrame) -> DataFrame:
@@ -92,9 +115,9 @@ def count_of_counts(keys: DataFrame) -> DataFrame:
     return keys.groupBy("count").agg(F.count(F.lit(1)).alias("keys")).orderBy(F.desc("count"))
 
 
-def top_keys(keys: DataFrame, n: int) -> DataFrame:
-    """The `n` most accessed keys, ties broken by key (ascending): key, count."""
-    return keys.orderBy(F.desc("count"), F.asc("key")).limit(n).select("key", "count")
+def top_keys(keys: DataFrame, n: int, *extra: str) -> DataFrame:
+    """The `n` most accessed keys, ties broken by key (ascending): key, count (and the `extra` columns)."""
+    return keys.orderBy(F.desc("count"), F.asc("key")).limit(n).select("key", "count", *extra)
 
 
 def hot_set_by_window(wkc: DataFrame, n: int) -> DataFrame:
@@ -121,7 +144,7 @@ def value_size_histogram(keys: DataFrame) -> DataFrame:
 def arrival_rate(spark: SparkSession, reqs: DataFrame, t0: float, window_s: float, windows: int) -> DataFrame:
     """Requests per time window: window, start (s since t0), requests, rate (requests/s); empty windows
     included."""
-    w = F.least(F.floor((F.col("ts") - F.lit(t0)) / F.lit(window_s)).cast("int"), F.lit(windows - 1))
+    w = window_index(t0, window_s, windows)
     counts = reqs.groupBy(w.alias("window")).agg(F.count(F.lit(1)).alias("requests"))
     grid = spark.range(windows).select(F.col("id").cast("int").alias("window"))
     return (
@@ -140,7 +163,7 @@ def inter_arrivals(reqs: DataFrame, t0: float, window_s: float, windows: int) ->
     """Gaps (s) between consecutive request arrivals, computed within each time window (the
     `windows - 1` gaps that span a window boundary are left out, so the sort runs in
     parallel instead of on one partition)."""
-    w = F.least(F.floor((F.col("ts") - F.lit(t0)) / F.lit(window_s)).cast("int"), F.lit(windows - 1))
+    w = window_index(t0, window_s, windows)
     spec = Window.partitionBy("window").orderBy("ts", "request_id")
     return (
         reqs.select(w.alias("window"), "ts", "request_id")

@@ -23,6 +23,8 @@ from tailtune.errors import BadInputError, InputProblem
 
 __all__ = [
     "DEPLOYMENTS",
+    "QUEUE_DISCIPLINES",
+    "REPLICA_SELECTORS",
     "Candidate",
     "Param",
     "ParamValue",
@@ -285,7 +287,13 @@ def _clamp(x: float, lo: float, hi: float) -> float:
 #: Defaults used when the summary says nothing (documented in docs/tuner.md).
 CASSANDRA_DEFAULTS: dict[str, float] = {"k_max": 8, "r_max": 8.0, "boost_max_ms": 20.0}
 #: Policies of the Cassandra space in order; the evaluator keeps only those it can replay.
-CASSANDRA_POLICIES = ("fifo", "rein", "rein-sbf", "rein-sds", "brb-equalmax", "brb-unifincr", "tailx", "heron")
+CASSANDRA_POLICIES = (
+    "fifo", "rein", "rein-sbf", "rein-sds", "brb-equalmax", "brb-unifincr", "tailx", "heron", "replica"
+)
+#: Queue disciplines a replica selector (heron, `replica`) combines with; their parameters are kvsim's defaults.
+QUEUE_DISCIPLINES: tuple[str, ...] = ("fifo", "rein", "brb-equalmax", "brb-unifincr")
+#: kvsim's replica selectors offered by the tuner (tailx's `replica` knob; the default first: TailX uses ds).
+REPLICA_SELECTORS: tuple[str, ...] = ("ds", "round-robin", "least-outstanding", "c3", "heron")
 
 
 def cassandra_space(summary: Mapping[str, Any] | None = None) -> SearchSpace:
@@ -297,8 +305,11 @@ def cassandra_space(summary: Mapping[str, Any] | None = None) -> SearchSpace:
     - `rate_step` 0 .. 2 in steps of 0.5 with `r_q1` fixed at the paper's 5 (only the rate ratios matter);
       `tau_1` ∈ {1, 2} (ops).
     - `boost_after_ms` (rein-sbf, rein-sds) ∈ {0 (off), ...} up to the largest slack upper bound (default 20 ms).
-    - tailx `thr_l_bytes` from value_size.thr_l_candidates (default 4 KiB, 16 KiB, 64 KiB), TL/TS scales 0.5..2.
-    - heron: queue discipline ∈ {fifo, sbf}.
+    - tailx `thr_l_bytes` from value_size.thr_l_candidates (default 4 KiB, 16 KiB, 64 KiB), TL/TS scales and
+      `allowance_scale` 0.5..2, `replica` ∈ REPLICA_SELECTORS.
+    - heron (the Héron replica selector): `thr_l_bytes` as tailx, `queue` ∈ QUEUE_DISCIPLINES.
+    - replica (another selector with a queue discipline): `replica` ∈ {least-outstanding, c3, ds} (round-robin is
+      the plain policies, heron its own entry), `queue` ∈ QUEUE_DISCIPLINES.
     """
     bott = _num(summary, "fanout", "bottleneck_p99")
     if bott is not None and bott >= 1:
@@ -350,9 +361,21 @@ def cassandra_space(summary: Mapping[str, Any] | None = None) -> SearchSpace:
                     Param("thr_l_bytes", "cat", choices=tuple(thr)),
                     Param("tl_scale", "float", 0.5, 2.0, step=0.25),
                     Param("ts_scale", "float", 0.5, 2.0, step=0.25),
+                    Param("allowance_scale", "float", 0.5, 2.0, step=0.25),
+                    Param("replica", "cat", choices=REPLICA_SELECTORS),
                 ),
             ),
-            PolicySpace("heron", (Param("queue", "cat", choices=("fifo", "sbf")),)),
+            PolicySpace(
+                "heron",
+                (Param("thr_l_bytes", "cat", choices=tuple(thr)), Param("queue", "cat", choices=QUEUE_DISCIPLINES)),
+            ),
+            PolicySpace(
+                "replica",
+                (
+                    Param("replica", "cat", choices=("least-outstanding", "c3", "ds")),
+                    Param("queue", "cat", choices=QUEUE_DISCIPLINES),
+                ),
+            ),
         ),
     )
 

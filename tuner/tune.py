@@ -15,7 +15,7 @@ from typing import Any
 
 from tailtune.errors import BadInputError
 from tailtune.settings import Settings, get_settings
-from tuner.evaluator import Evaluator, EvaluatorSpec, build_evaluator
+from tuner.evaluator import Evaluator, EvaluatorSpec, KvsimCassandraEvaluator, build_evaluator
 from tuner.objective import Metrics, parse_objective
 from tuner.recommend import (
     DEFAULT_BASELINE,
@@ -123,6 +123,9 @@ def run_tune(
     ev = evaluator or build_evaluator(
         EvaluatorSpec(_EVALUATORS[req.deployment], {"source": req.source.as_dict(), **req.evaluator_options})
     )
+    if isinstance(ev, KvsimCassandraEvaluator):
+        # K/R ranges from the fan-out of the topology that is replayed, not the one `analyze` assumed (16 servers)
+        summary = {**(summary or {}), "fanout": ev.fanout()}
     space = apply_overrides(space_for(req.deployment, summary), req.overrides,
                             policies=list(req.policies) if req.policies else None)
     space, dropped = _filter_space(space, ev)
@@ -218,6 +221,7 @@ def run_tune(
         "deployment": req.deployment,
         "source": req.source.label,
         "policies_not_replayable": dropped,
+        "fanout": (summary or {}).get("fanout"),
         "wall_s": outcome.wall_s,
         "render": render(req.deployment, chosen),
         "mlflow_run_id": tracker.run_id if tracker is not None else None,
