@@ -2,11 +2,12 @@
 
 Plan (two scans + shuffles of the raw rows, both aggregations with map-side partial aggregation):
 1. `requests` (by request_id) — cached; sizes, arrivals, latency and the time span come from it.
-2. `key_counts` (by key) — cached; popularity, top keys and value sizes come from it.
-3. Hot sets per time window: only the `hot_candidates × hot_n` most accessed keys are counted per window
-   (a broadcast semi-join, so a third scan but a tiny shuffle). The result is exact whenever every
+2. `key_counts_by_window` (by key) — cached; popularity, top keys and value sizes come from it, and each
+   key's access count per time window rides along in the same aggregation (`per_window`).
+3. Hot sets per time window: the `hot_candidates × hot_n` most accessed keys are collected with their
+   per-window counts and ranked on the driver (no third scan). The result is exact whenever every
    non-candidate key has fewer accesses *in total* than the hot_n-th count of every window (checked); if
-   the check fails, all (window, key) pairs are counted instead.
+   the check fails, all (window, key) pairs are counted by another pass instead.
 Fan-out joins the raw (request_id, key) pairs with the per-key server table (another scan), only when asked.
 """
 

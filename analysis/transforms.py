@@ -83,19 +83,16 @@ def window_index(t0: float, window_s: float, windows: int) -> Column:
 
 
 def key_counts_by_window(df: DataFrame, t0: float, window_s: float, windows: int) -> DataFrame:
-    """`key_counts` plus `per_window` (array<long> of length `windows`: the key's accesses in each time
-    window, see `window_index`) from the same single aggregation — so the per-window hot sets need no
-    further pass over the raw rows."""
+    """`key_counts` without `bytes` (unused downstream) plus `per_window` (array<long> of length `windows`:
+    the key's accesses in each time window, see `window_index`) from the same single aggregation — so the
+    per-window hot sets need no further pass over the raw rows."""
     w = window_index(t0, window_s, windows).alias("window")
-    per = [F.sum(F.when(F.col("window") == F.lit(i), F.lit(1)).otherwise(F.lit(0))).cast("long").alias(f"w{i}")
-           for i in range(windows)]
+    per = [F.count(F.when(F.col("window") == F.lit(i), F.lit(1))).alias(f"w{i}") for i in range(windows)]
     return (
         df.select("key", "value_size", w)
         .groupBy("key")
-        .agg(F.count(F.lit(1)).alias("count"), F.max("value_size").alias("value_size"),
-             F.sum("value_size").alias("bytes"), *per)
-        .select("key", "count", "value_size", "bytes", F.array(*[f"w{i}" for i in range(windows)])
-                .alias("per_window"))
+        .agg(F.count(F.lit(1)).alias("count"), F.max("value_size").alias("value_size"), *per)
+        .select("key", "count", "value_size", F.array(*[f"w{i}" for i in range(windows)]).alias("per_window"))
     )
 
 

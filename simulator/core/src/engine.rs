@@ -18,7 +18,7 @@ use std::time::Instant;
 use crate::cluster::Cluster;
 use crate::error::SimError;
 use crate::policy::speculative::LatencyEstimator;
-use crate::policy::{PolicyConfig, QItem, Scheduler, Tag, TagCtx};
+use crate::policy::{Policy, PolicyConfig, QItem, Scheduler, Tag, TagCtx, TailxConfig};
 use crate::replica::{Feedback, ReplicaSelector, SelectCtx, SelectorConfig, SelectorEnv};
 use crate::run_ext::{ExtStats, RunExt};
 use crate::stats::{summarize, Summary};
@@ -95,7 +95,6 @@ pub fn run(
 }
 
 /// As [`run`], with issue 4's replica selector and size classes (`RunExt::default()` = [`run`]).
-#[allow(clippy::needless_range_loop)]
 pub fn run_with(
     cluster: &Cluster,
     wl: &Workload,
@@ -114,12 +113,8 @@ pub fn run_with(
     wl.validate(cluster)?;
     let cfg = &cluster.config;
     let n_servers = cfg.servers as usize;
-    let n_req = wl.requests();
     let n_ops = wl.ops();
-    let d = cfg.net_latency_ns;
     let started = Instant::now();
-    let size_aware = opts.size_aware_cost && !wl.mean_demand.is_empty();
-    let cost_unit = cfg.service_rate / 1e9;
 
     for (what, v) in [("large_est", &ext.large_est), ("large_true", &ext.large_true)] {
         if !v.is_empty() && v.len() != n_ops {
@@ -141,15 +136,77 @@ pub fn run_with(
     } else {
         (policy, None)
     };
+    let sched = policy.instantiate(n_servers, n_ops);
+    // The issue-3 path (round-robin replicas, no delay queue, no copies) runs a loop compiled without the
+    // extension branches, monomorphized per policy; everything else runs the general loop over the `Policy` enum.
+    let plain = ext.selector == SelectorConfig::RoundRobin
+        && tailx.is_none()
+        && !matches!(policy, PolicyConfig::Duplicate(_) | PolicyConfig::Speculative(_));
+    let a = Args {
+        cluster,
+        wl,
+        policy,
+        opts,
+        ext,
+        tailx,
+        started,
+    };
+    if !plain {
+        return replay::<true, _>(a, sched);
+    }
+    match sched {
+        Policy::Fifo(p) => replay::<false, _>(a, p),
+        Policy::ReinSbf(p) => replay::<false, _>(a, p),
+        Policy::ReinSds(p) => replay::<false, _>(a, p),
+        Policy::Rein(p) => replay::<false, _>(a, p),
+        Policy::BrbEqualMax(p) => replay::<false, _>(a, p),
+        Policy::BrbUnifIncr(p) => replay::<false, _>(a, p),
+        Policy::Oracle(p) => replay::<false, _>(a, p),
+        other => replay::<true, _>(a, other),
+    }
+}
+
+/// Inputs of one replay, validated.
+struct Args<'a> {
+    cluster: &'a Cluster,
+    wl: &'a Workload,
+    policy: &'a PolicyConfig,
+    opts: &'a RunOptions,
+    ext: &'a RunExt,
+    tailx: Option<TailxConfig>,
+    started: Instant,
+}
+
+/// The event loop. `EXT = false` compiles it without issue 4's branches (selector feedback, held opsets, TailX
+/// delay queue, copies): only valid for round-robin replicas and policies other than tailx / duplicate /
+/// speculative (the caller checks). Both instances apply the same events in the same order.
+#[allow(clippy::needless_range_loop)]
+fn replay<const EXT: bool, S: Scheduler>(a: Args<'_>, mut sched: S) -> Result<RunResult, SimError> {
+    let Args {
+        cluster,
+        wl,
+        policy,
+        opts,
+        ext,
+        tailx,
+        started,
+    } = a;
+    let cfg = &cluster.config;
+    let n_servers = cfg.servers as usize;
+    let n_req = wl.requests();
+    let n_ops = wl.ops();
+    let d = cfg.net_latency_ns;
+    let size_aware = opts.size_aware_cost && !wl.mean_demand.is_empty();
+    let cost_unit = cfg.service_rate / 1e9;
     let mut delay_q: std::collections::BinaryHeap<std::cmp::Reverse<(u128, u32)>> = Default::default();
     // Duplication / speculative retry (Rein §5.1): copies of opsets go to the next replica of the group; a copy
     // of op i runs as op n_ops + i; the first answer of each op counts, the other copy is served anyway.
-    let dup = matches!(policy, PolicyConfig::Duplicate(_));
+    let dup = EXT && matches!(policy, PolicyConfig::Duplicate(_));
     let mut spec = match policy {
-        PolicyConfig::Speculative(c) => Some(LatencyEstimator::new(c, cfg.clients as usize)),
+        PolicyConfig::Speculative(c) if EXT => Some(LatencyEstimator::new(c, cfg.clients as usize)),
         _ => None,
     };
-    let redundant = dup || spec.is_some();
+    let redundant = EXT && (dup || spec.is_some());
     if redundant && cfg.replication < 2 {
         return Err(SimError::BadInput(format!(
             "policy '{}' needs replication >= 2 (a second replica to send copies to)",
@@ -171,7 +228,6 @@ pub fn run_with(
         let i = reps.iter().position(|&x| x == s).unwrap_or(0);
         reps[(i + 1) % reps.len()]
     };
-    let mut sched = policy.instantiate(n_servers, n_ops);
     let mut selector = ext.selector.instantiate(&SelectorEnv {
         clients: cfg.clients as usize,
         groups: cluster.groups(),
@@ -187,9 +243,10 @@ pub fn run_with(
         seed: ext.seed,
     });
     // Issue 4 state, allocated only for selectors that use it.
-    let plain = ext.selector == SelectorConfig::RoundRobin;
-    let fb_on = selector.wants_feedback();
-    let mut late: Vec<bool> = if plain && tailx.is_none() {
+    let plain = !EXT || ext.selector == SelectorConfig::RoundRobin;
+    let fb_on = EXT && selector.wants_feedback();
+    let tailx_on = EXT && tailx.is_some();
+    let mut late: Vec<bool> = if plain && !tailx_on {
         Vec::new()
     } else {
         vec![false; wl.opsets()]
@@ -263,9 +320,16 @@ pub fn run_with(
         };
         let srv_key = at_servers.front().map_or(u128::MAX, |e| e.0);
         let done_key = timers.peek_key().unwrap_or(u128::MAX);
-        let retry_key = retries.peek().map_or(u128::MAX, |k| k.0);
-        let delay_key = delay_q.peek().map_or(u128::MAX, |k| k.0 .0);
-        let spec_key = spec_q.peek().map_or(u128::MAX, |k| k.0 .0);
+        // Without the extensions these queues stay empty: their keys are constant ∞ and the branches fold away.
+        let (retry_key, delay_key, spec_key) = if EXT {
+            (
+                retries.peek().map_or(u128::MAX, |k| k.0),
+                delay_q.peek().map_or(u128::MAX, |k| k.0 .0),
+                spec_q.peek().map_or(u128::MAX, |k| k.0 .0),
+            )
+        } else {
+            (u128::MAX, u128::MAX, u128::MAX)
+        };
         let now;
         if spec_key < delay_key
             && spec_key < retry_key
@@ -398,7 +462,7 @@ pub fn run_with(
                     outstanding[s as usize] += size;
                 }
                 sizes.push(size);
-                costs.push(if let Some(t) = &tailx {
+                costs.push(if let Some(t) = tailx.as_ref().filter(|_| EXT) {
                     t.opset_cost_ns(size, large_ops_of(o))
                 } else if size_aware {
                     let (a, b) = (wl.opset_ops[o] as usize, wl.opset_ops[o + 1] as usize);
@@ -421,7 +485,7 @@ pub fn run_with(
             };
             sched.tag(&ctx, &mut tags);
             opset_tag[o0..o1].copy_from_slice(&tags);
-            if tailx.is_some() {
+            if tailx_on {
                 // TailX Algorithm 1: opsets with a delay allowance wait in the client's delay queue.
                 for (i, t) in tags.iter().enumerate() {
                     let o = o0 + i;
@@ -469,15 +533,15 @@ pub fn run_with(
                 let (key, r) = at_servers.pop_front().expect("head exists");
                 now = key_time(key);
                 let r = r as usize;
-                let copy = r as u32 & COPY_OPSET != 0;
-                let (o_lo, o_hi) = if r as u32 & LATE_OPSET != 0 {
+                let copy = EXT && r as u32 & COPY_OPSET != 0;
+                let (o_lo, o_hi) = if EXT && r as u32 & LATE_OPSET != 0 {
                     let o = r & !((LATE_OPSET | COPY_OPSET) as usize);
                     (o, o + 1)
                 } else {
                     (wl.req_opsets[r] as usize, wl.req_opsets[r + 1] as usize)
                 };
                 for o in o_lo..o_hi {
-                    if r as u32 & LATE_OPSET == 0 && !late.is_empty() && late[o] {
+                    if EXT && r as u32 & LATE_OPSET == 0 && !late.is_empty() && late[o] {
                         continue;
                     }
                     let s = if copy { copy_server[o] } else { opset_server[o] } as usize;
@@ -536,7 +600,7 @@ pub fn run_with(
                 let c = timers.pop().expect("head exists");
                 now = c.time;
                 let (op, o, slot) = (c.op as usize, c.opset as usize, c.slot);
-                let is_copy = op >= n_ops;
+                let is_copy = EXT && op >= n_ops;
                 let op = if is_copy { op - n_ops } else { op };
                 let s = c.server as usize;
                 free[s] |= 1u64 << slot;
@@ -603,12 +667,15 @@ pub fn run_with(
             } else {
                 u64::MAX
             };
-            let next_event = at_servers
+            let mut next_event = at_servers
                 .front()
                 .map_or(u128::MAX, |e| e.0)
-                .min(timers.peek_key().unwrap_or(u128::MAX))
-                .min(delay_q.peek().map_or(u128::MAX, |k| k.0 .0))
-                .min(spec_q.peek().map_or(u128::MAX, |k| k.0 .0));
+                .min(timers.peek_key().unwrap_or(u128::MAX));
+            if EXT {
+                next_event = next_event
+                    .min(delay_q.peek().map_or(u128::MAX, |k| k.0 .0))
+                    .min(spec_q.peek().map_or(u128::MAX, |k| k.0 .0));
+            }
             let next_t = if next_event == u128::MAX {
                 next_arrival
             } else {
@@ -624,7 +691,7 @@ pub fn run_with(
                         };
                         let slot = free[s].trailing_zeros();
                         free[s] &= !(1u64 << slot);
-                        let real = if item.op >= n_ops32 { item.op - n_ops32 } else { item.op };
+                        let real = if EXT && item.op >= n_ops32 { item.op - n_ops32 } else { item.op };
                         let end = now + wl.demand[real as usize];
                         timers.start(s, slot, end, seq, item.op, item.opset);
                         seq += 1;
