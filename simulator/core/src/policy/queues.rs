@@ -140,16 +140,18 @@ impl PrioQueues {
 /// (each op costs 1). A queue's turn adds its quantum to its deficit and serves ops while the deficit is ≥ 1;
 /// an emptied queue's deficit is reset to 0 (classic DRR). Quanta are normalized so the smallest is ≥ 1, so every
 /// turn of a non-empty queue serves at least one op (shares are unchanged: they are proportional to the rates).
+/// Storage is flat (queue i of server s at index s·K + i) so a pick touches one row, not a per-server `Vec`.
 #[derive(Debug, Clone)]
 pub struct MultiLevelQueues {
     quanta: Vec<f64>,
+    k: usize,
+    queues: Vec<VecDeque<QItem>>,
+    deficit: Vec<f64>,
     servers: Vec<MlqServer>,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Copy)]
 struct MlqServer {
-    queues: Vec<VecDeque<QItem>>,
-    deficit: Vec<f64>,
     cur: usize,
     in_turn: bool,
     len: usize,
@@ -160,50 +162,61 @@ impl MultiLevelQueues {
         let min = rates.iter().cloned().fold(f64::INFINITY, f64::min);
         let scale = if min < 1.0 { 1.0 / min } else { 1.0 };
         let k = rates.len();
-        let server = MlqServer {
-            queues: vec![VecDeque::new(); k],
-            deficit: vec![0.0; k],
-            cur: 0,
-            in_turn: false,
-            len: 0,
-        };
         MultiLevelQueues {
             quanta: rates.iter().map(|r| r * scale).collect(),
-            servers: vec![server; servers],
+            k,
+            queues: vec![VecDeque::new(); servers * k],
+            deficit: vec![0.0; servers * k],
+            servers: vec![
+                MlqServer {
+                    cur: 0,
+                    in_turn: false,
+                    len: 0,
+                };
+                servers
+            ],
         }
     }
 
     #[inline]
     pub fn push(&mut self, server: usize, item: QItem) {
-        let s = &mut self.servers[server];
-        s.queues[item.tag.queue as usize].push_back(item);
-        s.len += 1;
+        let q = item.tag.queue as usize;
+        assert!(q < self.k, "queue {q} out of range");
+        self.queues[server * self.k + q].push_back(item);
+        self.servers[server].len += 1;
     }
 
     #[inline]
     pub fn pop(&mut self, server: usize) -> Option<QItem> {
-        let s = &mut self.servers[server];
-        if s.len == 0 {
+        if self.servers[server].len == 0 {
             return None;
         }
-        let k = s.queues.len();
+        self.pop_nonempty(server)
+    }
+
+    fn pop_nonempty(&mut self, server: usize) -> Option<QItem> {
+        let k = self.k;
+        let s = &mut self.servers[server];
+        let queues = &mut self.queues[server * k..(server + 1) * k];
+        let deficit = &mut self.deficit[server * k..(server + 1) * k];
+        let quanta = &self.quanta[..k];
         loop {
             let c = s.cur;
             if !s.in_turn {
-                if s.queues[c].is_empty() {
-                    s.deficit[c] = 0.0;
+                if queues[c].is_empty() {
+                    deficit[c] = 0.0;
                     s.cur = (c + 1) % k;
                     continue;
                 }
-                s.deficit[c] += self.quanta[c];
+                deficit[c] += quanta[c];
                 s.in_turn = true;
             }
-            if s.deficit[c] >= 1.0 {
-                if let Some(it) = s.queues[c].pop_front() {
-                    s.deficit[c] -= 1.0;
+            if deficit[c] >= 1.0 {
+                if let Some(it) = queues[c].pop_front() {
+                    deficit[c] -= 1.0;
                     s.len -= 1;
-                    if s.queues[c].is_empty() {
-                        s.deficit[c] = 0.0;
+                    if queues[c].is_empty() {
+                        deficit[c] = 0.0;
                         s.in_turn = false;
                         s.cur = (c + 1) % k;
                     }
@@ -211,8 +224,8 @@ impl MultiLevelQueues {
                 }
             }
             // Turn over: quantum used up (or queue empty).
-            if s.queues[c].is_empty() {
-                s.deficit[c] = 0.0;
+            if queues[c].is_empty() {
+                deficit[c] = 0.0;
             }
             s.in_turn = false;
             s.cur = (c + 1) % k;
