@@ -84,10 +84,8 @@ impl SlotTimers {
     }
 
     /// Schedules the completion of `op` (of `opset`) on `server`'s free `slot` at (time, seq).
-    #[inline(always)]
+    #[inline]
     pub fn start(&mut self, server: usize, slot: u32, time: u64, seq: u64, op: u32, opset: u32) {
-        // `pop` relies on busy bits < slots (unchecked scan): an out-of-range slot must never get in.
-        assert!((slot as usize) < self.slots, "slot {slot} out of range");
         let i = server * self.slots + slot as usize;
         debug_assert!(self.busy[server] & (1u64 << slot) == 0, "slot double-booked");
         let k = event_key(time, seq);
@@ -101,20 +99,17 @@ impl SlotTimers {
             // The key went down: the server takes over every node on its path that it now beats (a fixed
             // walk with branch-free selects; a node it already holds compares k < k = false and keeps it).
             let mut n = (self.leaves + server) >> 1;
-            let (win, key) = (&mut self.win[..], &self.key[..]);
             while n >= 1 {
-                // SAFETY: 1 ≤ n < leaves ≤ win.len(); every entry of `win` is a server or the padding index,
-                // both < key.len() (established in `new`, only ever replaced by such indices).
-                let w = unsafe { *win.get_unchecked(n) };
-                let s_wins = (k < unsafe { *key.get_unchecked(w as usize) }) as u32;
-                unsafe { *win.get_unchecked_mut(n) = w ^ ((w ^ server as u32) & s_wins.wrapping_neg()) };
+                let w = self.win[n];
+                let s_wins = (k < self.key[w as usize]) as u32;
+                self.win[n] = w ^ ((w ^ server as u32) & s_wins.wrapping_neg());
                 n >>= 1;
             }
         }
     }
 
     /// Removes and returns the earliest pending completion (its slot becomes free).
-    #[inline(always)]
+    #[inline]
     pub fn pop(&mut self) -> Option<Completion> {
         let s = self.win[1] as usize;
         let k = self.key[s];
@@ -131,41 +126,29 @@ impl SlotTimers {
             opset: self.slot_opset[i],
         };
         self.busy[s] &= !(1u64 << slot);
-        // The server's next earliest busy slot (a scan of ≤ 64 slots; branch-free selects, the outcome is a
-        // coin flip to the predictor).
+        // The server's next earliest busy slot (a scan of ≤ 64 slots).
         let base = s * self.slots;
-        let keys = &self.slot_key[base..base + self.slots];
         let (mut best, mut best_slot) = (IDLE, 0u32);
         let mut m = self.busy[s];
         while m != 0 {
             let j = m.trailing_zeros();
-            debug_assert!((j as usize) < keys.len());
-            // SAFETY: `busy` only has bits of slots < self.slots = keys.len() (set by `start` from a free slot).
-            let kj = unsafe { *keys.get_unchecked(j as usize) };
-            let lt = kj < best;
-            best = if lt { kj } else { best };
-            best_slot = if lt { j } else { best_slot };
+            let kj = self.slot_key[base + j as usize];
+            if kj < best {
+                best = kj;
+                best_slot = j;
+            }
             m &= m - 1;
         }
         self.key[s] = best;
         self.min_slot[s] = best_slot;
-        // The key went up: replay the matches on the path to the root. The winner coming up from below is
-        // known (`cur`), so each match needs only the sibling subtree's winner. Non-idle keys are unique, so
-        // the outcome is the same whichever side wins a tie (ties only happen between idle subtrees).
-        let (win, key) = (&mut self.win[..], &self.key[..]);
-        let (mut cur, mut cur_key) = (s as u32, best);
-        let mut n = self.leaves + s;
-        debug_assert!(n < win.len());
-        while n > 1 {
-            // SAFETY: 2 ≤ n < 2·leaves = win.len(), so n ^ 1 and n / 2 are in bounds; every entry of `win` is a
-            // server or the padding index, both < key.len() (see `start`).
-            let sib = unsafe { *win.get_unchecked(n ^ 1) };
-            let sib_key = unsafe { *key.get_unchecked(sib as usize) };
-            let sib_wins = sib_key < cur_key;
-            cur = if sib_wins { sib } else { cur };
-            cur_key = if sib_wins { sib_key } else { cur_key };
+        // The key went up: replay the matches on the path to the root.
+        let mut n = (self.leaves + s) >> 1;
+        while n >= 1 {
+            let (a, b) = (self.win[2 * n], self.win[2 * n + 1]);
+            // Branch-free select (the outcome is a coin flip to the predictor).
+            let b_wins = (self.key[b as usize] < self.key[a as usize]) as u32;
+            self.win[n] = a ^ ((a ^ b) & b_wins.wrapping_neg());
             n >>= 1;
-            unsafe { *win.get_unchecked_mut(n) = cur };
         }
         Some(done)
     }

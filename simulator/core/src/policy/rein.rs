@@ -135,18 +135,46 @@ pub struct Rein {
     rates: Vec<f64>,
     range_factor: f64,
     tau_1: f64,
+    /// Per bottleneck queue q_bn: the candidate queues of [`slack_queue`] (w_q ≤ w_{q_bn}) in order, with their
+    /// ratio w_q / w_{q_bn} — the same f64 values `slack_queue` computes, precomputed once.
+    slack: Vec<Vec<(u32, f64)>>,
     q: MultiLevelQueues,
 }
 
 impl Rein {
     pub fn new(cfg: &ReinConfig, servers: usize) -> Self {
         let rates = cfg.rates();
+        let slack = (0..rates.len())
+            .map(|q_bn| {
+                (0..rates.len())
+                    .filter(|&q| rates[q_bn] >= rates[q])
+                    .map(|q| (q as u32, rates[q] / rates[q_bn]))
+                    .collect()
+            })
+            .collect();
         Rein {
             q: MultiLevelQueues::new(servers, &rates),
             rates,
             range_factor: cfg.range_factor,
             tau_1: cfg.tau_1,
+            slack,
         }
+    }
+
+    /// [`slack_queue`] over the precomputed candidates (identical result: skipped queues never qualify).
+    #[inline]
+    fn slack_queue(&self, cost: f64, cost_bn: f64, q_bn: usize) -> u32 {
+        let cost_ratio = cost / cost_bn;
+        let mut best = q_bn as u32;
+        let mut min_error = 1e9;
+        for &(q, r) in &self.slack[q_bn] {
+            let error = (cost_ratio - r).abs();
+            if error < min_error {
+                min_error = error;
+                best = q;
+            }
+        }
+        best
     }
 }
 
@@ -155,12 +183,8 @@ impl Scheduler for Rein {
     fn tag(&mut self, ctx: &TagCtx<'_>, tags: &mut [Tag]) {
         let (bn, cb) = bottleneck(ctx.costs);
         let q_bn = bottleneck_queue(cb, self.rates.len(), self.range_factor, self.tau_1);
-        for (i, t) in tags.iter_mut().enumerate() {
-            t.queue = if i == bn {
-                q_bn
-            } else {
-                slack_queue(ctx.costs[i], cb, q_bn, &self.rates)
-            } as u32;
+        for (i, (t, &c)) in tags.iter_mut().zip(ctx.costs).enumerate() {
+            t.queue = if i == bn { q_bn as u32 } else { self.slack_queue(c, cb, q_bn) };
         }
     }
     #[inline]
@@ -210,6 +234,25 @@ mod tests {
         assert_eq!(slack_queue(1.0, 4.0, 1, &rates), 3);
         // bottleneck in the last queue: everything stays there.
         assert_eq!(slack_queue(1.0, 50.0, 3, &rates), 3);
+    }
+
+    #[test]
+    fn precomputed_slack_queue_matches_the_formula() {
+        for (k, r_q1, step) in [(4u32, 5.0, 1.0), (6, 1.0, 0.15), (1, 3.0, 0.0), (5, 5.0, 0.0)] {
+            let cfg = ReinConfig {
+                k,
+                r_q1,
+                rate_step: step,
+                ..ReinConfig::default()
+            };
+            let rein = Rein::new(&cfg, 1);
+            for q_bn in 0..k as usize {
+                for cost in [0.0, 0.3, 1.0, 2.0, 3.5, 7.0, 10.0, 11.0, 1e6, f64::NAN] {
+                    let want = slack_queue(cost, 10.0, q_bn, &rein.rates);
+                    assert_eq!(rein.slack_queue(cost, 10.0, q_bn), want as u32, "k={k} q_bn={q_bn} cost={cost}");
+                }
+            }
+        }
     }
 
     #[test]
