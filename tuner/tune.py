@@ -252,9 +252,14 @@ def _figures(trials: Sequence[Any], label: str, study: Any, ev: Evaluator, basel
         "k_r_heatmap": plots.kr_heatmap_figure(trials, label),
     }
     try:
+        import warnings
+
         import optuna
 
-        imp = optuna.importance.get_param_importances(study, target=lambda t: t.values[0])
+        with warnings.catch_warnings():
+            # conditional parameters are asked in few trials each: optuna warns per parameter; the plot says enough
+            warnings.simplefilter("ignore", UserWarning)
+            imp = optuna.importance.get_param_importances(study, target=lambda t: t.values[0])
         figs["param_importance"] = plots.importance_figure(imp)
     except (RuntimeError, ValueError, ZeroDivisionError):
         figs["param_importance"] = None  # too few complete trials or no parameter varies
