@@ -26,6 +26,7 @@ from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy import and_, or_, select, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from service.db import Database, JobRow, WorkerRow
@@ -35,6 +36,9 @@ from tailtune.settings import Settings
 __all__ = ["HANDLERS", "JobCancelled", "JobContext", "JobFailed", "LeaseLost", "Worker"]
 
 log = logging.getLogger("tailtune.worker")
+
+#: The width of `jobs.lease_owner` / `workers.id` (PostgreSQL enforces VARCHAR lengths; SQLite does not).
+WORKER_ID_MAX = 100
 
 
 class JobFailed(TailtuneError):
@@ -184,7 +188,11 @@ class Worker:
     ):
         self.settings = settings
         self.db = db
-        self.id = worker_id or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+        if worker_id and len(worker_id) > WORKER_ID_MAX:
+            raise BadInputError.single(
+                "command line", f"worker id must be at most {WORKER_ID_MAX} characters", field="--id"
+            )
+        self.id = worker_id or f"{socket.gethostname()[:64]}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
         self.lease_s = settings.worker_lease_s
         self.schedule = schedule
         if not HANDLERS:
@@ -192,11 +200,12 @@ class Worker:
 
     # --- liveness -------------------------------------------------------------------------------------------
     def beat(self, job_id: int | None = None) -> None:
+        """Record this worker's liveness: one atomic upsert on SQLite and PostgreSQL."""
+        dialect = self.db.engine.dialect.name
         with self.db.session() as s:
-            if self.db.engine.dialect.name == "sqlite":
-                stmt = sqlite_insert(WorkerRow).values(
-                    id=self.id, heartbeat_at=time.time(), current_job_id=job_id
-                )
+            if dialect in ("sqlite", "postgresql"):
+                insert = sqlite_insert if dialect == "sqlite" else pg_insert
+                stmt = insert(WorkerRow).values(id=self.id, heartbeat_at=time.time(), current_job_id=job_id)
                 s.execute(
                     stmt.on_conflict_do_update(
                         index_elements=["id"],

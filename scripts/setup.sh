@@ -8,11 +8,14 @@ ROOT=$(pwd)
 say() { printf '\033[1;34m[setup]\033[0m %s\n' "$*" >&2; }
 
 # --- system packages -------------------------------------------------------------------------------------------
-APT_PACKAGES=(memcached openjdk-17-jre-headless maven)
+APT_PACKAGES=(memcached openjdk-17-jre-headless maven postgresql)
 missing=()
 command -v memcached >/dev/null 2>&1 || missing+=(memcached)
 command -v java >/dev/null 2>&1 || missing+=(openjdk-17-jre-headless)
 command -v mvn >/dev/null 2>&1 || missing+=(maven)
+# PostgreSQL server binaries for the metadata-DB/Optuna/MLflow tests (a throw-away server per test session; the
+# Debian package keeps initdb/pg_ctl in /usr/lib/postgresql/<ver>/bin, off the PATH)
+compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || missing+=(postgresql)
 if ((${#missing[@]})); then
   say "apt-get install ${missing[*]} (of: ${APT_PACKAGES[*]})"
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"

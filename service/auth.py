@@ -18,6 +18,7 @@ from sqlalchemy import select
 
 from service.db import ApiTokenRow, Database
 from service.errors import Forbidden, Invalid, Unauthorized
+from tailtune.errors import BadInputError
 from tailtune.settings import Settings
 
 __all__ = ["SCOPES", "Principal", "authenticate", "create_token", "hash_token", "quick_read_principal"]
@@ -41,6 +42,8 @@ def create_token(db: Database, name: str, scope: str) -> str:
     """Create a token, store its hash, and return the token itself (shown once, never stored)."""
     if scope not in SCOPES:
         raise Invalid(f"scope must be one of {', '.join(SCOPES)}", field="scope")
+    if not 0 < len(name) <= 100:  # api_tokens.name is VARCHAR(100): PostgreSQL enforces it
+        raise BadInputError.single("command line", "token name must be 1..100 characters", field="token-name")
     token = "tt_" + secrets.token_urlsafe(32)
     with db.session() as s:
         s.add(ApiTokenRow(name=name, scope=scope, sha256=hash_token(token), created_at=time.time()))

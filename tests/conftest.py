@@ -19,6 +19,8 @@ from tailtune.settings import Settings, get_settings
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from service.testing.postgres_server import PostgresServer
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
 
@@ -92,3 +94,18 @@ def spark() -> Iterator[SparkSession]:
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """One throw-away PostgreSQL server for the session (started on first use: ~2-3 s); tests take a fresh
+    database each with `postgres_server.database()`. Missing binaries fail (not skip): run `make setup`.
+    """
+    from service.testing.postgres_server import PostgresMissing, PostgresServer
+
+    try:
+        server = PostgresServer()
+    except PostgresMissing as exc:
+        pytest.fail(str(exc), pytrace=False)
+    with server:
+        yield server

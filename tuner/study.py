@@ -147,6 +147,8 @@ def open_storage(url: str) -> Any:
     if url in ("memory", ":memory:"):
         return optuna.storages.InMemoryStorage()
     if "://" in url:
+        if url.startswith(("postgresql://", "postgres://")):  # psycopg 3 is the driver tailtune installs
+            url = "postgresql+psycopg://" + url.split("://", 1)[1]
         try:
             return optuna.storages.RDBStorage(url)
         except Exception as exc:  # sqlalchemy raises many kinds

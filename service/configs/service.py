@@ -54,9 +54,13 @@ def add_version(
     job_id: int | None = None,
     note: str | None = None,
 ) -> ConfigVersionRow:
-    """Append the next version (1, 2, ...). The unique (deployment, version) key settles concurrent writers.
+    """Append the next version (1, 2, ...). Concurrent writers of one deployment queue on its row lock
+    (`SELECT ... FOR UPDATE` on PostgreSQL; SQLite has one writer at a time anyway), and the unique
+    (deployment, version) key is the safety net: a writer that still collides retries with the next number.
     """
-    _deployment(s, deployment_id)
+    locked = s.scalar(select(DeploymentRow.id).where(DeploymentRow.id == deployment_id).with_for_update())
+    if locked is None:
+        raise Missing(f"deployment {deployment_id} not found", field="deployment_id")
     validate_config(config)
     for _ in range(10):
         version = (

@@ -13,7 +13,7 @@ from service.db.models import (
     TraceRow,
     WorkerRow,
 )
-from service.db.session import Database, migrate
+from service.db.session import Database, DatabaseUnavailable, migrate, normalize_url
 
 __all__ = [
     "AnalysisRow",
@@ -21,10 +21,12 @@ __all__ = [
     "Base",
     "ConfigVersionRow",
     "Database",
+    "DatabaseUnavailable",
     "DeploymentRow",
     "JobRow",
     "ScheduleRow",
     "TraceRow",
     "WorkerRow",
     "migrate",
+    "normalize_url",
 ]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from sqlalchemy import JSON, Boolean, Float, ForeignKey, Integer, String, Text, UniqueConstraint
+from sqlalchemy import JSON, BigInteger, Boolean, Float, ForeignKey, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 __all__ = [
@@ -54,7 +54,7 @@ class TraceRow(Base):
         ForeignKey("deployments.id", ondelete="SET NULL"), nullable=True, index=True
     )
     format: Mapped[str] = mapped_column(String(32))
-    size_bytes: Mapped[int] = mapped_column(Integer)
+    size_bytes: Mapped[int] = mapped_column(BigInteger)
     sha256: Mapped[str] = mapped_column(String(64))
     status: Mapped[str] = mapped_column(String(16))  # uploaded | ingesting | ready | failed
     upload_path: Mapped[str | None] = mapped_column(Text, nullable=True)

@@ -11,9 +11,26 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
-__all__ = ["Database", "migrate"]
+from tailtune.errors import BadInputError, TailtuneError
+
+__all__ = ["Database", "DatabaseUnavailable", "migrate", "normalize_url"]
+
+SETTING = "TAILTUNE_DATABASE_URL"
+
+
+class DatabaseUnavailable(TailtuneError):
+    """The metadata DB cannot be opened (server down, wrong host/port/credentials, missing database, ...)."""
+
+
+def _safe(url: str) -> str:
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except ArgumentError:
+        return "<unparsable URL>"
 
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 _migrate_lock = threading.Lock()
@@ -32,6 +49,16 @@ def migrate(engine: Engine) -> None:
         command.upgrade(cfg, "head")
 
 
+def normalize_url(url: str) -> str:
+    """`postgresql://` and `postgres://` mean PostgreSQL through psycopg 3, the driver tailtune installs
+    (SQLAlchemy 2.0 would pick psycopg2 for a bare URL; 2.1 picks psycopg). Other URLs are returned unchanged.
+    """
+    for bare in ("postgresql://", "postgres://"):
+        if url.startswith(bare):
+            return "postgresql+psycopg://" + url.removeprefix(bare)
+    return url
+
+
 def _sqlite_pragmas(dbapi_conn: Any, _: Any) -> None:
     cur = dbapi_conn.cursor()
     cur.execute("PRAGMA journal_mode=WAL")
@@ -44,16 +71,33 @@ class Database:
     """One engine + session factory. `session()` commits on success and rolls back on error."""
 
     def __init__(self, url: str, *, run_migrations: bool = True) -> None:
+        url = normalize_url(url)
         self.url = url
-        if url.startswith("sqlite:///"):
-            Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
-            self.engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
-            event.listen(self.engine, "connect", _sqlite_pragmas)
-        else:
-            self.engine = create_engine(url, pool_pre_ping=True)
+        try:
+            if url.startswith("sqlite:///"):
+                Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+                self.engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+                event.listen(self.engine, "connect", _sqlite_pragmas)
+            else:
+                self.engine = create_engine(url, pool_pre_ping=True)
+        except (ArgumentError, NoSuchModuleError, ModuleNotFoundError) as exc:
+            raise BadInputError.single(
+                "settings",
+                f"{_safe(url)} is not a usable database URL ({exc}); use sqlite:////abs/path.db or "
+                "postgresql+psycopg://user:password@host:5432/dbname",
+                field=SETTING,
+            ) from None
         self._factory = sessionmaker(self.engine, expire_on_commit=False)
         if run_migrations:
-            migrate(self.engine)
+            try:
+                migrate(self.engine)
+            except OperationalError as exc:
+                self.engine.dispose()
+                reason = str(exc.orig or exc).strip().splitlines()[0]
+                raise DatabaseUnavailable(
+                    f"metadata DB {_safe(url)} ({SETTING}) cannot be used: {reason}",
+                    hint="is the database server up? check host, port, credentials and database name in the URL",
+                ) from None
 
     @contextmanager
     def session(self) -> Iterator[Session]:

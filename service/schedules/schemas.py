@@ -10,15 +10,18 @@ from service.common import to_dt
 from service.db import ScheduleRow
 from service.deployments.schemas import check_timezone
 
-__all__ = ["NIGHTLY", "ScheduleCreate", "ScheduleOut", "SchedulePatch", "check_cron"]
+__all__ = ["CRON_MAX", "NIGHTLY", "ScheduleCreate", "ScheduleOut", "SchedulePatch", "check_cron"]
 
 #: The default schedule: every night at 02:00 in the deployment's time zone.
 NIGHTLY = "0 2 * * *"
+CRON_MAX = 100
 
 
 def check_cron(expr: str) -> str:
     from croniter import croniter
 
+    if len(expr) > CRON_MAX:  # schedules.cron is VARCHAR(100): PostgreSQL enforces it
+        raise ValueError(f"a cron expression has at most {CRON_MAX} characters")
     if len(expr.split()) != 5 or not croniter.is_valid(expr):
         raise ValueError(f"{expr!r} is not a 5-field cron expression (minute hour day month weekday)")
     return expr

@@ -85,6 +85,44 @@ def register(app: typer.Typer) -> None:
         thr_l_bytes: Annotated[
             float | None, typer.Option("--thr-l-bytes", help="Large-value threshold (default: derived).")
         ] = None,
+        server_speeds: Annotated[
+            str | None,
+            typer.Option("--server-speeds", help="Speed factor per server, comma-separated (service = demand/speed)."),
+        ] = None,
+        slow_servers: Annotated[
+            int | None, typer.Option("--slow-servers", help="N servers --slow-factor times slower, spread evenly.")
+        ] = None,
+        slow_factor: Annotated[
+            float, typer.Option("--slow-factor", help="Service-time multiplier of --slow-servers.")
+        ] = 3.0,
+        slowdown_interval_ms: Annotated[
+            float | None,
+            typer.Option("--slowdown-interval-ms", help="Time-varying slowdowns: a new random subset every interval."),
+        ] = None,
+        slowdown_fraction: Annotated[
+            float, typer.Option("--slowdown-fraction", help="Fraction of servers slowed per interval.")
+        ] = 0.2,
+        slowdown_factor: Annotated[
+            float, typer.Option("--slowdown-factor", help="Service-time multiplier while slowed.")
+        ] = 3.0,
+        slowdown_duration_ms: Annotated[
+            float | None, typer.Option("--slowdown-duration-ms", help="Slowdown length (default: the interval).")
+        ] = None,
+        write_fraction: Annotated[
+            float | None,
+            typer.Option("--write-fraction", help="Each op is a write with this probability (default: reads only)."),
+        ] = None,
+        writes_from_op: Annotated[
+            bool, typer.Option("--writes-from-op", help="Writes = the dataset's op column (set, update, ...).")
+        ] = False,
+        client_model: Annotated[
+            str, typer.Option("--client-model", help="open (Poisson at --load, default) or closed (--threads).")
+        ] = "open",
+        threads: Annotated[int, typer.Option("--threads", help="Closed loop: client threads.")] = 64,
+        think_ms: Annotated[float, typer.Option("--think-ms", help="Closed loop: mean think time.")] = 0.0,
+        think_dist: Annotated[
+            str, typer.Option("--think-dist", help="Closed loop: exponential (default) or fixed think time.")
+        ] = "exponential",
         as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
     ) -> None:
         """Replay a workload on the simulated cluster and report latency percentiles."""
@@ -101,6 +139,22 @@ def register(app: typer.Typer) -> None:
 
         params = parse_params(param or [])
         if policy in MEMCACHED_POLICIES:
+            from tailtune.errors import BadInputError
+
+            cassandra_only = {
+                "--server-speeds": server_speeds is not None,
+                "--slow-servers": slow_servers is not None,
+                "--slowdown-interval-ms": slowdown_interval_ms is not None,
+                "--write-fraction": write_fraction is not None,
+                "--writes-from-op": writes_from_op,
+                "--client-model": client_model != "open",
+            }
+            given = [k for k, v in cassandra_only.items() if v]
+            if given:
+                raise BadInputError.single(
+                    given[0], f"not supported for the memcached policy {policy} (Cassandra model only)",
+                    field=given[0].lstrip("-").replace("-", "_"),
+                )
             mspec = MemcachedSpec(
                 policy=policy,
                 params=params,
@@ -142,7 +196,18 @@ def register(app: typer.Typer) -> None:
         )
         table = load_table(dataset=dataset, trace=trace, profile=profile, requests=requests, seed=seed)
         source = str(trace) if trace is not None else (dataset or f"profile:{profile}")
+        from tailtune.errors import BadInputError
         from tailtune.replica_simulation import ReplicaSpec, needs_sized_replay, run_sized_simulation
+
+        speeds: tuple[float, ...] | None = None
+        if server_speeds is not None:
+            try:
+                speeds = tuple(float(x) for x in server_speeds.split(",") if x.strip())
+            except ValueError:
+                raise BadInputError.single(
+                    "--server-speeds", f"{server_speeds!r} is not a comma-separated list of numbers",
+                    field="server_speeds",
+                ) from None
 
         rspec = ReplicaSpec(
             replica=replica,
@@ -153,6 +218,19 @@ def register(app: typer.Typer) -> None:
             t0_us=t0_us,
             bandwidth_mbps=bandwidth_mbps,
             thr_l_bytes=thr_l_bytes,
+            server_speeds=speeds,
+            slow_servers=slow_servers,
+            slow_factor=slow_factor,
+            slowdown_interval_ms=slowdown_interval_ms,
+            slowdown_fraction=slowdown_fraction,
+            slowdown_factor=slowdown_factor,
+            slowdown_duration_ms=slowdown_duration_ms,
+            write_fraction=write_fraction,
+            writes_from_op=writes_from_op,
+            client_model=client_model,
+            threads=threads,
+            think_ms=think_ms,
+            think_dist=think_dist,
         )
         sized = None
         if needs_sized_replay(table, policy, rspec) or demand_dist != "exponential":
@@ -202,6 +280,13 @@ def register(app: typer.Typer) -> None:
                         f"  {name}: {c['requests']} requests, p50 {c['p50_ms']:.3f} ms, "
                         f"p99 {c['p99_ms']:.3f} ms, p99.9 {c['p999_ms']:.3f} ms"
                     )
+        if sized is not None and sized.closed is not None:
+            out_console.print(
+                f"closed loop: {sized.closed['threads']} threads, think {sized.closed['think_ms']} ms "
+                f"({sized.closed['think_dist']}): {sized.closed['throughput_rps']:.0f} requests/s"
+            )
+        if sized is not None and sized.writes is not None:
+            out_console.print(f"writes: {sized.writes['ops']} ops, {sized.writes['copies']} replica copies")
         out_console.print(
             f"{result.requests} requests, {result.ops} ops, {result.events} events "
             f"in {result.sim_wall_s:.3f} s "

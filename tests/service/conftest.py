@@ -1,6 +1,10 @@
 """Service fixtures: an app with an isolated TAILTUNE_HOME and tokens, and real memcached/Cassandra servers.
 
 The servers are session-scoped, bound to free 127.0.0.1 ports, and always stopped (context managers).
+
+Metadata-DB backends: a test (or module, via `pytestmark`) marked `db_backends` runs once per backend in
+`BACKENDS` — SQLite (the default) and PostgreSQL (a fresh database on the session's throw-away server, handed to
+the app, the worker and any spawned process through `TAILTUNE_DATABASE_URL`). Unmarked tests use SQLite.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from service.deps import database_for
 from service.main import create_app
 from service.testing.cassandra_server import CassandraNode, running_cassandra
 from service.testing.memcached_server import MemcachedNode
+from service.testing.postgres_server import PostgresServer
 from tailtune.settings import Settings, get_settings
 
 FAST_ENV = {
@@ -32,6 +37,39 @@ FAST_ENV = {
 }
 
 
+BACKENDS = ("sqlite", "postgresql")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "db_backends: run once per metadata-DB backend (sqlite, postgresql)")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "db_backend" in metafunc.fixturenames and metafunc.definition.get_closest_marker("db_backends"):
+        metafunc.parametrize("db_backend", BACKENDS, indirect=True)
+
+
+@pytest.fixture
+def db_backend(request: pytest.FixtureRequest) -> str:
+    """The metadata-DB backend of this test: `sqlite` unless the test is marked `db_backends`."""
+    return str(getattr(request, "param", "sqlite"))
+
+
+@pytest.fixture
+def database_url(
+    db_backend: str, tailtune_home: Path, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[str]:
+    """The metadata-DB URL of this test; for PostgreSQL a fresh database, dropped afterwards."""
+    if db_backend == "sqlite":
+        yield get_settings().resolved_database_url
+        return
+    server: PostgresServer = request.getfixturevalue("postgres_server")
+    with server.database() as url:
+        monkeypatch.setenv("TAILTUNE_DATABASE_URL", url)
+        get_settings.cache_clear()
+        yield url
+
+
 @dataclass
 class Svc:
     home: Path
@@ -43,11 +81,12 @@ class Svc:
 
 
 @pytest.fixture
-def svc(tailtune_home: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Svc]:
+def svc(tailtune_home: Path, database_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Svc]:
     for k, v in FAST_ENV.items():
         monkeypatch.setenv(k, v)
     get_settings.cache_clear()
     settings = get_settings()
+    assert settings.resolved_database_url == database_url
     db = database_for(settings.resolved_database_url)
     write = {"Authorization": f"Bearer {create_token(db, 'test-writer', 'write')}"}
     read = {"Authorization": f"Bearer {create_token(db, 'test-reader', 'read')}"}

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 
+import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import select
 
@@ -12,6 +13,8 @@ from jobs.worker import Worker
 from service.db import ApiTokenRow
 from service.main import create_app
 from tests.service.conftest import Svc, memcached_deployment
+
+pytestmark = pytest.mark.db_backends  # each test runs on SQLite and on PostgreSQL
 
 API = "/api/v1"
 

@@ -5,12 +5,16 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import pytest
+
 from jobs.nightly import accept
 from jobs.worker import Worker
 from service.db import JobRow
 from service.publishers import MemcachedPublisher
 from service.testing.memcached_server import MemcachedNode
 from tests.service.conftest import Svc, memcached_deployment
+
+pytestmark = pytest.mark.db_backends  # each test runs on SQLite and on PostgreSQL
 
 API = "/api/v1"
 

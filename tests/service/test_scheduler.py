@@ -7,11 +7,14 @@ from __future__ import annotations
 import threading
 from datetime import UTC, datetime
 
+import pytest
 from sqlalchemy import select, update
 
 from jobs.scheduler import latest_slot, next_slot, tick
 from service.db import Database, JobRow, ScheduleRow
 from tests.service.conftest import Svc, memcached_deployment
+
+pytestmark = pytest.mark.db_backends  # each test runs on SQLite and on PostgreSQL
 
 API = "/api/v1"
 

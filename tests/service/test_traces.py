@@ -20,6 +20,8 @@ from service.db import JobRow, TraceRow
 from service.testing.cassandra_server import free_port
 from tests.service.conftest import Svc
 
+pytestmark = pytest.mark.db_backends  # each test runs on SQLite and on PostgreSQL
+
 API = "/api/v1"
 GOOD = "request_id,ts,key,value_size\n0,1.0,a,10\n0,1.0,b,20\n1,2.0,a,10\n"
 BAD = "request_id,ts,key,value_size\n0,1.0,a,10\n1,2.0,b,-5\n"

@@ -18,6 +18,8 @@ from service.db import JobRow
 from service.jobs.service import cancel_job, enqueue
 from tests.service.conftest import FAST_ENV, Svc
 
+pytestmark = pytest.mark.db_backends  # each test runs on SQLite and on PostgreSQL
+
 
 def _job(svc: Svc, job_id: int) -> JobRow:
     with svc.db.session() as s:

@@ -4,11 +4,16 @@ It mirrors docs/simulator.md: integer-ns time, events ordered by (time, seq) wit
 pre-scheduled as seq 0..R-1, servers pick ops only after every event of an instant is applied (lowest free
 slot first, servers in the order they became dirty),
 per-(client, group) round-robin replicas starting at client mod RF.
+
+Issue 4 extras (optional): constant per-server `speeds` (service = round(demand / speed), half away from zero as
+Rust's f64::round) and a closed loop of `threads` client threads with a fixed think time (request r goes to the
+thread free first; ready threads are events of the same (time, seq) order).
 """
 
 from __future__ import annotations
 
 import heapq
+import math
 from collections import deque
 from typing import Any
 
@@ -90,6 +95,9 @@ def reference_latencies(
     net_latency_ns: int,
     policy: str,
     params: dict[str, float] | None = None,
+    speeds: list[float] | None = None,
+    threads: int = 0,
+    think_ns: int = 0,
 ) -> list[int]:
     """Per-request latency (ns) under `policy` ('fifo' or 'rein') for `kvsim.Workload.arrays()`."""
     p = {"k": 4.0, "range_factor": 3.0, "r_q1": 5.0, "rate_step": 1.0, "tau_1": 1.0, **(params or {})}
@@ -118,14 +126,33 @@ def reference_latencies(
         for i in range(opset_ops[o], opset_ops[o + 1]):
             op_opset[i] = o
 
-    heap: list[tuple[int, int, str, int, int]] = [(arrival[r], r, "arrive", r, 0) for r in range(n_req)]
+    def service(s: int, dem: int) -> int:
+        if speeds is None or speeds[s] == 1.0:
+            return dem
+        return math.floor(dem / speeds[s] + 0.5)
+
+    closed = threads > 0
+    thread_of = [0] * n_req
+    if closed:
+        arrival = [0] * n_req
+        heap: list[tuple[int, int, str, int, int]] = [(0, t, "arrive", t, 0) for t in range(min(threads, n_req))]
+    else:
+        heap = [(arrival[r], r, "arrive", r, 0) for r in range(n_req)]
     heapq.heapify(heap)
     seq = n_req
+    next_req = 0
     dirty: list[int] = []
     while heap:
         now, _, kind, a, b = heapq.heappop(heap)
         if kind == "arrive":
-            r = a
+            if closed:
+                if next_req >= n_req:
+                    continue  # a thread with nothing left to issue
+                r = next_req
+                arrival[r], thread_of[r] = now, a
+            else:
+                r = a
+            next_req += 1
             costs = []
             for o in range(req_opsets[r], req_opsets[r + 1]):
                 g = opset_group[o]
@@ -161,8 +188,14 @@ def reference_latencies(
             remaining[r] -= 1
             if remaining[r] == 0:
                 latency[r] = now + d - arrival[r]
+                if closed:
+                    heapq.heappush(heap, (now + d + think_ns, seq, "arrive", thread_of[r], 0))
+                    seq += 1
             if s not in dirty:
                 dirty.append(s)
+        # A thread with nothing left to issue is not an event (the engine drops it).
+        while closed and next_req >= n_req and heap and heap[0][2] == "arrive":
+            heapq.heappop(heap)
         if dirty and (not heap or heap[0][0] > now):
             for s in dirty:
                 while free[s]:
@@ -171,7 +204,7 @@ def reference_latencies(
                         break
                     slot = min(free[s])
                     free[s].remove(slot)
-                    heapq.heappush(heap, (now + demand[nxt], seq, "done", nxt, slot))
+                    heapq.heappush(heap, (now + service(s, demand[nxt]), seq, "done", nxt, slot))
                     seq += 1
             dirty = []
     return latency

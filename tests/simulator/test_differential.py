@@ -58,3 +58,37 @@ def test_rein_reference_agrees_on_algorithm1_cases() -> None:
 
     assert [bottleneck_queue(c, 4, 3.0, 1.0) for c in (1.0, 3.0, 9.0, 27.0, 100.0)] == [0, 1, 2, 3, 3]
     assert slack_queue(7.0, 10.0, 0, [5.0, 4.0, 3.0, 2.0]) == 2
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    seed=st.integers(0, 10_000),
+    servers=st.integers(1, 6),
+    slots=st.integers(1, 3),
+    n=st.integers(1, 100),
+    policy=st.sampled_from(["fifo", "rein"]),
+    threads=st.integers(0, 8),
+    think_us=st.integers(0, 500),
+)
+def test_speeds_and_closed_loop_match_reference(
+    seed: int, servers: int, slots: int, n: int, policy: str, threads: int, think_us: int
+) -> None:
+    """Issue 4: per-server speeds (0.5, 1, 2, 0.3) and a closed loop with fixed think time, Rust vs reference."""
+    wl, clients = _workload(seed, servers, slots, min(servers, 3), n, 0.7)
+    speeds = tuple([0.5, 1.0, 2.0, 0.3][(seed + s) % 4] for s in range(servers))
+    closed = kvsim.ClosedLoop(threads=threads, think_ms=think_us / 1000, think_dist="fixed") if threads else None
+    got = kvsim.replay_sized(wl, policy, warmup=0.0, servers=kvsim.ServerModel(speeds=speeds), closed=closed)
+    want = reference_latencies(
+        wl.arrays(),
+        servers=servers,
+        slots=slots,
+        clients=clients,
+        net_latency_ns=20_000,
+        policy=policy,
+        speeds=list(speeds),
+        threads=threads,
+        think_ns=think_us * 1000,
+    )
+    np.testing.assert_array_equal(
+        np.round(got.result.latency_ms * 1e6).astype(np.int64), np.asarray(want, dtype=np.int64)
+    )

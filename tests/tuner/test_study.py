@@ -18,10 +18,14 @@ from tuner.study import StudyConfig, open_storage, prepare_study, run_study
 PAPER = Candidate("rein", {"k": 4, "range_factor": 3.0, "r_q1": 5.0, "rate_step": 1.0, "tau_1": 1.0})
 
 
-@pytest.fixture(params=["memory", "journal", "sqlite"])
+@pytest.fixture(params=["memory", "journal", "sqlite", "postgresql"])
 def storage(request, tmp_path):
-    return {"memory": "memory", "journal": str(tmp_path / "j.log"),
-            "sqlite": f"sqlite:///{tmp_path / 'optuna.db'}"}[request.param]
+    if request.param == "postgresql":  # a fresh database on the session's throw-away PostgreSQL server
+        with request.getfixturevalue("postgres_server").database() as url:
+            yield url
+        return
+    yield {"memory": "memory", "journal": str(tmp_path / "j.log"),
+           "sqlite": f"sqlite:///{tmp_path / 'optuna.db'}"}[request.param]
 
 
 def _finished(study: Any) -> list[Any]:

@@ -21,6 +21,7 @@ use crate::policy::speculative::LatencyEstimator;
 use crate::policy::{Policy, PolicyConfig, QItem, Scheduler, Tag, TagCtx, TailxConfig};
 use crate::replica::{Feedback, ReplicaSelector, SelectCtx, SelectorConfig, SelectorEnv};
 use crate::run_ext::{ExtStats, RunExt};
+use crate::server_model::ServerModel;
 use crate::stats::{summarize, Summary};
 use crate::timers::{event_key, key_time, SlotTimers};
 use crate::workload::Workload;
@@ -116,7 +117,7 @@ pub fn run_with(
     let n_ops = wl.ops();
     let started = Instant::now();
 
-    for (what, v) in [("large_est", &ext.large_est), ("large_true", &ext.large_true)] {
+    for (what, v) in [("large_est", &ext.large_est), ("large_true", &ext.large_true), ("write", &ext.write)] {
         if !v.is_empty() && v.len() != n_ops {
             return Err(SimError::BadInput(format!("{what} has {} flags for {n_ops} ops", v.len())));
         }
@@ -136,12 +137,25 @@ pub fn run_with(
     } else {
         (policy, None)
     };
+    ext.servers.validate(n_servers)?;
+    if let Some(c) = &ext.closed {
+        c.validate()?;
+    }
+    if (ext.write.iter().any(|&w| w) || matches!(policy, PolicyConfig::Duplicate(_) | PolicyConfig::Speculative(_)))
+        && n_ops as u64 * cfg.replication.max(2) as u64 >= u32::MAX as u64
+    {
+        return Err(SimError::BadInput(format!(
+            "{n_ops} ops × {} copies do not fit the engine's 32-bit op ids",
+            cfg.replication.max(2)
+        )));
+    }
     let sched = policy.instantiate(n_servers, n_ops);
     // The issue-3 path (round-robin replicas, no delay queue, no copies) runs a loop compiled without the
     // extension branches, monomorphized per policy; everything else runs the general loop over the `Policy` enum.
     let plain = ext.selector == SelectorConfig::RoundRobin
         && tailx.is_none()
-        && !matches!(policy, PolicyConfig::Duplicate(_) | PolicyConfig::Speculative(_));
+        && !matches!(policy, PolicyConfig::Duplicate(_) | PolicyConfig::Speculative(_))
+        && ext.plain_model();
     let a = Args {
         cluster,
         wl,
@@ -178,7 +192,7 @@ struct Args<'a> {
 }
 
 /// The event loop. `EXT = false` compiles it without issue 4's branches (selector feedback, held opsets, TailX
-/// delay queue, copies): only valid for round-robin replicas and policies other than tailx / duplicate /
+/// delay queue, copies, server speeds, writes, closed-loop clients): only valid for round-robin replicas and policies other than tailx / duplicate /
 /// speculative (the caller checks). Both instances apply the same events in the same order.
 #[allow(clippy::needless_range_loop)]
 fn replay<const EXT: bool, S: Scheduler>(a: Args<'_>, mut sched: S) -> Result<RunResult, SimError> {
@@ -216,7 +230,7 @@ fn replay<const EXT: bool, S: Scheduler>(a: Args<'_>, mut sched: S) -> Result<Ru
     let n_ops32 = n_ops as u32;
     let mut copy_server = vec![u32::MAX; if redundant { wl.opsets() } else { 0 }];
     let mut copied = vec![false; if redundant { n_ops } else { 0 }];
-    let mut answered_at = vec![u64::MAX; if redundant { n_ops } else { 0 }];
+    let mut answered_at = vec![u64::MAX; if redundant || (EXT && ext.write.iter().any(|&w| w)) { n_ops } else { 0 }];
     let mut opset_left: Vec<u32> = if spec.is_some() {
         wl.opset_ops.windows(2).map(|w| w[1] - w[0]).collect()
     } else {
@@ -270,6 +284,30 @@ fn replay<const EXT: bool, S: Scheduler>(a: Args<'_>, mut sched: S) -> Result<Ru
         }
     };
 
+    // Server speeds / slowdowns, writes at every replica, closed-loop clients (issue 4; `ext.plain_model()`).
+    let mut smodel = if EXT && !ext.servers.is_uniform() {
+        Some(ServerModel::new(&ext.servers, n_servers, ext.seed)?)
+    } else {
+        None
+    };
+    // Actual service time of the op in each busy slot (with speeds it differs from the demand).
+    let mut slot_svc = vec![0u64; if smodel.is_some() { n_servers * cfg.slots as usize } else { 0 }];
+    let write_on = EXT && ext.write.iter().any(|&w| w);
+    let multi = redundant || write_on;
+    let is_write = |op: usize| write_on && ext.write[op];
+    let closed = if EXT { ext.closed.as_ref() } else { None };
+    let closed_on = EXT && closed.is_some();
+    let think: Vec<u64> = closed.map_or(Vec::new(), |c| c.think_times(n_req, ext.seed));
+    let mut arrival_rt = vec![0u64; if closed_on { n_req } else { 0 }];
+    let mut thread_of = vec![0u32; if closed_on { n_req } else { 0 }];
+    let mut ready: std::collections::BinaryHeap<std::cmp::Reverse<(u64, u64, u32)>> = Default::default();
+    if let Some(c) = closed {
+        for th in 0..c.threads.min(n_req as u32) {
+            ready.push(std::cmp::Reverse((0, th as u64, th)));
+        }
+    }
+    let mut last_done = 0u64;
+
     let mut opset_server = vec![0u32; wl.opsets()];
     let mut opset_tag = vec![Tag::default(); wl.opsets()];
     let mut remaining: Vec<u32> = (0..n_req)
@@ -313,10 +351,13 @@ fn replay<const EXT: bool, S: Scheduler>(a: Args<'_>, mut sched: S) -> Result<Ru
     let mut tags: Vec<Tag> = Vec::new();
 
     loop {
-        let arrival_key = if next_req < n_req {
-            event_key(wl.arrival[next_req], next_req as u64)
-        } else {
+        let arrival_key = if next_req >= n_req {
             u128::MAX
+        } else if closed_on {
+            // Closed loop: the next request goes to the thread that becomes free first.
+            ready.peek().map_or(u128::MAX, |k| event_key(k.0 .0, k.0 .1))
+        } else {
+            event_key(wl.arrival[next_req], next_req as u64)
         };
         let srv_key = at_servers.front().map_or(u128::MAX, |e| e.0);
         let done_key = timers.peek_key().unwrap_or(u128::MAX);
@@ -343,7 +384,7 @@ fn replay<const EXT: bool, S: Scheduler>(a: Args<'_>, mut sched: S) -> Result<Ru
             let o = o as usize;
             let mut n = 0;
             for op in wl.opset_ops[o] as usize..wl.opset_ops[o + 1] as usize {
-                if answered_at[op] > now {
+                if answered_at[op] > now && !is_write(op) {
                     copied[op] = true;
                     n += 1;
                 }
@@ -410,7 +451,14 @@ fn replay<const EXT: bool, S: Scheduler>(a: Args<'_>, mut sched: S) -> Result<Ru
         } else if arrival_key < srv_key && arrival_key < done_key {
             let r = next_req;
             next_req += 1;
-            now = wl.arrival[r];
+            if closed_on {
+                let std::cmp::Reverse((t, _, th)) = ready.pop().expect("head exists");
+                now = t;
+                arrival_rt[r] = t;
+                thread_of[r] = th;
+            } else {
+                now = wl.arrival[r];
+            }
             let (o0, o1) = (wl.req_opsets[r] as usize, wl.req_opsets[r + 1] as usize);
             let client = wl.client[r];
             sizes.clear();
@@ -508,8 +556,14 @@ fn replay<const EXT: bool, S: Scheduler>(a: Args<'_>, mut sched: S) -> Result<Ru
                     if dup {
                         let c = next_replica(wl.opset_group[o], opset_server[o]);
                         copy_server[o] = c;
-                        let size = wl.opset_ops[o + 1] - wl.opset_ops[o];
-                        copied[wl.opset_ops[o] as usize..wl.opset_ops[o + 1] as usize].fill(true);
+                        // Writes are at every replica already: only the reads get a copy.
+                        let mut size = 0;
+                        for op in wl.opset_ops[o] as usize..wl.opset_ops[o + 1] as usize {
+                            if !is_write(op) {
+                                copied[op] = true;
+                                size += 1;
+                            }
+                        }
                         outstanding[c as usize] += size;
                         xs.copy_ops += size as u64;
                         at_servers.push_back((event_key(now + d, seq), o as u32 | LATE_OPSET | COPY_OPSET));
@@ -595,17 +649,64 @@ fn replay<const EXT: bool, S: Scheduler>(a: Args<'_>, mut sched: S) -> Result<Ru
                         is_dirty[s] = true;
                         dirty.push(s as u32);
                     }
+                    if write_on && !copy {
+                        // A write is served at every replica of its group: copies k = 1.. (op id op + k·n_ops)
+                        // to the other replicas, in replica order.
+                        for op in wl.opset_ops[o]..wl.opset_ops[o + 1] {
+                            if !ext.write[op as usize] {
+                                continue;
+                            }
+                            xs.write_ops += 1;
+                            let mut k = 0u32;
+                            for &t in cluster.replicas(wl.opset_group[o]) {
+                                let t = t as usize;
+                                if t == s {
+                                    continue;
+                                }
+                                k += 1;
+                                xs.write_copy_ops += 1;
+                                outstanding[t] += 1;
+                                if fb_on {
+                                    resident[t] += 1;
+                                    if !ext.large_true.is_empty() && ext.large_true[op as usize] {
+                                        large_resident[t] += 1;
+                                    }
+                                }
+                                sched.enqueue(
+                                    t,
+                                    QItem {
+                                        op: op + k * n_ops32,
+                                        opset: o as u32,
+                                        enq: now,
+                                        tag,
+                                    },
+                                );
+                                if !is_dirty[t] {
+                                    is_dirty[t] = true;
+                                    dirty.push(t as u32);
+                                }
+                            }
+                        }
+                    }
                 }
             } else {
                 let c = timers.pop().expect("head exists");
                 now = c.time;
                 let (op, o, slot) = (c.op as usize, c.opset as usize, c.slot);
                 let is_copy = EXT && op >= n_ops;
-                let op = if is_copy { op - n_ops } else { op };
+                let op = if is_copy { op % n_ops } else { op };
                 let s = c.server as usize;
                 free[s] |= 1u64 << slot;
                 outstanding[s] -= 1;
-                server_demand[s] += wl.demand[op];
+                let svc = if EXT && smodel.is_some() {
+                    slot_svc[s * cfg.slots as usize + slot as usize]
+                } else {
+                    wl.demand[op]
+                };
+                server_demand[s] += svc;
+                if EXT {
+                    xs.served_ops += 1;
+                }
                 sched.on_done(s, op as u32, now);
                 if fb_on {
                     resident[s] -= 1;
@@ -618,7 +719,7 @@ fn replay<const EXT: bool, S: Scheduler>(a: Args<'_>, mut sched: S) -> Result<Ru
                         server: s as u32,
                         at: now + d,
                         queue: resident[s],
-                        service_ns: wl.demand[op],
+                        service_ns: svc,
                         response_ns: now + d - sent_at[o],
                         large_resident: large_resident[s],
                         large_est: !ext.large_est.is_empty() && ext.large_est[op],
@@ -632,12 +733,12 @@ fn replay<const EXT: bool, S: Scheduler>(a: Args<'_>, mut sched: S) -> Result<Ru
                     }
                 }
                 let r = wl.opset_req[o] as usize;
-                // With copies, only an op's first answer counts.
-                let first = !redundant || answered_at[op] == u64::MAX;
-                if redundant && first {
+                // With copies (and writes at every replica), only an op's first answer counts.
+                let first = !multi || answered_at[op] == u64::MAX;
+                if multi && first {
                     answered_at[op] = now + d;
-                    xs.copy_wins += is_copy as u64;
-                    if let Some(e) = spec.as_mut() {
+                    xs.copy_wins += (is_copy && !is_write(op)) as u64;
+                    if let Some(e) = spec.as_mut().filter(|_| redundant) {
                         opset_left[o] -= 1;
                         if opset_left[o] == 0 {
                             e.observe(wl.client[r] as usize, now + d - sent_at[o]);
@@ -647,7 +748,16 @@ fn replay<const EXT: bool, S: Scheduler>(a: Args<'_>, mut sched: S) -> Result<Ru
                 if first {
                     remaining[r] -= 1;
                     if remaining[r] == 0 {
-                        latency[r] = now + d - wl.arrival[r];
+                        let arrived = if closed_on { arrival_rt[r] } else { wl.arrival[r] };
+                        latency[r] = now + d - arrived;
+                        if EXT {
+                            last_done = last_done.max(now + d);
+                        }
+                        if closed_on {
+                            // The thread thinks, then issues the next request in workload order.
+                            ready.push(std::cmp::Reverse((now + d + think[r], seq, thread_of[r])));
+                            seq += 1;
+                        }
                         selector.on_response(wl.client[r], s as u32, now + d);
                     }
                 }
@@ -662,10 +772,12 @@ fn replay<const EXT: bool, S: Scheduler>(a: Args<'_>, mut sched: S) -> Result<Ru
         events += 1;
 
         if !dirty.is_empty() {
-            let next_arrival = if next_req < n_req {
-                wl.arrival[next_req]
-            } else {
+            let next_arrival = if next_req >= n_req {
                 u64::MAX
+            } else if closed_on {
+                ready.peek().map_or(u64::MAX, |k| k.0 .0)
+            } else {
+                wl.arrival[next_req]
             };
             let mut next_event = at_servers
                 .front()
@@ -691,8 +803,15 @@ fn replay<const EXT: bool, S: Scheduler>(a: Args<'_>, mut sched: S) -> Result<Ru
                         };
                         let slot = free[s].trailing_zeros();
                         free[s] &= !(1u64 << slot);
-                        let real = if EXT && item.op >= n_ops32 { item.op - n_ops32 } else { item.op };
-                        let end = now + wl.demand[real as usize];
+                        let real = if EXT && item.op >= n_ops32 { item.op % n_ops32 } else { item.op };
+                        let end = match smodel.as_mut().filter(|_| EXT) {
+                            Some(m) => {
+                                let end = m.end(s, now, wl.demand[real as usize]);
+                                slot_svc[s * cfg.slots as usize + slot as usize] = end - now;
+                                end
+                            }
+                            None => now + wl.demand[real as usize],
+                        };
                         timers.start(s, slot, end, seq, item.op, item.opset);
                         seq += 1;
                         if let Some(rec) = rec.as_mut().filter(|_| item.op < n_ops32) {
@@ -716,7 +835,11 @@ fn replay<const EXT: bool, S: Scheduler>(a: Args<'_>, mut sched: S) -> Result<Ru
             "internal: request {r} never completed"
         )));
     }
-    let span = wl.arrival[n_req - 1] - wl.arrival[0];
+    let span = if closed_on {
+        arrival_rt[n_req - 1] - arrival_rt[0]
+    } else {
+        wl.arrival[n_req - 1] - wl.arrival[0]
+    };
     let summary = summarize(&latency, opts.warmup, &server_demand, cfg.slots, span);
     let run_bytes =
         opset_server.len() * 4 + opset_tag.len() * std::mem::size_of::<Tag>() + n_req * 12;
@@ -736,6 +859,11 @@ fn replay<const EXT: bool, S: Scheduler>(a: Args<'_>, mut sched: S) -> Result<Ru
                 xs.held_mean_ms = held_wait_ns as f64 / xs.held_opsets as f64 / 1e6;
             }
             xs.unstable = xs.held_at_end >= 10 && 2 * xs.held_at_end >= 3 * xs.held_at_half;
+            if EXT {
+                let first = if closed_on { arrival_rt[0] } else { wl.arrival[0] };
+                xs.makespan_ns = last_done.saturating_sub(first);
+            }
+            xs.arrival_ns = arrival_rt;
             xs
         },
     })

@@ -10,6 +10,7 @@
 pub const MODEL_VERSION: u32 = 1;
 
 pub mod bloom;
+pub mod client_model;
 pub mod cluster;
 pub mod demand;
 pub mod engine;
@@ -19,6 +20,7 @@ pub mod policy;
 pub mod replica;
 pub mod rng;
 pub mod run_ext;
+pub mod server_model;
 pub mod stats;
 pub mod timers;
 pub mod workload;

@@ -34,6 +34,7 @@ fn run_ms(c: &Cluster, wl: &Workload, policy: &str, params: &[(&str, f64)], larg
         large_est: large.to_vec(),
         large_true: large.to_vec(),
         seed: 1,
+        ..Default::default()
     };
     let r = run_with(c, wl, &PolicyConfig::build(policy, &params).unwrap(), &opts(), &ext).unwrap();
     r.latency_ns.iter().map(|l| l / MS).collect()
@@ -94,6 +95,7 @@ fn tailx_delay_adds_to_network_hops_and_reports_values_used() {
         large_est: D_LARGE.to_vec(),
         large_true: D_LARGE.to_vec(),
         seed: 1,
+        ..Default::default()
     };
     let r = run_with(&c, &tailx_fig2(), &PolicyConfig::build("tailx", &[]).unwrap(), &opts(), &ext).unwrap();
     let rec = r.records.as_ref().unwrap();

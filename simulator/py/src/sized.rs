@@ -4,6 +4,8 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 
 use kvsim_core::bloom::build_large_filter;
+use kvsim_core::client_model::{ClosedLoop, ThinkDist};
+use kvsim_core::server_model::{ServerModelConfig, Slowdown};
 use kvsim_core::demand::DemandModel;
 use kvsim_core::engine::run_with;
 use kvsim_core::replica::{SelectorConfig, REPLICA_NAMES};
@@ -54,6 +56,60 @@ fn large_filter<'py>(
     Ok((bytes_of(py, &ans), measured, m, k))
 }
 
+/// The server model of the keyword arguments (slowdown_interval_ns = 0: no slowdowns).
+fn server_model(
+    py: Python<'_>,
+    speeds: Option<&Bound<'_, PyAny>>,
+    slowdown_interval_ns: u64,
+    slowdown_fraction: f64,
+    slowdown_factor: f64,
+    slowdown_duration_ns: u64,
+) -> PyResult<ServerModelConfig> {
+    Ok(ServerModelConfig {
+        speeds: speeds.map(|a| vec_of::<f64>(py, a, "server_speeds")).transpose()?.unwrap_or_default(),
+        slowdown: (slowdown_interval_ns > 0).then_some(Slowdown {
+            interval_ns: slowdown_interval_ns,
+            fraction: slowdown_fraction,
+            factor: slowdown_factor,
+            duration_ns: if slowdown_duration_ns == 0 {
+                slowdown_interval_ns
+            } else {
+                slowdown_duration_ns
+            },
+        }),
+    })
+}
+
+/// Time-averaged capacity of the servers relative to all at speed 1 (validates the model).
+#[pyfunction]
+#[pyo3(signature = (servers, *, server_speeds=None, slowdown_interval_ns=0, slowdown_fraction=0.0, slowdown_factor=1.0, slowdown_duration_ns=0))]
+fn capacity_factor(
+    py: Python<'_>,
+    servers: usize,
+    server_speeds: Option<&Bound<'_, PyAny>>,
+    slowdown_interval_ns: u64,
+    slowdown_fraction: f64,
+    slowdown_factor: f64,
+    slowdown_duration_ns: u64,
+) -> PyResult<f64> {
+    let m = server_model(
+        py,
+        server_speeds,
+        slowdown_interval_ns,
+        slowdown_fraction,
+        slowdown_factor,
+        slowdown_duration_ns,
+    )?;
+    m.validate(servers).map_err(to_py)?;
+    Ok(m.capacity_factor(servers))
+}
+
+/// Speed factors with `n` of `servers` servers `factor` times slower, spread evenly over the ring.
+#[pyfunction]
+fn slow_server_speeds(servers: usize, n: usize, factor: f64) -> PyResult<Vec<f64>> {
+    ServerModelConfig::slow_servers(servers, n, factor).map_err(to_py)
+}
+
 fn per_workload_op(wl: &kvsim_core::Workload, flags: Option<Vec<u8>>, what: &str) -> PyResult<Vec<bool>> {
     let Some(f) = flags else { return Ok(Vec::new()) };
     if f.len() != wl.ops() {
@@ -69,7 +125,7 @@ fn per_workload_op(wl: &kvsim_core::Workload, flags: Option<Vec<u8>>, what: &str
 /// Replays under `policy` with replica selector `replica`; `large_est` / `large_true` are uint8 flags per input
 /// op (the order of the workload's `tokens`). Returns the `replay` dict plus `replica`, `replica_params`, `held`.
 #[pyfunction]
-#[pyo3(signature = (workload, policy, params, *, replica="round-robin", replica_params=Vec::new(), warmup=0.1, record_ops=false, size_aware_cost=false, large_est=None, large_true=None, seed=0))]
+#[pyo3(signature = (workload, policy, params, *, replica="round-robin", replica_params=Vec::new(), warmup=0.1, record_ops=false, size_aware_cost=false, large_est=None, large_true=None, seed=0, server_speeds=None, slowdown_interval_ns=0, slowdown_fraction=0.0, slowdown_factor=1.0, slowdown_duration_ns=0, write=None, closed_threads=0, think_ns=0, think_dist="exponential"))]
 #[allow(clippy::too_many_arguments)]
 fn replay_ext<'py>(
     py: Python<'py>,
@@ -84,17 +140,44 @@ fn replay_ext<'py>(
     large_est: Option<&Bound<'py, PyAny>>,
     large_true: Option<&Bound<'py, PyAny>>,
     seed: u64,
+    server_speeds: Option<&Bound<'py, PyAny>>,
+    slowdown_interval_ns: u64,
+    slowdown_fraction: f64,
+    slowdown_factor: f64,
+    slowdown_duration_ns: u64,
+    write: Option<&Bound<'py, PyAny>>,
+    closed_threads: u32,
+    think_ns: u64,
+    think_dist: &str,
 ) -> PyResult<Bound<'py, PyDict>> {
     let cfg = PolicyConfig::build(policy, &params).map_err(to_py)?;
     let sel = SelectorConfig::build(replica, &replica_params).map_err(to_py)?;
     let wl = &workload.inner;
     let est = large_est.map(|a| vec_of::<u8>(py, a, "large_est")).transpose()?;
     let tru = large_true.map(|a| vec_of::<u8>(py, a, "large_true")).transpose()?;
+    let wr = write.map(|a| vec_of::<u8>(py, a, "write")).transpose()?;
+    let servers = server_model(
+        py,
+        server_speeds,
+        slowdown_interval_ns,
+        slowdown_fraction,
+        slowdown_factor,
+        slowdown_duration_ns,
+    )?;
+    let think = ThinkDist::from_name(think_dist).map_err(to_py)?;
+    let closed = (closed_threads > 0).then_some(ClosedLoop {
+        threads: closed_threads,
+        think_ns,
+        think,
+    });
     let ext = RunExt {
         selector: sel.clone(),
         large_est: per_workload_op(wl, est, "large_est")?,
         large_true: per_workload_op(wl, tru, "large_true")?,
         seed,
+        servers,
+        write: per_workload_op(wl, wr, "write")?,
+        closed,
     };
     let opts = RunOptions {
         warmup,
@@ -120,6 +203,16 @@ fn replay_ext<'py>(
     c.set_item("ops", res.ext.copy_ops)?;
     c.set_item("wins", res.ext.copy_wins)?;
     d.set_item("copies", c)?;
+    let w = PyDict::new(py);
+    w.set_item("ops", res.ext.write_ops)?;
+    w.set_item("copies", res.ext.write_copy_ops)?;
+    d.set_item("writes", w)?;
+    d.set_item("served_ops", res.ext.served_ops)?;
+    d.set_item("makespan_ns", res.ext.makespan_ns)?;
+    d.set_item("capacity_factor", ext.servers.capacity_factor(cluster.config.servers as usize))?;
+    if !res.ext.arrival_ns.is_empty() {
+        d.set_item("arrival_ns", bytes_of(py, &res.ext.arrival_ns))?;
+    }
     Ok(d)
 }
 
@@ -130,5 +223,7 @@ pub fn register_sized(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(default_demand_model, m)?)?;
     m.add_function(wrap_pyfunction!(large_filter, m)?)?;
     m.add_function(wrap_pyfunction!(replay_ext, m)?)?;
+    m.add_function(wrap_pyfunction!(capacity_factor, m)?)?;
+    m.add_function(wrap_pyfunction!(slow_server_speeds, m)?)?;
     Ok(())
 }

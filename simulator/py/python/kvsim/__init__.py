@@ -36,3 +36,8 @@ from kvsim.replicas import SizedResult, replay_sized, replica_defaults, replica_
 
 __all__ += ["DemandModel", "default_thr_l", "fill_unknown_sizes"]
 __all__ += ["SizedResult", "replay_sized", "replica_defaults", "replica_names"]
+
+# issue 4: server speeds and slowdowns, read/write mix, closed-loop clients
+from kvsim.models import ClosedLoop, ServerModel, Slowdown, write_flags  # noqa: E402
+
+__all__ += ["ClosedLoop", "ServerModel", "Slowdown", "write_flags"]

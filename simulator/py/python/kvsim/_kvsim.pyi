@@ -105,6 +105,25 @@ def replay_ext(
     large_est: Any | None = None,
     large_true: Any | None = None,
     seed: int = 0,
+    server_speeds: Any | None = None,
+    slowdown_interval_ns: int = 0,
+    slowdown_fraction: float = 0.0,
+    slowdown_factor: float = 1.0,
+    slowdown_duration_ns: int = 0,
+    write: Any | None = None,
+    closed_threads: int = 0,
+    think_ns: int = 0,
+    think_dist: str = "exponential",
 ) -> dict[str, Any]: ...
+def capacity_factor(
+    servers: int,
+    *,
+    server_speeds: Any | None = None,
+    slowdown_interval_ns: int = 0,
+    slowdown_fraction: float = 0.0,
+    slowdown_factor: float = 1.0,
+    slowdown_duration_ns: int = 0,
+) -> float: ...
+def slow_server_speeds(servers: int, n: int, factor: float) -> list[float]: ...
 
 # ---- end replica selection --------------------------------------------------------------------------------

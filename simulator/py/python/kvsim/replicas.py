@@ -15,6 +15,7 @@ import numpy.typing as npt
 
 from kvsim import _kvsim
 from kvsim._kvsim import ParameterError
+from kvsim.models import ClosedLoop, ServerModel
 from kvsim.replay import Result, Workload, result_from_dict
 
 __all__ = [
@@ -94,6 +95,14 @@ class SizedResult:
     policy_label: str | None = None
     # duplicate / speculative: op copies sent (`ops`) and copies answered first (`wins`); zero otherwise.
     copies: dict[str, int] = field(default_factory=dict)
+    # Server speeds / slowdowns actually used (None = every server at speed 1).
+    servers: dict[str, Any] | None = None
+    # Writes: {ops, copies} (+ what made them), None = reads only.
+    writes: dict[str, Any] | None = None
+    # Closed-loop clients: {threads, think_ms, think_dist, throughput_rps, ops_per_s, makespan_s}; None = open.
+    closed: dict[str, Any] | None = None
+    # Closed loop: when each request was issued (ms), in request order.
+    arrival_ms: npt.NDArray[np.float64] | None = field(default=None, repr=False)
 
     def to_json(self) -> dict[str, Any]:
         out = self.result.to_json()
@@ -112,6 +121,13 @@ class SizedResult:
             out["bloom"] = self.bloom.to_json()
         if self.classes is not None:
             out["classes"] = {k: dict(v) for k, v in self.classes.items()}
+        if self.servers is not None:
+            out["servers"] = dict(self.servers)
+        if self.writes is not None:
+            out["writes"] = dict(self.writes)
+        out["client_model"] = "open" if self.closed is None else "closed"
+        if self.closed is not None:
+            out["closed"] = dict(self.closed)
         return out
 
 
@@ -130,6 +146,9 @@ def replay_sized(
     size_aware_cost: bool = False,
     seed: int = 0,
     demand: Mapping[str, Any] | None = None,
+    servers: ServerModel | None = None,
+    writes: npt.ArrayLike | None = None,
+    closed: ClosedLoop | None = None,
 ) -> SizedResult:
     """Replays `workload` (whose input ops have value `sizes`, in input order) under
     `policy` with replica selector `replica`.
@@ -138,6 +157,11 @@ def replay_sized(
     (key, size) pairs (one filter per replica-group shard, OR-merged), the servers know the truth, and the
     latencies are also reported per class. `thr_l_bytes` None → heron's parameter if set, else the caller's
     derived default must be given; without sizes there are no classes and nothing is large.
+
+    `servers`: speed factors / slowdowns (the workload's `load` is not rescaled here: build the workload with
+    `load × servers.capacity_factor(...)` to offer a fraction of the reduced capacity). `writes`: per input op,
+    true = a write (served at every replica, answered by the first). `closed`: closed-loop clients (the
+    workload's arrival times are then ignored).
     """
     tok = workload.tokens
     rparams = {str(k): float(v) for k, v in (replica_params or {}).items()}
@@ -171,6 +195,18 @@ def replay_sized(
         if replica == "heron":
             rparams["thr_l_bytes"] = float(thr)
     plist = [(str(k), float(v)) for k, v in (params or {}).items()]
+    extra: dict[str, Any] = {}
+    if servers is not None and not servers.is_default():
+        extra.update(servers.kwargs())
+    wflags: npt.NDArray[np.uint8] | None = None
+    if writes is not None:
+        wflags = np.ascontiguousarray(np.asarray(writes, dtype=np.bool_).astype(np.uint8))
+        if wflags.shape != tok.shape:
+            raise ParameterError(f"parameter 'writes' has {wflags.size} flags for {tok.size} ops")
+        if wflags.any():
+            extra["write"] = wflags
+    if closed is not None:
+        extra.update(closed.kwargs())
     d = _kvsim.replay_ext(
         workload._raw,
         policy,
@@ -183,6 +219,7 @@ def replay_sized(
         large_est=large_est,
         large_true=large_true,
         seed=seed,
+        **extra,
     )
     res = result_from_dict(d)
     classes = None
@@ -193,8 +230,27 @@ def replay_sized(
             "small": class_summary(res.latency_ms, ~per_req, warmup),
             "large": class_summary(res.latency_ms, per_req, warmup),
         }
+    n_cl = workload.cluster.servers
+    closed_json = None
+    arrival_ms = None
+    if closed is not None:
+        span_s = float(d["makespan_ns"]) / 1e9
+        closed_json = {
+            **closed.to_json(),
+            "throughput_rps": res.requests / span_s if span_s > 0 else 0.0,
+            "ops_per_s": res.ops / span_s if span_s > 0 else 0.0,
+            "makespan_s": span_s,
+        }
+        arrival_ms = np.frombuffer(d["arrival_ns"], dtype=np.uint64).astype(np.float64) / 1e6
+    writes_json = None
+    if wflags is not None and wflags.any():
+        writes_json = {"ops": int(d["writes"]["ops"]), "copies": int(d["writes"]["copies"])}
     return SizedResult(
         result=res,
+        servers=None if servers is None or servers.is_default() else servers.to_json(n_cl),
+        writes=writes_json,
+        closed=closed_json,
+        arrival_ms=arrival_ms,
         replica=str(d["replica"]),
         replica_params={str(k): float(v) for k, v in d["replica_params"]},
         held=dict(d["held"]),

@@ -1,0 +1,346 @@
+//! Server heterogeneity and variability (issue 4): per-server speed factors and C3-style time-varying slowdowns.
+//!
+//! An op of demand `D` (ns of work at speed 1) started at `t` on server `s` is served at the server's speed,
+//! which is piecewise constant in time: `speed[s]`, divided by `factor` while the server is slowed. Its service
+//! ends when the integral of the speed from `t` reaches `D` (an op that straddles the start or end of a slowdown is
+//! served partly at each speed). The end is computed when the op starts (the schedule is a deterministic function
+//! of the seed, known in advance), so the engine still only schedules one completion per op.
+//!
+//! Slowdowns (the C3 paper's time-varying service times, absim's `timeVaryingServiceTimes`): time is cut into
+//! windows of `interval_ns`; at the start of window k a subset of ⌊fraction · servers⌉ servers, drawn uniformly
+//! without replacement from stream 5 of the seed (windows drawn in order, so window k's subset does not depend on
+//! how far the run goes), is slowed by `factor` for the window's first `duration_ns` (≤ interval). Windows are
+//! materialized lazily in order: the schedule is the same whatever the run length.
+use crate::error::{check_range, SimError};
+use crate::rng::Rng;
+
+const STREAM_SLOWDOWN: u64 = 5;
+
+/// Time-varying slowdowns.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Slowdown {
+    /// Length of a window, ns.
+    pub interval_ns: u64,
+    /// Fraction of the servers slowed in each window (rounded to the nearest count).
+    pub fraction: f64,
+    /// Service-time multiplier while slowed (speed / factor), ≥ 1.
+    pub factor: f64,
+    /// How long a slowdown lasts from the window's start, ns (0 < duration ≤ interval).
+    pub duration_ns: u64,
+}
+
+impl Slowdown {
+    pub fn validate(&self) -> Result<(), SimError> {
+        check_range(
+            "slowdown_interval_ns",
+            self.interval_ns as f64,
+            1.0,
+            1e15,
+            "1..=1e15 ns",
+        )?;
+        check_range("slowdown_fraction", self.fraction, 0.0, 1.0, "[0, 1]")?;
+        check_range(
+            "slowdown_factor",
+            self.factor,
+            1.0,
+            1e6,
+            "[1, 1e6] (service-time multiplier)",
+        )?;
+        if self.duration_ns == 0 || self.duration_ns > self.interval_ns {
+            return Err(SimError::param(
+                "slowdown_duration_ns",
+                self.duration_ns,
+                &format!("1..=slowdown_interval_ns ({})", self.interval_ns),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Servers slowed per window.
+    pub fn count(&self, servers: usize) -> usize {
+        ((self.fraction * servers as f64).round() as usize).min(servers)
+    }
+}
+
+/// Speeds and slowdowns of the servers. The default (no speeds, no slowdown) is the core model.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ServerModelConfig {
+    /// Speed factor per server (service time = demand / speed); empty = all 1.
+    pub speeds: Vec<f64>,
+    pub slowdown: Option<Slowdown>,
+}
+
+impl ServerModelConfig {
+    /// `n` of `servers` servers run `factor` times slower (speed 1/factor), spread evenly over the ring:
+    /// servers ⌊i · servers / n⌋ for i in 0..n (so no two are adjacent while n ≤ servers / 2).
+    pub fn slow_servers(servers: usize, n: usize, factor: f64) -> Result<Vec<f64>, SimError> {
+        if n > servers {
+            return Err(SimError::param(
+                "slow_servers",
+                n,
+                &format!("0..=servers ({servers})"),
+            ));
+        }
+        check_range(
+            "slow_factor",
+            factor,
+            1.0,
+            1e6,
+            "[1, 1e6] (service-time multiplier)",
+        )?;
+        let mut v = vec![1.0; servers];
+        for i in 0..n {
+            v[i * servers / n] = 1.0 / factor;
+        }
+        Ok(v)
+    }
+
+    /// True when every server always runs at speed 1 (the engine's plain path applies).
+    pub fn is_uniform(&self) -> bool {
+        self.speeds.iter().all(|&s| s == 1.0)
+            && self.slowdown.as_ref().is_none_or(|s| s.count_is_zero())
+    }
+
+    pub fn validate(&self, servers: usize) -> Result<(), SimError> {
+        if !self.speeds.is_empty() && self.speeds.len() != servers {
+            return Err(SimError::param(
+                "server_speeds",
+                format!("{} values", self.speeds.len()),
+                &format!("one speed factor per server ({servers})"),
+            ));
+        }
+        if let Some(i) = self
+            .speeds
+            .iter()
+            .position(|v| !(v.is_finite() && *v > 0.0 && *v <= 1e6))
+        {
+            return Err(SimError::param(
+                &format!("server_speeds[{i}]"),
+                self.speeds[i],
+                "(0, 1e6]",
+            ));
+        }
+        if let Some(s) = &self.slowdown {
+            s.validate()?;
+        }
+        Ok(())
+    }
+
+    /// Time-averaged capacity relative to `servers` servers at speed 1: mean over servers of
+    /// speed × (1 − p · (1 − 1/factor)), p = (slowed count / servers) · (duration / interval) the expected
+    /// fraction of time a server is slowed. Offered load (`--load`) is relative to this capacity.
+    pub fn capacity_factor(&self, servers: usize) -> f64 {
+        let mean_speed = if self.speeds.is_empty() {
+            1.0
+        } else {
+            self.speeds.iter().sum::<f64>() / self.speeds.len() as f64
+        };
+        let slow = self.slowdown.as_ref().map_or(0.0, |s| {
+            let p = s.count(servers) as f64 / servers.max(1) as f64
+                * (s.duration_ns as f64 / s.interval_ns as f64);
+            p * (1.0 - 1.0 / s.factor)
+        });
+        mean_speed * (1.0 - slow)
+    }
+}
+
+impl Slowdown {
+    fn count_is_zero(&self) -> bool {
+        self.fraction == 0.0 || self.factor == 1.0
+    }
+}
+
+/// The materialized server model of one replay.
+#[derive(Debug, Clone)]
+pub struct ServerModel {
+    speed: Vec<f64>,
+    slow: Option<Slowdown>,
+    count: usize,
+    servers: usize,
+    words: usize,
+    /// Bitset of slowed servers per window, windows 0..len.
+    windows: Vec<u64>,
+    rng: Rng,
+}
+
+impl ServerModel {
+    pub fn new(
+        cfg: &ServerModelConfig,
+        servers: usize,
+        seed: u64,
+    ) -> Result<ServerModel, SimError> {
+        cfg.validate(servers)?;
+        let slow = cfg.slowdown.clone().filter(|s| !s.count_is_zero());
+        Ok(ServerModel {
+            speed: if cfg.speeds.is_empty() {
+                vec![1.0; servers]
+            } else {
+                cfg.speeds.clone()
+            },
+            count: slow.as_ref().map_or(0, |s| s.count(servers)),
+            slow,
+            servers,
+            words: servers.div_ceil(64),
+            windows: Vec::new(),
+            rng: Rng::new(seed, STREAM_SLOWDOWN),
+        })
+    }
+
+    /// Whether server `s` is slowed in window `k` (materializes windows up to k).
+    pub fn slowed_in(&mut self, s: usize, k: u64) -> bool {
+        let k = k as usize;
+        while self.windows.len() < (k + 1) * self.words {
+            // Floyd's sampling of `count` distinct servers out of `servers`.
+            let base = self.windows.len();
+            self.windows.resize(base + self.words, 0);
+            let n = self.servers as u64;
+            for j in n - self.count as u64..n {
+                let t = self.rng.below(j + 1) as usize;
+                let pick = if self.windows[base + t / 64] & (1 << (t % 64)) != 0 {
+                    j as usize
+                } else {
+                    t
+                };
+                self.windows[base + pick / 64] |= 1 << (pick % 64);
+            }
+        }
+        self.windows[k * self.words + s / 64] & (1 << (s % 64)) != 0
+    }
+
+    /// Speed of server `s` at time `t` and the time at which it next changes (u64::MAX = never).
+    pub fn speed_at(&mut self, s: usize, t: u64) -> (f64, u64) {
+        let base = self.speed[s];
+        let Some(sl) = self.slow.clone() else {
+            return (base, u64::MAX);
+        };
+        let k = t / sl.interval_ns;
+        let w0 = k * sl.interval_ns;
+        if t < w0 + sl.duration_ns && self.slowed_in(s, k) {
+            (base / sl.factor, w0 + sl.duration_ns)
+        } else {
+            (base, w0 + sl.interval_ns)
+        }
+    }
+
+    /// When an op of `demand` ns (at speed 1) started at `start` on server `s` finishes.
+    pub fn end(&mut self, s: usize, start: u64, demand: u64) -> u64 {
+        if self.slow.is_none() {
+            let v = self.speed[s];
+            return if v == 1.0 {
+                start + demand
+            } else {
+                start + (demand as f64 / v).round() as u64
+            };
+        }
+        let mut t = start;
+        let mut left = demand as f64;
+        loop {
+            let (v, until) = self.speed_at(s, t);
+            let room = (until - t) as f64 * v;
+            if left <= room || until == u64::MAX {
+                return t + (left / v).round() as u64;
+            }
+            left -= room;
+            t = until;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn constant_speed_scales_service_time() {
+        let cfg = ServerModelConfig {
+            speeds: vec![1.0, 0.5, 2.0],
+            slowdown: None,
+        };
+        let mut m = ServerModel::new(&cfg, 3, 1).unwrap();
+        assert_eq!(m.end(0, 100, 1000), 1100);
+        assert_eq!(m.end(1, 100, 1000), 2100);
+        assert_eq!(m.end(2, 100, 1000), 600);
+        assert!((cfg.capacity_factor(3) - 3.5 / 3.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn an_op_straddling_a_slowdown_is_served_partly_at_each_speed() {
+        // Every server slowed 2× for the first 5 ms of every 10 ms window.
+        let cfg = ServerModelConfig {
+            speeds: vec![],
+            slowdown: Some(Slowdown {
+                interval_ns: 10_000_000,
+                fraction: 1.0,
+                factor: 2.0,
+                duration_ns: 5_000_000,
+            }),
+        };
+        let mut m = ServerModel::new(&cfg, 2, 1).unwrap();
+        // 4 ms of work from t = 0: 5 ms at half speed = 2.5 ms of work, then 1.5 ms at full speed → 6.5 ms.
+        assert_eq!(m.end(0, 0, 4_000_000), 6_500_000);
+        // 1 ms of work from t = 7 ms (not slowed until 10 ms): 8 ms.
+        assert_eq!(m.end(1, 7_000_000, 1_000_000), 8_000_000);
+        // 6 ms of work from 8 ms: 2 ms full (2 ms work), 5 ms slowed (2.5 ms), 1.5 ms full → 16.5 ms.
+        assert_eq!(m.end(1, 8_000_000, 6_000_000), 16_500_000);
+        // Capacity: half the time at half speed → 0.75.
+        assert!((cfg.capacity_factor(2) - 0.75).abs() < 1e-12);
+    }
+
+    #[test]
+    fn slowed_subsets_have_the_right_size_and_do_not_depend_on_query_order() {
+        let cfg = ServerModelConfig {
+            speeds: vec![],
+            slowdown: Some(Slowdown {
+                interval_ns: 1000,
+                fraction: 0.25,
+                factor: 4.0,
+                duration_ns: 1000,
+            }),
+        };
+        let mut a = ServerModel::new(&cfg, 130, 7).unwrap();
+        let mut b = ServerModel::new(&cfg, 130, 7).unwrap();
+        let late = b.slowed_in(5, 40);
+        let mut seen = vec![0u32; 130];
+        for k in 0..50 {
+            let n = (0..130)
+                .filter(|&s| a.slowed_in(s, k))
+                .inspect(|&s| seen[s] += 1)
+                .count();
+            assert_eq!(n, 33); // round(0.25 × 130) = 32.5 → 33
+        }
+        assert_eq!(a.slowed_in(5, 40), late);
+        // Subsets vary across windows: over 50 windows more than half of the servers were slowed at least once.
+        assert!(seen.iter().filter(|&&c| c > 0).count() > 65);
+    }
+
+    #[test]
+    fn slow_servers_shorthand_and_bad_input() {
+        let v = ServerModelConfig::slow_servers(8, 2, 4.0).unwrap();
+        assert_eq!(v, vec![0.25, 1.0, 1.0, 1.0, 0.25, 1.0, 1.0, 1.0]);
+        let e = ServerModelConfig::slow_servers(8, 9, 4.0).unwrap_err();
+        assert!(e.to_string().contains("'slow_servers'"), "{e}");
+        let e = ServerModelConfig {
+            speeds: vec![1.0, 0.0],
+            slowdown: None,
+        }
+        .validate(2)
+        .unwrap_err();
+        assert!(e.to_string().contains("'server_speeds[1]'"), "{e}");
+        let e = ServerModelConfig {
+            speeds: vec![1.0],
+            slowdown: None,
+        }
+        .validate(2)
+        .unwrap_err();
+        assert!(e.to_string().contains("'server_speeds'"), "{e}");
+        let e = Slowdown {
+            interval_ns: 10,
+            fraction: 0.5,
+            factor: 2.0,
+            duration_ns: 11,
+        }
+        .validate()
+        .unwrap_err();
+        assert!(e.to_string().contains("'slowdown_duration_ns'"), "{e}");
+    }
+}

@@ -1,0 +1,164 @@
+"""Server heterogeneity and variability, read/write mix and closed-loop clients (issue 4).
+
+- `ServerModel`: per-server speed factors (service time = demand / speed) and C3-style time-varying slowdowns
+  (`Slowdown`: every interval, a random subset of the servers is slowed by a factor for a duration).
+- `ClosedLoop`: N client threads, each issuing the next request (in workload order) when its previous one
+  completed plus a think time.
+- `write_flags`: which ops are writes (a write is served at every replica, answered by the first: ONE).
+
+Model choices: docs/simulator-replicas.md § "Server speeds, writes, closed-loop clients".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from kvsim import _kvsim
+from kvsim._kvsim import ParameterError
+
+__all__ = ["THINK_DISTS", "WRITE_OPS", "ClosedLoop", "ServerModel", "Slowdown", "write_flags"]
+
+THINK_DISTS = ("exponential", "fixed")
+# Values of a dataset's `op` column that are writes (lower-cased); every other value is a read.
+WRITE_OPS = frozenset(
+    {
+        "set",
+        "add",
+        "replace",
+        "cas",
+        "append",
+        "prepend",
+        "delete",
+        "incr",
+        "decr",
+        "update",
+        "insert",
+        "write",
+        "put",
+        "upsert",
+        "mutate",
+    }
+)
+
+
+@dataclass(frozen=True)
+class Slowdown:
+    """Every `interval_ms`, a fraction of the servers (drawn from the seed) is `factor`× slower for `duration_ms`
+    (default: the whole interval)."""
+
+    interval_ms: float
+    fraction: float
+    factor: float
+    duration_ms: float | None = None
+
+    def kwargs(self) -> dict[str, Any]:
+        dur = self.interval_ms if self.duration_ms is None else self.duration_ms
+        return {
+            "slowdown_interval_ns": _ns("slowdown_interval_ms", self.interval_ms, minimum=1e-6),
+            "slowdown_fraction": float(self.fraction),
+            "slowdown_factor": float(self.factor),
+            "slowdown_duration_ns": _ns("slowdown_duration_ms", dur, minimum=1e-6),
+        }
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "interval_ms": self.interval_ms,
+            "fraction": self.fraction,
+            "factor": self.factor,
+            "duration_ms": self.interval_ms if self.duration_ms is None else self.duration_ms,
+        }
+
+
+def _ns(name: str, ms: float, *, minimum: float = 0.0) -> int:
+    if not (np.isfinite(ms) and ms >= minimum):
+        raise ParameterError(f"parameter '{name}' = {ms} is out of range: valid ≥ {minimum} ms")
+    return round(ms * 1e6)
+
+
+@dataclass(frozen=True)
+class ServerModel:
+    """Per-server speed factors (None = all 1) and optional slowdowns."""
+
+    speeds: tuple[float, ...] | None = None
+    slowdown: Slowdown | None = None
+
+    @classmethod
+    def slow_servers(cls, servers: int, n: int, factor: float, slowdown: Slowdown | None = None) -> ServerModel:
+        """`n` servers `factor`× slower (speed 1/factor), spread evenly over the ring."""
+        return cls(speeds=tuple(_kvsim.slow_server_speeds(servers, n, float(factor))), slowdown=slowdown)
+
+    def is_default(self) -> bool:
+        return (self.speeds is None or all(s == 1.0 for s in self.speeds)) and self.slowdown is None
+
+    def kwargs(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.speeds is not None:
+            out["server_speeds"] = np.ascontiguousarray(self.speeds, dtype=np.float64)
+        if self.slowdown is not None:
+            out.update(self.slowdown.kwargs())
+        return out
+
+    def capacity_factor(self, servers: int) -> float:
+        """Time-averaged capacity relative to `servers` servers at speed 1 (validates the model)."""
+        return float(_kvsim.capacity_factor(servers, **self.kwargs()))
+
+    def to_json(self, servers: int) -> dict[str, Any]:
+        out: dict[str, Any] = {"capacity_factor": self.capacity_factor(servers)}
+        if self.speeds is not None:
+            out["speeds"] = list(self.speeds)
+            out["slow_servers"] = sum(1 for s in self.speeds if s < 1.0)
+        if self.slowdown is not None:
+            out["slowdown"] = self.slowdown.to_json()
+        return out
+
+
+@dataclass(frozen=True)
+class ClosedLoop:
+    """`threads` client threads with a think time of mean `think_ms` (exponential or fixed) between a response
+    and the thread's next request."""
+
+    threads: int
+    think_ms: float = 0.0
+    think_dist: str = "exponential"
+
+    def kwargs(self) -> dict[str, Any]:
+        if self.threads < 1:
+            raise ParameterError(f"parameter 'threads' = {self.threads} is out of range: valid ≥ 1")
+        if self.think_dist not in THINK_DISTS:
+            raise ParameterError(f"parameter 'think_dist' = {self.think_dist!r} is out of range: valid {THINK_DISTS}")
+        return {
+            "closed_threads": int(self.threads),
+            "think_ns": _ns("think_ms", self.think_ms),
+            "think_dist": self.think_dist,
+        }
+
+    def to_json(self) -> dict[str, Any]:
+        return {"threads": self.threads, "think_ms": self.think_ms, "think_dist": self.think_dist}
+
+
+def write_flags(
+    n_ops: int,
+    *,
+    write_fraction: float | None = None,
+    ops: Sequence[str] | npt.NDArray[Any] | None = None,
+    seed: int = 0,
+) -> npt.NDArray[np.bool_]:
+    """Per-op write flags: from an `op` column (values in WRITE_OPS, case-insensitive, are writes) or, with
+    `write_fraction`, each op independently with that probability (numpy PCG64 seeded by (seed, 0x57)).
+    With both, the `op` column wins."""
+    if ops is not None:
+        arr = np.char.lower(np.asarray(ops, dtype=str))
+        if arr.shape != (n_ops,):
+            raise ParameterError(f"parameter 'ops' has {arr.size} values for {n_ops} ops")
+        return np.isin(arr, sorted(WRITE_OPS))
+    if write_fraction is None:
+        return np.zeros(n_ops, dtype=np.bool_)
+    if not (0.0 <= write_fraction <= 1.0):
+        raise ParameterError(f"parameter 'write_fraction' = {write_fraction} is out of range: valid [0, 1]")
+    rng = np.random.default_rng([seed, 0x57])
+    return rng.random(n_ops) < write_fraction
