@@ -64,6 +64,8 @@ class ReplicaSpec:
     threads: int = 64
     think_ms: float = 0.0
     think_dist: str = "exponential"
+    # Rein / SBF / SDS / BRB / oracle: opset cost = Σ estimated op demand (sizes) instead of the op count.
+    size_aware_cost: bool = False
 
     def extensions_on(self) -> bool:
         """Any of the server / write / client-model extensions is asked for."""
@@ -188,7 +190,7 @@ def needs_sized_replay(table: pa.Table, policy: str, rspec: ReplicaSpec) -> bool
     """The core replay suffices unless a selector is asked for or the sizes are used and differ."""
     if policy in REPLICA_SHORTHANDS or policy in SIZED_POLICIES or rspec.replica is not None:
         return True
-    if rspec.extensions_on():
+    if rspec.extensions_on() or rspec.size_aware_cost:
         return True
     if not rspec.use_sizes or "value_size" not in table.column_names:
         return False
@@ -238,6 +240,12 @@ def run_sized_simulation(
             )
         else:
             demand.update(model="uniform", mean_us=1e6 / cluster.service_rate)
+        if rspec.size_aware_cost and mean_demand is None:
+            raise BadInputError.single(
+                "--size-aware-cost",
+                "needs value sizes: the trace has no known value_size (or --no-sizes was given); drop the flag",
+                field="size_aware_cost",
+            )
         thr = rspec.thr_l_bytes
         if thr is None and replica == "heron" and rparams.get("thr_l_bytes", 0.0) > 0.0:
             thr = rparams["thr_l_bytes"]
@@ -274,6 +282,7 @@ def run_sized_simulation(
             servers=smodel,
             writes=writes,
             closed=closed,
+            size_aware_cost=rspec.size_aware_cost,
         )
         if res.writes is not None:
             res = dataclasses.replace(res, writes={**writes_info, **res.writes})

@@ -197,7 +197,10 @@ class KvsimCassandraEvaluator(Evaluator):
         try:
             if candidate.policy in SIZED:
                 return self._replay_sized(candidate.policy, params, names, wl, seed).result
-            return wl.replay(candidate.policy, params, warmup=float(self.options["warmup"]))
+            size_aware = bool(params.pop("size_aware_cost", 0.0))
+            return wl.replay(
+                candidate.policy, params, warmup=float(self.options["warmup"]), size_aware_cost=size_aware
+            )
         except kvsim.KvsimError as exc:
             named = re.search(r"parameter '([^']+)'", str(exc))
             raise BadInputError.single(f"candidate {candidate.label()}", str(exc),

@@ -296,6 +296,15 @@ QUEUE_DISCIPLINES: tuple[str, ...] = ("fifo", "rein", "brb-equalmax", "brb-unifi
 REPLICA_SELECTORS: tuple[str, ...] = ("ds", "round-robin", "least-outstanding", "c3", "heron")
 
 
+def _sizes_vary(vs: Any) -> bool:
+    """summary.value_size says the values differ in size (p99 or max above the median)."""
+    if not isinstance(vs, Mapping):
+        return False
+    p50 = vs.get("p50")
+    top = [vs.get(k) for k in ("p99", "max")]
+    return isinstance(p50, int | float) and any(isinstance(t, int | float) and t > p50 for t in top)
+
+
 def cassandra_space(summary: Mapping[str, Any] | None = None) -> SearchSpace:
     """Cassandra: policy ∈ {fifo, rein, rein-sbf, rein-sds, brb-*, tailx, heron} and their knobs.
 
@@ -307,6 +316,8 @@ def cassandra_space(summary: Mapping[str, Any] | None = None) -> SearchSpace:
     - `boost_after_ms` (rein-sbf, rein-sds) ∈ {0 (off), ...} up to the largest slack upper bound (default 20 ms).
     - tailx `thr_l_bytes` from value_size.thr_l_candidates (default 4 KiB, 16 KiB, 64 KiB), TL/TS scales and
       `allowance_scale` 0.5..2, `replica` ∈ REPLICA_SELECTORS.
+    - `size_aware_cost` ∈ {0, 1} for rein, rein-sbf, rein-sds when value_size says sizes vary (p99 or max above
+      p50): opset cost = Σ estimated op demand instead of the op count (Rein as published = 0).
     - heron (the Héron replica selector): `thr_l_bytes` as tailx, `queue` ∈ QUEUE_DISCIPLINES.
     - replica (another selector with a queue discipline): `replica` ∈ {least-outstanding, c3, ds} (round-robin is
       the plain policies, heron its own entry), `queue` ∈ QUEUE_DISCIPLINES.
@@ -337,6 +348,10 @@ def cassandra_space(summary: Mapping[str, Any] | None = None) -> SearchSpace:
     if not thr:
         thr = [4096, 16384, 65536]
     boost = Param("boost_after_ms", "cat", choices=boosts)
+    # Heterogeneous value sizes: Rein / SBF / SDS may cost opsets by estimated demand instead of op count.
+    cost: tuple[Param, ...] = ()
+    if _sizes_vary(vs):
+        cost = (Param("size_aware_cost", "cat", choices=(0.0, 1.0)),)
     return SearchSpace(
         "cassandra",
         (
@@ -348,11 +363,12 @@ def cassandra_space(summary: Mapping[str, Any] | None = None) -> SearchSpace:
                     Param("range_factor", "float", 1.5, r_max, step=0.5),
                     Param("rate_step", "float", 0.0, 2.0, step=0.5),
                     Param("tau_1", "cat", choices=(1.0, 2.0)),
+                    *cost,
                 ),
                 {"r_q1": 5.0},
             ),
-            PolicySpace("rein-sbf", (boost,)),
-            PolicySpace("rein-sds", (boost,)),
+            PolicySpace("rein-sbf", (boost, *cost)),
+            PolicySpace("rein-sds", (boost, *cost)),
             PolicySpace("brb-equalmax"),
             PolicySpace("brb-unifincr"),
             PolicySpace(

@@ -123,6 +123,13 @@ def register(app: typer.Typer) -> None:
         think_dist: Annotated[
             str, typer.Option("--think-dist", help="Closed loop: exponential (default) or fixed think time.")
         ] = "exponential",
+        size_aware_cost: Annotated[
+            bool,
+            typer.Option(
+                "--size-aware-cost",
+                help="Opset cost = Σ op demand estimated from value sizes, not the op count (Rein as published).",
+            ),
+        ] = False,
         as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
     ) -> None:
         """Replay a workload on the simulated cluster and report latency percentiles."""
@@ -231,6 +238,7 @@ def register(app: typer.Typer) -> None:
             threads=threads,
             think_ms=think_ms,
             think_dist=think_dist,
+            size_aware_cost=size_aware_cost,
         )
         sized = None
         if needs_sized_replay(table, policy, rspec) or demand_dist != "exponential":
@@ -254,7 +262,9 @@ def register(app: typer.Typer) -> None:
                 soft_wrap=True,
             )
         if as_json:
-            print_json(sized.to_json() if sized is not None else result.to_json())
+            out = sized.to_json() if sized is not None else result.to_json()
+            out["size_aware_cost"] = size_aware_cost
+            print_json(out)
             return
         from rich.table import Table
 

@@ -182,3 +182,23 @@ def test_cli_replica_flag_combines_with_queue_policies(cli: Any, tmp_path: Path)
     assert bad.exit_code == 2 and "'replica'" in bad.stderr
     neg = cli("simulate", "--trace", str(_sized_trace(tmp_path, negative=True)), "--policy", "ds")
     assert neg.exit_code == 2 and ":7: field 'value_size'" in neg.stderr
+
+
+def test_cli_size_aware_cost_changes_rein_and_is_reported(cli: Any, tmp_path: Path) -> None:
+    path = _sized_trace(tmp_path)
+    args = ("simulate", "--trace", str(path), "--policy", "rein", "--servers", "12", "--load", "0.6", "--json")
+    plain = cli(*args)
+    aware = cli(*args, "--size-aware-cost")
+    assert plain.exit_code == 0 and aware.exit_code == 0, aware.stderr
+    p, a = json.loads(plain.stdout), json.loads(aware.stdout)
+    assert p["size_aware_cost"] is False and a["size_aware_cost"] is True
+    # Same requests and demands (common random numbers); only the queue assignment differs.
+    assert p["requests"] == a["requests"] and p["ops"] == a["ops"]
+    assert (p["mean_ms"], p["p99_ms"]) != (a["mean_ms"], a["p99_ms"])
+    # With a single queue the cost cannot matter: k=1 gives identical results with and without the flag.
+    one = ("--param", "k=1")
+    assert json.loads(cli(*args, *one).stdout)["p99_ms"] == json.loads(cli(*args, *one, "--size-aware-cost").stdout)[
+        "p99_ms"
+    ]
+    nosize = cli("simulate", "--trace", str(path), "--policy", "rein", "--no-sizes", "--size-aware-cost")
+    assert nosize.exit_code == 2 and "size_aware_cost" in nosize.stderr and "value sizes" in nosize.stderr

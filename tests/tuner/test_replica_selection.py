@@ -175,3 +175,31 @@ def test_tune_uses_fanout_of_the_simulated_topology(tailtune_home: Any) -> None:
     assert (f128["bottleneck_p99"], f128["opsets_p99"]) == (1.0, 1.0)
     assert cassandra_space({"fanout": f128}).policy_space("rein").params[0].high == 3
     assert cassandra_space(stale).policy_space("rein").params[0].high == 8
+
+
+def test_size_aware_cost_is_searched_only_when_sizes_vary_and_replays_as_kvsim() -> None:
+    varied = cassandra_space({"value_size": {"p50": 1024, "p99": 524288, "max": 524288}})
+    same = cassandra_space({"value_size": {"p50": 1024, "p99": 1024, "max": 1024}})
+    for pol in ("rein", "rein-sbf", "rein-sds"):
+        assert "size_aware_cost" in [p.name for p in varied.policy_space(pol).params]
+        assert "size_aware_cost" not in [p.name for p in same.policy_space(pol).params]
+    assert "size_aware_cost" not in [p.name for p in cassandra_space(None).policy_space("rein").params]
+
+
+def test_evaluator_size_aware_cost_equals_direct_kvsim_and_changes_rein(ev: KvsimCassandraEvaluator) -> None:
+    rein = {"k": 4.0, "range_factor": 3.0, "r_q1": 5.0, "rate_step": 1.0, "tau_1": 1.0}
+    table = WorkloadSource.from_dict(SRC).load()
+    offsets, order, keys, _ = request_layout(table, SimulationSpec("fifo", {}), source="t")
+    cluster = kvsim.Cluster(servers=SERVERS, slots=8, replication=3, vnodes=1, service_rate=3750.0,
+                            net_latency_us=50.0, clients=128)
+    rows = np.asarray(table.column("value_size").to_numpy(zero_copy_only=False), dtype=np.float64)
+    info = kvsim.fill_unknown_sizes(rows[order], keys)
+    mean = kvsim.DemandModel.default(3750.0).mean_s(info.sizes)
+    wl = kvsim.Workload(cluster, offsets, keys=keys, mean_demand_s=mean, load=0.75, seed=1)
+    by_flag = {}
+    for flag in (0.0, 1.0):
+        ref = wl.replay("rein", rein, warmup=0.1, size_aware_cost=bool(flag))
+        got = ev.latencies_ms(Candidate("rein", {**rein, "size_aware_cost": flag}), 1)
+        assert np.array_equal(got, np.asarray(ref.latency_ms))
+        by_flag[flag] = got
+    assert not np.array_equal(by_flag[0.0], by_flag[1.0])
