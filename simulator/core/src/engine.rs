@@ -835,8 +835,10 @@ fn replay<const EXT: bool, S: Scheduler>(a: Args<'_>, mut sched: S) -> Result<Ru
             "internal: request {r} never completed"
         )));
     }
+    // A closed loop offers no external rate: its offered load is measured over the makespan (first issue → last
+    // response), so a saturated bottleneck server reads just under 1 and steady state rests on the half ratio.
     let span = if closed_on {
-        arrival_rt[n_req - 1] - arrival_rt[0]
+        last_done.saturating_sub(arrival_rt[0])
     } else {
         wl.arrival[n_req - 1] - wl.arrival[0]
     };

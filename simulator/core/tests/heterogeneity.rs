@@ -185,6 +185,9 @@ fn one_closed_loop_thread_with_fixed_think_time() {
         vec![50 * US, 1_450 * US, 3_850 * US]
     );
     assert_eq!(r.ext.makespan_ns, 6_900 * US);
+    // A closed loop's load is busy time over the makespan (6 ms of 6.9 ms), never the span of the issue times
+    // (3.8 ms, which would read 1.58 — "overloaded" — for a server that idles 13% of the run).
+    assert_eq!(r.summary.server_load, vec![(6 * MS) as f64 / (6_900 * US) as f64]);
     // Two threads: requests 0 and 1 both at 0; request 1 waits for the slot (0.05 + 1 → 1.05, ends 3.05 ms);
     // request 2 goes to thread 0 at 1.1 + 0.3 = 1.4 ms, queues behind request 1 → starts 3.05, ends 6.05 ms.
     let two = ClosedLoop {
@@ -202,6 +205,9 @@ fn one_closed_loop_thread_with_fixed_think_time() {
     );
     assert_eq!(r.ext.arrival_ns, vec![0, 0, 1_400 * US]);
     assert_eq!(r.latency_ns, vec![1_100 * US, 3_100 * US, 4_700 * US]);
+    // Saturated from 50 µs to the end: busy 6 ms over the makespan 6.1 ms — under 1, as a closed loop must be.
+    assert_eq!(r.summary.server_load, vec![(6 * MS) as f64 / (6_100 * US) as f64]);
+    assert!(r.summary.server_load_max < 1.0);
 }
 
 fn random_case(seed: u64) -> (Cluster, Workload) {
