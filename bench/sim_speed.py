@@ -3,6 +3,17 @@
 Model: 128 servers × 8 slots, RF 3, 3750 ops/s per slot, 50 µs, lognormal(2.5, 1.25) multiget sizes
 (rounded up, ≥ 1), uniform keys over 1 M ids, Poisson arrivals at 75% load.
 Run: PYTHONPATH=. .venv/bin/python bench/sim_speed.py
+
+`--replica c3,ds,heron` (issue 4's goal: size-aware policies and replica selection ≥ 6 M events/s) also replays
+each selector under `--replica-policies` on the same model twice: with one value size (`uniform`, what issue 4's
+speed table measured) and with a size mix (`mix`: keys with id mod round(1/`--large-share`) = 0 hold 512 KiB
+values, the rest 1 KiB; default demand model, Bloom-filter size estimates, Rein's size-aware opset cost). A
+selector may carry parameters: `heron:busy_capacity=8` (`name[:param=value[/param=value]]`). `round-robin` in
+the list measures the size-aware demand path alone (`replay_sized` with sizes, no selector feedback). Events
+include held opsets' retries. Héron's literal busy rule (capacity 1) is unstable with the 10% mix and takes minutes
+at 100k requests (the held backlog is rescanned whenever a server turns available): use `heron:busy_capacity=8`.
+Run: PYTHONPATH=. .venv/bin/python bench/sim_speed.py --core-policies none --replica round-robin,c3,ds,heron
+  --values uniform   (and: --replica round-robin,c3,ds,heron:busy_capacity=8 --values mix)
 """
 
 from __future__ import annotations
@@ -12,6 +23,7 @@ import time
 
 import kvsim
 import numpy as np
+import numpy.typing as npt
 
 from tests.simulator.reference import reference_latencies
 
@@ -24,13 +36,106 @@ def make(cluster: kvsim.Cluster, n: int, seed: int) -> kvsim.Workload:
     return kvsim.Workload(cluster, offsets, keys=keys, load=0.75, seed=seed)
 
 
+RATE = 3750.0
+
+
+def make_mix(
+    cluster: kvsim.Cluster, n: int, seed: int, large_share: float
+) -> tuple[kvsim.Workload, npt.NDArray[np.float64]]:
+    """The `make` model with 512 KiB values on the keys with id mod round(1 / large_share) == 0 (1 KiB else)."""
+    rng = np.random.default_rng(seed)
+    sizes = np.maximum(1, np.ceil(rng.lognormal(2.5, 1.25, n))).astype(np.int64)
+    offsets = np.concatenate([[0], np.cumsum(sizes)])
+    keys = rng.integers(0, 1_000_000, int(offsets[-1])).astype(np.uint64)
+    every = max(1, round(1.0 / large_share))
+    values = np.where(keys % every == 0, 524288.0, 1024.0)
+    model = kvsim.DemandModel.default(RATE)
+    wl = kvsim.Workload(cluster, offsets, keys=keys, mean_demand_s=model.mean_s(values), load=0.75, seed=seed)
+    return wl, values
+
+
+def parse_selector(spec: str) -> tuple[str, dict[str, float]]:
+    """`name[:param=value[/param=value]]` → (name, params)."""
+    name, _, rest = spec.partition(":")
+    params: dict[str, float] = {}
+    for item in filter(None, rest.split("/")):
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise SystemExit(f"--replica: parameter '{item}' of '{spec}' must be name=value")
+        params[key] = float(value)
+    return name, params
+
+
+def replica_speed(args: argparse.Namespace, cluster: kvsim.Cluster) -> None:
+    n = args.requests
+    uniform = make(cluster, n, 1)
+    mix, values = make_mix(cluster, n, 1, args.large_share)
+    thr = kvsim.default_thr_l(kvsim.DemandModel.default(RATE), 1024.0)
+    print(
+        f"\nreplica selection: uniform = one value size; mix = {args.large_share:.0%} of keys 512 KiB "
+        f"(THR_L {thr:.0f} B), size-aware cost; best of {args.repeat}"
+    )
+    print("selector                  policy   values   wall_s   events   M ev/s  p99_ms  steady  held  unstable")
+    for spec in args.replica.split(","):
+        name, params = parse_selector(spec)
+        for policy in args.replica_policies.split(","):
+            for label in args.values.split(","):
+                best: kvsim.SizedResult | None = None
+                for _ in range(args.repeat):
+                    if label == "uniform":
+                        r = kvsim.replay_sized(uniform, policy, replica=name, replica_params=params)
+                    else:
+                        r = kvsim.replay_sized(
+                            mix,
+                            policy,
+                            replica=name,
+                            replica_params=params,
+                            sizes=values,
+                            thr_l_bytes=thr,
+                            size_aware_cost=True,
+                        )
+                    if best is None or r.result.sim_wall_s < best.result.sim_wall_s:
+                        best = r
+                assert best is not None
+                res = best.result
+                print(
+                    f"{spec:25s} {policy:8s} {label:7s} {res.sim_wall_s:7.3f} {res.events:9d} "
+                    f"{res.events_per_s / 1e6:7.2f} {res.p99_ms:8.2f}  {res.steady_state!s:6s} "
+                    f"{best.held['opsets']:5d}  {best.held['unstable']}"
+                )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--requests", type=int, default=100_000)
     ap.add_argument("--python-requests", type=int, default=5_000)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument(
+        "--core-policies",
+        default="all",
+        help="'all' (default): every policy on the core replay and the Python reference; 'none': skip",
+    )
+    ap.add_argument(
+        "--replica", default="", help="comma list of replica selectors (name[:param=value[/param=value]]) to measure"
+    )
+    ap.add_argument("--replica-policies", default="fifo,rein", help="policies for --replica (comma list)")
+    ap.add_argument("--large-share", type=float, default=0.1, help="share of 512 KiB keys of the 'mix' runs")
+    ap.add_argument("--values", default="uniform,mix", help="value-size setups for --replica: uniform, mix or both")
     args = ap.parse_args()
+    if args.core_policies not in ("all", "none"):
+        raise SystemExit("--core-policies must be 'all' or 'none'")
+    if not set(args.values.split(",")) <= {"uniform", "mix"}:
+        raise SystemExit("--values must be a comma list of 'uniform' and 'mix'")
+    if not 0.0 < args.large_share <= 1.0:
+        raise SystemExit("--large-share must be in (0, 1]")
     cluster = kvsim.Cluster()
+    if args.core_policies == "all":
+        core_speed(args, cluster)
+    if args.replica:
+        replica_speed(args, cluster)
+
+
+def core_speed(args: argparse.Namespace, cluster: kvsim.Cluster) -> None:
     t = time.perf_counter()
     wl = make(cluster, args.requests, 1)
     mat = time.perf_counter() - t

@@ -166,7 +166,17 @@ pub fn run_with(
         started,
     };
     if !plain {
-        return replay::<true, _>(a, sched);
+        // Replica selectors / size classes with an issue-3 policy: the general loop, monomorphized per policy too.
+        return match sched {
+            Policy::Fifo(p) => replay::<true, _>(a, p),
+            Policy::ReinSbf(p) => replay::<true, _>(a, p),
+            Policy::ReinSds(p) => replay::<true, _>(a, p),
+            Policy::Rein(p) => replay::<true, _>(a, p),
+            Policy::BrbEqualMax(p) => replay::<true, _>(a, p),
+            Policy::BrbUnifIncr(p) => replay::<true, _>(a, p),
+            Policy::Oracle(p) => replay::<true, _>(a, p),
+            other => replay::<true, _>(a, other),
+        };
     }
     match sched {
         Policy::Fifo(p) => replay::<false, _>(a, p),
@@ -273,16 +283,19 @@ fn replay<const EXT: bool, S: Scheduler>(a: Args<'_>, mut sched: S) -> Result<Ru
     let mut xs = ExtStats::default();
     let mut held_wait_ns = 0u128;
     let (mut last_wakeup, mut last_feedback_retry) = (u64::MAX, u64::MAX);
-    let large_ops_of = |o: usize| -> u32 {
-        if ext.large_est.is_empty() {
-            0
-        } else {
-            ext.large_est[wl.opset_ops[o] as usize..wl.opset_ops[o + 1] as usize]
-                .iter()
-                .filter(|&&b| b)
-                .count() as u32
+    // Large ops per opset (client estimate / truth), counted once: held opsets ask again at every retry.
+    let count_large = |flags: &[bool]| -> Vec<u32> {
+        if flags.is_empty() {
+            return Vec::new();
         }
+        wl.opset_ops
+            .windows(2)
+            .map(|w| flags[w[0] as usize..w[1] as usize].iter().filter(|&&b| b).count() as u32)
+            .collect()
     };
+    let large_est_of = if EXT { count_large(&ext.large_est) } else { Vec::new() };
+    let large_true_of = if fb_on { count_large(&ext.large_true) } else { Vec::new() };
+    let large_ops_of = |o: usize| -> u32 { large_est_of.get(o).copied().unwrap_or(0) };
 
     // Server speeds / slowdowns, writes at every replica, closed-loop clients (issue 4; `ext.plain_model()`).
     let mut smodel = if EXT && !ext.servers.is_uniform() {
@@ -410,7 +423,9 @@ fn replay<const EXT: bool, S: Scheduler>(a: Args<'_>, mut sched: S) -> Result<Ru
             // Held opsets try again (FIFO); the ones still refused stay held in order.
             retries.pop();
             now = key_time(retry_key);
-            for _ in 0..backlog.len() {
+            // (A selector may know that every held opset would be refused again: the scan is then skipped.)
+            let n_held = if selector.may_place_held(now) { backlog.len() } else { 0 };
+            for _ in 0..n_held {
                 let (o, since) = backlog.pop_front().expect("counted");
                 let o = o as usize;
                 let g = wl.opset_group[o];
@@ -601,12 +616,8 @@ fn replay<const EXT: bool, S: Scheduler>(a: Args<'_>, mut sched: S) -> Result<Ru
                     let s = if copy { copy_server[o] } else { opset_server[o] } as usize;
                     if fb_on && !copy {
                         resident[s] += wl.opset_ops[o + 1] - wl.opset_ops[o];
-                        if !ext.large_true.is_empty() {
-                            large_resident[s] += ext.large_true
-                                [wl.opset_ops[o] as usize..wl.opset_ops[o + 1] as usize]
-                                .iter()
-                                .filter(|&&b| b)
-                                .count() as u32;
+                        if !large_true_of.is_empty() {
+                            large_resident[s] += large_true_of[o];
                         }
                     }
                     let tag = opset_tag[o];

@@ -46,6 +46,11 @@ pub trait ReplicaSelector {
     fn wakeup(&self, _now: u64) -> Option<u64> {
         None
     }
+    /// Called before the held opsets are retried at `now`; `false` promises that `choose` would refuse every
+    /// one of them now without changing any state, so the engine skips the retry. Default: `true`.
+    fn may_place_held(&mut self, _now: u64) -> bool {
+        true
+    }
 }
 
 /// Replica selection strategies (enum dispatch).
@@ -96,6 +101,10 @@ impl ReplicaSelector for Selector {
     #[inline]
     fn wakeup(&self, now: u64) -> Option<u64> {
         sel_dispatch!(self, s => s.wakeup(now))
+    }
+    #[inline]
+    fn may_place_held(&mut self, now: u64) -> bool {
+        sel_dispatch!(self, s => s.may_place_held(now))
     }
 }
 

@@ -14,7 +14,9 @@
 //! R0 ← srate, srate ← (1 − β) · srate; otherwise cubic growth srate ← min(srate + smax, γ (ΔT − K)³ + R0) with
 //! ΔT = windows since the last decrease, K = ∛(β R0 / γ). srate starts at the server's capacity per window
 //! (slots × rate_interval) and never drops below 1.
-use super::feedback::{Feedback, Pending, SelectCtx};
+use std::collections::VecDeque;
+
+use super::feedback::{Feedback, SelectCtx};
 use super::ReplicaSelector;
 use crate::error::{check_range, SimError};
 use crate::policy::{unknown, Params};
@@ -127,6 +129,17 @@ impl Params for C3Config {
     }
 }
 
+/// What C3 uses of one op's feedback (a third smaller than [`Feedback`]: the in-flight queue is per op).
+#[derive(Debug, Clone, Copy)]
+struct C3Sample {
+    at: u64,
+    service_ns: u64,
+    response_ns: u64,
+    /// client × servers + server.
+    cell: u32,
+    queue: u32,
+}
+
 /// Per (client, server) state.
 #[derive(Debug, Clone, Copy)]
 struct Cell {
@@ -136,6 +149,8 @@ struct Cell {
     os: u32,
     srate: f64,
     r0: f64,
+    /// K = ∛(β R0 / γ) of the cubic growth, recomputed only when R0 changes (a cbrt per response otherwise).
+    k: f64,
     last_dec: u64,
     window: u64,
     sent: u32,
@@ -169,8 +184,8 @@ pub struct C3 {
     servers: usize,
     delta_ns: u64,
     cells: Vec<Cell>,
-    pending: Pending,
-    order: Vec<(f64, usize)>,
+    pending: VecDeque<C3Sample>,
+    order: Vec<(i64, u32)>,
 }
 
 impl C3 {
@@ -185,6 +200,7 @@ impl C3 {
             os: 0,
             srate: init_rate,
             r0: init_rate,
+            k: (cfg.beta * init_rate / cfg.cubic_c).cbrt(),
             last_dec: 0,
             window: 0,
             sent: 0,
@@ -198,17 +214,33 @@ impl C3 {
             servers,
             delta_ns,
             cells: vec![cell; clients * servers],
-            pending: Pending::default(),
+            pending: VecDeque::new(),
             order: Vec::new(),
         }
     }
 
     /// Applies one response that has reached its client.
     pub fn apply(&mut self, fb: &Feedback) {
+        self.apply_sample(&self.sample_of(fb));
+    }
+
+    #[inline]
+    fn sample_of(&self, fb: &Feedback) -> C3Sample {
+        C3Sample {
+            at: fb.at,
+            service_ns: fb.service_ns,
+            response_ns: fb.response_ns,
+            cell: (fb.client as usize * self.servers + fb.server as usize) as u32,
+            queue: fb.queue,
+        }
+    }
+
+    #[inline]
+    fn apply_sample(&mut self, fb: &C3Sample) {
         let a = self.cfg.alpha;
         let (delta, rc) = (self.delta_ns, self.cfg.rate_control > 0.0);
         let (beta, gamma, smax, hyst) = (self.cfg.beta, self.cfg.cubic_c, self.cfg.smax, self.cfg.hysteresis);
-        let c = &mut self.cells[fb.client as usize * self.servers + fb.server as usize];
+        let c = &mut self.cells[fb.cell as usize];
         c.q = a * fb.queue as f64 + (1.0 - a) * c.q;
         c.st = a * fb.service_ns as f64 + (1.0 - a) * c.st;
         c.rt = a * fb.response_ns as f64 + (1.0 - a) * c.rt;
@@ -219,11 +251,11 @@ impl C3 {
             let since = (fb.at.saturating_sub(c.last_dec)) as f64 / delta as f64;
             if c.prev_sent > c.prev_recv && since > hyst {
                 c.r0 = c.srate;
+                c.k = (beta * c.r0 / gamma).cbrt();
                 c.srate = ((1.0 - beta) * c.srate).max(1.0);
                 c.last_dec = fb.at;
             } else {
-                let k = (beta * c.r0 / gamma).cbrt();
-                let target = gamma * (since - k).powi(3) + c.r0;
+                let target = gamma * (since - c.k).powi(3) + c.r0;
                 c.srate = target.min(c.srate + smax).max(1.0);
             }
         }
@@ -232,33 +264,27 @@ impl C3 {
     /// Score of `server` for `client` (lower is better).
     #[inline]
     pub fn score(&self, client: u32, server: u32) -> f64 {
-        let c = &self.cells[client as usize * self.servers + server as usize];
+        self.score_cell(&self.cells[client as usize * self.servers + server as usize])
+    }
+
+    #[inline]
+    fn score_cell(&self, c: &Cell) -> f64 {
         let qhat = 1.0 + c.os as f64 * self.w + c.q;
         let qb = if self.cfg.b == 3.0 { qhat * qhat * qhat } else { qhat.powf(self.cfg.b) };
         c.rt - c.st + qb * c.st
     }
 
-    /// Replica positions of `ctx.replicas`, best score first (stable: ties keep the replica order).
-    pub fn rank(&mut self, ctx: &SelectCtx<'_>) -> &[(f64, usize)] {
+    /// Replica positions of `ctx.replicas`, best score first (stable: ties keep the replica order), each with
+    /// the total-order key of its score ([`total_key`]).
+    pub fn rank(&mut self, ctx: &SelectCtx<'_>) -> &[(i64, u32)] {
         self.order.clear();
+        let base = ctx.client as usize * self.servers;
         for (i, &s) in ctx.replicas.iter().enumerate() {
-            let v = self.score(ctx.client, s);
-            self.order.push((v, i));
+            let v = self.score_cell(&self.cells[base + s as usize]);
+            self.order.push((total_key(v), i as u32));
         }
-        self.order.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        sort_small(&mut self.order, |a, b| a < b);
         &self.order
-    }
-
-    /// The rate limiter lets the client send to `server` now.
-    #[inline]
-    fn allowed(&mut self, client: u32, server: u32, now: u64) -> bool {
-        if self.cfg.rate_control <= 0.0 {
-            return true;
-        }
-        let delta = self.delta_ns;
-        let c = &mut self.cells[client as usize * self.servers + server as usize];
-        c.roll(now / delta);
-        (c.sent as f64) < c.srate
     }
 
     /// Books an opset of `size` ops sent by `client` to `server`.
@@ -272,17 +298,44 @@ impl C3 {
 
     /// Drains the feedback that has reached the clients by `now`.
     pub fn drain(&mut self, now: u64) {
-        while let Some(fb) = self.pending.pop_ready(now) {
-            self.apply(&fb);
+        while let Some(fb) = self.pending.front() {
+            if fb.at > now {
+                break;
+            }
+            let fb = *fb;
+            self.pending.pop_front();
+            self.apply_sample(&fb);
         }
     }
 
     pub fn queue_feedback(&mut self, fb: &Feedback) {
-        self.pending.push(*fb);
+        let smp = self.sample_of(fb);
+        self.pending.push_back(smp);
     }
 
     pub fn next_feedback_at(&self) -> Option<u64> {
-        self.pending.next_at()
+        self.pending.front().map(|f| f.at)
+    }
+}
+
+/// Key with the order of `f64::total_cmp` (the same bit transform): sorting keys sorts the scores.
+#[inline(always)]
+pub(crate) fn total_key(v: f64) -> i64 {
+    let b = v.to_bits() as i64;
+    b ^ ((((b >> 63) as u64) >> 1) as i64)
+}
+
+/// Insertion sort for the handful of replicas of a group (stable; `less` must be a strict order).
+#[inline]
+pub(crate) fn sort_small<T: Copy>(v: &mut [T], less: impl Fn(&T, &T) -> bool) {
+    for i in 1..v.len() {
+        let x = v[i];
+        let mut j = i;
+        while j > 0 && less(&x, &v[j - 1]) {
+            v[j] = v[j - 1];
+            j -= 1;
+        }
+        v[j] = x;
     }
 }
 
@@ -290,10 +343,21 @@ impl ReplicaSelector for C3 {
     fn choose(&mut self, ctx: &SelectCtx<'_>) -> Option<u32> {
         self.drain(ctx.now);
         self.rank(ctx);
-        for k in 0..self.order.len() {
-            let s = ctx.replicas[self.order[k].1];
-            if self.allowed(ctx.client, s, ctx.now) {
-                self.sent(ctx.client, s, ctx.size, ctx.now);
+        let base = ctx.client as usize * self.servers;
+        if self.cfg.rate_control <= 0.0 {
+            let s = ctx.replicas[self.order[0].1 as usize];
+            self.sent(ctx.client, s, ctx.size, ctx.now);
+            return Some(s);
+        }
+        // The first replica in score order whose send limit allows it (as `sent`, with the window rolled once).
+        let w = ctx.now / self.delta_ns;
+        for &(_, i) in &self.order {
+            let s = ctx.replicas[i as usize];
+            let c = &mut self.cells[base + s as usize];
+            c.roll(w);
+            if (c.sent as f64) < c.srate {
+                c.os += ctx.size;
+                c.sent += ctx.size;
                 return Some(s);
             }
         }
@@ -307,5 +371,30 @@ impl ReplicaSelector for C3 {
     }
     fn wakeup(&self, now: u64) -> Option<u64> {
         (self.cfg.rate_control > 0.0).then(|| (now / self.delta_ns + 1) * self.delta_ns)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rng::Rng;
+
+    #[test]
+    fn small_sort_of_score_keys_matches_total_cmp_then_position() {
+        let specials = [0.0, -0.0, 1.5, -1.5, f64::INFINITY, f64::NEG_INFINITY, f64::NAN, -f64::NAN, 1e-300];
+        let mut rng = Rng::new(3, 0);
+        for _ in 0..2000 {
+            let n = 1 + rng.below(6) as usize;
+            let v: Vec<f64> = (0..n).map(|_| specials[rng.below(specials.len() as u64) as usize]).collect();
+            let mut want: Vec<(f64, usize)> = v.iter().copied().zip(0..).collect();
+            want.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+            let mut got: Vec<(i64, u32)> = v.iter().zip(0..).map(|(&x, i)| (total_key(x), i)).collect();
+            sort_small(&mut got, |a, b| a < b);
+            let got_pos: Vec<usize> = got.iter().map(|&(_, i)| i as usize).collect();
+            let want_pos: Vec<usize> = want.iter().map(|&(_, i)| i).collect();
+            assert_eq!(got_pos, want_pos, "{v:?}");
+        }
+        assert!(total_key(-0.0) < total_key(0.0));
+        assert!(total_key(f64::NEG_INFINITY) < total_key(-1e300) && total_key(1e300) < total_key(f64::INFINITY));
     }
 }

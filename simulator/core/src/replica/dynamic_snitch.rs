@@ -8,7 +8,10 @@
 //! replica order (primary first); if for some position i score(static[i]) > (1 + badness) · score(sorted[i])
 //! the replicas are used in score order (lowest first, ties keep the static order), otherwise in static order.
 //! The first replica of that order is chosen.
-use super::feedback::{Feedback, Pending, SelectCtx};
+use std::collections::VecDeque;
+
+use super::feedback::{Feedback, SelectCtx};
+use super::c3::{sort_small, total_key};
 use super::ReplicaSelector;
 use crate::error::{check_range, SimError};
 use crate::policy::{unknown, Params};
@@ -67,14 +70,16 @@ impl Params for DsConfig {
     }
 }
 
+/// Sample window of one (client, server) pair.
 #[derive(Debug, Clone, Default)]
-struct Cell {
+struct Ring {
     /// Ring buffer of (arrival ns, latency ns).
     samples: Vec<(u64, u64)>,
     next: usize,
-    tick: u64,
-    score: f64,
 }
+
+/// A response in flight to its client: (arrival ns, latency ns, cell index).
+type Sample = (u64, u64, u32);
 
 #[derive(Debug, Clone)]
 pub struct DynamicSnitch {
@@ -83,11 +88,15 @@ pub struct DynamicSnitch {
     badness: f64,
     window: usize,
     servers: usize,
-    cells: Vec<Cell>,
-    pending: Pending,
+    /// Per (client, server) cell: the samples, and apart from them (read on every choice, so kept small and
+    /// dense) the tick of the score snapshot and the snapshot.
+    rings: Vec<Ring>,
+    snap: Vec<(u64, f64)>,
+    /// Responses in flight to the clients, in arrival order (only what the snitch uses of the feedback).
+    pending: VecDeque<Sample>,
     scratch: Vec<u64>,
-    scores: Vec<(f64, usize)>,
-    sorted: Vec<(f64, usize)>,
+    scores: Vec<f64>,
+    sorted: Vec<(i64, u32)>,
 }
 
 impl DynamicSnitch {
@@ -98,79 +107,85 @@ impl DynamicSnitch {
             badness: cfg.badness,
             window: cfg.window as usize,
             servers,
-            cells: vec![
-                Cell {
-                    tick: u64::MAX,
-                    ..Default::default()
-                };
-                clients * servers
-            ],
-            pending: Pending::default(),
+            rings: vec![Ring::default(); clients * servers],
+            snap: vec![(u64::MAX, 0.0); clients * servers],
+            pending: VecDeque::new(),
             scratch: Vec::new(),
             scores: Vec::new(),
             sorted: Vec::new(),
         }
     }
 
-    fn add_sample(&mut self, fb: &Feedback) {
+    #[inline]
+    fn add_sample(&mut self, (at, latency, cell): Sample) {
         let w = self.window;
-        let c = &mut self.cells[fb.client as usize * self.servers + fb.server as usize];
+        let c = &mut self.rings[cell as usize];
         if c.samples.len() < w {
-            c.samples.push((fb.at, fb.response_ns));
+            if c.samples.is_empty() {
+                c.samples.reserve_exact(w); // one allocation per cell, not a doubling series
+            }
+            c.samples.push((at, latency));
         } else {
-            c.samples[c.next] = (fb.at, fb.response_ns);
-            c.next = (c.next + 1) % w;
+            c.samples[c.next] = (at, latency);
+            c.next = if c.next + 1 == w { 0 } else { c.next + 1 };
         }
     }
 
-    /// The score snapshot of (client, server) for the tick containing `now`.
-    fn score(&mut self, client: u32, server: u32, now: u64) -> f64 {
-        let tick = now / self.update_ns;
-        let at = tick * self.update_ns;
-        let since = at / self.reset_ns * self.reset_ns;
-        let c = &mut self.cells[client as usize * self.servers + server as usize];
-        if c.tick != tick {
-            c.tick = tick;
-            self.scratch.clear();
-            self.scratch
-                .extend(c.samples.iter().filter(|s| s.0 <= at && s.0 >= since).map(|s| s.1));
-            c.score = if self.scratch.is_empty() {
-                0.0
-            } else {
-                let n = self.scratch.len();
-                let (_, &mut hi, _) = self.scratch.select_nth_unstable(n / 2);
-                if n % 2 == 1 {
-                    hi as f64
-                } else {
-                    let lo = *self.scratch[..n / 2].iter().max().unwrap_or(&hi);
-                    (lo as f64 + hi as f64) / 2.0
-                }
-            };
+    /// The score snapshot of cell `i` for `tick` (starting at `at`; samples from `since` on count).
+    #[inline]
+    fn score_in_tick(&mut self, i: usize, tick: u64, at: u64, since: u64) -> f64 {
+        if self.snap[i].0 == tick {
+            return self.snap[i].1;
         }
-        c.score
+        self.scratch.clear();
+        self.scratch
+            .extend(self.rings[i].samples.iter().filter(|s| s.0 <= at && s.0 >= since).map(|s| s.1));
+        let score = if self.scratch.is_empty() {
+            0.0
+        } else {
+            let n = self.scratch.len();
+            let (_, &mut hi, _) = self.scratch.select_nth_unstable(n / 2);
+            if n % 2 == 1 {
+                hi as f64
+            } else {
+                let lo = *self.scratch[..n / 2].iter().max().unwrap_or(&hi);
+                (lo as f64 + hi as f64) / 2.0
+            }
+        };
+        self.snap[i] = (tick, score);
+        score
     }
 }
 
 impl ReplicaSelector for DynamicSnitch {
     fn choose(&mut self, ctx: &SelectCtx<'_>) -> Option<u32> {
-        while let Some(fb) = self.pending.pop_ready(ctx.now) {
-            self.add_sample(&fb);
+        while let Some(&smp) = self.pending.front() {
+            if smp.0 > ctx.now {
+                break;
+            }
+            self.pending.pop_front();
+            self.add_sample(smp);
         }
+        let tick = ctx.now / self.update_ns;
+        let at = tick * self.update_ns;
+        let since = at / self.reset_ns * self.reset_ns;
+        let base = ctx.client as usize * self.servers;
         let mut scores = std::mem::take(&mut self.scores);
-        scores.clear();
-        for (i, &s) in ctx.replicas.iter().enumerate() {
-            scores.push((self.score(ctx.client, s, ctx.now), i));
-        }
-        let static_first = scores[0].1;
         let mut sorted = std::mem::take(&mut self.sorted);
+        scores.clear();
         sorted.clear();
-        sorted.extend_from_slice(&scores);
-        sorted.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        for (i, &s) in ctx.replicas.iter().enumerate() {
+            let v = self.score_in_tick(base + s as usize, tick, at, since);
+            scores.push(v);
+            sorted.push((total_key(v), i as u32));
+        }
+        // Score order (lowest first, ties keep the static order); `total_key` orders as `f64::total_cmp`.
+        sort_small(&mut sorted, |a, b| a < b);
         let use_scores = scores
             .iter()
             .zip(&sorted)
-            .any(|(st, so)| st.0 > (1.0 + self.badness) * so.0);
-        let pick = if use_scores { sorted[0].1 } else { static_first };
+            .any(|(&st, so)| st > (1.0 + self.badness) * scores[so.1 as usize]);
+        let pick = if use_scores { sorted[0].1 as usize } else { 0 };
         self.scores = scores;
         self.sorted = sorted;
         Some(ctx.replicas[pick])
@@ -179,6 +194,123 @@ impl ReplicaSelector for DynamicSnitch {
         true
     }
     fn on_op_response(&mut self, fb: &Feedback) {
-        self.pending.push(*fb);
+        let cell = fb.client as usize * self.servers + fb.server as usize;
+        self.pending.push_back((fb.at, fb.response_ns, cell as u32));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rng::Rng;
+
+    /// The snitch as specified, written naively: every response enters its window when it reaches the client.
+    struct Naive {
+        u: u64,
+        r: u64,
+        badness: f64,
+        w: usize,
+        servers: usize,
+        windows: Vec<VecDeque<(u64, u64)>>,
+        snap: Vec<(u64, f64)>,
+        pending: VecDeque<Feedback>,
+    }
+
+    impl Naive {
+        fn choose(&mut self, client: u32, replicas: &[u32], now: u64) -> u32 {
+            while self.pending.front().is_some_and(|f| f.at <= now) {
+                let f = self.pending.pop_front().unwrap();
+                let win = &mut self.windows[f.client as usize * self.servers + f.server as usize];
+                if win.len() == self.w {
+                    win.pop_front();
+                }
+                win.push_back((f.at, f.response_ns));
+            }
+            let tick = now / self.u;
+            let at = tick * self.u;
+            let since = at / self.r * self.r;
+            let scores: Vec<f64> = replicas
+                .iter()
+                .map(|&s| {
+                    let i = client as usize * self.servers + s as usize;
+                    if self.snap[i].0 != tick {
+                        let mut v: Vec<u64> =
+                            self.windows[i].iter().filter(|x| x.0 <= at && x.0 >= since).map(|x| x.1).collect();
+                        v.sort_unstable();
+                        let n = v.len();
+                        let m = match n {
+                            0 => 0.0,
+                            _ if n % 2 == 1 => v[n / 2] as f64,
+                            _ => (v[n / 2 - 1] as f64 + v[n / 2] as f64) / 2.0,
+                        };
+                        self.snap[i] = (tick, m);
+                    }
+                    self.snap[i].1
+                })
+                .collect();
+            let mut sorted: Vec<(f64, usize)> = scores.iter().copied().zip(0..).collect();
+            sorted.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+            let use_scores = (0..scores.len()).any(|i| scores[i] > (1.0 + self.badness) * sorted[i].0);
+            replicas[if use_scores { sorted[0].1 } else { 0 }]
+        }
+    }
+
+    #[test]
+    fn batched_windows_choose_as_the_naive_snitch() {
+        for seed in 0..20u64 {
+            let mut rng = Rng::new(seed, 9);
+            let (clients, servers) = (2usize, 4usize);
+            let cfg = DsConfig {
+                update_ms: 1e-3 * (1 + rng.below(5)) as f64, // 1..5 µs ticks
+                reset_s: 1e-6 * (3 + rng.below(30)) as f64,
+                badness: 0.1,
+                window: (1 + rng.below(6)) as f64,
+            };
+            let mut ds = DynamicSnitch::new(&cfg, clients, servers);
+            let mut naive = Naive {
+                u: ds.update_ns,
+                r: ds.reset_ns,
+                badness: cfg.badness,
+                w: cfg.window as usize,
+                servers,
+                windows: vec![VecDeque::new(); clients * servers],
+                snap: vec![(u64::MAX, 0.0); clients * servers],
+                pending: VecDeque::new(),
+            };
+            let (mut now, mut sent) = (0u64, 0u64);
+            for _ in 0..3000 {
+                now += rng.below(700);
+                if rng.uniform() < 0.6 {
+                    // a response reaching a client later (arrival times non-decreasing, as the engine sends them)
+                    sent = sent.max(now) + rng.below(300);
+                    let fb = Feedback {
+                        client: rng.below(clients as u64) as u32,
+                        server: rng.below(servers as u64) as u32,
+                        at: sent,
+                        queue: 0,
+                        service_ns: 1,
+                        response_ns: rng.below(50),
+                        large_resident: 0,
+                        large_est: false,
+                    };
+                    ds.on_op_response(&fb);
+                    naive.pending.push_back(fb);
+                } else {
+                    let client = rng.below(clients as u64) as u32;
+                    let first = rng.below(servers as u64) as u32;
+                    let replicas = [first, (first + 1) % servers as u32, (first + 2) % servers as u32];
+                    let ctx = SelectCtx {
+                        now,
+                        client,
+                        group: 0,
+                        replicas: &replicas,
+                        outstanding: &[],
+                        size: 1,
+                        large_ops: 0,
+                    };
+                    assert_eq!(ds.choose(&ctx), Some(naive.choose(client, &replicas, now)), "seed {seed}");
+                }
+            }
+        }
     }
 }

@@ -100,7 +100,11 @@ pub struct Heron {
     report_gen: Vec<u64>,
     /// Large opsets sent per server not yet covered by a report: (send time, large ops).
     sends: Vec<VecDeque<(u64, u32)>>,
-    order: Vec<usize>,
+    /// Per server: the sum of the large ops in `sends` (kept up to date instead of summed on every view).
+    sends_large: Vec<u32>,
+    /// A server turned from busy to available since the last retry of the held opsets (views only go down in
+    /// `apply`, so without such a turn every held opset is still refused).
+    freed: bool,
 }
 
 impl Heron {
@@ -113,7 +117,8 @@ impl Heron {
             reported: vec![0; servers],
             report_gen: vec![0; servers],
             sends: vec![VecDeque::new(); servers],
-            order: Vec::new(),
+            sends_large: vec![0; servers],
+            freed: false,
         }
     }
 
@@ -122,19 +127,26 @@ impl Heron {
         let s = fb.server as usize;
         let gen = fb.at - self.d;
         if gen >= self.report_gen[s] {
+            let was_busy = !self.available(fb.server);
             self.report_gen[s] = gen;
             self.reported[s] = fb.large_resident;
             let covered = gen.saturating_sub(self.d);
-            while self.sends[s].front().is_some_and(|&(t, _)| t <= covered) {
+            while let Some(&(t, n)) = self.sends[s].front() {
+                if t > covered {
+                    break;
+                }
                 self.sends[s].pop_front();
+                self.sends_large[s] -= n;
             }
+            self.freed |= was_busy && self.available(fb.server);
         }
     }
 
     /// Large ops the coordinators believe `server` holds.
+    #[inline]
     pub fn view(&self, server: u32) -> u32 {
         let s = server as usize;
-        self.reported[s] + self.sends[s].iter().map(|&(_, n)| n).sum::<u32>()
+        self.reported[s] + self.sends_large[s]
     }
 
     #[inline]
@@ -148,15 +160,20 @@ impl ReplicaSelector for Heron {
         while let Some(fb) = self.pending.pop_ready(ctx.now) {
             self.apply(&fb);
         }
-        let mut order = std::mem::take(&mut self.order);
-        order.clear();
-        order.extend(self.c3.rank(ctx).iter().map(|&(_, i)| i));
-        let first_free = order.iter().map(|&i| ctx.replicas[i]).find(|&s| self.available(s));
-        let best = ctx.replicas[order[0]];
-        self.order = order;
+        // A large opset with every replica busy stays blocked: decided before ranking (held opsets are retried
+        // at every response, and ranking has no side effect).
+        if ctx.large_ops > 0 && !ctx.replicas.iter().any(|&s| self.available(s)) {
+            return None;
+        }
+        let (reported, sends_large, capacity) = (&self.reported, &self.sends_large, self.capacity);
+        let available = |s: u32| reported[s as usize] + sends_large[s as usize] < capacity;
+        let order = self.c3.rank(ctx);
+        let first_free = order.iter().map(|&(_, i)| ctx.replicas[i as usize]).find(|&s| available(s));
+        let best = ctx.replicas[order[0].1 as usize];
         let s = if ctx.large_ops > 0 {
             let s = first_free?;
             self.sends[s as usize].push_back((ctx.now, ctx.large_ops));
+            self.sends_large[s as usize] += ctx.large_ops;
             s
         } else {
             first_free.unwrap_or(best)
@@ -172,5 +189,60 @@ impl ReplicaSelector for Heron {
     }
     fn wakeup(&self, _now: u64) -> Option<u64> {
         self.pending.next_at()
+    }
+    fn may_place_held(&mut self, now: u64) -> bool {
+        while let Some(fb) = self.pending.pop_ready(now) {
+            self.apply(&fb);
+        }
+        std::mem::take(&mut self.freed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ctx<'a>(now: u64, replicas: &'a [u32], outstanding: &'a [u32], large_ops: u32) -> SelectCtx<'a> {
+        SelectCtx {
+            now,
+            client: 0,
+            group: 0,
+            replicas,
+            outstanding,
+            size: 1,
+            large_ops,
+        }
+    }
+
+    #[test]
+    fn held_retry_is_skipped_until_a_replica_turns_available() {
+        // Busy rule with capacity 1, RF 2 (servers 0, 1), one client, network delay 10 ns.
+        let mut h = Heron::new(&HeronConfig::default(), 1, 2, 1, 100.0, 10);
+        let (reps, out) = ([0u32, 1], [0u32, 0]);
+        assert_eq!(h.choose(&ctx(0, &reps, &out, 1)), Some(0)); // equal scores: replica order
+        assert_eq!(h.choose(&ctx(0, &reps, &out, 1)), Some(1)); // server 0 holds one large op: busy
+        assert_eq!(h.choose(&ctx(5, &reps, &out, 1)), None); // both busy: held
+        assert_eq!((h.view(0), h.view(1)), (1, 1));
+        assert!(!h.may_place_held(5));
+        // Server 0 reports at 30 (reaches the client at 40): no large op resident; it covers the send at 0.
+        h.on_op_response(&Feedback {
+            client: 0,
+            server: 0,
+            at: 40,
+            queue: 0,
+            service_ns: 100,
+            response_ns: 40,
+            large_resident: 0,
+            large_est: true,
+        });
+        assert!(!h.may_place_held(39)); // still in flight
+        assert!(h.may_place_held(40));
+        assert_eq!(h.view(0), 0);
+        assert!(!h.may_place_held(41)); // one turn, one retry
+        // A small opset never turns a server busy; a large one does, and is refused again after.
+        assert_eq!(h.choose(&ctx(41, &reps, &out, 0)), Some(0));
+        assert_eq!(h.choose(&ctx(41, &reps, &out, 1)), Some(0));
+        assert_eq!(h.choose(&ctx(42, &reps, &out, 1)), None);
+        assert!(!h.may_place_held(42));
     }
 }
