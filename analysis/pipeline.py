@@ -1,7 +1,9 @@
 """Runs the transforms once over a dataset and collects the small tables `summary.build_summary` needs.
 
 Plan (two scans + shuffles of the raw rows, both aggregations with map-side partial aggregation):
-1. `requests` (by request_id) — cached; sizes, arrivals, latency and the time span come from it.
+1. `requests` (by request_id) — cached; sizes, arrivals, latency and the time span come from it. Up to
+   `Options.driver_requests` requests, their (ts, size) are collected once and the size histogram, arrival
+   rate and inter-arrival statistics finished on the driver (`analysis.arrivals`), not by more Spark jobs.
 2. `key_counts_by_window` (by key) — cached; popularity, top keys and value sizes come from it, and each
    key's access count per time window rides along in the same aggregation (`per_window`).
 3. Hot sets per time window: the `hot_candidates × hot_n` most accessed keys are collected with their
@@ -16,9 +18,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 from pyspark.sql import functions as F
 
-from analysis import replay
+from analysis import arrivals, replay
 from analysis import slack as slack_mod
 from analysis import transforms as tr
 from analysis.summary import Collected
@@ -44,6 +47,10 @@ class Options:
     fanout: bool = True
     slack_replay: bool = True  # replay a prefix with kvsim `fifo` for the slack bounds (when kvsim can)
     slack_requests: int = 5000  # requests of that prefix
+    # up to this many requests, their arrival times and sizes are collected (16 bytes each) and the size
+    # histogram, arrival rate and inter-arrival statistics finished on the driver (exact gap percentiles);
+    # above it, Spark computes them (gap percentiles by percentile_approx)
+    driver_requests: int = 20_000_000
 
 
 def _row(df: DataFrame) -> dict[str, Any]:
@@ -75,21 +82,26 @@ def characterize(
     keys = tr.key_counts_by_window(df, t0, window_s, opts.windows).cache()
     cached: list[DataFrame] = [reqs, keys]
     try:
-        size_hist = tr.size_histogram(reqs).toPandas()
-        coc = tr.count_of_counts(keys).toPandas()
+        if n_requests <= opts.driver_requests:
+            # 16 bytes per request to the driver instead of three more jobs (one a window sort) over `reqs`
+            per_req = reqs.select("ts", "size").toArrow()
+            ts = per_req.column("ts").to_numpy(zero_copy_only=False)
+            ts = ts[~np.isnan(ts)]  # a request whose rows all lack ts has no window (as in Spark)
+            size_hist = arrivals.size_histogram(per_req.column("size").to_numpy())
+            rate = arrivals.arrival_rate(ts, t0, rate_window_s, rate_windows)
+            gaps = arrivals.gap_stats(ts, t0, rate_window_s, rate_windows)
+        else:
+            size_hist = tr.size_histogram(reqs).toPandas()
+            rate = tr.arrival_rate(spark, reqs, t0, rate_window_s, rate_windows).toPandas()
+            gaps = _spark_gaps(reqs, t0, rate_window_s, rate_windows)
+        # small histograms: sorted here rather than by a global sort in Spark (same rows, same order)
+        coc = tr.count_of_counts(keys, ordered=False).toPandas().sort_values(
+            "count", ascending=False, ignore_index=True)
         accesses = int((coc["count"] * coc["keys"]).sum())
         cand = tr.top_keys(keys, max(opts.top_n, opts.hot_candidates * opts.hot_n), "per_window").toPandas()
         top = cand.head(opts.top_n)[["key", "count"]].assign(share=lambda d: d["count"] / accesses)
-        vsh = tr.value_size_histogram(keys).toPandas()
+        vsh = tr.value_size_histogram(keys, ordered=False).toPandas().sort_values("value_size", ignore_index=True)
         hot = _hot_sets(spark, df, cand, int(coc["keys"].sum()), t0, window_s, opts)
-        rate = tr.arrival_rate(spark, reqs, t0, rate_window_s, rate_windows).toPandas()
-        gaps_row = _row(tr.inter_arrivals(reqs, t0, rate_window_s, rate_windows).agg(
-            F.count(F.lit(1)).alias("n"), F.avg("gap").alias("mean"), F.stddev_pop("gap").alias("std"),
-            F.percentile_approx("gap", [0.5, 0.99], 10000).alias("q"),
-        ))
-        q = gaps_row.get("q") or [None, None]
-        gaps = {"n": gaps_row.get("n"), "mean": gaps_row.get("mean"), "std": gaps_row.get("std"),
-                "p50": q[0], "p99": q[1]}
         c = Collected(
             rows=int(head["rows"]), requests=n_requests, t_start=t0, t_end=t1, size_hist=size_hist,
             count_of_counts=coc, top_keys=top, value_size_hist=vsh, hot_sets=hot, windows=opts.windows,
@@ -124,6 +136,17 @@ def characterize(
     finally:
         for d in cached:
             d.unpersist()
+
+
+def _spark_gaps(reqs: DataFrame, t0: float, window_s: float, windows: int) -> dict[str, float | None]:
+    """Inter-arrival statistics in Spark (traces too large for `arrivals.gap_stats` on the driver):
+    p50/p99 by `percentile_approx` (accuracy 10 000)."""
+    row = _row(tr.inter_arrivals(reqs, t0, window_s, windows).agg(
+        F.count(F.lit(1)).alias("n"), F.avg("gap").alias("mean"), F.stddev_pop("gap").alias("std"),
+        F.percentile_approx("gap", [0.5, 0.99], 10000).alias("q"),
+    ))
+    q = row.get("q") or [None, None]
+    return {"n": row.get("n"), "mean": row.get("mean"), "std": row.get("std"), "p50": q[0], "p99": q[1]}
 
 
 def _hot_sets(

@@ -106,10 +106,12 @@ def window_key_counts(
     return df.groupBy(window_index(t0, window_s, windows).alias("window"), "key").agg(F.count(F.lit(1)).alias("count"))
 
 
-def count_of_counts(keys: DataFrame) -> DataFrame:
+def count_of_counts(keys: DataFrame, *, ordered: bool = True) -> DataFrame:
     """Access count → number of keys with that count, most accessed first (the rank-frequency curve,
-    compressed)."""
-    return keys.groupBy("count").agg(F.count(F.lit(1)).alias("keys")).orderBy(F.desc("count"))
+    compressed). `ordered=False` leaves out the global sort (a sampling job and a shuffle) for a caller
+    that sorts the few collected rows itself."""
+    hist = keys.groupBy("count").agg(F.count(F.lit(1)).alias("keys"))
+    return hist.orderBy(F.desc("count")) if ordered else hist
 
 
 def top_keys(keys: DataFrame, n: int, *extra: str) -> DataFrame:
@@ -128,14 +130,15 @@ def hot_set_by_window(wkc: DataFrame, n: int) -> DataFrame:
     )
 
 
-def value_size_histogram(keys: DataFrame) -> DataFrame:
-    """Value size → keys with that size and their accesses (keys of unknown size left out), ascending size."""
-    return (
+def value_size_histogram(keys: DataFrame, *, ordered: bool = True) -> DataFrame:
+    """Value size → keys with that size and their accesses (keys of unknown size left out), ascending size
+    (`ordered=False`: no global sort, as in `count_of_counts`)."""
+    hist = (
         keys.where(F.col("value_size").isNotNull())
         .groupBy("value_size")
         .agg(F.count(F.lit(1)).alias("keys"), F.sum("count").alias("accesses"))
-        .orderBy("value_size")
     )
+    return hist.orderBy("value_size") if ordered else hist
 
 
 def arrival_rate(spark: SparkSession, reqs: DataFrame, t0: float, window_s: float, windows: int) -> DataFrame:

@@ -60,6 +60,9 @@ def test_key_tables(spark: SparkSession, hand: DataFrame) -> None:
     assertDataFrameEqual(tr.value_size_histogram(keys), spark.createDataFrame(
         [(100, 1, 3), (200, 1, 2), (300, 1, 1)], "value_size long, keys long, accesses long"),
         checkRowOrder=True)
+    # unordered variants (the pipeline sorts the collected rows itself): same rows
+    assertDataFrameEqual(tr.count_of_counts(keys, ordered=False), tr.count_of_counts(keys))
+    assertDataFrameEqual(tr.value_size_histogram(keys, ordered=False), tr.value_size_histogram(keys))
 
 
 def test_arrivals(spark: SparkSession, hand: DataFrame) -> None:
