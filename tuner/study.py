@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tailtune.db_url import normalize_url
 from tailtune.errors import BadInputError, TailtuneError
 from tuner.evaluator import Evaluator, EvaluatorSpec, build_evaluator
 from tuner.objective import Metrics, Objective, mean_ci, parse_objective
@@ -147,8 +148,7 @@ def open_storage(url: str) -> Any:
     if url in ("memory", ":memory:"):
         return optuna.storages.InMemoryStorage()
     if "://" in url:
-        if url.startswith(("postgresql://", "postgres://")):  # psycopg 3 is the driver tailtune installs
-            url = "postgresql+psycopg://" + url.split("://", 1)[1]
+        url = normalize_url(url)  # bare postgresql:// → psycopg 3, the driver tailtune installs
         try:
             return optuna.storages.RDBStorage(url)
         except Exception as exc:  # sqlalchemy raises many kinds

@@ -15,6 +15,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
+from tailtune.db_url import normalize_url
 from tailtune.errors import BadInputError, TailtuneError
 
 __all__ = ["Database", "DatabaseUnavailable", "migrate", "normalize_url"]
@@ -47,16 +48,6 @@ def migrate(engine: Engine) -> None:
     with _migrate_lock, engine.begin() as conn:
         cfg.attributes["connection"] = conn
         command.upgrade(cfg, "head")
-
-
-def normalize_url(url: str) -> str:
-    """`postgresql://` and `postgres://` mean PostgreSQL through psycopg 3, the driver tailtune installs
-    (SQLAlchemy 2.0 would pick psycopg2 for a bare URL; 2.1 picks psycopg). Other URLs are returned unchanged.
-    """
-    for bare in ("postgresql://", "postgres://"):
-        if url.startswith(bare):
-            return "postgresql+psycopg://" + url.removeprefix(bare)
-    return url
 
 
 def _sqlite_pragmas(dbapi_conn: Any, _: Any) -> None:
