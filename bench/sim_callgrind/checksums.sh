@@ -29,7 +29,7 @@ run_cases() {
   "$bin" 4000 fifo,rein 1 c3:rate_interval=0.5,ds:update_ms=1/window=5,heron:busy_capacity=2 0.02
 }
 a="$(mktemp)"; b="$(mktemp)"
-run_cases "$before" | grep -v '^requests' | sed -E 's/ wall [0-9.]+ s \([^)]*\)//' > "$a"
-run_cases "$after" | grep -v '^requests' | sed -E 's/ wall [0-9.]+ s \([^)]*\)//' > "$b"
+run_cases "$before" | grep -v '^requests' | sed -E 's/ wall [0-9.]+ s \([^)]*\)//; s/ cpu [0-9.]+ s$//' > "$a"
+run_cases "$after" | grep -v '^requests' | sed -E 's/ wall [0-9.]+ s \([^)]*\)//; s/ cpu [0-9.]+ s$//' > "$b"
 echo "$(wc -l < "$a") cases"
 if diff "$a" "$b"; then echo IDENTICAL; else exit 1; fi

@@ -155,6 +155,7 @@ def register(app: typer.Typer) -> None:
                 "--write-fraction": write_fraction is not None,
                 "--writes-from-op": writes_from_op,
                 "--client-model": client_model != "open",
+                "--size-aware-cost": size_aware_cost,
             }
             given = [k for k, v in cassandra_only.items() if v]
             if given:

@@ -172,7 +172,17 @@ def test_cli_bad_extension_input_exits_2_naming_the_field(
     assert field in out.stderr
 
 
-def test_cli_memcached_policies_refuse_the_cassandra_extensions(cli: Any, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("args", "field"),
+    [
+        (["--write-fraction", "0.1"], "write_fraction"),
+        (["--size-aware-cost"], "size_aware_cost"),
+        (["--client-model", "closed"], "client_model"),
+    ],
+)
+def test_cli_memcached_policies_refuse_the_cassandra_extensions(
+    cli: Any, tmp_path: Path, args: list[str], field: str
+) -> None:
     path = _trace(tmp_path, with_op=False)
-    out = cli("simulate", "--trace", str(path), "--policy", "chisel", "--write-fraction", "0.1")
-    assert out.exit_code == 2 and "write_fraction" in out.stderr
+    out = cli("simulate", "--trace", str(path), "--policy", "chisel", *args)
+    assert out.exit_code == 2 and field in out.stderr, out.stderr

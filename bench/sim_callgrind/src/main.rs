@@ -32,6 +32,15 @@ fn selector(spec: &str) -> SelectorConfig {
     SelectorConfig::build(name, &params).expect("selector")
 }
 
+/// On-CPU time of this thread, ns (Linux schedstat; 0 elsewhere): unlike wall time it does not count the time the
+/// thread waits for a core, so before/after comparisons stay meaningful on a busy machine.
+fn thread_cpu_ns() -> u64 {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()
+        .and_then(|s| s.split_whitespace().next().and_then(|x| x.parse().ok()))
+        .unwrap_or(0)
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let n: usize = args.get(1).map_or(20_000, |s| s.parse().expect("requests"));
@@ -102,6 +111,7 @@ fn main() {
             let cfg = PolicyConfig::from_name(p).expect("policy");
             let mut best = f64::INFINITY;
             for _ in 0..repeat {
+                let c0 = thread_cpu_ns();
                 let t = Instant::now();
                 let r = if ext == RunExt::default() && every == 0 {
                     run(&cluster, &wl, &cfg, &opts)
@@ -110,6 +120,7 @@ fn main() {
                 }
                 .expect("run");
                 let wall = t.elapsed().as_secs_f64();
+                let cpu = (thread_cpu_ns() - c0) as f64 / 1e9;
                 best = best.min(wall);
                 let sum: u128 = r.latency_ns.iter().map(|&x| x as u128).sum();
                 let mut h = 0xcbf29ce484222325u64;
@@ -118,7 +129,7 @@ fn main() {
                 }
                 println!(
                     "{p:12} {sel:20} events {} wall {:.4} s ({:.2} M ev/s best {:.4} s) p99 {:.6} ms held {} \
-                     latency sum {sum} fnv {h:016x}",
+                     latency sum {sum} fnv {h:016x} cpu {cpu:.4} s",
                     r.events,
                     wall,
                     r.events as f64 / best / 1e6,

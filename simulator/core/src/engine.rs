@@ -80,6 +80,14 @@ pub struct RunResult {
     pub ext: ExtStats,
 }
 
+/// When an opset was sent to its server, by which request and client.
+#[derive(Debug, Clone, Copy, Default)]
+struct Sent {
+    at: u64,
+    client: u32,
+    req: u32,
+}
+
 /// Marks an `at_servers` entry that carries one late opset (sent after being held) instead of a request.
 const LATE_OPSET: u32 = 1 << 31;
 /// With `LATE_OPSET`: the entry carries the copy of an opset (duplication / speculative retry).
@@ -275,7 +283,9 @@ fn replay<const EXT: bool, S: Scheduler>(a: Args<'_>, mut sched: S) -> Result<Ru
     } else {
         vec![false; wl.opsets()]
     };
-    let mut sent_at: Vec<u64> = if fb_on || redundant { vec![0; wl.opsets()] } else { Vec::new() };
+    // When each opset was sent, with its request and client: the op-completion path reads all three from one
+    // place (with long server queues every separate array read there is a cache miss).
+    let mut sent: Vec<Sent> = if fb_on || redundant { vec![Sent::default(); wl.opsets()] } else { Vec::new() };
     let mut resident = vec![0u32; if fb_on { n_servers } else { 0 }];
     let mut large_resident = vec![0u32; if fb_on { n_servers } else { 0 }];
     let mut backlog: VecDeque<(u32, u64)> = VecDeque::new();
@@ -303,8 +313,9 @@ fn replay<const EXT: bool, S: Scheduler>(a: Args<'_>, mut sched: S) -> Result<Ru
     } else {
         None
     };
-    // Actual service time of the op in each busy slot (with speeds it differs from the demand).
-    let mut slot_svc = vec![0u64; if smodel.is_some() { n_servers * cfg.slots as usize } else { 0 }];
+    // Actual service time of the op in each busy slot (with speeds it differs from the demand). Read back when
+    // the op ends, so the workload's demand array is not touched again (a cache miss with long queues).
+    let mut slot_svc = vec![0u64; n_servers * cfg.slots as usize];
     let write_on = EXT && ext.write.iter().any(|&w| w);
     let multi = redundant || write_on;
     let is_write = |op: usize| write_on && ext.write[op];
@@ -415,7 +426,8 @@ fn replay<const EXT: bool, S: Scheduler>(a: Args<'_>, mut sched: S) -> Result<Ru
             let std::cmp::Reverse((_, o)) = delay_q.pop().expect("head exists");
             now = key_time(delay_key);
             if fb_on {
-                sent_at[o as usize] = now;
+                let r = wl.opset_req[o as usize];
+                sent[o as usize] = Sent { at: now, client: wl.client[r as usize], req: r };
             }
             at_servers.push_back((event_key(now + d, seq), o | LATE_OPSET));
             seq += 1;
@@ -430,9 +442,11 @@ fn replay<const EXT: bool, S: Scheduler>(a: Args<'_>, mut sched: S) -> Result<Ru
                 let o = o as usize;
                 let g = wl.opset_group[o];
                 let size = wl.opset_ops[o + 1] - wl.opset_ops[o];
+                let req = wl.opset_req[o];
+                let client = wl.client[req as usize];
                 let ctx = SelectCtx {
                     now,
-                    client: wl.client[wl.opset_req[o] as usize],
+                    client,
                     group: g,
                     replicas: cluster.replicas(g),
                     outstanding: &outstanding,
@@ -444,7 +458,7 @@ fn replay<const EXT: bool, S: Scheduler>(a: Args<'_>, mut sched: S) -> Result<Ru
                         opset_server[o] = s;
                         outstanding[s as usize] += size;
                         if fb_on {
-                            sent_at[o] = now;
+                            sent[o] = Sent { at: now, client, req };
                         }
                         held_wait_ns += (now - since) as u128;
                         at_servers.push_back((event_key(now + d, seq), o as u32 | LATE_OPSET));
@@ -497,7 +511,7 @@ fn replay<const EXT: bool, S: Scheduler>(a: Args<'_>, mut sched: S) -> Result<Ru
                     match selector.choose(&ctx) {
                         Some(s) => {
                             if fb_on {
-                                sent_at[o] = now;
+                                sent[o] = Sent { at: now, client, req: r as u32 };
                             }
                             s
                         }
@@ -567,7 +581,7 @@ fn replay<const EXT: bool, S: Scheduler>(a: Args<'_>, mut sched: S) -> Result<Ru
                     if opset_server[o] == u32::MAX {
                         continue; // held by the selector: no copy
                     }
-                    sent_at[o] = now;
+                    sent[o] = Sent { at: now, client, req: r as u32 };
                     if dup {
                         let c = next_replica(wl.opset_group[o], opset_server[o]);
                         copy_server[o] = c;
@@ -632,26 +646,10 @@ fn replay<const EXT: bool, S: Scheduler>(a: Args<'_>, mut sched: S) -> Result<Ru
                                     large_resident[s] += 1;
                                 }
                             }
-                            sched.enqueue(
-                                s,
-                                QItem {
-                                    op: op + n_ops32,
-                                    opset: o as u32,
-                                    enq: now,
-                                    tag,
-                                },
-                            );
+                            sched.enqueue(s, QItem::new(op + n_ops32, o as u32, now, tag, wl.demand[op as usize]));
                             continue;
                         }
-                        sched.enqueue(
-                            s,
-                            QItem {
-                                op,
-                                opset: o as u32,
-                                enq: now,
-                                tag,
-                            },
-                        );
+                        sched.enqueue(s, QItem::new(op, o as u32, now, tag, wl.demand[op as usize]));
                         if let Some(rec) = rec.as_mut() {
                             rec.enqueue[op as usize] = now;
                         }
@@ -685,12 +683,7 @@ fn replay<const EXT: bool, S: Scheduler>(a: Args<'_>, mut sched: S) -> Result<Ru
                                 }
                                 sched.enqueue(
                                     t,
-                                    QItem {
-                                        op: op + k * n_ops32,
-                                        opset: o as u32,
-                                        enq: now,
-                                        tag,
-                                    },
+                                    QItem::new(op + k * n_ops32, o as u32, now, tag, wl.demand[op as usize]),
                                 );
                                 if !is_dirty[t] {
                                     is_dirty[t] = true;
@@ -709,16 +702,13 @@ fn replay<const EXT: bool, S: Scheduler>(a: Args<'_>, mut sched: S) -> Result<Ru
                 let s = c.server as usize;
                 free[s] |= 1u64 << slot;
                 outstanding[s] -= 1;
-                let svc = if EXT && smodel.is_some() {
-                    slot_svc[s * cfg.slots as usize + slot as usize]
-                } else {
-                    wl.demand[op]
-                };
+                let svc = slot_svc[s * cfg.slots as usize + slot as usize];
                 server_demand[s] += svc;
                 if EXT {
                     xs.served_ops += 1;
                 }
                 sched.on_done(s, op as u32, now);
+                let st = if fb_on || redundant { sent[o] } else { Sent::default() };
                 if fb_on {
                     resident[s] -= 1;
                     let big = !ext.large_true.is_empty() && ext.large_true[op];
@@ -726,12 +716,12 @@ fn replay<const EXT: bool, S: Scheduler>(a: Args<'_>, mut sched: S) -> Result<Ru
                         large_resident[s] -= 1;
                     }
                     let fb = Feedback {
-                        client: wl.client[wl.opset_req[o] as usize],
+                        client: st.client,
                         server: s as u32,
                         at: now + d,
                         queue: resident[s],
                         service_ns: svc,
-                        response_ns: now + d - sent_at[o],
+                        response_ns: now + d - st.at,
                         large_resident: large_resident[s],
                         large_est: !ext.large_est.is_empty() && ext.large_est[op],
                     };
@@ -743,7 +733,7 @@ fn replay<const EXT: bool, S: Scheduler>(a: Args<'_>, mut sched: S) -> Result<Ru
                         seq += 1;
                     }
                 }
-                let r = wl.opset_req[o] as usize;
+                let r = if fb_on { st.req } else { wl.opset_req[o] } as usize;
                 // With copies (and writes at every replica), only an op's first answer counts.
                 let first = !multi || answered_at[op] == u64::MAX;
                 if multi && first {
@@ -752,7 +742,7 @@ fn replay<const EXT: bool, S: Scheduler>(a: Args<'_>, mut sched: S) -> Result<Ru
                     if let Some(e) = spec.as_mut().filter(|_| redundant) {
                         opset_left[o] -= 1;
                         if opset_left[o] == 0 {
-                            e.observe(wl.client[r] as usize, now + d - sent_at[o]);
+                            e.observe(wl.client[r] as usize, now + d - st.at);
                         }
                     }
                 }
@@ -815,14 +805,12 @@ fn replay<const EXT: bool, S: Scheduler>(a: Args<'_>, mut sched: S) -> Result<Ru
                         let slot = free[s].trailing_zeros();
                         free[s] &= !(1u64 << slot);
                         let real = if EXT && item.op >= n_ops32 { item.op % n_ops32 } else { item.op };
+                        let dem = item.demand(real as usize, &wl.demand);
                         let end = match smodel.as_mut().filter(|_| EXT) {
-                            Some(m) => {
-                                let end = m.end(s, now, wl.demand[real as usize]);
-                                slot_svc[s * cfg.slots as usize + slot as usize] = end - now;
-                                end
-                            }
-                            None => now + wl.demand[real as usize],
+                            Some(m) => m.end(s, now, dem),
+                            None => now + dem,
                         };
+                        slot_svc[s * cfg.slots as usize + slot as usize] = end - now;
                         timers.start(s, slot, end, seq, item.op, item.opset);
                         seq += 1;
                         if let Some(rec) = rec.as_mut().filter(|_| item.op < n_ops32) {

@@ -37,14 +37,53 @@ pub struct Tag {
     pub queue: u32,
 }
 
-/// An op waiting at a server.
+/// An op waiting at a server. The tag's fields are stored flat, so the op's service demand fits in what would
+/// otherwise be padding: 32 bytes per queued op either way. Carrying the demand saves the engine a random read
+/// of the workload's demand array when the op starts (with long queues that read misses every cache level).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct QItem {
     pub op: u32,
     pub opset: u32,
     /// Time the op reached the server, ns.
     pub enq: u64,
-    pub tag: Tag,
+    /// The opset's tag (`Tag::prio`, `Tag::queue`).
+    pub prio: f64,
+    pub queue: u32,
+    /// The op's service demand in ns, or `DEM_FAR` when it does not fit in 32 bits (then it is read from the
+    /// workload).
+    pub dem: u32,
+}
+
+/// `QItem::dem` of a demand of 2³² − 1 ns (≈ 4.3 s) or more.
+pub const DEM_FAR: u32 = u32::MAX;
+
+impl QItem {
+    #[inline(always)]
+    pub fn new(op: u32, opset: u32, enq: u64, tag: Tag, demand_ns: u64) -> Self {
+        QItem {
+            op,
+            opset,
+            enq,
+            prio: tag.prio,
+            queue: tag.queue,
+            dem: if demand_ns < DEM_FAR as u64 { demand_ns as u32 } else { DEM_FAR },
+        }
+    }
+    /// The op's demand; `demand` is the workload's per-op demand array, read only for `DEM_FAR`.
+    #[inline(always)]
+    pub fn demand(&self, real_op: usize, demand: &[u64]) -> u64 {
+        if self.dem != DEM_FAR {
+            self.dem as u64
+        } else {
+            demand[real_op]
+        }
+    }
+    pub fn tag(&self) -> Tag {
+        Tag {
+            prio: self.prio,
+            queue: self.queue,
+        }
+    }
 }
 
 /// What a client knows when it tags a request. `sizes[i]` / `costs[i]` describe opset i of the request, already

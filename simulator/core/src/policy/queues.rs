@@ -98,7 +98,7 @@ impl PrioQueues {
     pub fn push(&mut self, server: usize, item: QItem) {
         self.seq += 1;
         self.heaps[server].push(PEntry {
-            key: prio_key(item.tag.prio),
+            key: prio_key(item.prio),
             seq: self.seq,
             item,
         });
@@ -180,7 +180,7 @@ impl MultiLevelQueues {
 
     #[inline]
     pub fn push(&mut self, server: usize, item: QItem) {
-        let q = item.tag.queue as usize;
+        let q = item.queue as usize;
         assert!(q < self.k, "queue {q} out of range");
         self.queues[server * self.k + q].push_back(item);
         self.servers[server].len += 1;
@@ -239,12 +239,7 @@ mod tests {
     use crate::policy::Tag;
 
     fn item(op: u32, queue: u32, prio: f64, enq: u64) -> QItem {
-        QItem {
-            op,
-            opset: op,
-            enq,
-            tag: Tag { prio, queue },
-        }
+        QItem::new(op, op, enq, Tag { prio, queue }, 1)
     }
 
     #[test]
@@ -266,11 +261,11 @@ mod tests {
             }
         }
         // one round = 5 + 4 + 3 + 2 = 14 picks, in queue order.
-        let first: Vec<u32> = (0..14).map(|_| m.pop(0).unwrap().tag.queue).collect();
+        let first: Vec<u32> = (0..14).map(|_| m.pop(0).unwrap().queue).collect();
         assert_eq!(first, vec![0, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 3, 3]);
         let mut counts = [0usize; 4];
         for _ in 0..(14 * 50) {
-            counts[m.pop(0).unwrap().tag.queue as usize] += 1;
+            counts[m.pop(0).unwrap().queue as usize] += 1;
         }
         assert_eq!(counts, [250, 200, 150, 100]);
     }
@@ -282,7 +277,7 @@ mod tests {
         for i in 0..60 {
             m.push(0, item(i, i % 2, 0.0, 0));
         }
-        let picks: Vec<u32> = (0..6).map(|_| m.pop(0).unwrap().tag.queue).collect();
+        let picks: Vec<u32> = (0..6).map(|_| m.pop(0).unwrap().queue).collect();
         assert_eq!(picks, vec![0, 0, 1, 0, 0, 1]);
     }
 

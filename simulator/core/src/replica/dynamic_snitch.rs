@@ -70,12 +70,102 @@ impl Params for DsConfig {
     }
 }
 
-/// Sample window of one (client, server) pair.
-#[derive(Debug, Clone, Default)]
-struct Ring {
-    /// Ring buffer of (arrival ns, latency ns).
-    samples: Vec<(u64, u64)>,
-    next: usize,
+/// The sample windows of every (client, server) cell: ring buffers of (arrival ns, latency ns).
+///
+/// Layout (speed): one flat array of `cells × window` samples when that is at most `FLAT_MAX` (the default
+/// 128 × 128 cells × 100 = 1.6 M samples, 26 MB, zero pages mapped lazily), one vector per cell beyond that
+/// (huge windows fill only as samples arrive); the fill count and next slot of every cell in one small dense
+/// array. A sample is recorded with one 16-byte write (a second array for the latencies would double the
+/// random writes, which cost more than the snapshots' sequential reads). Samples reach a cell in arrival order
+/// (the engine sends feedback in time order), so from the oldest slot on a ring is sorted by arrival time: the
+/// samples a snapshot counts (arrived in [since, at]) are one contiguous run of it, found from both ends, and
+/// their latencies are gathered without per-sample tests.
+#[derive(Debug, Clone)]
+struct Windows {
+    window: usize,
+    /// Per cell: (samples held, next slot to overwrite once full = the oldest slot once full).
+    fill: Vec<(u32, u32)>,
+    flat: Vec<(u64, u64)>,
+    per_cell: Vec<Vec<(u64, u64)>>,
+}
+
+/// Largest `cells × window` stored flat (64 Mi samples = 1 GiB of address space, committed only as touched).
+const FLAT_MAX: usize = 1 << 26;
+
+impl Windows {
+    fn new(cells: usize, window: usize) -> Self {
+        Self::with_flat_max(cells, window, FLAT_MAX)
+    }
+
+    fn with_flat_max(cells: usize, window: usize, flat_max: usize) -> Self {
+        let flat = cells.checked_mul(window).filter(|&n| n <= flat_max);
+        Windows {
+            window,
+            fill: vec![(0, 0); cells],
+            flat: flat.map_or(Vec::new(), |n| vec![(0, 0); n]),
+            per_cell: if flat.is_some() { Vec::new() } else { vec![Vec::new(); cells] },
+        }
+    }
+
+    /// Adds a sample to cell `i`, evicting its oldest once the window is full. Samples of a cell must come in
+    /// non-decreasing arrival order.
+    #[inline]
+    fn push(&mut self, i: usize, sample: (u64, u64)) {
+        let w = self.window;
+        let (fill, next) = self.fill[i];
+        let j = if (fill as usize) < w {
+            self.fill[i].0 = fill + 1;
+            fill as usize
+        } else {
+            self.fill[i].1 = if next as usize + 1 == w { 0 } else { next + 1 };
+            next as usize
+        };
+        if self.per_cell.is_empty() {
+            let k = i * w;
+            debug_assert!(fill == 0 || self.flat[k + if j == 0 { fill as usize - 1 } else { j - 1 }].0 <= sample.0);
+            self.flat[k + j] = sample;
+        } else {
+            let v = &mut self.per_cell[i];
+            if j == v.len() {
+                v.push(sample);
+            } else {
+                v[j] = sample;
+            }
+        }
+    }
+
+    /// Appends to `out` the latencies of cell `i`'s samples that arrived in [`since`, `at`] (in ring order).
+    #[inline]
+    fn latencies_in(&self, i: usize, since: u64, at: u64, out: &mut Vec<u64>) {
+        let (fill, next) = self.fill[i];
+        let n = fill as usize;
+        let ring = if self.per_cell.is_empty() {
+            let k = i * self.window;
+            &self.flat[k..k + n]
+        } else {
+            &self.per_cell[i][..]
+        };
+        // The k-th oldest sample is in slot (oldest + k) mod n.
+        let oldest = if n == self.window { next as usize } else { 0 };
+        let slot = |k: usize| if oldest + k >= n { oldest + k - n } else { oldest + k };
+        let mut lo = 0;
+        while lo < n && ring[slot(lo)].0 < since {
+            lo += 1;
+        }
+        let mut hi = n;
+        while hi > lo && ring[slot(hi - 1)].0 > at {
+            hi -= 1;
+        }
+        let (a, b) = (oldest + lo, oldest + hi); // unwrapped slots [a, b) ⊆ [oldest, oldest + n)
+        if b <= n {
+            out.extend(ring[a..b].iter().map(|s| s.1));
+        } else if a >= n {
+            out.extend(ring[a - n..b - n].iter().map(|s| s.1));
+        } else {
+            out.extend(ring[a..n].iter().map(|s| s.1));
+            out.extend(ring[..b - n].iter().map(|s| s.1));
+        }
+    }
 }
 
 /// A response in flight to its client: (arrival ns, latency ns, cell index).
@@ -86,11 +176,10 @@ pub struct DynamicSnitch {
     update_ns: u64,
     reset_ns: u64,
     badness: f64,
-    window: usize,
     servers: usize,
     /// Per (client, server) cell: the samples, and apart from them (read on every choice, so kept small and
     /// dense) the tick of the score snapshot and the snapshot.
-    rings: Vec<Ring>,
+    windows: Windows,
     snap: Vec<(u64, f64)>,
     /// Responses in flight to the clients, in arrival order (only what the snitch uses of the feedback).
     pending: VecDeque<Sample>,
@@ -105,9 +194,8 @@ impl DynamicSnitch {
             update_ns: (cfg.update_ms * 1e6).round().max(1.0) as u64,
             reset_ns: (cfg.reset_s * 1e9).round().max(1.0) as u64,
             badness: cfg.badness,
-            window: cfg.window as usize,
             servers,
-            rings: vec![Ring::default(); clients * servers],
+            windows: Windows::new(clients * servers, cfg.window as usize),
             snap: vec![(u64::MAX, 0.0); clients * servers],
             pending: VecDeque::new(),
             scratch: Vec::new(),
@@ -118,17 +206,7 @@ impl DynamicSnitch {
 
     #[inline]
     fn add_sample(&mut self, (at, latency, cell): Sample) {
-        let w = self.window;
-        let c = &mut self.rings[cell as usize];
-        if c.samples.len() < w {
-            if c.samples.is_empty() {
-                c.samples.reserve_exact(w); // one allocation per cell, not a doubling series
-            }
-            c.samples.push((at, latency));
-        } else {
-            c.samples[c.next] = (at, latency);
-            c.next = if c.next + 1 == w { 0 } else { c.next + 1 };
-        }
+        self.windows.push(cell as usize, (at, latency));
     }
 
     /// The score snapshot of cell `i` for `tick` (starting at `at`; samples from `since` on count).
@@ -138,8 +216,7 @@ impl DynamicSnitch {
             return self.snap[i].1;
         }
         self.scratch.clear();
-        self.scratch
-            .extend(self.rings[i].samples.iter().filter(|s| s.0 <= at && s.0 >= since).map(|s| s.1));
+        self.windows.latencies_in(i, since, at, &mut self.scratch);
         let score = if self.scratch.is_empty() {
             0.0
         } else {
@@ -267,6 +344,13 @@ mod tests {
                 window: (1 + rng.below(6)) as f64,
             };
             let mut ds = DynamicSnitch::new(&cfg, clients, servers);
+            if seed % 2 == 1 {
+                // the per-cell layout of huge windows, against the same naive snitch
+                ds.windows = Windows::with_flat_max(clients * servers, cfg.window as usize, 0);
+                assert!(ds.windows.flat.is_empty());
+            } else {
+                assert!(ds.windows.per_cell.is_empty());
+            }
             let mut naive = Naive {
                 u: ds.update_ns,
                 r: ds.reset_ns,
