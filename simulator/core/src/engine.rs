@@ -18,6 +18,7 @@ use std::time::Instant;
 use crate::cluster::Cluster;
 use crate::error::SimError;
 use crate::policy::speculative::LatencyEstimator;
+use crate::prefetch::prefetch;
 use crate::policy::{Policy, PolicyConfig, QItem, Scheduler, Tag, TagCtx, TailxConfig};
 use crate::replica::{Feedback, ReplicaSelector, SelectCtx, SelectorConfig, SelectorEnv};
 use crate::run_ext::{ExtStats, RunExt};
@@ -493,6 +494,12 @@ fn replay<const EXT: bool, S: Scheduler>(a: Args<'_>, mut sched: S) -> Result<Ru
             sizes.clear();
             costs.clear();
             servers.clear();
+            if !plain {
+                // The selector's state for every choice of this request, fetched at once (misses overlap).
+                for o in o0..o1 {
+                    selector.prefetch_choice(client, cluster.replicas(wl.opset_group[o]));
+                }
+            }
             for o in o0..o1 {
                 let size = wl.opset_ops[o + 1] - wl.opset_ops[o];
                 let g = wl.opset_group[o];
@@ -812,6 +819,12 @@ fn replay<const EXT: bool, S: Scheduler>(a: Args<'_>, mut sched: S) -> Result<Ru
                         };
                         slot_svc[s * cfg.slots as usize + slot as usize] = end - now;
                         timers.start(s, slot, end, seq, item.op, item.opset);
+                        // What the op's end reads first (it is cold when the op waited long in the queue).
+                        if EXT && (fb_on || redundant) {
+                            prefetch(sent.as_ptr().wrapping_add(item.opset as usize));
+                        } else {
+                            prefetch(wl.opset_req.as_ptr().wrapping_add(item.opset as usize));
+                        }
                         seq += 1;
                         if let Some(rec) = rec.as_mut().filter(|_| item.op < n_ops32) {
                             let i = item.op as usize;

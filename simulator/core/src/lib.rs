@@ -17,6 +17,7 @@ pub mod engine;
 pub mod error;
 pub mod hash;
 pub mod policy;
+pub mod prefetch;
 pub mod replica;
 pub mod rng;
 pub mod run_ext;

@@ -46,6 +46,11 @@ pub trait ReplicaSelector {
     fn wakeup(&self, _now: u64) -> Option<u64> {
         None
     }
+    /// A request's opsets are about to be placed: `client` will choose among `replicas` (one group). Selectors
+    /// whose choice reads per-(client, server) state prefetch it here, so the request's cache misses overlap
+    /// instead of coming one per choice. A hint only: no state may change. Default: nothing.
+    #[inline]
+    fn prefetch_choice(&self, _client: u32, _replicas: &[u32]) {}
     /// Called before the held opsets are retried at `now`; `false` promises that `choose` would refuse every
     /// one of them now without changing any state, so the engine skips the retry. Default: `true`.
     fn may_place_held(&mut self, _now: u64) -> bool {
@@ -105,6 +110,10 @@ impl ReplicaSelector for Selector {
     #[inline]
     fn may_place_held(&mut self, now: u64) -> bool {
         sel_dispatch!(self, s => s.may_place_held(now))
+    }
+    #[inline]
+    fn prefetch_choice(&self, client: u32, replicas: &[u32]) {
+        sel_dispatch!(self, s => s.prefetch_choice(client, replicas))
     }
 }
 

@@ -4,6 +4,7 @@ use std::cmp::Ordering;
 use std::collections::{BinaryHeap, VecDeque};
 
 use super::QItem;
+use crate::prefetch::prefetch;
 
 /// One FIFO queue per server.
 #[derive(Debug, Clone)]
@@ -23,7 +24,12 @@ impl FifoQueues {
     }
     #[inline]
     pub fn pop(&mut self, server: usize) -> Option<QItem> {
-        self.q[server].pop_front()
+        let q = &mut self.q[server];
+        let item = q.pop_front();
+        if let Some(next) = q.front() {
+            prefetch(next); // the server's next op, cold when the queue is long
+        }
+        item
     }
 }
 
@@ -215,10 +221,13 @@ impl MultiLevelQueues {
                 if let Some(it) = queues[c].pop_front() {
                     deficit[c] -= 1.0;
                     s.len -= 1;
-                    if queues[c].is_empty() {
-                        deficit[c] = 0.0;
-                        s.in_turn = false;
-                        s.cur = (c + 1) % k;
+                    match queues[c].front() {
+                        Some(next) => prefetch(next),
+                        None => {
+                            deficit[c] = 0.0;
+                            s.in_turn = false;
+                            s.cur = (c + 1) % k;
+                        }
                     }
                     return Some(it);
                 }

@@ -19,6 +19,7 @@ use std::collections::VecDeque;
 use super::feedback::{Feedback, SelectCtx};
 use super::ReplicaSelector;
 use crate::error::{check_range, SimError};
+use crate::prefetch::prefetch;
 use crate::policy::{unknown, Params};
 
 #[derive(Debug, Clone, PartialEq)]
@@ -140,23 +141,26 @@ struct C3Sample {
     queue: u32,
 }
 
-/// Per (client, server) state.
+/// Per (client, server) state, 64-byte aligned: first one cache line of what choosing reads — ranking's
+/// q, st, rt, os and the send limit's srate, window, sent counts — then what only feedback updates. In the
+/// compiler's order `os` and the counts came after all the 8-byte fields: two or three lines per replica ranked.
 #[derive(Debug, Clone, Copy)]
+#[repr(C, align(64))]
 struct Cell {
     q: f64,
     st: f64,
     rt: f64,
     os: u32,
+    sent: u32,
     srate: f64,
+    window: u64,
+    recv: u32,
+    prev_sent: u32,
+    prev_recv: u32,
     r0: f64,
     /// K = ∛(β R0 / γ) of the cubic growth, recomputed only when R0 changes (a cbrt per response otherwise).
     k: f64,
     last_dec: u64,
-    window: u64,
-    sent: u32,
-    recv: u32,
-    prev_sent: u32,
-    prev_recv: u32,
 }
 
 impl Cell {
@@ -310,7 +314,17 @@ impl C3 {
 
     pub fn queue_feedback(&mut self, fb: &Feedback) {
         let smp = self.sample_of(fb);
+        prefetch(self.cells.as_ptr().wrapping_add(smp.cell as usize)); // updated when it reaches the client
         self.pending.push_back(smp);
+    }
+
+    /// Prefetches the cells `rank` will read for `client` over `replicas`.
+    #[inline]
+    pub fn prefetch_cells(&self, client: u32, replicas: &[u32]) {
+        let base = client as usize * self.servers;
+        for &s in replicas {
+            prefetch(self.cells.as_ptr().wrapping_add(base + s as usize));
+        }
     }
 
     pub fn next_feedback_at(&self) -> Option<u64> {
@@ -368,6 +382,10 @@ impl ReplicaSelector for C3 {
     }
     fn on_op_response(&mut self, fb: &Feedback) {
         self.queue_feedback(fb);
+    }
+    #[inline]
+    fn prefetch_choice(&self, client: u32, replicas: &[u32]) {
+        self.prefetch_cells(client, replicas);
     }
     fn wakeup(&self, now: u64) -> Option<u64> {
         (self.cfg.rate_control > 0.0).then(|| (now / self.delta_ns + 1) * self.delta_ns)

@@ -14,6 +14,7 @@ use super::feedback::{Feedback, SelectCtx};
 use super::c3::{sort_small, total_key};
 use super::ReplicaSelector;
 use crate::error::{check_range, SimError};
+use crate::prefetch::prefetch;
 use crate::policy::{unknown, Params};
 
 #[derive(Debug, Clone, PartialEq)]
@@ -131,6 +132,16 @@ impl Windows {
             } else {
                 v[j] = sample;
             }
+        }
+    }
+
+    /// Prefetches the slot the next sample of cell `i` will be written to.
+    #[inline]
+    fn prefetch_slot(&self, i: usize) {
+        if self.per_cell.is_empty() {
+            let (fill, next) = self.fill[i];
+            let j = if (fill as usize) < self.window { fill } else { next };
+            prefetch(self.flat.as_ptr().wrapping_add(i * self.window + j as usize));
         }
     }
 
@@ -273,6 +284,14 @@ impl ReplicaSelector for DynamicSnitch {
     fn on_op_response(&mut self, fb: &Feedback) {
         let cell = fb.client as usize * self.servers + fb.server as usize;
         self.pending.push_back((fb.at, fb.response_ns, cell as u32));
+        self.windows.prefetch_slot(cell); // written when the sample reaches the client
+    }
+    #[inline]
+    fn prefetch_choice(&self, client: u32, replicas: &[u32]) {
+        let base = client as usize * self.servers;
+        for &s in replicas {
+            prefetch(self.snap.as_ptr().wrapping_add(base + s as usize));
+        }
     }
 }
 

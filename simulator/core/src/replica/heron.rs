@@ -186,6 +186,11 @@ impl ReplicaSelector for Heron {
     }
     fn on_op_response(&mut self, fb: &Feedback) {
         self.pending.push(*fb);
+        self.c3.prefetch_cells(fb.client, &[fb.server]); // updated when it reaches the client
+    }
+    #[inline]
+    fn prefetch_choice(&self, client: u32, replicas: &[u32]) {
+        self.c3.prefetch_cells(client, replicas);
     }
     fn wakeup(&self, _now: u64) -> Option<u64> {
         self.pending.next_at()
