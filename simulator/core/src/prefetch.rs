@@ -21,7 +21,7 @@ mod tests {
 
     #[test]
     fn a_hint_on_any_address_does_not_fault() {
-        let v = vec![7u64; 4];
+        let v = [7u64; 4];
         prefetch(v.as_ptr().wrapping_add(2));
         prefetch(v.as_ptr().wrapping_add(1 << 40)); // far outside the allocation
         prefetch(std::ptr::null::<u64>());
