@@ -17,10 +17,11 @@ use std::time::Instant;
 
 use crate::cluster::Cluster;
 use crate::error::SimError;
+use crate::held::HeldOpsets;
 use crate::policy::speculative::LatencyEstimator;
 use crate::prefetch::prefetch;
 use crate::policy::{Policy, PolicyConfig, QItem, Scheduler, Tag, TagCtx, TailxConfig};
-use crate::replica::{Feedback, ReplicaSelector, SelectCtx, SelectorConfig, SelectorEnv};
+use crate::replica::{Feedback, HeldRetry, ReplicaSelector, SelectCtx, SelectorConfig, SelectorEnv};
 use crate::run_ext::{ExtStats, RunExt};
 use crate::server_model::ServerModel;
 use crate::stats::{summarize, Summary};
@@ -289,7 +290,11 @@ fn replay<const EXT: bool, S: Scheduler>(a: Args<'_>, mut sched: S) -> Result<Ru
     let mut sent: Vec<Sent> = if fb_on || redundant { vec![Sent::default(); wl.opsets()] } else { Vec::new() };
     let mut resident = vec![0u32; if fb_on { n_servers } else { 0 }];
     let mut large_resident = vec![0u32; if fb_on { n_servers } else { 0 }];
-    let mut backlog: VecDeque<(u32, u64)> = VecDeque::new();
+    let mut backlog = HeldOpsets::new(if fb_on || !plain { cluster.groups() } else { 0 });
+    let (mut retry_batch, mut freed, mut cand_groups) = (Vec::new(), Vec::new(), Vec::new());
+    let mut group_mark = vec![false; if fb_on || !plain { cluster.groups() } else { 0 }];
+    // Replica groups of each server (a retry after servers turned available visits only their groups).
+    let mut server_groups: Vec<Vec<u32>> = Vec::new();
     let mut retries: std::collections::BinaryHeap<std::cmp::Reverse<u128>> = Default::default();
     let mut xs = ExtStats::default();
     let mut held_wait_ns = 0u128;
@@ -436,12 +441,39 @@ fn replay<const EXT: bool, S: Scheduler>(a: Args<'_>, mut sched: S) -> Result<Ru
             // Held opsets try again (FIFO); the ones still refused stay held in order.
             retries.pop();
             now = key_time(retry_key);
-            // (A selector may know that every held opset would be refused again: the scan is then skipped.)
-            let n_held = if selector.may_place_held(now) { backlog.len() } else { 0 };
-            for _ in 0..n_held {
-                let (o, since) = backlog.pop_front().expect("counted");
+            // (A selector may know that every held opset would be refused again, or all but those of some
+            // servers: the others are not visited.)
+            freed.clear();
+            match selector.held_retry(now, &mut freed) {
+                HeldRetry::All => backlog.take(None, &mut retry_batch),
+                HeldRetry::Skip => retry_batch.clear(),
+                HeldRetry::Freed => {
+                    if server_groups.is_empty() {
+                        server_groups = vec![Vec::new(); n_servers];
+                        for g in 0..cluster.groups() as u32 {
+                            for &s in cluster.replicas(g) {
+                                server_groups[s as usize].push(g);
+                            }
+                        }
+                    }
+                    cand_groups.clear();
+                    for &s in &freed {
+                        for &g in &server_groups[s as usize] {
+                            if !group_mark[g as usize] {
+                                group_mark[g as usize] = true;
+                                cand_groups.push(g);
+                            }
+                        }
+                    }
+                    for &g in &cand_groups {
+                        group_mark[g as usize] = false;
+                    }
+                    backlog.take(Some(&cand_groups), &mut retry_batch);
+                }
+            }
+            for &(g, held) in &retry_batch {
+                let (_, o, since) = held;
                 let o = o as usize;
-                let g = wl.opset_group[o];
                 let size = wl.opset_ops[o + 1] - wl.opset_ops[o];
                 let req = wl.opset_req[o];
                 let client = wl.client[req as usize];
@@ -465,7 +497,7 @@ fn replay<const EXT: bool, S: Scheduler>(a: Args<'_>, mut sched: S) -> Result<Ru
                         at_servers.push_back((event_key(now + d, seq), o as u32 | LATE_OPSET));
                         seq += 1;
                     }
-                    None => backlog.push_back((o as u32, since)),
+                    None => backlog.put_back(g, held),
                 }
             }
             if !backlog.is_empty() {
@@ -525,7 +557,7 @@ fn replay<const EXT: bool, S: Scheduler>(a: Args<'_>, mut sched: S) -> Result<Ru
                         None => {
                             // Held at the client: tagged with its primary as provisional server.
                             late[o] = true;
-                            backlog.push_back((o as u32, now));
+                            backlog.hold(g, o as u32, now);
                             xs.held_opsets += 1;
                             xs.held_max = xs.held_max.max(backlog.len() as u64);
                             if let Some(t) = selector.wakeup(now) {

@@ -16,6 +16,7 @@ pub mod demand;
 pub mod engine;
 pub mod error;
 pub mod hash;
+pub mod held;
 pub mod policy;
 pub mod prefetch;
 pub mod replica;

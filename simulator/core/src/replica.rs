@@ -51,11 +51,22 @@ pub trait ReplicaSelector {
     /// instead of coming one per choice. A hint only: no state may change. Default: nothing.
     #[inline]
     fn prefetch_choice(&self, _client: u32, _replicas: &[u32]) {}
-    /// Called before the held opsets are retried at `now`; `false` promises that `choose` would refuse every
-    /// one of them now without changing any state, so the engine skips the retry. Default: `true`.
-    fn may_place_held(&mut self, _now: u64) -> bool {
-        true
+    /// Called before the held opsets are retried at `now`: which of them `choose` may place now. `Skip`
+    /// promises that `choose` would refuse every one without changing any state; `Freed` that it would refuse,
+    /// without changing any state, every one whose replicas are all outside the servers it pushed onto `freed`
+    /// (and that placing one never lets another, refused before, through). Default: `All`.
+    fn held_retry(&mut self, _now: u64, _freed: &mut Vec<u32>) -> HeldRetry {
+        HeldRetry::All
     }
+}
+
+/// Which held opsets a retry visits (see [`ReplicaSelector::held_retry`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HeldRetry {
+    All,
+    Skip,
+    /// Only those with a replica among the servers the selector listed.
+    Freed,
 }
 
 /// Replica selection strategies (enum dispatch).
@@ -108,8 +119,8 @@ impl ReplicaSelector for Selector {
         sel_dispatch!(self, s => s.wakeup(now))
     }
     #[inline]
-    fn may_place_held(&mut self, now: u64) -> bool {
-        sel_dispatch!(self, s => s.may_place_held(now))
+    fn held_retry(&mut self, now: u64, freed: &mut Vec<u32>) -> HeldRetry {
+        sel_dispatch!(self, s => s.held_retry(now, freed))
     }
     #[inline]
     fn prefetch_choice(&self, client: u32, replicas: &[u32]) {

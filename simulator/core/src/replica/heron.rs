@@ -16,7 +16,7 @@ use std::collections::VecDeque;
 
 use super::c3::{C3Config, C3};
 use super::feedback::{Feedback, Pending, SelectCtx};
-use super::ReplicaSelector;
+use super::{HeldRetry, ReplicaSelector};
 use crate::error::{check_range, SimError};
 use crate::policy::{unknown, Params};
 
@@ -102,9 +102,9 @@ pub struct Heron {
     sends: Vec<VecDeque<(u64, u32)>>,
     /// Per server: the sum of the large ops in `sends` (kept up to date instead of summed on every view).
     sends_large: Vec<u32>,
-    /// A server turned from busy to available since the last retry of the held opsets (views only go down in
-    /// `apply`, so without such a turn every held opset is still refused).
-    freed: bool,
+    /// Servers that turned from busy to available since the last retry of the held opsets (views only go down
+    /// in `apply`, so a held opset none of whose replicas turned is still refused).
+    freed: Vec<u32>,
 }
 
 impl Heron {
@@ -118,7 +118,7 @@ impl Heron {
             report_gen: vec![0; servers],
             sends: vec![VecDeque::new(); servers],
             sends_large: vec![0; servers],
-            freed: false,
+            freed: Vec::new(),
         }
     }
 
@@ -138,7 +138,9 @@ impl Heron {
                 self.sends[s].pop_front();
                 self.sends_large[s] -= n;
             }
-            self.freed |= was_busy && self.available(fb.server);
+            if was_busy && self.available(fb.server) {
+                self.freed.push(fb.server);
+            }
         }
     }
 
@@ -195,11 +197,17 @@ impl ReplicaSelector for Heron {
     fn wakeup(&self, _now: u64) -> Option<u64> {
         self.pending.next_at()
     }
-    fn may_place_held(&mut self, now: u64) -> bool {
+    fn held_retry(&mut self, now: u64, freed: &mut Vec<u32>) -> HeldRetry {
         while let Some(fb) = self.pending.pop_ready(now) {
             self.apply(&fb);
         }
-        std::mem::take(&mut self.freed)
+        // Only large opsets are held, each refused because all its replicas were busy; placing one only makes
+        // servers busier.
+        if self.freed.is_empty() {
+            return HeldRetry::Skip;
+        }
+        freed.append(&mut self.freed);
+        HeldRetry::Freed
     }
 }
 
@@ -228,7 +236,12 @@ mod tests {
         assert_eq!(h.choose(&ctx(0, &reps, &out, 1)), Some(1)); // server 0 holds one large op: busy
         assert_eq!(h.choose(&ctx(5, &reps, &out, 1)), None); // both busy: held
         assert_eq!((h.view(0), h.view(1)), (1, 1));
-        assert!(!h.may_place_held(5));
+        let mut freed = Vec::new();
+        let mut retry = |h: &mut Heron, now: u64| {
+            freed.clear();
+            (h.held_retry(now, &mut freed), freed.clone())
+        };
+        assert_eq!(retry(&mut h, 5), (HeldRetry::Skip, vec![]));
         // Server 0 reports at 30 (reaches the client at 40): no large op resident; it covers the send at 0.
         h.on_op_response(&Feedback {
             client: 0,
@@ -240,14 +253,14 @@ mod tests {
             large_resident: 0,
             large_est: true,
         });
-        assert!(!h.may_place_held(39)); // still in flight
-        assert!(h.may_place_held(40));
+        assert_eq!(retry(&mut h, 39), (HeldRetry::Skip, vec![])); // still in flight
+        assert_eq!(retry(&mut h, 40), (HeldRetry::Freed, vec![0])); // server 0 turned available
         assert_eq!(h.view(0), 0);
-        assert!(!h.may_place_held(41)); // one turn, one retry
+        assert_eq!(retry(&mut h, 41), (HeldRetry::Skip, vec![])); // one turn, one retry
         // A small opset never turns a server busy; a large one does, and is refused again after.
         assert_eq!(h.choose(&ctx(41, &reps, &out, 0)), Some(0));
         assert_eq!(h.choose(&ctx(41, &reps, &out, 1)), Some(0));
         assert_eq!(h.choose(&ctx(42, &reps, &out, 1)), None);
-        assert!(!h.may_place_held(42));
+        assert_eq!(retry(&mut h, 42), (HeldRetry::Skip, vec![]));
     }
 }
