@@ -69,15 +69,16 @@ def run_spark(paths: list[Path]) -> tuple[dict[str, pd.DataFrame], float]:
             "hot": c.hot_sets, "rate": c.rate, "gaps": gaps}, dt
 
 
-def run_duckdb(paths: list[Path]) -> tuple[dict[str, pd.DataFrame], float]:
+def run_duckdb(paths: list[Path], src: str | None = None) -> tuple[dict[str, pd.DataFrame], float]:
     """The plan of `analysis.pipeline.characterize`, in DuckDB SQL: one aggregation by request, one by key
     with the per-window counts as FILTER counts, the per-window hot sets ranked over the 2 000 most
-    accessed keys with the same exactness check (and the same full (window, key) fallback)."""
+    accessed keys with the same exactness check (and the same full (window, key) fallback). `src` replaces
+    the rows' source (default: `read_parquet` of `paths`)."""
     import duckdb
 
     con = duckdb.connect()
     con.execute("SET threads TO 2")
-    src = "read_parquet([" + ",".join(f"'{p}'" for p in paths) + "])"
+    src = src or "read_parquet([" + ",".join(f"'{p}'" for p in paths) + "])"
     t = time.perf_counter()
     con.execute(f"CREATE TEMP TABLE reqs AS SELECT request_id, min(ts) AS ts, count(*) AS size, "
                 f"sum(value_size) AS bytes FROM {src} GROUP BY request_id")
