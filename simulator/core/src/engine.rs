@@ -291,7 +291,7 @@ fn replay<const EXT: bool, S: Scheduler>(a: Args<'_>, mut sched: S) -> Result<Ru
     let mut resident = vec![0u32; if fb_on { n_servers } else { 0 }];
     let mut large_resident = vec![0u32; if fb_on { n_servers } else { 0 }];
     let mut backlog = HeldOpsets::new(if fb_on || !plain { cluster.groups() } else { 0 });
-    let (mut retry_batch, mut freed, mut cand_groups) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut freed, mut cand_groups) = (Vec::new(), Vec::new());
     let mut group_mark = vec![false; if fb_on || !plain { cluster.groups() } else { 0 }];
     // Replica groups of each server (a retry after servers turned available visits only their groups).
     let mut server_groups: Vec<Vec<u32>> = Vec::new();
@@ -444,9 +444,10 @@ fn replay<const EXT: bool, S: Scheduler>(a: Args<'_>, mut sched: S) -> Result<Ru
             // (A selector may know that every held opset would be refused again, or all but those of some
             // servers: the others are not visited.)
             freed.clear();
-            match selector.held_retry(now, &mut freed) {
-                HeldRetry::All => backlog.take(None, &mut retry_batch),
-                HeldRetry::Skip => retry_batch.clear(),
+            let mode = selector.held_retry(now, &mut freed);
+            match mode {
+                HeldRetry::All => backlog.begin(None),
+                HeldRetry::Skip => {}
                 HeldRetry::Freed => {
                     if server_groups.is_empty() {
                         server_groups = vec![Vec::new(); n_servers];
@@ -468,12 +469,18 @@ fn replay<const EXT: bool, S: Scheduler>(a: Args<'_>, mut sched: S) -> Result<Ru
                     for &g in &cand_groups {
                         group_mark[g as usize] = false;
                     }
-                    backlog.take(Some(&cand_groups), &mut retry_batch);
+                    backlog.begin(Some(&cand_groups));
                 }
             }
-            for &(g, held) in &retry_batch {
+            while let Some((g, held)) = if mode == HeldRetry::Skip { None } else { backlog.next_held() } {
                 let (_, o, since) = held;
                 let o = o as usize;
+                if mode == HeldRetry::Freed && !selector.may_place_in(cluster.replicas(g)) {
+                    // Nothing more fits this group in this retry: its queue is left as it is.
+                    backlog.refuse(g, held);
+                    backlog.close(g);
+                    continue;
+                }
                 let size = wl.opset_ops[o + 1] - wl.opset_ops[o];
                 let req = wl.opset_req[o];
                 let client = wl.client[req as usize];
@@ -497,9 +504,10 @@ fn replay<const EXT: bool, S: Scheduler>(a: Args<'_>, mut sched: S) -> Result<Ru
                         at_servers.push_back((event_key(now + d, seq), o as u32 | LATE_OPSET));
                         seq += 1;
                     }
-                    None => backlog.put_back(g, held),
+                    None => backlog.refuse(g, held),
                 }
             }
+            backlog.end();
             if !backlog.is_empty() {
                 if let Some(t) = selector.wakeup(now) {
                     let t = t.max(now + 1);

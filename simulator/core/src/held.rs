@@ -1,12 +1,13 @@
 //! Opsets held at their clients by the replica selector (C3's rate limits, Héron's blocked large requests).
 //!
 //! They are retried in the order they were first held (FIFO); the ones refused again stay held, in order. Held
-//! opsets are kept per replica group, each group's queue in hold order, so that a retry can visit only the
-//! groups that may take one now (Héron: the groups of the servers that turned available — with an unstable
-//! backlog of 10⁵ opsets, a retry per turn over the whole backlog made one replay take minutes). A retry of
-//! several groups merges their queues by hold order, so the choices happen in exactly the order of one global
-//! FIFO scan.
-use std::collections::VecDeque;
+//! opsets are kept per replica group, each group's queue in hold order, and a retry walks the groups it is given
+//! merged by hold order (a heap over the groups' fronts), so the choices happen in exactly the order of one
+//! global FIFO scan. What that buys (Héron): a retry after some servers turned available visits only their
+//! groups, and stops in a group as soon as the selector says the group can take nothing more — with an unstable
+//! backlog of 10⁵ opsets a global rescan per turn made one replay take minutes.
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
 
 /// One held opset: (hold sequence number, opset, time first held).
 pub type Held = (u64, u32, u64);
@@ -16,14 +17,21 @@ pub struct HeldOpsets {
     per_group: Vec<VecDeque<Held>>,
     len: usize,
     next_seq: u64,
+    /// The retry in progress: groups by the hold number of their front, groups closed for this retry, and the
+    /// opsets refused again per group (given back in order at the end).
+    fronts: BinaryHeap<Reverse<(u64, u32)>>,
+    closed: Vec<bool>,
+    refused: Vec<Vec<Held>>,
+    touched: Vec<u32>,
 }
 
 impl HeldOpsets {
     pub fn new(groups: usize) -> Self {
         HeldOpsets {
             per_group: vec![VecDeque::new(); groups],
-            len: 0,
-            next_seq: 0,
+            closed: vec![false; groups],
+            refused: vec![Vec::new(); groups],
+            ..HeldOpsets::default()
         }
     }
 
@@ -44,38 +52,109 @@ impl HeldOpsets {
         self.len += 1;
     }
 
-    /// Takes out every held opset of `groups` (`None` = all groups) into `out`, in hold order. The caller
-    /// retries them in that order and gives back the refused ones with [`HeldOpsets::put_back`] (in the same
-    /// order, before taking again).
-    pub fn take(&mut self, groups: Option<&[u32]>, out: &mut Vec<(u32, Held)>) {
-        out.clear();
-        let mut drain = |g: usize, q: &mut VecDeque<Held>| out.extend(q.drain(..).map(|h| (g as u32, h)));
+    /// Starts a retry over the opsets of `groups` (`None` = every group): [`HeldOpsets::next_held`] yields them in hold
+    /// order; each is either placed (dropped) or given back with [`HeldOpsets::refuse`]; [`HeldOpsets::end`]
+    /// closes the retry.
+    pub fn begin(&mut self, groups: Option<&[u32]>) {
+        debug_assert!(self.fronts.is_empty() && self.touched.is_empty(), "a retry is in progress");
+        let fronts = &mut self.fronts;
+        let mut add = |g: u32, q: &VecDeque<Held>| {
+            if let Some(h) = q.front() {
+                fronts.push(Reverse((h.0, g)));
+            }
+        };
         match groups {
             None => {
-                for (g, q) in self.per_group.iter_mut().enumerate() {
-                    drain(g, q);
+                for (g, q) in self.per_group.iter().enumerate() {
+                    add(g as u32, q);
                 }
             }
             Some(gs) => {
                 for &g in gs {
-                    drain(g as usize, &mut self.per_group[g as usize]);
+                    add(g, &self.per_group[g as usize]);
                 }
             }
         }
-        self.len -= out.len();
-        out.sort_unstable_by_key(|&(_, h)| h.0);
     }
 
-    /// Gives back a refused opset taken by [`HeldOpsets::take`]; it keeps its place in the hold order.
-    pub fn put_back(&mut self, group: u32, held: Held) {
-        self.per_group[group as usize].push_back(held);
+    /// The next held opset of the retry (group, opset), in hold order; `None` when every group given to
+    /// [`HeldOpsets::begin`] is exhausted or closed.
+    pub fn next_held(&mut self) -> Option<(u32, Held)> {
+        while let Some(Reverse((_, g))) = self.fronts.pop() {
+            if self.closed[g as usize] {
+                continue;
+            }
+            let q = &mut self.per_group[g as usize];
+            let h = q.pop_front().expect("a group in the heap has a front");
+            if let Some(n) = q.front() {
+                self.fronts.push(Reverse((n.0, g)));
+            }
+            self.len -= 1;
+            return Some((g, h));
+        }
+        None
+    }
+
+    /// Gives back an opset of this retry that was refused again; it keeps its place in the hold order.
+    pub fn refuse(&mut self, group: u32, held: Held) {
+        let r = &mut self.refused[group as usize];
+        if r.is_empty() {
+            self.touched.push(group);
+        }
+        r.push(held);
         self.len += 1;
+    }
+
+    /// No opset of `group` can be placed for the rest of this retry: the walk leaves its queue as it is.
+    pub fn close(&mut self, group: u32) {
+        if !self.closed[group as usize] {
+            self.closed[group as usize] = true;
+            if self.refused[group as usize].is_empty() {
+                self.touched.push(group); // to reopen it at the end
+            }
+        }
+    }
+
+    /// Ends the retry: refused opsets go back to the front of their groups, in hold order.
+    pub fn end(&mut self) {
+        self.fronts.clear();
+        for g in self.touched.drain(..) {
+            let g = g as usize;
+            self.closed[g] = false;
+            for h in self.refused[g].drain(..).rev() {
+                self.per_group[g].push_front(h);
+            }
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn opsets(h: &mut HeldOpsets, groups: Option<&[u32]>, mut keep: impl FnMut(u32, u32) -> Keep) -> Vec<u32> {
+        let mut seen = Vec::new();
+        h.begin(groups);
+        while let Some((g, x)) = h.next_held() {
+            seen.push(x.1);
+            match keep(g, x.1) {
+                Keep::Place => {}
+                Keep::Refuse => h.refuse(g, x),
+                Keep::Close => {
+                    h.refuse(g, x);
+                    h.close(g);
+                }
+            }
+        }
+        h.end();
+        seen
+    }
+
+    enum Keep {
+        Place,
+        Refuse,
+        Close,
+    }
 
     #[test]
     fn a_partial_retry_keeps_the_global_hold_order() {
@@ -84,21 +163,34 @@ mod tests {
         for (i, g) in [0u32, 2, 0, 1, 2].into_iter().enumerate() {
             h.hold(g, 10 + i as u32, 100 + i as u64);
         }
-        let mut out = Vec::new();
-        h.take(Some(&[2, 0]), &mut out);
-        let opsets: Vec<u32> = out.iter().map(|&(_, x)| x.1).collect();
-        assert_eq!(opsets, vec![10, 11, 12, 14]); // hold order, whatever the order of the groups asked
-        assert_eq!(h.len(), 1);
-        // 11 and 14 are refused again; then a full retry sees 11, 13, 14 in hold order
-        for &(g, x) in &out {
-            if x.1 == 11 || x.1 == 14 {
-                h.put_back(g, x);
-            }
-        }
+        // groups 2 and 0, in that order: visited in hold order; 11 and 14 refused, 10 and 12 placed
+        let seen = opsets(&mut h, Some(&[2, 0]), |_, o| if o == 11 || o == 14 { Keep::Refuse } else { Keep::Place });
+        assert_eq!(seen, vec![10, 11, 12, 14]);
         assert_eq!(h.len(), 3);
-        h.take(None, &mut out);
-        let all: Vec<(u32, u32, u64)> = out.iter().map(|&(g, x)| (g, x.1, x.2)).collect();
-        assert_eq!(all, vec![(2, 11, 101), (1, 13, 103), (2, 14, 104)]);
+        // a full retry sees 11, 13, 14 in hold order and keeps them all
+        let seen = opsets(&mut h, None, |_, _| Keep::Refuse);
+        assert_eq!(seen, vec![11, 13, 14]);
+        assert_eq!(h.len(), 3);
+        let seen = opsets(&mut h, None, |_, _| Keep::Refuse);
+        assert_eq!(seen, vec![11, 13, 14], "refused opsets keep their places");
+    }
+
+    #[test]
+    fn a_closed_group_is_left_as_it_is_for_the_rest_of_the_retry() {
+        let mut h = HeldOpsets::new(2);
+        for (i, g) in [0u32, 0, 1, 0, 1, 0].into_iter().enumerate() {
+            h.hold(g, i as u32, 0);
+        }
+        // group 0 places its first opset, then closes at its second; group 1 places both
+        let seen = opsets(&mut h, None, |g, o| match (g, o) {
+            (0, 0) => Keep::Place,
+            (0, _) => Keep::Close,
+            _ => Keep::Place,
+        });
+        assert_eq!(seen, vec![0, 1, 2, 4], "3 and 5 (group 0 after it closed) are not visited");
+        assert_eq!(h.len(), 3);
+        let seen = opsets(&mut h, None, |_, _| Keep::Place);
+        assert_eq!(seen, vec![1, 3, 5], "the closed group kept its order, and is open again");
         assert!(h.is_empty());
     }
 }

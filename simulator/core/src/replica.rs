@@ -58,6 +58,11 @@ pub trait ReplicaSelector {
     fn held_retry(&mut self, _now: u64, _freed: &mut Vec<u32>) -> HeldRetry {
         HeldRetry::All
     }
+    /// In a `Freed` retry, before each held opset of the group with `replicas`: `false` promises that `choose`
+    /// would refuse, without changing any state, every held opset of that group for the rest of this retry.
+    fn may_place_in(&self, _replicas: &[u32]) -> bool {
+        true
+    }
 }
 
 /// Which held opsets a retry visits (see [`ReplicaSelector::held_retry`]).
@@ -121,6 +126,10 @@ impl ReplicaSelector for Selector {
     #[inline]
     fn held_retry(&mut self, now: u64, freed: &mut Vec<u32>) -> HeldRetry {
         sel_dispatch!(self, s => s.held_retry(now, freed))
+    }
+    #[inline]
+    fn may_place_in(&self, replicas: &[u32]) -> bool {
+        sel_dispatch!(self, s => s.may_place_in(replicas))
     }
     #[inline]
     fn prefetch_choice(&self, client: u32, replicas: &[u32]) {

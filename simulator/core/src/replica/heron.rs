@@ -209,6 +209,11 @@ impl ReplicaSelector for Heron {
         freed.append(&mut self.freed);
         HeldRetry::Freed
     }
+    fn may_place_in(&self, replicas: &[u32]) -> bool {
+        // Held opsets are large: refused (before any state change) while every replica is busy, and placing
+        // one never frees a server.
+        replicas.iter().any(|&s| self.available(s))
+    }
 }
 
 #[cfg(test)]
