@@ -61,7 +61,7 @@ def tree_cpu() -> dict[int, float]:
             s = Path(f"/proc/{d}/stat").read_text()
         except OSError:
             continue
-        f = s[s.rindex(")") + 2:].split()
+        f = s[s.rindex(")") + 2 :].split()
         kids.setdefault(int(f[1]), []).append(int(d))
         cpu[int(d)] = (int(f[11]) + int(f[12])) / TICK
     out: dict[int, float] = {}
@@ -80,8 +80,9 @@ def with_key_ids(paths: list[Path], out: Path) -> list[Path]:
         return dst
     out.mkdir(parents=True, exist_ok=True)
     tables = [pq.read_table(p) for p in paths]
-    ids = pc.cast(pc.dictionary_encode(pa.concat_arrays([t["key"].combine_chunks() for t in tables])).indices,
-                  pa.int64())
+    ids = pc.cast(
+        pc.dictionary_encode(pa.concat_arrays([t["key"].combine_chunks() for t in tables])).indices, pa.int64()
+    )
     start = 0
     for t, p in zip(tables, dst, strict=True):
         pq.write_table(t.append_column("key_id", ids.slice(start, t.num_rows)), p, row_group_size=1 << 20)
@@ -125,25 +126,45 @@ def main() -> None:
     fr, frk = fragments(raw), fragments(kid)
 
     def read(it: Iterator[pa.RecordBatch], cols: list[str]) -> pa.Table | None:
-        parts = [pq.ParquetFile(p).read_row_group(rg, columns=cols) for b in it
-                 for p, rg in zip(b.column("path").to_pylist(), b.column("rg").to_pylist(), strict=True)]
+        parts = [
+            pq.ParquetFile(p).read_row_group(rg, columns=cols)
+            for b in it
+            for p, rg in zip(b.column("path").to_pylist(), b.column("rg").to_pylist(), strict=True)
+        ]
         return pa.concat_tables(parts) if parts else None
 
-    pk = T.StructType([T.StructField("key", T.StringType()), T.StructField("count", T.LongType()),
-                       T.StructField("value_size", T.LongType())]
-                      + [T.StructField(f"w{i}", T.LongType()) for i in range(W)])
+    pk = T.StructType(
+        [
+            T.StructField("key", T.StringType()),
+            T.StructField("count", T.LongType()),
+            T.StructField("value_size", T.LongType()),
+        ]
+        + [T.StructField(f"w{i}", T.LongType()) for i in range(W)]
+    )
     pki = T.StructType([T.StructField("key_id", T.LongType()), *pk.fields[1:]])
-    rp = T.StructType([T.StructField("request_id", T.LongType()), T.StructField("ts", T.DoubleType()),
-                       T.StructField("size", T.LongType()), T.StructField("bytes", T.LongType())])
+    rp = T.StructType(
+        [
+            T.StructField("request_id", T.LongType()),
+            T.StructField("ts", T.DoubleType()),
+            T.StructField("size", T.LongType()),
+            T.StructField("bytes", T.LongType()),
+        ]
+    )
 
     def key_group_by(t: pa.Table) -> pa.Table:
         win = pc.min_element_wise(pc.cast(pc.floor(pc.divide(pc.subtract(t["ts"], t0), ws)), pa.int32()), W - 1)
         cols = {"key": t["key"], "value_size": t["value_size"]}
         cols |= {f"w{i}": pc.fill_null(pc.cast(pc.equal(win, i), pa.int64()), 0) for i in range(W)}
-        g = pa.table(cols).group_by("key", use_threads=False).aggregate(
-            [("key", "count", pc.CountOptions("all")), ("value_size", "max")] + [(f"w{i}", "sum") for i in range(W)])
+        g = (
+            pa.table(cols)
+            .group_by("key", use_threads=False)
+            .aggregate(
+                [("key", "count", pc.CountOptions("all")), ("value_size", "max")] + [(f"w{i}", "sum") for i in range(W)]
+            )
+        )
         return g.select(["key", "key_count", "value_size_max"] + [f"w{i}_sum" for i in range(W)]).rename_columns(
-            pk.names)
+            pk.names
+        )
 
     def key_dense(idx: Any, n: int, t: pa.Table, names: Any | None) -> pa.RecordBatch:
         cnt = np.bincount(idx, minlength=n)
@@ -153,8 +174,11 @@ def main() -> None:
         ok = ~np.isnan(w)
         per = np.bincount(idx[ok] * W + w[ok].astype(np.int64), minlength=n * W).reshape(n, W)
         keep: Any = slice(None) if names is not None else np.flatnonzero(cnt)
-        cols = [names if names is not None else pa.array(keep), pa.array(cnt[keep]),
-                pa.array(mx[keep], mask=mx[keep] == MIN)] + [pa.array(per[keep, i]) for i in range(W)]
+        cols = [
+            names if names is not None else pa.array(keep),
+            pa.array(cnt[keep]),
+            pa.array(mx[keep], mask=mx[keep] == MIN),
+        ] + [pa.array(per[keep, i]) for i in range(W)]
         return pa.RecordBatch.from_arrays(cols, names=(pk if names is not None else pki).names)
 
     def l1_key(it: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -176,7 +200,8 @@ def main() -> None:
 
     def req_group_by(t: pa.Table) -> pa.Table:
         g = t.group_by("request_id", use_threads=False).aggregate(
-            [("ts", "min"), ("request_id", "count", pc.CountOptions("all")), ("value_size", "sum")])
+            [("ts", "min"), ("request_id", "count", pc.CountOptions("all")), ("value_size", "sum")]
+        )
         return g.select(["request_id", "ts_min", "request_id_count", "value_size_sum"]).rename_columns(rp.names)
 
     def l1_req(it: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -193,22 +218,32 @@ def main() -> None:
         yield pa.RecordBatch.from_pydict({"n": [sum(b.num_rows for b in it)]})
 
     def merge_key(p: DataFrame, col: str) -> DataFrame:
-        return (p.groupBy(col).agg(F.sum("count").alias("count"), F.max("value_size").alias("value_size"),
-                                   *[F.sum(f"w{i}").alias(f"w{i}") for i in range(W)])
-                .select(col, "count", "value_size", F.array(*[f"w{i}" for i in range(W)]).alias("per_window")))
+        return (
+            p.groupBy(col)
+            .agg(
+                F.sum("count").alias("count"),
+                F.max("value_size").alias("value_size"),
+                *[F.sum(f"w{i}").alias(f"w{i}") for i in range(W)],
+            )
+            .select(col, "count", "value_size", F.array(*[f"w{i}" for i in range(W)]).alias("per_window"))
+        )
 
     def spark_key(d: DataFrame, col: str) -> DataFrame:
         if col == "key":
             return tr.key_counts_by_window(d, t0, ws, W)
         w = tr.window_index(t0, ws, W).alias("window")
         per = [F.count(F.when(F.col("window") == F.lit(i), F.lit(1))).alias(f"w{i}") for i in range(W)]
-        return (d.select(col, "value_size", w).groupBy(col)
-                .agg(F.count(F.lit(1)).alias("count"), F.max("value_size").alias("value_size"), *per)
-                .select(col, "count", "value_size", F.array(*[f"w{i}" for i in range(W)]).alias("per_window")))
+        return (
+            d.select(col, "value_size", w)
+            .groupBy(col)
+            .agg(F.count(F.lit(1)).alias("count"), F.max("value_size").alias("value_size"), *per)
+            .select(col, "count", "value_size", F.array(*[f"w{i}" for i in range(W)]).alias("per_window"))
+        )
 
     def merge_req(p: DataFrame) -> DataFrame:
-        return p.groupBy("request_id").agg(F.min("ts").alias("ts"), F.sum("size").alias("size"),
-                                           F.sum("bytes").alias("bytes"))
+        return p.groupBy("request_id").agg(
+            F.min("ts").alias("ts"), F.sum("size").alias("size"), F.sum("bytes").alias("bytes")
+        )
 
     key_cols = df.select("key", "ts", "value_size")
     req_cols = df.select("request_id", "ts", "value_size")
@@ -253,8 +288,10 @@ def main() -> None:
         new = [s for i, s in sorted(stages().items()) if i not in before]
         ex = " + ".join(f"{s['executorCpuTime'] / 1e9:.2f}" for s in new)
         tree = sum(v - cpu0.get(p, 0.0) for p, v in cpu1.items())
-        print(f"{name:38s} wall {wall:5.2f}  tree-cpu {tree:5.2f}  exec-cpu/stage {ex}  "
-              f"load {os.getloadavg()[0]:.2f}", flush=True)
+        print(
+            f"{name:38s} wall {wall:5.2f}  tree-cpu {tree:5.2f}  exec-cpu/stage {ex}  load {os.getloadavg()[0]:.2f}",
+            flush=True,
+        )
 
     for _, make in cases if a.repeat else []:  # warm-up (JIT, Python workers)
         make().write.format("noop").mode("overwrite").save()
@@ -271,10 +308,15 @@ def main() -> None:
             run(name, make)
         for col in ("key", "key_id"):
             t, c = time.perf_counter(), time.process_time()
-            con.execute(f"CREATE OR REPLACE TEMP TABLE k AS SELECT {col}, count(*) AS count, max(value_size) AS "
-                        f"value_size, {per} FROM (SELECT {col}, value_size, {win} AS win FROM {src}) GROUP BY {col}")
-            print(f"{'key: DuckDB by ' + col:38s} wall {time.perf_counter() - t:5.2f}  "
-                  f"cpu {time.process_time() - c:5.2f}  load {os.getloadavg()[0]:.2f}", flush=True)
+            con.execute(
+                f"CREATE OR REPLACE TEMP TABLE k AS SELECT {col}, count(*) AS count, max(value_size) AS "
+                f"value_size, {per} FROM (SELECT {col}, value_size, {win} AS win FROM {src}) GROUP BY {col}"
+            )
+            print(
+                f"{'key: DuckDB by ' + col:38s} wall {time.perf_counter() - t:5.2f}  "
+                f"cpu {time.process_time() - c:5.2f}  load {os.getloadavg()[0]:.2f}",
+                flush=True,
+            )
     if a.whole:
         whole(raw_paths, kid_paths, a.whole)
 
@@ -294,8 +336,11 @@ def whole(raw: list[Path], kid: list[Path], runs: int) -> None:
     def int_keys(df: DataFrame) -> DataFrame:  # `key` := key_id, kept an int64 (normalize casts to string)
         return normalize(df.drop("key").withColumnRenamed("key_id", "key")).withColumn("key", F.col("key").cast("long"))
 
-    kid_src = "(SELECT request_id, ts, key_id AS key, value_size FROM read_parquet([" + ",".join(
-        f"'{p}'" for p in kid) + "]))"
+    kid_src = (
+        "(SELECT request_id, ts, key_id AS key, value_size FROM read_parquet(["
+        + ",".join(f"'{p}'" for p in kid)
+        + "]))"
+    )
     for r in range(runs + 1):  # the first round warms up the JVM
         for name, paths, ints in (("string key", raw, False), ("int key_id", kid, True)):
             c = time.process_time()
@@ -309,9 +354,12 @@ def whole(raw: list[Path], kid: list[Path], runs: int) -> None:
                 tr.normalize = normalize  # type: ignore[assignment]
             sc = sum(v - c0.get(p, 0.0) for p, v in tree_cpu().items())
             same = all(ab.same(sp, duck).values())
-            print(f"{'(warm-up) ' if r == 0 else ''}{name:11s} wall: duckdb {dt:5.2f} s spark {st:5.2f} s "
-                  f"{st / dt:4.2f}x   cpu: duckdb {dc:5.2f} s spark {sc:5.2f} s {sc / dc:4.2f}x   same={same}   "
-                  f"load {os.getloadavg()[0]:.2f} {time.strftime('%H:%M:%S')}", flush=True)
+            print(
+                f"{'(warm-up) ' if r == 0 else ''}{name:11s} wall: duckdb {dt:5.2f} s spark {st:5.2f} s "
+                f"{st / dt:4.2f}x   cpu: duckdb {dc:5.2f} s spark {sc:5.2f} s {sc / dc:4.2f}x   same={same}   "
+                f"load {os.getloadavg()[0]:.2f} {time.strftime('%H:%M:%S')}",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":
