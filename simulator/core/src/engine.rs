@@ -241,6 +241,7 @@ fn replay<const EXT: bool, S: Scheduler>(a: Args<'_>, mut sched: S) -> Result<Ru
         _ => None,
     };
     let redundant = EXT && (dup || spec.is_some());
+    let write_on = EXT && ext.write.iter().any(|&w| w);
     if redundant && cfg.replication < 2 {
         return Err(SimError::BadInput(format!(
             "policy '{}' needs replication >= 2 (a second replica to send copies to)",
@@ -250,7 +251,7 @@ fn replay<const EXT: bool, S: Scheduler>(a: Args<'_>, mut sched: S) -> Result<Ru
     let n_ops32 = n_ops as u32;
     let mut copy_server = vec![u32::MAX; if redundant { wl.opsets() } else { 0 }];
     let mut copied = vec![false; if redundant { n_ops } else { 0 }];
-    let mut answered_at = vec![u64::MAX; if redundant || (EXT && ext.write.iter().any(|&w| w)) { n_ops } else { 0 }];
+    let mut answered_at = vec![u64::MAX; if redundant || write_on { n_ops } else { 0 }];
     let mut opset_left: Vec<u32> = if spec.is_some() {
         wl.opset_ops.windows(2).map(|w| w[1] - w[0]).collect()
     } else {
@@ -290,9 +291,8 @@ fn replay<const EXT: bool, S: Scheduler>(a: Args<'_>, mut sched: S) -> Result<Ru
     let mut sent: Vec<Sent> = if fb_on || redundant { vec![Sent::default(); wl.opsets()] } else { Vec::new() };
     let mut resident = vec![0u32; if fb_on { n_servers } else { 0 }];
     let mut large_resident = vec![0u32; if fb_on { n_servers } else { 0 }];
-    let mut backlog = HeldOpsets::new(if fb_on || !plain { cluster.groups() } else { 0 });
+    let mut backlog = HeldOpsets::new(if plain { 0 } else { cluster.groups() });
     let (mut freed, mut cand_groups) = (Vec::new(), Vec::new());
-    let mut group_mark = vec![false; if fb_on || !plain { cluster.groups() } else { 0 }];
     // Replica groups of each server (a retry after servers turned available visits only their groups).
     let mut server_groups: Vec<Vec<u32>> = Vec::new();
     let mut retries: std::collections::BinaryHeap<std::cmp::Reverse<u128>> = Default::default();
@@ -322,7 +322,6 @@ fn replay<const EXT: bool, S: Scheduler>(a: Args<'_>, mut sched: S) -> Result<Ru
     // Actual service time of the op in each busy slot (with speeds it differs from the demand). Read back when
     // the op ends, so the workload's demand array is not touched again (a cache miss with long queues).
     let mut slot_svc = vec![0u64; n_servers * cfg.slots as usize];
-    let write_on = EXT && ext.write.iter().any(|&w| w);
     let multi = redundant || write_on;
     let is_write = |op: usize| write_on && ext.write[op];
     let closed = if EXT { ext.closed.as_ref() } else { None };
@@ -458,17 +457,9 @@ fn replay<const EXT: bool, S: Scheduler>(a: Args<'_>, mut sched: S) -> Result<Ru
                         }
                     }
                     cand_groups.clear();
-                    for &s in &freed {
-                        for &g in &server_groups[s as usize] {
-                            if !group_mark[g as usize] {
-                                group_mark[g as usize] = true;
-                                cand_groups.push(g);
-                            }
-                        }
-                    }
-                    for &g in &cand_groups {
-                        group_mark[g as usize] = false;
-                    }
+                    cand_groups.extend(freed.iter().flat_map(|&s| server_groups[s as usize].iter().copied()));
+                    cand_groups.sort_unstable();
+                    cand_groups.dedup();
                     backlog.begin(Some(&cand_groups));
                 }
             }

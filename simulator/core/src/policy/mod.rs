@@ -78,12 +78,6 @@ impl QItem {
             demand[real_op]
         }
     }
-    pub fn tag(&self) -> Tag {
-        Tag {
-            prio: self.prio,
-            queue: self.queue,
-        }
-    }
 }
 
 /// What a client knows when it tags a request. `sizes[i]` / `costs[i]` describe opset i of the request, already
