@@ -39,6 +39,14 @@ def _png(draw: Callable[[Axes], None]) -> str:
     return base64.b64encode(buf.getvalue()).decode("ascii")
 
 
+def _log_xlim(ax: Axes, values: np.ndarray[Any, Any]) -> None:
+    """A log x axis that stays readable when every value is the same (one point has no range to scale)."""
+    lo, hi = float(np.min(values)), float(np.max(values))
+    if lo > 0 and lo == hi:
+        ax.set_xlim(lo / 2, hi * 2)  # before the scale: autoscaling one point warns and picks its own range
+    ax.set_xscale("log")
+
+
 def _ccdf(values: np.ndarray[Any, Any], weights: np.ndarray[Any, Any]) -> tuple[Any, Any]:
     order = np.argsort(values)
     v, w = values[order].astype(float), weights[order].astype(float)
@@ -50,7 +58,7 @@ def _sizes(c: Collected) -> Callable[[Axes], None]:
     def draw(ax: Axes) -> None:
         v, p = _ccdf(c.size_hist["size"].to_numpy(), c.size_hist["requests"].to_numpy())
         ax.step(v, p, where="post")
-        ax.set_xscale("log")
+        _log_xlim(ax, v)
         ax.set_yscale("log")
         ax.set_xlabel("multiget size (keys)")
         ax.set_ylabel("P(size ≥ x)")
@@ -90,8 +98,10 @@ def _value_sizes(c: Collected, doc: dict[str, Any]) -> Callable[[Axes], None]:
             ax.step(v, np.cumsum(w) / w.sum(), where="post", label=label)
         for cand in doc["value_size"].get("thr_l_candidates") or []:
             ax.axvline(cand["bytes"], linestyle=":", color="gray")
-            ax.text(cand["bytes"], 0.02, f" {cand['rule']}", rotation=90, fontsize=7, va="bottom")
-        ax.set_xscale("log")
+            ax.text(cand["bytes"], 0.02, f" {cand['rule']}", rotation=90, fontsize=7, va="bottom",
+                    transform=ax.get_xaxis_transform())  # y in axes units: inside the frame at any y range
+        _log_xlim(ax, np.r_[v, [cand["bytes"] for cand in doc["value_size"].get("thr_l_candidates") or []]])
+        ax.set_ylim(0.0, 1.02)
         ax.set_xlabel("value size (bytes)")
         ax.set_ylabel("CDF")
         ax.legend()
