@@ -211,7 +211,7 @@ impl MultiLevelQueues {
             if !s.in_turn {
                 if queues[c].is_empty() {
                     deficit[c] = 0.0;
-                    s.cur = (c + 1) % k;
+                    s.cur = if c + 1 == k { 0 } else { c + 1 };
                     continue;
                 }
                 deficit[c] += quanta[c];
@@ -226,7 +226,7 @@ impl MultiLevelQueues {
                         None => {
                             deficit[c] = 0.0;
                             s.in_turn = false;
-                            s.cur = (c + 1) % k;
+                            s.cur = if c + 1 == k { 0 } else { c + 1 };
                         }
                     }
                     return Some(it);
@@ -237,7 +237,7 @@ impl MultiLevelQueues {
                 deficit[c] = 0.0;
             }
             s.in_turn = false;
-            s.cur = (c + 1) % k;
+            s.cur = if c + 1 == k { 0 } else { c + 1 };
         }
     }
 }

@@ -135,16 +135,6 @@ impl Windows {
         }
     }
 
-    /// Prefetches the slot the next sample of cell `i` will be written to.
-    #[inline]
-    fn prefetch_slot(&self, i: usize) {
-        if self.per_cell.is_empty() {
-            let (fill, next) = self.fill[i];
-            let j = if (fill as usize) < self.window { fill } else { next };
-            prefetch(self.flat.as_ptr().wrapping_add(i * self.window + j as usize));
-        }
-    }
-
     /// Appends to `out` the latencies of cell `i`'s samples that arrived in [`since`, `at`] (in ring order).
     #[inline]
     fn latencies_in(&self, i: usize, since: u64, at: u64, out: &mut Vec<u64>) {
@@ -283,8 +273,9 @@ impl ReplicaSelector for DynamicSnitch {
     }
     fn on_op_response(&mut self, fb: &Feedback) {
         let cell = fb.client as usize * self.servers + fb.server as usize;
+        // No prefetch of the ring slot the sample will go to: reading the cell's fill count to find it missed
+        // more often than the prefetch saved (measured 2026-11-24, bench/RESULTS.md).
         self.pending.push_back((fb.at, fb.response_ns, cell as u32));
-        self.windows.prefetch_slot(cell); // written when the sample reaches the client
     }
     #[inline]
     fn prefetch_choice(&self, client: u32, replicas: &[u32]) {
