@@ -21,7 +21,7 @@ use crate::held::HeldOpsets;
 use crate::policy::speculative::LatencyEstimator;
 use crate::prefetch::prefetch;
 use crate::policy::{Policy, PolicyConfig, QItem, Scheduler, Tag, TagCtx, TailxConfig};
-use crate::replica::{Feedback, HeldRetry, ReplicaSelector, SelectCtx, SelectorConfig, SelectorEnv};
+use crate::replica::{Feedback, HeldRetry, ReplicaSelector, SelectCtx, Selector, SelectorConfig, SelectorEnv};
 use crate::run_ext::{ExtStats, RunExt};
 use crate::server_model::ServerModel;
 use crate::stats::{summarize, Summary};
@@ -161,7 +161,8 @@ pub fn run_with(
     }
     let sched = policy.instantiate(n_servers, n_ops);
     // The issue-3 path (round-robin replicas, no delay queue, no copies) runs a loop compiled without the
-    // extension branches, monomorphized per policy; everything else runs the general loop over the `Policy` enum.
+    // extension branches, monomorphized per policy; everything else runs the general loop, monomorphized per
+    // issue-3 policy and feedback selector (the rest over the `Policy` / `Selector` enums).
     let plain = ext.selector == SelectorConfig::RoundRobin
         && tailx.is_none()
         && !matches!(policy, PolicyConfig::Duplicate(_) | PolicyConfig::Speculative(_))
@@ -175,28 +176,56 @@ pub fn run_with(
         tailx,
         started,
     };
+    let env = SelectorEnv {
+        clients: cluster.config.clients as usize,
+        groups: cluster.groups(),
+        rf: cluster.config.replication as usize,
+        servers: n_servers,
+        slots: cluster.config.slots,
+        mean_service_ns: if wl.ops() > 0 {
+            wl.demand.iter().map(|&x| x as f64).sum::<f64>() / wl.ops() as f64
+        } else {
+            1e9 / cluster.config.service_rate
+        },
+        net_latency_ns: cluster.config.net_latency_ns,
+        seed: ext.seed,
+    };
+    let sel = ext.selector.instantiate(&env);
     if !plain {
-        // Replica selectors / size classes with an issue-3 policy: the general loop, monomorphized per policy too.
+        // Per (policy, feedback selector) as well: the selector's calls inline into the loop instead of going
+        // through the enum (c3 −5%, ds −2…5%, least-outstanding −2.5% wall; bench/RESULTS.md § Speed pass
+        // 2026-11-24). Random and round-robin with extensions, and tailx / duplicate / speculative, use the enums.
+        macro_rules! by_selector {
+            ($p:expr) => {
+                match sel {
+                    Selector::LeastOutstanding(r) => replay::<true, _, _>(a, $p, r),
+                    Selector::Ds(r) => replay::<true, _, _>(a, $p, r),
+                    Selector::C3(r) => replay::<true, _, _>(a, $p, r),
+                    Selector::Heron(r) => replay::<true, _, _>(a, $p, r),
+                    r => replay::<true, _, _>(a, $p, r),
+                }
+            };
+        }
         return match sched {
-            Policy::Fifo(p) => replay::<true, _>(a, p),
-            Policy::ReinSbf(p) => replay::<true, _>(a, p),
-            Policy::ReinSds(p) => replay::<true, _>(a, p),
-            Policy::Rein(p) => replay::<true, _>(a, p),
-            Policy::BrbEqualMax(p) => replay::<true, _>(a, p),
-            Policy::BrbUnifIncr(p) => replay::<true, _>(a, p),
-            Policy::Oracle(p) => replay::<true, _>(a, p),
-            other => replay::<true, _>(a, other),
+            Policy::Fifo(p) => by_selector!(p),
+            Policy::ReinSbf(p) => by_selector!(p),
+            Policy::ReinSds(p) => by_selector!(p),
+            Policy::Rein(p) => by_selector!(p),
+            Policy::BrbEqualMax(p) => by_selector!(p),
+            Policy::BrbUnifIncr(p) => by_selector!(p),
+            Policy::Oracle(p) => by_selector!(p),
+            other => replay::<true, _, _>(a, other, sel),
         };
     }
     match sched {
-        Policy::Fifo(p) => replay::<false, _>(a, p),
-        Policy::ReinSbf(p) => replay::<false, _>(a, p),
-        Policy::ReinSds(p) => replay::<false, _>(a, p),
-        Policy::Rein(p) => replay::<false, _>(a, p),
-        Policy::BrbEqualMax(p) => replay::<false, _>(a, p),
-        Policy::BrbUnifIncr(p) => replay::<false, _>(a, p),
-        Policy::Oracle(p) => replay::<false, _>(a, p),
-        other => replay::<true, _>(a, other),
+        Policy::Fifo(p) => replay::<false, _, _>(a, p, sel),
+        Policy::ReinSbf(p) => replay::<false, _, _>(a, p, sel),
+        Policy::ReinSds(p) => replay::<false, _, _>(a, p, sel),
+        Policy::Rein(p) => replay::<false, _, _>(a, p, sel),
+        Policy::BrbEqualMax(p) => replay::<false, _, _>(a, p, sel),
+        Policy::BrbUnifIncr(p) => replay::<false, _, _>(a, p, sel),
+        Policy::Oracle(p) => replay::<false, _, _>(a, p, sel),
+        other => replay::<true, _, _>(a, other, sel),
     }
 }
 
@@ -213,9 +242,14 @@ struct Args<'a> {
 
 /// The event loop. `EXT = false` compiles it without issue 4's branches (selector feedback, held opsets, TailX
 /// delay queue, copies, server speeds, writes, closed-loop clients): only valid for round-robin replicas and policies other than tailx / duplicate /
-/// speculative (the caller checks). Both instances apply the same events in the same order.
+/// speculative (the caller checks). Both instances apply the same events in the same order. `selector` is the
+/// run's replica selector, instantiated by the caller (a concrete selector type or the `Selector` enum).
 #[allow(clippy::needless_range_loop)]
-fn replay<const EXT: bool, S: Scheduler>(a: Args<'_>, mut sched: S) -> Result<RunResult, SimError> {
+fn replay<const EXT: bool, S: Scheduler, R: ReplicaSelector>(
+    a: Args<'_>,
+    mut sched: S,
+    mut selector: R,
+) -> Result<RunResult, SimError> {
     let Args {
         cluster,
         wl,
@@ -263,20 +297,6 @@ fn replay<const EXT: bool, S: Scheduler>(a: Args<'_>, mut sched: S) -> Result<Ru
         let i = reps.iter().position(|&x| x == s).unwrap_or(0);
         reps[(i + 1) % reps.len()]
     };
-    let mut selector = ext.selector.instantiate(&SelectorEnv {
-        clients: cfg.clients as usize,
-        groups: cluster.groups(),
-        rf: cfg.replication as usize,
-        servers: n_servers,
-        slots: cfg.slots,
-        mean_service_ns: if n_ops > 0 {
-            wl.demand.iter().map(|&x| x as f64).sum::<f64>() / n_ops as f64
-        } else {
-            1e9 / cfg.service_rate
-        },
-        net_latency_ns: d,
-        seed: ext.seed,
-    });
     // Issue 4 state, allocated only for selectors that use it.
     let plain = !EXT || ext.selector == SelectorConfig::RoundRobin;
     let fb_on = EXT && selector.wants_feedback();
