@@ -147,6 +147,8 @@ impl PrioQueues {
 /// an emptied queue's deficit is reset to 0 (classic DRR). Quanta are normalized so the smallest is ≥ 1, so every
 /// turn of a non-empty queue serves at least one op (shares are unchanged: they are proportional to the rates).
 /// Storage is flat (queue i of server s at index s·K + i) so a pick touches one row, not a per-server `Vec`.
+/// Each server keeps a bit mask of its non-empty queues (K ≤ 64): a turn goes straight to the next non-empty
+/// queue instead of testing the empty ones (whose deficit is already 0: it is reset when a queue empties).
 #[derive(Debug, Clone)]
 pub struct MultiLevelQueues {
     quanta: Vec<f64>,
@@ -160,7 +162,8 @@ pub struct MultiLevelQueues {
 struct MlqServer {
     cur: usize,
     in_turn: bool,
-    len: usize,
+    /// Bit i set ⇔ queue i is non-empty.
+    nonempty: u64,
 }
 
 impl MultiLevelQueues {
@@ -168,6 +171,7 @@ impl MultiLevelQueues {
         let min = rates.iter().cloned().fold(f64::INFINITY, f64::min);
         let scale = if min < 1.0 { 1.0 / min } else { 1.0 };
         let k = rates.len();
+        assert!((1..=64).contains(&k), "1..=64 queues");
         MultiLevelQueues {
             quanta: rates.iter().map(|r| r * scale).collect(),
             k,
@@ -177,7 +181,7 @@ impl MultiLevelQueues {
                 MlqServer {
                     cur: 0,
                     in_turn: false,
-                    len: 0,
+                    nonempty: 0,
                 };
                 servers
             ],
@@ -189,53 +193,54 @@ impl MultiLevelQueues {
         let q = item.queue as usize;
         assert!(q < self.k, "queue {q} out of range");
         self.queues[server * self.k + q].push_back(item);
-        self.servers[server].len += 1;
+        self.servers[server].nonempty |= 1 << q;
     }
 
     #[inline]
     pub fn pop(&mut self, server: usize) -> Option<QItem> {
-        if self.servers[server].len == 0 {
+        if self.servers[server].nonempty == 0 {
             return None;
         }
-        self.pop_nonempty(server)
+        Some(self.pop_nonempty(server))
     }
 
-    fn pop_nonempty(&mut self, server: usize) -> Option<QItem> {
+    fn pop_nonempty(&mut self, server: usize) -> QItem {
         let k = self.k;
         let s = &mut self.servers[server];
         let queues = &mut self.queues[server * k..(server + 1) * k];
         let deficit = &mut self.deficit[server * k..(server + 1) * k];
         let quanta = &self.quanta[..k];
         loop {
-            let c = s.cur;
+            let mut c = s.cur;
             if !s.in_turn {
-                if queues[c].is_empty() {
-                    deficit[c] = 0.0;
-                    s.cur = if c + 1 == k { 0 } else { c + 1 };
-                    continue;
-                }
+                // The next non-empty queue from c on, cyclically (the mask is not 0).
+                let above = s.nonempty >> c;
+                c = if above != 0 {
+                    c + above.trailing_zeros() as usize
+                } else {
+                    s.nonempty.trailing_zeros() as usize
+                };
+                s.cur = c;
                 deficit[c] += quanta[c];
                 s.in_turn = true;
             }
+            // In its turn a queue is non-empty (it leaves its turn when it empties).
             if deficit[c] >= 1.0 {
-                if let Some(it) = queues[c].pop_front() {
-                    deficit[c] -= 1.0;
-                    s.len -= 1;
-                    match queues[c].front() {
-                        Some(next) => prefetch(next),
-                        None => {
-                            deficit[c] = 0.0;
-                            s.in_turn = false;
-                            s.cur = if c + 1 == k { 0 } else { c + 1 };
-                        }
+                let q = &mut queues[c];
+                let it = q.pop_front().expect("a queue in its turn is non-empty");
+                deficit[c] -= 1.0;
+                match q.front() {
+                    Some(next) => prefetch(next),
+                    None => {
+                        deficit[c] = 0.0;
+                        s.nonempty &= !(1 << c);
+                        s.in_turn = false;
+                        s.cur = if c + 1 == k { 0 } else { c + 1 };
                     }
-                    return Some(it);
                 }
+                return it;
             }
-            // Turn over: quantum used up (or queue empty).
-            if queues[c].is_empty() {
-                deficit[c] = 0.0;
-            }
+            // Turn over: quantum used up.
             s.in_turn = false;
             s.cur = if c + 1 == k { 0 } else { c + 1 };
         }
@@ -299,6 +304,92 @@ mod tests {
         assert_eq!(m.pop(1).unwrap().op, 0);
         assert_eq!(m.pop(1).unwrap().op, 1);
         assert_eq!(m.pop(1), None);
+    }
+
+    /// Classic DRR written naively (every queue visited in turn, an empty queue's deficit reset when visited),
+    /// the definition the bit-mask version must follow pick for pick.
+    struct NaiveDrr {
+        quanta: Vec<f64>,
+        queues: Vec<std::collections::VecDeque<u32>>,
+        deficit: Vec<f64>,
+        cur: usize,
+        in_turn: bool,
+    }
+
+    impl NaiveDrr {
+        fn pop(&mut self) -> Option<u32> {
+            if self.queues.iter().all(|q| q.is_empty()) {
+                return None;
+            }
+            loop {
+                let c = self.cur;
+                if !self.in_turn {
+                    if self.queues[c].is_empty() {
+                        self.deficit[c] = 0.0;
+                        self.cur = (c + 1) % self.queues.len();
+                        continue;
+                    }
+                    self.deficit[c] += self.quanta[c];
+                    self.in_turn = true;
+                }
+                if self.deficit[c] >= 1.0 {
+                    if let Some(op) = self.queues[c].pop_front() {
+                        self.deficit[c] -= 1.0;
+                        if self.queues[c].is_empty() {
+                            self.deficit[c] = 0.0;
+                            self.in_turn = false;
+                            self.cur = (c + 1) % self.queues.len();
+                        }
+                        return Some(op);
+                    }
+                }
+                if self.queues[c].is_empty() {
+                    self.deficit[c] = 0.0;
+                }
+                self.in_turn = false;
+                self.cur = (c + 1) % self.queues.len();
+            }
+        }
+    }
+
+    #[test]
+    fn drr_with_the_nonempty_mask_picks_as_naive_drr() {
+        use crate::rng::Rng;
+        for seed in 0..40u64 {
+            let mut rng = Rng::new(seed, 3);
+            // K from 1 to 64 (the mask's width), the edge cases included
+            let k = match seed {
+                0 => 1,
+                1 => 64,
+                2 => 63,
+                _ => 1 + rng.below(64) as usize,
+            };
+            let rates: Vec<f64> = (0..k).map(|_| 0.25 + 4.0 * rng.uniform()).collect();
+            let mut m = MultiLevelQueues::new(1, &rates);
+            let mut naive = NaiveDrr {
+                quanta: m.quanta.clone(),
+                queues: vec![Default::default(); k],
+                deficit: vec![0.0; k],
+                cur: 0,
+                in_turn: false,
+            };
+            let mut op = 0;
+            for step in 0..4000 {
+                // bursts of pushes to a few queues (so some queues sit empty for long), then pops
+                if rng.uniform() < 0.55 {
+                    let q = if rng.uniform() < 0.5 { k - 1 } else { rng.below(k as u64) as usize };
+                    m.push(0, item(op, q as u32, 0.0, 0));
+                    naive.queues[q].push_back(op);
+                    op += 1;
+                } else {
+                    assert_eq!(m.pop(0).map(|it| it.op), naive.pop(), "seed {seed} step {step} k {k}");
+                }
+            }
+            while let Some(want) = naive.pop() {
+                assert_eq!(m.pop(0).map(|it| it.op), Some(want), "seed {seed} drain");
+            }
+            assert_eq!(m.pop(0), None);
+        }
     }
 
     #[test]

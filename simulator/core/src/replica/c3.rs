@@ -291,6 +291,24 @@ impl C3 {
         &self.order
     }
 
+    /// [`rank`](Self::rank) for a group of three replicas (the default RF), without the vector: the same
+    /// order (ties keep the replica order: the (key, position) pairs are distinct and sorted as pairs).
+    #[inline]
+    fn rank3(&self, base: usize, [a, b, c]: [u32; 3]) -> [(i64, u32); 3] {
+        let key = |s: u32| total_key(self.score_cell(&self.cells[base + s as usize]));
+        let mut o = [(key(a), 0u32), (key(b), 1), (key(c), 2)];
+        if o[1] < o[0] {
+            o.swap(0, 1);
+        }
+        if o[2] < o[1] {
+            o.swap(1, 2);
+            if o[1] < o[0] {
+                o.swap(0, 1);
+            }
+        }
+        o
+    }
+
     /// Books an opset of `size` ops sent by `client` to `server`.
     pub fn sent(&mut self, client: u32, server: u32, size: u32, now: u64) {
         let delta = self.delta_ns;
@@ -356,16 +374,23 @@ pub(crate) fn sort_small<T: Copy>(v: &mut [T], less: impl Fn(&T, &T) -> bool) {
 impl ReplicaSelector for C3 {
     fn choose(&mut self, ctx: &SelectCtx<'_>) -> Option<u32> {
         self.drain(ctx.now);
-        self.rank(ctx);
         let base = ctx.client as usize * self.servers;
+        let three;
+        let order: &[(i64, u32)] = if let &[a, b, c] = ctx.replicas {
+            three = self.rank3(base, [a, b, c]);
+            &three
+        } else {
+            self.rank(ctx);
+            &self.order
+        };
         if self.cfg.rate_control <= 0.0 {
-            let s = ctx.replicas[self.order[0].1 as usize];
+            let s = ctx.replicas[order[0].1 as usize];
             self.sent(ctx.client, s, ctx.size, ctx.now);
             return Some(s);
         }
         // The first replica in score order whose send limit allows it (as `sent`, with the window rolled once).
         let w = ctx.now / self.delta_ns;
-        for &(_, i) in &self.order {
+        for &(_, i) in order {
             let s = ctx.replicas[i as usize];
             let c = &mut self.cells[base + s as usize];
             c.roll(w);
@@ -414,5 +439,34 @@ mod tests {
         }
         assert!(total_key(-0.0) < total_key(0.0));
         assert!(total_key(f64::NEG_INFINITY) < total_key(-1e300) && total_key(1e300) < total_key(f64::INFINITY));
+    }
+
+    #[test]
+    fn rank_of_three_replicas_matches_the_general_rank() {
+        // Cell states drawn from a few values so that scores tie often (ties keep the replica order).
+        let mut c3 = C3::new(&C3Config::default(), 2, 5, 8, 1000.0);
+        let mut rng = Rng::new(5, 1);
+        for round in 0..3000 {
+            for cell in c3.cells.iter_mut() {
+                cell.os = rng.below(3) as u32;
+                cell.q = [0.0, 1.0, 2.5][rng.below(3) as usize];
+                cell.rt = [0.0, 500.0, 1e300, f64::INFINITY][rng.below(4) as usize];
+                cell.st = [1000.0, 0.0, 2000.0][rng.below(3) as usize];
+            }
+            let client = rng.below(2) as u32;
+            let first = rng.below(5) as u32;
+            let replicas = [first, (first + 1 + rng.below(4) as u32) % 5, (first + 2) % 5];
+            let ctx = SelectCtx {
+                now: 0,
+                client,
+                group: 0,
+                replicas: &replicas,
+                outstanding: &[],
+                size: 1,
+                large_ops: 0,
+            };
+            let three = c3.rank3(client as usize * 5, replicas);
+            assert_eq!(&three[..], c3.rank(&ctx), "round {round}");
+        }
     }
 }

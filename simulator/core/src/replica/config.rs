@@ -127,7 +127,7 @@ impl SelectorConfig {
                 env.servers,
                 env.seed,
             )),
-            SelectorConfig::Ds(c) => Selector::Ds(DynamicSnitch::new(c, env.clients, env.servers)),
+            SelectorConfig::Ds(c) => Selector::Ds(DynamicSnitch::new(c, env.clients, env.groups, env.servers)),
             SelectorConfig::C3(c) => Selector::C3(C3::new(c, env.clients, env.servers, env.slots, env.mean_service_ns)),
             SelectorConfig::Heron(c) => Selector::Heron(Heron::new(
                 c,

@@ -184,13 +184,25 @@ pub struct DynamicSnitch {
     snap: Vec<(u64, f64)>,
     /// Responses in flight to the clients, in arrival order (only what the snitch uses of the feedback).
     pending: VecDeque<Sample>,
+    /// Per (client, group): the choice made in the latest tick, `tick << 8 | index of the pick` (`NO_PICK`
+    /// if none; empty when clients × groups exceeds `PICK_MEMO_MAX`). Exact: a choice depends only on the
+    /// snapshots of the group's replicas (a group's replicas are fixed), and a snapshot, once taken for a tick,
+    /// does not change during it; so every later choice of the client in the group in the same tick picks the
+    /// same replica. Time never goes back, so a tick, once left, is never seen again.
+    picks: Vec<u64>,
+    groups: usize,
     scratch: Vec<u64>,
     scores: Vec<f64>,
     sorted: Vec<(i64, u32)>,
 }
 
+/// Largest clients × groups with a pick memo (8 MB; 128 clients × 128 groups = 16 Ki by default).
+const PICK_MEMO_MAX: usize = 1 << 20;
+const NO_PICK: u64 = u64::MAX;
+
 impl DynamicSnitch {
-    pub fn new(cfg: &DsConfig, clients: usize, servers: usize) -> Self {
+    pub fn new(cfg: &DsConfig, clients: usize, groups: usize, servers: usize) -> Self {
+        let memo = clients.checked_mul(groups).filter(|&n| n <= PICK_MEMO_MAX);
         DynamicSnitch {
             update_ns: (cfg.update_ms * 1e6).round().max(1.0) as u64,
             reset_ns: (cfg.reset_s * 1e9).round().max(1.0) as u64,
@@ -199,6 +211,8 @@ impl DynamicSnitch {
             windows: Windows::new(clients * servers, cfg.window as usize),
             snap: vec![(u64::MAX, 0.0); clients * servers],
             pending: VecDeque::new(),
+            picks: memo.map_or(Vec::new(), |n| vec![NO_PICK; n]),
+            groups,
             scratch: Vec::new(),
             scores: Vec::new(),
             sorted: Vec::new(),
@@ -245,6 +259,12 @@ impl ReplicaSelector for DynamicSnitch {
             self.add_sample(smp);
         }
         let tick = ctx.now / self.update_ns;
+        let memo = ctx.client as usize * self.groups + ctx.group as usize;
+        if let Some(&p) = self.picks.get(memo) {
+            if p >> 8 == tick {
+                return Some(ctx.replicas[(p & 0xff) as usize]);
+            }
+        }
         let at = tick * self.update_ns;
         let since = at / self.reset_ns * self.reset_ns;
         let base = ctx.client as usize * self.servers;
@@ -264,6 +284,9 @@ impl ReplicaSelector for DynamicSnitch {
             .zip(&sorted)
             .any(|(&st, so)| st > (1.0 + self.badness) * scores[so.1 as usize]);
         let pick = if use_scores { sorted[0].1 as usize } else { 0 };
+        if memo < self.picks.len() && tick < (NO_PICK >> 8) {
+            self.picks[memo] = tick << 8 | pick as u64; // pick < RF ≤ 255
+        }
         self.scores = scores;
         self.sorted = sorted;
         Some(ctx.replicas[pick])
@@ -353,7 +376,7 @@ mod tests {
                 badness: 0.1,
                 window: (1 + rng.below(6)) as f64,
             };
-            let mut ds = DynamicSnitch::new(&cfg, clients, servers);
+            let mut ds = DynamicSnitch::new(&cfg, clients, servers, servers);
             if seed % 2 == 1 {
                 // the per-cell layout of huge windows, against the same naive snitch
                 ds.windows = Windows::with_flat_max(clients * servers, cfg.window as usize, 0);
@@ -396,7 +419,7 @@ mod tests {
                     let ctx = SelectCtx {
                         now,
                         client,
-                        group: 0,
+                        group: first, // a group's replicas are fixed (the pick memo relies on it)
                         replicas: &replicas,
                         outstanding: &[],
                         size: 1,
