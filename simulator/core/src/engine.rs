@@ -548,7 +548,8 @@ fn replay<const EXT: bool, S: Scheduler, R: ReplicaSelector>(
             if !plain {
                 // The selector's state for every choice of this request, fetched at once (misses overlap).
                 for o in o0..o1 {
-                    selector.prefetch_choice(client, cluster.replicas(wl.opset_group[o]));
+                    let g = wl.opset_group[o];
+                    selector.prefetch_choice(now, client, g, cluster.replicas(g));
                 }
             }
             for o in o0..o1 {

@@ -46,11 +46,11 @@ pub trait ReplicaSelector {
     fn wakeup(&self, _now: u64) -> Option<u64> {
         None
     }
-    /// A request's opsets are about to be placed: `client` will choose among `replicas` (one group). Selectors
-    /// whose choice reads per-(client, server) state prefetch it here, so the request's cache misses overlap
-    /// instead of coming one per choice. A hint only: no state may change. Default: nothing.
+    /// A request's opsets are about to be placed at `now`: `client` will choose among `replicas` (group
+    /// `group`). Selectors whose choice reads per-(client, server) state prefetch it here, so the request's cache
+    /// misses overlap instead of coming one per choice. A hint only: no state may change. Default: nothing.
     #[inline]
-    fn prefetch_choice(&self, _client: u32, _replicas: &[u32]) {}
+    fn prefetch_choice(&self, _now: u64, _client: u32, _group: u32, _replicas: &[u32]) {}
     /// Called before the held opsets are retried at `now`: which of them `choose` may place now. `Skip`
     /// promises that `choose` would refuse every one without changing any state; `Freed` that it would refuse,
     /// without changing any state, every one whose replicas are all outside the servers it pushed onto `freed`
@@ -132,8 +132,8 @@ impl ReplicaSelector for Selector {
         sel_dispatch!(self, s => s.may_place_in(replicas))
     }
     #[inline]
-    fn prefetch_choice(&self, client: u32, replicas: &[u32]) {
-        sel_dispatch!(self, s => s.prefetch_choice(client, replicas))
+    fn prefetch_choice(&self, now: u64, client: u32, group: u32, replicas: &[u32]) {
+        sel_dispatch!(self, s => s.prefetch_choice(now, client, group, replicas))
     }
 }
 

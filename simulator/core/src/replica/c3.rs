@@ -409,7 +409,7 @@ impl ReplicaSelector for C3 {
         self.queue_feedback(fb);
     }
     #[inline]
-    fn prefetch_choice(&self, client: u32, replicas: &[u32]) {
+    fn prefetch_choice(&self, _now: u64, client: u32, _group: u32, replicas: &[u32]) {
         self.prefetch_cells(client, replicas);
     }
     fn wakeup(&self, now: u64) -> Option<u64> {

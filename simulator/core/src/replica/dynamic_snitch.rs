@@ -135,6 +135,19 @@ impl Windows {
         }
     }
 
+    /// Prefetches the samples cell `i` holds (flat layout; the per-cell layout of huge windows is left alone).
+    #[inline]
+    fn prefetch_cell(&self, i: usize) {
+        if self.per_cell.is_empty() {
+            let n = self.fill[i].0 as usize;
+            let p = self.flat.as_ptr().wrapping_add(i * self.window);
+            // 4 samples of 16 bytes to a 64-byte line
+            for k in (0..n).step_by(4) {
+                prefetch(p.wrapping_add(k));
+            }
+        }
+    }
+
     /// Appends to `out` the latencies of cell `i`'s samples that arrived in [`since`, `at`] (in ring order).
     #[inline]
     fn latencies_in(&self, i: usize, since: u64, at: u64, out: &mut Vec<u64>) {
@@ -191,6 +204,9 @@ pub struct DynamicSnitch {
     /// same replica. Time never goes back, so a tick, once left, is never seen again.
     picks: Vec<u64>,
     groups: usize,
+    /// The tick of the latest choice and its time range [start, end): `now / update_ns` without a division
+    /// while time stays in it.
+    tick: (u64, u64, u64),
     scratch: Vec<u64>,
     scores: Vec<f64>,
     sorted: Vec<(i64, u32)>,
@@ -213,9 +229,21 @@ impl DynamicSnitch {
             pending: VecDeque::new(),
             picks: memo.map_or(Vec::new(), |n| vec![NO_PICK; n]),
             groups,
+            tick: (0, 0, 0),
             scratch: Vec::new(),
             scores: Vec::new(),
             sorted: Vec::new(),
+        }
+    }
+
+    /// `now / update_ns`, from the cached range when `now` is in it.
+    #[inline]
+    fn tick_of(&self, now: u64) -> u64 {
+        let (tick, start, end) = self.tick;
+        if now >= start && now < end {
+            tick
+        } else {
+            now / self.update_ns
         }
     }
 
@@ -258,7 +286,11 @@ impl ReplicaSelector for DynamicSnitch {
             self.pending.pop_front();
             self.add_sample(smp);
         }
-        let tick = ctx.now / self.update_ns;
+        let tick = self.tick_of(ctx.now);
+        if tick != self.tick.0 || self.tick.2 == 0 {
+            let start = tick * self.update_ns;
+            self.tick = (tick, start, start.saturating_add(self.update_ns));
+        }
         let memo = ctx.client as usize * self.groups + ctx.group as usize;
         if let Some(&p) = self.picks.get(memo) {
             if p >> 8 == tick {
@@ -300,11 +332,22 @@ impl ReplicaSelector for DynamicSnitch {
         // more often than the prefetch saved (measured 2026-11-24, bench/RESULTS.md).
         self.pending.push_back((fb.at, fb.response_ns, cell as u32));
     }
+    /// The snapshot cells of the group's replicas, and the samples of those whose snapshot the choice will take
+    /// (not yet taken in this tick, and no pick memoized for the group in it): a snapshot reads a cold window.
     #[inline]
-    fn prefetch_choice(&self, client: u32, replicas: &[u32]) {
+    fn prefetch_choice(&self, now: u64, client: u32, group: u32, replicas: &[u32]) {
+        let tick = self.tick_of(now);
+        if let Some(&p) = self.picks.get(client as usize * self.groups + group as usize) {
+            if p >> 8 == tick {
+                return;
+            }
+        }
         let base = client as usize * self.servers;
         for &s in replicas {
-            prefetch(self.snap.as_ptr().wrapping_add(base + s as usize));
+            let i = base + s as usize;
+            if self.snap[i].0 != tick {
+                self.windows.prefetch_cell(i);
+            }
         }
     }
 }
@@ -425,6 +468,8 @@ mod tests {
                         size: 1,
                         large_ops: 0,
                     };
+                    // the hint reads state only: a choice after it is the naive snitch's all the same
+                    ds.prefetch_choice(now, client, first, &replicas);
                     assert_eq!(ds.choose(&ctx), Some(naive.choose(client, &replicas, now)), "seed {seed}");
                 }
             }

@@ -191,7 +191,7 @@ impl ReplicaSelector for Heron {
         self.c3.prefetch_cells(fb.client, &[fb.server]); // updated when it reaches the client
     }
     #[inline]
-    fn prefetch_choice(&self, client: u32, replicas: &[u32]) {
+    fn prefetch_choice(&self, _now: u64, client: u32, _group: u32, replicas: &[u32]) {
         self.c3.prefetch_cells(client, replicas);
     }
     fn wakeup(&self, _now: u64) -> Option<u64> {
