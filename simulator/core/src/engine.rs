@@ -23,6 +23,7 @@ use crate::prefetch::prefetch;
 use crate::policy::{Policy, PolicyConfig, QItem, Scheduler, Tag, TagCtx, TailxConfig};
 use crate::replica::{Feedback, HeldRetry, ReplicaSelector, SelectCtx, Selector, SelectorConfig, SelectorEnv};
 use crate::run_ext::{ExtStats, RunExt};
+use crate::runs::RunQueue;
 use crate::server_model::ServerModel;
 use crate::stats::{summarize, Summary};
 use crate::timers::{event_key, key_time, SlotTimers};
@@ -291,7 +292,8 @@ fn replay<const EXT: bool, S: Scheduler, R: ReplicaSelector>(
     } else {
         Vec::new()
     };
-    let mut spec_q: std::collections::BinaryHeap<std::cmp::Reverse<(u128, u32)>> = Default::default();
+    // Speculative timers, one run of deadlines per client (a k-way merge: `runs.rs`).
+    let mut spec_q = RunQueue::new(if spec.is_some() { cfg.clients as usize } else { 0 });
     let next_replica = |g: u32, s: u32| -> u32 {
         let reps = cluster.replicas(g);
         let i = reps.iter().position(|&x| x == s).unwrap_or(0);
@@ -415,7 +417,7 @@ fn replay<const EXT: bool, S: Scheduler, R: ReplicaSelector>(
             (
                 retries.peek().map_or(u128::MAX, |k| k.0),
                 delay_q.peek().map_or(u128::MAX, |k| k.0 .0),
-                spec_q.peek().map_or(u128::MAX, |k| k.0 .0),
+                spec_q.peek_key().unwrap_or(u128::MAX),
             )
         } else {
             (u128::MAX, u128::MAX, u128::MAX)
@@ -428,7 +430,7 @@ fn replay<const EXT: bool, S: Scheduler, R: ReplicaSelector>(
             && spec_key < done_key
         {
             // Speculative retry: the opset's ops whose answers have not reached the client are re-issued.
-            let std::cmp::Reverse((_, o)) = spec_q.pop().expect("head exists");
+            let (_, o) = spec_q.pop().expect("head exists");
             now = key_time(spec_key);
             let o = o as usize;
             let mut n = 0;
@@ -657,7 +659,7 @@ fn replay<const EXT: bool, S: Scheduler, R: ReplicaSelector>(
                         at_servers.push_back((event_key(now + d, seq), o as u32 | LATE_OPSET | COPY_OPSET));
                         seq += 1;
                     } else if let Some(t) = spec.as_ref().and_then(|e| e.timeout_ns(client as usize)) {
-                        spec_q.push(std::cmp::Reverse((event_key(now + t, seq), o as u32)));
+                        spec_q.push(client as usize, event_key(now + t, seq), o as u32);
                         seq += 1;
                     }
                 }
@@ -846,7 +848,7 @@ fn replay<const EXT: bool, S: Scheduler, R: ReplicaSelector>(
             if EXT {
                 next_event = next_event
                     .min(delay_q.peek().map_or(u128::MAX, |k| k.0 .0))
-                    .min(spec_q.peek().map_or(u128::MAX, |k| k.0 .0));
+                    .min(spec_q.peek_key().unwrap_or(u128::MAX));
             }
             let next_t = if next_event == u128::MAX {
                 next_arrival

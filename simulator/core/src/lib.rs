@@ -22,6 +22,7 @@ pub mod prefetch;
 pub mod replica;
 pub mod rng;
 pub mod run_ext;
+pub mod runs;
 pub mod server_model;
 pub mod stats;
 pub mod timers;
