@@ -204,6 +204,9 @@ pub struct DynamicSnitch {
     /// same replica. Time never goes back, so a tick, once left, is never seen again.
     picks: Vec<u64>,
     groups: usize,
+    /// The tick of the latest choice and its time range [start, end): `now / update_ns` without a division
+    /// while time stays in it.
+    tick: (u64, u64, u64),
     scratch: Vec<u64>,
     scores: Vec<f64>,
     sorted: Vec<(i64, u32)>,
@@ -226,9 +229,21 @@ impl DynamicSnitch {
             pending: VecDeque::new(),
             picks: memo.map_or(Vec::new(), |n| vec![NO_PICK; n]),
             groups,
+            tick: (0, 0, 0),
             scratch: Vec::new(),
             scores: Vec::new(),
             sorted: Vec::new(),
+        }
+    }
+
+    /// `now / update_ns`, from the cached range when `now` is in it.
+    #[inline]
+    fn tick_of(&self, now: u64) -> u64 {
+        let (tick, start, end) = self.tick;
+        if now >= start && now < end {
+            tick
+        } else {
+            now / self.update_ns
         }
     }
 
@@ -271,7 +286,11 @@ impl ReplicaSelector for DynamicSnitch {
             self.pending.pop_front();
             self.add_sample(smp);
         }
-        let tick = ctx.now / self.update_ns;
+        let tick = self.tick_of(ctx.now);
+        if tick != self.tick.0 || self.tick.2 == 0 {
+            let start = tick * self.update_ns;
+            self.tick = (tick, start, start.saturating_add(self.update_ns));
+        }
         let memo = ctx.client as usize * self.groups + ctx.group as usize;
         if let Some(&p) = self.picks.get(memo) {
             if p >> 8 == tick {
@@ -317,7 +336,7 @@ impl ReplicaSelector for DynamicSnitch {
     /// (not yet taken in this tick, and no pick memoized for the group in it): a snapshot reads a cold window.
     #[inline]
     fn prefetch_choice(&self, now: u64, client: u32, group: u32, replicas: &[u32]) {
-        let tick = now / self.update_ns;
+        let tick = self.tick_of(now);
         if let Some(&p) = self.picks.get(client as usize * self.groups + group as usize) {
             if p >> 8 == tick {
                 return;
