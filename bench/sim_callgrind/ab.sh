@@ -11,7 +11,12 @@ here="$(cd "$(dirname "$0")" && pwd)"
 rounds=$1; sels=$2; shares=$3; pols=$4; shift 4
 bins=()
 for core in "$@"; do
-  # builds the driver against that core (run.sh patches a copy's workspace keys) and finds its binary
+  # a copy outside the workspace needs its workspace keys spelled out (as checksums.sh does)
+  if [[ "$(cd "$core" && pwd)" != "$(cd "$here/../../simulator/core" && pwd)" ]] && grep -q 'workspace = true' "$core/Cargo.toml"; then
+    sed -i 's/edition.workspace = true/edition = "2021"/; s/version.workspace = true/version = "0.1.0"/;
+            s/license.workspace = true/license = "Apache-2.0"/' "$core/Cargo.toml"
+  fi
+  # builds the driver against that core and finds its binary
   SIM_CALLGRIND_WALL=1 bash "$here/run.sh" 10 fifo "$core" round-robin 0 >/dev/null
   bins+=("${TMPDIR:-/tmp}/sim-callgrind-$(cd "$core" && pwd | md5sum | cut -c1-8)/target/release/sim-callgrind")
 done

@@ -247,6 +247,26 @@ impl DynamicSnitch {
         }
     }
 
+    /// [`tick_of`](Self::tick_of), caching the range of `now`'s tick (the initial range [0, 0) is empty).
+    #[inline]
+    fn enter_tick(&mut self, now: u64) -> u64 {
+        let (tick, start, end) = self.tick;
+        if now >= start && now < end {
+            return tick;
+        }
+        let tick = now / self.update_ns;
+        let start = tick * self.update_ns;
+        self.tick = (tick, start, start.saturating_add(self.update_ns));
+        tick
+    }
+
+    /// Index of the pick memoized for (`client`, `group`) in `tick`, if any.
+    #[inline]
+    fn memoized(&self, client: u32, group: u32, tick: u64) -> Option<usize> {
+        let p = *self.picks.get(client as usize * self.groups + group as usize)?;
+        (p >> 8 == tick).then_some((p & 0xff) as usize)
+    }
+
     #[inline]
     fn add_sample(&mut self, (at, latency, cell): Sample) {
         self.windows.push(cell as usize, (at, latency));
@@ -286,18 +306,11 @@ impl ReplicaSelector for DynamicSnitch {
             self.pending.pop_front();
             self.add_sample(smp);
         }
-        let tick = self.tick_of(ctx.now);
-        if tick != self.tick.0 || self.tick.2 == 0 {
-            let start = tick * self.update_ns;
-            self.tick = (tick, start, start.saturating_add(self.update_ns));
+        let tick = self.enter_tick(ctx.now);
+        if let Some(pick) = self.memoized(ctx.client, ctx.group, tick) {
+            return Some(ctx.replicas[pick]);
         }
-        let memo = ctx.client as usize * self.groups + ctx.group as usize;
-        if let Some(&p) = self.picks.get(memo) {
-            if p >> 8 == tick {
-                return Some(ctx.replicas[(p & 0xff) as usize]);
-            }
-        }
-        let at = tick * self.update_ns;
+        let at = self.tick.1; // the tick's start
         let since = at / self.reset_ns * self.reset_ns;
         let base = ctx.client as usize * self.servers;
         let mut scores = std::mem::take(&mut self.scores);
@@ -316,6 +329,7 @@ impl ReplicaSelector for DynamicSnitch {
             .zip(&sorted)
             .any(|(&st, so)| st > (1.0 + self.badness) * scores[so.1 as usize]);
         let pick = if use_scores { sorted[0].1 as usize } else { 0 };
+        let memo = ctx.client as usize * self.groups + ctx.group as usize;
         if memo < self.picks.len() && tick < (NO_PICK >> 8) {
             self.picks[memo] = tick << 8 | pick as u64; // pick < RF ≤ 255
         }
@@ -337,10 +351,8 @@ impl ReplicaSelector for DynamicSnitch {
     #[inline]
     fn prefetch_choice(&self, now: u64, client: u32, group: u32, replicas: &[u32]) {
         let tick = self.tick_of(now);
-        if let Some(&p) = self.picks.get(client as usize * self.groups + group as usize) {
-            if p >> 8 == tick {
-                return;
-            }
+        if self.memoized(client, group, tick).is_some() {
+            return;
         }
         let base = client as usize * self.servers;
         for &s in replicas {
