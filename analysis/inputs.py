@@ -1,6 +1,6 @@
 """Where the rows come from: a stored dataset (by id), a canonical Parquet file/folder, or a canonical CSV.
 
-Checks happen here, before Spark starts, and fail with `FILE:LINE: field 'x': problem` (tailtune.errors).
+Checks happen here, before Spark starts, and fail with `FILE:LINE: field 'x': problem` (tailtune.base.errors).
 """
 
 from __future__ import annotations
@@ -11,12 +11,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tailtune.errors import BadInputError, InputProblem, NotFoundError, TailtuneError
+from tailtune.base.errors import BadInputError, InputProblem, NotFoundError, TailtuneError
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from tailtune.settings import Settings
+    from tailtune.base.settings import Settings
 
 __all__ = ["Source", "dataset_source", "file_source", "load"]
 

@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from tailtune.errors import TailtuneError
+from tailtune.base.errors import TailtuneError
 
 __all__ = [
     "DEFAULT_KS",

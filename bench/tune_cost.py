@@ -28,7 +28,7 @@ def main() -> None:
     a = ap.parse_args()
     home = tempfile.mkdtemp(prefix="tailtune-bench-cost-")
     os.environ["TAILTUNE_HOME"] = home
-    from tailtune.settings import get_settings
+    from tailtune.base.settings import get_settings
     from tuner.source import WorkloadSource
     from tuner.tune import TuneRequest, run_tune
 

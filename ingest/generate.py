@@ -30,7 +30,7 @@ import pyarrow.compute as pc
 from ingest.profiles import PROFILES, Profile
 from ingest.profiles.base import OPTION_SOURCE
 from ingest.schema import canonical_schema_for
-from tailtune.errors import BadInputError, InputProblem, TailtuneError
+from tailtune.base.errors import BadInputError, InputProblem, TailtuneError
 
 __all__ = [
     "BLOCK_REQUESTS",

@@ -27,8 +27,8 @@ from ingest.store import DatasetInfo, DatasetStore
 from ingest.validate import ErrorPolicy, ErrorSink, StreamValidator, UnsortedPolicy
 from ingest.writer import BackgroundWriter, DatasetWriter, staging_dir
 from tailtune import __version__
-from tailtune.errors import BadInputError
-from tailtune.settings import Settings, get_settings
+from tailtune.base.errors import BadInputError
+from tailtune.base.settings import Settings, get_settings
 
 __all__ = ["Progress", "dataset_id", "ingest_file", "sha256_file"]
 

@@ -20,7 +20,7 @@ from typing import Final
 from ingest.formats.meta_kv import meta_kv_layout
 from ingest.formats.source import Source
 from ingest.schema import CANONICAL_SCHEMA
-from tailtune.errors import BadInputError
+from tailtune.base.errors import BadInputError
 
 __all__ = ["Sniffed", "sniff", "sniff_source"]
 

@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 
 from ingest.formats.base import Chunk
 from ingest.writer import staging_dir
-from tailtune.settings import Settings
+from tailtune.base.settings import Settings
 
 __all__ = ["sorted_chunks"]
 

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
     from analysis.pipeline import Options
     from analysis.summary import Collected
-    from tailtune.settings import Settings
+    from tailtune.base.settings import Settings
 
 __all__ = ["main", "run", "spark_session"]
 
@@ -77,7 +77,7 @@ def run(
     from analysis.pipeline import Options, characterize
     from analysis.report import render_report
     from analysis.summary import build_summary
-    from tailtune.errors import BadInputError
+    from tailtune.base.errors import BadInputError
 
     opts = opts or Options()
     if opts.servers < 1:
@@ -95,8 +95,8 @@ def run(
 
 def main(argv: list[str] | None = None) -> int:
     from analysis.pipeline import Options
-    from tailtune.errors import TailtuneError
-    from tailtune.settings import get_settings
+    from tailtune.base.errors import TailtuneError
+    from tailtune.base.settings import get_settings
 
     ap = argparse.ArgumentParser(prog="python -m jobs.characterize", description=__doc__)
     ap.add_argument("file", nargs="?", help="canonical Parquet/CSV file (or folder of Parquet files)")

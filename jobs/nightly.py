@@ -15,10 +15,10 @@ from typing import Any
 
 from sqlalchemy import select
 
-from jobs.worker import JobContext, JobFailed
-from service.common import now
-from service.db import AnalysisRow, ConfigVersionRow, DeploymentRow, TraceRow
-from tailtune.errors import BadInputError
+from jobs.context import JobContext, JobFailed
+from tailtune.base.errors import BadInputError
+from tailtune.control.common import now
+from tailtune.control.db import AnalysisRow, ConfigVersionRow, DeploymentRow, TraceRow
 
 __all__ = [
     "STEPS",
@@ -128,7 +128,7 @@ def run_analyze(ctx: JobContext) -> dict[str, Any]:
 # --- publish ------------------------------------------------------------------------------------------------
 def publish_version(ctx: JobContext, deployment_id: int, version: int) -> dict[str, Any]:
     """Publish one stored version to the deployment's target (retried with backoff); record the outcome."""
-    from service.publishers import PublishConflict, PublishFailed, publish_with_retry, publisher_for
+    from tailtune.control.publishers import PublishConflict, PublishFailed, publish_with_retry, publisher_for
 
     with ctx.db.session() as s:
         dep = s.get(DeploymentRow, deployment_id)
@@ -280,7 +280,7 @@ def accept(
 def _step_decide(
     ctx: JobContext, dep_id: int, rec: dict[str, Any], constraints: dict[str, Any], objective: dict[str, Any]
 ) -> dict[str, Any]:
-    from service.configs.service import add_version
+    from tailtune.control.configs import add_version
 
     ok, reason = accept(rec, constraints, objective)
     ctx.log(f"decision: {'accept' if ok else 'keep current'} — {reason}")

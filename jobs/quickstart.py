@@ -12,9 +12,9 @@ import sys
 
 from ingest.generate import write_trace
 from ingest.pipeline import ingest_file
-from tailtune.console import err_console, out_console
-from tailtune.errors import TailtuneError
-from tailtune.settings import Settings, get_settings
+from tailtune.base.console import err_console, out_console
+from tailtune.base.errors import TailtuneError
+from tailtune.base.settings import Settings, get_settings
 
 __all__ = ["main", "run"]
 
@@ -63,7 +63,7 @@ def _analyze(dataset_id: str, settings: Settings) -> None:
 
 
 def _tune(dataset_id: str, trials: int) -> None:
-    from tailtune.console import progress
+    from tailtune.base.console import progress
     from tuner.source import WorkloadSource
     from tuner.tune import TuneRequest, run_tune
 

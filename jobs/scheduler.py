@@ -12,38 +12,19 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from datetime import datetime
-from zoneinfo import ZoneInfo
 
 from sqlalchemy import or_, select, update
 from sqlalchemy.exc import IntegrityError
 
-from service.common import now as clock
-from service.db import Database, ScheduleRow
-from service.jobs.service import enqueue
-from tailtune.settings import Settings
+from tailtune.base.settings import Settings
+from tailtune.control.common import now as clock
+from tailtune.control.db import Database, ScheduleRow
+from tailtune.control.queue import enqueue
+from tailtune.control.schedules import latest_slot, local_time
 
-__all__ = ["Fired", "latest_slot", "next_slot", "tick"]
+__all__ = ["Fired", "tick"]
 
 log = logging.getLogger("tailtune.scheduler")
-
-
-def _at(epoch: float, tz: str) -> datetime:
-    return datetime.fromtimestamp(epoch, ZoneInfo(tz))
-
-
-def next_slot(cron: str, tz: str, after: float) -> float:
-    """The first slot strictly after `after` (epoch seconds)."""
-    from croniter import croniter
-
-    return float(croniter(cron, _at(after, tz)).get_next(float))
-
-
-def latest_slot(cron: str, tz: str, at: float) -> float:
-    """The newest slot at or before `at`."""
-    from croniter import croniter
-
-    return float(croniter(cron, _at(at + 0.001, tz)).get_prev(float))
 
 
 @dataclass(frozen=True)
@@ -85,7 +66,7 @@ def tick(db: Database, settings: Settings, at: float | None = None) -> list[Fire
                         "traces": traces,
                         "publish": True,
                         "schedule_id": sid,
-                        "slot": _at(slot, tz).isoformat(),
+                        "slot": local_time(slot, tz).isoformat(),
                     }
                     job_id = enqueue(
                         s,
@@ -99,9 +80,9 @@ def tick(db: Database, settings: Settings, at: float | None = None) -> list[Fire
             continue  # another scheduler fired this slot first
         if too_old:
             log.warning(
-                "schedule %s: slot %s missed by more than %ss; skipped", sid, _at(slot, tz), int(at - slot)
+                "schedule %s: slot %s missed by more than %ss; skipped", sid, local_time(slot, tz), int(at - slot)
             )
         else:
-            log.info("schedule %s: fired slot %s as job %s", sid, _at(slot, tz), job_id)
+            log.info("schedule %s: fired slot %s as job %s", sid, local_time(slot, tz), job_id)
         fired.append(Fired(sid, slot, job_id))
     return fired

@@ -22,18 +22,19 @@ import threading
 import time
 import traceback
 import uuid
-from collections.abc import Callable
+from collections.abc import Mapping
 from typing import Any
 
 from sqlalchemy import and_, or_, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
-from service.db import Database, JobRow, WorkerRow
-from tailtune.errors import BadInputError, TailtuneError
-from tailtune.settings import Settings
+from jobs.context import Handler, JobCancelled, JobContext, JobFailed, LeaseLost
+from tailtune.base.errors import BadInputError, TailtuneError
+from tailtune.base.settings import Settings
+from tailtune.control.db import Database, JobRow, WorkerRow
 
-__all__ = ["HANDLERS", "JobCancelled", "JobContext", "JobFailed", "LeaseLost", "Worker"]
+__all__ = ["Worker"]
 
 log = logging.getLogger("tailtune.worker")
 
@@ -41,150 +42,17 @@ log = logging.getLogger("tailtune.worker")
 WORKER_ID_MAX = 100
 
 
-class JobFailed(TailtuneError):
-    """A failure that retrying cannot fix (missing trace, tuner not installed, conflicting config, ...)."""
-
-
-class LeaseLost(Exception):
-    """Another worker owns the job now (our lease expired): stop without touching it."""
-
-
-class JobCancelled(Exception):
-    """Cancel was requested: stop between steps."""
-
-
-class JobContext:
-    """What a handler sees: its job's id/payload, step checkpoints, logs, and guarded writes."""
-
-    def __init__(self, worker: Worker, job: JobRow) -> None:
-        self.worker = worker
-        self.db = worker.db
-        self.settings = worker.settings
-        self.job_id = job.id
-        self.kind = job.kind
-        self.deployment_id = job.deployment_id
-        self.payload = dict(job.payload)
-        self.attempt = job.attempts
-        self.steps: list[dict[str, Any]] = [dict(s) for s in job.steps]
-
-    def _guard(self) -> Any:
-        return and_(
-            JobRow.id == self.job_id, JobRow.lease_owner == self.worker.id, JobRow.status == "running"
-        )
-
-    def _update(self, **values: Any) -> None:
-        with self.db.session() as s:
-            n = s.execute(update(JobRow).where(self._guard()).values(**values)).rowcount  # type: ignore[attr-defined]
-        if not n:
-            raise LeaseLost(f"job {self.job_id}: lease lost")
-
-    def log(self, message: str) -> None:
-        line = f"{time.strftime('%Y-%m-%dT%H:%M:%S')} [attempt {self.attempt}] {message}\n"
-        log.info("job %s: %s", self.job_id, message)
-        self._update(logs=JobRow.logs + line)
-
-    def set_mlflow_run_id(self, run_id: str | None) -> None:
-        if run_id:
-            self._update(mlflow_run_id=run_id)
-
-    def check_cancel(self) -> None:
-        with self.db.session() as s:
-            wanted = s.scalar(select(JobRow.cancel_requested).where(JobRow.id == self.job_id))
-        if wanted:
-            raise JobCancelled()
-
-    def done(self, name: str) -> dict[str, Any] | None:
-        for step in self.steps:
-            if step["name"] == name and step["status"] == "done":
-                return dict(step.get("output") or {})
-        return None
-
-    def _record(self, name: str, **fields: Any) -> None:
-        for step in self.steps:
-            if step["name"] == name:
-                step.update(fields)
-                break
-        else:
-            self.steps.append({"name": name, **fields})
-        self._update(steps=[dict(s) for s in self.steps])
-
-    def step(self, name: str, fn: Callable[[], dict[str, Any]]) -> dict[str, Any]:
-        """Run one checkpointed step, or return its stored output when an earlier attempt finished it."""
-        earlier = self.done(name)
-        if earlier is not None:
-            self.log(f"step {name}: already done by an earlier attempt; reusing its output")
-            return earlier
-        self.check_cancel()
-        self._record(
-            name,
-            status="running",
-            attempt=self.attempt,
-            started_at=time.time(),
-            finished_at=None,
-            error=None,
-            output=None,
-        )
-        self.log(f"step {name}: started")
-        try:
-            output = fn()
-        except LeaseLost:
-            raise
-        except Exception as exc:
-            self._record(name, status="failed", finished_at=time.time(), error=f"{type(exc).__name__}: {exc}")
-            self.log(f"step {name}: failed: {exc}")
-            raise
-        self._record(name, status="done", finished_at=time.time(), output=output)
-        self.log(f"step {name}: done")
-        return output
-
-
-Handler = Callable[[JobContext], dict[str, Any]]
-
-
-def _selftest(ctx: JobContext) -> dict[str, Any]:
-    """A job of N sleeping steps that appends to a marker file: for operators' smoke tests and the crash
-    tests.
-    """
-    n, pause = int(ctx.payload.get("steps", 3)), float(ctx.payload.get("sleep_s", 0.1))
-    marker = ctx.payload.get("marker")
-    if ctx.attempt <= int(ctx.payload.get("fail_attempts", 0)):
-        raise RuntimeError(f"selftest: attempt {ctx.attempt} fails on purpose")
-
-    def one(i: int) -> dict[str, Any]:
-        if marker:
-            with open(marker, "a") as fh:
-                fh.write(f"start {i} attempt {ctx.attempt}\n")
-        time.sleep(pause)
-        if marker:
-            with open(marker, "a") as fh:
-                fh.write(f"done {i}\n")
-        return {"i": i}
-
-    for i in range(n):
-        ctx.step(f"step-{i}", lambda i=i: one(i))  # type: ignore[misc]
-    return {"steps": n}
-
-
-def _handlers() -> dict[str, Handler]:
-    from jobs import nightly
-
-    return {
-        "ingest": nightly.run_ingest,
-        "analyze": nightly.run_analyze,
-        "nightly": nightly.run_nightly,
-        "publish": nightly.run_publish,
-        "selftest": _selftest,
-    }
-
-
-HANDLERS: dict[str, Handler] = {}
-
-
 class Worker:
     """Claims and runs jobs; also ticks the cron scheduler when `schedule` is set."""
 
     def __init__(
-        self, settings: Settings, db: Database, worker_id: str | None = None, *, schedule: bool = True
+        self,
+        settings: Settings,
+        db: Database,
+        worker_id: str | None = None,
+        *,
+        handlers: Mapping[str, Handler],
+        schedule: bool = True,
     ):
         self.settings = settings
         self.db = db
@@ -195,8 +63,7 @@ class Worker:
         self.id = worker_id or f"{socket.gethostname()[:64]}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
         self.lease_s = settings.worker_lease_s
         self.schedule = schedule
-        if not HANDLERS:
-            HANDLERS.update(_handlers())
+        self.handlers = dict(handlers)
 
     # --- liveness -------------------------------------------------------------------------------------------
     def beat(self, job_id: int | None = None) -> None:
@@ -272,13 +139,13 @@ class Worker:
 
     def execute(self, job: JobRow) -> str:
         """Run one claimed job to its end state; returns the status written (or 'lost')."""
-        ctx = JobContext(self, job)
+        ctx = JobContext(self.db, self.settings, self.id, job)
         stop, lost = threading.Event(), threading.Event()
         hb = threading.Thread(target=self._heartbeat_loop, args=(job.id, stop, lost), daemon=True)
         hb.start()
         try:
             ctx.log(f"claimed by {self.id}")
-            handler = HANDLERS.get(job.kind)
+            handler = self.handlers.get(job.kind)
             if handler is None:
                 raise JobFailed(f"no handler for job kind {job.kind!r}")
             result = handler(ctx)

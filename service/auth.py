@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from fastapi import Request
 from sqlalchemy import select
 
-from service.db import ApiTokenRow, Database
 from service.errors import Forbidden, Invalid, Unauthorized
-from tailtune.errors import BadInputError
-from tailtune.settings import Settings
+from tailtune.base.errors import BadInputError
+from tailtune.base.settings import Settings
+from tailtune.control.db import ApiTokenRow, Database
 
 __all__ = ["SCOPES", "Principal", "authenticate", "create_token", "hash_token", "quick_read_principal"]
 

@@ -7,15 +7,14 @@ cached in memory; it is re-read from the DB at most every 2 s).
 from __future__ import annotations
 
 from collections.abc import Iterator
-from functools import lru_cache
 from typing import Annotated
 
 from fastapi import Depends, Request
 from sqlalchemy.orm import Session
 
 from service.auth import Principal, authenticate
-from service.db import Database
-from tailtune.settings import Settings, get_settings
+from tailtune.base.settings import Settings, get_settings
+from tailtune.control.db import Database, database_for
 
 __all__ = [
     "DbDep",
@@ -35,12 +34,6 @@ async def settings_dep() -> Settings:
 
 
 SettingsDep = Annotated[Settings, Depends(settings_dep)]
-
-
-@lru_cache(maxsize=8)
-def database_for(url: str) -> Database:
-    """One migrated Database per URL per process."""
-    return Database(url)
 
 
 async def get_database(settings: SettingsDep) -> Database:

@@ -11,7 +11,16 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
-from tailtune.errors import BadInputError, NotFoundError, TailtuneError
+from tailtune.base.errors import BadInputError, NotFoundError, TailtuneError
+from tailtune.control.errors import (
+    Conflict,
+    Forbidden,
+    Invalid,
+    Missing,
+    PayloadTooLarge,
+    ServiceError,
+    Unauthorized,
+)
 
 __all__ = [
     "Conflict",
@@ -23,49 +32,6 @@ __all__ = [
     "Unauthorized",
     "install_error_handlers",
 ]
-
-
-class ServiceError(Exception):
-    """Base of the service's domain errors: a status code, a machine code, a message and the field at fault.
-    """
-
-    status_code = 400
-    code = "bad_request"
-
-    def __init__(self, detail: str, *, field: str | None = None) -> None:
-        super().__init__(detail)
-        self.detail = detail
-        self.field = field
-
-
-class Invalid(ServiceError):
-    status_code = 422
-    code = "invalid"
-
-
-class Missing(ServiceError):
-    status_code = 404
-    code = "not_found"
-
-
-class Conflict(ServiceError):
-    status_code = 409
-    code = "conflict"
-
-
-class PayloadTooLarge(ServiceError):
-    status_code = 413
-    code = "too_large"
-
-
-class Unauthorized(ServiceError):
-    status_code = 401
-    code = "unauthorized"
-
-
-class Forbidden(ServiceError):
-    status_code = 403
-    code = "forbidden"
 
 
 def _body(

@@ -17,7 +17,7 @@ from service.health.router import router as health
 from service.jobs.router import router as jobs
 from service.schedules.router import router as schedules
 from service.traces.router import router as traces
-from tailtune.settings import Settings, get_settings
+from tailtune.base.settings import Settings, get_settings
 
 __all__ = ["API_PREFIX", "create_app"]
 

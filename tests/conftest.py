@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from tailtune.settings import Settings, get_settings
+from tailtune.base.settings import Settings, get_settings
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from tailtune.errors import BadInputError
+from tailtune.base.errors import BadInputError
 from tuner.evaluator import Evaluator, EvaluatorSpec
 from tuner.objective import Metrics
 from tuner.source import WorkloadSource
@@ -101,7 +101,7 @@ class KvsimCassandraEvaluator(Evaluator):
             raise BadInputError.single("deployment", str(exc)) from None
         table = self.source.load()
         where = self.source.label
-        from tailtune.simulation import SimulationSpec, request_layout
+        from tailtune.simulation.cassandra import SimulationSpec, request_layout
 
         layout_spec = SimulationSpec(policy="fifo", params={}, use_timestamps=bool(self.options["use_timestamps"]))
         offsets, row_order, keys, timestamps = request_layout(table, layout_spec, source=where)
@@ -115,7 +115,7 @@ class KvsimCassandraEvaluator(Evaluator):
         """Size-aware demands when the trace's value sizes differ (the `tailtune simulate` rule)."""
         import kvsim
 
-        from tailtune.replica_simulation import ReplicaSpec, _sizes_in_rows, needs_sized_replay
+        from tailtune.simulation.replicas import ReplicaSpec, _sizes_in_rows, needs_sized_replay
 
         if not needs_sized_replay(table, "fifo", ReplicaSpec()):
             return

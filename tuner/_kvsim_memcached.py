@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from tailtune.errors import BadInputError
+from tailtune.base.errors import BadInputError
 from tuner.evaluator import Evaluator, EvaluatorSpec
 from tuner.objective import Metrics
 from tuner.source import WorkloadSource

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tailtune.errors import BadInputError
+from tailtune.base.errors import BadInputError
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -42,7 +42,7 @@ class WorkloadSource:
 
     def load(self) -> pa.Table:
         """The canonical long-format table."""
-        from tailtune.simulation import load_table
+        from tailtune.simulation.cassandra import load_table
 
         return load_table(
             dataset=self.dataset,

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from tailtune.errors import BadInputError, InputProblem
+from tailtune.base.errors import BadInputError, InputProblem
 
 __all__ = [
     "DEPLOYMENTS",

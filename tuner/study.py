@@ -33,8 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tailtune.db_url import normalize_url
-from tailtune.errors import BadInputError, TailtuneError
+from tailtune.base.db_url import normalize_url
+from tailtune.base.errors import BadInputError, TailtuneError
 from tuner.evaluator import Evaluator, EvaluatorSpec, build_evaluator
 from tuner.objective import Metrics, Objective, mean_ci, parse_objective
 from tuner.space import Candidate, SearchSpace

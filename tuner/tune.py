@@ -13,8 +13,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tailtune.errors import BadInputError
-from tailtune.settings import Settings, get_settings
+from tailtune.base.errors import BadInputError
+from tailtune.base.settings import Settings, get_settings
 from tuner.evaluator import Evaluator, EvaluatorSpec, KvsimCassandraEvaluator, build_evaluator
 from tuner.objective import Metrics, parse_objective
 from tuner.recommend import (

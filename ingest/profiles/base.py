@@ -17,7 +17,7 @@ from typing import Any, ClassVar, Generic, Self, TypeVar
 from ingest.profiles.popularity import KeyPopularity
 from ingest.profiles.sizes import RequestSizes
 from ingest.profiles.values import ValueSizes
-from tailtune.errors import BadInputError, InputProblem
+from tailtune.base.errors import BadInputError, InputProblem
 
 __all__ = ["OPTION_SOURCE", "Components", "Profile", "ProfileOptions"]
 

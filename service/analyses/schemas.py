@@ -7,8 +7,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field, model_validator
 
-from service.common import to_dt
-from service.db import AnalysisRow
+from tailtune.control.common import to_dt
+from tailtune.control.db import AnalysisRow
 
 __all__ = ["AnalysisCreate", "AnalysisOut"]
 

@@ -9,11 +9,11 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from service.analyses.schemas import AnalysisCreate
-from service.common import now
-from service.db import AnalysisRow, TraceRow
 from service.errors import Conflict, Missing
-from service.jobs.service import enqueue
-from tailtune.settings import Settings
+from tailtune.base.settings import Settings
+from tailtune.control.common import now
+from tailtune.control.db import AnalysisRow, TraceRow
+from tailtune.control.queue import enqueue
 
 __all__ = ["OUTPUTS", "analysis_dir", "create", "get", "list_all", "output_file"]
 

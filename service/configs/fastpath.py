@@ -12,9 +12,9 @@ import re
 from typing import Any
 
 from service.auth import quick_read_principal
-from service.configs.cache import latest_cache
 from service.deps import database_for
-from tailtune.settings import get_settings
+from tailtune.base.settings import get_settings
+from tailtune.control.configs_cache import latest_cache
 
 __all__ = ["ConfigFastPath"]
 

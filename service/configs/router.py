@@ -7,11 +7,11 @@ from typing import Any
 from fastapi import APIRouter, Query, Request, Response, status
 from fastapi.concurrency import run_in_threadpool
 
-from service.configs import service
-from service.configs.cache import Latest, etag_of, latest_cache
 from service.configs.schemas import ConfigCreate, ConfigDiff, ConfigOut, PublishRequest, RollbackRequest
-from service.db import Database
 from service.deps import DbDep, ReadAuth, SessionDep, SettingsDep, WriteAuth
+from tailtune.control import configs as service
+from tailtune.control.configs_cache import Latest, etag_of, latest_cache
+from tailtune.control.db import Database
 
 __all__ = ["router"]
 

@@ -7,8 +7,9 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from service.common import to_dt
-from service.db import ConfigVersionRow
+from tailtune.control.common import to_dt
+from tailtune.control.configs import ConfigDiff
+from tailtune.control.db import ConfigVersionRow
 
 __all__ = ["ConfigCreate", "ConfigDiff", "ConfigOut", "PublishRequest", "RollbackRequest"]
 
@@ -53,11 +54,3 @@ class RollbackRequest(BaseModel):
     version: int = Field(ge=1, description="The earlier version whose config becomes the new latest version.")
     note: str | None = Field(default=None, max_length=2000)
     publish: bool = True
-
-
-class ConfigDiff(BaseModel):
-    from_version: int
-    to_version: int
-    added: dict[str, Any]
-    removed: dict[str, Any]
-    changed: dict[str, dict[str, Any]]

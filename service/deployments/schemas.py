@@ -9,8 +9,8 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
-from service.common import NAME_PATTERN, to_dt
-from service.db import DeploymentRow
+from tailtune.control.common import NAME_PATTERN, to_dt
+from tailtune.control.db import DeploymentRow
 
 __all__ = [
     "Connection",

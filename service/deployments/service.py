@@ -7,10 +7,10 @@ from collections.abc import Sequence
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from service.common import now
-from service.db import DeploymentRow
 from service.deployments.schemas import DeploymentCreate, DeploymentPatch
 from service.errors import Conflict, Missing
+from tailtune.control.common import now
+from tailtune.control.db import DeploymentRow
 
 __all__ = ["create", "delete", "get", "get_by_name", "list_all", "patch"]
 

@@ -12,9 +12,9 @@ from pathlib import Path
 
 from sqlalchemy import func, select, text
 
-from service.db import Database, DeploymentRow, WorkerRow
 from service.health.schemas import Check, Readiness
-from tailtune.settings import Settings
+from tailtune.base.settings import Settings
+from tailtune.control.db import Database, DeploymentRow, WorkerRow
 
 __all__ = ["check_db", "check_mlflow", "check_targets", "check_worker", "readiness"]
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from fastapi import APIRouter, Query, status
 
 from service.deps import ReadAuth, SessionDep, SettingsDep, WriteAuth
-from service.jobs import service
 from service.jobs.schemas import JobCreate, JobOut
+from tailtune.control import queue as service
 
 __all__ = ["router"]
 

@@ -7,8 +7,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from service.common import to_dt
-from service.db import JobRow
+from tailtune.control.common import to_dt
+from tailtune.control.db import JobRow
 
 __all__ = ["JobCreate", "JobOut"]
 

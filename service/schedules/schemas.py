@@ -6,9 +6,9 @@ from datetime import datetime
 
 from pydantic import BaseModel, Field, field_validator
 
-from service.common import to_dt
-from service.db import ScheduleRow
 from service.deployments.schemas import check_timezone
+from tailtune.control.common import to_dt
+from tailtune.control.db import ScheduleRow
 
 __all__ = ["CRON_MAX", "NIGHTLY", "ScheduleCreate", "ScheduleOut", "SchedulePatch", "check_cron"]
 

@@ -7,11 +7,11 @@ from collections.abc import Sequence
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from jobs.scheduler import next_slot
-from service.common import now
-from service.db import DeploymentRow, ScheduleRow
 from service.errors import Missing
 from service.schedules.schemas import ScheduleCreate, ScheduleOut, SchedulePatch
+from tailtune.control.common import now
+from tailtune.control.db import DeploymentRow, ScheduleRow
+from tailtune.control.schedules import next_slot
 
 __all__ = ["create", "delete", "get", "list_all", "out", "patch"]
 

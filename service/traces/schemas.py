@@ -7,8 +7,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from service.common import to_dt
-from service.db import TraceRow
+from tailtune.control.common import to_dt
+from tailtune.control.db import TraceRow
 
 __all__ = ["TraceDetail", "TraceOut"]
 

@@ -10,13 +10,13 @@ from pathlib import Path, PurePosixPath, PureWindowsPath
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from service.common import now
-from service.db import AnalysisRow, Database, DeploymentRow, TraceRow
 from service.errors import Invalid, Missing
-from service.jobs.service import enqueue
 from service.traces.schemas import TraceDetail, TraceOut
 from service.traces.upload import Received
-from tailtune.settings import Settings
+from tailtune.base.settings import Settings
+from tailtune.control.common import now
+from tailtune.control.db import AnalysisRow, Database, DeploymentRow, TraceRow
+from tailtune.control.queue import enqueue
 
 __all__ = [
     "FORMATS",

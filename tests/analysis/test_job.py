@@ -14,7 +14,7 @@ from pyspark.sql import SparkSession
 
 from analysis.pipeline import Options
 from jobs.characterize import run
-from tailtune.settings import Settings
+from tailtune.base.settings import Settings
 
 from .conftest import GEN_ALPHA, GEN_MU, GEN_SIGMA, canonical_table
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from ingest.generate import write_trace
-from tailtune.settings import Settings
+from tailtune.base.settings import Settings
 
 
 @pytest.mark.parametrize("suffix", ["csv.gz", "parquet"])

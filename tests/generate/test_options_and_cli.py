@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from ingest.generate import PROFILES, make_profile, parse_option_strings, write_trace
-from tailtune.commands.generate import PROFILE_NAMES
-from tailtune.errors import BadInputError
+from tailtune.base.errors import BadInputError
+from tailtune.cli.commands.generate import PROFILE_NAMES
 
 
 def test_profile_names_are_the_contract() -> None:

@@ -34,7 +34,7 @@ def test_compressed_csv_with_a_misleading_name(write, settings, codec):
 
 
 def test_compressed_error_lines_are_decompressed_lines(write, settings):
-    from tailtune.errors import BadInputError
+    from tailtune.base.errors import BadInputError
 
     p = write("t.csv.gz", gzip.compress(b"ts,key,value_size\n1,a,3\n2,b,-3\n"))
     with pytest.raises(BadInputError) as exc:

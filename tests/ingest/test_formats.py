@@ -72,7 +72,7 @@ def test_jsonl(write, settings):
 
 
 def test_jsonl_error_names_the_physical_line(write, settings):
-    from tailtune.errors import BadInputError
+    from tailtune.base.errors import BadInputError
 
     p = write("t.jsonl", '{"ts": 1, "key": "a"}\n\n{"ts": 2, "key": "b", "value_size": -3}\n{oops\n')
     with pytest.raises(BadInputError) as exc:
@@ -92,7 +92,7 @@ def test_parquet(tmp_path, settings):
 
 
 def test_parquet_negative_size_names_the_row(tmp_path, settings):
-    from tailtune.errors import BadInputError
+    from tailtune.base.errors import BadInputError
 
     p = tmp_path / "t.parquet"
     pq.write_table(pa.table({"ts": [1.0, 2.0], "key": ["a", "b"], "value_size": [3, -3]}), p)
@@ -127,7 +127,7 @@ def test_requests_jsonl_arrays(write, settings):
 
 
 def test_requests_size_count_mismatch(write, settings):
-    from tailtune.errors import BadInputError
+    from tailtune.base.errors import BadInputError
 
     p = write("r.csv", 'ts,keys,sizes\n1,"[""a"",""b""]",[1]\n')
     with pytest.raises(BadInputError) as exc:
@@ -190,7 +190,7 @@ def test_tencent_photo(write, settings):
 
 
 def test_tencent_bad_timestamp(write, settings):
-    from tailtune.errors import BadInputError
+    from tailtune.base.errors import BadInputError
 
     p = write("t.txt", "20160201164604 abc 5 m 1 1 PHONE 3\n2016020116460X abc 5 m 1 1 PHONE 3\n")
     with pytest.raises(BadInputError) as exc:

@@ -8,7 +8,7 @@ import pytest
 
 from ingest.pipeline import ingest_file
 from ingest.store import DatasetInfo
-from tailtune.errors import BadInputError
+from tailtune.base.errors import BadInputError
 
 
 def rows(info: DatasetInfo, *cols: str) -> list[tuple[Any, ...]]:

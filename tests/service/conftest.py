@@ -18,13 +18,13 @@ import pytest
 from fastapi.testclient import TestClient
 
 from service.auth import create_token
-from service.db import Database
 from service.deps import database_for
 from service.main import create_app
 from service.testing.cassandra_server import CassandraNode, running_cassandra
 from service.testing.memcached_server import MemcachedNode
 from service.testing.postgres_server import PostgresServer
-from tailtune.settings import Settings, get_settings
+from tailtune.base.settings import Settings, get_settings
+from tailtune.control.db import Database
 
 FAST_ENV = {
     "TAILTUNE_WORKER_LEASE_S": "2",

@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from jobs.handlers import default_handlers
 from jobs.worker import Worker
 from tests.service.conftest import Svc
 
@@ -17,7 +18,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.spark]
 
 
 def _drain(svc: Svc) -> None:
-    w = Worker(svc.settings, svc.db, "w-a", schedule=False)
+    w = Worker(svc.settings, svc.db, "w-a", handlers=default_handlers(), schedule=False)
     while w.run_once() is not None:
         pass
 

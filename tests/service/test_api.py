@@ -9,9 +9,10 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import select
 
+from jobs.handlers import default_handlers
 from jobs.worker import Worker
-from service.db import ApiTokenRow
 from service.main import create_app
+from tailtune.control.db import ApiTokenRow
 from tests.service.conftest import Svc, memcached_deployment
 
 pytestmark = pytest.mark.db_backends  # each test runs on SQLite and on PostgreSQL
@@ -94,7 +95,7 @@ def test_auth_scopes_and_hashed_tokens(svc: Svc) -> None:
 
 
 def test_settings_token_hashes(svc: Svc, monkeypatch) -> None:
-    from tailtune.settings import get_settings
+    from tailtune.base.settings import get_settings
 
     digest = hashlib.sha256(b"from-settings").hexdigest()
     monkeypatch.setenv("TAILTUNE_API_TOKENS", f'["read:{digest}"]')
@@ -205,13 +206,13 @@ def test_health_and_readiness(svc: Svc) -> None:
     checks = {c["name"]: c["ok"] for c in body["checks"]}
     assert checks == {"database": True, "worker": False, "mlflow": True}
     assert body["targets"][0]["name"] == "cache-eu (memcached)" and body["targets"][0]["ok"] is False
-    Worker(svc.settings, svc.db, "w-health", schedule=False).beat()
+    Worker(svc.settings, svc.db, "w-health", handlers=default_handlers(), schedule=False).beat()
     r = svc.client.get(f"{API}/health/ready", headers=svc.read)
     assert r.status_code == 200 and r.json()["ready"] is True
 
 
 def test_config_fast_path_answers_like_the_route(svc: Svc) -> None:
-    from service.configs.cache import latest_cache
+    from tailtune.control.configs_cache import latest_cache
 
     dep_id = _deployment(svc)
     cfg = {"policy": "chisel", "params": {"thr_l": 1}}

@@ -12,7 +12,7 @@ from typing import Any
 import yaml
 from typer.testing import CliRunner
 
-from tailtune.settings import Settings
+from tailtune.base.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 VENV_BIN = ROOT / ".venv" / "bin"

@@ -12,13 +12,23 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import inspect, select, text
 
+from jobs.handlers import default_handlers
 from jobs.worker import Worker
 from service.auth import create_token
-from service.configs.service import add_version
-from service.db import Base, Database, DatabaseUnavailable, DeploymentRow, JobRow, TraceRow, WorkerRow, normalize_url
-from service.db.session import MIGRATIONS
 from service.testing.cassandra_server import free_port
-from tailtune.errors import BadInputError
+from tailtune.base.errors import BadInputError
+from tailtune.control.configs import add_version
+from tailtune.control.db import (
+    Base,
+    Database,
+    DatabaseUnavailable,
+    DeploymentRow,
+    JobRow,
+    TraceRow,
+    WorkerRow,
+    normalize_url,
+)
+from tailtune.control.db.session import MIGRATIONS
 from tests.service.conftest import Svc, memcached_deployment
 
 pytestmark = pytest.mark.db_backends  # each test runs on SQLite and on PostgreSQL
@@ -129,8 +139,8 @@ def test_over_long_values_are_refused_before_the_db(svc: Svc) -> None:
     r = svc.client.post(f"{API}/schedules", json={"deployment_id": dep.json()["id"], "cron": cron}, headers=svc.write)
     assert r.status_code == 422 and r.json()["field"] == "cron"
     with pytest.raises(BadInputError, match="worker id"):
-        Worker(svc.settings, svc.db, "w" * 101)
-    w = Worker(svc.settings, svc.db, "w" * 100)
+        Worker(svc.settings, svc.db, "w" * 101, handlers=default_handlers())
+    w = Worker(svc.settings, svc.db, "w" * 100, handlers=default_handlers())
     w.beat()
     w.beat(7)  # the upsert updates the row
     with svc.db.session() as s:

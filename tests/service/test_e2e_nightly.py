@@ -16,9 +16,10 @@ from pathlib import Path
 
 import pytest
 
+from jobs.handlers import default_handlers
 from jobs.worker import Worker
-from service.publishers import MemcachedPublisher
 from service.testing.memcached_server import MemcachedNode
+from tailtune.control.publishers import MemcachedPublisher
 from tests.service.conftest import Svc
 
 API = "/api/v1"
@@ -58,7 +59,7 @@ def test_nightly_end_to_end(
     job = svc.client.post(
         f"{API}/jobs", headers=svc.write, json={"deployment_id": dep["id"], "tune": {"trials": 4, "seeds": 1}}
     ).json()
-    w = Worker(svc.settings, svc.db, "e2e", schedule=False)
+    w = Worker(svc.settings, svc.db, "e2e", handlers=default_handlers(), schedule=False)
     while w.run_once() is not None:
         pass
     got = svc.client.get(f"{API}/jobs/{job['id']}", headers=svc.read).json()

@@ -7,11 +7,12 @@ from typing import Any
 
 import pytest
 
+from jobs.handlers import default_handlers
 from jobs.nightly import accept
 from jobs.worker import Worker
-from service.db import JobRow
-from service.publishers import MemcachedPublisher
 from service.testing.memcached_server import MemcachedNode
+from tailtune.control.db import JobRow
+from tailtune.control.publishers import MemcachedPublisher
 from tests.service.conftest import Svc, memcached_deployment
 
 pytestmark = pytest.mark.db_backends  # each test runs on SQLite and on PostgreSQL
@@ -79,7 +80,7 @@ def test_resumed_nightly_decides_and_publishes(svc: Svc, memcached_node: Memcach
         headers=svc.write,
     ).json()
     job_id = _resumed_nightly(svc, dep["id"], REC)
-    assert Worker(svc.settings, svc.db, "w-n", schedule=False).run_once() == "succeeded"
+    assert Worker(svc.settings, svc.db, "w-n", handlers=default_handlers(), schedule=False).run_once() == "succeeded"
     job = svc.client.get(f"{API}/jobs/{job_id}", headers=svc.read).json()
     assert [s["name"] for s in job["steps"]] == ["ingest", "analyze", "tune", "decide", "publish"]
     assert [s["attempt"] for s in job["steps"]] == [1, 1, 1, 2, 2]
@@ -106,7 +107,7 @@ def test_keep_current_creates_no_version(svc: Svc) -> None:
         f"{API}/deployments", json=memcached_deployment("mc-keep", ["127.0.0.1:1"]), headers=svc.write
     ).json()
     job_id = _resumed_nightly(svc, dep["id"], {**REC, "verdict": "keep current", "reason": "no gain"})
-    assert Worker(svc.settings, svc.db, "w-k", schedule=False).run_once() == "succeeded"
+    assert Worker(svc.settings, svc.db, "w-k", handlers=default_handlers(), schedule=False).run_once() == "succeeded"
     job = svc.client.get(f"{API}/jobs/{job_id}", headers=svc.read).json()
     assert job["result"]["decision"]["accepted"] is False and "publish" not in job["result"]
     assert svc.client.get(f"{API}/configs/{dep['id']}/versions", headers=svc.read).json() == []
@@ -117,7 +118,7 @@ def test_nightly_without_traces_fails_clearly(svc: Svc) -> None:
         f"{API}/deployments", json=memcached_deployment("mc-empty", ["127.0.0.1:1"]), headers=svc.write
     ).json()
     job_id = svc.client.post(f"{API}/jobs", json={"deployment_id": dep["id"]}, headers=svc.write).json()["id"]
-    assert Worker(svc.settings, svc.db, "w-e", schedule=False).run_once() == "failed"
+    assert Worker(svc.settings, svc.db, "w-e", handlers=default_handlers(), schedule=False).run_once() == "failed"
     job = svc.client.get(f"{API}/jobs/{job_id}", headers=svc.read).json()
     assert job["attempts"] == 1 and "has no uploaded trace" in job["error"]
     assert job["steps"][0]["name"] == "ingest" and job["steps"][0]["status"] == "failed"

@@ -11,10 +11,11 @@ from typing import Any
 
 import pytest
 
+from jobs.handlers import default_handlers
 from jobs.worker import Worker
-from service.publishers import CassandraPublisher, PublishConflict, PublishFailed, publish_with_retry
-from service.publishers.cassandra import NODE_QUERY
 from service.testing.cassandra_server import CassandraNode
+from tailtune.control.publishers import CassandraPublisher, PublishConflict, PublishFailed, publish_with_retry
+from tailtune.control.publishers.cassandra import NODE_QUERY
 from tests.service.conftest import Svc, cassandra_deployment
 
 API = "/api/v1"
@@ -133,7 +134,7 @@ def test_unreachable_cluster_fails_job_and_deployment(svc: Svc, cassandra_node: 
     for dep in (good, down):
         r = svc.client.post(f"{API}/configs/{dep['id']}/versions", json={"config": cfg}, headers=svc.write)
         assert r.status_code == 201
-    w = Worker(svc.settings, svc.db, "w-cass", schedule=False)
+    w = Worker(svc.settings, svc.db, "w-cass", handlers=default_handlers(), schedule=False)
     assert [w.run_once(), w.run_once()] == ["succeeded", "failed"]
     ok = svc.client.get(f"{API}/deployments/{good['id']}", headers=svc.read).json()
     assert ok["publish_status"] == "ok" and ok["current_config"] == cfg

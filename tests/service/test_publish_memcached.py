@@ -11,10 +11,11 @@ import time
 import pytest
 from pymemcache.client.base import Client
 
+from jobs.handlers import default_handlers
 from jobs.worker import Worker
-from service.publishers import MemcachedPublisher, PublishConflict, PublishFailed, publish_with_retry
-from service.publishers.memcached import current_key, version_key
 from service.testing.memcached_server import MemcachedNode
+from tailtune.control.publishers import MemcachedPublisher, PublishConflict, PublishFailed, publish_with_retry
+from tailtune.control.publishers.memcached import current_key, version_key
 from tests.service.conftest import Svc, memcached_deployment
 
 API = "/api/v1"
@@ -133,7 +134,7 @@ def test_publish_job_reports_on_job_and_deployment(svc: Svc, memcached_node: Mem
     j_bad = svc.client.post(
         f"{API}/configs/{bad['id']}/versions", json={"config": cfg}, headers=svc.write
     ).json()
-    w = Worker(svc.settings, svc.db, "w-pub", schedule=False)
+    w = Worker(svc.settings, svc.db, "w-pub", handlers=default_handlers(), schedule=False)
     statuses = {w.run_once(), w.run_once()}
     assert statuses == {"succeeded", "failed"}
     job = svc.client.get(f"{API}/jobs/{j_good['job_id']}", headers=svc.read).json()

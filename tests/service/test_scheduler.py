@@ -10,8 +10,9 @@ from datetime import UTC, datetime
 import pytest
 from sqlalchemy import select, update
 
-from jobs.scheduler import latest_slot, next_slot, tick
-from service.db import Database, JobRow, ScheduleRow
+from jobs.scheduler import tick
+from tailtune.control.db import Database, JobRow, ScheduleRow
+from tailtune.control.schedules import latest_slot, next_slot
 from tests.service.conftest import Svc, memcached_deployment
 
 pytestmark = pytest.mark.db_backends  # each test runs on SQLite and on PostgreSQL
@@ -29,15 +30,11 @@ def test_slots_follow_the_time_zone() -> None:
     assert next_slot("0 2 * * *", "Europe/Berlin", ts("2026-01-15T12:00:00")) == ts("2026-01-16T01:00:00")
     assert latest_slot("0 2 * * *", "Europe/Berlin", ts("2026-07-01T00:00:00")) == ts("2026-07-01T00:00:00")
     assert latest_slot("0 2 * * *", "Europe/Berlin", ts("2026-06-30T23:59:59")) == ts("2026-06-30T00:00:00")
-    assert latest_slot("30 6 * * 1", "America/New_York", ts("2026-07-08T12:00:00")) == ts(
-        "2026-07-06T10:30:00"
-    )
+    assert latest_slot("30 6 * * 1", "America/New_York", ts("2026-07-08T12:00:00")) == ts("2026-07-06T10:30:00")
 
 
 def _schedule(svc: Svc, cron: str, created: str, tz: str | None = None) -> int:
-    dep = svc.client.post(
-        f"{API}/deployments", json=memcached_deployment("sched", ["h:1"]), headers=svc.write
-    ).json()
+    dep = svc.client.post(f"{API}/deployments", json=memcached_deployment("sched", ["h:1"]), headers=svc.write).json()
     body: dict[str, object] = {"deployment_id": dep["id"], "cron": cron}
     if tz:
         body["timezone"] = tz
@@ -114,14 +111,17 @@ def test_disabled_schedule_never_fires(svc: Svc) -> None:
 def test_the_worker_loop_fires_due_schedules(svc: Svc) -> None:
     import time
 
+    from jobs.handlers import default_handlers
     from jobs.worker import Worker
 
     # yearly slot (Jan 1st 00:00 UTC): no new slot can appear between the two calls below
     sid = _schedule(svc, "0 0 1 1 *", "2020-01-01T00:00:00")
     svc.settings.scheduler_catchup_s = 2 * 366 * 86400.0
     assert latest_slot("0 0 1 1 *", "UTC", time.time()) > ts("2020-01-01T00:00:00")
-    w = Worker(svc.settings, svc.db, "w-s", schedule=True)
+    w = Worker(svc.settings, svc.db, "w-s", handlers=default_handlers(), schedule=True)
     assert w.run_once() == "failed"  # the fired nightly job ran: the deployment has no trace yet
-    assert Worker(svc.settings, svc.db, "w-s2", schedule=True).run_once() is None  # same slot: nothing new
+    assert (
+        Worker(svc.settings, svc.db, "w-s2", handlers=default_handlers(), schedule=True).run_once() is None
+    )  # same slot: nothing new
     jobs = _jobs(svc)
     assert len(jobs) == 1 and str(jobs[0][0]).startswith(f"schedule:{sid}:")

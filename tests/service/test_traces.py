@@ -15,9 +15,10 @@ import httpx
 import pytest
 from sqlalchemy import func, select
 
+from jobs.handlers import default_handlers
 from jobs.worker import Worker
-from service.db import JobRow, TraceRow
 from service.testing.cassandra_server import free_port
+from tailtune.control.db import JobRow, TraceRow
 from tests.service.conftest import Svc
 
 pytestmark = pytest.mark.db_backends  # each test runs on SQLite and on PostgreSQL
@@ -32,7 +33,7 @@ def _files(root: Path) -> list[str]:
 
 
 def _drain(svc: Svc) -> None:
-    w = Worker(svc.settings, svc.db, "w-test", schedule=False)
+    w = Worker(svc.settings, svc.db, "w-test", handlers=default_handlers(), schedule=False)
     while w.run_once() is not None:
         pass
 
@@ -70,7 +71,7 @@ def test_multipart_upload_uses_the_client_name_only_as_a_label(svc: Svc) -> None
 
 
 def test_rejected_uploads_leave_nothing(svc: Svc, monkeypatch: pytest.MonkeyPatch) -> None:
-    from tailtune.settings import get_settings
+    from tailtune.base.settings import get_settings
 
     monkeypatch.setenv("TAILTUNE_UPLOAD_MAX_BYTES", "100")
     get_settings.cache_clear()

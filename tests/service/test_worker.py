@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 from sqlalchemy import update
 
+from jobs.handlers import default_handlers
 from jobs.worker import Worker
-from service.db import JobRow
-from service.jobs.service import cancel_job, enqueue
+from tailtune.control.db import JobRow
+from tailtune.control.queue import cancel_job, enqueue
 from tests.service.conftest import FAST_ENV, Svc
 
 pytestmark = pytest.mark.db_backends  # each test runs on SQLite and on PostgreSQL
@@ -36,7 +37,7 @@ def _enqueue(svc: Svc, payload: dict[str, object], max_attempts: int | None = No
 def test_job_runs_with_checkpointed_steps(svc: Svc, tmp_path: Path) -> None:
     marker = tmp_path / "m.txt"
     job_id = _enqueue(svc, {"steps": 3, "sleep_s": 0, "marker": str(marker)})
-    assert Worker(svc.settings, svc.db, "w1", schedule=False).run_once() == "succeeded"
+    assert Worker(svc.settings, svc.db, "w1", handlers=default_handlers(), schedule=False).run_once() == "succeeded"
     job = _job(svc, job_id)
     assert job.status == "succeeded" and job.attempts == 1 and job.result == {"steps": 3}
     assert [(s["name"], s["status"], s["output"]) for s in job.steps] == [
@@ -53,12 +54,14 @@ def test_job_runs_with_checkpointed_steps(svc: Svc, tmp_path: Path) -> None:
         "start 2 attempt 1",
         "done 2",
     ]
-    assert Worker(svc.settings, svc.db, "w2", schedule=False).run_once() is None  # nothing left
+    assert (
+        Worker(svc.settings, svc.db, "w2", handlers=default_handlers(), schedule=False).run_once() is None
+    )  # nothing left
 
 
 def test_retry_with_backoff_then_success(svc: Svc, monkeypatch: pytest.MonkeyPatch) -> None:
     job_id = _enqueue(svc, {"steps": 1, "sleep_s": 0, "fail_attempts": 2}, max_attempts=3)
-    w = Worker(svc.settings, svc.db, "w1", schedule=False)
+    w = Worker(svc.settings, svc.db, "w1", handlers=default_handlers(), schedule=False)
     before = time.time()
     assert w.run_once() == "queued"
     job = _job(svc, job_id)
@@ -82,7 +85,7 @@ def test_retry_with_backoff_then_success(svc: Svc, monkeypatch: pytest.MonkeyPat
 def test_backoff_doubles_and_gives_up(svc: Svc) -> None:
     job_id = _enqueue(svc, {"steps": 1, "sleep_s": 0, "fail_attempts": 9}, max_attempts=2)
     svc.settings.job_backoff_s = 100.0
-    w = Worker(svc.settings, svc.db, "w1", schedule=False)
+    w = Worker(svc.settings, svc.db, "w1", handlers=default_handlers(), schedule=False)
     t0 = time.time()
     assert w.run_once() == "queued"
     assert 100.0 <= _job(svc, job_id).run_after - t0 <= 102.0
@@ -99,7 +102,7 @@ def test_only_one_of_two_racing_workers_claims(svc: Svc) -> None:
     barrier = threading.Barrier(4)
 
     def claim(n: int) -> None:
-        w = Worker(svc.settings, svc.db, f"racer{n}", schedule=False)
+        w = Worker(svc.settings, svc.db, f"racer{n}", handlers=default_handlers(), schedule=False)
         barrier.wait()
         job = w.claim()
         got.append(job.id if job is not None else None)
@@ -115,7 +118,7 @@ def test_only_one_of_two_racing_workers_claims(svc: Svc) -> None:
 
 def test_worker_that_lost_its_lease_cannot_complete(svc: Svc) -> None:
     job_id = _enqueue(svc, {"steps": 2, "sleep_s": 0})
-    a, b = (Worker(svc.settings, svc.db, n, schedule=False) for n in ("A", "B"))
+    a, b = (Worker(svc.settings, svc.db, n, handlers=default_handlers(), schedule=False) for n in ("A", "B"))
     job_a = a.claim()
     assert job_a is not None
     with svc.db.session() as s:  # A stalls past its lease
@@ -132,7 +135,7 @@ def test_worker_that_lost_its_lease_cannot_complete(svc: Svc) -> None:
 
 def test_cancel_running_job_stops_between_steps(svc: Svc) -> None:
     job_id = _enqueue(svc, {"steps": 3, "sleep_s": 0})
-    w = Worker(svc.settings, svc.db, "w1", schedule=False)
+    w = Worker(svc.settings, svc.db, "w1", handlers=default_handlers(), schedule=False)
     job = w.claim()
     assert job is not None
     with svc.db.session() as s:

@@ -6,7 +6,7 @@ import pytest
 
 pytest.importorskip("kvsim")
 
-from tailtune.errors import BadInputError
+from tailtune.base.errors import BadInputError
 from tuner.evaluator import EvaluatorSpec, KvsimCassandraEvaluator, KvsimMemcachedEvaluator, build_evaluator
 from tuner.space import Candidate
 

@@ -11,8 +11,8 @@ import pytest
 
 kvsim = pytest.importorskip("kvsim")
 
-from tailtune.errors import BadInputError  # noqa: E402
-from tailtune.simulation import SimulationSpec, request_layout  # noqa: E402
+from tailtune.base.errors import BadInputError  # noqa: E402
+from tailtune.simulation.cassandra import SimulationSpec, request_layout  # noqa: E402
 from tuner.evaluator import KvsimCassandraEvaluator  # noqa: E402
 from tuner.source import WorkloadSource  # noqa: E402
 from tuner.space import Candidate, apply_overrides, cassandra_space  # noqa: E402

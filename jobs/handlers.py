@@ -1,0 +1,46 @@
+"""The job kinds the worker runs, registered explicitly: `default_handlers()` is injected into `Worker`."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from jobs import nightly
+from jobs.context import Handler, JobContext
+
+__all__ = ["default_handlers"]
+
+
+def _selftest(ctx: JobContext) -> dict[str, Any]:
+    """A job of N sleeping steps that appends to a marker file: for operators' smoke tests and the crash
+    tests.
+    """
+    n, pause = int(ctx.payload.get("steps", 3)), float(ctx.payload.get("sleep_s", 0.1))
+    marker = ctx.payload.get("marker")
+    if ctx.attempt <= int(ctx.payload.get("fail_attempts", 0)):
+        raise RuntimeError(f"selftest: attempt {ctx.attempt} fails on purpose")
+
+    def one(i: int) -> dict[str, Any]:
+        if marker:
+            with open(marker, "a") as fh:
+                fh.write(f"start {i} attempt {ctx.attempt}\n")
+        time.sleep(pause)
+        if marker:
+            with open(marker, "a") as fh:
+                fh.write(f"done {i}\n")
+        return {"i": i}
+
+    for i in range(n):
+        ctx.step(f"step-{i}", lambda i=i: one(i))  # type: ignore[misc]
+    return {"steps": n}
+
+
+def default_handlers() -> dict[str, Handler]:
+    """Every job kind of `tailtune.control.queue.JOB_KINDS` and its handler."""
+    return {
+        "ingest": nightly.run_ingest,
+        "analyze": nightly.run_analyze,
+        "nightly": nightly.run_nightly,
+        "publish": nightly.run_publish,
+        "selftest": _selftest,
+    }

@@ -1,0 +1,22 @@
+"""CLI subcommands. Each module has `register(app)`; `COMMANDS` lists them in the order `--help` shows."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import typer
+
+from tailtune.cli.commands import analyze, datasets, generate, ingest, serve, simulate, tune, worker
+
+__all__ = ["COMMANDS"]
+
+COMMANDS: tuple[Callable[[typer.Typer], None], ...] = (
+    analyze.register,
+    ingest.register,
+    datasets.register,
+    generate.register,
+    simulate.register,
+    tune.register,
+    serve.register,
+    worker.register,
+)

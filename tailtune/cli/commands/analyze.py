@@ -1,0 +1,46 @@
+"""`tailtune analyze`: characterize a trace with Spark into summary.json, tables and report.html."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+__all__ = ["register"]
+
+
+def analyze(
+    out: Annotated[Path, typer.Option("--out", help="Output folder (replaced atomically).")],
+    file: Annotated[Path | None, typer.Argument(help="Canonical Parquet/CSV file or Parquet folder.")] = None,
+    dataset: Annotated[str | None, typer.Option("--dataset", help="Stored dataset id.")] = None,
+    spark_master: Annotated[
+        str | None, typer.Option("--spark-master", help="Spark master URL (default: settings.spark_master).")
+    ] = None,
+    servers: Annotated[int, typer.Option("--servers", help="Servers on the hash ring (fan-out).")] = 16,
+    replication: Annotated[int, typer.Option("--replication", help="Replication factor.")] = 3,
+    as_json: Annotated[bool, typer.Option("--json", help="Print summary.json on stdout.")] = False,
+) -> None:
+    """Characterize a trace: multiget sizes, key popularity, value sizes, arrivals, fan-out, slack bounds."""
+    from analysis.pipeline import Options
+    from jobs.characterize import run
+    from tailtune.base.console import err_console, out_console, print_json
+    from tailtune.base.errors import BadInputError
+    from tailtune.base.settings import get_settings
+
+    if (dataset is None) == (file is None):
+        raise BadInputError.single("command line", "give exactly one of --dataset ID or FILE")
+    target = dataset if dataset is not None else str(file)
+    with err_console.status("running Spark characterization"):
+        doc = run(target, out, dataset=dataset is not None, settings=get_settings(), master=spark_master,
+                  opts=Options(servers=servers, replication=replication))
+    if as_json:
+        print_json(doc)
+        return
+    out_console.print(f"wrote {out}/summary.json, {out}/report.html, {out}/tables/")
+    for line in doc["findings"]:
+        out_console.print(f"• {line}", highlight=False)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("analyze")(analyze)

@@ -1,0 +1,151 @@
+"""`tailtune ingest FILE`: a trace file → a canonical dataset (see docs/formats.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+if TYPE_CHECKING:
+    from ingest.store import DatasetInfo
+
+__all__ = ["dataset_summary", "register"]
+
+
+def _parse_map(items: list[str]) -> dict[str, str]:
+    from tailtune.base.errors import BadInputError
+
+    out: dict[str, str] = {}
+    for item in items:
+        column, sep, fld = item.partition("=")
+        if not sep or not column or not fld:
+            raise BadInputError.single("command line", f"--map expects COLUMN=FIELD, got '{item}'")
+        out[column.strip()] = fld.strip()
+    return out
+
+
+def dataset_summary(info: DatasetInfo) -> dict[str, Any]:
+    """The short summary printed by `ingest` and `datasets show` (also their --json output)."""
+    m = info.manifest
+    return {
+        "id": info.id,
+        "name": info.name,
+        "reused": info.reused,
+        "path": str(info.path),
+        "format": m["source"]["format"],
+        "layout": m["source"].get("layout"),
+        "compression": m["source"]["compression"],
+        "detected": m["source"].get("detected"),
+        "rows": m["rows"],
+        "requests": m["requests"],
+        "distinct_keys": m["distinct_keys"],
+        "ts_min": m["ts_min"],
+        "ts_max": m["ts_max"],
+        "span_s": m["ts_max"] - m["ts_min"],
+        "multiget_mean": m["multiget"]["mean"],
+        "multiget_max": m["multiget"]["max"],
+        "has_value_size": m["has_value_size"],
+        "has_latency": m["has_latency"],
+        "skipped_rows": m["errors"]["skipped_rows"],
+    }
+
+
+def print_summary(summary: dict[str, Any], *, title: str) -> None:
+    from rich.table import Table
+
+    from tailtune.base.console import out_console
+
+    table = Table(title=title, show_header=False, title_justify="left")
+    table.add_column(style="bold")
+    table.add_column()
+    fmt = summary["format"] + (f" ({summary['layout']})" if summary.get("layout") else "")
+    if summary.get("compression") not in (None, "none"):
+        fmt += f", {summary['compression']}"
+    rows = [
+        ("id", summary["id"]),
+        ("name", summary["name"]),
+        ("format", fmt),
+        ("rows", f"{summary['rows']:,}"),
+        ("requests", f"{summary['requests']:,}"),
+        ("distinct keys", f"{summary['distinct_keys']:,}"),
+        ("time span", f"{summary['span_s']:.3f} s ({summary['ts_min']} … {summary['ts_max']})"),
+        ("multiget size", f"mean {summary['multiget_mean']:.2f}, max {summary['multiget_max']:,}"),
+        ("value sizes", "yes" if summary["has_value_size"] else "unknown"),
+        ("latency", "yes" if summary["has_latency"] else "no"),
+    ]
+    if summary.get("skipped_rows"):
+        rows.append(("skipped rows", f"{summary['skipped_rows']:,} (--on-error skip)"))
+    for k, v in rows:
+        table.add_row(k, str(v))
+    out_console.print(table)
+
+
+def ingest(
+    file: Annotated[Path, typer.Argument(help="Trace file (gz/zst/xz/bz2 are decompressed transparently).")],
+    fmt: Annotated[
+        str,
+        typer.Option(
+            "--format",
+            help="auto, csv, tsv, jsonl, parquet, requests, twitter, meta-kv, keys-bin, tencent-photo.",
+        ),
+    ] = "auto",
+    name: Annotated[str | None, typer.Option("--name", help="Dataset name (default: the file name).")] = None,
+    mapping: Annotated[
+        list[str] | None, typer.Option("--map", help="Rename a column: COLUMN=FIELD (repeatable).")
+    ] = None,
+    group_window_s: Annotated[
+        float | None,
+        typer.Option("--group-window-s", help="Single-key traces: same client within W s → one multiget."),
+    ] = None,
+    max_errors: Annotated[int, typer.Option("--max-errors", help="Problems listed before stopping.")] = 20,
+    on_error: Annotated[str, typer.Option("--on-error", help="fail (exit 2) or skip bad rows.")] = "fail",
+    unsorted: Annotated[
+        str, typer.Option("--unsorted", help="Out-of-order ts: reject (exit 2) or sort (extra pass).")
+    ] = "reject",
+    rate: Annotated[
+        float, typer.Option("--rate", help="Accesses/s used to synthesize ts for formats without time.")
+    ] = 1000.0,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
+) -> None:
+    """Ingest a trace file into a canonical, validated dataset (same bytes → same dataset id)."""
+    from ingest.pipeline import ingest_file
+    from ingest.sniff import sniff
+    from tailtune.base.console import err_console, print_json, progress
+    from tailtune.base.settings import get_settings
+
+    renames = _parse_map(mapping or [])
+    if fmt == "auto" and file.is_file():
+        chosen = sniff(file, renames)
+        err_console.print(f"format: [bold]{chosen.format}[/] (auto: {chosen.reason})", highlight=False)
+    size = file.stat().st_size if file.is_file() else 0
+    with progress() as bar:
+        task = bar.add_task("ingest", total=size, visible=size > 64 << 20)
+
+        def on_progress(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        info = ingest_file(
+            file,
+            fmt=fmt,
+            name=name,
+            mapping=renames,
+            group_window_s=group_window_s,
+            max_errors=max_errors,
+            on_error=on_error,
+            unsorted=unsorted,
+            rate=rate,
+            settings=get_settings(),
+            progress=on_progress,
+        )
+    summary = dataset_summary(info)
+    if as_json:
+        print_json(summary)
+        return
+    if info.reused:
+        err_console.print(f"already ingested: same bytes and options as dataset {info.id}; nothing written")
+    print_summary(summary, title="dataset" + (" (already ingested)" if info.reused else ""))
+
+
+def register(app: typer.Typer) -> None:
+    app.command("ingest")(ingest)

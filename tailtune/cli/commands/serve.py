@@ -1,0 +1,63 @@
+"""`tailtune serve`: run the REST API (uvicorn); `--create-token SCOPE` makes an API token instead."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+__all__ = ["register"]
+
+
+def serve(
+    host: Annotated[
+        str | None, typer.Option("--host", help="Bind address (default: TAILTUNE_API_HOST).")
+    ] = None,
+    port: Annotated[int | None, typer.Option("--port", help="Port (default: TAILTUNE_API_PORT).")] = None,
+    create_token: Annotated[
+        str | None,
+        typer.Option("--create-token", help="Create an API token of scope read|write, print it, exit."),
+    ] = None,
+    token_name: Annotated[str, typer.Option("--token-name", help="Label of the created token.")] = "cli",
+    as_json: Annotated[bool, typer.Option("--json", help="With --create-token: print JSON.")] = False,
+    access_log: Annotated[
+        bool, typer.Option("--access-log", help="Log every request (costs CPU per request).")
+    ] = False,
+) -> None:
+    """Run the API (migrating the metadata DB first). Tokens are stored hashed; the token is shown once."""
+    from tailtune.base.console import out_console, print_json
+    from tailtune.base.errors import BadInputError
+    from tailtune.base.settings import get_settings
+
+    settings = get_settings()
+    if create_token is not None:
+        from service.auth import SCOPES
+        from service.auth import create_token as make
+        from tailtune.control.db import database_for
+
+        if create_token not in SCOPES:
+            raise BadInputError.single("command line", "must be read or write", field="create-token")
+        token = make(database_for(settings.resolved_database_url), token_name, create_token)
+        if as_json:
+            print_json({"token": token, "scope": create_token, "name": token_name})
+        else:
+            out_console.print(token, highlight=False)
+        return
+    import uvicorn
+
+    from service.configs.fastpath import ConfigFastPath
+    from service.main import create_app
+    from tailtune.control.db import database_for
+
+    database_for(settings.resolved_database_url)
+    uvicorn.run(
+        ConfigFastPath(create_app(settings, fast_path=False)),
+        host=host or settings.api_host,
+        port=port or settings.api_port,
+        log_level="info",
+        access_log=access_log,
+    )
+
+
+def register(app: typer.Typer) -> None:
+    app.command("serve")(serve)

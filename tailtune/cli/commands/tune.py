@@ -1,0 +1,100 @@
+"""`tailtune tune`: an Optuna study over the replay simulator, tracked in MLflow, ending in a recommendation."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+__all__ = ["register"]
+
+
+def tune(
+    file: Annotated[Path | None, typer.Argument(help="Canonical trace file (Parquet/CSV).")] = None,
+    dataset: Annotated[str | None, typer.Option("--dataset", help="Stored dataset id or name.")] = None,
+    profile: Annotated[str | None, typer.Option("--profile", help="Generator profile instead of data.")] = None,
+    requests: Annotated[int | None, typer.Option("--requests", help="Requests to generate (--profile).")] = None,
+    store: Annotated[str, typer.Option("--store", help="Deployment kind: cassandra or memcached.")] = "cassandra",
+    trials: Annotated[int, typer.Option("--trials", help="Trials in the study (total, across resumes).")] = 50,
+    seeds: Annotated[int, typer.Option("--seeds", help="Seeds per trial (common random numbers).")] = 3,
+    objective: Annotated[
+        str, typer.Option("--objective", help="p50|p95|p99|p999|mean, 0.3*p50+0.7*p99, or p50,p99 (Pareto).")
+    ] = "p99",
+    constraint: Annotated[
+        list[str] | None, typer.Option("--constraint", help="METRIC<=X% vs the current config (repeatable).")
+    ] = None,
+    timeout: Annotated[float | None, typer.Option("--timeout", help="Stop asking new trials after S s.")] = None,
+    jobs: Annotated[int, typer.Option("--jobs", help="Parallel worker processes.")] = 1,
+    study: Annotated[str | None, typer.Option("--study", help="Study name (default: derived; reruns resume).")]
+    = None,
+    storage: Annotated[
+        str | None, typer.Option("--storage", help="Optuna storage: journal file path, RDB URL or 'memory'.")
+    ] = None,
+    current: Annotated[
+        str | None, typer.Option("--current", help="Your current config, e.g. rein:k=4,range_factor=3.")
+    ] = None,
+    policies: Annotated[str | None, typer.Option("--policies", help="Comma-separated policies to search.")]
+    = None,
+    space: Annotated[
+        list[str] | None, typer.Option("--space", help="policy.param=V | LOW:HIGH[:STEP] | a|b (repeatable).")
+    ] = None,
+    summary: Annotated[Path | None, typer.Option("--summary", help="summary.json of `tailtune analyze`.")]
+    = None,
+    load: Annotated[float | None, typer.Option("--load", help="Cassandra: offered load (default 0.75).")] = None,
+    no_mlflow: Annotated[bool, typer.Option("--no-mlflow", help="Do not track in MLflow.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the recommendation JSON on stdout.")] = False,
+) -> None:
+    """Tune the scheduler for a trace: best policy and parameters, with evidence vs your current config."""
+    import json
+
+    from tailtune.base.console import err_console, out_console, print_json, progress
+    from tailtune.base.errors import BadInputError
+    from tuner.source import WorkloadSource
+    from tuner.space import parse_override
+    from tuner.tune import TuneRequest, parse_candidate, run_tune
+
+    source = WorkloadSource(
+        dataset=dataset, trace=str(file) if file is not None else None, profile=profile, requests=requests
+    )
+    summary_doc = None
+    if summary is not None:
+        try:
+            summary_doc = json.loads(summary.read_text())
+        except (OSError, ValueError) as exc:
+            raise BadInputError.single(str(summary), f"not a readable JSON file: {exc}") from None
+    overrides = dict(parse_override(s) for s in (space or []))
+    ev_opts = {"load": load} if load is not None and store == "cassandra" else {}
+    req = TuneRequest(
+        source=source, deployment=store, trials=trials, seeds=seeds, objective=objective,
+        constraints=tuple(constraint or ()), timeout_s=timeout, jobs=jobs, study=study, storage=storage,
+        current=parse_candidate(current) if current else None,
+        policies=tuple(p.strip() for p in policies.split(",") if p.strip()) if policies else None,
+        overrides=overrides, summary=summary_doc, evaluator_options=ev_opts, mlflow=not no_mlflow,
+    )
+    with progress(transient=True) as bar:
+        task = bar.add_task("tuning", total=trials)
+
+        def on_progress(done: int, total: int, best: float | None) -> None:
+            best_s = f"best {best:.3f} ms" if best is not None else "best -"
+            bar.update(task, completed=min(done, total), total=total,
+                       description=f"trial {done}/{total} · {best_s}")
+
+        doc = run_tune(req, on_progress=on_progress)
+    if as_json:
+        print_json(doc)
+        return
+    color = "green" if doc["verdict"] == "recommend" else "yellow"
+    out_console.print(f"[bold {color}]{doc['verdict']}[/]: {doc['reason']}")
+    params = ", ".join(f"{k}={v}" for k, v in doc["params"].items())
+    out_console.print(f"policy [bold]{doc['policy']}[/] {params}")
+    e, b, p = doc["expected"], doc["baseline"], doc["paper_default"]
+    for label, m in (("expected", e), (f"current ({b['policy']})", b), (f"paper default ({p['policy']})", p)):
+        out_console.print(f"  {label:28s} p50 {m['p50_ms']:.3f} ms  p95 {m['p95_ms']:.3f} ms  "
+                          f"p99 {m['p99_ms']:.3f} ms", highlight=False)
+    out_console.print(f"study {doc['study']} ({doc['trials']} trials) · MLflow run {doc['mlflow_run_id']}")
+    err_console.print(json.dumps(doc["render"]["json"]), highlight=False)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("tune")(tune)

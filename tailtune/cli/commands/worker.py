@@ -1,0 +1,46 @@
+"""`tailtune worker`: run jobs from the metadata DB queue and fire cron schedules until stopped."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+__all__ = ["register"]
+
+
+def worker(
+    max_jobs: Annotated[int | None, typer.Option("--max-jobs", help="Exit after this many jobs.")] = None,
+    no_scheduler: Annotated[bool, typer.Option("--no-scheduler", help="Do not fire cron schedules.")] = False,
+    worker_id: Annotated[str | None, typer.Option("--id", help="Worker id (default: host-pid-random).")] = None,
+) -> None:
+    """Claim jobs with a lease, heartbeat, retry with backoff; SIGTERM/Ctrl-C stops after the current job."""
+    import logging
+    import signal
+    import threading
+
+    from jobs.handlers import default_handlers
+    from jobs.worker import Worker
+    from tailtune.base.settings import get_settings
+    from tailtune.control.db import database_for
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    logging.getLogger("alembic").setLevel(logging.WARNING)
+    settings = get_settings()
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    w = Worker(
+        settings,
+        database_for(settings.resolved_database_url),
+        worker_id,
+        handlers=default_handlers(),
+        schedule=not no_scheduler,
+    )
+    try:
+        w.run(stop, max_jobs=max_jobs)
+    except KeyboardInterrupt:
+        stop.set()
+
+
+def register(app: typer.Typer) -> None:
+    app.command("worker")(worker)

@@ -1,0 +1,33 @@
+"""The metadata database: SQLAlchemy 2 models, engine/session, and alembic migrations run at start-up."""
+
+from __future__ import annotations
+
+from tailtune.control.db.models import (
+    AnalysisRow,
+    ApiTokenRow,
+    Base,
+    ConfigVersionRow,
+    DeploymentRow,
+    JobRow,
+    ScheduleRow,
+    TraceRow,
+    WorkerRow,
+)
+from tailtune.control.db.session import Database, DatabaseUnavailable, database_for, migrate, normalize_url
+
+__all__ = [
+    "AnalysisRow",
+    "ApiTokenRow",
+    "Base",
+    "ConfigVersionRow",
+    "Database",
+    "DatabaseUnavailable",
+    "DeploymentRow",
+    "JobRow",
+    "ScheduleRow",
+    "TraceRow",
+    "WorkerRow",
+    "database_for",
+    "migrate",
+    "normalize_url",
+]

@@ -1,0 +1,155 @@
+"""SQLAlchemy 2 models of the metadata DB. Times are UNIX epoch seconds (float): portable and easy to compare.
+
+The schema itself is created by the alembic migrations in `tailtune/control/db/migrations` (kept in step with these
+models; `tests/service/test_db.py` checks they agree).
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from sqlalchemy import JSON, BigInteger, Boolean, Float, ForeignKey, Integer, String, Text, UniqueConstraint
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+__all__ = [
+    "AnalysisRow",
+    "ApiTokenRow",
+    "Base",
+    "ConfigVersionRow",
+    "DeploymentRow",
+    "JobRow",
+    "ScheduleRow",
+    "TraceRow",
+    "WorkerRow",
+]
+
+
+class Base(DeclarativeBase):
+    type_annotation_map: ClassVar[dict[Any, Any]] = {dict[str, Any]: JSON, list[Any]: JSON}
+
+
+class DeploymentRow(Base):
+    __tablename__ = "deployments"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(64), unique=True)
+    kind: Mapped[str] = mapped_column(String(16))
+    timezone: Mapped[str] = mapped_column(String(64))
+    topology: Mapped[dict[str, Any]] = mapped_column(JSON)
+    connection: Mapped[dict[str, Any]] = mapped_column(JSON)
+    objective: Mapped[dict[str, Any]] = mapped_column(JSON)
+    constraints: Mapped[dict[str, Any]] = mapped_column(JSON)
+    current_config: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    publish_status: Mapped[str] = mapped_column(String(16), default="none")
+    publish_error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    created_at: Mapped[float] = mapped_column(Float)
+
+
+class TraceRow(Base):
+    __tablename__ = "traces"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(200))
+    deployment_id: Mapped[int | None] = mapped_column(
+        ForeignKey("deployments.id", ondelete="SET NULL"), nullable=True, index=True
+    )
+    format: Mapped[str] = mapped_column(String(32))
+    size_bytes: Mapped[int] = mapped_column(BigInteger)
+    sha256: Mapped[str] = mapped_column(String(64))
+    status: Mapped[str] = mapped_column(String(16))  # uploaded | ingesting | ready | failed
+    upload_path: Mapped[str | None] = mapped_column(Text, nullable=True)
+    dataset_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    error: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    job_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    created_at: Mapped[float] = mapped_column(Float)
+
+
+class AnalysisRow(Base):
+    __tablename__ = "analyses"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    trace_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    dataset_id: Mapped[str] = mapped_column(String(64))
+    options: Mapped[dict[str, Any]] = mapped_column(JSON)
+    status: Mapped[str] = mapped_column(String(16))  # queued | running | succeeded | failed
+    out_dir: Mapped[str] = mapped_column(Text)
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    job_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    created_at: Mapped[float] = mapped_column(Float)
+
+
+class JobRow(Base):
+    """One unit of work in the durable queue. `dedupe_key` is unique: a cron slot enqueues at most one job."""
+
+    __tablename__ = "jobs"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    kind: Mapped[str] = mapped_column(String(32))
+    deployment_id: Mapped[int | None] = mapped_column(Integer, nullable=True, index=True)
+    payload: Mapped[dict[str, Any]] = mapped_column(JSON)
+    status: Mapped[str] = mapped_column(String(16), index=True)  # queued|running|succeeded|failed|cancelled
+    dedupe_key: Mapped[str | None] = mapped_column(String(200), unique=True, nullable=True)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    max_attempts: Mapped[int] = mapped_column(Integer, default=3)
+    run_after: Mapped[float] = mapped_column(Float)
+    lease_owner: Mapped[str | None] = mapped_column(String(100), nullable=True)
+    lease_expires: Mapped[float | None] = mapped_column(Float, nullable=True)
+    cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
+    steps: Mapped[list[Any]] = mapped_column(JSON)
+    logs: Mapped[str] = mapped_column(Text, default="")
+    result: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    mlflow_run_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    created_at: Mapped[float] = mapped_column(Float)
+    started_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    finished_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+
+
+class ScheduleRow(Base):
+    __tablename__ = "schedules"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    deployment_id: Mapped[int] = mapped_column(ForeignKey("deployments.id", ondelete="CASCADE"), index=True)
+    cron: Mapped[str] = mapped_column(String(100))
+    timezone: Mapped[str] = mapped_column(String(64))
+    enabled: Mapped[bool] = mapped_column(Boolean, default=True)
+    traces: Mapped[int] = mapped_column(Integer, default=1)
+    last_slot: Mapped[float | None] = mapped_column(Float, nullable=True)
+    created_at: Mapped[float] = mapped_column(Float)
+
+
+class ConfigVersionRow(Base):
+    """An accepted config of a deployment. Versions are 1, 2, ... per deployment and never change once
+    written.
+    """
+
+    __tablename__ = "config_versions"
+    __table_args__ = (UniqueConstraint("deployment_id", "version", name="uq_config_version"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    deployment_id: Mapped[int] = mapped_column(ForeignKey("deployments.id", ondelete="CASCADE"), index=True)
+    version: Mapped[int] = mapped_column(Integer)
+    config: Mapped[dict[str, Any]] = mapped_column(JSON)
+    source: Mapped[str] = mapped_column(String(32))  # tuning | manual | rollback
+    job_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    note: Mapped[str | None] = mapped_column(Text, nullable=True)
+    published: Mapped[dict[str, Any]] = mapped_column(JSON)  # {"cassandra": epoch} per successful target
+    created_at: Mapped[float] = mapped_column(Float)
+
+
+class ApiTokenRow(Base):
+    __tablename__ = "api_tokens"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(100))
+    scope: Mapped[str] = mapped_column(String(8))  # read | write
+    sha256: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[float] = mapped_column(Float)
+
+
+class WorkerRow(Base):
+    __tablename__ = "workers"
+
+    id: Mapped[str] = mapped_column(String(100), primary_key=True)
+    heartbeat_at: Mapped[float] = mapped_column(Float)
+    current_job_id: Mapped[int | None] = mapped_column(Integer, nullable=True)

@@ -1,0 +1,50 @@
+"""Domain errors of the control plane (API and worker alike): an HTTP-like status, a machine code, a message
+and the field at fault. `service/errors.py` maps them to JSON answers; the worker records them on the job.
+"""
+
+from __future__ import annotations
+
+__all__ = ["Conflict", "Forbidden", "Invalid", "Missing", "PayloadTooLarge", "ServiceError", "Unauthorized"]
+
+
+class ServiceError(Exception):
+    """Base of the service's domain errors: a status code, a machine code, a message and the field at fault.
+    """
+
+    status_code = 400
+    code = "bad_request"
+
+    def __init__(self, detail: str, *, field: str | None = None) -> None:
+        super().__init__(detail)
+        self.detail = detail
+        self.field = field
+
+
+class Invalid(ServiceError):
+    status_code = 422
+    code = "invalid"
+
+
+class Missing(ServiceError):
+    status_code = 404
+    code = "not_found"
+
+
+class Conflict(ServiceError):
+    status_code = 409
+    code = "conflict"
+
+
+class PayloadTooLarge(ServiceError):
+    status_code = 413
+    code = "too_large"
+
+
+class Unauthorized(ServiceError):
+    status_code = 401
+    code = "unauthorized"
+
+
+class Forbidden(ServiceError):
+    status_code = 403
+    code = "forbidden"

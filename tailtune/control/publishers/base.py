@@ -1,0 +1,115 @@
+"""What every publish target does, and the retry loop around one publish.
+
+A publish writes one config version as one JSON document (`document()`: deployment, version, config — the same
+bytes for the same version, so a repeated publish is a no-op). Targets keep an immutable entry per version and
+a "current" entry that only moves forward (LWT in Cassandra, CAS in memcached). Transient failures raise
+`TargetUnavailable` and are retried with exponential backoff; `PublishConflict` (an existing version entry
+with other content) is not retried.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from tailtune.base.errors import TailtuneError
+
+__all__ = [
+    "PublishConflict",
+    "PublishFailed",
+    "PublishOutcome",
+    "Publisher",
+    "TargetUnavailable",
+    "document",
+    "publish_with_retry",
+]
+
+
+class TargetUnavailable(TailtuneError):
+    """The target did not answer (down, timeout, refused): worth retrying."""
+
+
+class PublishConflict(TailtuneError):
+    """The target holds different content under this version: never retried, never overwritten."""
+
+
+class PublishFailed(TailtuneError):
+    """Every attempt failed; carries the last error."""
+
+
+@dataclass(frozen=True, slots=True)
+class PublishOutcome:
+    version: int
+    #: False when the target already had this or a newer version as current (idempotent no-op).
+    advanced: bool
+    current_version: int
+
+
+def document(deployment: str, version: int, config: dict[str, Any]) -> str:
+    """The exact text stored for a version: canonical JSON, so the same version is always the same bytes."""
+    return json.dumps(
+        {"deployment": deployment, "version": version, "config": config},
+        sort_keys=True,
+        separators=(",", ":"),
+    )
+
+
+class Publisher(ABC):
+    """One target (a Cassandra cluster or a memcached pool) of one deployment."""
+
+    kind: ClassVar[str]
+
+    def __init__(self, deployment: str, connection: dict[str, Any], timeout_s: float) -> None:
+        self.deployment = deployment
+        self.connection = connection
+        self.timeout_s = timeout_s
+
+    @abstractmethod
+    def publish(self, version: int, config: dict[str, Any]) -> PublishOutcome:
+        """One attempt. Raises TargetUnavailable (retry) or PublishConflict (stop)."""
+
+    @abstractmethod
+    def read_current(self) -> tuple[int, dict[str, Any]] | None:
+        """(version, config) as clients see it, or None when nothing was published yet."""
+
+    @abstractmethod
+    def ping(self) -> None:
+        """Raise TargetUnavailable unless the target answers."""
+
+
+def publish_with_retry(
+    publisher: Publisher,
+    version: int,
+    config: dict[str, Any],
+    *,
+    attempts: int,
+    backoff_s: float,
+    log: Callable[[str], None] = lambda _: None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> PublishOutcome:
+    """Publish with up to `attempts` tries, sleeping backoff_s * 2**(n-1) between them."""
+    last: Exception | None = None
+    for n in range(1, attempts + 1):
+        try:
+            outcome = publisher.publish(version, config)
+        except TargetUnavailable as exc:
+            last = exc
+            if n < attempts:
+                delay = backoff_s * 2 ** (n - 1)
+                log(f"{publisher.kind}: attempt {n}/{attempts} failed ({exc}); retrying in {delay:.2f}s")
+                sleep(delay)
+            else:
+                log(f"{publisher.kind}: attempt {n}/{attempts} failed ({exc}); giving up")
+            continue
+        log(
+            f"{publisher.kind}: version {version} published (attempt {n}; current {outcome.current_version}"
+            f"{'' if outcome.advanced else ', already current or newer'})"
+        )
+        return outcome
+    raise PublishFailed(
+        f"{publisher.kind}: publish of version {version} failed after {attempts} attempts: {last}"
+    )

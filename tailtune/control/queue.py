@@ -1,0 +1,97 @@
+"""The durable job queue's producer side: enqueue, list, show, cancel (the worker side is `jobs/worker.py`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session
+
+from tailtune.base.settings import Settings
+from tailtune.control.common import now
+from tailtune.control.db import DeploymentRow, JobRow
+from tailtune.control.errors import Conflict, Invalid, Missing
+
+__all__ = ["JOB_KINDS", "JOB_STATUSES", "cancel_job", "enqueue", "get_job", "list_jobs"]
+
+JOB_KINDS = ("ingest", "analyze", "nightly", "publish", "selftest")
+JOB_STATUSES = ("queued", "running", "succeeded", "failed", "cancelled")
+
+
+def enqueue(
+    s: Session,
+    settings: Settings,
+    kind: str,
+    payload: dict[str, Any],
+    *,
+    deployment_id: int | None = None,
+    dedupe_key: str | None = None,
+    max_attempts: int | None = None,
+) -> JobRow:
+    if kind not in JOB_KINDS:
+        raise Invalid(f"unknown job kind {kind!r}", field="kind")
+    row = JobRow(
+        kind=kind,
+        deployment_id=deployment_id,
+        payload=payload,
+        status="queued",
+        dedupe_key=dedupe_key,
+        attempts=0,
+        max_attempts=max_attempts or settings.job_max_attempts,
+        run_after=now(),
+        lease_owner=None,
+        lease_expires=None,
+        cancel_requested=False,
+        steps=[],
+        logs="",
+        result=None,
+        created_at=now(),
+    )
+    s.add(row)
+    s.flush()
+    return row
+
+
+def get_job(s: Session, job_id: int) -> JobRow:
+    row = s.get(JobRow, job_id)
+    if row is None:
+        raise Missing(f"job {job_id} not found", field="job_id")
+    return row
+
+
+def list_jobs(
+    s: Session, *, status: str | None = None, deployment_id: int | None = None, limit: int = 100
+) -> Sequence[JobRow]:
+    q = select(JobRow).order_by(JobRow.id.desc()).limit(limit)
+    if status is not None:
+        if status not in JOB_STATUSES:
+            raise Invalid(f"must be one of {', '.join(JOB_STATUSES)}", field="status")
+        q = q.where(JobRow.status == status)
+    if deployment_id is not None:
+        q = q.where(JobRow.deployment_id == deployment_id)
+    return s.scalars(q).all()
+
+
+def run_now(s: Session, settings: Settings, deployment_id: int, payload: dict[str, Any]) -> JobRow:
+    if s.get(DeploymentRow, deployment_id) is None:
+        raise Missing(f"deployment {deployment_id} not found", field="deployment_id")
+    return enqueue(s, settings, "nightly", payload, deployment_id=deployment_id)
+
+
+def cancel_job(s: Session, job_id: int) -> JobRow:
+    """Queued → cancelled at once; running → cancel requested (the worker stops between steps)."""
+    row = get_job(s, job_id)
+    if row.status in ("succeeded", "failed", "cancelled"):
+        raise Conflict(f"job {job_id} already {row.status}", field="job_id")
+    done = s.execute(
+        update(JobRow)
+        .where(JobRow.id == job_id, JobRow.status == "queued")
+        .values(status="cancelled", finished_at=now(), error="cancelled by request")
+    ).rowcount  # type: ignore[attr-defined]
+    if not done:
+        s.execute(update(JobRow).where(JobRow.id == job_id).values(cancel_requested=True))
+    s.flush()
+    s.refresh(row)
+    return row
