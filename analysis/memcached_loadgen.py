@@ -9,7 +9,7 @@ query thread owns one pymemcache connection and sends one `get k1 .. kK` per que
 runs from its scheduled arrival (so dispatcher lag counts) to the return of its last chunk.
 
 This is CPython: query threads share the GIL, so client-side work (building and parsing multigets) does not
-run in parallel, unlike the paper's Go/C clients. bench/chisel_memcached.py reports what that means.
+run in parallel, unlike the paper's Go/C clients. validation/chisel_memcached.py reports what that means.
 """
 
 from __future__ import annotations

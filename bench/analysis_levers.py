@@ -1,4 +1,4 @@
-"""Speed pass 4 of issue 6: what the two untried levers would buy the characterization's two heavy
+"""What two levers (vectorized partial aggregation, integer key ids) would buy the characterization's two heavy
 aggregations, each measured alone (noop sink) and interleaved in one Spark local[2] session.
 
     .venv/bin/python bench/analysis_levers.py [--rows 10000000] [--repeat 3] [--check] [--whole 0]
@@ -6,7 +6,7 @@ aggregations, each measured alone (noop sink) and interleaved in one Spark local
 Per key (count, largest value size, accesses per each of 10 time windows — `transforms.key_counts_by_window`)
 and per request (first ts, size, bytes):
 
-* today's plan: Spark's hash aggregation (map-side partial + final);
+* the pipeline's plan: Spark's hash aggregation (map-side partial + final);
 * lever 1, vectorized partial aggregation: `mapInArrow` + `pyarrow.Table.group_by` over each partition's
   rows, Spark only for the final merge; plus the JVM→Python Arrow transfer alone (no aggregation);
 * lever 1' (same idea without the transfer): the Python workers read their Parquet row groups themselves
@@ -21,7 +21,7 @@ lever 2's gain for the whole characterization (no key strings joined back for th
 
 CPU: `tree-cpu` = user + system time of every process below this one (the JVM and the Python workers, from
 /proc) — the figure that counts, since Spark's `executorCpuTime` (also printed, per stage) leaves the Python
-workers out. `--check` first asserts every variant's table equals today's exactly.
+workers out. `--check` first asserts every variant's table equals the pipeline's exactly.
 """
 
 from __future__ import annotations

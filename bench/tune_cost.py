@@ -1,4 +1,4 @@
-"""Wall time of a whole `tailtune tune` job (issue 7 "Cost"): a 100-trial study on a 200k-request trace.
+"""Wall time of a whole `tailtune tune` job: a 100-trial study on a 200k-request trace.
 
 Runs `tuner.tune.run_tune` exactly as the CLI does (default Cassandra space, 3 seeds, prefix pruning,
 2 worker processes, JournalStorage, MLflow tracking + plots) in a fresh TAILTUNE_HOME and reports the

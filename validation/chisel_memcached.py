@@ -7,7 +7,7 @@ analysis/memcached_loadgen.py under: batching, chisel at the analyzer's levels, 
 chisel merge-only (B = 3). Variants are interleaved in each round; the table
 shows medians over rounds (the machine is shared, so single runs are noisy).
 
-    .venv/bin/python bench/chisel_memcached.py [--requests 2000] [--rounds 3] [--json out.json]
+    .venv/bin/python -m validation.chisel_memcached [--requests 2000] [--rounds 3] [--json out.json]
 """
 
 from __future__ import annotations

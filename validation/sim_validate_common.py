@@ -1,4 +1,4 @@
-"""Shared helpers of the simulator validation benchmarks (bench/sim_validate_*.py): workloads from generator
+"""Shared helpers of the simulator validation scripts (validation/sim_validate_*.py): workloads from generator
 profiles with hashed or balanced key placement, paired multi-seed replays, mean ± spread tables.
 
 Placement: `hash` = the model's Murmur3 ring (keys land where Cassandra would put them); `balanced` = every

@@ -3,7 +3,7 @@
 Model: 16 servers × 8 slots, RF 3 (Rein's testbed: 16 nodes, concurrency 8, RF 3), 3750 ops/s per slot, 50 µs
 one way, 16 clients, lognormal(1.5, 1.0) multiget sizes (≥ 1 key, mean ≈ 7.4), uniform keys over 1 M ids,
 open-loop Poisson, exponential demands, warm-up 10%. Offered load counts the original ops only (copies add to it).
-Run: PYTHONPATH=. .venv/bin/python bench/sim_redundancy.py [--requests 20000]
+Run: .venv/bin/python -m validation.sim_redundancy [--requests 20000]
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""TailX's evaluation setup (TailX §4; issue 4 "Validation"): tailx vs rein (and fifo), p50/p95/p99, per class.
+"""TailX's evaluation setup (TailX §4): tailx vs rein (and fifo), p50/p95/p99, per class.
 
 Cluster: 16 servers × 8 slots (TailX's 16 nodes; Rein's concurrency 8), RF 3, 16 clients, default size calibration
 (1 KiB = 1/3750 s; 2 MiB ≈ 124× that), exponential demands, open-loop Poisson at 75% of capacity (TailX: "75%
@@ -12,7 +12,7 @@ cost (Σ mean demand), rein + ds, rein + c3, tailx + ds (its default), tailx + r
 `--closed`: closed-loop clients instead (threads with no think time, TailX's YCSB clients): per case, the thread count
 is the smallest one whose fifo + round-robin run reaches `--load` utilization ("75% system load" of a closed loop),
 found by doubling then bisection; every configuration then runs with that many threads.
-Run: PYTHONPATH=. .venv/bin/python bench/sim_tailx.py [--requests N] [--keys zipf|uniform] [--load 0.75]
+Run: .venv/bin/python -m validation.sim_tailx [--requests N] [--keys zipf|uniform] [--load 0.75]
      [--closed]
 """
 

@@ -8,9 +8,9 @@ soundcloud hashed (its hottest server is within ~8% of the mean); facebook balan
 head overloads a server at 75%: server_load_max ≈ 1.35, no steady state to compare).
 
 Output: a table of p99 (mean ± sample sd over seeds, and the degradation vs the best cell), the optimum, fifo's p99 for
-reference, and a PNG heatmap per profile under bench/figures/.
+reference, and a PNG heatmap per profile under validation/figures/.
 
-Run:  PYTHONPATH=. .venv/bin/python bench/sim_validate_sensitivity.py [--requests 50000] [--seeds 1,2,3]
+Run:  .venv/bin/python -m validation.sim_validate_sensitivity [--requests 50000] [--seeds 1,2,3]
           [--ks 1,2,3,4,5,6,8] [--rs 1,1.5,2,3,4,6] [--profiles soundcloud,facebook] [--figures DIR]
 """
 
@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from bench.sim_validate_common import ProfileTrace, load_profile, make_workload
+from validation.sim_validate_common import ProfileTrace, load_profile, make_workload
 
 __all__ = ["PLACEMENT", "main", "rein_params", "sweep"]
 

@@ -1,4 +1,4 @@
-"""Tuned rein vs the exhaustive K × R × rate_step grid (issue 7 "Quality").
+"""Tuned rein vs the exhaustive K × R × rate_step grid: how close the tuner gets, and with how many evaluations.
 
 For each profile: the rein space (k 2..8, range_factor 1.5..6 step 0.5, rate_step 0..2 step 0.5, r_q1 = 5 and
 tau_1 = 1 fixed; infeasible rate combinations left out), every grid point replayed on the same seeds as the
@@ -6,7 +6,7 @@ study (common random numbers, 2 processes), then a TPE study with a budget of at
 points. Reports the grid best, the tuned best (same seeds, so directly comparable), the gap and the
 evaluations each used.
 
-    .venv/bin/python bench/tune_quality.py --requests 200000 --profiles soundcloud,facebook
+    .venv/bin/python -m validation.tune_quality --requests 200000 --profiles soundcloud,facebook
 """
 
 from __future__ import annotations

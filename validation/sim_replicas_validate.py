@@ -1,11 +1,10 @@
-"""Issue 4 validation: replica selection with heterogeneous value sizes, and events/s per selector.
+"""Replica selection with heterogeneous value sizes: every selector on the calibration model and on Héron's setup.
 
 1. Calibration model: single-key reads, 10% of keys 512 KiB (rest 1 KiB), 15 servers × 8 slots, RF 3, open-loop
    Poisson, uniform keys, 15 clients: every selector at one load; overall / small / large p99 and steady flags.
 2. Héron's synthetic setup: Zipf 0.99 keys, 1 KiB / 512 KiB, share of large values 1–20%: heron vs c3 vs ds.
-3. Speed: events/s of each selector on the fork-join model of issue 3 (128 × 8, lognormal(2.5, 1.25) multigets,
-   uniform 1 KiB values, 75% load).
-Run: PYTHONPATH=. .venv/bin/python bench/sim_replicas_validate.py [--requests N]
+(Events/s per selector: `bench/sim_speed.py --replica ...`.)
+Run: .venv/bin/python -m validation.sim_replicas_validate [--requests N] [--load L] [--skip 1,2]
 """
 
 from __future__ import annotations
@@ -91,44 +90,17 @@ def heron_sweep(n: int, load: float) -> None:
             print(row(label, r))
 
 
-def speed(n: int) -> None:
-    print(f"\n## 3. speed: fork-join 128×8, lognormal(2.5,1.25) multigets, 75% load, {n} requests (best of 3)")
-    rng = np.random.default_rng(1)
-    sizes = np.maximum(1, np.ceil(rng.lognormal(2.5, 1.25, n))).astype(np.int64)
-    offsets = np.concatenate([[0], np.cumsum(sizes)])
-    keys = rng.integers(0, 1_000_000, int(offsets[-1])).astype(np.uint64)
-    wl = kvsim.Workload(kvsim.Cluster(), offsets, keys=keys, load=0.75, seed=1)
-    print(f"{'selector':20s} {'policy':8s} {'M ev/s':>8s} {'wall_s':>7s} {'p99_ms':>8s} steady")
-    for policy in ("fifo", "rein"):
-        core = min((wl.replay(policy) for _ in range(3)), key=lambda r: r.sim_wall_s)
-        print(f"{'(core replay)':20s} {policy:8s} {core.events_per_s / 1e6:8.2f} {core.sim_wall_s:7.3f} "
-              f"{core.p99_ms:8.2f} {core.steady_state}")
-    for sel in SELECTORS:
-        for policy in ("fifo", "rein"):
-            best = None
-            for _ in range(3):
-                r = kvsim.replay_sized(wl, policy, replica=sel)
-                if best is None or r.result.sim_wall_s < best.result.sim_wall_s:
-                    best = r
-            assert best is not None
-            res = best.result
-            print(f"{sel:20s} {policy:8s} {res.events_per_s / 1e6:8.2f} {res.sim_wall_s:7.3f} {res.p99_ms:8.2f} "
-                  f"{res.steady_state}")
-
-
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--requests", type=int, default=100_000)
     ap.add_argument("--load", type=float, default=0.5)
-    ap.add_argument("--skip", default="", help="comma list of sections to skip: 1,2,3")
+    ap.add_argument("--skip", default="", help="comma list of sections to skip: 1,2")
     args = ap.parse_args()
     skip = set(args.skip.split(","))
     if "1" not in skip:
         calibration(args.requests, args.load)
     if "2" not in skip:
         heron_sweep(args.requests, args.load)
-    if "3" not in skip:
-        speed(args.requests)
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@ A in {50..1100} µs, client overhead 0/60/120/180 µs; default deployment 2 serv
 threads (the paper's rule for that pool), paper profile P_S = 3.3 + 0.6K, N_S = 85 + 6.5K.
 For every scenario: the analyzer's grid search picks (L, B); batching and chisel replay the same requests.
 
-    .venv/bin/python bench/chisel_grid.py [--requests 20000] [--cv 0.0] [--json out.json] [--optimality]
+    .venv/bin/python -m validation.chisel_grid [--requests 20000] [--cv 0.0] [--json out.json] [--optimality]
 """
 
 from __future__ import annotations

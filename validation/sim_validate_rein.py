@@ -10,9 +10,9 @@ Part 2 (--conditions): one factor at a time from a base (soundcloud, balanced, 7
 service): load, slots per server, service-time variance (deterministic / lognormal σ), size skew (facebook
 profile) and hot servers (facebook with hashed placement).
 
-Run:  PYTHONPATH=. .venv/bin/python bench/sim_validate_rein.py [--requests 100000] [--seeds 1,2,3]
-      PYTHONPATH=. .venv/bin/python bench/sim_validate_rein.py --conditions [--cond-requests 50000] [--cond-seeds 1,2]
-      PYTHONPATH=. .venv/bin/python bench/sim_validate_rein.py --starvation  (rein-sbf with boost_after_ms 1/2/4)
+Run:  .venv/bin/python -m validation.sim_validate_rein [--requests 100000] [--seeds 1,2,3]
+      .venv/bin/python -m validation.sim_validate_rein --conditions [--cond-requests 50000] [--cond-seeds 1,2]
+      .venv/bin/python -m validation.sim_validate_rein --starvation  (rein-sbf with boost_after_ms 1/2/4)
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from bench.sim_validate_common import (
+from validation.sim_validate_common import (
     PERCENTILES,
     Case,
     CaseResult,

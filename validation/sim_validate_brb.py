@@ -7,14 +7,14 @@ Value sizes → demand (choices; the paper only says sizes "are generated using 
 come from Facebook's ETC generalized Pareto (location 15 B, σ = 214.476, ξ = 0.348238, the tail of the
 `facebook` profile's value model), drawn independently for every op of the trace (--sizes per-op, default; "for
 the requests") or once per key from a hash of the key (--sizes per-key: a popular key with a huge value then makes
-a hot server — with 9 servers this overloads one at 70% load, see bench/RESULTS.md). Per-op mean
+a hot server — with 9 servers this overloads one at 70% load, see validation/RESULTS.md). Per-op mean
 demand = base × ((1 − s) + s × size / mean size), with s = --size-share (default 0.5: half of an average op's
 time is fixed cost, half is proportional to bytes) and base = 1/3500 s, so the average op still costs 1/3500 s;
 the actual demand is exponential around that mean (the core model). BRB's clients forecast costs from value
 sizes, so the BRB policies replay with `size_aware_cost=True` (cost of a sub-task = Σ mean demand); the
 op-count cost (Rein's) and sizes ignored (s = 0) are reported too.
 
-Run:  PYTHONPATH=. .venv/bin/python bench/sim_validate_brb.py [--requests 100000] [--seeds 1,2,3] [--size-share 0.5]
+Run:  .venv/bin/python -m validation.sim_validate_brb [--requests 100000] [--seeds 1,2,3] [--size-share 0.5]
           [--sizes per-op|per-key] [--load 0.7]
 """
 
@@ -30,8 +30,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from bench.sim_validate_common import Case, ProfileTrace, run_case
-from bench.sim_validate_rein import table, to_json
+from validation.sim_validate_common import Case, ProfileTrace, run_case
+from validation.sim_validate_rein import table, to_json
 
 __all__ = ["etc_pareto_sizes", "main", "size_mean_demand"]
 

@@ -1,4 +1,4 @@
-"""Issue 4: replica selection with slow servers, and open vs closed-loop clients.
+"""Replica selection with slow servers, and open vs closed-loop clients.
 
 1. C3-style scenarios (single-key reads, one value size, uniform keys, 15 servers × 8 slots, RF 3, 15 clients,
    1 ms mean demand, exponential demands, open-loop Poisson at `--load` of the servers' time-averaged capacity):
@@ -9,9 +9,8 @@
 2. Héron's synthetic setup (1 KiB / 512 KiB values, 10% of the keys large by key hash, Zipf 0.99 over 100k keys,
    RF 3, 15 × 8 slots, 3750 1-KiB ops/s per slot, single-key reads): open loop at `--load` vs closed loop
    (120 threads = one per slot, no think time: the saturating YCSB-like client) — does the ranking change?
-3. Speed of the extension loop: events/s on the fork-join model of issue 3 (128 × 8, lognormal(2.5, 1.25)
-   multigets, uniform keys, 75% load, fifo + round-robin, best of 3) with each extension on alone.
-Run: PYTHONPATH=. .venv/bin/python bench/sim_heterogeneity.py [--requests N] [--load L] [--skip 1,2,3]
+(Events/s of the extension loop with each extension on: `bench/sim_extension_speed.py`.)
+Run: .venv/bin/python -m validation.sim_heterogeneity [--requests N] [--load L] [--skip 1,2]
 """
 
 from __future__ import annotations
@@ -22,7 +21,7 @@ from typing import Any
 import kvsim
 import numpy as np
 
-from bench.sim_replicas_validate import zipf_keys
+from validation.sim_replicas_validate import zipf_keys
 
 SELECTORS: tuple[tuple[str, dict[str, float]], ...] = (
     ("round-robin", {}),
@@ -105,46 +104,17 @@ def open_vs_closed(n: int, load: float) -> None:
             )
 
 
-def speed(n: int) -> None:
-    print(f"\n## 3. speed: fork-join 128×8, lognormal(2.5,1.25) multigets, 75% load, {n} requests (best of 3)")
-    rng = np.random.default_rng(1)
-    sizes = np.maximum(1, np.ceil(rng.lognormal(2.5, 1.25, n))).astype(np.int64)
-    offsets = np.concatenate([[0], np.cumsum(sizes)])
-    keys = rng.integers(0, 1_000_000, int(offsets[-1])).astype(np.uint64)
-    wl = kvsim.Workload(kvsim.Cluster(), offsets, keys=keys, load=0.75, seed=1)
-    cases: tuple[tuple[str, dict[str, Any]], ...] = (
-        ("none (plain loop)", {}),
-        ("8 of 128 servers 3× slower", {"servers": kvsim.ServerModel.slow_servers(128, 8, 3.0)}),
-        ("slowdowns every 50 ms, 20%, 3×", {"servers": kvsim.ServerModel(slowdown=kvsim.Slowdown(50.0, 0.2, 3.0))}),
-        ("10% writes", {"writes": kvsim.write_flags(int(offsets[-1]), write_fraction=0.1, seed=1)}),
-        ("closed loop 512 threads", {"closed": kvsim.ClosedLoop(threads=512)}),
-    )
-    print("| extension | M events/s | wall s | events | p99 ms | steady |")
-    print("|---|---|---|---|---|---|")
-    for label, kw in cases:
-        best = min(
-            (kvsim.replay_sized(wl, "fifo", **kw) for _ in range(3)), key=lambda r: r.result.sim_wall_s
-        )
-        res = best.result
-        print(
-            f"| {label} | {res.events_per_s / 1e6:.2f} | {res.sim_wall_s:.3f} | {res.events} | {res.p99_ms:.2f} |"
-            f" {'yes' if res.steady_state else '**no**'} |"
-        )
-
-
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--requests", type=int, default=100_000)
     ap.add_argument("--load", type=float, default=0.6)
-    ap.add_argument("--skip", default="", help="comma list of sections to skip: 1,2,3")
+    ap.add_argument("--skip", default="", help="comma list of sections to skip: 1,2")
     args = ap.parse_args()
     skip = set(args.skip.split(","))
     if "1" not in skip:
         c3_scenarios(args.requests, args.load)
     if "2" not in skip:
         open_vs_closed(args.requests, args.load)
-    if "3" not in skip:
-        speed(args.requests)
 
 
 if __name__ == "__main__":
