@@ -29,7 +29,7 @@ def main() -> None:
     home = tempfile.mkdtemp(prefix="tailtune-bench-cost-")
     os.environ["TAILTUNE_HOME"] = home
     from tailtune.base.settings import get_settings
-    from tuner.source import WorkloadSource
+    from tailtune.simulation.source import WorkloadSource
     from tuner.tune import TuneRequest, run_tune
 
     get_settings.cache_clear()

@@ -217,7 +217,7 @@ def _step_tune(ctx: JobContext, dep: dict[str, Any], dataset_id: str, summary_pa
     import json
 
     try:
-        from tuner.source import WorkloadSource
+        from tailtune.simulation.source import WorkloadSource
         from tuner.space import Candidate
         from tuner.tune import TuneRequest, run_tune
     except ImportError as exc:

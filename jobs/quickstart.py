@@ -64,7 +64,7 @@ def _analyze(dataset_id: str, settings: Settings) -> None:
 
 def _tune(dataset_id: str, trials: int) -> None:
     from tailtune.base.console import progress
-    from tuner.source import WorkloadSource
+    from tailtune.simulation.source import WorkloadSource
     from tuner.tune import TuneRequest, run_tune
 
     out_console.print(f"4/4 tune: cassandra scheduler, {trials} trials × 2 seeds")

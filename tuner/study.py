@@ -35,7 +35,7 @@ from typing import Any
 
 from tailtune.base.db_url import normalize_url
 from tailtune.base.errors import BadInputError, TailtuneError
-from tuner.evaluator import Evaluator, EvaluatorSpec, build_evaluator
+from tuner.evaluators import Evaluator, EvaluatorSpec, build_evaluator
 from tuner.objective import Metrics, Objective, mean_ci, parse_objective
 from tuner.space import Candidate, SearchSpace
 

@@ -15,7 +15,8 @@ from typing import Any
 
 from tailtune.base.errors import BadInputError
 from tailtune.base.settings import Settings, get_settings
-from tuner.evaluator import Evaluator, EvaluatorSpec, KvsimCassandraEvaluator, build_evaluator
+from tailtune.simulation.source import WorkloadSource
+from tuner.evaluators import Evaluator, EvaluatorSpec, build_evaluator
 from tuner.objective import Metrics, parse_objective
 from tuner.recommend import (
     DEFAULT_BASELINE,
@@ -26,7 +27,6 @@ from tuner.recommend import (
     pick_best,
     render,
 )
-from tuner.source import WorkloadSource
 from tuner.space import Candidate, SearchSpace, apply_overrides, space_for
 from tuner.study import StudyConfig, evaluate_candidate, run_study
 
@@ -123,9 +123,7 @@ def run_tune(
     ev = evaluator or build_evaluator(
         EvaluatorSpec(_EVALUATORS[req.deployment], {"source": req.source.as_dict(), **req.evaluator_options})
     )
-    if isinstance(ev, KvsimCassandraEvaluator):
-        # K/R ranges from the fan-out of the topology that is replayed, not the one `analyze` assumed (16 servers)
-        summary = {**(summary or {}), "fanout": ev.fanout()}
+    summary = ev.adapt_summary(summary)
     space = apply_overrides(space_for(req.deployment, summary), req.overrides,
                             policies=list(req.policies) if req.policies else None)
     space, dropped = _filter_space(space, ev)
@@ -163,9 +161,7 @@ def run_tune(
                 documents={"search_space": space.as_dict(), "summary": dict(summary or {}),
                            "evaluator": ev.describe()},
             )
-    paper = PAPER_DEFAULTS[req.deployment]
-    if req.deployment == "memcached" and hasattr(ev, "analyzer_choice"):
-        paper = ev.analyzer_choice(seeds[0])
+    paper = ev.reference(seeds[0]) or PAPER_DEFAULTS[req.deployment]
     outcome = run_study(config, jobs=req.jobs, warm_start=(paper, baseline), timeout_s=req.timeout_s,
                         on_progress=on_progress,
                         on_trial=tracker.log_trial if tracker and tracker.run_id else None,

@@ -17,7 +17,7 @@ import multiprocessing
 import time
 from typing import Any
 
-from tuner.evaluator import EvaluatorSpec, build_evaluator
+from tuner.evaluators import EvaluatorSpec, build_evaluator
 from tuner.objective import parse_objective
 from tuner.space import Candidate, apply_overrides, space_for
 from tuner.study import StudyConfig, evaluate_candidate, run_study

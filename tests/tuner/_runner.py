@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from tuner.evaluator import EvaluatorSpec
+from tuner.evaluators import EvaluatorSpec
 from tuner.objective import parse_objective
 from tuner.space import apply_overrides, space_for
 from tuner.study import StudyConfig, run_study

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from tuner.evaluator import Evaluator, EvaluatorSpec
+from tuner.evaluators.base import Evaluator, EvaluatorSpec
 from tuner.objective import Metrics
 from tuner.space import Candidate
 

@@ -12,9 +12,9 @@ import pytest
 kvsim = pytest.importorskip("kvsim")
 
 from tailtune.base.errors import BadInputError  # noqa: E402
-from tailtune.simulation.cassandra import SimulationSpec, request_layout  # noqa: E402
-from tuner.evaluator import KvsimCassandraEvaluator  # noqa: E402
-from tuner.source import WorkloadSource  # noqa: E402
+from tailtune.simulation.layout import request_layout  # noqa: E402
+from tailtune.simulation.source import WorkloadSource  # noqa: E402
+from tuner.evaluators import KvsimCassandraEvaluator  # noqa: E402
 from tuner.space import Candidate, apply_overrides, cassandra_space  # noqa: E402
 from tuner.tune import TuneRequest, run_tune  # noqa: E402
 
@@ -31,7 +31,8 @@ def _direct(policy: str, params: dict[str, float], seed: int, *, replica: str,
             rparams: dict[str, float], thr: float | None) -> Any:
     """The replay written out against kvsim alone (what `tailtune simulate` does for issue 4)."""
     table = WorkloadSource.from_dict(SRC).load()
-    offsets, order, keys, _ = request_layout(table, SimulationSpec("fifo", {}), source="t")
+    lay = request_layout(table, source="t")
+    offsets, order, keys = lay.offsets, lay.row_order, lay.keys
     cluster = kvsim.Cluster(servers=SERVERS, slots=8, replication=3, vnodes=1, service_rate=3750.0,
                             net_latency_us=50.0, clients=128)
     model = kvsim.DemandModel.default(3750.0)
@@ -90,10 +91,10 @@ def test_common_random_numbers_one_workload_per_seed() -> None:
     a = ev.evaluate(heron, 0)
     ev.evaluate(tailx, 0)
     ev.evaluate(Candidate("fifo"), 0)
-    assert list(ev._workloads) == [(0, SRC["requests"])]  # one materialized workload, shared
+    assert list(ev._prepared()._workloads) == [(0, SRC["requests"])]  # one materialized workload, shared
     assert ev.evaluate(heron, 0) == a
     ev.evaluate(heron, 0, 0.25)
-    assert len(ev._workloads) == 2
+    assert len(ev._prepared()._workloads) == 2
 
 
 def test_bad_selector_or_queue_names_the_field(ev: KvsimCassandraEvaluator) -> None:
@@ -189,7 +190,8 @@ def test_size_aware_cost_is_searched_only_when_sizes_vary_and_replays_as_kvsim()
 def test_evaluator_size_aware_cost_equals_direct_kvsim_and_changes_rein(ev: KvsimCassandraEvaluator) -> None:
     rein = {"k": 4.0, "range_factor": 3.0, "r_q1": 5.0, "rate_step": 1.0, "tau_1": 1.0}
     table = WorkloadSource.from_dict(SRC).load()
-    offsets, order, keys, _ = request_layout(table, SimulationSpec("fifo", {}), source="t")
+    lay = request_layout(table, source="t")
+    offsets, order, keys = lay.offsets, lay.row_order, lay.keys
     cluster = kvsim.Cluster(servers=SERVERS, slots=8, replication=3, vnodes=1, service_rate=3750.0,
                             net_latency_us=50.0, clients=128)
     rows = np.asarray(table.column("value_size").to_numpy(zero_copy_only=False), dtype=np.float64)

@@ -10,7 +10,7 @@ import pytest
 from tailtune.base.errors import BadInputError
 from tests.tuner._runner import config as fake_config
 from tests.tuner.fakes import FakeEvaluator, fake_p99
-from tuner.evaluator import EvaluatorSpec
+from tuner.evaluators import EvaluatorSpec
 from tuner.objective import parse_objective
 from tuner.space import Candidate, apply_overrides, space_for
 from tuner.study import StudyConfig, open_storage, prepare_study, run_study

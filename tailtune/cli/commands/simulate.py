@@ -1,34 +1,163 @@
-"""`tailtune simulate`: replay a dataset, trace file or generated profile under one scheduling policy."""
+"""`tailtune simulate`: replay a dataset, trace file or generated profile under one scheduling policy.
+
+The command only reads options: the deployment, the policy and the replay live in `tailtune.simulation`, the
+same code the tuner replays with (so a recommendation's policy and params, given here verbatim with its
+deployment and seeds, reproduce its figures).
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+if TYPE_CHECKING:
+    import kvsim.replicas
+
+    from tailtune.simulation import CassandraDeployment, MemcachedDeployment, ParamValue, WorkloadSource
+
 __all__ = ["register"]
+
+_CASSANDRA_ONLY = (
+    "--server-speeds", "--slow-servers", "--slowdown-interval-ms", "--write-fraction", "--writes-from-op",
+    "--client-model", "--size-aware-cost",
+)
+
+
+def _policy_help() -> str:
+    from tailtune.simulation.memcached import MEMCACHED_POLICIES
+    from tailtune.simulation.policies import REPLICA_POLICY, SELECTOR_POLICIES
+    from tailtune.simulation.registry import cassandra_queue_policies
+
+    return (
+        f"Cassandra: {', '.join(cassandra_queue_policies())}; {', '.join(SELECTOR_POLICIES)} (fifo + that "
+        f"replica selector; --param queue=NAME for another queue), {REPLICA_POLICY} (--param replica=NAME); "
+        f"memcached: {', '.join(MEMCACHED_POLICIES)}."
+    )
+
+
+def _speeds(text: str | None) -> tuple[float, ...] | None:
+    from tailtune.base.errors import BadInputError
+
+    if text is None:
+        return None
+    try:
+        return tuple(float(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise BadInputError.single(
+            "--server-speeds", f"{text!r} is not a comma-separated list of numbers", field="server_speeds"
+        ) from None
+
+
+def _run_memcached(
+    source: WorkloadSource, deployment: MemcachedDeployment, policy: str, params: dict[str, ParamValue], seed: int,
+    as_json: bool,
+) -> None:
+    from tailtune.base.console import err_console, out_console, print_json
+    from tailtune.simulation import memcached
+
+    trace = memcached.prepare(source.load(), source=source.where)
+    summary = memcached.summary_json(memcached.replay(trace, deployment, policy, params, seed))
+    if not summary["steady_state"]:
+        err_console.print("[yellow]warning:[/] the memcached replay is not in steady state", soft_wrap=True)
+    if as_json:
+        print_json(summary)
+        return
+    out_console.print(
+        f"[bold]{policy}[/] {summary['params']}: p50 {summary['p50_ms']:.3f} ms, "
+        f"p95 {summary['p95_ms']:.3f} ms, p99 {summary['p99_ms']:.3f} ms, "
+        f"mean {summary['mean_ms']:.3f} ms ({summary['requests']} requests, {summary['ops']} queries)"
+    )
+
+
+def _warn(res: kvsim.replicas.SizedResult) -> None:
+    from tailtune.base.console import err_console
+
+    r = res.result
+    if not r.steady_state:
+        err_console.print(
+            "[yellow]warning:[/] not in steady state (busiest server offered "
+            f"{r.server_load_max:.2f} of its capacity, second-half/first-half mean latency {r.half_ratio:.2f}): "
+            "tail percentiles grow with the run length and compare nothing.",
+            soft_wrap=True,
+        )
+    if res.held.get("unstable"):
+        err_console.print(
+            f"[yellow]warning:[/] {res.replica} keeps holding more opsets at the clients "
+            f"({res.held['at_half']} at the middle arrival, {res.held['at_end']} at the last): "
+            "the selector cannot keep up with these open-loop arrivals.",
+            soft_wrap=True,
+        )
+
+
+def _print_table(res: kvsim.replicas.SizedResult) -> None:
+    from rich.table import Table
+
+    from tailtune.base.console import out_console
+
+    r = res.result
+    t = Table(title=f"{res.policy_label or r.policy} {res.replica_params if res.policy_label else r.params or ''}")
+    for col in ("p50 ms", "p95 ms", "p99 ms", "p99.9 ms", "mean ms", "util", "max srv load", "steady"):
+        t.add_column(col, justify="right")
+    t.add_row(
+        *(f"{x:.3f}" for x in (r.p50_ms, r.p95_ms, r.p99_ms, r.p999_ms, r.mean_ms)),
+        f"{r.utilization:.2f}", f"{r.server_load_max:.2f}", "yes" if r.steady_state else "NO",
+    )
+    out_console.print(t)
+    out_console.print(f"replica {res.replica} {res.replica_params or ''}".rstrip())
+    for name, c in (res.classes or {}).items():
+        if c.get("requests"):
+            out_console.print(
+                f"  {name}: {c['requests']} requests, p50 {c['p50_ms']:.3f} ms, "
+                f"p99 {c['p99_ms']:.3f} ms, p99.9 {c['p999_ms']:.3f} ms"
+            )
+    if res.closed is not None:
+        out_console.print(
+            f"closed loop: {res.closed['threads']} threads, think {res.closed['think_ms']} ms "
+            f"({res.closed['think_dist']}): {res.closed['throughput_rps']:.0f} requests/s"
+        )
+    if res.writes is not None:
+        out_console.print(f"writes: {res.writes['ops']} ops, {res.writes['copies']} replica copies")
+    out_console.print(
+        f"{r.requests} requests, {r.ops} ops, {r.events} events in {r.sim_wall_s:.3f} s "
+        f"({r.events_per_s / 1e6:.1f} M events/s)"
+    )
+
+
+def _run_cassandra(
+    source: WorkloadSource, deployment: CassandraDeployment, policy: str, params: dict[str, ParamValue],
+    replica_params: dict[str, ParamValue], seed: int, as_json: bool,
+) -> None:
+    from tailtune.base.console import print_json
+    from tailtune.simulation import cassandra, resolve
+
+    resolved = resolve(policy, params, replica_params={k: float(v) for k, v in replica_params.items()})
+    trace = cassandra.prepare(source.load(), deployment, source=source.where)
+    res = cassandra.replay(trace, deployment, resolved, seed)
+    _warn(res)
+    if as_json:
+        out: dict[str, Any] = res.to_json()
+        out["size_aware_cost"] = resolved.size_aware_cost
+        print_json(out)
+    else:
+        _print_table(res)
 
 
 def register(app: typer.Typer) -> None:
     @app.command("simulate")
     def simulate(
-        policy: Annotated[
-            str,
-            typer.Option(
-                "--policy",
-                help="Cassandra: fifo, rein, rein-sbf, rein-sds, brb-equalmax, brb-unifincr, oracle, "
-                "tailx, c3, ds, heron (= fifo + that --replica); memcached: batching, chisel.",
-            ),
-        ],
+        policy: Annotated[str, typer.Option("--policy", help=_policy_help())],
         dataset: Annotated[str | None, typer.Option("--dataset", help="Dataset id or name.")] = None,
-        trace: Annotated[
-            Path | None, typer.Option("--trace", help="Canonical trace (Parquet or CSV).")
-        ] = None,
+        trace: Annotated[Path | None, typer.Option("--trace", help="Canonical trace (Parquet or CSV).")] = None,
         profile: Annotated[str | None, typer.Option("--profile", help="Generator profile.")] = None,
         requests: Annotated[int | None, typer.Option("--requests", help="Requests to generate.")] = None,
+        trace_seed: Annotated[
+            int | None, typer.Option("--trace-seed", help="Generator seed of --profile (default: --seed).")
+        ] = None,
         param: Annotated[
-            list[str] | None, typer.Option("--param", help="Policy parameter NAME=VALUE.")
+            list[str] | None,
+            typer.Option("--param", help="Policy parameter NAME=VALUE (names for replica= and queue=)."),
         ] = None,
         servers: Annotated[
             int | None, typer.Option("--servers", help="Default 128 (Cassandra) or 2 (memcached).")
@@ -40,7 +169,7 @@ def register(app: typer.Typer) -> None:
         net_latency_us: Annotated[float, typer.Option("--net-latency-us")] = 50.0,
         clients: Annotated[int, typer.Option("--clients")] = 128,
         load: Annotated[float, typer.Option("--load", help="Fraction of total service capacity.")] = 0.75,
-        seed: Annotated[int, typer.Option("--seed")] = 0,
+        seed: Annotated[int, typer.Option("--seed", help="Replay seed (arrivals, demands, choices).")] = 0,
         warmup: Annotated[float, typer.Option("--warmup", help="Fraction of first requests dropped.")] = 0.1,
         use_timestamps: Annotated[
             bool,
@@ -55,6 +184,10 @@ def register(app: typer.Typer) -> None:
         client_overhead_us: Annotated[
             float, typer.Option("--client-overhead-us", help="memcached: client overhead per query.")
         ] = 0.0,
+        setup_us: Annotated[float, typer.Option("--setup-us", help="memcached: per-query setup cost.")] = 0.0,
+        service_cv: Annotated[
+            float, typer.Option("--service-cv", help="memcached: service-time coefficient of variation.")
+        ] = 0.0,
         inter_arrival_us: Annotated[
             float | None,
             typer.Option("--inter-arrival-us", help="memcached: Poisson arrivals with this mean gap."),
@@ -63,14 +196,15 @@ def register(app: typer.Typer) -> None:
             str | None,
             typer.Option(
                 "--replica",
-                help="Replica selection: round-robin (default), random, least-outstanding, ds, c3, heron.",
+                help="Replica selection (= --param replica=NAME): round-robin (default), random, "
+                "least-outstanding, ds, c3, heron.",
             ),
         ] = None,
         replica_param: Annotated[
             list[str] | None, typer.Option("--replica-param", help="Replica selection parameter NAME=VALUE.")
         ] = None,
         sizes: Annotated[
-            bool, typer.Option("--sizes/--no-sizes", help="Demand from value_size when present (issue 4 model).")
+            bool, typer.Option("--sizes/--no-sizes", help="Demand from value_size when the sizes differ.")
         ] = True,
         demand_dist: Annotated[
             str, typer.Option("--demand-dist", help="exponential (default), deterministic, lognormal.")
@@ -127,179 +261,58 @@ def register(app: typer.Typer) -> None:
             bool,
             typer.Option(
                 "--size-aware-cost",
-                help="Opset cost = Σ op demand estimated from value sizes, not the op count (Rein as published).",
+                help="= --param size_aware_cost=1: opset cost = Σ op demand from value sizes (Rein as published).",
             ),
         ] = False,
         as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
     ) -> None:
         """Replay a workload on the simulated cluster and report latency percentiles."""
-        from tailtune.base.console import err_console, out_console, print_json
-        from tailtune.simulation.cassandra import (
+        from tailtune.base.errors import BadInputError
+        from tailtune.simulation import (
             MEMCACHED_POLICIES,
-            MemcachedSpec,
-            SimulationSpec,
-            load_table,
+            CassandraDeployment,
+            MemcachedDeployment,
+            WorkloadSource,
             parse_params,
-            run_memcached_simulation,
-            run_simulation,
         )
 
         params = parse_params(param or [])
+        source = WorkloadSource(
+            dataset=dataset, trace=str(trace) if trace is not None else None, profile=profile, requests=requests,
+            trace_seed=seed if trace_seed is None else trace_seed,
+        )
         if policy in MEMCACHED_POLICIES:
-            from tailtune.base.errors import BadInputError
-
-            cassandra_only = {
-                "--server-speeds": server_speeds is not None,
-                "--slow-servers": slow_servers is not None,
-                "--slowdown-interval-ms": slowdown_interval_ms is not None,
-                "--write-fraction": write_fraction is not None,
-                "--writes-from-op": writes_from_op,
-                "--client-model": client_model != "open",
-                "--size-aware-cost": size_aware_cost,
-            }
-            given = [k for k, v in cassandra_only.items() if v]
-            if given:
+            given = dict(zip(_CASSANDRA_ONLY, (
+                server_speeds is not None, slow_servers is not None, slowdown_interval_ms is not None,
+                write_fraction is not None, writes_from_op, client_model != "open", size_aware_cost,
+            ), strict=True))
+            bad = [k for k, v in given.items() if v]
+            if bad:
                 raise BadInputError.single(
-                    given[0], f"not supported for the memcached policy {policy} (Cassandra model only)",
-                    field=given[0].lstrip("-").replace("-", "_"),
+                    bad[0], f"not supported for the memcached policy {policy} (Cassandra model only)",
+                    field=bad[0].lstrip("-").replace("-", "_"),
                 )
-            mspec = MemcachedSpec(
-                policy=policy,
-                params=params,
-                servers=servers if servers is not None else 2,
-                worker_threads=worker_threads,
-                query_threads=query_threads,
-                client_overhead_us=client_overhead_us,
-                inter_arrival_us=inter_arrival_us,
-                seed=seed,
+            mdep = MemcachedDeployment(
+                servers=servers if servers is not None else 2, worker_threads=worker_threads,
+                query_threads=query_threads, client_overhead_us=client_overhead_us, setup_us=setup_us,
+                service_cv=service_cv, inter_arrival_us=inter_arrival_us,
             )
-            table = load_table(dataset=dataset, trace=trace, profile=profile, requests=requests, seed=seed)
-            source = str(trace) if trace is not None else (dataset or f"profile:{profile}")
-            summary = run_memcached_simulation(table, mspec, source=source)
-            if not summary["steady_state"]:
-                err_console.print("[yellow]warning:[/] the memcached replay is not in steady state", soft_wrap=True)
-            if as_json:
-                print_json(summary)
-            else:
-                out_console.print(
-                    f"[bold]{policy}[/] {summary['params']}: p50 {summary['p50_ms']:.3f} ms, "
-                    f"p95 {summary['p95_ms']:.3f} ms, p99 {summary['p99_ms']:.3f} ms, "
-                    f"mean {summary['mean_ms']:.3f} ms ({summary['requests']} requests, {summary['ops']} queries)"
-                )
+            _run_memcached(source, mdep, policy, params, seed, as_json)
             return
-        spec = SimulationSpec(
-            policy=policy,
-            params=params,
-            servers=servers if servers is not None else 128,
-            slots=slots,
-            replication=replication,
-            vnodes=vnodes,
-            service_rate=service_rate,
-            net_latency_us=net_latency_us,
-            clients=clients,
-            load=load,
-            seed=seed,
-            warmup=warmup,
-            use_timestamps=use_timestamps,
+        if replica is not None:
+            params.setdefault("replica", replica)
+        if size_aware_cost:
+            params["size_aware_cost"] = 1.0
+        dep = CassandraDeployment(
+            servers=servers if servers is not None else 128, slots=slots, replication=replication, vnodes=vnodes,
+            service_rate=service_rate, net_latency_us=net_latency_us, clients=clients, load=load, warmup=warmup,
+            use_timestamps=use_timestamps, use_sizes=sizes, demand_dist=demand_dist, demand_sigma=demand_sigma,
+            t0_us=t0_us, bandwidth_mbps=bandwidth_mbps, thr_l_bytes=thr_l_bytes,
+            server_speeds=_speeds(server_speeds), slow_servers=slow_servers, slow_factor=slow_factor,
+            slowdown_interval_ms=slowdown_interval_ms, slowdown_fraction=slowdown_fraction,
+            slowdown_factor=slowdown_factor, slowdown_duration_ms=slowdown_duration_ms,
+            write_fraction=write_fraction, writes_from_op=writes_from_op, client_model=client_model,
+            threads=threads, think_ms=think_ms, think_dist=think_dist,
         )
-        table = load_table(dataset=dataset, trace=trace, profile=profile, requests=requests, seed=seed)
-        source = str(trace) if trace is not None else (dataset or f"profile:{profile}")
-        from tailtune.base.errors import BadInputError
-        from tailtune.simulation.replicas import ReplicaSpec, needs_sized_replay, run_sized_simulation
-
-        speeds: tuple[float, ...] | None = None
-        if server_speeds is not None:
-            try:
-                speeds = tuple(float(x) for x in server_speeds.split(",") if x.strip())
-            except ValueError:
-                raise BadInputError.single(
-                    "--server-speeds", f"{server_speeds!r} is not a comma-separated list of numbers",
-                    field="server_speeds",
-                ) from None
-
-        rspec = ReplicaSpec(
-            replica=replica,
-            replica_params=parse_params(replica_param or [], source="--replica-param"),
-            use_sizes=sizes,
-            demand_dist=demand_dist,
-            demand_sigma=demand_sigma,
-            t0_us=t0_us,
-            bandwidth_mbps=bandwidth_mbps,
-            thr_l_bytes=thr_l_bytes,
-            server_speeds=speeds,
-            slow_servers=slow_servers,
-            slow_factor=slow_factor,
-            slowdown_interval_ms=slowdown_interval_ms,
-            slowdown_fraction=slowdown_fraction,
-            slowdown_factor=slowdown_factor,
-            slowdown_duration_ms=slowdown_duration_ms,
-            write_fraction=write_fraction,
-            writes_from_op=writes_from_op,
-            client_model=client_model,
-            threads=threads,
-            think_ms=think_ms,
-            think_dist=think_dist,
-            size_aware_cost=size_aware_cost,
-        )
-        sized = None
-        if needs_sized_replay(table, policy, rspec) or demand_dist != "exponential":
-            sized = run_sized_simulation(table, spec, rspec, source=source)
-            result = sized.result
-        else:
-            result = run_simulation(table, spec, source=source)
-        if not result.steady_state:
-            err_console.print(
-                "[yellow]warning:[/] not in steady state (busiest server offered "
-                f"{result.server_load_max:.2f} "
-                f"of its capacity, second-half/first-half mean latency {result.half_ratio:.2f}): tail "
-                "percentiles grow with the run length and compare nothing.",
-                soft_wrap=True,
-            )
-        if sized is not None and sized.held.get("unstable"):
-            err_console.print(
-                f"[yellow]warning:[/] {sized.replica} keeps holding more opsets at the clients "
-                f"({sized.held['at_half']} at the middle arrival, {sized.held['at_end']} at the last): "
-                "the selector cannot keep up with these open-loop arrivals.",
-                soft_wrap=True,
-            )
-        if as_json:
-            out = sized.to_json() if sized is not None else result.to_json()
-            out["size_aware_cost"] = size_aware_cost
-            print_json(out)
-            return
-        from rich.table import Table
-
-        t = Table(title=f"{result.policy} {result.params or ''}".strip())
-        for col in ("p50 ms", "p95 ms", "p99 ms", "p99.9 ms", "mean ms", "util", "max srv load", "steady"):
-            t.add_column(col, justify="right")
-        t.add_row(
-            f"{result.p50_ms:.3f}",
-            f"{result.p95_ms:.3f}",
-            f"{result.p99_ms:.3f}",
-            f"{result.p999_ms:.3f}",
-            f"{result.mean_ms:.3f}",
-            f"{result.utilization:.2f}",
-            f"{result.server_load_max:.2f}",
-            "yes" if result.steady_state else "NO",
-        )
-        out_console.print(t)
-        if sized is not None:
-            out_console.print(f"replica {sized.replica} {sized.replica_params or ''}".rstrip())
-            for name, c in (sized.classes or {}).items():
-                if c.get("requests"):
-                    out_console.print(
-                        f"  {name}: {c['requests']} requests, p50 {c['p50_ms']:.3f} ms, "
-                        f"p99 {c['p99_ms']:.3f} ms, p99.9 {c['p999_ms']:.3f} ms"
-                    )
-        if sized is not None and sized.closed is not None:
-            out_console.print(
-                f"closed loop: {sized.closed['threads']} threads, think {sized.closed['think_ms']} ms "
-                f"({sized.closed['think_dist']}): {sized.closed['throughput_rps']:.0f} requests/s"
-            )
-        if sized is not None and sized.writes is not None:
-            out_console.print(f"writes: {sized.writes['ops']} ops, {sized.writes['copies']} replica copies")
-        out_console.print(
-            f"{result.requests} requests, {result.ops} ops, {result.events} events "
-            f"in {result.sim_wall_s:.3f} s "
-            f"({result.events_per_s / 1e6:.1f} M events/s)"
-        )
+        rparams = parse_params(replica_param or [], source="--replica-param")
+        _run_cassandra(source, dep, policy, params, rparams, seed, as_json)

@@ -50,7 +50,7 @@ def tune(
 
     from tailtune.base.console import err_console, out_console, print_json, progress
     from tailtune.base.errors import BadInputError
-    from tuner.source import WorkloadSource
+    from tailtune.simulation.source import WorkloadSource
     from tuner.space import parse_override
     from tuner.tune import TuneRequest, parse_candidate, run_tune
 

@@ -14,13 +14,19 @@ Contract of every `Evaluator` (the study, the references and the tests rely on i
    evaluator in another process (parallel workers, Spark executors).
 6. `latencies_ms(c, seed)` returns every request's latency (ms) for the before/after CDF plots.
 
-Implementations: `KvsimCassandraEvaluator` and `KvsimMemcachedEvaluator` (private modules, re-exported here).
-`EvaluatorSpec.kind` may also be `module:callable` — a factory taking the spec's options as keyword arguments.
+7. `adapt_summary(summary)` returns the analysis summary the search space is derived from, adapted to what
+   this evaluator replays (the Cassandra evaluator puts in the fan-out of the simulated cluster).
+8. `reference(seed)` returns the evaluator's own reference configuration (memcached: Chisel's analyzer levels
+   for the workload), or None for the deployment kind's paper defaults.
+9. `deployment_record()` describes the deployment replayed (source, cluster, load, warm-up ...) as JSON, and
+   `simulate_args(candidate, seed)` the `tailtune simulate` arguments that replay `candidate` on `seed` exactly.
+
+This module imports no implementation: they live in private modules of `tuner.evaluators`, which re-exports
+them and builds evaluators from specs (`build_evaluator`).
 """
 
 from __future__ import annotations
 
-import importlib
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -32,13 +38,7 @@ import numpy.typing as npt
 from tuner.objective import Metrics
 from tuner.space import Candidate
 
-__all__ = [
-    "Evaluator",
-    "EvaluatorSpec",
-    "KvsimCassandraEvaluator",
-    "KvsimMemcachedEvaluator",
-    "build_evaluator",
-]
+__all__ = ["Evaluator", "EvaluatorSpec"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,26 +82,18 @@ class Evaluator(ABC):
         """What to record about the evaluator (tracking): its spec by default."""
         return self.spec().as_dict()
 
+    def adapt_summary(self, summary: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+        """The summary the search space is derived from (default: as given)."""
+        return summary
 
-def build_evaluator(spec: EvaluatorSpec) -> Evaluator:
-    """The evaluator of a spec: `kvsim-cassandra`, `kvsim-memcached` or a `module:callable` factory."""
-    registry: dict[str, type[Evaluator]] = {
-        "kvsim-cassandra": KvsimCassandraEvaluator,
-        "kvsim-memcached": KvsimMemcachedEvaluator,
-    }
-    if spec.kind in registry:
-        return registry[spec.kind](**spec.options)
-    module, sep, name = spec.kind.partition(":")
-    if not sep:
-        raise ValueError(f"unknown evaluator kind {spec.kind!r} (one of {sorted(registry)} or module:callable)")
-    factory = getattr(importlib.import_module(module), name)
-    ev = factory(**spec.options)
-    if not isinstance(ev, Evaluator):
-        raise TypeError(f"{spec.kind} did not return an Evaluator")
-    return ev
+    def reference(self, seed: int) -> Candidate | None:
+        """The evaluator's own reference configuration, or None for the paper defaults."""
+        return None
 
+    def deployment_record(self) -> dict[str, Any]:
+        """The replayed deployment as JSON (default: the spec's options)."""
+        return dict(self.spec().options)
 
-# Implementations live in private modules (they import kvsim lazily); re-exported here. Imported last because
-# they subclass `Evaluator`.
-from tuner._kvsim_cassandra import KvsimCassandraEvaluator  # noqa: E402
-from tuner._kvsim_memcached import KvsimMemcachedEvaluator  # noqa: E402
+    def simulate_args(self, candidate: Candidate, seed: int) -> list[str] | None:
+        """`tailtune simulate` arguments that replay `candidate` on `seed` exactly; None if there are none."""
+        return None

@@ -1,0 +1,180 @@
+"""memcached replays: a pool (servers × worker threads, the client's query threads and overheads), a trace
+reduced once to (keys per request, arrival time), and the replay of `batching` or `chisel` on one seed.
+
+The seed draws the request → server mapping and the service-time noise inside kvsim; with `inter_arrival_us`
+the arrivals are redrawn as Poisson from the seed's `MEMCACHED_ARRIVALS` stream (tailtune.simulation.seeds),
+otherwise the requests keep the trace's own arrival times. Model choices: docs/chisel.md.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import numpy.typing as npt
+
+from tailtune.base.errors import BadInputError
+from tailtune.simulation.policies import ParamValue
+from tailtune.simulation.seeds import MEMCACHED_ARRIVALS, rng
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+__all__ = [
+    "MEMCACHED_POLICIES",
+    "MemcachedDeployment",
+    "MemcachedTrace",
+    "prepare",
+    "replay",
+    "summary_json",
+]
+
+MEMCACHED_POLICIES = ("batching", "chisel")
+
+
+@dataclass(frozen=True)
+class MemcachedDeployment:
+    """A memcached pool (default: the Chisel paper's 2 servers × 4 worker threads)."""
+
+    servers: int = 2
+    worker_threads: int = 4
+    query_threads: int | None = None
+    client_overhead_us: float = 0.0
+    setup_us: float = 0.0
+    service_cv: float = 0.0
+    inter_arrival_us: float | None = None  # None: the trace's own arrival times
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> MemcachedDeployment:
+        names = {f.name for f in fields(cls)}
+        unknown = sorted(set(d) - names)
+        if unknown:
+            raise BadInputError.single("deployment", f"unknown option(s) {unknown}", field=unknown[0])
+        return cls(**d)
+
+    def cli_args(self) -> list[str]:
+        """`tailtune simulate` options that set every field differing from the defaults."""
+        out: list[str] = []
+        default = MemcachedDeployment()
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if v != getattr(default, f.name):
+                out += ["--" + f.name.replace("_", "-"), repr(v) if isinstance(v, float) else str(v)]
+        return out
+
+
+@dataclass(frozen=True)
+class MemcachedTrace:
+    """Keys per request and arrival times (s, from 0) in arrival order."""
+
+    source: str
+    sizes: npt.NDArray[np.int64]
+    arrivals: npt.NDArray[np.float64]
+
+    def prefix(self, fraction: float) -> int:
+        import math
+
+        n = int(self.sizes.size)
+        return n if fraction >= 1.0 else max(1, math.ceil(fraction * n))
+
+
+def prepare(table: pa.Table, *, source: str = "trace") -> MemcachedTrace:
+    from kvsim import chisel
+
+    for col in ("request_id", "ts"):
+        if col not in table.column_names:
+            raise BadInputError.single(source, "required column is missing", line=1, field=col)
+    if table.num_rows == 0:
+        raise BadInputError.single(source, "the trace has no rows")
+    sizes, arrivals = chisel.requests_from_long(
+        table.column("request_id").to_numpy(zero_copy_only=False),
+        table.column("ts").to_numpy(zero_copy_only=False),
+    )
+    return MemcachedTrace(source, sizes, arrivals - arrivals[0])
+
+
+def arrivals_for(trace: MemcachedTrace, deployment: MemcachedDeployment, seed: int) -> npt.NDArray[np.float64]:
+    """The arrival times replayed on `seed`: the trace's own, or Poisson with mean gap `inter_arrival_us`."""
+    ia = deployment.inter_arrival_us
+    if ia is None:
+        return trace.arrivals
+    if not ia > 0:
+        raise BadInputError.single("simulate", "must be > 0", field="inter-arrival-us")
+    gaps = rng(seed, MEMCACHED_ARRIVALS).exponential(float(ia) * 1e-6, size=trace.arrivals.size)
+    out: npt.NDArray[np.float64] = np.cumsum(gaps) - gaps[0]
+    return out
+
+
+def integer_params(params: Mapping[str, ParamValue], where: str = "--param") -> dict[str, int]:
+    out: dict[str, int] = {}
+    for name, value in params.items():
+        if isinstance(value, str) or float(value) != int(float(value)):
+            raise BadInputError.single(where, f"must be an integer, got {value!r}", field=name)
+        out[name] = int(float(value))
+    return out
+
+
+def replay(
+    trace: MemcachedTrace,
+    deployment: MemcachedDeployment,
+    policy: str,
+    params: Mapping[str, ParamValue],
+    seed: int,
+    *,
+    fraction: float = 1.0,
+    where: str = "simulate",
+) -> dict[str, Any]:
+    """One replay: percentiles (ms), the levels used (`params`), counters and `latencies_ms` per request.
+
+    Without `params`, chisel runs at its analyzer's levels (reported in `params`)."""
+    from kvsim import chisel
+
+    if policy not in MEMCACHED_POLICIES:
+        raise BadInputError.single(where, f"unknown memcached policy {policy!r} (one of {MEMCACHED_POLICIES})",
+                                   field="policy")
+    ints = integer_params(params)
+    n = trace.prefix(fraction)
+    try:
+        return chisel.replay_memcached(
+            trace.sizes[:n],
+            arrivals_for(trace, deployment, seed)[:n],
+            policy=policy,
+            params=ints,
+            servers=deployment.servers,
+            worker_threads=deployment.worker_threads,
+            query_threads=deployment.query_threads,
+            client_overhead_us=float(deployment.client_overhead_us),
+            setup_us=float(deployment.setup_us),
+            service_cv=float(deployment.service_cv),
+            seed=int(seed),
+        )
+    except ValueError as exc:
+        raise BadInputError.single(where, str(exc)) from None
+
+
+def summary_json(r: Mapping[str, Any]) -> dict[str, Any]:
+    """The `simulate --json` object of a memcached replay (`ops` counts the queries sent)."""
+    wall = float(r["sim_wall_s"])
+    return {
+        "policy": r["policy"],
+        "params": dict(r["params"]),
+        "p50_ms": r["p50_ms"],
+        "p95_ms": r["p95_ms"],
+        "p99_ms": r["p99_ms"],
+        "p999_ms": r["p999_ms"],
+        "mean_ms": r["mean_ms"],
+        "requests": int(r["requests"]),
+        "ops": int(r["queries"]),
+        "events": int(r["events"]),
+        "utilization": float(r["utilization"]),
+        "server_load_max": float(r["server_load_max"]),
+        "steady_state": bool(r["steady_state"]),
+        "sim_wall_s": wall,
+        "events_per_s": float(r["events"]) / wall if wall > 0 else 0.0,
+    }

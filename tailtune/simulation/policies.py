@@ -1,0 +1,160 @@
+"""The one vocabulary of Cassandra policy and parameter names, shared by `simulate`, `tune`, the
+recommendation, the API and the docs, and how a (policy, params) pair maps onto a kvsim replay: a server queue
+discipline with its parameters and a replica selector with its parameters.
+
+- **Queue policies** (kvsim's core: `fifo`, `rein`, `rein-sbf`, `rein-sds`, `brb-equalmax`, `brb-unifincr`,
+  `oracle`, `tailx`, `duplicate`, `speculative`): numeric params go to the queue discipline; the string param
+  `replica` picks the replica selector (default `round-robin`; `ds` for `tailx`, as TailX §3.1).
+- **Selector policies** `c3`, `ds`, `heron`: fifo queues with that replica selector; numeric params go to the
+  selector; the string param `queue` picks another queue discipline (the tuner's `heron` with `queue=rein`).
+- **`replica`**: the selector named by the string param `replica` over the queue named by `queue` (default fifo);
+  numeric params go to the selector.
+- `size_aware_cost` (0 or 1) on any policy: opset cost = Σ estimated op demand instead of the op count.
+
+Aliases kept for the CLI: `--replica NAME` = `--param replica=NAME` (on a selector policy it must name that
+selector); `--size-aware-cost` = `--param size_aware_cost=1`; `--replica-param K=V` = a selector parameter of a
+queue policy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from tailtune.base.errors import BadInputError
+
+__all__ = [
+    "DEFAULT_SELECTOR",
+    "REPLICA_POLICY",
+    "SELECTOR_POLICIES",
+    "STRING_PARAMS",
+    "ParamValue",
+    "ResolvedPolicy",
+    "parse_params",
+    "resolve",
+]
+
+ParamValue = int | float | str
+
+#: `--policy NAME` that mean fifo server queues with replica selector NAME.
+SELECTOR_POLICIES = ("c3", "ds", "heron")
+#: A named selector (param `replica`) over a named queue discipline (param `queue`).
+REPLICA_POLICY = "replica"
+#: Parameters whose values are names, not numbers.
+STRING_PARAMS = ("replica", "queue")
+#: Queue policies whose default selector is not round-robin.
+DEFAULT_SELECTOR = {"tailx": "ds"}
+
+
+@dataclass(frozen=True)
+class ResolvedPolicy:
+    """What a (policy, params) pair replays: the queue discipline and the replica selector with their params."""
+
+    policy: str
+    queue: str
+    queue_params: dict[str, float]
+    replica: str
+    replica_params: dict[str, float]
+    size_aware_cost: bool = False
+
+    @property
+    def thr_l_bytes(self) -> float | None:
+        """THR_L asked for explicitly (tailx's or heron's `thr_l_bytes` > 0); None = the derived default."""
+        if self.queue == "tailx" and self.queue_params.get("thr_l_bytes", 0.0) > 0.0:
+            return self.queue_params["thr_l_bytes"]
+        if self.replica == "heron" and self.replica_params.get("thr_l_bytes", 0.0) > 0.0:
+            return self.replica_params["thr_l_bytes"]
+        return None
+
+    @property
+    def uses_large_flags(self) -> bool:
+        """The replay may read the per-op large-value flags: TailX's queues, and every selector fed back by
+        the servers (they see which resident ops are large); round-robin and random never do."""
+        return self.queue == "tailx" or self.replica not in ("round-robin", "random")
+
+
+def parse_params(items: list[str], source: str = "--param") -> dict[str, ParamValue]:
+    """`k=v` strings → {k: float(v)} (names for `replica` and `queue`); malformed items are a BadInputError."""
+    out: dict[str, ParamValue] = {}
+    for i, item in enumerate(items, start=1):
+        name, sep, value = item.partition("=")
+        name = name.strip()
+        if not sep or not name:
+            raise BadInputError.single(source, f"expected NAME=VALUE, got {item!r}", line=i, field=name or item)
+        if name in STRING_PARAMS:
+            out[name] = value.strip()
+            continue
+        try:
+            out[name] = float(value)
+        except ValueError:
+            raise BadInputError.single(source, f"value {value!r} is not a number", line=i, field=name) from None
+    return out
+
+
+def _numbers(policy: str, params: Mapping[str, ParamValue], where: str) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for k, v in params.items():
+        if k in STRING_PARAMS:
+            continue
+        if isinstance(v, str):
+            raise BadInputError.single(where, f"{v!r} is not a number", field=k)
+        out[k] = float(v)
+    return out
+
+
+def _check_names(resolved: ResolvedPolicy, where: str) -> ResolvedPolicy:
+    import kvsim
+
+    queues, selectors = kvsim.policy_names(), kvsim.replica_names()
+    if resolved.queue not in queues:
+        field = "policy" if resolved.queue == resolved.policy else "queue"
+        raise BadInputError.single(
+            where, f"unknown queue discipline {resolved.queue!r} (one of {', '.join(queues)})", field=field
+        )
+    if resolved.replica not in selectors:
+        raise BadInputError.single(
+            where, f"unknown replica selector {resolved.replica!r} (one of {', '.join(selectors)})", field="replica"
+        )
+    return resolved
+
+
+def resolve(
+    policy: str,
+    params: Mapping[str, ParamValue],
+    *,
+    replica_params: Mapping[str, float] | None = None,
+    where: str = "--policy",
+) -> ResolvedPolicy:
+    """Maps a policy and its params onto (queue discipline, selector), checking both names."""
+    return _check_names(_resolve(policy, params, replica_params, where), where)
+
+
+def _resolve(
+    policy: str, params: Mapping[str, ParamValue], replica_params: Mapping[str, float] | None, where: str
+) -> ResolvedPolicy:
+    extra = {str(k): float(v) for k, v in (replica_params or {}).items()}
+    nums = _numbers(policy, params, where)
+    cost = bool(nums.pop("size_aware_cost", 0.0))
+    replica = params.get("replica")
+    queue = params.get("queue")
+    for name, v in (("replica", replica), ("queue", queue)):
+        if v is not None and (not isinstance(v, str) or not v):
+            raise BadInputError.single(where, f"{name} must be a name, got {v!r}", field=name)
+    if policy in SELECTOR_POLICIES:
+        if replica is not None and replica != policy:
+            raise BadInputError.single(
+                "--replica", f"--policy {policy} already selects replicas with {policy}", field="replica"
+            )
+        return ResolvedPolicy(policy, str(queue or "fifo"), {}, policy, {**nums, **extra}, cost)
+    if policy == REPLICA_POLICY:
+        if replica is None:
+            raise BadInputError.single(where, "policy 'replica' needs --param replica=SELECTOR", field="replica")
+        return ResolvedPolicy(policy, str(queue or "fifo"), {}, str(replica), {**nums, **extra}, cost)
+    if queue is not None:
+        raise BadInputError.single(
+            where,
+            f"'queue' is a parameter of {', '.join((*SELECTOR_POLICIES, REPLICA_POLICY))}, not of {policy}",
+            field="queue",
+        )
+    selector = str(replica or DEFAULT_SELECTOR.get(policy, "round-robin"))
+    return ResolvedPolicy(policy, policy, nums, selector, extra, cost)

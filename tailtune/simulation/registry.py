@@ -1,0 +1,52 @@
+"""The policy registry as the rest of tailtune sees it: kvsim's own tables of queue policies and replica
+selectors (names, parameters, defaults), plus the selector policies and the memcached policies of this layer.
+The CLI help and the tuner's search spaces enumerate from here, so a policy added to kvsim's registry appears
+in both without another edit."""
+
+from __future__ import annotations
+
+from tailtune.simulation.memcached import MEMCACHED_POLICIES
+from tailtune.simulation.policies import REPLICA_POLICY, SELECTOR_POLICIES
+
+__all__ = [
+    "all_policies",
+    "cassandra_queue_policies",
+    "policy_defaults",
+    "replica_selectors",
+    "selector_defaults",
+]
+
+
+def cassandra_queue_policies() -> tuple[str, ...]:
+    """kvsim's queue policies, in its registry's order."""
+    import kvsim
+
+    return tuple(kvsim.policy_names())
+
+
+def replica_selectors() -> tuple[str, ...]:
+    """kvsim's replica selectors, in its registry's order."""
+    import kvsim
+
+    return tuple(kvsim.replica_names())
+
+
+def policy_defaults(name: str) -> dict[str, float]:
+    """A queue policy's parameters and their defaults (kvsim.ParameterError for an unknown name)."""
+    import kvsim
+
+    return kvsim.policy_defaults(name)
+
+
+def selector_defaults(name: str) -> dict[str, float]:
+    import kvsim
+
+    return kvsim.replica_defaults(name)
+
+
+def all_policies() -> dict[str, tuple[str, ...]]:
+    """Every `--policy` name by deployment kind."""
+    return {
+        "cassandra": (*cassandra_queue_policies(), *SELECTOR_POLICIES, REPLICA_POLICY),
+        "memcached": MEMCACHED_POLICIES,
+    }

@@ -1,0 +1,108 @@
+"""Evaluator for the Cassandra deployment kind: the kvsim fork-join replay (Rust core) of a trace, through the
+simulation layer (`tailtune.simulation.cassandra`) that `tailtune simulate` uses too.
+
+The trace is prepared once (requests grouped, keys hashed, value sizes → demands when they differ); each seed
+materializes one workload that every candidate replays (common random numbers); a prefix workload (first
+`fraction` of the requests) is materialized on demand for pruning. Candidates use the policy vocabulary of
+`tailtune.simulation.policies` (e.g. `heron` with `queue`, `tailx` with `replica`, `replica` with both).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import numpy.typing as npt
+
+from tailtune.simulation import cassandra
+from tailtune.simulation.cassandra import CassandraDeployment, PreparedTrace
+from tailtune.simulation.policies import REPLICA_POLICY, SELECTOR_POLICIES, resolve
+from tailtune.simulation.registry import cassandra_queue_policies
+from tailtune.simulation.source import WorkloadSource
+from tuner.evaluators.base import Evaluator, EvaluatorSpec
+from tuner.objective import Metrics
+from tuner.space import Candidate
+
+if TYPE_CHECKING:
+    import kvsim.replicas
+
+__all__ = ["KvsimCassandraEvaluator"]
+
+#: Core policies this evaluator does not offer: the oracle is not deployable (it reads every server's queue);
+#: duplicate / speculative are redundancy baselines, not schedulers to tune.
+_NOT_TUNABLE = frozenset({"oracle", "duplicate", "speculative"})
+
+
+class KvsimCassandraEvaluator(Evaluator):
+    """Replays a dataset / trace / profile on a kvsim cluster (default: Rein's 128 servers × 8 slots, RF 3).
+
+    Keyword options are the fields of `CassandraDeployment` (servers, slots, replication, load, warmup, ...).
+    """
+
+    deployment = "cassandra"
+
+    def __init__(self, source: Mapping[str, Any], **options: Any) -> None:
+        self.source = WorkloadSource.from_dict(source)
+        self.setup = CassandraDeployment.from_dict(options)
+        self.options = options
+        self._trace: PreparedTrace | None = None
+
+    def _prepared(self) -> PreparedTrace:
+        if self._trace is None:
+            self._trace = cassandra.prepare(self.source.load(), self.setup, source=self.source.label)
+        return self._trace
+
+    @property
+    def requests(self) -> int:
+        return self._prepared().requests
+
+    @property
+    def sized(self) -> bool:
+        """Whether the workloads use size-aware demands (the trace's value sizes differ)."""
+        return self._prepared().sizes is not None
+
+    def _replay(self, candidate: Candidate, seed: int, fraction: float) -> kvsim.replicas.SizedResult:
+        from tailtune.base.errors import BadInputError
+
+        where = f"candidate {candidate.label()}"
+        if candidate.policy not in self.policies():
+            raise BadInputError.single("candidate", f"kvsim cannot replay policy {candidate.policy!r}",
+                                       field="policy")
+        policy = resolve(candidate.policy, candidate.params, where=where)
+        return cassandra.replay(self._prepared(), self.setup, policy, seed, fraction=fraction, classes=False,
+                                where=where)
+
+    def adapt_summary(self, summary: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+        """K/R ranges from the fan-out of the topology that is replayed, not the one `analyze` assumed."""
+        return {**(summary or {}), "fanout": self.fanout()}
+
+    def fanout(self) -> dict[str, Any]:
+        """The trace's fan-out on the simulated cluster (the `fanout` summary section; see tuner/fanout.py)."""
+        from tuner.fanout import fanout_for_cluster
+
+        trace = self._prepared()
+        return fanout_for_cluster(trace.layout.offsets, trace.tokens, self.setup.cluster())
+
+    # ------------------------------------------------------------------ contract
+    def policies(self) -> tuple[str, ...]:
+        core = tuple(p for p in cassandra_queue_policies() if p not in _NOT_TUNABLE)
+        return (*core, *SELECTOR_POLICIES, REPLICA_POLICY)
+
+    def evaluate(self, candidate: Candidate, seed: int, fraction: float = 1.0) -> Metrics:
+        r = self._replay(candidate, seed, fraction).result
+        return Metrics(r.p50_ms, r.p95_ms, r.p99_ms, r.p999_ms, r.mean_ms)
+
+    def latencies_ms(self, candidate: Candidate, seed: int) -> npt.NDArray[np.float64]:
+        return np.asarray(self._replay(candidate, seed, 1.0).result.latency_ms, dtype=np.float64)
+
+    def spec(self) -> EvaluatorSpec:
+        return EvaluatorSpec("kvsim-cassandra", {"source": self.source.as_dict(), **self.options})
+
+    def deployment_record(self) -> dict[str, Any]:
+        return {"kind": "cassandra", "source": self.source.as_dict(), **self.setup.as_dict()}
+
+    def simulate_args(self, candidate: Candidate, seed: int) -> list[str]:
+        params = [a for k, v in sorted(candidate.params.items()) for a in ("--param", f"{k}={v}")]
+        return ["simulate", *self.source.cli_args(), *self.setup.cli_args(), "--policy", candidate.policy,
+                *params, "--seed", str(seed)]
