@@ -36,7 +36,7 @@ def main() -> None:
     t0 = time.time()
     doc = run_tune(TuneRequest(source=WorkloadSource(profile=a.profile, requests=a.requests),
                                deployment=a.store, trials=a.trials, seeds=a.seeds, jobs=a.jobs,
-                               policies=tuple(a.policies.split(",")) if a.policies else None))
+                               policies=tuple(a.policies.split(",")) if a.policies else None)).to_json()
     wall = time.time() - t0
     print(json.dumps({
         "profile": a.profile, "requests": a.requests, "trials": doc["trials"], "trial_states": doc["trial_states"],

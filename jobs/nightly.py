@@ -19,6 +19,7 @@ from jobs.context import JobContext, JobFailed
 from tailtune.base.errors import BadInputError
 from tailtune.control.common import now
 from tailtune.control.db import AnalysisRow, ConfigVersionRow, DeploymentRow, TraceRow
+from tuner.recommendation import Recommendation, accept
 
 __all__ = [
     "STEPS",
@@ -240,45 +241,14 @@ def _step_tune(ctx: JobContext, dep: dict[str, Any], dataset_id: str, summary_pa
         summary=json.loads(Path(summary_path).read_text()),
         plots=False,
     )
-    doc = run_tune(req, settings=ctx.settings)
-    ctx.set_mlflow_run_id(doc.get("mlflow_run_id"))
-    clean: dict[str, Any] = json.loads(json.dumps(doc, default=str))
+    rec = run_tune(req, settings=ctx.settings)
+    ctx.set_mlflow_run_id(rec.mlflow_run_id)
+    clean: dict[str, Any] = json.loads(json.dumps(rec.to_json(), default=str))
     return clean
 
 
-def accept(
-    rec: dict[str, Any], constraints: dict[str, Any], objective: dict[str, Any] | None = None
-) -> tuple[bool, str]:
-    """The decide rule: the tuner must say `recommend`; the expected objective metric must beat the
-    current config's (`baseline`) by at least `objective.min_improvement` (relative); the expected p50/p99
-    must meet the deployment's limits; the policy must be allowed.
-    """
-    if rec.get("verdict") != "recommend":
-        return False, f"tuner verdict is {rec.get('verdict')!r}: {rec.get('reason', '')}".rstrip(": ")
-    expected = rec.get("expected") or {}
-    objective = objective or {}
-    metric_key = f"{objective.get('metric', 'p99')}_ms"
-    need = float(objective.get("min_improvement", 0.0))
-    base = (rec.get("baseline") or {}).get(metric_key)
-    new = expected.get(metric_key)
-    if need > 0 and base is not None and new is not None and float(base) > 0:
-        gain = (float(base) - float(new)) / float(base)
-        if gain < need:
-            return False, f"{metric_key} improves by {gain:.1%}, less than the required {need:.1%}"
-    for metric, limit in (
-        ("p50_ms", constraints.get("max_p50_ms")),
-        ("p99_ms", constraints.get("max_p99_ms")),
-    ):
-        if limit is not None and float(expected.get(metric, float("inf"))) > float(limit):
-            return False, f"expected {metric} {expected.get(metric)} exceeds the limit {limit}"
-    allowed = constraints.get("policies")
-    if allowed and rec.get("policy") not in allowed:
-        return False, f"policy {rec.get('policy')!r} is not among the allowed {allowed}"
-    return True, "tuner recommends it and it meets the constraints"
-
-
 def _step_decide(
-    ctx: JobContext, dep_id: int, rec: dict[str, Any], constraints: dict[str, Any], objective: dict[str, Any]
+    ctx: JobContext, dep_id: int, rec: Recommendation, constraints: dict[str, Any], objective: dict[str, Any]
 ) -> dict[str, Any]:
     from tailtune.control.configs import add_version
 
@@ -286,7 +256,7 @@ def _step_decide(
     ctx.log(f"decision: {'accept' if ok else 'keep current'} — {reason}")
     if not ok:
         return {"accepted": False, "reason": reason, "version": None}
-    config = {"policy": rec["policy"], "params": rec.get("params", {}), "target": rec.get("render")}
+    config = rec.config()
     with ctx.db.session() as s:
         existing = s.scalar(
             select(ConfigVersionRow).where(
@@ -327,14 +297,20 @@ def run_nightly(ctx: JobContext) -> dict[str, Any]:
         ),
     )
     rec = ctx.step("tune", lambda: _step_tune(ctx, dep, dataset_id, str(ana["summary"])))
-    dec = ctx.step("decide", lambda: _step_decide(ctx, dep_id, rec, dep["constraints"], dep["objective"]))
+    recommendation = Recommendation.from_json(rec)
+    dec = ctx.step("decide", lambda: _step_decide(ctx, dep_id, recommendation, dep["constraints"], dep["objective"]))
     result: dict[str, Any] = {
         "datasets": ing["datasets"],
         "analysis": ana["out_dir"],
         "decision": dec,
         "recommendation": {
-            k: rec.get(k)
-            for k in ("policy", "params", "verdict", "expected", "baseline", "study", "mlflow_run_id")
+            "policy": recommendation.policy,
+            "params": recommendation.params,
+            "verdict": recommendation.verdict,
+            "expected": recommendation.expected,
+            "baseline": recommendation.baseline,
+            "study": recommendation.study,
+            "mlflow_run_id": recommendation.mlflow_run_id,
         },
     }
     if dec["accepted"] and ctx.payload.get("publish", True):

@@ -75,7 +75,7 @@ def _tune(dataset_id: str, trials: int) -> None:
             bar.update(task, completed=min(done, total), description=f"trial {done}/{total}")
 
         doc = run_tune(TuneRequest(source=WorkloadSource(dataset=dataset_id), deployment="cassandra",
-                                   trials=trials, seeds=2), on_progress=on_progress)
+                                   trials=trials, seeds=2), on_progress=on_progress).to_json()
     color = "green" if doc["verdict"] == "recommend" else "yellow"
     params = ", ".join(f"{k}={v}" for k, v in doc["params"].items())
     out_console.print(f"\n[bold {color}]{doc['verdict']}[/]: [bold]{doc['policy']}[/] {params}")

@@ -27,6 +27,7 @@ from tuner.recommend import (
     pick_best,
     render,
 )
+from tuner.recommendation import Recommendation
 from tuner.space import Candidate, SearchSpace, apply_overrides, space_for
 from tuner.study import StudyConfig, evaluate_candidate, run_study
 
@@ -111,8 +112,8 @@ def run_tune(
     settings: Settings | None = None,
     on_progress: Callable[[int, int, float | None], None] | None = None,
     evaluator: Evaluator | None = None,
-) -> dict[str, Any]:
-    """Run the tuning job and return the recommendation document (the `tune --json` object)."""
+) -> Recommendation:
+    """Run the tuning job and return the recommendation (its `to_json()` is the `tune --json` object)."""
     settings = settings or get_settings()
     if req.deployment not in _EVALUATORS:
         raise BadInputError.single("command line", f"unknown store {req.deployment!r} (cassandra, memcached)",
@@ -193,50 +194,59 @@ def run_tune(
     states: dict[str, int] = {}
     for t in trials:
         states[t.state.name] = states.get(t.state.name, 0) + 1
-    doc: dict[str, Any] = {
-        "policy": chosen.policy,
-        "params": metrics_block(chosen, {})["params"],
-        "verdict": verdict.label,
-        "reason": verdict.reason,
-        "p_value": verdict.p_value,
-        "improvement_pct": verdict.improvement_pct,
-        "expected": {**{k: chosen_metrics[k] for k in ("p50_ms", "p95_ms", "p99_ms", "p999_ms", "mean_ms")},
-                     "ci": {objective.labels[i]: chosen_ci[i] for i in range(len(objective.labels))},
-                     "seeds": list(seeds)},
-        "best": (metrics_block(best, {**best_t.user_attrs["metrics"], "trial": best_t.number})
-                 if best is not None and best_t is not None else None),
-        "baseline": metrics_block(baseline, base_res["metrics"]),
-        "paper_default": metrics_block(paper, paper_res["metrics"]),
-        "objective": objective.spec,
-        "constraints": [c.label for c in objective.constraints],
-        "trials": len([t for t in trials if t.state.name in ("COMPLETE", "PRUNED")]),
-        "trial_states": states,
-        "replays": sum(float(t.user_attrs.get("replays", 0.0)) for t in trials),
-        "study": name,
-        "storage": config.storage,
-        "deployment": req.deployment,
-        "source": req.source.label,
-        "policies_not_replayable": dropped,
-        "fanout": (summary or {}).get("fanout"),
-        "wall_s": outcome.wall_s,
-        "render": render(req.deployment, chosen),
-        "mlflow_run_id": tracker.run_id if tracker is not None else None,
-    }
-    if objective.multi:
-        doc["pareto_front"] = [
-            {"trial": t.number, "values": list(t.values), **t.user_attrs.get("candidate", {})}
-            for t in pareto_front(trials)
-        ]
+    chosen_per_seed = (best_t.user_attrs.get("per_seed_metrics") if (verdict.recommend and best_t is not None)
+                       else base_res["per_seed_metrics"])
+    rec = Recommendation(
+        policy=chosen.policy,
+        params=metrics_block(chosen, {})["params"],
+        verdict=verdict.label,
+        reason=verdict.reason,
+        p_value=verdict.p_value,
+        improvement_pct=verdict.improvement_pct,
+        expected={**{k: chosen_metrics[k] for k in ("p50_ms", "p95_ms", "p99_ms", "p999_ms", "mean_ms")},
+                  "ci": {objective.labels[i]: chosen_ci[i] for i in range(len(objective.labels))},
+                  "seeds": list(seeds),
+                  "per_seed": [{"seed": s, **m} for s, m in zip(seeds, chosen_per_seed or [], strict=False)]},
+        best=(metrics_block(best, {**best_t.user_attrs["metrics"], "trial": best_t.number})
+              if best is not None and best_t is not None else None),
+        baseline=metrics_block(baseline, base_res["metrics"]),
+        paper_default=metrics_block(paper, paper_res["metrics"]),
+        objective=objective.spec,
+        constraints=[c.label for c in objective.constraints],
+        trials=len([t for t in trials if t.state.name in ("COMPLETE", "PRUNED")]),
+        trial_states=states,
+        replays=sum(float(t.user_attrs.get("replays", 0.0)) for t in trials),
+        study=name,
+        storage=config.storage,
+        deployment=req.deployment,
+        source=req.source.label,
+        policies_not_replayable=dropped,
+        fanout=(summary or {}).get("fanout"),
+        wall_s=outcome.wall_s,
+        render=render(req.deployment, chosen),
+        mlflow_run_id=None,
+        tuned_for={**ev.deployment_record(), "seeds": list(seeds)},
+        reproduce=[_command(ev.simulate_args(chosen, s)) for s in seeds if ev.simulate_args(chosen, s)],
+        pareto_front=[{"trial": t.number, "values": list(t.values), **t.user_attrs.get("candidate", {})}
+                      for t in pareto_front(trials)] if objective.multi else None,
+    )
     if tracker is not None:
+        rec = dataclasses.replace(rec, mlflow_run_id=tracker.run_id)
         figures: dict[str, Any] = {}
         if req.plots:
             figures = _figures(trials, objective.labels[0], study, ev, baseline, best, paper, seeds[0])
-        tracker.log_result(doc, figures)
+        tracker.log_result(rec.to_json(), figures)
         tracker.finish()
         import matplotlib.pyplot as plt
 
         plt.close("all")
-    return doc
+    return rec
+
+
+def _command(args: Sequence[str] | None) -> str:
+    import shlex
+
+    return shlex.join(["tailtune", *(args or ()), "--json"])
 
 
 def _figures(trials: Sequence[Any], label: str, study: Any, ev: Evaluator, baseline: Candidate,

@@ -8,12 +8,12 @@ from typing import Any
 import pytest
 
 from jobs.handlers import default_handlers
-from jobs.nightly import accept
 from jobs.worker import Worker
 from service.testing.memcached_server import MemcachedNode
 from tailtune.control.db import JobRow
 from tailtune.control.publishers import MemcachedPublisher
 from tests.service.conftest import Svc, memcached_deployment
+from tuner.recommendation import Recommendation, accept
 
 pytestmark = pytest.mark.db_backends  # each test runs on SQLite and on PostgreSQL
 
@@ -61,13 +61,16 @@ def _resumed_nightly(svc: Svc, dep_id: int, rec: dict[str, Any]) -> int:
 
 
 def test_accept_rule() -> None:
-    assert accept(REC, {}) == (True, "tuner recommends it and it meets the constraints")
-    assert accept({**REC, "verdict": "keep current", "reason": "no gain"}, {})[0] is False
-    assert accept(REC, {"max_p99_ms": 3.5}) == (False, "expected p99_ms 4.0 exceeds the limit 3.5")
-    assert accept(REC, {"policies": ["batching"]})[0] is False
+    def accept_doc(doc: dict[str, Any], *args: Any) -> tuple[bool, str]:
+        return accept(Recommendation.from_json(doc), *args)
+
+    assert accept_doc(REC, {}) == (True, "tuner recommends it and it meets the constraints")
+    assert accept_doc({**REC, "verdict": "keep current", "reason": "no gain"}, {})[0] is False
+    assert accept_doc(REC, {"max_p99_ms": 3.5}) == (False, "expected p99_ms 4.0 exceeds the limit 3.5")
+    assert accept_doc(REC, {"policies": ["batching"]})[0] is False
     # baseline p99 4.9 → expected 4.0 is an 18.4% gain
-    assert accept(REC, {}, {"metric": "p99", "min_improvement": 0.18})[0] is True
-    assert accept(REC, {}, {"metric": "p99", "min_improvement": 0.19}) == (
+    assert accept_doc(REC, {}, {"metric": "p99", "min_improvement": 0.18})[0] is True
+    assert accept_doc(REC, {}, {"metric": "p99", "min_improvement": 0.19}) == (
         False,
         "p99_ms improves by 18.4%, less than the required 19.0%",
     )

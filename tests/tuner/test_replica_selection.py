@@ -129,7 +129,7 @@ def test_study_on_bimodal_trace_tunes_heron_and_tailx(tailtune_home: Any, tmp_pa
         evaluator_options={"servers": SERVERS}, prefix=0.0,
         overrides={"tailx.replica": {"choices": ["ds", "round-robin"]}},
     )
-    doc = run_tune(req)
+    doc = run_tune(req).to_json()
     assert doc["policies_not_replayable"] == []
     best = doc["best"]
     assert best["policy"] in ("fifo", "heron", "tailx")
@@ -169,7 +169,7 @@ def test_tune_uses_fanout_of_the_simulated_topology(tailtune_home: Any) -> None:
     req = TuneRequest(source=WorkloadSource.from_dict(SRC), deployment="cassandra", trials=1, seeds=1,
                       storage="memory", policies=("rein",), mlflow=False, plots=False, summary=stale,
                       evaluator_options={"servers": 128}, prefix=0.0)
-    doc = run_tune(req, evaluator=many)
+    doc = run_tune(req, evaluator=many).to_json()
     assert doc["trials"] == 1
     assert doc["fanout"] == f128 and doc["fanout"]["servers"] == 128
     # single-key requests on 128 servers: bottleneck p99 1 → K up to 3 (clamp), where the stale summary gave 8

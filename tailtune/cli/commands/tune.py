@@ -80,7 +80,7 @@ def tune(
             bar.update(task, completed=min(done, total), total=total,
                        description=f"trial {done}/{total} · {best_s}")
 
-        doc = run_tune(req, on_progress=on_progress)
+        doc = run_tune(req, on_progress=on_progress).to_json()
     if as_json:
         print_json(doc)
         return

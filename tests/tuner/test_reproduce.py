@@ -1,0 +1,80 @@
+"""A recommendation is runnable as it is: its policy and params, given verbatim to `tailtune simulate` with the
+deployment it was tuned for and each of its seeds, reproduce the per-seed figures behind it exactly."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tailtune.simulation.source import WorkloadSource
+from tuner.evaluators import KvsimCassandraEvaluator, KvsimMemcachedEvaluator
+from tuner.space import Candidate
+from tuner.tune import TuneRequest, run_tune
+
+METRICS = ("p50_ms", "p95_ms", "p99_ms", "p999_ms", "mean_ms")
+
+
+def _simulate(args: list[str], home: Path) -> dict[str, Any]:
+    if args and args[0] == "tailtune":
+        args = args[1:]
+    if "--json" not in args:
+        args = [*args, "--json"]
+    env = {**os.environ, "TAILTUNE_HOME": str(home)}
+    proc = subprocess.run([sys.executable, "-m", "tailtune", *args], capture_output=True, text=True, env=env,
+                          check=False)
+    assert proc.returncode == 0, proc.stderr
+    out: dict[str, Any] = json.loads(proc.stdout)
+    return out
+
+
+CASSANDRA_CANDIDATES = [
+    Candidate("heron", {"queue": "brb-equalmax", "thr_l_bytes": 65536}),
+    Candidate("tailx", {"thr_l_bytes": 16384, "tl_scale": 1.5, "ts_scale": 0.75, "allowance_scale": 1.25,
+                        "replica": "c3"}),
+    Candidate("replica", {"replica": "least-outstanding", "queue": "rein"}),
+    Candidate("rein", {"k": 3, "range_factor": 2.5, "r_q1": 5.0, "rate_step": 1.0, "tau_1": 1.0,
+                       "size_aware_cost": 1}),
+    Candidate("fifo", {}),
+]
+
+
+@pytest.mark.parametrize("cand", CASSANDRA_CANDIDATES, ids=lambda c: c.policy)
+def test_cassandra_candidate_reproduces_through_simulate(cand: Candidate, tmp_path: Path) -> None:
+    ev = KvsimCassandraEvaluator({"profile": "bimodal", "requests": 1500}, servers=16, load=0.6)
+    for seed in (0, 1):
+        want = ev.evaluate(cand, seed).as_dict()
+        got = _simulate(ev.simulate_args(cand, seed), tmp_path)
+        assert {k: got[k] for k in METRICS} == {k: want[k] for k in METRICS}, (cand, seed)
+
+
+def test_memcached_candidate_reproduces_through_simulate(tmp_path: Path) -> None:
+    ev = KvsimMemcachedEvaluator({"profile": "mice-elephant", "requests": 1500}, inter_arrival_us=150.0)
+    cand = Candidate("chisel", {"split_keys": 16, "merge": 2, "elephant_threshold": 40})
+    for seed in (0, 2):
+        want = ev.evaluate(cand, seed).as_dict()
+        got = _simulate(ev.simulate_args(cand, seed), tmp_path)
+        assert {k: got[k] for k in METRICS} == {k: want[k] for k in METRICS}
+
+
+def test_recommendation_reproduce_commands_give_its_per_seed_figures(tmp_path: Path) -> None:
+    req = TuneRequest(source=WorkloadSource(profile="bimodal", requests=1200), deployment="cassandra", trials=5,
+                      seeds=2, storage="memory", mlflow=False, plots=False,
+                      current=Candidate("heron", {"queue": "brb-equalmax", "thr_l_bytes": 65536}),
+                      policies=("heron", "tailx"), evaluator_options={"servers": 16})
+    rec = run_tune(req)
+    assert rec.tuned_for["seeds"] == [0, 1] and rec.tuned_for["servers"] == 16
+    assert rec.tuned_for["source"] == {"profile": "bimodal", "requests": 1200, "trace_seed": 1}
+    per_seed = rec.expected["per_seed"]
+    assert [p["seed"] for p in per_seed] == [0, 1] and len(rec.reproduce) == 2
+    for cmd, figures in zip(rec.reproduce, per_seed, strict=True):
+        args = shlex.split(cmd)
+        assert args[args.index("--policy") + 1] == rec.policy
+        got = _simulate(args, tmp_path)
+        assert {k: got[k] for k in METRICS} == {k: figures[k] for k in METRICS}
