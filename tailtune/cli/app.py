@@ -48,20 +48,37 @@ def _report(exc: TailtuneError) -> None:
         err_console.print(f"[yellow]hint:[/] {exc.hint}", highlight=False, soft_wrap=True)
 
 
+def _usage_line(exc: typer.TyperException | click.ClickException, args: list[str]) -> str:
+    """One line for a usage error: the command, what is wrong, and where to look."""
+    ctx = getattr(exc, "ctx", None)
+    path = ctx.command_path if ctx is not None else "tailtune"
+    if path == "tailtune":  # an option's value was missing before the subcommand's context existed
+        names = {c.name for c in app.registered_commands} | {g.name for g in app.registered_groups}
+        sub = next((a for a in args if not a.startswith("-")), None)
+        if sub in names:
+            path = f"tailtune {sub}"
+    message = " ".join(exc.format_message().split())
+    return f"{path}: {message[:1].lower()}{message[1:]} (see '{path} --help')"
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the console script: expected errors become one clear message and an exit code."""
+    args = sys.argv[1:] if argv is None else argv
+    debug = "--debug" in args
     try:
-        app(args=argv, standalone_mode=False)
-    except click.exceptions.Exit as exc:
+        app(args=args, standalone_mode=False)
+    except (click.exceptions.Exit, typer.Exit) as exc:
         sys.exit(exc.exit_code)
-    except click.exceptions.Abort:
+    except (click.exceptions.Abort, typer.Abort):
         err_console.print("aborted")
         sys.exit(130)
-    except click.ClickException as exc:
-        exc.show()
-        sys.exit(exc.exit_code)
+    except (click.ClickException, typer.TyperException) as exc:
+        if debug:
+            raise
+        err_console.print(f"[bold red]error:[/] {_usage_line(exc, args)}", highlight=False, markup=True, soft_wrap=True)
+        sys.exit(2)
     except TailtuneError as exc:
-        if _state["debug"]:
+        if _state["debug"] or debug:
             raise
         _report(exc)
         sys.exit(exc.exit_code)

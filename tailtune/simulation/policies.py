@@ -102,19 +102,37 @@ def _numbers(policy: str, params: Mapping[str, ParamValue], where: str) -> dict[
     return out
 
 
-def _check_names(resolved: ResolvedPolicy, where: str) -> ResolvedPolicy:
+def _unknown_params(given: Mapping[str, float], valid: Mapping[str, float], what: str, where: str) -> None:
+    unknown = sorted(set(given) - set(valid))
+    if unknown:
+        listed = ", ".join(f"{k} (default {v:g})" for k, v in valid.items()) or "none"
+        raise BadInputError.single(
+            where, f"unknown parameter {unknown[0]!r} for {what}: valid are {listed}", field=unknown[0]
+        )
+
+
+def _check_names(resolved: ResolvedPolicy, where: str, names_where: str) -> ResolvedPolicy:
     import kvsim
 
     queues, selectors = kvsim.policy_names(), kvsim.replica_names()
     if resolved.queue not in queues:
         field = "policy" if resolved.queue == resolved.policy else "queue"
         raise BadInputError.single(
-            where, f"unknown queue discipline {resolved.queue!r} (one of {', '.join(queues)})", field=field
+            names_where, f"unknown queue discipline {resolved.queue!r} (one of {', '.join(queues)})", field=field
         )
     if resolved.replica not in selectors:
         raise BadInputError.single(
-            where, f"unknown replica selector {resolved.replica!r} (one of {', '.join(selectors)})", field="replica"
+            names_where,
+            f"unknown replica selector {resolved.replica!r} (one of {', '.join(selectors)})",
+            field="replica",
         )
+    _unknown_params(resolved.queue_params, kvsim.policy_defaults(resolved.queue), f"policy {resolved.queue!r}", where)
+    _unknown_params(
+        resolved.replica_params,
+        kvsim.replica_defaults(resolved.replica),
+        f"replica selector {resolved.replica!r}",
+        where,
+    )
     return resolved
 
 
@@ -123,10 +141,12 @@ def resolve(
     params: Mapping[str, ParamValue],
     *,
     replica_params: Mapping[str, float] | None = None,
-    where: str = "--policy",
+    where: str = "--param",
+    names_where: str | None = None,
 ) -> ResolvedPolicy:
-    """Maps a policy and its params onto (queue discipline, selector), checking both names."""
-    return _check_names(_resolve(policy, params, replica_params, where), where)
+    """Maps a policy and its params onto (queue discipline, selector), checking both names and every parameter
+    name; errors name `where` (`names_where` for an unknown policy or selector name; default `where`)."""
+    return _check_names(_resolve(policy, params, replica_params, where), where, names_where or where)
 
 
 def _resolve(

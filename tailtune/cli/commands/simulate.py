@@ -132,7 +132,8 @@ def _run_cassandra(
     from tailtune.base.console import print_json
     from tailtune.simulation import cassandra, resolve
 
-    resolved = resolve(policy, params, replica_params={k: float(v) for k, v in replica_params.items()})
+    resolved = resolve(policy, params, replica_params={k: float(v) for k, v in replica_params.items()},
+                       where="--param", names_where="--policy")
     trace = cassandra.prepare(source.load(), deployment, source=source.where)
     res = cassandra.replay(trace, deployment, resolved, seed)
     _warn(res)
