@@ -1,5 +1,5 @@
 # The README's two commands: `make demo` (install everything, then run the main job) and `make test`.
-.PHONY: demo setup test lint bench clean
+.PHONY: demo setup test lint clean
 
 demo: setup
 	.venv/bin/python -m jobs.quickstart
@@ -11,7 +11,7 @@ test: setup
 	bash scripts/test.sh
 
 lint: setup
-	.venv/bin/ruff check . && .venv/bin/mypy && cargo clippy --workspace --all-targets -- -D warnings
+	.venv/bin/ruff check . && .venv/bin/mypy && .venv/bin/lint-imports && cargo clippy --workspace --all-targets -- -D warnings
 
 clean:
 	rm -rf target .tailtune

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# Runs every check and test: ruff, mypy, cargo clippy -D warnings, cargo test, pytest.
+# Runs every check and test: ruff, mypy, the import layers (lint-imports), cargo clippy -D warnings, cargo test,
+# pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$(pwd)/.venv/bin:$HOME/.cargo/bin:$PATH"
 say() { printf '\033[1;34m[test]\033[0m %s\n' "$*" >&2; }
 say "ruff";   ruff check .
 say "mypy";   mypy
+say "layers"; lint-imports --no-cache >/dev/null || lint-imports --no-cache
 say "clippy"; cargo clippy --workspace --all-targets --quiet -- -D warnings
 say "cargo test"; cargo test --workspace --quiet
 # opt-in slow tests that CI runs: the end-to-end nightly pipeline (upload → ingest → analyze → tune → publish,
