@@ -1,4 +1,4 @@
-"""Spark characterization of a trace (issue 6): transforms, fits, hash ring, slack bounds, summary, report.
+"""Spark characterization of a trace: transforms, fits, hash ring, slack bounds, summary, report.
 
 Entry points: `analysis.pipeline.characterize` (Spark → small tables), `analysis.summary.build_summary`
 (summary.json), `analysis.report.render_report` (report.html); the job is `jobs.characterize`.

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tailtune.base.errors import BadInputError, InputProblem, NotFoundError, TailtuneError
+from tailtune.base.errors import BadInputError, InputProblem, NotFoundError
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -32,11 +32,8 @@ class Source:
 
 def dataset_source(dataset_id: str, settings: Settings) -> Source:
     """The Parquet files of a stored dataset (through ingest.store)."""
-    try:
-        from ingest.store import DatasetStore  # type: ignore[import-not-found,unused-ignore]
-    except ImportError as exc:
-        raise TailtuneError("dataset storage (ingest.store) is not available in this build",
-                            hint="pass a canonical Parquet or CSV file instead of --dataset") from exc
+    from ingest.store import DatasetStore
+
     files = tuple(Path(p) for p in DatasetStore(settings).get(dataset_id).parquet_files)
     if not files:
         raise NotFoundError(f"dataset {dataset_id} has no Parquet files")

@@ -44,11 +44,8 @@ def run(*, profile: str = "soundcloud", requests: int = 20_000, seed: int = 1, t
 
 def _analyze(dataset_id: str, settings: Settings) -> None:
     out_console.print("3/4 analyze (Spark)")
-    try:
-        from jobs.characterize import run as characterize
-    except ImportError:
-        out_console.print("  [yellow]skipped[/]: no analysis job in this build")
-        return
+    from jobs.characterize import run as characterize
+
     out = settings.home_dir / "analyses" / dataset_id
     try:
         doc = characterize(dataset_id, out, dataset=True, settings=settings)

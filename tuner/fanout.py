@@ -1,4 +1,4 @@
-"""Fan-out of a trace on the tuner's simulated cluster (issue 7): the `fanout` part of `summary.json`, re-derived.
+"""Fan-out of a trace on the tuner's simulated cluster: the `fanout` part of `summary.json`, re-derived.
 
 `tailtune analyze` computes fan-out for its own topology (16 servers by default) while the Cassandra evaluator
 simulates another (Rein's 128 servers); K and R ranges must come from the topology that is replayed. This

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 import multiprocessing
 import os
 import sys
@@ -482,7 +481,3 @@ def run_spark_workers(
     replays = sum(float(t.user_attrs.get("replays", 0.0)) for t in after if t.number not in before)
     return StudyOutcome(study, config, time.time() - started, len(after), replays)
 
-
-def trial_replays(trials: Sequence[Any]) -> float:
-    """Replay-equivalents spent on `trials` (a prefix replay counts its fraction)."""
-    return math.fsum(float(t.user_attrs.get("replays", 0.0)) for t in trials)

@@ -106,6 +106,24 @@ def _filter_space(space: SearchSpace, ev: Evaluator) -> tuple[SearchSpace, list[
     return SearchSpace(space.deployment, kept), dropped
 
 
+@dataclass
+class _Job:
+    """One tuning job's state as it moves through the stages of `run_tune`."""
+
+    req: TuneRequest
+    settings: Settings
+    ev: Evaluator
+    summary: Mapping[str, Any] | None
+    space: SearchSpace
+    dropped: list[str]
+    objective: Any
+    seeds: tuple[int, ...]
+    baseline: Candidate
+    base_res: dict[str, Any]
+    config: StudyConfig
+    tracker: Any = None
+
+
 def run_tune(
     req: TuneRequest,
     *,
@@ -113,8 +131,27 @@ def run_tune(
     on_progress: Callable[[int, int, float | None], None] | None = None,
     evaluator: Evaluator | None = None,
 ) -> Recommendation:
-    """Run the tuning job and return the recommendation (its `to_json()` is the `tune --json` object)."""
-    settings = settings or get_settings()
+    """Run the tuning job and return the recommendation (its `to_json()` is the `tune --json` object):
+    space → baseline → tracking → study → references → verdict → recommendation."""
+    job = _prepare(req, settings or get_settings(), evaluator)
+    _start_tracking(job)
+    paper = job.ev.reference(job.seeds[0]) or PAPER_DEFAULTS[req.deployment]
+    tracker = job.tracker
+    outcome = run_study(job.config, jobs=req.jobs, warm_start=(paper, job.baseline), timeout_s=req.timeout_s,
+                        on_progress=on_progress,
+                        on_trial=tracker.log_trial if tracker and tracker.run_id else None,
+                        evaluator=job.ev if req.jobs == 1 else None)
+    trials = outcome.study.get_trials(deepcopy=False)
+    _log_trials(job, outcome.study, trials)
+    rec = _recommendation(job, trials, paper, outcome.wall_s)
+    if tracker is not None:
+        rec = dataclasses.replace(rec, mlflow_run_id=tracker.run_id)
+        _finish_tracking(job, rec, outcome.study, trials, paper)
+    return rec
+
+
+def _prepare(req: TuneRequest, settings: Settings, evaluator: Evaluator | None) -> _Job:
+    """Validates the request, builds the evaluator and the space, and replays the current config."""
     if req.deployment not in _EVALUATORS:
         raise BadInputError.single("command line", f"unknown store {req.deployment!r} (cassandra, memcached)",
                                    field="store")
@@ -130,117 +167,117 @@ def run_tune(
     space, dropped = _filter_space(space, ev)
     objective = parse_objective(req.objective, req.constraints)
     seeds = tuple(range(req.seeds))
-
     baseline = req.current or DEFAULT_BASELINE[req.deployment]
     base_res = evaluate_candidate(ev, baseline, seeds, objective)
-    base_metrics = Metrics.from_dict(base_res["metrics"])
     config = StudyConfig(
         name="pending", storage=req.storage or settings.resolved_optuna_storage, evaluator=ev.spec(),
         space=space, objective=objective, seeds=seeds, trials=req.trials, prefix=req.prefix,
         startup_trials=max(5, min(10, req.trials // 5)), sampler_seed=req.sampler_seed,
-        baseline=baseline, baseline_metrics=base_metrics,
+        baseline=baseline, baseline_metrics=Metrics.from_dict(base_res["metrics"]),
     )
-    name = req.study or _study_name(req, config.fingerprint())
-    config = dataclasses.replace(config, name=name)
+    config = dataclasses.replace(config, name=req.study or _study_name(req, config.fingerprint()))
+    return _Job(req, settings, ev, summary, space, dropped, objective, seeds, baseline, base_res, config)
 
-    tracker = None
-    if req.mlflow:
-        from tuner.study import open_storage, prepare_study
-        from tuner.tracking import MlflowTracker
 
-        tracker = MlflowTracker(settings.resolved_mlflow_tracking_uri,
-                                artifact_root=settings.home_dir / "mlartifacts")
-        study0 = prepare_study(config, open_storage(config.storage)) if config.storage not in (
-            "memory", ":memory:") else None
-        if study0 is not None:
-            tracker.start(
-                study0,
-                params={"source": req.source.label, "deployment": req.deployment, "objective": objective.spec,
-                        "constraints": ",".join(c.label for c in objective.constraints) or "-",
-                        "seeds": len(seeds), "trials": req.trials, "study": name,
-                        "baseline": baseline.label(), "dataset_id": req.source.dataset or "-"},
-                documents={"search_space": space.as_dict(), "summary": dict(summary or {}),
-                           "evaluator": ev.describe()},
-            )
-    paper = ev.reference(seeds[0]) or PAPER_DEFAULTS[req.deployment]
-    outcome = run_study(config, jobs=req.jobs, warm_start=(paper, baseline), timeout_s=req.timeout_s,
-                        on_progress=on_progress,
-                        on_trial=tracker.log_trial if tracker and tracker.run_id else None,
-                        evaluator=ev if req.jobs == 1 else None)
-    study = outcome.study
-    if tracker is not None and tracker.run_id is None:  # in-memory study: parent run only now
-        tracker.start(study, params={"source": req.source.label, "deployment": req.deployment,
-                                     "objective": objective.spec, "study": name},
-                      documents={"search_space": space.as_dict(), "summary": dict(summary or {})})
-    trials = study.get_trials(deepcopy=False)
-    if tracker is not None:
-        for t in trials:
-            if t.state.name in ("COMPLETE", "PRUNED", "FAIL"):
-                tracker.log_trial(t)
+def _start_tracking(job: _Job) -> None:
+    """The MLflow parent run (started before the study when the study outlives the process)."""
+    if not job.req.mlflow:
+        return
+    from tuner.study import open_storage, prepare_study
+    from tuner.tracking import MlflowTracker
 
+    req, config = job.req, job.config
+    job.tracker = MlflowTracker(job.settings.resolved_mlflow_tracking_uri,
+                                artifact_root=job.settings.home_dir / "mlartifacts")
+    if config.storage in ("memory", ":memory:"):
+        return
+    job.tracker.start(
+        prepare_study(config, open_storage(config.storage)),
+        params={"source": req.source.label, "deployment": req.deployment, "objective": job.objective.spec,
+                "constraints": ",".join(c.label for c in job.objective.constraints) or "-",
+                "seeds": len(job.seeds), "trials": req.trials, "study": config.name,
+                "baseline": job.baseline.label(), "dataset_id": req.source.dataset or "-"},
+        documents={"search_space": job.space.as_dict(), "summary": dict(job.summary or {}),
+                   "evaluator": job.ev.describe()},
+    )
+
+
+def _log_trials(job: _Job, study: Any, trials: Sequence[Any]) -> None:
+    tracker = job.tracker
+    if tracker is None:
+        return
+    if tracker.run_id is None:  # in-memory study: parent run only now
+        tracker.start(study, params={"source": job.req.source.label, "deployment": job.req.deployment,
+                                     "objective": job.objective.spec, "study": job.config.name},
+                      documents={"search_space": job.space.as_dict(), "summary": dict(job.summary or {})})
+    for t in trials:
+        if t.state.name in ("COMPLETE", "PRUNED", "FAIL"):
+            tracker.log_trial(t)
+
+
+def _recommendation(job: _Job, trials: Sequence[Any], paper: Candidate, wall_s: float) -> Recommendation:
+    """Best trial, references, verdict and the chosen config's figures."""
+    req, ev, objective, seeds, base_res = job.req, job.ev, job.objective, job.seeds, job.base_res
     best_t = pick_best(trials, objective)
     best = Candidate.from_dict(best_t.user_attrs["candidate"]) if best_t is not None else None
     best_metrics = Metrics.from_dict(best_t.user_attrs["metrics"]) if best_t is not None else None
     best_per_seed = [v[0] for v in best_t.user_attrs["per_seed"]] if best_t is not None else None
-
     paper_res = evaluate_candidate(ev, paper, seeds, objective)
-
-    verdict = decide(best, best_per_seed, best_metrics, baseline, [v[0] for v in base_res["per_seed"]],
-                     base_metrics, objective)
-    chosen = best if (verdict.recommend and best is not None) else baseline
-    chosen_metrics = best_t.user_attrs["metrics"] if (verdict.recommend and best_t is not None) else base_res[
-        "metrics"]
-    chosen_ci = best_t.user_attrs["ci"] if (verdict.recommend and best_t is not None) else base_res["ci"]
+    verdict = decide(best, best_per_seed, best_metrics, job.baseline, [v[0] for v in base_res["per_seed"]],
+                     Metrics.from_dict(base_res["metrics"]), objective)
+    won = verdict.recommend and best is not None and best_t is not None
+    chosen = best if won and best is not None else job.baseline
+    chosen_res = best_t.user_attrs if won and best_t is not None else base_res
     states: dict[str, int] = {}
     for t in trials:
         states[t.state.name] = states.get(t.state.name, 0) + 1
-    chosen_per_seed = (best_t.user_attrs.get("per_seed_metrics") if (verdict.recommend and best_t is not None)
-                       else base_res["per_seed_metrics"])
-    rec = Recommendation(
+    per_seed = chosen_res.get("per_seed_metrics") or []
+    return Recommendation(
         policy=chosen.policy,
         params=metrics_block(chosen, {})["params"],
         verdict=verdict.label,
         reason=verdict.reason,
         p_value=verdict.p_value,
         improvement_pct=verdict.improvement_pct,
-        expected={**{k: chosen_metrics[k] for k in ("p50_ms", "p95_ms", "p99_ms", "p999_ms", "mean_ms")},
-                  "ci": {objective.labels[i]: chosen_ci[i] for i in range(len(objective.labels))},
+        expected={**{k: chosen_res["metrics"][k] for k in ("p50_ms", "p95_ms", "p99_ms", "p999_ms", "mean_ms")},
+                  "ci": {objective.labels[i]: chosen_res["ci"][i] for i in range(len(objective.labels))},
                   "seeds": list(seeds),
-                  "per_seed": [{"seed": s, **m} for s, m in zip(seeds, chosen_per_seed or [], strict=False)]},
+                  "per_seed": [{"seed": s, **m} for s, m in zip(seeds, per_seed, strict=False)]},
         best=(metrics_block(best, {**best_t.user_attrs["metrics"], "trial": best_t.number})
               if best is not None and best_t is not None else None),
-        baseline=metrics_block(baseline, base_res["metrics"]),
+        baseline=metrics_block(job.baseline, base_res["metrics"]),
         paper_default=metrics_block(paper, paper_res["metrics"]),
         objective=objective.spec,
         constraints=[c.label for c in objective.constraints],
         trials=len([t for t in trials if t.state.name in ("COMPLETE", "PRUNED")]),
         trial_states=states,
         replays=sum(float(t.user_attrs.get("replays", 0.0)) for t in trials),
-        study=name,
-        storage=config.storage,
+        study=job.config.name,
+        storage=job.config.storage,
         deployment=req.deployment,
         source=req.source.label,
-        policies_not_replayable=dropped,
-        fanout=(summary or {}).get("fanout"),
-        wall_s=outcome.wall_s,
+        policies_not_replayable=job.dropped,
+        fanout=(job.summary or {}).get("fanout"),
+        wall_s=wall_s,
         render=render(req.deployment, chosen),
         mlflow_run_id=None,
         tuned_for={**ev.deployment_record(), "seeds": list(seeds)},
-        reproduce=[_command(ev.simulate_args(chosen, s)) for s in seeds if ev.simulate_args(chosen, s)],
+        reproduce=[_command(a) for a in (ev.simulate_args(chosen, s) for s in seeds) if a],
         pareto_front=[{"trial": t.number, "values": list(t.values), **t.user_attrs.get("candidate", {})}
                       for t in pareto_front(trials)] if objective.multi else None,
     )
-    if tracker is not None:
-        rec = dataclasses.replace(rec, mlflow_run_id=tracker.run_id)
-        figures: dict[str, Any] = {}
-        if req.plots:
-            figures = _figures(trials, objective.labels[0], study, ev, baseline, best, paper, seeds[0])
-        tracker.log_result(rec.to_json(), figures)
-        tracker.finish()
-        import matplotlib.pyplot as plt
 
-        plt.close("all")
-    return rec
+
+def _finish_tracking(job: _Job, rec: Recommendation, study: Any, trials: Sequence[Any], paper: Candidate) -> None:
+    figures: dict[str, Any] = {}
+    if job.req.plots:
+        best = Candidate.from_dict(rec.best) if rec.best is not None else None
+        figures = _figures(trials, job.objective.labels[0], study, job.ev, job.baseline, best, paper, job.seeds[0])
+    job.tracker.log_result(rec.to_json(), figures)
+    job.tracker.finish()
+    import matplotlib.pyplot as plt
+
+    plt.close("all")
 
 
 def _command(args: Sequence[str] | None) -> str:

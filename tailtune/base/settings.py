@@ -25,7 +25,7 @@ class Settings(BaseSettings):
     optuna_storage: str | None = Field(default=None, description="Optuna storage URL (RDB) or journal file path.")
     spark_master: str = Field(default="local[*]", description="Spark master URL (local[*] or spark://host:port).")
 
-    # --- service and jobs (issue 8; see docs/operations.md) ----------------------------------------------
+    # --- service and jobs (see docs/operations.md) ----------------------------------------------------
     api_host: str = Field(default="127.0.0.1", description="Address `tailtune serve` binds.")
     api_port: int = Field(default=8000, description="Port `tailtune serve` binds.")
     api_tokens: list[str] = Field(

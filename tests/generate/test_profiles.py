@@ -17,7 +17,7 @@ from tests.generate.helpers import key_ids, request_sizes
 
 # ---------------------------------------- soundcloud
 def test_soundcloud_done_when(cli: Callable[..., Any]) -> None:
-    """Issue 2: `generate --profile soundcloud --requests 200000 --seed 1`: 8.6 ± 0.3, 0.40 ± 0.02, ≤ 2000."""
+    """`generate --profile soundcloud --requests 200000 --seed 1`: 8.6 ± 0.3, 0.40 ± 0.02, ≤ 2000."""
     result = cli("generate", "--profile", "soundcloud", "--requests", "200000", "--seed", "1", "--json")
     assert result.exit_code == 0, result.stderr
     stats = json.loads(result.stdout)

@@ -5,7 +5,7 @@ pre-scheduled as seq 0..R-1, servers pick ops only after every event of an insta
 slot first, servers in the order they became dirty),
 per-(client, group) round-robin replicas starting at client mod RF.
 
-Issue 4 extras (optional): constant per-server `speeds` (service = round(demand / speed), half away from zero as
+Extensions (optional): constant per-server `speeds` (service = round(demand / speed), half away from zero as
 Rust's f64::round) and a closed loop of `threads` client threads with a fixed think time (request r goes to the
 thread free first; ready threads are events of the same (time, seq) order).
 """

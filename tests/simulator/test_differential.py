@@ -73,7 +73,7 @@ def test_rein_reference_agrees_on_algorithm1_cases() -> None:
 def test_speeds_and_closed_loop_match_reference(
     seed: int, servers: int, slots: int, n: int, policy: str, threads: int, think_us: int
 ) -> None:
-    """Issue 4: per-server speeds (0.5, 1, 2, 0.3) and a closed loop with fixed think time, Rust vs reference."""
+    """Per-server speeds (0.5, 1, 2, 0.3) and a closed loop with fixed think time, Rust vs reference."""
     wl, clients = _workload(seed, servers, slots, min(servers, 3), n, 0.7)
     speeds = tuple([0.5, 1.0, 2.0, 0.3][(seed + s) % 4] for s in range(servers))
     closed = kvsim.ClosedLoop(threads=threads, think_ms=think_us / 1000, think_dist="fixed") if threads else None

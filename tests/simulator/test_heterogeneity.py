@@ -1,4 +1,4 @@
-"""Issue 4: server speeds / slowdowns, writes at every replica, closed-loop clients through kvsim and the CLI.
+"""server speeds / slowdowns, writes at every replica, closed-loop clients through kvsim and the CLI.
 Exact schedules are hand-worked in simulator/core/tests/heterogeneity.rs; here: the binding's figures on small
 hand-worked cases, wiring, JSON keys and bad input."""
 

@@ -1,4 +1,4 @@
-"""Issue 4: size-aware demand, demand distributions, replica selectors, per-class results, the large-key Bloom
+"""size-aware demand, demand distributions, replica selectors, per-class results, the large-key Bloom
 filter, and `tailtune simulate --replica / --policy c3|ds|heron`."""
 
 from __future__ import annotations

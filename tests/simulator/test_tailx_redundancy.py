@@ -1,4 +1,4 @@
-"""Issue 4: `tailx` (TailX delay queue at the coordinator), `duplicate` and `speculative` through kvsim and the
+"""`tailx` (TailX delay queue at the coordinator), `duplicate` and `speculative` through kvsim and the
 CLI. The exact schedules are hand-worked in simulator/core/tests/tailx_redundancy.rs; here: wiring, defaults
 reported, and behaviour that could fail."""
 

@@ -29,7 +29,7 @@ def ev() -> KvsimCassandraEvaluator:
 
 def _direct(policy: str, params: dict[str, float], seed: int, *, replica: str,
             rparams: dict[str, float], thr: float | None) -> Any:
-    """The replay written out against kvsim alone (what `tailtune simulate` does for issue 4)."""
+    """The replay written out against kvsim alone (what `tailtune simulate` does)."""
     table = WorkloadSource.from_dict(SRC).load()
     lay = request_layout(table, source="t")
     offsets, order, keys = lay.offsets, lay.row_order, lay.keys
