@@ -114,8 +114,13 @@ def decide(
     objective: Objective,
     *,
     alpha: float = 0.05,
+    paired: tuple[Sequence[float], Sequence[float]] | None = None,
 ) -> Verdict:
-    """The verdict on `best` vs the user's current config (see the module docstring)."""
+    """The verdict on `best` vs the user's current config (see the module docstring).
+
+    `paired`: (candidate, baseline) samples for the test instead of the per-seed values — the batch means of
+    one replay when there is one seed (tuner/evidence.py); with one seed and no batches nothing is recommended.
+    """
     if best is None or best_per_seed is None or best_metrics is None:
         return Verdict(False, "no trial met the constraints", None, None)
     if best.key() == baseline.key():
@@ -126,20 +131,23 @@ def decide(
     violated = objective.violated(best_metrics, baseline_metrics)
     if violated:
         return Verdict(False, f"constraint(s) violated vs current: {', '.join(violated)}", None, impr)
-    p = paired_test(best_per_seed, baseline_per_seed)
     label = objective.labels[0]
+    if paired is None and len(best_per_seed) == 1:
+        return Verdict(False, "one replay too short to estimate an interval (fewer than 100 measured requests): "
+                              "use more --seeds or a longer trace", None, impr)
+    cand_s, base_s = paired if paired is not None else (best_per_seed, baseline_per_seed)
+    over = (f"{len(cand_s)} batches of one replay" if paired is not None else f"{len(cand_s)} seeds")
+    p = paired_test(cand_s, base_s)
     if c >= b:
         return Verdict(False, f"no improvement of {label} over the current config", p, impr)
     if p >= alpha:
         return Verdict(
             False,
-            f"{label} improvement of {impr:.1f}% is not significant across {len(best_per_seed)} seeds "
+            f"{label} improvement of {impr:.1f}% is not significant across {over} "
             f"(paired t-test p={p:.3f} >= {alpha})",
             p, impr,
         )
-    note = " (one seed: no test possible, use more --seeds)" if len(best_per_seed) == 1 else ""
-    return Verdict(True, f"{label} {impr:.1f}% lower than current, paired t-test p={p:.3g} over "
-                         f"{len(best_per_seed)} seeds{note}", p, impr)
+    return Verdict(True, f"{label} {impr:.1f}% lower than current, paired t-test p={p:.3g} over {over}", p, impr)
 
 
 # ------------------------------------------------------------------------------------------------ rendering

@@ -223,11 +223,22 @@ def _recommendation(job: _Job, trials: Sequence[Any], paper: Candidate, wall_s: 
     best_metrics = Metrics.from_dict(best_t.user_attrs["metrics"]) if best_t is not None else None
     best_per_seed = [v[0] for v in best_t.user_attrs["per_seed"]] if best_t is not None else None
     paper_res = evaluate_candidate(ev, paper, seeds, objective)
+    batches = _batch_evidence(job, best) if len(seeds) == 1 else None
+    paired = None
+    if batches is not None and best is not None and batches[0] and batches[1]:
+        paired = ([v[0] for v in batches[1][0]], [v[0] for v in batches[0][0]])
     verdict = decide(best, best_per_seed, best_metrics, job.baseline, [v[0] for v in base_res["per_seed"]],
-                     Metrics.from_dict(base_res["metrics"]), objective)
+                     Metrics.from_dict(base_res["metrics"]), objective, paired=paired)
     won = verdict.recommend and best is not None and best_t is not None
     chosen = best if won and best is not None else job.baseline
     chosen_res = best_t.user_attrs if won and best_t is not None else base_res
+    ci, ci_method = list(chosen_res["ci"]), f"Student-t over {len(seeds)} seeds"
+    if batches is not None:
+        chosen_b = batches[1] if won else batches[0]
+        if chosen_b:
+            ci, ci_method = chosen_b[1], f"batch means over {len(chosen_b[0])} batches of one replay"
+        else:
+            ci, ci_method = [None] * len(objective.labels), "not estimated (one replay too short)"
     states: dict[str, int] = {}
     for t in trials:
         states[t.state.name] = states.get(t.state.name, 0) + 1
@@ -240,7 +251,8 @@ def _recommendation(job: _Job, trials: Sequence[Any], paper: Candidate, wall_s: 
         p_value=verdict.p_value,
         improvement_pct=verdict.improvement_pct,
         expected={**{k: chosen_res["metrics"][k] for k in ("p50_ms", "p95_ms", "p99_ms", "p999_ms", "mean_ms")},
-                  "ci": {objective.labels[i]: chosen_res["ci"][i] for i in range(len(objective.labels))},
+                  "ci": {objective.labels[i]: ci[i] for i in range(len(objective.labels))},
+                  "ci_method": ci_method,
                   "seeds": list(seeds),
                   "per_seed": [{"seed": s, **m} for s, m in zip(seeds, per_seed, strict=False)]},
         best=(metrics_block(best, {**best_t.user_attrs["metrics"], "trial": best_t.number})
@@ -266,6 +278,21 @@ def _recommendation(job: _Job, trials: Sequence[Any], paper: Candidate, wall_s: 
         pareto_front=[{"trial": t.number, "values": list(t.values), **t.user_attrs.get("candidate", {})}
                       for t in pareto_front(trials)] if objective.multi else None,
     )
+
+
+def _batch_evidence(
+    job: _Job, best: Candidate | None
+) -> tuple[tuple[list[list[float]], list[float]] | None, tuple[list[list[float]], list[float]] | None]:
+    """One seed: (baseline, best) per-batch objective values and half-widths (None/empty: no batches)."""
+    from tuner.evidence import batch_metrics, batch_values
+
+    seed, warm = job.seeds[0], job.ev.warmup_fraction()
+
+    def of(cand: Candidate) -> tuple[list[list[float]], list[float]] | None:
+        b = batch_metrics(job.ev.latencies_ms(cand, seed), warm)
+        return batch_values(b, job.objective) if b else None
+
+    return of(job.baseline), (of(best) if best is not None else None)
 
 
 def _finish_tracking(job: _Job, rec: Recommendation, study: Any, trials: Sequence[Any], paper: Candidate) -> None:

@@ -61,3 +61,25 @@ def test_render():
                                             "scheduler.rein.rate_step=0.5"]
     assert render_memcached(Candidate("chisel", {"split_keys": 13, "merge": 2}))["json"] == {
         "memcached_client": {"mode": "chisel", "merge": 2, "split_keys": 13}}
+
+
+def test_one_seed_needs_batches_to_recommend() -> None:
+    o = parse_objective("p99")
+    v = decide(BEST, [8.0], _m(8.0), BASE, [10.0], _m(10.0), o)
+    assert not v.recommend and "too short to estimate an interval" in v.reason and v.p_value is None
+    batches_best, batches_base = [8.0, 7.5, 8.5, 8.2, 7.9], [10.0, 9.8, 10.3, 10.1, 9.9]
+    v = decide(BEST, [8.0], _m(8.0), BASE, [10.0], _m(10.0), o, paired=(batches_best, batches_base))
+    assert v.recommend and "over 5 batches of one replay" in v.reason
+
+
+def test_batch_metrics_cut_warmup_and_split_contiguously() -> None:
+    import numpy as np
+
+    from tuner.evidence import batch_metrics, batch_values
+
+    lat = np.concatenate([np.full(100, 1000.0), np.arange(1000, dtype=np.float64)])
+    b = batch_metrics(lat, 100 / 1100)
+    assert len(b) == 20 and b[0].p50_ms == 24.5 and b[-1].mean_ms == 974.5
+    values, halves = batch_values(b, parse_objective("p99"))
+    assert len(values) == 20 and halves[0] > 0
+    assert batch_metrics(np.ones(99), 0.0) == []  # fewer than 2 batches of 50: no estimate

@@ -99,6 +99,9 @@ class KvsimCassandraEvaluator(Evaluator):
     def spec(self) -> EvaluatorSpec:
         return EvaluatorSpec("kvsim-cassandra", {"source": self.source.as_dict(), **self.options})
 
+    def warmup_fraction(self) -> float:
+        return float(self.setup.warmup)
+
     def deployment_record(self) -> dict[str, Any]:
         return {"kind": "cassandra", "source": self.source.as_dict(), **self.setup.as_dict()}
 

@@ -94,6 +94,10 @@ class Evaluator(ABC):
         """The replayed deployment as JSON (default: the spec's options)."""
         return dict(self.spec().options)
 
+    def warmup_fraction(self) -> float:
+        """Fraction of the first requests (by arrival) the metrics leave out (default: none)."""
+        return 0.0
+
     def simulate_args(self, candidate: Candidate, seed: int) -> list[str] | None:
         """`tailtune simulate` arguments that replay `candidate` on `seed` exactly; None if there are none."""
         return None
