@@ -23,14 +23,15 @@ use std::time::Instant;
 
 use kvsim_core::client_model::{ClosedLoop, ThinkDist};
 use kvsim_core::demand::{DemandModel, LARGE_REF_BYTES, SMALL_REF_BYTES};
-use kvsim_core::engine::run_with;
 use kvsim_core::hash::token_of_u64;
 use kvsim_core::memcached;
 use kvsim_core::replica::SelectorConfig;
 use kvsim_core::rng::Rng;
-use kvsim_core::run_ext::RunExt;
 use kvsim_core::server_model::{ServerModelConfig, Slowdown};
-use kvsim_core::{run, Arrivals, Cluster, ClusterConfig, PolicyConfig, RunOptions, RunResult, Workload, WorkloadSpec};
+use kvsim_core::{
+    replay, Arrivals, ClientModel, Cluster, ClusterConfig, PolicyConfig, ReplayConfig, RunResult, SizeClasses,
+    Workload, WorkloadSpec,
+};
 
 fn selector(spec: &str) -> SelectorConfig {
     let (name, params) = spec.split_once(':').unwrap_or((spec, ""));
@@ -98,26 +99,22 @@ fn replay_case(
     large: &[bool],
     case: &Case,
 ) -> RunResult {
-    let opts = RunOptions {
+    let cfg = ReplayConfig {
+        policy: policy.clone(),
+        selector: sel.clone(),
+        sizes: SizeClasses {
+            large_est: large.to_vec(),
+            large_true: large.to_vec(),
+        },
+        servers: case.servers.clone(),
+        writes: case.write.clone(),
+        client: case.closed.clone().map_or(ClientModel::Open, ClientModel::Closed),
         warmup: case.warmup.unwrap_or(0.1),
         record_ops: case.record_ops,
         size_aware_cost: case.size_aware_cost,
-    };
-    let ext = RunExt {
-        selector: sel.clone(),
-        large_est: large.to_vec(),
-        large_true: large.to_vec(),
         seed: case.seed,
-        servers: case.servers.clone(),
-        write: case.write.clone(),
-        closed: case.closed.clone(),
     };
-    if ext == RunExt::default() {
-        run(cluster, wl, policy, &opts)
-    } else {
-        run_with(cluster, wl, policy, &opts, &ext)
-    }
-    .expect("run")
+    replay(cluster, wl, &cfg).expect("replay")
 }
 
 /// Checksum of the summary and of every reported figure besides the latencies.
@@ -144,7 +141,7 @@ fn summary_hash(r: &RunResult) -> u64 {
 
 /// The extension figures (held opsets, copies, writes, served ops, makespan, closed-loop arrivals) and records.
 fn ext_line(r: &RunResult) -> String {
-    let x = &r.ext;
+    let (h, c, w) = (&r.held, &r.copies, &r.writes);
     let rec = r.records.as_ref().map_or(0, |rec| {
         Fnv::new()
             .all(&rec.request)
@@ -159,19 +156,19 @@ fn ext_line(r: &RunResult) -> String {
     });
     format!(
         "held {}/{}/{:016x}/{}/{}/{} copies {}/{} writes {}/{} served {} makespan {} arrivals {:016x} records {rec:016x}",
-        x.held_opsets,
-        x.held_max,
-        x.held_mean_ms.to_bits(),
-        x.held_at_half,
-        x.held_at_end,
-        x.unstable,
-        x.copy_ops,
-        x.copy_wins,
-        x.write_ops,
-        x.write_copy_ops,
-        x.served_ops,
-        x.makespan_ns,
-        Fnv::new().all(&x.arrival_ns).0,
+        h.opsets,
+        h.max,
+        h.mean_ms.to_bits(),
+        h.at_half,
+        h.at_end,
+        h.unstable,
+        c.ops,
+        c.wins,
+        w.ops,
+        w.copies,
+        r.served_ops,
+        r.makespan_ns,
+        Fnv::new().all(&r.arrival_ns).0,
     )
 }
 
@@ -265,7 +262,7 @@ fn speed(args: &[String]) {
                     r.events as f64 / best / 1e6,
                     best,
                     r.summary.p99_ms,
-                    r.ext.held_opsets,
+                    r.held.opsets,
                     latency_line(&r),
                 );
             }

@@ -16,72 +16,19 @@ use std::collections::VecDeque;
 use std::time::Instant;
 
 use crate::cluster::Cluster;
+use crate::config::{ClientModel, ReplayConfig};
 use crate::error::SimError;
 use crate::held::HeldOpsets;
 use crate::policy::speculative::LatencyEstimator;
+use crate::policy::{Policy, PolicyConfig, PolicyVisitor, QItem, Scheduler, Tag, TagCtx, TailxConfig};
 use crate::prefetch::prefetch;
-use crate::policy::{Policy, PolicyConfig, QItem, Scheduler, Tag, TagCtx, TailxConfig};
-use crate::replica::{Feedback, HeldRetry, ReplicaSelector, SelectCtx, Selector, SelectorConfig, SelectorEnv};
-use crate::run_ext::{ExtStats, RunExt};
+use crate::replica::{Feedback, HeldRetry, ReplicaSelector, SelectCtx, Selector, SelectorEnv, SelectorVisitor};
+use crate::result::{CopyStats, HeldStats, OpRecords, RunResult, WriteStats};
 use crate::runs::RunQueue;
 use crate::server_model::ServerModel;
-use crate::stats::{summarize, Summary};
+use crate::stats::summarize;
 use crate::timers::{event_key, key_time, SlotTimers};
 use crate::workload::Workload;
-
-/// Options of one replay.
-#[derive(Debug, Clone, PartialEq)]
-pub struct RunOptions {
-    /// Fraction of the first requests (in arrival order) left out of the percentiles.
-    pub warmup: f64,
-    /// Keep the per-op record (request, opset, server, slot, enqueue, start, end, demand).
-    pub record_ops: bool,
-    /// Opset cost = Σ mean demand × service_rate (in units of an average op) instead of the op count
-    /// (Rein as published). Equal to the count when every op has the default mean demand.
-    pub size_aware_cost: bool,
-}
-
-impl Default for RunOptions {
-    fn default() -> Self {
-        RunOptions {
-            warmup: 0.1,
-            record_ops: false,
-            size_aware_cost: false,
-        }
-    }
-}
-
-/// Per-op record, indexed like the workload's ops (times in ns).
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct OpRecords {
-    pub request: Vec<u32>,
-    pub opset: Vec<u32>,
-    pub server: Vec<u32>,
-    pub slot: Vec<u32>,
-    pub enqueue: Vec<u64>,
-    pub start: Vec<u64>,
-    pub end: Vec<u64>,
-    pub demand: Vec<u64>,
-}
-
-/// Result of one replay.
-#[derive(Debug, Clone)]
-pub struct RunResult {
-    pub policy: String,
-    pub params: Vec<(&'static str, f64)>,
-    /// Latency of every request (client arrival → last response at the client), ns, in arrival order.
-    pub latency_ns: Vec<u64>,
-    pub summary: Summary,
-    pub requests: usize,
-    pub ops: usize,
-    pub events: u64,
-    pub sim_wall_s: f64,
-    /// Bytes of workload + per-run state per op.
-    pub bytes_per_op: f64,
-    pub records: Option<OpRecords>,
-    /// Replica selection's held opsets (issue 4; all zero for the core's round-robin).
-    pub ext: ExtStats,
-}
 
 /// When an opset was sent to its server, by which request and client.
 #[derive(Debug, Clone, Copy, Default)]
@@ -96,39 +43,24 @@ const LATE_OPSET: u32 = 1 << 31;
 /// With `LATE_OPSET`: the entry carries the copy of an opset (duplication / speculative retry).
 const COPY_OPSET: u32 = 1 << 30;
 
-/// Replays `wl` on `cluster` under `policy`. Deterministic: same inputs, same result (except wall time).
-pub fn run(
-    cluster: &Cluster,
-    wl: &Workload,
-    policy: &PolicyConfig,
-    opts: &RunOptions,
-) -> Result<RunResult, SimError> {
-    run_with(cluster, wl, policy, opts, &RunExt::default())
-}
-
-/// As [`run`], with issue 4's replica selector and size classes (`RunExt::default()` = [`run`]).
-pub fn run_with(
-    cluster: &Cluster,
-    wl: &Workload,
-    policy: &PolicyConfig,
-    opts: &RunOptions,
-    ext: &RunExt,
-) -> Result<RunResult, SimError> {
+/// Replays `wl` on `cluster` as `cfg` says. Deterministic: same inputs, same result (except wall time).
+pub fn replay(cluster: &Cluster, wl: &Workload, cfg: &ReplayConfig) -> Result<RunResult, SimError> {
     crate::error::check_range(
         "warmup",
-        opts.warmup,
+        cfg.warmup,
         0.0,
         0.99,
         "[0, 0.99] (fraction of requests)",
     )?;
+    let policy = &cfg.policy;
     policy.validate()?;
     wl.validate(cluster)?;
-    let cfg = &cluster.config;
-    let n_servers = cfg.servers as usize;
+    let ccfg = &cluster.config;
+    let n_servers = ccfg.servers as usize;
     let n_ops = wl.ops();
     let started = Instant::now();
 
-    for (what, v) in [("large_est", &ext.large_est), ("large_true", &ext.large_true), ("write", &ext.write)] {
+    for (what, v) in [("large_est", &cfg.sizes.large_est), ("large_true", &cfg.sizes.large_true), ("write", &cfg.writes)] {
         if !v.is_empty() && v.len() != n_ops {
             return Err(SimError::BadInput(format!("{what} has {} flags for {n_ops} ops", v.len())));
         }
@@ -137,43 +69,40 @@ pub fn run_with(
     let tailx_resolved;
     let (policy, tailx) = if let PolicyConfig::Tailx(c) = policy {
         let dem: Vec<f64> = if wl.mean_demand.is_empty() {
-            vec![1e9 / cfg.service_rate; n_ops]
+            vec![1e9 / ccfg.service_rate; n_ops]
         } else {
             wl.mean_demand.iter().map(|&m| m as f64).collect()
         };
-        let large = if ext.large_true.is_empty() { &ext.large_est } else { &ext.large_true };
-        let c = c.resolved(&dem, large, cfg.service_rate);
+        let large = if cfg.sizes.large_true.is_empty() { &cfg.sizes.large_est } else { &cfg.sizes.large_true };
+        let c = c.resolved(&dem, large, ccfg.service_rate);
         tailx_resolved = PolicyConfig::Tailx(c.clone());
         (&tailx_resolved, Some(c))
     } else {
         (policy, None)
     };
-    ext.servers.validate(n_servers)?;
-    if let Some(c) = &ext.closed {
+    cfg.servers.validate(n_servers)?;
+    if let ClientModel::Closed(c) = &cfg.client {
         c.validate()?;
     }
-    if (ext.write.iter().any(|&w| w) || matches!(policy, PolicyConfig::Duplicate(_) | PolicyConfig::Speculative(_)))
-        && n_ops as u64 * cfg.replication.max(2) as u64 >= u32::MAX as u64
+    if (cfg.writes.iter().any(|&w| w) || matches!(policy, PolicyConfig::Duplicate(_) | PolicyConfig::Speculative(_)))
+        && n_ops as u64 * ccfg.replication.max(2) as u64 >= u32::MAX as u64
     {
         return Err(SimError::BadInput(format!(
             "{n_ops} ops × {} copies do not fit the engine's 32-bit op ids",
-            cfg.replication.max(2)
+            ccfg.replication.max(2)
         )));
     }
     let sched = policy.instantiate(n_servers, n_ops);
-    // The issue-3 path (round-robin replicas, no delay queue, no copies) runs a loop compiled without the
-    // extension branches, monomorphized per policy; everything else runs the general loop, monomorphized per
-    // issue-3 policy and feedback selector (the rest over the `Policy` / `Selector` enums).
-    let plain = ext.selector == SelectorConfig::RoundRobin
-        && tailx.is_none()
-        && !matches!(policy, PolicyConfig::Duplicate(_) | PolicyConfig::Speculative(_))
-        && ext.plain_model();
+    // Round-robin replicas on the core model run the plain loop: compiled without the general loop's branches
+    // (selector feedback, held opsets, delay queue, copies, server speeds, writes, closed loop), monomorphized
+    // per `fast` policy. Everything else runs the general loop, monomorphized per `fast` policy and `fast`
+    // selector (the registries' event-loop column; the others run over the `Policy` / `Selector` enums).
+    let plain = cfg.selector.is_round_robin() && cfg.plain_model();
     let a = Args {
         cluster,
         wl,
         policy,
-        opts,
-        ext,
+        rc: cfg,
         tailx,
         started,
     };
@@ -189,44 +118,48 @@ pub fn run_with(
             1e9 / cluster.config.service_rate
         },
         net_latency_ns: cluster.config.net_latency_ns,
-        seed: ext.seed,
+        seed: cfg.seed,
     };
-    let sel = ext.selector.instantiate(&env);
-    if !plain {
+    let sel = cfg.selector.instantiate(&env);
+    sched.visit(ByPolicy { a, sel, plain })
+}
+
+/// Picks the event loop for the policy (see [`replay`]).
+struct ByPolicy<'a> {
+    a: Args<'a>,
+    sel: Selector,
+    plain: bool,
+}
+
+impl PolicyVisitor for ByPolicy<'_> {
+    type Output = Result<RunResult, SimError>;
+    fn fast<S: Scheduler>(self, sched: S) -> Self::Output {
+        if self.plain {
+            return event_loop::<false, S, Selector>(self.a, sched, self.sel);
+        }
         // Per (policy, feedback selector) as well: the selector's calls inline into the loop instead of going
         // through the enum (c3 −5%, ds −2…5%, least-outstanding −2.5% wall; bench/RESULTS.md § Speed pass
-        // 2026-11-24). Random and round-robin with extensions, and tailx / duplicate / speculative, use the enums.
-        macro_rules! by_selector {
-            ($p:expr) => {
-                match sel {
-                    Selector::LeastOutstanding(r) => replay::<true, _, _>(a, $p, r),
-                    Selector::Ds(r) => replay::<true, _, _>(a, $p, r),
-                    Selector::C3(r) => replay::<true, _, _>(a, $p, r),
-                    Selector::Heron(r) => replay::<true, _, _>(a, $p, r),
-                    r => replay::<true, _, _>(a, $p, r),
-                }
-            };
-        }
-        return match sched {
-            Policy::Fifo(p) => by_selector!(p),
-            Policy::ReinSbf(p) => by_selector!(p),
-            Policy::ReinSds(p) => by_selector!(p),
-            Policy::Rein(p) => by_selector!(p),
-            Policy::BrbEqualMax(p) => by_selector!(p),
-            Policy::BrbUnifIncr(p) => by_selector!(p),
-            Policy::Oracle(p) => by_selector!(p),
-            other => replay::<true, _, _>(a, other, sel),
-        };
+        // 2026-11-24).
+        self.sel.visit(BySelector { a: self.a, sched })
     }
-    match sched {
-        Policy::Fifo(p) => replay::<false, _, _>(a, p, sel),
-        Policy::ReinSbf(p) => replay::<false, _, _>(a, p, sel),
-        Policy::ReinSds(p) => replay::<false, _, _>(a, p, sel),
-        Policy::Rein(p) => replay::<false, _, _>(a, p, sel),
-        Policy::BrbEqualMax(p) => replay::<false, _, _>(a, p, sel),
-        Policy::BrbUnifIncr(p) => replay::<false, _, _>(a, p, sel),
-        Policy::Oracle(p) => replay::<false, _, _>(a, p, sel),
-        other => replay::<true, _, _>(a, other, sel),
+    fn generic(self, sched: Policy) -> Self::Output {
+        event_loop::<true, Policy, Selector>(self.a, sched, self.sel)
+    }
+}
+
+/// Picks the event loop for the selector, the policy's scheduler type known (see [`replay`]).
+struct BySelector<'a, S> {
+    a: Args<'a>,
+    sched: S,
+}
+
+impl<S: Scheduler> SelectorVisitor for BySelector<'_, S> {
+    type Output = Result<RunResult, SimError>;
+    fn fast<R: ReplicaSelector>(self, sel: R) -> Self::Output {
+        event_loop::<true, S, R>(self.a, self.sched, sel)
+    }
+    fn generic(self, sel: Selector) -> Self::Output {
+        event_loop::<true, S, Selector>(self.a, self.sched, sel)
     }
 }
 
@@ -235,18 +168,18 @@ struct Args<'a> {
     cluster: &'a Cluster,
     wl: &'a Workload,
     policy: &'a PolicyConfig,
-    opts: &'a RunOptions,
-    ext: &'a RunExt,
+    rc: &'a ReplayConfig,
     tailx: Option<TailxConfig>,
     started: Instant,
 }
 
-/// The event loop. `EXT = false` compiles it without issue 4's branches (selector feedback, held opsets, TailX
-/// delay queue, copies, server speeds, writes, closed-loop clients): only valid for round-robin replicas and policies other than tailx / duplicate /
-/// speculative (the caller checks). Both instances apply the same events in the same order. `selector` is the
-/// run's replica selector, instantiated by the caller (a concrete selector type or the `Selector` enum).
+/// The event loop. `EXT = false` (the plain loop) compiles it without the general loop's branches (selector
+/// feedback, held opsets, TailX delay queue, copies, server speeds, writes, closed-loop clients): only valid for
+/// round-robin replicas, the core model and `fast` policies (the caller checks). Both instances apply the same
+/// events in the same order. `selector` is the run's replica selector, instantiated by the caller (a concrete
+/// selector type or the `Selector` enum).
 #[allow(clippy::needless_range_loop)]
-fn replay<const EXT: bool, S: Scheduler, R: ReplicaSelector>(
+fn event_loop<const EXT: bool, S: Scheduler, R: ReplicaSelector>(
     a: Args<'_>,
     mut sched: S,
     mut selector: R,
@@ -255,8 +188,7 @@ fn replay<const EXT: bool, S: Scheduler, R: ReplicaSelector>(
         cluster,
         wl,
         policy,
-        opts,
-        ext,
+        rc,
         tailx,
         started,
     } = a;
@@ -265,7 +197,7 @@ fn replay<const EXT: bool, S: Scheduler, R: ReplicaSelector>(
     let n_req = wl.requests();
     let n_ops = wl.ops();
     let d = cfg.net_latency_ns;
-    let size_aware = opts.size_aware_cost && !wl.mean_demand.is_empty();
+    let size_aware = rc.size_aware_cost && !wl.mean_demand.is_empty();
     let cost_unit = cfg.service_rate / 1e9;
     let mut delay_q: std::collections::BinaryHeap<std::cmp::Reverse<(u128, u32)>> = Default::default();
     // Duplication / speculative retry (Rein §5.1): copies of opsets go to the next replica of the group; a copy
@@ -276,7 +208,7 @@ fn replay<const EXT: bool, S: Scheduler, R: ReplicaSelector>(
         _ => None,
     };
     let redundant = EXT && (dup || spec.is_some());
-    let write_on = EXT && ext.write.iter().any(|&w| w);
+    let write_on = EXT && rc.writes.iter().any(|&w| w);
     if redundant && cfg.replication < 2 {
         return Err(SimError::BadInput(format!(
             "policy '{}' needs replication >= 2 (a second replica to send copies to)",
@@ -300,7 +232,7 @@ fn replay<const EXT: bool, S: Scheduler, R: ReplicaSelector>(
         reps[(i + 1) % reps.len()]
     };
     // Issue 4 state, allocated only for selectors that use it.
-    let plain = !EXT || ext.selector == SelectorConfig::RoundRobin;
+    let plain = !EXT || rc.selector.is_round_robin();
     let fb_on = EXT && selector.wants_feedback();
     let tailx_on = EXT && tailx.is_some();
     let mut late: Vec<bool> = if plain && !tailx_on {
@@ -318,7 +250,10 @@ fn replay<const EXT: bool, S: Scheduler, R: ReplicaSelector>(
     // Replica groups of each server (a retry after servers turned available visits only their groups).
     let mut server_groups: Vec<Vec<u32>> = Vec::new();
     let mut retries: std::collections::BinaryHeap<std::cmp::Reverse<u128>> = Default::default();
-    let mut xs = ExtStats::default();
+    let mut held = HeldStats::default();
+    let mut copies = CopyStats::default();
+    let mut writes = WriteStats::default();
+    let mut served_ops = 0u64;
     let mut held_wait_ns = 0u128;
     let (mut last_wakeup, mut last_feedback_retry) = (u64::MAX, u64::MAX);
     // Large ops per opset (client estimate / truth), counted once: held opsets ask again at every retry.
@@ -331,13 +266,13 @@ fn replay<const EXT: bool, S: Scheduler, R: ReplicaSelector>(
             .map(|w| flags[w[0] as usize..w[1] as usize].iter().filter(|&&b| b).count() as u32)
             .collect()
     };
-    let large_est_of = if EXT { count_large(&ext.large_est) } else { Vec::new() };
-    let large_true_of = if fb_on { count_large(&ext.large_true) } else { Vec::new() };
+    let large_est_of = if EXT { count_large(&rc.sizes.large_est) } else { Vec::new() };
+    let large_true_of = if fb_on { count_large(&rc.sizes.large_true) } else { Vec::new() };
     let large_ops_of = |o: usize| -> u32 { large_est_of.get(o).copied().unwrap_or(0) };
 
-    // Server speeds / slowdowns, writes at every replica, closed-loop clients (issue 4; `ext.plain_model()`).
-    let mut smodel = if EXT && !ext.servers.is_uniform() {
-        Some(ServerModel::new(&ext.servers, n_servers, ext.seed)?)
+    // Server speeds / slowdowns, writes at every replica, closed-loop clients (`ReplayConfig::plain_model`).
+    let mut smodel = if EXT && !rc.servers.is_uniform() {
+        Some(ServerModel::new(&rc.servers, n_servers, rc.seed)?)
     } else {
         None
     };
@@ -345,10 +280,10 @@ fn replay<const EXT: bool, S: Scheduler, R: ReplicaSelector>(
     // the op ends, so the workload's demand array is not touched again (a cache miss with long queues).
     let mut slot_svc = vec![0u64; n_servers * cfg.slots as usize];
     let multi = redundant || write_on;
-    let is_write = |op: usize| write_on && ext.write[op];
-    let closed = if EXT { ext.closed.as_ref() } else { None };
+    let is_write = |op: usize| write_on && rc.writes[op];
+    let closed = if EXT { rc.client.closed() } else { None };
     let closed_on = EXT && closed.is_some();
-    let think: Vec<u64> = closed.map_or(Vec::new(), |c| c.think_times(n_req, ext.seed));
+    let think: Vec<u64> = closed.map_or(Vec::new(), |c| c.think_times(n_req, rc.seed));
     let mut arrival_rt = vec![0u64; if closed_on { n_req } else { 0 }];
     let mut thread_of = vec![0u32; if closed_on { n_req } else { 0 }];
     let mut ready: std::collections::BinaryHeap<std::cmp::Reverse<(u64, u64, u32)>> = Default::default();
@@ -377,7 +312,7 @@ fn replay<const EXT: bool, S: Scheduler, R: ReplicaSelector>(
     let mut server_demand = vec![0u64; n_servers];
     let mut dirty: Vec<u32> = Vec::with_capacity(n_servers);
     let mut is_dirty = vec![false; n_servers];
-    let mut rec = opts.record_ops.then(|| OpRecords {
+    let mut rec = rc.record_ops.then(|| OpRecords {
         request: vec![0; n_ops],
         opset: vec![0; n_ops],
         server: vec![0; n_ops],
@@ -444,7 +379,7 @@ fn replay<const EXT: bool, S: Scheduler, R: ReplicaSelector>(
                 let c = next_replica(wl.opset_group[o], opset_server[o]);
                 copy_server[o] = c;
                 outstanding[c as usize] += n;
-                xs.copy_ops += n as u64;
+                copies.ops += n as u64;
                 at_servers.push_back((event_key(now + d, seq), o as u32 | LATE_OPSET | COPY_OPSET));
                 seq += 1;
             }
@@ -580,8 +515,8 @@ fn replay<const EXT: bool, S: Scheduler, R: ReplicaSelector>(
                             // Held at the client: tagged with its primary as provisional server.
                             late[o] = true;
                             backlog.hold(g, o as u32, now);
-                            xs.held_opsets += 1;
-                            xs.held_max = xs.held_max.max(backlog.len() as u64);
+                            held.opsets += 1;
+                            held.max = held.max.max(backlog.len() as u64);
                             if let Some(t) = selector.wakeup(now) {
                                 let t = t.max(now + 1);
                                 if t != last_wakeup {
@@ -655,7 +590,7 @@ fn replay<const EXT: bool, S: Scheduler, R: ReplicaSelector>(
                             }
                         }
                         outstanding[c as usize] += size;
-                        xs.copy_ops += size as u64;
+                        copies.ops += size as u64;
                         at_servers.push_back((event_key(now + d, seq), o as u32 | LATE_OPSET | COPY_OPSET));
                         seq += 1;
                     } else if let Some(t) = spec.as_ref().and_then(|e| e.timeout_ns(client as usize)) {
@@ -666,10 +601,10 @@ fn replay<const EXT: bool, S: Scheduler, R: ReplicaSelector>(
             }
             if !plain {
                 if r + 1 == n_req / 2 + 1 {
-                    xs.held_at_half = backlog.len() as u64;
+                    held.at_half = backlog.len() as u64;
                 }
                 if r + 1 == n_req {
-                    xs.held_at_end = backlog.len() as u64;
+                    held.at_end = backlog.len() as u64;
                 }
             }
         } else if srv_key != u128::MAX || done_key != u128::MAX {
@@ -703,7 +638,7 @@ fn replay<const EXT: bool, S: Scheduler, R: ReplicaSelector>(
                             }
                             if fb_on {
                                 resident[s] += 1;
-                                if !ext.large_true.is_empty() && ext.large_true[op as usize] {
+                                if !rc.sizes.large_true.is_empty() && rc.sizes.large_true[op as usize] {
                                     large_resident[s] += 1;
                                 }
                             }
@@ -723,10 +658,10 @@ fn replay<const EXT: bool, S: Scheduler, R: ReplicaSelector>(
                         // A write is served at every replica of its group: copies k = 1.. (op id op + k·n_ops)
                         // to the other replicas, in replica order.
                         for op in wl.opset_ops[o]..wl.opset_ops[o + 1] {
-                            if !ext.write[op as usize] {
+                            if !rc.writes[op as usize] {
                                 continue;
                             }
-                            xs.write_ops += 1;
+                            writes.ops += 1;
                             let mut k = 0u32;
                             for &t in cluster.replicas(wl.opset_group[o]) {
                                 let t = t as usize;
@@ -734,11 +669,11 @@ fn replay<const EXT: bool, S: Scheduler, R: ReplicaSelector>(
                                     continue;
                                 }
                                 k += 1;
-                                xs.write_copy_ops += 1;
+                                writes.copies += 1;
                                 outstanding[t] += 1;
                                 if fb_on {
                                     resident[t] += 1;
-                                    if !ext.large_true.is_empty() && ext.large_true[op as usize] {
+                                    if !rc.sizes.large_true.is_empty() && rc.sizes.large_true[op as usize] {
                                         large_resident[t] += 1;
                                     }
                                 }
@@ -766,13 +701,13 @@ fn replay<const EXT: bool, S: Scheduler, R: ReplicaSelector>(
                 let svc = slot_svc[s * cfg.slots as usize + slot as usize];
                 server_demand[s] += svc;
                 if EXT {
-                    xs.served_ops += 1;
+                    served_ops += 1;
                 }
                 sched.on_done(s, op as u32, now);
                 let st = if fb_on || redundant { sent[o] } else { Sent::default() };
                 if fb_on {
                     resident[s] -= 1;
-                    let big = !ext.large_true.is_empty() && ext.large_true[op];
+                    let big = !rc.sizes.large_true.is_empty() && rc.sizes.large_true[op];
                     if big {
                         large_resident[s] -= 1;
                     }
@@ -784,7 +719,7 @@ fn replay<const EXT: bool, S: Scheduler, R: ReplicaSelector>(
                         service_ns: svc,
                         response_ns: now + d - st.at,
                         large_resident: large_resident[s],
-                        large_est: !ext.large_est.is_empty() && ext.large_est[op],
+                        large_est: !rc.sizes.large_est.is_empty() && rc.sizes.large_est[op],
                     };
                     selector.on_op_response(&fb);
                     if !backlog.is_empty() && now + d != last_feedback_retry {
@@ -799,7 +734,7 @@ fn replay<const EXT: bool, S: Scheduler, R: ReplicaSelector>(
                 let first = !multi || answered_at[op] == u64::MAX;
                 if multi && first {
                     answered_at[op] = now + d;
-                    xs.copy_wins += (is_copy && !is_write(op)) as u64;
+                    copies.wins += (is_copy && !is_write(op)) as u64;
                     if let Some(e) = spec.as_mut().filter(|_| redundant) {
                         opset_left[o] -= 1;
                         if opset_left[o] == 0 {
@@ -908,12 +843,23 @@ fn replay<const EXT: bool, S: Scheduler, R: ReplicaSelector>(
     } else {
         wl.arrival[n_req - 1] - wl.arrival[0]
     };
-    let summary = summarize(&latency, opts.warmup, &server_demand, cfg.slots, span);
+    let summary = summarize(&latency, rc.warmup, &server_demand, cfg.slots, span);
     let run_bytes =
         opset_server.len() * 4 + opset_tag.len() * std::mem::size_of::<Tag>() + n_req * 12;
+    let mut makespan_ns = 0;
+    if held.opsets > 0 {
+        held.mean_ms = held_wait_ns as f64 / held.opsets as f64 / 1e6;
+    }
+    held.unstable = held.at_end >= 10 && 2 * held.at_end >= 3 * held.at_half;
+    if EXT {
+        let first = if closed_on { arrival_rt[0] } else { wl.arrival[0] };
+        makespan_ns = last_done.saturating_sub(first);
+    }
     Ok(RunResult {
-        policy: policy.name().to_string(),
+        policy: policy.name(),
         params: policy.params(),
+        selector: rc.selector.name(),
+        selector_params: rc.selector.params(),
         latency_ns: latency,
         summary,
         requests: n_req,
@@ -922,17 +868,12 @@ fn replay<const EXT: bool, S: Scheduler, R: ReplicaSelector>(
         sim_wall_s: started.elapsed().as_secs_f64(),
         bytes_per_op: (wl.bytes() + run_bytes) as f64 / n_ops.max(1) as f64,
         records: rec,
-        ext: {
-            if xs.held_opsets > 0 {
-                xs.held_mean_ms = held_wait_ns as f64 / xs.held_opsets as f64 / 1e6;
-            }
-            xs.unstable = xs.held_at_end >= 10 && 2 * xs.held_at_end >= 3 * xs.held_at_half;
-            if EXT {
-                let first = if closed_on { arrival_rt[0] } else { wl.arrival[0] };
-                xs.makespan_ns = last_done.saturating_sub(first);
-            }
-            xs.arrival_ns = arrival_rt;
-            xs
-        },
+        held,
+        copies,
+        writes,
+        served_ops,
+        makespan_ns,
+        arrival_ns: arrival_rt,
+        capacity_factor: rc.servers.capacity_factor(n_servers),
     })
 }

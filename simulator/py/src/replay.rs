@@ -9,7 +9,7 @@ use pyo3::types::{PyBytes, PyDict};
 
 use kvsim_core::hash::{token_of_bytes, token_of_u64};
 use kvsim_core::policy::POLICY_NAMES;
-use kvsim_core::{run, Arrivals, Cluster, ClusterConfig, PolicyConfig, RunOptions, SimError, Workload, WorkloadSpec};
+use kvsim_core::{replay, Arrivals, Cluster, ClusterConfig, PolicyConfig, ReplayConfig, SimError, Workload, WorkloadSpec};
 
 create_exception!(
     _kvsim,
@@ -32,7 +32,7 @@ create_exception!(
 
 pub(crate) fn to_py(e: SimError) -> PyErr {
     match e {
-        SimError::BadParam { .. } => ParameterError::new_err(e.to_string()),
+        SimError::BadParam { .. } | SimError::UnknownParam { .. } => ParameterError::new_err(e.to_string()),
         SimError::BadInput(_) => WorkloadError::new_err(e.to_string()),
     }
 }
@@ -221,14 +221,13 @@ impl PyWorkload {
         size_aware_cost: bool,
     ) -> PyResult<Bound<'py, PyDict>> {
         let cfg = PolicyConfig::build(policy, &params).map_err(to_py)?;
-        let opts = RunOptions {
+        let cfg = ReplayConfig {
             warmup,
             record_ops,
             size_aware_cost,
+            ..ReplayConfig::new(cfg)
         };
-        let res = py
-            .detach(|| run(&self.cluster, &self.inner, &cfg, &opts))
-            .map_err(to_py)?;
+        let res = py.detach(|| replay(&self.cluster, &self.inner, &cfg)).map_err(to_py)?;
         result_dict(py, &res)
     }
 }
@@ -238,7 +237,7 @@ pub(crate) fn result_dict<'py>(py: Python<'py>, res: &kvsim_core::RunResult) -> 
     {
         let d = PyDict::new(py);
         let s = &res.summary;
-        d.set_item("policy", &res.policy)?;
+        d.set_item("policy", res.policy)?;
         d.set_item("params", res.params.clone())?;
         d.set_item("p50_ms", s.p50_ms)?;
         d.set_item("p95_ms", s.p95_ms)?;

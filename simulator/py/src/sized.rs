@@ -7,10 +7,8 @@ use kvsim_core::bloom::build_large_filter;
 use kvsim_core::client_model::{ClosedLoop, ThinkDist};
 use kvsim_core::server_model::{ServerModelConfig, Slowdown};
 use kvsim_core::demand::DemandModel;
-use kvsim_core::engine::run_with;
 use kvsim_core::replica::{SelectorConfig, REPLICA_NAMES};
-use kvsim_core::run_ext::RunExt;
-use kvsim_core::{PolicyConfig, RunOptions};
+use kvsim_core::{replay, ClientModel, PolicyConfig, ReplayConfig, SizeClasses};
 
 use crate::replay::{bytes_of, result_dict, to_py, vec_of, PyWorkload, WorkloadError};
 
@@ -165,53 +163,56 @@ fn replay_ext<'py>(
         slowdown_duration_ns,
     )?;
     let think = ThinkDist::from_name(think_dist).map_err(to_py)?;
-    let closed = (closed_threads > 0).then_some(ClosedLoop {
-        threads: closed_threads,
-        think_ns,
-        think,
-    });
-    let ext = RunExt {
-        selector: sel.clone(),
-        large_est: per_workload_op(wl, est, "large_est")?,
-        large_true: per_workload_op(wl, tru, "large_true")?,
-        seed,
-        servers,
-        write: per_workload_op(wl, wr, "write")?,
-        closed,
+    let client = if closed_threads > 0 {
+        ClientModel::Closed(ClosedLoop {
+            threads: closed_threads,
+            think_ns,
+            think,
+        })
+    } else {
+        ClientModel::Open
     };
-    let opts = RunOptions {
+    let rc = ReplayConfig {
+        policy: cfg,
+        selector: sel.clone(),
+        sizes: SizeClasses {
+            large_est: per_workload_op(wl, est, "large_est")?,
+            large_true: per_workload_op(wl, tru, "large_true")?,
+        },
+        servers,
+        writes: per_workload_op(wl, wr, "write")?,
+        client,
         warmup,
         record_ops,
         size_aware_cost,
+        seed,
     };
     let cluster = &workload.cluster;
-    let res = py
-        .detach(|| run_with(cluster, wl, &cfg, &opts, &ext))
-        .map_err(to_py)?;
+    let res = py.detach(|| replay(cluster, wl, &rc)).map_err(to_py)?;
     let d = result_dict(py, &res)?;
     d.set_item("replica", sel.name())?;
     d.set_item("replica_params", sel.params())?;
     let h = PyDict::new(py);
-    h.set_item("opsets", res.ext.held_opsets)?;
-    h.set_item("max", res.ext.held_max)?;
-    h.set_item("mean_ms", res.ext.held_mean_ms)?;
-    h.set_item("at_half", res.ext.held_at_half)?;
-    h.set_item("at_end", res.ext.held_at_end)?;
-    h.set_item("unstable", res.ext.unstable)?;
+    h.set_item("opsets", res.held.opsets)?;
+    h.set_item("max", res.held.max)?;
+    h.set_item("mean_ms", res.held.mean_ms)?;
+    h.set_item("at_half", res.held.at_half)?;
+    h.set_item("at_end", res.held.at_end)?;
+    h.set_item("unstable", res.held.unstable)?;
     d.set_item("held", h)?;
     let c = PyDict::new(py);
-    c.set_item("ops", res.ext.copy_ops)?;
-    c.set_item("wins", res.ext.copy_wins)?;
+    c.set_item("ops", res.copies.ops)?;
+    c.set_item("wins", res.copies.wins)?;
     d.set_item("copies", c)?;
     let w = PyDict::new(py);
-    w.set_item("ops", res.ext.write_ops)?;
-    w.set_item("copies", res.ext.write_copy_ops)?;
+    w.set_item("ops", res.writes.ops)?;
+    w.set_item("copies", res.writes.copies)?;
     d.set_item("writes", w)?;
-    d.set_item("served_ops", res.ext.served_ops)?;
-    d.set_item("makespan_ns", res.ext.makespan_ns)?;
-    d.set_item("capacity_factor", ext.servers.capacity_factor(cluster.config.servers as usize))?;
-    if !res.ext.arrival_ns.is_empty() {
-        d.set_item("arrival_ns", bytes_of(py, &res.ext.arrival_ns))?;
+    d.set_item("served_ops", res.served_ops)?;
+    d.set_item("makespan_ns", res.makespan_ns)?;
+    d.set_item("capacity_factor", res.capacity_factor)?;
+    if !res.arrival_ns.is_empty() {
+        d.set_item("arrival_ns", bytes_of(py, &res.arrival_ns))?;
     }
     Ok(d)
 }
