@@ -9,15 +9,15 @@ Usage: python bench/sim_callgrind/py_golden.py > out.json   (compare two builds 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import sys
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
-
 import kvsim
+import numpy as np
 from kvsim import chisel
 
 WALL = {"sim_wall_s", "events_per_s"}
@@ -72,7 +72,7 @@ def cases() -> dict[str, Callable[[], Any]]:
     for p in kvsim.policy_names():
         if p in ("duplicate", "speculative", "tailx"):
             continue
-        out[f"core/{p}"] = lambda p=p: _res(wl.replay(p))
+        out[f"core/{p}"] = functools.partial(lambda w, name: _res(w.replay(name)), wl, p)
     out["core/rein-params"] = lambda: _res(wl.replay("rein", {"k": 6, "range_factor": 2.0, "rate_step": 0.5}))
     out["core/rein-sbf-boost"] = lambda: _res(wl.replay("rein-sbf", {"boost_after_ms": 2.0}))
     out["core/rein-sds-records"] = lambda: _res(wl.replay("rein-sds", record_ops=True, warmup=0.0))
@@ -81,8 +81,11 @@ def cases() -> dict[str, Callable[[], Any]]:
     out["sized/round-robin"] = lambda: _res(kvsim.replay_sized(wl, "fifo"))
     out["sized/rein-rr"] = lambda: _res(kvsim.replay_sized(wl, "rein", {"k": 3}))
     for sel in ("random", "least-outstanding", "ds", "c3", "heron"):
-        out[f"sized/fifo-{sel}-sizes"] = lambda sel=sel: _res(
-            kvsim.replay_sized(swl, "fifo", replica=sel, sizes=sizes, thr_l_bytes=thr, seed=2, demand=demand)
+        out[f"sized/fifo-{sel}-sizes"] = functools.partial(
+            lambda s: _res(
+                kvsim.replay_sized(swl, "fifo", replica=s, sizes=sizes, thr_l_bytes=thr, seed=2, demand=demand)
+            ),
+            sel,
         )
     out["sized/rein-ds-params"] = lambda: _res(
         kvsim.replay_sized(swl, "rein", {"k": 5}, replica="ds", replica_params={"update_ms": 10.0}, sizes=sizes,
@@ -119,11 +122,17 @@ def cases() -> dict[str, Callable[[], Any]]:
     for pol, params in (("batching", None), ("chisel", None), ("chisel", {"split_keys": 25, "merge": 2}),
                         ("chisel", {"split_chunks": 4, "merge": 3, "elephant_threshold": 20})):
         key = f"memcached/{pol}-{json.dumps(params, sort_keys=True)}"
-        out[key] = lambda pol=pol, params=params: _mc(
-            chisel.replay_memcached(msizes, marr, policy=pol, params=params, setup_us=10.0, service_cv=0.3, seed=4)
+        out[key] = functools.partial(
+            lambda po, pa: _mc(
+                chisel.replay_memcached(msizes, marr, policy=po, params=pa, setup_us=10.0, service_cv=0.3, seed=4)
+            ),
+            pol,
+            params,
         )
-        out[key + "-summary"] = lambda pol=pol, params=params: _clean(
-            chisel.simulate_memcached_summary(msizes, marr, pol, params, servers=3, seed=2)
+        out[key + "-summary"] = functools.partial(
+            lambda po, pa: _clean(chisel.simulate_memcached_summary(msizes, marr, po, pa, servers=3, seed=2)),
+            pol,
+            params,
         )
     out["catalogue/policies"] = lambda: {p: kvsim.policy_defaults(p) for p in kvsim.policy_names()}
     out["catalogue/replicas"] = lambda: {r: kvsim.replica_defaults(r) for r in kvsim.replica_names()}
@@ -141,7 +150,7 @@ def main() -> None:
     for name, fn in cases().items():
         try:
             res[name] = fn()
-        except Exception as exc:  # noqa: BLE001 - a golden records the failure too
+        except Exception as exc:  # a golden records the failure too
             res[name] = {"error": f"{type(exc).__name__}: {exc}"}
     json.dump(res, sys.stdout, indent=1, default=float)  # key order kept: it is part of the output
     print()
