@@ -231,7 +231,7 @@ fn event_loop<const EXT: bool, S: Scheduler, R: ReplicaSelector>(
         let i = reps.iter().position(|&x| x == s).unwrap_or(0);
         reps[(i + 1) % reps.len()]
     };
-    // Issue 4 state, allocated only for selectors that use it.
+    // Replica-selection state, allocated only for selectors that use it.
     let plain = !EXT || rc.selector.is_round_robin();
     let fb_on = EXT && selector.wants_feedback();
     let tailx_on = EXT && tailx.is_some();

@@ -1,7 +1,7 @@
 //! `duplicate` (Rein §5.1 baseline): every opset is sent to two replicas — the one the replica selector picks
 //! and the next replica of its group — and each op's first answer wins. The loser is **not cancelled**: it stays
 //! queued and is served, consuming capacity (the baseline Rein measured; "it simply doubles the load").
-//! Servers serve FIFO. The copies are made by the engine (`engine::run_with`); this file is the policy's
+//! Servers serve FIFO. The copies are made by the engine (`engine.rs`); this file is the policy's
 //! configuration and queue discipline.
 use super::queues::FifoQueues;
 use super::{PolicyImpl, QItem, Scheduler, Tag, TagCtx};

@@ -277,7 +277,7 @@ pub trait Scheduler {
     fn enqueue(&mut self, server: usize, item: QItem);
     /// Server side: the next op for a free slot of `server`, if any is waiting.
     fn pick(&mut self, server: usize, now: u64) -> Option<QItem>;
-    /// Feedback hook: an op finished at `server` (no policy of the core issue needs it).
+    /// Feedback hook: an op finished at `server` (unused by the current policies).
     fn on_done(&mut self, _server: usize, _op: u32, _now: u64) {}
     /// Coordinator side: how long the client procrastinates an opset with this tag before sending it (TailX's
     /// delay queue); 0 = sent at once (every policy but tailx).
