@@ -80,7 +80,7 @@ def test_parameter_errors_name_the_valid_parameters() -> None:
     with pytest.raises(kvsim.ParameterError, match=r"unknown parameter 'x' for replica selector 'ds': valid update_ms"):
         kvsim.replay(wl, kvsim.ReplayConfig(replica="ds", replica_params={"x": 1}))
     with pytest.raises(kvsim.ParameterError, match="'policy'"):
-        kvsim.replay(wl, kvsim.ReplayConfig(policy="lifo"))
+        kvsim.replay(wl, kvsim.ReplayConfig(policy="no-such-policy"))
     with pytest.raises(kvsim.ParameterError, match=r"'K' for policy 'rein': valid k \(integer"):
         kvsim.policy_spec("rein").param("K")
 

@@ -121,6 +121,6 @@ fn unknown_parameter_message_lists_the_valid_ones() {
     );
     let e = PolicyConfig::build("fifo", &[("k".into(), 4.0)]).unwrap_err().to_string();
     assert_eq!(e, "unknown parameter 'k' for policy 'fifo': valid none (it has no parameters)");
-    let e = PolicyConfig::from_name("lifo").unwrap_err().to_string();
+    let e = PolicyConfig::from_name("no-such-policy").unwrap_err().to_string();
     assert!(e.contains("'policy'") && e.contains("rein-sbf"), "{e}");
 }
