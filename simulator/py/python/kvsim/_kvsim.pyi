@@ -4,7 +4,7 @@ Arrays go in as contiguous numpy arrays of the stated dtype and come back as byt
 package wraps with `numpy.frombuffer`.
 """
 
-from typing import Protocol, TypedDict
+from typing import Protocol, Self, TypedDict, final
 
 import numpy as np
 import numpy.typing as npt
@@ -28,9 +28,10 @@ def tokens_from_ids(ids: npt.NDArray[np.uint64]) -> bytes:
 def tokens_from_strings(keys: list[str]) -> bytes:
     """int64 ring tokens of string keys (Murmur3 of their UTF-8 bytes)."""
 
+@final
 class Cluster:
-    def __init__(
-        self,
+    def __new__(
+        cls,
         servers: int,
         slots: int,
         replication: int,
@@ -38,7 +39,7 @@ class Cluster:
         service_rate: float,
         net_latency_ns: int,
         clients: int,
-    ) -> None: ...
+    ) -> Self: ...
     @property
     def groups(self) -> int: ...
     def replica_table(self) -> bytes:
@@ -60,9 +61,10 @@ class WorkloadArrays(TypedDict):
     op_input: bytes
     replicas: bytes
 
+@final
 class Workload:
-    def __init__(
-        self,
+    def __new__(
+        cls,
         cluster: Cluster,
         offsets: npt.NDArray[np.int64],
         tokens: npt.NDArray[np.int64],
@@ -74,7 +76,7 @@ class Workload:
         seed: int = 0,
         demand_dist: str = "exponential",
         demand_sigma: float = 1.0,
-    ) -> None: ...
+    ) -> Self: ...
     @property
     def requests(self) -> int: ...
     @property
