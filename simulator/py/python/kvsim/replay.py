@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -30,6 +30,8 @@ from kvsim.types import (
 )
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+
     from kvsim._kvsim import RawResult
 
 __all__ = [
@@ -411,7 +413,7 @@ class Result:
             out["closed"] = _json(self.closed)
         return out
 
-    def records_table(self) -> Any:  # a pyarrow.Table (pyarrow is untyped)
+    def records_table(self) -> pa.Table:
         """Per-op records as a pyarrow Table (requires record_ops=True)."""
         import pyarrow as pa
 
