@@ -1,15 +1,15 @@
-"""Simulator speed: events/s per policy on the fork-join model of issue 3, ratio to the Python reference.
+"""Simulator speed: events/s per policy on the fork-join model of the core simulator, ratio to the Python reference.
 
 Model: 128 servers × 8 slots, RF 3, 3750 ops/s per slot, 50 µs, lognormal(2.5, 1.25) multiget sizes
 (rounded up, ≥ 1), uniform keys over 1 M ids, Poisson arrivals at 75% load.
 Run: PYTHONPATH=. .venv/bin/python bench/sim_speed.py
 
-`--replica c3,ds,heron` (issue 4's goal: size-aware policies and replica selection ≥ 6 M events/s) also replays
-each selector under `--replica-policies` on the same model twice: with one value size (`uniform`, what issue 4's
-speed table measured) and with a size mix (`mix`: keys with id mod round(1/`--large-share`) = 0 hold 512 KiB
+`--replica c3,ds,heron` (the goal: size-aware policies and replica selection ≥ 6 M events/s) also replays
+each selector under `--replica-policies` on the same model twice: with one value size (`uniform`, what the replica
+selection speed table measured) and with a size mix (`mix`: keys with id mod round(1/`--large-share`) = 0 hold 512 KiB
 values, the rest 1 KiB; default demand model, Bloom-filter size estimates, Rein's size-aware opset cost). A
 selector may carry parameters: `heron:busy_capacity=8` (`name[:param=value[/param=value]]`). `round-robin` in
-the list measures the size-aware demand path alone (`replay_sized` with sizes, no selector feedback). Events
+the list measures the size-aware demand path alone (sizes, no selector feedback). Events
 include held opsets' retries. Héron's literal busy rule (capacity 1) is unstable with the 10% mix (a backlog of
 ~258k held opsets at 100k requests; retries visit only the groups of servers that turned available, ~0.8 s);
 `heron:busy_capacity=8` is the stable variant.
@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Mapping
 
 import kvsim
 import numpy as np
@@ -55,6 +56,38 @@ def make_mix(
     return wl, values
 
 
+def replay(
+    wl: kvsim.Workload,
+    policy: str,
+    *,
+    replica: str | None = None,
+    replica_params: Mapping[str, float] | None = None,
+    sizes: npt.NDArray[np.float64] | None = None,
+    thr_l_bytes: float | None = None,
+) -> tuple[kvsim.Result, int, bool]:
+    """(result, held opsets, unstable) through `kvsim.replay`, or through the earlier fronts when the module
+    predates it (so that sim_speed_ab.sh can compare with such revisions)."""
+    if hasattr(kvsim, "replay") and hasattr(kvsim, "ReplayConfig"):
+        cfg = kvsim.ReplayConfig(
+            policy=policy,
+            replica=replica,
+            replica_params=dict(replica_params or {}),
+            sizes=sizes,
+            thr_l_bytes=thr_l_bytes,
+            size_aware_cost=sizes is not None,
+        )
+        r = kvsim.replay(wl, cfg)
+        held = r.held
+        return r, 0 if held is None else held["opsets"], False if held is None else held["unstable"]
+    if replica is None:
+        return wl.replay(policy), 0, False
+    s = kvsim.replay_sized(
+        wl, policy, replica=replica, replica_params=replica_params, sizes=sizes, thr_l_bytes=thr_l_bytes,
+        size_aware_cost=sizes is not None,
+    )
+    return s.result, int(s.held["opsets"]), bool(s.held["unstable"])
+
+
 def parse_selector(spec: str) -> tuple[str, dict[str, float]]:
     """`name[:param=value[/param=value]]` → (name, params)."""
     name, _, rest = spec.partition(":")
@@ -81,28 +114,20 @@ def replica_speed(args: argparse.Namespace, cluster: kvsim.Cluster) -> None:
         name, params = parse_selector(spec)
         for policy in args.replica_policies.split(","):
             for label in args.values.split(","):
-                best: kvsim.SizedResult | None = None
+                best: tuple[kvsim.Result, int, bool] | None = None
                 for _ in range(args.repeat):
                     if label == "uniform":
-                        r = kvsim.replay_sized(uniform, policy, replica=name, replica_params=params)
+                        r = replay(uniform, policy, replica=name, replica_params=params)
                     else:
-                        r = kvsim.replay_sized(
-                            mix,
-                            policy,
-                            replica=name,
-                            replica_params=params,
-                            sizes=values,
-                            thr_l_bytes=thr,
-                            size_aware_cost=True,
-                        )
-                    if best is None or r.result.sim_wall_s < best.result.sim_wall_s:
+                        r = replay(mix, policy, replica=name, replica_params=params, sizes=values, thr_l_bytes=thr)
+                    if best is None or r[0].sim_wall_s < best[0].sim_wall_s:
                         best = r
                 assert best is not None
-                res = best.result
+                res, held, unstable = best
                 print(
                     f"{spec:25s} {policy:8s} {label:7s} {res.sim_wall_s:7.3f} {res.events:9d} "
                     f"{res.events_per_s / 1e6:7.2f} {res.p99_ms:8.2f}  {res.steady_state!s:6s} "
-                    f"{best.held['opsets']:5d}  {best.held['unstable']}"
+                    f"{held:5d}  {unstable}"
                 )
 
 
@@ -145,7 +170,7 @@ def core_speed(args: argparse.Namespace, cluster: kvsim.Cluster) -> None:
     for policy in kvsim.policy_names():
         best = None
         for _ in range(args.repeat):
-            r = wl.replay(policy)
+            r = replay(wl, policy)[0]
             if best is None or r.sim_wall_s < best.sim_wall_s:
                 best = r
         assert best is not None
@@ -157,7 +182,7 @@ def core_speed(args: argparse.Namespace, cluster: kvsim.Cluster) -> None:
     small = make(cluster, args.python_requests, 2)
     arrays = small.arrays()
     for policy in ("fifo", "rein"):
-        rust = min((small.replay(policy) for _ in range(args.repeat)), key=lambda r: r.sim_wall_s)
+        rust = min((replay(small, policy)[0] for _ in range(args.repeat)), key=lambda r: r.sim_wall_s)
         t = time.perf_counter()
         reference_latencies(arrays, servers=128, slots=8, clients=128, net_latency_ns=50_000, policy=policy)
         py = time.perf_counter() - t

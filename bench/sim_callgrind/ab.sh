@@ -4,7 +4,9 @@
 # each version, the least and the median over the rounds of the driver's best-of-3, and the least's change against
 # the first version (lower is better).
 # Usage: bash bench/sim_callgrind/ab.sh ROUNDS SELECTORS "SHARES" POLICIES CORE_DIR [CORE_DIR ...]
-#   e.g. git archive HEAD~3 simulator/core | tar -x -C /tmp/ref
+#   e.g. git archive HEAD~3 simulator/core bench/sim_callgrind | tar -x -C /tmp/ref
+# Each core is driven by the driver that came with it (CORE_DIR/../../bench/sim_callgrind when present), as in
+# checksums.sh.
 #        bash bench/sim_callgrind/ab.sh 4 ds,c3 "0 0.1" fifo,rein /tmp/ref/simulator/core simulator/core
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -17,7 +19,9 @@ for core in "$@"; do
             s/license.workspace = true/license = "Apache-2.0"/' "$core/Cargo.toml"
   fi
   # builds the driver against that core and finds its binary
-  SIM_CALLGRIND_WALL=1 bash "$here/run.sh" 10 fifo "$core" round-robin 0 >/dev/null
+  src="$here"
+  if [[ -f "$core/../../bench/sim_callgrind/src/main.rs" ]]; then src="$(cd "$core/../../bench/sim_callgrind" && pwd)"; fi
+  SIM_CALLGRIND_SRC="$src" SIM_CALLGRIND_WALL=1 bash "$here/run.sh" 10 fifo "$core" round-robin 0 >/dev/null
   bins+=("${TMPDIR:-/tmp}/sim-callgrind-$(cd "$core" && pwd | md5sum | cut -c1-8)/target/release/sim-callgrind")
 done
 out="$(mktemp)"

@@ -97,7 +97,7 @@ def test_bad_model_parameters_are_named() -> None:
         slow = kvsim.Slowdown(interval_ms=1.0, fraction=0.5, factor=2.0, duration_ms=2.0)
         kvsim.ServerModel(slowdown=slow).capacity_factor(2)
     with pytest.raises(kvsim.ParameterError, match="threads"):
-        kvsim.ClosedLoop(threads=0).kwargs()
+        kvsim.ClosedLoop(threads=0).native()
     with pytest.raises(kvsim.ParameterError, match="write_fraction"):
         kvsim.write_flags(3, write_fraction=1.5)
 

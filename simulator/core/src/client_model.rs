@@ -1,4 +1,4 @@
-//! Closed-loop clients (issue 4): N client threads, each issuing its next request when its previous one completed
+//! Closed-loop clients: N client threads, each issuing its next request when its previous one completed
 //! (the last response reached the client) plus a think time — the YCSB clients of the papers' testbeds.
 //!
 //! Requests keep the workload's order; request r goes to the thread that becomes free first (ties: the thread that

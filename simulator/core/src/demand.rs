@@ -1,4 +1,4 @@
-//! Size-aware service demand (issue 4): per-op mean demand = t0 + value_size / bandwidth, and the distribution
+//! Size-aware service demand: per-op mean demand = t0 + value_size / bandwidth, and the distribution
 //! the actual demand is drawn from around that mean.
 //!
 //! Defaults are relative to the cluster's service rate so that they behave at any speed: a 1 KB value costs the
@@ -51,7 +51,7 @@ impl DemandModel {
 /// Distribution of an op's demand around its mean.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub enum DemandDist {
-    /// Exponential (the core issue's model; the default).
+    /// Exponential (the default).
     #[default]
     Exponential,
     /// Exactly the mean (no service-time noise).
@@ -85,8 +85,8 @@ impl DemandDist {
         }
     }
 
-    /// One demand (s) with the given mean. Exponential draws exactly as the core issue did (`Rng::exp`), so
-    /// the default keeps every earlier result bit for bit; deterministic draws nothing.
+    /// One demand (s) with the given mean. Exponential draws with `Rng::exp` (as [`Workload::materialize`](crate::Workload::materialize) does);
+    /// deterministic draws nothing.
     #[inline]
     pub fn sample(&self, rng: &mut Rng, mean: f64) -> f64 {
         match *self {

@@ -1,4 +1,5 @@
-//! Errors of the simulator core: a bad parameter (named, with its valid range) or bad input data.
+//! Errors of the simulator core: a bad parameter (named, with its valid range), an unknown parameter (with the
+//! valid ones) or bad input data.
 use std::fmt;
 
 /// Everything that can go wrong before or during a replay. The engine itself never fails once validated.
@@ -6,6 +7,8 @@ use std::fmt;
 pub enum SimError {
     /// A parameter is out of range: `name`, the offending value and a description of the valid range.
     BadParam { name: String, value: String, valid: String },
+    /// `owner` (e.g. `policy 'rein'`) has no parameter `name`; `valid` lists its parameters with their ranges.
+    UnknownParam { owner: String, name: String, valid: String },
     /// The workload arrays are inconsistent (lengths, ordering, ...).
     BadInput(String),
 }
@@ -25,6 +28,9 @@ impl fmt::Display for SimError {
         match self {
             SimError::BadParam { name, value, valid } => {
                 write!(f, "parameter '{name}' = {value} is out of range: valid {valid}")
+            }
+            SimError::UnknownParam { owner, name, valid } => {
+                write!(f, "unknown parameter '{name}' for {owner}: valid {valid}")
             }
             SimError::BadInput(msg) => write!(f, "bad workload input: {msg}"),
         }

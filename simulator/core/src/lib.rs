@@ -4,7 +4,10 @@
 //!
 //! - [`cluster`]: servers × slots, Murmur3 token ring with RF consecutive replicas, network latency, clients.
 //! - [`workload`]: arrivals, opsets and per-op demands materialized from a seed before the replay.
-//! - [`engine`]: the event core; [`policy`]: scheduling policies (one file each); [`replica`]: replica selection.
+//! - [`replay`] (one entry point) with a [`ReplayConfig`], returning a [`RunResult`].
+//! - [`engine`]: the event core; [`policy`]: scheduling policies (one file each, one registry row each);
+//!   [`replica`]: replica selection (likewise); [`params`]: their declared parameters.
+//! - [`memcached`]: the memcached deployment kind (Chisel), a separate engine.
 
 /// Version of the simulator model (bumped when results for the same inputs change).
 pub const MODEL_VERSION: u32 = 1;
@@ -12,16 +15,18 @@ pub const MODEL_VERSION: u32 = 1;
 pub mod bloom;
 pub mod client_model;
 pub mod cluster;
+pub mod config;
 pub mod demand;
 pub mod engine;
 pub mod error;
 pub mod hash;
 pub mod held;
+pub mod params;
 pub mod policy;
 pub mod prefetch;
 pub mod replica;
+pub mod result;
 pub mod rng;
-pub mod run_ext;
 pub mod runs;
 pub mod server_model;
 pub mod stats;
@@ -31,7 +36,11 @@ pub mod workload;
 pub mod memcached;
 
 pub use cluster::{Cluster, ClusterConfig};
-pub use engine::{run, OpRecords, RunOptions, RunResult};
+pub use config::{ClientModel, ReplayConfig, SizeClasses};
+pub use engine::replay;
 pub use error::SimError;
-pub use policy::{PolicyConfig, POLICY_NAMES};
+pub use params::{ParamSpec, Params, Search};
+pub use policy::{PolicyConfig, POLICIES, POLICY_NAMES};
+pub use replica::{SelectorConfig, REPLICA_NAMES, SELECTORS};
+pub use result::{CopyStats, HeldStats, OpRecords, RunResult, WriteStats};
 pub use workload::{Arrivals, Workload, WorkloadSpec};

@@ -1,17 +1,19 @@
-//! Replica selection — a seam separate from the server queue discipline. The core issue only needs round-robin
-//! (Rein §5.3); C3, dynamic snitching and Héron plug in here later via `on_response` feedback.
-
-// Issue 4: one selector per file; the configuration (enum dispatch) is in `replica/config.rs`.
-pub mod c3;
-pub mod config;
-pub mod dynamic_snitch;
+//! Replica selection — a seam separate from the server queue discipline: round-robin (Rein §5.3), random,
+//! least-outstanding, dynamic snitching, C3 and Héron, the last four fed by per-op response feedback.
+//!
+//! One selector per file. **The registry** ([`selectors!`] below) is the one list of selectors: each row names
+//! the selector's file, its name, its config and selector types, and the event loop it runs. From it come
+//! [`SelectorConfig`] (config by name, parameters), [`Selector`] (enum dispatch), [`REPLICA_NAMES`],
+//! [`SELECTORS`] (the catalogue with every parameter's default, valid range and search range) and
+//! [`Selector::visit`]: `fast` selectors get an event loop monomorphized for their type (their feedback calls
+//! inline into it); `generic` ones run over the `Selector` enum, for the reason given.
 pub mod feedback;
-pub mod heron;
-pub mod least_outstanding;
-pub mod random;
 
-pub use config::{SelectorConfig, SelectorEnv, REPLICA_NAMES};
 pub use feedback::{Feedback, SelectCtx};
+
+use crate::error::SimError;
+use crate::params::{ParamSpec, Params};
+use crate::policy::Loop;
 
 /// Chooses one replica of a replica group for an opset.
 pub trait ReplicaSelector {
@@ -74,108 +76,256 @@ pub enum HeldRetry {
     Freed,
 }
 
-/// Replica selection strategies (enum dispatch).
-#[derive(Debug, Clone)]
-pub enum Selector {
-    RoundRobin(RoundRobin),
-    Random(random::RandomSel),
-    LeastOutstanding(least_outstanding::LeastOutstanding),
-    Ds(dynamic_snitch::DynamicSnitch),
-    C3(c3::C3),
-    Heron(heron::Heron),
+
+/// What the selectors need to know about the run.
+#[derive(Debug, Clone, Copy)]
+pub struct SelectorEnv {
+    pub clients: usize,
+    pub groups: usize,
+    pub rf: usize,
+    pub servers: usize,
+    pub slots: u32,
+    /// Mean op demand of the workload, ns (C3's time constants are multiples of it).
+    pub mean_service_ns: f64,
+    pub net_latency_ns: u64,
+    pub seed: u64,
 }
 
-macro_rules! sel_dispatch {
-    ($self:ident, $s:ident => $e:expr) => {
-        match $self {
-            Selector::RoundRobin($s) => $e,
-            Selector::Random($s) => $e,
-            Selector::LeastOutstanding($s) => $e,
-            Selector::Ds($s) => $e,
-            Selector::C3($s) => $e,
-            Selector::Heron($s) => $e,
+/// A replica selector: its configuration type and how it is built for one replay.
+pub trait SelectorImpl: ReplicaSelector + Sized {
+    type Config: Params;
+    fn build(cfg: &Self::Config, env: &SelectorEnv) -> Self;
+}
+
+/// Receives the selector of a replay from [`Selector::visit`].
+pub trait SelectorVisitor {
+    type Output;
+    /// A selector whose row says `fast`, as its own type.
+    fn fast<R: ReplicaSelector>(self, sel: R) -> Self::Output;
+    /// A selector whose row says `generic`, as the enum.
+    fn generic(self, sel: Selector) -> Self::Output;
+}
+
+/// One registry row: the selector's name, its event loop and its parameters.
+#[derive(Debug, Clone, Copy)]
+pub struct SelectorEntry {
+    pub name: &'static str,
+    pub event_loop: Loop,
+    pub params: &'static [ParamSpec],
+    /// What the parameters belong to in messages (`replica selector 'ds'`).
+    pub owner: &'static str,
+}
+
+macro_rules! selectors {
+    ($( $module:ident : $name:literal => $variant:ident ( $config:ident , $sel:ident ) $lp:ident $( ( $why:literal ) )? ; )*) => {
+        $( pub mod $module; )*
+        $( pub use $module::{$config, $sel}; )*
+
+        /// Configuration of a replica selector, with its validated parameters.
+        #[derive(Debug, Clone, PartialEq)]
+        pub enum SelectorConfig {
+            $( $variant($config), )*
+        }
+
+        /// Replica selection strategies (enum dispatch).
+        #[derive(Debug, Clone)]
+        pub enum Selector {
+            $( $variant($sel), )*
+        }
+
+        /// Selector names accepted by [`SelectorConfig::from_name`], in registry order.
+        pub const REPLICA_NAMES: &[&str] = &[ $( $name, )* ];
+
+        /// The registry: every selector with its event loop and parameters.
+        pub const SELECTORS: &[SelectorEntry] = &[
+            $( SelectorEntry {
+                name: $name,
+                event_loop: selectors!(@loop $lp $($why)?),
+                params: <$config as Params>::SPECS,
+                owner: <$config as Params>::OWNER,
+            }, )*
+        ];
+
+        impl SelectorConfig {
+            pub fn from_name(name: &str) -> Result<SelectorConfig, SimError> {
+                match name {
+                    $( $name => Ok(SelectorConfig::$variant(<$config>::default())), )*
+                    other => Err(SimError::param("replica", other, &format!("one of {REPLICA_NAMES:?}"))),
+                }
+            }
+
+            pub fn name(&self) -> &'static str {
+                match self {
+                    $( SelectorConfig::$variant(_) => $name, )*
+                }
+            }
+
+            pub fn set(&mut self, name: &str, v: f64) -> Result<(), SimError> {
+                match self {
+                    $( SelectorConfig::$variant(c) => c.set(name, v), )*
+                }
+            }
+
+            pub fn validate(&self) -> Result<(), SimError> {
+                match self {
+                    $( SelectorConfig::$variant(c) => c.validate(), )*
+                }
+            }
+
+            /// Every parameter with the value in use.
+            pub fn params(&self) -> Vec<(&'static str, f64)> {
+                match self {
+                    $( SelectorConfig::$variant(c) => c.params(), )*
+                }
+            }
+
+            /// The selector's registry row.
+            pub fn entry(&self) -> &'static SelectorEntry {
+                let name = self.name();
+                SELECTORS.iter().find(|e| e.name == name).expect("every config has a registry row")
+            }
+
+            pub fn instantiate(&self, env: &SelectorEnv) -> Selector {
+                match self {
+                    $( SelectorConfig::$variant(c) => Selector::$variant(<$sel as SelectorImpl>::build(c, env)), )*
+                }
+            }
+        }
+
+        impl Selector {
+            /// Hands the selector to `v`: as its own type when the registry row says `fast`, as this enum when it
+            /// says `generic`.
+            #[inline]
+            pub fn visit<V: SelectorVisitor>(self, v: V) -> V::Output {
+                match self {
+                    $( selectors!(@pat $lp s $variant) => selectors!(@visit $lp v s), )*
+                }
+            }
+        }
+
+        impl ReplicaSelector for Selector {
+            #[inline]
+            fn select(&mut self, client: u32, group: u32, replicas: &[u32], outstanding: &[u32]) -> u32 {
+                match self { $( Selector::$variant(s) => s.select(client, group, replicas, outstanding), )* }
+            }
+            #[inline]
+            fn choose(&mut self, ctx: &SelectCtx<'_>) -> Option<u32> {
+                match self { $( Selector::$variant(s) => s.choose(ctx), )* }
+            }
+            #[inline]
+            fn on_response(&mut self, client: u32, server: u32, now: u64) {
+                match self { $( Selector::$variant(s) => s.on_response(client, server, now), )* }
+            }
+            #[inline]
+            fn wants_feedback(&self) -> bool {
+                match self { $( Selector::$variant(s) => s.wants_feedback(), )* }
+            }
+            #[inline]
+            fn on_op_response(&mut self, fb: &Feedback) {
+                match self { $( Selector::$variant(s) => s.on_op_response(fb), )* }
+            }
+            #[inline]
+            fn wakeup(&self, now: u64) -> Option<u64> {
+                match self { $( Selector::$variant(s) => s.wakeup(now), )* }
+            }
+            #[inline]
+            fn held_retry(&mut self, now: u64, freed: &mut Vec<u32>) -> HeldRetry {
+                match self { $( Selector::$variant(s) => s.held_retry(now, freed), )* }
+            }
+            #[inline]
+            fn may_place_in(&self, replicas: &[u32]) -> bool {
+                match self { $( Selector::$variant(s) => s.may_place_in(replicas), )* }
+            }
+            #[inline]
+            fn prefetch_choice(&self, now: u64, client: u32, group: u32, replicas: &[u32]) {
+                match self { $( Selector::$variant(s) => s.prefetch_choice(now, client, group, replicas), )* }
+            }
         }
     };
+    (@loop fast) => { Loop::Fast };
+    (@loop generic $why:literal) => { Loop::Generic($why) };
+    (@pat fast $s:ident $variant:ident) => { Selector::$variant($s) };
+    (@pat generic $s:ident $variant:ident) => { $s @ Selector::$variant(_) };
+    (@visit fast $v:ident $s:ident) => { $v.fast($s) };
+    (@visit generic $v:ident $s:ident) => { $v.generic($s) };
 }
 
-impl ReplicaSelector for Selector {
-    #[inline]
-    fn select(&mut self, client: u32, group: u32, replicas: &[u32], outstanding: &[u32]) -> u32 {
-        sel_dispatch!(self, s => s.select(client, group, replicas, outstanding))
-    }
-    #[inline]
-    fn choose(&mut self, ctx: &SelectCtx<'_>) -> Option<u32> {
-        sel_dispatch!(self, s => s.choose(ctx))
-    }
-    #[inline]
-    fn on_response(&mut self, client: u32, server: u32, now: u64) {
-        sel_dispatch!(self, s => s.on_response(client, server, now))
-    }
-    #[inline]
-    fn wants_feedback(&self) -> bool {
-        sel_dispatch!(self, s => s.wants_feedback())
-    }
-    #[inline]
-    fn on_op_response(&mut self, fb: &Feedback) {
-        sel_dispatch!(self, s => s.on_op_response(fb))
-    }
-    #[inline]
-    fn wakeup(&self, now: u64) -> Option<u64> {
-        sel_dispatch!(self, s => s.wakeup(now))
-    }
-    #[inline]
-    fn held_retry(&mut self, now: u64, freed: &mut Vec<u32>) -> HeldRetry {
-        sel_dispatch!(self, s => s.held_retry(now, freed))
-    }
-    #[inline]
-    fn may_place_in(&self, replicas: &[u32]) -> bool {
-        sel_dispatch!(self, s => s.may_place_in(replicas))
-    }
-    #[inline]
-    fn prefetch_choice(&self, now: u64, client: u32, group: u32, replicas: &[u32]) {
-        sel_dispatch!(self, s => s.prefetch_choice(now, client, group, replicas))
+// The registry. Columns: file (module), name, enum variant (config type, selector type), event loop.
+selectors! {
+    round_robin:       "round-robin"       => RoundRobin       (RoundRobinConfig,       RoundRobin)       generic("no feedback to inline");
+    random:            "random"            => Random           (RandomConfig,           RandomSel)        generic("no feedback to inline");
+    least_outstanding: "least-outstanding" => LeastOutstanding (LeastOutstandingConfig, LeastOutstanding) fast;
+    dynamic_snitch:    "ds"                => Ds               (DsConfig,               DynamicSnitch)    fast;
+    c3:                "c3"                => C3               (C3Config,               C3)               fast;
+    heron:             "heron"             => Heron            (HeronConfig,            Heron)            fast;
+}
+
+impl Default for SelectorConfig {
+    /// Round-robin, the core model's selector.
+    fn default() -> Self {
+        SelectorConfig::RoundRobin(RoundRobinConfig::default())
     }
 }
 
-/// Every client rotates over each group's replicas, one step per opset; client c starts at replica c mod RF.
-#[derive(Debug, Clone)]
-pub struct RoundRobin {
-    next: Vec<u8>,
-    groups: usize,
-}
-
-impl RoundRobin {
-    pub fn new(clients: usize, groups: usize, rf: usize) -> Self {
-        let mut next = vec![0u8; clients * groups];
-        for c in 0..clients {
-            next[c * groups..(c + 1) * groups].fill((c % rf) as u8);
+impl SelectorConfig {
+    /// Named selector with parameters applied.
+    pub fn build(name: &str, params: &[(String, f64)]) -> Result<SelectorConfig, SimError> {
+        let mut c = SelectorConfig::from_name(name)?;
+        for (k, v) in params {
+            c.set(k, *v)?;
         }
-        RoundRobin { next, groups }
+        Ok(c)
+    }
+
+    /// Needs the per-op large flags (Bloom filter answers and true sizes).
+    pub fn size_aware(&self) -> bool {
+        matches!(self, SelectorConfig::Heron(_))
+    }
+
+    /// Round-robin: the selector of the engine's plain loop.
+    pub fn is_round_robin(&self) -> bool {
+        matches!(self, SelectorConfig::RoundRobin(_))
     }
 }
 
-impl ReplicaSelector for RoundRobin {
-    #[inline]
-    fn select(&mut self, client: u32, group: u32, replicas: &[u32], _outstanding: &[u32]) -> u32 {
-        let i = client as usize * self.groups + group as usize;
-        let k = self.next[i] as usize;
-        self.next[i] = ((k + 1) % replicas.len()) as u8;
-        replicas[k]
+impl SelectorImpl for RoundRobin {
+    type Config = RoundRobinConfig;
+    fn build(_cfg: &RoundRobinConfig, env: &SelectorEnv) -> Self {
+        RoundRobin::new(env.clients, env.groups, env.rf)
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+impl SelectorImpl for RandomSel {
+    type Config = RandomConfig;
+    fn build(_cfg: &RandomConfig, env: &SelectorEnv) -> Self {
+        RandomSel::new(env.seed)
+    }
+}
 
-    #[test]
-    fn round_robin_rotates_per_client_and_group() {
-        let mut rr = RoundRobin::new(2, 2, 3);
-        let reps = [7, 8, 9];
-        let c0: Vec<u32> = (0..4).map(|_| rr.select(0, 0, &reps, &[])).collect();
-        assert_eq!(c0, vec![7, 8, 9, 7]);
-        let c1: Vec<u32> = (0..2).map(|_| rr.select(1, 0, &reps, &[])).collect();
-        assert_eq!(c1, vec![8, 9]);
-        assert_eq!(rr.select(0, 1, &reps, &[]), 7);
+impl SelectorImpl for LeastOutstanding {
+    type Config = LeastOutstandingConfig;
+    fn build(cfg: &LeastOutstandingConfig, env: &SelectorEnv) -> Self {
+        LeastOutstanding::new(cfg.global > 0.0, env.clients, env.servers, env.seed)
+    }
+}
+
+impl SelectorImpl for DynamicSnitch {
+    type Config = DsConfig;
+    fn build(cfg: &DsConfig, env: &SelectorEnv) -> Self {
+        DynamicSnitch::new(cfg, env.clients, env.groups, env.servers)
+    }
+}
+
+impl SelectorImpl for C3 {
+    type Config = C3Config;
+    fn build(cfg: &C3Config, env: &SelectorEnv) -> Self {
+        C3::new(cfg, env.clients, env.servers, env.slots, env.mean_service_ns)
+    }
+}
+
+impl SelectorImpl for Heron {
+    type Config = HeronConfig;
+    fn build(cfg: &HeronConfig, env: &SelectorEnv) -> Self {
+        Heron::new(cfg, env.clients, env.servers, env.slots, env.mean_service_ns, env.net_latency_ns)
     }
 }

@@ -1,4 +1,4 @@
-//! Server heterogeneity and variability (issue 4): per-server speed factors and C3-style time-varying slowdowns.
+//! Server heterogeneity and variability: per-server speed factors and C3-style time-varying slowdowns.
 //!
 //! An op of demand `D` (ns of work at speed 1) started at `t` on server `s` is served at the server's speed,
 //! which is piecewise constant in time: `speed[s]`, divided by `factor` while the server is slowed. Its service

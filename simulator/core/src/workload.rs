@@ -89,8 +89,8 @@ impl Workload {
         Workload::materialize_with(cluster, spec, crate::demand::DemandDist::Exponential)
     }
 
-    /// As [`Workload::materialize`], drawing each op's demand from `dist` around its mean (issue 4;
-    /// exponential gives exactly `materialize`).
+    /// As [`Workload::materialize`], drawing each op's demand from `dist` around its mean
+    /// (exponential gives exactly `materialize`).
     pub fn materialize_with(
         cluster: &Cluster,
         spec: &WorkloadSpec,

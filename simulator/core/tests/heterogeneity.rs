@@ -1,14 +1,13 @@
-//! Server speeds and slowdowns, writes at every replica, closed-loop clients (issue 4): hand-worked schedules
+//! Server speeds and slowdowns, writes at every replica, closed-loop clients: hand-worked schedules
 //! replayed exactly, and randomized invariants combining them with every policy and selector.
 use kvsim_core::client_model::{ClosedLoop, ThinkDist};
-use kvsim_core::engine::run_with;
 use kvsim_core::hash::token_of_u64;
 use kvsim_core::replica::SelectorConfig;
 use kvsim_core::rng::Rng;
-use kvsim_core::run_ext::RunExt;
 use kvsim_core::server_model::{ServerModelConfig, Slowdown};
 use kvsim_core::{
-    Arrivals, Cluster, ClusterConfig, PolicyConfig, RunOptions, RunResult, Workload, WorkloadSpec,
+    replay, Arrivals, ClientModel, Cluster, ClusterConfig, PolicyConfig, ReplayConfig, RunResult, SizeClasses,
+    Workload, WorkloadSpec,
 };
 
 const US: u64 = 1_000;
@@ -27,23 +26,17 @@ fn cluster(servers: u32, replication: u32, slots: u32) -> Cluster {
     .unwrap()
 }
 
-fn opts() -> RunOptions {
-    RunOptions {
+/// `fifo`, round-robin replicas, no warm-up cut, per-op records.
+fn base() -> ReplayConfig {
+    ReplayConfig {
         warmup: 0.0,
         record_ops: true,
-        size_aware_cost: false,
+        ..ReplayConfig::default()
     }
 }
 
-fn run(c: &Cluster, wl: &Workload, ext: &RunExt) -> RunResult {
-    run_with(
-        c,
-        wl,
-        &PolicyConfig::build("fifo", &[]).unwrap(),
-        &opts(),
-        ext,
-    )
-    .unwrap()
+fn run(c: &Cluster, wl: &Workload, cfg: &ReplayConfig) -> RunResult {
+    replay(c, wl, cfg).unwrap()
 }
 
 #[test]
@@ -57,12 +50,12 @@ fn a_half_speed_server_takes_twice_the_demand() {
         ],
         1,
     );
-    let ext = RunExt {
+    let ext = ReplayConfig {
         servers: ServerModelConfig {
             speeds: vec![1.0, 0.5],
             slowdown: None,
         },
-        ..Default::default()
+        ..base()
     };
     let r = run(&c, &wl, &ext);
     // Request 0: server 0 ends at 1.05 ms, server 1 at 0.05 + 2 = 2.05 ms → latency 2.1 ms.
@@ -73,9 +66,9 @@ fn a_half_speed_server_takes_twice_the_demand() {
     assert_eq!(rec.end, vec![1_050 * US, 2_050 * US, 4_050 * US]);
     // Load counts busy time at the server's own speed: 1 ms and 4 ms over the 0.5 ms arrival span (1 slot each).
     assert_eq!(r.summary.server_load, vec![2.0, 8.0]);
-    assert_eq!(r.ext.served_ops, 3);
+    assert_eq!(r.served_ops, 3);
     // The same workload at full speed (plain loop): request 0 takes 1.1 ms.
-    let plain = run(&c, &wl, &RunExt::default());
+    let plain = run(&c, &wl, &base());
     assert_eq!(plain.latency_ns[0], 1_100 * US);
 }
 
@@ -88,7 +81,7 @@ fn a_slowdown_stretches_the_ops_it_overlaps() {
         &[(0, vec![(0, vec![MS])]), (9 * MS, vec![(0, vec![MS])])],
         1,
     );
-    let ext = RunExt {
+    let ext = ReplayConfig {
         servers: ServerModelConfig {
             speeds: vec![],
             slowdown: Some(Slowdown {
@@ -98,7 +91,7 @@ fn a_slowdown_stretches_the_ops_it_overlaps() {
                 duration_ns: MS,
             }),
         },
-        ..Default::default()
+        ..base()
     };
     let r = run(&c, &wl, &ext);
     let rec = r.records.as_ref().unwrap();
@@ -117,13 +110,13 @@ fn a_write_is_served_at_every_replica_and_answered_by_the_first() {
         &[(0, vec![(0, vec![MS])]), (100 * US, vec![(0, vec![MS])])],
         1,
     );
-    let ext = RunExt {
-        write: vec![true, false],
+    let ext = ReplayConfig {
+        writes: vec![true, false],
         servers: ServerModelConfig {
             speeds: vec![0.5, 1.0, 1.0],
             slowdown: None,
         },
-        ..Default::default()
+        ..base()
     };
     let r = run(&c, &wl, &ext);
     // The write reaches all three at 50 µs; servers 1 and 2 finish at 1.05 ms, server 0 at 2.05 ms. Consistency
@@ -131,7 +124,7 @@ fn a_write_is_served_at_every_replica_and_answered_by_the_first() {
     // at 0.15 ms, waits for the write's copy until 1.05, served until 2.05 → latency 2.1 − 0.1 = 2.0 ms.
     assert_eq!(r.latency_ns, vec![1_100 * US, 2_000 * US]);
     assert_eq!(
-        (r.ext.write_ops, r.ext.write_copy_ops, r.ext.served_ops),
+        (r.writes.ops, r.writes.copies, r.served_ops),
         (1, 2, 4)
     );
     // Busy time: server 0 2 ms (the write at half speed), server 1 2 ms, server 2 1 ms; span 0.1 ms.
@@ -146,13 +139,13 @@ fn a_write_is_served_at_every_replica_and_answered_by_the_first() {
     let reads = run(
         &c,
         &wl,
-        &RunExt {
-            write: vec![false, false],
+        &ReplayConfig {
+            writes: vec![false, false],
             ..ext.clone()
         },
     );
     assert_eq!(reads.latency_ns[1], 1_100 * US);
-    assert_eq!(reads.ext.write_copy_ops, 0);
+    assert_eq!(reads.writes.copies, 0);
 }
 
 #[test]
@@ -168,23 +161,23 @@ fn one_closed_loop_thread_with_fixed_think_time() {
         ],
         1,
     );
-    let ext = RunExt {
-        closed: Some(ClosedLoop {
+    let ext = ReplayConfig {
+        client: ClientModel::Closed(ClosedLoop {
             threads: 1,
             think_ns: 300 * US,
             think: ThinkDist::Fixed,
         }),
-        ..Default::default()
+        ..base()
     };
     let r = run(&c, &wl, &ext);
     // a0 = 0, latency 1.1 ms; a1 = 1.1 + 0.3 = 1.4 ms, latency 2.1; a2 = 3.5 + 0.3 = 3.8 ms, latency 3.1.
-    assert_eq!(r.ext.arrival_ns, vec![0, 1_400 * US, 3_800 * US]);
+    assert_eq!(r.arrival_ns, vec![0, 1_400 * US, 3_800 * US]);
     assert_eq!(r.latency_ns, vec![1_100 * US, 2_100 * US, 3_100 * US]);
     assert_eq!(
         r.records.as_ref().unwrap().start,
         vec![50 * US, 1_450 * US, 3_850 * US]
     );
-    assert_eq!(r.ext.makespan_ns, 6_900 * US);
+    assert_eq!(r.makespan_ns, 6_900 * US);
     // A closed loop's load is busy time over the makespan (6 ms of 6.9 ms), never the span of the issue times
     // (3.8 ms, which would read 1.58 — "overloaded" — for a server that idles 13% of the run).
     assert_eq!(r.summary.server_load, vec![(6 * MS) as f64 / (6_900 * US) as f64]);
@@ -198,12 +191,12 @@ fn one_closed_loop_thread_with_fixed_think_time() {
     let r = run(
         &c,
         &wl,
-        &RunExt {
-            closed: Some(two),
-            ..Default::default()
+        &ReplayConfig {
+            client: ClientModel::Closed(two),
+            ..base()
         },
     );
-    assert_eq!(r.ext.arrival_ns, vec![0, 0, 1_400 * US]);
+    assert_eq!(r.arrival_ns, vec![0, 0, 1_400 * US]);
     assert_eq!(r.latency_ns, vec![1_100 * US, 3_100 * US, 4_700 * US]);
     // Saturated from 50 µs to the end: busy 6 ms over the makespan 6.1 ms — under 1, as a closed loop must be.
     assert_eq!(r.summary.server_load, vec![(6 * MS) as f64 / (6_100 * US) as f64]);
@@ -289,32 +282,30 @@ fn every_copy_served_once_no_slot_double_booked_in_every_combination() {
         let policy = policies[(seed % policies.len() as u64) as usize];
         let selector = selectors[(seed / 2 % selectors.len() as u64) as usize];
         let large: Vec<bool> = (0..wl.ops()).map(|_| r.uniform() < 0.1).collect();
-        let ext = RunExt {
+        let cfg = ReplayConfig {
             selector: SelectorConfig::build(selector, &[]).unwrap(),
-            large_est: large.clone(),
-            large_true: large,
+            sizes: SizeClasses {
+                large_est: large.clone(),
+                large_true: large,
+            },
             seed,
             servers: ServerModelConfig { speeds, slowdown },
-            write: write.clone(),
-            closed: closed.clone(),
+            writes: write.clone(),
+            client: closed.clone().map_or(ClientModel::Open, ClientModel::Closed),
+            warmup: 0.0,
+            record_ops: true,
+            ..ReplayConfig::new(PolicyConfig::build(policy, &[]).unwrap())
         };
-        let res = run_with(
-            &c,
-            &wl,
-            &PolicyConfig::build(policy, &[]).unwrap(),
-            &opts(),
-            &ext,
-        )
-        .unwrap();
+        let res = run(&c, &wl, &cfg);
         let rf = c.config.replication as u64;
         let writes = write.iter().filter(|&&w| w).count() as u64;
         let ctx = format!("seed {seed} {policy} {selector}");
-        assert_eq!(res.ext.write_ops, writes, "{ctx}");
-        assert_eq!(res.ext.write_copy_ops, writes * (rf - 1), "{ctx}");
+        assert_eq!(res.writes.ops, writes, "{ctx}");
+        assert_eq!(res.writes.copies, writes * (rf - 1), "{ctx}");
         // Every original, every write copy and every read copy is served exactly once.
         assert_eq!(
-            res.ext.served_ops,
-            wl.ops() as u64 + res.ext.write_copy_ops + res.ext.copy_ops,
+            res.served_ops,
+            wl.ops() as u64 + res.writes.copies + res.copies.ops,
             "{ctx}"
         );
         // Originals: no slot runs two ops at once; each op runs at least its demand / fastest speed.
@@ -338,7 +329,7 @@ fn every_copy_served_once_no_slot_double_booked_in_every_combination() {
         assert!(res.latency_ns.iter().all(|&l| l >= 2 * d), "{ctx}");
         if let Some(cl) = &closed {
             // Never more requests in flight than threads.
-            let arr = &res.ext.arrival_ns;
+            let arr = &res.arrival_ns;
             assert_eq!(arr.len(), wl.requests(), "{ctx}");
             let mut ev: Vec<(u64, i32)> = Vec::new();
             for (q, &a) in arr.iter().enumerate() {
@@ -353,14 +344,7 @@ fn every_copy_served_once_no_slot_double_booked_in_every_combination() {
             }
         }
         // Deterministic.
-        let again = run_with(
-            &c,
-            &wl,
-            &PolicyConfig::build(policy, &[]).unwrap(),
-            &opts(),
-            &ext,
-        )
-        .unwrap();
+        let again = run(&c, &wl, &cfg);
         assert_eq!(res.latency_ns, again.latency_ns, "{ctx}");
     }
 }
@@ -370,8 +354,8 @@ fn uniform_extensions_equal_the_plain_loop() {
     // Speeds all 1, no writes, open loop: the plain loop runs; with a 1× "slowdown" (factor 1) too.
     for seed in 0..10u64 {
         let (c, wl) = random_case(seed);
-        let base = run(&c, &wl, &RunExt::default());
-        let ext = RunExt {
+        let plain = run(&c, &wl, &base());
+        let ext = ReplayConfig {
             servers: ServerModelConfig {
                 speeds: vec![1.0; c.config.servers as usize],
                 slowdown: Some(Slowdown {
@@ -381,20 +365,20 @@ fn uniform_extensions_equal_the_plain_loop() {
                     duration_ns: MS,
                 }),
             },
-            write: vec![false; wl.ops()],
-            ..Default::default()
+            writes: vec![false; wl.ops()],
+            ..base()
         };
         assert!(ext.plain_model());
-        assert_eq!(run(&c, &wl, &ext).latency_ns, base.latency_ns);
+        assert_eq!(run(&c, &wl, &ext).latency_ns, plain.latency_ns);
         // Writes on, but through the extension loop with a heron selector (any combination is accepted).
         let mut w = vec![false; wl.ops()];
         w[0] = true;
-        let ext = RunExt {
-            write: w,
+        let ext = ReplayConfig {
+            writes: w,
             selector: SelectorConfig::build("heron", &[]).unwrap(),
-            ..Default::default()
+            ..base()
         };
-        assert!(run(&c, &wl, &ext).ext.write_ops == 1);
+        assert!(run(&c, &wl, &ext).writes.ops == 1);
     }
 }
 
@@ -402,37 +386,27 @@ fn uniform_extensions_equal_the_plain_loop() {
 fn bad_extension_inputs_are_named() {
     let c = cluster(2, 1, 1);
     let wl = Workload::from_parts(&[(0, vec![(0, vec![MS])])], 1);
-    let bad = |ext: RunExt| {
-        run_with(
-            &c,
-            &wl,
-            &PolicyConfig::build("fifo", &[]).unwrap(),
-            &opts(),
-            &ext,
-        )
-        .unwrap_err()
-        .to_string()
-    };
-    let e = bad(RunExt {
+    let bad = |cfg: ReplayConfig| replay(&c, &wl, &cfg).unwrap_err().to_string();
+    let e = bad(ReplayConfig {
         servers: ServerModelConfig {
             speeds: vec![1.0],
             slowdown: None,
         },
-        ..Default::default()
+        ..base()
     });
     assert!(e.contains("'server_speeds'"), "{e}");
-    let e = bad(RunExt {
-        write: vec![true, false],
-        ..Default::default()
+    let e = bad(ReplayConfig {
+        writes: vec![true, false],
+        ..base()
     });
     assert!(e.contains("write has 2 flags for 1 ops"), "{e}");
-    let e = bad(RunExt {
-        closed: Some(ClosedLoop {
+    let e = bad(ReplayConfig {
+        client: ClientModel::Closed(ClosedLoop {
             threads: 0,
             think_ns: 0,
             think: ThinkDist::Fixed,
         }),
-        ..Default::default()
+        ..base()
     });
     assert!(e.contains("'threads'"), "{e}");
 }

@@ -1,8 +1,11 @@
 //! Randomized invariants (hand-rolled property tests over many seeds): every op served exactly once, no slot
 //! double-booked, latency ≥ 2 × network + bottleneck demand, fifo ≡ rein with K = 1, determinism.
 use kvsim_core::hash::token_of_u64;
+use kvsim_core::policy::Loop;
 use kvsim_core::rng::Rng;
-use kvsim_core::{run, Arrivals, Cluster, ClusterConfig, PolicyConfig, RunOptions, Workload, WorkloadSpec};
+use kvsim_core::{
+    replay, Arrivals, Cluster, ClusterConfig, PolicyConfig, ReplayConfig, Workload, WorkloadSpec, POLICIES,
+};
 
 fn random_case(seed: u64) -> (Cluster, Workload) {
     let mut r = Rng::new(seed, 99);
@@ -44,31 +47,26 @@ fn random_case(seed: u64) -> (Cluster, Workload) {
     (cluster, wl)
 }
 
-const POLICIES: [&str; 7] = [
-    "fifo",
-    "rein-sbf",
-    "rein-sds",
-    "rein",
-    "brb-equalmax",
-    "brb-unifincr",
-    "oracle",
-];
+/// The policies of the plain loop (every registry row marked `fast`): queue disciplines without copies.
+fn queue_policies() -> impl Iterator<Item = &'static str> {
+    POLICIES.iter().filter(|e| e.event_loop == Loop::Fast).map(|e| e.name)
+}
 
 #[test]
 fn every_op_once_no_double_booking_and_latency_lower_bound() {
     for seed in 0..60 {
         let (c, wl) = random_case(seed);
-        for p in POLICIES {
+        for p in queue_policies() {
             let mut cfg = PolicyConfig::build(p, &[]).unwrap();
             if p == "rein-sbf" && seed % 2 == 0 {
                 cfg.set("boost_after_ms", 0.5).unwrap();
             }
-            let opts = RunOptions {
+            let rc = ReplayConfig {
                 warmup: 0.0,
                 record_ops: true,
-                size_aware_cost: false,
+                ..ReplayConfig::new(cfg)
             };
-            let res = run(&c, &wl, &cfg, &opts).unwrap();
+            let res = replay(&c, &wl, &rc).unwrap();
             let rec = res.records.as_ref().unwrap();
             let d = c.config.net_latency_ns;
             // every op started once at or after reaching its server, and ran for exactly its demand
@@ -110,13 +108,13 @@ fn every_op_once_no_double_booking_and_latency_lower_bound() {
 fn fifo_equals_rein_with_one_queue() {
     for seed in 0..60 {
         let (c, wl) = random_case(seed);
-        let opts = RunOptions {
+        let rc = |p| ReplayConfig {
             warmup: 0.0,
-            ..Default::default()
+            ..ReplayConfig::new(p)
         };
-        let fifo = run(&c, &wl, &PolicyConfig::build("fifo", &[]).unwrap(), &opts).unwrap();
+        let fifo = replay(&c, &wl, &rc(PolicyConfig::build("fifo", &[]).unwrap())).unwrap();
         let rein1 = PolicyConfig::build("rein", &[("k".into(), 1.0), ("range_factor".into(), 2.0)]).unwrap();
-        let rein = run(&c, &wl, &rein1, &opts).unwrap();
+        let rein = replay(&c, &wl, &rc(rein1)).unwrap();
         assert_eq!(fifo.latency_ns, rein.latency_ns, "seed {seed}");
     }
 }
@@ -124,9 +122,9 @@ fn fifo_equals_rein_with_one_queue() {
 #[test]
 fn replay_is_deterministic_and_crn_holds_across_policies() {
     let (c, wl) = random_case(7);
-    let opts = RunOptions::default();
-    let a = run(&c, &wl, &PolicyConfig::build("rein", &[]).unwrap(), &opts).unwrap();
-    let b = run(&c, &wl, &PolicyConfig::build("rein", &[]).unwrap(), &opts).unwrap();
+    let rc = ReplayConfig::new(PolicyConfig::build("rein", &[]).unwrap());
+    let a = replay(&c, &wl, &rc).unwrap();
+    let b = replay(&c, &wl, &rc).unwrap();
     assert_eq!(a.latency_ns, b.latency_ns);
     assert_eq!(a.events, b.events);
 }
@@ -151,13 +149,7 @@ fn overloaded_hot_server_is_not_steady() {
         seed: 1,
     };
     let wl = Workload::materialize(&c, &spec).unwrap();
-    let r = run(
-        &c,
-        &wl,
-        &PolicyConfig::build("fifo", &[]).unwrap(),
-        &RunOptions::default(),
-    )
-    .unwrap();
+    let r = replay(&c, &wl, &ReplayConfig::new(PolicyConfig::build("fifo", &[]).unwrap())).unwrap();
     assert!(r.summary.server_load_max > 1.5, "{}", r.summary.server_load_max);
     assert!(!r.summary.steady_state);
     assert!((r.summary.utilization - 0.5).abs() < 0.1);

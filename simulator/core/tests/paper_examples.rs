@@ -1,5 +1,5 @@
 //! Hand-worked schedules from the papers, replayed exactly.
-use kvsim_core::{run, Cluster, ClusterConfig, PolicyConfig, RunOptions, Workload};
+use kvsim_core::{replay, Cluster, ClusterConfig, PolicyConfig, ReplayConfig, Workload};
 
 const MS: u64 = 1_000_000;
 
@@ -18,12 +18,12 @@ fn three_servers() -> Cluster {
 }
 
 fn latencies(wl: &Workload, policy: &str, size_aware: bool) -> Vec<u64> {
-    let opts = RunOptions {
+    let rc = ReplayConfig {
         warmup: 0.0,
-        record_ops: false,
         size_aware_cost: size_aware,
+        ..ReplayConfig::new(PolicyConfig::build(policy, &[]).unwrap())
     };
-    let r = run(&three_servers(), wl, &PolicyConfig::build(policy, &[]).unwrap(), &opts).unwrap();
+    let r = replay(&three_servers(), wl, &rc).unwrap();
     r.latency_ns.iter().map(|l| l / MS).collect()
 }
 
@@ -98,13 +98,7 @@ fn network_latency_adds_two_hops() {
         vnodes: 1,
     })
     .unwrap();
-    let r = run(
-        &c,
-        &rein_fig2(),
-        &PolicyConfig::build("fifo", &[]).unwrap(),
-        &RunOptions::default(),
-    )
-    .unwrap();
+    let r = replay(&c, &rein_fig2(), &ReplayConfig::new(PolicyConfig::build("fifo", &[]).unwrap())).unwrap();
     assert_eq!(r.latency_ns, vec![2 * MS + 100_000, 2 * MS + 100_000]);
     assert_eq!(r.events, 2 + 2 + 5);
 }

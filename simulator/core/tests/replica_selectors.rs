@@ -1,12 +1,10 @@
-//! Hand-worked cases for issue 4's replica selectors (exact latencies) and randomized invariants over all of
+//! Hand-worked cases for the replica selectors (exact latencies) and randomized invariants over all of
 //! them: every op served once, on a replica of its group, held opsets eventually sent, determinism.
-use kvsim_core::engine::run_with;
 use kvsim_core::hash::token_of_u64;
 use kvsim_core::replica::c3::{C3Config, C3};
 use kvsim_core::replica::{Feedback, ReplicaSelector, SelectCtx, SelectorConfig, REPLICA_NAMES};
 use kvsim_core::rng::Rng;
-use kvsim_core::run_ext::RunExt;
-use kvsim_core::{Arrivals, Cluster, ClusterConfig, PolicyConfig, RunOptions, Workload, WorkloadSpec};
+use kvsim_core::{replay, Arrivals, Cluster, ClusterConfig, PolicyConfig, ReplayConfig, Workload, WorkloadSpec};
 
 const MS: u64 = 1_000_000;
 
@@ -22,20 +20,18 @@ fn cluster(servers: u32, rf: u32, clients: u32) -> Cluster {
     .unwrap()
 }
 
-fn ext(name: &str, params: &[(&str, f64)]) -> RunExt {
+/// `fifo` with replica selector `name`, no warm-up cut.
+fn ext(name: &str, params: &[(&str, f64)]) -> ReplayConfig {
     let p: Vec<(String, f64)> = params.iter().map(|(k, v)| (k.to_string(), *v)).collect();
-    RunExt {
+    ReplayConfig {
         selector: SelectorConfig::build(name, &p).unwrap(),
-        ..Default::default()
+        warmup: 0.0,
+        ..ReplayConfig::default()
     }
 }
 
-fn lat_ms(c: &Cluster, wl: &Workload, e: &RunExt) -> Vec<u64> {
-    let opts = RunOptions {
-        warmup: 0.0,
-        ..Default::default()
-    };
-    let r = run_with(c, wl, &PolicyConfig::build("fifo", &[]).unwrap(), &opts, e).unwrap();
+fn lat_ms(c: &Cluster, wl: &Workload, e: &ReplayConfig) -> Vec<u64> {
+    let r = replay(c, wl, e).unwrap();
     r.latency_ns.iter().map(|l| l / MS).collect()
 }
 
@@ -55,22 +51,18 @@ fn heron_blocks_a_large_request_until_a_replica_is_free_c3_queues_it() {
         1,
     );
     let mut heron = ext("heron", &[]);
-    heron.large_est = vec![true; 3];
-    heron.large_true = vec![true; 3];
+    heron.sizes.large_est = vec![true; 3];
+    heron.sizes.large_true = vec![true; 3];
     assert_eq!(lat_ms(&c, &wl, &heron), vec![40, 32, 64]);
-    let opts = RunOptions {
-        warmup: 0.0,
-        ..Default::default()
-    };
-    let r = run_with(&c, &wl, &PolicyConfig::build("fifo", &[]).unwrap(), &opts, &heron).unwrap();
-    assert_eq!((r.ext.held_opsets, r.ext.held_max), (1, 1));
-    assert_eq!(r.ext.held_mean_ms, 32.0);
+    let r = replay(&c, &wl, &heron).unwrap();
+    assert_eq!((r.held.opsets, r.held.max), (1, 1));
+    assert_eq!(r.held.mean_ms, 32.0);
     let c3 = ext("c3", &[("rate_control", 0.0)]);
     assert_eq!(lat_ms(&c, &wl, &c3), vec![40, 32, 72]);
     // busy_capacity 2: nothing is held, r2 → s0 like C3.
     let mut h2 = ext("heron", &[("busy_capacity", 2.0)]);
-    h2.large_est = vec![true; 3];
-    h2.large_true = vec![true; 3];
+    h2.sizes.large_est = vec![true; 3];
+    h2.sizes.large_true = vec![true; 3];
     assert_eq!(lat_ms(&c, &wl, &h2), vec![40, 32, 72]);
 }
 
@@ -87,8 +79,8 @@ fn heron_sends_small_requests_to_the_first_available_replica() {
         1,
     );
     let mut h = ext("heron", &[]);
-    h.large_est = vec![true, false];
-    h.large_true = vec![true, false];
+    h.sizes.large_est = vec![true, false];
+    h.sizes.large_true = vec![true, false];
     assert_eq!(lat_ms(&c, &wl, &h), vec![40, 1]);
 }
 
@@ -105,20 +97,20 @@ fn dynamic_snitch_follows_scores_and_forgets_them_at_reset() {
         (12 * MS + MS / 2, vec![(0, vec![MS])]),
     ];
     let wl = Workload::from_parts(&parts, 1);
-    let opts = RunOptions {
-        warmup: 0.0,
+    let ds = ReplayConfig {
         record_ops: true,
-        ..Default::default()
+        ..ext("ds", &[("update_ms", 1.0)])
     };
-    let fifo = PolicyConfig::build("fifo", &[]).unwrap();
-    let ds = ext("ds", &[("update_ms", 1.0)]);
-    let r = run_with(&c, &wl, &fifo, &opts, &ds).unwrap();
+    let r = replay(&c, &wl, &ds).unwrap();
     assert_eq!(r.records.as_ref().unwrap().server, vec![0, 1, 1, 1]);
     // r3 queues behind r2 on s1 (ends 12.2 + 3 = 15.2 ms), runs 15.2..16.2 ms → latency 3.7 ms.
     assert_eq!(r.latency_ns[3], 16 * MS + MS / 5 - (12 * MS + MS / 2));
     // Reset every 12 ms: at 12.2 ms and 12.5 ms all samples are gone → static order → s0 (idle by then).
-    let ds_reset = ext("ds", &[("update_ms", 1.0), ("reset_s", 0.012)]);
-    let r = run_with(&c, &wl, &fifo, &opts, &ds_reset).unwrap();
+    let ds_reset = ReplayConfig {
+        record_ops: true,
+        ..ext("ds", &[("update_ms", 1.0), ("reset_s", 0.012)])
+    };
+    let r = replay(&c, &wl, &ds_reset).unwrap();
     assert_eq!(r.records.as_ref().unwrap().server, vec![0, 1, 0, 0]);
 }
 
@@ -131,7 +123,7 @@ fn least_outstanding_global_spreads_simultaneous_requests() {
     // Client-local counts see the same here (one client).
     assert_eq!(lat_ms(&c, &wl, &ext("least-outstanding", &[])), vec![10, 10]);
     // Round-robin with one client: 0 then 1 as well; random may collide, but never exceeds 20 ms.
-    assert_eq!(lat_ms(&c, &wl, &RunExt::default()), vec![10, 10]);
+    assert_eq!(lat_ms(&c, &wl, &ext("round-robin", &[])), vec![10, 10]);
 }
 
 #[test]
@@ -178,16 +170,14 @@ fn c3_rate_limiter_holds_opsets_until_the_next_window() {
     // 1..2 ms → latencies 1 and 2 ms (the same as queueing, but it waited at the client).
     let c = cluster(1, 1, 1);
     let wl = Workload::from_parts(&[(0, vec![(0, vec![MS])]), (0, vec![(0, vec![MS])])], 1);
-    let e = ext("c3", &[("rate_interval", 1.0)]);
-    let opts = RunOptions {
-        warmup: 0.0,
+    let e = ReplayConfig {
         record_ops: true,
-        ..Default::default()
+        ..ext("c3", &[("rate_interval", 1.0)])
     };
-    let r = run_with(&c, &wl, &PolicyConfig::build("fifo", &[]).unwrap(), &opts, &e).unwrap();
+    let r = replay(&c, &wl, &e).unwrap();
     assert_eq!(r.latency_ns, vec![MS, 2 * MS]);
     assert_eq!(r.records.as_ref().unwrap().enqueue, vec![0, MS]);
-    assert_eq!(r.ext.held_opsets, 1);
+    assert_eq!(r.held.opsets, 1);
 }
 
 fn random_case(seed: u64) -> (Cluster, Workload, Vec<bool>) {
@@ -239,18 +229,14 @@ fn every_selector_serves_every_op_once_on_a_replica_and_is_deterministic() {
         let (c, wl, large) = random_case(seed);
         for name in REPLICA_NAMES {
             let mut e = ext(name, &[]);
-            e.large_est = large.clone();
-            e.large_true = large.clone();
+            e.sizes.large_est = large.clone();
+            e.sizes.large_true = large.clone();
             e.seed = seed;
-            let opts = RunOptions {
-                warmup: 0.0,
-                record_ops: true,
-                ..Default::default()
-            };
+            e.record_ops = true;
             for policy in ["fifo", "rein"] {
-                let p = PolicyConfig::build(policy, &[]).unwrap();
-                let a = run_with(&c, &wl, &p, &opts, &e).unwrap();
-                let b = run_with(&c, &wl, &p, &opts, &e).unwrap();
+                e.policy = PolicyConfig::build(policy, &[]).unwrap();
+                let a = replay(&c, &wl, &e).unwrap();
+                let b = replay(&c, &wl, &e).unwrap();
                 assert_eq!(a.latency_ns, b.latency_ns, "{name} seed {seed}");
                 let rec = a.records.as_ref().unwrap();
                 for o in 0..wl.opsets() {

@@ -1,8 +1,5 @@
-//! TailX, duplication and speculative retry (issue 4): hand-worked schedules replayed exactly.
-use kvsim_core::engine::run_with;
-use kvsim_core::replica::SelectorConfig;
-use kvsim_core::run_ext::RunExt;
-use kvsim_core::{Cluster, ClusterConfig, PolicyConfig, RunOptions, Workload};
+//! TailX, duplication and speculative retry: hand-worked schedules replayed exactly.
+use kvsim_core::{replay, Cluster, ClusterConfig, PolicyConfig, ReplayConfig, SizeClasses, Workload};
 
 const MS: u64 = 1_000_000;
 
@@ -19,24 +16,23 @@ fn cluster(servers: u32, replication: u32, net_latency_ns: u64) -> Cluster {
     .unwrap()
 }
 
-fn opts() -> RunOptions {
-    RunOptions {
+/// `policy` with round-robin replicas, no warm-up cut, per-op records; `large` = per-op size classes (exact).
+fn config(policy: &str, params: &[(&str, f64)], large: &[bool]) -> ReplayConfig {
+    let params: Vec<(String, f64)> = params.iter().map(|(k, v)| (k.to_string(), *v)).collect();
+    ReplayConfig {
+        sizes: SizeClasses {
+            large_est: large.to_vec(),
+            large_true: large.to_vec(),
+        },
         warmup: 0.0,
         record_ops: true,
-        size_aware_cost: false,
+        seed: 1,
+        ..ReplayConfig::new(PolicyConfig::build(policy, &params).unwrap())
     }
 }
 
 fn run_ms(c: &Cluster, wl: &Workload, policy: &str, params: &[(&str, f64)], large: &[bool]) -> Vec<u64> {
-    let params: Vec<(String, f64)> = params.iter().map(|(k, v)| (k.to_string(), *v)).collect();
-    let ext = RunExt {
-        selector: SelectorConfig::RoundRobin,
-        large_est: large.to_vec(),
-        large_true: large.to_vec(),
-        seed: 1,
-        ..Default::default()
-    };
-    let r = run_with(c, wl, &PolicyConfig::build(policy, &params).unwrap(), &opts(), &ext).unwrap();
+    let r = replay(c, wl, &config(policy, params, large)).unwrap();
     r.latency_ns.iter().map(|l| l / MS).collect()
 }
 
@@ -90,14 +86,7 @@ fn tailx_delay_adds_to_network_hops_and_reports_values_used() {
     // d = 0.5 ms each way: E leaves the client at 4, reaches Srv3 at 4.5 (after F G H I, done at 4.5), ends at
     // 5.5, answer at 6 = mget(D,E) = max(D: 0.5 + 1 + 5 + 0.5 = 7, 6) = 7.
     let c = cluster(3, 1, MS / 2);
-    let ext = RunExt {
-        selector: SelectorConfig::RoundRobin,
-        large_est: D_LARGE.to_vec(),
-        large_true: D_LARGE.to_vec(),
-        seed: 1,
-        ..Default::default()
-    };
-    let r = run_with(&c, &tailx_fig2(), &PolicyConfig::build("tailx", &[]).unwrap(), &opts(), &ext).unwrap();
+    let r = replay(&c, &tailx_fig2(), &config("tailx", &[], &D_LARGE)).unwrap();
     let rec = r.records.as_ref().unwrap();
     assert_eq!(rec.enqueue[4], 4 * MS + MS / 2);
     assert_eq!(rec.start[4], 4 * MS + MS / 2);
@@ -107,8 +96,9 @@ fn tailx_delay_adds_to_network_hops_and_reports_values_used() {
 }
 
 fn run_full(c: &Cluster, wl: &Workload, policy: &str, params: &[(&str, f64)]) -> kvsim_core::RunResult {
-    let params: Vec<(String, f64)> = params.iter().map(|(k, v)| (k.to_string(), *v)).collect();
-    run_with(c, wl, &PolicyConfig::build(policy, &params).unwrap(), &opts(), &RunExt::default()).unwrap()
+    let mut cfg = config(policy, params, &[]);
+    cfg.seed = 0;
+    replay(c, wl, &cfg).unwrap()
 }
 
 /// 3 single-slot servers, RF 2: g0 → [0, 1], g1 → [1, 2], g2 → [2, 0]; round-robin per (client, group).
@@ -129,7 +119,7 @@ fn duplicate_hand_worked_loser_not_cancelled() {
     // R2's 11–12. R2: 9 ms instead of 1 — duplication doubled the load.
     let r = run_full(&c, &three_requests(), "duplicate", &[]);
     assert_eq!(r.latency_ns, vec![10 * MS, MS, 9 * MS]);
-    assert_eq!(r.ext.copy_ops, 3);
+    assert_eq!(r.copies.ops, 3);
     // The losers consumed capacity: busy time 2 × 12 ms over 3 servers × span 2 ms.
     let busy: f64 = 24.0;
     assert!((r.summary.utilization - busy / (3.0 * 2.0)).abs() < 1e-9, "{}", r.summary.utilization);
@@ -152,11 +142,11 @@ fn speculative_hand_worked_fixed_timeout() {
     // runs 10–11 on Srv1, then R1's copy 11–16.
     let r = run_full(&c, &busy_primary(), "speculative", &[("timeout_ms", 3.0)]);
     assert_eq!(r.latency_ns, vec![10 * MS, 5 * MS, 5 * MS + MS / 2]);
-    assert_eq!((r.ext.copy_ops, r.ext.copy_wins), (3, 1));
+    assert_eq!((r.copies.ops, r.copies.wins), (3, 1));
     // A timeout longer than every response: no copy, fifo's schedule.
     let r = run_full(&c, &busy_primary(), "speculative", &[("timeout_ms", 20.0)]);
     assert_eq!(r.latency_ns, vec![10 * MS, 5 * MS, 10 * MS]);
-    assert_eq!(r.ext.copy_ops, 0);
+    assert_eq!(r.copies.ops, 0);
 }
 
 #[test]
@@ -176,9 +166,8 @@ fn speculative_learns_its_timeout_from_observed_opsets() {
     // 21–51, loses. R2 (t 12) on Srv1 runs 12–13, answered before its check at 22.
     let r = run_full(&c, &wl, "speculative", &[("percentile", 100.0), ("min_samples", 1.0)]);
     assert_eq!(r.latency_ns, vec![10 * MS, 30 * MS, MS]);
-    assert_eq!((r.ext.copy_ops, r.ext.copy_wins), (1, 0));
-    let bad = PolicyConfig::build("duplicate", &[]).unwrap();
-    let err = run_with(&cluster(3, 1, 0), &wl, &bad, &opts(), &RunExt::default()).unwrap_err();
+    assert_eq!((r.copies.ops, r.copies.wins), (1, 0));
+    let err = replay(&cluster(3, 1, 0), &wl, &config("duplicate", &[], &[])).unwrap_err();
     assert!(err.to_string().contains("replication"), "{err}");
 }
 
@@ -212,12 +201,12 @@ fn redundancy_serves_every_op_once_and_copies_only_add_load() {
         assert!(r.latency_ns.iter().all(|&l| l >= 100_000 + MS / 2), "{p}");
         // Each op is answered once; copies add served work: utilization = (ops + copies) work / capacity.
         assert!(r.summary.utilization > fifo.summary.utilization, "{p}");
-        assert!(r.ext.copy_wins <= r.ext.copy_ops);
+        assert!(r.copies.wins <= r.copies.ops);
         if p == "duplicate" {
-            assert_eq!(r.ext.copy_ops, wl.ops() as u64);
+            assert_eq!(r.copies.ops, wl.ops() as u64);
             assert!((r.summary.utilization - 2.0 * fifo.summary.utilization).abs() < 1e-9);
         } else {
-            assert!(r.ext.copy_ops > 0 && r.ext.copy_ops < wl.ops() as u64);
+            assert!(r.copies.ops > 0 && r.copies.ops < wl.ops() as u64);
         }
     }
 }

@@ -1,9 +1,11 @@
-//! Thin PyO3 binding over `kvsim-core`. All model logic lives in the core crate.
+//! Thin PyO3 binding over `kvsim-core`. All model logic lives in the core crate; the typed API is the Python
+//! package's (`simulator/py/python/kvsim`).
 use pyo3::prelude::*;
 
+mod catalogue;
 mod memcached;
+mod models;
 mod replay;
-mod sized;
 
 /// Model version of the core simulator.
 #[pyfunction]
@@ -14,8 +16,9 @@ fn model_version() -> u32 {
 #[pymodule]
 fn _kvsim(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(model_version, m)?)?;
-    memcached::register_memcached(m)?;
     replay::register_replay(m)?;
-    sized::register_sized(m)?;
+    catalogue::register_catalogue(m)?;
+    models::register_models(m)?;
+    memcached::register_memcached(m)?;
     Ok(())
 }

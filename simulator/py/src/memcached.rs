@@ -1,10 +1,12 @@
-//! Binding of the memcached deployment kind (`kvsim_core::memcached`): one function returning a dict.
+//! Binding of the memcached deployment kind (`kvsim_core::memcached`): one function returning a dict (typed by
+//! `kvsim.memcached.MemcachedResult` on the Python side).
 use kvsim_core::memcached::{
     replay, BatchingConfig, ChiselConfig, Deployment, Policy, ServiceProfile, SplitRule, Workload,
 };
-use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
+
+use crate::replay::{KvsimError, ParameterError};
 
 fn policy_from(
     name: &str,
@@ -15,7 +17,7 @@ fn policy_from(
 ) -> PyResult<Policy> {
     let split = match (split_keys, split_chunks) {
         (Some(_), Some(_)) => {
-            return Err(PyValueError::new_err(
+            return Err(ParameterError::new_err(
                 "give split_keys (chunk size L) or split_chunks, not both",
             ))
         }
@@ -30,7 +32,7 @@ fn policy_from(
             merge,
             elephant_threshold,
         })),
-        other => Err(PyValueError::new_err(format!(
+        other => Err(ParameterError::new_err(format!(
             "unknown memcached policy {other:?} (batching, chisel)"
         ))),
     }
@@ -86,7 +88,7 @@ fn replay_memcached_raw<'py>(
     let started = std::time::Instant::now();
     let report = py
         .detach(|| replay(&dep, &pol, &wl, seed))
-        .map_err(PyValueError::new_err)?;
+        .map_err(KvsimError::new_err)?;
     let wall = started.elapsed().as_secs_f64();
     let s = report.summary();
     let out = PyDict::new(py);

@@ -1,15 +1,21 @@
-//! Binding of the core replay: `Cluster`, `Workload` (materialized once, replayed under many policies) and
-//! helpers to hash keys onto the ring. Arrays cross the boundary through the buffer protocol (numpy arrays in,
-//! bytes out, wrapped by numpy on the Python side), so no per-element Python objects are made.
+//! Binding of the core replay: `Cluster`, `Workload` (materialized once, replayed under many configs), the one
+//! `replay(workload, config)` and helpers to hash keys onto the ring. Arrays cross the boundary through the
+//! buffer protocol (numpy arrays in, bytes out, wrapped by numpy on the Python side), so no per-element Python
+//! objects are made. The typed API is the Python package's (`kvsim.replay`, `kvsim.ReplayConfig`).
 use pyo3::buffer::{Element, PyBuffer};
 use pyo3::create_exception;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 
+use kvsim_core::client_model::{ClosedLoop, ThinkDist};
 use kvsim_core::hash::{token_of_bytes, token_of_u64};
-use kvsim_core::policy::POLICY_NAMES;
-use kvsim_core::{run, Arrivals, Cluster, ClusterConfig, PolicyConfig, RunOptions, SimError, Workload, WorkloadSpec};
+use kvsim_core::replica::SelectorConfig;
+use kvsim_core::server_model::{ServerModelConfig, Slowdown};
+use kvsim_core::{
+    replay, Arrivals, ClientModel, Cluster, ClusterConfig, PolicyConfig, ReplayConfig, SimError, SizeClasses, Workload,
+    WorkloadSpec,
+};
 
 create_exception!(
     _kvsim,
@@ -32,7 +38,7 @@ create_exception!(
 
 pub(crate) fn to_py(e: SimError) -> PyErr {
     match e {
-        SimError::BadParam { .. } => ParameterError::new_err(e.to_string()),
+        SimError::BadParam { .. } | SimError::UnknownParam { .. } => ParameterError::new_err(e.to_string()),
         SimError::BadInput(_) => WorkloadError::new_err(e.to_string()),
     }
 }
@@ -62,18 +68,6 @@ fn tokens_from_ids<'py>(py: Python<'py>, ids: &Bound<'py, PyAny>) -> PyResult<Bo
 fn tokens_from_strings<'py>(py: Python<'py>, keys: Vec<String>) -> PyResult<Bound<'py, PyBytes>> {
     let t: Vec<i64> = keys.iter().map(|k| token_of_bytes(k.as_bytes())).collect();
     Ok(bytes_of(py, &t))
-}
-
-/// Policy names the core knows.
-#[pyfunction]
-fn policy_names() -> Vec<&'static str> {
-    POLICY_NAMES.to_vec()
-}
-
-/// Default parameters of a policy.
-#[pyfunction]
-fn policy_defaults(name: &str) -> PyResult<Vec<(&'static str, f64)>> {
-    Ok(PolicyConfig::from_name(name).map_err(to_py)?.params())
 }
 
 #[pyclass(module = "kvsim._kvsim", name = "Cluster", frozen)]
@@ -208,37 +202,104 @@ impl PyWorkload {
         d.set_item("replicas", bytes_of(py, self.cluster.replica_table()))?;
         Ok(d)
     }
+}
 
-    /// Replays the workload under `policy` (GIL released); returns a dict of results (see kvsim.Result).
-    #[pyo3(signature = (policy, params, *, warmup=0.1, record_ops=false, size_aware_cost=false))]
-    fn replay<'py>(
-        &self,
-        py: Python<'py>,
-        policy: &str,
-        params: Vec<(String, f64)>,
-        warmup: f64,
-        record_ops: bool,
-        size_aware_cost: bool,
-    ) -> PyResult<Bound<'py, PyDict>> {
-        let cfg = PolicyConfig::build(policy, &params).map_err(to_py)?;
-        let opts = RunOptions {
-            warmup,
-            record_ops,
-            size_aware_cost,
+/// The native side of `kvsim.ReplayConfig`: read by attribute from the Python package's `_NativeConfig`. Flags
+/// are uint8 per input op (the order of the workload's `tokens`).
+#[derive(FromPyObject)]
+pub(crate) struct NativeConfig<'py> {
+    policy: String,
+    params: Vec<(String, f64)>,
+    replica: String,
+    replica_params: Vec<(String, f64)>,
+    large_est: Option<Bound<'py, PyAny>>,
+    large_true: Option<Bound<'py, PyAny>>,
+    server_speeds: Option<Bound<'py, PyAny>>,
+    /// (interval ns, fraction, factor, duration ns)
+    slowdown: Option<(u64, f64, f64, u64)>,
+    writes: Option<Bound<'py, PyAny>>,
+    /// (threads, mean think time ns, think-time distribution)
+    closed: Option<(u32, u64, String)>,
+    warmup: f64,
+    record_ops: bool,
+    size_aware_cost: bool,
+    seed: u64,
+}
+
+/// Per-op flags in workload order from uint8 flags in input order.
+fn per_workload_op(py: Python<'_>, wl: &Workload, flags: Option<&Bound<'_, PyAny>>, what: &str) -> PyResult<Vec<bool>> {
+    let Some(f) = flags else { return Ok(Vec::new()) };
+    let f: Vec<u8> = vec_of(py, f, what)?;
+    if f.len() != wl.ops() {
+        return Err(WorkloadError::new_err(format!("{what} has {} flags for {} ops", f.len(), wl.ops())));
+    }
+    Ok(wl.op_input.iter().map(|&i| f[i as usize] != 0).collect())
+}
+
+/// The server model of per-server speeds and an optional slowdown (interval ns, fraction, factor, duration ns).
+pub(crate) fn server_model(
+    py: Python<'_>,
+    speeds: Option<&Bound<'_, PyAny>>,
+    slowdown: Option<(u64, f64, f64, u64)>,
+) -> PyResult<ServerModelConfig> {
+    Ok(ServerModelConfig {
+        speeds: speeds.map(|a| vec_of::<f64>(py, a, "server_speeds")).transpose()?.unwrap_or_default(),
+        slowdown: slowdown.map(|(interval_ns, fraction, factor, duration_ns)| Slowdown {
+            interval_ns,
+            fraction,
+            factor,
+            duration_ns,
+        }),
+    })
+}
+
+impl NativeConfig<'_> {
+    fn to_core(&self, py: Python<'_>, wl: &Workload) -> PyResult<ReplayConfig> {
+        let client = match &self.closed {
+            None => ClientModel::Open,
+            Some((threads, think_ns, dist)) => ClientModel::Closed(ClosedLoop {
+                threads: *threads,
+                think_ns: *think_ns,
+                think: ThinkDist::from_name(dist).map_err(to_py)?,
+            }),
         };
-        let res = py
-            .detach(|| run(&self.cluster, &self.inner, &cfg, &opts))
-            .map_err(to_py)?;
-        result_dict(py, &res)
+        Ok(ReplayConfig {
+            policy: PolicyConfig::build(&self.policy, &self.params).map_err(to_py)?,
+            selector: SelectorConfig::build(&self.replica, &self.replica_params).map_err(to_py)?,
+            sizes: SizeClasses {
+                large_est: per_workload_op(py, wl, self.large_est.as_ref(), "large_est")?,
+                large_true: per_workload_op(py, wl, self.large_true.as_ref(), "large_true")?,
+            },
+            servers: server_model(py, self.server_speeds.as_ref(), self.slowdown)?,
+            writes: per_workload_op(py, wl, self.writes.as_ref(), "writes")?,
+            client,
+            warmup: self.warmup,
+            record_ops: self.record_ops,
+            size_aware_cost: self.size_aware_cost,
+            seed: self.seed,
+        })
     }
 }
 
+/// Replays `workload` as `config` says (GIL released); returns the result as a dict (see `_kvsim.pyi`).
+#[pyfunction(name = "replay")]
+fn replay_native<'py>(
+    py: Python<'py>,
+    workload: &PyWorkload,
+    config: NativeConfig<'py>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let cfg = config.to_core(py, &workload.inner)?;
+    let (cluster, wl) = (&workload.cluster, &workload.inner);
+    let res = py.detach(|| replay(cluster, wl, &cfg)).map_err(to_py)?;
+    result_dict(py, &res)
+}
+
 /// The replay result as the dict `kvsim.Result` is made from.
-pub(crate) fn result_dict<'py>(py: Python<'py>, res: &kvsim_core::RunResult) -> PyResult<Bound<'py, PyDict>> {
+fn result_dict<'py>(py: Python<'py>, res: &kvsim_core::RunResult) -> PyResult<Bound<'py, PyDict>> {
     {
         let d = PyDict::new(py);
         let s = &res.summary;
-        d.set_item("policy", &res.policy)?;
+        d.set_item("policy", res.policy)?;
         d.set_item("params", res.params.clone())?;
         d.set_item("p50_ms", s.p50_ms)?;
         d.set_item("p95_ms", s.p95_ms)?;
@@ -269,6 +330,28 @@ pub(crate) fn result_dict<'py>(py: Python<'py>, res: &kvsim_core::RunResult) -> 
             rd.set_item("demand_ns", bytes_of(py, &r.demand))?;
             d.set_item("records", rd)?;
         }
+        d.set_item("replica", res.selector)?;
+        d.set_item("replica_params", res.selector_params.clone())?;
+        let h = PyDict::new(py);
+        h.set_item("opsets", res.held.opsets)?;
+        h.set_item("max", res.held.max)?;
+        h.set_item("mean_ms", res.held.mean_ms)?;
+        h.set_item("at_half", res.held.at_half)?;
+        h.set_item("at_end", res.held.at_end)?;
+        h.set_item("unstable", res.held.unstable)?;
+        d.set_item("held", h)?;
+        let c = PyDict::new(py);
+        c.set_item("ops", res.copies.ops)?;
+        c.set_item("wins", res.copies.wins)?;
+        d.set_item("copies", c)?;
+        let w = PyDict::new(py);
+        w.set_item("ops", res.writes.ops)?;
+        w.set_item("copies", res.writes.copies)?;
+        d.set_item("writes", w)?;
+        d.set_item("served_ops", res.served_ops)?;
+        d.set_item("makespan_ns", res.makespan_ns)?;
+        d.set_item("capacity_factor", res.capacity_factor)?;
+        d.set_item("arrival_ns", bytes_of(py, &res.arrival_ns))?;
         Ok(d)
     }
 }
@@ -280,8 +363,7 @@ pub fn register_replay(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyWorkload>()?;
     m.add_function(wrap_pyfunction!(tokens_from_ids, m)?)?;
     m.add_function(wrap_pyfunction!(tokens_from_strings, m)?)?;
-    m.add_function(wrap_pyfunction!(policy_names, m)?)?;
-    m.add_function(wrap_pyfunction!(policy_defaults, m)?)?;
+    m.add_function(wrap_pyfunction!(replay_native, m)?)?;
     m.add("KvsimError", py.get_type::<KvsimError>())?;
     m.add("ParameterError", py.get_type::<ParameterError>())?;
     m.add("WorkloadError", py.get_type::<WorkloadError>())?;

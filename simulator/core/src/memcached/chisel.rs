@@ -2,6 +2,45 @@
 //! into one query on one thread (piggybacked while the thread sets the query up).
 
 use super::{DispatchState, Subrequest};
+use crate::params::{Domain, ParamSpec, Search};
+
+const fn int_param(name: &'static str, doc: &'static str, default: f64, search: Search) -> ParamSpec {
+    ParamSpec {
+        name,
+        doc,
+        default,
+        lo: 1.0,
+        hi: u32::MAX as f64,
+        domain: Domain::Integer,
+        valid: "integer >= 1",
+        search,
+    }
+}
+
+/// Chisel's parameters. Without a split rule and a merge level the Python front takes the analyzer's levels
+/// (`kvsim.chisel.grid_search`); the search ranges are the tuner's defaults for a workload whose median /
+/// p99 / largest request has 10 / 100 / 100 keys.
+pub const CHISEL_PARAMS: &[ParamSpec] = &[
+    int_param(
+        "split_keys",
+        "Chunk size L of a split elephant, keys (default: no split).",
+        u32::MAX as f64,
+        Search::int_log(1, 100),
+    ),
+    int_param(
+        "split_chunks",
+        "Number of balanced chunks of a split elephant (instead of split_keys).",
+        1.0,
+        Search::Fixed,
+    ),
+    int_param("merge", "Merge level B: consecutive mice merged into one query.", 1.0, Search::int(1, 8)),
+    int_param(
+        "elephant_threshold",
+        "Requests of more keys than this are elephants (split); the others are mice (merged).",
+        50.0,
+        Search::int_log(10, 100),
+    ),
+];
 
 /// How an elephant request is split.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

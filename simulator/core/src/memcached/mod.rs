@@ -17,9 +17,13 @@ mod engine;
 mod profile;
 
 pub use batching::BatchingConfig;
-pub use chisel::{ChiselConfig, SplitRule};
+pub use chisel::{ChiselConfig, SplitRule, CHISEL_PARAMS};
 pub use engine::{replay, Report, Summary};
 pub use profile::ServiceProfile;
+
+/// The memcached policies by name, with their parameters.
+pub const POLICIES: &[(&str, &[crate::params::ParamSpec])] =
+    &[(BatchingConfig::NAME, &[]), (ChiselConfig::NAME, CHISEL_PARAMS)];
 
 /// The client and server side of one memcached deployment.
 #[derive(Debug, Clone, PartialEq)]

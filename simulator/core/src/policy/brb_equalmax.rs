@@ -1,19 +1,11 @@
 //! `brb-equalmax`: BRB's EqualMax — every op gets the cost of its task's bottleneck sub-task as priority, served
 //! by a per-server priority queue (no starvation boost, as in BRB).
 use super::queues::PrioQueues;
-use super::{bottleneck, unknown, Params, QItem, Scheduler, Tag, TagCtx};
-use crate::error::SimError;
+use super::{bottleneck, PolicyImpl, QItem, Scheduler, Tag, TagCtx};
 
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct BrbEqualMaxConfig {}
-
-impl Params for BrbEqualMaxConfig {
-    fn set(&mut self, name: &str, _value: f64) -> Result<(), SimError> {
-        Err(unknown("brb-equalmax", name, &[]))
-    }
-    fn params(&self) -> Vec<(&'static str, f64)> {
-        Vec::new()
-    }
+crate::params! {
+    /// `brb-equalmax` has no parameters.
+    pub struct BrbEqualMaxConfig for "policy 'brb-equalmax'" {}
 }
 
 #[derive(Debug, Clone)]
@@ -21,8 +13,9 @@ pub struct BrbEqualMax {
     q: PrioQueues,
 }
 
-impl BrbEqualMax {
-    pub fn new(_cfg: &BrbEqualMaxConfig, servers: usize) -> Self {
+impl PolicyImpl for BrbEqualMax {
+    type Config = BrbEqualMaxConfig;
+    fn new(_cfg: &BrbEqualMaxConfig, servers: usize, _ops: usize) -> Self {
         BrbEqualMax {
             q: PrioQueues::new(servers, 0, None),
         }

@@ -1,19 +1,11 @@
 //! `brb-unifincr`: BRB's UnifIncr — ops are ranked by how long they may slack behind the bottleneck:
 //! priority = cost(bottleneck sub-task) − cost(own sub-task) (0 for the bottleneck), per-server priority queue.
 use super::queues::PrioQueues;
-use super::{bottleneck, unknown, Params, QItem, Scheduler, Tag, TagCtx};
-use crate::error::SimError;
+use super::{bottleneck, PolicyImpl, QItem, Scheduler, Tag, TagCtx};
 
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct BrbUnifIncrConfig {}
-
-impl Params for BrbUnifIncrConfig {
-    fn set(&mut self, name: &str, _value: f64) -> Result<(), SimError> {
-        Err(unknown("brb-unifincr", name, &[]))
-    }
-    fn params(&self) -> Vec<(&'static str, f64)> {
-        Vec::new()
-    }
+crate::params! {
+    /// `brb-unifincr` has no parameters.
+    pub struct BrbUnifIncrConfig for "policy 'brb-unifincr'" {}
 }
 
 #[derive(Debug, Clone)]
@@ -21,8 +13,9 @@ pub struct BrbUnifIncr {
     q: PrioQueues,
 }
 
-impl BrbUnifIncr {
-    pub fn new(_cfg: &BrbUnifIncrConfig, servers: usize) -> Self {
+impl PolicyImpl for BrbUnifIncr {
+    type Config = BrbUnifIncrConfig;
+    fn new(_cfg: &BrbUnifIncrConfig, servers: usize, _ops: usize) -> Self {
         BrbUnifIncr {
             q: PrioQueues::new(servers, 0, None),
         }

@@ -1,22 +1,14 @@
 //! `duplicate` (Rein §5.1 baseline): every opset is sent to two replicas — the one the replica selector picks
 //! and the next replica of its group — and each op's first answer wins. The loser is **not cancelled**: it stays
 //! queued and is served, consuming capacity (the baseline Rein measured; "it simply doubles the load").
-//! Servers serve FIFO. The copies are made by the engine (`engine::run_with`); this file is the policy's
+//! Servers serve FIFO. The copies are made by the engine (`engine.rs`); this file is the policy's
 //! configuration and queue discipline.
 use super::queues::FifoQueues;
-use super::{unknown, Params, QItem, Scheduler, Tag, TagCtx};
-use crate::error::SimError;
+use super::{PolicyImpl, QItem, Scheduler, Tag, TagCtx};
 
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct DuplicateConfig {}
-
-impl Params for DuplicateConfig {
-    fn set(&mut self, name: &str, _value: f64) -> Result<(), SimError> {
-        Err(unknown("duplicate", name, &[]))
-    }
-    fn params(&self) -> Vec<(&'static str, f64)> {
-        Vec::new()
-    }
+crate::params! {
+    /// `duplicate` has no parameters.
+    pub struct DuplicateConfig for "policy 'duplicate'" {}
 }
 
 #[derive(Debug, Clone)]
@@ -24,8 +16,9 @@ pub struct Duplicate {
     q: FifoQueues,
 }
 
-impl Duplicate {
-    pub fn new(_cfg: &DuplicateConfig, servers: usize) -> Self {
+impl PolicyImpl for Duplicate {
+    type Config = DuplicateConfig;
+    fn new(_cfg: &DuplicateConfig, servers: usize, _ops: usize) -> Self {
         Duplicate {
             q: FifoQueues::new(servers),
         }

@@ -1,18 +1,10 @@
 //! `fifo`: the multiget-oblivious baseline — every server serves ops in arrival order.
 use super::queues::FifoQueues;
-use super::{unknown, Params, QItem, Scheduler, Tag, TagCtx};
-use crate::error::SimError;
+use super::{PolicyImpl, QItem, Scheduler, Tag, TagCtx};
 
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct FifoConfig {}
-
-impl Params for FifoConfig {
-    fn set(&mut self, name: &str, _value: f64) -> Result<(), SimError> {
-        Err(unknown("fifo", name, &[]))
-    }
-    fn params(&self) -> Vec<(&'static str, f64)> {
-        Vec::new()
-    }
+crate::params! {
+    /// `fifo` has no parameters.
+    pub struct FifoConfig for "policy 'fifo'" {}
 }
 
 #[derive(Debug, Clone)]
@@ -20,8 +12,9 @@ pub struct Fifo {
     q: FifoQueues,
 }
 
-impl Fifo {
-    pub fn new(_cfg: &FifoConfig, servers: usize) -> Self {
+impl PolicyImpl for Fifo {
+    type Config = FifoConfig;
+    fn new(_cfg: &FifoConfig, servers: usize, _ops: usize) -> Self {
         Fifo {
             q: FifoQueues::new(servers),
         }

@@ -1,32 +1,208 @@
 //! Scheduling policies. The trait is small: the client tags each opset of a request (priority / queue), the
 //! server enqueues the ops and picks the next one for a free slot, and an optional feedback hook sees every
-//! completion. Dispatch is by enum (`Policy`), with one config struct per policy (`PolicyConfig`).
+//! completion.
+//!
+//! **The registry** ([`registry!`] below) is the one list of policies: each row names the policy's file, its
+//! name, its config and scheduler types, and the event loop it runs. From it come [`PolicyConfig`] (config by
+//! name, parameters, validation), [`Policy`] (enum dispatch), [`POLICY_NAMES`], [`POLICIES`] (the catalogue
+//! with every parameter's default, valid range and search range) and [`Policy::visit`], which hands the
+//! engine the scheduler as its own type for the policies marked `fast` (the event loop is monomorphized for
+//! them) and as the `Policy` enum for those marked `generic` (with the reason). Adding a policy: one file
+//! (config with `params!`, scheduler, `PolicyImpl`, `Scheduler`) and one row here; see docs/simulator.md,
+//! "Adding a policy".
 //!
 //! Each policy lives in its own file; the server-side queue structures they share are in `queues.rs`.
 use crate::error::SimError;
+use crate::params::{ParamSpec, Params};
 
-pub mod brb_equalmax;
-pub mod brb_unifincr;
-pub mod duplicate;
-pub mod fifo;
-pub mod oracle;
 pub mod queues;
-pub mod rein;
-pub mod rein_sbf;
-pub mod rein_sds;
-pub mod speculative;
-pub mod tailx;
 
-pub use brb_equalmax::{BrbEqualMax, BrbEqualMaxConfig};
-pub use brb_unifincr::{BrbUnifIncr, BrbUnifIncrConfig};
-pub use duplicate::{Duplicate, DuplicateConfig};
-pub use fifo::{Fifo, FifoConfig};
-pub use oracle::{Oracle, OracleConfig};
-pub use rein::{Rein, ReinConfig};
-pub use rein_sbf::{ReinSbf, ReinSbfConfig};
-pub use rein_sds::{ReinSds, ReinSdsConfig};
-pub use speculative::{Speculative, SpeculativeConfig};
-pub use tailx::{Tailx, TailxConfig};
+/// The event loop a policy runs (a registry column).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Loop {
+    /// Monomorphized for the policy's scheduler type (and for each feedback selector).
+    Fast,
+    /// The general loop over the `Policy` enum, for the reason given.
+    Generic(&'static str),
+}
+
+/// One registry row: the policy's name, its event loop and its parameters.
+#[derive(Debug, Clone, Copy)]
+pub struct PolicyEntry {
+    pub name: &'static str,
+    pub event_loop: Loop,
+    /// Every parameter with its default, valid range and search range.
+    pub params: &'static [ParamSpec],
+    /// What the parameters belong to in messages (`policy 'rein'`).
+    pub owner: &'static str,
+}
+
+/// A policy: its configuration type and the scheduler built from it for one replay.
+pub trait PolicyImpl: Scheduler + Sized {
+    type Config: Params;
+    /// A fresh scheduler for `servers` servers and `ops` ops.
+    fn new(cfg: &Self::Config, servers: usize, ops: usize) -> Self;
+}
+
+/// Receives the scheduler of a replay from [`Policy::visit`].
+pub trait PolicyVisitor {
+    type Output;
+    /// A policy whose row says `fast`, as its own type.
+    fn fast<S: Scheduler>(self, sched: S) -> Self::Output;
+    /// A policy whose row says `generic`, as the enum.
+    fn generic(self, sched: Policy) -> Self::Output;
+}
+
+macro_rules! registry {
+    ($( $module:ident : $name:literal => $variant:ident ( $config:ident , $sched:ident ) $lp:ident $( ( $why:literal ) )? ; )*) => {
+        $( pub mod $module; )*
+        $( pub use $module::{$config, $sched}; )*
+
+        /// Configuration of a policy, with its validated parameters.
+        #[derive(Debug, Clone, PartialEq)]
+        pub enum PolicyConfig {
+            $( $variant($config), )*
+        }
+
+        /// A policy instance for one replay (holds the per-server queues).
+        #[derive(Debug, Clone)]
+        pub enum Policy {
+            $( $variant($sched), )*
+        }
+
+        /// Policy names accepted by [`PolicyConfig::from_name`], in registry order.
+        pub const POLICY_NAMES: &[&str] = &[ $( $name, )* ];
+
+        /// The registry: every policy with its event loop and parameters.
+        pub const POLICIES: &[PolicyEntry] = &[
+            $( PolicyEntry {
+                name: $name,
+                event_loop: registry!(@loop $lp $($why)?),
+                params: <$config as Params>::SPECS,
+                owner: <$config as Params>::OWNER,
+            }, )*
+        ];
+
+        impl PolicyConfig {
+            /// The policy's default configuration by name.
+            pub fn from_name(name: &str) -> Result<PolicyConfig, SimError> {
+                match name {
+                    $( $name => Ok(PolicyConfig::$variant(<$config>::default())), )*
+                    other => Err(SimError::param("policy", other, &format!("one of {POLICY_NAMES:?}"))),
+                }
+            }
+
+            pub fn name(&self) -> &'static str {
+                match self {
+                    $( PolicyConfig::$variant(_) => $name, )*
+                }
+            }
+
+            pub fn set(&mut self, name: &str, value: f64) -> Result<(), SimError> {
+                match self {
+                    $( PolicyConfig::$variant(c) => c.set(name, value), )*
+                }
+            }
+
+            pub fn validate(&self) -> Result<(), SimError> {
+                match self {
+                    $( PolicyConfig::$variant(c) => c.validate(), )*
+                }
+            }
+
+            /// Every parameter with the value in use.
+            pub fn params(&self) -> Vec<(&'static str, f64)> {
+                match self {
+                    $( PolicyConfig::$variant(c) => c.params(), )*
+                }
+            }
+
+            /// The policy's registry row.
+            pub fn entry(&self) -> &'static PolicyEntry {
+                let name = self.name();
+                POLICIES.iter().find(|e| e.name == name).expect("every config has a registry row")
+            }
+
+            /// A fresh policy instance for `servers` servers and `ops` ops.
+            pub fn instantiate(&self, servers: usize, ops: usize) -> Policy {
+                match self {
+                    $( PolicyConfig::$variant(c) => Policy::$variant(<$sched as PolicyImpl>::new(c, servers, ops)), )*
+                }
+            }
+        }
+
+        impl Policy {
+            /// Hands the scheduler to `v`: as its own type when the registry row says `fast`, as this enum when
+            /// it says `generic`.
+            #[inline]
+            pub fn visit<V: PolicyVisitor>(self, v: V) -> V::Output {
+                match self {
+                    $( registry!(@pat $lp p $variant) => registry!(@visit $lp v p), )*
+                }
+            }
+        }
+
+        impl Scheduler for Policy {
+            #[inline]
+            fn tag(&mut self, ctx: &TagCtx<'_>, tags: &mut [Tag]) {
+                match self { $( Policy::$variant(p) => p.tag(ctx, tags), )* }
+            }
+            #[inline]
+            fn enqueue(&mut self, server: usize, item: QItem) {
+                match self { $( Policy::$variant(p) => p.enqueue(server, item), )* }
+            }
+            #[inline]
+            fn pick(&mut self, server: usize, now: u64) -> Option<QItem> {
+                match self { $( Policy::$variant(p) => p.pick(server, now), )* }
+            }
+            #[inline]
+            fn on_done(&mut self, server: usize, op: u32, now: u64) {
+                match self { $( Policy::$variant(p) => p.on_done(server, op, now), )* }
+            }
+            #[inline]
+            fn release_delay_ns(&self, tag: &Tag) -> u64 {
+                match self { $( Policy::$variant(p) => p.release_delay_ns(tag), )* }
+            }
+        }
+    };
+    (@loop fast) => { Loop::Fast };
+    (@loop generic $why:literal) => { Loop::Generic($why) };
+    (@pat fast $p:ident $variant:ident) => { Policy::$variant($p) };
+    (@pat generic $p:ident $variant:ident) => { $p @ Policy::$variant(_) };
+    (@visit fast $v:ident $p:ident) => { $v.fast($p) };
+    (@visit generic $v:ident $p:ident) => { $v.generic($p) };
+}
+
+// The registry. Columns: file (module), name, enum variant (config type, scheduler type), event loop.
+registry! {
+    fifo:         "fifo"         => Fifo        (FifoConfig,        Fifo)        fast;
+    rein_sbf:     "rein-sbf"     => ReinSbf     (ReinSbfConfig,     ReinSbf)     fast;
+    rein_sds:     "rein-sds"     => ReinSds     (ReinSdsConfig,     ReinSds)     fast;
+    rein:         "rein"         => Rein        (ReinConfig,        Rein)        fast;
+    brb_equalmax: "brb-equalmax" => BrbEqualMax (BrbEqualMaxConfig, BrbEqualMax) fast;
+    brb_unifincr: "brb-unifincr" => BrbUnifIncr (BrbUnifIncrConfig, BrbUnifIncr) fast;
+    oracle:       "oracle"       => Oracle      (OracleConfig,      Oracle)      fast;
+    tailx:        "tailx"        => Tailx       (TailxConfig,       Tailx)       generic("the client's delay queue");
+    duplicate:    "duplicate"    => Duplicate   (DuplicateConfig,   Duplicate)   generic("copies of every opset");
+    speculative:  "speculative"  => Speculative (SpeculativeConfig, Speculative) generic("retry timers and copies");
+}
+
+impl PolicyConfig {
+    /// Named policy with parameters applied and validated.
+    pub fn build(name: &str, params: &[(String, f64)]) -> Result<PolicyConfig, SimError> {
+        let mut cfg = PolicyConfig::from_name(name)?;
+        for (k, v) in params {
+            cfg.set(k, *v)?;
+        }
+        cfg.validate()?;
+        Ok(cfg)
+    }
+}
+
+/// Search choices of the starvation boost (ms; 0 = off) of the single-priority-queue variants.
+pub const BOOST_CHOICES: &[f64] = &[0.0, 1.0, 2.0, 5.0, 10.0, 20.0];
+/// Search choices of a large-value threshold THR_L (bytes) when the data suggests none.
+pub const THR_L_CHOICES: &[f64] = &[4096.0, 16384.0, 65536.0];
 
 /// Metadata the client attaches to every op of an opset (Rein: "priority inserted as meta-data").
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
@@ -101,221 +277,12 @@ pub trait Scheduler {
     fn enqueue(&mut self, server: usize, item: QItem);
     /// Server side: the next op for a free slot of `server`, if any is waiting.
     fn pick(&mut self, server: usize, now: u64) -> Option<QItem>;
-    /// Feedback hook: an op finished at `server` (no policy of the core issue needs it).
+    /// Feedback hook: an op finished at `server` (unused by the current policies).
     fn on_done(&mut self, _server: usize, _op: u32, _now: u64) {}
     /// Coordinator side: how long the client procrastinates an opset with this tag before sending it (TailX's
     /// delay queue); 0 = sent at once (every policy but tailx).
     fn release_delay_ns(&self, _tag: &Tag) -> u64 {
         0
-    }
-}
-
-/// Configuration of a policy, with its validated parameters.
-#[derive(Debug, Clone, PartialEq)]
-pub enum PolicyConfig {
-    Fifo(FifoConfig),
-    ReinSbf(ReinSbfConfig),
-    ReinSds(ReinSdsConfig),
-    Rein(ReinConfig),
-    BrbEqualMax(BrbEqualMaxConfig),
-    BrbUnifIncr(BrbUnifIncrConfig),
-    Oracle(OracleConfig),
-    Tailx(TailxConfig),
-    Duplicate(DuplicateConfig),
-    Speculative(SpeculativeConfig),
-}
-
-/// A policy instance for one replay (holds the per-server queues).
-#[derive(Debug, Clone)]
-pub enum Policy {
-    Fifo(Fifo),
-    ReinSbf(ReinSbf),
-    ReinSds(ReinSds),
-    Rein(Rein),
-    BrbEqualMax(BrbEqualMax),
-    BrbUnifIncr(BrbUnifIncr),
-    Oracle(Oracle),
-    Tailx(Tailx),
-    Duplicate(Duplicate),
-    Speculative(Speculative),
-}
-
-/// Per-policy parameter handling: defaults, named setters with range checks, and the values actually used.
-pub trait Params: Sized {
-    /// Sets one parameter; unknown names and out-of-range values are errors naming the parameter.
-    fn set(&mut self, name: &str, value: f64) -> Result<(), SimError>;
-    /// Checks cross-parameter constraints.
-    fn validate(&self) -> Result<(), SimError> {
-        Ok(())
-    }
-    /// Every parameter with the value in use.
-    fn params(&self) -> Vec<(&'static str, f64)>;
-}
-
-pub(crate) fn unknown(policy: &str, name: &str, known: &[&str]) -> SimError {
-    SimError::param(
-        name,
-        "(unknown)",
-        &format!("one of [{}] for policy '{policy}'", known.join(", ")),
-    )
-}
-
-/// Policy names accepted by `PolicyConfig::from_name`.
-pub const POLICY_NAMES: [&str; 10] = [
-    "fifo",
-    "rein-sbf",
-    "rein-sds",
-    "rein",
-    "brb-equalmax",
-    "brb-unifincr",
-    "oracle",
-    "tailx",
-    "duplicate",
-    "speculative",
-];
-
-impl PolicyConfig {
-    /// The policy's default configuration by name.
-    pub fn from_name(name: &str) -> Result<PolicyConfig, SimError> {
-        Ok(match name {
-            "fifo" => PolicyConfig::Fifo(FifoConfig::default()),
-            "rein-sbf" => PolicyConfig::ReinSbf(ReinSbfConfig::default()),
-            "rein-sds" => PolicyConfig::ReinSds(ReinSdsConfig::default()),
-            "rein" => PolicyConfig::Rein(ReinConfig::default()),
-            "brb-equalmax" => PolicyConfig::BrbEqualMax(BrbEqualMaxConfig::default()),
-            "brb-unifincr" => PolicyConfig::BrbUnifIncr(BrbUnifIncrConfig::default()),
-            "oracle" => PolicyConfig::Oracle(OracleConfig::default()),
-            "tailx" => PolicyConfig::Tailx(TailxConfig::default()),
-            "duplicate" => PolicyConfig::Duplicate(DuplicateConfig::default()),
-            "speculative" => PolicyConfig::Speculative(SpeculativeConfig::default()),
-            other => return Err(SimError::param("policy", other, &format!("one of {POLICY_NAMES:?}"))),
-        })
-    }
-
-    /// Named policy with parameters applied and validated.
-    pub fn build(name: &str, params: &[(String, f64)]) -> Result<PolicyConfig, SimError> {
-        let mut cfg = PolicyConfig::from_name(name)?;
-        for (k, v) in params {
-            cfg.set(k, *v)?;
-        }
-        cfg.validate()?;
-        Ok(cfg)
-    }
-
-    pub fn name(&self) -> &'static str {
-        match self {
-            PolicyConfig::Fifo(_) => "fifo",
-            PolicyConfig::ReinSbf(_) => "rein-sbf",
-            PolicyConfig::ReinSds(_) => "rein-sds",
-            PolicyConfig::Rein(_) => "rein",
-            PolicyConfig::BrbEqualMax(_) => "brb-equalmax",
-            PolicyConfig::BrbUnifIncr(_) => "brb-unifincr",
-            PolicyConfig::Oracle(_) => "oracle",
-            PolicyConfig::Tailx(_) => "tailx",
-            PolicyConfig::Duplicate(_) => "duplicate",
-            PolicyConfig::Speculative(_) => "speculative",
-        }
-    }
-
-    pub fn set(&mut self, name: &str, value: f64) -> Result<(), SimError> {
-        match self {
-            PolicyConfig::Fifo(c) => c.set(name, value),
-            PolicyConfig::ReinSbf(c) => c.set(name, value),
-            PolicyConfig::ReinSds(c) => c.set(name, value),
-            PolicyConfig::Rein(c) => c.set(name, value),
-            PolicyConfig::BrbEqualMax(c) => c.set(name, value),
-            PolicyConfig::BrbUnifIncr(c) => c.set(name, value),
-            PolicyConfig::Oracle(c) => c.set(name, value),
-            PolicyConfig::Tailx(c) => c.set(name, value),
-            PolicyConfig::Duplicate(c) => c.set(name, value),
-            PolicyConfig::Speculative(c) => c.set(name, value),
-        }
-    }
-
-    pub fn validate(&self) -> Result<(), SimError> {
-        match self {
-            PolicyConfig::Fifo(c) => c.validate(),
-            PolicyConfig::ReinSbf(c) => c.validate(),
-            PolicyConfig::ReinSds(c) => c.validate(),
-            PolicyConfig::Rein(c) => c.validate(),
-            PolicyConfig::BrbEqualMax(c) => c.validate(),
-            PolicyConfig::BrbUnifIncr(c) => c.validate(),
-            PolicyConfig::Oracle(c) => c.validate(),
-            PolicyConfig::Tailx(c) => c.validate(),
-            PolicyConfig::Duplicate(c) => c.validate(),
-            PolicyConfig::Speculative(c) => c.validate(),
-        }
-    }
-
-    pub fn params(&self) -> Vec<(&'static str, f64)> {
-        match self {
-            PolicyConfig::Fifo(c) => c.params(),
-            PolicyConfig::ReinSbf(c) => c.params(),
-            PolicyConfig::ReinSds(c) => c.params(),
-            PolicyConfig::Rein(c) => c.params(),
-            PolicyConfig::BrbEqualMax(c) => c.params(),
-            PolicyConfig::BrbUnifIncr(c) => c.params(),
-            PolicyConfig::Oracle(c) => c.params(),
-            PolicyConfig::Tailx(c) => c.params(),
-            PolicyConfig::Duplicate(c) => c.params(),
-            PolicyConfig::Speculative(c) => c.params(),
-        }
-    }
-
-    /// A fresh policy instance for `servers` servers and `ops` ops.
-    pub fn instantiate(&self, servers: usize, ops: usize) -> Policy {
-        match self {
-            PolicyConfig::Fifo(c) => Policy::Fifo(Fifo::new(c, servers)),
-            PolicyConfig::ReinSbf(c) => Policy::ReinSbf(ReinSbf::new(c, servers, ops)),
-            PolicyConfig::ReinSds(c) => Policy::ReinSds(ReinSds::new(c, servers, ops)),
-            PolicyConfig::Rein(c) => Policy::Rein(Rein::new(c, servers)),
-            PolicyConfig::BrbEqualMax(c) => Policy::BrbEqualMax(BrbEqualMax::new(c, servers)),
-            PolicyConfig::BrbUnifIncr(c) => Policy::BrbUnifIncr(BrbUnifIncr::new(c, servers)),
-            PolicyConfig::Oracle(c) => Policy::Oracle(Oracle::new(c, servers)),
-            PolicyConfig::Tailx(c) => Policy::Tailx(Tailx::new(c, servers)),
-            PolicyConfig::Duplicate(c) => Policy::Duplicate(Duplicate::new(c, servers)),
-            PolicyConfig::Speculative(c) => Policy::Speculative(Speculative::new(c, servers)),
-        }
-    }
-}
-
-macro_rules! dispatch {
-    ($self:ident, $p:ident => $e:expr) => {
-        match $self {
-            Policy::Fifo($p) => $e,
-            Policy::ReinSbf($p) => $e,
-            Policy::ReinSds($p) => $e,
-            Policy::Rein($p) => $e,
-            Policy::BrbEqualMax($p) => $e,
-            Policy::BrbUnifIncr($p) => $e,
-            Policy::Oracle($p) => $e,
-            Policy::Tailx($p) => $e,
-            Policy::Duplicate($p) => $e,
-            Policy::Speculative($p) => $e,
-        }
-    };
-}
-
-impl Scheduler for Policy {
-    #[inline]
-    fn tag(&mut self, ctx: &TagCtx<'_>, tags: &mut [Tag]) {
-        dispatch!(self, p => p.tag(ctx, tags))
-    }
-    #[inline]
-    fn enqueue(&mut self, server: usize, item: QItem) {
-        dispatch!(self, p => p.enqueue(server, item))
-    }
-    #[inline]
-    fn pick(&mut self, server: usize, now: u64) -> Option<QItem> {
-        dispatch!(self, p => p.pick(server, now))
-    }
-    #[inline]
-    fn on_done(&mut self, server: usize, op: u32, now: u64) {
-        dispatch!(self, p => p.on_done(server, op, now))
-    }
-    #[inline]
-    fn release_delay_ns(&self, tag: &Tag) -> u64 {
-        dispatch!(self, p => p.release_delay_ns(tag))
     }
 }
 
@@ -329,18 +296,6 @@ pub fn bottleneck(costs: &[f64]) -> (usize, f64) {
         }
     }
     best
-}
-
-/// Shared parameter of the single-priority-queue variants: the starvation boost.
-pub(crate) fn set_boost(policy: &str, field: &mut f64, name: &str, value: f64) -> Result<(), SimError> {
-    match name {
-        "boost_after_ms" => {
-            crate::error::check_range("boost_after_ms", value, 0.0, 1e9, "[0, 1e9] ms (0 = no boost)")?;
-            *field = value;
-            Ok(())
-        }
-        other => Err(unknown(policy, other, &["boost_after_ms"])),
-    }
 }
 
 /// boost_after_ms → ns, `None` when disabled.

@@ -5,19 +5,11 @@
 //! now + e(B) + (e(B) − e(O)) — the request's estimated completion (SBF part) plus the opset's slack (SDS part),
 //! as an absolute time so that requests issued at different times compare. Lowest first at every server.
 use super::queues::PrioQueues;
-use super::{unknown, Params, QItem, Scheduler, Tag, TagCtx};
-use crate::error::SimError;
+use super::{PolicyImpl, QItem, Scheduler, Tag, TagCtx};
 
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct OracleConfig {}
-
-impl Params for OracleConfig {
-    fn set(&mut self, name: &str, _value: f64) -> Result<(), SimError> {
-        Err(unknown("oracle", name, &[]))
-    }
-    fn params(&self) -> Vec<(&'static str, f64)> {
-        Vec::new()
-    }
+crate::params! {
+    /// `oracle` has no parameters.
+    pub struct OracleConfig for "policy 'oracle'" {}
 }
 
 #[derive(Debug, Clone)]
@@ -25,8 +17,9 @@ pub struct Oracle {
     q: PrioQueues,
 }
 
-impl Oracle {
-    pub fn new(_cfg: &OracleConfig, servers: usize) -> Self {
+impl PolicyImpl for Oracle {
+    type Config = OracleConfig;
+    fn new(_cfg: &OracleConfig, servers: usize, _ops: usize) -> Self {
         Oracle {
             q: PrioQueues::new(servers, 0, None),
         }

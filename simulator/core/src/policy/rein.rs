@@ -4,93 +4,39 @@
 //! threshold → Q_K, R = 1 → Q1); every other opset goes to the queue with rate ≤ the bottleneck's that minimizes
 //! |cost(op)/cost(B) − w_q/w_B| (first such queue on ties).
 use super::queues::MultiLevelQueues;
-use super::{bottleneck, unknown, Params, QItem, Scheduler, Tag, TagCtx};
-use crate::error::{check_range, SimError};
+use super::{bottleneck, PolicyImpl, QItem, Scheduler, Tag, TagCtx};
+use crate::error::SimError;
+use crate::params::Search;
 
-#[derive(Debug, Clone, PartialEq)]
-pub struct ReinConfig {
-    /// Number of queues K.
-    pub k: u32,
-    /// Range factor R between consecutive thresholds.
-    pub range_factor: f64,
-    /// DRR rate (quantum) of Q1.
-    pub r_q1: f64,
-    /// Rate decrease from one queue to the next.
-    pub rate_step: f64,
-    /// First threshold τ_1 (minimum cost).
-    pub tau_1: f64,
+crate::params! {
+    /// The paper's sensitivity-analysis defaults: K = 4, R = 3, r_q1 = 5, rates decreasing by 1, τ_1 = 1. The
+    /// tuner fixes r_q1 (only the rate ratios matter) and searches the rate step.
+    pub struct ReinConfig for "policy 'rein'" {
+        /// Number of queues K.
+        k: u32 = 4, Integer(1.0, 64.0, "integer in 1..=64"), Search::int(2, 8);
+        /// Range factor R between consecutive thresholds.
+        range_factor: f64 = 3.0, Real(1.0, 1e6, "[1, 1e6]"), Search::grid(1.5, 8.0, 0.5);
+        /// DRR rate (quantum) of Q1.
+        r_q1: f64 = 5.0, Real(1e-3, 1e6, "[0.001, 1e6]"), Search::Fixed;
+        /// Rate decrease from one queue to the next.
+        rate_step: f64 = 1.0, Real(0.0, 1e6, "[0, 1e6]"), Search::grid(0.0, 2.0, 0.5);
+        /// First threshold τ_1 (minimum cost).
+        tau_1: f64 = 1.0, Real(1e-9, 1e9, "[1e-9, 1e9]"), Search::Choices(&[1.0, 2.0]);
+    }
+    validate = rates_stay_positive;
 }
 
-impl Default for ReinConfig {
-    /// The paper's sensitivity-analysis defaults: K = 4, R = 3, r_q1 = 5, rates decreasing by 1, τ_1 = 1.
-    fn default() -> Self {
-        ReinConfig {
-            k: 4,
-            range_factor: 3.0,
-            r_q1: 5.0,
-            rate_step: 1.0,
-            tau_1: 1.0,
-        }
+/// Every queue keeps a DRR rate > 0: r_q1 − (k − 1)·rate_step > 0.
+fn rates_stay_positive(c: &ReinConfig) -> Result<(), SimError> {
+    let last = c.r_q1 - (c.k as f64 - 1.0) * c.rate_step;
+    if last <= 0.0 {
+        return Err(SimError::param(
+            "rate_step",
+            c.rate_step,
+            &format!("< r_q1/(k-1) = {} so that every queue keeps a rate > 0", c.r_q1 / (c.k as f64 - 1.0)),
+        ));
     }
-}
-
-const NAMES: [&str; 5] = ["k", "range_factor", "r_q1", "rate_step", "tau_1"];
-
-impl Params for ReinConfig {
-    fn set(&mut self, name: &str, value: f64) -> Result<(), SimError> {
-        match name {
-            "k" => {
-                check_range("k", value, 1.0, 64.0, "integer in 1..=64")?;
-                if value.fract() != 0.0 {
-                    return Err(SimError::param("k", value, "integer in 1..=64"));
-                }
-                self.k = value as u32;
-            }
-            "range_factor" => {
-                check_range("range_factor", value, 1.0, 1e6, "[1, 1e6]")?;
-                self.range_factor = value;
-            }
-            "r_q1" => {
-                check_range("r_q1", value, 1e-3, 1e6, "[0.001, 1e6]")?;
-                self.r_q1 = value;
-            }
-            "rate_step" => {
-                check_range("rate_step", value, 0.0, 1e6, "[0, 1e6]")?;
-                self.rate_step = value;
-            }
-            "tau_1" => {
-                check_range("tau_1", value, 1e-9, 1e9, "[1e-9, 1e9]")?;
-                self.tau_1 = value;
-            }
-            other => return Err(unknown("rein", other, &NAMES)),
-        }
-        Ok(())
-    }
-
-    fn validate(&self) -> Result<(), SimError> {
-        let last = self.r_q1 - (self.k as f64 - 1.0) * self.rate_step;
-        if last <= 0.0 {
-            return Err(SimError::param(
-                "rate_step",
-                self.rate_step,
-                &format!(
-                    "< r_q1/(k-1) = {} so that every queue keeps a rate > 0",
-                    self.r_q1 / (self.k as f64 - 1.0)
-                ),
-            ));
-        }
-        Ok(())
-    }
-
-    fn params(&self) -> Vec<(&'static str, f64)> {
-        vec![
-            ("k", self.k as f64),
-            ("range_factor", self.range_factor),
-            ("r_q1", self.r_q1),
-            ("rate_step", self.rate_step),
-            ("tau_1", self.tau_1),
-        ]
-    }
+    Ok(())
 }
 
 impl ReinConfig {
@@ -141,8 +87,9 @@ pub struct Rein {
     q: MultiLevelQueues,
 }
 
-impl Rein {
-    pub fn new(cfg: &ReinConfig, servers: usize) -> Self {
+impl PolicyImpl for Rein {
+    type Config = ReinConfig;
+    fn new(cfg: &ReinConfig, servers: usize, _ops: usize) -> Self {
         let rates = cfg.rates();
         let slack = (0..rates.len())
             .map(|q_bn| {
@@ -160,7 +107,9 @@ impl Rein {
             slack,
         }
     }
+}
 
+impl Rein {
     /// [`slack_queue`] over the precomputed candidates (identical result: skipped queues never qualify).
     #[inline]
     fn slack_queue(&self, cost: f64, cost_bn: f64, q_bn: usize) -> u32 {
@@ -200,6 +149,7 @@ impl Scheduler for Rein {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::params::Params;
 
     #[test]
     fn bottleneck_thresholds_k4_r3() {
@@ -245,7 +195,7 @@ mod tests {
                 rate_step: step,
                 ..ReinConfig::default()
             };
-            let rein = Rein::new(&cfg, 1);
+            let rein = Rein::new(&cfg, 1, 0);
             for q_bn in 0..k as usize {
                 for cost in [0.0, 0.3, 1.0, 2.0, 3.5, 7.0, 10.0, 11.0, 1e6, f64::NAN] {
                     let want = slack_queue(cost, 10.0, q_bn, &rein.rates);

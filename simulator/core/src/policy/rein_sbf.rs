@@ -1,21 +1,13 @@
 //! `rein-sbf`: Shortest Bottleneck First on a single priority queue per server (Rein §3.2). Every op of a
 //! request gets the cost of the request's bottleneck opset as priority (lower first); optional starvation boost.
 use super::queues::PrioQueues;
-use super::{boost_ns, bottleneck, set_boost, Params, QItem, Scheduler, Tag, TagCtx};
-use crate::error::SimError;
+use super::{boost_ns, bottleneck, PolicyImpl, QItem, Scheduler, Tag, TagCtx, BOOST_CHOICES};
+use crate::params::Search;
 
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct ReinSbfConfig {
-    /// Wait after which an op is served ahead of everything else, ms; 0 = no boost (default).
-    pub boost_after_ms: f64,
-}
-
-impl Params for ReinSbfConfig {
-    fn set(&mut self, name: &str, value: f64) -> Result<(), SimError> {
-        set_boost("rein-sbf", &mut self.boost_after_ms, name, value)
-    }
-    fn params(&self) -> Vec<(&'static str, f64)> {
-        vec![("boost_after_ms", self.boost_after_ms)]
+crate::params! {
+    pub struct ReinSbfConfig for "policy 'rein-sbf'" {
+        /// Wait after which an op is served ahead of everything else, ms; 0 = no boost (default).
+        boost_after_ms: f64 = 0.0, Real(0.0, 1e9, "[0, 1e9] ms (0 = no boost)"), Search::Choices(BOOST_CHOICES);
     }
 }
 
@@ -24,8 +16,9 @@ pub struct ReinSbf {
     q: PrioQueues,
 }
 
-impl ReinSbf {
-    pub fn new(cfg: &ReinSbfConfig, servers: usize, ops: usize) -> Self {
+impl PolicyImpl for ReinSbf {
+    type Config = ReinSbfConfig;
+    fn new(cfg: &ReinSbfConfig, servers: usize, ops: usize) -> Self {
         ReinSbf {
             q: PrioQueues::new(servers, ops, boost_ns(cfg.boost_after_ms)),
         }

@@ -2,21 +2,13 @@
 //! priority (cost(x) + slack(x)) / size(O), with cost(x) = cost(O)/size(O) (one op's cost) and
 //! slack(x) = cost(B) − cost(O) (B = the bottleneck opset, whose slack is 0). Lower = served first; optional boost.
 use super::queues::PrioQueues;
-use super::{boost_ns, bottleneck, set_boost, Params, QItem, Scheduler, Tag, TagCtx};
-use crate::error::SimError;
+use super::{boost_ns, bottleneck, PolicyImpl, QItem, Scheduler, Tag, TagCtx, BOOST_CHOICES};
+use crate::params::Search;
 
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct ReinSdsConfig {
-    /// Wait after which an op is served ahead of everything else, ms; 0 = no boost (default).
-    pub boost_after_ms: f64,
-}
-
-impl Params for ReinSdsConfig {
-    fn set(&mut self, name: &str, value: f64) -> Result<(), SimError> {
-        set_boost("rein-sds", &mut self.boost_after_ms, name, value)
-    }
-    fn params(&self) -> Vec<(&'static str, f64)> {
-        vec![("boost_after_ms", self.boost_after_ms)]
+crate::params! {
+    pub struct ReinSdsConfig for "policy 'rein-sds'" {
+        /// Wait after which an op is served ahead of everything else, ms; 0 = no boost (default).
+        boost_after_ms: f64 = 0.0, Real(0.0, 1e9, "[0, 1e9] ms (0 = no boost)"), Search::Choices(BOOST_CHOICES);
     }
 }
 
@@ -32,8 +24,9 @@ pub struct ReinSds {
     q: PrioQueues,
 }
 
-impl ReinSds {
-    pub fn new(cfg: &ReinSdsConfig, servers: usize, ops: usize) -> Self {
+impl PolicyImpl for ReinSds {
+    type Config = ReinSdsConfig;
+    fn new(cfg: &ReinSdsConfig, servers: usize, ops: usize) -> Self {
         ReinSds {
             q: PrioQueues::new(servers, ops, boost_ns(cfg.boost_after_ms)),
         }

@@ -5,52 +5,19 @@
 //! `window` opsets; no retry before `min_samples` observations; `timeout_ms` > 0 fixes it instead.
 //! Servers serve FIFO; the engine makes the copies.
 use super::queues::FifoQueues;
-use super::{unknown, Params, QItem, Scheduler, Tag, TagCtx};
-use crate::error::{check_range, SimError};
+use super::{PolicyImpl, QItem, Scheduler, Tag, TagCtx};
+use crate::params::Search;
 
-#[derive(Debug, Clone, PartialEq)]
-pub struct SpeculativeConfig {
-    pub percentile: f64,
-    /// Fixed timeout, ms; 0 = the running percentile.
-    pub timeout_ms: f64,
-    pub window: f64,
-    pub min_samples: f64,
-}
-
-impl Default for SpeculativeConfig {
-    fn default() -> Self {
-        SpeculativeConfig {
-            percentile: 90.0,
-            timeout_ms: 0.0,
-            window: 1000.0,
-            min_samples: 100.0,
-        }
-    }
-}
-
-const NAMES: [&str; 4] = ["percentile", "timeout_ms", "window", "min_samples"];
-
-impl Params for SpeculativeConfig {
-    fn set(&mut self, name: &str, value: f64) -> Result<(), SimError> {
-        let (field, lo, hi, what) = match name {
-            "percentile" => (&mut self.percentile, 1.0, 100.0, "[1, 100]"),
-            "timeout_ms" => (&mut self.timeout_ms, 0.0, 1e9, "[0, 1e9] ms (0 = from the percentile)"),
-            "window" => (&mut self.window, 1.0, 1e6, "[1, 1e6] opsets"),
-            "min_samples" => (&mut self.min_samples, 1.0, 1e6, "[1, 1e6] opsets"),
-            other => return Err(unknown("speculative", other, &NAMES)),
-        };
-        check_range(name, value, lo, hi, what)?;
-        // window and min_samples count opsets: whole numbers.
-        *field = if matches!(name, "window" | "min_samples") { value.round() } else { value };
-        Ok(())
-    }
-    fn params(&self) -> Vec<(&'static str, f64)> {
-        vec![
-            ("percentile", self.percentile),
-            ("timeout_ms", self.timeout_ms),
-            ("window", self.window),
-            ("min_samples", self.min_samples),
-        ]
+crate::params! {
+    pub struct SpeculativeConfig for "policy 'speculative'" {
+        /// Percentile of the observed opset response times used as the retry timeout.
+        percentile: f64 = 90.0, Real(1.0, 100.0, "[1, 100]"), Search::Fixed;
+        /// Fixed timeout, ms; 0 = the running percentile.
+        timeout_ms: f64 = 0.0, Real(0.0, 1e9, "[0, 1e9] ms (0 = from the percentile)"), Search::Fixed;
+        /// Opsets in the sliding window of the running percentile (a whole number).
+        window: f64 = 1000.0, Rounded(1.0, 1e6, "[1, 1e6] opsets"), Search::Fixed;
+        /// Observations before the first retry (a whole number).
+        min_samples: f64 = 100.0, Rounded(1.0, 1e6, "[1, 1e6] opsets"), Search::Fixed;
     }
 }
 
@@ -128,8 +95,9 @@ pub struct Speculative {
     q: FifoQueues,
 }
 
-impl Speculative {
-    pub fn new(_cfg: &SpeculativeConfig, servers: usize) -> Self {
+impl PolicyImpl for Speculative {
+    type Config = SpeculativeConfig;
+    fn new(_cfg: &SpeculativeConfig, servers: usize, _ops: usize) -> Self {
         Speculative {
             q: FifoQueues::new(servers),
         }

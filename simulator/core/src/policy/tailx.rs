@@ -10,76 +10,26 @@
 //! Fig. 2 schedule sends C (allowance 1 = its own cost) at once and procrastinates E (allowance 4 > 1);
 //! `min_allowance = 0` is the literal Algorithm 1 (every Tw > 0 is procrastinated).
 use super::queues::FifoQueues;
-use super::{unknown, Params, QItem, Scheduler, Tag, TagCtx};
-use crate::error::{check_range, SimError};
+use super::{PolicyImpl, QItem, Scheduler, Tag, TagCtx, THR_L_CHOICES};
+use crate::params::Search;
 
-#[derive(Debug, Clone, PartialEq)]
-pub struct TailxConfig {
-    /// Size threshold of the large-key filter, bytes (applied where the filter is built; 0 = derived default).
-    pub thr_l_bytes: f64,
-    /// Service time of a large / small value, ms; 0 = derived from the workload's demand model (mean demand of
-    /// the ops above / below THR_L) by [`TailxConfig::resolved`].
-    pub tl_ms: f64,
-    pub ts_ms: f64,
-    /// Multipliers of TL / TS (the tuner's knobs), applied on top of the values above.
-    pub tl_scale: f64,
-    pub ts_scale: f64,
-    /// Procrastination time = allowance_scale × Tw.
-    pub allowance_scale: f64,
-    /// Procrastinate only when Tw > min_allowance × the opset's own cost (0 = any Tw > 0).
-    pub min_allowance: f64,
-}
-
-impl Default for TailxConfig {
-    fn default() -> Self {
-        TailxConfig {
-            thr_l_bytes: 0.0,
-            tl_ms: 0.0,
-            ts_ms: 0.0,
-            tl_scale: 1.0,
-            ts_scale: 1.0,
-            allowance_scale: 1.0,
-            min_allowance: 1.0,
-        }
-    }
-}
-
-const NAMES: [&str; 7] = [
-    "thr_l_bytes",
-    "tl_ms",
-    "ts_ms",
-    "tl_scale",
-    "ts_scale",
-    "allowance_scale",
-    "min_allowance",
-];
-
-impl Params for TailxConfig {
-    fn set(&mut self, name: &str, value: f64) -> Result<(), SimError> {
-        let (field, lo, hi, what) = match name {
-            "thr_l_bytes" => (&mut self.thr_l_bytes, 0.0, 1e12, "[0, 1e12] bytes (0 = derived)"),
-            "tl_ms" => (&mut self.tl_ms, 0.0, 1e6, "[0, 1e6] ms (0 = derived)"),
-            "ts_ms" => (&mut self.ts_ms, 0.0, 1e6, "[0, 1e6] ms (0 = derived)"),
-            "tl_scale" => (&mut self.tl_scale, 1e-3, 1e3, "[0.001, 1000]"),
-            "ts_scale" => (&mut self.ts_scale, 1e-3, 1e3, "[0.001, 1000]"),
-            "allowance_scale" => (&mut self.allowance_scale, 0.0, 100.0, "[0, 100] (0 = never delay)"),
-            "min_allowance" => (&mut self.min_allowance, 0.0, 1e6, "[0, 1e6] × own cost"),
-            other => return Err(unknown("tailx", other, &NAMES)),
-        };
-        check_range(name, value, lo, hi, what)?;
-        *field = value;
-        Ok(())
-    }
-    fn params(&self) -> Vec<(&'static str, f64)> {
-        vec![
-            ("thr_l_bytes", self.thr_l_bytes),
-            ("tl_ms", self.tl_ms),
-            ("ts_ms", self.ts_ms),
-            ("tl_scale", self.tl_scale),
-            ("ts_scale", self.ts_scale),
-            ("allowance_scale", self.allowance_scale),
-            ("min_allowance", self.min_allowance),
-        ]
+crate::params! {
+    pub struct TailxConfig for "policy 'tailx'" {
+        /// Size threshold of the large-key filter, bytes (applied where the filter is built; 0 = derived default).
+        thr_l_bytes: f64 = 0.0, Real(0.0, 1e12, "[0, 1e12] bytes (0 = derived)"), Search::Choices(THR_L_CHOICES);
+        /// Service time of a large value, ms; 0 = derived from the workload's demand model (mean demand of the ops
+        /// above THR_L) by [`TailxConfig::resolved`].
+        tl_ms: f64 = 0.0, Real(0.0, 1e6, "[0, 1e6] ms (0 = derived)"), Search::Fixed;
+        /// Service time of a small value, ms; 0 = derived (mean demand of the ops below THR_L).
+        ts_ms: f64 = 0.0, Real(0.0, 1e6, "[0, 1e6] ms (0 = derived)"), Search::Fixed;
+        /// Multiplier of TL, applied on top of the value above.
+        tl_scale: f64 = 1.0, Real(1e-3, 1e3, "[0.001, 1000]"), Search::grid(0.5, 2.0, 0.25);
+        /// Multiplier of TS, applied on top of the value above.
+        ts_scale: f64 = 1.0, Real(1e-3, 1e3, "[0.001, 1000]"), Search::grid(0.5, 2.0, 0.25);
+        /// Procrastination time = allowance_scale × Tw.
+        allowance_scale: f64 = 1.0, Real(0.0, 100.0, "[0, 100] (0 = never delay)"), Search::grid(0.5, 2.0, 0.25);
+        /// Procrastinate only when Tw > min_allowance × the opset's own cost (0 = any Tw > 0).
+        min_allowance: f64 = 1.0, Real(0.0, 1e6, "[0, 1e6] × own cost"), Search::Fixed;
     }
 }
 
@@ -126,8 +76,9 @@ pub struct Tailx {
     min_allowance: f64,
 }
 
-impl Tailx {
-    pub fn new(cfg: &TailxConfig, servers: usize) -> Self {
+impl PolicyImpl for Tailx {
+    type Config = TailxConfig;
+    fn new(cfg: &TailxConfig, servers: usize, _ops: usize) -> Self {
         Tailx {
             q: FifoQueues::new(servers),
             scale: cfg.allowance_scale,

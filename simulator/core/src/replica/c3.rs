@@ -18,115 +18,30 @@ use std::collections::VecDeque;
 
 use super::feedback::{Feedback, SelectCtx};
 use super::ReplicaSelector;
-use crate::error::{check_range, SimError};
 use crate::prefetch::prefetch;
-use crate::policy::{unknown, Params};
+use crate::params::Search;
 
-#[derive(Debug, Clone, PartialEq)]
-pub struct C3Config {
-    /// Exponent of the queue-size term (C3: 3, cubic).
-    pub b: f64,
-    /// EWMA weight of a new sample.
-    pub alpha: f64,
-    /// Concurrency compensation w; 0 = the number of clients.
-    pub concurrency: f64,
-    /// 1 = rate control on, 0 = ranking only.
-    pub rate_control: f64,
-    /// Rate window δ in mean service times.
-    pub rate_interval: f64,
-    /// Multiplicative decrease factor β.
-    pub beta: f64,
-    /// Cubic growth constant γ (ops per window, time in windows).
-    pub cubic_c: f64,
-    /// Largest increase per update, ops per window.
-    pub smax: f64,
-    /// No decrease within this many windows of the last one.
-    pub hysteresis: f64,
-}
-
-impl Default for C3Config {
-    fn default() -> Self {
-        C3Config {
-            b: 3.0,
-            alpha: 0.9,
-            concurrency: 0.0,
-            rate_control: 1.0,
-            rate_interval: 5.0,
-            beta: 0.2,
-            cubic_c: 0.032,
-            smax: 10.0,
-            hysteresis: 2.0,
-        }
-    }
-}
-
-pub(crate) const C3_PARAMS: [&str; 9] = [
-    "b",
-    "alpha",
-    "concurrency",
-    "rate_control",
-    "rate_interval",
-    "beta",
-    "cubic_c",
-    "smax",
-    "hysteresis",
-];
-
-impl Params for C3Config {
-    fn set(&mut self, name: &str, v: f64) -> Result<(), SimError> {
-        match name {
-            "b" => {
-                check_range(name, v, 0.0, 10.0, "[0, 10]")?;
-                self.b = v
-            }
-            "alpha" => {
-                check_range(name, v, 1e-6, 1.0, "(0, 1]")?;
-                self.alpha = v
-            }
-            "concurrency" => {
-                check_range(name, v, 0.0, 1e6, "[0, 1e6] (0 = number of clients)")?;
-                self.concurrency = v
-            }
-            "rate_control" => {
-                check_range(name, v, 0.0, 1.0, "0 or 1")?;
-                self.rate_control = v.round()
-            }
-            "rate_interval" => {
-                check_range(name, v, 1e-3, 1e6, "[1e-3, 1e6] mean service times")?;
-                self.rate_interval = v
-            }
-            "beta" => {
-                check_range(name, v, 0.0, 0.99, "[0, 0.99]")?;
-                self.beta = v
-            }
-            "cubic_c" => {
-                check_range(name, v, 1e-9, 1e6, "(0, 1e6]")?;
-                self.cubic_c = v
-            }
-            "smax" => {
-                check_range(name, v, 0.0, 1e9, "[0, 1e9] ops per window")?;
-                self.smax = v
-            }
-            "hysteresis" => {
-                check_range(name, v, 0.0, 1e6, "[0, 1e6] windows")?;
-                self.hysteresis = v
-            }
-            other => return Err(unknown("c3", other, &C3_PARAMS)),
-        }
-        Ok(())
-    }
-    fn params(&self) -> Vec<(&'static str, f64)> {
-        vec![
-            ("b", self.b),
-            ("alpha", self.alpha),
-            ("concurrency", self.concurrency),
-            ("rate_control", self.rate_control),
-            ("rate_interval", self.rate_interval),
-            ("beta", self.beta),
-            ("cubic_c", self.cubic_c),
-            ("smax", self.smax),
-            ("hysteresis", self.hysteresis),
-        ]
+crate::params! {
+    /// C3's scoring and rate-control parameters (defaults: the C3 paper's).
+    pub struct C3Config for "replica selector 'c3'" {
+        /// Exponent of the queue-size term (C3: 3, cubic).
+        b: f64 = 3.0, Real(0.0, 10.0, "[0, 10]"), Search::Fixed;
+        /// EWMA weight of a new sample.
+        alpha: f64 = 0.9, Real(1e-6, 1.0, "(0, 1]"), Search::Fixed;
+        /// Concurrency compensation w; 0 = the number of clients.
+        concurrency: f64 = 0.0, Real(0.0, 1e6, "[0, 1e6] (0 = number of clients)"), Search::Fixed;
+        /// 1 = rate control on, 0 = ranking only.
+        rate_control: f64 = 1.0, Rounded(0.0, 1.0, "0 or 1"), Search::Fixed;
+        /// Rate window δ in mean service times.
+        rate_interval: f64 = 5.0, Real(1e-3, 1e6, "[1e-3, 1e6] mean service times"), Search::Fixed;
+        /// Multiplicative decrease factor β.
+        beta: f64 = 0.2, Real(0.0, 0.99, "[0, 0.99]"), Search::Fixed;
+        /// Cubic growth constant γ (ops per window, time in windows).
+        cubic_c: f64 = 0.032, Real(1e-9, 1e6, "(0, 1e6]"), Search::Fixed;
+        /// Largest increase per update, ops per window.
+        smax: f64 = 10.0, Real(0.0, 1e9, "[0, 1e9] ops per window"), Search::Fixed;
+        /// No decrease within this many windows of the last one.
+        hysteresis: f64 = 2.0, Real(0.0, 1e6, "[0, 1e6] windows"), Search::Fixed;
     }
 }
 

@@ -13,61 +13,20 @@ use std::collections::VecDeque;
 use super::feedback::{Feedback, SelectCtx};
 use super::c3::{sort_small, total_key};
 use super::ReplicaSelector;
-use crate::error::{check_range, SimError};
 use crate::prefetch::prefetch;
-use crate::policy::{unknown, Params};
+use crate::params::Search;
 
-#[derive(Debug, Clone, PartialEq)]
-pub struct DsConfig {
-    pub update_ms: f64,
-    pub reset_s: f64,
-    pub badness: f64,
-    pub window: f64,
-}
-
-impl Default for DsConfig {
-    fn default() -> Self {
-        DsConfig {
-            update_ms: 100.0,
-            reset_s: 600.0,
-            badness: 0.1,
-            window: 100.0,
-        }
-    }
-}
-
-pub(crate) const DS_PARAMS: [&str; 4] = ["update_ms", "reset_s", "badness", "window"];
-
-impl Params for DsConfig {
-    fn set(&mut self, name: &str, v: f64) -> Result<(), SimError> {
-        match name {
-            "update_ms" => {
-                check_range(name, v, 1e-6, 1e9, "(0, 1e9] ms")?;
-                self.update_ms = v
-            }
-            "reset_s" => {
-                check_range(name, v, 1e-6, 1e9, "(0, 1e9] s")?;
-                self.reset_s = v
-            }
-            "badness" => {
-                check_range(name, v, 0.0, 100.0, "[0, 100]")?;
-                self.badness = v
-            }
-            "window" => {
-                check_range(name, v, 1.0, 100_000.0, "1..=100000 samples")?;
-                self.window = v.round()
-            }
-            other => return Err(unknown("ds", other, &DS_PARAMS)),
-        }
-        Ok(())
-    }
-    fn params(&self) -> Vec<(&'static str, f64)> {
-        vec![
-            ("update_ms", self.update_ms),
-            ("reset_s", self.reset_s),
-            ("badness", self.badness),
-            ("window", self.window),
-        ]
+crate::params! {
+    /// Cassandra's dynamic snitch settings (defaults: Cassandra's).
+    pub struct DsConfig for "replica selector 'ds'" {
+        /// Score recomputation interval, ms (Cassandra's dynamic_snitch_update_interval_in_ms).
+        update_ms: f64 = 100.0, Real(1e-6, 1e9, "(0, 1e9] ms"), Search::Fixed;
+        /// Sample reset interval, s (dynamic_snitch_reset_interval_in_ms / 1000).
+        reset_s: f64 = 600.0, Real(1e-6, 1e9, "(0, 1e9] s"), Search::Fixed;
+        /// Badness threshold (dynamic_snitch_badness_threshold).
+        badness: f64 = 0.1, Real(0.0, 100.0, "[0, 100]"), Search::Fixed;
+        /// Latency samples kept per (client, server) (a whole number).
+        window: f64 = 100.0, Rounded(1.0, 100_000.0, "1..=100000 samples"), Search::Fixed;
     }
 }
 

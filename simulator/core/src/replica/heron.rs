@@ -17,63 +17,22 @@ use std::collections::VecDeque;
 use super::c3::{C3Config, C3};
 use super::feedback::{Feedback, Pending, SelectCtx};
 use super::{HeldRetry, ReplicaSelector};
-use crate::error::{check_range, SimError};
-use crate::policy::{unknown, Params};
+use crate::params::Search;
+use crate::policy::THR_L_CHOICES;
 
-#[derive(Debug, Clone, PartialEq)]
-pub struct HeronConfig {
-    /// THR_L: values above it are large; 0 = derived from the workload's value sizes (the caller fills it in).
-    pub thr_l_bytes: f64,
-    /// A replica is busy while it holds at least this many large ops.
-    pub busy_capacity: f64,
-    /// C3 scoring parameters.
-    pub b: f64,
-    pub alpha: f64,
-    pub concurrency: f64,
-}
-
-impl Default for HeronConfig {
-    fn default() -> Self {
-        HeronConfig {
-            thr_l_bytes: 0.0,
-            busy_capacity: 1.0,
-            b: 3.0,
-            alpha: 0.9,
-            concurrency: 0.0,
-        }
-    }
-}
-
-pub(crate) const HERON_PARAMS: [&str; 5] = ["thr_l_bytes", "busy_capacity", "b", "alpha", "concurrency"];
-
-impl Params for HeronConfig {
-    fn set(&mut self, name: &str, v: f64) -> Result<(), SimError> {
-        match name {
-            "thr_l_bytes" => {
-                check_range(name, v, 0.0, 1e15, "[0, 1e15] bytes (0 = derived)")?;
-                self.thr_l_bytes = v
-            }
-            "busy_capacity" => {
-                check_range(name, v, 1.0, 1e6, "1..=1e6 large ops")?;
-                self.busy_capacity = v.round()
-            }
-            "b" | "alpha" | "concurrency" => {
-                let mut c = self.c3();
-                c.set(name, v)?;
-                (self.b, self.alpha, self.concurrency) = (c.b, c.alpha, c.concurrency);
-            }
-            other => return Err(unknown("heron", other, &HERON_PARAMS)),
-        }
-        Ok(())
-    }
-    fn params(&self) -> Vec<(&'static str, f64)> {
-        vec![
-            ("thr_l_bytes", self.thr_l_bytes),
-            ("busy_capacity", self.busy_capacity),
-            ("b", self.b),
-            ("alpha", self.alpha),
-            ("concurrency", self.concurrency),
-        ]
+crate::params! {
+    /// Héron's status rule and C3's scoring parameters (same ranges as `c3`).
+    pub struct HeronConfig for "replica selector 'heron'" {
+        /// THR_L: values above it are large; 0 = derived from the workload's value sizes (the caller fills it in).
+        thr_l_bytes: f64 = 0.0, Real(0.0, 1e15, "[0, 1e15] bytes (0 = derived)"), Search::Choices(THR_L_CHOICES);
+        /// A replica is busy while it holds at least this many large ops (a whole number).
+        busy_capacity: f64 = 1.0, Rounded(1.0, 1e6, "1..=1e6 large ops"), Search::Fixed;
+        /// C3 scoring: exponent of the queue-size term.
+        b: f64 = 3.0, Real(0.0, 10.0, "[0, 10]"), Search::Fixed;
+        /// C3 scoring: EWMA weight of a new sample.
+        alpha: f64 = 0.9, Real(1e-6, 1.0, "(0, 1]"), Search::Fixed;
+        /// C3 scoring: concurrency compensation w; 0 = the number of clients.
+        concurrency: f64 = 0.0, Real(0.0, 1e6, "[0, 1e6] (0 = number of clients)"), Search::Fixed;
     }
 }
 

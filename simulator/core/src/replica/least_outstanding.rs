@@ -5,7 +5,15 @@
 use super::feedback::{Feedback, Pending, SelectCtx};
 use super::random::STREAM_REPLICA;
 use super::ReplicaSelector;
+use crate::params::Search;
 use crate::rng::Rng;
+
+crate::params! {
+    pub struct LeastOutstandingConfig for "replica selector 'least-outstanding'" {
+        /// 1 = every client's outstanding ops (idealized), 0 = the client's own (default).
+        global: f64 = 0.0, Rounded(0.0, 1.0, "0 or 1"), Search::Fixed;
+    }
+}
 
 #[derive(Debug, Clone)]
 pub struct LeastOutstanding {

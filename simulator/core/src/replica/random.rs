@@ -3,6 +3,11 @@ use super::feedback::SelectCtx;
 use super::ReplicaSelector;
 use crate::rng::Rng;
 
+crate::params! {
+    /// `random` has no parameters (its stream comes from the replay's seed).
+    pub struct RandomConfig for "replica selector 'random'" {}
+}
+
 /// Stream of the seed used by replica selectors (demands use 1, arrivals 2).
 pub const STREAM_REPLICA: u64 = 3;
 

@@ -1,43 +1,84 @@
-"""kvsim: Python interface to the tailtune replay simulator (Rust core)."""
+"""kvsim: Python interface to the tailtune replay simulator (Rust core).
+
+The Cassandra-like engine: build a `Cluster` and a `Workload` (materialized once per seed), then
+`replay(workload, ReplayConfig(...)) -> Result`. The catalogue (`policy_specs()`, `replica_specs()`) lists every
+policy and replica selector with its parameters' defaults, valid ranges and search ranges. The memcached engine:
+`kvsim.memcached.replay(sizes, arrivals, MemcachedConfig(...)) -> MemcachedResult`, its analyzer in
+`kvsim.chisel`. Model choices: docs/simulator.md.
+
+`Workload.replay`, `replay_sized` / `SizedResult` and `replay_memcached` are the earlier fronts, kept until
+their callers switch (compat).
+"""
 
 from __future__ import annotations
 
 from kvsim._kvsim import model_version
-from kvsim.chisel import replay_memcached  # memcached deployment kind (issue 5)
+from kvsim.catalogue import (
+    ParamSpec,
+    PolicySpec,
+    SearchSpec,
+    memcached_policy_specs,
+    policy_defaults,
+    policy_names,
+    policy_spec,
+    policy_specs,
+    replica_defaults,
+    replica_names,
+    replica_spec,
+    replica_specs,
+)
+from kvsim.chisel import replay_memcached
+from kvsim.demand import DemandModel, default_thr_l, fill_unknown_sizes
+from kvsim.memcached import MemcachedConfig, MemcachedResult
+from kvsim.models import ClosedLoop, ServerModel, Slowdown, write_flags
 from kvsim.replay import (
+    BloomInfo,
     Cluster,
     KvsimError,
     ParameterError,
+    ReplayConfig,
     Result,
     Workload,
     WorkloadError,
-    policy_defaults,
-    policy_names,
+    replay,
     tokens_for_keys,
 )
+from kvsim.replicas import SizedResult, replay_sized
 
-__all__ = ["model_version"]
-__all__ += ["replay_memcached"]
-__all__ += [
+__all__ = [
+    "BloomInfo",
+    "ClosedLoop",
     "Cluster",
+    "DemandModel",
     "KvsimError",
+    "MemcachedConfig",
+    "MemcachedResult",
+    "ParamSpec",
     "ParameterError",
+    "PolicySpec",
+    "ReplayConfig",
     "Result",
+    "SearchSpec",
+    "ServerModel",
+    "SizedResult",
+    "Slowdown",
     "Workload",
     "WorkloadError",
+    "default_thr_l",
+    "fill_unknown_sizes",
+    "memcached_policy_specs",
+    "model_version",
     "policy_defaults",
     "policy_names",
+    "policy_spec",
+    "policy_specs",
+    "replay",
+    "replay_memcached",
+    "replay_sized",
+    "replica_defaults",
+    "replica_names",
+    "replica_spec",
+    "replica_specs",
     "tokens_for_keys",
+    "write_flags",
 ]
-
-# issue 4: size-aware demand, replica selection
-from kvsim.demand import DemandModel, default_thr_l, fill_unknown_sizes  # noqa: E402
-from kvsim.replicas import SizedResult, replay_sized, replica_defaults, replica_names  # noqa: E402
-
-__all__ += ["DemandModel", "default_thr_l", "fill_unknown_sizes"]
-__all__ += ["SizedResult", "replay_sized", "replica_defaults", "replica_names"]
-
-# issue 4: server speeds and slowdowns, read/write mix, closed-loop clients
-from kvsim.models import ClosedLoop, ServerModel, Slowdown, write_flags  # noqa: E402
-
-__all__ += ["ClosedLoop", "ServerModel", "Slowdown", "write_flags"]

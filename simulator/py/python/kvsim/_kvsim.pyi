@@ -1,7 +1,270 @@
+"""Native binding of kvsim-core (PyO3). The typed API is the `kvsim` package; these are its building blocks.
+
+Arrays go in as contiguous numpy arrays of the stated dtype and come back as bytes (native endianness) that the
+package wraps with `numpy.frombuffer`.
+"""
+
+from typing import Protocol, Self, TypedDict, final
+
+import numpy as np
+import numpy.typing as npt
+
 def model_version() -> int: ...
 
-# ---- memcached deployment kind (issue 5, Chisel) ----------------------------------------------------------
-from typing import Any  # noqa: E402
+# ---- errors ------------------------------------------------------------------------------------------------
+class KvsimError(ValueError):
+    """Base of kvsim's errors (a ValueError)."""
+
+class ParameterError(KvsimError):
+    """A parameter is out of range or unknown; the message names it and the valid values."""
+
+class WorkloadError(KvsimError):
+    """The workload arrays are inconsistent."""
+
+# ---- cluster and workload ----------------------------------------------------------------------------------
+def tokens_from_ids(ids: npt.NDArray[np.uint64]) -> bytes:
+    """int64 ring tokens of integer key ids (Murmur3 of their 8 little-endian bytes)."""
+
+def tokens_from_strings(keys: list[str]) -> bytes:
+    """int64 ring tokens of string keys (Murmur3 of their UTF-8 bytes)."""
+
+@final
+class Cluster:
+    def __new__(
+        cls,
+        servers: int,
+        slots: int,
+        replication: int,
+        vnodes: int,
+        service_rate: float,
+        net_latency_ns: int,
+        clients: int,
+    ) -> Self: ...
+    @property
+    def groups(self) -> int: ...
+    def replica_table(self) -> bytes:
+        """groups × RF uint32, primary first."""
+    def groups_of(self, tokens: npt.NDArray[np.int64]) -> bytes:
+        """uint32 replica group of each token."""
+
+class WorkloadArrays(TypedDict):
+    """`Workload.arrays()`: bytes of arrival_ns u64, client u32, req_opsets u32, opset_group u32, opset_req u32,
+    opset_ops u32, demand_ns u64, op_input u32, replicas u32 (groups × RF)."""
+
+    arrival_ns: bytes
+    client: bytes
+    req_opsets: bytes
+    opset_group: bytes
+    opset_req: bytes
+    opset_ops: bytes
+    demand_ns: bytes
+    op_input: bytes
+    replicas: bytes
+
+@final
+class Workload:
+    def __new__(
+        cls,
+        cluster: Cluster,
+        offsets: npt.NDArray[np.int64],
+        tokens: npt.NDArray[np.int64],
+        *,
+        mean_demand: npt.NDArray[np.float64] | None = None,
+        clients: npt.NDArray[np.uint32] | None = None,
+        timestamps: npt.NDArray[np.float64] | None = None,
+        load: float | None = None,
+        seed: int = 0,
+        demand_dist: str = "exponential",
+        demand_sigma: float = 1.0,
+    ) -> Self: ...
+    @property
+    def requests(self) -> int: ...
+    @property
+    def opsets(self) -> int: ...
+    @property
+    def ops(self) -> int: ...
+    def arrays(self) -> WorkloadArrays: ...
+
+# ---- the replay --------------------------------------------------------------------------------------------
+class NativeConfig(Protocol):
+    """What `replay` reads (by attribute) of its config; `kvsim.replay` builds one from a `kvsim.ReplayConfig`.
+    Flags are uint8 per input op (the order of the workload's tokens)."""
+
+    @property
+    def policy(self) -> str: ...
+    @property
+    def params(self) -> list[tuple[str, float]]: ...
+    @property
+    def replica(self) -> str: ...
+    @property
+    def replica_params(self) -> list[tuple[str, float]]: ...
+    @property
+    def large_est(self) -> npt.NDArray[np.uint8] | None: ...
+    @property
+    def large_true(self) -> npt.NDArray[np.uint8] | None: ...
+    @property
+    def server_speeds(self) -> npt.NDArray[np.float64] | None: ...
+    @property
+    def slowdown(self) -> tuple[int, float, float, int] | None:
+        """(interval ns, fraction, factor, duration ns)"""
+    @property
+    def writes(self) -> npt.NDArray[np.uint8] | None: ...
+    @property
+    def closed(self) -> tuple[int, int, str] | None:
+        """(threads, mean think time ns, think-time distribution)"""
+    @property
+    def warmup(self) -> float: ...
+    @property
+    def record_ops(self) -> bool: ...
+    @property
+    def size_aware_cost(self) -> bool: ...
+    @property
+    def seed(self) -> int: ...
+
+class RawHeld(TypedDict):
+    opsets: int
+    max: int
+    mean_ms: float
+    at_half: int
+    at_end: int
+    unstable: bool
+
+class RawCounts(TypedDict):
+    ops: int
+
+class RawCopies(RawCounts):
+    wins: int
+
+class RawWrites(RawCounts):
+    copies: int
+
+class RawRecords(TypedDict):
+    """bytes of request u32, opset u32, server u32, slot u32, enqueue_ns u64, start_ns u64, end_ns u64,
+    demand_ns u64."""
+
+    request: bytes
+    opset: bytes
+    server: bytes
+    slot: bytes
+    enqueue_ns: bytes
+    start_ns: bytes
+    end_ns: bytes
+    demand_ns: bytes
+
+class _RawResultBase(TypedDict):
+    policy: str
+    params: list[tuple[str, float]]
+    p50_ms: float
+    p95_ms: float
+    p99_ms: float
+    p999_ms: float
+    mean_ms: float
+    measured: int
+    requests: int
+    ops: int
+    events: int
+    utilization: float
+    server_load: bytes  # float64 per server
+    server_load_max: float
+    half_ratio: float
+    steady_state: bool
+    sim_wall_s: float
+    bytes_per_op: float
+    latency_ns: bytes  # uint64 per request
+    replica: str
+    replica_params: list[tuple[str, float]]
+    held: RawHeld
+    copies: RawCopies
+    writes: RawWrites
+    served_ops: int
+    makespan_ns: int
+    capacity_factor: float
+    arrival_ns: bytes  # uint64 per request (closed loop), empty in open loop
+
+class RawResult(_RawResultBase, total=False):
+    records: RawRecords  # with record_ops
+
+def replay(workload: Workload, config: NativeConfig) -> RawResult:
+    """Replays the workload as the config says (GIL released)."""
+
+# ---- catalogue ---------------------------------------------------------------------------------------------
+class RawSearch(TypedDict):
+    kind: str  # int | float | cat
+    low: float | None
+    high: float | None
+    step: float | None
+    log: bool
+    choices: list[float] | None
+
+class RawParamSpec(TypedDict):
+    name: str
+    doc: str
+    default: float
+    low: float
+    high: float
+    domain: str  # real | integer | rounded
+    valid: str
+    search: RawSearch | None
+
+class RawComponentSpec(TypedDict):
+    name: str
+    fast_loop: bool
+    loop_note: str
+    params: list[RawParamSpec]
+
+def policy_specs() -> list[RawComponentSpec]: ...
+def replica_specs() -> list[RawComponentSpec]: ...
+def memcached_policy_specs() -> list[RawComponentSpec]: ...
+def policy_names() -> list[str]: ...
+def policy_defaults(name: str) -> list[tuple[str, float]]: ...
+def replica_names() -> list[str]: ...
+def replica_defaults(name: str) -> list[tuple[str, float]]: ...
+
+# ---- models ------------------------------------------------------------------------------------------------
+def default_demand_model(service_rate: float) -> tuple[float, float]:
+    """(t0_s, bandwidth_bps) of the default size → demand calibration."""
+
+def large_filter(
+    tokens: npt.NDArray[np.int64],
+    sizes: npt.NDArray[np.float64],
+    query: npt.NDArray[np.int64],
+    thr_l_bytes: float,
+    fp: float = ...,
+    parts: int = 1,
+) -> tuple[bytes, float, int, int]:
+    """(uint8 answers for `query`, measured false-positive rate, bits, hashes) of the large-key filter."""
+
+def capacity_factor(
+    servers: int,
+    *,
+    server_speeds: npt.NDArray[np.float64] | None = None,
+    slowdown: tuple[int, float, float, int] | None = None,
+) -> float: ...
+def slow_server_speeds(servers: int, n: int, factor: float) -> list[float]: ...
+
+# ---- memcached ---------------------------------------------------------------------------------------------
+class RawMemcachedResult(TypedDict):
+    policy: str
+    requests: int
+    mean_us: float
+    p50_us: float
+    p95_us: float
+    p99_us: float
+    p999_us: float
+    utilization: float
+    server_load_max: float
+    steady_state: bool
+    queries: int
+    query_keys: int
+    merged_queries: int
+    split_requests: int
+    chunks: int
+    events: int
+    client_wait_us: float
+    server_wait_us: float
+    span_us: float
+    sim_wall_s: float
+    latencies_us: list[float]
 
 def replay_memcached_raw(
     arrivals_us: list[float],
@@ -21,109 +284,4 @@ def replay_memcached_raw(
     split_chunks: int | None = None,
     merge: int = 1,
     elephant_threshold: int = 50,
-) -> dict[str, Any]: ...
-
-# ---- end memcached ----------------------------------------------------------------------------------------
-
-# ---- replay core (issue 3) --------------------------------------------------------------------------------
-class KvsimError(ValueError): ...
-class ParameterError(KvsimError): ...
-class WorkloadError(KvsimError): ...
-
-def tokens_from_ids(ids: Any) -> bytes: ...
-def tokens_from_strings(keys: list[str]) -> bytes: ...
-def policy_names() -> list[str]: ...
-def policy_defaults(name: str) -> list[tuple[str, float]]: ...
-
-class Cluster:
-    def __init__(
-        self,
-        servers: int,
-        slots: int,
-        replication: int,
-        vnodes: int,
-        service_rate: float,
-        net_latency_ns: int,
-        clients: int,
-    ) -> None: ...
-    @property
-    def groups(self) -> int: ...
-    def replica_table(self) -> bytes: ...
-    def groups_of(self, tokens: Any) -> bytes: ...
-
-class Workload:
-    def __init__(
-        self,
-        cluster: Cluster,
-        offsets: Any,
-        tokens: Any,
-        *,
-        mean_demand: Any | None = None,
-        clients: Any | None = None,
-        timestamps: Any | None = None,
-        load: float | None = None,
-        seed: int = 0,
-        demand_dist: str = "exponential",
-        demand_sigma: float = 1.0,
-    ) -> None: ...
-    @property
-    def requests(self) -> int: ...
-    @property
-    def opsets(self) -> int: ...
-    @property
-    def ops(self) -> int: ...
-    def arrays(self) -> dict[str, bytes]: ...
-    def replay(
-        self,
-        policy: str,
-        params: list[tuple[str, float]],
-        *,
-        warmup: float = 0.1,
-        record_ops: bool = False,
-        size_aware_cost: bool = False,
-    ) -> dict[str, Any]: ...
-
-# ---- end replay core --------------------------------------------------------------------------------------
-
-# ---- replica selection, sizes (issue 4) -------------------------------------------------------------------
-def replica_names() -> list[str]: ...
-def replica_defaults(name: str) -> list[tuple[str, float]]: ...
-def default_demand_model(service_rate: float) -> tuple[float, float]: ...
-def large_filter(
-    tokens: Any, sizes: Any, query: Any, thr_l_bytes: float, fp: float = ..., parts: int = 1
-) -> tuple[bytes, float, int, int]: ...
-def replay_ext(
-    workload: Workload,
-    policy: str,
-    params: list[tuple[str, float]],
-    *,
-    replica: str = "round-robin",
-    replica_params: list[tuple[str, float]] = ...,
-    warmup: float = 0.1,
-    record_ops: bool = False,
-    size_aware_cost: bool = False,
-    large_est: Any | None = None,
-    large_true: Any | None = None,
-    seed: int = 0,
-    server_speeds: Any | None = None,
-    slowdown_interval_ns: int = 0,
-    slowdown_fraction: float = 0.0,
-    slowdown_factor: float = 1.0,
-    slowdown_duration_ns: int = 0,
-    write: Any | None = None,
-    closed_threads: int = 0,
-    think_ns: int = 0,
-    think_dist: str = "exponential",
-) -> dict[str, Any]: ...
-def capacity_factor(
-    servers: int,
-    *,
-    server_speeds: Any | None = None,
-    slowdown_interval_ns: int = 0,
-    slowdown_fraction: float = 0.0,
-    slowdown_factor: float = 1.0,
-    slowdown_duration_ns: int = 0,
-) -> float: ...
-def slow_server_speeds(servers: int, n: int, factor: float) -> list[float]: ...
-
-# ---- end replica selection --------------------------------------------------------------------------------
+) -> RawMemcachedResult: ...

@@ -7,15 +7,16 @@ Elephant requests are a fork-join over their chunks (harmonic numbers over the b
 the merge delay (later members wait for the head's query, unmerged ones queue behind it on its thread).
 `grid_search` evaluates every (L, B) and keeps the lowest predicted mean. Model choices: docs/chisel.md.
 
-`replay_memcached` runs the Rust discrete-event replay (`kvsim._kvsim.replay_memcached_raw`);
-`simulate_memcached_summary` returns the `simulate --json` keys for the `batching` and `chisel` policies.
+The replay itself is `kvsim.memcached.replay(sizes, arrivals, MemcachedConfig(...)) -> MemcachedResult`;
+`replay_memcached` and `simulate_memcached_summary` here are its earlier dict-returning fronts (compat).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -37,8 +38,6 @@ __all__ = [
     "simulate_memcached_summary",
 ]
 
-MEMCACHED_POLICIES = ("batching", "chisel")
-CHISEL_PARAMS = ("split_keys", "split_chunks", "merge", "elephant_threshold")
 DEFAULT_ELEPHANT_THRESHOLD = 50
 DEFAULT_MAX_MERGE = 8
 _FIXED_POINT_ITERATIONS = 60
@@ -424,29 +423,6 @@ def grid_search(
     )
 
 
-def _servers_of(n: int, servers: int, seed: int) -> npt.NDArray[np.uint32]:
-    """The first server of each request, materialized from the seed (uniform over the pool)."""
-    rng = np.random.default_rng(np.random.SeedSequence([seed, 0x6D656D63]))
-    return rng.integers(0, servers, size=n, dtype=np.uint32)
-
-
-def _check_params(policy: str, params: Mapping[str, Any]) -> dict[str, int]:
-    if policy not in MEMCACHED_POLICIES:
-        known = ", ".join(MEMCACHED_POLICIES)
-        raise ValueError(f"policy: unknown memcached policy {policy!r} (one of {known})")
-    allowed = CHISEL_PARAMS if policy == "chisel" else ()
-    out: dict[str, int] = {}
-    for name, value in params.items():
-        if name not in allowed:
-            raise ValueError(f"params: field '{name}': not a param of {policy} (allowed {list(allowed)})")
-        if isinstance(value, bool) or not isinstance(value, int | float) or int(value) != value or value < 1:
-            raise ValueError(f"params: field '{name}': must be an integer >= 1, got {value!r}")
-        out[name] = int(value)
-    if "split_keys" in out and "split_chunks" in out:
-        raise ValueError("params: field 'split_chunks': give split_keys or split_chunks, not both")
-    return out
-
-
 def requests_from_long(
     request_id: npt.ArrayLike, ts: npt.ArrayLike
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
@@ -481,20 +457,13 @@ def replay_memcached(
     seed: int = 0,
     server_of: npt.ArrayLike | None = None,
 ) -> dict[str, Any]:
-    """Replay requests (keys per request, arrival times in seconds) through a memcached deployment.
+    """Replay requests (keys per request, arrival times in seconds) through a memcached deployment; the result
+    of `kvsim.memcached.replay` as a dict (`latencies_ms` holds each request's latency in arrival order).
 
-    For `chisel`, levels missing from `params` come from the analyzer (`grid_search`) for this workload.
-    Returns p50_ms, p95_ms, p99_ms, p999_ms, mean_ms, the levels used (`params`), the query thread count and
-    the replay counters; `latencies_ms` holds each request's latency in arrival order.
+    compat: to be removed when callers switch to `kvsim.memcached.replay(sizes, arrivals, MemcachedConfig(...))`.
     """
-    from kvsim._kvsim import replay_memcached_raw
+    from kvsim.memcached import MemcachedConfig, replay
 
-    k = np.asarray(sizes, dtype=np.int64)
-    t = np.asarray(arrivals, dtype=np.float64)
-    if k.ndim != 1 or t.shape != k.shape:
-        raise ValueError(f"sizes and arrivals must be 1-d of one length, got {k.shape} and {t.shape}")
-    if k.size and int(k.min()) < 1:
-        raise ValueError(f"sizes: request {int(np.argmin(k))} has {int(k.min())} keys (needs >= 1)")
     dep = MemcachedDeployment(
         servers=servers,
         worker_threads=worker_threads,
@@ -504,58 +473,13 @@ def replay_memcached(
         profile=profile,
         service_cv=service_cv,
     )
-    dep.validate()
-    given = _check_params(policy, params or {})
-    mix = SizeMix.from_requests(k, t) if k.size else SizeMix((1,), (1.0,), math.inf)
-    threads = dep.threads_for(mix)
-    used: dict[str, int] = {}
-    if policy == "chisel":
-        thr = given.get("elephant_threshold", DEFAULT_ELEPHANT_THRESHOLD)
-        if not ({"split_keys", "split_chunks"} & given.keys() and "merge" in given):
-            levels = grid_search(mix, replace(dep, query_threads=threads), elephant_threshold=thr)
-            used = {"split_keys": levels.split_keys, "merge": levels.merge}
-        used.update(given)
-        used["elephant_threshold"] = thr
-        if "split_chunks" in used:
-            used.pop("split_keys", None)
-    if server_of is not None:
-        srv = np.asarray(server_of, dtype=np.uint32)
-    else:
-        srv = _servers_of(k.size, servers, seed)
-    raw = replay_memcached_raw(
-        (t * 1e6).tolist(),
-        k.astype(np.uint32).tolist(),
-        srv.tolist(),
-        policy=policy,
-        servers=servers,
-        worker_threads=worker_threads,
-        query_threads=threads,
-        client_overhead_us=float(client_overhead_us),
-        setup_us=float(setup_us),
-        profile=profile.as_tuple(),
-        service_cv=float(service_cv),
-        seed=int(seed),
-        split_keys=used.get("split_keys"),
-        split_chunks=used.get("split_chunks"),
-        merge=used.get("merge", 1),
-        elephant_threshold=used.get("elephant_threshold", DEFAULT_ELEPHANT_THRESHOLD),
-    )
-    out: dict[str, Any] = {
-        "policy": policy,
-        "params": used,
-        "query_threads": threads,
-        "p50_ms": raw["p50_us"] / 1e3,
-        "p95_ms": raw["p95_us"] / 1e3,
-        "p99_ms": raw["p99_us"] / 1e3,
-        "p999_ms": raw["p999_us"] / 1e3,
-        "mean_ms": raw["mean_us"] / 1e3,
-    }
-    for key in (
-        "requests", "queries", "query_keys", "merged_queries", "split_requests", "chunks", "events",
-        "utilization", "server_load_max", "steady_state", "client_wait_us", "server_wait_us", "sim_wall_s",
-    ):
-        out[key] = raw[key]
-    out["latencies_ms"] = np.asarray(raw["latencies_us"], dtype=np.float64) / 1e3
+    srv = None if server_of is None else np.asarray(server_of, dtype=np.uint32)
+    r = replay(sizes, arrivals, MemcachedConfig(policy=policy, params=dict(params or {}), deployment=dep, seed=seed,
+                                                server_of=srv))
+    out: dict[str, Any] = {"policy": r.policy, "params": dict(r.params), "query_threads": r.query_threads}
+    for f in dataclasses.fields(r):
+        if f.name not in out:
+            out[f.name] = getattr(r, f.name)
     return out
 
 
@@ -571,23 +495,14 @@ def simulate_memcached_summary(
     Without params, chisel runs at the analyzer's levels, reported in `params`. `deployment` takes the keyword
     arguments of `replay_memcached` (servers, worker_threads, query_threads, client_overhead_us, setup_us,
     profile, service_cv, seed). `ops` counts the queries sent to memcached.
+
+    compat: to be removed when callers switch to `kvsim.memcached.replay(...).to_json()`.
     """
-    r = replay_memcached(sizes, arrivals, policy=policy, params=params, **deployment)
-    wall = float(r["sim_wall_s"])
-    return {
-        "policy": policy,
-        "params": r["params"],
-        "p50_ms": r["p50_ms"],
-        "p95_ms": r["p95_ms"],
-        "p99_ms": r["p99_ms"],
-        "p999_ms": r["p999_ms"],
-        "mean_ms": r["mean_ms"],
-        "requests": int(r["requests"]),
-        "ops": int(r["queries"]),
-        "events": int(r["events"]),
-        "utilization": float(r["utilization"]),
-        "server_load_max": float(r["server_load_max"]),
-        "steady_state": bool(r["steady_state"]),
-        "sim_wall_s": wall,
-        "events_per_s": float(r["events"]) / wall if wall > 0 else 0.0,
-    }
+    from kvsim.memcached import MemcachedConfig, replay
+
+    seed = int(deployment.pop("seed", 0))
+    server_of = deployment.pop("server_of", None)
+    dep = MemcachedDeployment(**deployment)
+    srv = None if server_of is None else np.asarray(server_of, dtype=np.uint32)
+    cfg = MemcachedConfig(policy=policy, params=dict(params or {}), deployment=dep, seed=seed, server_of=srv)
+    return dict(replay(sizes, arrivals, cfg).to_json())

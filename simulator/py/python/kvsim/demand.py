@@ -1,4 +1,4 @@
-"""Size-aware service demand (issue 4): mean demand = t0 + value_size / bandwidth, unknown sizes filled with
+"""Size-aware service demand: mean demand = t0 + value_size / bandwidth, unknown sizes filled with
 the dataset's median, and the default large-value threshold THR_L derived from the same model.
 
 Defaults (docs/simulator-replicas.md): a 1 KiB value costs the slot's base service time 1/service_rate and a

@@ -1,4 +1,4 @@
-"""Server heterogeneity and variability, read/write mix and closed-loop clients (issue 4).
+"""Server heterogeneity and variability, read/write mix and closed-loop clients.
 
 - `ServerModel`: per-server speed factors (service time = demand / speed) and C3-style time-varying slowdowns
   (`Slowdown`: every interval, a random subset of the servers is slowed by a factor for a duration).
@@ -13,13 +13,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from kvsim import _kvsim
 from kvsim._kvsim import ParameterError
+from kvsim.types import ServersInfo, SlowdownInfo
 
 __all__ = ["THINK_DISTS", "WRITE_OPS", "ClosedLoop", "ServerModel", "Slowdown", "write_flags"]
 
@@ -56,16 +56,17 @@ class Slowdown:
     factor: float
     duration_ms: float | None = None
 
-    def kwargs(self) -> dict[str, Any]:
+    def native(self) -> tuple[int, float, float, int]:
+        """(interval ns, fraction, factor, duration ns) as the binding takes it."""
         dur = self.interval_ms if self.duration_ms is None else self.duration_ms
-        return {
-            "slowdown_interval_ns": _ns("slowdown_interval_ms", self.interval_ms, minimum=1e-6),
-            "slowdown_fraction": float(self.fraction),
-            "slowdown_factor": float(self.factor),
-            "slowdown_duration_ns": _ns("slowdown_duration_ms", dur, minimum=1e-6),
-        }
+        return (
+            _ns("slowdown_interval_ms", self.interval_ms, minimum=1e-6),
+            float(self.fraction),
+            float(self.factor),
+            _ns("slowdown_duration_ms", dur, minimum=1e-6),
+        )
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> SlowdownInfo:
         return {
             "interval_ms": self.interval_ms,
             "fraction": self.fraction,
@@ -95,20 +96,17 @@ class ServerModel:
     def is_default(self) -> bool:
         return (self.speeds is None or all(s == 1.0 for s in self.speeds)) and self.slowdown is None
 
-    def kwargs(self) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        if self.speeds is not None:
-            out["server_speeds"] = np.ascontiguousarray(self.speeds, dtype=np.float64)
-        if self.slowdown is not None:
-            out.update(self.slowdown.kwargs())
-        return out
+    def speeds_array(self) -> npt.NDArray[np.float64] | None:
+        """The speed factors as the binding takes them (None = all 1)."""
+        return None if self.speeds is None else np.ascontiguousarray(self.speeds, dtype=np.float64)
 
     def capacity_factor(self, servers: int) -> float:
         """Time-averaged capacity relative to `servers` servers at speed 1 (validates the model)."""
-        return float(_kvsim.capacity_factor(servers, **self.kwargs()))
+        slowdown = None if self.slowdown is None else self.slowdown.native()
+        return float(_kvsim.capacity_factor(servers, server_speeds=self.speeds_array(), slowdown=slowdown))
 
-    def to_json(self, servers: int) -> dict[str, Any]:
-        out: dict[str, Any] = {"capacity_factor": self.capacity_factor(servers)}
+    def to_json(self, servers: int) -> ServersInfo:
+        out: ServersInfo = {"capacity_factor": self.capacity_factor(servers)}
         if self.speeds is not None:
             out["speeds"] = list(self.speeds)
             out["slow_servers"] = sum(1 for s in self.speeds if s < 1.0)
@@ -126,26 +124,20 @@ class ClosedLoop:
     think_ms: float = 0.0
     think_dist: str = "exponential"
 
-    def kwargs(self) -> dict[str, Any]:
+    def native(self) -> tuple[int, int, str]:
+        """(threads, mean think time ns, distribution) as the binding takes it (validates)."""
         if self.threads < 1:
             raise ParameterError(f"parameter 'threads' = {self.threads} is out of range: valid ≥ 1")
         if self.think_dist not in THINK_DISTS:
             raise ParameterError(f"parameter 'think_dist' = {self.think_dist!r} is out of range: valid {THINK_DISTS}")
-        return {
-            "closed_threads": int(self.threads),
-            "think_ns": _ns("think_ms", self.think_ms),
-            "think_dist": self.think_dist,
-        }
-
-    def to_json(self) -> dict[str, Any]:
-        return {"threads": self.threads, "think_ms": self.think_ms, "think_dist": self.think_dist}
+        return int(self.threads), _ns("think_ms", self.think_ms), self.think_dist
 
 
 def write_flags(
     n_ops: int,
     *,
     write_fraction: float | None = None,
-    ops: Sequence[str] | npt.NDArray[Any] | None = None,
+    ops: Sequence[str] | npt.NDArray[np.str_] | npt.NDArray[np.object_] | None = None,
     seed: int = 0,
 ) -> npt.NDArray[np.bool_]:
     """Per-op write flags: from an `op` column (values in WRITE_OPS, case-insensitive, are writes) or, with

@@ -1,27 +1,50 @@
-"""Typed Python API of the replay simulator: `Cluster`, `Workload` (materialized once per seed, replayed under
-many policies — common random numbers) and `Result`. Model choices: docs/simulator.md."""
+"""Typed Python API of the replay simulator: `Cluster`, `Workload` (materialized once per seed, replayed under many
+configs — common random numbers), `ReplayConfig`, and the one entry point `replay(workload, config) -> Result`.
+Model choices: docs/simulator.md and docs/simulator-replicas.md.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 import numpy.typing as npt
 
 from kvsim import _kvsim
 from kvsim._kvsim import KvsimError, ParameterError, WorkloadError
+from kvsim.models import ClosedLoop, ServerModel
+from kvsim.types import (
+    BloomJson,
+    ClassSummary,
+    ClosedInfo,
+    CopiesInfo,
+    DemandInfo,
+    HeldInfo,
+    JsonValue,
+    OpRecords,
+    ServersInfo,
+    WritesInfo,
+)
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from kvsim._kvsim import RawResult
 
 __all__ = [
+    "BloomInfo",
     "Cluster",
     "KvsimError",
     "ParameterError",
+    "ReplayConfig",
     "Result",
     "Workload",
     "WorkloadError",
-    "policy_defaults",
-    "policy_names",
+    "class_summary",
+    "replay",
     "tokens_for_keys",
 ]
 
@@ -36,29 +59,9 @@ _ARRAY_DTYPES: dict[str, type[np.generic]] = {
     "op_input": np.uint32,
     "replicas": np.uint32,
 }
-_RECORD_DTYPES: dict[str, type[np.generic]] = {
-    "request": np.uint32,
-    "opset": np.uint32,
-    "server": np.uint32,
-    "slot": np.uint32,
-    "enqueue_ns": np.uint64,
-    "start_ns": np.uint64,
-    "end_ns": np.uint64,
-    "demand_ns": np.uint64,
-}
 
 
-def policy_names() -> list[str]:
-    """Policies of the core engine."""
-    return list(_kvsim.policy_names())
-
-
-def policy_defaults(name: str) -> dict[str, float]:
-    """Default parameters of a policy (raises ParameterError for an unknown name)."""
-    return dict(_kvsim.policy_defaults(name))
-
-
-def tokens_for_keys(keys: Sequence[str] | npt.NDArray[Any]) -> npt.NDArray[np.int64]:
+def tokens_for_keys(keys: Sequence[str] | npt.NDArray[np.generic]) -> npt.NDArray[np.int64]:
     """Murmur3 ring tokens of keys: strings hash their UTF-8 bytes, integers their 8 little-endian bytes."""
     arr = np.asarray(keys)
     if arr.dtype.kind in "iu":
@@ -112,64 +115,6 @@ class Cluster:
         return self.servers * self.slots * self.service_rate
 
 
-@dataclass(frozen=True)
-class Result:
-    """One replay: latency percentiles in ms after the warm-up cut, counts, load and speed figures."""
-
-    policy: str
-    params: dict[str, float]
-    p50_ms: float
-    p95_ms: float
-    p99_ms: float
-    p999_ms: float
-    mean_ms: float
-    requests: int
-    ops: int
-    events: int
-    utilization: float
-    server_load_max: float
-    steady_state: bool
-    sim_wall_s: float
-    events_per_s: float
-    measured: int
-    half_ratio: float
-    bytes_per_op: float
-    server_load: npt.NDArray[np.float64] = field(repr=False)
-    latency_ms: npt.NDArray[np.float64] = field(repr=False)
-    records: dict[str, npt.NDArray[Any]] | None = field(default=None, repr=False)
-
-    def to_json(self) -> dict[str, Any]:
-        """The `simulate --json` object."""
-        return {
-            "policy": self.policy,
-            "params": dict(self.params),
-            "p50_ms": self.p50_ms,
-            "p95_ms": self.p95_ms,
-            "p99_ms": self.p99_ms,
-            "p999_ms": self.p999_ms,
-            "mean_ms": self.mean_ms,
-            "requests": self.requests,
-            "ops": self.ops,
-            "events": self.events,
-            "utilization": self.utilization,
-            "server_load_max": self.server_load_max,
-            "steady_state": self.steady_state,
-            "sim_wall_s": self.sim_wall_s,
-            "events_per_s": self.events_per_s,
-            "measured_requests": self.measured,
-            "half_ratio": self.half_ratio,
-            "bytes_per_op": self.bytes_per_op,
-        }
-
-    def records_table(self) -> Any:
-        """Per-op records as a pyarrow Table (requires record_ops=True)."""
-        import pyarrow as pa
-
-        if self.records is None:
-            raise KvsimError("no per-op records: replay with record_ops=True")
-        return pa.table({k: pa.array(v) for k, v in self.records.items()})
-
-
 class Workload:
     """A workload materialized from a seed before any replay: arrivals, opsets and per-op demands.
 
@@ -183,7 +128,7 @@ class Workload:
         cluster: Cluster,
         offsets: npt.ArrayLike,
         *,
-        keys: Sequence[str] | npt.NDArray[Any] | None = None,
+        keys: Sequence[str] | npt.NDArray[np.generic] | None = None,
         tokens: npt.ArrayLike | None = None,
         mean_demand_s: npt.ArrayLike | None = None,
         clients: npt.ArrayLike | None = None,
@@ -201,13 +146,13 @@ class Workload:
         self.cluster = cluster
         self.seed = seed
         self.load = load
-        # Input order (issue 4: per-request size classes and the large-key filter need them).
+        # Input order: per-op size classes, writes and the large-key filter are given in it.
         self.offsets = np.ascontiguousarray(offsets, dtype=np.int64)
         self.tokens = np.ascontiguousarray(tok, dtype=np.int64)
         self._raw = _kvsim.Workload(
             cluster._raw,
-            np.ascontiguousarray(offsets, dtype=np.int64),
-            np.ascontiguousarray(tok, dtype=np.int64),
+            self.offsets,
+            self.tokens,
             mean_demand=None
             if mean_demand_s is None
             else np.ascontiguousarray(mean_demand_s, dtype=np.float64),
@@ -231,10 +176,12 @@ class Workload:
     def ops(self) -> int:
         return int(self._raw.ops)
 
-    def arrays(self) -> dict[str, npt.NDArray[Any]]:
+    def arrays(self) -> dict[str, npt.NDArray[np.uint32] | npt.NDArray[np.uint64]]:
         """The materialized workload (and the cluster's replica table) as numpy arrays."""
-        raw = self._raw.arrays()
-        out = {k: np.frombuffer(v, dtype=_ARRAY_DTYPES[k]) for k, v in raw.items()}
+        raw = cast(Mapping[str, bytes], self._raw.arrays())
+        out: dict[str, npt.NDArray[np.uint32] | npt.NDArray[np.uint64]] = {
+            k: np.frombuffer(v, dtype=_ARRAY_DTYPES[k]) for k, v in raw.items()
+        }
         out["replicas"] = out["replicas"].reshape(-1, self.cluster.replication)
         return out
 
@@ -247,40 +194,413 @@ class Workload:
         record_ops: bool = False,
         size_aware_cost: bool = False,
     ) -> Result:
-        """Replays under `policy` (GIL released). Bad names/values raise ParameterError (a ValueError)."""
-        plist = [(str(k), float(v)) for k, v in (params or {}).items()]
-        d = self._raw.replay(
-            policy, plist, warmup=warmup, record_ops=record_ops, size_aware_cost=size_aware_cost
+        """Replays under `policy` with round-robin replicas (GIL released).
+
+        compat: to be removed when callers switch to `kvsim.replay(workload, ReplayConfig(...))`.
+        """
+        cfg = ReplayConfig(
+            policy=policy,
+            params=dict(params or {}),
+            warmup=warmup,
+            record_ops=record_ops,
+            size_aware_cost=size_aware_cost,
         )
-        return result_from_dict(d)
+        return replay(self, cfg)
 
 
-def result_from_dict(d: dict[str, Any]) -> Result:
-    """A `Result` from the dict of the binding's replay functions."""
-    records = None
-    if "records" in d:
-        records = {k: np.frombuffer(v, dtype=_RECORD_DTYPES[k]) for k, v in d["records"].items()}
-    wall = float(d["sim_wall_s"])
-    return Result(
-        policy=str(d["policy"]),
-        params={str(k): float(v) for k, v in d["params"]},
-        p50_ms=float(d["p50_ms"]),
-        p95_ms=float(d["p95_ms"]),
-        p99_ms=float(d["p99_ms"]),
-        p999_ms=float(d["p999_ms"]),
-        mean_ms=float(d["mean_ms"]),
-        requests=int(d["requests"]),
-        ops=int(d["ops"]),
-        events=int(d["events"]),
-        utilization=float(d["utilization"]),
-        server_load_max=float(d["server_load_max"]),
-        steady_state=bool(d["steady_state"]),
+@dataclass(frozen=True)
+class ReplayConfig:
+    """Everything a replay takes besides the workload. The default is the core model: `fifo`, round-robin
+    replicas, one value size, every server at speed 1, reads only, open-loop arrivals.
+
+    - `policy`, `params`: the scheduling policy and its parameters (`kvsim.policy_specs()` lists them).
+    - `replica`, `replica_params`: the replica selector. None (the default) = round-robin with the core figures
+      only; naming one — even "round-robin" — or setting `sizes`, `servers`, `writes`, `closed` or `demand` adds
+      the replica-selection figures to the `Result` (`replica`, `held`, `copies`, `classes`, ... and their
+      `to_json()` keys).
+    - `sizes`: value size per input op (bytes, the order of the workload's keys). Ops above THR_L are large: the
+      client's estimate is the large-key Bloom filter built from the distinct (key, size) pairs (one filter per
+      replica-group shard, OR-merged, false-positive target `bloom_fp`), the servers know the truth, and the
+      latencies are also reported per class. `thr_l_bytes` None → heron's `thr_l_bytes` parameter if set; with
+      sizes, one of them is needed.
+    - `servers`: speed factors / slowdowns (the workload's `load` is not rescaled here: build the workload with
+      `load × servers.capacity_factor(...)` to offer a fraction of the reduced capacity).
+    - `writes`: per input op, true = a write (served at every replica, answered by the first).
+    - `closed`: closed-loop clients (the workload's arrival times are then ignored).
+    - `warmup`: fraction of the first requests left out of the percentiles; `record_ops`: keep per-op records;
+      `size_aware_cost`: opset cost = Σ mean demand instead of the op count (Rein's policies).
+    - `seed`: the replay's own random streams (replica selectors, slowdown schedule, think times).
+    - `demand`: how the workload's demands were made, reported as given (the replay does not read it).
+    """
+
+    policy: str = "fifo"
+    params: Mapping[str, float] = field(default_factory=dict)
+    replica: str | None = None
+    replica_params: Mapping[str, float] = field(default_factory=dict)
+    sizes: npt.NDArray[np.float64] | None = field(default=None, repr=False)
+    thr_l_bytes: float | None = None
+    bloom_fp: float = 0.0001
+    servers: ServerModel | None = None
+    writes: npt.NDArray[np.bool_] | None = field(default=None, repr=False)
+    closed: ClosedLoop | None = None
+    warmup: float = 0.1
+    record_ops: bool = False
+    size_aware_cost: bool = False
+    seed: int = 0
+    demand: DemandInfo | None = None
+
+    @property
+    def extended(self) -> bool:
+        """The result reports the replica-selection figures (see the class documentation)."""
+        return (
+            self.replica is not None
+            or self.sizes is not None
+            or self.servers is not None
+            or self.writes is not None
+            or self.closed is not None
+            or self.demand is not None
+        )
+
+
+@dataclass(frozen=True)
+class BloomInfo:
+    """The large-key filter actually built: keys above thr_l_bytes, bits, hashes, measured false positives."""
+
+    thr_l_bytes: float
+    large_keys: int
+    bits: int
+    hashes: int
+    fp_target: float
+    fp_measured: float
+
+    def to_json(self) -> BloomJson:
+        return {
+            "thr_l_bytes": self.thr_l_bytes,
+            "large_keys": self.large_keys,
+            "bits": self.bits,
+            "hashes": self.hashes,
+            "fp_target": self.fp_target,
+            "fp_measured": self.fp_measured,
+        }
+
+
+def class_summary(latency_ms: npt.NDArray[np.float64], mask: npt.NDArray[np.bool_], warmup: float) -> ClassSummary:
+    """Percentiles (numpy linear) and mean of the requests in `mask` after the warm-up cut (same cut as the
+    overall figures: the first ⌊warmup · n⌋ requests by arrival)."""
+    n = latency_ms.size
+    cut = min(int(np.floor(warmup * n)), max(n - 1, 0))
+    sel = latency_ms[cut:][mask[cut:]]
+    if sel.size == 0:
+        return {"requests": 0}
+    p50, p95, p99, p999 = np.percentile(sel, [50, 95, 99, 99.9])
+    return {
+        "requests": int(sel.size),
+        "p50_ms": float(p50),
+        "p95_ms": float(p95),
+        "p99_ms": float(p99),
+        "p999_ms": float(p999),
+        "mean_ms": float(sel.mean()),
+    }
+
+
+def _json(d: Mapping[str, object]) -> dict[str, JsonValue]:
+    """A TypedDict of JSON values as a JSON object (a copy)."""
+    return cast(dict[str, JsonValue], dict(d))
+
+
+@dataclass(frozen=True)
+class Result:
+    """One replay: latency percentiles in ms after the warm-up cut, counts, load and speed figures; with a
+    replica selector or the model extensions (`ReplayConfig.extended`) also what replica selection did.
+
+    The replica-selection fields are None on a plain replay: `replica` (the selector), `replica_params` (its
+    parameters in use), `held` (opsets held at the clients), `copies` (duplicate / speculative copies),
+    `classes` (latency per size class: requests touching a large value or not), `bloom` (the large-key filter
+    built), `demand` (as given in the config), `servers` (speeds / slowdowns used), `writes`, `closed`
+    (closed-loop throughput), `arrival_ms` (closed loop: when each request was issued). `policy_label`: the name
+    to report instead of `policy` (a selector shorthand such as `--policy c3`; the report then names the queue
+    policy `queue_policy` and the selector's parameters `params`).
+    """
+
+    policy: str
+    params: dict[str, float]
+    p50_ms: float
+    p95_ms: float
+    p99_ms: float
+    p999_ms: float
+    mean_ms: float
+    requests: int
+    ops: int
+    events: int
+    utilization: float
+    server_load_max: float
+    steady_state: bool
+    sim_wall_s: float
+    events_per_s: float
+    measured: int
+    half_ratio: float
+    bytes_per_op: float
+    server_load: npt.NDArray[np.float64] = field(repr=False)
+    latency_ms: npt.NDArray[np.float64] = field(repr=False)
+    records: OpRecords | None = field(default=None, repr=False)
+    replica: str | None = None
+    replica_params: dict[str, float] | None = None
+    held: HeldInfo | None = None
+    copies: CopiesInfo | None = None
+    classes: dict[str, ClassSummary] | None = None
+    bloom: BloomInfo | None = None
+    demand: DemandInfo | None = None
+    servers: ServersInfo | None = None
+    writes: WritesInfo | None = None
+    closed: ClosedInfo | None = None
+    arrival_ms: npt.NDArray[np.float64] | None = field(default=None, repr=False)
+    policy_label: str | None = None
+
+    def to_json(self) -> dict[str, JsonValue]:
+        """The `simulate --json` object.
+
+        Core keys (every replay): policy, params, p50_ms, p95_ms, p99_ms, p999_ms, mean_ms, requests, ops,
+        events, utilization, server_load_max, steady_state, sim_wall_s, events_per_s, measured_requests,
+        half_ratio, bytes_per_op. With replica selection (`replica` set) also: queue_policy (with a
+        `policy_label`), replica, replica_params, held, copies (when any was sent), demand (when given), bloom
+        (with sizes), classes (with sizes that differ), servers, writes (when any op is a write), client_model
+        ("open" / "closed") and closed (closed loop).
+        """
+        out: dict[str, JsonValue] = {
+            "policy": self.policy,
+            "params": _json(self.params),
+            "p50_ms": self.p50_ms,
+            "p95_ms": self.p95_ms,
+            "p99_ms": self.p99_ms,
+            "p999_ms": self.p999_ms,
+            "mean_ms": self.mean_ms,
+            "requests": self.requests,
+            "ops": self.ops,
+            "events": self.events,
+            "utilization": self.utilization,
+            "server_load_max": self.server_load_max,
+            "steady_state": self.steady_state,
+            "sim_wall_s": self.sim_wall_s,
+            "events_per_s": self.events_per_s,
+            "measured_requests": self.measured,
+            "half_ratio": self.half_ratio,
+            "bytes_per_op": self.bytes_per_op,
+        }
+        if self.replica is None:
+            return out
+        rparams = _json(self.replica_params or {})
+        if self.policy_label is not None:
+            out["policy"] = self.policy_label
+            out["queue_policy"] = self.policy
+            out["params"] = dict(rparams)
+        out["replica"] = self.replica
+        out["replica_params"] = rparams
+        out["held"] = _json(self.held or {})
+        if self.copies is not None and self.copies["ops"]:
+            out["copies"] = _json(self.copies)
+        if self.demand:
+            out["demand"] = _json(self.demand)
+        if self.bloom is not None:
+            out["bloom"] = _json(self.bloom.to_json())
+        if self.classes is not None:
+            out["classes"] = {k: _json(v) for k, v in self.classes.items()}
+        if self.servers is not None:
+            out["servers"] = _json(self.servers)
+        if self.writes is not None:
+            out["writes"] = _json(self.writes)
+        out["client_model"] = "open" if self.closed is None else "closed"
+        if self.closed is not None:
+            out["closed"] = _json(self.closed)
+        return out
+
+    def records_table(self) -> pa.Table:
+        """Per-op records as a pyarrow Table (requires record_ops=True)."""
+        import pyarrow as pa
+
+        if self.records is None:
+            raise KvsimError("no per-op records: replay with record_ops=True")
+        return pa.table({k: pa.array(v) for k, v in self.records.items()})
+
+
+@dataclass(frozen=True)
+class _NativeConfig:
+    """What the binding's `replay` reads (see `_kvsim.NativeConfig`)."""
+
+    policy: str
+    params: list[tuple[str, float]]
+    replica: str
+    replica_params: list[tuple[str, float]]
+    large_est: npt.NDArray[np.uint8] | None
+    large_true: npt.NDArray[np.uint8] | None
+    server_speeds: npt.NDArray[np.float64] | None
+    slowdown: tuple[int, float, float, int] | None
+    writes: npt.NDArray[np.uint8] | None
+    closed: tuple[int, int, str] | None
+    warmup: float
+    record_ops: bool
+    size_aware_cost: bool
+    seed: int
+
+
+def _pairs(m: Mapping[str, float]) -> list[tuple[str, float]]:
+    return [(str(k), float(v)) for k, v in m.items()]
+
+
+def _records(raw: RawResult) -> OpRecords | None:
+    rec = raw.get("records")
+    if rec is None:
+        return None
+
+    def u32(b: bytes) -> npt.NDArray[np.uint32]:
+        return np.frombuffer(b, dtype=np.uint32)
+
+    def u64(b: bytes) -> npt.NDArray[np.uint64]:
+        return np.frombuffer(b, dtype=np.uint64)
+
+    return {
+        "request": u32(rec["request"]),
+        "opset": u32(rec["opset"]),
+        "server": u32(rec["server"]),
+        "slot": u32(rec["slot"]),
+        "enqueue_ns": u64(rec["enqueue_ns"]),
+        "start_ns": u64(rec["start_ns"]),
+        "end_ns": u64(rec["end_ns"]),
+        "demand_ns": u64(rec["demand_ns"]),
+    }
+
+
+def replay(workload: Workload, config: ReplayConfig | None = None) -> Result:
+    """Replays `workload` as `config` says (default: `ReplayConfig()`), GIL released.
+
+    Deterministic: the same workload and config give the same result (except the wall-time figures). Bad names
+    or values raise ParameterError, inconsistent inputs WorkloadError (both KvsimError, a ValueError).
+    """
+    cfg = ReplayConfig() if config is None else config
+    tok = workload.tokens
+    replica = "round-robin" if cfg.replica is None else cfg.replica
+    rparams = {str(k): float(v) for k, v in cfg.replica_params.items()}
+    thr = cfg.thr_l_bytes
+    if replica == "heron" and rparams.get("thr_l_bytes", 0.0) > 0.0:
+        thr = rparams["thr_l_bytes"]
+    large_est = large_true = None
+    bloom = None
+    sz: npt.NDArray[np.float64] | None = None
+    if cfg.sizes is not None:
+        sz = np.ascontiguousarray(cfg.sizes, dtype=np.float64)
+        if sz.shape != tok.shape:
+            raise ParameterError(f"parameter 'sizes' has {sz.size} values for {tok.size} ops")
+        if thr is None:
+            raise ParameterError("parameter 'thr_l_bytes' is needed with sizes (no default given)")
+        truth = sz > thr
+        raw_est, fp, bits, hashes = _kvsim.large_filter(
+            tok, sz, tok, float(thr), fp=cfg.bloom_fp, parts=workload.cluster.servers
+        )
+        large_est = np.ascontiguousarray(np.frombuffer(raw_est, dtype=np.uint8))
+        large_true = np.ascontiguousarray(truth.astype(np.uint8))
+        bloom = BloomInfo(
+            thr_l_bytes=float(thr),
+            large_keys=int(np.unique(tok[truth]).size),
+            bits=int(bits),
+            hashes=int(hashes),
+            fp_target=cfg.bloom_fp,
+            fp_measured=float(fp),
+        )
+        if replica == "heron":
+            rparams["thr_l_bytes"] = float(thr)
+    servers = None if cfg.servers is None or cfg.servers.is_default() else cfg.servers
+    wflags: npt.NDArray[np.uint8] | None = None
+    if cfg.writes is not None:
+        wflags = np.ascontiguousarray(np.asarray(cfg.writes, dtype=np.bool_).astype(np.uint8))
+        if wflags.shape != tok.shape:
+            raise ParameterError(f"parameter 'writes' has {wflags.size} flags for {tok.size} ops")
+    any_write = wflags is not None and bool(wflags.any())
+    native = _NativeConfig(
+        policy=cfg.policy,
+        params=_pairs(cfg.params),
+        replica=replica,
+        replica_params=list(rparams.items()),
+        large_est=large_est,
+        large_true=large_true,
+        server_speeds=None if servers is None else servers.speeds_array(),
+        slowdown=None if servers is None or servers.slowdown is None else servers.slowdown.native(),
+        writes=wflags if any_write else None,
+        closed=None if cfg.closed is None else cfg.closed.native(),
+        warmup=cfg.warmup,
+        record_ops=cfg.record_ops,
+        size_aware_cost=cfg.size_aware_cost,
+        seed=cfg.seed,
+    )
+    raw = _kvsim.replay(workload._raw, native)
+    wall = float(raw["sim_wall_s"])
+    latency_ms = np.frombuffer(raw["latency_ns"], dtype=np.uint64).astype(np.float64) / 1e6
+    res = Result(
+        policy=str(raw["policy"]),
+        params={str(k): float(v) for k, v in raw["params"]},
+        p50_ms=float(raw["p50_ms"]),
+        p95_ms=float(raw["p95_ms"]),
+        p99_ms=float(raw["p99_ms"]),
+        p999_ms=float(raw["p999_ms"]),
+        mean_ms=float(raw["mean_ms"]),
+        requests=int(raw["requests"]),
+        ops=int(raw["ops"]),
+        events=int(raw["events"]),
+        utilization=float(raw["utilization"]),
+        server_load_max=float(raw["server_load_max"]),
+        steady_state=bool(raw["steady_state"]),
         sim_wall_s=wall,
-        events_per_s=float(d["events"]) / wall if wall > 0 else 0.0,
-        measured=int(d["measured"]),
-        half_ratio=float(d["half_ratio"]),
-        bytes_per_op=float(d["bytes_per_op"]),
-        server_load=np.frombuffer(d["server_load"], dtype=np.float64),
-        latency_ms=np.frombuffer(d["latency_ns"], dtype=np.uint64).astype(np.float64) / 1e6,
-        records=records,
+        events_per_s=float(raw["events"]) / wall if wall > 0 else 0.0,
+        measured=int(raw["measured"]),
+        half_ratio=float(raw["half_ratio"]),
+        bytes_per_op=float(raw["bytes_per_op"]),
+        server_load=np.frombuffer(raw["server_load"], dtype=np.float64),
+        latency_ms=latency_ms,
+        records=_records(raw),
+    )
+    if not cfg.extended:
+        return res
+    classes = None
+    if sz is not None and large_true is not None and np.unique(sz).size > 1:
+        per_req = np.add.reduceat(large_true.astype(np.int64), workload.offsets[:-1]) > 0
+        classes = {
+            "small": class_summary(latency_ms, ~per_req, cfg.warmup),
+            "large": class_summary(latency_ms, per_req, cfg.warmup),
+        }
+    closed: ClosedInfo | None = None
+    arrival_ms = None
+    if cfg.closed is not None:
+        span_s = float(raw["makespan_ns"]) / 1e9
+        closed = {
+            "threads": cfg.closed.threads,
+            "think_ms": cfg.closed.think_ms,
+            "think_dist": cfg.closed.think_dist,
+            "throughput_rps": res.requests / span_s if span_s > 0 else 0.0,
+            "ops_per_s": res.ops / span_s if span_s > 0 else 0.0,
+            "makespan_s": span_s,
+        }
+        arrival_ms = np.frombuffer(raw["arrival_ns"], dtype=np.uint64).astype(np.float64) / 1e6
+    writes: WritesInfo | None = None
+    if any_write:
+        writes = {"ops": int(raw["writes"]["ops"]), "copies": int(raw["writes"]["copies"])}
+    h = raw["held"]
+    held: HeldInfo = {
+        "opsets": int(h["opsets"]),
+        "max": int(h["max"]),
+        "mean_ms": float(h["mean_ms"]),
+        "at_half": int(h["at_half"]),
+        "at_end": int(h["at_end"]),
+        "unstable": bool(h["unstable"]),
+    }
+    return dataclasses.replace(
+        res,
+        replica=str(raw["replica"]),
+        replica_params={str(k): float(v) for k, v in raw["replica_params"]},
+        held=held,
+        copies={"ops": int(raw["copies"]["ops"]), "wins": int(raw["copies"]["wins"])},
+        classes=classes,
+        bloom=bloom,
+        demand=None if cfg.demand is None else cast(DemandInfo, dict(cfg.demand)),
+        servers=None if servers is None else servers.to_json(workload.cluster.servers),
+        writes=writes,
+        closed=closed,
+        arrival_ms=arrival_ms,
     )

@@ -1,0 +1,113 @@
+//! What a replay takes besides the cluster and the workload: one [`ReplayConfig`].
+//!
+//! It groups the client side (scheduling policy, replica selector, what the client knows of value sizes, the
+//! client model), the server side (speeds and slowdowns), the requests' mix (writes) and what is reported
+//! (warm-up cut, per-op records). The default is the core model: `fifo`, round-robin replicas, one value size,
+//! uniform servers, reads only, open-loop arrivals.
+//!
+//! Room to grow, without a second entry point: Cassandra-wide knobs that every Cassandra policy accepts
+//! (speculative-retry grammar, dynamic-snitch settings, driver hedging, multiget shape) belong in a coordinator
+//! section next to `selector`; server stalls in [`ServerModelConfig`]; a workload's request structure shared
+//! across seeds lives in the [`Workload`](crate::Workload), which this config never copies.
+use crate::client_model::ClosedLoop;
+use crate::error::SimError;
+use crate::policy::PolicyConfig;
+use crate::replica::SelectorConfig;
+use crate::server_model::ServerModelConfig;
+
+/// The configuration of one replay (see the module documentation).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReplayConfig {
+    /// Scheduling policy (client tagging, server queues) with its parameters.
+    pub policy: PolicyConfig,
+    /// Replica selection with its parameters.
+    pub selector: SelectorConfig,
+    /// What the client and the servers know about each op's value size (per op, workload order).
+    pub sizes: SizeClasses,
+    /// Per-server speed factors and time-varying slowdowns (default: every server at speed 1).
+    pub servers: ServerModelConfig,
+    /// Per op (workload order): the op is a write (served at every replica of its group, answered by the first
+    /// replica done: consistency ONE). Empty = reads only.
+    pub writes: Vec<bool>,
+    /// Who issues the requests: the workload's open-loop arrivals or closed-loop client threads.
+    pub client: ClientModel,
+    /// Fraction of the first requests (in arrival order) left out of the percentiles, in [0, 0.99].
+    pub warmup: f64,
+    /// Keep the per-op record (request, opset, server, slot, enqueue, start, end, demand).
+    pub record_ops: bool,
+    /// Opset cost = Σ mean demand × service_rate (in units of an average op) instead of the op count
+    /// (Rein as published). Equal to the count when every op has the default mean demand.
+    pub size_aware_cost: bool,
+    /// Seed of the replay's own random streams: replica selectors, the slowdown schedule, think times.
+    pub seed: u64,
+}
+
+impl Default for ReplayConfig {
+    fn default() -> Self {
+        ReplayConfig::new(PolicyConfig::Fifo(Default::default()))
+    }
+}
+
+impl ReplayConfig {
+    /// `policy` on the core model (round-robin replicas, one value size, uniform servers, reads only, open loop,
+    /// warm-up 0.1, seed 0).
+    pub fn new(policy: PolicyConfig) -> Self {
+        ReplayConfig {
+            policy,
+            selector: SelectorConfig::default(),
+            sizes: SizeClasses::default(),
+            servers: ServerModelConfig::default(),
+            writes: Vec::new(),
+            client: ClientModel::Open,
+            warmup: 0.1,
+            record_ops: false,
+            size_aware_cost: false,
+            seed: 0,
+        }
+    }
+
+    /// True when none of the server, write or client-model extensions is on.
+    pub fn plain_model(&self) -> bool {
+        self.servers.is_uniform() && !self.writes.iter().any(|&w| w) && self.client == ClientModel::Open
+    }
+
+    /// Checks everything that does not depend on the workload and the cluster.
+    pub fn validate(&self) -> Result<(), SimError> {
+        crate::error::check_range("warmup", self.warmup, 0.0, 0.99, "[0, 0.99] (fraction of requests)")?;
+        self.policy.validate()?;
+        self.selector.validate()?;
+        if let ClientModel::Closed(c) = &self.client {
+            c.validate()?;
+        }
+        Ok(())
+    }
+}
+
+/// Per op (workload order): is the value large? Empty vectors = no op is large.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SizeClasses {
+    /// The client's estimate (the large-key Bloom filter's answer).
+    pub large_est: Vec<bool>,
+    /// The truth: the value exceeds THR_L (what a server reports).
+    pub large_true: Vec<bool>,
+}
+
+/// Who issues the requests.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub enum ClientModel {
+    /// The workload's arrival times (open loop).
+    #[default]
+    Open,
+    /// Client threads issuing the workload's requests in order, each after its previous one completed plus a
+    /// think time; the workload's arrival times are ignored.
+    Closed(ClosedLoop),
+}
+
+impl ClientModel {
+    pub fn closed(&self) -> Option<&ClosedLoop> {
+        match self {
+            ClientModel::Open => None,
+            ClientModel::Closed(c) => Some(c),
+        }
+    }
+}

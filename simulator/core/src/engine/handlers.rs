@@ -1,0 +1,695 @@
+//! The event loop and one handler per event kind, over the replay's state ([`Sim`]).
+//!
+//! [`Sim::run`] takes the least (time, seq) of the pending events' heads, applies it with its handler, and once
+//! every event of the current instant is applied lets the dirty servers start ops ([`Sim::dispatch`]). Handlers
+//! are `#[inline(always)]`: the loop compiles to one function per (EXT, policy, selector) as it did when it was
+//! written as one, so the split costs no speed (bench/sim_callgrind/HANDLERS.md).
+use std::cmp::Reverse;
+
+use super::state::{Sent, Sim, COPY_OPSET, LATE_OPSET};
+use crate::held::Held;
+use crate::policy::{QItem, Scheduler, Tag, TagCtx};
+use crate::prefetch::prefetch;
+use crate::replica::{Feedback, HeldRetry, ReplicaSelector, SelectCtx};
+use crate::timers::{event_key, key_time};
+
+impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
+    /// Applies every event in (time, seq) order.
+    #[inline(always)]
+    pub(super) fn run(&mut self) {
+        loop {
+            let arrival_key = self.arrival_key();
+            let srv_key = self.p.at_servers.front().map_or(u128::MAX, |e| e.0);
+            let done_key = self.p.timers.peek_key().unwrap_or(u128::MAX);
+            // Without the general loop these queues stay empty: their keys are constant ∞ and the branches fold
+            // away.
+            let (retry_key, delay_key, spec_key) = if EXT {
+                (
+                    self.p.retries.peek().map_or(u128::MAX, |k| k.0),
+                    self.p.delay_q.peek().map_or(u128::MAX, |k| k.0 .0),
+                    self.p.spec_q.peek_key().unwrap_or(u128::MAX),
+                )
+            } else {
+                (u128::MAX, u128::MAX, u128::MAX)
+            };
+            let now = if spec_key < delay_key
+                && spec_key < retry_key
+                && spec_key < arrival_key
+                && spec_key < srv_key
+                && spec_key < done_key
+            {
+                self.on_speculative_timer(spec_key)
+            } else if delay_key < retry_key && delay_key < arrival_key && delay_key < srv_key && delay_key < done_key {
+                self.on_delay_release(delay_key)
+            } else if retry_key < arrival_key && retry_key < srv_key && retry_key < done_key {
+                self.on_held_retry(retry_key)
+            } else if arrival_key < srv_key && arrival_key < done_key {
+                self.on_arrival()
+            } else if srv_key < done_key {
+                self.on_reach_servers()
+            } else if done_key != u128::MAX {
+                self.on_op_done()
+            } else {
+                break;
+            };
+            self.events += 1;
+            if !self.p.dirty.is_empty() {
+                self.dispatch_after(now);
+            }
+        }
+    }
+
+    /// Key of the next request arrival (∞ when every request has arrived).
+    #[inline(always)]
+    fn arrival_key(&self) -> u128 {
+        if self.next_req >= self.n_req {
+            u128::MAX
+        } else if self.closed_on() {
+            // Closed loop: the next request goes to the thread that becomes free first.
+            self.p.ready.peek().map_or(u128::MAX, |k| event_key(k.0 .0, k.0 .1))
+        } else {
+            event_key(self.wl.arrival[self.next_req], self.next_req as u64)
+        }
+    }
+
+    /// The next sequence number.
+    #[inline(always)]
+    fn next_seq(&mut self) -> u64 {
+        let s = self.seq;
+        self.seq += 1;
+        s
+    }
+
+    #[inline(always)]
+    fn mark_dirty(&mut self, s: usize) {
+        if !self.is_dirty[s] {
+            self.is_dirty[s] = true;
+            self.p.dirty.push(s as u32);
+        }
+    }
+
+    /// The op is a write (served at every replica).
+    #[inline(always)]
+    fn is_write(&self, op: usize) -> bool {
+        self.write_on() && self.rc.writes[op]
+    }
+
+    #[inline(always)]
+    fn large_ops_of(&self, o: usize) -> u32 {
+        self.large_est_of.get(o).copied().unwrap_or(0)
+    }
+
+    #[inline(always)]
+    fn large_true(&self, op: usize) -> bool {
+        !self.rc.sizes.large_true.is_empty() && self.rc.sizes.large_true[op]
+    }
+
+    /// The replica after `s` in group `g` (where copies go).
+    #[inline(always)]
+    fn next_replica(&self, g: u32, s: u32) -> u32 {
+        let reps = self.cluster.replicas(g);
+        let i = reps.iter().position(|&x| x == s).unwrap_or(0);
+        reps[(i + 1) % reps.len()]
+    }
+
+    /// Schedules a retry of the held opsets when the selector names a time (once per distinct time).
+    #[inline(always)]
+    fn schedule_wakeup(&mut self, now: u64) {
+        if let Some(t) = self.p.selector.wakeup(now) {
+            let t = t.max(now + 1);
+            if t != self.last_wakeup {
+                self.last_wakeup = t;
+                let key = event_key(t, self.next_seq());
+                self.p.retries.push(Reverse(key));
+            }
+        }
+    }
+
+    // ---------------------------------------------------------------------------------------- client side
+
+    /// A request arrives at its client (open loop) or its thread issues it (closed loop): every opset gets a
+    /// replica (or is held), the policy tags the request, the opsets leave for their servers (TailX may delay
+    /// some; duplication sends copies, speculative retry arms timers).
+    #[inline(always)]
+    fn on_arrival(&mut self) -> u64 {
+        let r = self.next_req;
+        self.next_req += 1;
+        let now = if self.closed_on() {
+            let Reverse((t, _, th)) = self.p.ready.pop().expect("head exists");
+            self.arrival_rt[r] = t;
+            self.thread_of[r] = th;
+            t
+        } else {
+            self.wl.arrival[r]
+        };
+        let wl = self.wl;
+        let (o0, o1) = (wl.req_opsets[r] as usize, wl.req_opsets[r + 1] as usize);
+        let client = wl.client[r];
+        self.p.sizes.clear();
+        self.p.costs.clear();
+        self.p.servers.clear();
+        if !self.plain() {
+            // The selector's state for every choice of this request, fetched at once (misses overlap).
+            for o in o0..o1 {
+                let g = wl.opset_group[o];
+                self.p.selector.prefetch_choice(now, client, g, self.cluster.replicas(g));
+            }
+        }
+        for o in o0..o1 {
+            self.place_opset(r, o, client, now);
+        }
+        self.tag_request(o0, o1, now);
+        let key = event_key(now + self.d, self.next_seq());
+        self.p.at_servers.push_back((key, r as u32));
+        if self.redundant() {
+            self.send_copies(r, o0, o1, client, now);
+        }
+        if !self.plain() {
+            if r + 1 == self.n_req / 2 + 1 {
+                self.held.at_half = self.p.backlog.len() as u64;
+            }
+            if r + 1 == self.n_req {
+                self.held.at_end = self.p.backlog.len() as u64;
+            }
+        }
+        now
+    }
+
+    /// Opset `o` of request `r`: its replica (or held at the client, tagged with its primary as provisional
+    /// server), its size and cost for the policy's tagging.
+    #[inline(always)]
+    fn place_opset(&mut self, r: usize, o: usize, client: u32, now: u64) {
+        let wl = self.wl;
+        let size = wl.opset_ops[o + 1] - wl.opset_ops[o];
+        let g = wl.opset_group[o];
+        let replicas = self.cluster.replicas(g);
+        let s = if self.plain() {
+            self.p.selector.select(client, g, replicas, &self.outstanding)
+        } else {
+            let ctx = SelectCtx {
+                now,
+                client,
+                group: g,
+                replicas,
+                outstanding: &self.outstanding,
+                size,
+                large_ops: self.large_ops_of(o),
+            };
+            match self.p.selector.choose(&ctx) {
+                Some(s) => {
+                    if self.fb_on() {
+                        self.sent[o] = Sent { at: now, client, req: r as u32 };
+                    }
+                    s
+                }
+                None => {
+                    self.late[o] = true;
+                    self.p.backlog.hold(g, o as u32, now);
+                    self.held.opsets += 1;
+                    self.held.max = self.held.max.max(self.p.backlog.len() as u64);
+                    self.schedule_wakeup(now);
+                    u32::MAX
+                }
+            }
+        };
+        self.opset_server[o] = s;
+        let s = if s == u32::MAX { replicas[0] } else { s };
+        if self.opset_server[o] != u32::MAX {
+            self.outstanding[s as usize] += size;
+        }
+        self.p.sizes.push(size);
+        let cost = self.opset_cost(o, size);
+        self.p.costs.push(cost);
+        self.p.servers.push(s);
+    }
+
+    /// The cost the policy sees: TailX's estimate in ns, Σ mean demand (size-aware), else the op count.
+    #[inline(always)]
+    fn opset_cost(&self, o: usize, size: u32) -> f64 {
+        if let Some(t) = self.tailx.as_ref().filter(|_| EXT) {
+            t.opset_cost_ns(size, self.large_ops_of(o))
+        } else if self.size_aware {
+            let wl = self.wl;
+            let (a, b) = (wl.opset_ops[o] as usize, wl.opset_ops[o + 1] as usize);
+            wl.mean_demand[a..b].iter().map(|&m| m as f64).sum::<f64>() * self.cost_unit
+        } else {
+            size as f64
+        }
+    }
+
+    /// The policy tags the request's opsets o0..o1; TailX (Algorithm 1) puts those with a delay allowance in the
+    /// client's delay queue.
+    #[inline(always)]
+    fn tag_request(&mut self, o0: usize, o1: usize, now: u64) {
+        self.p.tags.clear();
+        self.p.tags.resize(o1 - o0, Tag::default());
+        let cfg = &self.cluster.config;
+        let ctx = TagCtx {
+            now,
+            sizes: &self.p.sizes,
+            costs: &self.p.costs,
+            servers: &self.p.servers,
+            outstanding: &self.outstanding,
+            slots: cfg.slots,
+            service_rate: cfg.service_rate,
+        };
+        self.p.sched.tag(&ctx, &mut self.p.tags);
+        self.opset_tag[o0..o1].copy_from_slice(&self.p.tags);
+        if self.tailx_on() {
+            for i in 0..o1 - o0 {
+                let o = o0 + i;
+                let dl = self.p.sched.release_delay_ns(&self.p.tags[i]);
+                if dl > 0 && self.opset_server[o] != u32::MAX {
+                    self.late[o] = true;
+                    let key = event_key(now + dl, self.next_seq());
+                    self.p.delay_q.push(Reverse((key, o as u32)));
+                }
+            }
+        }
+    }
+
+    /// Duplication: every sent opset's reads go to the next replica too. Speculative retry: a timer per sent
+    /// opset, once the client has a timeout.
+    #[inline(always)]
+    fn send_copies(&mut self, r: usize, o0: usize, o1: usize, client: u32, now: u64) {
+        let wl = self.wl;
+        for o in o0..o1 {
+            if self.opset_server[o] == u32::MAX {
+                continue; // held by the selector: no copy
+            }
+            self.sent[o] = Sent { at: now, client, req: r as u32 };
+            if self.dup() {
+                let c = self.next_replica(wl.opset_group[o], self.opset_server[o]);
+                self.copy_server[o] = c;
+                // Writes are at every replica already: only the reads get a copy.
+                let mut size = 0;
+                for op in wl.opset_ops[o] as usize..wl.opset_ops[o + 1] as usize {
+                    if !self.is_write(op) {
+                        self.copied[op] = true;
+                        size += 1;
+                    }
+                }
+                self.outstanding[c as usize] += size;
+                self.copies.ops += size as u64;
+                let key = event_key(now + self.d, self.next_seq());
+                self.p.at_servers.push_back((key, o as u32 | LATE_OPSET | COPY_OPSET));
+            } else if let Some(t) = self.p.spec.as_ref().and_then(|e| e.timeout_ns(client as usize)) {
+                let key = event_key(now + t, self.next_seq());
+                self.p.spec_q.push(client as usize, key, o as u32);
+            }
+        }
+    }
+
+    /// Held opsets try again (FIFO); the ones still refused stay held in order. A selector may know that every
+    /// held opset would be refused again, or all but those of some servers: the others are not visited.
+    #[inline(always)]
+    fn on_held_retry(&mut self, key: u128) -> u64 {
+        self.p.retries.pop();
+        let now = key_time(key);
+        self.p.freed.clear();
+        let mode = self.p.selector.held_retry(now, &mut self.p.freed);
+        match mode {
+            HeldRetry::All => self.p.backlog.begin(None),
+            HeldRetry::Skip => {}
+            HeldRetry::Freed => {
+                self.groups_of_freed_servers();
+                self.p.backlog.begin(Some(&self.p.cand_groups));
+            }
+        }
+        while let Some((g, held)) = if mode == HeldRetry::Skip { None } else { self.p.backlog.next_held() } {
+            self.retry_held(g, held, mode, now);
+        }
+        self.p.backlog.end();
+        if !self.p.backlog.is_empty() {
+            self.schedule_wakeup(now);
+        }
+        now
+    }
+
+    /// `cand_groups` = the replica groups of the servers the selector freed.
+    #[inline(always)]
+    fn groups_of_freed_servers(&mut self) {
+        if self.p.server_groups.is_empty() {
+            self.p.server_groups = vec![Vec::new(); self.n_servers];
+            for g in 0..self.cluster.groups() as u32 {
+                for &s in self.cluster.replicas(g) {
+                    self.p.server_groups[s as usize].push(g);
+                }
+            }
+        }
+        self.p.cand_groups.clear();
+        let server_groups = &self.p.server_groups;
+        self.p.cand_groups.extend(self.p.freed.iter().flat_map(|&s| server_groups[s as usize].iter().copied()));
+        self.p.cand_groups.sort_unstable();
+        self.p.cand_groups.dedup();
+    }
+
+    /// One held opset of group `g` asks the selector again: sent now, or held again in order.
+    #[inline(always)]
+    fn retry_held(&mut self, g: u32, held: Held, mode: HeldRetry, now: u64) {
+        let (_, o, since) = held;
+        let o = o as usize;
+        let replicas = self.cluster.replicas(g);
+        if mode == HeldRetry::Freed && !self.p.selector.may_place_in(replicas) {
+            // Nothing more fits this group in this retry: its queue is left as it is.
+            self.p.backlog.refuse(g, held);
+            self.p.backlog.close(g);
+            return;
+        }
+        let wl = self.wl;
+        let size = wl.opset_ops[o + 1] - wl.opset_ops[o];
+        let req = wl.opset_req[o];
+        let client = wl.client[req as usize];
+        let ctx = SelectCtx {
+            now,
+            client,
+            group: g,
+            replicas,
+            outstanding: &self.outstanding,
+            size,
+            large_ops: self.large_ops_of(o),
+        };
+        match self.p.selector.choose(&ctx) {
+            Some(s) => {
+                self.opset_server[o] = s;
+                self.outstanding[s as usize] += size;
+                if self.fb_on() {
+                    self.sent[o] = Sent { at: now, client, req };
+                }
+                self.held_wait_ns += (now - since) as u128;
+                let key = event_key(now + self.d, self.next_seq());
+                self.p.at_servers.push_back((key, o as u32 | LATE_OPSET));
+            }
+            None => self.p.backlog.refuse(g, held),
+        }
+    }
+
+    /// TailX Algorithm 2: a procrastinated opset's time has come; it is sent to its replica.
+    #[inline(always)]
+    fn on_delay_release(&mut self, key: u128) -> u64 {
+        let Reverse((_, o)) = self.p.delay_q.pop().expect("head exists");
+        let now = key_time(key);
+        if self.fb_on() {
+            let r = self.wl.opset_req[o as usize];
+            self.sent[o as usize] = Sent { at: now, client: self.wl.client[r as usize], req: r };
+        }
+        let key = event_key(now + self.d, self.next_seq());
+        self.p.at_servers.push_back((key, o | LATE_OPSET));
+        now
+    }
+
+    /// Speculative retry: the opset's ops whose answers have not reached the client are re-issued to the next
+    /// replica.
+    #[inline(always)]
+    fn on_speculative_timer(&mut self, key: u128) -> u64 {
+        let (_, o) = self.p.spec_q.pop().expect("head exists");
+        let now = key_time(key);
+        let o = o as usize;
+        let wl = self.wl;
+        let mut n = 0;
+        for op in wl.opset_ops[o] as usize..wl.opset_ops[o + 1] as usize {
+            if self.answered_at[op] > now && !self.is_write(op) {
+                self.copied[op] = true;
+                n += 1;
+            }
+        }
+        if n > 0 {
+            let c = self.next_replica(wl.opset_group[o], self.opset_server[o]);
+            self.copy_server[o] = c;
+            self.outstanding[c as usize] += n;
+            self.copies.ops += n as u64;
+            let key = event_key(now + self.d, self.next_seq());
+            self.p.at_servers.push_back((key, o as u32 | LATE_OPSET | COPY_OPSET));
+        }
+        now
+    }
+
+    // ---------------------------------------------------------------------------------------- server side
+
+    /// A request's opsets (or one late opset, or a copy) reach their servers: their ops are enqueued.
+    #[inline(always)]
+    fn on_reach_servers(&mut self) -> u64 {
+        let (key, r) = self.p.at_servers.pop_front().expect("head exists");
+        let now = key_time(key);
+        let r = r as usize;
+        let copy = EXT && r as u32 & COPY_OPSET != 0;
+        let late_entry = EXT && r as u32 & LATE_OPSET != 0;
+        let (o_lo, o_hi) = if late_entry {
+            let o = r & !((LATE_OPSET | COPY_OPSET) as usize);
+            (o, o + 1)
+        } else {
+            (self.wl.req_opsets[r] as usize, self.wl.req_opsets[r + 1] as usize)
+        };
+        for o in o_lo..o_hi {
+            if EXT && !late_entry && !self.late.is_empty() && self.late[o] {
+                continue; // sent on its own later
+            }
+            self.enqueue_opset(o, copy, now);
+        }
+        now
+    }
+
+    /// The ops of opset `o` (its copies with `copy`) join their server's queue; a write's copies join the other
+    /// replicas' queues.
+    #[inline(always)]
+    fn enqueue_opset(&mut self, o: usize, copy: bool, now: u64) {
+        let wl = self.wl;
+        let s = if copy { self.copy_server[o] } else { self.opset_server[o] } as usize;
+        if self.fb_on() && !copy {
+            self.resident[s] += wl.opset_ops[o + 1] - wl.opset_ops[o];
+            if !self.large_true_of.is_empty() {
+                self.large_resident[s] += self.large_true_of[o];
+            }
+        }
+        let tag = self.opset_tag[o];
+        for op in wl.opset_ops[o]..wl.opset_ops[o + 1] {
+            if copy {
+                if !self.copied[op as usize] {
+                    continue;
+                }
+                if self.fb_on() {
+                    self.resident[s] += 1;
+                    if self.large_true(op as usize) {
+                        self.large_resident[s] += 1;
+                    }
+                }
+                let item = QItem::new(op + self.n_ops32, o as u32, now, tag, wl.demand[op as usize]);
+                self.p.sched.enqueue(s, item);
+                continue;
+            }
+            self.p.sched.enqueue(s, QItem::new(op, o as u32, now, tag, wl.demand[op as usize]));
+            if let Some(rec) = self.rec.as_mut() {
+                rec.enqueue[op as usize] = now;
+            }
+        }
+        self.mark_dirty(s);
+        if self.write_on() && !copy {
+            self.enqueue_write_copies(o, s, tag, now);
+        }
+    }
+
+    /// A write is served at every replica of its group: copies k = 1.. (op id op + k·n_ops) to the replicas
+    /// other than `s`, in replica order.
+    #[inline(always)]
+    fn enqueue_write_copies(&mut self, o: usize, s: usize, tag: Tag, now: u64) {
+        let wl = self.wl;
+        for op in wl.opset_ops[o]..wl.opset_ops[o + 1] {
+            if !self.rc.writes[op as usize] {
+                continue;
+            }
+            self.writes.ops += 1;
+            let mut k = 0u32;
+            for &t in self.cluster.replicas(wl.opset_group[o]) {
+                let t = t as usize;
+                if t == s {
+                    continue;
+                }
+                k += 1;
+                self.writes.copies += 1;
+                self.outstanding[t] += 1;
+                if self.fb_on() {
+                    self.resident[t] += 1;
+                    if self.large_true(op as usize) {
+                        self.large_resident[t] += 1;
+                    }
+                }
+                let item = QItem::new(op + k * self.n_ops32, o as u32, now, tag, wl.demand[op as usize]);
+                self.p.sched.enqueue(t, item);
+                self.mark_dirty(t);
+            }
+        }
+    }
+
+    /// An op ends at a server slot: the slot is free, the selector hears about it, and the request completes when
+    /// this was its last unanswered op (the response reaches the client one network latency later).
+    #[inline(always)]
+    fn on_op_done(&mut self) -> u64 {
+        let c = self.p.timers.pop().expect("head exists");
+        let now = c.time;
+        let (op, o, slot) = (c.op as usize, c.opset as usize, c.slot);
+        let n_ops = self.n_ops;
+        let is_copy = EXT && op >= n_ops;
+        let op = if is_copy { op % n_ops } else { op };
+        let s = c.server as usize;
+        self.free[s] |= 1u64 << slot;
+        self.outstanding[s] -= 1;
+        let svc = self.slot_svc[s * self.cluster.config.slots as usize + slot as usize];
+        self.server_demand[s] += svc;
+        if EXT {
+            self.served_ops += 1;
+        }
+        self.p.sched.on_done(s, op as u32, now);
+        let st = if self.fb_on() || self.redundant() { self.sent[o] } else { Sent::default() };
+        if self.fb_on() {
+            self.op_feedback(op, s, svc, st, now);
+        }
+        let r = if self.fb_on() { st.req } else { self.wl.opset_req[o] } as usize;
+        // With copies (and writes at every replica), only an op's first answer counts.
+        let first = !self.multi() || self.answered_at[op] == u64::MAX;
+        if self.multi() && first {
+            self.first_answer(op, o, r, is_copy, st, now);
+        }
+        if first {
+            self.remaining[r] -= 1;
+            if self.remaining[r] == 0 {
+                self.complete_request(r, s, now);
+            }
+        }
+        self.mark_dirty(s);
+        now
+    }
+
+    /// The selector's per-op feedback; held opsets get another chance when the response reaches the client.
+    #[inline(always)]
+    fn op_feedback(&mut self, op: usize, s: usize, svc: u64, st: Sent, now: u64) {
+        let d = self.d;
+        self.resident[s] -= 1;
+        if self.large_true(op) {
+            self.large_resident[s] -= 1;
+        }
+        let fb = Feedback {
+            client: st.client,
+            server: s as u32,
+            at: now + d,
+            queue: self.resident[s],
+            service_ns: svc,
+            response_ns: now + d - st.at,
+            large_resident: self.large_resident[s],
+            large_est: !self.rc.sizes.large_est.is_empty() && self.rc.sizes.large_est[op],
+        };
+        self.p.selector.on_op_response(&fb);
+        if !self.p.backlog.is_empty() && now + d != self.last_feedback_retry {
+            self.last_feedback_retry = now + d;
+            let key = event_key(now + d, self.next_seq());
+            self.p.retries.push(Reverse(key));
+        }
+    }
+
+    /// The first answer of an op that may be answered twice: counted; a speculative client learns the opset's
+    /// response time from its last first answer.
+    #[inline(always)]
+    fn first_answer(&mut self, op: usize, o: usize, r: usize, is_copy: bool, st: Sent, now: u64) {
+        let d = self.d;
+        self.answered_at[op] = now + d;
+        self.copies.wins += (is_copy && !self.is_write(op)) as u64;
+        let redundant = self.redundant();
+        if let Some(e) = self.p.spec.as_mut().filter(|_| redundant) {
+            self.opset_left[o] -= 1;
+            if self.opset_left[o] == 0 {
+                e.observe(self.wl.client[r] as usize, now + d - st.at);
+            }
+        }
+    }
+
+    /// Request `r` has its last answer (from server `s`): its latency is known; a closed-loop thread thinks, then
+    /// issues the next request in workload order.
+    #[inline(always)]
+    fn complete_request(&mut self, r: usize, s: usize, now: u64) {
+        let d = self.d;
+        let arrived = if self.closed_on() { self.arrival_rt[r] } else { self.wl.arrival[r] };
+        self.latency[r] = now + d - arrived;
+        if EXT {
+            self.last_done = self.last_done.max(now + d);
+        }
+        if self.closed_on() {
+            let seq = self.next_seq();
+            self.p.ready.push(Reverse((now + d + self.think[r], seq, self.thread_of[r])));
+        }
+        self.p.selector.on_response(self.wl.client[r], s as u32, now + d);
+    }
+
+    /// Once no other event is due at `now`, every dirty server starts ops in its free slots (lowest index first),
+    /// in the order the servers became dirty.
+    #[inline(always)]
+    fn dispatch_after(&mut self, now: u64) {
+        let next_arrival = if self.next_req >= self.n_req {
+            u64::MAX
+        } else if self.closed_on() {
+            self.p.ready.peek().map_or(u64::MAX, |k| k.0 .0)
+        } else {
+            self.wl.arrival[self.next_req]
+        };
+        let mut next_event = self
+            .p
+            .at_servers
+            .front()
+            .map_or(u128::MAX, |e| e.0)
+            .min(self.p.timers.peek_key().unwrap_or(u128::MAX));
+        if EXT {
+            next_event = next_event
+                .min(self.p.delay_q.peek().map_or(u128::MAX, |k| k.0 .0))
+                .min(self.p.spec_q.peek_key().unwrap_or(u128::MAX));
+        }
+        let next_t = if next_event == u128::MAX {
+            next_arrival
+        } else {
+            key_time(next_event).min(next_arrival)
+        };
+        if next_t > now {
+            for i in 0..self.p.dirty.len() {
+                let s = self.p.dirty[i] as usize;
+                self.is_dirty[s] = false;
+                self.start_ops(s, now);
+            }
+            self.p.dirty.clear();
+        }
+    }
+
+    /// Server `s` starts ops in its free slots while its queue has any.
+    #[inline(always)]
+    fn start_ops(&mut self, s: usize, now: u64) {
+        let n_ops32 = self.n_ops32;
+        let slots = self.cluster.config.slots as usize;
+        while self.free[s] != 0 {
+            let Some(item) = self.p.sched.pick(s, now) else {
+                break;
+            };
+            let slot = self.free[s].trailing_zeros();
+            self.free[s] &= !(1u64 << slot);
+            let real = if EXT && item.op >= n_ops32 { item.op % n_ops32 } else { item.op };
+            let dem = item.demand(real as usize, &self.wl.demand);
+            let end = match self.p.smodel.as_mut().filter(|_| EXT) {
+                Some(m) => m.end(s, now, dem),
+                None => now + dem,
+            };
+            self.slot_svc[s * slots + slot as usize] = end - now;
+            self.p.timers.start(s, slot, end, self.seq, item.op, item.opset);
+            // What the op's end reads first (it is cold when the op waited long in the queue).
+            if EXT && (self.fb_on() || self.redundant()) {
+                prefetch(self.sent.as_ptr().wrapping_add(item.opset as usize));
+            } else {
+                prefetch(self.wl.opset_req.as_ptr().wrapping_add(item.opset as usize));
+            }
+            self.seq += 1;
+            if let Some(rec) = self.rec.as_mut().filter(|_| item.op < n_ops32) {
+                let i = item.op as usize;
+                rec.request[i] = self.wl.opset_req[item.opset as usize];
+                rec.opset[i] = item.opset;
+                rec.server[i] = s as u32;
+                rec.slot[i] = slot;
+                rec.start[i] = now;
+                rec.end[i] = end;
+            }
+        }
+    }
+}

@@ -1,0 +1,429 @@
+//! The state of one replay: [`Sim`], built once by [`Sim::new`] from the validated inputs, driven by the handlers
+//! (`handlers.rs`) and turned into the [`RunResult`] by [`Sim::finish`].
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+use std::time::Instant;
+
+use super::Args;
+use crate::cluster::Cluster;
+use crate::config::ReplayConfig;
+use crate::error::SimError;
+use crate::held::HeldOpsets;
+use crate::policy::speculative::LatencyEstimator;
+use crate::policy::{PolicyConfig, Scheduler, Tag, TailxConfig};
+use crate::replica::ReplicaSelector;
+use crate::result::{CopyStats, HeldStats, OpRecords, RunResult, WriteStats};
+use crate::runs::RunQueue;
+use crate::server_model::ServerModel;
+use crate::stats::summarize;
+use crate::timers::SlotTimers;
+use crate::workload::Workload;
+
+/// When an opset was sent to its server, by which request and client.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Sent {
+    pub(super) at: u64,
+    pub(super) client: u32,
+    pub(super) req: u32,
+}
+
+/// Marks an `at_servers` entry that carries one late opset (sent after being held) instead of a request.
+pub(super) const LATE_OPSET: u32 = 1 << 31;
+/// With `LATE_OPSET`: the entry carries the copy of an opset (duplication / speculative retry).
+pub(super) const COPY_OPSET: u32 = 1 << 30;
+
+/// The members of a replay the event loop calls into: the policy, the selector, the event queues, the server
+/// model, the speculative estimator and scratch buffers. They live apart from [`Sim`] (which borrows them) so
+/// that `Sim`'s plain data — counters, flags and per-server / per-opset arrays — stays in registers: LLVM stops
+/// promoting a struct's fields once a pointer into the struct is passed to a call.
+pub(super) struct Parts<S, R> {
+    pub(super) sched: S,
+    pub(super) selector: R,
+    // Pending events. Request arrivals are pre-sorted (seq = index); opsets reaching their servers are created in
+    // arrival order at arrival + d, so a FIFO is already sorted by (time, seq); op completions are slot timers.
+    // The next event is the least (time, seq) of the heads: the order of one global event queue.
+    pub(super) at_servers: VecDeque<(u128, u32)>,
+    pub(super) timers: SlotTimers,
+    /// Held opsets' retry times.
+    pub(super) retries: BinaryHeap<Reverse<u128>>,
+    /// TailX: procrastinated opsets by release time.
+    pub(super) delay_q: BinaryHeap<Reverse<(u128, u32)>>,
+    /// Speculative timers, one run of deadlines per client (a k-way merge: `runs.rs`).
+    pub(super) spec_q: RunQueue,
+    /// Closed loop: threads ready to issue, (time, seq, thread).
+    pub(super) ready: BinaryHeap<Reverse<(u64, u64, u32)>>,
+    /// Servers that may start ops once the current instant is applied, in the order they became dirty.
+    pub(super) dirty: Vec<u32>,
+    pub(super) smodel: Option<ServerModel>,
+    pub(super) spec: Option<LatencyEstimator>,
+    /// Opsets held at the clients by the selector.
+    pub(super) backlog: HeldOpsets,
+    /// Scratch of one request's tagging.
+    pub(super) sizes: Vec<u32>,
+    pub(super) costs: Vec<f64>,
+    pub(super) servers: Vec<u32>,
+    pub(super) tags: Vec<Tag>,
+    /// Scratch of a held-opset retry: servers the selector freed, their replica groups.
+    pub(super) freed: Vec<u32>,
+    pub(super) cand_groups: Vec<u32>,
+    /// Replica groups of each server (a retry after servers turned available visits only their groups).
+    pub(super) server_groups: Vec<Vec<u32>>,
+}
+
+/// Everything else one replay reads and changes. `EXT = false` is the plain loop (see `engine::run`): the fields
+/// of the general loop stay empty and the branches that read them fold away. Groups below: inputs and constants,
+/// event counters, servers, requests and opsets, replica selection, copies and writes, closed loop.
+pub(super) struct Sim<'a, const EXT: bool, S, R> {
+    pub(super) p: &'a mut Parts<S, R>,
+    // Inputs and what is derived from them once.
+    pub(super) cluster: &'a Cluster,
+    pub(super) wl: &'a Workload,
+    pub(super) rc: &'a ReplayConfig,
+    pub(super) policy: &'a PolicyConfig,
+    /// TailX with TL / TS resolved (None for the other policies).
+    pub(super) tailx: Option<TailxConfig>,
+    pub(super) started: Instant,
+    pub(super) n_req: usize,
+    pub(super) n_ops: usize,
+    pub(super) n_ops32: u32,
+    pub(super) n_servers: usize,
+    /// One-way network latency, ns.
+    pub(super) d: u64,
+    /// Opset cost = Σ mean demand (in units of an average op) instead of the op count.
+    pub(super) size_aware: bool,
+    pub(super) cost_unit: f64,
+    /// Round-robin replicas: no held opsets, no per-choice context.
+    pub(super) plain: bool,
+    /// The selector takes per-op feedback (the engine then tracks each server's resident ops).
+    pub(super) fb_on: bool,
+    pub(super) tailx_on: bool,
+    pub(super) dup: bool,
+    /// Duplication or speculative retry: ops may be served twice.
+    pub(super) redundant: bool,
+    pub(super) write_on: bool,
+    /// An op may be answered more than once (copies or writes): only its first answer counts.
+    pub(super) multi: bool,
+    pub(super) closed_on: bool,
+
+    // Event counters: the next sequence number, the next request to arrive, events applied.
+    pub(super) seq: u64,
+    pub(super) next_req: usize,
+    pub(super) events: u64,
+
+    // Servers.
+    /// Free slots of each server (bit set).
+    pub(super) free: Vec<u64>,
+    /// Ops in flight to, queued at or in service at each server.
+    pub(super) outstanding: Vec<u32>,
+    pub(super) server_demand: Vec<u64>,
+    pub(super) is_dirty: Vec<bool>,
+    /// Actual service time of the op in each busy slot (with speeds it differs from the demand). Read back when
+    /// the op ends, so the workload's demand array is not touched again (a cache miss with long queues).
+    pub(super) slot_svc: Vec<u64>,
+    pub(super) served_ops: u64,
+
+    // Requests and opsets.
+    pub(super) opset_server: Vec<u32>,
+    pub(super) opset_tag: Vec<Tag>,
+    /// Ops of each request not answered yet.
+    pub(super) remaining: Vec<u32>,
+    pub(super) latency: Vec<u64>,
+    pub(super) rec: Option<OpRecords>,
+
+    // Replica selection.
+    /// Opsets not sent with their request (held, or procrastinated by TailX).
+    pub(super) late: Vec<bool>,
+    /// When each opset was sent, with its request and client: the op-completion path reads all three from one
+    /// place (with long server queues every separate array read there is a cache miss).
+    pub(super) sent: Vec<Sent>,
+    pub(super) resident: Vec<u32>,
+    pub(super) large_resident: Vec<u32>,
+    pub(super) held: HeldStats,
+    pub(super) held_wait_ns: u128,
+    pub(super) last_wakeup: u64,
+    pub(super) last_feedback_retry: u64,
+    /// Large ops per opset (client estimate / truth), counted once: held opsets ask again at every retry.
+    pub(super) large_est_of: Vec<u32>,
+    pub(super) large_true_of: Vec<u32>,
+
+    // Copies (duplication / speculative retry, Rein §5.1) and writes. Copies of opsets go to the next replica of
+    // the group; a copy of op i runs as op n_ops + i; the first answer of each op counts, the other copy is
+    // served anyway. A write's copies at the other replicas run as ops i + k·n_ops.
+    pub(super) copy_server: Vec<u32>,
+    pub(super) copied: Vec<bool>,
+    pub(super) answered_at: Vec<u64>,
+    pub(super) opset_left: Vec<u32>,
+    pub(super) copies: CopyStats,
+    pub(super) writes: WriteStats,
+
+    // Closed loop.
+    pub(super) think: Vec<u64>,
+    pub(super) arrival_rt: Vec<u64>,
+    pub(super) thread_of: Vec<u32>,
+    pub(super) last_done: u64,
+}
+
+/// Large ops per opset of per-op `flags` (empty flags: empty).
+fn count_large(wl: &Workload, flags: &[bool]) -> Vec<u32> {
+    if flags.is_empty() {
+        return Vec::new();
+    }
+    wl.opset_ops
+        .windows(2)
+        .map(|w| flags[w[0] as usize..w[1] as usize].iter().filter(|&&b| b).count() as u32)
+        .collect()
+}
+
+impl<S: Scheduler, R: ReplicaSelector> Parts<S, R> {
+    /// Empty queues and buffers for the replay `a` (the loop `EXT`).
+    #[inline(always)]
+    pub(super) fn new<const EXT: bool>(a: &Args<'_>, sched: S, selector: R) -> Result<Self, SimError> {
+        let (cluster, wl, rc, policy) = (a.cluster, a.wl, a.rc, a.policy);
+        let cfg = &cluster.config;
+        let n_servers = cfg.servers as usize;
+        let n_req = wl.requests();
+        let spec = match policy {
+            PolicyConfig::Speculative(c) if EXT => Some(LatencyEstimator::new(c, cfg.clients as usize)),
+            _ => None,
+        };
+        let redundant = EXT && (matches!(policy, PolicyConfig::Duplicate(_)) || spec.is_some());
+        if redundant && cfg.replication < 2 {
+            return Err(SimError::BadInput(format!(
+                "policy '{}' needs replication >= 2 (a second replica to send copies to)",
+                policy.name()
+            )));
+        }
+        let mut ready = BinaryHeap::new();
+        if let Some(c) = rc.client.closed().filter(|_| EXT) {
+            for th in 0..c.threads.min(n_req as u32) {
+                ready.push(Reverse((0, th as u64, th)));
+            }
+        }
+        let plain = !EXT || rc.selector.is_round_robin();
+        Ok(Parts {
+            sched,
+            selector,
+            at_servers: VecDeque::with_capacity(1024),
+            timers: SlotTimers::new(n_servers, cfg.slots as usize),
+            retries: BinaryHeap::new(),
+            delay_q: BinaryHeap::new(),
+            spec_q: RunQueue::new(if spec.is_some() { cfg.clients as usize } else { 0 }),
+            ready,
+            dirty: Vec::with_capacity(n_servers),
+            smodel: if EXT && !rc.servers.is_uniform() {
+                Some(ServerModel::new(&rc.servers, n_servers, rc.seed)?)
+            } else {
+                None
+            },
+            spec,
+            backlog: HeldOpsets::new(if plain { 0 } else { cluster.groups() }),
+            sizes: Vec::new(),
+            costs: Vec::new(),
+            servers: Vec::new(),
+            tags: Vec::new(),
+            freed: Vec::new(),
+            cand_groups: Vec::new(),
+            server_groups: Vec::new(),
+        })
+    }
+}
+
+impl<'a, const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'a, EXT, S, R> {
+    /// The state at time 0: every slot free, no request arrived; `p` holds the empty queues.
+    #[inline(always)]
+    pub(super) fn new(a: Args<'a>, p: &'a mut Parts<S, R>) -> Self {
+        let Args {
+            cluster,
+            wl,
+            policy,
+            rc,
+            tailx,
+            started,
+        } = a;
+        let cfg = &cluster.config;
+        let n_servers = cfg.servers as usize;
+        let n_req = wl.requests();
+        let n_ops = wl.ops();
+        let dup = EXT && matches!(policy, PolicyConfig::Duplicate(_));
+        let speculative = EXT && p.spec.is_some();
+        let redundant = EXT && (dup || speculative);
+        let write_on = EXT && rc.writes.iter().any(|&w| w);
+        let plain = !EXT || rc.selector.is_round_robin();
+        let fb_on = EXT && p.selector.wants_feedback();
+        let tailx_on = EXT && tailx.is_some();
+        let closed = if EXT { rc.client.closed() } else { None };
+        let closed_on = EXT && closed.is_some();
+        let all_free: u64 = if cfg.slots == 64 {
+            u64::MAX
+        } else {
+            (1u64 << cfg.slots) - 1
+        };
+        let per_op = |on: bool| if on { n_ops } else { 0 };
+        let per_opset = |on: bool| if on { wl.opsets() } else { 0 };
+        let per_server = |on: bool| if on { n_servers } else { 0 };
+        let per_req = |on: bool| if on { n_req } else { 0 };
+        Sim {
+            p,
+            cluster,
+            wl,
+            rc,
+            policy,
+            started,
+            n_req,
+            n_ops,
+            n_ops32: n_ops as u32,
+            n_servers,
+            d: cfg.net_latency_ns,
+            size_aware: rc.size_aware_cost && !wl.mean_demand.is_empty(),
+            cost_unit: cfg.service_rate / 1e9,
+            plain,
+            fb_on,
+            tailx_on,
+            dup,
+            redundant,
+            write_on,
+            multi: redundant || write_on,
+            closed_on,
+
+            seq: n_req as u64,
+            next_req: 0,
+            events: 0,
+
+            free: vec![all_free; n_servers],
+            outstanding: vec![0; n_servers],
+            server_demand: vec![0; n_servers],
+            is_dirty: vec![false; n_servers],
+            slot_svc: vec![0; n_servers * cfg.slots as usize],
+            served_ops: 0,
+
+            opset_server: vec![0; wl.opsets()],
+            opset_tag: vec![Tag::default(); wl.opsets()],
+            remaining: (0..n_req)
+                .map(|r| wl.opset_ops[wl.req_opsets[r + 1] as usize] - wl.opset_ops[wl.req_opsets[r] as usize])
+                .collect(),
+            latency: vec![0; n_req],
+            rec: rc.record_ops.then(|| OpRecords {
+                request: vec![0; n_ops],
+                opset: vec![0; n_ops],
+                server: vec![0; n_ops],
+                slot: vec![0; n_ops],
+                enqueue: vec![0; n_ops],
+                start: vec![0; n_ops],
+                end: vec![0; n_ops],
+                demand: wl.demand.clone(),
+            }),
+
+            late: vec![false; per_opset(!plain || tailx_on)],
+            sent: vec![Sent::default(); per_opset(fb_on || redundant)],
+            resident: vec![0; per_server(fb_on)],
+            large_resident: vec![0; per_server(fb_on)],
+            held: HeldStats::default(),
+            held_wait_ns: 0,
+            last_wakeup: u64::MAX,
+            last_feedback_retry: u64::MAX,
+            large_est_of: if EXT { count_large(wl, &rc.sizes.large_est) } else { Vec::new() },
+            large_true_of: if fb_on { count_large(wl, &rc.sizes.large_true) } else { Vec::new() },
+
+            copy_server: vec![u32::MAX; per_opset(redundant)],
+            copied: vec![false; per_op(redundant)],
+            answered_at: vec![u64::MAX; per_op(redundant || write_on)],
+            opset_left: if speculative {
+                wl.opset_ops.windows(2).map(|w| w[1] - w[0]).collect()
+            } else {
+                Vec::new()
+            },
+            copies: CopyStats::default(),
+            writes: WriteStats::default(),
+
+            think: closed.map_or(Vec::new(), |c| c.think_times(n_req, rc.seed)),
+            arrival_rt: vec![0; per_req(closed_on)],
+            thread_of: vec![0; per_req(closed_on)],
+            last_done: 0,
+            tailx,
+        }
+    }
+
+    // The switches of the general loop, constant false in the plain loop (so its branches fold away).
+    #[inline(always)]
+    pub(super) fn plain(&self) -> bool {
+        !EXT || self.plain
+    }
+    #[inline(always)]
+    pub(super) fn fb_on(&self) -> bool {
+        EXT && self.fb_on
+    }
+    #[inline(always)]
+    pub(super) fn tailx_on(&self) -> bool {
+        EXT && self.tailx_on
+    }
+    #[inline(always)]
+    pub(super) fn dup(&self) -> bool {
+        EXT && self.dup
+    }
+    #[inline(always)]
+    pub(super) fn redundant(&self) -> bool {
+        EXT && self.redundant
+    }
+    #[inline(always)]
+    pub(super) fn write_on(&self) -> bool {
+        EXT && self.write_on
+    }
+    #[inline(always)]
+    pub(super) fn multi(&self) -> bool {
+        EXT && self.multi
+    }
+    #[inline(always)]
+    pub(super) fn closed_on(&self) -> bool {
+        EXT && self.closed_on
+    }
+
+    /// The result once every event has been applied.
+    #[inline(always)]
+    pub(super) fn finish(mut self) -> Result<RunResult, SimError> {
+        let (wl, rc, n_req) = (self.wl, self.rc, self.n_req);
+        if let Some(r) = self.remaining.iter().position(|&x| x != 0) {
+            return Err(SimError::BadInput(format!("internal: request {r} never completed")));
+        }
+        // A closed loop offers no external rate: its offered load is measured over the makespan (first issue →
+        // last response), so a saturated bottleneck server reads just under 1 and steady state rests on the half
+        // ratio.
+        let span = if self.closed_on() {
+            self.last_done.saturating_sub(self.arrival_rt[0])
+        } else {
+            wl.arrival[n_req - 1] - wl.arrival[0]
+        };
+        let slots = self.cluster.config.slots;
+        let summary = summarize(&self.latency, rc.warmup, &self.server_demand, slots, span);
+        let run_bytes = self.opset_server.len() * 4 + self.opset_tag.len() * std::mem::size_of::<Tag>() + n_req * 12;
+        let mut makespan_ns = 0;
+        if self.held.opsets > 0 {
+            self.held.mean_ms = self.held_wait_ns as f64 / self.held.opsets as f64 / 1e6;
+        }
+        self.held.unstable = self.held.at_end >= 10 && 2 * self.held.at_end >= 3 * self.held.at_half;
+        if EXT {
+            let first = if self.closed_on() { self.arrival_rt[0] } else { wl.arrival[0] };
+            makespan_ns = self.last_done.saturating_sub(first);
+        }
+        Ok(RunResult {
+            policy: self.policy.name(),
+            params: self.policy.params(),
+            selector: rc.selector.name(),
+            selector_params: rc.selector.params(),
+            latency_ns: self.latency,
+            summary,
+            requests: n_req,
+            ops: self.n_ops,
+            events: self.events,
+            sim_wall_s: self.started.elapsed().as_secs_f64(),
+            bytes_per_op: (wl.bytes() + run_bytes) as f64 / self.n_ops.max(1) as f64,
+            records: self.rec,
+            held: self.held,
+            copies: self.copies,
+            writes: self.writes,
+            served_ops: self.served_ops,
+            makespan_ns,
+            arrival_ns: self.arrival_rt,
+            capacity_factor: rc.servers.capacity_factor(self.n_servers),
+        })
+    }
+}

@@ -1,0 +1,193 @@
+"""The catalogue of policies and replica selectors, read from the core's registries: every policy's and selector's
+parameters with their meaning, default, valid range and the range a tuner searches. The CLI's help and the
+tuner's search spaces enumerate from here.
+
+    >>> spec = kvsim.policy_spec("rein")
+    >>> spec.param("k").search
+    SearchSpec(kind='int', low=2.0, high=8.0, step=None, log=False, choices=None)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal, cast
+
+from kvsim import _kvsim
+from kvsim._kvsim import ParameterError
+
+if TYPE_CHECKING:
+    from kvsim._kvsim import RawComponentSpec, RawParamSpec
+
+__all__ = [
+    "ParamSpec",
+    "PolicySpec",
+    "SearchSpec",
+    "memcached_policy_specs",
+    "policy_defaults",
+    "policy_names",
+    "policy_spec",
+    "policy_specs",
+    "replica_defaults",
+    "replica_names",
+    "replica_spec",
+    "replica_specs",
+]
+
+Kind = Literal["policy", "replica selector", "memcached policy"]
+
+
+@dataclass(frozen=True, slots=True)
+class SearchSpec:
+    """The range a tuner searches: an `int` or `float` range (optional grid `step`, optional `log` scale) or
+    categorical `choices` — the shape of the tuner's `Param` (kind, low, high, step, log, choices)."""
+
+    kind: Literal["int", "float", "cat"]
+    low: float | None
+    high: float | None
+    step: float | None
+    log: bool
+    choices: tuple[float, ...] | None
+
+
+@dataclass(frozen=True, slots=True)
+class ParamSpec:
+    """One parameter: its meaning, default and valid range (`low`..`high`; `integer`: whole numbers only,
+    `rounded`: rounded to whole numbers), the range as error messages state it (`valid`) and the search range
+    (None = not searched: the tuner keeps the default)."""
+
+    name: str
+    doc: str
+    default: float
+    low: float
+    high: float
+    domain: Literal["real", "integer", "rounded"]
+    valid: str
+    search: SearchSpec | None
+
+    def describe(self) -> str:
+        """`name (valid range)`, as the unknown-parameter errors list it."""
+        return f"{self.name} ({self.valid})"
+
+
+@dataclass(frozen=True, slots=True)
+class PolicySpec:
+    """A policy or replica selector of the registry: its name, whether the engine's event loop is monomorphized
+    for it (`fast_loop`; otherwise `loop_note` says why it runs the general loop) and its parameters."""
+
+    name: str
+    kind: Kind
+    fast_loop: bool
+    loop_note: str
+    params: tuple[ParamSpec, ...]
+
+    def param(self, name: str) -> ParamSpec:
+        """The parameter `name` (ParameterError naming the valid ones otherwise)."""
+        for p in self.params:
+            if p.name == name:
+                return p
+        valid = ", ".join(p.describe() for p in self.params) or "none (it has no parameters)"
+        raise ParameterError(f"unknown parameter '{name}' for {self.kind} '{self.name}': valid {valid}")
+
+    def defaults(self) -> dict[str, float]:
+        return {p.name: p.default for p in self.params}
+
+    def searched(self) -> tuple[ParamSpec, ...]:
+        """The parameters a tuner searches by default."""
+        return tuple(p for p in self.params if p.search is not None)
+
+    def help(self) -> str:
+        """One line per parameter: name, default, valid range and meaning (for CLI help)."""
+        lines = [f"{self.name}:" if self.params else f"{self.name}: no parameters"]
+        lines += [f"  {p.name} = {p.default:g}  ({p.valid})  {p.doc}" for p in self.params]
+        return "\n".join(lines)
+
+
+def _param(d: RawParamSpec) -> ParamSpec:
+    s = d["search"]
+    search = None
+    if s is not None:
+        ch = s["choices"]
+        search = SearchSpec(
+            kind=cast(Literal["int", "float", "cat"], s["kind"]),
+            low=s["low"],
+            high=s["high"],
+            step=s["step"],
+            log=s["log"],
+            choices=None if ch is None else tuple(ch),
+        )
+    return ParamSpec(
+        name=d["name"],
+        doc=d["doc"],
+        default=d["default"],
+        low=d["low"],
+        high=d["high"],
+        domain=cast(Literal["real", "integer", "rounded"], d["domain"]),
+        valid=d["valid"],
+        search=search,
+    )
+
+
+def _specs(raw: Sequence[RawComponentSpec], kind: Kind) -> list[PolicySpec]:
+    return [
+        PolicySpec(
+            name=e["name"],
+            kind=kind,
+            fast_loop=e["fast_loop"],
+            loop_note=e["loop_note"],
+            params=tuple(_param(p) for p in e["params"]),
+        )
+        for e in raw
+    ]
+
+
+def policy_specs() -> list[PolicySpec]:
+    """Every Cassandra scheduling policy, in registry order."""
+    return _specs(_kvsim.policy_specs(), "policy")
+
+
+def replica_specs() -> list[PolicySpec]:
+    """Every replica selector, in registry order."""
+    return _specs(_kvsim.replica_specs(), "replica selector")
+
+
+def memcached_policy_specs() -> list[PolicySpec]:
+    """The memcached policies (batching, chisel)."""
+    return _specs(_kvsim.memcached_policy_specs(), "memcached policy")
+
+
+def _one(specs: list[PolicySpec], name: str, what: str) -> PolicySpec:
+    for s in specs:
+        if s.name == name:
+            return s
+    raise ParameterError(f"parameter '{what}' = {name} is out of range: valid one of {[s.name for s in specs]}")
+
+
+def policy_spec(name: str) -> PolicySpec:
+    """The Cassandra policy `name` (ParameterError listing the policies otherwise)."""
+    return _one(policy_specs(), name, "policy")
+
+
+def replica_spec(name: str) -> PolicySpec:
+    """The replica selector `name` (ParameterError listing the selectors otherwise)."""
+    return _one(replica_specs(), name, "replica")
+
+
+def policy_names() -> list[str]:
+    """Policies of the core engine."""
+    return list(_kvsim.policy_names())
+
+
+def policy_defaults(name: str) -> dict[str, float]:
+    """Default parameters of a policy (raises ParameterError for an unknown name)."""
+    return dict(_kvsim.policy_defaults(name))
+
+
+def replica_names() -> list[str]:
+    """Replica selectors of the core engine."""
+    return list(_kvsim.replica_names())
+
+
+def replica_defaults(name: str) -> dict[str, float]:
+    """Default parameters of a replica selector (raises ParameterError for an unknown name)."""
+    return dict(_kvsim.replica_defaults(name))
