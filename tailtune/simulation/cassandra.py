@@ -15,7 +15,7 @@ import dataclasses
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -26,7 +26,7 @@ from tailtune.simulation.policies import ResolvedPolicy
 
 if TYPE_CHECKING:
     import kvsim
-    import kvsim.replicas
+    import kvsim.types
     import pyarrow as pa
 
 __all__ = ["CassandraDeployment", "PreparedTrace", "materialize", "prepare", "replay"]
@@ -319,7 +319,7 @@ def replay(
     record_ops: bool = False,
     classes: bool = True,
     where: str = "simulate",
-) -> kvsim.replicas.SizedResult:
+) -> kvsim.Result:
     """Replays the workload of `seed` under `policy`. `classes`: report per-class percentiles (small / large
     requests) when sizes vary; off, the large-value flags are built only for the policies that read them."""
     import kvsim
@@ -342,32 +342,31 @@ def replay(
     if policy.queue == "tailx" and thr is not None:
         qparams["thr_l_bytes"] = float(thr)
     use_sizes = trace.sizes is not None and (classes or policy.uses_large_flags)
+    config = kvsim.ReplayConfig(
+        policy=policy.queue,
+        params=qparams,
+        replica=policy.replica,
+        replica_params=policy.replica_params,
+        sizes=trace.sizes[:n_ops] if use_sizes and trace.sizes is not None else None,
+        thr_l_bytes=thr if use_sizes else None,
+        servers=smodel,
+        writes=writes if writes is not None and writes.any() else None,
+        closed=closed,
+        warmup=deployment.warmup,
+        record_ops=record_ops,
+        size_aware_cost=policy.size_aware_cost,
+        seed=int(seed),
+        demand=cast("kvsim.types.DemandInfo", trace.demand),
+    )
     try:
-        res = kvsim.replay_sized(
-            wl,
-            policy.queue,
-            qparams,
-            replica=policy.replica,
-            replica_params=policy.replica_params,
-            sizes=trace.sizes[:n_ops] if use_sizes and trace.sizes is not None else None,
-            thr_l_bytes=thr if use_sizes else None,
-            warmup=deployment.warmup,
-            record_ops=record_ops,
-            seed=int(seed),
-            demand=trace.demand,
-            servers=smodel,
-            writes=writes,
-            closed=closed,
-            size_aware_cost=policy.size_aware_cost,
-        )
+        res = kvsim.replay(wl, config)
     except kvsim.WorkloadError as exc:
         raise BadInputError.single(trace.source, str(exc)) from None
     except kvsim.KvsimError as exc:
         raise BadInputError.single(where, str(exc), field=_named_param(str(exc))) from None
-    if res.writes is not None:
-        res = dataclasses.replace(res, writes={**writes_info, **res.writes})
-    elif writes is not None:
-        res = dataclasses.replace(res, writes={**writes_info, "ops": 0, "copies": 0})
+    if writes is not None:
+        counts = res.writes or {"ops": 0, "copies": 0}
+        res = dataclasses.replace(res, writes=cast("kvsim.types.WritesInfo", {**writes_info, **counts}))
     if policy.policy != policy.queue:
         res = dataclasses.replace(res, policy_label=policy.policy)
     return res

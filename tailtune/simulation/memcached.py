@@ -21,6 +21,7 @@ from tailtune.simulation.policies import ParamValue
 from tailtune.simulation.seeds import MEMCACHED_ARRIVALS, rng
 
 if TYPE_CHECKING:
+    import kvsim
     import pyarrow as pa
 
 __all__ = [
@@ -29,7 +30,6 @@ __all__ = [
     "MemcachedTrace",
     "prepare",
     "replay",
-    "summary_json",
 ]
 
 MEMCACHED_POLICIES = ("batching", "chisel")
@@ -129,10 +129,11 @@ def replay(
     *,
     fraction: float = 1.0,
     where: str = "simulate",
-) -> dict[str, Any]:
+) -> kvsim.MemcachedResult:
     """One replay: percentiles (ms), the levels used (`params`), counters and `latencies_ms` per request.
 
     Without `params`, chisel runs at its analyzer's levels (reported in `params`)."""
+    import kvsim
     from kvsim import chisel
 
     if policy not in MEMCACHED_POLICIES:
@@ -141,40 +142,18 @@ def replay(
     ints = integer_params(params)
     n = trace.prefix(fraction)
     try:
-        return chisel.replay_memcached(
-            trace.sizes[:n],
-            arrivals_for(trace, deployment, seed)[:n],
-            policy=policy,
-            params=ints,
+        pool = chisel.MemcachedDeployment(
             servers=deployment.servers,
             worker_threads=deployment.worker_threads,
             query_threads=deployment.query_threads,
             client_overhead_us=float(deployment.client_overhead_us),
             setup_us=float(deployment.setup_us),
             service_cv=float(deployment.service_cv),
-            seed=int(seed),
+        )
+        return kvsim.memcached.replay(
+            trace.sizes[:n],
+            arrivals_for(trace, deployment, seed)[:n],
+            kvsim.MemcachedConfig(policy=policy, params=ints, deployment=pool, seed=int(seed)),
         )
     except ValueError as exc:
         raise BadInputError.single(where, str(exc)) from None
-
-
-def summary_json(r: Mapping[str, Any]) -> dict[str, Any]:
-    """The `simulate --json` object of a memcached replay (`ops` counts the queries sent)."""
-    wall = float(r["sim_wall_s"])
-    return {
-        "policy": r["policy"],
-        "params": dict(r["params"]),
-        "p50_ms": r["p50_ms"],
-        "p95_ms": r["p95_ms"],
-        "p99_ms": r["p99_ms"],
-        "p999_ms": r["p999_ms"],
-        "mean_ms": r["mean_ms"],
-        "requests": int(r["requests"]),
-        "ops": int(r["queries"]),
-        "events": int(r["events"]),
-        "utilization": float(r["utilization"]),
-        "server_load_max": float(r["server_load_max"]),
-        "steady_state": bool(r["steady_state"]),
-        "sim_wall_s": wall,
-        "events_per_s": float(r["events"]) / wall if wall > 0 else 0.0,
-    }

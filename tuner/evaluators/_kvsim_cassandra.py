@@ -25,7 +25,7 @@ from tuner.objective import Metrics
 from tuner.space import Candidate
 
 if TYPE_CHECKING:
-    import kvsim.replicas
+    import kvsim
 
 __all__ = ["KvsimCassandraEvaluator"]
 
@@ -62,7 +62,7 @@ class KvsimCassandraEvaluator(Evaluator):
         """Whether the workloads use size-aware demands (the trace's value sizes differ)."""
         return self._prepared().sizes is not None
 
-    def _replay(self, candidate: Candidate, seed: int, fraction: float) -> kvsim.replicas.SizedResult:
+    def _replay(self, candidate: Candidate, seed: int, fraction: float) -> kvsim.Result:
         from tailtune.base.errors import BadInputError
 
         where = f"candidate {candidate.label()}"
@@ -90,11 +90,11 @@ class KvsimCassandraEvaluator(Evaluator):
         return (*core, *SELECTOR_POLICIES, REPLICA_POLICY)
 
     def evaluate(self, candidate: Candidate, seed: int, fraction: float = 1.0) -> Metrics:
-        r = self._replay(candidate, seed, fraction).result
+        r = self._replay(candidate, seed, fraction)
         return Metrics(r.p50_ms, r.p95_ms, r.p99_ms, r.p999_ms, r.mean_ms)
 
     def latencies_ms(self, candidate: Candidate, seed: int) -> npt.NDArray[np.float64]:
-        return np.asarray(self._replay(candidate, seed, 1.0).result.latency_ms, dtype=np.float64)
+        return np.asarray(self._replay(candidate, seed, 1.0).latency_ms, dtype=np.float64)
 
     def spec(self) -> EvaluatorSpec:
         return EvaluatorSpec("kvsim-cassandra", {"source": self.source.as_dict(), **self.options})

@@ -9,7 +9,7 @@ replayed on one seed sees the same workload (common random numbers).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -21,6 +21,9 @@ from tailtune.simulation.source import WorkloadSource
 from tuner.evaluators.base import Evaluator, EvaluatorSpec
 from tuner.objective import Metrics
 from tuner.space import Candidate
+
+if TYPE_CHECKING:
+    import kvsim
 
 __all__ = ["KvsimMemcachedEvaluator"]
 
@@ -37,7 +40,7 @@ class KvsimMemcachedEvaluator(Evaluator):
         self.setup = MemcachedDeployment.from_dict(self.options)
         self._trace: MemcachedTrace | None = None
 
-    def _replay(self, candidate: Candidate, seed: int, fraction: float) -> dict[str, Any]:
+    def _replay(self, candidate: Candidate, seed: int, fraction: float) -> kvsim.MemcachedResult:
         if candidate.policy not in self.policies():
             raise BadInputError.single("candidate", f"unknown memcached policy {candidate.policy!r}",
                                        field="policy")
@@ -51,15 +54,15 @@ class KvsimMemcachedEvaluator(Evaluator):
 
     def evaluate(self, candidate: Candidate, seed: int, fraction: float = 1.0) -> Metrics:
         r = self._replay(candidate, seed, fraction)
-        return Metrics(r["p50_ms"], r["p95_ms"], r["p99_ms"], r["p999_ms"], r["mean_ms"])
+        return Metrics(r.p50_ms, r.p95_ms, r.p99_ms, r.p999_ms, r.mean_ms)
 
     def latencies_ms(self, candidate: Candidate, seed: int) -> npt.NDArray[np.float64]:
-        return np.asarray(self._replay(candidate, seed, 1.0)["latencies_ms"], dtype=np.float64)
+        return np.asarray(self._replay(candidate, seed, 1.0).latencies_ms, dtype=np.float64)
 
     def reference(self, seed: int) -> Candidate:
         """Chisel's own analyzer levels for this workload (the `chisel` reference)."""
         r = self._replay(Candidate("chisel", {}), seed, 1.0)
-        return Candidate("chisel", dict(r["params"]))
+        return Candidate("chisel", dict(r.params))
 
     def spec(self) -> EvaluatorSpec:
         return EvaluatorSpec("kvsim-memcached", {"source": self.source.as_dict(), **self.options})

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 if TYPE_CHECKING:
-    import kvsim.replicas
+    import kvsim
 
     from tailtune.simulation import CassandraDeployment, MemcachedDeployment, ParamValue, WorkloadSource
 
@@ -58,7 +58,7 @@ def _run_memcached(
     from tailtune.simulation import memcached
 
     trace = memcached.prepare(source.load(), source=source.where)
-    summary = memcached.summary_json(memcached.replay(trace, deployment, policy, params, seed))
+    summary = memcached.replay(trace, deployment, policy, params, seed).to_json()
     if not summary["steady_state"]:
         err_console.print("[yellow]warning:[/] the memcached replay is not in steady state", soft_wrap=True)
     if as_json:
@@ -71,10 +71,10 @@ def _run_memcached(
     )
 
 
-def _warn(res: kvsim.replicas.SizedResult) -> None:
+def _warn(res: kvsim.Result) -> None:
     from tailtune.base.console import err_console
 
-    r = res.result
+    r = res
     if not r.steady_state:
         err_console.print(
             "[yellow]warning:[/] not in steady state (busiest server offered "
@@ -82,7 +82,7 @@ def _warn(res: kvsim.replicas.SizedResult) -> None:
             "tail percentiles grow with the run length and compare nothing.",
             soft_wrap=True,
         )
-    if res.held.get("unstable"):
+    if res.held is not None and res.held.get("unstable"):
         err_console.print(
             f"[yellow]warning:[/] {res.replica} keeps holding more opsets at the clients "
             f"({res.held['at_half']} at the middle arrival, {res.held['at_end']} at the last): "
@@ -91,12 +91,12 @@ def _warn(res: kvsim.replicas.SizedResult) -> None:
         )
 
 
-def _print_table(res: kvsim.replicas.SizedResult) -> None:
+def _print_table(res: kvsim.Result) -> None:
     from rich.table import Table
 
     from tailtune.base.console import out_console
 
-    r = res.result
+    r = res
     t = Table(title=f"{res.policy_label or r.policy} {res.replica_params if res.policy_label else r.params or ''}")
     for col in ("p50 ms", "p95 ms", "p99 ms", "p99.9 ms", "mean ms", "util", "max srv load", "steady"):
         t.add_column(col, justify="right")
