@@ -26,7 +26,7 @@ __all__ = ["RATIO_CHECK_AFTER_BYTES", "LimitName", "Limits", "parse_size"]
 LimitName = Literal["max_decompressed_bytes", "max_compression_ratio", "max_rows", "max_line_bytes", "max_columns"]
 
 #: The compression ratio is judged only once this many bytes were decompressed (a small file may compress well).
-RATIO_CHECK_AFTER_BYTES: Final = 64 << 20
+RATIO_CHECK_AFTER_BYTES: Final = 16 << 20
 
 #: Cap → (environment variable of its setting, `tailtune ingest` option).
 _KNOBS: Final[dict[str, tuple[str, str]]] = {

@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -165,7 +165,7 @@ def ingest_file(
                 raise too_many_rows(sink, limits, int(chunk.lines[first_over]))
             yield chunk
 
-    def canonical() -> Iterator[Chunk]:
+    def canonical() -> Generator[Chunk, None, None]:
         read = reader.chunks()
         stream: Iterator[Chunk] = capped(read)
         if sort_policy is UnsortedPolicy.SORT:

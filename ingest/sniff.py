@@ -16,7 +16,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 from ingest.formats.meta_kv import meta_kv_layout
 from ingest.formats.source import Source
@@ -127,6 +127,7 @@ def _long_first_line(source: Source, label: str) -> list[bytes]:
     """The first line when it is longer than the sniffed head: read on up to the line cap (or fail with it)."""
     limits = source.limits
     cap = limits.max_line_bytes or _UNCAPPED_FIRST_LINE
+    fh: Any
     with source.open() as fh:
         if fh.peek(3)[:3] == codecs.BOM_UTF8:
             fh.read(3)

@@ -66,7 +66,7 @@ class Settings(BaseSettings):
     ingest_max_compression_ratio: float = Field(
         default=100.0,
         ge=0,
-        description="Most decompressed bytes per compressed byte (judged after the first 64 MiB decompressed).",
+        description="Most decompressed bytes per compressed byte (judged after the first 16 MiB decompressed).",
     )
     ingest_max_rows: int = Field(default=100_000_000, ge=0, description="Most rows (key accesses) of one dataset.")
     ingest_max_line_bytes: int = Field(default=1024**2, ge=0, description="Longest line of a text input, bytes.")

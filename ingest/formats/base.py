@@ -156,7 +156,7 @@ _BOMS: Final = (
 
 def open_text(source: Source, sink: ErrorSink) -> Any:
     """The decompressed stream of a text format: a UTF-8 byte-order mark skipped, UTF-16/32 text refused."""
-    fh = source.open()
+    fh: Any = source.open()
     try:
         head = bytes(fh.peek(4)[:4])
         for bom, name in _BOMS:

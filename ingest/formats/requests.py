@@ -184,5 +184,6 @@ def _is_size(v: Any) -> bool:
     if isinstance(v, bool):
         return False
     if isinstance(v, int):
-        return v >= 0
-    return isinstance(v, str) and v.isdigit()
+        return 0 <= v < 2**63
+    # ASCII digits only ("²".isdigit() is true), and within int64 (no int() of thousands of digits)
+    return isinstance(v, str) and v.isascii() and v.isdigit() and len(v) <= 19

@@ -49,6 +49,8 @@ def detect_compression(head: bytes) -> str:
     for name, magic in _MAGIC.items():
         if head.startswith(magic):
             return name
+    if len(head) >= 4 and 0x50 <= head[0] <= 0x5F and head[1:4] == b"\x2a\x4d\x18":
+        return "zstd"  # a zstd file may start with a skippable frame (magic 0x184D2A50..5F)
     return "none"
 
 
@@ -370,7 +372,7 @@ class _ZstdDecoder(io.RawIOBase):
         self._label = label
         self._error_type = zstandard.ZstdError
         dctx = zstandard.ZstdDecompressor(max_window_size=_WINDOW_LIMIT)
-        self._reader = dctx.stream_reader(raw, read_across_frames=True, closefd=False)
+        self._reader: Any = dctx.stream_reader(raw, read_across_frames=True, closefd=False)
         self._done = False
 
     def readable(self) -> bool:
