@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from ingest.formats.base import encoding_problem
 from ingest.formats.meta_kv import meta_kv_layout
 from ingest.formats.source import Source
 from ingest.limits import Limits
@@ -101,7 +102,10 @@ def sniff_source(source: Source, mapping: Mapping[str, str] | None = None) -> Sn
                 return Sniffed("requests", comp, f"{where}JSON lines with a 'keys' list: one row per request")
             return Sniffed("jsonl", comp, f"{where}JSON lines")
     delim = "\t" if "\t" in first else ","
-    names = [n.strip() for n in next(csv.reader([first], delimiter=delim))]
+    try:
+        names = [n.strip() for n in next(csv.reader([first], delimiter=delim))]
+    except csv.Error:  # a field longer than the csv module's limit (128 KiB): no header of ours
+        names = first.split(delim)
     names = [(mapping or {}).get(n, n) for n in names]
     layout = meta_kv_layout(names)
     if layout is not None:
@@ -164,12 +168,6 @@ _NOT_TRACES: Final = (
     (b"Obj\x01", "an Avro file (not supported: Parquet is)"),
     (b"ARROW1", "an Arrow IPC file (not supported: Parquet is)"),
 )
-_TEXT_BOMS: Final = (
-    (codecs.BOM_UTF32_LE, "UTF-32"),
-    (codecs.BOM_UTF32_BE, "UTF-32"),
-    (codecs.BOM_UTF16_LE, "UTF-16"),
-    (codecs.BOM_UTF16_BE, "UTF-16"),
-)
 
 
 def _refuse_non_traces(head: bytes, label: str, where: str) -> None:
@@ -179,18 +177,9 @@ def _refuse_non_traces(head: bytes, label: str, where: str) -> None:
             raise BadInputError.single(label, f"this is {where}{what}, not a trace", hint="see docs/formats.md")
     if len(head) >= 512 and head[257:262] == b"ustar":
         raise BadInputError.single(label, f"this is {where}a tar archive: unpack it and ingest the trace file inside")
-    for bom, name in _TEXT_BOMS:
-        if head.startswith(bom):
-            raise BadInputError.single(label, f"{name} text is not supported; convert the file to UTF-8", line=1)
-    sample = head[:4096]
-    if len(sample) >= 64:
-        even, odd = sample[0::2], sample[1::2]
-        for zeros, other, order in ((odd, even, "LE"), (even, odd, "BE")):
-            texty = sum(32 <= b < 127 or b in (9, 10, 13) for b in other)
-            if zeros.count(0) > 0.95 * len(zeros) and texty > 0.95 * len(other):
-                raise BadInputError.single(
-                    label, f"this looks like UTF-16{order} text, which is not supported; convert it to UTF-8", line=1
-                )
+    problem = encoding_problem(head)
+    if problem is not None:
+        raise BadInputError.single(label, problem, line=1)
 
 
 def _twitter_like(line: bytes) -> bool:

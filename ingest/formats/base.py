@@ -36,6 +36,7 @@ __all__ = [
     "check_columns",
     "convert_canonical",
     "csv_chunks",
+    "encoding_problem",
     "line_chunks",
     "line_too_long",
     "map_header",
@@ -154,15 +155,30 @@ _BOMS: Final = (
 )
 
 
+def encoding_problem(head: bytes) -> str | None:
+    """What is wrong with the text encoding of a file starting with `head`, if it is UTF-16/32 (with or without
+    a byte-order mark); None for anything else."""
+    for bom, name in _BOMS:
+        if head.startswith(bom):
+            return f"{name} text (byte-order mark {bom.hex()}) is not supported; convert the file to UTF-8"
+    sample = head[:4096]
+    if len(sample) >= 64:
+        even, odd = sample[0::2], sample[1::2]
+        for zeros, other, order in ((odd, even, "LE"), (even, odd, "BE")):
+            texty = sum(32 <= b < 127 or b in (9, 10, 13) for b in other)
+            if zeros.count(0) > 0.95 * len(zeros) and texty > 0.95 * len(other):
+                return f"this looks like UTF-16{order} text, which is not supported; convert the file to UTF-8"
+    return None
+
+
 def open_text(source: Source, sink: ErrorSink) -> Any:
     """The decompressed stream of a text format: a UTF-8 byte-order mark skipped, UTF-16/32 text refused."""
     fh: Any = source.open()
     try:
-        head = bytes(fh.peek(4)[:4])
-        for bom, name in _BOMS:
-            if head.startswith(bom):
-                raise sink.fatal(1, None, f"{name} text (byte-order mark {bom.hex()}) is not supported; use UTF-8")
-        if head.startswith(codecs.BOM_UTF8):
+        problem = encoding_problem(bytes(fh.peek(4096)[:4096]))
+        if problem is not None:
+            raise sink.fatal(1, None, problem)
+        if bytes(fh.peek(3)[:3]) == codecs.BOM_UTF8:
             fh.read(len(codecs.BOM_UTF8))
     except BaseException:
         fh.close()
@@ -219,8 +235,11 @@ def read_header(
         read_line(stream, limits=limits, sink=sink, line=i + 1)
     raw = read_line(stream, limits=limits, sink=sink, line=skip_rows + 1)
     text = raw.decode("utf-8", errors="replace").rstrip("\r\n")
-    names = next(csv.reader([text], delimiter=delimiter)) if text else []
-    check_columns(len(names), limits, sink, skip_rows + 1)
+    check_columns(_fields(text, delimiter, True)[0] if text else 0, limits, sink, skip_rows + 1)
+    try:
+        names = next(csv.reader([text], delimiter=delimiter)) if text else []
+    except csv.Error as exc:  # e.g. a name longer than the csv module's field limit (128 KiB)
+        raise sink.fatal(skip_rows + 1, None, f"cannot read the header: {exc}") from None
     return [n.strip() for n in names], raw
 
 
@@ -271,19 +290,48 @@ def _line_blocks(
         carry = data[cut + 1 :]
 
 
+def _fields(text: str, delimiter: str, quoting: bool) -> tuple[int, bool]:
+    """(number of fields, whether a quoted value is left open) of one line, split the way Arrow splits it.
+
+    A quote opens a quoted value only at the start of a field; `""` inside one is a quote; after the closing
+    quote the field runs on to the next delimiter. Jumps with `str.find`, so long fields cost little.
+    """
+    if not quoting or '"' not in text:
+        return text.count(delimiter) + 1, False
+    n, i, size = 1, 0, len(text)
+    while i < size:
+        start = i
+        if text[i] == '"':
+            j = i + 1
+            while True:
+                q = text.find('"', j)
+                if q < 0:
+                    return n, True
+                if q + 1 < size and text[q + 1] == '"':
+                    j = q + 2
+                    continue
+                break
+            start = q + 1
+        k = text.find(delimiter, start)
+        if k < 0:
+            return n, False
+        n += 1
+        i = k + 1
+    return n, False
+
+
 def _careful(
     block: bytes, *, n_lines: int, columns: int, delimiter: str, quoting: bool
 ) -> tuple[bytes, dict[int, str]]:
-    """The slow, line-by-line look at a block Arrow could not split into one row per line.
+    """The slow, line-by-line look at a block Arrow cannot split into one row per line (or report on).
 
     Finds the lines that break the one-row-per-line rule or Arrow's bad-row reporting — an unterminated quoted
     value (Arrow would run it on into the next lines), a carriage return inside a line (Arrow splits rows there),
-    invalid UTF-8 in a row Arrow would reject (it cannot report such a row) — and replaces each with a row that
-    is rejected cleanly (one delimiter more than the header has columns). Returns the new block and
-    {0-based line index: problem}.
+    a row of the wrong column count in invalid UTF-8 (Arrow cannot hand such a row to the bad-row handler) — and
+    replaces each with a row that is rejected cleanly (one delimiter more than the header has columns). Lines in
+    invalid UTF-8 with the right column count stay: their fields are reported one by one later. Returns the new
+    block and {0-based line index: problem}.
     """
-    import csv
-
     lines = block.split(b"\n")
     problems: dict[int, str] = {}
     filler = delimiter.encode() * columns
@@ -295,20 +343,28 @@ def _careful(
             problem = "carriage return (\\r) inside the line; line breaks must be \\n or \\r\\n"
         else:
             try:
-                text = body.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                problem = f"invalid UTF-8 (byte 0x{body[exc.start]:02x} at offset {exc.start})"
-            else:
-                if quoting:
-                    try:
-                        next(csv.reader([text], delimiter=delimiter, strict=True), None)
-                    except csv.Error as exc:
-                        if "unexpected end of data" in str(exc):
-                            problem = "unterminated quoted value (a quoted value cannot span lines)"
+                text, utf8 = body.decode("utf-8"), True
+            except UnicodeDecodeError:
+                text, utf8 = body.decode("utf-8", errors="surrogateescape"), False
+            count, open_quote = _fields(text, delimiter, quoting)
+            if open_quote:
+                problem = "unterminated quoted value (a quoted value cannot span lines)"
+            elif not utf8 and count != columns:
+                problem = f"expected {columns} columns, got {count}"
         if problem is not None:
             problems[i] = problem
             lines[i] = filler
     return b"\n".join(lines), problems
+
+
+def _valid_utf8(block: bytes) -> bool:
+    if block.isascii():
+        return True
+    try:
+        block.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def _parse_block(
@@ -336,7 +392,11 @@ def _parse_block(
     )
     pre: dict[int, str] = {}
     failure = ""
-    for careful in (False, True):
+    # Arrow cannot hand a bad row in invalid UTF-8 to the handler (it fails the whole read): such blocks go
+    # straight to the careful pass
+    for careful in (False, True) if _valid_utf8(block) else (True,):
+        if careful:
+            block, pre = _careful(block, n_lines=n_lines, columns=len(names), delimiter=delimiter, quoting=quoting)
         skipped: list[int] = []
         reported: list[tuple[int, str]] = []
         unnumbered: list[bool] = []
@@ -392,11 +452,8 @@ def _parse_block(
             for bad_line, problem in reported:
                 sink.report_dropped(bad_line, None, problem)
             return table, sorted(skipped)
-        if careful:
-            break
         if table is not None:
             failure = f"{table.num_rows + len(skipped)} rows for {n_lines} lines"
-        block, pre = _careful(block, n_lines=n_lines, columns=len(names), delimiter=delimiter, quoting=quoting)
     raise sink.fatal(
         base, None, f"cannot split lines {base:,}..{base + n_lines - 1:,} into one row per line ({failure})"
     )
