@@ -111,6 +111,7 @@ def ingest_file(
         raise BadInputError.single(label, f"--rate must be > 0, got {rate}")
 
     source = Source.of(path, limits)
+    source.check_size()
     reason = "given with --format"
     if fmt == "auto":
         sniffed = sniff_source(source, mapping)

@@ -40,6 +40,8 @@ COMPRESSIONS: Final = ("none", *_MAGIC)
 
 #: Compressed bytes handed to a decoder per step.
 _CHUNK: Final = 1 << 16
+#: Most decompressed bytes produced per read, so that the caps are checked at least this often.
+_OUT_CHUNK: Final = 1 << 20
 #: Most memory a stream's dictionary/window may demand (xz: memlimit; zstd: libzstd's default window limit).
 _WINDOW_LIMIT: Final = 128 << 20
 
@@ -283,7 +285,7 @@ class _StreamDecoder(io.RawIOBase):
         return True
 
     def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
-        size = len(buffer)
+        size = min(len(buffer), _OUT_CHUNK)
         if self._done or size == 0:
             return 0
         while True:
@@ -382,7 +384,7 @@ class _ZstdDecoder(io.RawIOBase):
         if self._done:
             return 0
         try:
-            n = int(self._reader.readinto(buffer))
+            n = int(self._reader.readinto(memoryview(buffer)[:_OUT_CHUNK]))
         except self._error_type as exc:
             raise BadInputError.single(
                 self._label,
@@ -478,14 +480,19 @@ class Source:
         """For readers that do not read through `open()` (Parquet): how far into the file they are."""
         self._reported = done_bytes
 
+    def check_size(self) -> None:
+        """The decompressed-bytes cap on an uncompressed file: its size (checked before anything is read)."""
+        lim = self.limits
+        if self.compression == "none" and lim.max_decompressed_bytes and self.size > lim.max_decompressed_bytes:
+            raise lim.exceeded(self.label, "max_decompressed_bytes", f"the file has {self.size:,} bytes")
+
     def open(self) -> BinaryIO:
         """A buffered binary stream of the decompressed content (caller closes it).
 
         Reads raise BadInputError for damaged compressed data and past the decompressed-size and ratio caps.
         """
         lim = self.limits
-        if self.compression == "none" and lim.max_decompressed_bytes and self.size > lim.max_decompressed_bytes:
-            raise lim.exceeded(self.label, "max_decompressed_bytes", f"the file has {self.size:,} bytes")
+        self.check_size()
         frames = ZstdFrameCheck(self.label) if self.compression == "zstd" else None
         counter = CountingReader(self.path.open("rb"), watch=frames.feed if frames is not None else None)
         self._counters.append(counter)
