@@ -3,10 +3,12 @@
 Errors name the 1-based row number in place of a line.
 
 Caps (ingest.limits), checked from the footer before any row is read: columns (the schema), rows (`num_rows`),
-decompressed bytes and compression ratio (the row groups' uncompressed size against the file's). While reading,
-text columns come as dictionaries first, so the bytes they expand to are counted (and checked against the
-decompressed-bytes and ratio caps, and each value against the line cap) before they are materialized, in slices
-of at most one block: a tiny dictionary repeated a million times cannot expand unchecked. Unsupported column types
+decompressed bytes and compression ratio (the row groups' uncompressed size against the file's). While reading
+under a decompressed-bytes or ratio cap (uploads), text columns come as dictionaries first, so the bytes they
+expand to are counted (and checked against those caps, and each value against the line cap) before they are
+materialized, in slices of at most one block: a tiny dictionary repeated a million times cannot expand unchecked.
+Without those caps (a local file by default) values are read as stored and checked against the line cap.
+Unsupported column types
 (lists, structs, maps, timestamps, ...) and corrupt data are BadInputError, never an Arrow exception.
 """
 
@@ -25,7 +27,8 @@ from ingest.formats.base import Chunk, TraceReader, check_columns, convert_canon
 __all__ = ["ParquetReader"]
 
 REQUIRED: tuple[str, ...] = ("ts", "key")
-_ROWS_PER_BATCH = 1 << 16
+#: Rows per batch (read as dictionaries, a batch stays compact until sliced and decoded one block at a time).
+_ROWS_PER_BATCH = 1 << 20
 _NUMERIC_FIELDS = frozenset(["request_id", "ts", "value_size", "latency_us"])
 
 
@@ -108,8 +111,13 @@ class ParquetReader(TraceReader):
         self.columns()
         assert self._fields is not None
         schema = self._file().schema_arrow
-        as_dict = [c for c in self._fields if _texty(schema.field(c).type)]
-        pf = self._file(read_dictionary=as_dict)
+        limits = self.options.limits
+        # With a cap on decompressed bytes or ratio (uploads), text columns are read as dictionaries so that what
+        # they expand to is counted before it exists; that costs Arrow a hash of every plainly encoded value
+        # (about 2x the read time of a key column), so without those caps (a local file) they are read as they are.
+        count_first = bool(limits.max_decompressed_bytes or limits.max_compression_ratio)
+        as_dict = [c for c in self._fields if _texty(schema.field(c).type)] if count_first else []
+        pf = self._file(read_dictionary=as_dict or None)
         row = 0
         expanded = 0
         total = max(1, pf.metadata.num_rows)

@@ -177,3 +177,18 @@ def test_archives_and_other_files_are_named(cli, write, tailtune_home, tmp_path)
     assert "this is a ZIP archive: unpack it" in _fails(cli, tailtune_home, z)
     png = write("x.png", b"\x89PNG\r\n\x1a\n" + bytes(64))
     assert "this is a PNG image, not a trace" in _fails(cli, tailtune_home, png)
+
+
+# --- nothing half-written -----------------------------------------------------------------------------------
+
+
+def test_a_failure_during_a_sort_leaves_no_staging_folder_while_the_error_is_alive(write, settings, tailtune_home):
+    """The sort's staging folder goes when the ingest fails, not when the traceback is garbage-collected."""
+    from ingest.pipeline import ingest_file
+    from tailtune.errors import BadInputError
+
+    p = write("again.csv", "request_id,ts,key\n0,1,a\n1,2,b\n0,3,c\n")
+    with pytest.raises(BadInputError, match="appears again") as exc:
+        ingest_file(p, settings=settings, unsorted="sort")
+    assert exc.value.__traceback__ is not None  # still referenced here
+    assert snapshot(tailtune_home) == []
