@@ -111,6 +111,7 @@ class ZstdFrameCheck:
         self._skip = 0
         self._after_skip = "magic"
         self._frame_start = 0
+        self._skippable = False
         self._checksum = False
 
     def _goto(self, state: str, need: int = 0) -> None:
@@ -160,6 +161,7 @@ class ZstdFrameCheck:
         if self._state == "magic":
             magic = int.from_bytes(header, "little")
             self._frame_start = start
+            self._skippable = magic != _ZSTD_MAGIC
             if magic == _ZSTD_MAGIC:
                 self._goto("descriptor", 1)
             elif magic & 0xFFFFFFF0 == 0x184D2A50:
@@ -210,9 +212,14 @@ class ZstdFrameCheck:
             "checksum": "its content checksum",
             "skippable-size": "its size",
         }.get(self._state, "the rest of a block")
-        if self._skip:
-            missing = "the rest of a block and " + ("its last block" if self._after_skip == "block" else "its end")
-        kind = "skippable frame" if self._state == "skippable-size" or self._after_skip == "magic" else "frame"
+        if self._skip and self._skippable:
+            missing = "the rest of its data"
+        elif self._skip:
+            missing = "the rest of a block" + {
+                "block": " and its last block",
+                "checksum": " and its content checksum",
+            }.get(self._after_skip, "")
+        kind = "skippable frame" if self._skippable else "frame"
         raise self._error(
             f"truncated zstd data: the file ends at byte {self.offset:,} inside the {kind} that starts at byte "
             f"{self._frame_start:,} (missing {missing})"
