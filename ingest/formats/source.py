@@ -314,7 +314,15 @@ class _StreamDecoder(io.RawIOBase):
                 data = b""
             try:
                 out = self._dec.decompress(data, size)
-            except (zlib.error, OSError, lzma.LZMAError, EOFError, ValueError) as exc:
+            except lzma.LZMAError as exc:
+                if "memory" in str(exc).lower():
+                    raise BadInputError.single(
+                        self._label,
+                        f"an xz stream asks for more than {_WINDOW_LIMIT >> 20} MiB to decode (its dictionary)",
+                        hint="recompress with a dictionary of 64 MiB at most (xz -9 or lower)",
+                    ) from None
+                raise self._error(f"corrupt xz data at or before byte {self._fed:,} of the file: {exc}") from None
+            except (zlib.error, OSError, EOFError, ValueError) as exc:
                 raise self._error(
                     f"corrupt {self._codec} data at or before byte {self._fed:,} of the file: {exc}"
                 ) from None
@@ -393,6 +401,12 @@ class _ZstdDecoder(io.RawIOBase):
         try:
             n = int(self._reader.readinto(memoryview(buffer)[:_OUT_CHUNK]))
         except self._error_type as exc:
+            if "too much memory" in str(exc):
+                raise BadInputError.single(
+                    self._label,
+                    f"a zstd frame asks for a window larger than {_WINDOW_LIMIT >> 20} MiB to decode",
+                    hint="recompress without --long (or with --long=27 at most)",
+                ) from None
             raise BadInputError.single(
                 self._label,
                 f"corrupt zstd data at or before byte {self._frames.offset:,} of the file: {exc}",

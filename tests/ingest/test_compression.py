@@ -159,3 +159,15 @@ def test_a_failure_after_rows_were_written_leaves_nothing(write, settings, tailt
     data = zstandard.ZstdCompressor(level=1).compress(body)
     p = write("big.csv.zst", data[: len(data) * 9 // 10])
     _rejected(p, settings, tailtune_home, "truncated zstd data")
+
+
+def test_zstd_frame_asking_for_a_huge_window_is_refused(write, settings, tailtune_home):
+    """A frame may declare a window of up to 2 GiB (zstd --long=31); decoding memory stays at 128 MiB at most."""
+    import io
+
+    params = zstandard.ZstdCompressionParameters(window_log=30, enable_ldm=True)
+    buf = io.BytesIO()
+    with zstandard.ZstdCompressor(compression_params=params).stream_writer(buf, closefd=False) as w:
+        w.write(BODY * 100)
+    p = write("win.csv.zst", buf.getvalue())
+    _rejected(p, settings, tailtune_home, "asks for a window larger than 128 MiB")
