@@ -254,16 +254,16 @@ def _count(files: list[Path], settings: Settings) -> dict[str, Any]:
     """Exact distinct counts over the written parts with DuckDB (spills to disk beyond its memory limit)."""
     import duckdb
 
-    con = duckdb.connect()
-    try:
-        settings.tmp_dir.mkdir(parents=True, exist_ok=True)
-        con.execute("SET memory_limit='512MB'")
-        con.execute(f"SET temp_directory='{settings.tmp_dir / 'duckdb-spill'}'")
-        row = con.execute(
-            "SELECT count(DISTINCT key), count(DISTINCT request_id) FROM read_parquet(?)",
-            [[str(f) for f in files]],
-        ).fetchone()
-        assert row is not None
-        return {"distinct_keys": int(row[0]), "requests": int(row[1])}
-    finally:
-        con.close()
+    with staging_dir(settings, "count") as spill:  # DuckDB's spill files go with it, whatever happens
+        con = duckdb.connect()
+        try:
+            con.execute("SET memory_limit='512MB'")
+            con.execute(f"SET temp_directory='{spill}'")
+            row = con.execute(
+                "SELECT count(DISTINCT key), count(DISTINCT request_id) FROM read_parquet(?)",
+                [[str(f) for f in files]],
+            ).fetchone()
+            assert row is not None
+            return {"distinct_keys": int(row[0]), "requests": int(row[1])}
+        finally:
+            con.close()
