@@ -11,15 +11,16 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from ingest.formats import FORMATS, ReaderOptions, Source, TraceReader
-from ingest.formats.base import Chunk
+from ingest.formats.base import Chunk, too_many_rows
 from ingest.grouping import OnePerRow, RequestIds, WindowGrouper
+from ingest.limits import Limits
 from ingest.schema import OPTIONAL_FIELDS, SCHEMA_VERSION, canonical_schema_for
 from ingest.sniff import sniff_source
 from ingest.sorting import sorted_chunks
@@ -87,13 +88,17 @@ def ingest_file(
     rate: float = 1000.0,
     settings: Settings | None = None,
     progress: Progress | None = None,
+    limits: Limits | None = None,
 ) -> DatasetInfo:
     """Ingest one trace file into the dataset store; returns the new (or already existing) dataset.
 
     `DatasetInfo.reused` tells whether the same bytes with the same options had been ingested before.
     Raises BadInputError (exit 2, `FILE:LINE: field 'x': problem` lines) and leaves nothing behind on failure.
+    `limits` caps the input (ingest.limits); without it, the `TAILTUNE_INGEST_MAX_*` settings apply (the caps of
+    uploads). The caps do not change a result, so they are not part of the dataset id.
     """
     settings = settings or get_settings()
+    limits = limits or Limits.from_settings(settings)
     path = Path(path)
     label = str(path)
     if not path.is_file():
@@ -105,7 +110,8 @@ def ingest_file(
     if not rate > 0:
         raise BadInputError.single(label, f"--rate must be > 0, got {rate}")
 
-    source = Source.of(path)
+    source = Source.of(path, limits)
+    source.check_size()
     reason = "given with --format"
     if fmt == "auto":
         sniffed = sniff_source(source, mapping)
@@ -115,7 +121,8 @@ def ingest_file(
     elif source.size == 0:
         raise BadInputError.single(label, "file is empty", line=1)
     sink = ErrorSink(label, max_errors=max_errors, policy=policy)
-    reader: TraceReader = FORMATS[fmt](source, ReaderOptions(mapping=dict(mapping or {}), rate=rate), sink)
+    reader_options = ReaderOptions(mapping=dict(mapping or {}), rate=rate, limits=limits)
+    reader: TraceReader = FORMATS[fmt](source, reader_options, sink)
     columns = reader.columns()
     single_key = "request_id" not in columns
     if group_window_s is not None and not single_key:
@@ -149,28 +156,47 @@ def ingest_file(
         if progress is not None:
             progress(min(source.bytes_read, source.size), source.size)
 
-    def canonical() -> Iterator[Chunk]:
-        stream: Iterator[Chunk] = reader.chunks()
+    def capped(stream: Iterator[Chunk]) -> Iterator[Chunk]:
+        """The row cap, counted as the reader produces rows (before any sort, so a sort stages no more)."""
+        rows = 0
+        for chunk in stream:
+            rows += chunk.batch.num_rows
+            if limits.max_rows and rows > limits.max_rows:
+                first_over = limits.max_rows - (rows - chunk.batch.num_rows)
+                raise too_many_rows(sink, limits, int(chunk.lines[first_over]))
+            yield chunk
+
+    def canonical() -> Generator[Chunk, None, None]:
+        read = reader.chunks()
+        stream: Iterator[Chunk] = capped(read)
         if sort_policy is UnsortedPolicy.SORT:
             stream = sorted_chunks(stream, settings=settings, by_request=not single_key)
         ids: RequestIds | None = None
         if single_key:
             ids = WindowGrouper(group_window_s, sink, unsorted_hint=hint) if group_window_s is not None else OnePerRow()
-        for chunk in stream:
-            report_progress()
-            yield from ids.assign(chunk) if ids is not None else (chunk,)
-        if ids is not None:
-            yield from ids.finish()
+        try:
+            for chunk in stream:
+                report_progress()
+                yield from ids.assign(chunk) if ids is not None else (chunk,)
+            if ids is not None:
+                yield from ids.finish()
+        finally:  # close the stages now (the sort's staging folder, open files), not when the traceback dies
+            for stage in (stream, read):
+                close = getattr(stage, "close", None)
+                if close is not None:
+                    close()
 
     with staging_dir(settings) as staging:
         writer = BackgroundWriter(DatasetWriter(staging, schema))
+        chunks = canonical()
         try:
-            for chunk in canonical():
+            for chunk in chunks:
                 batch, _ = validator.check(chunk.batch, chunk.lines)
                 writer.write(batch)
             sink.finish()
             files = writer.close()
         except BaseException:
+            chunks.close()
             writer.abort()
             raise
         stats = validator.stats
@@ -228,16 +254,16 @@ def _count(files: list[Path], settings: Settings) -> dict[str, Any]:
     """Exact distinct counts over the written parts with DuckDB (spills to disk beyond its memory limit)."""
     import duckdb
 
-    con = duckdb.connect()
-    try:
-        settings.tmp_dir.mkdir(parents=True, exist_ok=True)
-        con.execute("SET memory_limit='512MB'")
-        con.execute(f"SET temp_directory='{settings.tmp_dir / 'duckdb-spill'}'")
-        row = con.execute(
-            "SELECT count(DISTINCT key), count(DISTINCT request_id) FROM read_parquet(?)",
-            [[str(f) for f in files]],
-        ).fetchone()
-        assert row is not None
-        return {"distinct_keys": int(row[0]), "requests": int(row[1])}
-    finally:
-        con.close()
+    with staging_dir(settings, "count") as spill:  # DuckDB's spill files go with it, whatever happens
+        con = duckdb.connect()
+        try:
+            con.execute("SET memory_limit='512MB'")
+            con.execute(f"SET temp_directory='{spill}'")
+            row = con.execute(
+                "SELECT count(DISTINCT key), count(DISTINCT request_id) FROM read_parquet(?)",
+                [[str(f) for f in files]],
+            ).fetchone()
+            assert row is not None
+            return {"distinct_keys": int(row[0]), "requests": int(row[1])}
+        finally:
+            con.close()

@@ -200,7 +200,8 @@ def to_int(
                 if not v or bad[i]:
                     out.append(None)
                     continue
-                if _INT_RE.match(v) and -(2**63) <= int(v) < 2**63:
+                # length first: int() of a string over 4300 digits raises ValueError (and would be slow)
+                if len(v) <= 20 and _INT_RE.match(v) and -(2**63) <= int(v) < 2**63:
                     out.append(int(v))
                     continue
                 out.append(None)

@@ -11,6 +11,7 @@ from ingest.formats.base import (
     convert_canonical,
     csv_chunks,
     map_header,
+    open_text,
     read_header,
     require,
 )
@@ -32,14 +33,18 @@ class CsvReader(TraceReader):
 
     def columns(self) -> list[str]:
         if self._stream is None:
-            self._stream = self.source.open()
-            self._names, raw = read_header(self._stream, delimiter=self.delimiter)
-            if not raw:
-                self._stream.close()
-                raise self.fatal(1, None, "file is empty")
-            self._fields = map_header(self._names, self.options.mapping, self.sink)
-            require(set(self._fields.values()), REQUIRED, self._names, self.sink)
-            ignored = [n for n in self._names if n not in self._fields]
+            stream = open_text(self.source, self.sink)
+            try:
+                names, raw = read_header(stream, delimiter=self.delimiter, sink=self.sink, limits=self.options.limits)
+                if not raw:
+                    raise self.fatal(1, None, "file is empty")
+                fields = map_header(names, self.options.mapping, self.sink)
+                require(set(fields.values()), REQUIRED, names, self.sink)
+            except BaseException:
+                stream.close()
+                raise
+            self._stream, self._names, self._fields = stream, names, fields
+            ignored = [n for n in names if n not in fields]
             if ignored:
                 self.notes.append(f"ignored columns: {', '.join(ignored)}")
         return list(self._fields.values())
@@ -54,6 +59,7 @@ class CsvReader(TraceReader):
                 sink=self.sink,
                 first_line=2,
                 block_bytes=self.options.block_bytes,
+                limits=self.options.limits,
             ):
                 chunk = convert_canonical({f: raw[c] for c, f in self._fields.items()}, lines, self.sink)
                 if chunk is not None:

@@ -14,15 +14,29 @@ from collections.abc import Iterator
 from typing import ClassVar
 
 import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ingest.formats.base import Chunk, TraceReader, assemble, csv_chunks, read_header, require
-from ingest.validate import to_float, to_int, to_key, to_text
+from ingest.formats.base import (
+    Chunk,
+    TraceReader,
+    assemble,
+    csv_chunks,
+    open_text,
+    read_header,
+    require,
+    too_many_rows,
+)
+from ingest.validate import Lines, to_float, to_int, to_key, to_text
 
 __all__ = ["MetaKvReader", "meta_kv_layout"]
 
 REQUIRED: tuple[str, ...] = ("key", "op", "op_count", "size")
+#: Rows per expanded chunk.
+_EXPAND_ROWS = 1 << 20
+#: Expanded rows beyond this are refused even without a row cap (int64 arithmetic stays exact).
+_MAX_EXPANDED = 1 << 62
 
 
 def meta_kv_layout(names: list[str]) -> str | None:
@@ -45,8 +59,8 @@ class MetaKvReader(TraceReader):
 
     def columns(self) -> list[str]:
         if self._names is None:
-            with self.source.open() as fh:
-                names, raw = read_header(fh, delimiter=",")
+            with open_text(self.source, self.sink) as fh:
+                names, raw = read_header(fh, delimiter=",", sink=self.sink, limits=self.options.limits)
             if not raw:
                 raise self.fatal(1, None, "file is empty")
             require(set(names), REQUIRED, names, self.sink)
@@ -64,8 +78,8 @@ class MetaKvReader(TraceReader):
         sink = self.sink
         rate = self.options.rate
         index = 0
-        with self.source.open() as fh:
-            read_header(fh, delimiter=",")
+        with open_text(self.source, sink) as fh:
+            read_header(fh, delimiter=",", sink=sink, limits=self.options.limits)
             for raw, lines in csv_chunks(
                 fh,
                 names=self._names,
@@ -74,6 +88,7 @@ class MetaKvReader(TraceReader):
                 first_line=2,
                 block_bytes=self.options.block_bytes,
                 quoting=False,
+                limits=self.options.limits,
             ):
                 key, b1 = to_key(raw["key"], "key", lines, sink)
                 op, b2 = to_text(raw["op"], "op", lines, sink)
@@ -89,20 +104,41 @@ class MetaKvReader(TraceReader):
                     bad |= b5
                 sink.flush(rows_dropped=int(bad.sum()))
                 reps = np.where(bad, 0, np.asarray(pc.fill_null(count, 0).to_numpy(zero_copy_only=False)))
-                take = pa.array(np.repeat(np.arange(len(lines), dtype=np.int64), reps))
-                n = len(take)
-                if "op_time" not in raw:
-                    ts = pa.array(np.arange(index, index + n, dtype=np.int64) / rate)
-                else:
-                    ts = ts.take(take)
-                index += n
-                sizes = size.take(take)
-                cols = {
-                    "ts": ts,
-                    "key": key.take(take),
-                    "value_size": pc.if_else(pc.greater(sizes, 0), sizes, pa.scalar(None, pa.int64())),
-                    "op": pc.utf8_lower(op.take(take)),
-                }
-                chunk = assemble(cols, np.repeat(lines, reps), np.zeros(n, dtype=np.bool_), sink)
-                if chunk is not None:
-                    yield chunk
+                cum = self._expanded_rows(reps, lines, index)
+                total = int(cum[-1]) if len(cum) else 0
+                sizes_all = size
+                ts_all = ts if "op_time" in raw else None
+                # expand in slices of at most _EXPAND_ROWS rows: one row with a huge op_count never becomes one
+                # huge array (the row cap stops it first, or it streams out slice by slice)
+                for start in range(0, total, _EXPAND_ROWS):
+                    stop = min(total, start + _EXPAND_ROWS)
+                    src = np.searchsorted(cum, np.arange(start, stop, dtype=np.int64), side="right")
+                    take = pa.array(src)
+                    n = stop - start
+                    if ts_all is None:
+                        ts = pa.array(np.arange(index, index + n, dtype=np.int64) / rate)
+                    else:
+                        ts = ts_all.take(take)
+                    index += n
+                    sizes = sizes_all.take(take)
+                    cols = {
+                        "ts": ts,
+                        "key": key.take(take),
+                        "value_size": pc.if_else(pc.greater(sizes, 0), sizes, pa.scalar(None, pa.int64())),
+                        "op": pc.utf8_lower(op.take(take)),
+                    }
+                    chunk = assemble(cols, lines[src], np.zeros(n, dtype=np.bool_), sink)
+                    if chunk is not None:
+                        yield chunk
+
+    def _expanded_rows(self, reps: npt.NDArray[np.int64], lines: Lines, before: int) -> npt.NDArray[np.int64]:
+        """Cumulative expanded rows of a chunk; the row cap (and int64) is checked before anything is expanded."""
+        limits = self.options.limits
+        budget = (limits.max_rows - before) if limits.max_rows else _MAX_EXPANDED
+        wide = np.cumsum(reps, dtype=np.float64)
+        if len(wide) and wide[-1] > min(budget, _MAX_EXPANDED):
+            i = int(np.searchsorted(wide, min(budget, _MAX_EXPANDED), side="right"))
+            if limits.max_rows and budget <= _MAX_EXPANDED:
+                raise too_many_rows(self.sink, limits, int(lines[i]))
+            raise self.fatal(int(lines[i]), "op_count", f"op_count adds up to more than {_MAX_EXPANDED:,} rows")
+        return np.cumsum(reps, dtype=np.int64)

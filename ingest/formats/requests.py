@@ -20,6 +20,7 @@ from ingest.formats.base import (
     TraceReader,
     assemble,
     csv_chunks,
+    open_text,
     read_header,
     require,
 )
@@ -30,13 +31,18 @@ from ingest.validate import to_text
 __all__ = ["RequestsReader"]
 
 REQUIRED: tuple[str, ...] = ("ts", "keys")
+#: Source bytes per chunk: smaller than other formats' because keys are expanded one Python string each.
+_BLOCK_BYTES = 2 << 20
 _PER_REQUEST = ("request_id", "ts", "op", "client_id", "latency_us", "table")
 
 
 def _split(text: str) -> list[Any]:
     text = text.strip()
     if text.startswith("["):
-        value = json.loads(text)
+        try:
+            value = json.loads(text)
+        except RecursionError:
+            raise ValueError("nested too deeply") from None
         if not isinstance(value, list):
             raise ValueError("not a list")
         return value
@@ -54,17 +60,18 @@ class RequestsReader(TraceReader):
 
     def columns(self) -> list[str]:
         if self._fields is None:
-            with self.source.open() as fh:
+            limits = self.options.limits
+            with open_text(self.source, self.sink) as fh:
                 first = fh.read(4096).lstrip()
             if not first:
                 raise self.fatal(1, None, "file is empty")
             self.layout = "jsonl" if first.startswith(b"{") else "csv"
-            with self.source.open() as fh:
+            with open_text(self.source, self.sink) as fh:
                 if self.layout == "jsonl":
-                    self._names, _ = first_object_keys(fh, self.sink)
+                    self._names, _ = first_object_keys(fh, self.sink, limits)
                 else:
                     self._delim = self._delimiter(first)
-                    self._names, _ = read_header(fh, delimiter=self._delim)
+                    self._names, _ = read_header(fh, delimiter=self._delim, sink=self.sink, limits=limits)
             known = {f.name for f in CANONICAL_SCHEMA if f.name in _PER_REQUEST} | {"keys", "sizes"}
             mapping = dict(self.options.mapping)
             for column, fld in mapping.items():
@@ -85,11 +92,15 @@ class RequestsReader(TraceReader):
         self.columns()
         assert self._fields is not None
         next_id = 0
-        with self.source.open() as fh:
+        limits = self.options.limits
+        block_bytes = min(self.options.block_bytes, _BLOCK_BYTES)
+        with open_text(self.source, self.sink) as fh:
             if self.layout == "jsonl":
-                raws: Iterator[tuple[dict[str, pa.Array], Lines]] = jsonl_chunks(fh, sink=self.sink, names=self._fields)
+                raws: Iterator[tuple[dict[str, pa.Array], Lines]] = jsonl_chunks(
+                    fh, sink=self.sink, names=self._fields, limits=limits, block_bytes=block_bytes
+                )
             else:
-                names, _ = read_header(fh, delimiter=self._delim)
+                names, _ = read_header(fh, delimiter=self._delim, sink=self.sink, limits=limits)
                 fields = self._fields
                 raws = (
                     ({fields[c]: a for c, a in raw.items() if c in fields}, lines)
@@ -99,7 +110,8 @@ class RequestsReader(TraceReader):
                         delimiter=self._delim,
                         sink=self.sink,
                         first_line=2,
-                        block_bytes=self.options.block_bytes,
+                        block_bytes=block_bytes,
+                        limits=limits,
                     )
                 )
             for raw, lines in raws:
@@ -172,5 +184,6 @@ def _is_size(v: Any) -> bool:
     if isinstance(v, bool):
         return False
     if isinstance(v, int):
-        return v >= 0
-    return isinstance(v, str) and v.isdigit()
+        return 0 <= v < 2**63
+    # ASCII digits only ("²".isdigit() is true), and within int64 (no int() of thousands of digits)
+    return isinstance(v, str) and v.isascii() and v.isdigit() and len(v) <= 19

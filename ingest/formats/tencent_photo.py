@@ -16,7 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ingest.formats.base import Chunk, TraceReader, assemble, line_chunks
+from ingest.formats.base import Chunk, TraceReader, assemble, line_chunks, open_text
 from ingest.validate import Lines, Mask, to_float, to_int, to_key, to_text
 
 __all__ = ["TencentPhotoReader"]
@@ -56,21 +56,26 @@ class TencentPhotoReader(TraceReader):
 
     def chunks(self) -> Iterator[Chunk]:
         sink = self.sink
-        with self.source.open() as fh:
-            for raw, lines in line_chunks(fh, sink=sink, block_bytes=self.options.block_bytes):
+        with open_text(self.source, sink) as fh:
+            for raw, lines in line_chunks(
+                fh, sink=sink, block_bytes=self.options.block_bytes, limits=self.options.limits
+            ):
                 text, bad = to_text(raw, None, lines, sink)
-                parts = pc.split_pattern(text, " ")
-                lens = np.asarray(pc.list_value_length(parts).to_numpy(zero_copy_only=False), dtype=np.int64)
+                # count fields before splitting: a line of many spaces must not become as many strings
+                lens = np.asarray(
+                    pc.fill_null(pc.count_substring(text, " "), 0).to_numpy(zero_copy_only=False), dtype=np.int64
+                ) + 1
                 wrong = ~bad & (lens != _N)
                 for i in np.flatnonzero(wrong):
                     sink.report(int(lines[i]), None, f"expected {_N} space-separated columns, got {lens[i]}")
                 drop = bad | wrong
                 if drop.any():
                     sink.flush(rows_dropped=int(drop.sum()))
-                    parts = parts.filter(pa.array(~drop))
+                    text = text.filter(pa.array(~drop))
                     lines = lines[~drop]
                 if len(lines) == 0:
                     continue
+                parts = pc.split_pattern(text, " ")
 
                 def col(i: int, parts: pa.Array = parts) -> pa.Array:
                     return pc.list_element(parts, i)

@@ -55,6 +55,25 @@ class Settings(BaseSettings):
         description="After an outage, a missed cron slot younger than this runs once; older are skipped.",
     )
 
+    # --- ingest limits (docs/operations.md § Limits; ingest/limits.py) ------------------------------------------
+    # Caps on one ingest run by the service (an upload through the API, the nightly job) and by any `ingest_file`
+    # caller that passes no limits. Each is checked while the file streams and fails the ingest with a message
+    # naming its variable; 0 = no limit. `tailtune ingest` of a local file applies only the two shape caps
+    # (line bytes, columns) by default, the others only when given (--max-rows, ...) or with --upload-limits.
+    ingest_max_decompressed_bytes: int = Field(
+        default=16 * 1024**3, ge=0, description="Most bytes one input may decompress to (or be, uncompressed)."
+    )
+    ingest_max_compression_ratio: float = Field(
+        default=100.0,
+        ge=0,
+        description="Most decompressed bytes per compressed byte (judged after the first 16 MiB decompressed).",
+    )
+    ingest_max_rows: int = Field(default=100_000_000, ge=0, description="Most rows (key accesses) of one dataset.")
+    ingest_max_line_bytes: int = Field(default=1024**2, ge=0, description="Longest line of a text input, bytes.")
+    ingest_max_columns: int = Field(
+        default=1024, ge=0, description="Most columns of a header, a Parquet schema or a header-less line."
+    )
+
     @property
     def home_dir(self) -> Path:
         return self.home.expanduser().resolve()

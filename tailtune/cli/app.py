@@ -11,6 +11,7 @@ from typing import Annotated
 
 import click
 import typer
+from rich.markup import escape
 
 from tailtune.base.console import err_console
 from tailtune.base.errors import TailtuneError
@@ -43,9 +44,9 @@ for _register in COMMANDS:
 def _report(exc: TailtuneError) -> None:
     for i, line in enumerate(str(exc).splitlines()):
         prefix = "error: " if i == 0 else "       "
-        err_console.print(f"[bold red]{prefix}[/]{line}", highlight=False, markup=True, soft_wrap=True)
+        err_console.print(f"[bold red]{prefix}[/]{escape(line)}", highlight=False, markup=True, soft_wrap=True)
     if exc.hint:
-        err_console.print(f"[yellow]hint:[/] {exc.hint}", highlight=False, soft_wrap=True)
+        err_console.print(f"[yellow]hint:[/] {escape(exc.hint)}", highlight=False, soft_wrap=True)
 
 
 def _usage_line(exc: typer.TyperException | click.ClickException, args: list[str]) -> str:
@@ -75,7 +76,7 @@ def main(argv: list[str] | None = None) -> None:
     except (click.ClickException, typer.TyperException) as exc:
         if debug:
             raise
-        err_console.print(f"[bold red]error:[/] {_usage_line(exc, args)}", highlight=False, markup=True, soft_wrap=True)
+        err_console.print(f"[bold red]error:[/] {escape(_usage_line(exc, args))}", highlight=False, markup=True, soft_wrap=True)
         sys.exit(2)
     except TailtuneError as exc:
         if _state["debug"] or debug:

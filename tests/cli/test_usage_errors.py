@@ -39,3 +39,11 @@ def test_usage_error_is_one_line_exit_2(args: list[str], expected: str) -> None:
 def test_debug_shows_the_traceback() -> None:
     proc = _run(["--debug", "simulate", "--bogus"])
     assert proc.returncode != 0 and "Traceback" in proc.stderr
+
+
+def test_error_text_with_brackets_is_printed_verbatim(tmp_path) -> None:
+    bad = tmp_path / "t.csv"
+    bad.write_text("request_id,ts,key\n1,2,[bold]x[/bold]\n")
+    proc = _run(["simulate", "--trace", str(bad), "--policy", "fifo", "--param", "[red]k=1"])
+    assert proc.returncode == 2
+    assert "[red]k" in proc.stderr

@@ -107,16 +107,67 @@ def ingest(
         float, typer.Option("--rate", help="Accesses/s used to synthesize ts for formats without time.")
     ] = 1000.0,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
+    max_decompressed_bytes: Annotated[
+        str | None,
+        typer.Option(
+            "--max-decompressed-bytes",
+            help="Cap on the bytes the input decompresses to (e.g. 64G; 0: none). Default: none.",
+        ),
+    ] = None,
+    max_compression_ratio: Annotated[
+        float | None,
+        typer.Option("--max-compression-ratio", help="Cap on decompressed/compressed bytes (0: none). Default: none."),
+    ] = None,
+    max_rows: Annotated[
+        int | None, typer.Option("--max-rows", help="Cap on the dataset's rows (0: none). Default: none.")
+    ] = None,
+    max_line_bytes: Annotated[
+        str | None,
+        typer.Option(
+            "--max-line-bytes",
+            help="Cap on one line's bytes (e.g. 4M; 0: none). Default: TAILTUNE_INGEST_MAX_LINE_BYTES.",
+        ),
+    ] = None,
+    max_columns: Annotated[
+        int | None,
+        typer.Option(
+            "--max-columns", help="Cap on a header's columns (0: none). Default: TAILTUNE_INGEST_MAX_COLUMNS."
+        ),
+    ] = None,
+    upload_limits: Annotated[
+        bool,
+        typer.Option(
+            "--upload-limits",
+            help="Start from the caps the service applies to uploads (all TAILTUNE_INGEST_MAX_* settings).",
+        ),
+    ] = False,
 ) -> None:
-    """Ingest a trace file into a canonical, validated dataset (same bytes → same dataset id)."""
+    """Ingest a trace file into a canonical, validated dataset (same bytes → same dataset id).
+
+    Caps (docs/operations.md § Limits): a local file gets the line and column caps of the settings and no cap on
+    decompressed bytes, compression ratio or rows, unless given here; --upload-limits starts from the service's.
+    """
+    from ingest.limits import Limits, parse_size
     from ingest.pipeline import ingest_file
     from ingest.sniff import sniff
     from tailtune.base.console import err_console, print_json, progress
     from tailtune.base.settings import get_settings
 
+    settings = get_settings()
+    base = Limits.from_settings(settings) if upload_limits else Limits.local(settings)
+    def bytes_option(text: str | None, option: str) -> int | None:
+        return parse_size(text, option) if text is not None else None
+
+    limits = base.with_overrides(
+        max_decompressed_bytes=bytes_option(max_decompressed_bytes, "--max-decompressed-bytes"),
+        max_compression_ratio=max_compression_ratio,
+        max_rows=max_rows,
+        max_line_bytes=bytes_option(max_line_bytes, "--max-line-bytes"),
+        max_columns=max_columns,
+    )
     renames = _parse_map(mapping or [])
     if fmt == "auto" and file.is_file():
-        chosen = sniff(file, renames)
+        chosen = sniff(file, renames, limits)
         err_console.print(f"format: [bold]{chosen.format}[/] (auto: {chosen.reason})", highlight=False)
     size = file.stat().st_size if file.is_file() else 0
     with progress() as bar:
@@ -135,8 +186,9 @@ def ingest(
             on_error=on_error,
             unsorted=unsorted,
             rate=rate,
-            settings=get_settings(),
+            settings=settings,
             progress=on_progress,
+            limits=limits,
         )
     summary = dataset_summary(info)
     if as_json:
