@@ -120,6 +120,7 @@ class Lane:
         self.errors = 0
         self.merged = 0
         self.connects = 0
+        self.busy = 0
         self.last_error: str | None = None
         self.last_error_at: float | None = None
         self._threads = [
@@ -235,6 +236,8 @@ class Lane:
                     continue
                 if conn is None:
                     conn = self._connect()
+                with self._lock:
+                    self.busy += 1
                 try:
                     self._execute(conn, live)
                 except Exception as exc:
@@ -248,6 +251,9 @@ class Lane:
                     conn = None
                     for j in live:
                         j.finish(message)
+                finally:
+                    with self._lock:
+                        self.busy -= 1
         finally:
             _close_quietly(conn)
 
@@ -298,6 +304,7 @@ class Lane:
                 "errors": self.errors,
                 "connects": self.connects,
                 "queued": sum(len(q) for q in self._queues),
+                "busy": self.busy,
                 "down": self.down_until > time.monotonic(),
                 "last_error": self.last_error,
                 "last_error_at": self.last_error_at,

@@ -480,6 +480,7 @@ class Client:
                 "errors": s["errors"],
                 "connects": s["connects"],
                 "queued": s["queued"],
+                "busy": s["busy"],
                 "down": s["down"],
                 "last_error": s["last_error"],
                 "last_error_at": s["last_error_at"],

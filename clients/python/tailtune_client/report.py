@@ -63,6 +63,7 @@ class ServerStats(TypedDict):
     errors: int
     connects: int
     queued: int
+    busy: int
     down: bool
     last_error: str | None
     last_error_at: float | None
