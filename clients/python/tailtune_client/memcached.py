@@ -172,7 +172,8 @@ class _ConfigState:
                     return False
             self.current = new
             self.loaded_at = now
-            self.swaps += 1
+            if cur is not None:
+                self.swaps += 1
             return True
 
 
