@@ -17,6 +17,7 @@ new jobs fail at once instead of each waiting for a timeout; the first job after
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections import deque
@@ -314,7 +315,5 @@ class Lane:
 def _close_quietly(conn: Any) -> None:
     if conn is None:
         return
-    try:
+    with contextlib.suppress(Exception):  # closing a broken socket must not take the thread down
         conn.close()
-    except Exception:  # noqa: S110 - closing a broken socket must not take the thread down
-        pass

@@ -68,8 +68,10 @@ class MemcachedConfig:
     merge: int | None = None
     #: The published version (None for a local config that carries none).
     version: int | None = None
-    #: The deployment the document names (publisher: its name; service: its id), when it names one.
+    #: The deployment's name, when the document carries it (the memcached publisher's document does).
     deployment: str | None = None
+    #: The deployment's id in the service, when the document carries it (the service's answer does).
+    deployment_id: int | None = None
     #: The `memcached_client` block as published (unknown keys kept here, and otherwise ignored).
     block: Mapping[str, Any] = field(default_factory=dict)
 
@@ -129,6 +131,7 @@ def parse_config(doc: Mapping[str, Any] | str | bytes) -> MemcachedConfig:
         raise ConfigError(f"config must be a JSON object, got {type(doc).__name__}")
     version: int | None = None
     deployment: str | None = None
+    deployment_id: int | None = None
     body: Mapping[str, Any] = doc
     if "memcached_client" not in doc and isinstance(doc.get("config"), Mapping):
         body = doc["config"]
@@ -137,8 +140,10 @@ def parse_config(doc: Mapping[str, Any] | str | bytes) -> MemcachedConfig:
             if isinstance(raw_version, bool) or not isinstance(raw_version, int):
                 raise ConfigError(f"config version must be an integer, got {raw_version!r}")
             version = raw_version
-        dep = doc.get("deployment", doc.get("deployment_id"))
-        deployment = None if dep is None else str(dep)
+        if isinstance(doc.get("deployment"), str):
+            deployment = doc["deployment"]
+        if isinstance(doc.get("deployment_id"), int) and not isinstance(doc.get("deployment_id"), bool):
+            deployment_id = doc["deployment_id"]
     elif isinstance(doc.get("version"), int) and not isinstance(doc.get("version"), bool):
         version = int(doc["version"])
     where = "config" if version is None else f"config version {version}"
@@ -150,7 +155,9 @@ def parse_config(doc: Mapping[str, Any] | str | bytes) -> MemcachedConfig:
     if mode not in MODES:
         raise ConfigError(f"{where}: memcached_client.mode must be one of {', '.join(MODES)}, got {mode!r}")
     if mode == "batching":
-        return MemcachedConfig("batching", version=version, deployment=deployment, block=dict(block))
+        return MemcachedConfig(
+            "batching", version=version, deployment=deployment, deployment_id=deployment_id, block=dict(block)
+        )
     threshold, merge, split = (_positive_int(block, k, where) for k in CHISEL_KEYS)
     return MemcachedConfig(
         "chisel",
@@ -159,6 +166,7 @@ def parse_config(doc: Mapping[str, Any] | str | bytes) -> MemcachedConfig:
         merge=merge,
         version=version,
         deployment=deployment,
+        deployment_id=deployment_id,
         block=dict(block),
     )
 

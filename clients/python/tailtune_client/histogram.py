@@ -54,7 +54,7 @@ def size_class(keys: int) -> str:
 def bucket_of(us: float) -> int:
     if us < MIN_US:
         return 0
-    return min(BUCKETS - 1, 1 + int(math.floor(math.log10(us / MIN_US) * BUCKETS_PER_DECADE)))
+    return min(BUCKETS - 1, 1 + math.floor(math.log10(us / MIN_US) * BUCKETS_PER_DECADE))
 
 
 def bucket_bounds(index: int) -> tuple[float, float]:

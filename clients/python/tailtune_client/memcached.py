@@ -38,7 +38,7 @@ from tailtune_client.config import (
     MemcachedConfigSource,
     parse_config,
 )
-from tailtune_client.hashing import server_index, server_name
+from tailtune_client.hashing import server_for, server_index, server_name
 from tailtune_client.histogram import size_class
 from tailtune_client.report import (
     REPORT_SCHEMA,
@@ -53,8 +53,6 @@ from tailtune_client.report import (
 )
 
 __all__ = ["Client", "ClientClosed", "ConfigError", "ServerError", "TailtuneClientError", "server_for"]
-
-from tailtune_client.hashing import server_for  # noqa: E402  (re-exported for `from tailtune_client.memcached`)
 
 OnServerError = Literal["missing", "raise"]
 _ObsKey = tuple[int | None, str, tuple[tuple[str, int], ...]]
@@ -243,9 +241,11 @@ class Client:
         self._id = str(uuid.uuid4())
         self._closed = False
         self._stats_lock = threading.Lock()
+        # since the start (stats) and since the last report the service accepted (report); both under _stats_lock
         self._obs: dict[_ObsKey, Observation] = {}
-        self._reported: dict[_ObsKey, Observation] = {}
+        self._win: dict[_ObsKey, Observation] = {}
         self._window_start = time.time()
+        self._report_lock = threading.Lock()
         self._reports_sent = 0
         self._report_error: str | None = None
         self._report_last_at: float | None = None
@@ -304,21 +304,25 @@ class Client:
             self._config.refresh()
 
     # --- operations --------------------------------------------------------------------------------------------
-    def _observation(self, cfg: MemcachedConfig) -> Observation:
+    def _observations(self, cfg: MemcachedConfig) -> tuple[Observation, Observation]:
+        """(since start, since last report) for `cfg`; call under _stats_lock."""
         key: _ObsKey = (cfg.version, cfg.mode, tuple(sorted(cfg.params().items())))
-        obs = self._obs.get(key)
-        if obs is None:
-            obs = self._obs[key] = Observation(cfg.version, cfg.mode, cfg.params())
-        return obs
+        out = []
+        for table in (self._obs, self._win):
+            obs = table.get(key)
+            if obs is None:
+                obs = table[key] = Observation(cfg.version, cfg.mode, cfg.params())
+            out.append(obs)
+        return out[0], out[1]
 
     def _count_query(self, tag: object, members: int, keys: int) -> None:
         if not isinstance(tag, MemcachedConfig):
             return
         with self._stats_lock:
-            obs = self._observation(tag)
-            obs.queries += 1
-            if members > 1:
-                obs.merged_queries += 1
+            for obs in self._observations(tag):
+                obs.queries += 1
+                if members > 1:
+                    obs.merged_queries += 1
 
     def _wait(self, req: Request, jobs: list[tuple[int, Job]], started: float) -> dict[str, str]:
         """Wait for the jobs (at most request_timeout); {server: why} for those that failed or did not answer."""
@@ -382,16 +386,17 @@ class Client:
                 else:
                     lost.extend(job.keys)
         elapsed_us = (time.perf_counter() - started) * 1e6
+        raised = bool(failed) and self.on_server_error == "raise"
         with self._stats_lock:
-            obs = self._observation(cfg)
-            if failed and self.on_server_error == "raise":
-                obs.failed_requests += 1
-            else:
-                obs.requests += 1
-                obs.keys += len(wanted)
-                obs.missing_keys_on_error += len(lost)
-                obs.classes[size_class(len(wanted))].record(elapsed_us)
-        if failed and self.on_server_error == "raise":
+            for obs in self._observations(cfg):
+                if raised:
+                    obs.failed_requests += 1
+                else:
+                    obs.requests += 1
+                    obs.keys += len(wanted)
+                    obs.missing_keys_on_error += len(lost)
+                    obs.classes[size_class(len(wanted))].record(elapsed_us)
+        if raised:
             raise ServerError(failed, lost, out)
         return out
 
@@ -446,7 +451,8 @@ class Client:
                 "version": cfg.version,
                 "mode": cfg.mode,
                 "params": cfg.params(),
-                "deployment": cfg.deployment or self._deployment,
+                "deployment": self._deployment or cfg.deployment,
+                "deployment_id": cfg.deployment_id,
                 "source": st.description,
                 "loaded_at": st.loaded_at,
                 "checks": st.checks,
@@ -506,57 +512,51 @@ class Client:
             "reports": reports,
         }
 
-    def _window(self) -> tuple[list[Observation], float, dict[_ObsKey, Observation]]:
-        """The observations since the last accepted report, its start, and the snapshot they were cut from."""
-        with self._stats_lock:
-            snapshot = {k: o.copy() for k, o in self._obs.items()}
-            start = self._window_start
-            reported = self._reported
-        out: list[Observation] = []
-        for key, obs in snapshot.items():
-            delta = obs.copy()
-            sent = reported.get(key)
-            if sent is not None:
-                delta.subtract(sent)
-            if not delta.empty():
-                out.append(delta)
-        return out, start, snapshot
-
-    def _payload(self, window: list[Observation], start: float) -> ReportJson:
+    def _payload(self, window: list[Observation], start: float, end: float) -> ReportJson:
         status = self._config_status()
         return {
             "schema": REPORT_SCHEMA,
             "client": self._client_info(),
             "deployment": status["deployment"],
+            "deployment_id": status["deployment_id"],
             "pool": {"kind": "sharded", "hashing": "rendezvous-murmur3", "servers": len(self.servers)},
-            "window": {"start": start, "end": time.time()},
+            "window": {"start": start, "end": end},
             "config": {"version": status["version"], "mode": status["mode"], "params": status["params"]},
-            "observations": [o.to_json() for o in window],
+            "observations": [o.to_json() for o in window if not o.empty()],
         }
 
     def report(self) -> ReportJson:
         """The payload for the service: observations since the last report it accepted (see the README)."""
-        window, start, _ = self._window()
-        return self._payload(window, start)
+        with self._stats_lock:
+            window = [o.copy() for o in self._win.values()]
+            start = self._window_start
+        return self._payload(window, start, time.time())
 
     def report_to(self, url: str, token: str | None = None, *, timeout: float = 5.0) -> bool:
-        """POST `report()` to `url` (the service's `/api/v1/deployments/{id}/observations`). True when accepted;
-        on failure (down, timeout, non-2xx) False, the reason in `stats()["reports"]`, and the observations stay
-        in the next report (whose window starts where this one did). Never raises for I/O."""
-        window, start, snapshot = self._window()
-        payload = self._payload(window, start)
-        ok, error = post_report(url, payload, token if token is not None else self.token, timeout)
-        with self._stats_lock:
-            self._report_last_at = time.time()
-            if ok:
-                self._reports_sent += 1
-                self._report_error = None
-                # everything in the snapshot is now reported; the next window starts at this payload's end
-                self._reported = snapshot
-                self._window_start = payload["window"]["end"]
-            else:
+        """POST the report to `url` (the service's `/api/v1/deployments/{id}/observations`). True when accepted.
+        On failure (down, timeout, non-2xx): False, the reason in `stats()["reports"]`, and the observations go
+        back into the next report, whose window starts where this one did. Never raises for I/O."""
+        with self._report_lock:
+            with self._stats_lock:
+                sending, self._win = self._win, {}
+                start, end = self._window_start, time.time()
+                self._window_start = end
+            payload = self._payload(list(sending.values()), start, end)
+            ok, error = post_report(url, payload, token if token is not None else self.token, timeout)
+            with self._stats_lock:
+                self._report_last_at = time.time()
+                if ok:
+                    self._reports_sent += 1
+                    self._report_error = None
+                    return True
                 self._report_error = error
-        return ok
+                # not accepted: what was in flight rejoins the window, which starts again where it did
+                for key, obs in sending.items():
+                    if key in self._win:
+                        obs.merge(self._win[key])
+                    self._win[key] = obs
+                self._window_start = start
+            return False
 
     # --- lifecycle -----------------------------------------------------------------------------------------------
     def close(self) -> None:

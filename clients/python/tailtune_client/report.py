@@ -44,6 +44,7 @@ class ConfigStatus(TypedDict):
     mode: str
     params: dict[str, int]
     deployment: str | None
+    deployment_id: int | None
     source: str
     loaded_at: float
     checks: int
@@ -99,6 +100,7 @@ class ReportJson(TypedDict):
     schema: str
     client: ClientInfo
     deployment: str | None
+    deployment_id: int | None
     pool: dict[str, Any]
     window: dict[str, float]
     config: dict[str, Any]
@@ -107,7 +109,7 @@ class ReportJson(TypedDict):
 
 @dataclass(slots=True)
 class Observation:
-    """One config version's figures. `subtract` removes a snapshot already reported."""
+    """One config version's figures; `merge` adds another's (a report that was not accepted goes back)."""
 
     config_version: int | None
     mode: str
@@ -134,15 +136,16 @@ class Observation:
             {k: h.copy() for k, h in self.classes.items()},
         )
 
-    def subtract(self, other: Observation) -> None:
-        self.requests -= other.requests
-        self.failed_requests -= other.failed_requests
-        self.missing_keys_on_error -= other.missing_keys_on_error
-        self.keys -= other.keys
-        self.queries -= other.queries
-        self.merged_queries -= other.merged_queries
+    def merge(self, other: Observation) -> None:
+        """Add `other`'s figures (same config) to these."""
+        self.requests += other.requests
+        self.failed_requests += other.failed_requests
+        self.missing_keys_on_error += other.missing_keys_on_error
+        self.keys += other.keys
+        self.queries += other.queries
+        self.merged_queries += other.merged_queries
         for k, h in other.classes.items():
-            self.classes[k].subtract(h)
+            self.classes[k].merge(h)
 
     def empty(self) -> bool:
         return self.requests == 0 and self.failed_requests == 0 and self.queries == 0

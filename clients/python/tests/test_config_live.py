@@ -50,7 +50,7 @@ def test_parse_config_reads_every_published_shape() -> None:
         cfg = parse_config(shape)
         assert (cfg.mode, cfg.elephant_threshold, cfg.split_keys, cfg.merge) == ("chisel", 10, 4, 2)
     assert (parse_config(publisher_doc).version, parse_config(publisher_doc).deployment) == (7, "web")
-    assert (parse_config(service_doc).version, parse_config(service_doc).deployment) == (8, "3")
+    assert (parse_config(service_doc).version, parse_config(service_doc).deployment_id) == (8, 3)
     assert parse_config({"memcached_client": {"mode": "batching", "future_knob": 1}}).params() == {}
     with pytest.raises(ConfigError, match=r"config version 9: memcached_client\.elephant_threshold is missing"):
         parse_config({"version": 9, "config": {"memcached_client": {"mode": "chisel", "merge": 1, "split_keys": 2}}})

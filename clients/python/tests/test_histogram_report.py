@@ -72,6 +72,7 @@ def test_stats_and_report_payload(pool: list[Memcached], service: ConfigService)
             assert h["p50_ms"] is not None and h["p50_ms"] <= h["p95_ms"] <= h["p99_ms"]  # type: ignore[operator]
         payload = client.report()
         assert payload["schema"] == REPORT_SCHEMA and payload["deployment"] == "web"
+        assert payload["deployment_id"] is None
         assert payload["config"] == {"version": None, "mode": "chisel",
                                      "params": {"elephant_threshold": 50, "merge": 2, "split_keys": 20}}
         assert payload["pool"] == {"kind": "sharded", "hashing": "rendezvous-murmur3", "servers": 3}

@@ -17,7 +17,8 @@ BATCHING = {"memcached_client": {"mode": "batching"}}
 
 
 def chisel(threshold: int, split: int, merge: int) -> dict[str, Any]:
-    return {"memcached_client": {"mode": "chisel", "elephant_threshold": threshold, "split_keys": split, "merge": merge}}
+    block = {"mode": "chisel", "elephant_threshold": threshold, "split_keys": split, "merge": merge}
+    return {"memcached_client": block}
 
 
 def _by_server(keys: list[str], addrs: list[str]) -> dict[str, list[str]]:
