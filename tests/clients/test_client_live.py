@@ -52,7 +52,7 @@ def nodes() -> Iterator[list[MemcachedNode]]:
             n.close()
 
 
-def _serve_while_checking(client: Client, publish_v2: Callable[[], None]) -> dict[str, Any]:
+def _serve_while_checking(client: Client, publish_v2: Callable[[], object]) -> dict[str, Any]:
     keys = [f"live:{i}" for i in range(300)]
     client.set_many({k: k.encode() for k in keys})
     stop = threading.Event()

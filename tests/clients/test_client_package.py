@@ -8,6 +8,7 @@ import os
 import subprocess
 import venv
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -44,9 +45,9 @@ print(json.dumps({"installed": sorted(installed), "httpx": sorted(closure), "cli
 """
 
 
-def _inspect(python: Path) -> dict[str, list[str]]:
+def _inspect(python: Path) -> dict[str, Any]:
     out = subprocess.run([str(python), "-c", _INSPECT], capture_output=True, text=True, check=True, timeout=60)
-    result: dict[str, list[str]] = json.loads(out.stdout)
+    result: dict[str, Any] = json.loads(out.stdout)
     return result
 
 
