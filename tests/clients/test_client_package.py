@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import venv
 from pathlib import Path
@@ -63,8 +64,11 @@ def test_fresh_venv_gets_exactly_the_client_and_its_two_dependencies(tmp_path: P
          "print('\\n'.join(re.sub(r'[-_.]+', '-', d.metadata['Name']).lower() for d in metadata.distributions()))"],
         capture_output=True, text=True, check=True, env=env, timeout=60,
     ).stdout.split())
+    # a copy, so the build leaves nothing (build/, *.egg-info) in the checkout
+    source = tmp_path / "client"
+    shutil.copytree(CLIENT, source, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__", "tests"))
     subprocess.run(
-        [str(python), "-m", "pip", "install", "-q", str(CLIENT)],
+        [str(python), "-m", "pip", "install", "-q", str(source)],
         check=True, env=env, timeout=300, cwd=tmp_path, capture_output=True,
     )
     seen = _inspect(python)
