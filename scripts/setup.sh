@@ -35,11 +35,12 @@ if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
 stamp=.venv/.tailtune-deps
-want=$(sha256sum pyproject.toml | cut -c1-16)
+want=$(cat pyproject.toml clients/python/pyproject.toml | sha256sum | cut -c1-16)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   say "installing Python packages (first time: a few minutes)"
   .venv/bin/python -m pip install -q --upgrade pip
   .venv/bin/python -m pip install -q -e ".[dev]"
+  .venv/bin/python -m pip install -q -e clients/python  # tailtune-client, the package applications install
   echo "$want" > "$stamp"
 fi
 

@@ -1,0 +1,271 @@
+"""The published memcached client config: parsing, validation, and where it comes from.
+
+A config is the `memcached_client` block of a published document: `{"mode": "batching"}` or
+`{"mode": "chisel", "elephant_threshold": T, "split_keys": L, "merge": B}`. The publisher publishes the complete
+effective config, so the client has no defaults for these: a chisel config without one of its three keys is a
+`ConfigError` that names the key.
+
+`parse_config` accepts every shape the block travels in:
+
+* `{"memcached_client": {...}}` — the rendered target (`tuner.recommend.render_memcached`'s `json`);
+* `{"json": {"memcached_client": {...}}}` — a whole rendered target;
+* `{"policy": P, "params": {...}, "target": {"json": {"memcached_client": {...}}}}` — a stored config version
+  (the `target` wins; without it the block is `{"mode": P, **params}`, which is what `render_memcached` makes);
+* any of those under `"config"` in an envelope that carries the version: the memcached publisher's document
+  (`{"deployment": NAME, "version": N, "config": ...}`) or the service's `GET /api/v1/configs/{id}` answer
+  (`{"deployment_id": ID, "version": N, "config": ..., ...}`).
+
+Sources: `HttpConfigSource` (the service, `Authorization: Bearer`, ETag / If-None-Match polling) and
+`MemcachedConfigSource` (the `tailtune:cfg:<deployment>:current` key the memcached publisher writes to every
+server of the pool; the highest version any server holds wins).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+__all__ = [
+    "CHISEL_KEYS",
+    "MODES",
+    "ConfigError",
+    "ConfigSource",
+    "ConfigSourceError",
+    "HttpConfigSource",
+    "MemcachedConfig",
+    "MemcachedConfigSource",
+    "current_key",
+    "parse_config",
+]
+
+MODES = ("batching", "chisel")
+#: The keys a chisel config must carry (no defaults in the client).
+CHISEL_KEYS = ("elephant_threshold", "merge", "split_keys")
+
+
+class ConfigError(ValueError):
+    """A config document that the client cannot run: names the missing or bad key."""
+
+
+class ConfigSourceError(RuntimeError):
+    """The config source did not answer with a usable document (unreachable, HTTP error, nothing published)."""
+
+
+@dataclass(frozen=True, slots=True)
+class MemcachedConfig:
+    """One immutable config version. Requests take a reference at their start and keep it to their end."""
+
+    mode: str
+    #: Requests with more keys than this are elephants (chisel only).
+    elephant_threshold: int | None = None
+    #: Chunk size L: an elephant's batch for one server goes out as ceil(k / L) balanced chunks (chisel only).
+    split_keys: int | None = None
+    #: Merge level B: up to B mice share one query per server (chisel only; 1 = no merging).
+    merge: int | None = None
+    #: The published version (None for a local config that carries none).
+    version: int | None = None
+    #: The deployment's name, when the document carries it (the memcached publisher's document does).
+    deployment: str | None = None
+    #: The deployment's id in the service, when the document carries it (the service's answer does).
+    deployment_id: int | None = None
+    #: The `memcached_client` block as published (unknown keys kept here, and otherwise ignored).
+    block: Mapping[str, Any] = field(default_factory=dict)
+
+    def params(self) -> dict[str, int]:
+        """The mode's parameters (empty for batching)."""
+        if self.mode != "chisel":
+            return {}
+        assert self.elephant_threshold is not None and self.split_keys is not None and self.merge is not None
+        return {"elephant_threshold": self.elephant_threshold, "merge": self.merge, "split_keys": self.split_keys}
+
+
+def current_key(deployment: str) -> str:
+    """The key the memcached publisher keeps the current version under (on every server of the pool)."""
+    return f"tailtune:cfg:{deployment}:current"
+
+
+def _find_block(doc: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    block = doc.get("memcached_client")
+    if isinstance(block, Mapping):
+        return block
+    for outer in ("target", None):
+        holder = doc.get(outer) if outer else doc
+        if isinstance(holder, Mapping):
+            inner = holder.get("json")
+            if isinstance(inner, Mapping) and isinstance(inner.get("memcached_client"), Mapping):
+                found: Mapping[str, Any] = inner["memcached_client"]
+                return found
+    policy = doc.get("policy")
+    if isinstance(policy, str):
+        params = doc.get("params") or {}
+        if not isinstance(params, Mapping):
+            raise ConfigError(f"config.params must be an object, got {type(params).__name__}")
+        return {"mode": policy, **params}
+    return None
+
+
+def _positive_int(block: Mapping[str, Any], name: str, where: str) -> int:
+    if name not in block:
+        need = ", ".join(CHISEL_KEYS)
+        raise ConfigError(
+            f"{where}: memcached_client.{name} is missing (mode 'chisel' needs {need}; the client has no defaults)"
+        )
+    value = block[name]
+    if isinstance(value, bool) or not isinstance(value, int | float) or int(value) != value or value < 1:
+        raise ConfigError(f"{where}: memcached_client.{name} must be an integer >= 1, got {value!r}")
+    return int(value)
+
+
+def parse_config(doc: Mapping[str, Any] | str | bytes) -> MemcachedConfig:
+    """A `MemcachedConfig` from any published shape (see the module doc); `ConfigError` names what is wrong."""
+    if isinstance(doc, str | bytes):
+        try:
+            doc = json.loads(doc)
+        except ValueError as exc:
+            raise ConfigError(f"config is not JSON: {exc}") from exc
+    if not isinstance(doc, Mapping):
+        raise ConfigError(f"config must be a JSON object, got {type(doc).__name__}")
+    version: int | None = None
+    deployment: str | None = None
+    deployment_id: int | None = None
+    body: Mapping[str, Any] = doc
+    if "memcached_client" not in doc and isinstance(doc.get("config"), Mapping):
+        body = doc["config"]
+        raw_version = doc.get("version")
+        if raw_version is not None:
+            if isinstance(raw_version, bool) or not isinstance(raw_version, int):
+                raise ConfigError(f"config version must be an integer, got {raw_version!r}")
+            version = raw_version
+        if isinstance(doc.get("deployment"), str):
+            deployment = doc["deployment"]
+        if isinstance(doc.get("deployment_id"), int) and not isinstance(doc.get("deployment_id"), bool):
+            deployment_id = doc["deployment_id"]
+    elif isinstance(doc.get("version"), int) and not isinstance(doc.get("version"), bool):
+        version = int(doc["version"])
+    where = "config" if version is None else f"config version {version}"
+    block = _find_block(body)
+    if block is None:
+        keys = ", ".join(sorted(map(str, body))) or "none"
+        raise ConfigError(f"{where}: no memcached_client block (keys: {keys})")
+    mode = block.get("mode")
+    if mode not in MODES:
+        raise ConfigError(f"{where}: memcached_client.mode must be one of {', '.join(MODES)}, got {mode!r}")
+    if mode == "batching":
+        return MemcachedConfig(
+            "batching", version=version, deployment=deployment, deployment_id=deployment_id, block=dict(block)
+        )
+    threshold, merge, split = (_positive_int(block, k, where) for k in CHISEL_KEYS)
+    return MemcachedConfig(
+        "chisel",
+        elephant_threshold=threshold,
+        split_keys=split,
+        merge=merge,
+        version=version,
+        deployment=deployment,
+        deployment_id=deployment_id,
+        block=dict(block),
+    )
+
+
+class ConfigSource:
+    """Where a client's config comes from. `fetch()` returns a new config, or None when nothing changed."""
+
+    description: str
+
+    def fetch(self) -> MemcachedConfig | None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Release connections (idempotent)."""
+
+
+class HttpConfigSource(ConfigSource):
+    """`GET url` with `Authorization: Bearer token`; remembers the ETag and sends `If-None-Match` (304 → None).
+
+    The ETag is remembered only once its body parsed, so a bad document is reported again on every poll.
+    """
+
+    def __init__(self, url: str, token: str | None, timeout_s: float) -> None:
+        self.url = url
+        self.description = url
+        headers = {"Accept": "application/json"}
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        self._http = httpx.Client(timeout=timeout_s, headers=headers, follow_redirects=True)
+        self._etag: str | None = None
+
+    def fetch(self) -> MemcachedConfig | None:
+        headers = {"If-None-Match": self._etag} if self._etag else {}
+        try:
+            resp = self._http.get(self.url, headers=headers)
+        except httpx.HTTPError as exc:
+            raise ConfigSourceError(f"GET {self.url}: {type(exc).__name__}: {exc}") from exc
+        if resp.status_code == 304:
+            return None
+        if resp.status_code != 200:
+            detail = resp.text[:200].strip()
+            raise ConfigSourceError(f"GET {self.url}: HTTP {resp.status_code}{': ' + detail if detail else ''}")
+        cfg = parse_config(resp.content)
+        self._etag = resp.headers.get("etag")
+        return cfg
+
+    def close(self) -> None:
+        self._http.close()
+
+
+class MemcachedConfigSource(ConfigSource):
+    """The publisher's `tailtune:cfg:<deployment>:current` key, read from every server; the highest version wins
+    (a restarted server that lost the key, or one a publish has not reached yet, does not hold the client back).
+    """
+
+    def __init__(self, deployment: str, servers: Sequence[tuple[str, int]], timeout_s: float) -> None:
+        self.key = current_key(deployment)
+        self.servers = list(servers)
+        self.timeout_s = timeout_s
+        self.description = f"memcached key {self.key}"
+        self._last: bytes | None = None
+
+    def _read(self, server: tuple[str, int]) -> bytes | None:
+        from pymemcache.client.base import Client as PmClient
+
+        client = PmClient(server, connect_timeout=self.timeout_s, timeout=self.timeout_s, default_noreply=False)
+        try:
+            value = client.get(self.key)
+        finally:
+            client.close()
+        return value if isinstance(value, bytes) else None
+
+    def fetch(self) -> MemcachedConfig | None:
+        from pymemcache.exceptions import MemcacheError
+
+        best: tuple[int, bytes] | None = None
+        errors: list[str] = []
+        answered = 0
+        for server in self.servers:
+            try:
+                raw = self._read(server)
+            except (OSError, MemcacheError) as exc:
+                errors.append(f"{server[0]}:{server[1]}: {type(exc).__name__}: {exc}")
+                continue
+            answered += 1
+            if raw is None:
+                continue
+            try:
+                version = int(json.loads(raw)["version"])
+            except (ValueError, KeyError, TypeError) as exc:
+                raise ConfigError(f"{self.key}: not a published document: {exc}") from exc
+            if best is None or version > best[0]:
+                best = (version, raw)
+        if best is None:
+            if not answered:
+                raise ConfigSourceError(f"{self.description}: no server answered ({'; '.join(errors)})")
+            raise ConfigSourceError(f"{self.description}: nothing published yet")
+        if best[1] == self._last:
+            return None
+        cfg = parse_config(best[1])
+        self._last = best[1]
+        return cfg

@@ -1,0 +1,217 @@
+"""Test support: real memcached processes and a tiny real HTTP config service (ETag, bearer token, reports)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+__all__ = ["ConfigService", "Memcached", "free_port", "mc_stats"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+class Memcached:
+    """`memcached -l 127.0.0.1 -p PORT` (as root with `-u memcache`), stoppable, pausable and restartable."""
+
+    def __init__(self, threads: int = 2) -> None:
+        exe = shutil.which("memcached")
+        if exe is None:
+            raise RuntimeError("memcached is not installed: apt-get install -y memcached")
+        self.exe = exe
+        self.port = free_port()
+        self.threads = threads
+        self.rundir = Path(tempfile.mkdtemp(prefix="ttc-memcached-"))
+        os.chmod(self.rundir, 0o777)
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self, timeout_s: float = 10.0) -> None:
+        cmd = [self.exe, "-l", "127.0.0.1", "-p", str(self.port), "-U", "0", "-t", str(self.threads), "-m", "32",
+               "-P", str(self.rundir / "memcached.pid")]
+        if os.geteuid() == 0:
+            cmd += ["-u", "memcache"]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"memcached exited at start with {self.proc.returncode}")
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
+                return
+            time.sleep(0.05)
+        self.stop()
+        raise RuntimeError(f"memcached did not listen on {self.address} within {timeout_s}s")
+
+    def pause(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGCONT)
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        self.proc.send_signal(signal.SIGCONT)
+        self.proc.kill()
+        self.proc.wait(timeout=10)
+        self.proc = None
+
+    def close(self) -> None:
+        self.stop()
+        shutil.rmtree(self.rundir, ignore_errors=True)
+
+
+def mc_stats(address: str) -> dict[str, int]:
+    """memcached's `stats` (integer fields) over a fresh connection."""
+    host, _, port = address.rpartition(":")
+    with socket.create_connection((host, int(port)), timeout=5) as s:
+        s.sendall(b"stats\r\n")
+        buf = b""
+        while not buf.endswith(b"END\r\n"):
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            buf += chunk
+    out: dict[str, int] = {}
+    for line in buf.decode().splitlines():
+        parts = line.split()
+        if len(parts) == 3 and parts[0] == "STAT":
+            with contextlib.suppress(ValueError):
+                out[parts[1]] = int(parts[2])
+    return out
+
+
+class ConfigService:
+    """`GET /api/v1/configs/1` → the current document with an ETag (`If-None-Match` → 304), bearer token checked;
+    `POST /api/v1/deployments/1/observations` → stores the JSON payload (201), or answers `report_status`.
+    `stop()` closes the socket (connections are refused), `start()` opens the same port again."""
+
+    def __init__(self, token: str = "s3cret") -> None:
+        self.token = token
+        self.port = free_port()
+        self.doc: dict[str, Any] | None = None
+        self.version = 0
+        self.hits: dict[str, int] = {"200": 0, "304": 0, "401": 0, "404": 0}
+        self.seen_if_none_match: list[str | None] = []
+        self.reports: list[dict[str, Any]] = []
+        self.report_status = 201
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+        self.lock = threading.Lock()
+
+    @property
+    def config_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/api/v1/configs/1"
+
+    @property
+    def report_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/api/v1/deployments/1/observations"
+
+    def publish(self, version: int, block: dict[str, Any]) -> None:
+        """The next version, as the service's ConfigOut carries a tuned config (policy, params, target)."""
+        params = {k: v for k, v in block.items() if k != "mode"}
+        with self.lock:
+            self.version = version
+            self.doc = {
+                "deployment_id": 1,
+                "version": version,
+                "config": {"policy": block["mode"], "params": params, "target": {"json": {"memcached_client": block}}},
+                "source": "tuning",
+                "job_id": None,
+                "note": None,
+                "published": {},
+                "created_at": None,
+            }
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        svc = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def _send(self, code: int, body: bytes = b"", headers: dict[str, str] | None = None) -> None:
+                self.send_response(code)
+                for k, v in (headers or {}).items():
+                    self.send_header(k, v)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                if body:
+                    self.wfile.write(body)
+
+            def _authorized(self) -> bool:
+                if self.headers.get("Authorization") != f"Bearer {svc.token}":
+                    with svc.lock:
+                        svc.hits["401"] += 1
+                    self._send(401, b'{"detail":"bad token"}', {"Content-Type": "application/json"})
+                    return False
+                return True
+
+            def do_GET(self) -> None:
+                if not self._authorized():
+                    return
+                with svc.lock:
+                    doc, version = svc.doc, svc.version
+                    svc.seen_if_none_match.append(self.headers.get("If-None-Match"))
+                if self.path != "/api/v1/configs/1" or doc is None:
+                    with svc.lock:
+                        svc.hits["404"] += 1
+                    self._send(404, b'{"detail":"not found"}')
+                    return
+                etag = f'"1-{version}"'
+                if self.headers.get("If-None-Match") == etag:
+                    with svc.lock:
+                        svc.hits["304"] += 1
+                    self._send(304, headers={"ETag": etag})
+                    return
+                with svc.lock:
+                    svc.hits["200"] += 1
+                self._send(200, json.dumps(doc).encode(), {"ETag": etag, "Content-Type": "application/json"})
+
+            def do_POST(self) -> None:
+                if not self._authorized():
+                    return
+                body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                with svc.lock:
+                    status = svc.report_status
+                    if status < 300:
+                        svc.reports.append(json.loads(body))
+                self._send(status, b"{}", {"Content-Type": "application/json"})
+
+        return Handler
+
+    def start(self) -> None:
+        ThreadingHTTPServer.allow_reuse_address = True
+        self._server = ThreadingHTTPServer(("127.0.0.1", self.port), self._handler())
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        if self._server is None:
+            return
+        self._server.shutdown()
+        self._server.server_close()
+        assert self._thread is not None
+        self._thread.join(5)
+        self._server = None

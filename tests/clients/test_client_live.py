@@ -1,0 +1,148 @@
+"""tailtune-client against the real project: configs published by the memcached publisher, and the service's
+`GET /api/v1/configs/{id}` (ETag) served by uvicorn — picked up live while requests are in flight."""
+
+from __future__ import annotations
+
+import random
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+import uvicorn
+from tailtune_client.memcached import Client
+
+from service.main import create_app
+from service.testing.memcached_server import MemcachedNode
+from tailtune.control.publishers import MemcachedPublisher
+from tests.service.conftest import Svc, memcached_deployment
+from tuner.recommend import render_memcached
+from tuner.space import Candidate
+
+API = "/api/v1"
+
+
+def _stored(policy: str, params: dict[str, int]) -> dict[str, Any]:
+    """A config version as the nightly job stores an accepted recommendation (`Recommendation.config()`)."""
+    return {"policy": policy, "params": params, "target": render_memcached(Candidate(policy, dict(params)))}
+
+
+V1 = _stored("batching", {})
+V2 = _stored("chisel", {"split_keys": 8, "merge": 2, "elephant_threshold": 20})
+
+
+def _wait(cond: Callable[[], bool], timeout_s: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not cond():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)
+
+
+@pytest.fixture
+def nodes() -> Iterator[list[MemcachedNode]]:
+    started = [MemcachedNode() for _ in range(3)]
+    try:
+        for n in started:
+            n.start()
+        yield started
+    finally:
+        for n in started:
+            n.close()
+
+
+def _serve_while_checking(client: Client, publish_v2: Callable[[], object]) -> dict[str, Any]:
+    keys = [f"live:{i}" for i in range(300)]
+    client.set_many({k: k.encode() for k in keys})
+    stop = threading.Event()
+    failures: list[BaseException] = []
+    done = [0]
+
+    def work(seed: int) -> None:
+        rng = random.Random(seed)
+        try:
+            while not stop.is_set():
+                want = rng.sample(keys, rng.choice([1, 4, 12, 60]))
+                assert client.get_many(want) == {k: k.encode() for k in want}
+                done[0] += 1
+        except BaseException as exc:
+            failures.append(exc)
+
+    threads = [threading.Thread(target=work, args=(s,)) for s in range(3)]
+    for t in threads:
+        t.start()
+    try:
+        _wait(lambda: done[0] >= 30)
+        publish_v2()
+        _wait(lambda: client.stats()["config_version"] == 2)
+        mark = done[0]
+        _wait(lambda: done[0] >= mark + 30)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(30)
+    assert not failures, failures[:3]
+    return dict(client.stats())
+
+
+def test_publisher_v2_picked_up_live(nodes: list[MemcachedNode]) -> None:
+    servers = [n.address for n in nodes]
+    pub = MemcachedPublisher("client-live", {"servers": servers}, 2.0)
+    pub.publish(1, V1)
+    with Client(servers, deployment="client-live", poll_interval=0.05) as client:
+        assert (client.config.version, client.config.mode) == (1, "batching")
+        stats = _serve_while_checking(client, lambda: pub.publish(2, V2))
+    assert (stats["config_version"], stats["mode"], stats["last_config_error"]) == (2, "chisel", None)
+    assert stats["config"]["params"] == {"elephant_threshold": 20, "merge": 2, "split_keys": 8}
+    by_version = {o["config_version"]: o for o in stats["latency"]}
+    assert by_version[1]["requests"] > 0 and by_version[2]["requests"] > 0
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@pytest.fixture
+def served(svc: Svc) -> Iterator[str]:
+    """The service app on a real socket (uvicorn in a thread), sharing the test's metadata DB."""
+    server = uvicorn.Server(uvicorn.Config(create_app(svc.settings), host="127.0.0.1", port=_free_port(),
+                                           log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    _wait(lambda: server.started)
+    try:
+        yield f"http://127.0.0.1:{server.config.port}"
+    finally:
+        server.should_exit = True
+        thread.join(10)
+
+
+def test_service_config_endpoint_polled_with_etag(svc: Svc, served: str, nodes: list[MemcachedNode]) -> None:
+    servers = [n.address for n in nodes]
+    r = svc.client.post(f"{API}/deployments", json=memcached_deployment("client-http", servers), headers=svc.write)
+    assert r.status_code == 201, r.text
+    dep_id = r.json()["id"]
+
+    def add(config: dict[str, Any]) -> None:
+        r = svc.client.post(f"{API}/configs/{dep_id}/versions", json={"config": config, "publish": False},
+                            headers=svc.write)
+        assert r.status_code == 201, r.text
+
+    add(V1)
+    token = svc.read["Authorization"].removeprefix("Bearer ")
+    url = f"{served}{API}/configs/{dep_id}"
+    with Client(servers, config_url=url, token=token, poll_interval=0.05) as client:
+        assert (client.config.version, client.config.mode, client.config.deployment_id) == (1, "batching", dep_id)
+        assert client.refresh_config() is False  # 304: the ETag matched
+        stats = _serve_while_checking(client, lambda: add(V2))
+        # a manual config without a rendered target is read as {"mode": policy, **params}
+        add({"policy": "chisel", "params": {"split_keys": 5, "merge": 1, "elephant_threshold": 30}})
+        _wait(lambda: client.stats()["config_version"] == 3)
+        assert client.config.split_keys == 5
+    assert (stats["config_version"], stats["mode"], stats["last_config_error"]) == (2, "chisel", None)
+    with pytest.raises(Exception, match="HTTP 401"):
+        Client(servers, config_url=url, token="tt_wrong", poll_interval=0)
