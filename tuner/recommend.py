@@ -184,9 +184,16 @@ def render_cassandra(cand: Candidate) -> dict[str, Any]:
 
 
 def render_memcached(cand: Candidate) -> dict[str, Any]:
-    """memcached client config: batching, or chisel with its split/merge levels."""
+    """memcached client config: batching, or chisel with its split/merge levels — complete (every level the
+    client applies, defaults from kvsim's registry included), since the client carries no defaults of its own."""
+    import kvsim
+
     cfg: dict[str, Any] = {"mode": cand.policy}
     cfg.update({k: _clean(v) for k, v in sorted(cand.params.items())})
+    if cand.policy == "chisel":
+        defaults = next(s for s in kvsim.memcached_policy_specs() if s.name == "chisel").defaults()
+        for k in ("merge", "elephant_threshold"):
+            cfg.setdefault(k, int(defaults[k]))
     return {"json": {"memcached_client": cfg}}
 
 

@@ -76,7 +76,9 @@ def main(argv: list[str] | None = None) -> None:
     except (click.ClickException, typer.TyperException) as exc:
         if debug:
             raise
-        err_console.print(f"[bold red]error:[/] {escape(_usage_line(exc, args))}", highlight=False, markup=True, soft_wrap=True)
+        err_console.print(
+            f"[bold red]error:[/] {escape(_usage_line(exc, args))}", highlight=False, markup=True, soft_wrap=True
+        )
         sys.exit(2)
     except TailtuneError as exc:
         if _state["debug"] or debug:

@@ -60,7 +60,7 @@ def test_render():
                                             "scheduler.rein.rate_q1=5", "scheduler.rein.range_factor=3",
                                             "scheduler.rein.rate_step=0.5"]
     assert render_memcached(Candidate("chisel", {"split_keys": 13, "merge": 2}))["json"] == {
-        "memcached_client": {"mode": "chisel", "merge": 2, "split_keys": 13}}
+        "memcached_client": {"mode": "chisel", "merge": 2, "split_keys": 13, "elephant_threshold": 50}}
 
 
 def test_one_seed_needs_batches_to_recommend() -> None:
@@ -83,3 +83,10 @@ def test_batch_metrics_cut_warmup_and_split_contiguously() -> None:
     values, halves = batch_values(b, parse_objective("p99"))
     assert len(values) == 20 and halves[0] > 0
     assert batch_metrics(np.ones(99), 0.0) == []  # fewer than 2 batches of 50: no estimate
+
+
+def test_memcached_render_is_complete() -> None:
+    from tuner.recommend import render_memcached
+
+    cfg = render_memcached(Candidate("chisel", {"split_keys": 16}))["json"]["memcached_client"]
+    assert cfg == {"mode": "chisel", "split_keys": 16, "merge": 1, "elephant_threshold": 50}
