@@ -286,14 +286,21 @@ def _clamp(x: float, lo: float, hi: float) -> float:
 # ------------------------------------------------------------------------------------------------ cassandra
 #: Defaults used when the summary says nothing (documented in docs/tuner.md).
 CASSANDRA_DEFAULTS: dict[str, float] = {"k_max": 8, "r_max": 8.0, "boost_max_ms": 20.0}
-#: Policies of the Cassandra space in order; the evaluator keeps only those it can replay.
-CASSANDRA_POLICIES = (
-    "fifo", "rein", "rein-sbf", "rein-sds", "brb-equalmax", "brb-unifincr", "tailx", "heron", "replica"
-)
 #: Queue disciplines a replica selector (heron, `replica`) combines with; their parameters are kvsim's defaults.
 QUEUE_DISCIPLINES: tuple[str, ...] = ("fifo", "rein", "brb-equalmax", "brb-unifincr")
 #: kvsim's replica selectors offered by the tuner (tailx's `replica` knob; the default first: TailX uses ds).
 REPLICA_SELECTORS: tuple[str, ...] = ("ds", "round-robin", "least-outstanding", "c3", "heron")
+#: Policies whose opset cost may be the estimated demand (`size_aware_cost`) when value sizes vary.
+SIZE_COST_POLICIES: tuple[str, ...] = ("rein", "rein-sbf", "rein-sds")
+#: Parameters held fixed where a policy is searched (only the rate ratios matter: r_q1 at the paper's 5).
+FIXED: dict[str, dict[str, ParamValue]] = {"rein": {"r_q1": 5.0}}
+
+
+def _registry_param(spec: Any) -> Param:
+    """A tuner `Param` from a kvsim registry parameter's declared search range."""
+    s = spec.search
+    return Param(spec.name, s.kind, s.low, s.high, step=s.step, log=s.log,
+                 choices=tuple(s.choices) if s.choices is not None else None)
 
 
 def _sizes_vary(vs: Any) -> bool:
@@ -347,53 +354,34 @@ def cassandra_space(summary: Mapping[str, Any] | None = None) -> SearchSpace:
         )
     if not thr:
         thr = [4096, 16384, 65536]
-    boost = Param("boost_after_ms", "cat", choices=boosts)
+    # Ranges derived from the summary replace the registry's declared ones for these parameters.
+    derived = {
+        "k": Param("k", "int", 2, k_max),
+        "range_factor": Param("range_factor", "float", 1.5, r_max, step=0.5),
+        "boost_after_ms": Param("boost_after_ms", "cat", choices=boosts),
+        "thr_l_bytes": Param("thr_l_bytes", "cat", choices=tuple(thr)),
+    }
     # Heterogeneous value sizes: Rein / SBF / SDS may cost opsets by estimated demand instead of op count.
-    cost: tuple[Param, ...] = ()
-    if _sizes_vary(vs):
-        cost = (Param("size_aware_cost", "cat", choices=(0.0, 1.0)),)
-    return SearchSpace(
-        "cassandra",
-        (
-            PolicySpace("fifo"),
-            PolicySpace(
-                "rein",
-                (
-                    Param("k", "int", 2, k_max),
-                    Param("range_factor", "float", 1.5, r_max, step=0.5),
-                    Param("rate_step", "float", 0.0, 2.0, step=0.5),
-                    Param("tau_1", "cat", choices=(1.0, 2.0)),
-                    *cost,
-                ),
-                {"r_q1": 5.0},
-            ),
-            PolicySpace("rein-sbf", (boost, *cost)),
-            PolicySpace("rein-sds", (boost, *cost)),
-            PolicySpace("brb-equalmax"),
-            PolicySpace("brb-unifincr"),
-            PolicySpace(
-                "tailx",
-                (
-                    Param("thr_l_bytes", "cat", choices=tuple(thr)),
-                    Param("tl_scale", "float", 0.5, 2.0, step=0.25),
-                    Param("ts_scale", "float", 0.5, 2.0, step=0.25),
-                    Param("allowance_scale", "float", 0.5, 2.0, step=0.25),
-                    Param("replica", "cat", choices=REPLICA_SELECTORS),
-                ),
-            ),
-            PolicySpace(
-                "heron",
-                (Param("thr_l_bytes", "cat", choices=tuple(thr)), Param("queue", "cat", choices=QUEUE_DISCIPLINES)),
-            ),
-            PolicySpace(
-                "replica",
-                (
-                    Param("replica", "cat", choices=("least-outstanding", "c3", "ds")),
-                    Param("queue", "cat", choices=QUEUE_DISCIPLINES),
-                ),
-            ),
-        ),
-    )
+    cost = (Param("size_aware_cost", "cat", choices=(0.0, 1.0)),) if _sizes_vary(vs) else ()
+    from tailtune.simulation.registry import NOT_TUNABLE, policy_specs, selector_spec
+
+    spaces: list[PolicySpace] = []
+    for spec in policy_specs():
+        if spec.name in NOT_TUNABLE:
+            continue
+        params = [derived.get(p.name) or _registry_param(p) for p in spec.searched()]
+        if spec.name in SIZE_COST_POLICIES:
+            params += cost
+        if spec.name == "tailx":
+            params.append(Param("replica", "cat", choices=REPLICA_SELECTORS))
+        spaces.append(PolicySpace(spec.name, tuple(params), dict(FIXED.get(spec.name, {}))))
+    heron = [derived.get(p.name) or _registry_param(p) for p in selector_spec("heron").searched()]
+    spaces.append(PolicySpace("heron", (*heron, Param("queue", "cat", choices=QUEUE_DISCIPLINES))))
+    spaces.append(PolicySpace("replica", (
+        Param("replica", "cat", choices=("least-outstanding", "c3", "ds")),
+        Param("queue", "cat", choices=QUEUE_DISCIPLINES),
+    )))
+    return SearchSpace("cassandra", tuple(spaces))
 
 
 # ------------------------------------------------------------------------------------------------ memcached

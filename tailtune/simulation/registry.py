@@ -5,16 +5,28 @@ in both without another edit."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from tailtune.simulation.memcached import MEMCACHED_POLICIES
 from tailtune.simulation.policies import REPLICA_POLICY, SELECTOR_POLICIES
 
+if TYPE_CHECKING:
+    import kvsim
+
 __all__ = [
+    "NOT_TUNABLE",
     "all_policies",
     "cassandra_queue_policies",
     "policy_defaults",
+    "policy_specs",
     "replica_selectors",
     "selector_defaults",
+    "selector_spec",
 ]
+
+#: Queue policies the tuner never recommends: the oracle is not deployable (it reads every server's queue);
+#: duplicate and speculative are redundancy baselines, not schedulers to tune.
+NOT_TUNABLE = frozenset({"oracle", "duplicate", "speculative"})
 
 
 def cassandra_queue_policies() -> tuple[str, ...]:
@@ -29,6 +41,19 @@ def replica_selectors() -> tuple[str, ...]:
     import kvsim
 
     return tuple(kvsim.replica_names())
+
+
+def policy_specs() -> list[kvsim.PolicySpec]:
+    """kvsim's queue policies with their parameters (defaults, valid and search ranges), in registry order."""
+    import kvsim
+
+    return kvsim.policy_specs()
+
+
+def selector_spec(name: str) -> kvsim.PolicySpec:
+    import kvsim
+
+    return kvsim.replica_spec(name)
 
 
 def policy_defaults(name: str) -> dict[str, float]:

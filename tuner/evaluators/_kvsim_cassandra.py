@@ -18,7 +18,7 @@ import numpy.typing as npt
 from tailtune.simulation import cassandra
 from tailtune.simulation.cassandra import CassandraDeployment, PreparedTrace
 from tailtune.simulation.policies import REPLICA_POLICY, SELECTOR_POLICIES, resolve
-from tailtune.simulation.registry import cassandra_queue_policies
+from tailtune.simulation.registry import NOT_TUNABLE, cassandra_queue_policies
 from tailtune.simulation.source import WorkloadSource
 from tuner.evaluators.base import Evaluator, EvaluatorSpec
 from tuner.objective import Metrics
@@ -29,9 +29,6 @@ if TYPE_CHECKING:
 
 __all__ = ["KvsimCassandraEvaluator"]
 
-#: Core policies this evaluator does not offer: the oracle is not deployable (it reads every server's queue);
-#: duplicate / speculative are redundancy baselines, not schedulers to tune.
-_NOT_TUNABLE = frozenset({"oracle", "duplicate", "speculative"})
 
 
 class KvsimCassandraEvaluator(Evaluator):
@@ -86,7 +83,7 @@ class KvsimCassandraEvaluator(Evaluator):
 
     # ------------------------------------------------------------------ contract
     def policies(self) -> tuple[str, ...]:
-        core = tuple(p for p in cassandra_queue_policies() if p not in _NOT_TUNABLE)
+        core = tuple(p for p in cassandra_queue_policies() if p not in NOT_TUNABLE)
         return (*core, *SELECTOR_POLICIES, REPLICA_POLICY)
 
     def evaluate(self, candidate: Candidate, seed: int, fraction: float = 1.0) -> Metrics:

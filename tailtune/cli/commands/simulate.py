@@ -37,6 +37,13 @@ def _policy_help() -> str:
     )
 
 
+def _replica_help() -> str:
+    from tailtune.simulation.registry import replica_selectors
+
+    names = replica_selectors()
+    return ", ".join(f"{n} (default)" if n == "round-robin" else n for n in names) + "."
+
+
 def _speeds(text: str | None) -> tuple[float, ...] | None:
     from tailtune.base.errors import BadInputError
 
@@ -197,8 +204,7 @@ def register(app: typer.Typer) -> None:
             str | None,
             typer.Option(
                 "--replica",
-                help="Replica selection (= --param replica=NAME): round-robin (default), random, "
-                "least-outstanding, ds, c3, heron.",
+                help="Replica selection (= --param replica=NAME): " + _replica_help(),
             ),
         ] = None,
         replica_param: Annotated[

@@ -176,9 +176,9 @@ macro_rules! registry {
 // The registry. Columns: file (module), name, enum variant (config type, scheduler type), event loop.
 registry! {
     fifo:         "fifo"         => Fifo        (FifoConfig,        Fifo)        fast;
+    rein:         "rein"         => Rein        (ReinConfig,        Rein)        fast;
     rein_sbf:     "rein-sbf"     => ReinSbf     (ReinSbfConfig,     ReinSbf)     fast;
     rein_sds:     "rein-sds"     => ReinSds     (ReinSdsConfig,     ReinSds)     fast;
-    rein:         "rein"         => Rein        (ReinConfig,        Rein)        fast;
     brb_equalmax: "brb-equalmax" => BrbEqualMax (BrbEqualMaxConfig, BrbEqualMax) fast;
     brb_unifincr: "brb-unifincr" => BrbUnifIncr (BrbUnifIncrConfig, BrbUnifIncr) fast;
     oracle:       "oracle"       => Oracle      (OracleConfig,      Oracle)      fast;
