@@ -86,42 +86,37 @@ def cases() -> dict[str, Callable[[], Any]]:
     out["core/rein-size-aware"] = lambda: _rp(swl, "rein", size_aware_cost=True)
     out["core/warmup-0.5"] = lambda: _rp(wl, "brb-unifincr", warmup=0.5)
     # "sized/*": a replica selector named (round-robin when none), so the result carries the replica-selection
-    # figures; `demand` as given (an empty one when none, as the earlier front reported it).
-    out["sized/round-robin"] = lambda: _rp(wl, "fifo", replica=rr, demand={})
-    out["sized/rein-rr"] = lambda: _rp(wl, "rein", {"k": 3}, replica=rr, demand={})
+    # figures.
+    out["sized/round-robin"] = lambda: _rp(wl, "fifo", replica=rr)
+    out["sized/rein-rr"] = lambda: _rp(wl, "rein", {"k": 3}, replica=rr)
     for sel in ("random", "least-outstanding", "ds", "c3", "heron"):
         out[f"sized/fifo-{sel}-sizes"] = functools.partial(
             lambda s: _rp(swl, "fifo", replica=s, sizes=sizes, thr_l_bytes=thr, seed=2, demand=demand), sel
         )
     out["sized/rein-ds-params"] = lambda: _rp(
         swl, "rein", {"k": 5}, replica="ds", replica_params={"update_ms": 10.0}, sizes=sizes, thr_l_bytes=thr,
-        size_aware_cost=True, demand={},
+        size_aware_cost=True,
     )  # fmt: skip
     out["sized/heron-thr-param"] = lambda: _rp(
-        swl, "rein", replica="heron", replica_params={"thr_l_bytes": 20000.0, "busy_capacity": 4}, sizes=sizes,
-        demand={},
-    )  # fmt: skip
-    out["sized/heron-no-sizes"] = lambda: _rp(wl, "fifo", replica="heron", demand={})
-    out["sized/tailx"] = lambda: _rp(
-        swl, "tailx", {"thr_l_bytes": thr}, replica="ds", sizes=sizes, thr_l_bytes=thr, demand={}
+        swl, "rein", replica="heron", replica_params={"thr_l_bytes": 20000.0, "busy_capacity": 4}, sizes=sizes
     )
-    out["sized/duplicate"] = lambda: _rp(wl, "duplicate", replica=rr, demand={})
-    out["sized/speculative"] = lambda: _rp(wl, "speculative", {"percentile": 80}, replica="c3", demand={})
-    out["sized/servers"] = lambda: _rp(
-        swl, "rein", replica="ds", sizes=sizes, thr_l_bytes=thr, servers=slow, demand={}
-    )
-    out["sized/writes"] = lambda: _rp(swl, "fifo", replica="c3", writes=writes, demand={})
-    out["sized/writes-none"] = lambda: _rp(swl, "fifo", replica=rr, writes=np.zeros(swl.ops, dtype=bool), demand={})
+    out["sized/heron-no-sizes"] = lambda: _rp(wl, "fifo", replica="heron")
+    out["sized/tailx"] = lambda: _rp(swl, "tailx", {"thr_l_bytes": thr}, replica="ds", sizes=sizes, thr_l_bytes=thr)
+    out["sized/duplicate"] = lambda: _rp(wl, "duplicate", replica=rr)
+    out["sized/speculative"] = lambda: _rp(wl, "speculative", {"percentile": 80}, replica="c3")
+    out["sized/servers"] = lambda: _rp(swl, "rein", replica="ds", sizes=sizes, thr_l_bytes=thr, servers=slow)
+    out["sized/writes"] = lambda: _rp(swl, "fifo", replica="c3", writes=writes)
+    out["sized/writes-none"] = lambda: _rp(swl, "fifo", replica=rr, writes=np.zeros(swl.ops, dtype=bool))
     out["sized/closed"] = lambda: _rp(
-        swl, "rein", replica=rr, closed=kvsim.ClosedLoop(threads=24, think_ms=0.2), record_ops=True, demand={}
+        swl, "rein", replica=rr, closed=kvsim.ClosedLoop(threads=24, think_ms=0.2), record_ops=True
     )
     out["sized/closed-fixed-everything"] = lambda: _rp(
         swl, "speculative", replica="heron", sizes=sizes, thr_l_bytes=thr, servers=slow, writes=writes,
-        closed=kvsim.ClosedLoop(threads=16, think_ms=0.0, think_dist="fixed"), demand={},
+        closed=kvsim.ClosedLoop(threads=16, think_ms=0.0, think_dist="fixed"),
     )  # fmt: skip
     out["sized/label"] = lambda: _res(
         dataclasses.replace(
-            kvsim.replay(wl, kvsim.ReplayConfig(replica="c3", replica_params={"b": 2.0}, demand={})),
+            kvsim.replay(wl, kvsim.ReplayConfig(replica="c3", replica_params={"b": 2.0})),
             policy_label="c3",
         )
     )
@@ -133,18 +128,22 @@ def cases() -> dict[str, Callable[[], Any]]:
         key = f"memcached/{pol}-{json.dumps(params, sort_keys=True)}"
         dep = MemcachedDeployment(setup_us=10.0, service_cv=0.3)
         out[key] = functools.partial(
-            lambda po, pa, d: _mc(memcached.replay(msizes, marr, MemcachedConfig(po, pa or {}, d, seed=4))),
+            lambda po, pa, d: _mc(
+                memcached.replay(msizes, marr, MemcachedConfig(policy=po, params=pa or {}, deployment=d, seed=4))
+            ),
             pol,
             params,
             dep,
         )
+        three = MemcachedDeployment(servers=3)
         out[key + "-summary"] = functools.partial(
-            lambda po, pa: _clean(
-                dict(memcached.replay(msizes, marr, MemcachedConfig(po, pa or {}, MemcachedDeployment(servers=3),
+            lambda po, pa, d: _clean(
+                dict(memcached.replay(msizes, marr, MemcachedConfig(policy=po, params=pa or {}, deployment=d,
                                                                     seed=2)).to_json())
             ),
             pol,
             params,
+            three,
         )
     out["catalogue/policies"] = lambda: {p: kvsim.policy_defaults(p) for p in kvsim.policy_names()}
     out["catalogue/replicas"] = lambda: {r: kvsim.replica_defaults(r) for r in kvsim.replica_names()}
