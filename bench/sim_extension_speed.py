@@ -33,10 +33,8 @@ def speed(n: int) -> None:
     print("| extension | M events/s | wall s | events | p99 ms | steady |")
     print("|---|---|---|---|---|---|")
     for label, kw in cases:
-        best = min(
-            (kvsim.replay_sized(wl, "fifo", **kw) for _ in range(3)), key=lambda r: r.result.sim_wall_s
-        )
-        res = best.result
+        cfg = kvsim.ReplayConfig(policy="fifo", replica="round-robin", **kw)
+        res = min((kvsim.replay(wl, cfg) for _ in range(3)), key=lambda r: r.sim_wall_s)
         print(
             f"| {label} | {res.events_per_s / 1e6:.2f} | {res.sim_wall_s:.3f} | {res.events} | {res.p99_ms:.2f} |"
             f" {'yes' if res.steady_state else '**no**'} |"

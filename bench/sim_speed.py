@@ -65,27 +65,18 @@ def replay(
     sizes: npt.NDArray[np.float64] | None = None,
     thr_l_bytes: float | None = None,
 ) -> tuple[kvsim.Result, int, bool]:
-    """(result, held opsets, unstable) through `kvsim.replay`, or through the earlier fronts when the module
-    predates it (so that sim_speed_ab.sh can compare with such revisions)."""
-    if hasattr(kvsim, "replay") and hasattr(kvsim, "ReplayConfig"):
-        cfg = kvsim.ReplayConfig(
-            policy=policy,
-            replica=replica,
-            replica_params=dict(replica_params or {}),
-            sizes=sizes,
-            thr_l_bytes=thr_l_bytes,
-            size_aware_cost=sizes is not None,
-        )
-        r = kvsim.replay(wl, cfg)
-        held = r.held
-        return r, 0 if held is None else held["opsets"], False if held is None else held["unstable"]
-    if replica is None:
-        return wl.replay(policy), 0, False
-    s = kvsim.replay_sized(
-        wl, policy, replica=replica, replica_params=replica_params, sizes=sizes, thr_l_bytes=thr_l_bytes,
+    """(result, held opsets, unstable) through `kvsim.replay` (so sim_speed_ab.sh compares revisions that have it)."""
+    cfg = kvsim.ReplayConfig(
+        policy=policy,
+        replica=replica,
+        replica_params=dict(replica_params or {}),
+        sizes=sizes,
+        thr_l_bytes=thr_l_bytes,
         size_aware_cost=sizes is not None,
     )
-    return s.result, int(s.held["opsets"]), bool(s.held["unstable"])
+    r = kvsim.replay(wl, cfg)
+    held = r.held
+    return r, 0 if held is None else held["opsets"], False if held is None else held["unstable"]
 
 
 def parse_selector(spec: str) -> tuple[str, dict[str, float]]:

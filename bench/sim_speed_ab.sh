@@ -3,9 +3,10 @@
 # product path: the tuner replays through this module, whose code layout differs from the standalone driver's).
 # Each revision's wheel is built in a throw-away worktree and installed into its own directory; the rounds
 # alternate the revisions. Prints one line per (revision, round, selector, policy, values): M events/s.
+# sim_speed.py replays through `kvsim.replay(workload, ReplayConfig)`: every revision must have it (38b587b on).
 # Usage: bash bench/sim_speed_ab.sh ROUNDS "SIM_SPEED_ARGS" REV [REV ...]
 #   e.g. bash bench/sim_speed_ab.sh 3 "--repeat 5 --core-policies none --replica ds,c3 --values uniform,mix" \
-#          596e717 HEAD
+#          38b587b HEAD
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=$1; args=$2; shift 2

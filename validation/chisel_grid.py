@@ -11,12 +11,14 @@ For every scenario: the analyzer's grid search picks (L, B); batching and chisel
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import time
 from typing import Any
 
 import numpy as np
-from kvsim.chisel import MemcachedDeployment, SizeMix, grid_search, replay_memcached
+from kvsim.chisel import MemcachedDeployment, SizeMix, grid_search
+from kvsim.memcached import MemcachedConfig, replay
 
 INTERARRIVALS = (50, 60, 70, 90, 120, 200, 300, 400, 500, 600, 700, 800, 900, 1000, 1100)
 MICE = (1, 5, 10)
@@ -38,18 +40,18 @@ def scenario(
     sizes, arr = workload(mice, ratio, a_us, n, seed)
     dep = MemcachedDeployment(query_threads=THREADS, client_overhead_us=overhead)
     levels = grid_search(SizeMix.mice_elephant(mice, ratio, a_us), dep)
-    kw: dict[str, Any] = dict(query_threads=THREADS, client_overhead_us=overhead, service_cv=cv, seed=seed)
-    b = replay_memcached(sizes, arr, policy="batching", **kw)
-    c = replay_memcached(sizes, arr, policy="chisel", params=levels.params(), **kw)
+    run = dataclasses.replace(dep, service_cv=cv)
+    b = replay(sizes, arr, MemcachedConfig(policy="batching", deployment=run, seed=seed))
+    c = replay(sizes, arr, MemcachedConfig(policy="chisel", params=levels.params(), deployment=run, seed=seed))
     return {
         "mice": mice, "ratio": ratio, "A_us": a_us, "overhead_us": overhead,
         "L": levels.split_keys, "B": levels.merge, "chunks": levels.chunks,
         "pred_chisel_ms": levels.predicted.mean_us / 1e3, "pred_batching_ms": levels.batching.mean_us / 1e3,
-        "batching": {k: b[k] for k in KEEP},
-        "chisel": {k: c[k] for k in KEEP},
-        "gain_mean": 1.0 - c["mean_ms"] / b["mean_ms"],
-        "gain_p95": 1.0 - c["p95_ms"] / b["p95_ms"],
-        "gain_p50": 1.0 - c["p50_ms"] / b["p50_ms"],
+        "batching": {k: getattr(b, k) for k in KEEP},
+        "chisel": {k: getattr(c, k) for k in KEEP},
+        "gain_mean": 1.0 - c.mean_ms / b.mean_ms,
+        "gain_p95": 1.0 - c.p95_ms / b.p95_ms,
+        "gain_p50": 1.0 - c.p50_ms / b.p50_ms,
     }
 
 
@@ -132,29 +134,30 @@ def main() -> None:
 def optimality(n: int, cv: float, seed: int) -> list[dict[str, Any]]:
     """Analyzer's (L, B) vs the best (L, B) found by replaying a grid (chunks x B) in the simulator."""
     chunk_grid = (1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 16)
-    out = []
+    out: list[dict[str, Any]] = []
     for i, (m, ratio, a, o) in enumerate(
         (m, r, a, o) for m in MICE for r in RATIOS for a in (50, 70, 120, 300, 1000) for o in (0.0, 180.0)
     ):
         sizes, arr = workload(m, ratio, a, n, seed + 1000 + i)
         dep = MemcachedDeployment(query_threads=THREADS, client_overhead_us=o)
         lv = grid_search(SizeMix.mice_elephant(m, ratio, a), dep)
-        kw: dict[str, Any] = dict(query_threads=THREADS, client_overhead_us=o, service_cv=cv, seed=seed)
+        run = dataclasses.replace(dep, service_cv=cv)
         sims = {
-            (c, b): replay_memcached(
-                sizes, arr, policy="chisel", params={"split_chunks": c, "merge": b}, **kw
+            (c, b): replay(
+                sizes, arr, MemcachedConfig(policy="chisel", params={"split_chunks": c, "merge": b}, deployment=run,
+                                            seed=seed)
             )
             for c in chunk_grid
             for b in (1, 2, 3, 4)
         }
-        best = min(sims, key=lambda k: sims[k]["mean_ms"])
-        best_p95 = min(sims, key=lambda k: sims[k]["p95_ms"])
-        ours = replay_memcached(sizes, arr, policy="chisel", params=lv.params(), **kw)
+        best = min(sims, key=lambda k: sims[k].mean_ms)
+        best_p95 = min(sims, key=lambda k: sims[k].p95_ms)
+        ours = replay(sizes, arr, MemcachedConfig(policy="chisel", params=lv.params(), deployment=run, seed=seed))
         out.append({
             "mice": m, "ratio": ratio, "A_us": a, "overhead_us": o, "analyzer": [lv.chunks, lv.merge],
             "best_mean": list(best), "best_p95": list(best_p95),
-            "ratio_mean": ours["mean_ms"] / sims[best]["mean_ms"],
-            "ratio_p95": ours["p95_ms"] / sims[best_p95]["p95_ms"],
+            "ratio_mean": ours.mean_ms / sims[best].mean_ms,
+            "ratio_p95": ours.p95_ms / sims[best_p95].p95_ms,
         })
     rm = np.array([r["ratio_mean"] for r in out])
     rp = np.array([r["ratio_p95"] for r in out])

@@ -32,10 +32,9 @@ SELECTORS: tuple[tuple[str, dict[str, float]], ...] = (
 )
 
 
-def _steady(r: kvsim.SizedResult) -> str:
-    res = r.result
-    flag = "yes" if res.steady_state else "**no**"
-    if r.held.get("unstable"):
+def _steady(r: kvsim.Result) -> str:
+    flag = "yes" if r.steady_state else "**no**"
+    if r.held is not None and r.held["unstable"]:
         flag += " (held unstable)"
     return flag
 
@@ -57,11 +56,11 @@ def c3_scenarios(n: int, load: float) -> None:
         cf = 1.0 if model is None else model.capacity_factor(15)
         wl = kvsim.Workload(cluster, np.arange(n + 1), keys=keys, load=load * cf, seed=1)
         for sel, params in SELECTORS:
-            r = kvsim.replay_sized(wl, "fifo", replica=sel, replica_params=params, servers=model)
-            res = r.result
+            res = kvsim.replay(wl, kvsim.ReplayConfig(policy="fifo", replica=sel, replica_params=params,
+                                                      servers=model))
             print(
                 f"| {label} | {cf:.3f} | {sel} | {res.p50_ms:.2f} | {res.p99_ms:.2f} | {res.p999_ms:.2f} |"
-                f" {res.utilization:.2f} | {res.server_load_max:.2f} | {_steady(r)} |"
+                f" {res.utilization:.2f} | {res.server_load_max:.2f} | {_steady(res)} |"
             )
 
 
@@ -84,14 +83,14 @@ def open_vs_closed(n: int, load: float) -> None:
     sels = (*SELECTORS, ("heron", {"busy_capacity": 4.0}))
     for closed in (None, kvsim.ClosedLoop(threads=120, think_ms=0.0)):
         for sel, params in sels:
-            r = kvsim.replay_sized(
-                wl, "fifo", replica=sel, replica_params=params, sizes=sizes, thr_l_bytes=thr, closed=closed
+            cfg = kvsim.ReplayConfig(
+                policy="fifo", replica=sel, replica_params=params, sizes=sizes, thr_l_bytes=thr, closed=closed
             )
-            res = r.result
-            c: dict[str, Any] = r.classes or {"small": {}, "large": {}}
+            res = kvsim.replay(wl, cfg)
+            c: dict[str, Any] = res.classes or {"small": {}, "large": {}}
             span = (
-                r.closed["makespan_s"]
-                if r.closed is not None
+                res.closed["makespan_s"]
+                if res.closed is not None
                 else float(wl.arrays()["arrival_ns"][-1]) / 1e9
             )
             label = sel + "".join(f" {k}={v:g}" for k, v in params.items())
@@ -100,7 +99,7 @@ def open_vs_closed(n: int, load: float) -> None:
                 f"| {kind} | {label} | {res.p50_ms:.2f} | {res.p95_ms:.2f} | {res.p99_ms:.2f} |"
                 f" {c['small'].get('p99_ms', float('nan')):.2f} | {c['large'].get('p99_ms', float('nan')):.2f} |"
                 f" {res.requests / span:.0f} | {res.utilization:.2f} | {res.server_load_max:.2f} |"
-                f" {r.held['opsets']} | {_steady(r)} |"
+                f" {res.held['opsets'] if res.held else 0} | {_steady(res)} |"
             )
 
 

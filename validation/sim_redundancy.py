@@ -40,11 +40,10 @@ def main() -> None:
     for load in LOADS:
         wl = make(cluster, args.requests, load, 1)
         for policy, params in POLICIES:
-            res = kvsim.replay_sized(wl, policy, params, replica="round-robin")
-            r = res.result
+            r = kvsim.replay(wl, kvsim.ReplayConfig(policy=policy, params=params, replica="round-robin"))
             pct = params.get("percentile", 90.0)
             label = policy + (f" p{pct:.0f}" if policy == "speculative" else "")
-            cop = res.copies
+            cop = r.copies or {"ops": 0, "wins": 0}
             print(
                 f"| {load:.2f} | {label} | {r.p50_ms:.2f} | {r.p95_ms:.2f} | {r.p99_ms:.2f} | {r.utilization:.2f} |"
                 f" {cop['ops'] / r.ops:.2f} | {cop['wins']} | {'yes' if r.steady_state else '**no**'} |"

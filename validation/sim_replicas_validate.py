@@ -28,14 +28,14 @@ def zipf_keys(rng: np.random.Generator, n: int, universe: int, alpha: float) -> 
     return keys
 
 
-def row(name: str, r: kvsim.SizedResult) -> str:
+def row(name: str, r: kvsim.Result) -> str:
     c: dict[str, Any] = r.classes or {"small": {}, "large": {}}
     s, lg = c["small"], c["large"]
-    res = r.result
+    held: dict[str, Any] = dict(r.held or {"opsets": 0, "unstable": False})
     return (
-        f"{name:28s} {res.p50_ms:8.2f} {res.p99_ms:9.2f} {res.p999_ms:9.2f} | {s.get('p50_ms', 0):7.2f} "
+        f"{name:28s} {r.p50_ms:8.2f} {r.p99_ms:9.2f} {r.p999_ms:9.2f} | {s.get('p50_ms', 0):7.2f} "
         f"{s.get('p99_ms', 0):8.2f} | {lg.get('p50_ms', 0):8.2f} {lg.get('p99_ms', 0):9.2f} | "
-        f"{res.server_load_max:5.2f} {res.steady_state!s:5s} {r.held['opsets']:6d} {r.held['unstable']!s:5s}"
+        f"{r.server_load_max:5.2f} {r.steady_state!s:5s} {held['opsets']:6d} {held['unstable']!s:5s}"
     )
 
 
@@ -56,16 +56,17 @@ def calibration(n: int, load: float) -> None:
     thr = kvsim.default_thr_l(model, 1024.0)
     print(HEADER)
     for sel in SELECTORS:
-        print(row(sel, kvsim.replay_sized(wl, "fifo", replica=sel, sizes=sizes, thr_l_bytes=thr)))
+        print(row(sel, kvsim.replay(wl, kvsim.ReplayConfig(policy="fifo", replica=sel, sizes=sizes,
+                                                           thr_l_bytes=thr))))
     for cap in (2, 4, 8):
-        r = kvsim.replay_sized(wl, "fifo", replica="heron", replica_params={"busy_capacity": cap}, sizes=sizes,
-                               thr_l_bytes=thr)
+        r = kvsim.replay(wl, kvsim.ReplayConfig(policy="fifo", replica="heron", replica_params={"busy_capacity": cap},
+                                                sizes=sizes, thr_l_bytes=thr))
         print(row(f"heron busy_capacity={cap}", r))
-    r = kvsim.replay_sized(wl, "fifo", replica="least-outstanding", replica_params={"global": 1}, sizes=sizes,
-                           thr_l_bytes=thr)
+    r = kvsim.replay(wl, kvsim.ReplayConfig(policy="fifo", replica="least-outstanding", replica_params={"global": 1},
+                                            sizes=sizes, thr_l_bytes=thr))
     print(row("least-outstanding global=1", r))
-    r = kvsim.replay_sized(wl, "fifo", replica="c3", replica_params={"rate_control": 0}, sizes=sizes,
-                           thr_l_bytes=thr)
+    r = kvsim.replay(wl, kvsim.ReplayConfig(policy="fifo", replica="c3", replica_params={"rate_control": 0},
+                                            sizes=sizes, thr_l_bytes=thr))
     print(row("c3 rate_control=0", r))
 
 
@@ -85,7 +86,8 @@ def heron_sweep(n: int, load: float) -> None:
         print(f"\nlarge share {share:.0%} (of accesses: {large.mean():.1%})")
         print(HEADER)
         for sel, params in (("ds", {}), ("c3", {}), ("heron", {}), ("heron", {"busy_capacity": 4})):
-            r = kvsim.replay_sized(wl, "fifo", replica=sel, replica_params=params, sizes=sizes, thr_l_bytes=thr)
+            r = kvsim.replay(wl, kvsim.ReplayConfig(policy="fifo", replica=sel, replica_params=params, sizes=sizes,
+                                                    thr_l_bytes=thr))
             label = sel + "".join(f" {k}={v}" for k, v in params.items())
             print(row(label, r))
 

@@ -70,8 +70,10 @@ def calibrate_threads(
     """Smallest thread count whose fifo + round-robin closed loop reaches `target` utilization."""
 
     def util(t: int) -> float:
-        r = kvsim.replay_sized(wl, "fifo", sizes=sizes, thr_l_bytes=thr, closed=kvsim.ClosedLoop(threads=t))
-        return r.result.utilization
+        cfg = kvsim.ReplayConfig(
+            policy="fifo", replica="round-robin", sizes=sizes, thr_l_bytes=thr, closed=kvsim.ClosedLoop(threads=t)
+        )
+        return kvsim.replay(wl, cfg).utilization
 
     lo, hi = 1, 2
     while util(hi) < target and hi < 4096:
@@ -106,12 +108,12 @@ def run_case(
     print("|---|---|---|---|---|---|---|---|---|---|---|---|" + ("---|" if closed is not None else ""))
     base: dict[str, dict[str, float]] = {}
     for policy, replica, size_aware in CONFIGS:
-        r = kvsim.replay_sized(
-            wl, policy, replica=replica, sizes=sizes, thr_l_bytes=thr, size_aware_cost=size_aware, closed=closed
+        cfg = kvsim.ReplayConfig(
+            policy=policy, replica=replica, sizes=sizes, thr_l_bytes=thr, size_aware_cost=size_aware, closed=closed
         )
-        res = r.result
+        res = kvsim.replay(wl, cfg)
         if class_mask is None:
-            c: dict[str, Any] = r.classes or {"small": {}, "large": {}}
+            c: dict[str, Any] = res.classes or {"small": {}, "large": {}}
             ca = {k[:-3]: v for k, v in c["small"].items() if k.endswith("_ms")}
             cb = {k[:-3]: v for k, v in c["large"].items() if k.endswith("_ms")}
         else:
@@ -122,7 +124,7 @@ def run_case(
             cb = pct(lat[class_mask[warm:]], 0)
         if policy == "rein" and not size_aware:
             base[replica] = {"p50": res.p50_ms, "p95": res.p95_ms, "p99": res.p99_ms}
-        thr_col = f" {r.closed['throughput_rps']:.0f} |" if r.closed is not None else ""
+        thr_col = f" {res.closed['throughput_rps']:.0f} |" if res.closed is not None else ""
         print(
             f"| {policy}{' size-aware' if size_aware else ''} | {replica}"
             f" | {res.p50_ms:.2f} | {res.p95_ms:.2f} | {res.p99_ms:.2f} |"

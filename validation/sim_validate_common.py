@@ -220,7 +220,8 @@ def run_case(
             mean_demand_s=md,
         )
         for name, params in case.policies:
-            r = wl.replay(name, params, size_aware_cost=case.size_aware_cost)
+            cfg = kvsim.ReplayConfig(policy=name, params=params, size_aware_cost=case.size_aware_cost)
+            r = kvsim.replay(wl, cfg)
             d = r.to_json()
             out.runs.setdefault(policy_label(name, params), []).append(d)
     return out

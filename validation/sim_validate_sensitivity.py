@@ -51,17 +51,17 @@ def sweep(
     for si, seed in enumerate(seeds):
         trace: ProfileTrace = load_profile(profile, requests, seed)
         wl = make_workload(cluster, trace, placement=PLACEMENT.get(profile, "hash"), load=load, seed=seed)
-        fifo = wl.replay("fifo")
+        fifo = kvsim.replay(wl, kvsim.ReplayConfig(policy="fifo"))
         refs["fifo_p99"].append(fifo.p99_ms)
         refs["fifo_p50"].append(fifo.p50_ms)
-        refs["default_p99"].append(wl.replay("rein").p99_ms)
+        refs["default_p99"].append(kvsim.replay(wl, kvsim.ReplayConfig(policy="rein")).p99_ms)
         steady.append(fifo.steady_state)
         for i, k in enumerate(ks):
             for j, r in enumerate(rs):
                 if k == 1 and j > 0:
                     grid[i, j, si] = grid[i, 0, si]  # one queue: R changes nothing (= FIFO)
                     continue
-                res = wl.replay("rein", rein_params(k, r))
+                res = kvsim.replay(wl, kvsim.ReplayConfig(policy="rein", params=rein_params(k, r)))
                 grid[i, j, si] = res.p99_ms
                 steady.append(res.steady_state)
     sd = grid.std(axis=2, ddof=1) if len(seeds) > 1 else np.zeros(grid.shape[:2])

@@ -47,7 +47,7 @@ def test_hand_worked_fifo_two_requests() -> None:
     wl = kvsim.Workload(cluster, [0, 1, 2], keys=["a", "a"], timestamps=[0.0, 0.0], load=None)
     arrays = wl.arrays()
     d = arrays["demand_ns"].astype(np.int64)
-    res = wl.replay("fifo", warmup=0.0)
+    res = kvsim.replay(wl, kvsim.ReplayConfig(warmup=0.0))
     expected = np.array([d[0] + 100_000, d[0] + d[1] + 100_000]) / 1e6
     np.testing.assert_allclose(res.latency_ms, expected, rtol=0, atol=1e-9)
     assert res.requests == 2 and res.ops == 2 and res.events == 2 * 2 + 2
@@ -55,10 +55,10 @@ def test_hand_worked_fifo_two_requests() -> None:
 
 def test_same_seed_same_workload_across_policies() -> None:
     wl = _small()
-    a = wl.replay("rein")
-    b = wl.replay("rein")
+    a = kvsim.replay(wl, kvsim.ReplayConfig(policy="rein"))
+    b = kvsim.replay(wl, kvsim.ReplayConfig(policy="rein"))
     np.testing.assert_array_equal(a.latency_ms, b.latency_ms)
-    f = wl.replay("fifo")
+    f = kvsim.replay(wl)
     assert f.ops == a.ops and f.events == a.events
     assert f.utilization == a.utilization  # same demands, same arrivals
 
@@ -66,9 +66,9 @@ def test_same_seed_same_workload_across_policies() -> None:
 def test_bad_parameters_name_the_parameter() -> None:
     wl = _small()
     with pytest.raises(ValueError, match=r"'k'.*1\.\.=64"):
-        wl.replay("rein", {"k": 0})
+        kvsim.replay(wl, kvsim.ReplayConfig(policy="rein", params={"k": 0}))
     with pytest.raises(kvsim.ParameterError, match="'policy'"):
-        wl.replay("lifo")
+        kvsim.replay(wl, kvsim.ReplayConfig(policy="lifo"))
     with pytest.raises(ValueError, match="'slots'"):
         kvsim.Cluster(slots=0)
     with pytest.raises(ValueError, match="'load'"):
@@ -77,7 +77,7 @@ def test_bad_parameters_name_the_parameter() -> None:
 
 def test_records_are_consistent_and_export_to_arrow() -> None:
     wl = _small()
-    res = wl.replay("rein-sds", record_ops=True)
+    res = kvsim.replay(wl, kvsim.ReplayConfig(policy="rein-sds", record_ops=True))
     rec = res.records
     assert rec is not None
     assert set(rec) == {"request", "opset", "server", "slot", "enqueue_ns", "start_ns", "end_ns", "demand_ns"}
@@ -88,7 +88,7 @@ def test_records_are_consistent_and_export_to_arrow() -> None:
 
 
 def test_overload_is_flagged() -> None:
-    res = _small(load=1.3).replay("fifo")
+    res = kvsim.replay(_small(load=1.3))
     assert not res.steady_state
     assert res.server_load_max >= 1.0
 

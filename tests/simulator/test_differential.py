@@ -26,7 +26,7 @@ def _workload(
 
 def _compare(seed: int, servers: int, slots: int, rf: int, n: int, load: float, policy: str) -> None:
     wl, clients = _workload(seed, servers, slots, rf, n, load)
-    got = wl.replay(policy, warmup=0.0).latency_ms
+    got = kvsim.replay(wl, kvsim.ReplayConfig(policy=policy, warmup=0.0)).latency_ms
     want = reference_latencies(
         wl.arrays(), servers=servers, slots=slots, clients=clients, net_latency_ns=20_000, policy=policy
     )
@@ -77,7 +77,10 @@ def test_speeds_and_closed_loop_match_reference(
     wl, clients = _workload(seed, servers, slots, min(servers, 3), n, 0.7)
     speeds = tuple([0.5, 1.0, 2.0, 0.3][(seed + s) % 4] for s in range(servers))
     closed = kvsim.ClosedLoop(threads=threads, think_ms=think_us / 1000, think_dist="fixed") if threads else None
-    got = kvsim.replay_sized(wl, policy, warmup=0.0, servers=kvsim.ServerModel(speeds=speeds), closed=closed)
+    cfg = kvsim.ReplayConfig(
+        policy=policy, replica="round-robin", warmup=0.0, servers=kvsim.ServerModel(speeds=speeds), closed=closed
+    )
+    got = kvsim.replay(wl, cfg)
     want = reference_latencies(
         wl.arrays(),
         servers=servers,
@@ -90,5 +93,5 @@ def test_speeds_and_closed_loop_match_reference(
         think_ns=think_us * 1000,
     )
     np.testing.assert_array_equal(
-        np.round(got.result.latency_ms * 1e6).astype(np.int64), np.asarray(want, dtype=np.int64)
+        np.round(got.latency_ms * 1e6).astype(np.int64), np.asarray(want, dtype=np.int64)
     )

@@ -33,23 +33,26 @@ def test_closed_loop_one_thread_on_a_half_speed_server_is_exact() -> None:
     wl = kvsim.Workload(
         c, np.arange(4), tokens=_tokens([1, 1, 1]), load=0.5, seed=1, demand_dist="deterministic"
     )
-    res = kvsim.replay_sized(
+    res = kvsim.replay(
         wl,
-        "fifo",
-        warmup=0.0,
-        servers=kvsim.ServerModel(speeds=(1.0, 0.5)),
-        closed=kvsim.ClosedLoop(threads=1, think_ms=0.3, think_dist="fixed"),
+        kvsim.ReplayConfig(
+            policy="fifo",
+            replica="round-robin",
+            warmup=0.0,
+            servers=kvsim.ServerModel(speeds=(1.0, 0.5)),
+            closed=kvsim.ClosedLoop(threads=1, think_ms=0.3, think_dist="fixed"),
+        ),
     )
-    assert res.result.latency_ms.tolist() == pytest.approx([2.1, 2.1, 2.1])
+    assert res.latency_ms.tolist() == pytest.approx([2.1, 2.1, 2.1])
     assert res.arrival_ms is not None and res.arrival_ms.tolist() == pytest.approx([0.0, 2.4, 4.8])
     assert res.closed is not None
     assert res.closed["makespan_s"] == pytest.approx(6.9e-3)
     assert res.closed["throughput_rps"] == pytest.approx(3 / 6.9e-3)
     # Server 1 was busy 6 ms over the 6.9 ms makespan (1 slot; a closed loop's load is its achieved utilization,
     # not demand over the 4.8 ms span of the issue times); server 0 idle.
-    assert res.result.server_load.tolist() == pytest.approx([0.0, 6.0 / 6.9])
-    assert res.result.steady_state
-    j = res.to_json()
+    assert res.server_load.tolist() == pytest.approx([0.0, 6.0 / 6.9])
+    assert res.steady_state
+    j: dict[str, Any] = res.to_json()
     assert j["client_model"] == "closed" and j["servers"]["capacity_factor"] == pytest.approx(0.75)
     assert j["servers"]["slow_servers"] == 1
 
@@ -59,15 +62,15 @@ def test_writes_are_served_at_every_replica_and_triple_the_work() -> None:
     rng = np.random.default_rng(2)
     tokens = rng.integers(-(2**63), 2**63 - 1, 400, dtype=np.int64)
     wl = kvsim.Workload(c, np.arange(401), tokens=tokens, load=0.1, seed=3, demand_dist="deterministic")
-    reads = kvsim.replay_sized(wl, "fifo")
-    writes = kvsim.replay_sized(wl, "fifo", writes=np.ones(400, dtype=bool))
+    reads = kvsim.replay(wl, kvsim.ReplayConfig(policy="fifo", replica="round-robin"))
+    writes = kvsim.replay(wl, kvsim.ReplayConfig(policy="fifo", replica="round-robin", writes=np.ones(400, dtype=bool)))
     assert writes.writes == {"ops": 400, "copies": 800}
     # Deterministic 1 ms demands: every write costs 3 ms of server time, a read 1 ms.
-    assert writes.result.utilization == pytest.approx(3 * reads.result.utilization)
+    assert writes.utilization == pytest.approx(3 * reads.utilization)
     assert reads.writes is None and reads.to_json()["client_model"] == "open"
     # Consistency ONE: a write is answered by the first of its replicas, so it is never slower than the
     # slowest read path — at this light load most requests see no queue at all: 1.1 ms.
-    assert np.median(writes.result.latency_ms) == pytest.approx(1.1)
+    assert np.median(writes.latency_ms) == pytest.approx(1.1)
     mixed = kvsim.write_flags(400, write_fraction=0.25, seed=5)
     assert 60 < int(mixed.sum()) < 140
     assert kvsim.write_flags(3, ops=["GET", "set", "update"]).tolist() == [False, True, True]
@@ -81,13 +84,14 @@ def test_slowdowns_make_load_aware_selection_pay() -> None:
     cf = model.capacity_factor(12)
     assert cf == pytest.approx(1 - 0.25 * 0.75)
     wl = kvsim.Workload(c, np.arange(n + 1), keys=rng.integers(0, 10**6, n).astype(np.uint64), load=0.5 * cf, seed=4)
-    rr = kvsim.replay_sized(wl, "fifo", replica="round-robin", servers=model)
-    lo = kvsim.replay_sized(wl, "fifo", replica="least-outstanding", servers=model)
-    plain = kvsim.replay_sized(wl, "fifo", replica="round-robin")
+    rr = kvsim.replay(wl, kvsim.ReplayConfig(policy="fifo", replica="round-robin", servers=model))
+    lo = kvsim.replay(wl, kvsim.ReplayConfig(policy="fifo", replica="least-outstanding", servers=model))
+    plain = kvsim.replay(wl, kvsim.ReplayConfig(policy="fifo", replica="round-robin"))
     # Slowed servers hurt oblivious selection's tail; least-outstanding routes around them.
-    assert rr.result.p99_ms > 1.5 * plain.result.p99_ms
-    assert lo.result.p99_ms < rr.result.p99_ms
-    assert rr.to_json()["servers"]["slowdown"]["duration_ms"] == 200.0
+    assert rr.p99_ms > 1.5 * plain.p99_ms
+    assert lo.p99_ms < rr.p99_ms
+    rj: dict[str, Any] = rr.to_json()
+    assert rj["servers"]["slowdown"]["duration_ms"] == 200.0
 
 
 def test_bad_model_parameters_are_named() -> None:

@@ -1,5 +1,6 @@
 """The one replay API (`kvsim.replay(workload, ReplayConfig) -> Result`), the catalogue and the typed memcached
-replay: the same figures as the earlier fronts, typed parameter errors, catalogue consistent with the core."""
+replay: the core figures with and without the replica-selection ones, typed parameter errors, catalogue consistent
+with the core."""
 
 from __future__ import annotations
 
@@ -9,9 +10,8 @@ from collections.abc import Mapping
 import kvsim
 import numpy as np
 import pytest
-from kvsim.chisel import replay_memcached, simulate_memcached_summary
+from kvsim import memcached
 from kvsim.memcached import MemcachedConfig
-from kvsim.memcached import replay as replay_memcached_typed
 
 WALL = ("sim_wall_s", "events_per_s")
 
@@ -35,15 +35,18 @@ def _same(a: Mapping[str, object], b: Mapping[str, object]) -> None:
 def test_plain_replay_is_the_core_replay() -> None:
     wl, _ = _wl()
     new = kvsim.replay(wl, kvsim.ReplayConfig(policy="rein", params={"k": 3}, record_ops=True))
-    old = wl.replay("rein", {"k": 3}, record_ops=True)
-    _same(new.to_json(), old.to_json())
-    np.testing.assert_array_equal(new.latency_ms, old.latency_ms)
+    # Naming round-robin adds the replica-selection figures and changes nothing else.
+    ext = kvsim.replay(wl, kvsim.ReplayConfig(policy="rein", params={"k": 3}, record_ops=True, replica="round-robin"))
+    core = ext.to_json()
+    _same(new.to_json(), {k: v for k, v in core.items() if k in new.to_json()})
+    np.testing.assert_array_equal(new.latency_ms, ext.latency_ms)
+    assert new.records_table().equals(ext.records_table())
     assert new.replica is None and new.held is None and new.records is not None
     assert "replica" not in new.to_json()
     assert kvsim.replay(wl).policy == "fifo"
 
 
-def test_extended_replay_matches_replay_sized() -> None:
+def test_extended_replay_is_deterministic_and_reports_replica_selection() -> None:
     wl, sizes = _wl(sizes=True)
     assert sizes is not None
     closed = kvsim.ClosedLoop(threads=6, think_ms=0.1)
@@ -52,10 +55,9 @@ def test_extended_replay_matches_replay_sized() -> None:
         policy="rein", replica="heron", sizes=sizes, thr_l_bytes=20_000.0, writes=writes, closed=closed, seed=3
     )
     new = kvsim.replay(wl, cfg)
-    old = kvsim.replay_sized(
-        wl, "rein", replica="heron", sizes=sizes, thr_l_bytes=20_000.0, writes=writes, closed=closed, seed=3
-    )
-    _same(new.to_json(), old.to_json())
+    again = kvsim.replay(wl, dataclasses.replace(cfg))
+    _same(new.to_json(), again.to_json())
+    np.testing.assert_array_equal(new.latency_ms, again.latency_ms)
     assert new.replica == "heron" and new.replica_params is not None
     assert new.replica_params["thr_l_bytes"] == 20_000.0
     assert new.held is not None and new.classes is not None and new.closed is not None
@@ -109,19 +111,20 @@ def test_catalogue_matches_the_core() -> None:
     assert "k = 4" in rein.help()
 
 
-def test_typed_memcached_replay_matches_the_dict_fronts() -> None:
+def test_typed_memcached_replay_is_deterministic_and_reports_its_figures() -> None:
     rng = np.random.default_rng(1)
     sizes = np.where(rng.random(300) < 0.1, 120, 4)
     arr = np.cumsum(rng.exponential(50e-6, 300))
     dep = kvsim.chisel.MemcachedDeployment(servers=2, setup_us=5.0, service_cv=0.2)
     cfg = MemcachedConfig(policy="chisel", params={"split_keys": 30, "merge": 2}, deployment=dep, seed=4)
-    typed = replay_memcached_typed(sizes, arr, cfg)
-    old = replay_memcached(sizes, arr, policy="chisel", params={"split_keys": 30, "merge": 2}, servers=2,
-                           setup_us=5.0, service_cv=0.2, seed=4)
-    assert typed.p99_ms == old["p99_ms"] and typed.params == old["params"]
-    np.testing.assert_array_equal(typed.latencies_ms, old["latencies_ms"])
-    summary = simulate_memcached_summary(sizes, arr, "chisel", {"split_keys": 30, "merge": 2}, servers=2,
-                                         setup_us=5.0, service_cv=0.2, seed=4)
-    _same(typed.to_json(), summary)
+    typed = memcached.replay(sizes, arr, cfg)
+    again = memcached.replay(sizes, arr, MemcachedConfig(policy="chisel", params={"split_keys": 30, "merge": 2},
+                                                         deployment=dep, seed=4))
+    assert typed.p99_ms == again.p99_ms and typed.params == again.params
+    assert typed.params == {"split_keys": 30, "merge": 2, "elephant_threshold": 50}
+    np.testing.assert_array_equal(typed.latencies_ms, again.latencies_ms)
+    summary = typed.to_json()
+    _same(summary, again.to_json())
+    assert summary["ops"] == typed.queries and summary["requests"] == 300
     with pytest.raises(kvsim.ParameterError, match="not a param of batching"):
-        replay_memcached_typed(sizes, arr, MemcachedConfig(policy="batching", params={"merge": 2}))
+        memcached.replay(sizes, arr, MemcachedConfig(policy="batching", params={"merge": 2}))

@@ -66,22 +66,22 @@ def test_demand_distributions() -> None:
 
 def test_round_robin_through_the_sized_path_equals_the_core_replay() -> None:
     wl = _wl()
-    core = wl.replay("rein", warmup=0.0)
-    ext = kvsim.replay_sized(wl, "rein", warmup=0.0)
-    np.testing.assert_array_equal(core.latency_ms, ext.result.latency_ms)
-    assert ext.replica == "round-robin" and ext.classes is None and ext.held["opsets"] == 0
+    core = kvsim.replay(wl, kvsim.ReplayConfig(policy="rein", warmup=0.0))
+    ext = kvsim.replay(wl, kvsim.ReplayConfig(policy="rein", replica="round-robin", warmup=0.0))
+    np.testing.assert_array_equal(core.latency_ms, ext.latency_ms)
+    assert ext.replica == "round-robin" and ext.classes is None and ext.held is not None and ext.held["opsets"] == 0
 
 
 def test_classes_bloom_and_selector_params_are_reported() -> None:
     wl = _wl(load=0.6)
     sizes = np.where(np.arange(wl.ops) % 10 == 0, 524288.0, 1024.0)
-    r = kvsim.replay_sized(wl, "fifo", replica="heron", replica_params={"busy_capacity": 4}, sizes=sizes,
-                           thr_l_bytes=20_000.0, warmup=0.1)
-    out = r.to_json()
+    r = kvsim.replay(wl, kvsim.ReplayConfig(policy="fifo", replica="heron", replica_params={"busy_capacity": 4},
+                                            sizes=sizes, thr_l_bytes=20_000.0, warmup=0.1))
+    out: dict[str, Any] = r.to_json()
     assert out["replica_params"]["thr_l_bytes"] == 20_000.0 and out["replica_params"]["busy_capacity"] == 4.0
     assert out["bloom"]["large_keys"] == 400 and out["bloom"]["fp_measured"] < 0.001
     # classes = the same warm-up cut, split by "touches a large value"
-    lat = r.result.latency_ms[400:]
+    lat = r.latency_ms[400:]
     large = (np.arange(wl.requests) % 10 == 0)[400:]
     assert out["classes"]["large"]["requests"] == int(large.sum())
     assert out["classes"]["small"]["p99_ms"] == pytest.approx(float(np.percentile(lat[~large], 99)), rel=1e-12)
@@ -98,8 +98,8 @@ def test_load_aware_selection_cuts_the_small_requests_tail_against_random() -> N
     wl = kvsim.Workload(cluster, np.arange(n + 1), keys=keys, mean_demand_s=m.mean_s(sizes), load=0.6, seed=3)
     p99 = {}
     for rep in ("random", "least-outstanding", "c3"):
-        r = kvsim.replay_sized(wl, "fifo", replica=rep, sizes=sizes, thr_l_bytes=20_000.0)
-        assert r.result.steady_state
+        r = kvsim.replay(wl, kvsim.ReplayConfig(policy="fifo", replica=rep, sizes=sizes, thr_l_bytes=20_000.0))
+        assert r.steady_state
         assert r.classes is not None
         p99[rep] = r.classes["small"]["p99_ms"]
     assert p99["least-outstanding"] < p99["random"] / 2
@@ -125,9 +125,9 @@ def test_every_op_runs_once_on_a_replica_of_its_key(
     sizes = np.where(keys % 7 == 0, 524288.0, 1024.0)
     m = kvsim.DemandModel.default(RATE)
     wl = kvsim.Workload(cluster, offsets, keys=keys, mean_demand_s=m.mean_s(sizes), load=0.7, seed=seed)
-    r = kvsim.replay_sized(wl, policy, replica=replica, sizes=sizes, thr_l_bytes=20_000.0, warmup=0.0,
-                           record_ops=True, seed=seed)
-    rec = r.result.records
+    r = kvsim.replay(wl, kvsim.ReplayConfig(policy=policy, replica=replica, sizes=sizes, thr_l_bytes=20_000.0,
+                                            warmup=0.0, record_ops=True, seed=seed))
+    rec = r.records
     assert rec is not None
     arr = wl.arrays()
     op_group = np.repeat(arr["opset_group"], np.diff(arr["opset_ops"]))
@@ -135,7 +135,7 @@ def test_every_op_runs_once_on_a_replica_of_its_key(
     assert all(rec["server"][i] in table[op_group[i]] for i in range(wl.ops))
     assert (rec["end_ns"] - rec["start_ns"] == arr["demand_ns"]).all()
     assert (rec["start_ns"] >= rec["enqueue_ns"]).all()
-    assert (r.result.latency_ms >= 0.02 - 1e-9).all()
+    assert (r.latency_ms >= 0.02 - 1e-9).all()
 
 
 def _sized_trace(tmp_path: Path, negative: bool = False) -> Path:

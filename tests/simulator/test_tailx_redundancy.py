@@ -66,9 +66,9 @@ def test_tailx_procrastination_only_delays_never_loses_ops() -> None:
     offsets = np.concatenate([[0], np.cumsum(sizes)])
     wl = kvsim.Workload(cluster, offsets, keys=rng.integers(0, 10**6, offsets[-1]).astype(np.uint64),
                         load=0.4, seed=2)
-    fifo = wl.replay("fifo", {}, warmup=0.0)
-    tx = wl.replay("tailx", {}, warmup=0.0)
-    none = wl.replay("tailx", {"allowance_scale": 0.0}, warmup=0.0)
+    fifo = kvsim.replay(wl, kvsim.ReplayConfig(policy="fifo", warmup=0.0))
+    tx = kvsim.replay(wl, kvsim.ReplayConfig(policy="tailx", warmup=0.0))
+    none = kvsim.replay(wl, kvsim.ReplayConfig(policy="tailx", params={"allowance_scale": 0.0}, warmup=0.0))
     assert tx.requests == fifo.requests == 600 and tx.ops == fifo.ops
     # allowance_scale 0 never delays: exactly fifo's schedule.
     np.testing.assert_array_equal(none.latency_ms, fifo.latency_ms)
@@ -86,15 +86,16 @@ def test_duplicate_and_speculative_report_copies(tmp_path: Path) -> None:
     offsets = np.concatenate([[0], np.cumsum(sizes)])
     wl = kvsim.Workload(cluster, offsets, keys=rng.integers(0, 10**6, offsets[-1]).astype(np.uint64),
                         load=0.2, seed=3)
-    fifo = kvsim.replay_sized(wl, "fifo", {})
-    dup = kvsim.replay_sized(wl, "duplicate", {})
-    spec = kvsim.replay_sized(wl, "speculative", {"min_samples": 20})
+    fifo = kvsim.replay(wl, kvsim.ReplayConfig(policy="fifo", replica="round-robin"))
+    dup = kvsim.replay(wl, kvsim.ReplayConfig(policy="duplicate", replica="round-robin"))
+    spec = kvsim.replay(wl, kvsim.ReplayConfig(policy="speculative", params={"min_samples": 20}, replica="round-robin"))
+    assert dup.copies is not None and spec.copies is not None
     assert dup.copies["ops"] == wl.ops and 0 < dup.copies["wins"] <= wl.ops
-    assert dup.result.utilization == pytest.approx(2 * fifo.result.utilization, rel=1e-9)
+    assert dup.utilization == pytest.approx(2 * fifo.utilization, rel=1e-9)
     assert 0 < spec.copies["ops"] < wl.ops and spec.to_json()["copies"] == spec.copies
     assert "copies" not in fifo.to_json()
-    assert dict(spec.result.params)["percentile"] == 90.0
+    assert dict(spec.params)["percentile"] == 90.0
     one = kvsim.Workload(kvsim.Cluster(servers=4, replication=1), offsets,
                          keys=np.arange(offsets[-1], dtype=np.uint64), load=0.2, seed=3)
     with pytest.raises(kvsim.KvsimError, match="replication"):
-        one.replay("duplicate", {})
+        kvsim.replay(one, kvsim.ReplayConfig(policy="duplicate"))

@@ -1,5 +1,5 @@
 """TailX, Héron and replica selection in the Cassandra evaluator: exact equality with a direct kvsim replay
-(`kvsim.replay_sized` with the same params and seed, no tolerance), common random numbers, conditional params,
+(`kvsim.replay` with the same config and seed, no tolerance), common random numbers, conditional params,
 and a small study on a bimodal trace (1 KiB / 512 KiB values) that picks among them."""
 
 from __future__ import annotations
@@ -41,8 +41,9 @@ def _direct(policy: str, params: dict[str, float], seed: int, *, replica: str,
     wl = kvsim.Workload(cluster, offsets, keys=keys, mean_demand_s=model.mean_s(info.sizes), load=0.75, seed=seed)
     if thr is None:
         thr = kvsim.default_thr_l(model, info.median_bytes)
-    return kvsim.replay_sized(wl, policy, params, replica=replica, replica_params=rparams, sizes=info.sizes,
-                              thr_l_bytes=thr, warmup=0.1, seed=seed).result
+    cfg = kvsim.ReplayConfig(policy=policy, params=params, replica=replica, replica_params=rparams, sizes=info.sizes,
+                             thr_l_bytes=thr, warmup=0.1, seed=seed)
+    return kvsim.replay(wl, cfg)
 
 
 CASES = [
@@ -76,7 +77,7 @@ def test_evaluator_equals_direct_kvsim_replay(ev: KvsimCassandraEvaluator, cand:
 
 
 def test_plain_policy_sees_the_same_sized_workload(ev: KvsimCassandraEvaluator) -> None:
-    # round-robin through replay_sized == the core replay on the sized workload (what the evaluator runs)
+    # round-robin named in the config == the core replay on the sized workload (what the evaluator runs)
     rein = {"k": 4.0, "range_factor": 3.0, "r_q1": 5.0, "rate_step": 1.0, "tau_1": 1.0}
     ref = _direct("rein", rein, 1, replica="round-robin", rparams={}, thr=None)
     assert ev.sized
@@ -200,7 +201,8 @@ def test_evaluator_size_aware_cost_equals_direct_kvsim_and_changes_rein(ev: Kvsi
     wl = kvsim.Workload(cluster, offsets, keys=keys, mean_demand_s=mean, load=0.75, seed=1)
     by_flag = {}
     for flag in (0.0, 1.0):
-        ref = wl.replay("rein", rein, warmup=0.1, size_aware_cost=bool(flag))
+        ref = kvsim.replay(wl, kvsim.ReplayConfig(policy="rein", params=rein, warmup=0.1,
+                                                  size_aware_cost=bool(flag)))
         got = ev.latencies_ms(Candidate("rein", {**rein, "size_aware_cost": flag}), 1)
         assert np.array_equal(got, np.asarray(ref.latency_ms))
         by_flag[flag] = got

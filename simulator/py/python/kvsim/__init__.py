@@ -5,9 +5,6 @@ The Cassandra-like engine: build a `Cluster` and a `Workload` (materialized once
 policy and replica selector with its parameters' defaults, valid ranges and search ranges. The memcached engine:
 `kvsim.memcached.replay(sizes, arrivals, MemcachedConfig(...)) -> MemcachedResult`, its analyzer in
 `kvsim.chisel`. Model choices: docs/simulator.md.
-
-`Workload.replay`, `replay_sized` / `SizedResult` and `replay_memcached` are the earlier fronts, kept until
-their callers switch (compat).
 """
 
 from __future__ import annotations
@@ -27,7 +24,6 @@ from kvsim.catalogue import (
     replica_spec,
     replica_specs,
 )
-from kvsim.chisel import replay_memcached
 from kvsim.demand import DemandModel, default_thr_l, fill_unknown_sizes
 from kvsim.memcached import MemcachedConfig, MemcachedResult
 from kvsim.models import ClosedLoop, ServerModel, Slowdown, write_flags
@@ -43,7 +39,6 @@ from kvsim.replay import (
     replay,
     tokens_for_keys,
 )
-from kvsim.replicas import SizedResult, replay_sized
 
 __all__ = [
     "BloomInfo",
@@ -60,7 +55,6 @@ __all__ = [
     "Result",
     "SearchSpec",
     "ServerModel",
-    "SizedResult",
     "Slowdown",
     "Workload",
     "WorkloadError",
@@ -73,8 +67,6 @@ __all__ = [
     "policy_spec",
     "policy_specs",
     "replay",
-    "replay_memcached",
-    "replay_sized",
     "replica_defaults",
     "replica_names",
     "replica_spec",

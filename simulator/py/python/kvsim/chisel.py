@@ -1,4 +1,4 @@
-"""Chisel for memcached: the layered queueing analyzer, its grid search, and the memcached replay front.
+"""Chisel for memcached: the layered queueing analyzer and its grid search.
 
 The analyzer (Birke et al., ICAC'19, §IV) predicts the mean request latency of a Chisel client for chunk
 size L and merge level B: first the server/network layer (M/G/W per server, Allen-Cunneen), then the client
@@ -7,17 +7,14 @@ Elephant requests are a fork-join over their chunks (harmonic numbers over the b
 the merge delay (later members wait for the head's query, unmerged ones queue behind it on its thread).
 `grid_search` evaluates every (L, B) and keeps the lowest predicted mean. Model choices: docs/chisel.md.
 
-The replay itself is `kvsim.memcached.replay(sizes, arrivals, MemcachedConfig(...)) -> MemcachedResult`;
-`replay_memcached` and `simulate_memcached_summary` here are its earlier dict-returning fronts (compat).
+The replay itself is `kvsim.memcached.replay(sizes, arrivals, MemcachedConfig(...)) -> MemcachedResult`.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -33,9 +30,7 @@ __all__ = [
     "merge_bound",
     "predict_mean_latency",
     "query_threads_rule",
-    "replay_memcached",
     "requests_from_long",
-    "simulate_memcached_summary",
 ]
 
 DEFAULT_ELEPHANT_THRESHOLD = 50
@@ -439,70 +434,3 @@ def requests_from_long(
     np.minimum.at(first, inverse, t)
     order = np.lexsort((ids, first))
     return counts[order].astype(np.int64), first[order]
-
-
-def replay_memcached(
-    sizes: npt.ArrayLike,
-    arrivals: npt.ArrayLike,
-    *,
-    servers: int = 2,
-    worker_threads: int = 4,
-    query_threads: int | None = None,
-    policy: str = "chisel",
-    params: Mapping[str, Any] | None = None,
-    client_overhead_us: float = 0.0,
-    setup_us: float = 0.0,
-    profile: ServiceProfile = PAPER_PROFILE,
-    service_cv: float = 0.0,
-    seed: int = 0,
-    server_of: npt.ArrayLike | None = None,
-) -> dict[str, Any]:
-    """Replay requests (keys per request, arrival times in seconds) through a memcached deployment; the result
-    of `kvsim.memcached.replay` as a dict (`latencies_ms` holds each request's latency in arrival order).
-
-    compat: to be removed when callers switch to `kvsim.memcached.replay(sizes, arrivals, MemcachedConfig(...))`.
-    """
-    from kvsim.memcached import MemcachedConfig, replay
-
-    dep = MemcachedDeployment(
-        servers=servers,
-        worker_threads=worker_threads,
-        query_threads=query_threads,
-        client_overhead_us=client_overhead_us,
-        setup_us=setup_us,
-        profile=profile,
-        service_cv=service_cv,
-    )
-    srv = None if server_of is None else np.asarray(server_of, dtype=np.uint32)
-    r = replay(sizes, arrivals, MemcachedConfig(policy=policy, params=dict(params or {}), deployment=dep, seed=seed,
-                                                server_of=srv))
-    out: dict[str, Any] = {"policy": r.policy, "params": dict(r.params), "query_threads": r.query_threads}
-    for f in dataclasses.fields(r):
-        if f.name not in out:
-            out[f.name] = getattr(r, f.name)
-    return out
-
-
-def simulate_memcached_summary(
-    sizes: npt.ArrayLike,
-    arrivals: npt.ArrayLike,
-    policy: str,
-    params: Mapping[str, Any] | None = None,
-    **deployment: Any,
-) -> dict[str, Any]:
-    """The `tailtune simulate --json` dictionary for a memcached deployment (`batching` or `chisel`).
-
-    Without params, chisel runs at the analyzer's levels, reported in `params`. `deployment` takes the keyword
-    arguments of `replay_memcached` (servers, worker_threads, query_threads, client_overhead_us, setup_us,
-    profile, service_cv, seed). `ops` counts the queries sent to memcached.
-
-    compat: to be removed when callers switch to `kvsim.memcached.replay(...).to_json()`.
-    """
-    from kvsim.memcached import MemcachedConfig, replay
-
-    seed = int(deployment.pop("seed", 0))
-    server_of = deployment.pop("server_of", None)
-    dep = MemcachedDeployment(**deployment)
-    srv = None if server_of is None else np.asarray(server_of, dtype=np.uint32)
-    cfg = MemcachedConfig(policy=policy, params=dict(params or {}), deployment=dep, seed=seed, server_of=srv)
-    return dict(replay(sizes, arrivals, cfg).to_json())

@@ -185,28 +185,6 @@ class Workload:
         out["replicas"] = out["replicas"].reshape(-1, self.cluster.replication)
         return out
 
-    def replay(
-        self,
-        policy: str,
-        params: Mapping[str, float] | None = None,
-        *,
-        warmup: float = 0.1,
-        record_ops: bool = False,
-        size_aware_cost: bool = False,
-    ) -> Result:
-        """Replays under `policy` with round-robin replicas (GIL released).
-
-        compat: to be removed when callers switch to `kvsim.replay(workload, ReplayConfig(...))`.
-        """
-        cfg = ReplayConfig(
-            policy=policy,
-            params=dict(params or {}),
-            warmup=warmup,
-            record_ops=record_ops,
-            size_aware_cost=size_aware_cost,
-        )
-        return replay(self, cfg)
-
 
 @dataclass(frozen=True)
 class ReplayConfig:
