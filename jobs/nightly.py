@@ -10,6 +10,7 @@ config is accepted only on the tuner's verdict `recommend` and the deployment's 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,8 @@ from jobs.context import JobContext, JobFailed
 from tailtune.base.errors import BadInputError
 from tailtune.control.common import now
 from tailtune.control.db import AnalysisRow, ConfigVersionRow, DeploymentRow, TraceRow
+from tailtune.control.errors import Invalid
+from tailtune.control.jobspec import NightlyOptions, TuneOptions, check_nightly
 from tuner.recommendation import Recommendation, accept
 
 __all__ = [
@@ -205,7 +208,7 @@ def _step_ingest(ctx: JobContext, dep_id: int) -> dict[str, Any]:
     explicit = ctx.payload.get("dataset_ids")
     if explicit:
         return {"traces": [], "datasets": [str(d) for d in explicit]}
-    traces = _pick_traces(ctx, dep_id, int(ctx.payload.get("traces", 1)))
+    traces = _pick_traces(ctx, dep_id, _options(ctx).traces)
     if not traces:
         raise JobFailed(
             f"deployment {dep_id} has no uploaded trace (POST /api/v1/traces?deployment_id={dep_id})"
@@ -214,7 +217,9 @@ def _step_ingest(ctx: JobContext, dep_id: int) -> dict[str, Any]:
     return {"traces": traces, "datasets": [ingest_trace(ctx, t) for t in traces]}
 
 
-def _step_tune(ctx: JobContext, dep: dict[str, Any], dataset_id: str, summary_path: str) -> dict[str, Any]:
+def _step_tune(
+    ctx: JobContext, dep: dict[str, Any], dataset_id: str, summary_path: str, opts: TuneOptions
+) -> dict[str, Any]:
     import json
 
     try:
@@ -223,7 +228,6 @@ def _step_tune(ctx: JobContext, dep: dict[str, Any], dataset_id: str, summary_pa
         from tuner.tune import TuneRequest, run_tune
     except ImportError as exc:
         raise JobFailed(f"the tuner is not available: {exc}") from exc
-    opts = dict(ctx.payload.get("tune") or {})
     current = dep["current_config"]
     cand = Candidate(str(current["policy"]), dict(current.get("params") or {})) if current else None
     study = f"tailtune-{dep['name']}-job{ctx.job_id}"
@@ -231,17 +235,23 @@ def _step_tune(ctx: JobContext, dep: dict[str, Any], dataset_id: str, summary_pa
     req = TuneRequest(
         source=WorkloadSource(dataset=dataset_id),
         deployment=dep["kind"],
-        trials=int(opts.get("trials", 50)),
-        seeds=int(opts.get("seeds", 3)),
+        trials=opts.trials,
+        seeds=opts.seeds,
         objective=str(dep["objective"].get("metric", "p99")),
-        timeout_s=opts.get("timeout_s"),
+        timeout_s=opts.timeout_s,
         study=study,
         current=cand,
         policies=tuple(dep["constraints"]["policies"]) if dep["constraints"].get("policies") else None,
         summary=json.loads(Path(summary_path).read_text()),
         plots=False,
     )
-    rec = run_tune(req, settings=ctx.settings)
+    try:
+        rec = run_tune(req, settings=ctx.settings)
+    except BadInputError as exc:  # the tuner names its own inputs as the CLI's: here they come from the job
+        raise BadInputError(
+            [replace(p, file="job payload" if p.file == "command line" else p.file) for p in exc.problems],
+            more=exc.more,
+        ) from None
     ctx.set_mlflow_run_id(rec.mlflow_run_id)
     clean: dict[str, Any] = json.loads(json.dumps(rec.to_json(), default=str))
     return clean
@@ -264,15 +274,30 @@ def _step_decide(
             )
         )
         row = existing or add_version(
-            s, dep_id, config, source="tuning", job_id=ctx.job_id, note=f"nightly job {ctx.job_id}: {reason}"
+            s,
+            dep_id,
+            config,
+            settings=ctx.settings,
+            source="tuning",
+            job_id=ctx.job_id,
+            note=f"nightly job {ctx.job_id}: {reason}",
         )
         version = row.version
     return {"accepted": True, "reason": reason, "version": version}
 
 
+def _options(ctx: JobContext) -> NightlyOptions:
+    """The job's payload checked before the first step (limits as at the API): a bad one fails at once."""
+    try:
+        return check_nightly(ctx.payload, ctx.settings)
+    except Invalid as exc:
+        raise JobFailed(f"job payload: field '{exc.field}': {exc.detail}") from None
+
+
 def run_nightly(ctx: JobContext) -> dict[str, Any]:
     if ctx.deployment_id is None:
         raise JobFailed("a nightly job needs a deployment")
+    opts = _options(ctx)
     dep_id = ctx.deployment_id
     with ctx.db.session() as s:
         row = s.get(DeploymentRow, dep_id)
@@ -296,7 +321,7 @@ def run_nightly(ctx: JobContext) -> dict[str, Any]:
             ctx, dataset_id, out_dir, int(topo["servers"]), int(topo.get("replication", 1))
         ),
     )
-    rec = ctx.step("tune", lambda: _step_tune(ctx, dep, dataset_id, str(ana["summary"])))
+    rec = ctx.step("tune", lambda: _step_tune(ctx, dep, dataset_id, str(ana["summary"]), opts.tune))
     recommendation = Recommendation.from_json(rec)
     dec = ctx.step("decide", lambda: _step_decide(ctx, dep_id, recommendation, dep["constraints"], dep["objective"]))
     result: dict[str, Any] = {

@@ -14,13 +14,14 @@ from service.errors import Invalid, Missing
 from service.traces.schemas import TraceDetail, TraceOut
 from service.traces.upload import Received
 from tailtune.base.settings import Settings
-from tailtune.control.common import now
+from tailtune.control.common import MAX_ID, now
 from tailtune.control.db import AnalysisRow, Database, DeploymentRow, TraceRow
 from tailtune.control.queue import enqueue
 
 __all__ = [
     "FORMATS",
     "check_format",
+    "check_id",
     "clean_name",
     "delete",
     "get",
@@ -49,6 +50,13 @@ def check_format(fmt: str) -> str:
     if fmt not in FORMATS:
         raise Invalid(f"unknown format {fmt!r}; one of {', '.join(FORMATS)}", field="format")
     return fmt
+
+
+def check_id(raw: str, field: str) -> int:
+    """A form field that names a row: decimal digits within the DB's id range."""
+    if not re.fullmatch(r"[0-9]{1,10}", raw.strip()) or not 1 <= int(raw) <= MAX_ID:
+        raise Invalid(f"must be an integer id in 1..{MAX_ID}", field=field)
+    return int(raw)
 
 
 def clean_name(name: str | None, filename: str | None) -> str:
@@ -120,8 +128,10 @@ def get(s: Session, trace_id: int) -> TraceRow:
     return row
 
 
-def list_all(s: Session, deployment_id: int | None = None) -> Sequence[TraceRow]:
-    q = select(TraceRow).order_by(TraceRow.id.desc())
+def list_all(
+    s: Session, deployment_id: int | None = None, *, limit: int = 100, offset: int = 0
+) -> Sequence[TraceRow]:
+    q = select(TraceRow).order_by(TraceRow.id.desc()).limit(limit).offset(offset)
     if deployment_id is not None:
         q = q.where(TraceRow.deployment_id == deployment_id)
     return s.scalars(q).all()

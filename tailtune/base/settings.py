@@ -25,7 +25,7 @@ class Settings(BaseSettings):
     optuna_storage: str | None = Field(default=None, description="Optuna storage URL (RDB) or journal file path.")
     spark_master: str = Field(default="local[*]", description="Spark master URL (local[*] or spark://host:port).")
 
-    # --- service and jobs (issue 8; see docs/operations.md) ----------------------------------------------
+    # --- service and jobs (see docs/operations.md) --------------------------------------------------------
     api_host: str = Field(default="127.0.0.1", description="Address `tailtune serve` binds.")
     api_port: int = Field(default=8000, description="Port `tailtune serve` binds.")
     api_tokens: list[str] = Field(
@@ -53,6 +53,34 @@ class Settings(BaseSettings):
     scheduler_catchup_s: float = Field(
         default=6 * 3600.0,
         description="After an outage, a missed cron slot younger than this runs once; older are skipped.",
+    )
+
+    # --- service hardening: limits and guards of the API and the worker (docs/operations.md § Limits) --------
+    api_allowed_hosts: list[str] = Field(
+        default_factory=lambda: ["localhost", "127.0.0.1", "::1"],
+        description="Host header values the API answers (DNS-rebinding guard); '*' allows any; the bind "
+        "address of `tailtune serve` is always allowed.",
+    )
+    api_max_body_bytes: int = Field(
+        default=1024**2, description="Largest request body except trace uploads (JSON), bytes; 413 past it."
+    )
+    api_max_list: int = Field(default=1000, description="Largest `limit` of a listing (default page: 100).")
+    config_max_bytes: int = Field(
+        default=64 * 1024, description="Largest config (canonical JSON) stored as a version or current_config."
+    )
+    memcached_item_max_bytes: int = Field(
+        default=1024**2, description="memcached's item size limit (its -I); a bigger config document fails."
+    )
+    tune_max_trials: int = Field(default=1000, description="Largest `tune.trials` of a job.")
+    tune_max_seeds: int = Field(default=20, description="Largest `tune.seeds` of a job.")
+    tune_max_timeout_s: float = Field(default=86400.0, description="Largest `tune.timeout_s` of a job.")
+    job_time_budget_s: float = Field(
+        default=6 * 3600.0, description="A running job is stopped (failed, not retried) after this long; 0: none."
+    )
+    job_logs_max_bytes: int = Field(default=256 * 1024, description="A job's logs stop growing past this.")
+    tmp_unowned_max_age_s: float = Field(
+        default=86400.0,
+        description="Start-up sweep: scratch left by no known process is removed once untouched this long.",
     )
 
     @property

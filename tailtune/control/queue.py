@@ -62,9 +62,9 @@ def get_job(s: Session, job_id: int) -> JobRow:
 
 
 def list_jobs(
-    s: Session, *, status: str | None = None, deployment_id: int | None = None, limit: int = 100
+    s: Session, *, status: str | None = None, deployment_id: int | None = None, limit: int = 100, offset: int = 0
 ) -> Sequence[JobRow]:
-    q = select(JobRow).order_by(JobRow.id.desc()).limit(limit)
+    q = select(JobRow).order_by(JobRow.id.desc()).limit(limit).offset(offset)
     if status is not None:
         if status not in JOB_STATUSES:
             raise Invalid(f"must be one of {', '.join(JOB_STATUSES)}", field="status")

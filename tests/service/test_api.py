@@ -116,7 +116,8 @@ def test_jobs_run_now_list_show_cancel(svc: Svc) -> None:
     )
     assert r.status_code == 202
     job = r.json()
-    assert job["status"] == "queued" and job["kind"] == "nightly" and job["payload"]["tune"] == {"trials": 5}
+    assert job["status"] == "queued" and job["kind"] == "nightly"
+    assert job["payload"]["tune"] == {"trials": 5, "seeds": 3}
     assert [
         j["id"] for j in svc.client.get(f"{API}/jobs?deployment_id={dep_id}", headers=svc.read).json()
     ] == [job["id"]]
@@ -150,8 +151,8 @@ def test_configs_etag_history_diff_rollback(svc: Svc) -> None:
     dep_id = _deployment(svc)
     c = svc.client
     assert c.get(f"{API}/configs/{dep_id}", headers=svc.read).status_code == 404
-    v1 = {"policy": "chisel", "params": {"thr_l": 1024, "batch": 4}}
-    v2 = {"policy": "chisel", "params": {"thr_l": 2048, "window_us": 50}}
+    v1 = {"policy": "chisel", "params": {"split_keys": 1024, "merge": 4}}
+    v2 = {"policy": "chisel", "params": {"split_keys": 2048, "elephant_threshold": 50}}
     r = c.post(f"{API}/configs/{dep_id}/versions", json={"config": v1, "publish": False}, headers=svc.write)
     assert r.status_code == 201 and r.json()["version"] == 1
     r = c.post(f"{API}/configs/{dep_id}/versions", json={"config": v2}, headers=svc.write)
@@ -166,9 +167,9 @@ def test_configs_etag_history_diff_rollback(svc: Svc) -> None:
     assert d == {
         "from_version": 1,
         "to_version": 2,
-        "added": {"params.window_us": 50},
-        "removed": {"params.batch": 4},
-        "changed": {"params.thr_l": {"from": 1024, "to": 2048}},
+        "added": {"params.elephant_threshold": 50},
+        "removed": {"params.merge": 4},
+        "changed": {"params.split_keys": {"from": 1024, "to": 2048}},
     }
     r = c.post(f"{API}/configs/{dep_id}/rollback", json={"version": 1}, headers=svc.write)
     assert r.status_code == 201 and r.json()["version"] == 3 and r.json()["source"] == "rollback"
@@ -215,7 +216,7 @@ def test_config_fast_path_answers_like_the_route(svc: Svc) -> None:
     from tailtune.control.configs_cache import latest_cache
 
     dep_id = _deployment(svc)
-    cfg = {"policy": "chisel", "params": {"thr_l": 1}}
+    cfg = {"policy": "chisel", "params": {"split_keys": 1}}
     svc.client.post(
         f"{API}/configs/{dep_id}/versions", json={"config": cfg, "publish": False}, headers=svc.write
     )

@@ -115,9 +115,9 @@ def test_concurrent_config_writers_get_distinct_versions(svc: Svc) -> None:
         try:
             barrier.wait()
             for i in range(3):
-                config = {"policy": "fifo", "params": {"w": n, "i": i}}
+                config = {"policy": "chisel", "params": {"merge": n + 1, "split_keys": i + 1}}
                 with svc.db.session() as s:
-                    got.append(add_version(s, dep_id, config, source="manual").version)
+                    got.append(add_version(s, dep_id, config, settings=svc.settings, source="manual").version)
         except BaseException as exc:
             errors.append(exc)
 

@@ -126,7 +126,7 @@ def test_publish_job_reports_on_job_and_deployment(svc: Svc, memcached_node: Mem
     bad = svc.client.post(
         f"{API}/deployments", json=memcached_deployment("mc-down", [dead.address]), headers=svc.write
     ).json()
-    cfg = {"policy": "chisel", "params": {"thr_l": 512}}
+    cfg = {"policy": "chisel", "params": {"split_keys": 512}}
     svc.settings.job_max_attempts = 1  # no job-level retry here: the publish retries are what is checked
     j_good = svc.client.post(
         f"{API}/configs/{good['id']}/versions", json={"config": cfg}, headers=svc.write
@@ -149,4 +149,4 @@ def test_publish_job_reports_on_job_and_deployment(svc: Svc, memcached_node: Mem
     assert job["logs"].count("retrying in") == 2 and job["steps"][0]["status"] == "failed"
     dep = svc.client.get(f"{API}/deployments/{bad['id']}", headers=svc.read).json()
     assert dep["publish_status"] == "failed" and "failed after 3 attempts" in dep["publish_error"]
-    assert dep["current_config"] == {"policy": "batching", "params": {"batch": 1}}  # unchanged
+    assert dep["current_config"] == {"policy": "batching", "params": {}}  # unchanged

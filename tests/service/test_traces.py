@@ -176,7 +176,7 @@ def test_a_write_is_visible_to_the_next_request(svc: Svc, live_server: str) -> N
         for i in range(15):
             dep = c.post("/deployments", json=memcached_deployment(f"rw{i}", ["h:1"])).json()
             r = c.post(
-                f"/configs/{dep['id']}/versions", json={"config": {"policy": "fifo"}, "publish": False}
+                f"/configs/{dep['id']}/versions", json={"config": {"policy": "batching"}, "publish": False}
             )
             assert r.status_code == 201, r.text
             r = c.get(f"/configs/{dep['id']}")
