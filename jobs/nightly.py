@@ -14,19 +14,23 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 
-from jobs.context import JobContext, JobFailed
+from jobs.context import JobCancelled, JobContext, JobFailed
 from tailtune.base.errors import BadInputError
+from tailtune.base.settings import Settings
 from tailtune.control.common import now
-from tailtune.control.db import AnalysisRow, ConfigVersionRow, DeploymentRow, TraceRow
+from tailtune.control.db import AnalysisRow, ConfigVersionRow, Database, DeploymentRow, TraceRow
 from tailtune.control.errors import Invalid
 from tailtune.control.jobspec import NightlyOptions, TuneOptions, check_nightly
+from tailtune.control.redact import public
 from tuner.recommendation import Recommendation, accept
 
 __all__ = [
     "STEPS",
     "accept",
+    "finalize_analyze",
+    "finalize_ingest",
     "ingest_trace",
     "publish_version",
     "run_analyze",
@@ -39,8 +43,63 @@ STEPS = ("ingest", "analyze", "tune", "decide", "publish")
 
 
 # --- ingest -------------------------------------------------------------------------------------------------
+def _retryable(exc: BaseException) -> bool:
+    """Ingest reads one local file: only the environment (I/O errors with an errno — disk full, EIO,
+    permissions — and the metadata DB) can make another attempt succeed. Anything else the input caused
+    (truncated or corrupt compression, unsupported Parquet types, nesting, a decoder's exception), and it would
+    fail the same way again."""
+    from sqlalchemy.exc import DBAPIError
+
+    if isinstance(exc, DBAPIError | TimeoutError | ConnectionError):
+        return True
+    return isinstance(exc, OSError) and exc.errno is not None and not isinstance(exc, FileNotFoundError)
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, RecursionError):
+        return "the input is nested too deeply to be read"
+    if isinstance(exc, MemoryError):
+        return "reading the input needs more memory than this worker has"
+    if isinstance(exc, EOFError):
+        return f"the file ends early (truncated?): {exc}"
+    return f"the input could not be read: {type(exc).__name__}: {exc}"
+
+
+def _set_trace(ctx: JobContext, trace_id: int, *, only_if: tuple[str, ...] | None = None, **values: Any) -> bool:
+    """One conditional UPDATE of the trace; False when it no longer exists (deleted meanwhile)."""
+    q = update(TraceRow).where(TraceRow.id == trace_id)
+    if only_if is not None:
+        q = q.where(TraceRow.status.in_(only_if))
+    with ctx.db.session() as s:
+        n: int = s.execute(q.values(**values)).rowcount  # type: ignore[attr-defined]
+    return n > 0
+
+
+def _fail_trace(ctx: JobContext, trace_id: int, path: Path, problems: list[dict[str, Any]]) -> None:
+    problems = [{**p, "problem": public(str(p["problem"]), ctx.settings)} for p in problems]
+    _set_trace(ctx, trace_id, status="failed", error={"problems": problems}, upload_path=None)
+    path.unlink(missing_ok=True)
+
+
+def _drop_orphan_dataset(ctx: JobContext, dataset_id: str) -> None:
+    """A dataset made for a trace deleted during its ingest: removed unless another trace uses it."""
+    from ingest.store import DatasetStore
+
+    with ctx.db.session() as s:
+        used = s.scalar(select(TraceRow.id).where(TraceRow.dataset_id == dataset_id).limit(1))
+    store = DatasetStore(ctx.settings)
+    if used is None and store.find(dataset_id) is not None:
+        store.delete(dataset_id)
+
+
 def ingest_trace(ctx: JobContext, trace_id: int) -> str:
-    """Ingest one uploaded trace into a dataset; returns the dataset id. Bad input marks the trace failed."""
+    """Ingest one uploaded trace into a dataset; returns the dataset id.
+
+    Every way out leaves the trace in a state that says what happened: `ready`; `failed` with readable problems
+    (bad input, or an input that can never be read — not retried — or the last attempt of an environment
+    failure); back to `uploaded` when the attempt will be retried or was interrupted (cancel, lease lost). A
+    trace deleted during its ingest leaves no dataset behind (the job ends `cancelled`).
+    """
     try:
         from ingest.pipeline import ingest_file
     except ImportError as exc:
@@ -48,7 +107,7 @@ def ingest_trace(ctx: JobContext, trace_id: int) -> str:
     with ctx.db.session() as s:
         trace = s.get(TraceRow, trace_id)
         if trace is None:
-            raise JobFailed(f"trace {trace_id} no longer exists")
+            raise JobCancelled(f"trace {trace_id} was deleted")
         if trace.dataset_id is not None and trace.status == "ready":
             return trace.dataset_id
         if trace.upload_path is None:
@@ -56,31 +115,85 @@ def ingest_trace(ctx: JobContext, trace_id: int) -> str:
         path, fmt, name = Path(trace.upload_path), trace.format, trace.name
         trace.status = "ingesting"
     ctx.log(f"ingesting trace {trace_id} ({fmt})")
+    if not path.is_file():
+        _fail_trace(ctx, trace_id, path, [_problem(name, "the uploaded file is gone")])
+        raise JobFailed(f"trace {trace_id}: the uploaded file is gone")
     try:
         info = ingest_file(path, fmt=fmt, name=name, settings=ctx.settings)
     except BadInputError as exc:
         problems = [
             {"file": name, "line": p.line, "field": p.field, "problem": p.problem} for p in exc.problems
         ]
-        with ctx.db.session() as s:
-            trace = s.get(TraceRow, trace_id)
-            if trace is not None:
-                trace.status, trace.error, trace.upload_path = "failed", {"problems": problems}, None
-        path.unlink(missing_ok=True)
+        _fail_trace(ctx, trace_id, path, problems)
         raise
-    with ctx.db.session() as s:
-        trace = s.get(TraceRow, trace_id)
-        if trace is not None:
-            trace.status, trace.dataset_id, trace.error, trace.upload_path = "ready", info.id, None, None
+    except Exception as exc:
+        if ctx.stop_reason is not None:  # interrupted on purpose: the job's end decides
+            _set_trace(ctx, trace_id, only_if=("ingesting",), status="uploaded")
+            raise
+        retry = _retryable(exc)
+        if not retry or ctx.attempt >= ctx.max_attempts:
+            reason = _reason(exc)
+            if retry:
+                reason = f"gave up after {ctx.attempt} attempt(s): {type(exc).__name__}: {exc}"
+            _fail_trace(ctx, trace_id, path, [_problem(name, reason)])
+            raise JobFailed(f"trace {trace_id} ({name}): {reason}") from exc
+        _set_trace(ctx, trace_id, only_if=("ingesting",), status="uploaded")
+        raise
+    except BaseException:
+        _set_trace(ctx, trace_id, only_if=("ingesting",), status="uploaded")
+        raise
+    ready = _set_trace(ctx, trace_id, status="ready", dataset_id=info.id, error=None, upload_path=None)
     path.unlink(missing_ok=True)
+    if not ready:  # deleted while it was being ingested: leave no dataset nobody can see or delete
+        if not info.reused:
+            _drop_orphan_dataset(ctx, info.id)
+        raise JobCancelled(f"trace {trace_id} was deleted during its ingest; its dataset was removed")
     ctx.log(f"trace {trace_id} → dataset {info.id}{' (already ingested)' if info.reused else ''}")
     return info.id
+
+
+def _problem(name: str, problem: str) -> dict[str, Any]:
+    return {"file": name, "line": None, "field": None, "problem": problem}
 
 
 def run_ingest(ctx: JobContext) -> dict[str, Any]:
     trace_id = int(ctx.payload["trace_id"])
     out = ctx.step("ingest", lambda: {"dataset_id": ingest_trace(ctx, trace_id)})
     return {"trace_id": trace_id, **out}
+
+
+def finalize_ingest(
+    db: Database, settings: Settings, job_id: int, kind: str, payload: dict[str, Any], status: str, error: str
+) -> None:
+    """An ingest job that ended without success by any path: its trace is `failed` (not `ingesting`
+    forever) and its upload is removed."""
+    trace_id = payload.get("trace_id")
+    if not isinstance(trace_id, int):
+        return
+    with db.session() as s:
+        trace = s.get(TraceRow, trace_id)
+        if trace is None or trace.status not in ("uploaded", "ingesting"):
+            return
+        problem = f"ingest job {job_id} {status}: {public(error, settings)}"
+        trace.status, trace.error = "failed", {"problems": [_problem(trace.name, problem)]}
+        upload, trace.upload_path = trace.upload_path, None
+    if upload:
+        Path(upload).unlink(missing_ok=True)
+
+
+def finalize_analyze(
+    db: Database, settings: Settings, job_id: int, kind: str, payload: dict[str, Any], status: str, error: str
+) -> None:
+    """An analyze job that ended without success: its analysis is `failed`, not `running` forever."""
+    analysis_id = payload.get("analysis_id")
+    if not isinstance(analysis_id, int):
+        return
+    with db.session() as s:
+        s.execute(
+            update(AnalysisRow)
+            .where(AnalysisRow.id == analysis_id, AnalysisRow.status.in_(("queued", "running")))
+            .values(status="failed", error=public(f"job {job_id} {status}: {error}", settings))
+        )
 
 
 # --- analyze ------------------------------------------------------------------------------------------------
@@ -92,15 +205,37 @@ def _characterize(
         from jobs.characterize import run
     except ImportError as exc:
         raise JobFailed(f"the analysis is not available: {exc}") from exc
-    ctx.log(f"characterizing dataset {dataset_id} into {out_dir}")
-    run(
-        dataset_id,
-        out_dir,
-        dataset=True,
-        settings=ctx.settings,
-        opts=Options(servers=servers, replication=replication),
-    )
-    return {"dataset_id": dataset_id, "out_dir": str(out_dir), "summary": str(out_dir / "summary.json")}
+    ctx.log(f"characterizing dataset {dataset_id}")
+    with ctx.on_stop(_cancel_spark):  # a cancel (or the time budget) stops the running Spark job
+        run(
+            dataset_id,
+            out_dir,
+            dataset=True,
+            settings=ctx.settings,
+            opts=Options(servers=servers, replication=replication),
+        )
+    rel = _home_relative(ctx, out_dir)
+    return {"dataset_id": dataset_id, "out_dir": rel, "summary": f"{rel}/summary.json"}
+
+
+def _cancel_spark() -> None:
+    from pyspark import SparkContext
+
+    sc = SparkContext._active_spark_context
+    if sc is not None:
+        sc.cancelAllJobs()
+
+
+def _home_relative(ctx: JobContext, path: Path) -> str:
+    """Paths in step outputs and results are relative to TAILTUNE_HOME (no server paths in API answers)."""
+    try:
+        return str(path.resolve().relative_to(ctx.settings.home_dir))
+    except ValueError:
+        return path.name
+
+
+def _in_home(ctx: JobContext, path: str) -> Path:
+    return ctx.settings.home_dir / path  # an absolute path (a job of an older version) stays as it is
 
 
 def run_analyze(ctx: JobContext) -> dict[str, Any]:
@@ -111,17 +246,10 @@ def run_analyze(ctx: JobContext) -> dict[str, Any]:
             raise JobFailed(f"analysis {analysis_id} no longer exists")
         row.status = "running"
         dataset_id, out_dir, opts = row.dataset_id, Path(row.out_dir), dict(row.options)
-    try:
-        out = ctx.step(
-            "analyze",
-            lambda: _characterize(ctx, dataset_id, out_dir, int(opts["servers"]), int(opts["replication"])),
-        )
-    except Exception as exc:
-        with ctx.db.session() as s:
-            row = s.get(AnalysisRow, analysis_id)
-            if row is not None and (isinstance(exc, (BadInputError, JobFailed)) or ctx.attempt >= 3):
-                row.status, row.error = "failed", str(exc)
-        raise
+    out = ctx.step(
+        "analyze",
+        lambda: _characterize(ctx, dataset_id, out_dir, int(opts["servers"]), int(opts["replication"])),
+    )  # a failure that ends the job is recorded on the analysis by `finalize_analyze`
     with ctx.db.session() as s:
         row = s.get(AnalysisRow, analysis_id)
         if row is not None:
@@ -242,11 +370,12 @@ def _step_tune(
         study=study,
         current=cand,
         policies=tuple(dep["constraints"]["policies"]) if dep["constraints"].get("policies") else None,
-        summary=json.loads(Path(summary_path).read_text()),
+        summary=json.loads(_in_home(ctx, summary_path).read_text()),
         plots=False,
     )
     try:
-        rec = run_tune(req, settings=ctx.settings)
+        # between two trials, a cancel (or the time budget) stops the study: no further trial starts
+        rec = run_tune(req, settings=ctx.settings, on_progress=lambda *_: ctx.check_cancel())
     except BadInputError as exc:  # the tuner names its own inputs as the CLI's: here they come from the job
         raise BadInputError(
             [replace(p, file="job payload" if p.file == "command line" else p.file) for p in exc.problems],

@@ -7,6 +7,7 @@ import uuid
 from collections.abc import Sequence
 from pathlib import Path, PurePosixPath, PureWindowsPath
 
+from sqlalchemy import delete as sql_delete
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -16,7 +17,7 @@ from service.traces.upload import Received
 from tailtune.base.settings import Settings
 from tailtune.control.common import MAX_ID, now
 from tailtune.control.db import AnalysisRow, Database, DeploymentRow, TraceRow
-from tailtune.control.queue import enqueue
+from tailtune.control.queue import enqueue, stop_job
 
 __all__ = [
     "FORMATS",
@@ -151,19 +152,30 @@ def show(s: Session, settings: Settings, trace_id: int) -> TraceDetail:
 
 
 def delete(s: Session, settings: Settings, trace_id: int) -> None:
-    """Delete the trace, its upload file, and its dataset unless another trace still uses it."""
-    row = get(s, trace_id)
-    if row.upload_path:
-        Path(row.upload_path).unlink(missing_ok=True)
-    if row.dataset_id is not None:
-        others = s.scalar(
-            select(TraceRow.id).where(TraceRow.dataset_id == row.dataset_id, TraceRow.id != row.id)
-        )
+    """Delete the trace, its upload file, and its dataset unless another trace still uses it.
+
+    The row goes first, in one `DELETE ... RETURNING`, so what is cleaned up is exactly what the row held at
+    that moment. An ingest that finishes after it finds no row to mark ready and removes the dataset it made
+    (jobs/nightly.py); the trace's queued or running ingest job is cancelled.
+    """
+    gone = s.execute(
+        sql_delete(TraceRow)
+        .where(TraceRow.id == trace_id)
+        .returning(TraceRow.dataset_id, TraceRow.upload_path, TraceRow.job_id)
+    ).first()
+    if gone is None:
+        raise Missing(f"trace {trace_id} not found", field="trace_id")
+    dataset_id, upload_path, job_id = gone
+    if upload_path:
+        Path(upload_path).unlink(missing_ok=True)
+    if job_id is not None:
+        stop_job(s, job_id, "its trace was deleted")
+    if dataset_id is not None:
+        others = s.scalar(select(TraceRow.id).where(TraceRow.dataset_id == dataset_id).limit(1))
         if others is None:
             from ingest.store import DatasetStore
 
             store = DatasetStore(settings)
-            if store.find(row.dataset_id) is not None:
-                store.delete(row.dataset_id)
-    s.delete(row)
+            if store.find(dataset_id) is not None:
+                store.delete(dataset_id)
     s.flush()

@@ -19,7 +19,7 @@ def worker(
     import signal
     import threading
 
-    from jobs.handlers import default_handlers
+    from jobs.handlers import default_finalizers, default_handlers
     from jobs.worker import Worker
     from tailtune.base.settings import get_settings
     from tailtune.control.db import database_for
@@ -34,6 +34,7 @@ def worker(
         database_for(settings.resolved_database_url),
         worker_id,
         handlers=default_handlers(),
+        finalizers=default_finalizers(),
         schedule=not no_scheduler,
     )
     try:
