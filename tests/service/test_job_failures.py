@@ -32,7 +32,7 @@ def _worker(svc: Svc, name: str = "w") -> Worker:
                   schedule=False)
 
 
-def _drain(svc: Svc) -> list[str | None]:
+def _drain(svc: Svc) -> list[str]:
     w, out = _worker(svc), []
     while (status := w.run_once()) is not None:
         out.append(status)
