@@ -258,9 +258,31 @@ def run_analyze(ctx: JobContext) -> dict[str, Any]:
 
 
 # --- publish ------------------------------------------------------------------------------------------------
+def _newest_published(s: Any, deployment_id: int, kind: str) -> ConfigVersionRow | None:
+    """The newest version of the deployment that was published to its target (targets only move forward)."""
+    rows = s.scalars(
+        select(ConfigVersionRow)
+        .where(ConfigVersionRow.deployment_id == deployment_id)
+        .order_by(ConfigVersionRow.version.desc())
+    )
+    return next((r for r in rows if kind in (r.published or {})), None)
+
+
 def publish_version(ctx: JobContext, deployment_id: int, version: int) -> dict[str, Any]:
-    """Publish one stored version to the deployment's target (retried with backoff); record the outcome."""
-    from tailtune.control.publishers import PublishConflict, PublishFailed, publish_with_retry, publisher_for
+    """Publish one stored version to the deployment's target (retried with backoff); record the outcome.
+
+    Targets and the deployment's record only move forward: the newest version published before is handed to
+    the publisher as `head` (a republished older version, or a target that lost its data, gets the newest
+    back), and `current_config` is always the newest published version's config. A publish that reached only
+    some servers of a pool leaves `publish_status: partial` and names them.
+    """
+    from tailtune.control.publishers import (
+        PublishConflict,
+        PublishFailed,
+        PublishRejected,
+        publish_with_retry,
+        publisher_for,
+    )
 
     with ctx.db.session() as s:
         dep = s.get(DeploymentRow, deployment_id)
@@ -272,8 +294,15 @@ def publish_version(ctx: JobContext, deployment_id: int, version: int) -> dict[s
         if dep is None or row is None:
             raise JobFailed(f"deployment {deployment_id} version {version} not found")
         kind, name, conn, config = dep.kind, dep.name, dict(dep.connection), dict(row.config)
+        newest = _newest_published(s, deployment_id, kind)
+        head = (newest.version, dict(newest.config)) if newest is not None and newest.version > version else None
         dep.publish_status = "publishing"
-    publisher = publisher_for(kind, name, conn, ctx.settings.publish_timeout_s)
+    if head is not None:
+        ctx.log(f"version {version} is older than the published version {head[0]}: the target keeps {head[0]}")
+    publisher = publisher_for(
+        kind, name, conn, ctx.settings.publish_timeout_s,
+        memcached_item_max_bytes=ctx.settings.memcached_item_max_bytes,
+    )
     try:
         outcome = publish_with_retry(
             publisher,
@@ -282,17 +311,20 @@ def publish_version(ctx: JobContext, deployment_id: int, version: int) -> dict[s
             attempts=ctx.settings.publish_attempts,
             backoff_s=ctx.settings.publish_backoff_s,
             log=ctx.log,
+            head=head,
         )
-    except (PublishFailed, PublishConflict) as exc:
+    except (PublishFailed, PublishConflict, PublishRejected) as exc:
+        partial = isinstance(exc, PublishFailed) and exc.partial is not None
         with ctx.db.session() as s:
             dep = s.get(DeploymentRow, deployment_id)
             if dep is not None:
-                dep.publish_status, dep.publish_error = "failed", str(exc)
-        if isinstance(exc, PublishConflict):
+                dep.publish_status = "partial" if partial else "failed"
+                dep.publish_error = public(str(exc), ctx.settings)
+        if isinstance(exc, PublishConflict | PublishRejected):
             raise JobFailed(str(exc)) from exc
         raise
     with ctx.db.session() as s:
-        dep = s.get(DeploymentRow, deployment_id)
+        dep = s.scalar(select(DeploymentRow).where(DeploymentRow.id == deployment_id).with_for_update())
         row = s.scalar(
             select(ConfigVersionRow).where(
                 ConfigVersionRow.deployment_id == deployment_id, ConfigVersionRow.version == version
@@ -300,10 +332,12 @@ def publish_version(ctx: JobContext, deployment_id: int, version: int) -> dict[s
         )
         if row is not None:
             row.published = {**row.published, kind: {"at": now(), "current_version": outcome.current_version}}
+            s.flush()
         if dep is not None:
             dep.publish_status, dep.publish_error = "ok", None
-            if outcome.current_version == version:
-                dep.current_config = config
+            newest = _newest_published(s, deployment_id, kind)
+            if newest is not None:
+                dep.current_config = dict(newest.config)
     return {
         "target": kind,
         "version": version,
