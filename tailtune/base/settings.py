@@ -5,7 +5,7 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import Field, PrivateAttr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 __all__ = ["Settings", "get_settings"]
@@ -82,6 +82,9 @@ class Settings(BaseSettings):
         default=86400.0,
         description="Start-up sweep: scratch left by no known process is removed once untouched this long.",
     )
+    #: This process's own scratch folder under home/tmp, once `tailtune.control.scratch.claim_scratch` made it
+    #: (not an environment variable): what a killed process leaves there is swept by the next start-up.
+    _scratch: Path | None = PrivateAttr(default=None)
 
     @property
     def home_dir(self) -> Path:
@@ -94,7 +97,7 @@ class Settings(BaseSettings):
     @property
     def tmp_dir(self) -> Path:
         """Scratch space on the same filesystem as the datasets, so a finished write is one atomic rename."""
-        return self.home_dir / "tmp"
+        return self._scratch or self.home_dir / "tmp"
 
     @property
     def resolved_database_url(self) -> str:
