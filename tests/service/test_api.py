@@ -236,3 +236,23 @@ def test_config_fast_path_answers_like_the_route(svc: Svc) -> None:
     both = 'W/"x", ' + cold.headers["etag"]
     r = svc.client.get(f"{API}/configs/{dep_id}", headers={**svc.read, "If-None-Match": both})
     assert r.status_code == 304
+
+
+def test_failed_auth_is_cheap_and_bounded(svc: Svc, monkeypatch) -> None:
+    """A flood of wrong tokens does not reach the DB: the token table is read at most once per cache period,
+    whatever the rate (counted, not timed)."""
+    from service import auth
+
+    monkeypatch.setattr(auth, "_CACHE_S", 3600.0)
+    auth._cache.clear()
+    assert svc.client.get(f"{API}/deployments", headers=svc.read).status_code == 200
+    before = auth._cache.reloads
+    for i in range(300):
+        r = svc.client.get(f"{API}/deployments", headers={"Authorization": f"Bearer wrong-{i}"})
+        assert r.status_code == 401
+    assert auth._cache.reloads - before == 0
+    assert svc.client.get(f"{API}/deployments", headers=svc.read).status_code == 200  # good clients still in
+    auth._cache.clear()  # after the period: one reload serves everyone
+    for i in range(50):
+        svc.client.get(f"{API}/deployments", headers={"Authorization": f"Bearer wrong-{i}"})
+    assert auth._cache.reloads - before == 1
