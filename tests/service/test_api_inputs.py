@@ -146,3 +146,17 @@ def test_put_is_the_raw_upload_curl_t_sends(svc: Svc, raw: TestClient) -> None:
     assert r.status_code == 202 and r.json()["name"] == "t2.csv", r.text
     r = raw.put(f"{API}/traces?name=t.csv", content=body, headers=svc.read)
     assert r.status_code == 403 and set(r.json()) == SHAPE
+
+
+def test_patch_cannot_null_or_empty_what_a_deployment_needs(svc: Svc, raw: TestClient) -> None:
+    dep = raw.post(f"{API}/deployments", json=memcached_deployment("pn", ["h:1"]), headers=svc.write).json()
+    for body, field in (
+        ({"topology": None}, "topology"),
+        ({"connection": None}, "connection"),
+        ({"timezone": None}, "timezone"),
+        ({"connection": {"servers": []}}, "connection.servers"),
+        ({"connection": {"contact_points": ["10.0.0.1"]}}, "connection.servers"),
+    ):
+        r = raw.patch(f"{API}/deployments/{dep['id']}", json=body, headers=svc.write)
+        assert r.status_code == 422 and r.json()["field"] == field, (body, r.status_code, r.text)
+    assert raw.get(f"{API}/deployments/{dep['id']}", headers=svc.read).json()["connection"]["servers"] == ["h:1"]

@@ -296,3 +296,28 @@ def test_cancel_reaches_a_running_study(svc: Svc) -> None:
     assert job["status"] == "cancelled", job["error"]
     assert job["steps"][-1]["name"] == "tune" and job["steps"][-1]["status"] == "cancelled"
     assert trials() <= at_cancel + 1 < 1000
+
+
+def test_an_analysis_given_up_after_lost_workers_fails(svc: Svc) -> None:
+    from tailtune.control.db import AnalysisRow
+
+    with svc.db.session() as s:
+        row = AnalysisRow(trace_id=None, dataset_id="abcd", options={"servers": 1, "replication": 1},
+                          status="running", out_dir=str(svc.home / "analyses" / "1"), error=None, created_at=0.0)
+        s.add(row)
+        s.flush()
+        job = enqueue(s, svc.settings, "analyze", {"analysis_id": row.id})
+        job.status, job.attempts, job.lease_owner, job.lease_expires = "running", 3, "dead", time.time() - 1
+        analysis_id = row.id
+    assert _worker(svc).run_once() is None
+    got = svc.client.get(f"{API}/analyses/{analysis_id}", headers=svc.read).json()
+    assert got["status"] == "failed" and "gave up" in got["error"]
+
+
+def test_job_logs_stop_growing_at_their_limit(svc: Svc) -> None:
+    svc.settings.job_logs_max_bytes = 600
+    with svc.db.session() as s:
+        job_id = enqueue(s, svc.settings, "selftest", {"steps": 20, "sleep_s": 0}).id
+    assert _worker(svc).run_once() == "succeeded"
+    logs = _job(svc, job_id)["logs"]
+    assert len(logs) < 800 and logs.rstrip().endswith("job_logs_max_bytes (600) reached")
