@@ -71,8 +71,11 @@ def create_app(settings: Settings | None = None, *, fast_path: bool = True) -> F
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        from tailtune.control.scratch import release_scratch
+
         database_for((settings or get_settings()).resolved_database_url)
         yield
+        release_scratch(settings or get_settings())  # this process's scratch, if `tailtune serve` claimed one
 
     app = FastAPI(
         title="tailtune",

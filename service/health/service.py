@@ -17,7 +17,7 @@ from service.health.schemas import Check, Readiness
 from tailtune.base.db_url import normalize_url
 from tailtune.base.settings import Settings
 from tailtune.control.db import Database, DeploymentRow, WorkerRow
-from tailtune.control.redact import redact, redact_url
+from tailtune.control.redact import public, redact, redact_url
 
 __all__ = ["check_db", "check_mlflow", "check_optuna", "check_store", "check_targets", "check_worker", "readiness"]
 
@@ -143,4 +143,7 @@ def check_targets(db: Database, timeout: float = 1.0) -> list[Check]:
 def readiness(db: Database, settings: Settings) -> Readiness:
     checks = [check_db(db), check_worker(db, settings), check_mlflow(settings), check_optuna(settings)]
     targets = check_targets(db) if checks[0].ok else []
+    # no credentials and no server paths in the answer (a file store shows as a path under TAILTUNE_HOME)
+    checks = [c.model_copy(update={"detail": public(c.detail, settings)}) for c in checks]
+    targets = [c.model_copy(update={"detail": public(c.detail, settings)}) for c in targets]
     return Readiness(ready=all(c.ok for c in checks), checks=checks, targets=targets)

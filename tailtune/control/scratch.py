@@ -29,7 +29,7 @@ from pathlib import Path
 from tailtune.base.settings import Settings
 from tailtune.control.db import Database, TraceRow
 
-__all__ = ["LOCK_SUFFIX", "claim_scratch", "sweep_orphan_uploads", "sweep_tmp"]
+__all__ = ["LOCK_SUFFIX", "claim_scratch", "release_scratch", "sweep_orphan_uploads", "sweep_tmp"]
 
 log = logging.getLogger("tailtune.scratch")
 
@@ -131,6 +131,13 @@ def claim_scratch(settings: Settings, role: str) -> Path:
         atexit.register(_release, home)
     settings._scratch = held[0]
     return held[0]
+
+
+def release_scratch(settings: Settings) -> None:
+    """Remove this process's scratch (a clean shutdown; uvicorn ends `serve` by re-raising the signal, which
+    skips atexit, so the API calls this when its app shuts down)."""
+    _release(settings.home_dir)
+    settings._scratch = None
 
 
 def _release(home: Path) -> None:

@@ -44,6 +44,8 @@ def test_readiness_hides_passwords_checks_for_real_and_creates_nothing(
     assert checks["mlflow"]["ok"] is False and checks["optuna"]["ok"] is False
     assert "tailtune:***@127.0.0.1" in checks["mlflow"]["detail"]
     assert list(cwd.iterdir()) == []  # no folder named after the URI
+    checks = _ready(svc, monkeypatch, TAILTUNE_OPTUNA_STORAGE=str(svc.settings.home_dir / "optuna" / "j.log"))
+    assert checks["optuna"]["ok"] is True and checks["optuna"]["detail"].startswith("optuna/j.log (")
     checks = _ready(svc, monkeypatch, TAILTUNE_MLFLOW_TRACKING_URI=f"http://u:{SECRET}@127.0.0.1:{free_port()}")
     assert checks["mlflow"]["ok"] is False
 
