@@ -13,6 +13,8 @@ from fastapi.testclient import TestClient
 from service.main import create_app
 from tests.service.conftest import Svc, memcached_deployment
 
+pytestmark = pytest.mark.db_backends  # the integer bounds matter most on PostgreSQL (INTEGER is 32-bit)
+
 API = "/api/v1"
 HUGE = [2**63, 2**64 + 7, 2**31, -(2**63) - 1]
 SHAPE = {"error", "detail", "field", "problems"}
