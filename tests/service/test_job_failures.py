@@ -321,3 +321,24 @@ def test_job_logs_stop_growing_at_their_limit(svc: Svc) -> None:
     assert _worker(svc).run_once() == "succeeded"
     logs = _job(svc, job_id)["logs"]
     assert len(logs) < 800 and logs.rstrip().endswith("job_logs_max_bytes (600) reached")
+
+
+@pytest.mark.spark
+def test_a_stop_cancels_the_running_spark_job(spark: Any) -> None:
+    """The analysis step's stop hook: Spark's running job is cancelled, not waited for."""
+    from jobs.nightly import _cancel_spark
+
+    outcome: list[object] = []
+
+    def long_job() -> None:
+        try:
+            outcome.append(spark.sparkContext.parallelize(range(2), 2).map(lambda x: time.sleep(120) or x).count())
+        except Exception as exc:
+            outcome.append(exc)
+
+    th = threading.Thread(target=long_job, daemon=True)
+    th.start()
+    _wait(lambda: bool(spark.sparkContext.statusTracker().getActiveJobsIds()), "the Spark job to start")
+    _cancel_spark()
+    th.join(timeout=100)
+    assert len(outcome) == 1 and isinstance(outcome[0], Exception) and "cancel" in str(outcome[0]).lower()
