@@ -330,9 +330,13 @@ def test_a_stop_cancels_the_running_spark_job(spark: Any) -> None:
 
     outcome: list[object] = []
 
+    def slow(x: int) -> int:
+        time.sleep(120)
+        return x
+
     def long_job() -> None:
         try:
-            outcome.append(spark.sparkContext.parallelize(range(2), 2).map(lambda x: time.sleep(120) or x).count())
+            outcome.append(spark.sparkContext.parallelize(range(2), 2).map(slow).count())
         except Exception as exc:
             outcome.append(exc)
 
