@@ -4,7 +4,9 @@ guarded by the worker's lease. Also the three ways a job ends early (failed for 
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -14,8 +16,9 @@ from sqlalchemy import and_, select, update
 from tailtune.base.errors import TailtuneError
 from tailtune.base.settings import Settings
 from tailtune.control.db import Database, JobRow
+from tailtune.control.redact import public
 
-__all__ = ["Handler", "JobCancelled", "JobContext", "JobFailed", "LeaseLost"]
+__all__ = ["Handler", "JobCancelled", "JobContext", "JobFailed", "JobOverBudget", "LeaseLost"]
 
 log = logging.getLogger("tailtune.worker")
 
@@ -29,7 +32,12 @@ class LeaseLost(Exception):
 
 
 class JobCancelled(Exception):
-    """Cancel was requested: stop between steps."""
+    """Cancel was requested: the job stops at its next check (between steps, between tuner trials) or at once
+    where a step registered a way to interrupt itself (`JobContext.on_stop`, e.g. Spark's cancelAllJobs)."""
+
+
+class JobOverBudget(JobFailed):
+    """The job ran past `job_time_budget_s`: stopped like a cancel, ends `failed`, not retried."""
 
 
 class JobContext:
@@ -44,7 +52,15 @@ class JobContext:
         self.deployment_id = job.deployment_id
         self.payload = dict(job.payload)
         self.attempt = job.attempts
+        self.max_attempts = job.max_attempts
         self.steps: list[dict[str, Any]] = [dict(s) for s in job.steps]
+        self._logs_size = len(job.logs or "")
+        self._logs_full = False
+        #: Set (by the worker's watcher thread) when the job must stop: cancel requested or over its budget.
+        self.stopping = threading.Event()
+        self.stop_reason: Exception | None = None
+        self._stop_hooks: list[Callable[[], None]] = []
+        self._hooks_lock = threading.Lock()
 
     def _guard(self) -> Any:
         return and_(
@@ -58,19 +74,60 @@ class JobContext:
             raise LeaseLost(f"job {self.job_id}: lease lost")
 
     def log(self, message: str) -> None:
-        line = f"{time.strftime('%Y-%m-%dT%H:%M:%S')} [attempt {self.attempt}] {message}\n"
+        """Append a line to the job's logs (no credentials, no server paths; the logs stop growing at
+        `job_logs_max_bytes`). The process log gets the same line."""
         log.info("job %s: %s", self.job_id, message)
+        if self._logs_full:
+            return
+        line = f"{time.strftime('%Y-%m-%dT%H:%M:%S')} [attempt {self.attempt}] {public(message, self.settings)}\n"
+        if self._logs_size + len(line) > self.settings.job_logs_max_bytes:
+            self._logs_full = True
+            line = f"... the logs stop here: job_logs_max_bytes ({self.settings.job_logs_max_bytes}) reached\n"
+        self._logs_size += len(line)
         self._update(logs=JobRow.logs + line)
 
     def set_mlflow_run_id(self, run_id: str | None) -> None:
         if run_id:
             self._update(mlflow_run_id=run_id)
 
+    # --- stopping: cancel and time budget ---------------------------------------------------------------------
+    def stop(self, reason: Exception) -> None:
+        """Ask the job to stop (called by the worker's watcher): later checks raise `reason`; hooks run now."""
+        with self._hooks_lock:
+            if self.stopping.is_set():
+                return
+            self.stop_reason = reason
+            self.stopping.set()
+            hooks = list(self._stop_hooks)
+        for hook in hooks:
+            try:
+                hook()
+            except Exception:
+                log.exception("job %s: a stop hook failed", self.job_id)
+
+    @contextlib.contextmanager
+    def on_stop(self, hook: Callable[[], None]) -> Any:
+        """While the block runs, a stop request also calls `hook` (which interrupts the block's work)."""
+        with self._hooks_lock:
+            self._stop_hooks.append(hook)
+            already = self.stopping.is_set()
+        try:
+            if already:
+                hook()
+            yield
+        finally:
+            with self._hooks_lock:
+                self._stop_hooks.remove(hook)
+
     def check_cancel(self) -> None:
-        with self.db.session() as s:
-            wanted = s.scalar(select(JobRow.cancel_requested).where(JobRow.id == self.job_id))
-        if wanted:
-            raise JobCancelled()
+        """Raise JobCancelled (or JobOverBudget) if the job must stop; cheap enough to call per tuner trial."""
+        if self.stop_reason is None:
+            with self.db.session() as s:
+                wanted = s.scalar(select(JobRow.cancel_requested).where(JobRow.id == self.job_id))
+            if wanted:
+                self.stop(JobCancelled("cancelled by request"))
+        if self.stop_reason is not None:
+            raise self.stop_reason
 
     def done(self, name: str) -> dict[str, Any] | None:
         for step in self.steps:
@@ -109,8 +166,14 @@ class JobContext:
         except LeaseLost:
             raise
         except Exception as exc:
-            self._record(name, status="failed", finished_at=time.time(), error=f"{type(exc).__name__}: {exc}")
-            self.log(f"step {name}: failed: {exc}")
+            if self.stop_reason is not None and not isinstance(exc, JobCancelled | JobOverBudget):
+                exc = self.stop_reason  # the step failed because it was interrupted on purpose
+            status = "cancelled" if isinstance(exc, JobCancelled) else "failed"
+            error = public(f"{type(exc).__name__}: {exc}", self.settings)
+            self._record(name, status=status, finished_at=time.time(), error=error)
+            self.log(f"step {name}: {status}: {exc}")
+            if exc is self.stop_reason:
+                raise exc from None
             raise
         self._record(name, status="done", finished_at=time.time(), output=output)
         self.log(f"step {name}: done")

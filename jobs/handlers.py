@@ -1,4 +1,5 @@
-"""The job kinds the worker runs, registered explicitly: `default_handlers()` is injected into `Worker`."""
+"""The job kinds the worker runs, registered explicitly: `default_handlers()` (and `default_finalizers()`, what
+brings a kind's rows to an end state when its job ends without success) are injected into `Worker`."""
 
 from __future__ import annotations
 
@@ -7,8 +8,9 @@ from typing import Any
 
 from jobs import nightly
 from jobs.context import Handler, JobContext
+from jobs.worker import Finalizer
 
-__all__ = ["default_handlers"]
+__all__ = ["default_finalizers", "default_handlers"]
 
 
 def _selftest(ctx: JobContext) -> dict[str, Any]:
@@ -32,7 +34,16 @@ def _selftest(ctx: JobContext) -> dict[str, Any]:
 
     for i in range(n):
         ctx.step(f"step-{i}", lambda i=i: one(i))  # type: ignore[misc]
+    if ctx.payload.get("wait_for_stop"):  # a long job (for tests of cancel and time budgets): until stopped
+        ctx.step("wait", lambda: _wait_for_stop(ctx))
     return {"steps": n}
+
+
+def _wait_for_stop(ctx: JobContext) -> dict[str, Any]:
+    while not ctx.stopping.wait(0.05):
+        pass
+    ctx.check_cancel()
+    return {}
 
 
 def default_handlers() -> dict[str, Handler]:
@@ -44,3 +55,8 @@ def default_handlers() -> dict[str, Handler]:
         "publish": nightly.run_publish,
         "selftest": _selftest,
     }
+
+
+def default_finalizers() -> dict[str, Finalizer]:
+    """Job kinds whose rows need an end state when their job fails, is cancelled or is given up."""
+    return {"ingest": nightly.finalize_ingest, "analyze": nightly.finalize_analyze}

@@ -10,20 +10,27 @@ config is accepted only on the tuner's verdict `recommend` and the deployment's 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 
-from jobs.context import JobContext, JobFailed
+from jobs.context import JobCancelled, JobContext, JobFailed
 from tailtune.base.errors import BadInputError
+from tailtune.base.settings import Settings
 from tailtune.control.common import now
-from tailtune.control.db import AnalysisRow, ConfigVersionRow, DeploymentRow, TraceRow
+from tailtune.control.db import AnalysisRow, ConfigVersionRow, Database, DeploymentRow, TraceRow
+from tailtune.control.errors import Invalid
+from tailtune.control.jobspec import NightlyOptions, TuneOptions, check_nightly
+from tailtune.control.redact import public
 from tuner.recommendation import Recommendation, accept
 
 __all__ = [
     "STEPS",
     "accept",
+    "finalize_analyze",
+    "finalize_ingest",
     "ingest_trace",
     "publish_version",
     "run_analyze",
@@ -36,8 +43,63 @@ STEPS = ("ingest", "analyze", "tune", "decide", "publish")
 
 
 # --- ingest -------------------------------------------------------------------------------------------------
+def _retryable(exc: BaseException) -> bool:
+    """Ingest reads one local file: only the environment (I/O errors with an errno — disk full, EIO,
+    permissions — and the metadata DB) can make another attempt succeed. Anything else the input caused
+    (truncated or corrupt compression, unsupported Parquet types, nesting, a decoder's exception), and it would
+    fail the same way again."""
+    from sqlalchemy.exc import DBAPIError
+
+    if isinstance(exc, DBAPIError | TimeoutError | ConnectionError):
+        return True
+    return isinstance(exc, OSError) and exc.errno is not None and not isinstance(exc, FileNotFoundError)
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, RecursionError):
+        return "the input is nested too deeply to be read"
+    if isinstance(exc, MemoryError):
+        return "reading the input needs more memory than this worker has"
+    if isinstance(exc, EOFError):
+        return f"the file ends early (truncated?): {exc}"
+    return f"the input could not be read: {type(exc).__name__}: {exc}"
+
+
+def _set_trace(ctx: JobContext, trace_id: int, *, only_if: tuple[str, ...] | None = None, **values: Any) -> bool:
+    """One conditional UPDATE of the trace; False when it no longer exists (deleted meanwhile)."""
+    q = update(TraceRow).where(TraceRow.id == trace_id)
+    if only_if is not None:
+        q = q.where(TraceRow.status.in_(only_if))
+    with ctx.db.session() as s:
+        n: int = s.execute(q.values(**values)).rowcount  # type: ignore[attr-defined]
+    return n > 0
+
+
+def _fail_trace(ctx: JobContext, trace_id: int, path: Path, problems: list[dict[str, Any]]) -> None:
+    problems = [{**p, "problem": public(str(p["problem"]), ctx.settings)} for p in problems]
+    _set_trace(ctx, trace_id, status="failed", error={"problems": problems}, upload_path=None)
+    path.unlink(missing_ok=True)
+
+
+def _drop_orphan_dataset(ctx: JobContext, dataset_id: str) -> None:
+    """A dataset made for a trace deleted during its ingest: removed unless another trace uses it."""
+    from ingest.store import DatasetStore
+
+    with ctx.db.session() as s:
+        used = s.scalar(select(TraceRow.id).where(TraceRow.dataset_id == dataset_id).limit(1))
+    store = DatasetStore(ctx.settings)
+    if used is None and store.find(dataset_id) is not None:
+        store.delete(dataset_id)
+
+
 def ingest_trace(ctx: JobContext, trace_id: int) -> str:
-    """Ingest one uploaded trace into a dataset; returns the dataset id. Bad input marks the trace failed."""
+    """Ingest one uploaded trace into a dataset; returns the dataset id.
+
+    Every way out leaves the trace in a state that says what happened: `ready`; `failed` with readable problems
+    (bad input, or an input that can never be read — not retried — or the last attempt of an environment
+    failure); back to `uploaded` when the attempt will be retried or was interrupted (cancel, lease lost). A
+    trace deleted during its ingest leaves no dataset behind (the job ends `cancelled`).
+    """
     try:
         from ingest.pipeline import ingest_file
     except ImportError as exc:
@@ -45,7 +107,7 @@ def ingest_trace(ctx: JobContext, trace_id: int) -> str:
     with ctx.db.session() as s:
         trace = s.get(TraceRow, trace_id)
         if trace is None:
-            raise JobFailed(f"trace {trace_id} no longer exists")
+            raise JobCancelled(f"trace {trace_id} was deleted")
         if trace.dataset_id is not None and trace.status == "ready":
             return trace.dataset_id
         if trace.upload_path is None:
@@ -53,31 +115,85 @@ def ingest_trace(ctx: JobContext, trace_id: int) -> str:
         path, fmt, name = Path(trace.upload_path), trace.format, trace.name
         trace.status = "ingesting"
     ctx.log(f"ingesting trace {trace_id} ({fmt})")
+    if not path.is_file():
+        _fail_trace(ctx, trace_id, path, [_problem(name, "the uploaded file is gone")])
+        raise JobFailed(f"trace {trace_id}: the uploaded file is gone")
     try:
         info = ingest_file(path, fmt=fmt, name=name, settings=ctx.settings)
     except BadInputError as exc:
         problems = [
             {"file": name, "line": p.line, "field": p.field, "problem": p.problem} for p in exc.problems
         ]
-        with ctx.db.session() as s:
-            trace = s.get(TraceRow, trace_id)
-            if trace is not None:
-                trace.status, trace.error, trace.upload_path = "failed", {"problems": problems}, None
-        path.unlink(missing_ok=True)
+        _fail_trace(ctx, trace_id, path, problems)
         raise
-    with ctx.db.session() as s:
-        trace = s.get(TraceRow, trace_id)
-        if trace is not None:
-            trace.status, trace.dataset_id, trace.error, trace.upload_path = "ready", info.id, None, None
+    except Exception as exc:
+        if ctx.stop_reason is not None:  # interrupted on purpose: the job's end decides
+            _set_trace(ctx, trace_id, only_if=("ingesting",), status="uploaded")
+            raise
+        retry = _retryable(exc)
+        if not retry or ctx.attempt >= ctx.max_attempts:
+            reason = _reason(exc)
+            if retry:
+                reason = f"gave up after {ctx.attempt} attempt(s): {type(exc).__name__}: {exc}"
+            _fail_trace(ctx, trace_id, path, [_problem(name, reason)])
+            raise JobFailed(f"trace {trace_id} ({name}): {reason}") from exc
+        _set_trace(ctx, trace_id, only_if=("ingesting",), status="uploaded")
+        raise
+    except BaseException:
+        _set_trace(ctx, trace_id, only_if=("ingesting",), status="uploaded")
+        raise
+    ready = _set_trace(ctx, trace_id, status="ready", dataset_id=info.id, error=None, upload_path=None)
     path.unlink(missing_ok=True)
+    if not ready:  # deleted while it was being ingested: leave no dataset nobody can see or delete
+        if not info.reused:
+            _drop_orphan_dataset(ctx, info.id)
+        raise JobCancelled(f"trace {trace_id} was deleted during its ingest; its dataset was removed")
     ctx.log(f"trace {trace_id} → dataset {info.id}{' (already ingested)' if info.reused else ''}")
     return info.id
+
+
+def _problem(name: str, problem: str) -> dict[str, Any]:
+    return {"file": name, "line": None, "field": None, "problem": problem}
 
 
 def run_ingest(ctx: JobContext) -> dict[str, Any]:
     trace_id = int(ctx.payload["trace_id"])
     out = ctx.step("ingest", lambda: {"dataset_id": ingest_trace(ctx, trace_id)})
     return {"trace_id": trace_id, **out}
+
+
+def finalize_ingest(
+    db: Database, settings: Settings, job_id: int, kind: str, payload: dict[str, Any], status: str, error: str
+) -> None:
+    """An ingest job that ended without success by any path: its trace is `failed` (not `ingesting`
+    forever) and its upload is removed."""
+    trace_id = payload.get("trace_id")
+    if not isinstance(trace_id, int):
+        return
+    with db.session() as s:
+        trace = s.get(TraceRow, trace_id)
+        if trace is None or trace.status not in ("uploaded", "ingesting"):
+            return
+        problem = f"ingest job {job_id} {status}: {public(error, settings)}"
+        trace.status, trace.error = "failed", {"problems": [_problem(trace.name, problem)]}
+        upload, trace.upload_path = trace.upload_path, None
+    if upload:
+        Path(upload).unlink(missing_ok=True)
+
+
+def finalize_analyze(
+    db: Database, settings: Settings, job_id: int, kind: str, payload: dict[str, Any], status: str, error: str
+) -> None:
+    """An analyze job that ended without success: its analysis is `failed`, not `running` forever."""
+    analysis_id = payload.get("analysis_id")
+    if not isinstance(analysis_id, int):
+        return
+    with db.session() as s:
+        s.execute(
+            update(AnalysisRow)
+            .where(AnalysisRow.id == analysis_id, AnalysisRow.status.in_(("queued", "running")))
+            .values(status="failed", error=public(f"job {job_id} {status}: {error}", settings))
+        )
 
 
 # --- analyze ------------------------------------------------------------------------------------------------
@@ -89,15 +205,37 @@ def _characterize(
         from jobs.characterize import run
     except ImportError as exc:
         raise JobFailed(f"the analysis is not available: {exc}") from exc
-    ctx.log(f"characterizing dataset {dataset_id} into {out_dir}")
-    run(
-        dataset_id,
-        out_dir,
-        dataset=True,
-        settings=ctx.settings,
-        opts=Options(servers=servers, replication=replication),
-    )
-    return {"dataset_id": dataset_id, "out_dir": str(out_dir), "summary": str(out_dir / "summary.json")}
+    ctx.log(f"characterizing dataset {dataset_id}")
+    with ctx.on_stop(_cancel_spark):  # a cancel (or the time budget) stops the running Spark job
+        run(
+            dataset_id,
+            out_dir,
+            dataset=True,
+            settings=ctx.settings,
+            opts=Options(servers=servers, replication=replication),
+        )
+    rel = _home_relative(ctx, out_dir)
+    return {"dataset_id": dataset_id, "out_dir": rel, "summary": f"{rel}/summary.json"}
+
+
+def _cancel_spark() -> None:
+    from pyspark import SparkContext
+
+    sc = SparkContext._active_spark_context
+    if sc is not None:
+        sc.cancelAllJobs()
+
+
+def _home_relative(ctx: JobContext, path: Path) -> str:
+    """Paths in step outputs and results are relative to TAILTUNE_HOME (no server paths in API answers)."""
+    try:
+        return str(path.resolve().relative_to(ctx.settings.home_dir))
+    except ValueError:
+        return path.name
+
+
+def _in_home(ctx: JobContext, path: str) -> Path:
+    return ctx.settings.home_dir / path  # an absolute path (a job of an older version) stays as it is
 
 
 def run_analyze(ctx: JobContext) -> dict[str, Any]:
@@ -108,17 +246,10 @@ def run_analyze(ctx: JobContext) -> dict[str, Any]:
             raise JobFailed(f"analysis {analysis_id} no longer exists")
         row.status = "running"
         dataset_id, out_dir, opts = row.dataset_id, Path(row.out_dir), dict(row.options)
-    try:
-        out = ctx.step(
-            "analyze",
-            lambda: _characterize(ctx, dataset_id, out_dir, int(opts["servers"]), int(opts["replication"])),
-        )
-    except Exception as exc:
-        with ctx.db.session() as s:
-            row = s.get(AnalysisRow, analysis_id)
-            if row is not None and (isinstance(exc, (BadInputError, JobFailed)) or ctx.attempt >= 3):
-                row.status, row.error = "failed", str(exc)
-        raise
+    out = ctx.step(
+        "analyze",
+        lambda: _characterize(ctx, dataset_id, out_dir, int(opts["servers"]), int(opts["replication"])),
+    )  # a failure that ends the job is recorded on the analysis by `finalize_analyze`
     with ctx.db.session() as s:
         row = s.get(AnalysisRow, analysis_id)
         if row is not None:
@@ -127,9 +258,31 @@ def run_analyze(ctx: JobContext) -> dict[str, Any]:
 
 
 # --- publish ------------------------------------------------------------------------------------------------
+def _newest_published(s: Any, deployment_id: int, kind: str) -> ConfigVersionRow | None:
+    """The newest version of the deployment that was published to its target (targets only move forward)."""
+    rows = s.scalars(
+        select(ConfigVersionRow)
+        .where(ConfigVersionRow.deployment_id == deployment_id)
+        .order_by(ConfigVersionRow.version.desc())
+    )
+    return next((r for r in rows if kind in (r.published or {})), None)
+
+
 def publish_version(ctx: JobContext, deployment_id: int, version: int) -> dict[str, Any]:
-    """Publish one stored version to the deployment's target (retried with backoff); record the outcome."""
-    from tailtune.control.publishers import PublishConflict, PublishFailed, publish_with_retry, publisher_for
+    """Publish one stored version to the deployment's target (retried with backoff); record the outcome.
+
+    Targets and the deployment's record only move forward: the newest version published before is handed to
+    the publisher as `head` (a republished older version, or a target that lost its data, gets the newest
+    back), and `current_config` is always the newest published version's config. A publish that reached only
+    some servers of a pool leaves `publish_status: partial` and names them.
+    """
+    from tailtune.control.publishers import (
+        PublishConflict,
+        PublishFailed,
+        PublishRejected,
+        publish_with_retry,
+        publisher_for,
+    )
 
     with ctx.db.session() as s:
         dep = s.get(DeploymentRow, deployment_id)
@@ -141,8 +294,15 @@ def publish_version(ctx: JobContext, deployment_id: int, version: int) -> dict[s
         if dep is None or row is None:
             raise JobFailed(f"deployment {deployment_id} version {version} not found")
         kind, name, conn, config = dep.kind, dep.name, dict(dep.connection), dict(row.config)
+        newest = _newest_published(s, deployment_id, kind)
+        head = (newest.version, dict(newest.config)) if newest is not None and newest.version > version else None
         dep.publish_status = "publishing"
-    publisher = publisher_for(kind, name, conn, ctx.settings.publish_timeout_s)
+    if head is not None:
+        ctx.log(f"version {version} is older than the published version {head[0]}: the target keeps {head[0]}")
+    publisher = publisher_for(
+        kind, name, conn, ctx.settings.publish_timeout_s,
+        memcached_item_max_bytes=ctx.settings.memcached_item_max_bytes,
+    )
     try:
         outcome = publish_with_retry(
             publisher,
@@ -151,17 +311,20 @@ def publish_version(ctx: JobContext, deployment_id: int, version: int) -> dict[s
             attempts=ctx.settings.publish_attempts,
             backoff_s=ctx.settings.publish_backoff_s,
             log=ctx.log,
+            head=head,
         )
-    except (PublishFailed, PublishConflict) as exc:
+    except (PublishFailed, PublishConflict, PublishRejected) as exc:
+        partial = isinstance(exc, PublishFailed) and exc.partial is not None
         with ctx.db.session() as s:
             dep = s.get(DeploymentRow, deployment_id)
             if dep is not None:
-                dep.publish_status, dep.publish_error = "failed", str(exc)
-        if isinstance(exc, PublishConflict):
+                dep.publish_status = "partial" if partial else "failed"
+                dep.publish_error = public(str(exc), ctx.settings)
+        if isinstance(exc, PublishConflict | PublishRejected):
             raise JobFailed(str(exc)) from exc
         raise
     with ctx.db.session() as s:
-        dep = s.get(DeploymentRow, deployment_id)
+        dep = s.scalar(select(DeploymentRow).where(DeploymentRow.id == deployment_id).with_for_update())
         row = s.scalar(
             select(ConfigVersionRow).where(
                 ConfigVersionRow.deployment_id == deployment_id, ConfigVersionRow.version == version
@@ -169,10 +332,12 @@ def publish_version(ctx: JobContext, deployment_id: int, version: int) -> dict[s
         )
         if row is not None:
             row.published = {**row.published, kind: {"at": now(), "current_version": outcome.current_version}}
+            s.flush()
         if dep is not None:
             dep.publish_status, dep.publish_error = "ok", None
-            if outcome.current_version == version:
-                dep.current_config = config
+            newest = _newest_published(s, deployment_id, kind)
+            if newest is not None:
+                dep.current_config = dict(newest.config)
     return {
         "target": kind,
         "version": version,
@@ -205,7 +370,7 @@ def _step_ingest(ctx: JobContext, dep_id: int) -> dict[str, Any]:
     explicit = ctx.payload.get("dataset_ids")
     if explicit:
         return {"traces": [], "datasets": [str(d) for d in explicit]}
-    traces = _pick_traces(ctx, dep_id, int(ctx.payload.get("traces", 1)))
+    traces = _pick_traces(ctx, dep_id, _options(ctx).traces)
     if not traces:
         raise JobFailed(
             f"deployment {dep_id} has no uploaded trace (POST /api/v1/traces?deployment_id={dep_id})"
@@ -214,7 +379,9 @@ def _step_ingest(ctx: JobContext, dep_id: int) -> dict[str, Any]:
     return {"traces": traces, "datasets": [ingest_trace(ctx, t) for t in traces]}
 
 
-def _step_tune(ctx: JobContext, dep: dict[str, Any], dataset_id: str, summary_path: str) -> dict[str, Any]:
+def _step_tune(
+    ctx: JobContext, dep: dict[str, Any], dataset_id: str, summary_path: str, opts: TuneOptions
+) -> dict[str, Any]:
     import json
 
     try:
@@ -223,7 +390,6 @@ def _step_tune(ctx: JobContext, dep: dict[str, Any], dataset_id: str, summary_pa
         from tuner.tune import TuneRequest, run_tune
     except ImportError as exc:
         raise JobFailed(f"the tuner is not available: {exc}") from exc
-    opts = dict(ctx.payload.get("tune") or {})
     current = dep["current_config"]
     cand = Candidate(str(current["policy"]), dict(current.get("params") or {})) if current else None
     study = f"tailtune-{dep['name']}-job{ctx.job_id}"
@@ -231,17 +397,24 @@ def _step_tune(ctx: JobContext, dep: dict[str, Any], dataset_id: str, summary_pa
     req = TuneRequest(
         source=WorkloadSource(dataset=dataset_id),
         deployment=dep["kind"],
-        trials=int(opts.get("trials", 50)),
-        seeds=int(opts.get("seeds", 3)),
+        trials=opts.trials,
+        seeds=opts.seeds,
         objective=str(dep["objective"].get("metric", "p99")),
-        timeout_s=opts.get("timeout_s"),
+        timeout_s=opts.timeout_s,
         study=study,
         current=cand,
         policies=tuple(dep["constraints"]["policies"]) if dep["constraints"].get("policies") else None,
-        summary=json.loads(Path(summary_path).read_text()),
+        summary=json.loads(_in_home(ctx, summary_path).read_text()),
         plots=False,
     )
-    rec = run_tune(req, settings=ctx.settings)
+    try:
+        # between two trials, a cancel (or the time budget) stops the study: no further trial starts
+        rec = run_tune(req, settings=ctx.settings, on_progress=lambda *_: ctx.check_cancel())
+    except BadInputError as exc:  # the tuner names its own inputs as the CLI's: here they come from the job
+        raise BadInputError(
+            [replace(p, file="job payload" if p.file == "command line" else p.file) for p in exc.problems],
+            more=exc.more,
+        ) from None
     ctx.set_mlflow_run_id(rec.mlflow_run_id)
     clean: dict[str, Any] = json.loads(json.dumps(rec.to_json(), default=str))
     return clean
@@ -264,15 +437,30 @@ def _step_decide(
             )
         )
         row = existing or add_version(
-            s, dep_id, config, source="tuning", job_id=ctx.job_id, note=f"nightly job {ctx.job_id}: {reason}"
+            s,
+            dep_id,
+            config,
+            settings=ctx.settings,
+            source="tuning",
+            job_id=ctx.job_id,
+            note=f"nightly job {ctx.job_id}: {reason}",
         )
         version = row.version
     return {"accepted": True, "reason": reason, "version": version}
 
 
+def _options(ctx: JobContext) -> NightlyOptions:
+    """The job's payload checked before the first step (limits as at the API): a bad one fails at once."""
+    try:
+        return check_nightly(ctx.payload, ctx.settings)
+    except Invalid as exc:
+        raise JobFailed(f"job payload: field '{exc.field}': {exc.detail}") from None
+
+
 def run_nightly(ctx: JobContext) -> dict[str, Any]:
     if ctx.deployment_id is None:
         raise JobFailed("a nightly job needs a deployment")
+    opts = _options(ctx)
     dep_id = ctx.deployment_id
     with ctx.db.session() as s:
         row = s.get(DeploymentRow, dep_id)
@@ -296,7 +484,7 @@ def run_nightly(ctx: JobContext) -> dict[str, Any]:
             ctx, dataset_id, out_dir, int(topo["servers"]), int(topo.get("replication", 1))
         ),
     )
-    rec = ctx.step("tune", lambda: _step_tune(ctx, dep, dataset_id, str(ana["summary"])))
+    rec = ctx.step("tune", lambda: _step_tune(ctx, dep, dataset_id, str(ana["summary"]), opts.tune))
     recommendation = Recommendation.from_json(rec)
     dec = ctx.step("decide", lambda: _step_decide(ctx, dep_id, recommendation, dep["constraints"], dep["objective"]))
     result: dict[str, Any] = {

@@ -44,7 +44,11 @@ def tick(db: Database, settings: Settings, at: float | None = None) -> list[Fire
             for r in s.scalars(select(ScheduleRow).where(ScheduleRow.enabled.is_(True)))
         ]
     for sid, cron, tz, last, created, dep_id, traces in schedules:
-        slot = latest_slot(cron, tz, at)
+        try:
+            slot = latest_slot(cron, tz, at)
+        except Exception:  # one broken row (a zone gone from tzdata, a cron croniter refuses) must not stop the rest
+            log.exception("schedule %s: cannot compute its slot (cron %r, zone %r); skipped", sid, cron, tz)
+            continue
         if slot <= created or (last is not None and slot <= last):
             continue
         too_old = at - slot > settings.scheduler_catchup_s

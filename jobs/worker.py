@@ -11,6 +11,17 @@
   'running'`; a worker that lost its lease cannot complete, fail or log on the job any more.
 * **Retry with backoff.** A failed attempt is re-queued after `job_backoff_s * 2**(attempt-1)` s until
   `max_attempts`; bad input (`BadInputError`, `JobFailed`) fails at once.
+* **Stopping.** A watcher thread (the heartbeat's) polls the job's `cancel_requested` about every second and
+  checks the job's time budget (`job_time_budget_s`); either one stops the job through its context: the next
+  check raises, and hooks a step registered (Spark's cancelAllJobs) interrupt it at once. Cancel ends the job
+  `cancelled`; the budget ends it `failed` (not retried).
+* **Schedules never wait for a job.** `run()` ticks the cron scheduler on its own thread, so a slot's job is
+  enqueued on time even while this worker runs a long job (it then waits for a free worker: run several).
+* **Finalizers.** When a job ends without success by any path (failed, cancelled, given up after lost
+  workers), the finalizer of its kind brings the rows it was working on to an end state (a trace `failed`
+  instead of `ingesting` forever, an analysis `failed` instead of `running`).
+* **What clients see.** Job errors, step errors and logs carry no tracebacks, server paths or credentials
+  (`tailtune.control.redact.public`); the process log has the traceback.
 """
 
 from __future__ import annotations
@@ -20,21 +31,27 @@ import os
 import socket
 import threading
 import time
-import traceback
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from sqlalchemy import and_, or_, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
-from jobs.context import Handler, JobCancelled, JobContext, JobFailed, LeaseLost
-from tailtune.base.errors import BadInputError, TailtuneError
+from jobs.context import Handler, JobCancelled, JobContext, JobFailed, JobOverBudget, LeaseLost
+from tailtune.base.errors import BadInputError
 from tailtune.base.settings import Settings
 from tailtune.control.db import Database, JobRow, WorkerRow
+from tailtune.control.redact import public
 
-__all__ = ["Worker"]
+__all__ = ["Finalizer", "Worker"]
+
+#: Called once a job ended without success: (db, settings, job id, kind, payload, status, error).
+Finalizer = Callable[[Database, Settings, int, str, dict[str, Any], str, str], None]
+
+#: How often the watcher of a running job looks for a cancel request and the time budget, at most.
+WATCH_S = 1.0
 
 log = logging.getLogger("tailtune.worker")
 
@@ -53,6 +70,7 @@ class Worker:
         *,
         handlers: Mapping[str, Handler],
         schedule: bool = True,
+        finalizers: Mapping[str, Finalizer] | None = None,
     ):
         self.settings = settings
         self.db = db
@@ -64,6 +82,7 @@ class Worker:
         self.lease_s = settings.worker_lease_s
         self.schedule = schedule
         self.handlers = dict(handlers)
+        self.finalizers = dict(finalizers or {})
 
     # --- liveness -------------------------------------------------------------------------------------------
     def beat(self, job_id: int | None = None) -> None:
@@ -117,13 +136,40 @@ class Worker:
                 if job.attempts > job.max_attempts:
                     job.status, job.finished_at, job.lease_owner = "failed", now, None
                     job.error = f"gave up after {job.max_attempts} attempts (workers lost or failed)"
-                    continue
-                return job
+                    gave_up = (job.id, job.kind, dict(job.payload), job.error)
+                else:
+                    return job
+            self._finalize(*gave_up[:3], "failed", gave_up[3])
         return None
 
-    def _heartbeat_loop(self, job_id: int, stop: threading.Event, lost: threading.Event) -> None:
-        while not stop.wait(self.lease_s / 3):
+    def _finalize(self, job_id: int, kind: str, payload: dict[str, Any], status: str, error: str) -> None:
+        fin = self.finalizers.get(kind)
+        if fin is None:
+            return
+        try:
+            fin(self.db, self.settings, job_id, kind, payload, status, error)
+        except Exception:
+            log.exception("job %s: finalizer of %s failed", job_id, kind)
+
+    def _watch(self, ctx: JobContext, stop: threading.Event, lost: threading.Event) -> None:
+        """Extend the lease every lease/3 s; look for a cancel request and the time budget about every second."""
+        job_id = ctx.job_id
+        period = min(self.lease_s / 3, WATCH_S, max(self.settings.worker_poll_s, 0.05))
+        started = time.monotonic()
+        budget = self.settings.job_time_budget_s
+        next_beat = started + self.lease_s / 3
+        while not stop.wait(period):
             try:
+                if budget > 0 and time.monotonic() - started > budget:
+                    ctx.stop(JobOverBudget(f"stopped after its time budget of {budget:g} s (job_time_budget_s)"))
+                if not ctx.stopping.is_set():
+                    with self.db.session() as s:
+                        wanted = s.scalar(select(JobRow.cancel_requested).where(JobRow.id == job_id))
+                    if wanted:
+                        ctx.stop(JobCancelled("cancelled by request"))
+                if time.monotonic() < next_beat:
+                    continue
+                next_beat = time.monotonic() + self.lease_s / 3
                 with self.db.session() as s:
                     n = s.execute(
                         update(JobRow)
@@ -141,7 +187,7 @@ class Worker:
         """Run one claimed job to its end state; returns the status written (or 'lost')."""
         ctx = JobContext(self.db, self.settings, self.id, job)
         stop, lost = threading.Event(), threading.Event()
-        hb = threading.Thread(target=self._heartbeat_loop, args=(job.id, stop, lost), daemon=True)
+        hb = threading.Thread(target=self._watch, args=(ctx, stop, lost), daemon=True)
         hb.start()
         try:
             ctx.log(f"claimed by {self.id}")
@@ -153,9 +199,13 @@ class Worker:
         except LeaseLost:
             log.warning("job %s: lease lost; another worker continues it", job.id)
             return "lost"
-        except JobCancelled:
-            return self._finish(ctx, "cancelled", error="cancelled by request")
+        except JobCancelled as exc:
+            return self._finish(ctx, "cancelled", error=str(exc) or "cancelled by request")
         except Exception as exc:
+            if ctx.stop_reason is not None and not isinstance(exc, JobFailed):
+                exc = ctx.stop_reason  # interrupted on purpose: the reason, not the interruption's symptom
+                if isinstance(exc, JobCancelled):
+                    return self._finish(ctx, "cancelled", error=str(exc))
             return self._failed(ctx, job, exc)
         finally:
             stop.set()
@@ -169,15 +219,17 @@ class Worker:
             ctx._update(status=status, **fields)
         except LeaseLost:
             return "lost"
+        if status in ("failed", "cancelled"):
+            self._finalize(ctx.job_id, ctx.kind, ctx.payload, status, str(values.get("error") or status))
         return status
 
     def _failed(self, ctx: JobContext, job: JobRow, exc: Exception) -> str:
-        message = f"{type(exc).__name__}: {exc}"
+        message = public(f"{type(exc).__name__}: {exc}", self.settings)
         permanent = isinstance(exc, (BadInputError, JobFailed)) or getattr(exc, "permanent", False)
+        if not isinstance(exc, BadInputError | JobFailed):  # the traceback goes to the process log only
+            log.error("job %s: attempt %s failed", job.id, job.attempts, exc_info=exc)
         try:
             ctx.log(f"attempt {job.attempts} failed: {message}")
-            if not isinstance(exc, TailtuneError):
-                ctx.log("".join(traceback.format_exception(exc, limit=-3)).rstrip())
         except LeaseLost:
             return "lost"
         if permanent or job.attempts >= job.max_attempts:
@@ -199,10 +251,32 @@ class Worker:
         job = self.claim()
         return None if job is None else self.execute(job)
 
+    def _schedule_loop(self, stop: threading.Event) -> None:
+        from jobs.scheduler import tick
+
+        while not stop.wait(max(self.settings.worker_poll_s, 0.05)):
+            try:
+                tick(self.db, self.settings)
+            except Exception:
+                log.exception("scheduler tick failed")
+
     def run(self, stop: threading.Event | None = None, *, max_jobs: int | None = None) -> int:
         stop = stop or threading.Event()
         done = 0
         log.info("worker %s started (lease %.0fs)", self.id, self.lease_s)
+        ticker_stop = threading.Event()
+        ticker = None
+        if self.schedule:
+            ticker = threading.Thread(target=self._schedule_loop, args=(ticker_stop,), daemon=True, name="cron")
+            ticker.start()
+        try:
+            return self._loop(stop, max_jobs, done)
+        finally:
+            ticker_stop.set()
+            if ticker is not None:
+                ticker.join(timeout=30)
+
+    def _loop(self, stop: threading.Event, max_jobs: int | None, done: int) -> int:
         while not stop.is_set():
             try:
                 status = self.run_once()

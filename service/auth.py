@@ -52,11 +52,20 @@ def create_token(db: Database, name: str, scope: str) -> str:
 
 
 class _TokenCache:
-    """hash → Principal from the DB, refreshed every couple of seconds (keeps auth off the hot path)."""
+    """hash → Principal from the DB, refreshed every couple of seconds (keeps auth off the hot path).
+
+    An unknown token is answered from the cached table too: a stream of wrong tokens costs a SHA-256 and a
+    dict lookup each, and the table is re-read at most once per `_CACHE_S` whatever the rate (one reader at
+    a time; the others use the table they have). A token created in another process is accepted within
+    `_CACHE_S`; one created in this process at once.
+    """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
+        self._reload_lock = threading.Lock()
         self._by_url: dict[str, tuple[float, dict[str, Principal]]] = {}
+        #: How often the token table was read from the DB (tests check failed auth stays bounded).
+        self.reloads = 0
 
     def clear(self) -> None:
         with self._lock:
@@ -71,16 +80,21 @@ class _TokenCache:
         return hit[1].get(digest)
 
     def lookup(self, db: Database, digest: str) -> Principal | None:
-        now = time.monotonic()
         with self._lock:
             hit = self._by_url.get(db.url)
-        if hit is None or now - hit[0] > _CACHE_S or digest not in hit[1]:
-            with db.session() as s:
-                rows = s.scalars(select(ApiTokenRow)).all()
-                table = {r.sha256: Principal(r.name, r.scope) for r in rows}
+        if hit is not None and time.monotonic() - hit[0] <= _CACHE_S:
+            return hit[1].get(digest)
+        with self._reload_lock:  # one reload at a time; who waited finds the fresh table
             with self._lock:
-                self._by_url[db.url] = (now, table)
-            return table.get(digest)
+                hit = self._by_url.get(db.url)
+            if hit is None or time.monotonic() - hit[0] > _CACHE_S:
+                with db.session() as s:
+                    rows = s.scalars(select(ApiTokenRow)).all()
+                    table = {r.sha256: Principal(r.name, r.scope) for r in rows}
+                self.reloads += 1
+                hit = (time.monotonic(), table)
+                with self._lock:
+                    self._by_url[db.url] = hit
         return hit[1].get(digest)
 
 

@@ -5,11 +5,13 @@ Every error body is `{"error": CODE, "detail": MESSAGE, "field": FIELD-or-null, 
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from tailtune.base.errors import BadInputError, NotFoundError, TailtuneError
 from tailtune.control.errors import (
@@ -33,6 +35,23 @@ __all__ = [
     "install_error_handlers",
 ]
 
+log = logging.getLogger("tailtune.api")
+
+#: The `error` code of an HTTP status raised by the framework itself (unknown path, wrong method, unparsable
+#: body, ...); the service's own errors carry theirs.
+HTTP_CODES = {
+    400: "bad_request",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    409: "conflict",
+    413: "too_large",
+    415: "unsupported_media_type",
+    422: "invalid",
+    429: "too_many_requests",
+}
+
 
 def _body(
     code: str, detail: str, field: str | None, problems: list[dict[str, Any]] | None = None
@@ -49,6 +68,22 @@ async def _service_error(_: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, ServiceError)
     headers = {"WWW-Authenticate": "Bearer"} if isinstance(exc, Unauthorized) else None
     return JSONResponse(_body(exc.code, exc.detail, exc.field), status_code=exc.status_code, headers=headers)
+
+
+async def _http_error(_: Request, exc: Exception) -> JSONResponse:
+    """404 (no such path), 405 (method), 400 (unparsable body) and friends, in the one error shape."""
+    assert isinstance(exc, StarletteHTTPException)
+    code = HTTP_CODES.get(exc.status_code, "error")
+    detail = exc.detail if isinstance(exc.detail, str) else str(exc.detail)
+    if exc.status_code == 404 and detail == "Not Found":
+        detail = "no such resource"
+    return JSONResponse(_body(code, detail, None), status_code=exc.status_code, headers=exc.headers)
+
+
+async def _internal_error(request: Request, exc: Exception) -> JSONResponse:
+    """An unexpected error: logged with its traceback on the server, answered without one."""
+    log.error("%s %s failed", request.method, request.url.path, exc_info=exc)
+    return JSONResponse(_body("internal", "internal error; the server log has the details", None), status_code=500)
 
 
 async def _validation_error(_: Request, exc: Exception) -> JSONResponse:
@@ -75,6 +110,8 @@ async def _tailtune_error(_: Request, exc: Exception) -> JSONResponse:
 
 def install_error_handlers(app: FastAPI) -> None:
     """One mapping from every expected error type to a 4xx JSON answer naming the field."""
+    app.add_exception_handler(StarletteHTTPException, _http_error)
+    app.add_exception_handler(Exception, _internal_error)
     app.add_exception_handler(ServiceError, _service_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(TailtuneError, _tailtune_error)

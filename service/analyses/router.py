@@ -8,6 +8,7 @@ from fastapi.responses import FileResponse
 from service.analyses import service
 from service.analyses.schemas import AnalysisCreate, AnalysisOut
 from service.deps import ReadAuth, SessionDep, SettingsDep, WriteAuth
+from service.params import DEFAULT_PAGE, Limit, Offset, PathId, page
 
 __all__ = ["router"]
 
@@ -20,20 +21,23 @@ def trigger(body: AnalysisCreate, s: SessionDep, settings: SettingsDep, _: Write
 
 
 @router.get("")
-def list_all(s: SessionDep, _: ReadAuth) -> list[AnalysisOut]:
-    return [AnalysisOut.of(r) for r in service.list_all(s)]
+def list_all(
+    s: SessionDep, settings: SettingsDep, _: ReadAuth, limit: Limit = DEFAULT_PAGE, offset: Offset = 0
+) -> list[AnalysisOut]:
+    limit, offset = page(limit, offset, settings.api_max_list)
+    return [AnalysisOut.of(r) for r in service.list_all(s, limit=limit, offset=offset)]
 
 
 @router.get("/{analysis_id}")
-def show(analysis_id: int, s: SessionDep, _: ReadAuth) -> AnalysisOut:
+def show(analysis_id: PathId, s: SessionDep, _: ReadAuth) -> AnalysisOut:
     return AnalysisOut.of(service.get(s, analysis_id))
 
 
 @router.get("/{analysis_id}/summary.json", response_class=FileResponse)
-def summary(analysis_id: int, s: SessionDep, _: ReadAuth) -> FileResponse:
+def summary(analysis_id: PathId, s: SessionDep, _: ReadAuth) -> FileResponse:
     return FileResponse(service.output_file(s, analysis_id, "summary.json"), media_type="application/json")
 
 
 @router.get("/{analysis_id}/report.html", response_class=FileResponse)
-def report(analysis_id: int, s: SessionDep, _: ReadAuth) -> FileResponse:
+def report(analysis_id: PathId, s: SessionDep, _: ReadAuth) -> FileResponse:
     return FileResponse(service.output_file(s, analysis_id, "report.html"), media_type="text/html")

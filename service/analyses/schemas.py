@@ -5,9 +5,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from tailtune.control.common import to_dt
+from tailtune.control.common import DbId, to_dt
 from tailtune.control.db import AnalysisRow
 
 __all__ = ["AnalysisCreate", "AnalysisOut"]
@@ -16,7 +16,9 @@ __all__ = ["AnalysisCreate", "AnalysisOut"]
 class AnalysisCreate(BaseModel):
     """Analyze one trace (by trace id) or one stored dataset (by dataset id)."""
 
-    trace_id: int | None = Field(default=None, ge=1)
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    trace_id: DbId | None = None
     dataset_id: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_-]{4,64}$")
     servers: int = Field(default=16, ge=1, le=100_000)
     replication: int = Field(default=3, ge=1, le=16)

@@ -65,8 +65,8 @@ def get(s: Session, analysis_id: int) -> AnalysisRow:
     return row
 
 
-def list_all(s: Session) -> Sequence[AnalysisRow]:
-    return s.scalars(select(AnalysisRow).order_by(AnalysisRow.id.desc())).all()
+def list_all(s: Session, *, limit: int = 100, offset: int = 0) -> Sequence[AnalysisRow]:
+    return s.scalars(select(AnalysisRow).order_by(AnalysisRow.id.desc()).limit(limit).offset(offset)).all()
 
 
 def output_file(s: Session, analysis_id: int, name: str) -> Path:

@@ -13,6 +13,7 @@ from typing import Any
 
 from service.auth import quick_read_principal
 from service.deps import database_for
+from service.guard import host_allowed
 from tailtune.base.settings import get_settings
 from tailtune.control.configs_cache import latest_cache
 
@@ -34,9 +35,12 @@ class ConfigFastPath:
             await self.app(scope, receive, send)
             return
         settings = get_settings()
+        headers = dict(scope["headers"])
+        if not host_allowed(headers, settings):  # the app's guard answers it
+            await self.app(scope, receive, send)
+            return
         db = database_for(settings.resolved_database_url)
         entry = latest_cache.get(db, int(m.group(1)), settings.config_cache_s)
-        headers = dict(scope["headers"])
         client = scope.get("client") or ("", 0)
         if entry is None or quick_read_principal(headers, client[0], settings, db) is None:
             await self.app(scope, receive, send)

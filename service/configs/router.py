@@ -9,7 +9,9 @@ from fastapi.concurrency import run_in_threadpool
 
 from service.configs.schemas import ConfigCreate, ConfigDiff, ConfigOut, PublishRequest, RollbackRequest
 from service.deps import DbDep, ReadAuth, SessionDep, SettingsDep, WriteAuth
+from service.params import DEFAULT_PAGE, Limit, Offset, PathId, page
 from tailtune.control import configs as service
+from tailtune.control.common import MAX_ID
 from tailtune.control.configs_cache import Latest, etag_of, latest_cache
 from tailtune.control.db import Database
 
@@ -25,7 +27,7 @@ def _load_latest(db: Database, deployment_id: int) -> Latest:
 
 
 @router.get("/{deployment_id}", response_model=ConfigOut, responses={304: {"description": "Not modified"}})
-async def latest(deployment_id: int, request: Request, db: DbDep, settings: SettingsDep, _: ReadAuth) -> Any:
+async def latest(deployment_id: PathId, request: Request, db: DbDep, settings: SettingsDep, _: ReadAuth) -> Any:
     """The recommended config: the latest accepted version. Send `If-None-Match` to poll cheaply."""
     entry = latest_cache.get(db, deployment_id, settings.config_cache_s)
     if entry is None:
@@ -39,31 +41,39 @@ async def latest(deployment_id: int, request: Request, db: DbDep, settings: Sett
 
 
 @router.get("/{deployment_id}/versions")
-def history(deployment_id: int, s: SessionDep, _: ReadAuth) -> list[ConfigOut]:
-    return [ConfigOut.of(r) for r in service.history(s, deployment_id)]
+def history(
+    deployment_id: PathId,
+    s: SessionDep,
+    settings: SettingsDep,
+    _: ReadAuth,
+    limit: Limit = DEFAULT_PAGE,
+    offset: Offset = 0,
+) -> list[ConfigOut]:
+    limit, offset = page(limit, offset, settings.api_max_list)
+    return [ConfigOut.of(r) for r in service.history(s, deployment_id, limit=limit, offset=offset)]
 
 
 @router.get("/{deployment_id}/versions/{version}")
-def version(deployment_id: int, version: int, s: SessionDep, _: ReadAuth) -> ConfigOut:
+def version(deployment_id: PathId, version: PathId, s: SessionDep, _: ReadAuth) -> ConfigOut:
     return ConfigOut.of(service.get_version(s, deployment_id, version))
 
 
 @router.get("/{deployment_id}/diff")
 def diff(
-    deployment_id: int,
+    deployment_id: PathId,
     s: SessionDep,
     _: ReadAuth,
-    from_version: int = Query(alias="from", ge=1),
-    to_version: int = Query(alias="to", ge=1),
+    from_version: int = Query(alias="from", ge=1, le=MAX_ID),
+    to_version: int = Query(alias="to", ge=1, le=MAX_ID),
 ) -> ConfigDiff:
     return service.diff(s, deployment_id, from_version, to_version)
 
 
 @router.post("/{deployment_id}/versions", status_code=status.HTTP_201_CREATED)
 def create(
-    deployment_id: int, body: ConfigCreate, s: SessionDep, settings: SettingsDep, _: WriteAuth
+    deployment_id: PathId, body: ConfigCreate, s: SessionDep, settings: SettingsDep, _: WriteAuth
 ) -> ConfigOut:
-    row = service.add_version(s, deployment_id, body.config, source="manual", note=body.note)
+    row = service.add_version(s, deployment_id, body.config, settings=settings, source="manual", note=body.note)
     if body.publish:
         row.job_id = service.schedule_publish(s, settings, deployment_id, row.version).id
     return ConfigOut.of(row)
@@ -71,7 +81,7 @@ def create(
 
 @router.post("/{deployment_id}/publish", status_code=status.HTTP_202_ACCEPTED)
 def publish(
-    deployment_id: int, body: PublishRequest, s: SessionDep, settings: SettingsDep, _: WriteAuth
+    deployment_id: PathId, body: PublishRequest, s: SessionDep, settings: SettingsDep, _: WriteAuth
 ) -> dict[str, int]:
     ver = body.version or service.latest(s, deployment_id).version
     job = service.schedule_publish(s, settings, deployment_id, ver)
@@ -80,9 +90,9 @@ def publish(
 
 @router.post("/{deployment_id}/rollback", status_code=status.HTTP_201_CREATED)
 def rollback(
-    deployment_id: int, body: RollbackRequest, s: SessionDep, settings: SettingsDep, _: WriteAuth
+    deployment_id: PathId, body: RollbackRequest, s: SessionDep, settings: SettingsDep, _: WriteAuth
 ) -> ConfigOut:
-    row = service.rollback(s, deployment_id, body.version, body.note)
+    row = service.rollback(s, settings, deployment_id, body.version, body.note)
     if body.publish:
         row.job_id = service.schedule_publish(s, settings, deployment_id, row.version).id
     return ConfigOut.of(row)

@@ -5,9 +5,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
-from tailtune.control.common import to_dt
+from tailtune.control.common import DbId, to_dt
 from tailtune.control.configs import ConfigDiff
 from tailtune.control.db import ConfigVersionRow
 
@@ -41,16 +41,24 @@ class ConfigOut(BaseModel):
 class ConfigCreate(BaseModel):
     """A manually accepted config: becomes the next version and (by default) is published."""
 
-    config: dict[str, Any] = Field(description="At least {'policy': NAME, 'params': {...}}.")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    config: dict[str, Any] = Field(
+        description="{'policy': NAME, 'params': {...}}: a policy of the deployment's kind and its parameters."
+    )
     note: str | None = Field(default=None, max_length=2000)
     publish: bool = True
 
 
 class PublishRequest(BaseModel):
-    version: int | None = Field(default=None, ge=1, description="Default: the latest version.")
+    model_config = ConfigDict(extra="forbid")
+
+    version: DbId | None = Field(default=None, description="Default: the latest version.")
 
 
 class RollbackRequest(BaseModel):
-    version: int = Field(ge=1, description="The earlier version whose config becomes the new latest version.")
+    model_config = ConfigDict(extra="forbid")
+
+    version: DbId = Field(description="The earlier version whose config becomes the new latest version.")
     note: str | None = Field(default=None, max_length=2000)
     publish: bool = True

@@ -6,7 +6,8 @@ from fastapi import APIRouter, Response, status
 
 from service.deployments import service
 from service.deployments.schemas import DeploymentCreate, DeploymentOut, DeploymentPatch
-from service.deps import ReadAuth, SessionDep, WriteAuth
+from service.deps import ReadAuth, SessionDep, SettingsDep, WriteAuth
+from service.params import DEFAULT_PAGE, Limit, Offset, PathId, page
 
 __all__ = ["router"]
 
@@ -14,26 +15,31 @@ router = APIRouter(prefix="/deployments", tags=["deployments"])
 
 
 @router.post("", status_code=status.HTTP_201_CREATED)
-def create(body: DeploymentCreate, s: SessionDep, _: WriteAuth) -> DeploymentOut:
-    return DeploymentOut.of(service.create(s, body))
+def create(body: DeploymentCreate, s: SessionDep, settings: SettingsDep, _: WriteAuth) -> DeploymentOut:
+    return DeploymentOut.of(service.create(s, settings, body))
 
 
 @router.get("")
-def list_all(s: SessionDep, _: ReadAuth) -> list[DeploymentOut]:
-    return [DeploymentOut.of(r) for r in service.list_all(s)]
+def list_all(
+    s: SessionDep, settings: SettingsDep, _: ReadAuth, limit: Limit = DEFAULT_PAGE, offset: Offset = 0
+) -> list[DeploymentOut]:
+    limit, offset = page(limit, offset, settings.api_max_list)
+    return [DeploymentOut.of(r) for r in service.list_all(s, limit=limit, offset=offset)]
 
 
 @router.get("/{deployment_id}")
-def show(deployment_id: int, s: SessionDep, _: ReadAuth) -> DeploymentOut:
+def show(deployment_id: PathId, s: SessionDep, _: ReadAuth) -> DeploymentOut:
     return DeploymentOut.of(service.get(s, deployment_id))
 
 
 @router.patch("/{deployment_id}")
-def patch(deployment_id: int, body: DeploymentPatch, s: SessionDep, _: WriteAuth) -> DeploymentOut:
-    return DeploymentOut.of(service.patch(s, deployment_id, body))
+def patch(
+    deployment_id: PathId, body: DeploymentPatch, s: SessionDep, settings: SettingsDep, _: WriteAuth
+) -> DeploymentOut:
+    return DeploymentOut.of(service.patch(s, settings, deployment_id, body))
 
 
 @router.delete("/{deployment_id}", status_code=status.HTTP_204_NO_CONTENT)
-def delete(deployment_id: int, s: SessionDep, _: WriteAuth) -> Response:
+def delete(deployment_id: PathId, s: SessionDep, _: WriteAuth) -> Response:
     service.delete(s, deployment_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import BaseModel, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from tailtune.control.common import NAME_PATTERN, to_dt
 from tailtune.control.db import DeploymentRow
@@ -24,24 +24,41 @@ __all__ = [
 ]
 
 _HOSTPORT = re.compile(r"^[A-Za-z0-9.\-]+:[0-9]{1,5}$|^\[[0-9a-fA-F:]+\]:[0-9]{1,5}$")
+#: IANA zone names are short (the longest is about 30 characters); timezone columns are VARCHAR(64).
+TIMEZONE_MAX = 64
+#: Endpoints of one deployment (memcached servers, Cassandra contact points) and names in a policy list.
+MAX_ENDPOINTS = 256
+HOST_MAX = 255
+Host = Annotated[str, Field(min_length=1, max_length=HOST_MAX + 6)]
+PolicyName = Annotated[str, Field(min_length=1, max_length=64)]
 
 
 def check_timezone(value: str) -> str:
+    shown = value if len(value) <= TIMEZONE_MAX else value[:TIMEZONE_MAX] + "…"
+    problem = f"unknown time zone {shown!r} (use an IANA name such as Europe/Berlin)"
+    if len(value) > TIMEZONE_MAX or not re.fullmatch(r"[A-Za-z0-9_+\-]+(/[A-Za-z0-9_+\-]+)*", value):
+        raise ValueError(problem)
     try:
         ZoneInfo(value)
-    except (ZoneInfoNotFoundError, ValueError) as exc:
-        raise ValueError(f"unknown time zone {value!r} (use an IANA name such as Europe/Berlin)") from exc
+    except (ZoneInfoNotFoundError, ValueError, OSError) as exc:
+        raise ValueError(problem) from exc
     return value
 
 
-class Topology(BaseModel):
+class _Body(BaseModel):
+    """Request bodies: unknown fields are refused, and so are NaN/Infinity (Python's JSON parser takes them)."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+
+class Topology(_Body):
     servers: int = Field(ge=1, le=100_000)
     slots: int = Field(default=1, ge=1, le=1024, description="Concurrent requests per server.")
     replication: int = Field(default=1, ge=1, le=16)
     service_rate_per_s: float | None = Field(
         default=None, gt=0, description="Ops per second one slot serves."
     )
-    network_ms: float = Field(default=0.0, ge=0)
+    network_ms: float = Field(default=0.0, ge=0, le=60_000)
 
     @model_validator(mode="after")
     def _rf(self) -> Topology:
@@ -50,13 +67,13 @@ class Topology(BaseModel):
         return self
 
 
-class Connection(BaseModel):
+class Connection(_Body):
     """Cassandra: contact_points + port + keyspace. memcached: servers as host:port."""
 
-    contact_points: list[str] = Field(default_factory=list)
+    contact_points: list[Host] = Field(default_factory=list, max_length=MAX_ENDPOINTS)
     port: int = Field(default=9042, ge=1, le=65535)
     keyspace: str = Field(default="tailtune", pattern=r"^[a-z][a-z0-9_]{0,47}$")
-    servers: list[str] = Field(default_factory=list)
+    servers: list[Host] = Field(default_factory=list, max_length=MAX_ENDPOINTS)
 
     @field_validator("servers")
     @classmethod
@@ -67,18 +84,20 @@ class Connection(BaseModel):
         return v
 
 
-class Objective(BaseModel):
+class Objective(_Body):
     metric: Literal["p50", "p95", "p99", "p999", "mean"] = "p99"
     min_improvement: float = Field(default=0.02, ge=0, le=1, description="Relative gain needed to accept.")
 
 
-class Constraints(BaseModel):
+class Constraints(_Body):
     max_p50_ms: float | None = Field(default=None, gt=0)
     max_p99_ms: float | None = Field(default=None, gt=0)
-    policies: list[str] | None = Field(default=None, description="Allowed policy names (None: any).")
+    policies: list[PolicyName] | None = Field(
+        default=None, max_length=MAX_ENDPOINTS, description="Allowed policy names (None: any)."
+    )
 
 
-class DeploymentCreate(BaseModel):
+class DeploymentCreate(_Body):
     name: str = Field(pattern=NAME_PATTERN)
     kind: Literal["cassandra", "memcached"]
     timezone: str = "UTC"
@@ -104,7 +123,7 @@ class DeploymentCreate(BaseModel):
         return self
 
 
-class DeploymentPatch(BaseModel):
+class DeploymentPatch(_Body):
     timezone: str | None = None
     topology: Topology | None = None
     connection: Connection | None = None

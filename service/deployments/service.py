@@ -8,14 +8,25 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from service.deployments.schemas import DeploymentCreate, DeploymentPatch
-from service.errors import Conflict, Missing
+from service.errors import Conflict, Invalid, Missing
+from tailtune.base.settings import Settings
 from tailtune.control.common import now
+from tailtune.control.configs import validate_config
 from tailtune.control.db import DeploymentRow
 
 __all__ = ["create", "delete", "get", "get_by_name", "list_all", "patch"]
 
 
-def create(s: Session, body: DeploymentCreate) -> DeploymentRow:
+def _check_connection(kind: str, connection: dict[str, object]) -> None:
+    if kind == "cassandra" and not connection.get("contact_points"):
+        raise Invalid("a cassandra deployment needs at least one contact point", field="connection.contact_points")
+    if kind == "memcached" and not connection.get("servers"):
+        raise Invalid("a memcached deployment needs at least one host:port", field="connection.servers")
+
+
+def create(s: Session, settings: Settings, body: DeploymentCreate) -> DeploymentRow:
+    if body.current_config is not None:
+        validate_config(body.current_config, body.kind, settings.config_max_bytes)
     if s.scalar(select(DeploymentRow.id).where(DeploymentRow.name == body.name)) is not None:
         raise Conflict(f"deployment {body.name!r} already exists", field="name")
     row = DeploymentRow(
@@ -50,13 +61,20 @@ def get_by_name(s: Session, name: str) -> DeploymentRow:
     return row
 
 
-def list_all(s: Session) -> Sequence[DeploymentRow]:
-    return s.scalars(select(DeploymentRow).order_by(DeploymentRow.id)).all()
+def list_all(s: Session, *, limit: int = 100, offset: int = 0) -> Sequence[DeploymentRow]:
+    return s.scalars(select(DeploymentRow).order_by(DeploymentRow.id).limit(limit).offset(offset)).all()
 
 
-def patch(s: Session, deployment_id: int, body: DeploymentPatch) -> DeploymentRow:
+def patch(s: Session, settings: Settings, deployment_id: int, body: DeploymentPatch) -> DeploymentRow:
     row = get(s, deployment_id)
     fields = body.model_dump(exclude_unset=True)
+    if fields.get("current_config") is not None:
+        validate_config(fields["current_config"], row.kind, settings.config_max_bytes)
+    if fields.get("connection") is not None:
+        _check_connection(row.kind, fields["connection"])
+    for key in ("timezone", "topology", "connection", "objective", "constraints"):
+        if key in fields and fields[key] is None:
+            raise Invalid("must not be null (only current_config can be cleared)", field=key)
     for key, value in fields.items():
         setattr(row, key, value)
     s.flush()

@@ -1,4 +1,5 @@
-"""Readiness checks. `ready` needs the DB, a live worker and the MLflow store; targets are reported alongside.
+"""Readiness checks. `ready` needs the DB, a live worker, the MLflow store and the Optuna storage; targets are
+reported alongside. Every detail is redacted (no passwords) and every check is read-only (nothing is created).
 """
 
 from __future__ import annotations
@@ -13,10 +14,12 @@ from pathlib import Path
 from sqlalchemy import func, select, text
 
 from service.health.schemas import Check, Readiness
+from tailtune.base.db_url import normalize_url
 from tailtune.base.settings import Settings
 from tailtune.control.db import Database, DeploymentRow, WorkerRow
+from tailtune.control.redact import public, redact, redact_url
 
-__all__ = ["check_db", "check_mlflow", "check_targets", "check_worker", "readiness"]
+__all__ = ["check_db", "check_mlflow", "check_optuna", "check_store", "check_targets", "check_worker", "readiness"]
 
 
 def check_db(db: Database) -> Check:
@@ -24,8 +27,14 @@ def check_db(db: Database) -> Check:
         with db.session() as s:
             s.execute(text("SELECT 1"))
     except Exception as exc:
-        return Check(name="database", ok=False, detail=f"{type(exc).__name__}: {exc}")
+        return Check(name="database", ok=False, detail=_why(exc))
     return Check(name="database", ok=True, detail=db.engine.dialect.name)
+
+
+def _why(exc: BaseException) -> str:
+    """One line about a failure, without credentials."""
+    first = (str(getattr(exc, "orig", None) or exc).strip().splitlines() or [""])[0]
+    return redact(f"{type(exc).__name__}: {first}")[:500]
 
 
 def check_worker(db: Database, settings: Settings) -> Check:
@@ -34,27 +43,70 @@ def check_worker(db: Database, settings: Settings) -> Check:
         with db.session() as s:
             newest = s.scalar(select(func.max(WorkerRow.heartbeat_at)))
     except Exception as exc:
-        return Check(name="worker", ok=False, detail=f"{type(exc).__name__}: {exc}")
+        return Check(name="worker", ok=False, detail=_why(exc))
     if newest is None:
         return Check(name="worker", ok=False, detail="no worker has ever run (start `tailtune worker`)")
     age = time.time() - newest
     return Check(name="worker", ok=age <= limit, detail=f"last heartbeat {age:.1f}s ago (limit {limit:.0f}s)")
 
 
-def check_mlflow(settings: Settings) -> Check:
-    uri = settings.resolved_mlflow_tracking_uri
+def _nearest_existing(path: Path) -> Path:
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path
+
+
+def check_store(name: str, uri: str, timeout_s: float = 2.0) -> Check:
+    """Is a store (MLflow tracking, Optuna storage) usable? Checked for real and read-only: an HTTP server's
+    /health answers, a database accepts a connection and `SELECT 1`, a file store's folder (or the nearest
+    existing parent) is writable. Nothing is created; the detail never shows a password."""
+    shown = redact_url(uri)
     try:
         if uri.startswith(("http://", "https://")):
-            with urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=2) as resp:
+            with urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=timeout_s) as resp:
                 ok = resp.status == 200
-            return Check(name="mlflow", ok=ok, detail=f"{uri} answered {resp.status}")
-        path = Path(uri.split(":///", 1)[1] if ":///" in uri else uri.removeprefix("file:"))
-        folder = path if uri.startswith("file:") or path.is_dir() else path.parent
-        folder.mkdir(parents=True, exist_ok=True)
+            return Check(name=name, ok=ok, detail=f"{shown} answered {resp.status}")
+        if "://" in uri and not uri.startswith(("file:", "sqlite:")):
+            return _check_database(name, uri, shown, timeout_s)
+        if uri.startswith("sqlite:"):
+            raw = uri.split(":///", 1)[1] if ":///" in uri else ""
+            path = Path(raw) if raw not in ("", ":memory:") else None
+        else:
+            path = Path(uri.removeprefix("file://").removeprefix("file:")).expanduser()
+        if path is None:
+            return Check(name=name, ok=True, detail=f"{shown} (in memory)")
+        where = _nearest_existing(path.resolve())
+        folder = where if where.is_dir() else where.parent
         ok = os.access(folder, os.W_OK)
-        return Check(name="mlflow", ok=ok, detail=f"{uri} ({'writable' if ok else 'not writable'})")
+        state = "exists" if path.exists() else "will be created"
+        return Check(name=name, ok=ok, detail=f"{shown} ({state}; {'writable' if ok else 'not writable'})")
     except Exception as exc:
-        return Check(name="mlflow", ok=False, detail=f"{uri}: {type(exc).__name__}: {exc}")
+        return Check(name=name, ok=False, detail=f"{shown}: {_why(exc)}")
+
+
+def _check_database(name: str, uri: str, shown: str, timeout_s: float) -> Check:
+    from sqlalchemy import create_engine
+    from sqlalchemy.pool import NullPool
+
+    url = normalize_url(uri)
+    args = {"connect_timeout": max(1, int(timeout_s))} if url.startswith("postgresql") else {}
+    engine = create_engine(url, poolclass=NullPool, connect_args=args)
+    try:
+        with engine.connect() as conn:
+            conn.execute(text("SELECT 1"))
+    except Exception as exc:
+        return Check(name=name, ok=False, detail=f"{shown}: {_why(exc)}")
+    finally:
+        engine.dispose()
+    return Check(name=name, ok=True, detail=f"{shown} (connected)")
+
+
+def check_mlflow(settings: Settings) -> Check:
+    return check_store("mlflow", settings.resolved_mlflow_tracking_uri)
+
+
+def check_optuna(settings: Settings) -> Check:
+    return check_store("optuna", settings.resolved_optuna_storage)
 
 
 def _tcp(name: str, endpoints: list[tuple[str, int]], timeout: float) -> Check:
@@ -63,7 +115,7 @@ def _tcp(name: str, endpoints: list[tuple[str, int]], timeout: float) -> Check:
         try:
             socket.create_connection((host, port), timeout=timeout).close()
         except OSError as exc:
-            bad.append(f"{host}:{port} ({exc})")
+            bad.append(f"{host}:{port} ({redact(str(exc))})")
     if not endpoints:
         return Check(name=name, ok=False, detail="no endpoints configured")
     return Check(name=name, ok=not bad, detail="unreachable: " + ", ".join(bad) if bad else "reachable")
@@ -89,6 +141,9 @@ def check_targets(db: Database, timeout: float = 1.0) -> list[Check]:
 
 
 def readiness(db: Database, settings: Settings) -> Readiness:
-    checks = [check_db(db), check_worker(db, settings), check_mlflow(settings)]
+    checks = [check_db(db), check_worker(db, settings), check_mlflow(settings), check_optuna(settings)]
     targets = check_targets(db) if checks[0].ok else []
+    # no credentials and no server paths in the answer (a file store shows as a path under TAILTUNE_HOME)
+    checks = [c.model_copy(update={"detail": public(c.detail, settings)}) for c in checks]
+    targets = [c.model_copy(update={"detail": public(c.detail, settings)}) for c in targets]
     return Readiness(ready=all(c.ok for c in checks), checks=checks, targets=targets)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Query, status
+from fastapi import APIRouter, status
 
 from service.deps import ReadAuth, SessionDep, SettingsDep, WriteAuth
-from service.jobs.schemas import JobCreate, JobOut
+from service.jobs.schemas import JobCreate, JobOut, JobSummary
+from service.params import DEFAULT_PAGE, Limit, Offset, OptionalIdQuery, PathId, page
 from tailtune.control import queue as service
+from tailtune.control.jobspec import check_tune
 
 __all__ = ["router"]
 
@@ -15,28 +17,32 @@ router = APIRouter(prefix="/jobs", tags=["jobs"])
 
 @router.post("", status_code=status.HTTP_202_ACCEPTED)
 def run_now(body: JobCreate, s: SessionDep, settings: SettingsDep, _: WriteAuth) -> JobOut:
-    payload = body.model_dump(exclude={"deployment_id", "kind"})
+    check_tune(body.tune, settings)
+    payload = body.model_dump(exclude={"deployment_id", "kind"}, exclude_none=True)
     return JobOut.of(service.run_now(s, settings, body.deployment_id, payload))
 
 
 @router.get("")
 def list_jobs(
     s: SessionDep,
+    settings: SettingsDep,
     _: ReadAuth,
     status: str | None = None,
-    deployment_id: int | None = None,
-    limit: int = Query(default=100, ge=1, le=1000),
-) -> list[JobOut]:
-    return [
-        JobOut.of(r) for r in service.list_jobs(s, status=status, deployment_id=deployment_id, limit=limit)
-    ]
+    deployment_id: OptionalIdQuery = None,
+    limit: Limit = DEFAULT_PAGE,
+    offset: Offset = 0,
+) -> list[JobSummary]:
+    """Newest first, without logs (GET /jobs/{id} has them)."""
+    limit, offset = page(limit, offset, settings.api_max_list)
+    rows = service.list_jobs(s, status=status, deployment_id=deployment_id, limit=limit, offset=offset)
+    return [JobSummary.of(r) for r in rows]
 
 
 @router.get("/{job_id}")
-def show_job(job_id: int, s: SessionDep, _: ReadAuth) -> JobOut:
+def show_job(job_id: PathId, s: SessionDep, _: ReadAuth) -> JobOut:
     return JobOut.of(service.get_job(s, job_id))
 
 
 @router.post("/{job_id}/cancel")
-def cancel_job(job_id: int, s: SessionDep, _: WriteAuth) -> JobOut:
+def cancel_job(job_id: PathId, s: SessionDep, _: WriteAuth) -> JobOut:
     return JobOut.of(service.cancel_job(s, job_id))

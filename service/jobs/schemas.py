@@ -3,32 +3,40 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
-from tailtune.control.common import to_dt
+from tailtune.control.common import DbId, to_dt
 from tailtune.control.db import JobRow
+from tailtune.control.jobspec import DATASET_ID_PATTERN, MAX_TRACES, TuneOptions
 
-__all__ = ["JobCreate", "JobOut"]
+__all__ = ["JobCreate", "JobOut", "JobSummary"]
 
 
 class JobCreate(BaseModel):
     """Run the nightly pipeline now for one deployment (on its newest trace(s) unless datasets are given)."""
 
-    deployment_id: int = Field(ge=1)
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    deployment_id: DbId
     kind: Literal["nightly"] = "nightly"
-    traces: int = Field(default=1, ge=1, le=20, description="How many of the newest ready traces to use.")
-    dataset_ids: list[str] | None = Field(
-        default=None, description="Explicit dataset ids instead of the newest."
+    traces: int = Field(
+        default=1, ge=1, le=MAX_TRACES, strict=True, description="How many of the newest ready traces to use."
+    )
+    dataset_ids: list[Annotated[str, Field(pattern=DATASET_ID_PATTERN)]] | None = Field(
+        default=None, max_length=MAX_TRACES, description="Explicit dataset ids instead of the newest."
     )
     publish: bool = Field(default=True, description="Publish an accepted config to the deployment's target.")
-    tune: dict[str, Any] = Field(
-        default_factory=dict, description="Extra options for the tuner (e.g. trials)."
+    tune: TuneOptions = Field(
+        default_factory=TuneOptions,
+        description="The tuner's options: trials, seeds, timeout_s (limits: tune_max_* settings).",
     )
 
 
-class JobOut(BaseModel):
+class JobSummary(BaseModel):
+    """A job in a listing: everything but its logs (GET /jobs/{id} has them)."""
+
     id: int
     kind: str
     deployment_id: int | None
@@ -37,7 +45,6 @@ class JobOut(BaseModel):
     max_attempts: int
     payload: dict[str, Any]
     steps: list[Any]
-    logs: str
     result: dict[str, Any] | None
     mlflow_run_id: str | None
     error: str | None
@@ -47,22 +54,35 @@ class JobOut(BaseModel):
     finished_at: datetime | None
 
     @classmethod
+    def of(cls, row: JobRow) -> JobSummary:
+        return cls(**_fields(row))
+
+
+class JobOut(JobSummary):
+    """One job with its logs."""
+
+    logs: str
+
+    @classmethod
     def of(cls, row: JobRow) -> JobOut:
-        return cls(
-            id=row.id,
-            kind=row.kind,
-            deployment_id=row.deployment_id,
-            status=row.status,
-            attempts=row.attempts,
-            max_attempts=row.max_attempts,
-            payload=row.payload,
-            steps=row.steps,
-            logs=row.logs,
-            result=row.result,
-            mlflow_run_id=row.mlflow_run_id,
-            error=row.error,
-            cancel_requested=row.cancel_requested,
-            created_at=to_dt(row.created_at),
-            started_at=to_dt(row.started_at),
-            finished_at=to_dt(row.finished_at),
-        )
+        return cls(**_fields(row), logs=row.logs)
+
+
+def _fields(row: JobRow) -> dict[str, Any]:
+    return dict(
+        id=row.id,
+        kind=row.kind,
+        deployment_id=row.deployment_id,
+        status=row.status,
+        attempts=row.attempts,
+        max_attempts=row.max_attempts,
+        payload=row.payload,
+        steps=row.steps,
+        result=row.result,
+        mlflow_run_id=row.mlflow_run_id,
+        error=row.error,
+        cancel_requested=row.cancel_requested,
+        created_at=to_dt(row.created_at),
+        started_at=to_dt(row.started_at),
+        finished_at=to_dt(row.finished_at),
+    )

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Response, status
 
-from service.deps import ReadAuth, SessionDep, WriteAuth
+from service.deps import ReadAuth, SessionDep, SettingsDep, WriteAuth
+from service.params import DEFAULT_PAGE, Limit, Offset, OptionalIdQuery, PathId, page
 from service.schedules import service
 from service.schedules.schemas import ScheduleCreate, ScheduleOut, SchedulePatch
 
@@ -19,21 +20,29 @@ def create(body: ScheduleCreate, s: SessionDep, _: WriteAuth) -> ScheduleOut:
 
 
 @router.get("")
-def list_all(s: SessionDep, _: ReadAuth, deployment_id: int | None = None) -> list[ScheduleOut]:
-    return [service.out(r) for r in service.list_all(s, deployment_id)]
+def list_all(
+    s: SessionDep,
+    settings: SettingsDep,
+    _: ReadAuth,
+    deployment_id: OptionalIdQuery = None,
+    limit: Limit = DEFAULT_PAGE,
+    offset: Offset = 0,
+) -> list[ScheduleOut]:
+    limit, offset = page(limit, offset, settings.api_max_list)
+    return [service.out(r) for r in service.list_all(s, deployment_id, limit=limit, offset=offset)]
 
 
 @router.get("/{schedule_id}")
-def show(schedule_id: int, s: SessionDep, _: ReadAuth) -> ScheduleOut:
+def show(schedule_id: PathId, s: SessionDep, _: ReadAuth) -> ScheduleOut:
     return service.out(service.get(s, schedule_id))
 
 
 @router.patch("/{schedule_id}")
-def patch(schedule_id: int, body: SchedulePatch, s: SessionDep, _: WriteAuth) -> ScheduleOut:
+def patch(schedule_id: PathId, body: SchedulePatch, s: SessionDep, _: WriteAuth) -> ScheduleOut:
     return service.out(service.patch(s, schedule_id, body))
 
 
 @router.delete("/{schedule_id}", status_code=status.HTTP_204_NO_CONTENT)
-def delete(schedule_id: int, s: SessionDep, _: WriteAuth) -> Response:
+def delete(schedule_id: PathId, s: SessionDep, _: WriteAuth) -> Response:
     service.delete(s, schedule_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)

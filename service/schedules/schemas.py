@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from service.deployments.schemas import check_timezone
-from tailtune.control.common import to_dt
+from tailtune.control.common import DbId, to_dt
 from tailtune.control.db import ScheduleRow
 
 __all__ = ["CRON_MAX", "NIGHTLY", "ScheduleCreate", "ScheduleOut", "SchedulePatch", "check_cron"]
@@ -28,7 +28,9 @@ def check_cron(expr: str) -> str:
 
 
 class ScheduleCreate(BaseModel):
-    deployment_id: int = Field(ge=1)
+    model_config = ConfigDict(extra="forbid")
+
+    deployment_id: DbId
     cron: str = NIGHTLY
     timezone: str | None = Field(default=None, description="IANA zone; default: the deployment's time zone.")
     traces: int = Field(default=1, ge=1, le=20, description="How many of the newest ready traces to use.")
@@ -46,6 +48,8 @@ class ScheduleCreate(BaseModel):
 
 
 class SchedulePatch(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
     cron: str | None = None
     timezone: str | None = None
     traces: int | None = Field(default=None, ge=1, le=20)

@@ -46,8 +46,10 @@ def get(s: Session, schedule_id: int) -> ScheduleRow:
     return row
 
 
-def list_all(s: Session, deployment_id: int | None = None) -> Sequence[ScheduleRow]:
-    q = select(ScheduleRow).order_by(ScheduleRow.id)
+def list_all(
+    s: Session, deployment_id: int | None = None, *, limit: int = 100, offset: int = 0
+) -> Sequence[ScheduleRow]:
+    q = select(ScheduleRow).order_by(ScheduleRow.id).limit(limit).offset(offset)
     if deployment_id is not None:
         q = q.where(ScheduleRow.deployment_id == deployment_id)
     return s.scalars(q).all()

@@ -22,7 +22,7 @@ __all__ = ["MemcachedNode", "running_memcached"]
 
 
 class MemcachedNode:
-    def __init__(self, port: int | None = None, memory_mb: int = 32) -> None:
+    def __init__(self, port: int | None = None, memory_mb: int = 32, item_max: str | None = None) -> None:
         exe = shutil.which("memcached")
         if exe is None:
             raise RuntimeError("memcached is not installed: apt-get install -y memcached")
@@ -30,6 +30,7 @@ class MemcachedNode:
         self.host = "127.0.0.1"
         self.port = port or free_port()
         self.memory_mb = memory_mb
+        self.item_max = item_max  # memcached -I (item size limit, e.g. "1k"); None: its default (1m)
         self.rundir = Path(tempfile.mkdtemp(prefix="tailtune-memcached-"))
         os.chmod(self.rundir, 0o777)
         self.proc: subprocess.Popen[bytes] | None = None
@@ -54,6 +55,8 @@ class MemcachedNode:
             "-P",
             str(self.rundir / "memcached.pid"),
         ]
+        if self.item_max is not None:
+            cmd += ["-I", self.item_max, "-o", "slab_chunk_max=512"]  # chunks must not exceed small items
         if os.geteuid() == 0:
             cmd += ["-u", "memcache"]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

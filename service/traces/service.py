@@ -7,6 +7,7 @@ import uuid
 from collections.abc import Sequence
 from pathlib import Path, PurePosixPath, PureWindowsPath
 
+from sqlalchemy import delete as sql_delete
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -14,13 +15,14 @@ from service.errors import Invalid, Missing
 from service.traces.schemas import TraceDetail, TraceOut
 from service.traces.upload import Received
 from tailtune.base.settings import Settings
-from tailtune.control.common import now
+from tailtune.control.common import MAX_ID, now
 from tailtune.control.db import AnalysisRow, Database, DeploymentRow, TraceRow
-from tailtune.control.queue import enqueue
+from tailtune.control.queue import enqueue, stop_job
 
 __all__ = [
     "FORMATS",
     "check_format",
+    "check_id",
     "clean_name",
     "delete",
     "get",
@@ -49,6 +51,13 @@ def check_format(fmt: str) -> str:
     if fmt not in FORMATS:
         raise Invalid(f"unknown format {fmt!r}; one of {', '.join(FORMATS)}", field="format")
     return fmt
+
+
+def check_id(raw: str, field: str) -> int:
+    """A form field that names a row: decimal digits within the DB's id range."""
+    if not re.fullmatch(r"[0-9]{1,10}", raw.strip()) or not 1 <= int(raw) <= MAX_ID:
+        raise Invalid(f"must be an integer id in 1..{MAX_ID}", field=field)
+    return int(raw)
 
 
 def clean_name(name: str | None, filename: str | None) -> str:
@@ -120,8 +129,10 @@ def get(s: Session, trace_id: int) -> TraceRow:
     return row
 
 
-def list_all(s: Session, deployment_id: int | None = None) -> Sequence[TraceRow]:
-    q = select(TraceRow).order_by(TraceRow.id.desc())
+def list_all(
+    s: Session, deployment_id: int | None = None, *, limit: int = 100, offset: int = 0
+) -> Sequence[TraceRow]:
+    q = select(TraceRow).order_by(TraceRow.id.desc()).limit(limit).offset(offset)
     if deployment_id is not None:
         q = q.where(TraceRow.deployment_id == deployment_id)
     return s.scalars(q).all()
@@ -141,19 +152,30 @@ def show(s: Session, settings: Settings, trace_id: int) -> TraceDetail:
 
 
 def delete(s: Session, settings: Settings, trace_id: int) -> None:
-    """Delete the trace, its upload file, and its dataset unless another trace still uses it."""
-    row = get(s, trace_id)
-    if row.upload_path:
-        Path(row.upload_path).unlink(missing_ok=True)
-    if row.dataset_id is not None:
-        others = s.scalar(
-            select(TraceRow.id).where(TraceRow.dataset_id == row.dataset_id, TraceRow.id != row.id)
-        )
+    """Delete the trace, its upload file, and its dataset unless another trace still uses it.
+
+    The row goes first, in one `DELETE ... RETURNING`, so what is cleaned up is exactly what the row held at
+    that moment. An ingest that finishes after it finds no row to mark ready and removes the dataset it made
+    (jobs/nightly.py); the trace's queued or running ingest job is cancelled.
+    """
+    gone = s.execute(
+        sql_delete(TraceRow)
+        .where(TraceRow.id == trace_id)
+        .returning(TraceRow.dataset_id, TraceRow.upload_path, TraceRow.job_id)
+    ).first()
+    if gone is None:
+        raise Missing(f"trace {trace_id} not found", field="trace_id")
+    dataset_id, upload_path, job_id = gone
+    if upload_path:
+        Path(upload_path).unlink(missing_ok=True)
+    if job_id is not None:
+        stop_job(s, job_id, "its trace was deleted")
+    if dataset_id is not None:
+        others = s.scalar(select(TraceRow.id).where(TraceRow.dataset_id == dataset_id).limit(1))
         if others is None:
             from ingest.store import DatasetStore
 
             store = DatasetStore(settings)
-            if store.find(row.dataset_id) is not None:
-                store.delete(row.dataset_id)
-    s.delete(row)
+            if store.find(dataset_id) is not None:
+                store.delete(dataset_id)
     s.flush()

@@ -18,6 +18,7 @@ from fastapi import Request
 from fastapi.concurrency import run_in_threadpool
 from python_multipart.exceptions import MultipartParseError
 from python_multipart.multipart import MultipartParser, parse_options_header
+from starlette.requests import ClientDisconnect
 
 from service.errors import Invalid, PayloadTooLarge
 
@@ -71,6 +72,8 @@ class _Multipart:
         self._name: str | None = None
         self._is_file = False
         self._buf = bytearray()
+        #: The closing boundary was seen: without it the body was cut short (the file part may be partial).
+        self.complete = False
 
     def callbacks(self) -> Any:
         """The parser wants a dict of callbacks (python-multipart's MultipartCallbacks)."""
@@ -82,6 +85,7 @@ class _Multipart:
             "on_header_value",
             "on_header_end",
             "on_headers_finished",
+            "on_end",
         )
         return {name: getattr(self, name) for name in names}
 
@@ -122,6 +126,9 @@ class _Multipart:
         if not self._is_file and self._name:
             self.fields[self._name] = self._buf.decode("utf-8", "replace")
 
+    def on_end(self) -> None:
+        self.complete = True
+
 
 async def receive_upload(request: Request, dest: Path, limit: int) -> Received:
     """Write the body (raw, or the multipart `file` part) to `dest`; remove `dest` on any failure."""
@@ -144,14 +151,24 @@ async def receive_upload(request: Request, dest: Path, limit: int) -> Received:
                 parser.finalize()
             except MultipartParseError as exc:
                 raise Invalid(f"malformed multipart body: {exc}", field="body") from exc
+            if not mp.complete:
+                raise Invalid(
+                    "multipart body ends without its closing boundary (truncated upload?)", field="body"
+                )
             if mp.files == 0:
                 raise Invalid(f"multipart body has no '{FILE_FIELD}' part", field=FILE_FIELD)
             received = Received(sink.size, "", mp.filename, mp.fields)
         else:
             async for chunk in request.stream():
                 sink.write(chunk)
+            if declared is not None and declared.isdigit() and int(declared) != sink.size:
+                raise Invalid(f"the body has {sink.size} bytes but Content-Length says {declared}", field="body")
             received = Received(sink.size, "")
         await run_in_threadpool(sink.close)  # fsync off the event loop
+    except ClientDisconnect as exc:
+        sink.fh.close()
+        dest.unlink(missing_ok=True)
+        raise Invalid("the client went away before the upload ended", field="body") from exc
     except BaseException:
         sink.fh.close()
         dest.unlink(missing_ok=True)

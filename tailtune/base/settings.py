@@ -5,7 +5,7 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import Field, PrivateAttr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 __all__ = ["Settings", "get_settings"]
@@ -74,6 +74,37 @@ class Settings(BaseSettings):
         default=1024, ge=0, description="Most columns of a header, a Parquet schema or a header-less line."
     )
 
+    # --- service hardening: limits and guards of the API and the worker (docs/operations.md § Limits) --------
+    api_allowed_hosts: list[str] = Field(
+        default_factory=lambda: ["localhost", "127.0.0.1", "::1"],
+        description="Host header values the API answers (DNS-rebinding guard); '*' allows any; the bind "
+        "address of `tailtune serve` is always allowed.",
+    )
+    api_max_body_bytes: int = Field(
+        default=1024**2, description="Largest request body except trace uploads (JSON), bytes; 413 past it."
+    )
+    api_max_list: int = Field(default=1000, description="Largest `limit` of a listing (default page: 100).")
+    config_max_bytes: int = Field(
+        default=64 * 1024, description="Largest config (canonical JSON) stored as a version or current_config."
+    )
+    memcached_item_max_bytes: int = Field(
+        default=1024**2, description="memcached's item size limit (its -I); a bigger config document fails."
+    )
+    tune_max_trials: int = Field(default=1000, description="Largest `tune.trials` of a job.")
+    tune_max_seeds: int = Field(default=20, description="Largest `tune.seeds` of a job.")
+    tune_max_timeout_s: float = Field(default=86400.0, description="Largest `tune.timeout_s` of a job.")
+    job_time_budget_s: float = Field(
+        default=6 * 3600.0, description="A running job is stopped (failed, not retried) after this long; 0: none."
+    )
+    job_logs_max_bytes: int = Field(default=256 * 1024, description="A job's logs stop growing past this.")
+    tmp_unowned_max_age_s: float = Field(
+        default=86400.0,
+        description="Start-up sweep: scratch left by no known process is removed once untouched this long.",
+    )
+    #: This process's own scratch folder under home/tmp, once `tailtune.control.scratch.claim_scratch` made it
+    #: (not an environment variable): what a killed process leaves there is swept by the next start-up.
+    _scratch: Path | None = PrivateAttr(default=None)
+
     @property
     def home_dir(self) -> Path:
         return self.home.expanduser().resolve()
@@ -85,7 +116,7 @@ class Settings(BaseSettings):
     @property
     def tmp_dir(self) -> Path:
         """Scratch space on the same filesystem as the datasets, so a finished write is one atomic rename."""
-        return self.home_dir / "tmp"
+        return self._scratch or self.home_dir / "tmp"
 
     @property
     def resolved_database_url(self) -> str:

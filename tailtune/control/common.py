@@ -5,8 +5,16 @@ from __future__ import annotations
 import re
 import time
 from datetime import UTC, datetime
+from typing import Annotated
 
-__all__ = ["NAME_PATTERN", "now", "to_dt"]
+from pydantic import Field
+
+__all__ = ["MAX_ID", "NAME_PATTERN", "DbId", "now", "to_dt"]
+
+#: Ids are INTEGER columns: 32-bit on PostgreSQL. A bigger number in a request is a 422, never a DB error.
+MAX_ID = 2**31 - 1
+#: An id in a request body (path and query ids use `service.params`).
+DbId = Annotated[int, Field(ge=1, le=MAX_ID, strict=True)]
 
 #: Deployment names: they become parts of memcached keys and Cassandra partition keys, never paths.
 NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,62}$"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -14,12 +16,14 @@ from tailtune.base.settings import Settings
 from tailtune.control.common import now
 from tailtune.control.configs_cache import latest_cache
 from tailtune.control.db import ConfigVersionRow, DeploymentRow, JobRow
-from tailtune.control.errors import Invalid, Missing
+from tailtune.control.errors import Invalid, Missing, PayloadTooLarge
 from tailtune.control.queue import enqueue
 
 __all__ = [
+    "CONFIG_KEYS",
     "ConfigDiff",
     "add_version",
+    "config_bytes",
     "diff",
     "flatten",
     "get_version",
@@ -39,12 +43,89 @@ class ConfigDiff(BaseModel):
     changed: dict[str, dict[str, Any]]
 
 
-def validate_config(config: dict[str, Any]) -> None:
+#: The keys of a config: the policy, its parameters, and the tuner's rendering for the target (`target`).
+CONFIG_KEYS = ("policy", "params", "target")
+_NAME_MAX = 64
+_INT_MAX = 2**31 - 1
+
+
+def config_bytes(config: Any) -> int:
+    """The size of a config as stored and published: canonical JSON."""
+    return len(json.dumps(config, sort_keys=True, separators=(",", ":"), allow_nan=True).encode())
+
+
+def _memcached_params(policy: str, params: dict[str, Any]) -> None:
+    import kvsim
+
+    specs = {spec.name: spec for spec in kvsim.memcached_policy_specs()}
+    allowed = tuple(p.name for p in specs[policy].params) if policy in specs else ()
+    for name, value in params.items():
+        if name not in allowed:
+            valid = ", ".join(allowed) or "none"
+            raise Invalid(
+                f"unknown parameter {name!r} of memcached policy {policy!r} (valid: {valid})",
+                field=f"config.params.{name}",
+            )
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= _INT_MAX:
+            raise Invalid(f"must be an integer in 1..{_INT_MAX}, got {value!r}", field=f"config.params.{name}")
+    if "split_keys" in params and "split_chunks" in params:
+        raise Invalid("give split_keys or split_chunks, not both", field="config.params.split_chunks")
+
+
+def _cassandra_params(policy: str, params: dict[str, Any]) -> None:
+    from tailtune.base.errors import BadInputError
+    from tailtune.simulation.policies import STRING_PARAMS, resolve
+
+    for name, value in params.items():
+        if name in STRING_PARAMS:
+            if not isinstance(value, str) or not 0 < len(value) <= _NAME_MAX:
+                raise Invalid(f"must be a name (1..{_NAME_MAX} characters)", field=f"config.params.{name}")
+        elif isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+            raise Invalid(f"must be a finite number, got {value!r}", field=f"config.params.{name}")
+    try:
+        resolve(policy, params, where="config.params", names_where="config")
+    except BadInputError as exc:
+        p = exc.problems[0]
+        field = "config.policy" if p.field == "policy" else f"config.params.{p.field}" if p.field else "config.params"
+        raise Invalid(p.problem, field=field) from None
+
+
+def validate_config(config: Any, kind: str, max_bytes: int) -> dict[str, Any]:
+    """A config must name a real policy of the deployment's kind with real parameters (the simulator's
+    vocabulary: `tailtune.simulation.registry` and `policies.resolve`), and fit in `max_bytes` — what the
+    targets and the next nightly's baseline replay will need. Raises Invalid / PayloadTooLarge naming the field.
+    """
+    from tailtune.simulation.registry import all_policies
+
+    if not isinstance(config, dict):
+        raise Invalid("must be an object", field="config")
+    size = config_bytes(config)
+    if size > max_bytes:
+        raise PayloadTooLarge(f"config is {size} bytes; the limit is {max_bytes} (config_max_bytes)", field="config")
+    for key in config:
+        if key not in CONFIG_KEYS:
+            raise Invalid(f"unknown key {key!r} (a config has {', '.join(CONFIG_KEYS)})", field=f"config.{key}")
     policy = config.get("policy")
     if not isinstance(policy, str) or not policy:
         raise Invalid("a config needs a 'policy' name", field="config.policy")
-    if not isinstance(config.get("params", {}), dict):
+    params = config.get("params", {})
+    if not isinstance(params, dict):
         raise Invalid("must be an object", field="config.params")
+    if not isinstance(config.get("target", {}), dict):
+        raise Invalid("must be an object", field="config.target")
+    policies = all_policies().get(kind)
+    if policies is None:
+        raise Invalid(f"unknown deployment kind {kind!r}", field="kind")
+    if policy not in policies:
+        shown = policy if len(policy) <= _NAME_MAX else policy[:_NAME_MAX] + "…"
+        raise Invalid(
+            f"unknown {kind} policy {shown!r} (one of {', '.join(policies)})", field="config.policy"
+        )
+    if kind == "memcached":
+        _memcached_params(policy, params)
+    else:
+        _cassandra_params(policy, params)
+    return config
 
 
 def _deployment(s: Session, deployment_id: int) -> DeploymentRow:
@@ -59,6 +140,7 @@ def add_version(
     deployment_id: int,
     config: dict[str, Any],
     *,
+    settings: Settings,
     source: str,
     job_id: int | None = None,
     note: str | None = None,
@@ -67,10 +149,10 @@ def add_version(
     (`SELECT ... FOR UPDATE` on PostgreSQL; SQLite has one writer at a time anyway), and the unique
     (deployment, version) key is the safety net: a writer that still collides retries with the next number.
     """
-    locked = s.scalar(select(DeploymentRow.id).where(DeploymentRow.id == deployment_id).with_for_update())
-    if locked is None:
+    kind = s.scalar(select(DeploymentRow.kind).where(DeploymentRow.id == deployment_id).with_for_update())
+    if kind is None:
         raise Missing(f"deployment {deployment_id} not found", field="deployment_id")
-    validate_config(config)
+    validate_config(config, kind, settings.config_max_bytes)
     for _ in range(10):
         version = (
             s.scalar(
@@ -125,12 +207,14 @@ def get_version(s: Session, deployment_id: int, version: int) -> ConfigVersionRo
     return row
 
 
-def history(s: Session, deployment_id: int) -> Sequence[ConfigVersionRow]:
+def history(s: Session, deployment_id: int, *, limit: int = 100, offset: int = 0) -> Sequence[ConfigVersionRow]:
     _deployment(s, deployment_id)
     return s.scalars(
         select(ConfigVersionRow)
         .where(ConfigVersionRow.deployment_id == deployment_id)
         .order_by(ConfigVersionRow.version.desc())
+        .limit(limit)
+        .offset(offset)
     ).all()
 
 
@@ -167,10 +251,17 @@ def schedule_publish(s: Session, settings: Settings, deployment_id: int, version
     return enqueue(s, settings, "publish", {"version": version}, deployment_id=deployment_id)
 
 
-def rollback(s: Session, deployment_id: int, version: int, note: str | None) -> ConfigVersionRow:
+def rollback(
+    s: Session, settings: Settings, deployment_id: int, version: int, note: str | None
+) -> ConfigVersionRow:
     """Rolling back = a new latest version carrying an earlier version's config (targets only move forward).
     """
     old = get_version(s, deployment_id, version)
     return add_version(
-        s, deployment_id, dict(old.config), source="rollback", note=note or f"rollback to version {version}"
+        s,
+        deployment_id,
+        dict(old.config),
+        settings=settings,
+        source="rollback",
+        note=note or f"rollback to version {version}",
     )

@@ -14,7 +14,7 @@ from tailtune.control.common import now
 from tailtune.control.db import DeploymentRow, JobRow
 from tailtune.control.errors import Conflict, Invalid, Missing
 
-__all__ = ["JOB_KINDS", "JOB_STATUSES", "cancel_job", "enqueue", "get_job", "list_jobs"]
+__all__ = ["JOB_KINDS", "JOB_STATUSES", "cancel_job", "enqueue", "get_job", "list_jobs", "stop_job"]
 
 JOB_KINDS = ("ingest", "analyze", "nightly", "publish", "selftest")
 JOB_STATUSES = ("queued", "running", "succeeded", "failed", "cancelled")
@@ -62,9 +62,9 @@ def get_job(s: Session, job_id: int) -> JobRow:
 
 
 def list_jobs(
-    s: Session, *, status: str | None = None, deployment_id: int | None = None, limit: int = 100
+    s: Session, *, status: str | None = None, deployment_id: int | None = None, limit: int = 100, offset: int = 0
 ) -> Sequence[JobRow]:
-    q = select(JobRow).order_by(JobRow.id.desc()).limit(limit)
+    q = select(JobRow).order_by(JobRow.id.desc()).limit(limit).offset(offset)
     if status is not None:
         if status not in JOB_STATUSES:
             raise Invalid(f"must be one of {', '.join(JOB_STATUSES)}", field="status")
@@ -80,18 +80,24 @@ def run_now(s: Session, settings: Settings, deployment_id: int, payload: dict[st
     return enqueue(s, settings, "nightly", payload, deployment_id=deployment_id)
 
 
-def cancel_job(s: Session, job_id: int) -> JobRow:
-    """Queued → cancelled at once; running → cancel requested (the worker stops between steps)."""
-    row = get_job(s, job_id)
-    if row.status in ("succeeded", "failed", "cancelled"):
-        raise Conflict(f"job {job_id} already {row.status}", field="job_id")
+def stop_job(s: Session, job_id: int, reason: str = "cancelled by request") -> None:
+    """Queued → cancelled at once; running → cancel requested (its worker stops it within about a second:
+    between steps, between tuner trials, or at once for a Spark job); finished → nothing."""
     done = s.execute(
         update(JobRow)
         .where(JobRow.id == job_id, JobRow.status == "queued")
-        .values(status="cancelled", finished_at=now(), error="cancelled by request")
+        .values(status="cancelled", finished_at=now(), error=reason)
     ).rowcount  # type: ignore[attr-defined]
     if not done:
-        s.execute(update(JobRow).where(JobRow.id == job_id).values(cancel_requested=True))
+        s.execute(update(JobRow).where(JobRow.id == job_id, JobRow.status == "running").values(cancel_requested=True))
+
+
+def cancel_job(s: Session, job_id: int) -> JobRow:
+    """Cancel a queued or running job (409 when it already finished)."""
+    row = get_job(s, job_id)
+    if row.status in ("succeeded", "failed", "cancelled"):
+        raise Conflict(f"job {job_id} already {row.status}", field="job_id")
+    stop_job(s, job_id)
     s.flush()
     s.refresh(row)
     return row

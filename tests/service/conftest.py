@@ -34,6 +34,8 @@ FAST_ENV = {
     "TAILTUNE_PUBLISH_TIMEOUT_S": "1.5",
     "TAILTUNE_PUBLISH_ATTEMPTS": "3",
     "TAILTUNE_OPEN_READS_ON_LOCALHOST": "true",
+    # TestClient sends `Host: testserver`
+    "TAILTUNE_API_ALLOWED_HOSTS": '["localhost", "127.0.0.1", "::1", "testserver"]',
 }
 
 
@@ -122,7 +124,7 @@ def memcached_deployment(name: str, servers: list[str]) -> dict[str, object]:
         "timezone": "Europe/Berlin",
         "topology": {"servers": 4, "slots": 8, "replication": 1},
         "connection": {"servers": servers},
-        "current_config": {"policy": "batching", "params": {"batch": 1}},
+        "current_config": {"policy": "batching", "params": {}},
     }
 
 

@@ -116,7 +116,8 @@ def test_jobs_run_now_list_show_cancel(svc: Svc) -> None:
     )
     assert r.status_code == 202
     job = r.json()
-    assert job["status"] == "queued" and job["kind"] == "nightly" and job["payload"]["tune"] == {"trials": 5}
+    assert job["status"] == "queued" and job["kind"] == "nightly"
+    assert job["payload"]["tune"] == {"trials": 5, "seeds": 3}
     assert [
         j["id"] for j in svc.client.get(f"{API}/jobs?deployment_id={dep_id}", headers=svc.read).json()
     ] == [job["id"]]
@@ -150,8 +151,8 @@ def test_configs_etag_history_diff_rollback(svc: Svc) -> None:
     dep_id = _deployment(svc)
     c = svc.client
     assert c.get(f"{API}/configs/{dep_id}", headers=svc.read).status_code == 404
-    v1 = {"policy": "chisel", "params": {"thr_l": 1024, "batch": 4}}
-    v2 = {"policy": "chisel", "params": {"thr_l": 2048, "window_us": 50}}
+    v1 = {"policy": "chisel", "params": {"split_keys": 1024, "merge": 4}}
+    v2 = {"policy": "chisel", "params": {"split_keys": 2048, "elephant_threshold": 50}}
     r = c.post(f"{API}/configs/{dep_id}/versions", json={"config": v1, "publish": False}, headers=svc.write)
     assert r.status_code == 201 and r.json()["version"] == 1
     r = c.post(f"{API}/configs/{dep_id}/versions", json={"config": v2}, headers=svc.write)
@@ -166,9 +167,9 @@ def test_configs_etag_history_diff_rollback(svc: Svc) -> None:
     assert d == {
         "from_version": 1,
         "to_version": 2,
-        "added": {"params.window_us": 50},
-        "removed": {"params.batch": 4},
-        "changed": {"params.thr_l": {"from": 1024, "to": 2048}},
+        "added": {"params.elephant_threshold": 50},
+        "removed": {"params.merge": 4},
+        "changed": {"params.split_keys": {"from": 1024, "to": 2048}},
     }
     r = c.post(f"{API}/configs/{dep_id}/rollback", json={"version": 1}, headers=svc.write)
     assert r.status_code == 201 and r.json()["version"] == 3 and r.json()["source"] == "rollback"
@@ -204,7 +205,7 @@ def test_health_and_readiness(svc: Svc) -> None:
     assert r.status_code == 503
     body = r.json()
     checks = {c["name"]: c["ok"] for c in body["checks"]}
-    assert checks == {"database": True, "worker": False, "mlflow": True}
+    assert checks == {"database": True, "worker": False, "mlflow": True, "optuna": True}
     assert body["targets"][0]["name"] == "cache-eu (memcached)" and body["targets"][0]["ok"] is False
     Worker(svc.settings, svc.db, "w-health", handlers=default_handlers(), schedule=False).beat()
     r = svc.client.get(f"{API}/health/ready", headers=svc.read)
@@ -215,7 +216,7 @@ def test_config_fast_path_answers_like_the_route(svc: Svc) -> None:
     from tailtune.control.configs_cache import latest_cache
 
     dep_id = _deployment(svc)
-    cfg = {"policy": "chisel", "params": {"thr_l": 1}}
+    cfg = {"policy": "chisel", "params": {"split_keys": 1}}
     svc.client.post(
         f"{API}/configs/{dep_id}/versions", json={"config": cfg, "publish": False}, headers=svc.write
     )
@@ -235,3 +236,23 @@ def test_config_fast_path_answers_like_the_route(svc: Svc) -> None:
     both = 'W/"x", ' + cold.headers["etag"]
     r = svc.client.get(f"{API}/configs/{dep_id}", headers={**svc.read, "If-None-Match": both})
     assert r.status_code == 304
+
+
+def test_failed_auth_is_cheap_and_bounded(svc: Svc, monkeypatch) -> None:
+    """A flood of wrong tokens does not reach the DB: the token table is read at most once per cache period,
+    whatever the rate (counted, not timed)."""
+    from service import auth
+
+    monkeypatch.setattr(auth, "_CACHE_S", 3600.0)
+    auth._cache.clear()
+    assert svc.client.get(f"{API}/deployments", headers=svc.read).status_code == 200
+    before = auth._cache.reloads
+    for i in range(300):
+        r = svc.client.get(f"{API}/deployments", headers={"Authorization": f"Bearer wrong-{i}"})
+        assert r.status_code == 401
+    assert auth._cache.reloads - before == 0
+    assert svc.client.get(f"{API}/deployments", headers=svc.read).status_code == 200  # good clients still in
+    auth._cache.clear()  # after the period: one reload serves everyone
+    for i in range(50):
+        svc.client.get(f"{API}/deployments", headers={"Authorization": f"Bearer wrong-{i}"})
+    assert auth._cache.reloads - before == 1

@@ -70,7 +70,7 @@ def test_migrations_up_from_empty_down_and_up(database_url: str, db_backend: str
         db_again.dispose()
         assert set(inspect(db.engine).get_table_names()) == TABLES
         with db.engine.connect() as c:
-            assert c.scalar(text("SELECT version_num FROM alembic_version")) == _head() == "0002"
+            assert c.scalar(text("SELECT version_num FROM alembic_version")) == _head() == "0003"
             assert compare_metadata(MigrationContext.configure(c), Base.metadata) == []  # models = migrations
         cfg = Config()
         cfg.set_main_option("script_location", str(MIGRATIONS))
@@ -115,9 +115,9 @@ def test_concurrent_config_writers_get_distinct_versions(svc: Svc) -> None:
         try:
             barrier.wait()
             for i in range(3):
-                config = {"policy": "fifo", "params": {"w": n, "i": i}}
+                config = {"policy": "chisel", "params": {"merge": n + 1, "split_keys": i + 1}}
                 with svc.db.session() as s:
-                    got.append(add_version(s, dep_id, config, source="manual").version)
+                    got.append(add_version(s, dep_id, config, settings=svc.settings, source="manual").version)
         except BaseException as exc:
             errors.append(exc)
 
@@ -175,3 +175,55 @@ def test_missing_postgres_binaries_say_make_setup(monkeypatch: pytest.MonkeyPatc
     assert find_bindir() is None
     with pytest.raises(PostgresMissing, match="make setup"):
         PostgresServer()
+
+
+@pytest.mark.db_backends
+def test_ids_are_never_reused_after_delete(svc: Svc) -> None:
+    body = b"request_id,ts,key\n0,1.0,a\n"
+    a = svc.client.post(f"{API}/traces?name=a.csv", content=body, headers=svc.write).json()
+    assert svc.client.delete(f"{API}/traces/{a['id']}", headers=svc.write).status_code == 204
+    b = svc.client.post(f"{API}/traces?name=b.csv", content=body, headers=svc.write).json()
+    assert b["id"] != a["id"] and b["job_id"] != a["job_id"]
+    d1 = svc.client.post(f"{API}/deployments", json=memcached_deployment("re1", ["h:1"]), headers=svc.write)
+    svc.client.delete(f"{API}/deployments/{d1.json()['id']}", headers=svc.write)
+    d2 = svc.client.post(f"{API}/deployments", json=memcached_deployment("re2", ["h:1"]), headers=svc.write)
+    assert d2.json()["id"] != d1.json()["id"]
+
+
+def test_upgrade_to_autoincrement_keeps_every_row(tmp_path: Path) -> None:
+    """0002 → 0003 recreates the SQLite tables: children of a recreated parent must survive."""
+    from alembic import command
+    from alembic.config import Config
+
+    url = f"sqlite:///{tmp_path / 'old.db'}"
+    db = Database(url, run_migrations=False)
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS))
+    with db.engine.begin() as c:
+        cfg.attributes["connection"] = c
+        command.upgrade(cfg, "0002")
+        c.execute(text("INSERT INTO deployments (id, name, kind, timezone, topology, connection, objective, "
+                       "constraints, publish_status, created_at) VALUES (1, 'd', 'memcached', 'UTC', '{}', '{}', "
+                       "'{}', '{}', 'none', 0)"))
+        c.execute(text("INSERT INTO config_versions (deployment_id, version, config, source, published, "
+                       "created_at) VALUES (1, 1, '{}', 'manual', '{}', 0)"))
+        c.execute(text("INSERT INTO schedules (deployment_id, cron, timezone, enabled, traces, created_at) "
+                       "VALUES (1, '0 2 * * *', 'UTC', 1, 1, 0)"))
+        c.execute(text("INSERT INTO traces (name, deployment_id, format, size_bytes, sha256, status, created_at) "
+                       "VALUES ('t', 1, 'csv', 1, 'x', 'ready', 0)"))
+    db.dispose()
+    db = Database(url)  # migrates to head
+    try:
+        with db.engine.connect() as c:
+            assert c.scalar(text("SELECT version_num FROM alembic_version")) == "0003"
+            for table in ("deployments", "config_versions", "schedules"):
+                assert c.scalar(text(f"SELECT count(*) FROM {table}")) == 1, table
+            assert c.scalar(text("SELECT deployment_id FROM traces")) == 1
+            assert c.scalar(text("PRAGMA foreign_keys")) == 1
+            assert "AUTOINCREMENT" in c.scalar(text("SELECT sql FROM sqlite_master WHERE name = 'traces'"))
+        with db.session() as s:  # foreign keys are enforced again on new connections
+            s.execute(text("DELETE FROM deployments"))
+        with db.engine.connect() as c:
+            assert c.scalar(text("SELECT count(*) FROM config_versions")) == 0
+    finally:
+        db.dispose()

@@ -69,7 +69,7 @@ def test_nightly_end_to_end(
         "recommend",
         "keep current",
     )
-    assert Path(got["result"]["analysis"], "summary.json").is_file()
+    assert (svc.settings.home_dir / got["result"]["analysis"] / "summary.json").is_file()  # relative to home
     if got["result"]["decision"]["accepted"]:
         latest = svc.client.get(f"{API}/configs/{dep['id']}", headers=svc.read).json()
         pub = MemcachedPublisher("e2e", dep["connection"], 2.0)

@@ -21,12 +21,12 @@ API = "/api/v1"
 
 REC = {
     "policy": "chisel",
-    "params": {"thr_l": 2048, "window_us": 40},
+    "params": {"split_keys": 2048, "merge": 4},
     "verdict": "recommend",
     "reason": "p99 -18% (p=0.01)",
     "expected": {"p50_ms": 0.8, "p95_ms": 2.0, "p99_ms": 4.0},
     "baseline": {"policy": "batching", "p99_ms": 4.9},
-    "render": {"memcached": {"thr_l": 2048}},
+    "render": {"memcached": {"split_keys": 2048}},
     "study": "s1",
     "mlflow_run_id": "run-123",
 }
@@ -97,8 +97,8 @@ def test_resumed_nightly_decides_and_publishes(svc: Svc, memcached_node: Memcach
     latest = svc.client.get(f"{API}/configs/{dep['id']}", headers=svc.read).json()
     want = {
         "policy": "chisel",
-        "params": {"thr_l": 2048, "window_us": 40},
-        "target": {"memcached": {"thr_l": 2048}},
+        "params": {"split_keys": 2048, "merge": 4},
+        "target": {"memcached": {"split_keys": 2048}},
     }
     assert latest["version"] == 1 and latest["source"] == "tuning" and latest["config"] == want
     assert latest["job_id"] == job_id

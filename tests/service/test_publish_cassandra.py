@@ -130,7 +130,7 @@ def test_unreachable_cluster_fails_job_and_deployment(svc: Svc, cassandra_node: 
     ).json()
     svc.settings.job_max_attempts = 1
     svc.settings.publish_timeout_s = 10.0
-    cfg = {"policy": "rein-sbf", "params": {"k": 3}}
+    cfg = {"policy": "rein", "params": {"k": 3}}
     for dep in (good, down):
         r = svc.client.post(f"{API}/configs/{dep['id']}/versions", json={"config": cfg}, headers=svc.write)
         assert r.status_code == 201
@@ -142,8 +142,21 @@ def test_unreachable_cluster_fails_job_and_deployment(svc: Svc, cassandra_node: 
     bad = svc.client.get(f"{API}/deployments/{down['id']}", headers=svc.read).json()
     assert bad["publish_status"] == "failed" and "after 3 attempts" in bad["publish_error"]
     jobs = svc.client.get(f"{API}/jobs?deployment_id={down['id']}", headers=svc.read).json()
-    assert jobs[0]["status"] == "failed" and jobs[0]["logs"].count("retrying in") == 2
+    job = svc.client.get(f"{API}/jobs/{jobs[0]['id']}", headers=svc.read).json()  # a listing has no logs
+    assert job["status"] == "failed" and job["logs"].count("retrying in") == 2
     with pytest.raises(PublishFailed):
         publish_with_retry(
             CassandraPublisher("cass-down", bad["connection"], 1.0), 1, cfg, attempts=1, backoff_s=0
         )
+
+
+def test_a_wiped_current_row_gets_the_newest_version_back(cassandra_node: CassandraNode, session: Any) -> None:
+    """Republishing an older version to a table that lost its current row restores the newest published
+    version (the control plane hands it over as `head`), never the older one."""
+    pub = CassandraPublisher("cass-wiped", _conn(cassandra_node, "tt_wiped"), 10.0)
+    v2 = {"policy": "rein", "params": {"k": 2}}
+    pub.publish(1, {"policy": "fifo", "params": {}})
+    pub.publish(2, v2)
+    session.execute("DELETE FROM tt_wiped.config_current WHERE deployment = 'cass-wiped'")
+    out = pub.publish(1, {"policy": "fifo", "params": {}}, head=(2, v2))
+    assert out.current_version == 2 and pub.read_current() == (2, v2)

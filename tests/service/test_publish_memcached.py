@@ -126,7 +126,7 @@ def test_publish_job_reports_on_job_and_deployment(svc: Svc, memcached_node: Mem
     bad = svc.client.post(
         f"{API}/deployments", json=memcached_deployment("mc-down", [dead.address]), headers=svc.write
     ).json()
-    cfg = {"policy": "chisel", "params": {"thr_l": 512}}
+    cfg = {"policy": "chisel", "params": {"split_keys": 512}}
     svc.settings.job_max_attempts = 1  # no job-level retry here: the publish retries are what is checked
     j_good = svc.client.post(
         f"{API}/configs/{good['id']}/versions", json={"config": cfg}, headers=svc.write
@@ -149,4 +149,93 @@ def test_publish_job_reports_on_job_and_deployment(svc: Svc, memcached_node: Mem
     assert job["logs"].count("retrying in") == 2 and job["steps"][0]["status"] == "failed"
     dep = svc.client.get(f"{API}/deployments/{bad['id']}", headers=svc.read).json()
     assert dep["publish_status"] == "failed" and "failed after 3 attempts" in dep["publish_error"]
-    assert dep["current_config"] == {"policy": "batching", "params": {"batch": 1}}  # unchanged
+    assert dep["current_config"] == {"policy": "batching", "params": {}}  # unchanged
+
+
+# --- forward only across a pool, partial publishes, configs too large ---------------------------------------
+def _mc_dep(svc: Svc, name: str, servers: list[str]) -> int:
+    r = svc.client.post(f"{API}/deployments", json=memcached_deployment(name, servers), headers=svc.write)
+    assert r.status_code == 201, r.text
+    return int(r.json()["id"])
+
+
+def _publish_now(svc: Svc, dep_id: int, body: dict[str, object], path: str = "versions") -> dict[str, object]:
+    r = svc.client.post(f"{API}/configs/{dep_id}/{path}", json=body, headers=svc.write)
+    assert r.status_code in (201, 202), r.text
+    job_id = r.json()["job_id"]
+    w = Worker(svc.settings, svc.db, "w-fwd", handlers=default_handlers(), schedule=False)
+    while w.run_once() is not None:
+        pass
+    return dict(svc.client.get(f"{API}/jobs/{job_id}", headers=svc.read).json())
+
+
+V1 = {"policy": "chisel", "params": {"merge": 1}}
+V2 = {"policy": "chisel", "params": {"merge": 2}}
+
+
+@pytest.mark.parametrize("restart", ["one", "all"])
+def test_republishing_an_older_version_never_regresses(
+    svc: Svc, memcached_node: MemcachedNode, restart: str
+) -> None:
+    other = MemcachedNode()
+    other.start()
+    try:
+        servers = [memcached_node.address, other.address]
+        name = f"mc-fwd-{restart}"
+        dep = _mc_dep(svc, name, servers)
+        assert _publish_now(svc, dep, {"config": V1})["status"] == "succeeded"
+        assert _publish_now(svc, dep, {"config": V2})["status"] == "succeeded"
+        other.stop()  # memcached restarts empty
+        other.start()
+        if restart == "all":
+            c = Client((memcached_node.host, memcached_node.port))
+            c.delete(current_key(name))
+            c.close()
+        job = _publish_now(svc, dep, {"version": 1}, "publish")
+        assert job["status"] == "succeeded", job["error"]
+        for node in (memcached_node, other):
+            assert _get(node, current_key(name)) == {"deployment": name, "version": 2, "config": V2}
+        assert _get(other, version_key(name, 1)) is not None  # the republished version's own key is back
+        d = svc.client.get(f"{API}/deployments/{dep}", headers=svc.read).json()
+        assert d["current_config"] == V2 and d["publish_status"] == "ok"
+        assert "older than the published version 2" in str(job["logs"])
+    finally:
+        other.close()
+
+
+def test_a_partial_publish_is_reported_naming_the_servers(svc: Svc, memcached_node: MemcachedNode) -> None:
+    other = MemcachedNode()
+    other.start()
+    try:
+        servers = [memcached_node.address, other.address]
+        dep = _mc_dep(svc, "mc-partial", servers)
+        assert _publish_now(svc, dep, {"config": V1})["status"] == "succeeded"
+        other.stop()
+        svc.settings.job_max_attempts = 1
+        job = _publish_now(svc, dep, {"config": V2})
+        assert job["status"] == "failed"
+        d = svc.client.get(f"{API}/deployments/{dep}", headers=svc.read).json()
+        assert d["publish_status"] == "partial", d
+        assert memcached_node.address in d["publish_error"] and other.address in d["publish_error"]
+        assert "partial" in str(job["error"]) and other.address in str(job["error"])
+        assert d["current_config"] == V1  # the record says what every server serves
+    finally:
+        other.close()
+
+
+def test_a_config_too_large_for_memcached_is_not_retried(svc: Svc, memcached_node: MemcachedNode) -> None:
+    small = MemcachedNode(item_max="1k")  # this server's item limit is 1 KiB
+    small.start()
+    try:
+        big = {"policy": "chisel", "params": {"merge": 2}, "target": {"memcached": {"note": "x" * 2000}}}
+        dep = _mc_dep(svc, "mc-big", [small.address])
+        job = _publish_now(svc, dep, {"config": big})
+        assert job["status"] == "failed" and job["attempts"] == 1, job["error"]
+        assert "too large" in str(job["error"]) and "retrying" not in str(job["logs"])
+        svc.settings.memcached_item_max_bytes = 1500  # known ahead: refused before sending
+        dep2 = _mc_dep(svc, "mc-big2", [memcached_node.address])
+        job = _publish_now(svc, dep2, {"config": big})
+        assert job["status"] == "failed" and job["attempts"] == 1 and "memcached_item_max_bytes" in str(job["error"])
+        assert svc.client.get(f"{API}/deployments/{dep2}", headers=svc.read).json()["publish_status"] == "failed"
+    finally:
+        small.close()

@@ -125,3 +125,16 @@ def test_the_worker_loop_fires_due_schedules(svc: Svc) -> None:
     )  # same slot: nothing new
     jobs = _jobs(svc)
     assert len(jobs) == 1 and str(jobs[0][0]).startswith(f"schedule:{sid}:")
+
+
+def test_a_broken_schedule_does_not_stop_the_others(svc: Svc) -> None:
+    good = _schedule(svc, "0 2 * * *", "2026-07-01T00:00:00")
+    with svc.db.session() as s:
+        dep_id = s.scalar(select(ScheduleRow.deployment_id).where(ScheduleRow.id == good))
+        bad = ScheduleRow(deployment_id=dep_id, cron="0 2 * * *", timezone="Gone/Zone", enabled=True, traces=1,
+                          last_slot=None, created_at=ts("2026-07-01T00:00:00"))
+        s.add(bad)
+        s.flush()
+        s.execute(update(ScheduleRow).where(ScheduleRow.id == bad.id).values(id=0))  # ticked first
+    fired = tick(svc.db, svc.settings, at=ts("2026-07-02T01:00:00"))
+    assert [f.schedule_id for f in fired] == [good]

@@ -176,8 +176,27 @@ def test_a_write_is_visible_to_the_next_request(svc: Svc, live_server: str) -> N
         for i in range(15):
             dep = c.post("/deployments", json=memcached_deployment(f"rw{i}", ["h:1"])).json()
             r = c.post(
-                f"/configs/{dep['id']}/versions", json={"config": {"policy": "fifo"}, "publish": False}
+                f"/configs/{dep['id']}/versions", json={"config": {"policy": "batching"}, "publish": False}
             )
             assert r.status_code == 201, r.text
             r = c.get(f"/configs/{dep['id']}")
             assert r.status_code == 200 and r.json()["version"] == 1
+
+
+def test_truncated_bodies_are_rejected(svc: Svc) -> None:
+    boundary = "XyZ123"
+    head = (
+        f"--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"t.csv\"\r\n"
+        "Content-Type: text/csv\r\n\r\n"
+    ).encode()
+    whole = head + GOOD.encode() * 100 + f"\r\n--{boundary}--\r\n".encode()
+    ctype = {"content-type": f"multipart/form-data; boundary={boundary}"}
+    for cut in (len(head) + 5000, len(whole) - 3):  # mid-file; inside the closing boundary
+        r = svc.client.post(f"{API}/traces", content=whole[:cut], headers={**svc.write, **ctype})
+        assert r.status_code == 422 and r.json()["field"] == "body", r.text
+        assert "closing boundary" in r.json()["detail"]
+    r = svc.client.post(f"{API}/traces", content=whole, headers={**svc.write, **ctype})
+    assert r.status_code == 202 and r.json()["size_bytes"] == len(GOOD) * 100
+    with svc.db.session() as s:
+        assert s.scalar(select(func.count()).select_from(TraceRow)) == 1
+    assert len(_files(svc.home / "uploads")) == 1

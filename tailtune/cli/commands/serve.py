@@ -48,15 +48,21 @@ def serve(
     from service.configs.fastpath import ConfigFastPath
     from service.main import create_app
     from tailtune.control.db import database_for
+    from tailtune.control.redact import install_log_redaction
+    from tailtune.control.scratch import claim_scratch, sweep_orphan_uploads
 
-    database_for(settings.resolved_database_url)
-    uvicorn.run(
+    db = database_for(settings.resolved_database_url)
+    claim_scratch(settings, "api")  # this process's scratch; sweeps what killed processes left behind
+    sweep_orphan_uploads(settings, db)
+    config = uvicorn.Config(
         ConfigFastPath(create_app(settings, fast_path=False)),
         host=host or settings.api_host,
         port=port or settings.api_port,
         log_level="info",
         access_log=access_log,
-    )
+    )  # configures logging: the formatters are wrapped next, so no credentials reach the log
+    install_log_redaction("uvicorn", "uvicorn.error", "uvicorn.access")
+    uvicorn.Server(config).run()
 
 
 def register(app: typer.Typer) -> None:

@@ -19,14 +19,18 @@ def worker(
     import signal
     import threading
 
-    from jobs.handlers import default_handlers
+    from jobs.handlers import default_finalizers, default_handlers
     from jobs.worker import Worker
     from tailtune.base.settings import get_settings
     from tailtune.control.db import database_for
+    from tailtune.control.redact import install_log_redaction
+    from tailtune.control.scratch import claim_scratch
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     logging.getLogger("alembic").setLevel(logging.WARNING)
+    install_log_redaction()
     settings = get_settings()
+    claim_scratch(settings, "worker")  # this process's scratch; sweeps what killed processes left behind
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     w = Worker(
@@ -34,6 +38,7 @@ def worker(
         database_for(settings.resolved_database_url),
         worker_id,
         handlers=default_handlers(),
+        finalizers=default_finalizers(),
         schedule=not no_scheduler,
     )
     try:

@@ -24,12 +24,18 @@ __all__ = [
 ]
 
 
+#: SQLite reuses the highest id after its row is deleted unless the table is AUTOINCREMENT: ids here are
+#: never reused (a job keeps pointing at its own trace). PostgreSQL's sequences never reuse anyway.
+_AUTOINCREMENT: dict[str, Any] = {"sqlite_autoincrement": True}
+
+
 class Base(DeclarativeBase):
     type_annotation_map: ClassVar[dict[Any, Any]] = {dict[str, Any]: JSON, list[Any]: JSON}
 
 
 class DeploymentRow(Base):
     __tablename__ = "deployments"
+    __table_args__ = _AUTOINCREMENT
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     name: Mapped[str] = mapped_column(String(64), unique=True)
@@ -47,6 +53,7 @@ class DeploymentRow(Base):
 
 class TraceRow(Base):
     __tablename__ = "traces"
+    __table_args__ = _AUTOINCREMENT
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     name: Mapped[str] = mapped_column(String(200))
@@ -66,6 +73,7 @@ class TraceRow(Base):
 
 class AnalysisRow(Base):
     __tablename__ = "analyses"
+    __table_args__ = _AUTOINCREMENT
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     trace_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
@@ -82,6 +90,7 @@ class JobRow(Base):
     """One unit of work in the durable queue. `dedupe_key` is unique: a cron slot enqueues at most one job."""
 
     __tablename__ = "jobs"
+    __table_args__ = _AUTOINCREMENT
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     kind: Mapped[str] = mapped_column(String(32))
@@ -107,6 +116,7 @@ class JobRow(Base):
 
 class ScheduleRow(Base):
     __tablename__ = "schedules"
+    __table_args__ = _AUTOINCREMENT
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     deployment_id: Mapped[int] = mapped_column(ForeignKey("deployments.id", ondelete="CASCADE"), index=True)
@@ -124,7 +134,10 @@ class ConfigVersionRow(Base):
     """
 
     __tablename__ = "config_versions"
-    __table_args__ = (UniqueConstraint("deployment_id", "version", name="uq_config_version"),)
+    __table_args__ = (
+        UniqueConstraint("deployment_id", "version", name="uq_config_version"),
+        {"sqlite_autoincrement": True},
+    )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     deployment_id: Mapped[int] = mapped_column(ForeignKey("deployments.id", ondelete="CASCADE"), index=True)
@@ -139,6 +152,7 @@ class ConfigVersionRow(Base):
 
 class ApiTokenRow(Base):
     __tablename__ = "api_tokens"
+    __table_args__ = _AUTOINCREMENT
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     name: Mapped[str] = mapped_column(String(100))

@@ -46,9 +46,19 @@ def migrate(engine: Engine) -> None:
 
     cfg = Config()
     cfg.set_main_option("script_location", str(MIGRATIONS))
-    with _migrate_lock, engine.begin() as conn:
-        cfg.attributes["connection"] = conn
-        command.upgrade(cfg, "head")
+    sqlite = engine.dialect.name == "sqlite"
+    with _migrate_lock, engine.connect() as conn:
+        if sqlite:  # batch migrations recreate tables: a parent's DROP must not cascade into its children
+            conn.exec_driver_sql("PRAGMA foreign_keys=OFF")
+            conn.commit()
+        try:
+            with conn.begin():
+                cfg.attributes["connection"] = conn
+                command.upgrade(cfg, "head")
+        finally:
+            if sqlite:
+                conn.exec_driver_sql("PRAGMA foreign_keys=ON")
+                conn.commit()
 
 
 def _sqlite_pragmas(dbapi_conn: Any, _: Any) -> None:

@@ -7,10 +7,13 @@ from __future__ import annotations
 from typing import Any
 
 from tailtune.control.publishers.base import (
+    Head,
+    PartialPublish,
     PublishConflict,
     Publisher,
     PublishFailed,
     PublishOutcome,
+    PublishRejected,
     TargetUnavailable,
     document,
     publish_with_retry,
@@ -21,10 +24,13 @@ from tailtune.control.publishers.memcached import MemcachedPublisher
 __all__ = [
     "PUBLISHERS",
     "CassandraPublisher",
+    "Head",
     "MemcachedPublisher",
+    "PartialPublish",
     "PublishConflict",
     "PublishFailed",
     "PublishOutcome",
+    "PublishRejected",
     "Publisher",
     "TargetUnavailable",
     "document",
@@ -38,5 +44,9 @@ PUBLISHERS: dict[str, type[Publisher]] = {
 }
 
 
-def publisher_for(kind: str, deployment: str, connection: dict[str, Any], timeout_s: float) -> Publisher:
+def publisher_for(
+    kind: str, deployment: str, connection: dict[str, Any], timeout_s: float, *, memcached_item_max_bytes: int = 1024**2
+) -> Publisher:
+    if kind == MemcachedPublisher.kind:
+        return MemcachedPublisher(deployment, connection, timeout_s, item_max_bytes=memcached_item_max_bytes)
     return PUBLISHERS[kind](deployment, connection, timeout_s)

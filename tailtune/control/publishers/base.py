@@ -2,9 +2,14 @@
 
 A publish writes one config version as one JSON document (`document()`: deployment, version, config — the same
 bytes for the same version, so a repeated publish is a no-op). Targets keep an immutable entry per version and
-a "current" entry that only moves forward (LWT in Cassandra, CAS in memcached). Transient failures raise
-`TargetUnavailable` and are retried with exponential backoff; `PublishConflict` (an existing version entry
-with other content) is not retried.
+a "current" entry that only moves forward (LWT in Cassandra, CAS in memcached). The current entry is moved to
+the newest version known anywhere — the one being published, the newest the control plane has published before
+(`head`), and for memcached the newest any server of the pool holds — so republishing an older version (or
+publishing to a target that lost its data) restores the newest one instead of regressing it. Transient
+failures raise `TargetUnavailable` (`PartialPublish` when some servers of a pool took the version and others
+did not, naming both) and are retried with exponential backoff; `PublishConflict` (an existing version entry
+with other content) and `PublishRejected` (the target will never take this document, e.g. too large for
+memcached) are not retried.
 """
 
 from __future__ import annotations
@@ -19,26 +24,49 @@ from typing import Any, ClassVar
 from tailtune.base.errors import TailtuneError
 
 __all__ = [
+    "Head",
+    "PartialPublish",
     "PublishConflict",
     "PublishFailed",
     "PublishOutcome",
+    "PublishRejected",
     "Publisher",
     "TargetUnavailable",
     "document",
     "publish_with_retry",
 ]
 
+#: The newest version the control plane has published to this target before, and its config.
+Head = tuple[int, dict[str, Any]]
+
 
 class TargetUnavailable(TailtuneError):
     """The target did not answer (down, timeout, refused): worth retrying."""
+
+
+class PartialPublish(TargetUnavailable):
+    """Some servers of a pool took the version, others did not (retried; reported with both lists)."""
+
+    def __init__(self, message: str, *, updated: list[str], failed: dict[str, str]) -> None:
+        super().__init__(message)
+        self.updated = updated
+        self.failed = failed
 
 
 class PublishConflict(TailtuneError):
     """The target holds different content under this version: never retried, never overwritten."""
 
 
+class PublishRejected(TailtuneError):
+    """The target will never accept this document (too large for it): not retried."""
+
+
 class PublishFailed(TailtuneError):
-    """Every attempt failed; carries the last error."""
+    """Every attempt failed; carries the last error (`partial` when the last attempt was a PartialPublish)."""
+
+    def __init__(self, message: str, *, partial: PartialPublish | None = None) -> None:
+        super().__init__(message)
+        self.partial = partial
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,8 +97,10 @@ class Publisher(ABC):
         self.timeout_s = timeout_s
 
     @abstractmethod
-    def publish(self, version: int, config: dict[str, Any]) -> PublishOutcome:
-        """One attempt. Raises TargetUnavailable (retry) or PublishConflict (stop)."""
+    def publish(self, version: int, config: dict[str, Any], *, head: Head | None = None) -> PublishOutcome:
+        """One attempt: write `version`'s entry and move the current entry forward to the newest of `version`,
+        `head` and what the target holds. Raises TargetUnavailable (retry), PublishConflict or PublishRejected
+        (stop)."""
 
     @abstractmethod
     def read_current(self) -> tuple[int, dict[str, Any]] | None:
@@ -90,12 +120,13 @@ def publish_with_retry(
     backoff_s: float,
     log: Callable[[str], None] = lambda _: None,
     sleep: Callable[[float], None] = time.sleep,
+    head: Head | None = None,
 ) -> PublishOutcome:
     """Publish with up to `attempts` tries, sleeping backoff_s * 2**(n-1) between them."""
     last: Exception | None = None
     for n in range(1, attempts + 1):
         try:
-            outcome = publisher.publish(version, config)
+            outcome = publisher.publish(version, config, head=head)
         except TargetUnavailable as exc:
             last = exc
             if n < attempts:
@@ -111,5 +142,6 @@ def publish_with_retry(
         )
         return outcome
     raise PublishFailed(
-        f"{publisher.kind}: publish of version {version} failed after {attempts} attempts: {last}"
+        f"{publisher.kind}: publish of version {version} failed after {attempts} attempts: {last}",
+        partial=last if isinstance(last, PartialPublish) else None,
     )

@@ -14,7 +14,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tailtune.control.publishers.base import PublishConflict, Publisher, PublishOutcome, TargetUnavailable, document
+from tailtune.control.publishers.base import (
+    Head,
+    PublishConflict,
+    Publisher,
+    PublishOutcome,
+    TargetUnavailable,
+    document,
+)
 
 __all__ = ["NODE_QUERY", "CassandraPublisher", "schema_cql"]
 
@@ -72,8 +79,14 @@ class CassandraPublisher(Publisher):
 
         return (DriverException, RequestExecutionException, OSError)
 
-    def publish(self, version: int, config: dict[str, Any]) -> PublishOutcome:
+    def publish(self, version: int, config: dict[str, Any], *, head: Head | None = None) -> PublishOutcome:
         doc = document(self.deployment, version, config)
+        # the current row moves to the newest version known: a republished older version (or a wiped table)
+        # gets the newest the control plane published, never the older one
+        cur_v, cur_doc = (head[0], document(self.deployment, head[0], head[1])) if head and head[0] > version else (
+            version,
+            doc,
+        )
         cluster, session = self._connect()
         ks = self.keyspace
         try:
@@ -97,19 +110,19 @@ class CassandraPublisher(Publisher):
             row = lwt(
                 f"INSERT INTO {ks}.config_current (deployment, version, config) VALUES (%s, %s, %s) "
                 "IF NOT EXISTS",
-                (self.deployment, version, doc),
+                (self.deployment, cur_v, cur_doc),
             )
             if row.applied:
-                return PublishOutcome(version, True, version)
+                return PublishOutcome(version, True, cur_v)
             for _ in range(20):
                 row = lwt(
                     f"UPDATE {ks}.config_current SET version = %s, config = %s WHERE deployment = %s "
                     "IF version < %s",
-                    (version, doc, self.deployment, version),
+                    (cur_v, cur_doc, self.deployment, cur_v),
                 )
                 if row.applied:
-                    return PublishOutcome(version, True, version)
-                if row.version is not None and int(row.version) >= version:
+                    return PublishOutcome(version, True, cur_v)
+                if row.version is not None and int(row.version) >= cur_v:
                     return PublishOutcome(version, False, int(row.version))
             raise TargetUnavailable("cassandra: config_current kept changing")
         except self._transient() as exc:

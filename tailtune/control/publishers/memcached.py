@@ -13,7 +13,16 @@ import json
 import socket
 from typing import Any
 
-from tailtune.control.publishers.base import PublishConflict, Publisher, PublishOutcome, TargetUnavailable, document
+from tailtune.control.publishers.base import (
+    Head,
+    PartialPublish,
+    PublishConflict,
+    Publisher,
+    PublishOutcome,
+    PublishRejected,
+    TargetUnavailable,
+    document,
+)
 
 __all__ = ["MemcachedPublisher", "current_key", "version_key"]
 
@@ -34,6 +43,15 @@ def _hostport(server: str) -> tuple[str, int]:
 class MemcachedPublisher(Publisher):
     kind = "memcached"
 
+    #: What memcached adds to a value inside its item limit (item header, key, flags, CAS): kept as headroom.
+    ITEM_OVERHEAD = 256
+
+    def __init__(
+        self, deployment: str, connection: dict[str, Any], timeout_s: float, *, item_max_bytes: int = 1024**2
+    ) -> None:
+        super().__init__(deployment, connection, timeout_s)
+        self.item_max_bytes = item_max_bytes
+
     def _client(self, server: str) -> Any:
         from pymemcache.client.base import Client
 
@@ -44,21 +62,74 @@ class MemcachedPublisher(Publisher):
     def _servers(self) -> list[str]:
         return list(self.connection.get("servers", []))
 
-    def publish(self, version: int, config: dict[str, Any]) -> PublishOutcome:
+    def publish(self, version: int, config: dict[str, Any], *, head: Head | None = None) -> PublishOutcome:
+        """Two passes over the pool. First read every server's current version; the target is the newest of
+        `version`, `head` and those (a server that restarted empty gets the newest, never an older republished
+        one). Then write the version key and move each server's current key forward to the target. A server
+        that fails in either pass is named in a PartialPublish (or TargetUnavailable when none answered)."""
         doc = document(self.deployment, version, config).encode()
-        currents: list[int] = []
-        advanced = False
+        limit = self.item_max_bytes - self.ITEM_OVERHEAD
+        if len(doc) > limit:
+            raise PublishRejected(
+                f"memcached: the document of version {version} is {len(doc)} bytes; an item holds at most "
+                f"{limit} (memcached_item_max_bytes {self.item_max_bytes} less overhead)"
+            )
+        failed: dict[str, str] = {}
+        held: dict[str, tuple[int | None, bytes | None]] = {}
         for server in self._servers():
             try:
-                cur, adv = self._publish_one(server, version, doc)
-            except OSError as exc:
-                raise TargetUnavailable(f"memcached {server}: {exc}") from exc
+                held[server] = self._read(server)
+            except (OSError, TargetUnavailable) as exc:
+                failed[server] = str(exc)
+        target_v, target_doc = version, doc
+        if head is not None and head[0] > target_v:
+            target_v, target_doc = head[0], document(self.deployment, head[0], head[1]).encode()
+        for v, raw in held.values():
+            if v is not None and raw is not None and v > target_v:
+                target_v, target_doc = v, raw
+        currents: list[int] = []
+        advanced = False
+        updated: list[str] = []
+        for server in held:
+            try:
+                cur, adv = self._publish_one(server, version, doc, target_v, target_doc)
+            except (OSError, TargetUnavailable) as exc:
+                failed[server] = str(exc)
+                continue
             currents.append(cur)
             advanced = advanced or adv
-        return PublishOutcome(version, advanced, min(currents, default=version))
+            updated.append(server)
+        if failed:
+            bad = ", ".join(f"{s} ({why})" for s, why in failed.items())
+            if not updated:
+                raise TargetUnavailable(f"memcached: no server took version {version}: {bad}")
+            raise PartialPublish(
+                f"memcached: partial publish of version {version}: updated {', '.join(updated)}; failed {bad}",
+                updated=updated,
+                failed=failed,
+            )
+        return PublishOutcome(version, advanced, min(currents, default=target_v))
 
-    def _publish_one(self, server: str, version: int, doc: bytes) -> tuple[int, bool]:
+    def _read(self, server: str) -> tuple[int | None, bytes | None]:
         from pymemcache.exceptions import MemcacheError
+
+        client = self._client(server)
+        try:
+            raw = client.get(current_key(self.deployment))
+        except MemcacheError as exc:
+            raise TargetUnavailable(f"memcached {server}: {exc}") from exc
+        except OSError as exc:
+            raise TargetUnavailable(f"memcached {server}: {exc}") from exc
+        finally:
+            client.close()
+        if raw is None:
+            return None, None
+        return int(json.loads(raw)["version"]), bytes(raw)
+
+    def _publish_one(
+        self, server: str, version: int, doc: bytes, target_v: int, target_doc: bytes
+    ) -> tuple[int, bool]:
+        from pymemcache.exceptions import MemcacheError, MemcacheServerError
 
         client = self._client(server)
         try:
@@ -73,16 +144,22 @@ class MemcachedPublisher(Publisher):
             for _ in range(100):
                 value, token = client.gets(ckey)
                 if value is None:
-                    if client.add(ckey, doc, noreply=False):
-                        return version, True
+                    if client.add(ckey, target_doc, noreply=False):
+                        return target_v, True
                     continue
                 have = int(json.loads(value)["version"])
-                if have >= version:
+                if have >= target_v:
                     return have, False
-                if client.cas(ckey, doc, token, noreply=False):
-                    return version, True
+                if client.cas(ckey, target_doc, token, noreply=False):
+                    return target_v, True
             raise TargetUnavailable(f"memcached {server}: {ckey} kept changing (100 CAS races lost)")
+        except MemcacheServerError as exc:
+            if "too large" in str(exc).lower():
+                raise PublishRejected(f"memcached {server}: the config is too large for this server ({exc})") from exc
+            raise TargetUnavailable(f"memcached {server}: {exc}") from exc
         except MemcacheError as exc:
+            raise TargetUnavailable(f"memcached {server}: {exc}") from exc
+        except OSError as exc:
             raise TargetUnavailable(f"memcached {server}: {exc}") from exc
         finally:
             client.close()

@@ -1,0 +1,102 @@
+"""Credentials and server internals stay on the server: readiness details, job errors and logs, the process
+log; readiness checks stores for real and creates nothing."""
+
+from __future__ import annotations
+
+import io
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from jobs.context import JobContext
+from jobs.worker import Worker
+from service.testing.cassandra_server import free_port
+from service.testing.postgres_server import PostgresServer
+from tailtune.base.settings import get_settings
+from tailtune.control.queue import enqueue
+from tailtune.control.redact import install_log_redaction, public, redact
+from tests.service.conftest import Svc
+
+API = "/api/v1"
+SECRET = "s3cr3t-pw"
+
+
+def _ready(svc: Svc, monkeypatch: pytest.MonkeyPatch, **env: str) -> dict[str, Any]:
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    get_settings.cache_clear()
+    r = svc.client.get(f"{API}/health/ready", headers=svc.read)
+    assert SECRET not in r.text, r.text
+    return {c["name"]: c for c in r.json()["checks"]}
+
+
+def test_readiness_hides_passwords_checks_for_real_and_creates_nothing(
+    svc: Svc, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
+    dead = f"postgresql+psycopg://tailtune:{SECRET}@127.0.0.1:{free_port()}/mlflow"
+    checks = _ready(svc, monkeypatch, TAILTUNE_MLFLOW_TRACKING_URI=dead, TAILTUNE_OPTUNA_STORAGE=dead)
+    assert checks["mlflow"]["ok"] is False and checks["optuna"]["ok"] is False
+    assert "tailtune:***@127.0.0.1" in checks["mlflow"]["detail"]
+    assert list(cwd.iterdir()) == []  # no folder named after the URI
+    checks = _ready(svc, monkeypatch, TAILTUNE_OPTUNA_STORAGE=str(svc.settings.home_dir / "optuna" / "j.log"))
+    assert checks["optuna"]["ok"] is True and checks["optuna"]["detail"].startswith("optuna/j.log (")
+    checks = _ready(svc, monkeypatch, TAILTUNE_MLFLOW_TRACKING_URI=f"http://u:{SECRET}@127.0.0.1:{free_port()}")
+    assert checks["mlflow"]["ok"] is False
+
+
+def test_readiness_connects_to_a_live_store(
+    svc: Svc, monkeypatch: pytest.MonkeyPatch, postgres_server: PostgresServer
+) -> None:
+    with postgres_server.database() as url:
+        checks = _ready(svc, monkeypatch, TAILTUNE_MLFLOW_TRACKING_URI=url)
+        assert checks["mlflow"]["ok"] is True and "connected" in checks["mlflow"]["detail"]
+
+
+def test_job_errors_and_logs_carry_no_secrets_paths_or_tracebacks(svc: Svc) -> None:
+    where = svc.settings.home_dir / "uploads" / "abc.trace"
+
+    def leaky(ctx: JobContext) -> dict[str, Any]:
+        def step() -> dict[str, Any]:
+            raise RuntimeError(f"cannot open 'postgresql://tt:{SECRET}@db:5432/optuna' for {where}")
+
+        return ctx.step("leak", step)
+
+    with svc.db.session() as s:
+        job_id = enqueue(s, svc.settings, "selftest", {}, max_attempts=1).id
+    assert Worker(svc.settings, svc.db, "w", handlers={"selftest": leaky}, schedule=False).run_once() == "failed"
+    job = svc.client.get(f"{API}/jobs/{job_id}", headers=svc.read).json()
+    text = f"{job['error']} {job['logs']} {job['steps']}"
+    assert SECRET not in text and str(svc.settings.home_dir) not in text and "Traceback" not in text
+    assert "postgresql://tt:***@db:5432/optuna" in job["error"] and "uploads/abc.trace" in job["error"]
+
+
+def test_the_process_log_hides_credentials() -> None:
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    root = logging.getLogger()
+    root.addHandler(handler)
+    try:
+        install_log_redaction()
+        try:
+            raise ValueError(f"bad url postgresql://u:{SECRET}@h/db")
+        except ValueError:
+            logging.getLogger("tailtune.test").exception("failed with password=%s", SECRET)
+    finally:
+        root.removeHandler(handler)
+    out = stream.getvalue()
+    assert SECRET not in out and "Traceback" in out and "password=***" in out
+
+
+def test_redaction_rules() -> None:
+    assert redact(f"host=db user=u password={SECRET} dbname=x") == "host=db user=u password=*** dbname=x"
+    assert SECRET not in redact(f"Authorization: Bearer {SECRET}")
+    assert SECRET not in redact(f"token tt_{'A' * 40}{SECRET}")
+    assert public("see /api/v1/traces?deployment_id=1") == "see /api/v1/traces?deployment_id=1"
+    assert public(f"{os.getcwd()}/x/y.py failed") == "x/y.py failed"
+    assert public("/var/lib/other/file.bin is gone") == "file.bin is gone"
