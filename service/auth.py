@@ -23,7 +23,7 @@ from tailtune.control.db import ApiTokenRow, Database
 
 __all__ = ["SCOPES", "Principal", "authenticate", "create_token", "hash_token", "quick_read_principal"]
 
-SCOPES = ("read", "write")
+SCOPES = ("read", "write", "report")
 LOCALHOSTS = frozenset({"127.0.0.1", "::1", "localhost"})
 _CACHE_S = 2.0
 
@@ -121,7 +121,8 @@ def quick_read_principal(
         ok = settings.open_reads_on_localhost and client in LOCALHOSTS
         return Principal("localhost", "read") if ok else None
     digest = hash_token(token.strip())
-    return _from_settings(settings, digest) or _cache.peek(db, digest)
+    principal = _from_settings(settings, digest) or _cache.peek(db, digest)
+    return None if principal is not None and principal.scope == "report" else principal
 
 
 def authenticate(request: Request, settings: Settings, db: Database, *, scope: str) -> Principal:
@@ -136,6 +137,10 @@ def authenticate(request: Request, settings: Settings, db: Database, *, scope: s
     principal = _from_settings(settings, digest) or _cache.lookup(db, digest)
     if principal is None:
         raise Unauthorized("unknown token", field="Authorization")
+    if principal.scope == "report" and scope != "report":
+        raise Forbidden("this token may only report observations", field="Authorization")
+    if scope == "report" and principal.scope not in ("report", "write"):
+        raise Forbidden("the request needs a report or write token", field="Authorization")
     if scope == "write" and principal.scope != "write":
         raise Forbidden("this token has read scope; the request needs write scope", field="Authorization")
     return principal

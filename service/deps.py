@@ -19,6 +19,7 @@ from tailtune.control.db import Database, database_for
 __all__ = [
     "DbDep",
     "ReadAuth",
+    "ReportAuth",
     "SessionDep",
     "SettingsDep",
     "WriteAuth",
@@ -61,5 +62,10 @@ async def require_write(request: Request, settings: SettingsDep, db: DbDep) -> P
     return authenticate(request, settings, db, scope="write")
 
 
+async def require_report(request: Request, settings: SettingsDep, db: DbDep) -> Principal:
+    return authenticate(request, settings, db, scope="report")
+
+
 ReadAuth = Annotated[Principal, Depends(require_read)]
+ReportAuth = Annotated[Principal, Depends(require_report)]
 WriteAuth = Annotated[Principal, Depends(require_write)]

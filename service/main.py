@@ -20,6 +20,7 @@ from service.errors import install_error_handlers
 from service.guard import RequestGuard
 from service.health.router import router as health
 from service.jobs.router import router as jobs
+from service.observations.router import router as observations
 from service.schedules.router import router as schedules
 from service.traces.router import router as traces
 from tailtune.base.settings import Settings, get_settings
@@ -86,7 +87,7 @@ def create_app(settings: Settings | None = None, *, fast_path: bool = True) -> F
         redoc_url=None,
     )
     api = APIRouter(prefix=API_PREFIX)
-    for router in (traces, analyses, deployments, jobs, schedules, configs, health):
+    for router in (traces, analyses, deployments, observations, jobs, schedules, configs, health):
         api.include_router(router)
     app.include_router(api)
     _add_docs(app)

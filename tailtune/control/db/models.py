@@ -150,13 +150,33 @@ class ConfigVersionRow(Base):
     created_at: Mapped[float] = mapped_column(Float)
 
 
+class ObservationRow(Base):
+    """What one client observed for one config version in one report window (its histograms, as sent). A
+    resent window (same client, same start) replaces the earlier row: reports are idempotent."""
+
+    __tablename__ = "observations"
+    __table_args__ = (
+        UniqueConstraint("deployment_id", "client_id", "window_start", "config_version", name="uq_observation"),
+        {"sqlite_autoincrement": True},
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    deployment_id: Mapped[int] = mapped_column(ForeignKey("deployments.id", ondelete="CASCADE"), index=True)
+    client_id: Mapped[str] = mapped_column(String(64))
+    window_start: Mapped[float] = mapped_column(Float)
+    window_end: Mapped[float] = mapped_column(Float)
+    config_version: Mapped[int] = mapped_column(Integer)
+    observation: Mapped[dict[str, Any]] = mapped_column(JSON)
+    received_at: Mapped[float] = mapped_column(Float)
+
+
 class ApiTokenRow(Base):
     __tablename__ = "api_tokens"
     __table_args__ = _AUTOINCREMENT
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     name: Mapped[str] = mapped_column(String(100))
-    scope: Mapped[str] = mapped_column(String(8))  # read | write
+    scope: Mapped[str] = mapped_column(String(8))  # read | write | report
     sha256: Mapped[str] = mapped_column(String(64), unique=True)
     created_at: Mapped[float] = mapped_column(Float)
 

@@ -1,0 +1,29 @@
+"""/api/v1/deployments/{id}/observations: clients report what they observed (a `report` token suffices);
+readers get expected vs observed p50/p95/p99 per config version."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter
+
+from service.deps import ReadAuth, ReportAuth, SessionDep
+from service.params import PathId
+from tailtune.control import observations
+
+__all__ = ["router"]
+
+router = APIRouter(prefix="/deployments", tags=["observations"])
+
+
+@router.post("/{deployment_id}/observations")
+def report(deployment_id: PathId, body: dict[str, Any], s: SessionDep, _: ReportAuth) -> dict[str, int]:
+    """Store a `tailtune_client` report (schema `tailtune.client.observations/1`); a resent window replaces
+    the earlier one."""
+    return {"stored": observations.record(s, deployment_id, body)}
+
+
+@router.get("/{deployment_id}/observations")
+def expected_vs_observed(deployment_id: PathId, s: SessionDep, _: ReadAuth) -> list[dict[str, Any]]:
+    """Per config version: expected (from the tuning job behind it) vs observed (all clients merged)."""
+    return observations.summary(s, deployment_id)
