@@ -27,7 +27,7 @@ def _tuned_version(svc: Svc, dep_id: int) -> int:
         s.flush()
         row = add_version(s, dep_id, {"policy": "chisel", "params": {"split_keys": 8, "merge": 2,
                                                                       "elephant_threshold": 20}},
-                          source="tuning", job_id=job.id)
+                          source="tuning", job_id=job.id, settings=svc.settings)
         return row.version
 
 
@@ -88,6 +88,6 @@ def test_percentiles_match_the_client_estimator() -> None:
     for h in hs[1:]:
         merged_client.merge(h)
     mine = merge_histograms([h.to_json() for h in hs])
-    ref = merged_client.to_json()
+    ref: dict[str, Any] = dict(merged_client.to_json())
     for q, key in ((0.5, "p50_ms"), (0.95, "p95_ms"), (0.99, "p99_ms")):
         assert percentile_ms(mine, q) == pytest.approx(ref[key], abs=2e-6)
