@@ -137,10 +137,16 @@ def run_tune(
     _start_tracking(job)
     paper = job.ev.reference(job.seeds[0]) or PAPER_DEFAULTS[req.deployment]
     tracker = job.tracker
-    outcome = run_study(job.config, jobs=req.jobs, warm_start=(paper, job.baseline), timeout_s=req.timeout_s,
-                        on_progress=on_progress,
-                        on_trial=tracker.log_trial if tracker and tracker.run_id else None,
-                        evaluator=job.ev if req.jobs == 1 else None)
+    try:
+        outcome = run_study(job.config, jobs=req.jobs, warm_start=(paper, job.baseline), timeout_s=req.timeout_s,
+                            on_progress=on_progress,
+                            on_trial=tracker.log_trial if tracker and tracker.run_id else None,
+                            evaluator=job.ev if req.jobs == 1 else None)
+    except BaseException:
+        # stopped from outside (a cancelled job, Ctrl-C) or failed: the MLflow run says so instead of staying open
+        if tracker is not None and tracker.run_id is not None:
+            tracker.finish(status="KILLED")
+        raise
     trials = outcome.study.get_trials(deepcopy=False)
     _log_trials(job, outcome.study, trials)
     rec = _recommendation(job, trials, paper, outcome.wall_s)
