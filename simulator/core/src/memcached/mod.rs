@@ -147,7 +147,7 @@ impl Shards {
         {
             return Err("shards: offsets, server and keys do not match in length".into());
         }
-        for i in 0..n {
+        for (i, &want) in keys.iter().enumerate() {
             if self.offsets[i] > self.offsets[i + 1] {
                 return Err(format!(
                     "shards: request {i}: offsets must be non-decreasing"
@@ -169,10 +169,9 @@ impl Shards {
                 seen.push(s);
                 total += u64::from(k);
             }
-            if total != u64::from(keys[i]) {
+            if total != u64::from(want) {
                 return Err(format!(
-                    "shards: request {i}: batches hold {total} keys, the request has {}",
-                    keys[i]
+                    "shards: request {i}: batches hold {total} keys, the request has {want}"
                 ));
             }
         }
