@@ -203,8 +203,9 @@ def run(
             shards = memcached.shards_for(trace, dep, n)
 
             def sim(policy: str, params: dict[str, int], rep: int, kdep: KDeployment = kdep,
-                    shards: kvsim.memcached.Shards = shards, arrivals: npt.NDArray[np.float64] = arrivals) -> Any:
-                return kvsim.memcached.replay(trace.sizes, arrivals, kvsim.MemcachedConfig(
+                    shards: kvsim.memcached.Shards = shards, arrivals: npt.NDArray[np.float64] = arrivals,
+                    sizes: npt.NDArray[np.int64] = trace.sizes) -> Any:
+                return kvsim.memcached.replay(sizes, arrivals, kvsim.MemcachedConfig(
                     policy=policy, params=params, deployment=kdep, seed=rep, shards=shards))
 
             levels = dict(sim("chisel", {}, 0).params)
