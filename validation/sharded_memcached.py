@@ -59,6 +59,7 @@ def _worker(job: Job, part: int, parts: int) -> dict[str, Any]:
 
     mine = list(range(part, len(job.requests), parts))
     lat = np.full(len(mine), np.nan)
+    lag = np.full(len(mine), np.nan)
     wrong = 0
     lock = threading.Lock()
     nxt = [0]
@@ -82,11 +83,13 @@ def _worker(job: Job, part: int, parts: int) -> dict[str, Any]:
                 if delay > 0:
                     time.sleep(delay)
                 keys = job.requests[i]
+                sent = time.time()
                 got = client.get_many(keys)
                 done = time.time()
                 bad = len(got) != len(keys) or any(got.get(k) != value_of(k) for k in keys)
                 with lock:
-                    lat[j] = (done - due) * 1e6
+                    lat[j] = (done - sent) * 1e6
+                    lag[j] = (sent - due) * 1e6
                     wrong += int(bad)
 
         threads = [threading.Thread(target=send) for _ in range(job.senders)]
@@ -95,25 +98,29 @@ def _worker(job: Job, part: int, parts: int) -> dict[str, Any]:
         for t in threads:
             t.join()
         stats = client.stats()
-    return {"index": mine, "latency_us": lat.tolist(), "wrong": wrong, "queries": sum(
+    return {"index": mine, "latency_us": lat.tolist(), "lag_us": lag.tolist(), "wrong": wrong, "queries": sum(
         s["queries"] for s in stats["servers"].values()) if isinstance(stats.get("servers"), dict) else None}
 
 
-def replay_real(job: Job, processes: int) -> tuple[npt.NDArray[np.float64], int]:
-    """Latency (µs) of every request in arrival order (NaN: not answered) and the number of wrong answers."""
+def replay_real(job: Job, processes: int) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], int]:
+    """Latency (µs, from the get_many call to its answer) of every request in arrival order (NaN: not answered),
+    the generator's lag (call − scheduled arrival, µs) and the number of wrong answers."""
     ctx = mp.get_context("fork")
     with ctx.Pool(processes) as pool:
         parts = pool.starmap(_worker, [(job, p, processes) for p in range(processes)])
     lat = np.full(len(job.requests), np.nan)
+    lag = np.full(len(job.requests), np.nan)
     wrong = 0
     for part in parts:
         lat[np.asarray(part["index"], dtype=np.int64)] = part["latency_us"]
+        lag[np.asarray(part["index"], dtype=np.int64)] = part["lag_us"]
         wrong += int(part["wrong"])
-    return lat, wrong
+    return lat, lag, wrong
 
 
-def client_overhead_us(servers: Sequence[str], keys: Sequence[str], reps: int = 300) -> float:
-    """Median get_many of one key through the client minus through a bare pymemcache connection (µs)."""
+def client_overhead_us(servers: Sequence[str], keys: Sequence[str], reps: int = 300, gap_s: float = 0.0) -> float:
+    """Median get_many of one key through the client minus through a bare pymemcache connection (µs); calls back
+    to back (`gap_s` 0) or spaced by `gap_s` (the machine idles between calls, as in an open-loop replay)."""
     from pymemcache.client.base import Client as Bare
     from tailtune_client.hashing import server_for
     from tailtune_client.memcached import Client
@@ -128,6 +135,8 @@ def client_overhead_us(servers: Sequence[str], keys: Sequence[str], reps: int = 
                 fn([key])
             t = np.empty(reps)
             for r in range(reps):
+                if gap_s:
+                    time.sleep(gap_s)
                 t0 = time.perf_counter()
                 fn([key])
                 t[r] = time.perf_counter() - t0
@@ -196,7 +205,8 @@ def run(
                     failed = c.set_many({k: value_of(k) for k in distinct[lo : lo + 500]})
                     if failed:
                         raise RuntimeError(f"{w}: memcached did not store {len(failed)} keys")
-                overhead = client_overhead_us(names, distinct)
+                overhead = client_overhead_us(names, distinct, gap_s=gap_us * 1e-6)
+                overhead_b2b = client_overhead_us(names, distinct)
             kdep = KDeployment(servers=servers, worker_threads=worker_threads,
                                query_threads=servers * connections * processes, client_overhead_us=overhead,
                                profile=ServiceProfile(*coeffs))
@@ -213,19 +223,23 @@ def run(
                         "chisel": ({"memcached_client": {"mode": "chisel", **levels}}, "chisel", levels)}
             real: dict[str, list[list[float]]] = {v: [] for v in variants}
             wrong = unanswered = 0
+            lags: list[float] = []
             for rep in range(repeats):
                 order = list(variants) if rep % 2 == 0 else list(reversed(variants))
                 for v in order:
                     cfg = variants[v][0]
                     job = Job(names, cfg, connections, reqs, arrivals.tolist(), time.time() + 1.5, senders)
-                    lat, bad = replay_real(job, processes)
+                    lat, lag, bad = replay_real(job, processes)
+                    lags += lag[np.isfinite(lag)].tolist()
                     wrong += bad
                     unanswered += int(np.isnan(lat).sum())
                     real[v].append(percentiles(lat))
             pred = {v: percentiles(np.asarray(sim(p, prm, 1).latencies_ms) * 1e3)
                     for v, (_, p, prm) in variants.items()}
             out["workloads"][w] = {"requests": n, "keys": int(trace.sizes.sum()), "levels": levels,
-                                   "client_overhead_us": overhead, "real": real, "predicted": pred,
+                                   "client_overhead_us": overhead, "client_overhead_b2b_us": overhead_b2b,
+                                   "lag_us": [float(np.percentile(lags, q * 100)) for q in QS] if lags else [],
+                                   "real": real, "predicted": pred,
                                    "wrong": wrong, "unanswered": unanswered,
                                    "server_load_max": float(sim("batching", {}, 1).server_load_max)}
     return out
@@ -258,8 +272,11 @@ def to_markdown(res: dict[str, Any]) -> str:
             lines.append(f"| {w} | {v} | {lv} | " + " | ".join(cells) + f" | {spread[0]} / {spread[1]} |")
     lines.append("")
     for w, r in res["workloads"].items():
+        lag = "/".join(f"{x:.0f}" for x in r["lag_us"])
         lines.append(f"* {w}: {r['requests']} requests, {r['keys']} keys; client overhead "
-                     f"{r['client_overhead_us']:.0f} µs/query; simulated busiest server load "
+                     f"{r['client_overhead_us']:.0f} µs/query spaced as the replay ({r['client_overhead_b2b_us']:.0f} "
+                     f"back to back); generator lag p50/p95/p99 {lag} µs (not in the latencies); "
+                     f"simulated busiest server load "
                      f"{r['server_load_max']:.2f}; wrong answers {r['wrong']}, unanswered {r['unanswered']}.")
     return "\n".join(lines) + "\n"
 
