@@ -112,3 +112,16 @@ def test_simulate_cli_pool_sharded(cli, tmp_path: Path) -> None:
     assert out["ops"] > 60  # the 41- and 81-key requests touch both servers
     dep = MemcachedDeployment(pool="sharded")
     assert dep.cli_args() == ["--pool", "sharded"]
+
+
+def test_tuner_evaluator_takes_the_pool_option() -> None:
+    from tuner.evaluators._kvsim_memcached import KvsimMemcachedEvaluator
+    from tuner.space import Candidate
+
+    src = {"profile": "mice-elephant", "requests": 200}
+    ev = KvsimMemcachedEvaluator(src, pool="sharded")
+    assert ev.setup.pool == "sharded" and ev.spec().options["pool"] == "sharded"
+    m = ev.evaluate(Candidate("batching", {}), seed=1)
+    rep = KvsimMemcachedEvaluator(src).evaluate(Candidate("batching", {}), seed=1)
+    assert m.p50_ms > 0 and m != rep  # fan-out over servers changes the figures
+    assert "--pool" in ev.simulate_args(Candidate("batching", {}), 1)
