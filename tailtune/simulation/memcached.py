@@ -4,6 +4,11 @@ reduced once to (keys per request, arrival time), and the replay of `batching` o
 The seed draws the request → server mapping and the service-time noise inside kvsim; with `inter_arrival_us`
 the arrivals are redrawn as Poisson from the seed's `MEMCACHED_ARRIVALS` stream (tailtune.simulation.seeds),
 otherwise the requests keep the trace's own arrival times. Model choices: docs/chisel.md.
+
+`pool`: `replica` (every server holds every key; a request goes to a seeded server, the paper's model) or
+`sharded` (each key lives on the server that `tailtune_client.hashing` — pymemcache's `HashClient` rendezvous
+hash — picks among `server_addresses`; a request is sent as its per-server batches, as the shipped client does).
+The sharded pool needs the trace's keys.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MEMCACHED_POLICIES",
+    "MEMCACHED_POOLS",
     "MemcachedDeployment",
     "MemcachedTrace",
     "prepare",
@@ -33,6 +39,7 @@ __all__ = [
 ]
 
 MEMCACHED_POLICIES = ("batching", "chisel")
+MEMCACHED_POOLS = ("replica", "sharded")
 
 
 @dataclass(frozen=True)
@@ -46,6 +53,23 @@ class MemcachedDeployment:
     setup_us: float = 0.0
     service_cv: float = 0.0
     inter_arrival_us: float | None = None  # None: the trace's own arrival times
+    pool: str = "replica"  # or "sharded"
+    # sharded pool: the servers' "host:port" names the client hashes, comma-separated (None: 127.0.0.1:11211, …)
+    server_addresses: str | None = None
+
+    def addresses(self) -> tuple[str, ...]:
+        """The servers' names as the client hashes them (`host:port`), one per server."""
+        if self.server_addresses is None:
+            return tuple(f"127.0.0.1:{11211 + i}" for i in range(self.servers))
+        from tailtune_client.hashing import server_name
+
+        names = tuple(server_name(a.strip()) for a in self.server_addresses.split(",") if a.strip())
+        if len(names) != self.servers or len(set(names)) != len(names):
+            raise BadInputError.single(
+                "deployment", f"needs {self.servers} distinct host:port names, got {list(names)}",
+                field="server_addresses",
+            )
+        return names
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -71,11 +95,19 @@ class MemcachedDeployment:
 
 @dataclass(frozen=True)
 class MemcachedTrace:
-    """Keys per request and arrival times (s, from 0) in arrival order."""
+    """Keys per request and arrival times (s, from 0) in arrival order; with the trace's `key` column, the keys
+    themselves: request `i`'s are `keys[key_offsets[i]:key_offsets[i + 1]]` (in the trace's row order)."""
 
     source: str
     sizes: npt.NDArray[np.int64]
     arrivals: npt.NDArray[np.float64]
+    keys: npt.NDArray[np.object_] | None = None
+    key_offsets: npt.NDArray[np.int64] | None = None
+
+    def request_keys(self, i: int) -> list[str]:
+        if self.keys is None or self.key_offsets is None:
+            raise ValueError(f"{self.source}: the trace has no keys")
+        return [str(k) for k in self.keys[self.key_offsets[i] : self.key_offsets[i + 1]]]
 
     def prefix(self, fraction: float) -> int:
         import math
@@ -92,11 +124,37 @@ def prepare(table: pa.Table, *, source: str = "trace") -> MemcachedTrace:
             raise BadInputError.single(source, "required column is missing", line=1, field=col)
     if table.num_rows == 0:
         raise BadInputError.single(source, "the trace has no rows")
-    sizes, arrivals = chisel.requests_from_long(
-        table.column("request_id").to_numpy(zero_copy_only=False),
-        table.column("ts").to_numpy(zero_copy_only=False),
-    )
-    return MemcachedTrace(source, sizes, arrivals - arrivals[0])
+    rid = np.asarray(table.column("request_id").to_numpy(zero_copy_only=False), dtype=np.int64)
+    ts = np.asarray(table.column("ts").to_numpy(zero_copy_only=False), dtype=np.float64)
+    sizes, arrivals = chisel.requests_from_long(rid, ts)
+    keys = offsets = None
+    if "key" in table.column_names:
+        # the same request order as requests_from_long: earliest ts, ties by id; rows keep their order within
+        ids, inverse = np.unique(rid, return_inverse=True)
+        first = np.full(ids.size, np.inf)
+        np.minimum.at(first, inverse, ts)
+        rank = np.empty(ids.size, dtype=np.int64)
+        rank[np.lexsort((ids, first))] = np.arange(ids.size)
+        rows = np.argsort(rank[inverse], kind="stable")
+        keys = np.asarray(table.column("key").to_pylist(), dtype=object)[rows]
+        offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    return MemcachedTrace(source, sizes, arrivals - arrivals[0], keys, offsets)
+
+
+def shards_for(
+    trace: MemcachedTrace, deployment: MemcachedDeployment, n: int, where: str = "simulate"
+) -> kvsim.memcached.Shards:
+    """The per-server batches of the first `n` requests on the sharded pool, keys placed by the client's hash."""
+    from kvsim.memcached import shards_from_keys
+    from tailtune_client.hashing import server_index
+
+    if trace.keys is None or trace.key_offsets is None:
+        raise BadInputError.single(where, f"{trace.source}: the sharded pool needs the trace's keys (column 'key')",
+                                   field="pool")
+    names = deployment.addresses()
+    offsets = trace.key_offsets[: n + 1]
+    servers = [server_index(str(k), names) for k in trace.keys[: int(offsets[-1])]]
+    return shards_from_keys(offsets, np.asarray(servers, dtype=np.int64))
 
 
 def arrivals_for(trace: MemcachedTrace, deployment: MemcachedDeployment, seed: int) -> npt.NDArray[np.float64]:
@@ -141,6 +199,10 @@ def replay(
                                    field="policy")
     ints = integer_params(params)
     n = trace.prefix(fraction)
+    if deployment.pool not in MEMCACHED_POOLS:
+        raise BadInputError.single(where, f"unknown memcached pool {deployment.pool!r} (one of {MEMCACHED_POOLS})",
+                                   field="pool")
+    shards = shards_for(trace, deployment, n, where) if deployment.pool == "sharded" else None
     try:
         pool = chisel.MemcachedDeployment(
             servers=deployment.servers,
@@ -153,7 +215,7 @@ def replay(
         return kvsim.memcached.replay(
             trace.sizes[:n],
             arrivals_for(trace, deployment, seed)[:n],
-            kvsim.MemcachedConfig(policy=policy, params=ints, deployment=pool, seed=int(seed)),
+            kvsim.MemcachedConfig(policy=policy, params=ints, deployment=pool, seed=int(seed), shards=shards),
         )
     except ValueError as exc:
         raise BadInputError.single(where, str(exc)) from None

@@ -78,3 +78,12 @@ def test_recommendation_reproduce_commands_give_its_per_seed_figures(tmp_path: P
         assert args[args.index("--policy") + 1] == rec.policy
         got = _simulate(args, tmp_path)
         assert {k: got[k] for k in METRICS} == {k: figures[k] for k in METRICS}
+
+
+def test_memcached_sharded_candidate_reproduces_through_simulate(tmp_path: Path) -> None:
+    ev = KvsimMemcachedEvaluator({"profile": "mice-elephant", "requests": 800}, pool="sharded", servers=3,
+                                 server_addresses="10.0.0.1:11211,10.0.0.2:11211,10.0.0.3:11211")
+    cand = Candidate("chisel", {"split_keys": 8, "merge": 2, "elephant_threshold": 40})
+    want = ev.evaluate(cand, 1).as_dict()
+    got = _simulate(ev.simulate_args(cand, 1), tmp_path)
+    assert {k: got[k] for k in METRICS} == {k: want[k] for k in METRICS}

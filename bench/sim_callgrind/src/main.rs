@@ -423,7 +423,7 @@ fn memcached_cases(args: &[String]) {
                     keys.push(if rng.uniform() < 0.1 { 100 + rng.below(201) as u32 } else { 1 + rng.below(10) as u32 });
                     server_of.push(rng.below(servers as u64) as u32);
                 }
-                let wl = memcached::Workload { arrivals_us, keys, server_of };
+                let wl = memcached::Workload { arrivals_us, keys, server_of, shards: None };
                 let dep = Deployment {
                     servers,
                     worker_threads: 4,

@@ -1,7 +1,8 @@
 //! Binding of the memcached deployment kind (`kvsim_core::memcached`): one function returning a dict (typed by
 //! `kvsim.memcached.MemcachedResult` on the Python side).
 use kvsim_core::memcached::{
-    replay, BatchingConfig, ChiselConfig, Deployment, Policy, ServiceProfile, SplitRule, Workload,
+    replay, BatchingConfig, ChiselConfig, Deployment, Policy, ServiceProfile, Shards, SplitRule,
+    Workload,
 };
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -39,11 +40,12 @@ fn policy_from(
 }
 
 /// Replay an open-loop workload (arrival µs, keys, first server per request) through a memcached deployment.
+/// With `shards` = (offsets, server, keys) the pool is sharded: each request is its per-server batches.
 #[pyfunction]
 #[pyo3(signature = (
     arrivals_us, keys, server_of, *, policy, servers, worker_threads, query_threads,
     client_overhead_us, setup_us, profile, service_cv, seed,
-    split_keys=None, split_chunks=None, merge=1, elephant_threshold=50
+    split_keys=None, split_chunks=None, merge=1, elephant_threshold=50, shards=None
 ))]
 #[allow(clippy::too_many_arguments)]
 fn replay_memcached_raw<'py>(
@@ -64,6 +66,7 @@ fn replay_memcached_raw<'py>(
     split_chunks: Option<u32>,
     merge: u32,
     elephant_threshold: u32,
+    shards: Option<(Vec<u32>, Vec<u32>, Vec<u32>)>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let pol = policy_from(policy, split_keys, split_chunks, merge, elephant_threshold)?;
     let dep = Deployment {
@@ -84,6 +87,11 @@ fn replay_memcached_raw<'py>(
         arrivals_us,
         keys,
         server_of,
+        shards: shards.map(|(offsets, server, keys)| Shards {
+            offsets,
+            server,
+            keys,
+        }),
     };
     let started = std::time::Instant::now();
     let report = py
@@ -111,6 +119,7 @@ fn replay_memcached_raw<'py>(
     out.set_item("client_wait_us", report.client_wait_us)?;
     out.set_item("server_wait_us", report.server_wait_us)?;
     out.set_item("span_us", report.span_us)?;
+    out.set_item("query_threads", report.query_threads)?;
     out.set_item("sim_wall_s", wall)?;
     out.set_item("latencies_us", report.latencies_us)?;
     Ok(out)

@@ -200,6 +200,16 @@ def register(app: typer.Typer) -> None:
             float | None,
             typer.Option("--inter-arrival-us", help="memcached: Poisson arrivals with this mean gap."),
         ] = None,
+        pool: Annotated[
+            str,
+            typer.Option("--pool", help="memcached: replica (every server holds every key) or sharded (keys hashed "
+                         "to servers as tailtune_client / pymemcache HashClient; needs the trace's keys)."),
+        ] = "replica",
+        server_addresses: Annotated[
+            str | None,
+            typer.Option("--server-addresses", help="memcached sharded pool: the servers' host:port names the "
+                         "client hashes, comma-separated (default 127.0.0.1:11211, 127.0.0.1:11212, …)."),
+        ] = None,
         replica: Annotated[
             str | None,
             typer.Option(
@@ -302,7 +312,8 @@ def register(app: typer.Typer) -> None:
             mdep = MemcachedDeployment(
                 servers=servers if servers is not None else 2, worker_threads=worker_threads,
                 query_threads=query_threads, client_overhead_us=client_overhead_us, setup_us=setup_us,
-                service_cv=service_cv, inter_arrival_us=inter_arrival_us,
+                service_cv=service_cv, inter_arrival_us=inter_arrival_us, pool=pool,
+                server_addresses=server_addresses,
             )
             _run_memcached(source, mdep, policy, params, seed, as_json)
             return

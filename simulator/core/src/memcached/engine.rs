@@ -343,6 +343,15 @@ impl<'a> Sim<'a> {
     }
 }
 
+/// Query threads per server lane of a sharded pool: the deployment's `query_threads` shared out evenly (rounded
+/// up), as the client's `connections_per_server`.
+pub fn lane_threads(deployment: &Deployment) -> u32 {
+    deployment
+        .query_threads
+        .div_ceil(deployment.servers.max(1))
+        .max(1)
+}
+
 /// Replay `workload` through `deployment` under `policy`. `seed` drives only the optional service jitter.
 pub fn replay(
     deployment: &Deployment,
@@ -354,7 +363,14 @@ pub fn replay(
     policy.validate()?;
     workload.validate(deployment.servers)?;
     let n = workload.arrivals_us.len();
-    let t = deployment.query_threads as usize;
+    // A sharded pool has one lane of `per_lane` query threads per server (threads `s·per_lane ..`).
+    let per_lane = lane_threads(deployment);
+    let query_threads = if workload.shards.is_some() {
+        per_lane * deployment.servers
+    } else {
+        deployment.query_threads
+    };
+    let t = query_threads as usize;
     let mut sim = Sim {
         dep: deployment,
         policy,
@@ -385,11 +401,14 @@ pub fn replay(
             thread_busy_us: 0.0,
             server_busy_max_us: 0.0,
             span_us: 0.0,
-            query_threads: deployment.query_threads,
+            query_threads,
             worker_threads: deployment.worker_threads,
         },
     };
     let mut dispatch = DispatchState::new(deployment.query_threads, deployment.servers);
+    let mut lanes: Vec<DispatchState> = (0..deployment.servers)
+        .map(|_| DispatchState::new(per_lane, 1))
+        .collect();
     let mut subs: Vec<Subrequest> = Vec::new();
     let mut next = 0usize;
     loop {
@@ -401,13 +420,33 @@ pub fn replay(
         if arrival_due {
             let now = workload.arrivals_us[next];
             subs.clear();
-            policy.dispatch(
-                &mut dispatch,
-                next,
-                workload.keys[next],
-                workload.server_of[next],
-                &mut subs,
-            );
+            match &workload.shards {
+                None => policy.dispatch(
+                    &mut dispatch,
+                    next,
+                    workload.keys[next],
+                    workload.server_of[next],
+                    &mut subs,
+                ),
+                Some(sh) => {
+                    let servers = u64::from(deployment.servers);
+                    for (server, keys) in sh.batches(next) {
+                        let from = subs.len();
+                        policy.dispatch_batch(
+                            &mut lanes[server as usize],
+                            next,
+                            workload.keys[next],
+                            keys,
+                            &mut subs,
+                        );
+                        for sub in &mut subs[from..] {
+                            sub.thread += (server * per_lane) as usize;
+                            sub.server = server;
+                            sub.group = sub.group.map(|g| g * servers + u64::from(server));
+                        }
+                    }
+                }
+            }
             sim.remaining[next] = subs.len() as u32;
             if subs.len() > 1 {
                 sim.report.split_requests += 1;

@@ -18,12 +18,14 @@ mod profile;
 
 pub use batching::BatchingConfig;
 pub use chisel::{ChiselConfig, SplitRule, CHISEL_PARAMS};
-pub use engine::{replay, Report, Summary};
+pub use engine::{lane_threads, replay, Report, Summary};
 pub use profile::ServiceProfile;
 
 /// The memcached policies by name, with their parameters.
-pub const POLICIES: &[(&str, &[crate::params::ParamSpec])] =
-    &[(BatchingConfig::NAME, &[]), (ChiselConfig::NAME, CHISEL_PARAMS)];
+pub const POLICIES: &[(&str, &[crate::params::ParamSpec])] = &[
+    (BatchingConfig::NAME, &[]),
+    (ChiselConfig::NAME, CHISEL_PARAMS),
+];
 
 /// The client and server side of one memcached deployment.
 #[derive(Debug, Clone, PartialEq)]
@@ -101,11 +103,80 @@ pub fn query_threads_rule(
 
 /// The open-loop workload: arrival time (µs, non-decreasing), keys per request and the pool server the
 /// request's first query goes to (chunk `j` goes to `(server + j) mod servers`).
+///
+/// With `shards` the pool is **sharded** instead of a replica pool: each key lives on one server (the client
+/// hashes it), `server_of` is ignored, and each request is its per-server batches.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Workload {
     pub arrivals_us: Vec<f64>,
     pub keys: Vec<u32>,
     pub server_of: Vec<u32>,
+    pub shards: Option<Shards>,
+}
+
+/// The per-server batches of every request of a sharded pool, flattened: request `i`'s batches are
+/// `server[offsets[i]..offsets[i + 1]]` (distinct servers) with `keys[..]` keys each; they sum to the request's
+/// keys. The order of a request's batches is the order the client submits them in (first key's server first).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Shards {
+    pub offsets: Vec<u32>,
+    pub server: Vec<u32>,
+    pub keys: Vec<u32>,
+}
+
+impl Shards {
+    /// The (server, keys) batches of request `i`.
+    pub fn batches(&self, i: usize) -> impl Iterator<Item = (u32, u32)> + '_ {
+        let (lo, hi) = (self.offsets[i] as usize, self.offsets[i + 1] as usize);
+        self.server[lo..hi]
+            .iter()
+            .copied()
+            .zip(self.keys[lo..hi].iter().copied())
+    }
+
+    fn validate(&self, keys: &[u32], servers: u32) -> Result<(), String> {
+        let n = keys.len();
+        if self.offsets.len() != n + 1 || self.offsets.first() != Some(&0) {
+            return Err(format!(
+                "shards: offsets must have {} entries starting at 0",
+                n + 1
+            ));
+        }
+        if self.server.len() != self.keys.len()
+            || *self.offsets.last().unwrap_or(&0) as usize != self.keys.len()
+        {
+            return Err("shards: offsets, server and keys do not match in length".into());
+        }
+        for (i, &want) in keys.iter().enumerate() {
+            if self.offsets[i] > self.offsets[i + 1] {
+                return Err(format!(
+                    "shards: request {i}: offsets must be non-decreasing"
+                ));
+            }
+            let mut total = 0u64;
+            let mut seen: Vec<u32> = Vec::new();
+            for (s, k) in self.batches(i) {
+                if s >= servers {
+                    return Err(format!(
+                        "shards: request {i}: server {s} is not in 0..{servers}"
+                    ));
+                }
+                if k == 0 || seen.contains(&s) {
+                    return Err(format!(
+                        "shards: request {i}: empty or repeated batch for server {s}"
+                    ));
+                }
+                seen.push(s);
+                total += u64::from(k);
+            }
+            if total != u64::from(want) {
+                return Err(format!(
+                    "shards: request {i}: batches hold {total} keys, the request has {want}"
+                ));
+            }
+        }
+        Ok(())
+    }
 }
 
 impl Workload {
@@ -130,6 +201,9 @@ impl Workload {
         }
         if let Some(i) = self.keys.iter().position(|&k| k == 0) {
             return Err(format!("request {i}: a request needs at least one key"));
+        }
+        if let Some(sh) = &self.shards {
+            return sh.validate(&self.keys, servers);
         }
         if let Some(i) = self.server_of.iter().position(|&s| s >= servers) {
             return Err(format!(
@@ -279,6 +353,29 @@ impl Policy {
         match self {
             Policy::Batching(c) => c.dispatch(st, request, keys, server, out),
             Policy::Chisel(c) => c.dispatch(st, request, keys, server, out),
+        }
+    }
+
+    /// Sharded pool: place one per-server batch of `keys` keys of a request of `total` keys on its server's
+    /// lane (`st` is that lane's dispatcher, of one server). As the shipped client does: batching sends the
+    /// batch whole; chisel decides elephant vs mouse on the request's `total` keys, splits an elephant's batch
+    /// into balanced chunks on consecutive threads of the lane, and merges a mouse's batch into the lane's
+    /// open merge group.
+    pub fn dispatch_batch(
+        &self,
+        st: &mut DispatchState,
+        request: usize,
+        total: u32,
+        keys: u32,
+        out: &mut Vec<Subrequest>,
+    ) {
+        match self {
+            Policy::Batching(_) => st.whole(request, keys, 0, out),
+            Policy::Chisel(c) if c.is_elephant(total) => {
+                st.split(request, keys, c.split.chunks(keys), 0, out)
+            }
+            Policy::Chisel(c) if c.merge > 1 => st.merge(request, keys, c.merge, 0, out),
+            Policy::Chisel(_) => st.whole(request, keys, 0, out),
         }
     }
 

@@ -28,6 +28,31 @@ fn wl(arrivals: &[f64], keys: &[u32]) -> Workload {
         arrivals_us: arrivals.to_vec(),
         keys: keys.to_vec(),
         server_of: vec![0; keys.len()],
+        shards: None,
+    }
+}
+
+/// A sharded workload: each request as its (server, keys) batches.
+fn sharded(arrivals: &[f64], batches: &[&[(u32, u32)]]) -> Workload {
+    let mut sh = Shards {
+        offsets: vec![0],
+        server: Vec::new(),
+        keys: Vec::new(),
+    };
+    let mut keys = Vec::new();
+    for b in batches {
+        keys.push(b.iter().map(|&(_, k)| k).sum());
+        for &(s, k) in *b {
+            sh.server.push(s);
+            sh.keys.push(k);
+        }
+        sh.offsets.push(sh.keys.len() as u32);
+    }
+    Workload {
+        arrivals_us: arrivals.to_vec(),
+        server_of: vec![0; keys.len()],
+        keys,
+        shards: Some(sh),
     }
 }
 
@@ -248,4 +273,74 @@ fn bad_inputs_are_rejected() {
     w.server_of = vec![3];
     assert!(replay(&d, &chisel(5, 1), &w, 0).is_err());
     assert!(replay(&dep(1, 0, 1, 0.0), &chisel(5, 1), &wl(&[0.0], &[1]), 0).is_err());
+}
+
+// ---- sharded pool -------------------------------------------------------------------------------------------
+
+#[test]
+fn sharded_batching_sends_one_multiget_per_server_touched() {
+    // 20 keys on server 0 (11 + 60 = 71 µs) and 10 on server 1 (41 µs), in parallel: the request takes 71.
+    let r = run(
+        &dep(2, 1, 2, 0.0),
+        &Policy::Batching(BatchingConfig),
+        &sharded(&[0.0], &[&[(0, 20), (1, 10)]]),
+    );
+    assert!(close(&r.latencies_us, &[71.0]), "{:?}", r.latencies_us);
+    assert_eq!((r.queries, r.query_keys, r.query_threads), (2, 30, 2));
+}
+
+#[test]
+fn sharded_chisel_splits_each_server_batch_of_an_elephant() {
+    // 30 keys > threshold 20: an elephant. Server 0's batch of 20 becomes two chunks of 10 on the lane's two
+    // threads; with one worker the second waits for the first: at server 5, processed 16..27, back 27 + 25 = 52.
+    // Server 1's batch of 10 is one chunk (41 µs).
+    let r = run(
+        &dep(2, 1, 4, 0.0),
+        &chisel(10, 1),
+        &sharded(&[0.0], &[&[(0, 20), (1, 10)]]),
+    );
+    assert!(close(&r.latencies_us, &[52.0]), "{:?}", r.latencies_us);
+    assert_eq!((r.queries, r.query_threads), (3, 4));
+    assert_eq!(r.server_wait_us, 11.0);
+}
+
+#[test]
+fn sharded_chisel_decides_elephants_on_the_request_total() {
+    // 15 keys ≤ 20: a mouse, so server 0's batch of 15 is not split although it is larger than L = 10.
+    let r = run(
+        &dep(2, 1, 4, 0.0),
+        &chisel(10, 1),
+        &sharded(&[0.0], &[&[(0, 15)]]),
+    );
+    assert!(close(&r.latencies_us, &[56.0]), "{:?}", r.latencies_us);
+    assert_eq!(r.queries, 1);
+}
+
+#[test]
+fn sharded_chisel_merges_mice_per_server_lane() {
+    // B = 2, setup 10, one thread per lane. Mouse A (t=0): 2 keys on server 0, 3 on server 1. Mouse B (t=1): 4
+    // keys on server 0, joins A's group on lane 0 and is piggybacked at the end of A's setup (t=10): one query of
+    // 6 keys, back at 10 + 11 + 18 = 39. A's lane-1 query (3 keys) is back at 10 + 20 = 30.
+    let r = run(
+        &dep(2, 1, 2, 10.0),
+        &chisel(10, 2),
+        &sharded(&[0.0, 1.0], &[&[(0, 2), (1, 3)], &[(0, 4)]]),
+    );
+    assert!(
+        close(&r.latencies_us, &[39.0, 38.0]),
+        "{:?}",
+        r.latencies_us
+    );
+    assert_eq!((r.queries, r.merged_queries, r.query_keys), (2, 1, 9));
+}
+
+#[test]
+fn sharded_workload_is_checked() {
+    let mut w = sharded(&[0.0], &[&[(0, 20), (1, 10)]]);
+    w.keys[0] = 31;
+    let err = replay(&dep(2, 1, 2, 0.0), &Policy::Batching(BatchingConfig), &w, 7).unwrap_err();
+    assert!(err.contains("batches hold 30 keys"), "{err}");
+    let w = sharded(&[0.0], &[&[(2, 5)]]);
+    let err = replay(&dep(2, 1, 2, 0.0), &Policy::Batching(BatchingConfig), &w, 7).unwrap_err();
+    assert!(err.contains("server 2 is not in 0..2"), "{err}");
 }

@@ -242,7 +242,11 @@ impl QItem {
             enq,
             prio: tag.prio,
             queue: tag.queue,
-            dem: if demand_ns < DEM_FAR as u64 { demand_ns as u32 } else { DEM_FAR },
+            dem: if demand_ns < DEM_FAR as u64 {
+                demand_ns as u32
+            } else {
+                DEM_FAR
+            },
         }
     }
     /// The op's demand; `demand` is the workload's per-op demand array, read only for `DEM_FAR`.

@@ -263,6 +263,7 @@ class RawMemcachedResult(TypedDict):
     client_wait_us: float
     server_wait_us: float
     span_us: float
+    query_threads: int
     sim_wall_s: float
     latencies_us: list[float]
 
@@ -284,4 +285,5 @@ def replay_memcached_raw(
     split_chunks: int | None = None,
     merge: int = 1,
     elephant_threshold: int = 50,
+    shards: tuple[list[int], list[int], list[int]] | None = None,
 ) -> RawMemcachedResult: ...

@@ -22,7 +22,15 @@ from kvsim.chisel import (
 )
 from kvsim.types import JsonValue
 
-__all__ = ["MEMCACHED_POLICIES", "MemcachedConfig", "MemcachedResult", "replay", "servers_of"]
+__all__ = [
+    "MEMCACHED_POLICIES",
+    "MemcachedConfig",
+    "MemcachedResult",
+    "Shards",
+    "replay",
+    "servers_of",
+    "shards_from_keys",
+]
 
 _SPECS = {s.name: s for s in memcached_policy_specs()}
 #: The memcached policies, from the core's catalogue.
@@ -30,16 +38,56 @@ MEMCACHED_POLICIES: tuple[str, ...] = tuple(_SPECS)
 
 
 @dataclass(frozen=True)
+class Shards:
+    """The per-server batches of each request of a sharded pool (flattened): request `i`'s batches are
+    `server[offsets[i]:offsets[i + 1]]` with `keys[...]` keys each, in the order the client submits them."""
+
+    offsets: npt.NDArray[np.uint32]
+    server: npt.NDArray[np.uint32]
+    keys: npt.NDArray[np.uint32]
+
+    def sizes(self) -> npt.NDArray[np.int64]:
+        """Keys per request."""
+        total = np.concatenate([[0], np.cumsum(self.keys, dtype=np.int64)])
+        off = self.offsets.astype(np.int64)
+        out: npt.NDArray[np.int64] = total[off[1:]] - total[off[:-1]]
+        return out
+
+
+def shards_from_keys(key_offsets: npt.ArrayLike, key_server: npt.ArrayLike) -> Shards:
+    """Group each request's keys by server: request `i` owns keys `key_offsets[i]:key_offsets[i + 1]`, key `j` lives
+    on server `key_server[j]`. A request's batches come in the order of their first key (as the client's)."""
+    off = np.asarray(key_offsets, dtype=np.int64)
+    srv = np.asarray(key_server, dtype=np.int64)
+    offsets = [0]
+    server: list[int] = []
+    keys: list[int] = []
+    for i in range(off.size - 1):
+        counts: dict[int, int] = {}
+        for s in srv[off[i] : off[i + 1]].tolist():
+            counts[s] = counts.get(s, 0) + 1
+        server.extend(counts)
+        keys.extend(counts.values())
+        offsets.append(len(keys))
+    return Shards(np.asarray(offsets, dtype=np.uint32), np.asarray(server, dtype=np.uint32),
+                  np.asarray(keys, dtype=np.uint32))
+
+
+@dataclass(frozen=True)
 class MemcachedConfig:
     """A memcached replay: the policy (`batching`, or `chisel` with `split_keys` or `split_chunks`, `merge` and
     `elephant_threshold`; missing chisel levels come from the analyzer for the workload), the deployment, the
-    seed of the service jitter and of the requests' first servers, and optionally those first servers."""
+    seed of the service jitter and of the requests' first servers, and optionally those first servers.
+
+    With `shards` the pool is sharded (each key on one server; `server_of` unused): each request is sent as its
+    per-server batches, and the deployment's `query_threads` are shared out as one lane per server."""
 
     policy: str = "chisel"
     params: Mapping[str, int] = field(default_factory=dict)
     deployment: MemcachedDeployment = field(default_factory=MemcachedDeployment)
     seed: int = 0
     server_of: npt.NDArray[np.uint32] | None = field(default=None, repr=False)
+    shards: Shards | None = field(default=None, repr=False)
 
 
 @dataclass(frozen=True)
@@ -144,6 +192,9 @@ def replay(sizes: npt.ArrayLike, arrivals: npt.ArrayLike, config: MemcachedConfi
         if "split_chunks" in used:
             used.pop("split_keys", None)
     srv = servers_of(k.size, dep.servers, cfg.seed) if cfg.server_of is None else np.asarray(cfg.server_of)
+    sh = cfg.shards
+    if sh is not None and (sh.offsets.size != k.size + 1 or not np.array_equal(sh.sizes(), k)):
+        raise ValueError("shards: the per-server batches do not add up to the requests' sizes")
     raw = replay_memcached_raw(
         (t * 1e6).tolist(),
         k.astype(np.uint32).tolist(),
@@ -161,11 +212,12 @@ def replay(sizes: npt.ArrayLike, arrivals: npt.ArrayLike, config: MemcachedConfi
         split_chunks=used.get("split_chunks"),
         merge=used.get("merge", 1),
         elephant_threshold=used.get("elephant_threshold", DEFAULT_ELEPHANT_THRESHOLD),
+        shards=None if sh is None else (sh.offsets.tolist(), sh.server.tolist(), sh.keys.tolist()),
     )
     return MemcachedResult(
         policy=cfg.policy,
         params=used,
-        query_threads=threads,
+        query_threads=int(raw["query_threads"]),
         p50_ms=raw["p50_us"] / 1e3,
         p95_ms=raw["p95_us"] / 1e3,
         p99_ms=raw["p99_us"] / 1e3,
