@@ -41,6 +41,7 @@ TABLES = {
     "config_versions",
     "deployments",
     "jobs",
+    "observations",
     "schedules",
     "traces",
     "workers",
@@ -70,7 +71,7 @@ def test_migrations_up_from_empty_down_and_up(database_url: str, db_backend: str
         db_again.dispose()
         assert set(inspect(db.engine).get_table_names()) == TABLES
         with db.engine.connect() as c:
-            assert c.scalar(text("SELECT version_num FROM alembic_version")) == _head() == "0003"
+            assert c.scalar(text("SELECT version_num FROM alembic_version")) == _head() == "0004"
             assert compare_metadata(MigrationContext.configure(c), Base.metadata) == []  # models = migrations
         cfg = Config()
         cfg.set_main_option("script_location", str(MIGRATIONS))
@@ -215,7 +216,7 @@ def test_upgrade_to_autoincrement_keeps_every_row(tmp_path: Path) -> None:
     db = Database(url)  # migrates to head
     try:
         with db.engine.connect() as c:
-            assert c.scalar(text("SELECT version_num FROM alembic_version")) == "0003"
+            assert c.scalar(text("SELECT version_num FROM alembic_version")) == "0004"
             for table in ("deployments", "config_versions", "schedules"):
                 assert c.scalar(text(f"SELECT count(*) FROM {table}")) == 1, table
             assert c.scalar(text("SELECT deployment_id FROM traces")) == 1
