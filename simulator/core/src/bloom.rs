@@ -28,7 +28,13 @@ fn mix(mut z: u64) -> u64 {
 impl Bloom {
     /// An empty filter sized for `n` keys at false-positive rate `fp`.
     pub fn with_capacity(n: usize, fp: f64) -> Result<Bloom, SimError> {
-        check_range("bloom_fp", fp, 1e-9, 0.5, "(0, 0.5] (target false-positive rate)")?;
+        check_range(
+            "bloom_fp",
+            fp,
+            1e-9,
+            0.5,
+            "(0, 0.5] (target false-positive rate)",
+        )?;
         let n = n.max(1) as f64;
         let ln2 = std::f64::consts::LN_2;
         let m = ((-n * fp.ln()) / (ln2 * ln2)).ceil().max(64.0) as u64;
@@ -68,7 +74,9 @@ impl Bloom {
     /// OR-merge of a filter of the same shape.
     pub fn merge(&mut self, other: &Bloom) -> Result<(), SimError> {
         if (self.m, self.k) != (other.m, other.k) {
-            return Err(SimError::BadInput("Bloom filters of different shapes cannot be merged".into()));
+            return Err(SimError::BadInput(
+                "Bloom filters of different shapes cannot be merged".into(),
+            ));
         }
         for (a, b) in self.bits.iter_mut().zip(&other.bits) {
             *a |= *b;
@@ -121,7 +129,10 @@ pub fn build_large_filter(
     let mut merged = Bloom::with_capacity(large.len(), fp)?;
     for p in 0..parts {
         let mut f = Bloom::with_capacity(large.len(), fp)?;
-        for &t in large.iter().filter(|&&t| (t as u64 % parts as u64) as usize == p) {
+        for &t in large
+            .iter()
+            .filter(|&&t| (t as u64 % parts as u64) as usize == p)
+        {
             f.insert(t);
         }
         merged.merge(&f)?;
@@ -138,7 +149,9 @@ mod tests {
     #[test]
     fn no_false_negatives_and_fp_below_target() {
         let tokens: Vec<i64> = (0..40_000u64).map(token_of_u64).collect();
-        let sizes: Vec<f64> = (0..40_000u64).map(|i| if i % 10 == 0 { 524_288.0 } else { 1024.0 }).collect();
+        let sizes: Vec<f64> = (0..40_000u64)
+            .map(|i| if i % 10 == 0 { 524_288.0 } else { 1024.0 })
+            .collect();
         let (f, fp) = build_large_filter(&tokens, &sizes, 262_144.0, DEFAULT_FP_TARGET, 5).unwrap();
         for i in (0..40_000u64).step_by(10) {
             assert!(f.contains(token_of_u64(i)));

@@ -35,7 +35,13 @@ impl Default for ClusterConfig {
 
 impl ClusterConfig {
     pub fn validate(&self) -> Result<(), SimError> {
-        check_range("servers", self.servers as f64, 1.0, 1_000_000.0, "1..=1000000")?;
+        check_range(
+            "servers",
+            self.servers as f64,
+            1.0,
+            1_000_000.0,
+            "1..=1000000",
+        )?;
         check_range("slots", self.slots as f64, 1.0, 64.0, "1..=64")?;
         if self.replication < 1 || self.replication > self.servers.min(255) {
             return Err(SimError::param(
@@ -46,10 +52,26 @@ impl ClusterConfig {
         }
         check_range("vnodes", self.vnodes as f64, 0.0, 4096.0, "0..=4096")?;
         if !(self.service_rate.is_finite() && self.service_rate > 0.0) {
-            return Err(SimError::param("service_rate", self.service_rate, "> 0 ops/s"));
+            return Err(SimError::param(
+                "service_rate",
+                self.service_rate,
+                "> 0 ops/s",
+            ));
         }
-        check_range("net_latency_ns", self.net_latency_ns as f64, 0.0, 1e12, "0..=1e12 ns")?;
-        check_range("clients", self.clients as f64, 1.0, 1_000_000.0, "1..=1000000")?;
+        check_range(
+            "net_latency_ns",
+            self.net_latency_ns as f64,
+            0.0,
+            1e12,
+            "0..=1e12 ns",
+        )?;
+        check_range(
+            "clients",
+            self.clients as f64,
+            1.0,
+            1_000_000.0,
+            "1..=1000000",
+        )?;
         Ok(())
     }
 
@@ -77,7 +99,10 @@ impl Cluster {
             // Evenly spaced initial tokens, as an operator assigns them without vnodes.
             let step = (u64::MAX / n as u64).max(1);
             for s in 0..n {
-                ring.push((i64::MIN.wrapping_add((step.wrapping_mul(s as u64)) as i64), s as u32));
+                ring.push((
+                    i64::MIN.wrapping_add((step.wrapping_mul(s as u64)) as i64),
+                    s as u32,
+                ));
             }
         } else {
             for s in 0..n {

@@ -68,12 +68,20 @@ impl ReplayConfig {
 
     /// True when none of the server, write or client-model extensions is on.
     pub fn plain_model(&self) -> bool {
-        self.servers.is_uniform() && !self.writes.iter().any(|&w| w) && self.client == ClientModel::Open
+        self.servers.is_uniform()
+            && !self.writes.iter().any(|&w| w)
+            && self.client == ClientModel::Open
     }
 
     /// Checks everything that does not depend on the workload and the cluster.
     pub fn validate(&self) -> Result<(), SimError> {
-        crate::error::check_range("warmup", self.warmup, 0.0, 0.99, "[0, 0.99] (fraction of requests)")?;
+        crate::error::check_range(
+            "warmup",
+            self.warmup,
+            0.0,
+            0.99,
+            "[0, 0.99] (fraction of requests)",
+        )?;
         self.policy.validate()?;
         self.selector.validate()?;
         if let ClientModel::Closed(c) = &self.client {

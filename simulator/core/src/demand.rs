@@ -36,7 +36,11 @@ impl DemandModel {
     pub fn validate(&self) -> Result<(), SimError> {
         check_range("t0_s", self.t0_s, 0.0, 1e6, "[0, 1e6] s")?;
         if !(self.bandwidth_bps.is_finite() && self.bandwidth_bps > 0.0) {
-            return Err(SimError::param("bandwidth_bps", self.bandwidth_bps, "> 0 bytes/s"));
+            return Err(SimError::param(
+                "bandwidth_bps",
+                self.bandwidth_bps,
+                "> 0 bytes/s",
+            ));
         }
         Ok(())
     }
@@ -70,10 +74,22 @@ impl DemandDist {
             "exponential" => DemandDist::Exponential,
             "deterministic" => DemandDist::Deterministic,
             "lognormal" => {
-                check_range("demand_sigma", sigma, 1e-6, 10.0, "(0, 10] (lognormal shape)")?;
+                check_range(
+                    "demand_sigma",
+                    sigma,
+                    1e-6,
+                    10.0,
+                    "(0, 10] (lognormal shape)",
+                )?;
                 DemandDist::Lognormal { sigma }
             }
-            other => return Err(SimError::param("demand_dist", other, &format!("one of {DEMAND_DISTS:?}"))),
+            other => {
+                return Err(SimError::param(
+                    "demand_dist",
+                    other,
+                    &format!("one of {DEMAND_DISTS:?}"),
+                ))
+            }
         })
     }
 

@@ -6,9 +6,17 @@ use std::fmt;
 #[derive(Debug, Clone, PartialEq)]
 pub enum SimError {
     /// A parameter is out of range: `name`, the offending value and a description of the valid range.
-    BadParam { name: String, value: String, valid: String },
+    BadParam {
+        name: String,
+        value: String,
+        valid: String,
+    },
     /// `owner` (e.g. `policy 'rein'`) has no parameter `name`; `valid` lists its parameters with their ranges.
-    UnknownParam { owner: String, name: String, valid: String },
+    UnknownParam {
+        owner: String,
+        name: String,
+        valid: String,
+    },
     /// The workload arrays are inconsistent (lengths, ordering, ...).
     BadInput(String),
 }
@@ -27,7 +35,10 @@ impl fmt::Display for SimError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             SimError::BadParam { name, value, valid } => {
-                write!(f, "parameter '{name}' = {value} is out of range: valid {valid}")
+                write!(
+                    f,
+                    "parameter '{name}' = {value} is out of range: valid {valid}"
+                )
             }
             SimError::UnknownParam { owner, name, valid } => {
                 write!(f, "unknown parameter '{name}' for {owner}: valid {valid}")

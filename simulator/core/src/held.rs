@@ -56,7 +56,10 @@ impl HeldOpsets {
     /// order; each is either placed (dropped) or given back with [`HeldOpsets::refuse`]; [`HeldOpsets::end`]
     /// closes the retry.
     pub fn begin(&mut self, groups: Option<&[u32]>) {
-        debug_assert!(self.fronts.is_empty() && self.touched.is_empty(), "a retry is in progress");
+        debug_assert!(
+            self.fronts.is_empty() && self.touched.is_empty(),
+            "a retry is in progress"
+        );
         let fronts = &mut self.fronts;
         let mut add = |g: u32, q: &VecDeque<Held>| {
             if let Some(h) = q.front() {
@@ -132,7 +135,11 @@ impl HeldOpsets {
 mod tests {
     use super::*;
 
-    fn opsets(h: &mut HeldOpsets, groups: Option<&[u32]>, mut keep: impl FnMut(u32, u32) -> Keep) -> Vec<u32> {
+    fn opsets(
+        h: &mut HeldOpsets,
+        groups: Option<&[u32]>,
+        mut keep: impl FnMut(u32, u32) -> Keep,
+    ) -> Vec<u32> {
         let mut seen = Vec::new();
         h.begin(groups);
         while let Some((g, x)) = h.next_held() {
@@ -164,7 +171,13 @@ mod tests {
             h.hold(g, 10 + i as u32, 100 + i as u64);
         }
         // groups 2 and 0, in that order: visited in hold order; 11 and 14 refused, 10 and 12 placed
-        let seen = opsets(&mut h, Some(&[2, 0]), |_, o| if o == 11 || o == 14 { Keep::Refuse } else { Keep::Place });
+        let seen = opsets(&mut h, Some(&[2, 0]), |_, o| {
+            if o == 11 || o == 14 {
+                Keep::Refuse
+            } else {
+                Keep::Place
+            }
+        });
         assert_eq!(seen, vec![10, 11, 12, 14]);
         assert_eq!(h.len(), 3);
         // a full retry sees 11, 13, 14 in hold order and keeps them all
@@ -187,10 +200,18 @@ mod tests {
             (0, _) => Keep::Close,
             _ => Keep::Place,
         });
-        assert_eq!(seen, vec![0, 1, 2, 4], "3 and 5 (group 0 after it closed) are not visited");
+        assert_eq!(
+            seen,
+            vec![0, 1, 2, 4],
+            "3 and 5 (group 0 after it closed) are not visited"
+        );
         assert_eq!(h.len(), 3);
         let seen = opsets(&mut h, None, |_, _| Keep::Place);
-        assert_eq!(seen, vec![1, 3, 5], "the closed group kept its order, and is open again");
+        assert_eq!(
+            seen,
+            vec![1, 3, 5],
+            "the closed group kept its order, and is open again"
+        );
         assert!(h.is_empty());
     }
 }

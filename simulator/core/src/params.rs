@@ -24,7 +24,13 @@ pub enum Search {
     Fixed,
     /// `lo..=hi`; `step` > 0 makes it a grid (0 = continuous); `log` samples on a log scale; `integer` asks for
     /// whole numbers.
-    Range { lo: f64, hi: f64, step: f64, log: bool, integer: bool },
+    Range {
+        lo: f64,
+        hi: f64,
+        step: f64,
+        log: bool,
+        integer: bool,
+    },
     /// One of these values.
     Choices(&'static [f64]),
 }
@@ -32,15 +38,33 @@ pub enum Search {
 impl Search {
     /// Whole numbers `lo..=hi`.
     pub const fn int(lo: i64, hi: i64) -> Search {
-        Search::Range { lo: lo as f64, hi: hi as f64, step: 0.0, log: false, integer: true }
+        Search::Range {
+            lo: lo as f64,
+            hi: hi as f64,
+            step: 0.0,
+            log: false,
+            integer: true,
+        }
     }
     /// Whole numbers `lo..=hi` on a log scale.
     pub const fn int_log(lo: i64, hi: i64) -> Search {
-        Search::Range { lo: lo as f64, hi: hi as f64, step: 0.0, log: true, integer: true }
+        Search::Range {
+            lo: lo as f64,
+            hi: hi as f64,
+            step: 0.0,
+            log: true,
+            integer: true,
+        }
     }
     /// `lo..=hi` in steps of `step`.
     pub const fn grid(lo: f64, hi: f64, step: f64) -> Search {
-        Search::Range { lo, hi, step, log: false, integer: false }
+        Search::Range {
+            lo,
+            hi,
+            step,
+            log: false,
+            integer: false,
+        }
     }
 }
 
@@ -93,7 +117,11 @@ pub fn unknown(owner: &str, name: &str, specs: &[ParamSpec]) -> SimError {
     let valid = if specs.is_empty() {
         "none (it has no parameters)".to_string()
     } else {
-        specs.iter().map(|s| format!("{} ({})", s.name, s.valid)).collect::<Vec<_>>().join(", ")
+        specs
+            .iter()
+            .map(|s| format!("{} ({})", s.name, s.valid))
+            .collect::<Vec<_>>()
+            .join(", ")
     };
     SimError::UnknownParam {
         owner: owner.to_string(),
@@ -236,12 +264,18 @@ mod tests {
     #[test]
     fn declared_fields_parse_check_and_report() {
         let mut t = Toy::default();
-        assert_eq!(t.params(), vec![("k", 4.0), ("window", 10.0), ("scale", 1.0)]);
+        assert_eq!(
+            t.params(),
+            vec![("k", 4.0), ("window", 10.0), ("scale", 1.0)]
+        );
         t.set("k", 6.0).unwrap();
         t.set("window", 10.4).unwrap();
         assert_eq!((t.k, t.window), (6, 10.0));
         let e = t.set("k", 2.5).unwrap_err().to_string();
-        assert_eq!(e, "parameter 'k' = 2.5 is out of range: valid integer in 1..=64");
+        assert_eq!(
+            e,
+            "parameter 'k' = 2.5 is out of range: valid integer in 1..=64"
+        );
         let e = t.set("scale", 3.0).unwrap_err().to_string();
         assert_eq!(e, "parameter 'scale' = 3 is out of range: valid [0.5, 2]");
         let e = t.set("K", 1.0).unwrap_err().to_string();

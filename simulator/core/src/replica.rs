@@ -76,7 +76,6 @@ pub enum HeldRetry {
     Freed,
 }
 
-
 /// What the selectors need to know about the run.
 #[derive(Debug, Clone, Copy)]
 pub struct SelectorEnv {
@@ -319,13 +318,26 @@ impl SelectorImpl for DynamicSnitch {
 impl SelectorImpl for C3 {
     type Config = C3Config;
     fn build(cfg: &C3Config, env: &SelectorEnv) -> Self {
-        C3::new(cfg, env.clients, env.servers, env.slots, env.mean_service_ns)
+        C3::new(
+            cfg,
+            env.clients,
+            env.servers,
+            env.slots,
+            env.mean_service_ns,
+        )
     }
 }
 
 impl SelectorImpl for Heron {
     type Config = HeronConfig;
     fn build(cfg: &HeronConfig, env: &SelectorEnv) -> Self {
-        Heron::new(cfg, env.clients, env.servers, env.slots, env.mean_service_ns, env.net_latency_ns)
+        Heron::new(
+            cfg,
+            env.clients,
+            env.servers,
+            env.slots,
+            env.mean_service_ns,
+            env.net_latency_ns,
+        )
     }
 }

@@ -18,7 +18,12 @@ impl Rng {
     /// A generator for `(seed, stream)`: independent streams keep arrivals and demands decoupled (CRN).
     pub fn new(seed: u64, stream: u64) -> Self {
         let mut x = seed ^ stream.wrapping_mul(0xD6E8_FEB8_6659_FD93);
-        let s = [splitmix(&mut x), splitmix(&mut x), splitmix(&mut x), splitmix(&mut x)];
+        let s = [
+            splitmix(&mut x),
+            splitmix(&mut x),
+            splitmix(&mut x),
+            splitmix(&mut x),
+        ];
         Rng { s }
     }
 

@@ -47,7 +47,11 @@ impl RunQueue {
     /// Adds `(key, value)` from `source`. Keys must be distinct over the whole queue.
     pub fn push(&mut self, source: usize, key: u128, value: u32) {
         let mut r = self.open[source];
-        if r != NONE && self.runs[r as usize].back().is_some_and(|&(last, _)| key < last) {
+        if r != NONE
+            && self.runs[r as usize]
+                .back()
+                .is_some_and(|&(last, _)| key < last)
+        {
             // Out of order for this run: close it (it drains on its own, then is reused).
             self.owner[r as usize] = NONE;
             r = NONE;
@@ -131,8 +135,16 @@ mod tests {
                         reference.push(Reverse((key, step)));
                     }
                     _ => {
-                        assert_eq!(q.peek_key(), reference.peek().map(|r| r.0 .0), "seed {seed} step {step}");
-                        assert_eq!(q.pop(), reference.pop().map(|r| r.0), "seed {seed} step {step}");
+                        assert_eq!(
+                            q.peek_key(),
+                            reference.peek().map(|r| r.0 .0),
+                            "seed {seed} step {step}"
+                        );
+                        assert_eq!(
+                            q.pop(),
+                            reference.pop().map(|r| r.0),
+                            "seed {seed} step {step}"
+                        );
                     }
                 }
                 assert_eq!(q.len(), reference.len());
@@ -142,7 +154,10 @@ mod tests {
             }
             assert!(q.is_empty() && q.pop().is_none() && q.peek_key().is_none());
             // every run drained: the closed ones are all back for reuse, the open ones stay with their source
-            assert_eq!(q.free.len() + q.open.iter().filter(|&&r| r != NONE).count(), q.runs.len());
+            assert_eq!(
+                q.free.len() + q.open.iter().filter(|&&r| r != NONE).count(),
+                q.runs.len()
+            );
         }
     }
 

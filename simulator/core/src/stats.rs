@@ -48,11 +48,21 @@ pub fn percentile_select(values: &mut [f64], q: f64) -> f64 {
     let hi = (lo + 1).min(n - 1);
     let (_, &mut at_lo, right) = values.select_nth_unstable_by(lo, |a, b| a.total_cmp(b));
     // Everything right of `lo` is ≥ it in the total order: the next rank is their least.
-    let at_hi = if hi == lo { at_lo } else { right.iter().copied().fold(f64::INFINITY, f64::min) };
+    let at_hi = if hi == lo {
+        at_lo
+    } else {
+        right.iter().copied().fold(f64::INFINITY, f64::min)
+    };
     at_lo + (at_hi - at_lo) * (pos - lo as f64)
 }
 
-pub fn summarize(latency_ns: &[u64], warmup: f64, server_demand_ns: &[u64], slots: u32, span_ns: u64) -> Summary {
+pub fn summarize(
+    latency_ns: &[u64],
+    warmup: f64,
+    server_demand_ns: &[u64],
+    slots: u32,
+    span_ns: u64,
+) -> Summary {
     let n = latency_ns.len();
     let cut = ((warmup * n as f64).floor() as usize).min(n.saturating_sub(1));
     let measured: Vec<f64> = latency_ns[cut..].iter().map(|&l| l as f64 / 1e6).collect();
@@ -118,13 +128,19 @@ mod tests {
         for n in [1usize, 2, 3, 10, 101, 1000, 4097] {
             // latencies in ms as the engine makes them; many ties in the larger sets
             let range = if n > 100 { 50 } else { 1_000_000 };
-            let v: Vec<f64> = (0..n).map(|_| (rng.below(range) * 1000) as f64 / 1e6).collect();
+            let v: Vec<f64> = (0..n)
+                .map(|_| (rng.below(range) * 1000) as f64 / 1e6)
+                .collect();
             let mut sorted = v.clone();
             sorted.sort_unstable_by(|a, b| a.total_cmp(b));
             let mut scratch = v.clone();
             for q in [0.0, 0.5, 0.95, 0.99, 0.999, 1.0] {
                 let want = percentile_sorted(&sorted, q);
-                assert_eq!(percentile_select(&mut scratch, q).to_bits(), want.to_bits(), "n {n} q {q}");
+                assert_eq!(
+                    percentile_select(&mut scratch, q).to_bits(),
+                    want.to_bits(),
+                    "n {n} q {q}"
+                );
             }
         }
     }

@@ -68,7 +68,11 @@ impl SlotTimers {
         }
         // Every key is IDLE: the lowest index wins each match (any choice is fine, all are ∞).
         for i in (0..inner).rev() {
-            win[i] = win[4 * i + 1..4 * i + 5].iter().copied().min().unwrap_or(pad);
+            win[i] = win[4 * i + 1..4 * i + 5]
+                .iter()
+                .copied()
+                .min()
+                .unwrap_or(pad);
         }
         SlotTimers {
             slots,
@@ -94,7 +98,10 @@ impl SlotTimers {
     #[inline]
     pub fn start(&mut self, server: usize, slot: u32, time: u64, seq: u64, op: u32, opset: u32) {
         let i = server * self.slots + slot as usize;
-        debug_assert!(self.busy[server] & (1u64 << slot) == 0, "slot double-booked");
+        debug_assert!(
+            self.busy[server] & (1u64 << slot) == 0,
+            "slot double-booked"
+        );
         let k = event_key(time, seq);
         self.slot_key[i] = k;
         self.slot_op[i] = op;
@@ -154,8 +161,12 @@ impl SlotTimers {
             n = (n - 1) / 4;
             let c = &self.win[4 * n + 1..4 * n + 5];
             let (a, b, c, d) = (c[0], c[1], c[2], c[3]);
-            let (ka, kb, kc, kd) =
-                (self.key[a as usize], self.key[b as usize], self.key[c as usize], self.key[d as usize]);
+            let (ka, kb, kc, kd) = (
+                self.key[a as usize],
+                self.key[b as usize],
+                self.key[c as usize],
+                self.key[d as usize],
+            );
             // Branch-free selects (the outcomes are coin flips to the predictor); ties go to the earlier child.
             let (ab, kab) = if kb < ka { (b, kb) } else { (a, ka) };
             let (cd, kcd) = if kd < kc { (d, kd) } else { (c, kc) };

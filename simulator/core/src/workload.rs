@@ -230,27 +230,44 @@ impl Workload {
             return Err(SimError::BadInput("the workload has no requests".into()));
         }
         if self.client.len() != n || self.req_opsets.len() != n + 1 {
-            return Err(SimError::BadInput("request arrays have inconsistent lengths".into()));
+            return Err(SimError::BadInput(
+                "request arrays have inconsistent lengths".into(),
+            ));
         }
         if self.arrival.windows(2).any(|w| w[1] < w[0]) {
-            return Err(SimError::BadInput("arrival times must be non-decreasing".into()));
+            return Err(SimError::BadInput(
+                "arrival times must be non-decreasing".into(),
+            ));
         }
         let o = self.opset_group.len();
-        if self.opset_req.len() != o || self.opset_ops.len() != o + 1 || self.req_opsets[n] as usize != o {
-            return Err(SimError::BadInput("opset arrays have inconsistent lengths".into()));
+        if self.opset_req.len() != o
+            || self.opset_ops.len() != o + 1
+            || self.req_opsets[n] as usize != o
+        {
+            return Err(SimError::BadInput(
+                "opset arrays have inconsistent lengths".into(),
+            ));
         }
         if self.opset_ops[o] as usize != self.demand.len()
             || self.op_input.len() != self.demand.len()
             || !(self.mean_demand.is_empty() || self.mean_demand.len() == self.demand.len())
         {
-            return Err(SimError::BadInput("op arrays have inconsistent lengths".into()));
+            return Err(SimError::BadInput(
+                "op arrays have inconsistent lengths".into(),
+            ));
         }
-        if self.req_opsets.windows(2).any(|w| w[1] <= w[0]) || self.opset_ops.windows(2).any(|w| w[1] <= w[0]) {
+        if self.req_opsets.windows(2).any(|w| w[1] <= w[0])
+            || self.opset_ops.windows(2).any(|w| w[1] <= w[0])
+        {
             return Err(SimError::BadInput(
                 "every request needs ≥ 1 opset and every opset ≥ 1 op".into(),
             ));
         }
-        if self.opset_group.iter().any(|&g| g as usize >= cluster.groups()) {
+        if self
+            .opset_group
+            .iter()
+            .any(|&g| g as usize >= cluster.groups())
+        {
             return Err(SimError::BadInput(format!(
                 "replica group out of range (cluster has {})",
                 cluster.groups()
@@ -263,7 +280,12 @@ impl Workload {
     }
 }
 
-fn make_arrivals(cluster: &Cluster, spec: &WorkloadSpec, n_req: usize, total_mean: f64) -> Result<Vec<u64>, SimError> {
+fn make_arrivals(
+    cluster: &Cluster,
+    spec: &WorkloadSpec,
+    n_req: usize,
+    total_mean: f64,
+) -> Result<Vec<u64>, SimError> {
     let slots_total = cluster.config.servers as f64 * cluster.config.slots as f64;
     // Request rate that offers `load` × capacity: λ · E[work per request] = load · (servers × slots).
     let rate_for = |load: f64| load * slots_total / (total_mean / n_req as f64);
@@ -299,7 +321,9 @@ fn make_arrivals(cluster: &Cluster, spec: &WorkloadSpec, n_req: usize, total_mea
                 )));
             }
             if let Some(i) = ts.iter().position(|v| !v.is_finite()) {
-                return Err(SimError::BadInput(format!("timestamp of request {i} is not finite")));
+                return Err(SimError::BadInput(format!(
+                    "timestamp of request {i} is not finite"
+                )));
             }
             if let Some(i) = ts.windows(2).position(|w| w[1] < w[0]) {
                 return Err(SimError::BadInput(format!(
@@ -312,7 +336,13 @@ fn make_arrivals(cluster: &Cluster, spec: &WorkloadSpec, n_req: usize, total_mea
             let scale = match load {
                 None => 1.0,
                 Some(l) => {
-                    check_range("load", *l, 1e-6, 100.0, "(0, 100] (fraction of total service capacity)")?;
+                    check_range(
+                        "load",
+                        *l,
+                        1e-6,
+                        100.0,
+                        "(0, 100] (fraction of total service capacity)",
+                    )?;
                     if span <= 0.0 || n_req < 2 {
                         return Err(SimError::BadInput(
                             "trace timestamps span no time: cannot scale to a load".into(),
@@ -322,7 +352,10 @@ fn make_arrivals(cluster: &Cluster, spec: &WorkloadSpec, n_req: usize, total_mea
                     ((n_req - 1) as f64 / span) / rate_for(*l)
                 }
             };
-            Ok(ts.iter().map(|&t| ((t - t0) * scale * 1e9).round() as u64).collect())
+            Ok(ts
+                .iter()
+                .map(|&t| ((t - t0) * scale * 1e9).round() as u64)
+                .collect())
         }
     }
 }
@@ -359,7 +392,10 @@ mod tests {
         assert_eq!(wl.ops(), 40);
         for o in 0..wl.opsets() {
             for i in wl.opset_ops[o]..wl.opset_ops[o + 1] {
-                assert_eq!(c.group_of(tokens[wl.op_input[i as usize] as usize]), wl.opset_group[o]);
+                assert_eq!(
+                    c.group_of(tokens[wl.op_input[i as usize] as usize]),
+                    wl.opset_group[o]
+                );
             }
         }
         // Same seed, different load: identical demands per input op (common random numbers).

@@ -6,8 +6,8 @@ use kvsim_core::replica::SelectorConfig;
 use kvsim_core::rng::Rng;
 use kvsim_core::server_model::{ServerModelConfig, Slowdown};
 use kvsim_core::{
-    replay, Arrivals, ClientModel, Cluster, ClusterConfig, PolicyConfig, ReplayConfig, RunResult, SizeClasses,
-    Workload, WorkloadSpec,
+    replay, Arrivals, ClientModel, Cluster, ClusterConfig, PolicyConfig, ReplayConfig, RunResult,
+    SizeClasses, Workload, WorkloadSpec,
 };
 
 const US: u64 = 1_000;
@@ -123,10 +123,7 @@ fn a_write_is_served_at_every_replica_and_answered_by_the_first() {
     // ONE: the first ack (1.05 ms) answers → latency 1.1 ms. The read (round-robin: replica 1) reaches server 1
     // at 0.15 ms, waits for the write's copy until 1.05, served until 2.05 → latency 2.1 − 0.1 = 2.0 ms.
     assert_eq!(r.latency_ns, vec![1_100 * US, 2_000 * US]);
-    assert_eq!(
-        (r.writes.ops, r.writes.copies, r.served_ops),
-        (1, 2, 4)
-    );
+    assert_eq!((r.writes.ops, r.writes.copies, r.served_ops), (1, 2, 4));
     // Busy time: server 0 2 ms (the write at half speed), server 1 2 ms, server 2 1 ms; span 0.1 ms.
     let load: Vec<f64> = r
         .summary
@@ -180,7 +177,10 @@ fn one_closed_loop_thread_with_fixed_think_time() {
     assert_eq!(r.makespan_ns, 6_900 * US);
     // A closed loop's load is busy time over the makespan (6 ms of 6.9 ms), never the span of the issue times
     // (3.8 ms, which would read 1.58 — "overloaded" — for a server that idles 13% of the run).
-    assert_eq!(r.summary.server_load, vec![(6 * MS) as f64 / (6_900 * US) as f64]);
+    assert_eq!(
+        r.summary.server_load,
+        vec![(6 * MS) as f64 / (6_900 * US) as f64]
+    );
     // Two threads: requests 0 and 1 both at 0; request 1 waits for the slot (0.05 + 1 → 1.05, ends 3.05 ms);
     // request 2 goes to thread 0 at 1.1 + 0.3 = 1.4 ms, queues behind request 1 → starts 3.05, ends 6.05 ms.
     let two = ClosedLoop {
@@ -199,7 +199,10 @@ fn one_closed_loop_thread_with_fixed_think_time() {
     assert_eq!(r.arrival_ns, vec![0, 0, 1_400 * US]);
     assert_eq!(r.latency_ns, vec![1_100 * US, 3_100 * US, 4_700 * US]);
     // Saturated from 50 µs to the end: busy 6 ms over the makespan 6.1 ms — under 1, as a closed loop must be.
-    assert_eq!(r.summary.server_load, vec![(6 * MS) as f64 / (6_100 * US) as f64]);
+    assert_eq!(
+        r.summary.server_load,
+        vec![(6 * MS) as f64 / (6_100 * US) as f64]
+    );
     assert!(r.summary.server_load_max < 1.0);
 }
 
@@ -291,7 +294,9 @@ fn every_copy_served_once_no_slot_double_booked_in_every_combination() {
             seed,
             servers: ServerModelConfig { speeds, slowdown },
             writes: write.clone(),
-            client: closed.clone().map_or(ClientModel::Open, ClientModel::Closed),
+            client: closed
+                .clone()
+                .map_or(ClientModel::Open, ClientModel::Closed),
             warmup: 0.0,
             record_ops: true,
             ..ReplayConfig::new(PolicyConfig::build(policy, &[]).unwrap())

@@ -4,7 +4,8 @@ use kvsim_core::hash::token_of_u64;
 use kvsim_core::policy::Loop;
 use kvsim_core::rng::Rng;
 use kvsim_core::{
-    replay, Arrivals, Cluster, ClusterConfig, PolicyConfig, ReplayConfig, Workload, WorkloadSpec, POLICIES,
+    replay, Arrivals, Cluster, ClusterConfig, PolicyConfig, ReplayConfig, Workload, WorkloadSpec,
+    POLICIES,
 };
 
 fn random_case(seed: u64) -> (Cluster, Workload) {
@@ -49,7 +50,10 @@ fn random_case(seed: u64) -> (Cluster, Workload) {
 
 /// The policies of the plain loop (every registry row marked `fast`): queue disciplines without copies.
 fn queue_policies() -> impl Iterator<Item = &'static str> {
-    POLICIES.iter().filter(|e| e.event_loop == Loop::Fast).map(|e| e.name)
+    POLICIES
+        .iter()
+        .filter(|e| e.event_loop == Loop::Fast)
+        .map(|e| e.name)
 }
 
 #[test]
@@ -85,7 +89,10 @@ fn every_op_once_no_double_booking_and_latency_lower_bound() {
             by_slot.sort_unstable();
             for w in by_slot.windows(2) {
                 if w[0].0 == w[1].0 && w[0].1 == w[1].1 {
-                    assert!(w[1].2 >= w[0].3, "{p} seed {seed}: slot double-booked {w:?}");
+                    assert!(
+                        w[1].2 >= w[0].3,
+                        "{p} seed {seed}: slot double-booked {w:?}"
+                    );
                 }
                 assert!(w[0].1 < c.config.slots);
             }
@@ -113,7 +120,8 @@ fn fifo_equals_rein_with_one_queue() {
             ..ReplayConfig::new(p)
         };
         let fifo = replay(&c, &wl, &rc(PolicyConfig::build("fifo", &[]).unwrap())).unwrap();
-        let rein1 = PolicyConfig::build("rein", &[("k".into(), 1.0), ("range_factor".into(), 2.0)]).unwrap();
+        let rein1 = PolicyConfig::build("rein", &[("k".into(), 1.0), ("range_factor".into(), 2.0)])
+            .unwrap();
         let rein = replay(&c, &wl, &rc(rein1)).unwrap();
         assert_eq!(fifo.latency_ns, rein.latency_ns, "seed {seed}");
     }
@@ -149,8 +157,17 @@ fn overloaded_hot_server_is_not_steady() {
         seed: 1,
     };
     let wl = Workload::materialize(&c, &spec).unwrap();
-    let r = replay(&c, &wl, &ReplayConfig::new(PolicyConfig::build("fifo", &[]).unwrap())).unwrap();
-    assert!(r.summary.server_load_max > 1.5, "{}", r.summary.server_load_max);
+    let r = replay(
+        &c,
+        &wl,
+        &ReplayConfig::new(PolicyConfig::build("fifo", &[]).unwrap()),
+    )
+    .unwrap();
+    assert!(
+        r.summary.server_load_max > 1.5,
+        "{}",
+        r.summary.server_load_max
+    );
     assert!(!r.summary.steady_state);
     assert!((r.summary.utilization - 0.5).abs() < 0.1);
 }

@@ -47,7 +47,14 @@ fn rein_fig2_fifo_serves_a_before_e() {
 #[test]
 fn rein_fig2_multiget_aware_policies_serve_e_first() {
     // Fig. 2b: R2 completes at 1, average 1.5.
-    for p in ["rein", "rein-sbf", "rein-sds", "brb-equalmax", "brb-unifincr", "oracle"] {
+    for p in [
+        "rein",
+        "rein-sbf",
+        "rein-sds",
+        "brb-equalmax",
+        "brb-unifincr",
+        "oracle",
+    ] {
         let l = latencies(&rein_fig2(), p, false);
         assert_eq!(l, vec![2, 1], "policy {p}");
         assert_eq!(l.iter().sum::<u64>() as f64 / 2.0, 1.5);
@@ -83,7 +90,10 @@ fn tailx_fig2_size_aware_slack_procrastinates_e() {
     assert_eq!(l, vec![2, 6, 2, 4]);
     assert_eq!(l.iter().sum::<u64>() as f64 / 4.0, 3.5);
     // Size-oblivious SDS (op counts) treats D and E as equal bottlenecks and serves D before C at Srv2.
-    assert_eq!(latencies(&tailx_fig2(), "rein-sds", false), vec![6, 5, 2, 4]);
+    assert_eq!(
+        latencies(&tailx_fig2(), "rein-sds", false),
+        vec![6, 5, 2, 4]
+    );
 }
 
 #[test]
@@ -98,7 +108,12 @@ fn network_latency_adds_two_hops() {
         vnodes: 1,
     })
     .unwrap();
-    let r = replay(&c, &rein_fig2(), &ReplayConfig::new(PolicyConfig::build("fifo", &[]).unwrap())).unwrap();
+    let r = replay(
+        &c,
+        &rein_fig2(),
+        &ReplayConfig::new(PolicyConfig::build("fifo", &[]).unwrap()),
+    )
+    .unwrap();
     assert_eq!(r.latency_ns, vec![2 * MS + 100_000, 2 * MS + 100_000]);
     assert_eq!(r.events, 2 + 2 + 5);
 }

@@ -3,8 +3,8 @@
 use kvsim_core::params::{Domain, ParamSpec, Search};
 use kvsim_core::policy::Loop;
 use kvsim_core::{
-    replay, Cluster, ClusterConfig, PolicyConfig, ReplayConfig, SelectorConfig, Workload, POLICIES, POLICY_NAMES,
-    REPLICA_NAMES, SELECTORS,
+    replay, Cluster, ClusterConfig, PolicyConfig, ReplayConfig, SelectorConfig, Workload, POLICIES,
+    POLICY_NAMES, REPLICA_NAMES, SELECTORS,
 };
 
 const MS: u64 = 1_000_000;
@@ -12,23 +12,53 @@ const MS: u64 = 1_000_000;
 fn check_specs(owner: &str, specs: &[ParamSpec], params: &[(&'static str, f64)]) {
     let names: Vec<&str> = specs.iter().map(|s| s.name).collect();
     let reported: Vec<&str> = params.iter().map(|p| p.0).collect();
-    assert_eq!(names, reported, "{owner}: catalogue and report list the same parameters in one order");
+    assert_eq!(
+        names, reported,
+        "{owner}: catalogue and report list the same parameters in one order"
+    );
     for (s, &(_, v)) in specs.iter().zip(params) {
         assert_eq!(s.default, v, "{owner}: {} default", s.name);
-        assert_eq!(s.check(s.default).unwrap(), s.default, "{owner}: {} default is valid", s.name);
-        assert!(!s.doc.trim().is_empty(), "{owner}: {} has a doc comment", s.name);
+        assert_eq!(
+            s.check(s.default).unwrap(),
+            s.default,
+            "{owner}: {} default is valid",
+            s.name
+        );
+        assert!(
+            !s.doc.trim().is_empty(),
+            "{owner}: {} has a doc comment",
+            s.name
+        );
         assert!(!s.valid.is_empty());
         match s.search {
             Search::Fixed => {}
-            Search::Range { lo, hi, step, log, integer } => {
-                assert!(s.lo <= lo && lo <= hi && hi <= s.hi, "{owner}: {} search range inside valid range", s.name);
+            Search::Range {
+                lo,
+                hi,
+                step,
+                log,
+                integer,
+            } => {
+                assert!(
+                    s.lo <= lo && lo <= hi && hi <= s.hi,
+                    "{owner}: {} search range inside valid range",
+                    s.name
+                );
                 assert!(step >= 0.0 && (!log || lo > 0.0), "{owner}: {}", s.name);
-                assert!(!integer || s.domain != Domain::Real || (lo.fract() == 0.0 && hi.fract() == 0.0));
+                assert!(
+                    !integer
+                        || s.domain != Domain::Real
+                        || (lo.fract() == 0.0 && hi.fract() == 0.0)
+                );
             }
             Search::Choices(c) => {
                 assert!(!c.is_empty());
                 for &x in c {
-                    assert!(s.check(x).is_ok(), "{owner}: {} choice {x} is valid", s.name);
+                    assert!(
+                        s.check(x).is_ok(),
+                        "{owner}: {} choice {x} is valid",
+                        s.name
+                    );
                 }
             }
         }
@@ -48,7 +78,10 @@ fn tiny() -> (Cluster, Workload) {
     })
     .unwrap();
     let wl = Workload::from_parts(
-        &[(0, vec![(0, vec![MS]), (1, vec![MS, MS])]), (0, vec![(2, vec![MS]), (0, vec![MS])])],
+        &[
+            (0, vec![(0, vec![MS]), (1, vec![MS, MS])]),
+            (0, vec![(2, vec![MS]), (0, vec![MS])]),
+        ],
         1,
     );
     (c, wl)
@@ -70,8 +103,15 @@ fn every_policy_row_is_complete() {
             assert!(!why.is_empty(), "{name}: a generic row says why");
         }
         // Unknown parameters name the valid ones.
-        let err = PolicyConfig::build(name, &[("no_such".into(), 1.0)]).unwrap_err().to_string();
-        assert!(err.starts_with(&format!("unknown parameter 'no_such' for policy '{name}': valid ")), "{err}");
+        let err = PolicyConfig::build(name, &[("no_such".into(), 1.0)])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with(&format!(
+                "unknown parameter 'no_such' for policy '{name}': valid "
+            )),
+            "{err}"
+        );
         for s in e.params {
             assert!(err.contains(&format!("{} ({})", s.name, s.valid)), "{err}");
         }
@@ -100,8 +140,15 @@ fn every_selector_row_is_complete() {
         if let Loop::Generic(why) = e.event_loop {
             assert!(!why.is_empty());
         }
-        let err = SelectorConfig::build(name, &[("no_such".into(), 1.0)]).unwrap_err().to_string();
-        assert!(err.starts_with(&format!("unknown parameter 'no_such' for replica selector '{name}'")), "{err}");
+        let err = SelectorConfig::build(name, &[("no_such".into(), 1.0)])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with(&format!(
+                "unknown parameter 'no_such' for replica selector '{name}'"
+            )),
+            "{err}"
+        );
         let rc = ReplayConfig {
             selector: cfg,
             warmup: 0.0,
@@ -113,14 +160,23 @@ fn every_selector_row_is_complete() {
 
 #[test]
 fn unknown_parameter_message_lists_the_valid_ones() {
-    let e = PolicyConfig::build("rein", &[("K".into(), 4.0)]).unwrap_err().to_string();
+    let e = PolicyConfig::build("rein", &[("K".into(), 4.0)])
+        .unwrap_err()
+        .to_string();
     assert_eq!(
         e,
         "unknown parameter 'K' for policy 'rein': valid k (integer in 1..=64), range_factor ([1, 1e6]), \
          r_q1 ([0.001, 1e6]), rate_step ([0, 1e6]), tau_1 ([1e-9, 1e9])"
     );
-    let e = PolicyConfig::build("fifo", &[("k".into(), 4.0)]).unwrap_err().to_string();
-    assert_eq!(e, "unknown parameter 'k' for policy 'fifo': valid none (it has no parameters)");
-    let e = PolicyConfig::from_name("no-such-policy").unwrap_err().to_string();
+    let e = PolicyConfig::build("fifo", &[("k".into(), 4.0)])
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        e,
+        "unknown parameter 'k' for policy 'fifo': valid none (it has no parameters)"
+    );
+    let e = PolicyConfig::from_name("no-such-policy")
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("'policy'") && e.contains("rein-sbf"), "{e}");
 }

@@ -4,7 +4,9 @@ use kvsim_core::hash::token_of_u64;
 use kvsim_core::replica::c3::{C3Config, C3};
 use kvsim_core::replica::{Feedback, ReplicaSelector, SelectCtx, SelectorConfig, REPLICA_NAMES};
 use kvsim_core::rng::Rng;
-use kvsim_core::{replay, Arrivals, Cluster, ClusterConfig, PolicyConfig, ReplayConfig, Workload, WorkloadSpec};
+use kvsim_core::{
+    replay, Arrivals, Cluster, ClusterConfig, PolicyConfig, ReplayConfig, Workload, WorkloadSpec,
+};
 
 const MS: u64 = 1_000_000;
 
@@ -72,10 +74,7 @@ fn heron_sends_small_requests_to_the_first_available_replica() {
     // Every replica busy with a large op (r0..r2) → a small request r3 at 2 ms goes to the best-scored one.
     let c = cluster(3, 3, 1);
     let wl = Workload::from_parts(
-        &[
-            (0, vec![(0, vec![40 * MS])]),
-            (MS, vec![(0, vec![MS])]),
-        ],
+        &[(0, vec![(0, vec![40 * MS])]), (MS, vec![(0, vec![MS])])],
         1,
     );
     let mut h = ext("heron", &[]);
@@ -118,10 +117,19 @@ fn dynamic_snitch_follows_scores_and_forgets_them_at_reset() {
 fn least_outstanding_global_spreads_simultaneous_requests() {
     // Two 10 ms reads of group 0 at t = 0 on RF 2: whichever replica the first gets, the second takes the other.
     let c = cluster(2, 2, 1);
-    let wl = Workload::from_parts(&[(0, vec![(0, vec![10 * MS])]), (0, vec![(0, vec![10 * MS])])], 1);
-    assert_eq!(lat_ms(&c, &wl, &ext("least-outstanding", &[("global", 1.0)])), vec![10, 10]);
+    let wl = Workload::from_parts(
+        &[(0, vec![(0, vec![10 * MS])]), (0, vec![(0, vec![10 * MS])])],
+        1,
+    );
+    assert_eq!(
+        lat_ms(&c, &wl, &ext("least-outstanding", &[("global", 1.0)])),
+        vec![10, 10]
+    );
     // Client-local counts see the same here (one client).
-    assert_eq!(lat_ms(&c, &wl, &ext("least-outstanding", &[])), vec![10, 10]);
+    assert_eq!(
+        lat_ms(&c, &wl, &ext("least-outstanding", &[])),
+        vec![10, 10]
+    );
     // Round-robin with one client: 0 then 1 as well; random may collide, but never exceeds 20 ms.
     assert_eq!(lat_ms(&c, &wl, &ext("round-robin", &[])), vec![10, 10]);
 }
@@ -200,7 +208,11 @@ fn random_case(seed: u64) -> (Cluster, Workload, Vec<bool>) {
         for _ in 0..1 + r.below(6) {
             let k = r.below(100);
             tokens.push(token_of_u64(k));
-            mean.push(if k.is_multiple_of(10) { 32.0 / 3750.0 } else { 1.0 / 3750.0 });
+            mean.push(if k.is_multiple_of(10) {
+                32.0 / 3750.0
+            } else {
+                1.0 / 3750.0
+            });
         }
         offsets.push(tokens.len() as u64);
     }
@@ -249,7 +261,10 @@ fn every_selector_serves_every_op_once_on_a_replica_and_is_deterministic() {
                     }
                 }
                 for r in 0..wl.requests() {
-                    assert!(a.latency_ns[r] >= 2 * c.config.net_latency_ns, "{name} seed {seed}");
+                    assert!(
+                        a.latency_ns[r] >= 2 * c.config.net_latency_ns,
+                        "{name} seed {seed}"
+                    );
                 }
             }
         }

@@ -39,7 +39,11 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
                 && spec_key < done_key
             {
                 self.on_speculative_timer(spec_key)
-            } else if delay_key < retry_key && delay_key < arrival_key && delay_key < srv_key && delay_key < done_key {
+            } else if delay_key < retry_key
+                && delay_key < arrival_key
+                && delay_key < srv_key
+                && delay_key < done_key
+            {
                 self.on_delay_release(delay_key)
             } else if retry_key < arrival_key && retry_key < srv_key && retry_key < done_key {
                 self.on_held_retry(retry_key)
@@ -66,7 +70,10 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
             u128::MAX
         } else if self.closed_on() {
             // Closed loop: the next request goes to the thread that becomes free first.
-            self.p.ready.peek().map_or(u128::MAX, |k| event_key(k.0 .0, k.0 .1))
+            self.p
+                .ready
+                .peek()
+                .map_or(u128::MAX, |k| event_key(k.0 .0, k.0 .1))
         } else {
             event_key(self.wl.arrival[self.next_req], self.next_req as u64)
         }
@@ -152,7 +159,9 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
             // The selector's state for every choice of this request, fetched at once (misses overlap).
             for o in o0..o1 {
                 let g = wl.opset_group[o];
-                self.p.selector.prefetch_choice(now, client, g, self.cluster.replicas(g));
+                self.p
+                    .selector
+                    .prefetch_choice(now, client, g, self.cluster.replicas(g));
             }
         }
         for o in o0..o1 {
@@ -184,7 +193,9 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
         let g = wl.opset_group[o];
         let replicas = self.cluster.replicas(g);
         let s = if self.plain() {
-            self.p.selector.select(client, g, replicas, &self.outstanding)
+            self.p
+                .selector
+                .select(client, g, replicas, &self.outstanding)
         } else {
             let ctx = SelectCtx {
                 now,
@@ -198,7 +209,11 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
             match self.p.selector.choose(&ctx) {
                 Some(s) => {
                     if self.fb_on() {
-                        self.sent[o] = Sent { at: now, client, req: r as u32 };
+                        self.sent[o] = Sent {
+                            at: now,
+                            client,
+                            req: r as u32,
+                        };
                     }
                     s
                 }
@@ -277,7 +292,11 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
             if self.opset_server[o] == u32::MAX {
                 continue; // held by the selector: no copy
             }
-            self.sent[o] = Sent { at: now, client, req: r as u32 };
+            self.sent[o] = Sent {
+                at: now,
+                client,
+                req: r as u32,
+            };
             if self.dup() {
                 let c = self.next_replica(wl.opset_group[o], self.opset_server[o]);
                 self.copy_server[o] = c;
@@ -292,8 +311,15 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
                 self.outstanding[c as usize] += size;
                 self.copies.ops += size as u64;
                 let key = event_key(now + self.d, self.next_seq());
-                self.p.at_servers.push_back((key, o as u32 | LATE_OPSET | COPY_OPSET));
-            } else if let Some(t) = self.p.spec.as_ref().and_then(|e| e.timeout_ns(client as usize)) {
+                self.p
+                    .at_servers
+                    .push_back((key, o as u32 | LATE_OPSET | COPY_OPSET));
+            } else if let Some(t) = self
+                .p
+                .spec
+                .as_ref()
+                .and_then(|e| e.timeout_ns(client as usize))
+            {
                 let key = event_key(now + t, self.next_seq());
                 self.p.spec_q.push(client as usize, key, o as u32);
             }
@@ -316,7 +342,11 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
                 self.p.backlog.begin(Some(&self.p.cand_groups));
             }
         }
-        while let Some((g, held)) = if mode == HeldRetry::Skip { None } else { self.p.backlog.next_held() } {
+        while let Some((g, held)) = if mode == HeldRetry::Skip {
+            None
+        } else {
+            self.p.backlog.next_held()
+        } {
             self.retry_held(g, held, mode, now);
         }
         self.p.backlog.end();
@@ -339,7 +369,12 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
         }
         self.p.cand_groups.clear();
         let server_groups = &self.p.server_groups;
-        self.p.cand_groups.extend(self.p.freed.iter().flat_map(|&s| server_groups[s as usize].iter().copied()));
+        self.p.cand_groups.extend(
+            self.p
+                .freed
+                .iter()
+                .flat_map(|&s| server_groups[s as usize].iter().copied()),
+        );
         self.p.cand_groups.sort_unstable();
         self.p.cand_groups.dedup();
     }
@@ -374,7 +409,11 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
                 self.opset_server[o] = s;
                 self.outstanding[s as usize] += size;
                 if self.fb_on() {
-                    self.sent[o] = Sent { at: now, client, req };
+                    self.sent[o] = Sent {
+                        at: now,
+                        client,
+                        req,
+                    };
                 }
                 self.held_wait_ns += (now - since) as u128;
                 let key = event_key(now + self.d, self.next_seq());
@@ -391,7 +430,11 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
         let now = key_time(key);
         if self.fb_on() {
             let r = self.wl.opset_req[o as usize];
-            self.sent[o as usize] = Sent { at: now, client: self.wl.client[r as usize], req: r };
+            self.sent[o as usize] = Sent {
+                at: now,
+                client: self.wl.client[r as usize],
+                req: r,
+            };
         }
         let key = event_key(now + self.d, self.next_seq());
         self.p.at_servers.push_back((key, o | LATE_OPSET));
@@ -419,7 +462,9 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
             self.outstanding[c as usize] += n;
             self.copies.ops += n as u64;
             let key = event_key(now + self.d, self.next_seq());
-            self.p.at_servers.push_back((key, o as u32 | LATE_OPSET | COPY_OPSET));
+            self.p
+                .at_servers
+                .push_back((key, o as u32 | LATE_OPSET | COPY_OPSET));
         }
         now
     }
@@ -438,7 +483,10 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
             let o = r & !((LATE_OPSET | COPY_OPSET) as usize);
             (o, o + 1)
         } else {
-            (self.wl.req_opsets[r] as usize, self.wl.req_opsets[r + 1] as usize)
+            (
+                self.wl.req_opsets[r] as usize,
+                self.wl.req_opsets[r + 1] as usize,
+            )
         };
         for o in o_lo..o_hi {
             if EXT && !late_entry && !self.late.is_empty() && self.late[o] {
@@ -454,7 +502,11 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
     #[inline(always)]
     fn enqueue_opset(&mut self, o: usize, copy: bool, now: u64) {
         let wl = self.wl;
-        let s = if copy { self.copy_server[o] } else { self.opset_server[o] } as usize;
+        let s = if copy {
+            self.copy_server[o]
+        } else {
+            self.opset_server[o]
+        } as usize;
         if self.fb_on() && !copy {
             self.resident[s] += wl.opset_ops[o + 1] - wl.opset_ops[o];
             if !self.large_true_of.is_empty() {
@@ -473,11 +525,20 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
                         self.large_resident[s] += 1;
                     }
                 }
-                let item = QItem::new(op + self.n_ops32, o as u32, now, tag, wl.demand[op as usize]);
+                let item = QItem::new(
+                    op + self.n_ops32,
+                    o as u32,
+                    now,
+                    tag,
+                    wl.demand[op as usize],
+                );
                 self.p.sched.enqueue(s, item);
                 continue;
             }
-            self.p.sched.enqueue(s, QItem::new(op, o as u32, now, tag, wl.demand[op as usize]));
+            self.p.sched.enqueue(
+                s,
+                QItem::new(op, o as u32, now, tag, wl.demand[op as usize]),
+            );
             if let Some(rec) = self.rec.as_mut() {
                 rec.enqueue[op as usize] = now;
             }
@@ -513,7 +574,13 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
                         self.large_resident[t] += 1;
                     }
                 }
-                let item = QItem::new(op + k * self.n_ops32, o as u32, now, tag, wl.demand[op as usize]);
+                let item = QItem::new(
+                    op + k * self.n_ops32,
+                    o as u32,
+                    now,
+                    tag,
+                    wl.demand[op as usize],
+                );
                 self.p.sched.enqueue(t, item);
                 self.mark_dirty(t);
             }
@@ -539,11 +606,19 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
             self.served_ops += 1;
         }
         self.p.sched.on_done(s, op as u32, now);
-        let st = if self.fb_on() || self.redundant() { self.sent[o] } else { Sent::default() };
+        let st = if self.fb_on() || self.redundant() {
+            self.sent[o]
+        } else {
+            Sent::default()
+        };
         if self.fb_on() {
             self.op_feedback(op, s, svc, st, now);
         }
-        let r = if self.fb_on() { st.req } else { self.wl.opset_req[o] } as usize;
+        let r = if self.fb_on() {
+            st.req
+        } else {
+            self.wl.opset_req[o]
+        } as usize;
         // With copies (and writes at every replica), only an op's first answer counts.
         let first = !self.multi() || self.answered_at[op] == u64::MAX;
         if self.multi() && first {
@@ -596,7 +671,7 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
         if let Some(e) = self.p.spec.as_mut().filter(|_| redundant) {
             self.opset_left[o] -= 1;
             if self.opset_left[o] == 0 {
-                e.observe(self.wl.client[r] as usize, now + d - st.at);
+                e.observe_at(self.wl.client[r] as usize, now + d - st.at, now + d);
             }
         }
     }
@@ -606,16 +681,24 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
     #[inline(always)]
     fn complete_request(&mut self, r: usize, s: usize, now: u64) {
         let d = self.d;
-        let arrived = if self.closed_on() { self.arrival_rt[r] } else { self.wl.arrival[r] };
+        let arrived = if self.closed_on() {
+            self.arrival_rt[r]
+        } else {
+            self.wl.arrival[r]
+        };
         self.latency[r] = now + d - arrived;
         if EXT {
             self.last_done = self.last_done.max(now + d);
         }
         if self.closed_on() {
             let seq = self.next_seq();
-            self.p.ready.push(Reverse((now + d + self.think[r], seq, self.thread_of[r])));
+            self.p
+                .ready
+                .push(Reverse((now + d + self.think[r], seq, self.thread_of[r])));
         }
-        self.p.selector.on_response(self.wl.client[r], s as u32, now + d);
+        self.p
+            .selector
+            .on_response(self.wl.client[r], s as u32, now + d);
     }
 
     /// Once no other event is due at `now`, every dirty server starts ops in its free slots (lowest index first),
@@ -666,14 +749,20 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
             };
             let slot = self.free[s].trailing_zeros();
             self.free[s] &= !(1u64 << slot);
-            let real = if EXT && item.op >= n_ops32 { item.op % n_ops32 } else { item.op };
+            let real = if EXT && item.op >= n_ops32 {
+                item.op % n_ops32
+            } else {
+                item.op
+            };
             let dem = item.demand(real as usize, &self.wl.demand);
             let end = match self.p.smodel.as_mut().filter(|_| EXT) {
                 Some(m) => m.end(s, now, dem),
                 None => now + dem,
             };
             self.slot_svc[s * slots + slot as usize] = end - now;
-            self.p.timers.start(s, slot, end, self.seq, item.op, item.opset);
+            self.p
+                .timers
+                .start(s, slot, end, self.seq, item.op, item.opset);
             // What the op's end reads first (it is cold when the op waited long in the queue).
             if EXT && (self.fb_on() || self.redundant()) {
                 prefetch(self.sent.as_ptr().wrapping_add(item.opset as usize));

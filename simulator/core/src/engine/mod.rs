@@ -52,9 +52,16 @@ pub fn replay(cluster: &Cluster, wl: &Workload, cfg: &ReplayConfig) -> Result<Ru
     let n_ops = wl.ops();
     let started = Instant::now();
 
-    for (what, v) in [("large_est", &cfg.sizes.large_est), ("large_true", &cfg.sizes.large_true), ("write", &cfg.writes)] {
+    for (what, v) in [
+        ("large_est", &cfg.sizes.large_est),
+        ("large_true", &cfg.sizes.large_true),
+        ("write", &cfg.writes),
+    ] {
         if !v.is_empty() && v.len() != n_ops {
-            return Err(SimError::BadInput(format!("{what} has {} flags for {n_ops} ops", v.len())));
+            return Err(SimError::BadInput(format!(
+                "{what} has {} flags for {n_ops} ops",
+                v.len()
+            )));
         }
     }
     // TailX: TL / TS derived from the demand model where not given; opsets procrastinated at the client.
@@ -65,7 +72,11 @@ pub fn replay(cluster: &Cluster, wl: &Workload, cfg: &ReplayConfig) -> Result<Ru
         } else {
             wl.mean_demand.iter().map(|&m| m as f64).collect()
         };
-        let large = if cfg.sizes.large_true.is_empty() { &cfg.sizes.large_est } else { &cfg.sizes.large_true };
+        let large = if cfg.sizes.large_true.is_empty() {
+            &cfg.sizes.large_est
+        } else {
+            &cfg.sizes.large_true
+        };
         let c = c.resolved(&dem, large, ccfg.service_rate);
         tailx_resolved = PolicyConfig::Tailx(c.clone());
         (&tailx_resolved, Some(c))
@@ -76,7 +87,11 @@ pub fn replay(cluster: &Cluster, wl: &Workload, cfg: &ReplayConfig) -> Result<Ru
     if let ClientModel::Closed(c) = &cfg.client {
         c.validate()?;
     }
-    if (cfg.writes.iter().any(|&w| w) || matches!(policy, PolicyConfig::Duplicate(_) | PolicyConfig::Speculative(_)))
+    if (cfg.writes.iter().any(|&w| w)
+        || matches!(
+            policy,
+            PolicyConfig::Duplicate(_) | PolicyConfig::Speculative(_) | PolicyConfig::Stock(_)
+        ))
         && n_ops as u64 * ccfg.replication.max(2) as u64 >= u32::MAX as u64
     {
         return Err(SimError::BadInput(format!(

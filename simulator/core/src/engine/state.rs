@@ -170,20 +170,34 @@ fn count_large(wl: &Workload, flags: &[bool]) -> Vec<u32> {
     }
     wl.opset_ops
         .windows(2)
-        .map(|w| flags[w[0] as usize..w[1] as usize].iter().filter(|&&b| b).count() as u32)
+        .map(|w| {
+            flags[w[0] as usize..w[1] as usize]
+                .iter()
+                .filter(|&&b| b)
+                .count() as u32
+        })
         .collect()
 }
 
 impl<S: Scheduler, R: ReplicaSelector> Parts<S, R> {
     /// Empty queues and buffers for the replay `a` (the loop `EXT`).
     #[inline(always)]
-    pub(super) fn new<const EXT: bool>(a: &Args<'_>, sched: S, selector: R) -> Result<Self, SimError> {
+    pub(super) fn new<const EXT: bool>(
+        a: &Args<'_>,
+        sched: S,
+        selector: R,
+    ) -> Result<Self, SimError> {
         let (cluster, wl, rc, policy) = (a.cluster, a.wl, a.rc, a.policy);
         let cfg = &cluster.config;
         let n_servers = cfg.servers as usize;
         let n_req = wl.requests();
         let spec = match policy {
-            PolicyConfig::Speculative(c) if EXT => Some(LatencyEstimator::new(c, cfg.clients as usize)),
+            PolicyConfig::Speculative(c) if EXT => {
+                Some(LatencyEstimator::new(c, cfg.clients as usize))
+            }
+            PolicyConfig::Stock(c) if EXT && c.speculates() && cfg.replication >= 2 => {
+                Some(LatencyEstimator::stock(c, cfg.clients as usize))
+            }
             _ => None,
         };
         let redundant = EXT && (matches!(policy, PolicyConfig::Duplicate(_)) || spec.is_some());
@@ -207,7 +221,11 @@ impl<S: Scheduler, R: ReplicaSelector> Parts<S, R> {
             timers: SlotTimers::new(n_servers, cfg.slots as usize),
             retries: BinaryHeap::new(),
             delay_q: BinaryHeap::new(),
-            spec_q: RunQueue::new(if spec.is_some() { cfg.clients as usize } else { 0 }),
+            spec_q: RunQueue::new(if spec.is_some() {
+                cfg.clients as usize
+            } else {
+                0
+            }),
             ready,
             dirty: Vec::with_capacity(n_servers),
             smodel: if EXT && !rc.servers.is_uniform() {
@@ -299,7 +317,10 @@ impl<'a, const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'a, EXT, S, R> {
             opset_server: vec![0; wl.opsets()],
             opset_tag: vec![Tag::default(); wl.opsets()],
             remaining: (0..n_req)
-                .map(|r| wl.opset_ops[wl.req_opsets[r + 1] as usize] - wl.opset_ops[wl.req_opsets[r] as usize])
+                .map(|r| {
+                    wl.opset_ops[wl.req_opsets[r + 1] as usize]
+                        - wl.opset_ops[wl.req_opsets[r] as usize]
+                })
                 .collect(),
             latency: vec![0; n_req],
             rec: rc.record_ops.then(|| OpRecords {
@@ -321,8 +342,16 @@ impl<'a, const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'a, EXT, S, R> {
             held_wait_ns: 0,
             last_wakeup: u64::MAX,
             last_feedback_retry: u64::MAX,
-            large_est_of: if EXT { count_large(wl, &rc.sizes.large_est) } else { Vec::new() },
-            large_true_of: if fb_on { count_large(wl, &rc.sizes.large_true) } else { Vec::new() },
+            large_est_of: if EXT {
+                count_large(wl, &rc.sizes.large_est)
+            } else {
+                Vec::new()
+            },
+            large_true_of: if fb_on {
+                count_large(wl, &rc.sizes.large_true)
+            } else {
+                Vec::new()
+            },
 
             copy_server: vec![u32::MAX; per_opset(redundant)],
             copied: vec![false; per_op(redundant)],
@@ -382,7 +411,9 @@ impl<'a, const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'a, EXT, S, R> {
     pub(super) fn finish(mut self) -> Result<RunResult, SimError> {
         let (wl, rc, n_req) = (self.wl, self.rc, self.n_req);
         if let Some(r) = self.remaining.iter().position(|&x| x != 0) {
-            return Err(SimError::BadInput(format!("internal: request {r} never completed")));
+            return Err(SimError::BadInput(format!(
+                "internal: request {r} never completed"
+            )));
         }
         // A closed loop offers no external rate: its offered load is measured over the makespan (first issue →
         // last response), so a saturated bottleneck server reads just under 1 and steady state rests on the half
@@ -394,14 +425,21 @@ impl<'a, const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'a, EXT, S, R> {
         };
         let slots = self.cluster.config.slots;
         let summary = summarize(&self.latency, rc.warmup, &self.server_demand, slots, span);
-        let run_bytes = self.opset_server.len() * 4 + self.opset_tag.len() * std::mem::size_of::<Tag>() + n_req * 12;
+        let run_bytes = self.opset_server.len() * 4
+            + self.opset_tag.len() * std::mem::size_of::<Tag>()
+            + n_req * 12;
         let mut makespan_ns = 0;
         if self.held.opsets > 0 {
             self.held.mean_ms = self.held_wait_ns as f64 / self.held.opsets as f64 / 1e6;
         }
-        self.held.unstable = self.held.at_end >= 10 && 2 * self.held.at_end >= 3 * self.held.at_half;
+        self.held.unstable =
+            self.held.at_end >= 10 && 2 * self.held.at_end >= 3 * self.held.at_half;
         if EXT {
-            let first = if self.closed_on() { self.arrival_rt[0] } else { wl.arrival[0] };
+            let first = if self.closed_on() {
+                self.arrival_rt[0]
+            } else {
+                wl.arrival[0]
+            };
             makespan_ns = self.last_done.saturating_sub(first);
         }
         Ok(RunResult {

@@ -4,7 +4,12 @@
 use super::{DispatchState, Subrequest};
 use crate::params::{Domain, ParamSpec, Search};
 
-const fn int_param(name: &'static str, doc: &'static str, default: f64, search: Search) -> ParamSpec {
+const fn int_param(
+    name: &'static str,
+    doc: &'static str,
+    default: f64,
+    search: Search,
+) -> ParamSpec {
     ParamSpec {
         name,
         doc,
@@ -33,7 +38,12 @@ pub const CHISEL_PARAMS: &[ParamSpec] = &[
         1.0,
         Search::Fixed,
     ),
-    int_param("merge", "Merge level B: consecutive mice merged into one query.", 1.0, Search::int(1, 8)),
+    int_param(
+        "merge",
+        "Merge level B: consecutive mice merged into one query.",
+        1.0,
+        Search::int(1, 8),
+    ),
     int_param(
         "elephant_threshold",
         "Requests of more keys than this are elephants (split); the others are mice (merged).",

@@ -22,8 +22,10 @@ pub use engine::{replay, Report, Summary};
 pub use profile::ServiceProfile;
 
 /// The memcached policies by name, with their parameters.
-pub const POLICIES: &[(&str, &[crate::params::ParamSpec])] =
-    &[(BatchingConfig::NAME, &[]), (ChiselConfig::NAME, CHISEL_PARAMS)];
+pub const POLICIES: &[(&str, &[crate::params::ParamSpec])] = &[
+    (BatchingConfig::NAME, &[]),
+    (ChiselConfig::NAME, CHISEL_PARAMS),
+];
 
 /// The client and server side of one memcached deployment.
 #[derive(Debug, Clone, PartialEq)]

@@ -185,6 +185,7 @@ registry! {
     tailx:        "tailx"        => Tailx       (TailxConfig,       Tailx)       generic("the client's delay queue");
     duplicate:    "duplicate"    => Duplicate   (DuplicateConfig,   Duplicate)   generic("copies of every opset");
     speculative:  "speculative"  => Speculative (SpeculativeConfig, Speculative) generic("retry timers and copies");
+    stock:        "stock"        => Stock       (StockConfig,       Stock)       generic("coordinator speculative retry");
 }
 
 impl PolicyConfig {
@@ -242,7 +243,11 @@ impl QItem {
             enq,
             prio: tag.prio,
             queue: tag.queue,
-            dem: if demand_ns < DEM_FAR as u64 { demand_ns as u32 } else { DEM_FAR },
+            dem: if demand_ns < DEM_FAR as u64 {
+                demand_ns as u32
+            } else {
+                DEM_FAR
+            },
         }
     }
     /// The op's demand; `demand` is the workload's per-op demand array, read only for `DEM_FAR`.

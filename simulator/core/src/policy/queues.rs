@@ -377,12 +377,20 @@ mod tests {
             for step in 0..4000 {
                 // bursts of pushes to a few queues (so some queues sit empty for long), then pops
                 if rng.uniform() < 0.55 {
-                    let q = if rng.uniform() < 0.5 { k - 1 } else { rng.below(k as u64) as usize };
+                    let q = if rng.uniform() < 0.5 {
+                        k - 1
+                    } else {
+                        rng.below(k as u64) as usize
+                    };
                     m.push(0, item(op, q as u32, 0.0, 0));
                     naive.queues[q].push_back(op);
                     op += 1;
                 } else {
-                    assert_eq!(m.pop(0).map(|it| it.op), naive.pop(), "seed {seed} step {step} k {k}");
+                    assert_eq!(
+                        m.pop(0).map(|it| it.op),
+                        naive.pop(),
+                        "seed {seed} step {step} k {k}"
+                    );
                 }
             }
             while let Some(want) = naive.pop() {
