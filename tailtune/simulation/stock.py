@@ -181,3 +181,78 @@ def parse_speculative_retry(text: str, *, where: str = "speculative_retry") -> S
         fun: Literal["MIN", "MAX"] = "MIN" if m.group("fun").upper() == "MIN" else "MAX"
         return SpeculativeRetry("HYBRID", percentile=pct.percentile, fixed_ms=fixed.fixed_ms, function=fun)
     raise _bad(text, where=where)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The `stock` policy's vocabulary: the knob names as Cassandra and the drivers spell them → kvsim's numbers.
+
+STOCK_POLICY = "stock"
+#: speculative_retry kind → kvsim's `spec_kind` (simulator/core/src/policy/stock.rs).
+SPEC_KIND_CODE: dict[str, int] = {"NEVER": 0, "ALWAYS": 1, "PERCENTILE": 2, "FIXED": 3, "MIN": 4, "MAX": 5}
+#: Stock knobs whose values are names.
+STOCK_STRING_PARAMS = ("speculative_retry", "driver", "multiget.shape")
+DRIVERS = ("java4", "python")
+#: Cassandra 5.0's dynamic snitch defaults (cassandra.yaml), as kvsim's `ds` selector takes them.
+SNITCH_DEFAULTS = {
+    "dynamic_snitch_badness_threshold": 1.0,
+    "dynamic_snitch_update_interval": 100.0,  # ms
+    "dynamic_snitch_reset_interval": 600_000.0,  # ms
+}
+#: Knobs of the contract this version does not model yet: refused with this reason rather than ignored.
+NOT_MODELLED = {
+    "driver.speculative_execution.delay": "driver hedging is not modelled yet",
+    "driver.speculative_execution.max_executions": "driver hedging is not modelled yet",
+    "driver.slow_replica_avoidance": "the Java driver's slow-replica avoidance is not modelled yet",
+    "driver.shuffle_replicas": "the driver's replica shuffling is not modelled yet",
+    "multiget.shape": "the multiget shape is not modelled yet (the replay sends one read per partition group)",
+    "multiget.chunk": "the multiget chunk size is not modelled yet",
+}
+#: kvsim `stock` parameters a user may also set directly (the threshold rule; see docs/stock-cassandra.md).
+CORE_PARAMS = ("read_timeout_ms", "spec_refresh_ms", "spec_warm_samples", "window")
+
+
+def spec_core_params(policy: SpeculativeRetry) -> dict[str, float]:
+    """A parsed `speculative_retry` as kvsim's `stock` parameters."""
+    return {
+        "spec_kind": float(SPEC_KIND_CODE[policy.function or policy.kind]),
+        "spec_percentile": policy.percentile if policy.percentile is not None else 99.0,
+        "spec_fixed_ms": float(policy.fixed_ms or 0),
+    }
+
+
+def stock_params(params: dict[str, int | float | str], where: str) -> tuple[dict[str, float], dict[str, float]]:
+    """The `stock` knobs (Cassandra's and the drivers' names; unset = their defaults) → (kvsim `stock` params,
+    `ds` selector params). Unknown or not-yet-modelled knobs are a BadInputError naming the reason."""
+    for k in params:
+        if k in NOT_MODELLED:
+            raise BadInputError.single(where, f"{k}: {NOT_MODELLED[k]}", field=k)
+    known = ("speculative_retry", "driver", *SNITCH_DEFAULTS, *CORE_PARAMS, "replica")
+    unknown = sorted(k for k in params if k not in known)
+    if unknown:
+        raise BadInputError.single(
+            where, f"unknown parameter {unknown[0]!r} for policy 'stock': valid are {', '.join(known)}", field=unknown[0]
+        )
+    text = params.get("speculative_retry", DEFAULT_SPECULATIVE_RETRY)
+    if not isinstance(text, str):
+        raise BadInputError.single(where, f"speculative_retry must be text, got {text!r}", field="speculative_retry")
+    core = spec_core_params(parse_speculative_retry(text, where=where))
+    driver = params.get("driver", "java4")
+    if driver not in DRIVERS:
+        raise BadInputError.single(where, f"driver must be one of {', '.join(DRIVERS)}, got {driver!r}", field="driver")
+    for k in CORE_PARAMS:
+        if k in params:
+            core[k] = _number(params[k], k, where)
+    snitch = {k: _number(params.get(k, v), k, where) for k, v in SNITCH_DEFAULTS.items()}
+    ds = {
+        "badness": snitch["dynamic_snitch_badness_threshold"],
+        "update_ms": snitch["dynamic_snitch_update_interval"],
+        "reset_s": snitch["dynamic_snitch_reset_interval"] / 1000.0,
+    }
+    return core, ds
+
+
+def _number(v: int | float | str, k: str, where: str) -> float:
+    try:
+        return float(v)
+    except ValueError:
+        raise BadInputError.single(where, f"value {v!r} is not a number", field=k) from None

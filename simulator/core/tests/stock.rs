@@ -135,3 +135,62 @@ fn a_fixed_threshold_above_the_read_timeout_never_speculates() {
     assert_eq!(r.latency_ns, vec![8 * MS, MS, 16 * MS]);
     assert_eq!(r.copies.ops, 0);
 }
+
+#[test]
+fn speculative_retry_pays_under_stalls_and_the_extra_reads_are_load() {
+    use kvsim_core::server_model::Stalls;
+    // 6 servers × 2 slots, RF 3, 200 µs reads at ~40% load, every server stalls once a second for 30 ms.
+    let c = Cluster::new(ClusterConfig {
+        servers: 6,
+        slots: 2,
+        replication: 3,
+        vnodes: 4,
+        service_rate: 5000.0,
+        net_latency_ns: 50_000,
+        clients: 2,
+    })
+    .unwrap();
+    let mut parts = Vec::new();
+    let mut x: u64 = 11;
+    for r in 0..20_000u64 {
+        x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        parts.push((
+            r * 40_000,
+            vec![(((x >> 33) % c.groups() as u64) as u32, vec![200_000])],
+        ));
+    }
+    let wl = Workload::from_parts(&parts, 2);
+    let go = |params: &[(&str, f64)]| {
+        let params: Vec<(String, f64)> = params.iter().map(|(k, v)| (k.to_string(), *v)).collect();
+        let cfg = ReplayConfig {
+            servers: ServerModelConfig {
+                stalls: Some(Stalls {
+                    rate_per_s: 1.0,
+                    duration_ns: 30 * MS,
+                }),
+                ..ServerModelConfig::default()
+            },
+            seed: 3,
+            ..ReplayConfig::new(PolicyConfig::build("stock", &params).unwrap())
+        };
+        replay(&c, &wl, &cfg).unwrap()
+    };
+    let never = go(&[NEVER]);
+    let fixed5 = go(&fixed(5.0));
+    let p99 = go(&[]);
+    assert!(
+        never.summary.p99_ms > 10.0,
+        "stalls make the tail: {}",
+        never.summary.p99_ms
+    );
+    assert!(
+        fixed5.summary.p99_ms < never.summary.p99_ms / 2.0,
+        "{} vs {}",
+        fixed5.summary.p99_ms,
+        never.summary.p99_ms
+    );
+    assert!(p99.summary.p99_ms <= never.summary.p99_ms);
+    assert!(fixed5.copies.ops > 0 && fixed5.summary.utilization > never.summary.utilization);
+}

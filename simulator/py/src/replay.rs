@@ -11,7 +11,7 @@ use pyo3::types::{PyBytes, PyDict};
 use kvsim_core::client_model::{ClosedLoop, ThinkDist};
 use kvsim_core::hash::{token_of_bytes, token_of_u64};
 use kvsim_core::replica::SelectorConfig;
-use kvsim_core::server_model::{ServerModelConfig, Slowdown};
+use kvsim_core::server_model::{ServerModelConfig, Slowdown, Stalls};
 use kvsim_core::{
     replay, Arrivals, ClientModel, Cluster, ClusterConfig, PolicyConfig, ReplayConfig, SimError,
     SizeClasses, Workload, WorkloadSpec,
@@ -239,6 +239,8 @@ pub(crate) struct NativeConfig<'py> {
     server_speeds: Option<Bound<'py, PyAny>>,
     /// (interval ns, fraction, factor, duration ns)
     slowdown: Option<(u64, f64, f64, u64)>,
+    /// (stalls per s per server, stall duration ns)
+    stalls: Option<(f64, u64)>,
     writes: Option<Bound<'py, PyAny>>,
     /// (threads, mean think time ns, think-time distribution)
     closed: Option<(u32, u64, String)>,
@@ -274,6 +276,7 @@ pub(crate) fn server_model(
     py: Python<'_>,
     speeds: Option<&Bound<'_, PyAny>>,
     slowdown: Option<(u64, f64, f64, u64)>,
+    stalls: Option<(f64, u64)>,
 ) -> PyResult<ServerModelConfig> {
     Ok(ServerModelConfig {
         speeds: speeds
@@ -284,6 +287,10 @@ pub(crate) fn server_model(
             interval_ns,
             fraction,
             factor,
+            duration_ns,
+        }),
+        stalls: stalls.map(|(rate_per_s, duration_ns)| Stalls {
+            rate_per_s,
             duration_ns,
         }),
     })
@@ -306,7 +313,7 @@ impl NativeConfig<'_> {
                 large_est: per_workload_op(py, wl, self.large_est.as_ref(), "large_est")?,
                 large_true: per_workload_op(py, wl, self.large_true.as_ref(), "large_true")?,
             },
-            servers: server_model(py, self.server_speeds.as_ref(), self.slowdown)?,
+            servers: server_model(py, self.server_speeds.as_ref(), self.slowdown, self.stalls)?,
             writes: per_workload_op(py, wl, self.writes.as_ref(), "writes")?,
             client,
             warmup: self.warmup,
