@@ -230,7 +230,9 @@ def stock_params(params: dict[str, int | float | str], where: str) -> tuple[dict
     unknown = sorted(k for k in params if k not in known)
     if unknown:
         raise BadInputError.single(
-            where, f"unknown parameter {unknown[0]!r} for policy 'stock': valid are {', '.join(known)}", field=unknown[0]
+            where,
+            f"unknown parameter {unknown[0]!r} for policy 'stock': valid are {', '.join(known)}",
+            field=unknown[0],
         )
     text = params.get("speculative_retry", DEFAULT_SPECULATIVE_RETRY)
     if not isinstance(text, str):
