@@ -208,7 +208,7 @@ NOT_MODELLED = {
     "multiget.chunk": "the multiget chunk size is not modelled yet",
 }
 #: kvsim `stock` parameters a user may also set directly (the threshold rule; see docs/stock-cassandra.md).
-CORE_PARAMS = ("read_timeout_ms", "spec_refresh_ms", "spec_warm_samples", "window")
+CORE_PARAMS = ("read_timeout_ms", "spec_refresh_ms", "spec_warm", "window")
 
 
 def spec_core_params(policy: SpeculativeRetry) -> dict[str, float]:

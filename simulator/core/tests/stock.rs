@@ -85,7 +85,7 @@ fn hybrid(kind: f64, ms: f64, warm: f64) -> Vec<(&'static str, f64)> {
         ("spec_kind", kind),
         ("spec_percentile", 99.0),
         ("spec_fixed_ms", ms),
-        ("spec_warm_samples", warm),
+        ("spec_warm", warm),
     ]
 }
 
@@ -96,7 +96,7 @@ fn percentile_min_max_and_the_warm_start() {
         run(&c, &three(), 0.125, &[NEVER]).latency_ns,
         vec![8 * MS, MS, 16 * MS]
     );
-    // 99p, warm start after 1 sample: R0 runs under the initial threshold (half the 5 s read timeout: no
+    // 99p, warm start (no warm-up cut: at the first sample): R0 runs under the initial threshold (half the 5 s read timeout: no
     // retry); its 8 ms sets the threshold to 8 ms. R1 (1 ms) is answered first. R2: retry at 48 on server 1,
     // 2 ms → 10 ms.
     let p99 = run(&c, &three(), 0.125, &hybrid(2.0, 0.0, 1.0));
@@ -193,4 +193,28 @@ fn speculative_retry_pays_under_stalls_and_the_extra_reads_are_load() {
     );
     assert!(p99.summary.p99_ms <= never.summary.p99_ms);
     assert!(fixed5.copies.ops > 0 && fixed5.summary.utilization > never.summary.utilization);
+}
+
+#[test]
+fn the_warm_start_is_the_end_of_the_warm_up_cut() {
+    let c = cluster(0);
+    let go = |warmup: f64| {
+        let params: Vec<(String, f64)> = vec![("spec_kind".into(), 2.0), ("spec_warm".into(), 1.0)];
+        let cfg = ReplayConfig {
+            servers: ServerModelConfig {
+                speeds: vec![0.125, 1.0, 1.0],
+                ..ServerModelConfig::default()
+            },
+            warmup,
+            seed: 0,
+            ..ReplayConfig::new(PolicyConfig::build("stock", &params).unwrap())
+        };
+        replay(&c, &three(), &cfg).unwrap().latency_ns
+    };
+    // warm-up 0.5 of 3 requests: the first measured request is R1 (arrives at 20). R0's answer (8) comes
+    // before it: no recomputation; R1's answer (21) recomputes over {8, 1} → 8 ms → R2 retried at 48 → 10 ms.
+    assert_eq!(go(0.5), vec![8 * MS, MS, 10 * MS]);
+    // warm-up 0.7: the first measured request is R2 (arrives at 40): every answer before it is too early and
+    // R2's own answer (56) comes after its send → no retry.
+    assert_eq!(go(0.7), vec![8 * MS, MS, 16 * MS]);
 }

@@ -196,7 +196,14 @@ impl<S: Scheduler, R: ReplicaSelector> Parts<S, R> {
                 Some(LatencyEstimator::new(c, cfg.clients as usize))
             }
             PolicyConfig::Stock(c) if EXT && c.speculates() && cfg.replication >= 2 => {
-                Some(LatencyEstimator::stock(c, cfg.clients as usize))
+                // The warm-up cut ends at the first measured request's arrival (open loop; closed loop: 0).
+                let first = ((rc.warmup * n_req as f64) as usize).min(n_req.saturating_sub(1));
+                let warm_at = if rc.client.closed().is_some() || n_req == 0 {
+                    0
+                } else {
+                    wl.arrival[first]
+                };
+                Some(LatencyEstimator::stock(c, cfg.clients as usize, warm_at))
             }
             _ => None,
         };

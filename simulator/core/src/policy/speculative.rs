@@ -47,7 +47,8 @@ pub struct LatencyEstimator {
 struct StockRule {
     cfg: StockConfig,
     refresh_ns: u64,
-    warm_samples: usize,
+    /// Warm start: the time of the first recomputation (None = Cassandra's rule).
+    warm_at: Option<u64>,
     next_refresh: Vec<u64>,
     warmed: Vec<bool>,
 }
@@ -73,7 +74,8 @@ impl LatencyEstimator {
 
     /// `stock`'s coordinator threshold: FIXED and ALWAYS fixed; PERCENTILE, MIN and MAX from half the read
     /// timeout, recomputed every refresh period (and once at the warm start).
-    pub fn stock(cfg: &StockConfig, clients: usize) -> Self {
+    /// `warm_at`: the end of the replay's warm-up cut (used when `spec_warm` = 1).
+    pub fn stock(cfg: &StockConfig, clients: usize, warm_at: u64) -> Self {
         let fixed = matches!(cfg.kind(), stock::ALWAYS | stock::FIXED);
         // Cassandra's initial sampleReadLatency, whatever the policy: half the read timeout.
         let initial = if fixed { None } else { Some(cfg.timeout_ns() / 2) };
@@ -93,7 +95,7 @@ impl LatencyEstimator {
             stock: Some(StockRule {
                 cfg: cfg.clone(),
                 refresh_ns: cfg.refresh_ns(),
-                warm_samples: cfg.spec_warm_samples as usize,
+                warm_at: (cfg.spec_warm >= 0.5).then_some(warm_at),
                 next_refresh: vec![cfg.refresh_ns(); clients],
                 warmed: vec![false; clients],
             }),
@@ -117,7 +119,7 @@ impl LatencyEstimator {
             self.pos[client] = (self.pos[client] + 1) % self.window;
         }
         self.seen[client] += 1;
-        let warm = rule.warm_samples > 0 && !rule.warmed[client] && self.seen[client] >= rule.warm_samples;
+        let warm = !rule.warmed[client] && rule.warm_at.is_some_and(|w| now >= w);
         let due = now >= rule.next_refresh[client];
         if !(warm || due) {
             return;

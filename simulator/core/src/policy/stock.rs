@@ -12,8 +12,10 @@
 //! read timeout (Cassandra's initial `sampleReadLatency`) and are recomputed every `spec_refresh_ms` of simulated
 //! time (0 = the read timeout, Cassandra's period) from the coordinator's read latencies (an opset's send → last
 //! answer; nearest rank over the last `window` samples). Warm start (a replay covers seconds, a real coordinator
-//! has run for minutes): once a coordinator has `spec_warm_samples` samples it recomputes at once, the first
-//! time; 0 = Cassandra's rule as it is. A threshold above the read timeout means no speculation
+//! has run for minutes), `spec_warm` = 1: the replay's warm-up cut (requests before the first measured one, open
+//! loop) runs under the initial threshold — no speculation, a warm-up pass — and each coordinator recomputes at
+//! its first sample at or after the first measured request's arrival, from the warm-up's samples; then on the
+//! period. `spec_warm` = 0 is Cassandra's rule as it is. A threshold above the read timeout means no speculation
 //! (`shouldSpeculateAndMaybeWait`), so `MAX(99p,100000ms)` ≡ `NEVER`. ALWAYS sends the extra read at once.
 use super::queues::FifoQueues;
 use super::{PolicyImpl, QItem, Scheduler, Tag, TagCtx};
@@ -40,8 +42,8 @@ crate::params! {
         read_timeout_ms: f64 = 5000.0, Real(1.0, 1e9, "[1, 1e9] ms"), Search::Fixed;
         /// Period of the threshold update, ms of simulated time; 0 = the read timeout.
         spec_refresh_ms: f64 = 0.0, Real(0.0, 1e9, "[0, 1e9] ms (0 = the read timeout)"), Search::Fixed;
-        /// Warm start: samples after which a coordinator first recomputes at once; 0 = Cassandra's rule.
-        spec_warm_samples: f64 = 100.0, Rounded(0.0, 1e9, "0..=1e9 samples"), Search::Fixed;
+        /// Warm start: 1 = recompute at the end of the replay's warm-up cut (see the module doc); 0 = Cassandra's rule.
+        spec_warm: f64 = 1.0, Rounded(0.0, 1.0, "0 or 1"), Search::Fixed;
         /// Samples of the latency histogram (the last ones).
         window: f64 = 10000.0, Rounded(1.0, 1e7, "1..=1e7 samples"), Search::Fixed;
     }
