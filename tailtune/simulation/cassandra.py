@@ -69,10 +69,16 @@ class CassandraDeployment:
     threads: int = 64
     think_ms: float = 0.0
     think_dist: str = "exponential"
+    #: Transient stop-the-world stalls (GC pauses): per second per server (None = none), and their length, ms.
+    stall_rate: float | None = None
+    stall_ms: float = 50.0
 
     def as_dict(self) -> dict[str, Any]:
-        """Every field (JSON-able): what a recommendation records about the deployment it was tuned for."""
+        """Every field (JSON-able): what a recommendation records about the deployment it was tuned for (the
+        stall fields only when stalls are on, so records made before they existed read the same)."""
         out = dataclasses.asdict(self)
+        if self.stall_rate is None:
+            del out["stall_rate"], out["stall_ms"]
         if self.server_speeds is not None:
             out["server_speeds"] = list(self.server_speeds)
         return out
@@ -138,11 +144,17 @@ class CassandraDeployment:
                 duration_ms=self.slowdown_duration_ms,
             )
         try:
+            stalls = None if self.stall_rate is None else (float(self.stall_rate), float(self.stall_ms))
+            if stalls is not None and not (stalls[0] >= 0.0 and stalls[1] >= 0.0):
+                raise BadInputError.single(
+                    "--stall-rate", f"stalls {self.stall_rate}/s of {self.stall_ms} ms: need ≥ 0", field="stall_rate"
+                )
             if self.slow_servers is not None:
-                return kvsim.ServerModel.slow_servers(self.servers, self.slow_servers, self.slow_factor, slowdown)
-            if self.server_speeds is None and slowdown is None:
+                m = kvsim.ServerModel.slow_servers(self.servers, self.slow_servers, self.slow_factor, slowdown)
+                return m if stalls is None else dataclasses.replace(m, stalls=stalls)
+            if self.server_speeds is None and slowdown is None and stalls is None:
                 return None
-            model = kvsim.ServerModel(speeds=self.server_speeds, slowdown=slowdown)
+            model = kvsim.ServerModel(speeds=self.server_speeds, slowdown=slowdown, stalls=stalls)
             model.capacity_factor(self.servers)  # validates
             return model
         except kvsim.KvsimError as exc:

@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from tailtune.base.errors import BadInputError
+from tailtune.simulation.stock import STOCK_POLICY, STOCK_STRING_PARAMS, stock_params
 
 __all__ = [
     "DEFAULT_SELECTOR",
@@ -40,8 +41,8 @@ ParamValue = int | float | str
 SELECTOR_POLICIES = ("c3", "ds", "heron")
 #: A named selector (param `replica`) over a named queue discipline (param `queue`).
 REPLICA_POLICY = "replica"
-#: Parameters whose values are names, not numbers.
-STRING_PARAMS = ("replica", "queue")
+#: Parameters whose values are names (or Cassandra option text), not numbers.
+STRING_PARAMS = ("replica", "queue", *STOCK_STRING_PARAMS)
 #: Queue policies whose default selector is not round-robin.
 DEFAULT_SELECTOR = {"tailx": "ds"}
 
@@ -153,6 +154,8 @@ def _resolve(
     policy: str, params: Mapping[str, ParamValue], replica_params: Mapping[str, float] | None, where: str
 ) -> ResolvedPolicy:
     extra = {str(k): float(v) for k, v in (replica_params or {}).items()}
+    if policy == STOCK_POLICY:
+        return _resolve_stock(params, extra, where)
     nums = _numbers(policy, params, where)
     cost = bool(nums.pop("size_aware_cost", 0.0))
     replica = params.get("replica")
@@ -178,3 +181,16 @@ def _resolve(
         )
     selector = str(replica or DEFAULT_SELECTOR.get(policy, "round-robin"))
     return ResolvedPolicy(policy, policy, nums, selector, extra, cost)
+
+
+def _resolve_stock(params: Mapping[str, ParamValue], extra: dict[str, float], where: str) -> ResolvedPolicy:
+    """`stock`: Cassandra's and the drivers' knob names (tailtune.simulation.stock) → kvsim's `stock` queue
+    params and the `ds` selector (Cassandra 5.0's snitch defaults) unless `replica` names another selector."""
+    given = dict(params)
+    cost = bool(float(given.pop("size_aware_cost", 0.0)))
+    core, ds = stock_params(given, where)
+    replica = given.get("replica", "ds")
+    if not isinstance(replica, str) or not replica:
+        raise BadInputError.single(where, f"replica must be a name, got {replica!r}", field="replica")
+    selector_params = {**(ds if replica == "ds" else {}), **extra}
+    return ResolvedPolicy(STOCK_POLICY, STOCK_POLICY, core, replica, selector_params, cost)

@@ -24,9 +24,10 @@ __all__ = [
     "selector_spec",
 ]
 
-#: Queue policies the tuner never recommends: the oracle is not deployable (it reads every server's queue);
-#: duplicate and speculative are redundancy baselines, not schedulers to tune.
-NOT_TUNABLE = frozenset({"oracle", "duplicate", "speculative"})
+#: Queue policies outside the tuner's scheduler space: the oracle is not deployable (it reads every server's
+#: queue); duplicate and speculative are redundancy baselines, not schedulers to tune; stock is what an unpatched
+#: Cassandra does — its knobs are a search of their own, not one scheduler among the patched ones.
+NOT_TUNABLE = frozenset({"oracle", "duplicate", "speculative", "stock"})
 
 
 def cassandra_queue_policies() -> tuple[str, ...]:

@@ -280,6 +280,7 @@ fn ext(args: &[String]) {
     let speeds = ServerModelConfig {
         speeds: ServerModelConfig::slow_servers(128, 8, 3.0).expect("speeds"),
         slowdown: None,
+        stalls: None,
     };
     let slowdown = ServerModelConfig {
         speeds: Vec::new(),
@@ -289,6 +290,7 @@ fn ext(args: &[String]) {
             factor: 4.0,
             duration_ns: 10_000_000,
         }),
+        stalls: None,
     };
     let closed = ClosedLoop {
         threads: 96,
@@ -309,6 +311,7 @@ fn ext(args: &[String]) {
         servers: ServerModelConfig {
             speeds: speeds.speeds.clone(),
             slowdown: slowdown.slowdown.clone(),
+            stalls: None,
         },
         write: writes.clone(),
         closed: Some(closed.clone()),

@@ -15,6 +15,51 @@ use crate::error::{check_range, SimError};
 use crate::rng::Rng;
 
 const STREAM_SLOWDOWN: u64 = 5;
+/// Stalls: server s draws from stream `STREAM_STALL_BASE + s` (one independent stream per server).
+const STREAM_STALL_BASE: u64 = 1 << 32;
+
+/// Transient stop-the-world stalls (GC pauses, safepoints): each server independently, stalls start as a
+/// Poisson process of `rate_per_s` per second of non-stalled time and last `duration_ns`; a stalled server
+/// makes no progress (ops in service are paused, queued ops wait). Stall k of server s starts at
+/// end(k − 1) + Exp(1 / rate), drawn in order from the server's own stream, so the schedule does not depend
+/// on the run length or on the other servers.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Stalls {
+    pub rate_per_s: f64,
+    pub duration_ns: u64,
+}
+
+impl Stalls {
+    pub fn validate(&self) -> Result<(), SimError> {
+        check_range(
+            "stall_rate",
+            self.rate_per_s,
+            0.0,
+            1e6,
+            "[0, 1e6] per s per server",
+        )?;
+        check_range(
+            "stall_ns",
+            self.duration_ns as f64,
+            0.0,
+            1e15,
+            "0..=1e15 ns",
+        )
+    }
+
+    fn is_off(&self) -> bool {
+        self.rate_per_s == 0.0 || self.duration_ns == 0
+    }
+
+    /// Expected fraction of time a server is stalled (renewal: D / (1/rate + D)).
+    pub fn stalled_fraction(&self) -> f64 {
+        if self.is_off() {
+            return 0.0;
+        }
+        let d = self.duration_ns as f64 / 1e9;
+        d / (1.0 / self.rate_per_s + d)
+    }
+}
 
 /// Time-varying slowdowns.
 #[derive(Debug, Clone, PartialEq)]
@@ -68,6 +113,8 @@ pub struct ServerModelConfig {
     /// Speed factor per server (service time = demand / speed); empty = all 1.
     pub speeds: Vec<f64>,
     pub slowdown: Option<Slowdown>,
+    /// Transient stop-the-world stalls (None = none).
+    pub stalls: Option<Stalls>,
 }
 
 impl ServerModelConfig {
@@ -99,6 +146,7 @@ impl ServerModelConfig {
     pub fn is_uniform(&self) -> bool {
         self.speeds.iter().all(|&s| s == 1.0)
             && self.slowdown.as_ref().is_none_or(|s| s.count_is_zero())
+            && self.stalls.as_ref().is_none_or(|s| s.is_off())
     }
 
     pub fn validate(&self, servers: usize) -> Result<(), SimError> {
@@ -123,6 +171,9 @@ impl ServerModelConfig {
         if let Some(s) = &self.slowdown {
             s.validate()?;
         }
+        if let Some(s) = &self.stalls {
+            s.validate()?;
+        }
         Ok(())
     }
 
@@ -140,7 +191,8 @@ impl ServerModelConfig {
                 * (s.duration_ns as f64 / s.interval_ns as f64);
             p * (1.0 - 1.0 / s.factor)
         });
-        mean_speed * (1.0 - slow)
+        let stalled = self.stalls.as_ref().map_or(0.0, |s| s.stalled_fraction());
+        mean_speed * (1.0 - slow) * (1.0 - stalled)
     }
 }
 
@@ -161,6 +213,11 @@ pub struct ServerModel {
     /// Bitset of slowed servers per window, windows 0..len.
     windows: Vec<u64>,
     rng: Rng,
+    /// Stalls: (mean gap ns, duration ns), per server its materialized (start, end) intervals and stream.
+    stall: Option<(f64, u64)>,
+    stalls: Vec<Vec<(u64, u64)>>,
+    stall_rng: Vec<Rng>,
+    seed: u64,
 }
 
 impl ServerModel {
@@ -183,7 +240,33 @@ impl ServerModel {
             words: servers.div_ceil(64),
             windows: Vec::new(),
             rng: Rng::new(seed, STREAM_SLOWDOWN),
+            stall: cfg
+                .stalls
+                .as_ref()
+                .filter(|s| !s.is_off())
+                .map(|s| (1e9 / s.rate_per_s, s.duration_ns)),
+            stalls: Vec::new(),
+            stall_rng: Vec::new(),
+            seed,
         })
+    }
+
+    /// The stall of server `s` that ends after `t` (materializing the schedule up to it): (start, end).
+    fn stall_after(&mut self, s: usize, t: u64) -> (u64, u64) {
+        let (gap, dur) = self.stall.expect("stalls on");
+        if self.stalls.is_empty() {
+            self.stalls = vec![Vec::new(); self.servers];
+            self.stall_rng = (0..self.servers)
+                .map(|i| Rng::new(self.seed, STREAM_STALL_BASE + i as u64))
+                .collect();
+        }
+        let iv = &mut self.stalls[s];
+        while iv.last().is_none_or(|&(_, e)| e <= t) {
+            let from = iv.last().map_or(0, |&(_, e)| e);
+            let a = from + self.stall_rng[s].exp(gap).round() as u64;
+            iv.push((a, a + dur));
+        }
+        iv[iv.partition_point(|&(_, e)| e <= t)]
     }
 
     /// Whether server `s` is slowed in window `k` (materializes windows up to k).
@@ -209,6 +292,19 @@ impl ServerModel {
 
     /// Speed of server `s` at time `t` and the time at which it next changes (u64::MAX = never).
     pub fn speed_at(&mut self, s: usize, t: u64) -> (f64, u64) {
+        let (v, until) = self.slowdown_speed_at(s, t);
+        if self.stall.is_none() {
+            return (v, until);
+        }
+        let (a, e) = self.stall_after(s, t);
+        if t >= a {
+            (0.0, e.min(until))
+        } else {
+            (v, a.min(until))
+        }
+    }
+
+    fn slowdown_speed_at(&mut self, s: usize, t: u64) -> (f64, u64) {
         let base = self.speed[s];
         let Some(sl) = self.slow.clone() else {
             return (base, u64::MAX);
@@ -224,7 +320,7 @@ impl ServerModel {
 
     /// When an op of `demand` ns (at speed 1) started at `start` on server `s` finishes.
     pub fn end(&mut self, s: usize, start: u64, demand: u64) -> u64 {
-        if self.slow.is_none() {
+        if self.slow.is_none() && self.stall.is_none() {
             let v = self.speed[s];
             return if v == 1.0 {
                 start + demand
@@ -255,6 +351,7 @@ mod tests {
         let cfg = ServerModelConfig {
             speeds: vec![1.0, 0.5, 2.0],
             slowdown: None,
+            stalls: None,
         };
         let mut m = ServerModel::new(&cfg, 3, 1).unwrap();
         assert_eq!(m.end(0, 100, 1000), 1100);
@@ -274,6 +371,7 @@ mod tests {
                 factor: 2.0,
                 duration_ns: 5_000_000,
             }),
+            stalls: None,
         };
         let mut m = ServerModel::new(&cfg, 2, 1).unwrap();
         // 4 ms of work from t = 0: 5 ms at half speed = 2.5 ms of work, then 1.5 ms at full speed → 6.5 ms.
@@ -296,6 +394,7 @@ mod tests {
                 factor: 4.0,
                 duration_ns: 1000,
             }),
+            stalls: None,
         };
         let mut a = ServerModel::new(&cfg, 130, 7).unwrap();
         let mut b = ServerModel::new(&cfg, 130, 7).unwrap();
@@ -322,6 +421,7 @@ mod tests {
         let e = ServerModelConfig {
             speeds: vec![1.0, 0.0],
             slowdown: None,
+            stalls: None,
         }
         .validate(2)
         .unwrap_err();
@@ -329,6 +429,7 @@ mod tests {
         let e = ServerModelConfig {
             speeds: vec![1.0],
             slowdown: None,
+            stalls: None,
         }
         .validate(2)
         .unwrap_err();
@@ -342,5 +443,37 @@ mod tests {
         .validate()
         .unwrap_err();
         assert!(e.to_string().contains("'slowdown_duration_ns'"), "{e}");
+    }
+
+    #[test]
+    fn a_stall_pauses_the_op_in_service() {
+        // One server, 1 stall/s of 10 ms: the first stall starts at a (drawn), ends at a + 10 ms. An op of 4 ms
+        // started 2 ms before a does 2 ms, waits out the stall, does 2 ms more: ends at a + 12 ms.
+        let cfg = ServerModelConfig {
+            stalls: Some(Stalls {
+                rate_per_s: 1.0,
+                duration_ns: 10_000_000,
+            }),
+            ..ServerModelConfig::default()
+        };
+        assert!(!cfg.is_uniform());
+        let mut m = ServerModel::new(&cfg, 1, 7).unwrap();
+        let (a, e) = m.stall_after(0, 0);
+        assert_eq!(e - a, 10_000_000);
+        assert!(a > 2_000_000);
+        assert_eq!(m.end(0, a - 2_000_000, 4_000_000), a + 12_000_000);
+        // An op started inside the stall starts its work at the stall's end.
+        assert_eq!(m.end(0, a + 1, 1_000_000), e + 1_000_000);
+        // Between stalls: full speed.
+        let (a2, _) = m.stall_after(0, e);
+        assert!(a2 >= e);
+        assert_eq!(m.end(0, e, (a2 - e).min(1_000)), e + (a2 - e).min(1_000));
+        // Capacity: stalled fraction 0.01 / (1 + 0.01).
+        assert!((cfg.capacity_factor(1) - (1.0 - 0.01 / 1.01)).abs() < 1e-12);
+        let bad = Stalls {
+            rate_per_s: -1.0,
+            duration_ns: 1,
+        };
+        assert!(bad.validate().is_err());
     }
 }

@@ -54,6 +54,7 @@ fn a_half_speed_server_takes_twice_the_demand() {
         servers: ServerModelConfig {
             speeds: vec![1.0, 0.5],
             slowdown: None,
+            stalls: None,
         },
         ..base()
     };
@@ -90,6 +91,7 @@ fn a_slowdown_stretches_the_ops_it_overlaps() {
                 factor: 4.0,
                 duration_ns: MS,
             }),
+            stalls: None,
         },
         ..base()
     };
@@ -115,6 +117,7 @@ fn a_write_is_served_at_every_replica_and_answered_by_the_first() {
         servers: ServerModelConfig {
             speeds: vec![0.5, 1.0, 1.0],
             slowdown: None,
+            stalls: None,
         },
         ..base()
     };
@@ -292,7 +295,11 @@ fn every_copy_served_once_no_slot_double_booked_in_every_combination() {
                 large_true: large,
             },
             seed,
-            servers: ServerModelConfig { speeds, slowdown },
+            servers: ServerModelConfig {
+                speeds,
+                slowdown,
+                stalls: None,
+            },
             writes: write.clone(),
             client: closed
                 .clone()
@@ -369,6 +376,7 @@ fn uniform_extensions_equal_the_plain_loop() {
                     factor: 1.0,
                     duration_ns: MS,
                 }),
+                stalls: None,
             },
             writes: vec![false; wl.ops()],
             ..base()
@@ -396,6 +404,7 @@ fn bad_extension_inputs_are_named() {
         servers: ServerModelConfig {
             speeds: vec![1.0],
             slowdown: None,
+            stalls: None,
         },
         ..base()
     });

@@ -14,7 +14,10 @@ use crate::replay::to_py;
 fn param_dict<'py>(py: Python<'py>, s: &ParamSpec) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
     d.set_item("name", s.name)?;
-    d.set_item("doc", s.doc.split_whitespace().collect::<Vec<_>>().join(" "))?;
+    d.set_item(
+        "doc",
+        s.doc.split_whitespace().collect::<Vec<_>>().join(" "),
+    )?;
     d.set_item("default", s.default)?;
     d.set_item("low", s.lo)?;
     d.set_item("high", s.hi)?;
@@ -29,7 +32,13 @@ fn param_dict<'py>(py: Python<'py>, s: &ParamSpec) -> PyResult<Bound<'py, PyDict
     d.set_item("valid", s.valid)?;
     let search = match s.search {
         Search::Fixed => None,
-        Search::Range { lo, hi, step, log, integer } => {
+        Search::Range {
+            lo,
+            hi,
+            step,
+            log,
+            integer,
+        } => {
             let r = PyDict::new(py);
             r.set_item("kind", if integer { "int" } else { "float" })?;
             r.set_item("low", lo)?;
@@ -69,26 +78,41 @@ fn entry_dict<'py>(
     };
     d.set_item("fast_loop", fast)?;
     d.set_item("loop_note", note)?;
-    d.set_item("params", params.iter().map(|s| param_dict(py, s)).collect::<PyResult<Vec<_>>>()?)?;
+    d.set_item(
+        "params",
+        params
+            .iter()
+            .map(|s| param_dict(py, s))
+            .collect::<PyResult<Vec<_>>>()?,
+    )?;
     Ok(d)
 }
 
 /// Every Cassandra scheduling policy of the registry, in registry order.
 #[pyfunction]
 fn policy_specs(py: Python<'_>) -> PyResult<Vec<Bound<'_, PyDict>>> {
-    POLICIES.iter().map(|e| entry_dict(py, e.name, Some(e.event_loop), e.params)).collect()
+    POLICIES
+        .iter()
+        .map(|e| entry_dict(py, e.name, Some(e.event_loop), e.params))
+        .collect()
 }
 
 /// Every replica selector of the registry, in registry order.
 #[pyfunction]
 fn replica_specs(py: Python<'_>) -> PyResult<Vec<Bound<'_, PyDict>>> {
-    SELECTORS.iter().map(|e| entry_dict(py, e.name, Some(e.event_loop), e.params)).collect()
+    SELECTORS
+        .iter()
+        .map(|e| entry_dict(py, e.name, Some(e.event_loop), e.params))
+        .collect()
 }
 
 /// The memcached policies (batching, chisel).
 #[pyfunction]
 fn memcached_policy_specs(py: Python<'_>) -> PyResult<Vec<Bound<'_, PyDict>>> {
-    kvsim_core::memcached::POLICIES.iter().map(|(name, params)| entry_dict(py, name, None, params)).collect()
+    kvsim_core::memcached::POLICIES
+        .iter()
+        .map(|(name, params)| entry_dict(py, name, None, params))
+        .collect()
 }
 
 /// Policy names the core knows.

@@ -41,14 +41,15 @@ fn large_filter<'py>(
 /// Time-averaged capacity of the servers relative to all at speed 1 (validates the model). `slowdown`:
 /// (interval ns, fraction, factor, duration ns).
 #[pyfunction]
-#[pyo3(signature = (servers, *, server_speeds=None, slowdown=None))]
+#[pyo3(signature = (servers, *, server_speeds=None, slowdown=None, stalls=None))]
 fn capacity_factor(
     py: Python<'_>,
     servers: usize,
     server_speeds: Option<&Bound<'_, PyAny>>,
     slowdown: Option<(u64, f64, f64, u64)>,
+    stalls: Option<(f64, u64)>,
 ) -> PyResult<f64> {
-    let m = server_model(py, server_speeds, slowdown)?;
+    let m = server_model(py, server_speeds, slowdown, stalls)?;
     m.validate(servers).map_err(to_py)?;
     Ok(m.capacity_factor(servers))
 }

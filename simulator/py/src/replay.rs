@@ -11,10 +11,10 @@ use pyo3::types::{PyBytes, PyDict};
 use kvsim_core::client_model::{ClosedLoop, ThinkDist};
 use kvsim_core::hash::{token_of_bytes, token_of_u64};
 use kvsim_core::replica::SelectorConfig;
-use kvsim_core::server_model::{ServerModelConfig, Slowdown};
+use kvsim_core::server_model::{ServerModelConfig, Slowdown, Stalls};
 use kvsim_core::{
-    replay, Arrivals, ClientModel, Cluster, ClusterConfig, PolicyConfig, ReplayConfig, SimError, SizeClasses, Workload,
-    WorkloadSpec,
+    replay, Arrivals, ClientModel, Cluster, ClusterConfig, PolicyConfig, ReplayConfig, SimError,
+    SizeClasses, Workload, WorkloadSpec,
 };
 
 create_exception!(
@@ -38,20 +38,30 @@ create_exception!(
 
 pub(crate) fn to_py(e: SimError) -> PyErr {
     match e {
-        SimError::BadParam { .. } | SimError::UnknownParam { .. } => ParameterError::new_err(e.to_string()),
+        SimError::BadParam { .. } | SimError::UnknownParam { .. } => {
+            ParameterError::new_err(e.to_string())
+        }
         SimError::BadInput(_) => WorkloadError::new_err(e.to_string()),
     }
 }
 
-pub(crate) fn vec_of<T: Element + Copy>(py: Python<'_>, obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Vec<T>> {
-    let buf: PyBuffer<T> = PyBuffer::get(obj)
-        .map_err(|e| WorkloadError::new_err(format!("{what}: expected a contiguous array of the right dtype ({e})")))?;
+pub(crate) fn vec_of<T: Element + Copy>(
+    py: Python<'_>,
+    obj: &Bound<'_, PyAny>,
+    what: &str,
+) -> PyResult<Vec<T>> {
+    let buf: PyBuffer<T> = PyBuffer::get(obj).map_err(|e| {
+        WorkloadError::new_err(format!(
+            "{what}: expected a contiguous array of the right dtype ({e})"
+        ))
+    })?;
     buf.to_vec(py)
 }
 
 pub(crate) fn bytes_of<'py, T: Copy>(py: Python<'py>, v: &[T]) -> Bound<'py, PyBytes> {
     // SAFETY: plain-old-data numeric slices reinterpreted as bytes (native endianness, read by numpy).
-    let b = unsafe { std::slice::from_raw_parts(v.as_ptr() as *const u8, std::mem::size_of_val(v)) };
+    let b =
+        unsafe { std::slice::from_raw_parts(v.as_ptr() as *const u8, std::mem::size_of_val(v)) };
     PyBytes::new(py, b)
 }
 
@@ -113,7 +123,11 @@ impl PyCluster {
     }
 
     /// Replica group (uint32) of each token (int64 array).
-    fn groups_of<'py>(&self, py: Python<'py>, tokens: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyBytes>> {
+    fn groups_of<'py>(
+        &self,
+        py: Python<'py>,
+        tokens: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyBytes>> {
         let t: Vec<i64> = vec_of(py, tokens, "tokens")?;
         let g: Vec<u32> = t.iter().map(|&x| self.inner.group_of(x)).collect();
         Ok(bytes_of(py, &g))
@@ -147,7 +161,8 @@ impl PyWorkload {
         demand_dist: &str,
         demand_sigma: f64,
     ) -> PyResult<Self> {
-        let dist = kvsim_core::demand::DemandDist::from_name(demand_dist, demand_sigma).map_err(to_py)?;
+        let dist =
+            kvsim_core::demand::DemandDist::from_name(demand_dist, demand_sigma).map_err(to_py)?;
         let offs: Vec<i64> = vec_of(py, offsets, "offsets")?;
         if offs.iter().any(|&o| o < 0) {
             return Err(WorkloadError::new_err("offsets must be ≥ 0"));
@@ -164,14 +179,21 @@ impl PyWorkload {
         let spec = WorkloadSpec {
             req_offsets: offs.iter().map(|&o| o as u64).collect(),
             tokens: vec_of(py, tokens, "tokens")?,
-            mean_demand: mean_demand.map(|m| vec_of(py, m, "mean_demand")).transpose()?,
+            mean_demand: mean_demand
+                .map(|m| vec_of(py, m, "mean_demand"))
+                .transpose()?,
             clients: clients.map(|c| vec_of(py, c, "clients")).transpose()?,
             arrivals,
             seed,
         };
         let c = cluster.inner.clone();
-        let wl = py.detach(|| Workload::materialize_with(&c, &spec, dist)).map_err(to_py)?;
-        Ok(PyWorkload { cluster: c, inner: wl })
+        let wl = py
+            .detach(|| Workload::materialize_with(&c, &spec, dist))
+            .map_err(to_py)?;
+        Ok(PyWorkload {
+            cluster: c,
+            inner: wl,
+        })
     }
 
     #[getter]
@@ -217,6 +239,8 @@ pub(crate) struct NativeConfig<'py> {
     server_speeds: Option<Bound<'py, PyAny>>,
     /// (interval ns, fraction, factor, duration ns)
     slowdown: Option<(u64, f64, f64, u64)>,
+    /// (stalls per s per server, stall duration ns)
+    stalls: Option<(f64, u64)>,
     writes: Option<Bound<'py, PyAny>>,
     /// (threads, mean think time ns, think-time distribution)
     closed: Option<(u32, u64, String)>,
@@ -227,11 +251,22 @@ pub(crate) struct NativeConfig<'py> {
 }
 
 /// Per-op flags in workload order from uint8 flags in input order.
-fn per_workload_op(py: Python<'_>, wl: &Workload, flags: Option<&Bound<'_, PyAny>>, what: &str) -> PyResult<Vec<bool>> {
-    let Some(f) = flags else { return Ok(Vec::new()) };
+fn per_workload_op(
+    py: Python<'_>,
+    wl: &Workload,
+    flags: Option<&Bound<'_, PyAny>>,
+    what: &str,
+) -> PyResult<Vec<bool>> {
+    let Some(f) = flags else {
+        return Ok(Vec::new());
+    };
     let f: Vec<u8> = vec_of(py, f, what)?;
     if f.len() != wl.ops() {
-        return Err(WorkloadError::new_err(format!("{what} has {} flags for {} ops", f.len(), wl.ops())));
+        return Err(WorkloadError::new_err(format!(
+            "{what} has {} flags for {} ops",
+            f.len(),
+            wl.ops()
+        )));
     }
     Ok(wl.op_input.iter().map(|&i| f[i as usize] != 0).collect())
 }
@@ -241,13 +276,21 @@ pub(crate) fn server_model(
     py: Python<'_>,
     speeds: Option<&Bound<'_, PyAny>>,
     slowdown: Option<(u64, f64, f64, u64)>,
+    stalls: Option<(f64, u64)>,
 ) -> PyResult<ServerModelConfig> {
     Ok(ServerModelConfig {
-        speeds: speeds.map(|a| vec_of::<f64>(py, a, "server_speeds")).transpose()?.unwrap_or_default(),
+        speeds: speeds
+            .map(|a| vec_of::<f64>(py, a, "server_speeds"))
+            .transpose()?
+            .unwrap_or_default(),
         slowdown: slowdown.map(|(interval_ns, fraction, factor, duration_ns)| Slowdown {
             interval_ns,
             fraction,
             factor,
+            duration_ns,
+        }),
+        stalls: stalls.map(|(rate_per_s, duration_ns)| Stalls {
+            rate_per_s,
             duration_ns,
         }),
     })
@@ -270,7 +313,7 @@ impl NativeConfig<'_> {
                 large_est: per_workload_op(py, wl, self.large_est.as_ref(), "large_est")?,
                 large_true: per_workload_op(py, wl, self.large_true.as_ref(), "large_true")?,
             },
-            servers: server_model(py, self.server_speeds.as_ref(), self.slowdown)?,
+            servers: server_model(py, self.server_speeds.as_ref(), self.slowdown, self.stalls)?,
             writes: per_workload_op(py, wl, self.writes.as_ref(), "writes")?,
             client,
             warmup: self.warmup,

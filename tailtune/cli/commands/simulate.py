@@ -132,6 +132,20 @@ def _print_table(res: kvsim.Result) -> None:
     )
 
 
+def _stock_json(out: dict[str, Any], params: dict[str, ParamValue]) -> None:
+    """`stock`: `ops` counts the extra (speculative) reads too (`workload_ops` = the trace's own);
+    `speculative_retry` in Cassandra's normalised text."""
+    from tailtune.simulation.stock import DEFAULT_SPECULATIVE_RETRY, parse_speculative_retry
+
+    extra = int((out.get("copies") or {}).get("ops", 0))
+    out["workload_ops"] = out["ops"]
+    out["extra_reads"] = extra
+    out["ops"] = out["ops"] + extra
+    out["speculative_retry"] = parse_speculative_retry(
+        str(params.get("speculative_retry", DEFAULT_SPECULATIVE_RETRY)), where="--param"
+    ).render()
+
+
 def _run_cassandra(
     source: WorkloadSource, deployment: CassandraDeployment, policy: str, params: dict[str, ParamValue],
     replica_params: dict[str, ParamValue], seed: int, as_json: bool,
@@ -147,6 +161,8 @@ def _run_cassandra(
     if as_json:
         out: dict[str, Any] = res.to_json()
         out["size_aware_cost"] = resolved.size_aware_cost
+        if resolved.policy == "stock":
+            _stock_json(out, params)
         print_json(out)
     else:
         _print_table(res)
@@ -259,6 +275,11 @@ def register(app: typer.Typer) -> None:
         slowdown_duration_ms: Annotated[
             float | None, typer.Option("--slowdown-duration-ms", help="Slowdown length (default: the interval).")
         ] = None,
+        stall_rate: Annotated[
+            float | None,
+            typer.Option("--stall-rate", help="Stop-the-world stalls per second per server (GC pauses; default none)."),
+        ] = None,
+        stall_ms: Annotated[float, typer.Option("--stall-ms", help="Length of each stall, ms.")] = 50.0,
         write_fraction: Annotated[
             float | None,
             typer.Option("--write-fraction", help="Each op is a write with this probability (default: reads only)."),
@@ -329,6 +350,7 @@ def register(app: typer.Typer) -> None:
             server_speeds=_speeds(server_speeds), slow_servers=slow_servers, slow_factor=slow_factor,
             slowdown_interval_ms=slowdown_interval_ms, slowdown_fraction=slowdown_fraction,
             slowdown_factor=slowdown_factor, slowdown_duration_ms=slowdown_duration_ms,
+            stall_rate=stall_rate, stall_ms=stall_ms,
             write_fraction=write_fraction, writes_from_op=writes_from_op, client_model=client_model,
             threads=threads, think_ms=think_ms, think_dist=think_dist,
         )

@@ -671,7 +671,7 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
         if let Some(e) = self.p.spec.as_mut().filter(|_| redundant) {
             self.opset_left[o] -= 1;
             if self.opset_left[o] == 0 {
-                e.observe(self.wl.client[r] as usize, now + d - st.at);
+                e.observe_at(self.wl.client[r] as usize, now + d - st.at, now + d);
             }
         }
     }

@@ -90,7 +90,7 @@ pub fn replay(cluster: &Cluster, wl: &Workload, cfg: &ReplayConfig) -> Result<Ru
     if (cfg.writes.iter().any(|&w| w)
         || matches!(
             policy,
-            PolicyConfig::Duplicate(_) | PolicyConfig::Speculative(_)
+            PolicyConfig::Duplicate(_) | PolicyConfig::Speculative(_) | PolicyConfig::Stock(_)
         ))
         && n_ops as u64 * ccfg.replication.max(2) as u64 >= u32::MAX as u64
     {

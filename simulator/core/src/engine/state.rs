@@ -195,6 +195,16 @@ impl<S: Scheduler, R: ReplicaSelector> Parts<S, R> {
             PolicyConfig::Speculative(c) if EXT => {
                 Some(LatencyEstimator::new(c, cfg.clients as usize))
             }
+            PolicyConfig::Stock(c) if EXT && c.speculates() && cfg.replication >= 2 => {
+                // The warm-up cut ends at the first measured request's arrival (open loop; closed loop: 0).
+                let first = ((rc.warmup * n_req as f64) as usize).min(n_req.saturating_sub(1));
+                let warm_at = if rc.client.closed().is_some() || n_req == 0 {
+                    0
+                } else {
+                    wl.arrival[first]
+                };
+                Some(LatencyEstimator::stock(c, cfg.clients as usize, warm_at))
+            }
             _ => None,
         };
         let redundant = EXT && (matches!(policy, PolicyConfig::Duplicate(_)) || spec.is_some());

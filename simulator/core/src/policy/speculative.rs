@@ -5,6 +5,7 @@
 //! `window` opsets; no retry before `min_samples` observations; `timeout_ms` > 0 fixes it instead.
 //! Servers serve FIFO; the engine makes the copies.
 use super::queues::FifoQueues;
+use super::stock::{self, StockConfig};
 use super::{PolicyImpl, QItem, Scheduler, Tag, TagCtx};
 use crate::params::Search;
 
@@ -36,6 +37,20 @@ pub struct LatencyEstimator {
     since: Vec<usize>,
     timeout: Vec<Option<u64>>,
     scratch: Vec<u64>,
+    /// `stock`: Cassandra's threshold rule (time-based refresh, warm start) instead of the count-based one.
+    stock: Option<StockRule>,
+}
+
+/// `stock`'s threshold rule (see `policy/stock.rs`): per client, the next refresh time and whether the warm
+/// start was taken.
+#[derive(Debug, Clone)]
+struct StockRule {
+    cfg: StockConfig,
+    refresh_ns: u64,
+    /// Warm start: the time of the first recomputation (None = Cassandra's rule).
+    warm_at: Option<u64>,
+    next_refresh: Vec<u64>,
+    warmed: Vec<bool>,
 }
 
 impl LatencyEstimator {
@@ -53,7 +68,72 @@ impl LatencyEstimator {
             since: vec![0; clients],
             timeout: vec![None; clients],
             scratch: Vec::new(),
+            stock: None,
         }
+    }
+
+    /// `stock`'s coordinator threshold: FIXED and ALWAYS fixed; PERCENTILE, MIN and MAX from half the read
+    /// timeout, recomputed every refresh period (and once at the warm start).
+    /// `warm_at`: the end of the replay's warm-up cut (used when `spec_warm` = 1).
+    pub fn stock(cfg: &StockConfig, clients: usize, warm_at: u64) -> Self {
+        let fixed = matches!(cfg.kind(), stock::ALWAYS | stock::FIXED);
+        // Cassandra's initial sampleReadLatency, whatever the policy: half the read timeout.
+        let initial = if fixed { None } else { Some(cfg.timeout_ns() / 2) };
+        let window = cfg.window as usize;
+        LatencyEstimator {
+            fixed_ns: if fixed { cfg.threshold(0) } else { None },
+            pct: cfg.spec_percentile,
+            window,
+            min_samples: 1,
+            refresh: usize::MAX,
+            ring: vec![Vec::new(); clients],
+            pos: vec![0; clients],
+            seen: vec![0; clients],
+            since: vec![0; clients],
+            timeout: vec![initial; clients],
+            scratch: Vec::new(),
+            stock: Some(StockRule {
+                cfg: cfg.clone(),
+                refresh_ns: cfg.refresh_ns(),
+                warm_at: (cfg.spec_warm >= 0.5).then_some(warm_at),
+                next_refresh: vec![cfg.refresh_ns(); clients],
+                warmed: vec![false; clients],
+            }),
+        }
+    }
+
+    /// One observed response time at `client`, at simulated time `now` (`stock`'s rule; else as `observe`).
+    #[inline]
+    pub fn observe_at(&mut self, client: usize, ns: u64, now: u64) {
+        let Some(rule) = self.stock.as_mut() else {
+            return self.observe(client, ns);
+        };
+        if self.fixed_ns.is_some() {
+            return;
+        }
+        let ring = &mut self.ring[client];
+        if ring.len() < self.window {
+            ring.push(ns);
+        } else {
+            ring[self.pos[client]] = ns;
+            self.pos[client] = (self.pos[client] + 1) % self.window;
+        }
+        self.seen[client] += 1;
+        let warm = !rule.warmed[client] && rule.warm_at.is_some_and(|w| now >= w);
+        let due = now >= rule.next_refresh[client];
+        if !(warm || due) {
+            return;
+        }
+        rule.warmed[client] |= warm;
+        while rule.next_refresh[client] <= now {
+            rule.next_refresh[client] += rule.refresh_ns;
+        }
+        self.scratch.clear();
+        self.scratch.extend_from_slice(&self.ring[client]);
+        let n = self.scratch.len();
+        let rank = ((self.pct / 100.0 * n as f64).ceil() as usize).clamp(1, n);
+        let (_, &mut v, _) = self.scratch.select_nth_unstable(rank - 1);
+        self.timeout[client] = rule.cfg.threshold(v);
     }
 
     /// One observed opset response time at `client`.

@@ -239,6 +239,7 @@ def capacity_factor(
     *,
     server_speeds: npt.NDArray[np.float64] | None = None,
     slowdown: tuple[int, float, float, int] | None = None,
+    stalls: tuple[float, int] | None = None,
 ) -> float: ...
 def slow_server_speeds(servers: int, n: int, factor: float) -> list[float]: ...
 

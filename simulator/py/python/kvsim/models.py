@@ -87,6 +87,8 @@ class ServerModel:
 
     speeds: tuple[float, ...] | None = None
     slowdown: Slowdown | None = None
+    #: Transient stop-the-world stalls: (stalls per second per server, stall length ms); None = none.
+    stalls: tuple[float, float] | None = None
 
     @classmethod
     def slow_servers(cls, servers: int, n: int, factor: float, slowdown: Slowdown | None = None) -> ServerModel:
@@ -94,7 +96,20 @@ class ServerModel:
         return cls(speeds=tuple(_kvsim.slow_server_speeds(servers, n, float(factor))), slowdown=slowdown)
 
     def is_default(self) -> bool:
-        return (self.speeds is None or all(s == 1.0 for s in self.speeds)) and self.slowdown is None
+        return (
+            (self.speeds is None or all(s == 1.0 for s in self.speeds))
+            and self.slowdown is None
+            and self.stalls is None
+        )
+
+    def stalls_native(self) -> tuple[float, int] | None:
+        """The stalls as the binding takes them: (per s per server, ns)."""
+        if self.stalls is None:
+            return None
+        rate, ms = self.stalls
+        if not (rate >= 0.0 and ms >= 0.0):
+            raise ParameterError(f"stalls ({rate}, {ms}): rate and length must be ≥ 0")
+        return float(rate), round(ms * 1e6)
 
     def speeds_array(self) -> npt.NDArray[np.float64] | None:
         """The speed factors as the binding takes them (None = all 1)."""
@@ -103,7 +118,11 @@ class ServerModel:
     def capacity_factor(self, servers: int) -> float:
         """Time-averaged capacity relative to `servers` servers at speed 1 (validates the model)."""
         slowdown = None if self.slowdown is None else self.slowdown.native()
-        return float(_kvsim.capacity_factor(servers, server_speeds=self.speeds_array(), slowdown=slowdown))
+        return float(
+            _kvsim.capacity_factor(
+                servers, server_speeds=self.speeds_array(), slowdown=slowdown, stalls=self.stalls_native()
+            )
+        )
 
     def to_json(self, servers: int) -> ServersInfo:
         out: ServersInfo = {"capacity_factor": self.capacity_factor(servers)}
@@ -112,6 +131,8 @@ class ServerModel:
             out["slow_servers"] = sum(1 for s in self.speeds if s < 1.0)
         if self.slowdown is not None:
             out["slowdown"] = self.slowdown.to_json()
+        if self.stalls is not None:
+            out["stalls"] = {"rate_per_s": self.stalls[0], "ms": self.stalls[1]}
         return out
 
 

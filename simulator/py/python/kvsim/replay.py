@@ -412,6 +412,7 @@ class _NativeConfig:
     large_true: npt.NDArray[np.uint8] | None
     server_speeds: npt.NDArray[np.float64] | None
     slowdown: tuple[int, float, float, int] | None
+    stalls: tuple[float, int] | None
     writes: npt.NDArray[np.uint8] | None
     closed: tuple[int, int, str] | None
     warmup: float
@@ -501,6 +502,7 @@ def replay(workload: Workload, config: ReplayConfig | None = None) -> Result:
         large_true=large_true,
         server_speeds=None if servers is None else servers.speeds_array(),
         slowdown=None if servers is None or servers.slowdown is None else servers.slowdown.native(),
+        stalls=None if servers is None else servers.stalls_native(),
         writes=wflags if any_write else None,
         closed=None if cfg.closed is None else cfg.closed.native(),
         warmup=cfg.warmup,

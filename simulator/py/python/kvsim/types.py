@@ -61,6 +61,13 @@ class SlowdownInfo(TypedDict):
     duration_ms: float
 
 
+class StallsInfo(TypedDict):
+    """Transient stop-the-world stalls: per second per server, and their length."""
+
+    rate_per_s: float
+    ms: float
+
+
 class ServersInfo(TypedDict, total=False):
     """Server speeds / slowdowns actually used."""
 
@@ -68,6 +75,7 @@ class ServersInfo(TypedDict, total=False):
     speeds: list[float]
     slow_servers: int
     slowdown: SlowdownInfo
+    stalls: StallsInfo
 
 
 class ClosedInfo(TypedDict):

@@ -1,0 +1,74 @@
+"""`simulate --policy stock`: the speculative_retry text reaches kvsim, the extra reads are counted in `ops`,
+unmodelled knobs are refused with the reason, and stalls are part of the deployment."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from tailtune.base.errors import BadInputError
+from tailtune.simulation import CassandraDeployment, resolve
+
+_BASE = ("simulate", "--profile", "soundcloud", "--requests", "3000", "--policy", "stock", "--json")
+
+
+def _sim(cli: Any, *extra: str) -> dict[str, Any]:
+    r = cli(*_BASE, *extra)
+    assert r.exit_code == 0, r.stderr
+    out: dict[str, Any] = json.loads(r.stdout)
+    return out
+
+
+def test_resolve_maps_the_knobs_to_kvsim() -> None:
+    r = resolve("stock", {"speculative_retry": "min(5ms, 99PERCENTILE)", "dynamic_snitch_reset_interval": 60000})
+    assert (r.queue, r.replica) == ("stock", "ds")
+    assert r.queue_params == {"spec_kind": 4.0, "spec_percentile": 99.0, "spec_fixed_ms": 5.0}
+    assert r.replica_params == {"badness": 1.0, "update_ms": 100.0, "reset_s": 60.0}
+    assert resolve("stock", {}).queue_params["spec_kind"] == 2.0  # default 99p
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ({"speculative_retry": "MIN(99p,95p)"}, "different types"),
+        ({"speculative_retry": "100p"}, "between 0.0 and 100.0"),
+        ({"driver.speculative_execution.delay": 5.0}, "not modelled yet"),
+        ({"multiget.shape": "in"}, "not modelled yet"),
+        ({"driver": "go"}, "java4, python"),
+        ({"k": 3.0}, "unknown parameter 'k'"),
+    ],
+)
+def test_bad_knobs_are_named(params: dict[str, Any], message: str) -> None:
+    with pytest.raises(BadInputError, match=message):
+        resolve("stock", params)
+
+
+def test_ops_include_the_extra_reads(cli: Any) -> None:
+    never = _sim(cli, "--param", "speculative_retry=NONE")
+    always = _sim(cli, "--param", "speculative_retry=always")
+    assert never["speculative_retry"] == "NEVER" and always["speculative_retry"] == "ALWAYS"
+    assert never["extra_reads"] == 0 and never["ops"] == never["workload_ops"]
+    assert always["extra_reads"] == always["workload_ops"]
+    assert always["ops"] == 2 * never["ops"]
+
+
+def test_stalls_make_a_tail_that_speculative_retry_cuts(cli: Any) -> None:
+    stalls = ("--stall-rate", "1", "--stall-ms", "50", "--requests", "20000")
+    never = _sim(cli, "--param", "speculative_retry=NEVER", *stalls)
+    p99 = _sim(cli, *stalls)
+    calm = _sim(cli, "--param", "speculative_retry=NEVER", "--requests", "20000")
+    assert never["p99_ms"] > 5 * calm["p99_ms"]
+    assert p99["p99_ms"] < never["p99_ms"] / 2
+    assert p99["extra_reads"] > 0
+
+
+def test_stall_fields_stay_out_of_old_records() -> None:
+    assert "stall_rate" not in CassandraDeployment().as_dict()
+    d = CassandraDeployment(stall_rate=2.0, stall_ms=20.0)
+    assert d.as_dict()["stall_rate"] == 2.0
+    assert CassandraDeployment.from_dict(d.as_dict()) == d
+    assert d.cli_args() == ["--stall-rate", "2.0", "--stall-ms", "20.0"]
+    with pytest.raises(BadInputError, match="stall"):
+        CassandraDeployment(stall_rate=-1.0).server_model()
