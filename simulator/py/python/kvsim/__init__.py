@@ -9,7 +9,10 @@ policy and replica selector with its parameters' defaults, valid ranges and sear
 
 from __future__ import annotations
 
-from kvsim._kvsim import model_version
+import sys
+from typing import TYPE_CHECKING, Any
+
+from kvsim._kvsim import KvsimError, ParameterError, WorkloadError, model_version
 from kvsim.catalogue import (
     ParamSpec,
     PolicySpec,
@@ -24,21 +27,54 @@ from kvsim.catalogue import (
     replica_spec,
     replica_specs,
 )
-from kvsim.demand import DemandModel, default_thr_l, fill_unknown_sizes
-from kvsim.memcached import MemcachedConfig, MemcachedResult
-from kvsim.models import ClosedLoop, ServerModel, Slowdown, write_flags
-from kvsim.replay import (
-    BloomInfo,
-    Cluster,
-    KvsimError,
-    ParameterError,
-    ReplayConfig,
-    Result,
-    Workload,
-    WorkloadError,
-    replay,
-    tokens_for_keys,
-)
+
+if TYPE_CHECKING:
+    from kvsim.demand import DemandModel, default_thr_l, fill_unknown_sizes
+    from kvsim.memcached import MemcachedConfig, MemcachedResult
+    from kvsim.models import ClosedLoop, ServerModel, Slowdown, write_flags
+    from kvsim.replay import (
+        BloomInfo,
+        Cluster,
+        ReplayConfig,
+        Result,
+        Workload,
+        replay,
+        tokens_for_keys,
+    )
+
+#: Names loaded on first use (they need numpy), so that the catalogue above costs the CLI's help only the
+#: native module.
+_LAZY = {
+    "DemandModel": "kvsim.demand", "default_thr_l": "kvsim.demand", "fill_unknown_sizes": "kvsim.demand",
+    "MemcachedConfig": "kvsim.memcached", "MemcachedResult": "kvsim.memcached",
+    "ClosedLoop": "kvsim.models", "ServerModel": "kvsim.models", "Slowdown": "kvsim.models",
+    "write_flags": "kvsim.models",
+    "BloomInfo": "kvsim.replay", "Cluster": "kvsim.replay", "ReplayConfig": "kvsim.replay",
+    "Result": "kvsim.replay", "Workload": "kvsim.replay", "replay": "kvsim.replay",
+    "tokens_for_keys": "kvsim.replay",
+}
+
+
+#: Submodules reachable as attributes (`kvsim.memcached.replay`, `kvsim.models.THINK_DISTS`, ...).
+_SUBMODULES = ("chisel", "demand", "memcached", "models", "types")
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None and name in _SUBMODULES:
+        module = f"kvsim.{name}"
+    if module is None:
+        raise AttributeError(f"module 'kvsim' has no attribute {name!r}")
+    import importlib
+
+    importlib.import_module(module)
+    # Bind every name of every submodule loaded so far: loading `kvsim.replay` sets the attribute `replay` to
+    # the submodule, which must not hide the function of the same name.
+    for n, m in _LAZY.items():
+        if m in sys.modules:
+            globals()[n] = getattr(sys.modules[m], n)
+    return globals()[name] if name in _LAZY else sys.modules[module]
+
 
 __all__ = [
     "BloomInfo",
