@@ -1,0 +1,172 @@
+"""The stock knobs as one table: for each knob its contract name, its default, the drivers that have it (a driver
+that lacks a knob refuses it with the reason), how a deployment applies it, and the range the tuner searches.
+
+`simulate --policy stock` validates parameters against this table; the tuner's stock search space is built from
+it (`tuner.space`); the renderer (`tuner.stock_render`) groups knobs by `applied`. A knob that is in the contract
+but not modelled yet has `modelled=False`: refused by `simulate` with that reason, left out of the search.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+__all__ = [
+    "DRIVERS",
+    "DRIVER_DEFAULT",
+    "SPECULATIVE_RETRY_SEARCH",
+    "STOCK_KNOBS",
+    "StockKnob",
+    "driver_refusal",
+    "knob",
+    "stock_knobs",
+]
+
+Applied = Literal["cql", "jmx", "driver", "client-code"]
+Kind = Literal["text", "float", "int", "bool", "choice"]
+
+#: The drivers a deployment may state (`java4`: DataStax/Apache Java driver 4.x; `python`: cassandra-driver).
+DRIVERS = ("java4", "python")
+DRIVER_DEFAULT = "java4"
+
+
+@dataclass(frozen=True)
+class StockKnob:
+    """One stock knob. `default` is Cassandra's or the driver's own (per driver where they differ:
+    `driver_defaults`); `low`/`high`/`log`/`choices` are the tuner's search range; `applied` is how it reaches a
+    running system (`cql`: ALTER TABLE, live; `jmx`: StorageServiceMBean, live but not persisted, plus yaml;
+    `driver`: the driver's configuration; `client-code`: the application's query code)."""
+
+    name: str
+    kind: Kind
+    default: int | float | str
+    applied: Applied
+    drivers: tuple[str, ...] = DRIVERS
+    lacks: str = ""
+    driver_defaults: tuple[tuple[str, int | float | str], ...] = ()
+    low: float | None = None
+    high: float | None = None
+    log: bool = False
+    choices: tuple[int | float | str, ...] = ()
+    modelled: bool = True
+    unmodelled_reason: str = ""
+    doc: str = ""
+
+    def default_for(self, driver: str) -> int | float | str:
+        return dict(self.driver_defaults).get(driver, self.default)
+
+
+#: speculative_retry's search: the kinds and ranges the tuner draws the text from (tuner.space composes
+#: `NEVER`, `ALWAYS`, `<X>p`, `<Y>ms`, `MIN(<X>p,<Y>ms)`, `MAX(<X>p,<Y>ms)`).
+SPECULATIVE_RETRY_SEARCH = {
+    "kinds": ("NEVER", "ALWAYS", "PERCENTILE", "FIXED", "MIN", "MAX"),
+    "percentile": (50.0, 99.9),
+    "fixed_ms": (1, 200),
+}
+
+STOCK_KNOBS: tuple[StockKnob, ...] = (
+    StockKnob(
+        "speculative_retry",
+        "text",
+        "99p",
+        "cql",
+        doc="per table; ALTER TABLE ks.t WITH speculative_retry = '...'",
+    ),
+    StockKnob(
+        "dynamic_snitch_badness_threshold",
+        "float",
+        1.0,
+        "jmx",
+        low=0.0,
+        high=2.0,
+        doc="cassandra.yaml; live over JMX StorageServiceMBean.updateSnitch (not persisted)",
+    ),
+    StockKnob("dynamic_snitch_update_interval", "int", 100, "jmx", low=10, high=1000, log=True, doc="ms"),
+    StockKnob("dynamic_snitch_reset_interval", "int", 600_000, "jmx", low=10_000, high=600_000, log=True, doc="ms"),
+    StockKnob(
+        "driver.speculative_execution.delay",
+        "float",
+        0.0,
+        "driver",
+        low=0.5,
+        high=100.0,
+        log=True,
+        modelled=False,
+        unmodelled_reason="driver hedging is not modelled yet",
+        doc="ms",
+    ),
+    StockKnob(
+        "driver.speculative_execution.max_executions",
+        "int",
+        1,
+        "driver",
+        low=1,
+        high=3,
+        modelled=False,
+        unmodelled_reason="driver hedging is not modelled yet",
+        doc="counting the first execution (Java's meaning); 1 = no speculative execution",
+    ),
+    StockKnob(
+        "driver.slow_replica_avoidance",
+        "bool",
+        1,
+        "driver",
+        drivers=("java4",),
+        lacks="the Python driver has no slow-replica avoidance (only the Java driver 4's DefaultLoadBalancingPolicy)",
+        choices=(0, 1),
+        modelled=False,
+        unmodelled_reason="the Java driver's slow-replica avoidance is not modelled yet",
+    ),
+    StockKnob(
+        "driver.shuffle_replicas",
+        "bool",
+        1,
+        "driver",
+        drivers=("python",),
+        lacks="the Java driver 4 always shuffles replicas; it has no setting for it",
+        driver_defaults=(("python", 0),),
+        choices=(0, 1),
+        modelled=False,
+        unmodelled_reason="the driver's replica shuffling is not modelled yet",
+    ),
+    StockKnob(
+        "multiget.shape",
+        "choice",
+        "in",
+        "client-code",
+        choices=("in", "per-partition"),
+        modelled=False,
+        unmodelled_reason="the multiget shape is not modelled yet (the replay sends one read per partition group)",
+    ),
+    StockKnob(
+        "multiget.chunk",
+        "int",
+        0,
+        "client-code",
+        low=1,
+        high=64,
+        log=True,
+        modelled=False,
+        unmodelled_reason="the multiget chunk size is not modelled yet",
+        doc="keys per query; 0 = all",
+    ),
+)
+
+_BY_NAME = {k.name: k for k in STOCK_KNOBS}
+
+
+def knob(name: str) -> StockKnob | None:
+    return _BY_NAME.get(name)
+
+
+def driver_refusal(name: str, driver: str) -> str | None:
+    """Why `driver` refuses knob `name` (None: it has it, or it is not a driver knob)."""
+    k = _BY_NAME.get(name)
+    if k is None or driver in k.drivers:
+        return None
+    return k.lacks or f"{name} is not a setting of the {driver} driver"
+
+
+def stock_knobs(driver: str = DRIVER_DEFAULT, *, modelled_only: bool = True) -> list[StockKnob]:
+    """The knobs a deployment with `driver` has (the tuner's stock search space when `modelled_only`)."""
+    return [k for k in STOCK_KNOBS if driver in k.drivers and (k.modelled or not modelled_only)]
