@@ -51,6 +51,10 @@ class Recommendation:
     tuned_for: dict[str, Any] = field(default_factory=dict)
     reproduce: list[str] = field(default_factory=list)
     pareto_front: list[dict[str, Any]] | None = None
+    #: Cassandra: the server kind tuned for (`stock` or `rein-patched`); None for memcached.
+    server: str | None = None
+    #: Cassandra: `{stock: {...}, patched: {...}}`, each server kind's best with its figures, CI and verdict.
+    alternatives: dict[str, Any] | None = None
 
     @property
     def recommends(self) -> bool:
@@ -61,9 +65,10 @@ class Recommendation:
         return {"policy": self.policy, "params": dict(self.params), "target": self.render}
 
     def to_json(self) -> dict[str, Any]:
-        out = {k: v for k, v in self.__dict__.items() if k != "pareto_front"}
-        if self.pareto_front is not None:
-            out["pareto_front"] = self.pareto_front
+        out = {k: v for k, v in self.__dict__.items() if k not in ("pareto_front", "server", "alternatives")}
+        for k in ("pareto_front", "server", "alternatives"):
+            if getattr(self, k) is not None:
+                out[k] = getattr(self, k)
         return out
 
     @classmethod

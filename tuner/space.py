@@ -35,6 +35,8 @@ __all__ = [
     "memcached_space",
     "parse_override",
     "space_for",
+    "speculative_retry_choices",
+    "stock_space",
 ]
 
 ParamValue = int | float | str
@@ -382,6 +384,59 @@ def cassandra_space(summary: Mapping[str, Any] | None = None) -> SearchSpace:
         Param("queue", "cat", choices=QUEUE_DISCIPLINES),
     )))
     return SearchSpace("cassandra", tuple(spaces))
+
+
+# ------------------------------------------------------------------------------------------------ stock cassandra
+#: speculative_retry values the stock search draws from (besides NEVER and ALWAYS): percentiles, fixed times, and
+#: MIN/MAX of the middle percentiles with the middle fixed times.
+SPEC_PERCENTILES: tuple[float, ...] = (50.0, 75.0, 90.0, 95.0, 99.0, 99.9)
+SPEC_FIXED_MS: tuple[int, ...] = (1, 2, 5, 10, 20, 50, 100)
+SPEC_HYBRID = ((90.0, 95.0, 99.0), (2, 5, 10, 20))
+
+
+def _pct(p: float) -> str:
+    return f"{p:g}p"
+
+
+def speculative_retry_choices() -> tuple[str, ...]:
+    """Every `speculative_retry` text the stock search may try, in Cassandra's normalised spelling: `NEVER`,
+    `ALWAYS`, `<X>p` for X in SPEC_PERCENTILES, `<Y>ms` for Y in SPEC_FIXED_MS, and `MIN(<X>p,<Y>ms)` /
+    `MAX(<X>p,<Y>ms)` over SPEC_HYBRID."""
+    pcts, fixed = SPEC_HYBRID
+    hybrid = [f"{f}({_pct(p)},{y}ms)" for f in ("MIN", "MAX") for p in pcts for y in fixed]
+    return ("NEVER", "ALWAYS", *(_pct(p) for p in SPEC_PERCENTILES), *(f"{y}ms" for y in SPEC_FIXED_MS), *hybrid)
+
+
+#: Values an operator would write for the dynamic snitch's settings (cassandra.yaml / JMX) rather than any point
+#: of their ranges: the badness threshold in steps of 0.1, the intervals on round values.
+SNITCH_GRID: dict[str, tuple[ParamValue, ...]] = {
+    "dynamic_snitch_update_interval": (10, 20, 50, 100, 200, 500, 1000),
+    "dynamic_snitch_reset_interval": (10_000, 60_000, 120_000, 300_000, 600_000),
+    "dynamic_snitch_badness_threshold": tuple(round(0.1 * i, 1) for i in range(21)),
+}
+
+
+def _knob_param(k: Any) -> Param:
+    if k.name == "speculative_retry":
+        return Param(k.name, "cat", choices=speculative_retry_choices())
+    if k.name in SNITCH_GRID:
+        return Param(k.name, "cat", choices=SNITCH_GRID[k.name])
+    if k.kind in ("bool", "choice") or k.choices:
+        return Param(k.name, "cat", choices=tuple(k.choices or (0, 1)))
+    kind: Kind = "int" if k.kind == "int" else "float"
+    return Param(k.name, kind, k.low, k.high, log=k.log)
+
+
+def stock_space(driver: str = "java4") -> SearchSpace:
+    """Stock Cassandra: the single policy `stock` over exactly the knobs that stock Cassandra and `driver` have and
+    the simulator models (`tailtune.simulation.stock_knobs.stock_knobs`); `driver` is fixed."""
+    from tailtune.simulation.stock_knobs import DRIVERS, stock_knobs
+
+    if driver not in DRIVERS:
+        raise BadInputError.single("command line", f"unknown driver {driver!r} (one of {', '.join(DRIVERS)})",
+                                   field="driver")
+    params = tuple(_knob_param(k) for k in stock_knobs(driver))
+    return SearchSpace("cassandra", (PolicySpace("stock", params, {"driver": driver}),))
 
 
 # ------------------------------------------------------------------------------------------------ memcached

@@ -31,9 +31,14 @@ from tuner.recommendation import Recommendation
 from tuner.space import Candidate, SearchSpace, apply_overrides, space_for
 from tuner.study import StudyConfig, evaluate_candidate, run_study
 
-__all__ = ["TuneRequest", "find_summary", "parse_candidate", "run_tune"]
+__all__ = ["SERVERS", "TuneRequest", "find_summary", "parse_candidate", "run_tune", "stock_defaults"]
 
 _EVALUATORS = {"cassandra": "kvsim-cassandra", "memcached": "kvsim-memcached"}
+#: What a Cassandra deployment runs: `stock` (released Cassandra: the stock knobs are tuned) or `rein-patched` (a
+#: node with the papers' schedulers: the scheduler space is tuned). The other one is searched as the alternative.
+SERVERS = ("stock", "rein-patched")
+#: The key of each server kind under the recommendation's `alternatives`.
+_ALT_KEY = {"stock": "stock", "rein-patched": "patched"}
 
 
 @dataclass(frozen=True)
@@ -57,13 +62,37 @@ class TuneRequest:
     sampler_seed: int = 0
     mlflow: bool = True
     plots: bool = True
+    #: Cassandra: `stock` (default) or `rein-patched`; None = the default. Not a memcached setting.
+    server: str | None = None
+    #: Cassandra: the application's driver (`java4`, `python`): which driver knobs exist.
+    driver: str = "java4"
+    #: Cassandra: the tables (`keyspace.table`) the rendered CQL alters.
+    tables: tuple[str, ...] = ()
+    #: Cassandra: trials of the other server kind's study (the alternative); None = `trials`, 0 = not searched.
+    alternative_trials: int | None = None
+
+
+def _split_top(text: str) -> list[str]:
+    """Split on commas outside parentheses (`speculative_retry=MIN(99p,5ms),driver=python` is two items)."""
+    items: list[str] = []
+    depth = 0
+    cur: list[str] = []
+    for ch in text:
+        if ch == "," and depth == 0:
+            items.append("".join(cur))
+            cur = []
+            continue
+        depth += (ch == "(") - (ch == ")")
+        cur.append(ch)
+    items.append("".join(cur))
+    return items
 
 
 def parse_candidate(text: str, source: str = "--current") -> Candidate:
-    """`policy` or `policy:k=v,k=v` (e.g. `rein:k=4,range_factor=3`)."""
+    """`policy` or `policy:k=v,k=v` (e.g. `rein:k=4,range_factor=3`, `stock:speculative_retry=MIN(99p,5ms)`)."""
     policy, _, rest = text.partition(":")
     params: dict[str, int | float | str] = {}
-    for i, item in enumerate(filter(None, (s.strip() for s in rest.split(","))), start=1):
+    for i, item in enumerate(filter(None, (s.strip() for s in _split_top(rest))), start=1):
         name, sep, value = item.partition("=")
         if not sep:
             raise BadInputError.single(source, f"expected NAME=VALUE, got {item!r}", field=f"param {i}")
@@ -74,6 +103,17 @@ def parse_candidate(text: str, source: str = "--current") -> Candidate:
     if not policy.strip():
         raise BadInputError.single(source, "missing policy name", field="policy")
     return Candidate(policy.strip(), params)
+
+
+def stock_defaults(driver: str, current: Mapping[str, Any] | None = None) -> Candidate:
+    """The stock candidate with every searched knob at Cassandra's and `driver`'s default, then `current`'s
+    values on top (the user's current settings)."""
+    from tailtune.simulation.stock_knobs import stock_knobs
+
+    params: dict[str, int | float | str] = {k.name: k.default_for(driver) for k in stock_knobs(driver)}
+    params.update({k: v for k, v in (current or {}).items() if k != "driver"})
+    params["driver"] = driver
+    return Candidate("stock", params)
 
 
 def find_summary(source: WorkloadSource, settings: Settings) -> dict[str, Any] | None:
@@ -122,6 +162,7 @@ class _Job:
     base_res: dict[str, Any]
     config: StudyConfig
     tracker: Any = None
+    server: str | None = None
 
 
 def run_tune(
@@ -134,14 +175,24 @@ def run_tune(
     """Run the tuning job and return the recommendation (its `to_json()` is the `tune --json` object):
     space → baseline → tracking → study → references → verdict → recommendation."""
     job = _prepare(req, settings or get_settings(), evaluator)
+    alt = _prepare_alternative(job)
+    alt_trials = alt.config.trials if alt is not None else 0
     _start_tracking(job)
     paper = job.ev.reference(job.seeds[0]) or PAPER_DEFAULTS[req.deployment]
     tracker = job.tracker
+    main_progress = None
+    if on_progress is not None:
+        report = on_progress
+
+        def main_progress(done: int, total: int, best: float | None) -> None:
+            report(done, total + alt_trials, best)
+
     try:
         outcome = run_study(job.config, jobs=req.jobs, warm_start=(paper, job.baseline), timeout_s=req.timeout_s,
-                            on_progress=on_progress,
+                            on_progress=main_progress,
                             on_trial=tracker.log_trial if tracker and tracker.run_id else None,
                             evaluator=job.ev if req.jobs == 1 else None)
+        alt_block = _run_alternative(job, alt, paper, outcome.wall_s, on_progress) if alt is not None else None
     except BaseException:
         # stopped from outside (a cancelled job, Ctrl-C) or failed: the MLflow run says so instead of staying open
         if tracker is not None and tracker.run_id is not None:
@@ -150,10 +201,63 @@ def run_tune(
     trials = outcome.study.get_trials(deepcopy=False)
     _log_trials(job, outcome.study, trials)
     rec = _recommendation(job, trials, paper, outcome.wall_s)
+    if job.server is not None:
+        rec = _with_alternatives(job, rec, _best_block(job, job, trials), alt_block)
     if tracker is not None:
         rec = dataclasses.replace(rec, mlflow_run_id=tracker.run_id)
         _finish_tracking(job, rec, outcome.study, trials, paper)
     return rec
+
+
+def _server(req: TuneRequest) -> str | None:
+    if req.deployment != "cassandra":
+        if req.server is not None:
+            raise BadInputError.single("command line", "--server is a Cassandra setting (stock or rein-patched)",
+                                       field="server")
+        return None
+    server = req.server or _implied_server(req)
+    if server not in SERVERS:
+        raise BadInputError.single("command line", f"unknown server {server!r} (one of {', '.join(SERVERS)})",
+                                   field="server")
+    return server
+
+
+def _implied_server(req: TuneRequest) -> str:
+    """No `--server`: `rein-patched` when the request names patched policies (a patched `--current`, or
+    `--policies`: only a patched server runs them), else `stock`."""
+    if req.current is not None and req.current.policy != "stock":
+        return "rein-patched"
+    if req.policies and any(p != "stock" for p in req.policies):
+        return "rein-patched"
+    return "stock"
+
+
+def _space_and_baseline(
+    req: TuneRequest, server: str | None, summary: Mapping[str, Any] | None, *, main: bool
+) -> tuple[SearchSpace, Candidate]:
+    """The search space and the current config of `server` (the main study's: `req.current` is the user's;
+    the alternative's: that server's defaults)."""
+    stock_ov = {k: v for k, v in req.overrides.items() if k.startswith("stock.")}
+    if server == "stock":
+        from tailtune.simulation.stock_knobs import DRIVERS
+        from tuner.space import stock_space
+
+        if req.driver not in DRIVERS:
+            raise BadInputError.single("command line", f"unknown driver {req.driver!r} (one of "
+                                                       f"{', '.join(DRIVERS)})", field="driver")
+        space = apply_overrides(stock_space(req.driver), stock_ov)
+        cur = req.current if main else None
+        if cur is not None and cur.policy != "stock":
+            raise BadInputError.single("--current", f"{cur.policy!r} needs a patched server: with --server stock "
+                                                    "the current config is stock:KNOB=VALUE,...", field="policy")
+        return space, stock_defaults(req.driver, cur.params if cur is not None else None)
+    others = {k: v for k, v in req.overrides.items() if k not in stock_ov}
+    patched = [p for p in req.policies or () if p != "stock"]
+    space = apply_overrides(space_for(req.deployment, summary), others, policies=patched or None)
+    cur = req.current if main else None
+    if cur is not None and cur.policy == "stock":
+        raise BadInputError.single("--current", "a stock config is current: use --server stock", field="policy")
+    return space, cur or DEFAULT_BASELINE[req.deployment]
 
 
 def _prepare(req: TuneRequest, settings: Settings, evaluator: Evaluator | None) -> _Job:
@@ -168,12 +272,11 @@ def _prepare(req: TuneRequest, settings: Settings, evaluator: Evaluator | None) 
         EvaluatorSpec(_EVALUATORS[req.deployment], {"source": req.source.as_dict(), **req.evaluator_options})
     )
     summary = ev.adapt_summary(summary)
-    space = apply_overrides(space_for(req.deployment, summary), req.overrides,
-                            policies=list(req.policies) if req.policies else None)
+    server = _server(req)
+    space, baseline = _space_and_baseline(req, server, summary, main=True)
     space, dropped = _filter_space(space, ev)
     objective = parse_objective(req.objective, req.constraints)
     seeds = tuple(range(req.seeds))
-    baseline = req.current or DEFAULT_BASELINE[req.deployment]
     base_res = evaluate_candidate(ev, baseline, seeds, objective)
     config = StudyConfig(
         name="pending", storage=req.storage or settings.resolved_optuna_storage, evaluator=ev.spec(),
@@ -182,7 +285,107 @@ def _prepare(req: TuneRequest, settings: Settings, evaluator: Evaluator | None) 
         baseline=baseline, baseline_metrics=Metrics.from_dict(base_res["metrics"]),
     )
     config = dataclasses.replace(config, name=req.study or _study_name(req, config.fingerprint()))
-    return _Job(req, settings, ev, summary, space, dropped, objective, seeds, baseline, base_res, config)
+    return _Job(req, settings, ev, summary, space, dropped, objective, seeds, baseline, base_res, config,
+                server=server)
+
+
+def _prepare_alternative(main: _Job) -> _Job | None:
+    """The other server kind's study (Cassandra): its space, its defaults as its current config, same seeds,
+    objective and evaluator; None when not searched (`alternative_trials=0`) or not Cassandra."""
+    req = main.req
+    trials = req.trials if req.alternative_trials is None else req.alternative_trials
+    if main.server is None or trials <= 0:
+        return None
+    server = next(s for s in SERVERS if s != main.server)
+    space, baseline = _space_and_baseline(req, server, main.summary, main=False)
+    space, dropped = _filter_space(space, main.ev)
+    base_res = evaluate_candidate(main.ev, baseline, main.seeds, main.objective)
+    config = dataclasses.replace(
+        main.config, space=space, trials=trials, startup_trials=max(5, min(10, trials // 5)), baseline=baseline,
+        baseline_metrics=Metrics.from_dict(base_res["metrics"]),
+    )
+    name = f"{req.study}-{_ALT_KEY[server]}" if req.study else _study_name(req, config.fingerprint())
+    config = dataclasses.replace(config, name=name)
+    return _Job(req, main.settings, main.ev, main.summary, space, dropped, main.objective, main.seeds, baseline,
+                base_res, config, server=server)
+
+
+def _run_alternative(
+    main: _Job, alt: _Job, paper: Candidate, main_wall_s: float,
+    on_progress: Callable[[int, int, float | None], None] | None,
+) -> dict[str, Any]:
+    """Runs the alternative study; its best trial with figures, CI and the verdict against the main study's
+    current config (what switching server kind would change)."""
+    done_main = main.config.trials
+    report = on_progress
+
+    def progress(done: int, total: int, best: float | None) -> None:
+        if report is not None:
+            report(done_main + done, done_main + total, best)
+
+    outcome = run_study(alt.config, jobs=main.req.jobs, warm_start=(alt.baseline, paper),
+                        timeout_s=main.req.timeout_s, on_progress=progress,
+                        evaluator=alt.ev if main.req.jobs == 1 else None)
+    trials = outcome.study.get_trials(deepcopy=False)
+    return _best_block(main, alt, trials)
+
+
+def _best_block(main: _Job, job: _Job, trials: Sequence[Any]) -> dict[str, Any]:
+    """`{policy, params, p50_ms, …, ci, ci_method, verdict, reason, p_value, improvement_pct, trials, study}`
+    of the best trial of `job`'s study, judged against `main`'s current config."""
+    objective, seeds = main.objective, main.seeds
+    best_t = pick_best(trials, objective)
+    done = len([t for t in trials if t.state.name in ("COMPLETE", "PRUNED")])
+    head: dict[str, Any] = {"server": job.server, "trials": done, "study": job.config.name}
+    if best_t is None:
+        return {**head, "policy": None, "params": {}, "verdict": "keep current",
+                "reason": "no trial met the constraints"}
+    best = Candidate.from_dict(best_t.user_attrs["candidate"])
+    per_seed = [v[0] for v in best_t.user_attrs["per_seed"]]
+    paired = None
+    ci, ci_method = list(best_t.user_attrs["ci"]), f"Student-t over {len(seeds)} seeds"
+    if len(seeds) == 1:
+        base_b, best_b = _batch_evidence(main, best)
+        if base_b and best_b:
+            paired = ([v[0] for v in best_b[0]], [v[0] for v in base_b[0]])
+            ci, ci_method = best_b[1], f"batch means over {len(best_b[0])} batches of one replay"
+        else:
+            ci, ci_method = [None] * len(objective.labels), "not estimated (one replay too short)"
+    verdict = decide(best, per_seed, Metrics.from_dict(best_t.user_attrs["metrics"]), main.baseline,
+                     [v[0] for v in main.base_res["per_seed"]], Metrics.from_dict(main.base_res["metrics"]),
+                     objective, paired=paired)
+    return {
+        **head,
+        **metrics_block(best, best_t.user_attrs["metrics"]),
+        "ci": {objective.labels[i]: ci[i] for i in range(len(objective.labels))},
+        "ci_method": ci_method,
+        "verdict": verdict.label,
+        "reason": verdict.reason,
+        "p_value": verdict.p_value,
+        "improvement_pct": verdict.improvement_pct,
+    }
+
+
+def _with_alternatives(job: _Job, rec: Recommendation, main_block: dict[str, Any],
+                       alt_block: dict[str, Any] | None) -> Recommendation:
+    """`server` and `alternatives.{stock,patched}`: the main study's best (its verdict is the recommendation's)
+    and the other server kind's best, both judged against the current config; a stock recommendation renders
+    as the CQL, yaml, JMX and driver settings a stock deployment applies."""
+    assert job.server is not None
+    other = next(s for s in SERVERS if s != job.server)
+    alternatives: dict[str, Any] = {
+        _ALT_KEY[job.server]: {**main_block, "verdict": rec.verdict, "reason": rec.reason},
+        _ALT_KEY[other]: alt_block if alt_block is not None else {
+            "server": other, "policy": None, "params": {}, "verdict": "not searched",
+            "reason": "alternative_trials is 0"},
+    }
+    render = rec.render
+    if rec.policy == "stock":
+        from tuner.stock_render import render_stock
+
+        tables = list(job.req.tables) or ["<keyspace>.<table>"]
+        render = render_stock(rec.params, tables=tables, driver=job.req.driver)
+    return dataclasses.replace(rec, server=job.server, alternatives=alternatives, render=render)
 
 
 def _start_tracking(job: _Job) -> None:

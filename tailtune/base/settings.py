@@ -93,6 +93,11 @@ class Settings(BaseSettings):
     tune_max_trials: int = Field(default=1000, description="Largest `tune.trials` of a job.")
     tune_max_seeds: int = Field(default=20, description="Largest `tune.seeds` of a job.")
     tune_max_timeout_s: float = Field(default=86400.0, description="Largest `tune.timeout_s` of a job.")
+    tune_max_utilisation: float = Field(
+        default=0.95, gt=0.0,
+        description="A candidate whose extra reads (speculative retry, hedging) push the servers' offered "
+        "utilisation above this is pruned as overloading the cluster.",
+    )
     job_time_budget_s: float = Field(
         default=6 * 3600.0, description="A running job is stopped (failed, not retried) after this long; 0: none."
     )

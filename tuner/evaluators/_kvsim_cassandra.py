@@ -44,6 +44,7 @@ class KvsimCassandraEvaluator(Evaluator):
         self.setup = CassandraDeployment.from_dict(options)
         self.options = options
         self._trace: PreparedTrace | None = None
+        self._utilisation: dict[tuple[Any, ...], float] = {}
 
     def _prepared(self) -> PreparedTrace:
         if self._trace is None:
@@ -67,8 +68,26 @@ class KvsimCassandraEvaluator(Evaluator):
             raise BadInputError.single("candidate", f"kvsim cannot replay policy {candidate.policy!r}",
                                        field="policy")
         policy = resolve(candidate.policy, candidate.params, where=where)
-        return cassandra.replay(self._prepared(), self.setup, policy, seed, fraction=fraction, classes=False,
-                                where=where)
+        res = cassandra.replay(self._prepared(), self.setup, policy, seed, fraction=fraction, classes=False,
+                               where=where)
+        extra = int(res.copies["ops"]) if res.copies is not None else 0
+        if extra and res.ops:
+            util = self.setup.load * (res.ops + extra) / res.ops
+            key = candidate.key()
+            self._utilisation[key] = max(util, self._utilisation.get(key, 0.0))
+        return res
+
+    def overloaded(self, candidate: Candidate) -> str | None:
+        """Offered utilisation with the extra (speculative or duplicate) reads = load × (ops + extra) / ops; over
+        the setting `tune_max_utilisation` (default 0.95) the candidate overloads the cluster."""
+        from tailtune.base.settings import get_settings
+
+        util = self._utilisation.get(candidate.key())
+        limit = get_settings().tune_max_utilisation
+        if util is None or util <= limit:
+            return None
+        return (f"its extra reads raise the servers' utilisation to {util:.2f} (load {self.setup.load:g}), above "
+                f"the limit {limit:g}: it overloads the cluster")
 
     def adapt_summary(self, summary: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
         """K/R ranges from the fan-out of the topology that is replayed, not the one `analyze` assumed."""
@@ -84,7 +103,7 @@ class KvsimCassandraEvaluator(Evaluator):
     # ------------------------------------------------------------------ contract
     def policies(self) -> tuple[str, ...]:
         core = tuple(p for p in cassandra_queue_policies() if p not in NOT_TUNABLE)
-        return (*core, *SELECTOR_POLICIES, REPLICA_POLICY)
+        return (*core, *SELECTOR_POLICIES, REPLICA_POLICY, "stock")
 
     def evaluate(self, candidate: Candidate, seed: int, fraction: float = 1.0) -> Metrics:
         r = self._replay(candidate, seed, fraction)

@@ -101,3 +101,9 @@ class Evaluator(ABC):
     def simulate_args(self, candidate: Candidate, seed: int) -> list[str] | None:
         """`tailtune simulate` arguments that replay `candidate` on `seed` exactly; None if there are none."""
         return None
+
+    def overloaded(self, candidate: Candidate) -> str | None:
+        """Why `candidate` overloads the deployment in the replays evaluated so far (extra reads it sends push
+        the servers' utilisation past the deployment's limit), or None. The study prunes such a candidate even
+        when its latencies look good (a replay of seconds may not show the queue that keeps growing)."""
+        return None

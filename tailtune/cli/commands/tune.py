@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -42,13 +42,31 @@ def tune(
     summary: Annotated[Path | None, typer.Option("--summary", help="summary.json of `tailtune analyze`.")]
     = None,
     load: Annotated[float | None, typer.Option("--load", help="Cassandra: offered load (default 0.75).")] = None,
+    server: Annotated[
+        str | None, typer.Option("--server", help="Cassandra: stock (default: tune its own knobs) or rein-patched.")
+    ] = None,
+    driver: Annotated[str, typer.Option("--driver", help="Cassandra: the application's driver, java4 or python.")]
+    = "java4",
+    table: Annotated[
+        list[str] | None, typer.Option("--table", help="Cassandra: KEYSPACE.TABLE the CQL alters (repeatable).")
+    ] = None,
+    alternative_trials: Annotated[
+        int | None,
+        typer.Option("--alternative-trials", help="Cassandra: trials of the other server kind (default --trials; "
+                                                  "0 = skip)."),
+    ] = None,
+    stall_rate: Annotated[
+        float | None, typer.Option("--stall-rate", help="Cassandra: stalls per second per server.")
+    ] = None,
+    stall_ms: Annotated[float | None, typer.Option("--stall-ms", help="Cassandra: stall length, ms (default 50).")]
+    = None,
     no_mlflow: Annotated[bool, typer.Option("--no-mlflow", help="Do not track in MLflow.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the recommendation JSON on stdout.")] = False,
 ) -> None:
     """Tune the scheduler for a trace: best policy and parameters, with evidence vs your current config."""
     import json
 
-    from tailtune.base.console import err_console, out_console, print_json, progress
+    from tailtune.base.console import print_json, progress
     from tailtune.base.errors import BadInputError
     from tailtune.simulation.source import WorkloadSource
     from tuner.space import parse_override
@@ -64,16 +82,22 @@ def tune(
         except (OSError, ValueError) as exc:
             raise BadInputError.single(str(summary), f"not a readable JSON file: {exc}") from None
     overrides = dict(parse_override(s) for s in (space or []))
-    ev_opts = {"load": load} if load is not None and store == "cassandra" else {}
+    ev_opts: dict[str, float] = {}
+    if store == "cassandra":
+        for key, val in (("load", load), ("stall_rate", stall_rate), ("stall_ms", stall_ms)):
+            if val is not None:
+                ev_opts[key] = val
     req = TuneRequest(
         source=source, deployment=store, trials=trials, seeds=seeds, objective=objective,
         constraints=tuple(constraint or ()), timeout_s=timeout, jobs=jobs, study=study, storage=storage,
         current=parse_candidate(current) if current else None,
         policies=tuple(p.strip() for p in policies.split(",") if p.strip()) if policies else None,
         overrides=overrides, summary=summary_doc, evaluator_options=ev_opts, mlflow=not no_mlflow,
+        server=server, driver=driver, tables=tuple(table or ()), alternative_trials=alternative_trials,
     )
     with progress(transient=True) as bar:
-        task = bar.add_task("tuning", total=trials)
+        task = bar.add_task("tuning", total=trials + (alternative_trials if alternative_trials is not None
+                                                        else trials if store == "cassandra" else 0))
 
         def on_progress(done: int, total: int, best: float | None) -> None:
             best_s = f"best {best:.3f} ms" if best is not None else "best -"
@@ -84,16 +108,37 @@ def tune(
     if as_json:
         print_json(doc)
         return
+    _print_text(doc)
+
+
+def _print_text(doc: dict[str, Any]) -> None:
+    """The human view: verdict, the chosen config, then current / best stock / best patched side by side."""
+    import json
+
+    from tailtune.base.console import err_console, out_console
+
     color = "green" if doc["verdict"] == "recommend" else "yellow"
     out_console.print(f"[bold {color}]{doc['verdict']}[/]: {doc['reason']}")
     params = ", ".join(f"{k}={v}" for k, v in doc["params"].items())
     out_console.print(f"policy [bold]{doc['policy']}[/] {params}")
     e, b, p = doc["expected"], doc["baseline"], doc["paper_default"]
-    for label, m in (("expected", e), (f"current ({b['policy']})", b), (f"paper default ({p['policy']})", p)):
-        out_console.print(f"  {label:28s} p50 {m['p50_ms']:.3f} ms  p95 {m['p95_ms']:.3f} ms  "
+    rows: list[tuple[str, dict[str, Any]]] = [("expected", e), (f"current ({b['policy']})", b)]
+    alts = doc.get("alternatives") or {}
+    for key, label in (("stock", "best stock"), ("patched", "best patched")):
+        a = alts.get(key)
+        if a and a.get("policy") is not None:
+            rows.append((f"{label} ({a['policy']}): {a['verdict']}", a))
+    rows.append((f"paper default ({p['policy']})", p))
+    for label, m in rows:
+        out_console.print(f"  {label:44s} p50 {m['p50_ms']:.3f} ms  p95 {m['p95_ms']:.3f} ms  "
                           f"p99 {m['p99_ms']:.3f} ms", highlight=False)
     out_console.print(f"study {doc['study']} ({doc['trials']} trials) · MLflow run {doc['mlflow_run_id']}")
-    err_console.print(json.dumps(doc["render"]["json"]), highlight=False)
+    render = doc["render"]
+    if "cql" in render:
+        for line in render["cql"]:
+            err_console.print(line, highlight=False)
+    else:
+        err_console.print(json.dumps(render["json"]), highlight=False)
 
 
 def register(app: typer.Typer) -> None:
