@@ -14,4 +14,6 @@ say "cargo test"; cargo test --workspace --quiet
 # ~2 min) and the tuner's workers on a Spark standalone cluster (~1.5 min); set them to 0 to skip locally
 export TAILTUNE_E2E="${TAILTUNE_E2E:-1}"
 export TAILTUNE_TEST_SPARK_TUNER="${TAILTUNE_TEST_SPARK_TUNER:-1}"
-say "pytest"; python -m pytest "$@"
+# one worker process per core (TAILTUNE_TEST_WORKERS=0: no workers); tests of one heavy session server share a
+# worker (tests/conftest.py XDIST_GROUPS)
+say "pytest"; python -m pytest -n "${TAILTUNE_TEST_WORKERS:-auto}" --dist loadgroup "$@"

@@ -109,3 +109,16 @@ def postgres_server() -> Iterator[PostgresServer]:
         pytest.fail(str(exc), pytrace=False)
     with server:
         yield server
+
+
+#: Tests run in parallel worker processes (pytest-xdist, `--dist loadgroup`): every test that uses one of these
+#: session servers runs in the same worker, so each heavy server starts once per run, not once per worker.
+XDIST_GROUPS = {"cassandra_node": "cassandra", "spark": "spark"}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        names = getattr(item, "fixturenames", ())
+        group = next((g for fx, g in XDIST_GROUPS.items() if fx in names), None)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))

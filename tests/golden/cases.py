@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-__all__ = ["CASES", "DATA", "VOLATILE", "run_case", "stable"]
+__all__ = ["CASES", "DATA", "VOLATILE", "run_case", "run_cases", "stable"]
 
 DATA = Path(__file__).with_name("data")
 
@@ -89,3 +89,21 @@ def run_case(name: str, home: Path) -> Any:
     if proc.returncode != 0:
         raise RuntimeError(f"golden case {name} exited {proc.returncode}: {proc.stderr.strip()[-2000:]}")
     return stable(json.loads(proc.stdout))
+
+
+def run_cases(names: list[str], home: Path) -> dict[str, Any]:
+    """Runs the cases one after another in ONE fresh process (`python -m tests.golden.batch`: each case through
+    the CLI's entry point in-process, its own TAILTUNE_HOME): the same outputs as `run_case` without a Python
+    start-up per case. Returns {name: JSON without volatile keys}; a failed case raises naming it."""
+    env = {**os.environ, "PYTHONHASHSEED": "0"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "tests.golden.batch", str(home), *names], capture_output=True, text=True, env=env,
+        check=False,
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(f"golden batch exited {proc.returncode}: {proc.stderr.strip()[-2000:]}")
+    docs: dict[str, Any] = json.loads(proc.stdout)
+    for name, doc in docs.items():
+        if isinstance(doc, dict) and "__error__" in doc:
+            raise RuntimeError(f"golden case {name} failed: {doc['__error__']}")
+    return {name: stable(doc) for name, doc in docs.items()}

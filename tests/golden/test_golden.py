@@ -7,12 +7,17 @@ exactly (floats compared bit for bit through their JSON text).
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.golden.cases import CASES, DATA, run_case
+from tests.golden.cases import CASES, DATA, run_cases
+
+
+@pytest.fixture(scope="module")
+def outputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """Every case's output, from one process that runs them all (see `run_cases`)."""
+    return run_cases(sorted(CASES), tmp_path_factory.mktemp("golden"))
 
 
 def _missing_or_changed(expected: Any, got: Any, path: str = "$") -> list[str]:
@@ -36,9 +41,10 @@ def _missing_or_changed(expected: Any, got: Any, path: str = "$") -> list[str]:
     return []
 
 
+@pytest.mark.xdist_group("golden")
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_golden(name: str, tmp_path: Path) -> None:
+def test_golden(name: str, outputs: dict[str, Any]) -> None:
     expected = json.loads((DATA / f"{name}.json").read_text())
-    got = run_case(name, tmp_path)
+    got = outputs[name]
     diffs = _missing_or_changed(expected, got)
     assert not diffs, f"{name} differs from tests/golden/data/{name}.json:\n" + "\n".join(diffs[:20])
