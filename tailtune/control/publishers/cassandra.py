@@ -7,6 +7,15 @@ version never overwrites a newer one, whatever the order of publishers. The whol
 one row: readers never see half of it. Nodes read their config with
 
     SELECT version, config FROM <keyspace>.config_current WHERE deployment = ?;
+
+A config that sets table options (a `stock` config, or params with `speculative_retry`; see
+`tailtune.control.publishers.stock`) is also applied live to each table of the deployment, between the version
+row and the current row: `ALTER TABLE ks.t WITH speculative_retry = '...'`, read back from
+`system_schema.tables` and compared as parsed forms (Cassandra normalises the text). All tables or none: a
+missing table stops the publish before any change; a failed ALTER or read-back reverts the tables already
+changed, and the error names the table and why. Each table's value before and after is returned in
+`PublishOutcome.applied["tables"]` (recorded with the version; a rollback restores from it). The snitch settings
+are only read (`system_views.settings`), never written: see docs/applying-stock.md.
 """
 
 from __future__ import annotations
@@ -14,18 +23,153 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from tailtune.base.errors import BadInputError
 from tailtune.control.publishers.base import (
     Head,
     PublishConflict,
     Publisher,
     PublishOutcome,
+    PublishRejected,
     TargetUnavailable,
     document,
 )
+from tailtune.control.publishers.stock import desired_speculative_retry
+from tailtune.control.redact import redact
+from tailtune.simulation.stock import SpeculativeRetry, parse_speculative_retry
 
-__all__ = ["NODE_QUERY", "CassandraPublisher", "schema_cql"]
+__all__ = [
+    "NODE_QUERY",
+    "SNITCH_SETTINGS",
+    "TABLE_QUERY",
+    "CassandraPublisher",
+    "TableOptionsFailed",
+    "apply_speculative_retry",
+    "read_snitch",
+    "revert_speculative_retry",
+    "schema_cql",
+]
 
 NODE_QUERY = "SELECT version, config FROM {ks}.config_current WHERE deployment = ?"
+#: How the publisher reads a table's option back (Cassandra's normalised text).
+TABLE_QUERY = "SELECT speculative_retry FROM system_schema.tables WHERE keyspace_name = %s AND table_name = %s"
+#: The node settings read (never written) from `system_views.settings` and recorded with the version.
+SNITCH_SETTINGS = (
+    "endpoint_snitch",
+    "dynamic_snitch",
+    "dynamic_snitch_update_interval",
+    "dynamic_snitch_reset_interval",
+    "dynamic_snitch_badness_threshold",
+)
+
+
+class TableOptionsFailed(PublishRejected):
+    """Setting the tables' options failed: names the table and why, and says what was reverted."""
+
+
+def _read_spec(session: Any, table: str) -> str | None:
+    ks, name = table.split(".", 1)
+    row = session.execute(TABLE_QUERY, (ks, name)).one()
+    return None if row is None else str(row.speculative_retry)
+
+
+def _alter(session: Any, table: str, text: str) -> None:
+    session.execute(f"ALTER TABLE {table} WITH speculative_retry = '{text}'")
+
+
+def _same(text: str | None, want: SpeculativeRetry) -> bool:
+    if text is None:
+        return False
+    try:
+        return parse_speculative_retry(text) == want
+    except BadInputError:
+        return False
+
+
+def revert_speculative_retry(session: Any, before: dict[str, str]) -> dict[str, str]:
+    """Put each table back to its `before` text; returns the tables that could not be reverted, with why."""
+    failed: dict[str, str] = {}
+    for table, text in before.items():
+        try:
+            _alter(session, table, text)
+            back = _read_spec(session, table)
+            if not _same(back, parse_speculative_retry(text)):
+                failed[table] = f"reads back {back!r} after the revert to {text!r}"
+        except Exception as exc:
+            failed[table] = f"{type(exc).__name__}: {redact(str(exc))}"
+    return failed
+
+
+def apply_speculative_retry(
+    session: Any, desired: dict[str, SpeculativeRetry], timeout_s: float
+) -> tuple[dict[str, dict[str, str]], dict[str, str]]:
+    """All tables or none: every table must exist (checked before any change); each table whose parsed
+    speculative_retry differs from the desired one gets `ALTER TABLE ... WITH speculative_retry = '...'` and is
+    read back from system_schema.tables, where the parsed forms must be equal (Cassandra normalises the text).
+    On the first failure the tables already changed are reverted and TableOptionsFailed (not retried) or
+    TargetUnavailable (retried: the cluster did not answer) names the table and why.
+
+    Returns ({table: {"before": text, "after": text}}, {changed table: before text})."""
+    from cassandra import DriverException, RequestExecutionException
+
+    before: dict[str, str] = {}
+    missing: list[str] = []
+    for table in desired:
+        text = _read_spec(session, table)
+        if text is None:
+            missing.append(table)
+        else:
+            before[table] = text
+    if missing:
+        raise TableOptionsFailed(
+            f"cassandra: table {', '.join(missing)} does not exist (no row in system_schema.tables); "
+            "no table was changed"
+        )
+    record: dict[str, dict[str, str]] = {}
+    changed: dict[str, str] = {}
+    for table, want in desired.items():
+        text = want.render()
+        if _same(before[table], want):
+            record[table] = {"before": before[table], "after": before[table]}
+            continue
+        transient = False
+        try:
+            _alter(session, table, text)
+            changed[table] = before[table]
+            back = _read_spec(session, table)
+            why = None if _same(back, want) else f"system_schema.tables shows {back!r} after setting {text!r}"
+        except (RequestExecutionException, OSError) as exc:
+            transient, why = True, f"{type(exc).__name__}: {redact(str(exc))}"
+        except DriverException as exc:
+            why = f"{type(exc).__name__}: {redact(str(exc))}"
+            transient = type(exc).__name__ in ("OperationTimedOut", "NoHostAvailable")
+        if why is None:
+            record[table] = {"before": before[table], "after": back or text}
+            continue
+        not_reverted = revert_speculative_retry(session, changed)
+        reverted = [t for t in changed if t not in not_reverted]
+        tail = (
+            f"; reverted {', '.join(reverted)}" if reverted else "; no other table had been changed"
+        ) + (
+            "; could not revert " + ", ".join(f"{t} ({w})" for t, w in not_reverted.items()) if not_reverted else ""
+        )
+        message = f"cassandra: speculative_retry of {table} failed: {why}{tail}"
+        if transient:
+            raise TargetUnavailable(message)
+        raise TableOptionsFailed(message)
+    return record, changed
+
+
+def read_snitch(session: Any) -> dict[str, Any]:
+    """The node's snitch settings from `system_views.settings` (read only; {} when the node has no such
+    table), with the JMX operation that would apply the published values on this node."""
+    try:
+        rows = session.execute("SELECT name, value FROM system_views.settings")
+    except Exception:
+        return {}
+    found = {str(r.name): r.value for r in rows if str(r.name) in SNITCH_SETTINGS}
+    if not found:
+        return {}
+    return {"settings": found, "applied_by_tailtune": False}
 
 
 def schema_cql(keyspace: str, replication_factor: int) -> list[str]:
@@ -71,7 +215,7 @@ class CassandraPublisher(Publisher):
             session = cluster.connect()
         except Exception as exc:
             cluster.shutdown()
-            raise TargetUnavailable(f"cassandra {points}: {exc}") from exc
+            raise TargetUnavailable(f"cassandra {points}: {redact(str(exc))}") from exc
         return cluster, session
 
     def _transient(self) -> tuple[type[BaseException], ...]:
@@ -80,15 +224,20 @@ class CassandraPublisher(Publisher):
         return (DriverException, RequestExecutionException, OSError)
 
     def publish(self, version: int, config: dict[str, Any], *, head: Head | None = None) -> PublishOutcome:
+        """Write the version row (immutable), apply the effective config's table options (all tables or none),
+        then move the current row forward; when the current row cannot be written the tables are reverted."""
         doc = document(self.deployment, version, config)
         # the current row moves to the newest version known: a republished older version (or a wiped table)
         # gets the newest the control plane published, never the older one
-        cur_v, cur_doc = (head[0], document(self.deployment, head[0], head[1])) if head and head[0] > version else (
-            version,
-            doc,
+        cur_v, cur_doc, cur_config = (
+            (head[0], document(self.deployment, head[0], head[1]), head[1])
+            if head and head[0] > version
+            else (version, doc, config)
         )
+        desired = self._desired(cur_config)
         cluster, session = self._connect()
         ks = self.keyspace
+        changed: dict[str, str] = {}
         try:
             rf = 1 if len(self.connection.get("contact_points", [])) < 3 else 3
             for cql in schema_cql(ks, rf):
@@ -107,28 +256,48 @@ class CassandraPublisher(Publisher):
                     f"cassandra: {ks}.config_versions holds a different config for "
                     f"{self.deployment} v{version}"
                 )
+            applied: dict[str, Any] = {}
+            if desired:
+                tables, changed = apply_speculative_retry(session, desired, self.timeout_s)
+                applied["tables"] = tables
+            snitch = read_snitch(session)
+            if snitch:
+                applied["snitch"] = snitch
+            try:
+                outcome = self._move_current(lwt, ks, version, cur_v, cur_doc)
+            except BaseException:
+                if changed:
+                    revert_speculative_retry(session, changed)
+                raise
+            return PublishOutcome(outcome.version, outcome.advanced, outcome.current_version, applied or None)
+        except self._transient() as exc:
+            raise TargetUnavailable(f"cassandra: {type(exc).__name__}: {redact(str(exc))}") from exc
+        finally:
+            cluster.shutdown()
+
+    def _desired(self, config: dict[str, Any]) -> dict[str, SpeculativeRetry]:
+        try:
+            return desired_speculative_retry(config, self.tables)
+        except BadInputError as exc:
+            raise PublishRejected(f"cassandra: {exc}") from None
+
+    def _move_current(self, lwt: Any, ks: str, version: int, cur_v: int, cur_doc: str) -> PublishOutcome:
+        row = lwt(
+            f"INSERT INTO {ks}.config_current (deployment, version, config) VALUES (%s, %s, %s) IF NOT EXISTS",
+            (self.deployment, cur_v, cur_doc),
+        )
+        if row.applied:
+            return PublishOutcome(version, True, cur_v)
+        for _ in range(20):
             row = lwt(
-                f"INSERT INTO {ks}.config_current (deployment, version, config) VALUES (%s, %s, %s) "
-                "IF NOT EXISTS",
-                (self.deployment, cur_v, cur_doc),
+                f"UPDATE {ks}.config_current SET version = %s, config = %s WHERE deployment = %s IF version < %s",
+                (cur_v, cur_doc, self.deployment, cur_v),
             )
             if row.applied:
                 return PublishOutcome(version, True, cur_v)
-            for _ in range(20):
-                row = lwt(
-                    f"UPDATE {ks}.config_current SET version = %s, config = %s WHERE deployment = %s "
-                    "IF version < %s",
-                    (cur_v, cur_doc, self.deployment, cur_v),
-                )
-                if row.applied:
-                    return PublishOutcome(version, True, cur_v)
-                if row.version is not None and int(row.version) >= cur_v:
-                    return PublishOutcome(version, False, int(row.version))
-            raise TargetUnavailable("cassandra: config_current kept changing")
-        except self._transient() as exc:
-            raise TargetUnavailable(f"cassandra: {type(exc).__name__}: {exc}") from exc
-        finally:
-            cluster.shutdown()
+            if row.version is not None and int(row.version) >= cur_v:
+                return PublishOutcome(version, False, int(row.version))
+        raise TargetUnavailable("cassandra: config_current kept changing")
 
     def read_current(self) -> tuple[int, dict[str, Any]] | None:
         cluster, session = self._connect()
