@@ -139,7 +139,8 @@ def test_a_missing_table_fails_the_publish_and_changes_nothing(
             "tables": [users, f"{KS}.gone"]}
     dep = svc.client.post(f"{API}/deployments", json=body, headers=svc.write).json()
     cfg = {"policy": "stock", "params": {"speculative_retry": "ALWAYS"}}
-    assert svc.client.post(f"{API}/configs/{dep['id']}/versions", json={"config": cfg}, headers=svc.write).status_code == 201
+    r = svc.client.post(f"{API}/configs/{dep['id']}/versions", json={"config": cfg}, headers=svc.write)
+    assert r.status_code == 201, r.text
     assert _run_jobs(svc, 1) == ["failed"]
     assert _spec(session, users) == "99p"
     got = svc.client.get(f"{API}/deployments/{dep['id']}", headers=svc.read).json()

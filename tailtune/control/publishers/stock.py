@@ -64,7 +64,9 @@ def restore_map(
     published version <= `version` that changed the table, else the `before` of the oldest later one that did
     (the value the table had before tailtune first changed it). Tables tailtune never changed are absent."""
     records = sorted(
-        (v, rec["tables"]) for v, rec in published if isinstance(rec, Mapping) and isinstance(rec.get("tables"), Mapping)
+        (v, rec["tables"])
+        for v, rec in published
+        if isinstance(rec, Mapping) and isinstance(rec.get("tables"), Mapping)
     )
     out: dict[str, str] = {}
     for table in tables:
