@@ -186,7 +186,7 @@ def test_an_equal_value_is_not_altered_and_other_configs_leave_tables_alone(
 
 def test_deployment_fields_are_validated(svc: Svc) -> None:
     base = cassandra_deployment("bad", 9042)
-    cases = [
+    cases: list[tuple[dict[str, object], str]] = [
         ({"tables": ["Shop.Carts"]}, "is not keyspace.table"),
         ({"tables": ["shop"]}, "is not keyspace.table"),
         ({"tables": ["system_schema.tables"]}, "system keyspace"),

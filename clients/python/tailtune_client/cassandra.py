@@ -114,10 +114,12 @@ def parse_driver_settings(doc: Mapping[str, Any] | str | bytes) -> DriverSetting
         raise ConfigError(f"config must be a JSON object, got {type(doc).__name__}")
     version = doc.get("version") if isinstance(doc.get("version"), int) else None
     dep_id = doc.get("deployment_id") if isinstance(doc.get("deployment_id"), int) else None
-    body = doc["config"] if isinstance(doc.get("config"), Mapping) else doc
+    body: Mapping[str, Any] = doc["config"] if isinstance(doc.get("config"), Mapping) else doc
     where = "config" if version is None else f"config version {version}"
-    target = body.get("target") if isinstance(body.get("target"), Mapping) else {}
-    driver = target.get("driver") if isinstance(target.get("driver"), Mapping) else None
+    raw_target = body.get("target")
+    target: Mapping[str, Any] = raw_target if isinstance(raw_target, Mapping) else {}
+    raw_driver = target.get("driver")
+    driver: Mapping[str, Any] | None = raw_driver if isinstance(raw_driver, Mapping) else None
     if driver is not None and driver.get("python") is None and driver.get("java") is not None:
         raise ConfigError(
             f"{where}: rendered for the Java driver 4 (target.driver.java); set the deployment's driver to python"
@@ -125,7 +127,8 @@ def parse_driver_settings(doc: Mapping[str, Any] | str | bytes) -> DriverSetting
     if driver is not None and isinstance(driver.get("python"), Mapping):
         shuffle, delay, attempts = _from_block(driver["python"], where)
     else:
-        params = body.get("params") if isinstance(body.get("params"), Mapping) else {}
+        raw_params = body.get("params")
+        params: Mapping[str, Any] = raw_params if isinstance(raw_params, Mapping) else {}
         shuffle, delay, attempts = _from_params(params, where)
     return DriverSettings(shuffle, delay, attempts, version=version, deployment_id=dep_id)
 

@@ -60,7 +60,7 @@ def _print(doc: dict[str, Any], as_json: bool) -> None:
     for key in ("id", "name", "kind", "server", "driver", "tables", "connection", "publish_status", "publish_error"):
         value = doc.get(key)
         if key == "tables":
-            value = ", ".join(value) or "(none)"
+            value = ", ".join(value or []) or "(none)"
         out_console.print(f"{key:15} {value}", highlight=False, markup=False)
 
 
