@@ -106,12 +106,24 @@ class Topology(_Body):
 
 
 class Connection(_Body):
-    """Cassandra: contact_points + port + keyspace. memcached: servers as host:port."""
+    """Cassandra: contact_points + port + keyspace (+ username and password_env when the cluster authenticates).
+    memcached: servers as host:port."""
 
     contact_points: list[Host] = Field(default_factory=list, max_length=MAX_ENDPOINTS)
     port: int = Field(default=9042, ge=1, le=65535)
     keyspace: str = Field(default="tailtune", pattern=r"^[a-z][a-z0-9_]{0,47}$")
     servers: list[Host] = Field(default_factory=list, max_length=MAX_ENDPOINTS)
+    username: str | None = Field(
+        default=None, min_length=1, max_length=128, description="Cassandra: the role the publisher logs in as."
+    )
+    password_env: str | None = Field(
+        default=None,
+        pattern=r"^[A-Z_][A-Z0-9_]{0,63}$",
+        description=(
+            "Cassandra: the name of the environment variable, in the worker's (and API's) environment, that holds "
+            "the password. The password itself is never sent to, stored or returned by tailtune."
+        ),
+    )
 
     @field_validator("servers")
     @classmethod

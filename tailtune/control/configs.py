@@ -86,6 +86,11 @@ def _published_knobs(params: dict[str, Any], driver: str | None) -> dict[str, An
         k: v for k, v in params.items() if (kn := knob(k)) is not None and kn.applied in ("driver", "client-code")
     }
     drv = driver or DRIVER_DEFAULT
+    if driver is not None and "driver" in params and params["driver"] != driver:
+        raise Invalid(
+            f"the deployment's driver is {driver}; a config for it cannot say {params['driver']!r}",
+            field="config.params.driver",
+        )
     for name, value in outside.items():
         why = driver_refusal(name, drv)
         if why is not None:

@@ -209,3 +209,39 @@ def test_deployment_fields_are_validated(svc: Svc) -> None:
     r = svc.client.post(f"{API}/configs/{dep['id']}/versions", json={"config": cfg, "publish": False},
                         headers=svc.write)
     assert r.status_code == 422 and "the Java driver 4 always shuffles replicas" in r.text, r.text
+
+
+def test_credentials_never_leave_the_worker(
+    svc: Svc, cassandra_node: CassandraNode, session: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from service.testing.cassandra_server import free_port
+
+    secret = "pw-Zq81-never-shown"
+    monkeypatch.setenv("TT_CASSANDRA_PASSWORD", secret)
+    conn = {"username": "tailtune", "password_env": "TT_CASSANDRA_PASSWORD"}
+    ok_body = {**cassandra_deployment("shop-auth", cassandra_node.port, "tt_stock"), "tables": [f"{KS}.carts"]}
+    ok_body["connection"] = {**ok_body["connection"], **conn}  # type: ignore[dict-item]
+    down_body = {**cassandra_deployment("shop-auth-down", free_port(), "tt_stock"), "tables": [f"{KS}.carts"]}
+    down_body["connection"] = {**down_body["connection"], **conn}  # type: ignore[dict-item]
+    svc.settings.job_max_attempts = 1
+    texts = []
+    deps = []
+    for body in (ok_body, down_body):
+        r = svc.client.post(f"{API}/deployments", json=body, headers=svc.write)
+        assert r.status_code == 201, r.text
+        deps.append(r.json())
+        texts.append(r.text)
+        cfg = {"policy": "stock", "params": {"speculative_retry": "99p"}}
+        r = svc.client.post(f"{API}/configs/{r.json()['id']}/versions", json={"config": cfg}, headers=svc.write)
+        texts.append(r.text)
+    assert _run_jobs(svc, 2) == ["succeeded", "failed"]
+    for dep in deps:
+        texts.append(svc.client.get(f"{API}/deployments/{dep['id']}", headers=svc.read).text)
+        for job in svc.client.get(f"{API}/jobs?deployment_id={dep['id']}", headers=svc.read).json():
+            texts.append(svc.client.get(f"{API}/jobs/{job['id']}", headers=svc.read).text)
+    assert deps[0]["connection"]["password_env"] == "TT_CASSANDRA_PASSWORD"
+    assert all(secret not in t for t in texts)
+    monkeypatch.delenv("TT_CASSANDRA_PASSWORD")
+    pub = CassandraPublisher("shop-auth", {**_conn(cassandra_node), **conn}, 5.0)
+    with pytest.raises(Exception, match="TT_CASSANDRA_PASSWORD, which is not set"):
+        pub.ping()

@@ -21,6 +21,7 @@ are only read (`system_views.settings`), never written: see docs/applying-stock.
 from __future__ import annotations
 
 import json
+import os
 from typing import Any
 
 from tailtune.base.errors import BadInputError
@@ -190,6 +191,25 @@ class CassandraPublisher(Publisher):
     def keyspace(self) -> str:
         return str(self.connection.get("keyspace", "tailtune"))
 
+    def _password(self) -> str | None:
+        """The password from the environment variable `connection.password_env` names (never stored)."""
+        name = self.connection.get("password_env")
+        if not self.connection.get("username") or not name:
+            return None
+        value = os.environ.get(str(name))
+        if not value:
+            raise TargetUnavailable(
+                f"cassandra: connection.password_env names {name}, which is not set in this process's environment"
+            )
+        return value
+
+    def _scrub(self, text: str) -> str:
+        """`text` without credentials: redact()'s patterns and the password itself, wherever it appears."""
+        name = self.connection.get("password_env")
+        secret = os.environ.get(str(name)) if name else None
+        text = redact(text)
+        return text.replace(secret, "***") if secret else text
+
     def _connect(self) -> tuple[Any, Any]:
         from cassandra import ConsistencyLevel
         from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
@@ -202,8 +222,15 @@ class CassandraPublisher(Publisher):
             consistency_level=ConsistencyLevel.QUORUM,
             serial_consistency_level=ConsistencyLevel.SERIAL,
         )
+        password = self._password()
+        auth: dict[str, Any] = {}
+        if password is not None:
+            from cassandra.auth import PlainTextAuthProvider
+
+            auth["auth_provider"] = PlainTextAuthProvider(str(self.connection["username"]), password)
         cluster = Cluster(
             points,
+            **auth,
             port=int(self.connection.get("port", 9042)),
             protocol_version=5,
             execution_profiles={EXEC_PROFILE_DEFAULT: profile},
@@ -215,7 +242,7 @@ class CassandraPublisher(Publisher):
             session = cluster.connect()
         except Exception as exc:
             cluster.shutdown()
-            raise TargetUnavailable(f"cassandra {points}: {redact(str(exc))}") from exc
+            raise TargetUnavailable(f"cassandra {points}: {self._scrub(str(exc))}") from None
         return cluster, session
 
     def _transient(self) -> tuple[type[BaseException], ...]:
@@ -271,7 +298,7 @@ class CassandraPublisher(Publisher):
                 raise
             return PublishOutcome(outcome.version, outcome.advanced, outcome.current_version, applied or None)
         except self._transient() as exc:
-            raise TargetUnavailable(f"cassandra: {type(exc).__name__}: {redact(str(exc))}") from exc
+            raise TargetUnavailable(f"cassandra: {type(exc).__name__}: {self._scrub(str(exc))}") from None
         finally:
             cluster.shutdown()
 
@@ -305,7 +332,7 @@ class CassandraPublisher(Publisher):
             stmt = session.prepare(NODE_QUERY.format(ks=self.keyspace))
             row = session.execute(stmt, (self.deployment,)).one()
         except self._transient() as exc:
-            raise TargetUnavailable(f"cassandra: {exc}") from exc
+            raise TargetUnavailable(f"cassandra: {self._scrub(str(exc))}") from None
         finally:
             cluster.shutdown()
         if row is None:
@@ -317,6 +344,6 @@ class CassandraPublisher(Publisher):
         try:
             session.execute("SELECT release_version FROM system.local")
         except self._transient() as exc:
-            raise TargetUnavailable(f"cassandra: {exc}") from exc
+            raise TargetUnavailable(f"cassandra: {self._scrub(str(exc))}") from None
         finally:
             cluster.shutdown()
