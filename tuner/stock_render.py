@@ -1,5 +1,5 @@
 """A stock recommendation as what a deployment runs: `render_stock(params, tables=…, driver=…)` →
-`{"cql": [...], "yaml": str, "jmx": [...], "driver": {"java": str | None, "python": {...} | None}, "notes": [...]}`.
+`{"cql": [...], "yaml": str, "jmx": [...], "driver": {"java": str, "python": {...}}, "notes": [...]}`.
 
 - `cql`: one `ALTER TABLE <ks.t> WITH speculative_retry = '<normalised text>';` per table (applied live by the
   Cassandra publisher, read back from `system_schema.tables`).
@@ -12,7 +12,9 @@
   `endpoint_snitch=` is given.
 - `driver.java`: a Java driver 4 `application.conf` execution profile `tailtune` (HOCON text; keys as in the
   driver's `reference.conf`); `driver.python`: the settings `tailtune_client.cassandra` turns into a
-  cassandra-driver `ExecutionProfile`. Only the deployment's driver is rendered; the other is None.
+  cassandra-driver `ExecutionProfile`. Both are rendered: the deployment's driver with every driver knob of
+  `params` (a knob it lacks is refused), the other with the same speculative execution (the knobs both drivers
+  have) and its own defaults for its own knobs.
 - `notes`: what the operator must know (idempotence, what tailtune does not apply, rounding).
 
 Knob names, defaults and which driver has which knob: `tailtune.simulation.stock_knobs`. A knob the driver
@@ -190,14 +192,17 @@ def render_stock(
         )
     if not tables:
         notes.append("no tables: the deployment names none, so no speculative_retry is applied")
-    java: str | None = None
-    python: dict[str, Any] | None = None
+    other = "python" if driver == "java4" else "java4"
+    shared = {k: v for k, v in params.items() if k.startswith("driver.speculative_execution.")}
+    both = {driver: settings, other: stock_driver_settings(shared, other)}
+    java, more = _java(both["java4"])
     if driver == "java4":
-        java, more = _java(settings)
         notes += more
-    else:
-        python = _python(settings)
-    notes.append(f"driver settings rendered for the deployment's driver ({driver}) only")
+    python = _python(both["python"])
+    notes.append(
+        f"driver settings: tuned for the deployment's driver ({driver}); the {other} rendering carries the same "
+        f"speculative execution and the {other} driver's defaults for its own knobs"
+    )
     shape = _value(params, "multiget.shape", driver)
     chunk = _value(params, "multiget.chunk", driver)
     if "multiget.shape" in params or "multiget.chunk" in params:

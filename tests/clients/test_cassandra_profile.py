@@ -130,7 +130,7 @@ def test_settings_from_params_and_refusals() -> None:
                                         "driver.speculative_execution.delay": 7}}
     )
     assert got == DriverSettings(False, 0.007, 1)
-    with pytest.raises(ConfigError, match="rendered for the Java driver 4"):
+    with pytest.raises(ConfigError, match="rendered for the Java driver 4 only"):
         parse_driver_settings({"config": {"policy": "stock", "target": {"driver": {"java": "x", "python": None}}}})
     with pytest.raises(ConfigError, match="max_attempts must be an integer"):
         parse_driver_settings(

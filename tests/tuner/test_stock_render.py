@@ -25,6 +25,20 @@ SNITCH_PLACEHOLDER_NOTE = (
 )
 
 
+PYTHON_DEFAULTS = {
+    "load_balancing": {"policy": "TokenAwarePolicy", "shuffle_replicas": False},
+    "speculative_execution": None,
+    "idempotent_only": True,
+    "default_idempotent": False,
+}
+OTHER_DRIVER_NOTE = {
+    "java4": "driver settings: tuned for the deployment's driver (java4); the python rendering carries the same "
+    "speculative execution and the python driver's defaults for its own knobs",
+    "python": "driver settings: tuned for the deployment's driver (python); the java4 rendering carries the same "
+    "speculative execution and the java4 driver's defaults for its own knobs",
+}
+
+
 def test_defaults_for_the_java_driver() -> None:
     out = render_stock({}, tables=["shop.carts"])
     assert out == {
@@ -42,13 +56,13 @@ def test_defaults_for_the_java_driver() -> None:
             + "  basic.load-balancing-policy.slow-replica-avoidance = true\n"
             + "  advanced.speculative-execution-policy.class = NoSpeculativeExecutionPolicy\n"
             + JAVA_TAIL,
-            "python": None,
+            "python": PYTHON_DEFAULTS,
         },
         "notes": [
             IDEMPOTENCE_NOTE,
             SNITCH_NOTE,
             SNITCH_PLACEHOLDER_NOTE,
-            "driver settings rendered for the deployment's driver (java4) only",
+            OTHER_DRIVER_NOTE["java4"],
         ],
     }
 
@@ -92,12 +106,20 @@ def test_java_speculation_normalised_retry_and_snitch_values() -> None:
         + "  }\n"
         + JAVA_TAIL
     )
-    assert out["driver"]["python"] is None
+    # the Python rendering: the same speculative execution (2.5 ms; 3 executions = 2 extra), its own defaults
+    assert out["driver"]["python"] == {
+        **PYTHON_DEFAULTS,
+        "speculative_execution": {
+            "policy": "ConstantSpeculativeExecutionPolicy",
+            "delay": 0.0025,
+            "max_attempts": 2,
+        },
+    }
     assert out["notes"] == [
         IDEMPOTENCE_NOTE,
         SNITCH_NOTE,
         "the Java driver 4 drops sub-millisecond precision: a delay of 2.5 ms runs as 2 ms",
-        "driver settings rendered for the deployment's driver (java4) only",
+        OTHER_DRIVER_NOTE["java4"],
     ]
 
 
@@ -113,7 +135,14 @@ def test_python_settings_count_only_the_extra_executions() -> None:
     out = render_stock(params, tables=["a.b"], driver="python")
     assert out["cql"] == ["ALTER TABLE a.b WITH speculative_retry = 'NEVER';"]
     assert out["driver"] == {
-        "java": None,
+        "java": JAVA_HEAD
+        + "  basic.load-balancing-policy.slow-replica-avoidance = true\n"
+        + "  advanced.speculative-execution-policy {\n"
+        + "    class = ConstantSpeculativeExecutionPolicy\n"
+        + "    max-executions = 3\n"
+        + "    delay = 4 milliseconds\n"
+        + "  }\n"
+        + JAVA_TAIL,
         "python": {
             "load_balancing": {"policy": "TokenAwarePolicy", "shuffle_replicas": True},
             "speculative_execution": {
@@ -126,7 +155,7 @@ def test_python_settings_count_only_the_extra_executions() -> None:
         },
     }
     assert out["notes"][-2:] == [
-        "driver settings rendered for the deployment's driver (python) only",
+        OTHER_DRIVER_NOTE["python"],
         "multiget shape (application code): one query per partition, 16 keys per query",
     ]
 
@@ -134,12 +163,7 @@ def test_python_settings_count_only_the_extra_executions() -> None:
 def test_python_defaults_do_not_shuffle_or_speculate() -> None:
     out = render_stock({}, tables=[], driver="python")
     assert out["cql"] == []
-    assert out["driver"]["python"] == {
-        "load_balancing": {"policy": "TokenAwarePolicy", "shuffle_replicas": False},
-        "speculative_execution": None,
-        "idempotent_only": True,
-        "default_idempotent": False,
-    }
+    assert out["driver"]["python"] == PYTHON_DEFAULTS
     assert "no tables: the deployment names none, so no speculative_retry is applied" in out["notes"]
 
 

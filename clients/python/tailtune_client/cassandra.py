@@ -19,8 +19,9 @@ The driver speculates only on statements marked idempotent, and statements defau
 reads (`SimpleStatement(..., is_idempotent=True)`, `prepared.is_idempotent = True`), or the speculative execution
 setting has no effect.
 
-Where the settings come from in a published config: `config.target.driver.python` (what the service renders for
-a deployment whose driver is `python`); a config without it is read from its params (`driver.shuffle_replicas`,
+Where the settings come from in a published config: `config.target.driver.python` (what the service renders:
+tuned when the deployment's driver is `python`; otherwise the same speculative execution at the Python driver's
+defaults for the rest); a config without it is read from its params (`driver.shuffle_replicas`,
 `driver.speculative_execution.delay` in ms, `driver.speculative_execution.max_executions` counting the first),
 unset ones at the Python driver's defaults (no shuffling, no speculative execution).
 """
@@ -104,7 +105,7 @@ def _from_params(params: Mapping[str, Any], where: str) -> tuple[bool, float | N
 def parse_driver_settings(doc: Mapping[str, Any] | str | bytes) -> DriverSettings:
     """The driver settings of a published config: the service's answer (`{"deployment_id", "version",
     "config"}`), the Cassandra publisher's document (`{"deployment", "version", "config"}`) or a bare config.
-    `ConfigError` names what is wrong (for example a config rendered for the Java driver)."""
+    `ConfigError` names what is wrong (for example a rendering with Java settings only)."""
     if isinstance(doc, str | bytes):
         try:
             doc = json.loads(doc)
@@ -122,7 +123,7 @@ def parse_driver_settings(doc: Mapping[str, Any] | str | bytes) -> DriverSetting
     driver: Mapping[str, Any] | None = raw_driver if isinstance(raw_driver, Mapping) else None
     if driver is not None and driver.get("python") is None and driver.get("java") is not None:
         raise ConfigError(
-            f"{where}: rendered for the Java driver 4 (target.driver.java); set the deployment's driver to python"
+            f"{where}: rendered for the Java driver 4 only (target.driver.python is null)"
         )
     if driver is not None and isinstance(driver.get("python"), Mapping):
         shuffle, delay, attempts = _from_block(driver["python"], where)
