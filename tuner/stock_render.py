@@ -175,6 +175,7 @@ def render_stock(
     update = int(_number(params, "dynamic_snitch_update_interval", driver, low=1, integer=True))
     reset = int(_number(params, "dynamic_snitch_reset_interval", driver, low=1, integer=True))
     yaml = (
+        "# not applied by tailtune: cassandra.yaml on every node (read at start)\n"
         f"dynamic_snitch_update_interval: {update}ms\n"
         f"dynamic_snitch_reset_interval: {reset}ms\n"
         f"dynamic_snitch_badness_threshold: {float(badness)!r}\n"

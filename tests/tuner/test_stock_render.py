@@ -44,6 +44,7 @@ def test_defaults_for_the_java_driver() -> None:
     assert out == {
         "cql": ["ALTER TABLE shop.carts WITH speculative_retry = '99p';"],
         "yaml": (
+            "# not applied by tailtune: cassandra.yaml on every node (read at start)\n"
             "dynamic_snitch_update_interval: 100ms\n"
             "dynamic_snitch_reset_interval: 600000ms\n"
             "dynamic_snitch_badness_threshold: 1.0\n"
@@ -88,6 +89,7 @@ def test_java_speculation_normalised_retry_and_snitch_values() -> None:
         "ALTER TABLE shop.items WITH speculative_retry = 'MIN(99p,5ms)';",
     ]
     assert out["yaml"] == (
+        "# not applied by tailtune: cassandra.yaml on every node (read at start)\n"
         "dynamic_snitch_update_interval: 50ms\n"
         "dynamic_snitch_reset_interval: 60000ms\n"
         "dynamic_snitch_badness_threshold: 0.25\n"
