@@ -102,8 +102,12 @@ def test_publish_sets_the_tables_and_rollback_restores_them(
         "delay": 0.003,
         "max_attempts": 1,
     }
-    assert got["published"]["cassandra"]["snitch"]["applied_by_tailtune"] is False
-    assert "endpoint_snitch" in got["published"]["cassandra"]["snitch"]["settings"]
+    snitch = got["published"]["cassandra"]["snitch"]
+    assert snitch["applied_by_tailtune"] is False
+    cls = snitch["settings"]["endpoint_snitch"]
+    assert snitch["jmx"] == [
+        f'org.apache.cassandra.db:type=StorageService updateSnitch("{cls}", true, 100, 600000, 1.0)'
+    ]
 
     # rollback to v1 (which sets no table option): the values in force at v1 come back
     r = svc.client.post(f"{API}/configs/{dep['id']}/rollback", json={"version": 1}, headers=svc.write)

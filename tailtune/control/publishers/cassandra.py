@@ -101,7 +101,7 @@ def revert_speculative_retry(session: Any, before: dict[str, str]) -> dict[str, 
 
 
 def apply_speculative_retry(
-    session: Any, desired: dict[str, SpeculativeRetry], timeout_s: float
+    session: Any, desired: dict[str, SpeculativeRetry]
 ) -> tuple[dict[str, dict[str, str]], dict[str, str]]:
     """All tables or none: every table must exist (checked before any change); each table whose parsed
     speculative_retry differs from the desired one gets `ALTER TABLE ... WITH speculative_retry = '...'` and is
@@ -121,9 +121,9 @@ def apply_speculative_retry(
         else:
             before[table] = text
     if missing:
+        what = f"table {missing[0]} does not" if len(missing) == 1 else f"tables {', '.join(missing)} do not"
         raise TableOptionsFailed(
-            f"cassandra: table {', '.join(missing)} does not exist (no row in system_schema.tables); "
-            "no table was changed"
+            f"cassandra: {what} exist (no row in system_schema.tables); no table was changed"
         )
     record: dict[str, dict[str, str]] = {}
     changed: dict[str, str] = {}
@@ -133,9 +133,9 @@ def apply_speculative_retry(
             record[table] = {"before": before[table], "after": before[table]}
             continue
         transient = False
+        changed[table] = before[table]  # an ALTER that timed out may still apply: it is reverted with the rest
         try:
             _alter(session, table, text)
-            changed[table] = before[table]
             back = _read_spec(session, table)
             why = None if _same(back, want) else f"system_schema.tables shows {back!r} after setting {text!r}"
         except (RequestExecutionException, OSError) as exc:
@@ -143,6 +143,8 @@ def apply_speculative_retry(
         except DriverException as exc:
             why = f"{type(exc).__name__}: {redact(str(exc))}"
             transient = type(exc).__name__ in ("OperationTimedOut", "NoHostAvailable")
+            if not transient:  # refused by Cassandra: the table was not changed
+                del changed[table]
         if why is None:
             record[table] = {"before": before[table], "after": back or text}
             continue
@@ -160,9 +162,10 @@ def apply_speculative_retry(
     return record, changed
 
 
-def read_snitch(session: Any) -> dict[str, Any]:
+def read_snitch(session: Any, config: dict[str, Any] | None = None) -> dict[str, Any]:
     """The node's snitch settings from `system_views.settings` (read only; {} when the node has no such
-    table), with the JMX operation that would apply the published values on this node."""
+    table) and, when `config`'s rendering has the JMX operation, that operation with this cluster's
+    `endpoint_snitch` class in place of the renderer's `<endpoint_snitch>`. Nothing is applied."""
     try:
         rows = session.execute("SELECT name, value FROM system_views.settings")
     except Exception:
@@ -170,7 +173,13 @@ def read_snitch(session: Any) -> dict[str, Any]:
     found = {str(r.name): r.value for r in rows if str(r.name) in SNITCH_SETTINGS}
     if not found:
         return {}
-    return {"settings": found, "applied_by_tailtune": False}
+    out: dict[str, Any] = {"settings": found, "applied_by_tailtune": False}
+    target = (config or {}).get("target")
+    jmx = target.get("jmx") if isinstance(target, dict) else None
+    snitch = found.get("endpoint_snitch")
+    if isinstance(jmx, list) and snitch:
+        out["jmx"] = [str(op).replace("<endpoint_snitch>", str(snitch)) for op in jmx]
+    return out
 
 
 def schema_cql(keyspace: str, replication_factor: int) -> list[str]:
@@ -285,9 +294,9 @@ class CassandraPublisher(Publisher):
                 )
             applied: dict[str, Any] = {}
             if desired:
-                tables, changed = apply_speculative_retry(session, desired, self.timeout_s)
+                tables, changed = apply_speculative_retry(session, desired)
                 applied["tables"] = tables
-            snitch = read_snitch(session)
+            snitch = read_snitch(session, cur_config)
             if snitch:
                 applied["snitch"] = snitch
             try:
