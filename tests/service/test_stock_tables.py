@@ -33,7 +33,7 @@ def test_which_configs_set_the_tables() -> None:
 
 
 def test_restore_map_takes_the_value_in_force_at_the_version() -> None:
-    published = [
+    published: list[tuple[int, dict[str, Any]]] = [
         (1, {"at": 1.0}),  # a fifo version: no tables touched
         (2, {"tables": {"ks.a": {"before": "99p", "after": "10ms"}, "ks.b": {"before": "50ms", "after": "10ms"}}}),
         (3, {"tables": {"ks.a": {"before": "10ms", "after": "ALWAYS"}}}),
