@@ -125,6 +125,14 @@ class Connection(_Body):
         ),
     )
 
+    @model_validator(mode="after")
+    def _login(self) -> Connection:
+        if (self.username is None) != (self.password_env is None):
+            raise ValueError("username and password_env go together (a login needs both)")
+        if self.servers and self.username is not None:
+            raise ValueError("username, password_env: only a cassandra deployment logs in")
+        return self
+
     @field_validator("servers")
     @classmethod
     def _hostports(cls, v: list[str]) -> list[str]:

@@ -197,6 +197,8 @@ def test_deployment_fields_are_validated(svc: Svc) -> None:
         ({"tables": ["a.b", "a.b"]}, "listed twice"),
         ({"server": "patched"}, "server"),
         ({"driver": "go"}, "driver"),
+        ({"connection": {"contact_points": ["h"], "username": "u"}}, "username and password_env go together"),
+        ({"connection": {"contact_points": ["h"], "password_env": "lower"}}, "password_env"),
     ]
     for extra, needle in cases:
         r = svc.client.post(f"{API}/deployments", json={**base, **extra}, headers=svc.write)
