@@ -333,9 +333,11 @@ def publish_version(ctx: JobContext, deployment_id: int, version: int) -> dict[s
             )
         )
         if row is not None:
+            from tailtune.control.publishers.stock import merge_record
+
             record: dict[str, Any] = {"at": now(), "current_version": outcome.current_version}
             record.update(outcome.applied or {})  # cassandra: each table's speculative_retry before/after
-            row.published = {**row.published, kind: record}
+            row.published = {**row.published, kind: merge_record(row.published.get(kind), record)}
             s.flush()
         if dep is not None:
             dep.publish_status, dep.publish_error = "ok", None

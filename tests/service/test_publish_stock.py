@@ -85,6 +85,10 @@ def test_publish_sets_the_tables_and_rollback_restores_them(
     assert _run_jobs(svc, 2) == ["succeeded", "succeeded"]
     # Cassandra stores its normalised text; the publisher compared the parsed forms
     assert (_spec(session, carts), _spec(session, items)) == ("MIN(99p,5ms)", "MIN(99p,5ms)")
+    # published again: the tables are already set, and the record keeps the values from before the first publish
+    r = svc.client.post(f"{API}/configs/{dep['id']}/publish", json={"version": 2}, headers=svc.write)
+    assert r.status_code == 202, r.text
+    assert _run_jobs(svc, 1) == ["succeeded"]
     got = svc.client.get(f"{API}/configs/{dep['id']}/versions/2", headers=svc.read).json()
     assert got["published"]["cassandra"]["tables"] == {
         carts: {"before": "99p", "after": "MIN(99p,5ms)"},

@@ -8,7 +8,12 @@ from typing import Any
 import pytest
 
 from tailtune.base.errors import BadInputError
-from tailtune.control.publishers.stock import desired_speculative_retry, restore_map, sets_table_options
+from tailtune.control.publishers.stock import (
+    desired_speculative_retry,
+    merge_record,
+    restore_map,
+    sets_table_options,
+)
 from tailtune.simulation.stock import parse_speculative_retry
 from tests.service.conftest import Svc, cassandra_deployment
 
@@ -92,3 +97,16 @@ def test_stock_configs_are_checked_against_the_deployment(svc: Svc) -> None:
     assert stored["applies_to"] == {"server": "stock", "driver": "python", "tables": ["ks.a"]}
     assert stored["config"]["target"]["driver"]["python"]["load_balancing"]["shuffle_replicas"] is True
     assert stored["config"]["target"]["cql"] == ["ALTER TABLE ks.a WITH speculative_retry = '99p';"]
+
+
+def test_a_republish_keeps_the_first_before() -> None:
+    first = {"at": 1.0, "tables": {"ks.a": {"before": "99p", "after": "10ms"}}}
+    again = {
+        "at": 2.0,
+        "tables": {"ks.a": {"before": "10ms", "after": "10ms"}, "ks.b": {"before": "5ms", "after": "10ms"}},
+    }
+    assert merge_record(first, again) == {
+        "at": 2.0,
+        "tables": {"ks.a": {"before": "99p", "after": "10ms"}, "ks.b": {"before": "5ms", "after": "10ms"}},
+    }
+    assert merge_record(None, again) == again

@@ -18,7 +18,7 @@ from typing import Any
 
 from tailtune.simulation.stock import DEFAULT_SPECULATIVE_RETRY, SpeculativeRetry, parse_speculative_retry
 
-__all__ = ["TABLE_OPTIONS", "desired_speculative_retry", "restore_map", "sets_table_options"]
+__all__ = ["TABLE_OPTIONS", "desired_speculative_retry", "merge_record", "restore_map", "sets_table_options"]
 
 #: The key under a config's `target` that names per-table options explicitly.
 TABLE_OPTIONS = "table_options"
@@ -75,4 +75,20 @@ def restore_map(
         value = upto[-1] if upto else later[0] if later else None
         if isinstance(value, str):
             out[table] = value
+    return out
+
+
+def merge_record(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> dict[str, Any]:
+    """The record of a version published again: the new one, except that each table keeps the `before` of the
+    first publish (a republish finds the table already changed; its `before` would hide the operator's value)."""
+    out = dict(new)
+    old_tables = old.get("tables") if isinstance(old, Mapping) else None
+    new_tables = new.get("tables")
+    if isinstance(old_tables, Mapping) and isinstance(new_tables, Mapping):
+        out["tables"] = {
+            t: {**rec, "before": old_tables[t]["before"]}
+            if isinstance(old_tables.get(t), Mapping) and "before" in old_tables[t]
+            else rec
+            for t, rec in new_tables.items()
+        }
     return out
