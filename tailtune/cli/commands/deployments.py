@@ -42,6 +42,8 @@ def _fail(exc: Exception, where: str) -> Exception:
         return NotFoundError(exc.detail)
     if isinstance(exc, ServiceError):
         return BadInputError([InputProblem(where, None, exc.field, exc.detail)])
+    if isinstance(exc, ValueError):  # not JSON
+        return BadInputError([InputProblem(where, None, None, str(exc))])
     return exc
 
 
@@ -120,9 +122,7 @@ def create(
         body = DeploymentCreate.model_validate(json.loads(file.read_text()))
         with _db().session() as s:
             doc = _out(service.create(s, get_settings(), body))
-    except ValueError as exc:  # JSON and pydantic errors
-        raise _fail(exc, str(file)) from None
-    except Exception as exc:
+    except Exception as exc:  # JSON, validation and control-plane errors
         raise _fail(exc, str(file)) from None
     _print(doc, as_json)
 
