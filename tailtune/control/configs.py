@@ -214,7 +214,13 @@ def with_rendering(config: dict[str, Any], dep: DeploymentRow) -> dict[str, Any]
     target = config.get("target") or {}
     if not stockish or "driver" in target:
         return config
-    rendered = render_stock(params, tables=list(dep.tables or []), driver=dep.driver or "java4")
+    from tailtune.base.errors import BadInputError
+
+    try:
+        rendered = render_stock(params, tables=list(dep.tables or []), driver=dep.driver or "java4")
+    except BadInputError as exc:
+        p = exc.problems[0]
+        raise Invalid(p.problem, field=f"config.params.{p.field}" if p.field else "config.params") from None
     return {**config, "target": {**rendered, **target}}
 
 
