@@ -294,6 +294,7 @@ def publish_version(ctx: JobContext, deployment_id: int, version: int) -> dict[s
         if dep is None or row is None:
             raise JobFailed(f"deployment {deployment_id} version {version} not found")
         kind, name, conn, config = dep.kind, dep.name, dict(dep.connection), dict(row.config)
+        tables, driver, server = list(dep.tables or []), dep.driver or "java4", dep.server or "stock"
         newest = _newest_published(s, deployment_id, kind)
         head = (newest.version, dict(newest.config)) if newest is not None and newest.version > version else None
         dep.publish_status = "publishing"
@@ -302,6 +303,7 @@ def publish_version(ctx: JobContext, deployment_id: int, version: int) -> dict[s
     publisher = publisher_for(
         kind, name, conn, ctx.settings.publish_timeout_s,
         memcached_item_max_bytes=ctx.settings.memcached_item_max_bytes,
+        tables=tables, driver=driver, server=server,
     )
     try:
         outcome = publish_with_retry(
@@ -331,7 +333,11 @@ def publish_version(ctx: JobContext, deployment_id: int, version: int) -> dict[s
             )
         )
         if row is not None:
-            row.published = {**row.published, kind: {"at": now(), "current_version": outcome.current_version}}
+            from tailtune.control.publishers.stock import merge_record
+
+            record: dict[str, Any] = {"at": now(), "current_version": outcome.current_version}
+            record.update(outcome.applied or {})  # cassandra: each table's speculative_retry before/after
+            row.published = {**row.published, kind: merge_record(row.published.get(kind), record)}
             s.flush()
         if dep is not None:
             dep.publish_status, dep.publish_error = "ok", None

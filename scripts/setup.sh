@@ -40,7 +40,8 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   say "installing Python packages (first time: a few minutes)"
   .venv/bin/python -m pip install -q --upgrade pip
   .venv/bin/python -m pip install -q -e ".[dev]"
-  .venv/bin/python -m pip install -q -e clients/python  # tailtune-client, the package applications install
+  # tailtune-client, the package applications install, with its cassandra extra (tailtune_client.cassandra)
+  .venv/bin/python -m pip install -q -e "clients/python[cassandra]"
   echo "$want" > "$stamp"
 fi
 

@@ -23,6 +23,9 @@ class ConfigOut(BaseModel):
     note: str | None
     published: dict[str, Any]
     created_at: datetime | None
+    #: The deployment's server, driver and tables when the version was added (Cassandra; None before they
+    #: existed, and for memcached).
+    applies_to: dict[str, Any] | None = None
 
     @classmethod
     def of(cls, r: ConfigVersionRow) -> ConfigOut:
@@ -35,6 +38,7 @@ class ConfigOut(BaseModel):
             note=r.note,
             published=r.published,
             created_at=to_dt(r.created_at),
+            applies_to=r.applies_to,
         )
 
 

@@ -13,6 +13,9 @@ from tailtune.control.common import NAME_PATTERN, to_dt
 from tailtune.control.db import DeploymentRow
 
 __all__ = [
+    "DRIVERS",
+    "SERVERS",
+    "TABLE_PATTERN",
     "Connection",
     "Constraints",
     "DeploymentCreate",
@@ -20,6 +23,7 @@ __all__ = [
     "DeploymentPatch",
     "Objective",
     "Topology",
+    "check_tables",
     "check_timezone",
 ]
 
@@ -31,6 +35,40 @@ MAX_ENDPOINTS = 256
 HOST_MAX = 255
 Host = Annotated[str, Field(min_length=1, max_length=HOST_MAX + 6)]
 PolicyName = Annotated[str, Field(min_length=1, max_length=64)]
+
+#: What a Cassandra deployment's nodes run: stock Cassandra, or a server patched with Rein's scheduler.
+SERVERS = ("stock", "rein-patched")
+#: The applications' driver (the same names as `tailtune.simulation.stock_knobs.DRIVERS`).
+DRIVERS = ("java4", "python")
+#: `keyspace.table`, both unquoted CQL identifiers as Cassandra stores them (lower case; at most 48 characters,
+#: Cassandra's limit for both names). Case-sensitive (quoted) names are not accepted.
+TABLE_PATTERN = r"^[a-z][a-z0-9_]{0,47}\.[a-z][a-z0-9_]{0,47}$"
+_TABLE = re.compile(TABLE_PATTERN)
+#: Keyspaces whose tables Cassandra owns: their options are not the operator's to tune.
+SYSTEM_KEYSPACES = frozenset(
+    {"system", "system_schema", "system_auth", "system_distributed", "system_traces", "system_views",
+     "system_virtual_schema", "system_cluster_metadata"}
+)
+#: Tables of one deployment.
+MAX_TABLES = 256
+
+
+def check_tables(tables: list[str]) -> list[str]:
+    """`keyspace.table` names: valid, not a system keyspace's, no duplicates (order kept)."""
+    seen: list[str] = []
+    for i, t in enumerate(tables):
+        shown = t if len(t) <= 100 else t[:100] + "…"
+        if not _TABLE.match(t):
+            raise ValueError(
+                f"tables[{i}]: {shown!r} is not keyspace.table (lower-case unquoted CQL names: a letter, then "
+                "letters, digits or _, at most 48 characters each)"
+            )
+        if t.split(".", 1)[0] in SYSTEM_KEYSPACES:
+            raise ValueError(f"tables[{i}]: {shown!r} is in a system keyspace (Cassandra owns its options)")
+        if t in seen:
+            raise ValueError(f"tables[{i}]: {shown!r} is listed twice")
+        seen.append(t)
+    return seen
 
 
 def check_timezone(value: str) -> str:
@@ -68,12 +106,32 @@ class Topology(_Body):
 
 
 class Connection(_Body):
-    """Cassandra: contact_points + port + keyspace. memcached: servers as host:port."""
+    """Cassandra: contact_points + port + keyspace (+ username and password_env when the cluster authenticates).
+    memcached: servers as host:port."""
 
     contact_points: list[Host] = Field(default_factory=list, max_length=MAX_ENDPOINTS)
     port: int = Field(default=9042, ge=1, le=65535)
     keyspace: str = Field(default="tailtune", pattern=r"^[a-z][a-z0-9_]{0,47}$")
     servers: list[Host] = Field(default_factory=list, max_length=MAX_ENDPOINTS)
+    username: str | None = Field(
+        default=None, min_length=1, max_length=128, description="Cassandra: the role the publisher logs in as."
+    )
+    password_env: str | None = Field(
+        default=None,
+        pattern=r"^[A-Z_][A-Z0-9_]{0,63}$",
+        description=(
+            "Cassandra: the name of the environment variable, in the worker's (and API's) environment, that holds "
+            "the password. The password itself is never sent to, stored or returned by tailtune."
+        ),
+    )
+
+    @model_validator(mode="after")
+    def _login(self) -> Connection:
+        if (self.username is None) != (self.password_env is None):
+            raise ValueError("username and password_env go together (a login needs both)")
+        if self.servers and self.username is not None:
+            raise ValueError("username, password_env: only a cassandra deployment logs in")
+        return self
 
     @field_validator("servers")
     @classmethod
@@ -106,14 +164,34 @@ class DeploymentCreate(_Body):
     objective: Objective = Field(default_factory=Objective)
     constraints: Constraints = Field(default_factory=Constraints)
     current_config: dict[str, Any] | None = None
+    server: Literal["stock", "rein-patched"] = Field(
+        default="stock", description="Cassandra: what the nodes run (stock Cassandra, or a Rein-patched server)."
+    )
+    driver: Literal["java4", "python"] = Field(
+        default="java4", description="Cassandra: the applications' driver (Java driver 4.x or cassandra-driver)."
+    )
+    tables: list[str] = Field(
+        default_factory=list,
+        max_length=MAX_TABLES,
+        description="Cassandra: the keyspace.table names a stock config's speculative_retry is applied to.",
+    )
 
     @field_validator("timezone")
     @classmethod
     def _tz(cls, v: str) -> str:
         return check_timezone(v)
 
+    @field_validator("tables")
+    @classmethod
+    def _tables(cls, v: list[str]) -> list[str]:
+        return check_tables(v)
+
     @model_validator(mode="after")
     def _connection_matches_kind(self) -> DeploymentCreate:
+        if self.kind == "memcached" and self.tables:
+            raise ValueError("tables: only a cassandra deployment has tables")
+        if self.kind == "memcached" and (self.server, self.driver) != ("stock", "java4"):
+            raise ValueError("server, driver: only a cassandra deployment has a server kind and a driver")
         if self.kind == "cassandra" and not self.connection.contact_points:
             raise ValueError(
                 "connection.contact_points: a cassandra deployment needs at least one contact point"
@@ -130,11 +208,19 @@ class DeploymentPatch(_Body):
     objective: Objective | None = None
     constraints: Constraints | None = None
     current_config: dict[str, Any] | None = None
+    server: Literal["stock", "rein-patched"] | None = None
+    driver: Literal["java4", "python"] | None = None
+    tables: list[str] | None = Field(default=None, max_length=MAX_TABLES)
 
     @field_validator("timezone")
     @classmethod
     def _tz(cls, v: str | None) -> str | None:
         return None if v is None else check_timezone(v)
+
+    @field_validator("tables")
+    @classmethod
+    def _tables(cls, v: list[str] | None) -> list[str] | None:
+        return None if v is None else check_tables(v)
 
 
 class DeploymentOut(BaseModel):
@@ -150,6 +236,9 @@ class DeploymentOut(BaseModel):
     publish_status: str
     publish_error: str | None
     created_at: datetime | None
+    server: str
+    driver: str
+    tables: list[str]
 
     @classmethod
     def of(cls, r: DeploymentRow) -> DeploymentOut:
@@ -166,4 +255,7 @@ class DeploymentOut(BaseModel):
             publish_status=r.publish_status,
             publish_error=r.publish_error,
             created_at=to_dt(r.created_at),
+            server=r.server or "stock",
+            driver=r.driver or "java4",
+            tables=list(r.tables or []),
         )

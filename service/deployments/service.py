@@ -26,7 +26,7 @@ def _check_connection(kind: str, connection: dict[str, object]) -> None:
 
 def create(s: Session, settings: Settings, body: DeploymentCreate) -> DeploymentRow:
     if body.current_config is not None:
-        validate_config(body.current_config, body.kind, settings.config_max_bytes)
+        validate_config(body.current_config, body.kind, settings.config_max_bytes, driver=body.driver)
     if s.scalar(select(DeploymentRow.id).where(DeploymentRow.name == body.name)) is not None:
         raise Conflict(f"deployment {body.name!r} already exists", field="name")
     row = DeploymentRow(
@@ -41,6 +41,9 @@ def create(s: Session, settings: Settings, body: DeploymentCreate) -> Deployment
         publish_status="none",
         publish_error=None,
         created_at=now(),
+        server=body.server,
+        driver=body.driver,
+        tables=list(body.tables),
     )
     s.add(row)
     s.flush()
@@ -69,12 +72,19 @@ def patch(s: Session, settings: Settings, deployment_id: int, body: DeploymentPa
     row = get(s, deployment_id)
     fields = body.model_dump(exclude_unset=True)
     if fields.get("current_config") is not None:
-        validate_config(fields["current_config"], row.kind, settings.config_max_bytes)
+        driver = fields.get("driver") or row.driver
+        validate_config(fields["current_config"], row.kind, settings.config_max_bytes, driver=driver)
     if fields.get("connection") is not None:
         _check_connection(row.kind, fields["connection"])
-    for key in ("timezone", "topology", "connection", "objective", "constraints"):
+    for key in ("timezone", "topology", "connection", "objective", "constraints", "server", "driver", "tables"):
         if key in fields and fields[key] is None:
             raise Invalid("must not be null (only current_config can be cleared)", field=key)
+    if row.kind == "memcached":
+        if fields.get("tables"):
+            raise Invalid("only a cassandra deployment has tables", field="tables")
+        for key, default in (("server", "stock"), ("driver", "java4")):
+            if fields.get(key, default) != default:
+                raise Invalid("only a cassandra deployment has a server kind and a driver", field=key)
     for key, value in fields.items():
         setattr(row, key, value)
     s.flush()

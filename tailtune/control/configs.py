@@ -23,6 +23,7 @@ __all__ = [
     "CONFIG_KEYS",
     "ConfigDiff",
     "add_version",
+    "applies_to",
     "config_bytes",
     "diff",
     "flatten",
@@ -32,6 +33,7 @@ __all__ = [
     "rollback",
     "schedule_publish",
     "validate_config",
+    "with_rendering",
 ]
 
 
@@ -72,10 +74,49 @@ def _memcached_params(policy: str, params: dict[str, Any]) -> None:
         raise Invalid("give split_keys or split_chunks, not both", field="config.params.split_chunks")
 
 
-def _cassandra_params(policy: str, params: dict[str, Any]) -> None:
+def _published_knobs(params: dict[str, Any], driver: str | None) -> dict[str, Any]:
+    """Checks the stock knobs a deployment applies outside the server (the driver's, the application's query
+    shape) against the knob table and the deployment's driver, and returns the other params: these knobs are
+    published whether or not the simulator models them yet."""
+    from tailtune.base.errors import BadInputError
+    from tailtune.simulation.stock_knobs import DRIVER_DEFAULT, driver_refusal, knob
+    from tuner.stock_render import stock_driver_settings
+
+    outside = {
+        k: v for k, v in params.items() if (kn := knob(k)) is not None and kn.applied in ("driver", "client-code")
+    }
+    drv = driver or DRIVER_DEFAULT
+    if driver is not None and "driver" in params and params["driver"] != driver:
+        raise Invalid(
+            f"the deployment's driver is {driver}; a config for it cannot say {params['driver']!r}",
+            field="config.params.driver",
+        )
+    for name, value in outside.items():
+        why = driver_refusal(name, drv)
+        if why is not None:
+            raise Invalid(f"refused for the deployment's driver {drv}: {why}", field=f"config.params.{name}")
+        kn = knob(name)
+        assert kn is not None
+        if kn.kind == "choice":
+            if value not in kn.choices:
+                raise Invalid(
+                    f"must be one of {', '.join(map(str, kn.choices))}, got {value!r}", field=f"config.params.{name}"
+                )
+        elif isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+            raise Invalid(f"must be a finite number, got {value!r}", field=f"config.params.{name}")
+    try:
+        stock_driver_settings({k: v for k, v in outside.items() if k.startswith("driver.")}, drv)
+    except BadInputError as exc:
+        p = exc.problems[0]
+        raise Invalid(p.problem, field=f"config.params.{p.field}") from None
+    return {k: v for k, v in params.items() if k not in outside}
+
+
+def _cassandra_params(policy: str, params: dict[str, Any], driver: str | None = None) -> None:
     from tailtune.base.errors import BadInputError
     from tailtune.simulation.policies import STRING_PARAMS, resolve
 
+    params = _published_knobs(params, driver)
     for name, value in params.items():
         if name in STRING_PARAMS:
             if not isinstance(value, str) or not 0 < len(value) <= _NAME_MAX:
@@ -90,10 +131,14 @@ def _cassandra_params(policy: str, params: dict[str, Any]) -> None:
         raise Invalid(p.problem, field=field) from None
 
 
-def validate_config(config: Any, kind: str, max_bytes: int) -> dict[str, Any]:
+def validate_config(config: Any, kind: str, max_bytes: int, *, driver: str | None = None) -> dict[str, Any]:
     """A config must name a real policy of the deployment's kind with real parameters (the simulator's
     vocabulary: `tailtune.simulation.registry` and `policies.resolve`), and fit in `max_bytes` — what the
     targets and the next nightly's baseline replay will need. Raises Invalid / PayloadTooLarge naming the field.
+
+    Stock knobs applied outside the server (`driver.*`, `multiget.*`) are checked against the knob table and
+    the deployment's `driver` (a knob the driver lacks is refused with the reason) rather than the simulator's
+    vocabulary; `target.table_options` must name valid speculative_retry texts.
     """
     from tailtune.simulation.registry import all_policies
 
@@ -124,8 +169,59 @@ def validate_config(config: Any, kind: str, max_bytes: int) -> dict[str, Any]:
     if kind == "memcached":
         _memcached_params(policy, params)
     else:
-        _cassandra_params(policy, params)
+        _cassandra_params(policy, params, driver)
+        _table_options(config.get("target", {}))
     return config
+
+
+def _table_options(target: dict[str, Any]) -> None:
+    from tailtune.base.errors import BadInputError
+    from tailtune.control.publishers.stock import TABLE_OPTIONS, desired_speculative_retry
+
+    options = target.get(TABLE_OPTIONS)
+    if options is None:
+        return
+    field = f"config.target.{TABLE_OPTIONS}"
+    if not isinstance(options, dict) or not all(
+        isinstance(v, dict) and set(v) <= {"speculative_retry"} for v in options.values()
+    ):
+        raise Invalid('must be {"keyspace.table": {"speculative_retry": TEXT}}', field=field)
+    try:
+        desired_speculative_retry({"target": target}, list(options))
+    except BadInputError as exc:
+        raise Invalid(exc.problems[0].problem, field=field) from None
+
+
+def applies_to(dep: DeploymentRow) -> dict[str, Any] | None:
+    """What a version of `dep` is made for: its server, driver and tables (Cassandra; None for memcached)."""
+    if dep.kind != "cassandra":
+        return None
+    return {"server": dep.server or "stock", "driver": dep.driver or "java4", "tables": list(dep.tables or [])}
+
+
+def with_rendering(config: dict[str, Any], dep: DeploymentRow) -> dict[str, Any]:
+    """A Cassandra config that sets stock knobs without the tuner's rendering gets it in `target` (the CQL,
+    the yaml and JMX lines, the driver's profile and settings, the notes: `tuner.stock_render.render_stock`),
+    so what is published carries what the driver side needs. Configs that have it, and others, are unchanged.
+    """
+    from tailtune.simulation.stock_knobs import knob
+    from tuner.stock_render import render_stock
+
+    if dep.kind != "cassandra":
+        return config
+    params = config.get("params") or {}
+    stockish = config.get("policy") == "stock" or any(knob(k) is not None for k in params)
+    target = config.get("target") or {}
+    if not stockish or "driver" in target:
+        return config
+    from tailtune.base.errors import BadInputError
+
+    try:
+        rendered = render_stock(params, tables=list(dep.tables or []), driver=dep.driver or "java4")
+    except BadInputError as exc:
+        p = exc.problems[0]
+        raise Invalid(p.problem, field=f"config.params.{p.field}" if p.field else "config.params") from None
+    return {**config, "target": {**rendered, **target}}
 
 
 def _deployment(s: Session, deployment_id: int) -> DeploymentRow:
@@ -149,10 +245,12 @@ def add_version(
     (`SELECT ... FOR UPDATE` on PostgreSQL; SQLite has one writer at a time anyway), and the unique
     (deployment, version) key is the safety net: a writer that still collides retries with the next number.
     """
-    kind = s.scalar(select(DeploymentRow.kind).where(DeploymentRow.id == deployment_id).with_for_update())
-    if kind is None:
+    dep = s.scalar(select(DeploymentRow).where(DeploymentRow.id == deployment_id).with_for_update())
+    if dep is None:
         raise Missing(f"deployment {deployment_id} not found", field="deployment_id")
-    validate_config(config, kind, settings.config_max_bytes)
+    validate_config(config, dep.kind, settings.config_max_bytes, driver=dep.driver)
+    config = with_rendering(config, dep)
+    validate_config(config, dep.kind, settings.config_max_bytes, driver=dep.driver)
     for _ in range(10):
         version = (
             s.scalar(
@@ -171,6 +269,7 @@ def add_version(
             note=note,
             published={},
             created_at=now(),
+            applies_to=applies_to(dep),
         )
         try:
             with s.begin_nested():
@@ -230,11 +329,17 @@ def flatten(doc: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
+def _diffable(row: ConfigVersionRow) -> dict[str, Any]:
+    out = flatten(row.config)
+    if row.applies_to:
+        out.update(flatten({"applies_to": row.applies_to}))
+    return out
+
+
 def diff(s: Session, deployment_id: int, a: int, b: int) -> ConfigDiff:
-    old, new = (
-        flatten(get_version(s, deployment_id, a).config),
-        flatten(get_version(s, deployment_id, b).config),
-    )
+    """Flat keys of the two configs, and `applies_to.server`, `.driver`, `.tables` (the deployment's settings
+    each version was made for) where the versions record them."""
+    old, new = _diffable(get_version(s, deployment_id, a)), _diffable(get_version(s, deployment_id, b))
     return ConfigDiff(
         from_version=a,
         to_version=b,
@@ -255,12 +360,36 @@ def rollback(
     s: Session, settings: Settings, deployment_id: int, version: int, note: str | None
 ) -> ConfigVersionRow:
     """Rolling back = a new latest version carrying an earlier version's config (targets only move forward).
+
+    Cassandra: when that config does not set the tables' speculative_retry itself, the new version names, in
+    `target.table_options`, the value each of the deployment's tables had while `version` was current (from
+    what the publisher recorded: the `after` of the newest published version up to it, else the `before` of
+    the first later one that changed the table), so publishing the rollback restores them.
     """
+    from tailtune.control.publishers.stock import TABLE_OPTIONS, restore_map, sets_table_options
+
     old = get_version(s, deployment_id, version)
+    dep = _deployment(s, deployment_id)
+    config = dict(old.config)
+    if dep.kind == "cassandra" and dep.tables and not sets_table_options(config):
+        records = s.execute(
+            select(ConfigVersionRow.version, ConfigVersionRow.published).where(
+                ConfigVersionRow.deployment_id == deployment_id
+            )
+        ).all()
+        restore = restore_map(
+            ((v, (p or {}).get("cassandra", {})) for v, p in records), version, list(dep.tables)
+        )
+        known = dict((config.get("target") or {}).get(TABLE_OPTIONS) or {})
+        restore = {t: v for t, v in restore.items() if t not in known}
+        if restore:
+            target = dict(config.get("target") or {})
+            target[TABLE_OPTIONS] = {**known, **{t: {"speculative_retry": v} for t, v in restore.items()}}
+            config["target"] = target
     return add_version(
         s,
         deployment_id,
-        dict(old.config),
+        config,
         settings=settings,
         source="rollback",
         note=note or f"rollback to version {version}",

@@ -71,7 +71,7 @@ def test_migrations_up_from_empty_down_and_up(database_url: str, db_backend: str
         db_again.dispose()
         assert set(inspect(db.engine).get_table_names()) == TABLES
         with db.engine.connect() as c:
-            assert c.scalar(text("SELECT version_num FROM alembic_version")) == _head() == "0004"
+            assert c.scalar(text("SELECT version_num FROM alembic_version")) == _head() == "0005"
             assert compare_metadata(MigrationContext.configure(c), Base.metadata) == []  # models = migrations
         cfg = Config()
         cfg.set_main_option("script_location", str(MIGRATIONS))
@@ -216,9 +216,16 @@ def test_upgrade_to_autoincrement_keeps_every_row(tmp_path: Path) -> None:
     db = Database(url)  # migrates to head
     try:
         with db.engine.connect() as c:
-            assert c.scalar(text("SELECT version_num FROM alembic_version")) == "0004"
+            assert c.scalar(text("SELECT version_num FROM alembic_version")) == "0005"
             for table in ("deployments", "config_versions", "schedules"):
                 assert c.scalar(text(f"SELECT count(*) FROM {table}")) == 1, table
+            # 0005: existing deployments read as stock, java4, no tables; existing versions apply to nothing known
+            assert tuple(c.execute(text("SELECT server, driver, tables FROM deployments")).one()) == (
+                "stock",
+                "java4",
+                "[]",
+            )
+            assert c.scalar(text("SELECT applies_to FROM config_versions")) is None
             assert c.scalar(text("SELECT deployment_id FROM traces")) == 1
             assert c.scalar(text("PRAGMA foreign_keys")) == 1
             assert "AUTOINCREMENT" in c.scalar(text("SELECT sql FROM sqlite_master WHERE name = 'traces'"))

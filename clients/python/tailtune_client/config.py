@@ -23,9 +23,9 @@ server of the pool; the highest version any server holds wins).
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 
@@ -45,6 +45,9 @@ __all__ = [
 MODES = ("batching", "chisel")
 #: The keys a chisel config must carry (no defaults in the client).
 CHISEL_KEYS = ("elephant_threshold", "merge", "split_keys")
+
+
+_T = TypeVar("_T")
 
 
 class ConfigError(ValueError):
@@ -199,6 +202,11 @@ class HttpConfigSource(ConfigSource):
         self._etag: str | None = None
 
     def fetch(self) -> MemcachedConfig | None:
+        return self.fetch_parsed(parse_config)
+
+    def fetch_parsed(self, parse: Callable[[bytes], _T]) -> _T | None:
+        """`GET` with `If-None-Match`; None on 304, else `parse(body)` (the ETag is kept once it parsed).
+        `tailtune_client.cassandra` fetches its driver settings through this."""
         headers = {"If-None-Match": self._etag} if self._etag else {}
         try:
             resp = self._http.get(self.url, headers=headers)
@@ -209,9 +217,9 @@ class HttpConfigSource(ConfigSource):
         if resp.status_code != 200:
             detail = resp.text[:200].strip()
             raise ConfigSourceError(f"GET {self.url}: HTTP {resp.status_code}{': ' + detail if detail else ''}")
-        cfg = parse_config(resp.content)
+        parsed = parse(resp.content)
         self._etag = resp.headers.get("etag")
-        return cfg
+        return parsed
 
     def close(self) -> None:
         self._http.close()

@@ -6,7 +6,17 @@ from collections.abc import Callable
 
 import typer
 
-from tailtune.cli.commands import analyze, datasets, generate, ingest, serve, simulate, tune, worker
+from tailtune.cli.commands import (
+    analyze,
+    datasets,
+    deployments,
+    generate,
+    ingest,
+    serve,
+    simulate,
+    tune,
+    worker,
+)
 
 __all__ = ["COMMANDS"]
 
@@ -19,4 +29,5 @@ COMMANDS: tuple[Callable[[typer.Typer], None], ...] = (
     tune.register,
     serve.register,
     worker.register,
+    deployments.register,
 )

@@ -49,6 +49,12 @@ class DeploymentRow(Base):
     publish_status: Mapped[str] = mapped_column(String(16), default="none")
     publish_error: Mapped[str | None] = mapped_column(Text, nullable=True)
     created_at: Mapped[float] = mapped_column(Float)
+    #: What the cluster runs: `stock` Cassandra (the default) or a `rein-patched` server (cassandra only).
+    server: Mapped[str] = mapped_column(String(16), default="stock", server_default="stock")
+    #: The applications' driver: `java4` (the default) or `python` (cassandra only).
+    driver: Mapped[str] = mapped_column(String(16), default="java4", server_default="java4")
+    #: The tables a stock config's per-table options (speculative_retry) are applied to, as `keyspace.table`.
+    tables: Mapped[list[Any]] = mapped_column(JSON, default=list, server_default="[]")
 
 
 class TraceRow(Base):
@@ -148,6 +154,9 @@ class ConfigVersionRow(Base):
     note: Mapped[str | None] = mapped_column(Text, nullable=True)
     published: Mapped[dict[str, Any]] = mapped_column(JSON)  # {"cassandra": epoch} per successful target
     created_at: Mapped[float] = mapped_column(Float)
+    #: The deployment's server, driver and tables when this version was added (what it was made for; None for
+    #: versions written before deployments had them).
+    applies_to: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
 
 
 class ObservationRow(Base):

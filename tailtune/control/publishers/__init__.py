@@ -4,6 +4,7 @@ kind.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from tailtune.control.publishers.base import (
@@ -45,8 +46,17 @@ PUBLISHERS: dict[str, type[Publisher]] = {
 
 
 def publisher_for(
-    kind: str, deployment: str, connection: dict[str, Any], timeout_s: float, *, memcached_item_max_bytes: int = 1024**2
+    kind: str,
+    deployment: str,
+    connection: dict[str, Any],
+    timeout_s: float,
+    *,
+    memcached_item_max_bytes: int = 1024**2,
+    tables: Sequence[str] = (),
+    driver: str = "java4",
+    server: str = "stock",
 ) -> Publisher:
+    """The publisher of a deployment's target; `tables`, `driver` and `server` are the deployment's (Cassandra)."""
     if kind == MemcachedPublisher.kind:
         return MemcachedPublisher(deployment, connection, timeout_s, item_max_bytes=memcached_item_max_bytes)
-    return PUBLISHERS[kind](deployment, connection, timeout_s)
+    return PUBLISHERS[kind](deployment, connection, timeout_s, tables=tables, driver=driver, server=server)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -75,6 +75,9 @@ class PublishOutcome:
     #: False when the target already had this or a newer version as current (idempotent no-op).
     advanced: bool
     current_version: int
+    #: What the publisher changed or read on the target besides the document (Cassandra: each table's
+    #: speculative_retry before and after, the snitch settings it found); recorded with the version.
+    applied: dict[str, Any] | None = None
 
 
 def document(deployment: str, version: int, config: dict[str, Any]) -> str:
@@ -91,10 +94,23 @@ class Publisher(ABC):
 
     kind: ClassVar[str]
 
-    def __init__(self, deployment: str, connection: dict[str, Any], timeout_s: float) -> None:
+    def __init__(
+        self,
+        deployment: str,
+        connection: dict[str, Any],
+        timeout_s: float,
+        *,
+        tables: Sequence[str] = (),
+        driver: str = "java4",
+        server: str = "stock",
+    ) -> None:
         self.deployment = deployment
         self.connection = connection
         self.timeout_s = timeout_s
+        #: The deployment's `keyspace.table` names (Cassandra: where a stock config's table options go).
+        self.tables = list(tables)
+        self.driver = driver
+        self.server = server
 
     @abstractmethod
     def publish(self, version: int, config: dict[str, Any], *, head: Head | None = None) -> PublishOutcome:

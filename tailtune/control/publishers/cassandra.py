@@ -7,25 +7,179 @@ version never overwrites a newer one, whatever the order of publishers. The whol
 one row: readers never see half of it. Nodes read their config with
 
     SELECT version, config FROM <keyspace>.config_current WHERE deployment = ?;
+
+A config that sets table options (a `stock` config, or params with `speculative_retry`; see
+`tailtune.control.publishers.stock`) is also applied live to each table of the deployment, between the version
+row and the current row: `ALTER TABLE ks.t WITH speculative_retry = '...'`, read back from
+`system_schema.tables` and compared as parsed forms (Cassandra normalises the text). All tables or none: a
+missing table stops the publish before any change; a failed ALTER or read-back reverts the tables already
+changed, and the error names the table and why. Each table's value before and after is returned in
+`PublishOutcome.applied["tables"]` (recorded with the version; a rollback restores from it). The snitch settings
+are only read (`system_views.settings`), never written: see docs/applying-stock.md.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from typing import Any
 
+from tailtune.base.errors import BadInputError
 from tailtune.control.publishers.base import (
     Head,
     PublishConflict,
     Publisher,
     PublishOutcome,
+    PublishRejected,
     TargetUnavailable,
     document,
 )
+from tailtune.control.publishers.stock import desired_speculative_retry
+from tailtune.control.redact import redact
+from tailtune.simulation.stock import SpeculativeRetry, parse_speculative_retry
 
-__all__ = ["NODE_QUERY", "CassandraPublisher", "schema_cql"]
+__all__ = [
+    "NODE_QUERY",
+    "SNITCH_SETTINGS",
+    "TABLE_QUERY",
+    "CassandraPublisher",
+    "TableOptionsFailed",
+    "apply_speculative_retry",
+    "read_snitch",
+    "revert_speculative_retry",
+    "schema_cql",
+]
 
 NODE_QUERY = "SELECT version, config FROM {ks}.config_current WHERE deployment = ?"
+#: How the publisher reads a table's option back (Cassandra's normalised text).
+TABLE_QUERY = "SELECT speculative_retry FROM system_schema.tables WHERE keyspace_name = %s AND table_name = %s"
+#: The node settings read (never written) from `system_views.settings` and recorded with the version.
+SNITCH_SETTINGS = (
+    "endpoint_snitch",
+    "dynamic_snitch",
+    "dynamic_snitch_update_interval",
+    "dynamic_snitch_reset_interval",
+    "dynamic_snitch_badness_threshold",
+)
+
+
+class TableOptionsFailed(PublishRejected):
+    """Setting the tables' options failed: names the table and why, and says what was reverted."""
+
+
+def _read_spec(session: Any, table: str) -> str | None:
+    ks, name = table.split(".", 1)
+    row = session.execute(TABLE_QUERY, (ks, name)).one()
+    return None if row is None else str(row.speculative_retry)
+
+
+def _alter(session: Any, table: str, text: str) -> None:
+    session.execute(f"ALTER TABLE {table} WITH speculative_retry = '{text}'")
+
+
+def _same(text: str | None, want: SpeculativeRetry) -> bool:
+    if text is None:
+        return False
+    try:
+        return parse_speculative_retry(text) == want
+    except BadInputError:
+        return False
+
+
+def revert_speculative_retry(session: Any, before: dict[str, str]) -> dict[str, str]:
+    """Put each table back to its `before` text; returns the tables that could not be reverted, with why."""
+    failed: dict[str, str] = {}
+    for table, text in before.items():
+        try:
+            _alter(session, table, text)
+            back = _read_spec(session, table)
+            if not _same(back, parse_speculative_retry(text)):
+                failed[table] = f"reads back {back!r} after the revert to {text!r}"
+        except Exception as exc:
+            failed[table] = f"{type(exc).__name__}: {redact(str(exc))}"
+    return failed
+
+
+def apply_speculative_retry(
+    session: Any, desired: dict[str, SpeculativeRetry]
+) -> tuple[dict[str, dict[str, str]], dict[str, str]]:
+    """All tables or none: every table must exist (checked before any change); each table whose parsed
+    speculative_retry differs from the desired one gets `ALTER TABLE ... WITH speculative_retry = '...'` and is
+    read back from system_schema.tables, where the parsed forms must be equal (Cassandra normalises the text).
+    On the first failure the tables already changed are reverted and TableOptionsFailed (not retried) or
+    TargetUnavailable (retried: the cluster did not answer) names the table and why.
+
+    Returns ({table: {"before": text, "after": text}}, {changed table: before text})."""
+    from cassandra import DriverException, RequestExecutionException
+
+    before: dict[str, str] = {}
+    missing: list[str] = []
+    for table in desired:
+        text = _read_spec(session, table)
+        if text is None:
+            missing.append(table)
+        else:
+            before[table] = text
+    if missing:
+        what = f"table {missing[0]} does not" if len(missing) == 1 else f"tables {', '.join(missing)} do not"
+        raise TableOptionsFailed(
+            f"cassandra: {what} exist (no row in system_schema.tables); no table was changed"
+        )
+    record: dict[str, dict[str, str]] = {}
+    changed: dict[str, str] = {}
+    for table, want in desired.items():
+        text = want.render()
+        if _same(before[table], want):
+            record[table] = {"before": before[table], "after": before[table]}
+            continue
+        transient = False
+        changed[table] = before[table]  # an ALTER that timed out may still apply: it is reverted with the rest
+        try:
+            _alter(session, table, text)
+            back = _read_spec(session, table)
+            why = None if _same(back, want) else f"system_schema.tables shows {back!r} after setting {text!r}"
+        except (RequestExecutionException, OSError) as exc:
+            transient, why = True, f"{type(exc).__name__}: {redact(str(exc))}"
+        except DriverException as exc:
+            why = f"{type(exc).__name__}: {redact(str(exc))}"
+            transient = type(exc).__name__ in ("OperationTimedOut", "NoHostAvailable")
+            if not transient:  # refused by Cassandra: the table was not changed
+                del changed[table]
+        if why is None:
+            record[table] = {"before": before[table], "after": back or text}
+            continue
+        not_reverted = revert_speculative_retry(session, changed)
+        reverted = [t for t in changed if t not in not_reverted]
+        tail = (
+            f"; reverted {', '.join(reverted)}" if reverted else "; no other table had been changed"
+        ) + (
+            "; could not revert " + ", ".join(f"{t} ({w})" for t, w in not_reverted.items()) if not_reverted else ""
+        )
+        message = f"cassandra: speculative_retry of {table} failed: {why}{tail}"
+        if transient:
+            raise TargetUnavailable(message)
+        raise TableOptionsFailed(message)
+    return record, changed
+
+
+def read_snitch(session: Any, config: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The node's snitch settings from `system_views.settings` (read only; {} when the node has no such
+    table) and, when `config`'s rendering has the JMX operation, that operation with this cluster's
+    `endpoint_snitch` class in place of the renderer's `<endpoint_snitch>`. Nothing is applied."""
+    try:
+        rows = session.execute("SELECT name, value FROM system_views.settings")
+    except Exception:
+        return {}
+    found = {str(r.name): r.value for r in rows if str(r.name) in SNITCH_SETTINGS}
+    if not found:
+        return {}
+    out: dict[str, Any] = {"settings": found, "applied_by_tailtune": False}
+    target = (config or {}).get("target")
+    jmx = target.get("jmx") if isinstance(target, dict) else None
+    snitch = found.get("endpoint_snitch")
+    if isinstance(jmx, list) and snitch:
+        out["jmx"] = [str(op).replace("<endpoint_snitch>", str(snitch)) for op in jmx]
+    return out
 
 
 def schema_cql(keyspace: str, replication_factor: int) -> list[str]:
@@ -46,6 +200,25 @@ class CassandraPublisher(Publisher):
     def keyspace(self) -> str:
         return str(self.connection.get("keyspace", "tailtune"))
 
+    def _password(self) -> str | None:
+        """The password from the environment variable `connection.password_env` names (never stored)."""
+        name = self.connection.get("password_env")
+        if not self.connection.get("username") or not name:
+            return None
+        value = os.environ.get(str(name))
+        if not value:
+            raise TargetUnavailable(
+                f"cassandra: connection.password_env names {name}, which is not set in this process's environment"
+            )
+        return value
+
+    def _scrub(self, text: str) -> str:
+        """`text` without credentials: redact()'s patterns and the password itself, wherever it appears."""
+        name = self.connection.get("password_env")
+        secret = os.environ.get(str(name)) if name else None
+        text = redact(text)
+        return text.replace(secret, "***") if secret else text
+
     def _connect(self) -> tuple[Any, Any]:
         from cassandra import ConsistencyLevel
         from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
@@ -58,8 +231,15 @@ class CassandraPublisher(Publisher):
             consistency_level=ConsistencyLevel.QUORUM,
             serial_consistency_level=ConsistencyLevel.SERIAL,
         )
+        password = self._password()
+        auth: dict[str, Any] = {}
+        if password is not None:
+            from cassandra.auth import PlainTextAuthProvider
+
+            auth["auth_provider"] = PlainTextAuthProvider(str(self.connection["username"]), password)
         cluster = Cluster(
             points,
+            **auth,
             port=int(self.connection.get("port", 9042)),
             protocol_version=5,
             execution_profiles={EXEC_PROFILE_DEFAULT: profile},
@@ -71,7 +251,7 @@ class CassandraPublisher(Publisher):
             session = cluster.connect()
         except Exception as exc:
             cluster.shutdown()
-            raise TargetUnavailable(f"cassandra {points}: {exc}") from exc
+            raise TargetUnavailable(f"cassandra {points}: {self._scrub(str(exc))}") from None
         return cluster, session
 
     def _transient(self) -> tuple[type[BaseException], ...]:
@@ -80,15 +260,20 @@ class CassandraPublisher(Publisher):
         return (DriverException, RequestExecutionException, OSError)
 
     def publish(self, version: int, config: dict[str, Any], *, head: Head | None = None) -> PublishOutcome:
+        """Write the version row (immutable), apply the effective config's table options (all tables or none),
+        then move the current row forward; when the current row cannot be written the tables are reverted."""
         doc = document(self.deployment, version, config)
         # the current row moves to the newest version known: a republished older version (or a wiped table)
         # gets the newest the control plane published, never the older one
-        cur_v, cur_doc = (head[0], document(self.deployment, head[0], head[1])) if head and head[0] > version else (
-            version,
-            doc,
+        cur_v, cur_doc, cur_config = (
+            (head[0], document(self.deployment, head[0], head[1]), head[1])
+            if head and head[0] > version
+            else (version, doc, config)
         )
+        desired = self._desired(cur_config)
         cluster, session = self._connect()
         ks = self.keyspace
+        changed: dict[str, str] = {}
         try:
             rf = 1 if len(self.connection.get("contact_points", [])) < 3 else 3
             for cql in schema_cql(ks, rf):
@@ -107,28 +292,48 @@ class CassandraPublisher(Publisher):
                     f"cassandra: {ks}.config_versions holds a different config for "
                     f"{self.deployment} v{version}"
                 )
+            applied: dict[str, Any] = {}
+            if desired:
+                tables, changed = apply_speculative_retry(session, desired)
+                applied["tables"] = tables
+            snitch = read_snitch(session, cur_config)
+            if snitch:
+                applied["snitch"] = snitch
+            try:
+                outcome = self._move_current(lwt, ks, version, cur_v, cur_doc)
+            except BaseException:
+                if changed:
+                    revert_speculative_retry(session, changed)
+                raise
+            return PublishOutcome(outcome.version, outcome.advanced, outcome.current_version, applied or None)
+        except self._transient() as exc:
+            raise TargetUnavailable(f"cassandra: {type(exc).__name__}: {self._scrub(str(exc))}") from None
+        finally:
+            cluster.shutdown()
+
+    def _desired(self, config: dict[str, Any]) -> dict[str, SpeculativeRetry]:
+        try:
+            return desired_speculative_retry(config, self.tables)
+        except BadInputError as exc:
+            raise PublishRejected(f"cassandra: {exc}") from None
+
+    def _move_current(self, lwt: Any, ks: str, version: int, cur_v: int, cur_doc: str) -> PublishOutcome:
+        row = lwt(
+            f"INSERT INTO {ks}.config_current (deployment, version, config) VALUES (%s, %s, %s) IF NOT EXISTS",
+            (self.deployment, cur_v, cur_doc),
+        )
+        if row.applied:
+            return PublishOutcome(version, True, cur_v)
+        for _ in range(20):
             row = lwt(
-                f"INSERT INTO {ks}.config_current (deployment, version, config) VALUES (%s, %s, %s) "
-                "IF NOT EXISTS",
-                (self.deployment, cur_v, cur_doc),
+                f"UPDATE {ks}.config_current SET version = %s, config = %s WHERE deployment = %s IF version < %s",
+                (cur_v, cur_doc, self.deployment, cur_v),
             )
             if row.applied:
                 return PublishOutcome(version, True, cur_v)
-            for _ in range(20):
-                row = lwt(
-                    f"UPDATE {ks}.config_current SET version = %s, config = %s WHERE deployment = %s "
-                    "IF version < %s",
-                    (cur_v, cur_doc, self.deployment, cur_v),
-                )
-                if row.applied:
-                    return PublishOutcome(version, True, cur_v)
-                if row.version is not None and int(row.version) >= cur_v:
-                    return PublishOutcome(version, False, int(row.version))
-            raise TargetUnavailable("cassandra: config_current kept changing")
-        except self._transient() as exc:
-            raise TargetUnavailable(f"cassandra: {type(exc).__name__}: {exc}") from exc
-        finally:
-            cluster.shutdown()
+            if row.version is not None and int(row.version) >= cur_v:
+                return PublishOutcome(version, False, int(row.version))
+        raise TargetUnavailable("cassandra: config_current kept changing")
 
     def read_current(self) -> tuple[int, dict[str, Any]] | None:
         cluster, session = self._connect()
@@ -136,7 +341,7 @@ class CassandraPublisher(Publisher):
             stmt = session.prepare(NODE_QUERY.format(ks=self.keyspace))
             row = session.execute(stmt, (self.deployment,)).one()
         except self._transient() as exc:
-            raise TargetUnavailable(f"cassandra: {exc}") from exc
+            raise TargetUnavailable(f"cassandra: {self._scrub(str(exc))}") from None
         finally:
             cluster.shutdown()
         if row is None:
@@ -148,6 +353,6 @@ class CassandraPublisher(Publisher):
         try:
             session.execute("SELECT release_version FROM system.local")
         except self._transient() as exc:
-            raise TargetUnavailable(f"cassandra: {exc}") from exc
+            raise TargetUnavailable(f"cassandra: {self._scrub(str(exc))}") from None
         finally:
             cluster.shutdown()

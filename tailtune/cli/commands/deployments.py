@@ -1,0 +1,166 @@
+"""`tailtune deployments [list] | show NAME | create FILE | set NAME ...`: the deployments in the metadata DB
+(`TAILTUNE_DATABASE_URL`), with the same checks as `/api/v1/deployments`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+__all__ = ["register"]
+
+_app = typer.Typer(
+    help="List, show, register and change deployments (server, driver, tables) in the metadata DB.",
+    no_args_is_help=False,
+)
+
+_JSON = typer.Option("--json", help="Print JSON.")
+
+
+def _db() -> Any:
+    from tailtune.base.settings import get_settings
+    from tailtune.control.db import database_for
+
+    return database_for(get_settings().resolved_database_url)
+
+
+def _fail(exc: Exception, where: str) -> Exception:
+    """A control-plane or validation error as the CLI's one-line error (2: bad input, 3: not found)."""
+    from pydantic import ValidationError
+
+    from tailtune.base.errors import BadInputError, InputProblem, NotFoundError
+    from tailtune.control.errors import Missing, ServiceError
+
+    if isinstance(exc, ValidationError):
+        problems = [
+            InputProblem(where, None, ".".join(map(str, e["loc"])) or None, e["msg"].removeprefix("Value error, "))
+            for e in exc.errors()
+        ]
+        return BadInputError(problems)
+    if isinstance(exc, Missing):
+        return NotFoundError(exc.detail)
+    if isinstance(exc, ServiceError):
+        return BadInputError([InputProblem(where, None, exc.field, exc.detail)])
+    if isinstance(exc, ValueError):  # not JSON
+        return BadInputError([InputProblem(where, None, None, str(exc))])
+    return exc
+
+
+def _out(row: Any) -> dict[str, Any]:
+    from service.deployments.schemas import DeploymentOut
+
+    return DeploymentOut.of(row).model_dump(mode="json")
+
+
+def _print(doc: dict[str, Any], as_json: bool) -> None:
+    from tailtune.base.console import out_console, print_json
+
+    if as_json:
+        print_json(doc)
+        return
+    for key in ("id", "name", "kind", "server", "driver", "tables", "connection", "publish_status", "publish_error"):
+        value = doc.get(key)
+        if key == "tables":
+            value = ", ".join(value or []) or "(none)"
+        out_console.print(f"{key:15} {value}", highlight=False, markup=False)
+
+
+@_app.callback(invoke_without_command=True)
+def _default(ctx: typer.Context) -> None:
+    if ctx.invoked_subcommand is None:
+        list_deployments(as_json=False)
+
+
+@_app.command("list")
+def list_deployments(as_json: Annotated[bool, _JSON] = False) -> None:
+    """All deployments, by id."""
+    from rich.table import Table
+
+    from service.deployments import service
+    from tailtune.base.console import out_console, print_json
+
+    with _db().session() as s:
+        docs = [_out(r) for r in service.list_all(s, limit=10_000)]
+    if as_json:
+        print_json(docs)
+        return
+    table = Table("id", "name", "kind", "server", "driver", "tables", "publish")
+    for d in docs:
+        table.add_row(
+            str(d["id"]), d["name"], d["kind"], d["server"], d["driver"], ", ".join(d["tables"]), d["publish_status"]
+        )
+    out_console.print(table)
+
+
+@_app.command("show")
+def show(name: str, as_json: Annotated[bool, _JSON] = False) -> None:
+    """One deployment by name."""
+    from service.deployments import service
+
+    try:
+        with _db().session() as s:
+            doc = _out(service.get_by_name(s, name))
+    except Exception as exc:
+        raise _fail(exc, "deployment") from None
+    _print(doc, as_json)
+
+
+@_app.command("create")
+def create(
+    file: Annotated[Path, typer.Argument(help="A JSON body as for POST /api/v1/deployments.", exists=True)],
+    as_json: Annotated[bool, _JSON] = False,
+) -> None:
+    """Register a deployment from a JSON file (name, kind, topology, connection, server, driver, tables, ...)."""
+    import json
+
+    from service.deployments import service
+    from service.deployments.schemas import DeploymentCreate
+    from tailtune.base.settings import get_settings
+
+    try:
+        body = DeploymentCreate.model_validate(json.loads(file.read_text()))
+        with _db().session() as s:
+            doc = _out(service.create(s, get_settings(), body))
+    except Exception as exc:  # JSON, validation and control-plane errors
+        raise _fail(exc, str(file)) from None
+    _print(doc, as_json)
+
+
+@_app.command("set")
+def set_fields(
+    name: str,
+    server: Annotated[str | None, typer.Option("--server", help="stock | rein-patched")] = None,
+    driver: Annotated[str | None, typer.Option("--driver", help="java4 | python")] = None,
+    table: Annotated[
+        list[str] | None, typer.Option("--table", help="keyspace.table (repeat; replaces the list)")
+    ] = None,
+    no_tables: Annotated[bool, typer.Option("--no-tables", help="Clear the tables.")] = False,
+    as_json: Annotated[bool, _JSON] = False,
+) -> None:
+    """Change a Cassandra deployment's server, driver or tables."""
+    from service.deployments import service
+    from service.deployments.schemas import DeploymentPatch
+    from tailtune.base.settings import get_settings
+
+    fields: dict[str, Any] = {}
+    if server is not None:
+        fields["server"] = server
+    if driver is not None:
+        fields["driver"] = driver
+    if table:
+        fields["tables"] = list(table)
+    elif no_tables:
+        fields["tables"] = []
+    try:
+        body = DeploymentPatch.model_validate(fields)
+        with _db().session() as s:
+            dep = service.get_by_name(s, name)
+            doc = _out(service.patch(s, get_settings(), dep.id, body))
+    except Exception as exc:
+        raise _fail(exc, "deployment") from None
+    _print(doc, as_json)
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(_app, name="deployments")

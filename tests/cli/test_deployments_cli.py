@@ -1,0 +1,44 @@
+"""`tailtune deployments`: register, change and show a deployment's server, driver and tables in the metadata DB,
+with the API's checks (exit 2 for bad input, 3 for an unknown name)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+
+def test_create_set_show(cli: Any, tmp_path: Path) -> None:
+    body = {
+        "name": "shop",
+        "kind": "cassandra",
+        "topology": {"servers": 3, "replication": 3},
+        "connection": {"contact_points": ["10.0.0.7"]},
+        "tables": ["shop.carts"],
+    }
+    f = tmp_path / "d.json"
+    f.write_text(json.dumps(body))
+    r = cli("deployments", "create", str(f), "--json")
+    assert r.exit_code == 0, r.stderr
+    created = json.loads(r.stdout)
+    assert (created["server"], created["driver"], created["tables"]) == ("stock", "java4", ["shop.carts"])
+
+    r = cli("deployments", "set", "shop", "--server", "rein-patched", "--driver", "python",
+            "--table", "shop.carts", "--table", "shop.items", "--json")
+    assert r.exit_code == 0, r.stderr
+    assert {k: json.loads(r.stdout)[k] for k in ("server", "driver", "tables")} == {
+        "server": "rein-patched",
+        "driver": "python",
+        "tables": ["shop.carts", "shop.items"],
+    }
+    r = cli("deployments", "set", "shop", "--no-tables", "--json")
+    assert json.loads(r.stdout)["tables"] == []
+
+    r = cli("deployments", "set", "shop", "--table", "system.local")
+    assert r.exit_code == 2 and "field 'tables': tables[0]: 'system.local' is in a system keyspace" in r.stderr
+    r = cli("deployments", "set", "shop", "--driver", "go")
+    assert r.exit_code == 2 and "field 'driver'" in r.stderr
+    r = cli("deployments", "show", "nope")
+    assert r.exit_code == 3 and "deployment 'nope' not found" in r.stderr
+    r = cli("deployments", "list", "--json")
+    assert [d["name"] for d in json.loads(r.stdout)] == ["shop"]

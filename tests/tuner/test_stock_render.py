@@ -1,0 +1,199 @@
+"""`render_stock`: the exact texts a stock recommendation is published as (CQL, yaml, JMX, the Java driver 4
+profile, the Python driver settings, the notes), and the refusals."""
+
+from __future__ import annotations
+
+import pytest
+
+from tailtune.base.errors import BadInputError
+from tuner.stock_render import IDEMPOTENCE_NOTE, SNITCH_NOTE, render_stock
+
+JAVA_HEAD = (
+    "# Java driver 4: an execution profile for the multiget reads (application.conf).\n"
+    '# Select it with statement.setExecutionProfileName("tailtune").\n'
+    "# The driver speculates only on idempotent statements; basic.request.default-idempotence is false.\n"
+    "datastax-java-driver.profiles.tailtune {\n"
+)
+JAVA_TAIL = (
+    "  # Only if every statement run with this profile is idempotent:\n"
+    "  # basic.request.default-idempotence = true\n"
+    "}\n"
+)
+SNITCH_PLACEHOLDER_NOTE = (
+    "<endpoint_snitch> in the JMX operation is the cluster's endpoint_snitch class (cassandra.yaml, or SELECT "
+    "value FROM system_views.settings WHERE name = 'endpoint_snitch'), not DynamicEndpointSnitch"
+)
+
+
+PYTHON_DEFAULTS = {
+    "load_balancing": {"policy": "TokenAwarePolicy", "shuffle_replicas": False},
+    "speculative_execution": None,
+    "idempotent_only": True,
+    "default_idempotent": False,
+}
+OTHER_DRIVER_NOTE = {
+    "java4": "driver settings: tuned for the deployment's driver (java4); the python rendering carries the same "
+    "speculative execution and the python driver's defaults for its own knobs",
+    "python": "driver settings: tuned for the deployment's driver (python); the java4 rendering carries the same "
+    "speculative execution and the java4 driver's defaults for its own knobs",
+}
+
+
+def test_defaults_for_the_java_driver() -> None:
+    out = render_stock({}, tables=["shop.carts"])
+    assert out == {
+        "cql": ["ALTER TABLE shop.carts WITH speculative_retry = '99p';"],
+        "yaml": (
+            "# not applied by tailtune: cassandra.yaml on every node (read at start)\n"
+            "dynamic_snitch_update_interval: 100ms\n"
+            "dynamic_snitch_reset_interval: 600000ms\n"
+            "dynamic_snitch_badness_threshold: 1.0\n"
+        ),
+        "jmx": [
+            'org.apache.cassandra.db:type=StorageService updateSnitch("<endpoint_snitch>", true, 100, 600000, 1.0)'
+        ],
+        "driver": {
+            "java": JAVA_HEAD
+            + "  basic.load-balancing-policy.slow-replica-avoidance = true\n"
+            + "  advanced.speculative-execution-policy.class = NoSpeculativeExecutionPolicy\n"
+            + JAVA_TAIL,
+            "python": PYTHON_DEFAULTS,
+        },
+        "notes": [
+            IDEMPOTENCE_NOTE,
+            SNITCH_NOTE,
+            SNITCH_PLACEHOLDER_NOTE,
+            OTHER_DRIVER_NOTE["java4"],
+        ],
+    }
+
+
+def test_java_speculation_normalised_retry_and_snitch_values() -> None:
+    params = {
+        "speculative_retry": "min(5ms , 99PERCENTILE)",
+        "dynamic_snitch_badness_threshold": 0.25,
+        "dynamic_snitch_update_interval": 50,
+        "dynamic_snitch_reset_interval": 60000.0,
+        "driver.speculative_execution.max_executions": 3,
+        "driver.speculative_execution.delay": 2.5,
+        "driver.slow_replica_avoidance": 0,
+    }
+    out = render_stock(
+        params,
+        tables=["shop.carts", "shop.items"],
+        driver="java4",
+        endpoint_snitch="org.apache.cassandra.locator.GossipingPropertyFileSnitch",
+    )
+    assert out["cql"] == [
+        "ALTER TABLE shop.carts WITH speculative_retry = 'MIN(99p,5ms)';",
+        "ALTER TABLE shop.items WITH speculative_retry = 'MIN(99p,5ms)';",
+    ]
+    assert out["yaml"] == (
+        "# not applied by tailtune: cassandra.yaml on every node (read at start)\n"
+        "dynamic_snitch_update_interval: 50ms\n"
+        "dynamic_snitch_reset_interval: 60000ms\n"
+        "dynamic_snitch_badness_threshold: 0.25\n"
+    )
+    assert out["jmx"] == [
+        "org.apache.cassandra.db:type=StorageService updateSnitch("
+        '"org.apache.cassandra.locator.GossipingPropertyFileSnitch", true, 50, 60000, 0.25)'
+    ]
+    assert out["driver"]["java"] == (
+        JAVA_HEAD
+        + "  basic.load-balancing-policy.slow-replica-avoidance = false\n"
+        + "  advanced.speculative-execution-policy {\n"
+        + "    class = ConstantSpeculativeExecutionPolicy\n"
+        + "    max-executions = 3\n"
+        + "    delay = 2 milliseconds\n"
+        + "  }\n"
+        + JAVA_TAIL
+    )
+    # the Python rendering: the same speculative execution (2.5 ms; 3 executions = 2 extra), its own defaults
+    assert out["driver"]["python"] == {
+        **PYTHON_DEFAULTS,
+        "speculative_execution": {
+            "policy": "ConstantSpeculativeExecutionPolicy",
+            "delay": 0.0025,
+            "max_attempts": 2,
+        },
+    }
+    assert out["notes"] == [
+        IDEMPOTENCE_NOTE,
+        SNITCH_NOTE,
+        "the Java driver 4 drops sub-millisecond precision: a delay of 2.5 ms runs as 2 ms",
+        OTHER_DRIVER_NOTE["java4"],
+    ]
+
+
+def test_python_settings_count_only_the_extra_executions() -> None:
+    params = {
+        "speculative_retry": "NONE",
+        "driver.speculative_execution.max_executions": 3,
+        "driver.speculative_execution.delay": 4,
+        "driver.shuffle_replicas": 1,
+        "multiget.shape": "per-partition",
+        "multiget.chunk": 16,
+    }
+    out = render_stock(params, tables=["a.b"], driver="python")
+    assert out["cql"] == ["ALTER TABLE a.b WITH speculative_retry = 'NEVER';"]
+    assert out["driver"] == {
+        "java": JAVA_HEAD
+        + "  basic.load-balancing-policy.slow-replica-avoidance = true\n"
+        + "  advanced.speculative-execution-policy {\n"
+        + "    class = ConstantSpeculativeExecutionPolicy\n"
+        + "    max-executions = 3\n"
+        + "    delay = 4 milliseconds\n"
+        + "  }\n"
+        + JAVA_TAIL,
+        "python": {
+            "load_balancing": {"policy": "TokenAwarePolicy", "shuffle_replicas": True},
+            "speculative_execution": {
+                "policy": "ConstantSpeculativeExecutionPolicy",
+                "delay": 0.004,
+                "max_attempts": 2,
+            },
+            "idempotent_only": True,
+            "default_idempotent": False,
+        },
+    }
+    assert out["notes"][-2:] == [
+        OTHER_DRIVER_NOTE["python"],
+        "multiget shape (application code): one query per partition, 16 keys per query",
+    ]
+
+
+def test_python_defaults_do_not_shuffle_or_speculate() -> None:
+    out = render_stock({}, tables=[], driver="python")
+    assert out["cql"] == []
+    assert out["driver"]["python"] == PYTHON_DEFAULTS
+    assert "no tables: the deployment names none, so no speculative_retry is applied" in out["notes"]
+
+
+@pytest.mark.parametrize(
+    ("params", "driver", "problem"),
+    [
+        (
+            {"driver.shuffle_replicas": 1},
+            "java4",
+            "refused for driver java4: the Java driver 4 always shuffles replicas; it has no setting for it",
+        ),
+        (
+            {"driver.slow_replica_avoidance": 0},
+            "python",
+            "refused for driver python: the Python driver has no slow-replica avoidance (only the Java driver 4's "
+            "DefaultLoadBalancingPolicy)",
+        ),
+        ({"driver.speculative_execution.max_executions": 0}, "java4", "must be an integer >= 1, got 0"),
+        ({"driver.speculative_execution.delay": -1}, "python", "must be a number >= 0, got -1"),
+        ({}, "go", "unknown driver 'go' (one of java4, python)"),
+    ],
+)
+def test_refusals_name_the_knob_and_the_reason(params: dict[str, object], driver: str, problem: str) -> None:
+    with pytest.raises(BadInputError) as err:
+        render_stock(params, tables=["a.b"], driver=driver)
+    assert err.value.problems[0].problem == problem
+
+
+def test_a_bad_speculative_retry_is_refused() -> None:
+    with pytest.raises(BadInputError):
+        render_stock({"speculative_retry": "MIN(99p,95p)"}, tables=["a.b"])
