@@ -398,6 +398,12 @@ def _step_tune(
         raise JobFailed(f"the tuner is not available: {exc}") from exc
     current = dep["current_config"]
     cand = Candidate(str(current["policy"]), dict(current.get("params") or {})) if current else None
+    cassandra = dep["kind"] == "cassandra"
+    server = str(dep.get("server") or "stock") if cassandra else None
+    if server == "stock" and cand is not None and cand.policy != "stock":
+        # a stock node runs no scheduler: a patched config as "current" (the default fifo included) means
+        # Cassandra's and the driver's defaults
+        cand = None
     study = f"tailtune-{dep['name']}-job{ctx.job_id}"
     ctx.log(f"tuning dataset {dataset_id} (study {study}; resumes from its storage if it exists)")
     req = TuneRequest(
@@ -412,6 +418,9 @@ def _step_tune(
         policies=tuple(dep["constraints"]["policies"]) if dep["constraints"].get("policies") else None,
         summary=json.loads(_in_home(ctx, summary_path).read_text()),
         plots=False,
+        server=server,
+        driver=str(dep.get("driver") or "java4"),
+        tables=tuple(dep.get("tables") or ()),
     )
     try:
         # between two trials, a cancel (or the time budget) stops the study: no further trial starts
@@ -479,6 +488,9 @@ def run_nightly(ctx: JobContext) -> dict[str, Any]:
             "objective": dict(row.objective),
             "constraints": dict(row.constraints),
             "current_config": row.current_config,
+            "server": row.server or "stock",
+            "driver": row.driver or "java4",
+            "tables": list(row.tables or []),
         }
     ing = ctx.step("ingest", lambda: _step_ingest(ctx, dep_id))
     dataset_id = str(ing["datasets"][0])

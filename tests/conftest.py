@@ -19,6 +19,7 @@ from tailtune.base.settings import Settings, get_settings
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from service.testing.cassandra_server import CassandraNode
     from service.testing.postgres_server import PostgresServer
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -109,6 +110,19 @@ def postgres_server() -> Iterator[PostgresServer]:
         pytest.fail(str(exc), pytrace=False)
     with server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def cassandra_node() -> Iterator[CassandraNode]:
+    """One real single-node Cassandra for every test of the run that needs one (started on first use)."""
+    import shutil
+
+    from service.testing.cassandra_server import running_cassandra
+
+    if shutil.which("java") is None or shutil.which("mvn") is None:
+        pytest.skip("java/mvn not installed (scripts/setup.sh installs them)")
+    with running_cassandra(heap="384M") as node:
+        yield node
 
 
 #: Tests run in parallel worker processes (pytest-xdist, `--dist loadgroup`): every test that uses one of these

@@ -201,7 +201,7 @@ authorizer: AllowAllAuthorizer
             "org.apache.cassandra.service.CassandraDaemon",
         ]
 
-    def start(self, timeout_s: float = 90.0) -> None:
+    def start(self, timeout_s: float = 300.0) -> None:
         out = (self.workdir / "stdout.log").open("wb")
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.proc = subprocess.Popen(

@@ -3,6 +3,6 @@ the real service."""
 
 from __future__ import annotations
 
-from tests.service.conftest import cassandra_node, database_url, db_backend, svc
+from tests.service.conftest import database_url, db_backend, svc
 
-__all__ = ["cassandra_node", "database_url", "db_backend", "svc"]
+__all__ = ["database_url", "db_backend", "svc"]

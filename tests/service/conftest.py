@@ -20,7 +20,6 @@ from fastapi.testclient import TestClient
 from service.auth import create_token
 from service.deps import database_for
 from service.main import create_app
-from service.testing.cassandra_server import CassandraNode, running_cassandra
 from service.testing.memcached_server import MemcachedNode
 from service.testing.postgres_server import PostgresServer
 from tailtune.base.settings import Settings, get_settings
@@ -109,12 +108,6 @@ def memcached_node() -> Iterator[MemcachedNode]:
         node.close()
 
 
-@pytest.fixture(scope="session")
-def cassandra_node() -> Iterator[CassandraNode]:
-    if shutil.which("java") is None or shutil.which("mvn") is None:
-        pytest.skip("java/mvn not installed (scripts/setup.sh installs them)")
-    with running_cassandra(heap="384M") as node:
-        yield node
 
 
 def memcached_deployment(name: str, servers: list[str]) -> dict[str, object]:
