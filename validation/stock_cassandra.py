@@ -42,7 +42,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -280,6 +279,13 @@ def run_real(a: argparse.Namespace, w: Workload) -> dict[str, Any]:
                       f"load avg {os.getloadavg()[0]:.1f}", flush=True)
                 return r
 
+            print("JIT warm-up pass (not recorded):", flush=True)
+            one("NEVER", stalled=False)
+            idle_s = 10.0
+            cpu0 = jvm_cpu_s(pids)
+            time.sleep(idle_s)
+            out["idle_cpu_per_s"] = (jvm_cpu_s(pids) - cpu0) / idle_s
+            print(f"idle JVM CPU {out['idle_cpu_per_s']:.3f} s/s", flush=True)
             print("calibration (no stalls, NEVER):", flush=True)
             calib = one("NEVER", stalled=False)
             out["calibration"] = _summary(calib, w)
@@ -310,7 +316,8 @@ def sim_commands(a: argparse.Namespace, w: Workload, real: dict[str, Any], trace
 
     calib = real["calibration"]
     reads = int(w.arrivals.size) * a.keys
-    cpu_per_read = calib["cpu_s"] / reads
+    busy_s = a.warmup_s + a.measure_s + 0.5
+    cpu_per_read = max(1e-6, calib["cpu_s"] - real.get("idle_cpu_per_s", 0.0) * busy_s) / reads
     service_rate = 1.0 / cpu_per_read
     net_us = real["rtt_median_ms"] * 1e3 / 2
     rate_s = 1.0 / a.stall_period_s / 3
@@ -362,7 +369,8 @@ def to_markdown(a: argparse.Namespace, real: dict[str, Any], sim: dict[str, Any]
         f"127.0.0.2 (round-robin), node 127.0.0.3 stopped {a.stall_ms:g} ms every {a.stall_period_s:g} s; "
         f"{a.repeats} repetitions per variant, interleaved.",
         f"Calibration (no stalls, NEVER): p50/p95/p99 {' / '.join(f'{x:.2f}' for x in c['pct_ms'])} ms; "
-        f"JVM CPU {c['cpu_s']:.1f} s → {sim['cpu_per_read_us']:.0f} µs per partition read; driver round trip "
+        f"JVM CPU {c['cpu_s']:.1f} s less idle {real.get('idle_cpu_per_s', 0.0):.3f} s/s → "
+        f"{sim['cpu_per_read_us']:.0f} µs per partition read; driver round trip "
         f"median {real['rtt_median_ms']:.2f} ms. Simulated without stalls (same settings): "
         f"{' / '.join(f'{x:.2f}' for x in np.mean(np.asarray(calib_sim)[:, :3], axis=0))} ms.",
         f"Simulator: `{' '.join(sim['base'])} --param speculative_retry=VARIANT --seed S --json` "
@@ -417,6 +425,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--out", type=Path, default=None, help="write the markdown here")
     ap.add_argument("--json-out", type=Path, default=None, help="write every figure here")
+    ap.add_argument("--from-json", type=Path, default=None,
+                    help="skip the cluster: take the real figures from an earlier --json-out and redo the simulation")
     ap.add_argument("--write-trace", type=Path, default=None,
                     help="only write the workload as the simulator's CSV trace (TRACE.csv of the printed command)")
     a = ap.parse_args(argv)
@@ -425,7 +435,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     if a.write_trace is not None:
         write_trace(w, a.write_trace, a.value_size)
         return
-    real = run_real(a, w)
+    if a.from_json is not None:
+        real = json.loads(a.from_json.read_text())["real"]
+    else:
+        real = run_real(a, w)
+        if a.json_out is not None:  # the real figures first: the simulation can be redone from them
+            a.json_out.write_text(json.dumps({"real": real}, indent=1, default=str))
     with tempfile.TemporaryDirectory(prefix="tailtune-stock-val-") as tmp:
         trace = Path(tmp) / "trace.csv"
         write_trace(w, trace, a.value_size)
@@ -438,10 +453,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     if a.out is not None:
         a.out.write_text(text)
     if a.json_out is not None:
-        a.json_out.write_text(json.dumps({"args": {k: v for k, v in vars(a).items() if k not in ("out", "json_out")},
-                                          "real": real, "sim": sim, "sim_results": simres,
+        args = {k: v for k, v in vars(a).items() if k not in ("out", "json_out", "from_json")}
+        a.json_out.write_text(json.dumps({"args": args, "real": real, "sim": sim, "sim_results": simres,
                                           "sim_calibration": calib_sim}, indent=1, default=str))
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()
