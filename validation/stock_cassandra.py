@@ -40,6 +40,7 @@ import argparse
 import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import tempfile
@@ -155,6 +156,7 @@ class RunResult:
     errors: int
     cpu_s: float
     stalls: list[tuple[float, float]] = field(default_factory=list)
+    speculative_retries: int | None = None
 
 
 def drive(session: Any, prepared: Any, w: Workload, *, senders: int = 4) -> tuple[
@@ -214,6 +216,22 @@ def set_speculative_retry(session: Any, value: str) -> str:
     return str(row.speculative_retry)
 
 
+def speculative_retries(session: Any, hosts: Sequence[Any]) -> int | None:
+    """The coordinators' `SpeculativeRetries` count of the table (Cassandra 5.0's `system_metrics` virtual tables,
+    read on each coordinator), or None when they cannot be read."""
+    total = 0
+    try:
+        for h in hosts:
+            rows = session.execute("SELECT name, value FROM system_metrics.table_group", host=h, timeout=5)
+            for r in rows:
+                name = str(r.name)
+                if f"{KEYSPACE}.{TABLE}" in name and name.endswith("SpeculativeRetries"):
+                    total += int(float(r.value))
+    except Exception:
+        return None
+    return total
+
+
 def rtt_median_s(session: Any, reps: int = 300) -> float:
     t = np.empty(reps)
     for r in range(reps):
@@ -261,6 +279,8 @@ def run_real(a: argparse.Namespace, w: Workload) -> dict[str, Any]:
             def one(variant: str, stalled: bool) -> RunResult:
                 shown = set_speculative_retry(s, variant)
                 time.sleep(1.0)
+                hosts = [h for h in cluster.metadata.all_hosts() if h.address in coords]
+                spec0 = speculative_retries(s, hosts)
                 cpu0 = jvm_cpu_s(pids)
                 stalls: list[tuple[float, float]] = []
                 if stalled:
@@ -271,12 +291,14 @@ def run_real(a: argparse.Namespace, w: Workload) -> dict[str, Any]:
                 else:
                     lat, lag, err, _ = drive(s, sel, w)
                 cpu = jvm_cpu_s(pids) - cpu0
-                r = RunResult(shown, stalled, lat, lag, err, cpu, stalls)
+                spec1 = speculative_retries(s, hosts)
+                spec = None if spec0 is None or spec1 is None else spec1 - spec0
+                r = RunResult(shown, stalled, lat, lag, err, cpu, stalls, spec)
                 m = w.measured
                 print(f"  {shown:>14} stalls={stalled!s:5} p50/p95/p99 = "
                       + " / ".join(f"{x:.2f}" for x in pct(lat[m])) + f" ms, errors {err}, "
                       f"lag p99 {np.nanpercentile(lag[m], 99) * 1e3:.1f} ms, JVM CPU {cpu:.1f} s, "
-                      f"load avg {os.getloadavg()[0]:.1f}", flush=True)
+                      f"spec. retries {spec}, load avg {os.getloadavg()[0]:.1f}", flush=True)
                 return r
 
             print("JIT warm-up pass (not recorded):", flush=True)
@@ -307,6 +329,7 @@ def _summary(r: RunResult, w: Workload) -> dict[str, Any]:
     return {"variant": r.variant, "stalled": r.stalled, "pct_ms": pct(r.latency_s[m]),
             "errors": r.errors, "unanswered": int(np.isnan(r.latency_s[m]).sum()),
             "lag_ms": pct(r.lag_s[m]), "cpu_s": r.cpu_s, "stalls": len(r.stalls),
+            "speculative_retries": r.speculative_retries,
             "stall_ms_real": float(np.mean([b - a for a, b in r.stalls]) * 1e3) if r.stalls else 0.0}
 
 
@@ -377,9 +400,9 @@ def to_markdown(a: argparse.Namespace, real: dict[str, Any], sim: dict[str, Any]
         f"(S = 0..{a.sim_seeds - 1}, mean shown); service rate = 1 / CPU per read, load = "
         f"{sim['offered_reads_per_s']:.0f} reads/s / (3 × {sim['service_rate']:.0f} × {sim['capacity_factor']:.4f}).",
         "",
-        "| speculative_retry | real p50 (ms) | real p95 | real p99 | real p99 spread | sim p50 | sim p95 | sim p99 "
-        "| sim extra reads |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| speculative_retry | real p50 (ms) | real p95 | real p99 | real p99 spread | real spec. retries | sim p50 "
+        "| sim p95 | sim p99 | sim extra reads |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     variants = list(dict.fromkeys(r["variant"] for r in real["runs"]))
     for v in variants:
@@ -387,10 +410,14 @@ def to_markdown(a: argparse.Namespace, real: dict[str, Any], sim: dict[str, Any]
         med = np.median(rs, axis=0)
         key = next(k for k in simres if _norm(k) == v)
         sm = np.mean(np.asarray(simres[key]), axis=0)
+        sp = [r.get("speculative_retries") for r in real["runs"] if r["variant"] == v]
+        spec = "/".join("?" if x is None else str(x) for x in sp)
         lines.append(
             f"| {v} | {med[0]:.2f} | {med[1]:.2f} | {med[2]:.2f} | {rs[:, 2].min():.1f}–{rs[:, 2].max():.1f} "
-            f"| {sm[0]:.2f} | {sm[1]:.2f} | {sm[2]:.2f} | {sm[3] / max(sm[4], 1) * 100:.1f}% |")
-    lines.append("")
+            f"| {spec} | {sm[0]:.2f} | {sm[1]:.2f} | {sm[2]:.2f} | {sm[3] / max(sm[4], 1) * 100:.1f}% |")
+    lines += ["", "Every real run (measured part; order as run): " + "; ".join(
+        f"{r['variant']} {'/'.join(f'{x:.1f}' for x in r['pct_ms'])}" for r in real["runs"]) + " ms (p50/p95/p99).",
+        ""]
     lag = np.asarray([r["lag_ms"] for r in real["runs"]])
     errs = sum(r["errors"] for r in real["runs"])
     una = sum(r["unanswered"] for r in real["runs"])
@@ -430,7 +457,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--write-trace", type=Path, default=None,
                     help="only write the workload as the simulator's CSV trace (TRACE.csv of the printed command)")
     a = ap.parse_args(argv)
-    a.variants = a.variants.split(",")
+    a.variants = re.split(r",(?![^(]*\))", a.variants)  # commas outside MIN(...)/MAX(...)
     w = make_workload(a.rate, a.warmup_s, a.measure_s, a.keys, a.partitions, a.seed)
     if a.write_trace is not None:
         write_trace(w, a.write_trace, a.value_size)
