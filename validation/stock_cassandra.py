@@ -22,14 +22,17 @@ measures that).
 Simulated side (the derivation is printed with the figures): the same trace (request ids, arrival times, keys)
 written as CSV; `--servers 3 --replication 3 --vnodes 1 --clients 2` (two coordinators), `--slots 1`,
 `--service-rate` = 1 / (CPU seconds of the three JVMs per partition read, measured in a no-stall run),
-`--net-latency-us` = half the median round trip of `SELECT release_version FROM system.local` through the same
-session, `--load` = the offered partition reads/s over the time-averaged capacity (the simulator's definition,
-stalls included), `--use-timestamps`, `--warmup` = the warm-up's share of the requests, stalls as
+`--net-latency-us 50` (the model's network is the coordinator → replica hop, loopback here; the driver →
+coordinator round trip, measured as the median of `SELECT release_version FROM system.local` and printed, is
+outside the coordinator's speculation timer and not added: compare effects, the ratios to NEVER), `--load` = the
+offered partition reads/s over the time-averaged capacity (the simulator's definition, stalls included; CPU per
+read less the JVMs' idle CPU), `--use-timestamps`, `--warmup` = the warm-up's share of the requests, stalls as
 `--stall-rate (1 / period) / 3 --stall-ms STALL` (the model stalls every server at random, so the cluster's stall
 count per second is that of node 3's schedule), replica order `round-robin` for the SimpleSnitch ring order
 (each server first for a third of the reads) or the model's `ds` for the dynamic snitch.
 
-    .venv/bin/python -m validation.stock_cassandra --out /tmp/stock_cassandra.md
+    .venv/bin/python -m validation.stock_cassandra --rate 30 --keys 4 --stall-ms 1000 --stall-period-s 5 \
+        --repeats 3 --json-out stock_cassandra.json     # then --from-json stock_cassandra.json redoes the model side
 
 Not a CI test (minutes; three JVMs of `--heap` each).
 """
