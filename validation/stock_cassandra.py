@@ -1,0 +1,481 @@
+"""Stock Cassandra: coordinator `speculative_retry` under a stalled replica, on a real three-node cluster and in the
+simulator (`tailtune simulate --policy stock`), side by side.
+
+Real side. Three Cassandra 5.0 nodes on 127.0.0.1, .2, .3 (`service.testing.cassandra_cluster`, balanced tokens,
+RF 3 so every node holds every partition), one table `tailtune_val.kv (k text PRIMARY KEY, v blob)` loaded at CL
+ALL. The Python cassandra-driver sends multigets `SELECT k, v FROM kv WHERE k IN ?` (`--keys` partitions drawn
+uniformly from `--partitions`) at CL ONE, open loop: Poisson arrivals at `--rate` multigets/s for `--warmup-s` +
+`--measure-s` seconds, the same arrivals and keys (seeded) in every run. Coordinators: the driver's
+`WhiteListRoundRobinPolicy` over nodes 1 and 2 only, so the stalled node 3 is never a coordinator (a stalled
+coordinator cannot speculate; only driver-side hedging would help then). Node 3's JVM is stopped (SIGSTOP) for
+`--stall-ms` every `--stall-period-s`, continued with SIGCONT, through warm-up and measurement. Between runs
+`ALTER TABLE ... WITH speculative_retry = '...'` (read back from `system_schema.tables`); the variants run
+interleaved (order rotated per repetition). Latency counts from the `execute_async` call to the answer's callback;
+the generator's lag (call − scheduled arrival) is reported apart. Only requests scheduled after the warm-up count.
+
+Replica order: with `--dynamic-snitch off` (the default here) the coordinator reads the first replica in ring order
+(SimpleSnitch), so node 3 is the first replica of a third of the partitions. With Cassandra's default dynamic
+snitch on, a coordinator that is itself a replica scores itself 0 (it has no latency samples of itself) and reads
+locally: with RF = 3 on 3 nodes a non-stalled coordinator never reads the stalled node (`--dynamic-snitch on`
+measures that).
+
+Simulated side (the derivation is printed with the figures): the same trace (request ids, arrival times, keys)
+written as CSV; `--servers 3 --replication 3 --vnodes 1 --clients 2` (two coordinators), `--slots 1`,
+`--service-rate` = 1 / (CPU seconds of the three JVMs per partition read, measured in a no-stall run),
+`--net-latency-us 50` (the model's network is the coordinator → replica hop, loopback here; the driver →
+coordinator round trip, measured as the median of `SELECT release_version FROM system.local` and printed, is
+outside the coordinator's speculation timer and not added: compare effects, the ratios to NEVER), `--load` = the
+offered partition reads/s over the time-averaged capacity (the simulator's definition, stalls included; CPU per
+read less the JVMs' idle CPU), `--use-timestamps`, `--warmup` = the warm-up's share of the requests, stalls as
+`--stall-rate (1 / period) / 3 --stall-ms STALL` (the model stalls every server at random, so the cluster's stall
+count per second is that of node 3's schedule), replica order `round-robin` for the SimpleSnitch ring order
+(each server first for a third of the reads) or the model's `ds` for the dynamic snitch.
+
+    .venv/bin/python -m validation.stock_cassandra --rate 30 --keys 4 --stall-ms 1000 --stall-period-s 5 \
+        --repeats 3 --json-out stock_cassandra.json     # then --from-json stock_cassandra.json redoes the model side
+
+Not a CI test (minutes; three JVMs of `--heap` each).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import re
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+KEYSPACE = "tailtune_val"
+TABLE = "kv"
+QS = (0.50, 0.95, 0.99)
+VARIANTS = ("NEVER", "99p", "5ms", "MIN(99p,5ms)")
+
+
+@dataclass(frozen=True)
+class Workload:
+    arrivals: npt.NDArray[np.float64]  # s from the run's start
+    keys: list[list[str]]
+    warmup_s: float
+
+    @property
+    def measured(self) -> npt.NDArray[np.bool_]:
+        return self.arrivals >= self.warmup_s
+
+
+def make_workload(rate: float, warmup_s: float, measure_s: float, keys: int, partitions: int,
+                  seed: int) -> Workload:
+    rng = np.random.default_rng(seed)
+    total = warmup_s + measure_s
+    gaps = rng.exponential(1.0 / rate, size=int(rate * total * 1.5) + 100)
+    arr = np.cumsum(gaps)
+    arr = arr[arr < total]
+    ks = [[f"k{int(x)}" for x in rng.choice(partitions, size=keys, replace=False)] for _ in range(arr.size)]
+    return Workload(arr, ks, warmup_s)
+
+
+def write_trace(w: Workload, path: Path, value_size: int) -> None:
+    with path.open("w") as f:
+        f.write("request_id,ts,key,value_size\n")
+        for i, (t, ks) in enumerate(zip(w.arrivals, w.keys, strict=True)):
+            for k in ks:
+                f.write(f"{i},{t:.6f},{k},{value_size}\n")
+
+
+def pct(lat: npt.NDArray[np.float64]) -> list[float]:
+    """p50/p95/p99 (nearest rank) in ms of the finite latencies (s)."""
+    s = np.sort(lat[np.isfinite(lat)])
+    if s.size == 0:
+        return [float("nan")] * len(QS)
+    return [float(s[max(1, int(np.ceil(q * s.size))) - 1]) * 1e3 for q in QS]
+
+
+def jvm_cpu_s(pids: Sequence[int]) -> float:
+    """utime + stime of the processes, seconds."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for pid in pids:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])
+    return total / tick
+
+
+class Staller:
+    """Stops `pid` for `stall_s` every `period_s` from `start` (monotonic) until `stop()`; always continues it."""
+
+    def __init__(self, pid: int, period_s: float, stall_s: float, start: float) -> None:
+        self.pid, self.period_s, self.stall_s, self.start = pid, period_s, stall_s, start
+        self._done = threading.Event()
+        self.stalls: list[tuple[float, float]] = []  # (stopped, continued) monotonic
+        self._t = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        k = 0
+        try:
+            while not self._done.is_set():
+                due = self.start + (k + 0.5) * self.period_s
+                if self._done.wait(max(0.0, due - time.monotonic())):
+                    return
+                os.kill(self.pid, signal.SIGSTOP)
+                t0 = time.monotonic()
+                try:
+                    self._done.wait(self.stall_s)
+                finally:
+                    os.kill(self.pid, signal.SIGCONT)
+                self.stalls.append((t0, time.monotonic()))
+                k += 1
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGCONT)
+
+    def __enter__(self) -> Staller:
+        self._t.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._done.set()
+        self._t.join(timeout=10)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.pid, signal.SIGCONT)
+
+
+@dataclass
+class RunResult:
+    variant: str
+    stalled: bool
+    latency_s: npt.NDArray[np.float64]
+    lag_s: npt.NDArray[np.float64]
+    errors: int
+    cpu_s: float
+    stalls: list[tuple[float, float]] = field(default_factory=list)
+
+
+def drive(session: Any, prepared: Any, w: Workload, *, senders: int = 4) -> tuple[
+        npt.NDArray[np.float64], npt.NDArray[np.float64], int, float]:
+    """Open-loop replay of `w`; latency and lag per request (s; NaN = failed), failures, start (monotonic)."""
+    n = w.arrivals.size
+    lat = np.full(n, np.nan)
+    lag = np.full(n, np.nan)
+    errors = [0]
+    pending = threading.Semaphore(0)
+    lock = threading.Lock()
+    nxt = [0]
+    start = time.monotonic() + 0.5
+
+    def send() -> None:
+        while True:
+            with lock:
+                i = nxt[0]
+                nxt[0] += 1
+            if i >= n:
+                return
+            due = start + float(w.arrivals[i])
+            d = due - time.monotonic()
+            if d > 0:
+                time.sleep(d)
+            sent = time.monotonic()
+            lag[i] = sent - due
+            fut = session.execute_async(prepared, [w.keys[i]])
+
+            def ok(rows: Any, i: int = i, sent: float = sent) -> None:
+                lat[i] = time.monotonic() - sent
+                pending.release()
+
+            def bad(exc: BaseException, i: int = i) -> None:
+                with lock:
+                    errors[0] += 1
+                pending.release()
+
+            fut.add_callbacks(ok, bad)
+
+    threads = [threading.Thread(target=send) for _ in range(senders)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for _ in range(n):
+        pending.acquire(timeout=30)
+    return lat, lag, errors[0], start
+
+
+def set_speculative_retry(session: Any, value: str) -> str:
+    session.execute(f"ALTER TABLE {KEYSPACE}.{TABLE} WITH speculative_retry = '{value}'")
+    row = session.execute(
+        "SELECT speculative_retry FROM system_schema.tables WHERE keyspace_name = %s AND table_name = %s",
+        (KEYSPACE, TABLE),
+    ).one()
+    return str(row.speculative_retry)
+
+
+def rtt_median_s(session: Any, reps: int = 300) -> float:
+    t = np.empty(reps)
+    for r in range(reps):
+        t0 = time.perf_counter()
+        session.execute("SELECT release_version FROM system.local")
+        t[r] = time.perf_counter() - t0
+    return float(np.median(t))
+
+
+def run_real(a: argparse.Namespace, w: Workload) -> dict[str, Any]:
+    from cassandra import ConsistencyLevel
+    from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
+    from cassandra.concurrent import execute_concurrent_with_args
+    from cassandra.policies import WhiteListRoundRobinPolicy
+
+    from service.testing.cassandra_cluster import running_cluster
+
+    out: dict[str, Any] = {"runs": []}
+    with running_cluster(3, heap=a.heap, dynamic_snitch=a.dynamic_snitch == "on") as nodes:
+        coords = [nodes[0].host, nodes[1].host]
+        victim = nodes[2]
+        assert victim.proc is not None
+        pids = [n.proc.pid for n in nodes if n.proc is not None]
+        profile = ExecutionProfile(load_balancing_policy=WhiteListRoundRobinPolicy(coords),
+                                   consistency_level=ConsistencyLevel.ONE, request_timeout=20.0)
+        cluster = Cluster(coords, port=nodes[0].port, protocol_version=5,
+                          execution_profiles={EXEC_PROFILE_DEFAULT: profile})
+        try:
+            s = cluster.connect()
+            s.execute(f"CREATE KEYSPACE {KEYSPACE} WITH replication = "
+                      "{'class': 'SimpleStrategy', 'replication_factor': 3}")
+            s.execute(f"CREATE TABLE {KEYSPACE}.{TABLE} (k text PRIMARY KEY, v blob)")
+            ring = s.execute("SELECT peer, tokens FROM system.peers_v2")
+            out["ring"] = {str(r.peer): sorted(r.tokens) for r in ring}
+            ins = s.prepare(f"INSERT INTO {KEYSPACE}.{TABLE} (k, v) VALUES (?, ?)")
+            ins.consistency_level = ConsistencyLevel.ALL
+            value = b"v" * a.value_size
+            res = execute_concurrent_with_args(s, ins, [(f"k{i}", value) for i in range(a.partitions)],
+                                               concurrency=64, raise_on_first_error=True)
+            assert all(r.success for r in res)
+            sel = s.prepare(f"SELECT k, v FROM {KEYSPACE}.{TABLE} WHERE k IN ?")
+            sel.consistency_level = ConsistencyLevel.ONE
+            out["rtt_median_ms"] = rtt_median_s(s) * 1e3
+
+            def one(variant: str, stalled: bool) -> RunResult:
+                shown = set_speculative_retry(s, variant)
+                time.sleep(1.0)
+                cpu0 = jvm_cpu_s(pids)
+                stalls: list[tuple[float, float]] = []
+                if stalled:
+                    with Staller(victim.proc.pid if victim.proc else -1, a.stall_period_s, a.stall_ms / 1e3,
+                                 time.monotonic() + 0.5) as st:
+                        lat, lag, err, _ = drive(s, sel, w)
+                    stalls = st.stalls
+                else:
+                    lat, lag, err, _ = drive(s, sel, w)
+                cpu = jvm_cpu_s(pids) - cpu0
+                r = RunResult(shown, stalled, lat, lag, err, cpu, stalls)
+                m = w.measured
+                print(f"  {shown:>14} stalls={stalled!s:5} p50/p95/p99 = "
+                      + " / ".join(f"{x:.2f}" for x in pct(lat[m])) + f" ms, errors {err}, "
+                      f"lag p99 {np.nanpercentile(lag[m], 99) * 1e3:.1f} ms, JVM CPU {cpu:.1f} s, "
+                      f"load avg {os.getloadavg()[0]:.1f}", flush=True)
+                return r
+
+            print("JIT warm-up pass (not recorded):", flush=True)
+            one("NEVER", stalled=False)
+            idle_s = 10.0
+            cpu0 = jvm_cpu_s(pids)
+            time.sleep(idle_s)
+            out["idle_cpu_per_s"] = (jvm_cpu_s(pids) - cpu0) / idle_s
+            print(f"idle JVM CPU {out['idle_cpu_per_s']:.3f} s/s", flush=True)
+            print("calibration (no stalls, NEVER):", flush=True)
+            calib = one("NEVER", stalled=False)
+            out["calibration"] = _summary(calib, w)
+            for rep in range(a.repeats):
+                order = list(a.variants)
+                k = rep % len(order)
+                order = order[k:] + order[:k]
+                print(f"repetition {rep + 1}/{a.repeats}: {order}", flush=True)
+                for v in order:
+                    r = one(v, stalled=True)
+                    out["runs"].append(_summary(r, w))
+        finally:
+            cluster.shutdown()
+    return out
+
+
+def _summary(r: RunResult, w: Workload) -> dict[str, Any]:
+    m = w.measured
+    return {"variant": r.variant, "stalled": r.stalled, "pct_ms": pct(r.latency_s[m]),
+            "errors": r.errors, "unanswered": int(np.isnan(r.latency_s[m]).sum()),
+            "lag_ms": pct(r.lag_s[m]), "cpu_s": r.cpu_s, "stalls": len(r.stalls),
+            "stall_ms_real": float(np.mean([b - a for a, b in r.stalls]) * 1e3) if r.stalls else 0.0}
+
+
+def sim_commands(a: argparse.Namespace, w: Workload, real: dict[str, Any], trace: Path) -> dict[str, Any]:
+    """The simulator's settings derived from the real run, and one command per variant."""
+    from tailtune.simulation.cassandra import CassandraDeployment
+
+    calib = real["calibration"]
+    reads = int(w.arrivals.size) * a.keys
+    busy_s = a.warmup_s + a.measure_s + 0.5
+    cpu_per_read = max(1e-6, calib["cpu_s"] - real.get("idle_cpu_per_s", 0.0) * busy_s) / reads
+    service_rate = 1.0 / cpu_per_read
+    # The model's network is the coordinator → replica hop (its coordinator is the client): loopback messaging,
+    # the simulator's default 50 µs. The driver → coordinator round trip (rtt_median_ms) is outside the
+    # coordinator's speculation timer and is not added: the comparison is of effects (ratios to NEVER).
+    net_us = 50.0
+    rate_s = 1.0 / a.stall_period_s / 3
+    dep = CassandraDeployment(servers=3, slots=1, replication=3, service_rate=service_rate, stall_rate=rate_s,
+                              stall_ms=a.stall_ms)
+    smodel = dep.server_model()
+    factor = 1.0 if smodel is None else float(smodel.capacity_factor(3))
+    offered = a.rate * a.keys
+    load = offered / (3 * service_rate * factor)
+    warm = float(np.mean(~w.measured))
+    replica = "round-robin" if a.dynamic_snitch == "off" else "ds"
+    base = [
+        ".venv/bin/tailtune", "simulate", "--policy", "stock", "--trace", str(trace), "--use-timestamps",
+        "--servers", "3", "--replication", "3", "--vnodes", "1", "--clients", "2", "--slots", "1",
+        "--service-rate", f"{service_rate:.0f}", "--net-latency-us", f"{net_us:.0f}", "--load", f"{load:.4f}",
+        "--warmup", f"{warm:.4f}", "--stall-rate", f"{rate_s:.4f}", "--stall-ms", f"{a.stall_ms:g}",
+        "--param", f"replica={replica}",
+    ]
+    return {"cpu_per_read_us": cpu_per_read * 1e6, "service_rate": service_rate, "net_latency_us": net_us,
+            "stall_rate": rate_s, "capacity_factor": factor, "offered_reads_per_s": offered, "load": load,
+            "warmup": warm, "replica": replica, "base": base}
+
+
+def run_sim(base: list[str], variant: str, seeds: int, *, no_stall_load: float | None = None) -> list[list[float]]:
+    """`seeds` replays of `base` with `speculative_retry=variant`: [p50, p95, p99, extra reads, workload ops] each;
+    `no_stall_load`: without the stalls, at this load (the same offered rate on the full capacity)."""
+    cmd = list(base)
+    if no_stall_load is not None:
+        i = cmd.index("--stall-rate")
+        del cmd[i : i + 4]
+        cmd[cmd.index("--load") + 1] = f"{no_stall_load:.4f}"
+    out = []
+    for seed in range(seeds):
+        p = subprocess.run([*cmd, "--param", f"speculative_retry={variant}", "--seed", str(seed), "--json"],
+                           check=True, capture_output=True, text=True)
+        j = json.loads(p.stdout)
+        out.append([float(j["p50_ms"]), float(j["p95_ms"]), float(j["p99_ms"]), float(j.get("extra_reads", 0)),
+                    float(j.get("workload_ops", j.get("ops", 0)))])
+    return out
+
+
+def to_markdown(a: argparse.Namespace, real: dict[str, Any], sim: dict[str, Any],
+                simres: dict[str, list[list[float]]], calib_sim: list[list[float]]) -> str:
+    c = real["calibration"]
+    lines = [
+        f"Real: 3 nodes (Cassandra 5.0.9, heap {a.heap}, dynamic snitch {a.dynamic_snitch}), RF 3, "
+        f"{a.partitions} partitions of {a.value_size} B; multigets of {a.keys} keys at CL ONE, {a.rate:g}/s "
+        f"Poisson, {a.warmup_s:g} s warm-up + {a.measure_s:g} s measured per run; coordinators 127.0.0.1 and "
+        f"127.0.0.2 (round-robin), node 127.0.0.3 stopped {a.stall_ms:g} ms every {a.stall_period_s:g} s; "
+        f"{a.repeats} repetitions per variant, interleaved.",
+        f"Calibration (no stalls, NEVER): p50/p95/p99 {' / '.join(f'{x:.2f}' for x in c['pct_ms'])} ms; "
+        f"JVM CPU {c['cpu_s']:.1f} s less idle {real.get('idle_cpu_per_s', 0.0):.3f} s/s → "
+        f"{sim['cpu_per_read_us']:.0f} µs per partition read; driver round trip of a trivial query "
+        f"(not in the model) median {real['rtt_median_ms']:.2f} ms. Simulated without stalls (same settings): "
+        f"{' / '.join(f'{x:.2f}' for x in np.mean(np.asarray(calib_sim)[:, :3], axis=0))} ms.",
+        f"Simulator: `{' '.join(sim['base'])} --param speculative_retry=VARIANT --seed S --json` "
+        f"(S = 0..{a.sim_seeds - 1}, mean shown); service rate = 1 / CPU per read, load = "
+        f"{sim['offered_reads_per_s']:.0f} reads/s / (3 × {sim['service_rate']:.0f} × {sim['capacity_factor']:.4f}).",
+        "",
+        "| speculative_retry | real p50 (ms) | real p95 | real p99 | real p99 spread | real JVM CPU (s) | sim p50 "
+        "| sim p95 | sim p99 | sim extra reads | p95 / NEVER's real : sim | p99 / NEVER's real : sim |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    variants = list(dict.fromkeys(r["variant"] for r in real["runs"]))
+
+    def real_med(v: str) -> npt.NDArray[np.float64]:
+        return np.asarray(np.median(np.asarray([r["pct_ms"] for r in real["runs"] if r["variant"] == v]), axis=0))
+
+    def sim_mean(v: str) -> npt.NDArray[np.float64]:
+        return np.asarray(np.mean(np.asarray(next(x for k, x in simres.items() if _norm(k) == v)), axis=0))
+
+    r0, s0 = real_med("NEVER"), sim_mean("NEVER")
+    for v in variants:
+        rs = np.asarray([r["pct_ms"] for r in real["runs"] if r["variant"] == v])
+        med = np.median(rs, axis=0)
+        key = next(k for k in simres if _norm(k) == v)
+        sm = np.mean(np.asarray(simres[key]), axis=0)
+        spec = "/".join(f"{r['cpu_s']:.0f}" for r in real["runs"] if r["variant"] == v)
+        lines.append(
+            f"| {v} | {med[0]:.2f} | {med[1]:.2f} | {med[2]:.2f} | {rs[:, 2].min():.1f}–{rs[:, 2].max():.1f} "
+            f"| {spec} | {sm[0]:.2f} | {sm[1]:.2f} | {sm[2]:.2f} | {sm[3] / max(sm[4], 1) * 100:.1f}% "
+            f"| {med[1] / r0[1]:.2f} : {sm[1] / s0[1]:.2f} | {med[2] / r0[2]:.2f} : {sm[2] / s0[2]:.2f} |")
+    lines += ["", "Every real run (measured part; order as run): " + "; ".join(
+        f"{r['variant']} {'/'.join(f'{x:.1f}' for x in r['pct_ms'])}" for r in real["runs"]) + " ms (p50/p95/p99).",
+        ""]
+    lag = np.asarray([r["lag_ms"] for r in real["runs"]])
+    errs = sum(r["errors"] for r in real["runs"])
+    una = sum(r["unanswered"] for r in real["runs"])
+    stl = [r["stall_ms_real"] for r in real["runs"] if r["stalls"]]
+    lines.append(f"* generator lag p50/p95/p99 (median over runs) {' / '.join(f'{x:.2f}' for x in np.median(lag, 0))} "
+                 f"ms (not in the latencies); errors {errs}, unanswered {una}; stall length as applied "
+                 f"{min(stl):.1f}–{max(stl):.1f} ms (mean per run).")
+    return "\n".join(lines) + "\n"
+
+
+def _norm(v: str) -> str:
+    from tailtune.simulation.stock import parse_speculative_retry
+
+    return parse_speculative_retry(v).render()
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    ap.add_argument("--rate", type=float, default=100.0, help="multigets per second")
+    ap.add_argument("--keys", type=int, default=8, help="partitions per multiget")
+    ap.add_argument("--partitions", type=int, default=10000)
+    ap.add_argument("--value-size", type=int, default=100)
+    ap.add_argument("--warmup-s", type=float, default=10.0)
+    ap.add_argument("--measure-s", type=float, default=20.0)
+    ap.add_argument("--stall-period-s", type=float, default=2.0)
+    ap.add_argument("--stall-ms", type=float, default=150.0)
+    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--variants", default=",".join(VARIANTS))
+    ap.add_argument("--dynamic-snitch", choices=("on", "off"), default="off")
+    ap.add_argument("--heap", default="768M")
+    ap.add_argument("--sim-seeds", type=int, default=5)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--out", type=Path, default=None, help="write the markdown here")
+    ap.add_argument("--json-out", type=Path, default=None, help="write every figure here")
+    ap.add_argument("--from-json", type=Path, default=None,
+                    help="skip the cluster: take the real figures from an earlier --json-out and redo the simulation")
+    ap.add_argument("--write-trace", type=Path, default=None,
+                    help="only write the workload as the simulator's CSV trace (TRACE.csv of the printed command)")
+    a = ap.parse_args(argv)
+    a.variants = re.split(r",(?![^(]*\))", a.variants)  # commas outside MIN(...)/MAX(...)
+    w = make_workload(a.rate, a.warmup_s, a.measure_s, a.keys, a.partitions, a.seed)
+    if a.write_trace is not None:
+        write_trace(w, a.write_trace, a.value_size)
+        return
+    if a.from_json is not None:
+        real = json.loads(a.from_json.read_text())["real"]
+    else:
+        real = run_real(a, w)
+        if a.json_out is not None:  # the real figures first: the simulation can be redone from them
+            a.json_out.write_text(json.dumps({"real": real}, indent=1, default=str))
+    with tempfile.TemporaryDirectory(prefix="tailtune-stock-val-") as tmp:
+        trace = Path(tmp) / "trace.csv"
+        write_trace(w, trace, a.value_size)
+        sim = sim_commands(a, w, real, trace)
+        simres = {v: run_sim(sim["base"], v, a.sim_seeds) for v in a.variants}
+        calib_sim = run_sim(sim["base"], "NEVER", a.sim_seeds, no_stall_load=sim["load"] * sim["capacity_factor"])
+    sim["base"] = [x if x != str(trace) else "TRACE.csv" for x in sim["base"]]
+    text = to_markdown(a, real, sim, simres, calib_sim)
+    print(text)
+    if a.out is not None:
+        a.out.write_text(text)
+    if a.json_out is not None:
+        args = {k: v for k, v in vars(a).items() if k not in ("out", "json_out", "from_json")}
+        a.json_out.write_text(json.dumps({"args": args, "real": real, "sim": sim, "sim_results": simres,
+                                          "sim_calibration": calib_sim}, indent=1, default=str))
+
+
+if __name__ == "__main__":
+    main()
