@@ -301,7 +301,7 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
     #[inline(always)]
     fn on_execution(&mut self, now: u64, q: usize) -> u64 {
         let mut sc = self.p.stock.take().expect("stock client");
-        if sc.queries.left[q] == 0 {
+        if sc.queries.done_at[q] <= now {
             self.p.stock = Some(sc);
             return now;
         }
@@ -875,6 +875,7 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
         let q = sc.queries.of_op[op] as usize;
         sc.queries.left[q] -= 1;
         if sc.queries.left[q] == 0 {
+            sc.queries.done_at[q] = at;
             if let Some(e) = self.p.spec.as_mut() {
                 for _ in 0..sc.queries.keys(q) {
                     e.observe_at(client, at - sent, at);

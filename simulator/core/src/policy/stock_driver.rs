@@ -47,6 +47,8 @@ pub struct Queries {
     pub req_start: Vec<u32>,
     /// Ops of each query not answered yet (first answers).
     pub left: Vec<u32>,
+    /// When each query's last answer reaches the client (`u64::MAX` until then).
+    pub done_at: Vec<u64>,
     /// Executions started per query (driver speculative execution).
     pub execs: Vec<u8>,
 }
@@ -100,6 +102,7 @@ impl Queries {
             ops,
             req_start,
             left,
+            done_at: vec![u64::MAX; nq],
             execs: vec![1; nq],
         }
     }
