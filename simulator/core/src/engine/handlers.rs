@@ -782,7 +782,8 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
             Sent::default()
         };
         if self.fb_on() {
-            self.op_feedback(op, s, svc, st, now);
+            let enq = self.slot_enq[s * self.cluster.config.slots as usize + slot as usize];
+            self.op_feedback(op, s, svc, st, enq, now);
         }
         let r = if self.fb_on() {
             st.req
@@ -819,7 +820,7 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
 
     /// The selector's per-op feedback; held opsets get another chance when the response reaches the client.
     #[inline(always)]
-    fn op_feedback(&mut self, op: usize, s: usize, svc: u64, st: Sent, now: u64) {
+    fn op_feedback(&mut self, op: usize, s: usize, svc: u64, st: Sent, enq: u64, now: u64) {
         let d = self.d;
         self.resident[s] -= 1;
         if self.large_true(op) {
@@ -832,6 +833,7 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
             queue: self.resident[s],
             service_ns: svc,
             response_ns: now + d - st.at,
+            rtt_ns: now + 2 * d - enq,
             large_resident: self.large_resident[s],
             large_est: !self.rc.sizes.large_est.is_empty() && self.rc.sizes.large_est[op],
         };
@@ -968,6 +970,9 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
                 None => now + dem,
             };
             self.slot_svc[s * slots + slot as usize] = end - now;
+            if self.fb_on() {
+                self.slot_enq[s * slots + slot as usize] = item.enq;
+            }
             self.p
                 .timers
                 .start(s, slot, end, self.seq, item.op, item.opset);

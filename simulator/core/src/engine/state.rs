@@ -134,6 +134,8 @@ pub(super) struct Sim<'a, const EXT: bool, S, R> {
     /// Actual service time of the op in each busy slot (with speeds it differs from the demand). Read back when
     /// the op ends, so the workload's demand array is not touched again (a cache miss with long queues).
     pub(super) slot_svc: Vec<u64>,
+    /// With selector feedback: when the op in each busy slot reached its server (its own send + d).
+    pub(super) slot_enq: Vec<u64>,
     pub(super) served_ops: u64,
 
     // Requests and opsets.
@@ -357,6 +359,7 @@ impl<'a, const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'a, EXT, S, R> {
             server_demand: vec![0; n_servers],
             is_dirty: vec![false; n_servers],
             slot_svc: vec![0; n_servers * cfg.slots as usize],
+            slot_enq: vec![0; if fb_on { n_servers * cfg.slots as usize } else { 0 }],
             served_ops: 0,
 
             opset_server: vec![0; wl.opsets()],
