@@ -37,10 +37,12 @@ __all__ = [
     "INT_MAX",
     "NOT_MODELLED",
     "STOCK_POLICY",
+    "SNITCH_SELECTOR",
     "STOCK_STRING_PARAMS",
     "SpeculativeRetry",
     "parse_speculative_retry",
     "spec_core_params",
+    "snitch_selector_params",
     "stock_params",
 ]
 
@@ -202,7 +204,9 @@ STOCK_STRING_PARAMS = ("speculative_retry", "driver", "multiget.shape")
 DRIVERS = ("java4", "python")
 #: kvsim's `driver` number of each driver.
 DRIVER_CODE = {"java4": 0.0, "python": 1.0}
-#: Cassandra 5.0's dynamic snitch defaults (cassandra.yaml), as kvsim's `ds` selector takes them.
+#: The kvsim selector `stock` reads replicas with by default: Cassandra's DynamicEndpointSnitch.
+SNITCH_SELECTOR = "dynamic-snitch"
+#: Cassandra 5.0's dynamic snitch defaults (cassandra.yaml).
 SNITCH_DEFAULTS = {
     "dynamic_snitch_badness_threshold": 1.0,
     "dynamic_snitch_update_interval": 100.0,  # ms
@@ -227,7 +231,7 @@ def spec_core_params(policy: SpeculativeRetry) -> dict[str, float]:
 
 def stock_params(params: dict[str, int | float | str], where: str) -> tuple[dict[str, float], dict[str, float]]:
     """The `stock` knobs (Cassandra's and the drivers' names; unset = Cassandra's and that driver's defaults, from
-    `stock_knobs`) → (kvsim `stock` params, snitch selector params). Unknown knobs, knobs the stated driver lacks
+    `stock_knobs`) → (kvsim `stock` params, the dynamic-snitch knobs for `snitch_selector_params`). Unknown knobs, knobs the stated driver lacks
     and knobs that do not apply are a BadInputError naming the reason."""
     for k in params:
         if k in NOT_MODELLED:
@@ -266,12 +270,31 @@ def stock_params(params: dict[str, int | float | str], where: str) -> tuple[dict
         if k in params:
             core[k] = _number(params[k], k, where)
     snitch = {k: _number(params.get(k, v), k, where) for k, v in SNITCH_DEFAULTS.items()}
-    ds = {
-        "badness": snitch["dynamic_snitch_badness_threshold"],
-        "update_ms": snitch["dynamic_snitch_update_interval"],
-        "reset_s": snitch["dynamic_snitch_reset_interval"] / 1000.0,
-    }
-    return core, ds
+    if "read_timeout_ms" in core:
+        snitch["read_timeout_ms"] = core["read_timeout_ms"]
+    return core, snitch
+
+
+def snitch_selector_params(snitch: dict[str, float], replica: str) -> dict[str, float]:
+    """The dynamic-snitch knobs (as `stock_params` returns them) as the parameters of kvsim selector `replica`:
+    `dynamic-snitch` (Cassandra's DynamicEndpointSnitch, stock's default) or `ds` (the papers' snitch); other
+    selectors take none of them."""
+    if replica == SNITCH_SELECTOR:
+        out = {
+            "badness": snitch["dynamic_snitch_badness_threshold"],
+            "update_ms": snitch["dynamic_snitch_update_interval"],
+            "reset_ms": snitch["dynamic_snitch_reset_interval"],
+        }
+        if "read_timeout_ms" in snitch:
+            out["timeout_ms"] = snitch["read_timeout_ms"]
+        return out
+    if replica == "ds":
+        return {
+            "badness": snitch["dynamic_snitch_badness_threshold"],
+            "update_ms": snitch["dynamic_snitch_update_interval"],
+            "reset_s": snitch["dynamic_snitch_reset_interval"] / 1000.0,
+        }
+    return {}
 
 
 def _default(name: str, driver: str) -> int | float | str:

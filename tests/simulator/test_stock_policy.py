@@ -26,7 +26,7 @@ def _sim(cli: Any, *extra: str) -> dict[str, Any]:
 
 def test_resolve_maps_the_knobs_to_kvsim() -> None:
     r = resolve("stock", {"speculative_retry": "min(5ms, 99PERCENTILE)", "dynamic_snitch_reset_interval": 60000})
-    assert (r.queue, r.replica) == ("stock", "ds")
+    assert (r.queue, r.replica) == ("stock", "dynamic-snitch")
     assert r.queue_params == {
         "spec_kind": 4.0,
         "spec_percentile": 99.0,
@@ -39,7 +39,10 @@ def test_resolve_maps_the_knobs_to_kvsim() -> None:
         "shape": 0.0,
         "chunk": 0.0,
     }
-    assert r.replica_params == {"badness": 1.0, "update_ms": 100.0, "reset_s": 60.0}
+    assert r.replica_params == {"badness": 1.0, "update_ms": 100.0, "reset_ms": 60000.0}
+    ds = resolve("stock", {"replica": "ds", "dynamic_snitch_reset_interval": 60000})
+    assert (ds.replica, ds.replica_params) == ("ds", {"badness": 1.0, "update_ms": 100.0, "reset_s": 60.0})
+    assert resolve("stock", {"read_timeout_ms": 2000}).replica_params["timeout_ms"] == 2000.0
     assert resolve("stock", {}).queue_params["spec_kind"] == 2.0  # default 99p
 
 
