@@ -36,13 +36,13 @@ __all__ = [
     "DRIVER_CODE",
     "INT_MAX",
     "NOT_MODELLED",
-    "STOCK_POLICY",
     "SNITCH_SELECTOR",
+    "STOCK_POLICY",
     "STOCK_STRING_PARAMS",
     "SpeculativeRetry",
     "parse_speculative_retry",
-    "spec_core_params",
     "snitch_selector_params",
+    "spec_core_params",
     "stock_params",
 ]
 
@@ -231,8 +231,8 @@ def spec_core_params(policy: SpeculativeRetry) -> dict[str, float]:
 
 def stock_params(params: dict[str, int | float | str], where: str) -> tuple[dict[str, float], dict[str, float]]:
     """The `stock` knobs (Cassandra's and the drivers' names; unset = Cassandra's and that driver's defaults, from
-    `stock_knobs`) → (kvsim `stock` params, the dynamic-snitch knobs for `snitch_selector_params`). Unknown knobs, knobs the stated driver lacks
-    and knobs that do not apply are a BadInputError naming the reason."""
+    `stock_knobs`) → (kvsim `stock` params, the dynamic-snitch knobs for `snitch_selector_params`). Unknown
+    knobs, knobs the stated driver lacks and knobs that do not apply are a BadInputError naming the reason."""
     for k in params:
         if k in NOT_MODELLED:
             raise BadInputError.single(where, f"{k}: {NOT_MODELLED[k]}", field=k)
