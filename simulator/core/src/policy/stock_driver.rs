@@ -223,11 +223,10 @@ impl Driver {
                 self.shuffle_head(plan);
             }
             if self.avoid && n > 2 {
-                self.unhealthy.clear();
-                for i in 0..n {
-                    let u = self.is_unhealthy(client, plan[i], now);
-                    self.unhealthy.push(u);
-                }
+                let mut unhealthy = std::mem::take(&mut self.unhealthy);
+                unhealthy.clear();
+                unhealthy.extend(plan.iter().map(|&s| self.is_unhealthy(client, s, now)));
+                self.unhealthy = unhealthy;
                 let count = self.unhealthy.iter().filter(|&&u| u).count();
                 if count > 0 && (count as f64) < n as f64 / 2.0 {
                     // Unhealthy replicas to the back, from the back (ArrayUtils.bubbleDown).
@@ -354,13 +353,15 @@ mod tests {
         d.answered(0, 2, 2);
         d.sent(0, 2);
         d.sent(0, 2);
-        let mut last = [0; 3];
+        let (mut first, mut last) = ([0; 3], [0; 3]);
         for _ in 0..300 {
             d.plan(0, &[0, 1, 2], 100_000_000, &mut plan);
+            first[plan[0] as usize] += 1;
             last[plan[2] as usize] += 1;
         }
         assert!(last[2] < 300, "{last:?}");
         // ... but it has the most in flight: never first (the first two are ordered by in-flight).
+        assert_eq!(first[2], 0, "{first:?}");
         let python = Driver::new(
             &StockConfig {
                 driver: 1.0,
