@@ -122,6 +122,7 @@ pub struct EndpointSnitch {
     pending: Pending,
     scratch: Vec<(u64, f64, f64)>,
     order: Vec<(f64, usize)>,
+    sorted: Vec<f64>,
 }
 
 impl EndpointSnitch {
@@ -143,6 +144,7 @@ impl EndpointSnitch {
             pending: Pending::default(),
             scratch: Vec::new(),
             order: Vec::new(),
+            sorted: Vec::new(),
         }
     }
 
@@ -245,13 +247,14 @@ impl ReplicaSelector for EndpointSnitch {
             let x = self.score_of(c, s);
             self.order.push((x, i));
         }
-        let mut sorted: Vec<f64> = self.order.iter().map(|o| o.0).collect();
-        sorted.sort_by(f64::total_cmp);
+        self.sorted.clear();
+        self.sorted.extend(self.order.iter().map(|o| o.0));
+        self.sorted.sort_by(f64::total_cmp);
         let worse = self.badness == 0.0
             || self
                 .order
                 .iter()
-                .zip(&sorted)
+                .zip(&self.sorted)
                 .any(|(o, &best)| o.0 > best * (1.0 + self.badness));
         if !worse {
             return Some(reps[0]);
