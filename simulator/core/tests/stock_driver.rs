@@ -134,3 +134,50 @@ fn per_partition_refuses_a_chunk() {
     let e = PolicyConfig::build("stock", &[("shape".into(), 1.0), ("chunk".into(), 4.0)]).unwrap_err();
     assert!(e.to_string().contains("chunk"), "{e}");
 }
+
+#[test]
+fn an_in_query_records_its_whole_latency_for_each_key() {
+    // d = 0, server 0 at 1/8 speed, `50p` with the warm start (no warm-up cut: each coordinator recomputes at its
+    // first sample), replicas from `dynamic-snitch` (no update before 100 ms: the ring order) or, per partition,
+    // the python driver's ring order. R0 at 0: k0 on g0 (server 0: 8 ms), k1 on g1 (server 1: 1 ms). R1 at 20:
+    // 2 ms on g0 (server 0: 16 ms, answered at 36 without a retry).
+    let c = Cluster::new(ClusterConfig {
+        net_latency_ns: 0,
+        ..cluster().config
+    })
+    .unwrap();
+    let wl = Workload::from_parts(
+        &[
+            (0, vec![(0, vec![MS]), (1, vec![MS])]),
+            (20 * MS, vec![(0, vec![2 * MS])]),
+        ],
+        1,
+    );
+    let go = |extra: &[(&str, f64)]| {
+        let mut params: Vec<(String, f64)> = vec![
+            ("spec_kind".into(), 2.0),
+            ("spec_percentile".into(), 50.0),
+            ("driver".into(), 1.0),
+        ];
+        params.extend(extra.iter().map(|(k, v)| (k.to_string(), *v)));
+        let cfg = ReplayConfig {
+            servers: ServerModelConfig {
+                speeds: vec![0.125, 1.0, 1.0],
+                ..ServerModelConfig::default()
+            },
+            selector: kvsim_core::replica::SelectorConfig::build("dynamic-snitch", &[]).unwrap(),
+            warmup: 0.0,
+            seed: 0,
+            ..ReplayConfig::new(PolicyConfig::build("stock", &params).unwrap())
+        };
+        replay(&c, &wl, &cfg).unwrap().latency_ns
+    };
+    // in (one query for R0's two keys): R0's query ends at 8 and is recorded twice (8, 8): the threshold is the
+    // median, 8 ms. R1's read is retried at 28 on server 1 (28–30) → 10 ms.
+    assert_eq!(go(&[]), vec![8 * MS, 10 * MS]);
+    // per-partition: k1's query ends at 1 (the first sample: threshold 1 ms), k0's at 8 (no recomputation before
+    // the period). R1 retried at 21 on server 1 (21–23) → 3 ms.
+    assert_eq!(go(&[("shape", 1.0)]), vec![8 * MS, 3 * MS]);
+    // in with chunk 1: one query per key, the samples of per-partition → 3 ms.
+    assert_eq!(go(&[("chunk", 1.0)]), vec![8 * MS, 3 * MS]);
+}
