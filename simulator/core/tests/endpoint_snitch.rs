@@ -21,7 +21,9 @@ fn run(update_ms: f64) -> Vec<u64> {
     })
     .unwrap();
     assert_eq!(c.replicas(0), &[0, 1]);
-    let parts: Vec<_> = (0..10u64).map(|k| (4 * k * MS, vec![(0, vec![MS])])).collect();
+    let parts: Vec<_> = (0..10u64)
+        .map(|k| (4 * k * MS, vec![(0, vec![MS])]))
+        .collect();
     let wl = Workload::from_parts(&parts, 1);
     let cfg = ReplayConfig {
         servers: ServerModelConfig {

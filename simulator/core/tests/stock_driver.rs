@@ -80,7 +80,10 @@ fn an_answered_query_starts_no_more_executions() {
     let h = hedge(2.0, 3.0);
     let r = run(&one_key(), &[PYTHON, PER_PARTITION, h[0], h[1]]);
     assert_eq!(r.latency_ns, vec![4 * MS]);
-    assert_eq!(r.copies.ops, 1, "the query was answered when the third execution was due");
+    assert_eq!(
+        r.copies.ops, 1,
+        "the query was answered when the third execution was due"
+    );
 }
 
 #[test]
@@ -99,10 +102,7 @@ fn a_zero_delay_doubles_every_read() {
 
 /// R0 at 0: three keys, each 1 ms, on g0, g1, g2 (input order).
 fn three_keys() -> Workload {
-    Workload::from_parts(
-        &[(0, vec![(0, vec![MS]), (1, vec![MS]), (2, vec![MS])])],
-        1,
-    )
+    Workload::from_parts(&[(0, vec![(0, vec![MS]), (1, vec![MS]), (2, vec![MS])])], 1)
 }
 
 #[test]
@@ -131,7 +131,8 @@ fn per_partition_versus_in_on_a_three_key_multiget() {
 
 #[test]
 fn per_partition_refuses_a_chunk() {
-    let e = PolicyConfig::build("stock", &[("shape".into(), 1.0), ("chunk".into(), 4.0)]).unwrap_err();
+    let e =
+        PolicyConfig::build("stock", &[("shape".into(), 1.0), ("chunk".into(), 4.0)]).unwrap_err();
     assert!(e.to_string().contains("chunk"), "{e}");
 }
 

@@ -359,7 +359,14 @@ impl<'a, const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'a, EXT, S, R> {
             server_demand: vec![0; n_servers],
             is_dirty: vec![false; n_servers],
             slot_svc: vec![0; n_servers * cfg.slots as usize],
-            slot_enq: vec![0; if fb_on { n_servers * cfg.slots as usize } else { 0 }],
+            slot_enq: vec![
+                0;
+                if fb_on {
+                    n_servers * cfg.slots as usize
+                } else {
+                    0
+                }
+            ],
             served_ops: 0,
 
             opset_server: vec![0; wl.opsets()],

@@ -278,7 +278,14 @@ pub struct StockClient {
 }
 
 impl StockClient {
-    pub fn new(cfg: &StockConfig, wl: &Workload, clients: usize, servers: usize, rf: usize, seed: u64) -> Self {
+    pub fn new(
+        cfg: &StockConfig,
+        wl: &Workload,
+        clients: usize,
+        servers: usize,
+        rf: usize,
+        seed: u64,
+    ) -> Self {
         let per_partition = cfg.shape >= 0.5;
         let hedge = cfg.se_max >= 1.5;
         let queries = Queries::build(wl, per_partition, cfg.chunk as usize);
