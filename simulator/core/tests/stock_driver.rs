@@ -182,3 +182,38 @@ fn an_in_query_records_its_whole_latency_for_each_key() {
     // in with chunk 1: one query per key, the samples of per-partition → 3 ms.
     assert_eq!(go(&[("chunk", 1.0)]), vec![8 * MS, 3 * MS]);
 }
+
+#[test]
+fn writes_are_not_driver_reads() {
+    // RF 3 (every server holds every group), per-partition java4 with avoidance and hedging, one key in three
+    // written: the writes' copies at the other replicas are not driver requests (nor re-sent by an execution).
+    let c = Cluster::new(ClusterConfig {
+        replication: 3,
+        ..cluster().config
+    })
+    .unwrap();
+    let parts: Vec<_> = (0..30u64)
+        .map(|i| (i * MS, vec![((i % 3) as u32, vec![MS, MS, MS])]))
+        .collect();
+    let wl = Workload::from_parts(&parts, 1);
+    let writes: Vec<bool> = (0..wl.ops()).map(|i| i % 3 == 0).collect();
+    let params: Vec<(String, f64)> = [
+        ("spec_kind", 0.0),
+        ("shape", 1.0),
+        ("se_max", 2.0),
+        ("se_delay_ms", 0.0),
+    ]
+    .iter()
+    .map(|(k, v)| (k.to_string(), *v))
+    .collect();
+    let cfg = ReplayConfig {
+        writes,
+        warmup: 0.0,
+        seed: 0,
+        ..ReplayConfig::new(PolicyConfig::build("stock", &params).unwrap())
+    };
+    let r = replay(&c, &wl, &cfg).unwrap();
+    // delay 0: every read (60 of 90 ops) read twice; each write (30) at its 3 replicas.
+    assert_eq!((r.copies.ops, r.writes.ops, r.writes.copies), (60, 30, 60));
+    assert_eq!(r.served_ops, 90 + 60 + 60);
+}

@@ -252,11 +252,14 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
         let g = wl.opset_group[o];
         let replicas = self.cluster.replicas(g);
         let size = wl.opset_ops[o + 1] - wl.opset_ops[o];
+        let write = self.is_write(wl.opset_ops[o] as usize);
         let sc = self.p.stock.as_mut().expect("stock client");
         let mut plan = std::mem::take(&mut sc.plan_buf);
         sc.driver.plan(client, replicas, now, &mut plan);
         let s = plan[0];
-        sc.driver.sent(client, s);
+        if !write {
+            sc.driver.sent(client, s);
+        }
         if sc.hedge {
             let q = sc.queries.of_op[wl.opset_ops[o] as usize] as usize;
             sc.plans[q * sc.rf..q * sc.rf + plan.len()].copy_from_slice(&plan);
@@ -773,7 +776,7 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
             self.served_ops += 1;
         }
         self.p.sched.on_done(s, op as u32, now);
-        if self.route_on() {
+        if self.route_on() && !self.is_write(op) {
             self.driver_answer(c.op, o, s, now);
         }
         let st = if self.fb_on() || self.redundant() {
@@ -806,7 +809,8 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
     }
 
     /// `stock` per-partition: a read that was a driver request to its replica (the first execution's, or a later
-    /// execution's sent to a replica of the plan) answers the driver.
+    /// execution's sent to a replica of the plan) answers the driver. (A write's copies, ids op + k·n_ops too,
+    /// are not driver requests: the caller leaves writes out.)
     #[inline(always)]
     fn driver_answer(&mut self, id: u32, o: usize, s: usize, now: u64) {
         let k = (id / self.n_ops32) as usize;
