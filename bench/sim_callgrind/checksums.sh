@@ -3,7 +3,10 @@
 # and compares, per case, the FNV checksum and sum of every request latency and a checksum of every other
 # reported figure. Cases: (policy, replica selector, value-size mix) on the Cassandra engine; server speeds and
 # slowdowns, writes, closed-loop clients, per-op records and warm-up cuts (driver mode `ext`); the memcached
-# engine, batching and chisel at several split / merge levels and seeds (driver mode `memcached`).
+# engine, batching and chisel at several split / merge levels and seeds (driver mode `memcached`); the `stock`
+# policy — coordinator speculative retry forms, stalls, the drivers' speculative executions and routing, the
+# multiget shapes — over `dynamic-snitch`, `ds` and round-robin (driver mode `stock`, run when the driver has it;
+# a reference whose driver lacks it is compared on the other cases and the stock cases are only counted).
 # Prints "IDENTICAL" or the differing lines; exit status 1 on a difference.
 # Usage: bash bench/sim_callgrind/checksums.sh BEFORE_CORE_DIR [AFTER_CORE_DIR=simulator/core]
 # BEFORE_CORE_DIR: a copy of simulator/core of the reference version, e.g.
@@ -39,9 +42,15 @@ run_cases() {
   "$bin" ext 3000
   # the memcached engine
   "$bin" memcached 4000
+  # stock Cassandra: coordinator retry, stalls, drivers, multiget shapes
+  if grep -q 'Some("stock")' "$src/src/main.rs"; then "$bin" stock 3000; fi
 }
 a="$(mktemp)"; b="$(mktemp)"
 run_cases "$before" | grep -v '^requests' | sed -E 's/ wall [0-9.]+ s \([^)]*\)//; s/ cpu [0-9.]+ s$//' > "$a"
 run_cases "$after" | grep -v '^requests' | sed -E 's/ wall [0-9.]+ s \([^)]*\)//; s/ cpu [0-9.]+ s$//' > "$b"
+if ! grep -q '^stock ' "$a"; then
+  echo "$(grep -c '^stock ' "$b" || true) stock cases without a reference (the reference driver has no stock mode)"
+  grep -v '^stock ' "$b" > "$b.common"; mv "$b.common" "$b"
+fi
 echo "$(wc -l < "$a") cases"
 if diff "$a" "$b"; then echo IDENTICAL; else exit 1; fi

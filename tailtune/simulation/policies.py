@@ -9,6 +9,9 @@ discipline with its parameters and a replica selector with its parameters.
   selector; the string param `queue` picks another queue discipline (the tuner's `heron` with `queue=rein`).
 - **`replica`**: the selector named by the string param `replica` over the queue named by `queue` (default fifo);
   numeric params go to the selector.
+- **`stock`** (stock Cassandra and its drivers): the knobs named as Cassandra and the drivers spell them
+  (`tailtune.simulation.stock_knobs`) → kvsim's `stock` params; replicas read through the `dynamic-snitch`
+  selector (Cassandra's DynamicEndpointSnitch) unless `replica` names another.
 - `size_aware_cost` (0 or 1) on any policy: opset cost = Σ estimated op demand instead of the op count.
 
 Aliases kept for the CLI: `--replica NAME` = `--param replica=NAME` (on a selector policy it must name that
@@ -22,7 +25,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from tailtune.base.errors import BadInputError
-from tailtune.simulation.stock import STOCK_POLICY, STOCK_STRING_PARAMS, stock_params
+from tailtune.simulation.stock import (
+    SNITCH_SELECTOR,
+    STOCK_POLICY,
+    STOCK_STRING_PARAMS,
+    snitch_selector_params,
+    stock_params,
+)
 
 __all__ = [
     "DEFAULT_SELECTOR",
@@ -185,12 +194,13 @@ def _resolve(
 
 def _resolve_stock(params: Mapping[str, ParamValue], extra: dict[str, float], where: str) -> ResolvedPolicy:
     """`stock`: Cassandra's and the drivers' knob names (tailtune.simulation.stock) → kvsim's `stock` queue
-    params and the `ds` selector (Cassandra 5.0's snitch defaults) unless `replica` names another selector."""
+    params and the `dynamic-snitch` selector (Cassandra's DynamicEndpointSnitch with the snitch knobs) unless
+    `replica` names another selector (`ds` takes the snitch knobs too)."""
     given = dict(params)
     cost = bool(float(given.pop("size_aware_cost", 0.0)))
-    core, ds = stock_params(given, where)
-    replica = given.get("replica", "ds")
+    core, snitch = stock_params(given, where)
+    replica = given.get("replica", SNITCH_SELECTOR)
     if not isinstance(replica, str) or not replica:
         raise BadInputError.single(where, f"replica must be a name, got {replica!r}", field="replica")
-    selector_params = {**(ds if replica == "ds" else {}), **extra}
+    selector_params = {**snitch_selector_params(snitch, replica), **extra}
     return ResolvedPolicy(STOCK_POLICY, STOCK_POLICY, core, replica, selector_params, cost)

@@ -28,12 +28,22 @@ from decimal import ROUND_HALF_EVEN, Decimal
 from typing import Literal
 
 from tailtune.base.errors import BadInputError
+from tailtune.simulation.stock_knobs import DRIVER_DEFAULT, STOCK_KNOBS, StockKnob, driver_refusal
 
 __all__ = [
+    "CLIENT_KNOBS",
     "DEFAULT_SPECULATIVE_RETRY",
+    "DRIVER_CODE",
     "INT_MAX",
+    "NOT_MODELLED",
+    "SNITCH_SELECTOR",
+    "STOCK_POLICY",
+    "STOCK_STRING_PARAMS",
     "SpeculativeRetry",
     "parse_speculative_retry",
+    "snitch_selector_params",
+    "spec_core_params",
+    "stock_params",
 ]
 
 INT_MAX = 2**31 - 1
@@ -192,21 +202,20 @@ SPEC_KIND_CODE: dict[str, int] = {"NEVER": 0, "ALWAYS": 1, "PERCENTILE": 2, "FIX
 #: Stock knobs whose values are names.
 STOCK_STRING_PARAMS = ("speculative_retry", "driver", "multiget.shape")
 DRIVERS = ("java4", "python")
-#: Cassandra 5.0's dynamic snitch defaults (cassandra.yaml), as kvsim's `ds` selector takes them.
+#: kvsim's `driver` number of each driver.
+DRIVER_CODE = {"java4": 0.0, "python": 1.0}
+#: The kvsim selector `stock` reads replicas with by default: Cassandra's DynamicEndpointSnitch.
+SNITCH_SELECTOR = "dynamic-snitch"
+#: Cassandra 5.0's dynamic snitch defaults (cassandra.yaml).
 SNITCH_DEFAULTS = {
     "dynamic_snitch_badness_threshold": 1.0,
     "dynamic_snitch_update_interval": 100.0,  # ms
     "dynamic_snitch_reset_interval": 600_000.0,  # ms
 }
-#: Knobs of the contract this version does not model yet: refused with this reason rather than ignored.
-NOT_MODELLED = {
-    "driver.speculative_execution.delay": "driver hedging is not modelled yet",
-    "driver.speculative_execution.max_executions": "driver hedging is not modelled yet",
-    "driver.slow_replica_avoidance": "the Java driver's slow-replica avoidance is not modelled yet",
-    "driver.shuffle_replicas": "the driver's replica shuffling is not modelled yet",
-    "multiget.shape": "the multiget shape is not modelled yet (the replay sends one read per partition group)",
-    "multiget.chunk": "the multiget chunk size is not modelled yet",
-}
+#: Knobs of the table not modelled (refused with the reason rather than ignored): none today.
+NOT_MODELLED = {k.name: k.unmodelled_reason for k in STOCK_KNOBS if not k.modelled}
+#: The client-side knobs (drivers and multiget shape): table entries with a kvsim `stock` parameter.
+CLIENT_KNOBS = tuple(k for k in STOCK_KNOBS if k.core)
 #: kvsim `stock` parameters a user may also set directly (the threshold rule; see docs/stock-cassandra.md).
 CORE_PARAMS = ("read_timeout_ms", "spec_refresh_ms", "spec_warm", "window")
 
@@ -221,12 +230,13 @@ def spec_core_params(policy: SpeculativeRetry) -> dict[str, float]:
 
 
 def stock_params(params: dict[str, int | float | str], where: str) -> tuple[dict[str, float], dict[str, float]]:
-    """The `stock` knobs (Cassandra's and the drivers' names; unset = their defaults) → (kvsim `stock` params,
-    `ds` selector params). Unknown or not-yet-modelled knobs are a BadInputError naming the reason."""
+    """The `stock` knobs (Cassandra's and the drivers' names; unset = Cassandra's and that driver's defaults, from
+    `stock_knobs`) → (kvsim `stock` params, the dynamic-snitch knobs for `snitch_selector_params`). Unknown
+    knobs, knobs the stated driver lacks and knobs that do not apply are a BadInputError naming the reason."""
     for k in params:
         if k in NOT_MODELLED:
             raise BadInputError.single(where, f"{k}: {NOT_MODELLED[k]}", field=k)
-    known = ("speculative_retry", "driver", *SNITCH_DEFAULTS, *CORE_PARAMS, "replica")
+    known = ("speculative_retry", "driver", *SNITCH_DEFAULTS, *(k.name for k in CLIENT_KNOBS), *CORE_PARAMS, "replica")
     unknown = sorted(k for k in params if k not in known)
     if unknown:
         raise BadInputError.single(
@@ -238,19 +248,77 @@ def stock_params(params: dict[str, int | float | str], where: str) -> tuple[dict
     if not isinstance(text, str):
         raise BadInputError.single(where, f"speculative_retry must be text, got {text!r}", field="speculative_retry")
     core = spec_core_params(parse_speculative_retry(text, where=where))
-    driver = params.get("driver", "java4")
+    driver = params.get("driver", DRIVER_DEFAULT)
     if driver not in DRIVERS:
         raise BadInputError.single(where, f"driver must be one of {', '.join(DRIVERS)}, got {driver!r}", field="driver")
+    driver = str(driver)
+    for k in params:
+        why = driver_refusal(k, driver)
+        if why is not None:
+            raise BadInputError.single(where, f"{k} is not a setting of the {driver} driver: {why}", field=k)
+    core["driver"] = DRIVER_CODE[driver]
+    for knob in CLIENT_KNOBS:
+        if driver not in knob.drivers:
+            continue
+        core[knob.core] = _client_value(knob, params.get(knob.name, knob.default_for(driver)), where)
+        for other, value in knob.only_with:
+            if knob.name in params and params.get(other, _default(other, driver)) != value:
+                raise BadInputError.single(
+                    where, f"{knob.name} applies only with {other}={value}", field=knob.name
+                )
     for k in CORE_PARAMS:
         if k in params:
             core[k] = _number(params[k], k, where)
     snitch = {k: _number(params.get(k, v), k, where) for k, v in SNITCH_DEFAULTS.items()}
-    ds = {
-        "badness": snitch["dynamic_snitch_badness_threshold"],
-        "update_ms": snitch["dynamic_snitch_update_interval"],
-        "reset_s": snitch["dynamic_snitch_reset_interval"] / 1000.0,
-    }
-    return core, ds
+    if "read_timeout_ms" in core:
+        snitch["read_timeout_ms"] = core["read_timeout_ms"]
+    return core, snitch
+
+
+def snitch_selector_params(snitch: dict[str, float], replica: str) -> dict[str, float]:
+    """The dynamic-snitch knobs (as `stock_params` returns them) as the parameters of kvsim selector `replica`:
+    `dynamic-snitch` (Cassandra's DynamicEndpointSnitch, stock's default) or `ds` (the papers' snitch); other
+    selectors take none of them."""
+    if replica == SNITCH_SELECTOR:
+        out = {
+            "badness": snitch["dynamic_snitch_badness_threshold"],
+            "update_ms": snitch["dynamic_snitch_update_interval"],
+            "reset_ms": snitch["dynamic_snitch_reset_interval"],
+        }
+        if "read_timeout_ms" in snitch:
+            out["timeout_ms"] = snitch["read_timeout_ms"]
+        return out
+    if replica == "ds":
+        return {
+            "badness": snitch["dynamic_snitch_badness_threshold"],
+            "update_ms": snitch["dynamic_snitch_update_interval"],
+            "reset_s": snitch["dynamic_snitch_reset_interval"] / 1000.0,
+        }
+    return {}
+
+
+def _default(name: str, driver: str) -> int | float | str:
+    k = next(k for k in STOCK_KNOBS if k.name == name)
+    return k.default_for(driver)
+
+
+def _client_value(knob: StockKnob, v: int | float | str, where: str) -> float:
+    """A client-side knob's value as kvsim's number (a choice → its index; bools 0 or 1; counts whole)."""
+    if knob.kind == "choice":
+        if v not in knob.choices:
+            listed = ", ".join(str(c) for c in knob.choices)
+            raise BadInputError.single(where, f"{knob.name} must be one of {listed}, got {v!r}", field=knob.name)
+        return float(knob.choices.index(v))
+    x = _number(v, knob.name, where)
+    if knob.kind == "bool" and x not in (0.0, 1.0):
+        raise BadInputError.single(where, f"{knob.name} must be 0 or 1, got {v!r}", field=knob.name)
+    if knob.kind == "int" and x != int(x):
+        raise BadInputError.single(where, f"{knob.name} must be a whole number, got {v!r}", field=knob.name)
+    if knob.name == "driver.speculative_execution.max_executions" and not 1 <= x <= 16:
+        raise BadInputError.single(where, f"{knob.name} must be 1..16 (counting the first), got {v!r}", field=knob.name)
+    if x < 0:
+        raise BadInputError.single(where, f"{knob.name} must be ≥ 0, got {v!r}", field=knob.name)
+    return x
 
 
 def _number(v: int | float | str, k: str, where: str) -> float:

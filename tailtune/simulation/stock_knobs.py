@@ -1,9 +1,16 @@
 """The stock knobs as one table: for each knob its contract name, its default, the drivers that have it (a driver
 that lacks a knob refuses it with the reason), how a deployment applies it, and the range the tuner searches.
 
-`simulate --policy stock` validates parameters against this table; the tuner's stock search space is built from
-it (`tuner.space`); the renderer (`tuner.stock_render`) groups knobs by `applied`. A knob that is in the contract
-but not modelled yet has `modelled=False`: refused by `simulate` with that reason, left out of the search.
+`simulate --policy stock` validates parameters against this table and passes each knob to kvsim's `stock`
+parameter named by `core`; the tuner's stock search space is built from it (`tuner.space`); the renderer
+(`tuner.stock_render`) groups knobs by `applied`. A knob with `modelled=False` would be refused by `simulate`
+with `unmodelled_reason` and left out of the search (every knob of the table is modelled).
+
+Driver speculative execution acts only on statements marked idempotent, and both drivers default to
+non-idempotent. The model assumes the application marks its multiget reads idempotent whenever
+`driver.speculative_execution.max_executions` > 1 (a recommendation that hedges in the driver includes marking
+them: the renderer's notes say so); an application whose reads are not marked has max_executions = 1, its
+current setting whatever policy object it configured.
 """
 
 from __future__ import annotations
@@ -51,6 +58,11 @@ class StockKnob:
     modelled: bool = True
     unmodelled_reason: str = ""
     doc: str = ""
+    #: kvsim `stock` parameter the knob sets ("" = the speculative_retry text or the snitch, mapped apart).
+    core: str = ""
+    #: The knob exists only when these other knobs have these values (the search sets it only then; `simulate`
+    #: refuses it otherwise, with the reason).
+    only_with: tuple[tuple[str, int | float | str], ...] = ()
 
     def default_for(self, driver: str) -> int | float | str:
         return dict(self.driver_defaults).get(driver, self.default)
@@ -86,14 +98,14 @@ STOCK_KNOBS: tuple[StockKnob, ...] = (
     StockKnob(
         "driver.speculative_execution.delay",
         "float",
-        0.0,
+        100.0,
         "driver",
         low=0.5,
         high=100.0,
         log=True,
-        modelled=False,
-        unmodelled_reason="driver hedging is not modelled yet",
-        doc="ms",
+        core="se_delay_ms",
+        doc="ms between executions (ConstantSpeculativeExecutionPolicy; Java reference.conf's example: 100 ms); "
+        "acts when max_executions > 1, on reads marked idempotent (assumed then)",
     ),
     StockKnob(
         "driver.speculative_execution.max_executions",
@@ -102,9 +114,9 @@ STOCK_KNOBS: tuple[StockKnob, ...] = (
         "driver",
         low=1,
         high=3,
-        modelled=False,
-        unmodelled_reason="driver hedging is not modelled yet",
-        doc="counting the first execution (Java's meaning); 1 = no speculative execution",
+        core="se_max",
+        doc="counting the first execution (Java's max-executions; Python's max_attempts = this - 1); "
+        "1 = no speculative execution",
     ),
     StockKnob(
         "driver.slow_replica_avoidance",
@@ -114,8 +126,8 @@ STOCK_KNOBS: tuple[StockKnob, ...] = (
         drivers=("java4",),
         lacks="the Python driver has no slow-replica avoidance (only the Java driver 4's DefaultLoadBalancingPolicy)",
         choices=(0, 1),
-        modelled=False,
-        unmodelled_reason="the Java driver's slow-replica avoidance is not modelled yet",
+        core="slow_avoid",
+        doc="basic.load-balancing-policy.slow-replica-avoidance; acts with 3 or more replicas, per-partition queries",
     ),
     StockKnob(
         "driver.shuffle_replicas",
@@ -126,8 +138,8 @@ STOCK_KNOBS: tuple[StockKnob, ...] = (
         lacks="the Java driver 4 always shuffles replicas; it has no setting for it",
         driver_defaults=(("python", 0),),
         choices=(0, 1),
-        modelled=False,
-        unmodelled_reason="the driver's replica shuffling is not modelled yet",
+        core="shuffle",
+        doc="TokenAwarePolicy(..., shuffle_replicas=); acts on per-partition queries",
     ),
     StockKnob(
         "multiget.shape",
@@ -135,8 +147,9 @@ STOCK_KNOBS: tuple[StockKnob, ...] = (
         "in",
         "client-code",
         choices=("in", "per-partition"),
-        modelled=False,
-        unmodelled_reason="the multiget shape is not modelled yet (the replay sends one read per partition group)",
+        core="shape",
+        doc="in: one SELECT ... WHERE pk IN (...) per chunk (the coordinator fans out); "
+        "per-partition: one token-aware query per key, concurrently",
     ),
     StockKnob(
         "multiget.chunk",
@@ -146,9 +159,9 @@ STOCK_KNOBS: tuple[StockKnob, ...] = (
         low=1,
         high=64,
         log=True,
-        modelled=False,
-        unmodelled_reason="the multiget chunk size is not modelled yet",
-        doc="keys per query; 0 = all",
+        core="chunk",
+        only_with=(("multiget.shape", "in"),),
+        doc="keys per IN query; 0 = all the multiget's keys (per-partition: 1 key per query, no chunk)",
     ),
 )
 

@@ -1,5 +1,6 @@
-"""`simulate --policy stock`: the speculative_retry text reaches kvsim, the extra reads are counted in `ops`,
-unmodelled knobs are refused with the reason, and stalls are part of the deployment."""
+"""`simulate --policy stock`: the speculative_retry text and the driver and multiget knobs reach kvsim, the extra
+reads (coordinator retries and driver executions) are counted in `ops`, knobs a driver lacks are refused with the
+reason, and stalls are part of the deployment."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ import pytest
 
 from tailtune.base.errors import BadInputError
 from tailtune.simulation import CassandraDeployment, resolve
+from tailtune.simulation.stock import NOT_MODELLED
+from tailtune.simulation.stock_knobs import STOCK_KNOBS, stock_knobs
 
 _BASE = ("simulate", "--profile", "soundcloud", "--requests", "3000", "--policy", "stock", "--json")
 
@@ -23,9 +26,23 @@ def _sim(cli: Any, *extra: str) -> dict[str, Any]:
 
 def test_resolve_maps_the_knobs_to_kvsim() -> None:
     r = resolve("stock", {"speculative_retry": "min(5ms, 99PERCENTILE)", "dynamic_snitch_reset_interval": 60000})
-    assert (r.queue, r.replica) == ("stock", "ds")
-    assert r.queue_params == {"spec_kind": 4.0, "spec_percentile": 99.0, "spec_fixed_ms": 5.0}
-    assert r.replica_params == {"badness": 1.0, "update_ms": 100.0, "reset_s": 60.0}
+    assert (r.queue, r.replica) == ("stock", "dynamic-snitch")
+    assert r.queue_params == {
+        "spec_kind": 4.0,
+        "spec_percentile": 99.0,
+        "spec_fixed_ms": 5.0,
+        # the java4 driver's defaults (from stock_knobs): no driver hedging, slow-replica avoidance on
+        "driver": 0.0,
+        "se_delay_ms": 100.0,
+        "se_max": 1.0,
+        "slow_avoid": 1.0,
+        "shape": 0.0,
+        "chunk": 0.0,
+    }
+    assert r.replica_params == {"badness": 1.0, "update_ms": 100.0, "reset_ms": 60000.0}
+    ds = resolve("stock", {"replica": "ds", "dynamic_snitch_reset_interval": 60000})
+    assert (ds.replica, ds.replica_params) == ("ds", {"badness": 1.0, "update_ms": 100.0, "reset_s": 60.0})
+    assert resolve("stock", {"read_timeout_ms": 2000}).replica_params["timeout_ms"] == 2000.0
     assert resolve("stock", {}).queue_params["spec_kind"] == 2.0  # default 99p
 
 
@@ -34,15 +51,63 @@ def test_resolve_maps_the_knobs_to_kvsim() -> None:
     [
         ({"speculative_retry": "MIN(99p,95p)"}, "different types"),
         ({"speculative_retry": "100p"}, "between 0.0 and 100.0"),
-        ({"driver.speculative_execution.delay": 5.0}, "not modelled yet"),
-        ({"multiget.shape": "in"}, "not modelled yet"),
         ({"driver": "go"}, "java4, python"),
+        ({"driver.shuffle_replicas": 1}, "not a setting of the java4 driver: the Java driver 4 always shuffles"),
+        (
+            {"driver": "python", "driver.slow_replica_avoidance": 0},
+            "not a setting of the python driver: the Python driver has no slow-replica avoidance",
+        ),
+        ({"multiget.shape": "per-partition", "multiget.chunk": 4}, "applies only with multiget.shape=in"),
+        ({"multiget.shape": "IN"}, "must be one of in, per-partition"),
+        ({"driver.speculative_execution.max_executions": 0}, "1..16"),
+        ({"driver.speculative_execution.max_executions": 1.5}, "whole number"),
+        ({"driver.speculative_execution.delay": -1}, "≥ 0"),
+        ({"driver": "python", "driver.shuffle_replicas": 2}, "0 or 1"),
         ({"k": 3.0}, "unknown parameter 'k'"),
     ],
 )
 def test_bad_knobs_are_named(params: dict[str, Any], message: str) -> None:
     with pytest.raises(BadInputError, match=message):
         resolve("stock", params)
+
+
+def test_every_knob_is_modelled_and_the_driver_knobs_are_per_driver() -> None:
+    assert NOT_MODELLED == {}
+    assert all(k.modelled for k in STOCK_KNOBS)
+    java = {k.name for k in stock_knobs("java4")}
+    python = {k.name for k in stock_knobs("python")}
+    assert java - python == {"driver.slow_replica_avoidance"}
+    assert python - java == {"driver.shuffle_replicas"}
+    r = resolve("stock", {"driver": "python", "driver.speculative_execution.max_executions": 3})
+    assert (r.queue_params["driver"], r.queue_params["se_max"], r.queue_params["shuffle"]) == (1.0, 3.0, 0.0)
+    assert "slow_avoid" not in r.queue_params
+    pp = resolve("stock", {"multiget.shape": "per-partition"})
+    assert (pp.queue_params["shape"], pp.queue_params["chunk"]) == (1.0, 0.0)
+    chunked = resolve("stock", {"multiget.chunk": 8})
+    assert (chunked.queue_params["shape"], chunked.queue_params["chunk"]) == (0.0, 8.0)
+
+
+def test_driver_executions_are_extra_reads(cli: Any) -> None:
+    never = _sim(cli, "--param", "speculative_retry=NEVER")
+    hedged = _sim(
+        cli,
+        "--param", "speculative_retry=NEVER",
+        "--param", "driver.speculative_execution.max_executions=2",
+        "--param", "driver.speculative_execution.delay=0",
+    )
+    # delay 0: every query is sent twice at once, every key read twice
+    assert hedged["extra_reads"] == hedged["workload_ops"] == never["ops"]
+    assert hedged["ops"] == 2 * never["ops"]
+    per_key = _sim(
+        cli,
+        "--param", "speculative_retry=NEVER",
+        "--param", "driver=python",
+        "--param", "multiget.shape=per-partition",
+        "--param", "driver.speculative_execution.max_executions=2",
+        "--param", "driver.speculative_execution.delay=1",
+    )
+    # per-partition, 1 ms: only the keys still unanswered after 1 ms are read again
+    assert 0 < per_key["extra_reads"] < per_key["workload_ops"]
 
 
 def test_ops_include_the_extra_reads(cli: Any) -> None:

@@ -14,6 +14,9 @@
 //!     demand 1/service_rate.
 //! - `sim-callgrind ext [requests]`: server speeds and slowdowns, writes at every replica, closed-loop clients,
 //!   per-op records and warm-up cuts under several policies and selectors (checksum lines only).
+//! - `sim-callgrind stock [requests]`: the `stock` policy (coordinator speculative retry forms, stalls, the
+//!   drivers' speculative executions and routing, the multiget shapes) over `dynamic-snitch` and `ds`
+//!   (checksum lines only).
 //! - `sim-callgrind memcached [requests]`: the memcached engine, batching and chisel at several split / merge
 //!   levels, two seeds, with and without service jitter (checksum lines only).
 //!
@@ -389,6 +392,79 @@ fn ext(args: &[String]) {
     }
 }
 
+/// `name[:param=value[/param=value]]` → the policy with those parameters.
+fn policy(spec: &str) -> PolicyConfig {
+    let (name, params) = spec.split_once(':').unwrap_or((spec, ""));
+    let params: Vec<(String, f64)> = params
+        .split('/')
+        .filter(|p| !p.is_empty())
+        .map(|p| {
+            let (k, v) = p.split_once('=').expect("policy parameter: name=value");
+            (k.to_string(), v.parse().expect("policy parameter value"))
+        })
+        .collect();
+    PolicyConfig::build(name, &params).expect("policy")
+}
+
+/// `stock`: Cassandra's coordinator speculative retry, stalls, the drivers and the multiget shapes.
+fn stock_cases(args: &[String]) {
+    use kvsim_core::server_model::Stalls;
+    let n: usize = args.get(2).map_or(3_000, |s| s.parse().expect("requests"));
+    let cluster = Cluster::new(ClusterConfig::default()).expect("cluster");
+    let (wl, large) = workload(&cluster, n, 0.0, 0.5);
+    let base = Case {
+        seed: 1,
+        ..Case::default()
+    };
+    let stalls = Case {
+        servers: ServerModelConfig {
+            speeds: Vec::new(),
+            slowdown: None,
+            stalls: Some(Stalls { rate_per_s: 2.0, duration_ns: 20_000_000 }),
+        },
+        ..base.clone()
+    };
+    let slow = Case {
+        servers: ServerModelConfig {
+            speeds: ServerModelConfig::slow_servers(128, 8, 3.0).expect("speeds"),
+            slowdown: None,
+            stalls: None,
+        },
+        ..base.clone()
+    };
+    let policies: &[&str] = &[
+        "stock:spec_kind=0",
+        "stock",
+        "stock:spec_kind=1",
+        "stock:spec_kind=3/spec_fixed_ms=5",
+        "stock:spec_kind=4/spec_fixed_ms=5/spec_refresh_ms=50",
+        "stock:spec_kind=0/se_max=2/se_delay_ms=5",
+        "stock:spec_kind=3/spec_fixed_ms=5/se_max=3/se_delay_ms=2/chunk=8",
+        "stock:shape=1/se_max=2/se_delay_ms=5",
+        "stock:shape=1/driver=1/shuffle=1/se_max=2/se_delay_ms=1",
+        "stock:shape=1/slow_avoid=0",
+    ];
+    let groups: Vec<(&str, &Case, &[&str])> = vec![
+        ("calm", &base, &["dynamic-snitch", "ds:badness=1"]),
+        ("stalls", &stalls, &["dynamic-snitch", "dynamic-snitch:update_ms=10/badness=0.1"]),
+        ("slow", &slow, &["dynamic-snitch", "round-robin"]),
+    ];
+    for (name, case, selectors) in groups {
+        for sel in selectors {
+            let sel_cfg = selector(sel);
+            for p in policies {
+                let r = replay_case(&cluster, &wl, &policy(p), &sel_cfg, &large, case);
+                println!(
+                    "stock {name:8} {p:62} {sel:40} events {} {} {}",
+                    r.events,
+                    latency_line(&r),
+                    ext_line(&r)
+                );
+            }
+        }
+    }
+}
+
 /// The memcached engine: batching and chisel at several split / merge levels.
 fn memcached_cases(args: &[String]) {
     use memcached::{BatchingConfig, ChiselConfig, Deployment, Policy, ServiceProfile, SplitRule};
@@ -495,6 +571,7 @@ fn main() {
     match args.get(1).map(String::as_str) {
         Some("ext") => ext(&args),
         Some("memcached") => memcached_cases(&args),
+        Some("stock") => stock_cases(&args),
         _ => speed(&args),
     }
 }

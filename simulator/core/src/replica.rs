@@ -1,5 +1,6 @@
 //! Replica selection — a seam separate from the server queue discipline: round-robin (Rein §5.3), random,
-//! least-outstanding, dynamic snitching, C3 and Héron, the last four fed by per-op response feedback.
+//! least-outstanding, dynamic snitching (`ds`, and Cassandra's `DynamicEndpointSnitch` as it is), C3 and Héron,
+//! the last five fed by per-op response feedback.
 //!
 //! One selector per file. **The registry** ([`selectors!`] below) is the one list of selectors: each row names
 //! the selector's file, its name, its config and selector types, and the event loop it runs. From it come
@@ -255,6 +256,7 @@ selectors! {
     random:            "random"            => Random           (RandomConfig,           RandomSel)        generic("no feedback to inline");
     least_outstanding: "least-outstanding" => LeastOutstanding (LeastOutstandingConfig, LeastOutstanding) fast;
     dynamic_snitch:    "ds"                => Ds               (DsConfig,               DynamicSnitch)    fast;
+    endpoint_snitch:   "dynamic-snitch"    => Des              (DesConfig,              EndpointSnitch)   generic("stock's selector; stock runs the general loop");
     c3:                "c3"                => C3               (C3Config,               C3)               fast;
     heron:             "heron"             => Heron            (HeronConfig,            Heron)            fast;
 }
@@ -312,6 +314,13 @@ impl SelectorImpl for DynamicSnitch {
     type Config = DsConfig;
     fn build(cfg: &DsConfig, env: &SelectorEnv) -> Self {
         DynamicSnitch::new(cfg, env.clients, env.groups, env.servers)
+    }
+}
+
+impl SelectorImpl for EndpointSnitch {
+    type Config = DesConfig;
+    fn build(cfg: &DesConfig, env: &SelectorEnv) -> Self {
+        EndpointSnitch::new(cfg, env.clients, env.servers, env.seed)
     }
 }
 

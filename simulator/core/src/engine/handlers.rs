@@ -6,7 +6,7 @@
 //! written as one, so the split costs no speed (bench/sim_callgrind/HANDLERS.md).
 use std::cmp::Reverse;
 
-use super::state::{Sent, Sim, COPY_OPSET, LATE_OPSET};
+use super::state::{Sent, Sim, COPY_OPSET, DRV_BATCH, DRV_TIMER, LATE_OPSET};
 use crate::held::Held;
 use crate::policy::{QItem, Scheduler, Tag, TagCtx};
 use crate::prefetch::prefetch;
@@ -173,6 +173,9 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
         if self.redundant() {
             self.send_copies(r, o0, o1, client, now);
         }
+        if self.hedge_on() {
+            self.arm_executions(r, client, now);
+        }
         if !self.plain() {
             if r + 1 == self.n_req / 2 + 1 {
                 self.held.at_half = self.p.backlog.len() as u64;
@@ -188,6 +191,9 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
     /// server), its size and cost for the policy's tagging.
     #[inline(always)]
     fn place_opset(&mut self, r: usize, o: usize, client: u32, now: u64) {
+        if self.route_on() {
+            return self.place_routed(r, o, client, now);
+        }
         let wl = self.wl;
         let size = wl.opset_ops[o + 1] - wl.opset_ops[o];
         let g = wl.opset_group[o];
@@ -236,6 +242,163 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
         let cost = self.opset_cost(o, size);
         self.p.costs.push(cost);
         self.p.servers.push(s);
+    }
+
+    /// `stock` per-partition: the key's query goes to the first node of the driver's plan, a replica, which reads
+    /// it locally.
+    #[inline(always)]
+    fn place_routed(&mut self, r: usize, o: usize, client: u32, now: u64) {
+        let wl = self.wl;
+        let g = wl.opset_group[o];
+        let replicas = self.cluster.replicas(g);
+        let size = wl.opset_ops[o + 1] - wl.opset_ops[o];
+        let write = self.is_write(wl.opset_ops[o] as usize);
+        let sc = self.p.stock.as_mut().expect("stock client");
+        let mut plan = std::mem::take(&mut sc.plan_buf);
+        sc.driver.plan(client, replicas, now, &mut plan);
+        let s = plan[0];
+        if !write {
+            sc.driver.sent(client, s);
+        }
+        if sc.hedge {
+            let q = sc.queries.of_op[wl.opset_ops[o] as usize] as usize;
+            sc.plans[q * sc.rf..q * sc.rf + plan.len()].copy_from_slice(&plan);
+        }
+        sc.plan_buf = plan;
+        if self.fb_on() {
+            self.sent[o] = Sent {
+                at: now,
+                client,
+                req: r as u32,
+            };
+        }
+        self.opset_server[o] = s;
+        self.outstanding[s as usize] += size;
+        self.p.sizes.push(size);
+        let cost = self.opset_cost(o, size);
+        self.p.costs.push(cost);
+        self.p.servers.push(s);
+    }
+
+    /// `stock`: the first driver speculative execution of each query of request `r`, `delay` from now.
+    #[inline(always)]
+    fn arm_executions(&mut self, r: usize, client: u32, now: u64) {
+        let clients = self.cluster.config.clients as usize;
+        let sc = self.p.stock.as_ref().expect("stock client");
+        let (q0, q1) = (
+            sc.queries.req_start[r] as usize,
+            sc.queries.req_start[r + 1] as usize,
+        );
+        let at = now + sc.delay_ns;
+        for q in q0..q1 {
+            let key = event_key(at, self.next_seq());
+            self.p
+                .spec_q
+                .push(clients + client as usize, key, q as u32 | DRV_TIMER);
+        }
+    }
+
+    /// `stock`: a driver speculative execution of query `q` starts (unless the query is answered): every key is
+    /// read again — at the plan's next replica (`per-partition`) or at the snitch's choice (`in`, and past the
+    /// plan's replicas) — and the next execution is armed while the driver allows one more.
+    #[inline(always)]
+    fn on_execution(&mut self, now: u64, q: usize) -> u64 {
+        let mut sc = self.p.stock.take().expect("stock client");
+        if sc.queries.done_at[q] <= now {
+            self.p.stock = Some(sc);
+            return now;
+        }
+        sc.queries.execs[q] += 1;
+        let e = sc.queries.execs[q] as usize;
+        let wl = self.wl;
+        let (a, b) = (
+            sc.queries.start[q] as usize,
+            sc.queries.start[q + 1] as usize,
+        );
+        let first_op = sc.queries.ops[a];
+        let r = wl.opset_req[self.opset_of(first_op as usize)] as usize;
+        let client = wl.client[r];
+        let routed = sc.per_partition && e - 1 < sc.rf;
+        let (mut last_o, mut s) = (usize::MAX, 0u32);
+        let mut n = 0u32;
+        for i in a..b {
+            let op = sc.queries.ops[i] as usize;
+            if self.is_write(op) {
+                continue;
+            }
+            let o = self.opset_of(op);
+            if o != last_o {
+                last_o = o;
+                let g = wl.opset_group[o];
+                let replicas = self.cluster.replicas(g);
+                s = if routed {
+                    sc.plans[q * sc.rf + e - 1]
+                } else {
+                    let ctx = SelectCtx {
+                        now,
+                        client,
+                        group: g,
+                        replicas,
+                        outstanding: &self.outstanding,
+                        size: 1,
+                        large_ops: 0,
+                    };
+                    self.p.selector.choose(&ctx).unwrap_or(replicas[0])
+                };
+                if routed {
+                    sc.driver.sent(client, s);
+                }
+            }
+            sc.sends
+                .push_back((op as u32 + e as u32 * self.n_ops32, o as u32, s));
+            self.outstanding[s as usize] += 1;
+            n += 1;
+        }
+        self.copies.ops += n as u64;
+        if n > 0 {
+            let key = event_key(now + self.d, self.next_seq());
+            self.p.at_servers.push_back((key, DRV_BATCH | n));
+        }
+        if e < sc.max_exec as usize {
+            let key = event_key(now + sc.delay_ns, self.next_seq());
+            let clients = self.cluster.config.clients as usize;
+            self.p
+                .spec_q
+                .push(clients + client as usize, key, q as u32 | DRV_TIMER);
+        }
+        self.p.stock = Some(sc);
+        now
+    }
+
+    /// The opset of op `op`.
+    #[inline(always)]
+    fn opset_of(&self, op: usize) -> usize {
+        self.wl.opset_ops.partition_point(|&x| x as usize <= op) - 1
+    }
+
+    /// The reads of a driver speculative execution reach their servers.
+    #[inline(always)]
+    fn enqueue_execution(&mut self, n: u32, now: u64) {
+        let wl = self.wl;
+        for _ in 0..n {
+            let (id, o, s) = self
+                .p
+                .stock
+                .as_mut()
+                .and_then(|sc| sc.sends.pop_front())
+                .expect("execution reads in flight");
+            let op = (id % self.n_ops32) as usize;
+            let s = s as usize;
+            if self.fb_on() {
+                self.resident[s] += 1;
+                if self.large_true(op) {
+                    self.large_resident[s] += 1;
+                }
+            }
+            let item = QItem::new(id, o, now, self.opset_tag[o as usize], wl.demand[op]);
+            self.p.sched.enqueue(s, item);
+            self.mark_dirty(s);
+        }
     }
 
     /// The cost the policy sees: TailX's estimate in ns, Σ mean demand (size-aware), else the op count.
@@ -447,6 +610,9 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
     fn on_speculative_timer(&mut self, key: u128) -> u64 {
         let (_, o) = self.p.spec_q.pop().expect("head exists");
         let now = key_time(key);
+        if o & DRV_TIMER != 0 {
+            return self.on_execution(now, (o & !DRV_TIMER) as usize);
+        }
         let o = o as usize;
         let wl = self.wl;
         let mut n = 0;
@@ -476,6 +642,10 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
     fn on_reach_servers(&mut self) -> u64 {
         let (key, r) = self.p.at_servers.pop_front().expect("head exists");
         let now = key_time(key);
+        if EXT && r & LATE_OPSET == 0 && r & DRV_BATCH != 0 {
+            self.enqueue_execution(r & !DRV_BATCH, now);
+            return now;
+        }
         let r = r as usize;
         let copy = EXT && r as u32 & COPY_OPSET != 0;
         let late_entry = EXT && r as u32 & LATE_OPSET != 0;
@@ -606,13 +776,17 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
             self.served_ops += 1;
         }
         self.p.sched.on_done(s, op as u32, now);
+        if self.route_on() && !self.is_write(op) {
+            self.driver_answer(c.op, o, s, now);
+        }
         let st = if self.fb_on() || self.redundant() {
             self.sent[o]
         } else {
             Sent::default()
         };
         if self.fb_on() {
-            self.op_feedback(op, s, svc, st, now);
+            let enq = self.slot_enq[s * self.cluster.config.slots as usize + slot as usize];
+            self.op_feedback(op, s, svc, st, enq, now);
         }
         let r = if self.fb_on() {
             st.req
@@ -634,9 +808,23 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
         now
     }
 
+    /// `stock` per-partition: a read that was a driver request to its replica (the first execution's, or a later
+    /// execution's sent to a replica of the plan) answers the driver. (A write's copies, ids op + k·n_ops too,
+    /// are not driver requests: the caller leaves writes out.)
+    #[inline(always)]
+    fn driver_answer(&mut self, id: u32, o: usize, s: usize, now: u64) {
+        let k = (id / self.n_ops32) as usize;
+        let client = self.wl.client[self.wl.opset_req[o] as usize];
+        let at = now + self.d;
+        let sc = self.p.stock.as_mut().expect("stock client");
+        if k == 0 || (k >= 2 && k - 1 < sc.rf) {
+            sc.driver.answered(client, s as u32, at);
+        }
+    }
+
     /// The selector's per-op feedback; held opsets get another chance when the response reaches the client.
     #[inline(always)]
-    fn op_feedback(&mut self, op: usize, s: usize, svc: u64, st: Sent, now: u64) {
+    fn op_feedback(&mut self, op: usize, s: usize, svc: u64, st: Sent, enq: u64, now: u64) {
         let d = self.d;
         self.resident[s] -= 1;
         if self.large_true(op) {
@@ -649,6 +837,7 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
             queue: self.resident[s],
             service_ns: svc,
             response_ns: now + d - st.at,
+            rtt_ns: now + 2 * d - enq,
             large_resident: self.large_resident[s],
             large_est: !self.rc.sizes.large_est.is_empty() && self.rc.sizes.large_est[op],
         };
@@ -668,10 +857,35 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
         self.answered_at[op] = now + d;
         self.copies.wins += (is_copy && !self.is_write(op)) as u64;
         let redundant = self.redundant();
-        if let Some(e) = self.p.spec.as_mut().filter(|_| redundant) {
+        if self.sq_on() {
+            self.query_answer(op, r, now + d);
+        } else if let Some(e) = self.p.spec.as_mut().filter(|_| redundant) {
             self.opset_left[o] -= 1;
             if self.opset_left[o] == 0 {
                 e.observe_at(self.wl.client[r] as usize, now + d - st.at, now + d);
+            }
+        }
+    }
+
+    /// `stock`: op `op` of request `r` has its first answer at the client at `at`; when it was its query's last,
+    /// the coordinator records the query's latency once per key (the percentile threshold's samples).
+    #[inline(always)]
+    fn query_answer(&mut self, op: usize, r: usize, at: u64) {
+        let sent = if self.closed_on() {
+            self.arrival_rt[r]
+        } else {
+            self.wl.arrival[r]
+        };
+        let client = self.wl.client[r] as usize;
+        let sc = self.p.stock.as_mut().expect("stock client");
+        let q = sc.queries.of_op[op] as usize;
+        sc.queries.left[q] -= 1;
+        if sc.queries.left[q] == 0 {
+            sc.queries.done_at[q] = at;
+            if let Some(e) = self.p.spec.as_mut() {
+                for _ in 0..sc.queries.keys(q) {
+                    e.observe_at(client, at - sent, at);
+                }
             }
         }
     }
@@ -760,6 +974,9 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
                 None => now + dem,
             };
             self.slot_svc[s * slots + slot as usize] = end - now;
+            if self.fb_on() {
+                self.slot_enq[s * slots + slot as usize] = item.enq;
+            }
             self.p
                 .timers
                 .start(s, slot, end, self.seq, item.op, item.opset);

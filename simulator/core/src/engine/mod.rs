@@ -87,18 +87,37 @@ pub fn replay(cluster: &Cluster, wl: &Workload, cfg: &ReplayConfig) -> Result<Ru
     if let ClientModel::Closed(c) = &cfg.client {
         c.validate()?;
     }
+    // Copies of op i run as i + k·n_ops: k < RF for writes, k = 1 for a coordinator retry, k = e for the e-th
+    // driver execution (stock).
+    let copy_ids = match policy {
+        PolicyConfig::Stock(c) => ccfg.replication.max(2).max(c.se_max as u32 + 1),
+        _ => ccfg.replication.max(2),
+    };
     if (cfg.writes.iter().any(|&w| w)
         || matches!(
             policy,
             PolicyConfig::Duplicate(_) | PolicyConfig::Speculative(_) | PolicyConfig::Stock(_)
         ))
-        && n_ops as u64 * ccfg.replication.max(2) as u64 >= u32::MAX as u64
+        && n_ops as u64 * copy_ids as u64 >= u32::MAX as u64
     {
         return Err(SimError::BadInput(format!(
-            "{n_ops} ops × {} copies do not fit the engine's 32-bit op ids",
-            ccfg.replication.max(2)
+            "{n_ops} ops × {copy_ids} copies do not fit the engine's 32-bit op ids"
         )));
     }
+    if matches!(policy, PolicyConfig::Stock(_)) && wl.requests().max(n_ops) >= 1 << 29 {
+        return Err(SimError::BadInput(format!(
+            "policy 'stock' replays fewer than 2^29 requests and ops ({n_ops} ops)"
+        )));
+    }
+    // stock per-partition: every key is its own query, routed on its own (one opset per op).
+    let split;
+    let wl = match policy {
+        PolicyConfig::Stock(c) if c.shape >= 0.5 => {
+            split = crate::policy::stock_driver::split_partitions(wl);
+            &split
+        }
+        _ => wl,
+    };
     let sched = policy.instantiate(n_servers, n_ops);
     // Round-robin replicas on the core model run the plain loop: compiled without the general loop's branches
     // (selector feedback, held opsets, delay queue, copies, server speeds, writes, closed loop), monomorphized

@@ -10,6 +10,7 @@ use crate::config::ReplayConfig;
 use crate::error::SimError;
 use crate::held::HeldOpsets;
 use crate::policy::speculative::LatencyEstimator;
+use crate::policy::stock_driver::StockClient;
 use crate::policy::{PolicyConfig, Scheduler, Tag, TailxConfig};
 use crate::replica::ReplicaSelector;
 use crate::result::{CopyStats, HeldStats, OpRecords, RunResult, WriteStats};
@@ -31,6 +32,11 @@ pub(super) struct Sent {
 pub(super) const LATE_OPSET: u32 = 1 << 31;
 /// With `LATE_OPSET`: the entry carries the copy of an opset (duplication / speculative retry).
 pub(super) const COPY_OPSET: u32 = 1 << 30;
+/// Without `LATE_OPSET`: the entry carries the reads of a driver speculative execution (their count; the reads
+/// are in `StockClient::sends`).
+pub(super) const DRV_BATCH: u32 = 1 << 29;
+/// A `spec_q` value that is a driver speculative-execution timer of a query (else: an opset's coordinator retry).
+pub(super) const DRV_TIMER: u32 = 1 << 31;
 
 /// The members of a replay the event loop calls into: the policy, the selector, the event queues, the server
 /// model, the speculative estimator and scratch buffers. They live apart from [`Sim`] (which borrows them) so
@@ -56,6 +62,8 @@ pub(super) struct Parts<S, R> {
     pub(super) dirty: Vec<u32>,
     pub(super) smodel: Option<ServerModel>,
     pub(super) spec: Option<LatencyEstimator>,
+    /// `stock`: queries of the multiget shape, the driver's plans and speculative executions.
+    pub(super) stock: Option<StockClient>,
     /// Opsets held at the clients by the selector.
     pub(super) backlog: HeldOpsets,
     /// Scratch of one request's tagging.
@@ -100,6 +108,12 @@ pub(super) struct Sim<'a, const EXT: bool, S, R> {
     pub(super) dup: bool,
     /// Duplication or speculative retry: ops may be served twice.
     pub(super) redundant: bool,
+    /// `stock` tracks queries (`Parts::stock`).
+    pub(super) sq_on: bool,
+    /// `stock` per-partition: the driver routes each key.
+    pub(super) route_on: bool,
+    /// `stock`: driver speculative executions.
+    pub(super) hedge_on: bool,
     pub(super) write_on: bool,
     /// An op may be answered more than once (copies or writes): only its first answer counts.
     pub(super) multi: bool,
@@ -120,6 +134,8 @@ pub(super) struct Sim<'a, const EXT: bool, S, R> {
     /// Actual service time of the op in each busy slot (with speeds it differs from the demand). Read back when
     /// the op ends, so the workload's demand array is not touched again (a cache miss with long queues).
     pub(super) slot_svc: Vec<u64>,
+    /// With selector feedback: when the op in each busy slot reached its server (its own send + d).
+    pub(super) slot_enq: Vec<u64>,
     pub(super) served_ops: u64,
 
     // Requests and opsets.
@@ -207,8 +223,24 @@ impl<S: Scheduler, R: ReplicaSelector> Parts<S, R> {
             }
             _ => None,
         };
-        let redundant = EXT && (matches!(policy, PolicyConfig::Duplicate(_)) || spec.is_some());
-        if redundant && cfg.replication < 2 {
+        let stock = match policy {
+            PolicyConfig::Stock(c)
+                if EXT && (spec.is_some() || c.se_max >= 1.5 || c.shape >= 0.5) =>
+            {
+                Some(StockClient::new(
+                    c,
+                    wl,
+                    cfg.clients as usize,
+                    n_servers,
+                    cfg.replication as usize,
+                    rc.seed,
+                ))
+            }
+            _ => None,
+        };
+        let hedge = stock.as_ref().is_some_and(|s| s.hedge);
+        let copies_needed = EXT && (matches!(policy, PolicyConfig::Duplicate(_)) || spec.is_some());
+        if copies_needed && cfg.replication < 2 {
             return Err(SimError::BadInput(format!(
                 "policy '{}' needs replication >= 2 (a second replica to send copies to)",
                 policy.name()
@@ -228,8 +260,9 @@ impl<S: Scheduler, R: ReplicaSelector> Parts<S, R> {
             timers: SlotTimers::new(n_servers, cfg.slots as usize),
             retries: BinaryHeap::new(),
             delay_q: BinaryHeap::new(),
-            spec_q: RunQueue::new(if spec.is_some() {
-                cfg.clients as usize
+            // Sources: the clients' coordinator retries, then (stock) their driver executions.
+            spec_q: RunQueue::new(if spec.is_some() || hedge {
+                2 * cfg.clients as usize
             } else {
                 0
             }),
@@ -241,6 +274,7 @@ impl<S: Scheduler, R: ReplicaSelector> Parts<S, R> {
                 None
             },
             spec,
+            stock,
             backlog: HeldOpsets::new(if plain { 0 } else { cluster.groups() }),
             sizes: Vec::new(),
             costs: Vec::new(),
@@ -271,7 +305,10 @@ impl<'a, const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'a, EXT, S, R> {
         let n_ops = wl.ops();
         let dup = EXT && matches!(policy, PolicyConfig::Duplicate(_));
         let speculative = EXT && p.spec.is_some();
-        let redundant = EXT && (dup || speculative);
+        let sq_on = EXT && p.stock.is_some();
+        let route_on = EXT && p.stock.as_ref().is_some_and(|s| s.per_partition);
+        let hedge_on = EXT && p.stock.as_ref().is_some_and(|s| s.hedge);
+        let redundant = EXT && (dup || speculative || hedge_on);
         let write_on = EXT && rc.writes.iter().any(|&w| w);
         let plain = !EXT || rc.selector.is_round_robin();
         let fb_on = EXT && p.selector.wants_feedback();
@@ -306,6 +343,9 @@ impl<'a, const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'a, EXT, S, R> {
             tailx_on,
             dup,
             redundant,
+            sq_on,
+            route_on,
+            hedge_on,
             write_on,
             multi: redundant || write_on,
             closed_on,
@@ -319,6 +359,14 @@ impl<'a, const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'a, EXT, S, R> {
             server_demand: vec![0; n_servers],
             is_dirty: vec![false; n_servers],
             slot_svc: vec![0; n_servers * cfg.slots as usize],
+            slot_enq: vec![
+                0;
+                if fb_on {
+                    n_servers * cfg.slots as usize
+                } else {
+                    0
+                }
+            ],
             served_ops: 0,
 
             opset_server: vec![0; wl.opsets()],
@@ -363,7 +411,7 @@ impl<'a, const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'a, EXT, S, R> {
             copy_server: vec![u32::MAX; per_opset(redundant)],
             copied: vec![false; per_op(redundant)],
             answered_at: vec![u64::MAX; per_op(redundant || write_on)],
-            opset_left: if speculative {
+            opset_left: if speculative && !sq_on {
                 wl.opset_ops.windows(2).map(|w| w[1] - w[0]).collect()
             } else {
                 Vec::new()
@@ -399,6 +447,18 @@ impl<'a, const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'a, EXT, S, R> {
     #[inline(always)]
     pub(super) fn redundant(&self) -> bool {
         EXT && self.redundant
+    }
+    #[inline(always)]
+    pub(super) fn sq_on(&self) -> bool {
+        EXT && self.sq_on
+    }
+    #[inline(always)]
+    pub(super) fn route_on(&self) -> bool {
+        EXT && self.route_on
+    }
+    #[inline(always)]
+    pub(super) fn hedge_on(&self) -> bool {
+        EXT && self.hedge_on
     }
     #[inline(always)]
     pub(super) fn write_on(&self) -> bool {

@@ -16,6 +16,7 @@ use crate::error::SimError;
 use crate::params::{ParamSpec, Params};
 
 pub mod queues;
+pub mod stock_driver;
 
 /// The event loop a policy runs (a registry column).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

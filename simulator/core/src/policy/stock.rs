@@ -46,6 +46,20 @@ crate::params! {
         spec_warm: f64 = 1.0, Rounded(0.0, 1.0, "0 or 1"), Search::Fixed;
         /// Samples of the latency histogram (the last ones).
         window: f64 = 10000.0, Rounded(1.0, 1e7, "1..=1e7 samples"), Search::Fixed;
+        /// The client's driver: 0 = Java driver 4, 1 = Python cassandra-driver.
+        driver: f64 = 0.0, Rounded(0.0, 1.0, "0 (java4) or 1 (python)"), Search::Fixed;
+        /// Driver speculative execution: delay between executions, ms (ConstantSpeculativeExecutionPolicy).
+        se_delay_ms: f64 = 100.0, Real(0.0, 1e9, "[0, 1e9] ms"), Search::Fixed;
+        /// Driver speculative execution: executions at most, counting the first (1 = none; Java's max-executions).
+        se_max: f64 = 1.0, Rounded(1.0, 16.0, "1..=16 executions"), Search::Fixed;
+        /// Java driver 4: DefaultLoadBalancingPolicy's slow-replica avoidance (acts with 3 or more replicas).
+        slow_avoid: f64 = 1.0, Rounded(0.0, 1.0, "0 or 1"), Search::Fixed;
+        /// Python driver: TokenAwarePolicy(shuffle_replicas=...) (the Java driver 4 always shuffles).
+        shuffle: f64 = 0.0, Rounded(0.0, 1.0, "0 or 1"), Search::Fixed;
+        /// Multiget shape: 0 = one `SELECT ... IN (...)` per chunk, 1 = one token-aware query per partition.
+        shape: f64 = 0.0, Rounded(0.0, 1.0, "0 (in) or 1 (per-partition)"), Search::Fixed;
+        /// Keys per query of the `in` shape (0 = all the multiget's keys in one query).
+        chunk: f64 = 0.0, Rounded(0.0, 1e9, "0 (all) or keys per query"), Search::Fixed;
     }
     validate = validate_stock;
 }
@@ -57,6 +71,13 @@ fn validate_stock(c: &StockConfig) -> Result<(), SimError> {
             "spec_percentile",
             c.spec_percentile,
             "(0, 100) exclusive, as Cassandra",
+        ));
+    }
+    if c.shape >= 0.5 && c.chunk > 1.0 {
+        return Err(SimError::param(
+            "chunk",
+            c.chunk,
+            "0 or 1 with shape 1 (per-partition: one key per query)",
         ));
     }
     Ok(())

@@ -30,8 +30,11 @@ pub struct Feedback {
     pub queue: u32,
     /// The op's service time, ns.
     pub service_ns: u64,
-    /// Client-observed response time of the op (send → response), ns.
+    /// Client-observed response time of the op (its opset's send → response), ns.
     pub response_ns: u64,
+    /// Round trip of this very read (its own send → response): differs from `response_ns` for copies
+    /// (duplication, speculative retry, driver executions), sent after their opset.
+    pub rtt_ns: u64,
     /// Large ops (true sizes) resident at the server right after this op left.
     pub large_resident: u32,
     /// The op was estimated large by the client.

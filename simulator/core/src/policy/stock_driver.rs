@@ -1,0 +1,385 @@
+//! The client side of `stock`: the application's multiget shape (which keys travel in one query), the driver's
+//! query plans (which replica coordinates a token-aware query) and its speculative executions. The engine
+//! (`engine/handlers.rs`) drives them; sources and choices in docs/stock-cassandra.md.
+//!
+//! **Queries.** A multiget's keys, in the application's order (the trace's), are cut into queries: `in` — one
+//! `SELECT ... IN (...)` per `chunk` keys (0 = all of them), coordinated by a node without a routing key, each
+//! partition read from the coordinator's snitch choice (the replay's replica selector); `per-partition` — one
+//! token-aware query per key, coordinated by the replica the driver puts first, which reads locally. A query's
+//! latency (sent with its multiget → its last key answered) is what the coordinator records once per partition
+//! (`StorageProxy`'s coordinator read latency, which feeds the percentile threshold).
+//!
+//! **Query plans** (`per-partition`): Java driver 4 (`DefaultLoadBalancingPolicy`): the replicas shuffled; with
+//! slow-replica avoidance and ≥ 3 replicas, unhealthy replicas (≥ 10 in flight from this client and fewer than 2
+//! responses in the last 200 ms) go to the back when they are fewer than half, then the first two are swapped
+//! when the first has more in flight. Python (`TokenAwarePolicy`): the replicas in ring order, shuffled when
+//! `shuffle_replicas`. No node is "newly up" in a replay.
+//!
+//! **Speculative executions** (`ConstantSpeculativeExecutionPolicy`, both drivers): while a query is not
+//! answered, execution e (2..=max) starts `(e − 1) × delay` after the first; it sends the whole query again (every
+//! key is read again: real load) to the plan's e-th node (`per-partition`; past the replicas, a non-replica
+//! coordinator reads from the snitch's choice) or to another coordinator (`in`: each key from the snitch's
+//! choice at that time). Each key's first answer counts.
+use std::collections::VecDeque;
+
+use super::stock::StockConfig;
+use crate::rng::Rng;
+use crate::workload::Workload;
+
+/// Random stream of the drivers' replica shuffles.
+const STREAM_DRIVER: u64 = 7;
+/// Java driver 4: in-flight requests from which a node is busy (`MAX_IN_FLIGHT_THRESHOLD`).
+pub const MAX_IN_FLIGHT: u32 = 10;
+/// Java driver 4: a node answering fewer than 2 times within this window is slow (`RESPONSE_COUNT_RESET_INTERVAL`).
+pub const RESPONSE_WINDOW_NS: u64 = 200_000_000;
+/// No response yet.
+const NONE: u64 = u64::MAX;
+
+/// The queries of a replay: which query each op belongs to, each query's ops, and how many are unanswered.
+#[derive(Debug, Clone, Default)]
+pub struct Queries {
+    /// Query of each op (engine op order).
+    pub of_op: Vec<u32>,
+    /// Ops of query q: `ops[start[q]..start[q + 1]]`, in engine op order.
+    pub start: Vec<u32>,
+    pub ops: Vec<u32>,
+    /// Queries of request r: `req_start[r]..req_start[r + 1]`.
+    pub req_start: Vec<u32>,
+    /// Ops of each query not answered yet (first answers).
+    pub left: Vec<u32>,
+    /// When each query's last answer reaches the client (`u64::MAX` until then).
+    pub done_at: Vec<u64>,
+    /// Executions started per query (driver speculative execution).
+    pub execs: Vec<u8>,
+}
+
+impl Queries {
+    /// `per_partition`: one query per op; else the request's ops in input order cut every `chunk` (0 = all).
+    pub fn build(wl: &Workload, per_partition: bool, chunk: usize) -> Queries {
+        let n_ops = wl.ops();
+        let mut of_op = vec![0u32; n_ops];
+        let mut req_start = Vec::with_capacity(wl.requests() + 1);
+        let mut next = 0u32;
+        let mut order: Vec<(u32, u32)> = Vec::new();
+        for r in 0..wl.requests() {
+            req_start.push(next);
+            let a = wl.opset_ops[wl.req_opsets[r] as usize] as usize;
+            let b = wl.opset_ops[wl.req_opsets[r + 1] as usize] as usize;
+            let c = if per_partition || chunk == 1 {
+                1
+            } else if chunk == 0 {
+                b - a
+            } else {
+                chunk
+            };
+            order.clear();
+            order.extend((a..b).map(|op| (wl.op_input[op], op as u32)));
+            order.sort_unstable();
+            for (rank, &(_, op)) in order.iter().enumerate() {
+                of_op[op as usize] = next + (rank / c) as u32;
+            }
+            next += (b - a).div_ceil(c) as u32;
+        }
+        req_start.push(next);
+        let nq = next as usize;
+        let mut start = vec![0u32; nq + 1];
+        for &q in &of_op {
+            start[q as usize + 1] += 1;
+        }
+        for q in 0..nq {
+            start[q + 1] += start[q];
+        }
+        let left: Vec<u32> = start.windows(2).map(|w| w[1] - w[0]).collect();
+        let mut fill = start.clone();
+        let mut ops = vec![0u32; n_ops];
+        for (op, &q) in of_op.iter().enumerate() {
+            ops[fill[q as usize] as usize] = op as u32;
+            fill[q as usize] += 1;
+        }
+        Queries {
+            of_op,
+            start,
+            ops,
+            req_start,
+            left,
+            done_at: vec![u64::MAX; nq],
+            execs: vec![1; nq],
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.left.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.left.is_empty()
+    }
+
+    /// Keys of query q.
+    pub fn keys(&self, q: usize) -> u32 {
+        self.start[q + 1] - self.start[q]
+    }
+}
+
+/// The workload with one opset per op (the `per-partition` shape: every key is its own query, routed on its
+/// own). Op order, demands and requests are unchanged.
+pub fn split_partitions(wl: &Workload) -> Workload {
+    let n = wl.ops();
+    let mut group = Vec::with_capacity(n);
+    let mut req = Vec::with_capacity(n);
+    let mut req_opsets = Vec::with_capacity(wl.requests() + 1);
+    req_opsets.push(0u32);
+    for r in 0..wl.requests() {
+        for o in wl.req_opsets[r] as usize..wl.req_opsets[r + 1] as usize {
+            for _ in wl.opset_ops[o]..wl.opset_ops[o + 1] {
+                group.push(wl.opset_group[o]);
+                req.push(r as u32);
+            }
+        }
+        req_opsets.push(group.len() as u32);
+    }
+    Workload {
+        opset_group: group,
+        opset_req: req,
+        opset_ops: (0..=n as u32).collect(),
+        req_opsets,
+        ..wl.clone()
+    }
+}
+
+/// The driver of every client: its query plans and what its slow-replica avoidance reads (per client and node:
+/// requests in flight, the times of the last two responses).
+#[derive(Debug, Clone)]
+pub struct Driver {
+    java: bool,
+    avoid: bool,
+    shuffle: bool,
+    servers: usize,
+    rng: Rng,
+    /// Requests in flight from client c to node s at `c * servers + s`.
+    pub inflight: Vec<u32>,
+    /// The last two response times (older first; `NONE` = none yet).
+    last: Vec<[u64; 2]>,
+    unhealthy: Vec<bool>,
+}
+
+impl Driver {
+    pub fn new(cfg: &StockConfig, clients: usize, servers: usize, seed: u64) -> Driver {
+        Driver {
+            java: cfg.driver < 0.5,
+            avoid: cfg.slow_avoid >= 0.5,
+            shuffle: cfg.shuffle >= 0.5,
+            servers,
+            rng: Rng::new(seed, STREAM_DRIVER),
+            inflight: vec![0; clients * servers],
+            last: vec![[NONE; 2]; clients * servers],
+            unhealthy: Vec::new(),
+        }
+    }
+
+    /// A request of `client` to node `s` is sent.
+    #[inline]
+    pub fn sent(&mut self, client: u32, s: u32) {
+        self.inflight[client as usize * self.servers + s as usize] += 1;
+    }
+
+    /// Node `s` answered a request of `client`; the answer reaches the driver at `at`.
+    #[inline]
+    pub fn answered(&mut self, client: u32, s: u32, at: u64) {
+        let i = client as usize * self.servers + s as usize;
+        self.inflight[i] -= 1;
+        let l = &mut self.last[i];
+        if l[1] == NONE {
+            if l[0] == NONE {
+                l[0] = at;
+            } else {
+                l[1] = at;
+            }
+        } else {
+            *l = [l[1], at];
+        }
+    }
+
+    fn in_flight(&self, client: u32, s: u32) -> u32 {
+        self.inflight[client as usize * self.servers + s as usize]
+    }
+
+    /// `isUnhealthy`: busy (≥ 10 in flight) and fewer than 2 responses in the last 200 ms.
+    fn is_unhealthy(&self, client: u32, s: u32, now: u64) -> bool {
+        let i = client as usize * self.servers + s as usize;
+        let [oldest, newest] = self.last[i];
+        let enough = newest != NONE && oldest.saturating_add(RESPONSE_WINDOW_NS) >= now;
+        self.inflight[i] >= MAX_IN_FLIGHT && !enough
+    }
+
+    /// The query plan's replicas for a token-aware query of `client` over `replicas` (ring order) at `now`,
+    /// into `plan`.
+    pub fn plan(&mut self, client: u32, replicas: &[u32], now: u64, plan: &mut Vec<u32>) {
+        plan.clear();
+        plan.extend_from_slice(replicas);
+        let n = plan.len();
+        if self.java {
+            if n > 1 {
+                self.shuffle_head(plan);
+            }
+            if self.avoid && n > 2 {
+                let mut unhealthy = std::mem::take(&mut self.unhealthy);
+                unhealthy.clear();
+                unhealthy.extend(plan.iter().map(|&s| self.is_unhealthy(client, s, now)));
+                self.unhealthy = unhealthy;
+                let count = self.unhealthy.iter().filter(|&&u| u).count();
+                if count > 0 && (count as f64) < n as f64 / 2.0 {
+                    // Unhealthy replicas to the back, from the back (ArrayUtils.bubbleDown).
+                    let mut moved = 0;
+                    let mut i = n;
+                    while i > 0 && moved < count {
+                        i -= 1;
+                        if self.unhealthy[i] {
+                            let x = plan.remove(i);
+                            plan.insert(n - 1 - moved, x);
+                            moved += 1;
+                        }
+                    }
+                }
+                if self.in_flight(client, plan[0]) > self.in_flight(client, plan[1]) {
+                    plan.swap(0, 1);
+                }
+            }
+        } else if self.shuffle && n > 1 {
+            self.shuffle_head(plan);
+        }
+    }
+
+    /// Fisher–Yates, as `ArrayUtils.shuffleHead` and Python's `random.shuffle`.
+    fn shuffle_head(&mut self, plan: &mut [u32]) {
+        for i in (1..plan.len()).rev() {
+            let j = self.rng.below(i as u64 + 1) as usize;
+            plan.swap(i, j);
+        }
+    }
+}
+
+/// The client side of one `stock` replay (built when it speculates, hedges or routes per partition).
+#[derive(Debug, Clone)]
+pub struct StockClient {
+    pub per_partition: bool,
+    /// Driver speculative execution is on (max executions > 1).
+    pub hedge: bool,
+    pub max_exec: u32,
+    pub delay_ns: u64,
+    pub rf: usize,
+    pub queries: Queries,
+    pub driver: Driver,
+    /// `per-partition` with hedging: each query's plan (`rf` nodes from `q * rf`).
+    pub plans: Vec<u32>,
+    /// Reads of speculative executions on their way to their servers: (op id, opset, server), FIFO.
+    pub sends: VecDeque<(u32, u32, u32)>,
+    pub plan_buf: Vec<u32>,
+}
+
+impl StockClient {
+    pub fn new(
+        cfg: &StockConfig,
+        wl: &Workload,
+        clients: usize,
+        servers: usize,
+        rf: usize,
+        seed: u64,
+    ) -> Self {
+        let per_partition = cfg.shape >= 0.5;
+        let hedge = cfg.se_max >= 1.5;
+        let queries = Queries::build(wl, per_partition, cfg.chunk as usize);
+        let plans = if per_partition && hedge {
+            vec![0; queries.len() * rf]
+        } else {
+            Vec::new()
+        };
+        StockClient {
+            per_partition,
+            hedge,
+            max_exec: cfg.se_max as u32,
+            delay_ns: (cfg.se_delay_ms * 1e6).round() as u64,
+            rf,
+            queries,
+            driver: Driver::new(cfg, clients, servers, seed),
+            plans,
+            sends: VecDeque::new(),
+            plan_buf: Vec::with_capacity(rf),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn queries_cut_the_keys_in_input_order() {
+        // One request, keys in input order 0..5 on groups [1, 0, 1, 0, 2]: engine order groups 0, 1, 2.
+        let wl = Workload {
+            arrival: vec![0],
+            client: vec![0],
+            req_opsets: vec![0, 3],
+            opset_group: vec![0, 1, 2],
+            opset_req: vec![0, 0, 0],
+            opset_ops: vec![0, 2, 4, 5],
+            demand: vec![1; 5],
+            op_input: vec![1, 3, 0, 2, 4],
+            mean_demand: Vec::new(),
+        };
+        let q = Queries::build(&wl, false, 2);
+        // input 0,1 → q0; 2,3 → q1; 4 → q2. Engine ops: op0 = input 1, op1 = input 3, op2 = input 0, ...
+        assert_eq!(q.of_op, vec![0, 1, 0, 1, 2]);
+        assert_eq!(q.req_start, vec![0, 3]);
+        assert_eq!((q.keys(0), q.keys(1), q.keys(2)), (2, 2, 1));
+        assert_eq!(&q.ops[..], &[0, 2, 1, 3, 4]);
+        let all = Queries::build(&wl, false, 0);
+        assert_eq!(all.len(), 1);
+        assert_eq!(all.keys(0), 5);
+        let pp = split_partitions(&wl);
+        assert_eq!(pp.opset_group, vec![0, 0, 1, 1, 2]);
+        assert_eq!(pp.req_opsets, vec![0, 5]);
+        assert_eq!(Queries::build(&pp, true, 0).len(), 5);
+    }
+
+    #[test]
+    fn java_avoids_a_busy_silent_replica() {
+        let cfg = StockConfig::default();
+        let mut d = Driver::new(&cfg, 1, 3, 1);
+        let mut plan = Vec::new();
+        // Node 2: 10 in flight, no response: unhealthy (1 of 3 < half) → always last.
+        for _ in 0..10 {
+            d.sent(0, 2);
+        }
+        for _ in 0..50 {
+            d.plan(0, &[0, 1, 2], 0, &mut plan);
+            assert_eq!(plan[2], 2);
+        }
+        // Two responses within 200 ms: healthy again (busy alone is not enough).
+        d.answered(0, 2, 1);
+        d.answered(0, 2, 2);
+        d.sent(0, 2);
+        d.sent(0, 2);
+        let (mut first, mut last) = ([0; 3], [0; 3]);
+        for _ in 0..300 {
+            d.plan(0, &[0, 1, 2], 100_000_000, &mut plan);
+            first[plan[0] as usize] += 1;
+            last[plan[2] as usize] += 1;
+        }
+        assert!(last[2] < 300, "{last:?}");
+        // ... but it has the most in flight: never first (the first two are ordered by in-flight).
+        assert_eq!(first[2], 0, "{first:?}");
+        let python = Driver::new(
+            &StockConfig {
+                driver: 1.0,
+                ..StockConfig::default()
+            },
+            1,
+            3,
+            1,
+        );
+        let mut p = python;
+        p.plan(0, &[2, 0, 1], 0, &mut plan);
+        assert_eq!(plan, vec![2, 0, 1], "python: ring order");
+    }
+}

@@ -1,0 +1,219 @@
+//! `stock`'s client side (the driver's speculative executions and query plans, the multiget shape):
+//! hand-worked schedules replayed exactly.
+use kvsim_core::server_model::ServerModelConfig;
+use kvsim_core::{replay, Cluster, ClusterConfig, PolicyConfig, ReplayConfig, RunResult, Workload};
+
+const MS: u64 = 1_000_000;
+
+/// 3 single-slot servers, RF 2, d = 0.5 ms, one client; groups g0 → [0, 1], g1 → [1, 2], g2 → [2, 0].
+fn cluster() -> Cluster {
+    let c = Cluster::new(ClusterConfig {
+        servers: 3,
+        slots: 1,
+        replication: 2,
+        vnodes: 1,
+        service_rate: 1000.0,
+        net_latency_ns: MS / 2,
+        clients: 1,
+    })
+    .unwrap();
+    assert_eq!(
+        (c.replicas(0), c.replicas(1), c.replicas(2)),
+        (&[0, 1][..], &[1, 2][..], &[2, 0][..])
+    );
+    c
+}
+
+/// `stock` (coordinator retry NEVER unless given) with server 0 at 1/100 speed; replicas chosen round-robin per
+/// (client, group), starting at the group's first replica.
+fn run(wl: &Workload, params: &[(&str, f64)]) -> RunResult {
+    let mut all: Vec<(String, f64)> = vec![("spec_kind".into(), 0.0)];
+    all.extend(params.iter().map(|(k, v)| (k.to_string(), *v)));
+    let cfg = ReplayConfig {
+        servers: ServerModelConfig {
+            speeds: vec![0.01, 1.0, 1.0],
+            ..ServerModelConfig::default()
+        },
+        warmup: 0.0,
+        seed: 0,
+        ..ReplayConfig::new(PolicyConfig::build("stock", &all).unwrap())
+    };
+    replay(&cluster(), wl, &cfg).unwrap()
+}
+
+const PYTHON: (&str, f64) = ("driver", 1.0);
+const PER_PARTITION: (&str, f64) = ("shape", 1.0);
+
+fn hedge(delay_ms: f64, max: f64) -> [(&'static str, f64); 2] {
+    [("se_delay_ms", delay_ms), ("se_max", max)]
+}
+
+fn one_key() -> Workload {
+    Workload::from_parts(&[(0, vec![(0, vec![MS])])], 1)
+}
+
+#[test]
+fn one_slow_replica_and_a_5ms_driver_execution() {
+    // R0 (1 ms on g0) goes to server 0 (1/100 speed): reaches it at 0.5, ends at 100.5, answered at 101.
+    assert_eq!(run(&one_key(), &[]).latency_ns, vec![101 * MS]);
+    // Driver delay 5 ms, max_executions 2, python driver, per-partition: plan [0, 1] (ring order). At 5 the
+    // second execution goes to server 1: reaches it at 5.5, served 5.5–6.5, answered at 7 → 7 ms. The first
+    // read is still served (real load): 2 reads for 1 key.
+    let h = hedge(5.0, 2.0);
+    let r = run(&one_key(), &[PYTHON, PER_PARTITION, h[0], h[1]]);
+    assert_eq!(r.latency_ns, vec![7 * MS]);
+    assert_eq!((r.copies.ops, r.copies.wins), (1, 1));
+    assert_eq!(r.served_ops, 2);
+    // The same with `in`: the second execution's coordinator reads from the snitch's choice (round-robin:
+    // now server 1) → 7 ms.
+    let r = run(&one_key(), &[h[0], h[1]]);
+    assert_eq!(r.latency_ns, vec![7 * MS]);
+    // max_executions 1 (the default) = no driver speculation.
+    let r = run(&one_key(), &[PYTHON, PER_PARTITION, ("se_delay_ms", 5.0)]);
+    assert_eq!((r.latency_ns[0], r.copies.ops), (101 * MS, 0));
+}
+
+#[test]
+fn an_answered_query_starts_no_more_executions() {
+    // max_executions 3, delay 2 ms, per-partition python: the second execution (at 2, server 1: 2.5–3.5) is
+    // answered at 4 → 4 ms; the third, due at 4, finds the query answered and is not sent.
+    let h = hedge(2.0, 3.0);
+    let r = run(&one_key(), &[PYTHON, PER_PARTITION, h[0], h[1]]);
+    assert_eq!(r.latency_ns, vec![4 * MS]);
+    assert_eq!(
+        r.copies.ops, 1,
+        "the query was answered when the third execution was due"
+    );
+}
+
+#[test]
+fn a_zero_delay_doubles_every_read() {
+    let parts: Vec<_> = (0..10u64)
+        .map(|i| (i * 300 * MS, vec![(1, vec![MS, MS]), (2, vec![MS])]))
+        .collect();
+    let wl = Workload::from_parts(&parts, 1);
+    let h = hedge(0.0, 2.0);
+    for shape in [0.0, 1.0] {
+        let r = run(&wl, &[("shape", shape), h[0], h[1]]);
+        assert_eq!(r.copies.ops, 30, "shape {shape}: one extra read per read");
+        assert_eq!(r.served_ops, 60);
+    }
+}
+
+/// R0 at 0: three keys, each 1 ms, on g0, g1, g2 (input order).
+fn three_keys() -> Workload {
+    Workload::from_parts(&[(0, vec![(0, vec![MS]), (1, vec![MS]), (2, vec![MS])])], 1)
+}
+
+#[test]
+fn per_partition_versus_in_on_a_three_key_multiget() {
+    let h = hedge(5.0, 2.0);
+    // per-partition (python, ring order): k0 → server 0 (slow, would answer at 101), k1 → 1 and k2 → 2 answer at
+    // 2. At 5 only k0's query is unanswered: its second execution goes to server 1 (5.5–6.5) → 7 ms, 1 extra
+    // read.
+    let pp = run(&three_keys(), &[PYTHON, PER_PARTITION, h[0], h[1]]);
+    assert_eq!(pp.latency_ns, vec![7 * MS]);
+    assert_eq!(pp.copies.ops, 1);
+    // in (one IN query of the 3 keys): the first execution reads k0 at 0, k1 at 1, k2 at 2 (round-robin's first
+    // picks). At 5 the query is unanswered (k0), so the driver re-sends the whole query: k0 → server 1 (answers
+    // at 7), k1 → server 2, k2 → server 0 (behind the slow read). Latency 7 ms, 3 extra reads; the slow server
+    // still serves k2's copy (after k0's read, at 1/100 speed): 6 reads served.
+    let all = run(&three_keys(), &[h[0], h[1]]);
+    assert_eq!(all.latency_ns, vec![7 * MS]);
+    assert_eq!((all.copies.ops, all.served_ops), (3, 6));
+    // in with chunk 1 (one IN query per key): only k0's query is re-sent → 1 extra read.
+    let chunk1 = run(&three_keys(), &[h[0], h[1], ("chunk", 1.0)]);
+    assert_eq!((chunk1.latency_ns[0], chunk1.copies.ops), (7 * MS, 1));
+    // chunk 2: k0 and k1 in one query (re-sent: k0 → 1, k1 → 2), k2 alone (answered).
+    let chunk2 = run(&three_keys(), &[h[0], h[1], ("chunk", 2.0)]);
+    assert_eq!((chunk2.latency_ns[0], chunk2.copies.ops), (7 * MS, 2));
+}
+
+#[test]
+fn per_partition_refuses_a_chunk() {
+    let e =
+        PolicyConfig::build("stock", &[("shape".into(), 1.0), ("chunk".into(), 4.0)]).unwrap_err();
+    assert!(e.to_string().contains("chunk"), "{e}");
+}
+
+#[test]
+fn an_in_query_records_its_whole_latency_for_each_key() {
+    // d = 0, server 0 at 1/8 speed, `50p` with the warm start (no warm-up cut: each coordinator recomputes at its
+    // first sample), replicas from `dynamic-snitch` (no update before 100 ms: the ring order) or, per partition,
+    // the python driver's ring order. R0 at 0: k0 on g0 (server 0: 8 ms), k1 on g1 (server 1: 1 ms). R1 at 20:
+    // 2 ms on g0 (server 0: 16 ms, answered at 36 without a retry).
+    let c = Cluster::new(ClusterConfig {
+        net_latency_ns: 0,
+        ..cluster().config
+    })
+    .unwrap();
+    let wl = Workload::from_parts(
+        &[
+            (0, vec![(0, vec![MS]), (1, vec![MS])]),
+            (20 * MS, vec![(0, vec![2 * MS])]),
+        ],
+        1,
+    );
+    let go = |extra: &[(&str, f64)]| {
+        let mut params: Vec<(String, f64)> = vec![
+            ("spec_kind".into(), 2.0),
+            ("spec_percentile".into(), 50.0),
+            ("driver".into(), 1.0),
+        ];
+        params.extend(extra.iter().map(|(k, v)| (k.to_string(), *v)));
+        let cfg = ReplayConfig {
+            servers: ServerModelConfig {
+                speeds: vec![0.125, 1.0, 1.0],
+                ..ServerModelConfig::default()
+            },
+            selector: kvsim_core::replica::SelectorConfig::build("dynamic-snitch", &[]).unwrap(),
+            warmup: 0.0,
+            seed: 0,
+            ..ReplayConfig::new(PolicyConfig::build("stock", &params).unwrap())
+        };
+        replay(&c, &wl, &cfg).unwrap().latency_ns
+    };
+    // in (one query for R0's two keys): R0's query ends at 8 and is recorded twice (8, 8): the threshold is the
+    // median, 8 ms. R1's read is retried at 28 on server 1 (28–30) → 10 ms.
+    assert_eq!(go(&[]), vec![8 * MS, 10 * MS]);
+    // per-partition: k1's query ends at 1 (the first sample: threshold 1 ms), k0's at 8 (no recomputation before
+    // the period). R1 retried at 21 on server 1 (21–23) → 3 ms.
+    assert_eq!(go(&[("shape", 1.0)]), vec![8 * MS, 3 * MS]);
+    // in with chunk 1: one query per key, the samples of per-partition → 3 ms.
+    assert_eq!(go(&[("chunk", 1.0)]), vec![8 * MS, 3 * MS]);
+}
+
+#[test]
+fn writes_are_not_driver_reads() {
+    // RF 3 (every server holds every group), per-partition java4 with avoidance and hedging, one key in three
+    // written: the writes' copies at the other replicas are not driver requests (nor re-sent by an execution).
+    let c = Cluster::new(ClusterConfig {
+        replication: 3,
+        ..cluster().config
+    })
+    .unwrap();
+    let parts: Vec<_> = (0..30u64)
+        .map(|i| (i * MS, vec![((i % 3) as u32, vec![MS, MS, MS])]))
+        .collect();
+    let wl = Workload::from_parts(&parts, 1);
+    let writes: Vec<bool> = (0..wl.ops()).map(|i| i % 3 == 0).collect();
+    let params: Vec<(String, f64)> = [
+        ("spec_kind", 0.0),
+        ("shape", 1.0),
+        ("se_max", 2.0),
+        ("se_delay_ms", 0.0),
+    ]
+    .iter()
+    .map(|(k, v)| (k.to_string(), *v))
+    .collect();
+    let cfg = ReplayConfig {
+        writes,
+        warmup: 0.0,
+        seed: 0,
+        ..ReplayConfig::new(PolicyConfig::build("stock", &params).unwrap())
+    };
+    let r = replay(&c, &wl, &cfg).unwrap();
+    // delay 0: every read (60 of 90 ops) read twice; each write (30) at its 3 replicas.
+    assert_eq!((r.copies.ops, r.writes.ops, r.writes.copies), (60, 30, 60));
+    assert_eq!(r.served_ops, 90 + 60 + 60);
+}
