@@ -78,6 +78,12 @@ class Param:
     step: float | None = None
     log: bool = False
     choices: tuple[ParamValue, ...] | None = None
+    #: Asked only when every named parameter has that value (e.g. `multiget.chunk` only with shape `in`).
+    when: tuple[tuple[str, ParamValue], ...] = ()
+
+    def applies(self, values: Mapping[str, ParamValue]) -> bool:
+        """Whether this parameter exists for a candidate with `values` (its `when` conditions hold)."""
+        return all(values.get(n) == v for n, v in self.when)
 
     def __post_init__(self) -> None:
         if self.kind == "cat":
@@ -119,6 +125,8 @@ class Param:
             d["choices"] = list(self.choices or ())
         else:
             d.update(low=self.low, high=self.high, step=self.step, log=self.log)
+        if self.when:
+            d["when"] = [list(w) for w in self.when]
         return d
 
     @classmethod
@@ -132,6 +140,7 @@ class Param:
             step=d.get("step"),
             log=bool(d.get("log", False)),
             choices=tuple(choices) if choices is not None else None,
+            when=tuple((str(n), v) for n, v in d.get("when") or ()),
         )
 
 
@@ -202,7 +211,8 @@ class SearchSpace:
         ps = self.policy_space(policy)
         values: dict[str, ParamValue] = dict(ps.fixed)
         for p in ps.params:
-            values[p.name] = p.suggest(trial, self._key(policy, p.name))
+            if p.applies(values):
+                values[p.name] = p.suggest(trial, self._key(policy, p.name))
         return Candidate(policy, values)
 
     def candidate_from_params(self, optuna_params: Mapping[str, Any]) -> Candidate:
@@ -211,7 +221,8 @@ class SearchSpace:
         ps = self.policy_space(policy)
         values: dict[str, ParamValue] = dict(ps.fixed)
         for p in ps.params:
-            values[p.name] = optuna_params[self._key(policy, p.name)]
+            if p.applies(values):
+                values[p.name] = optuna_params[self._key(policy, p.name)]
         return Candidate(policy, values)
 
     def optuna_params(self, cand: Candidate) -> dict[str, ParamValue]:
@@ -219,7 +230,8 @@ class SearchSpace:
         ps = self.policy_space(cand.policy)
         out: dict[str, ParamValue] = {"policy": cand.policy} if self.conditional else {}
         for p in ps.params:
-            out[self._key(cand.policy, p.name)] = cand.params[p.name]
+            if p.name in cand.params:
+                out[self._key(cand.policy, p.name)] = cand.params[p.name]
         return out
 
     def infeasible(self, cand: Candidate) -> str | None:
@@ -231,10 +243,11 @@ class SearchSpace:
             ps = self.policy_space(cand.policy)
         except KeyError:
             return False
-        names = {p.name for p in ps.params} | set(ps.fixed)
+        asked = [p for p in ps.params if p.applies(cand.params)]
+        names = {p.name for p in asked} | set(ps.fixed)
         if set(cand.params) != names or any(cand.params[k] != v for k, v in ps.fixed.items()):
             return False
-        for p in ps.params:
+        for p in asked:
             v = cand.params[p.name]
             if p.kind == "cat":
                 if v not in (p.choices or ()):
@@ -252,12 +265,18 @@ class SearchSpace:
     def grid(self, *, feasible_only: bool = True) -> Iterator[Candidate]:
         """Every point of the (discrete) space, policy by policy, in a fixed order."""
         for ps in self.policies:
-            names = [p.name for p in ps.params]
+            seen: set[Any] = set()
             for combo in itertools.product(*(p.grid() for p in ps.params)):
-                cand = Candidate(ps.policy, {**ps.fixed, **dict(zip(names, combo, strict=True))})
-                if feasible_only and ps.infeasible(cand.params) is not None:
+                values: dict[str, ParamValue] = dict(ps.fixed)
+                for p, v in zip(ps.params, combo, strict=True):
+                    if p.applies(values):
+                        values[p.name] = v
+                cand = Candidate(ps.policy, values)
+                if cand.key() in seen or (feasible_only and ps.infeasible(cand.params) is not None):
                     continue
+                seen.add(cand.key())
                 yield cand
+
 
     def as_dict(self) -> dict[str, Any]:
         return {"deployment": self.deployment, "policies": [p.as_dict() for p in self.policies]}
@@ -414,17 +433,26 @@ SNITCH_GRID: dict[str, tuple[ParamValue, ...]] = {
     "dynamic_snitch_reset_interval": (10_000, 60_000, 120_000, 300_000, 600_000),
     "dynamic_snitch_badness_threshold": tuple(round(0.1 * i, 1) for i in range(21)),
 }
+#: The application's and the drivers' knobs on the values a developer writes: keys per `IN` query (0 = all of
+#: the multiget in one query), the driver's speculative-execution delay in ms.
+CLIENT_GRID: dict[str, tuple[ParamValue, ...]] = {
+    "multiget.chunk": (0, 1, 2, 4, 8, 16, 32, 64),
+    "driver.speculative_execution.delay": (1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0),
+}
 
 
 def _knob_param(k: Any) -> Param:
     if k.name == "speculative_retry":
         return Param(k.name, "cat", choices=speculative_retry_choices())
+    when = tuple(getattr(k, "only_with", ()) or ())
     if k.name in SNITCH_GRID:
         return Param(k.name, "cat", choices=SNITCH_GRID[k.name])
+    if k.name in CLIENT_GRID:
+        return Param(k.name, "cat", choices=CLIENT_GRID[k.name], when=when)
     if k.kind in ("bool", "choice") or k.choices:
-        return Param(k.name, "cat", choices=tuple(k.choices or (0, 1)))
+        return Param(k.name, "cat", choices=tuple(k.choices or (0, 1)), when=when)
     kind: Kind = "int" if k.kind == "int" else "float"
-    return Param(k.name, kind, k.low, k.high, log=k.log)
+    return Param(k.name, kind, k.low, k.high, log=k.log, when=when)
 
 
 def stock_space(driver: str = "java4") -> SearchSpace:

@@ -112,6 +112,9 @@ def stock_defaults(driver: str, current: Mapping[str, Any] | None = None) -> Can
 
     params: dict[str, int | float | str] = {k.name: k.default_for(driver) for k in stock_knobs(driver)}
     params.update({k: v for k, v in (current or {}).items() if k != "driver"})
+    for k in stock_knobs(driver):  # a knob that exists only with another's value (multiget.chunk with `in`)
+        if any(params.get(n) != v for n, v in k.only_with):
+            params.pop(k.name, None)
     params["driver"] = driver
     return Candidate("stock", params)
 

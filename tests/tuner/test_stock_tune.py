@@ -80,7 +80,9 @@ def test_stock_tune_never_recommends_an_overloading_retry() -> None:
 
 def test_patched_server_keeps_the_scheduler_space_and_shows_stock_beside_it() -> None:
     req = TuneRequest(source=_SRC, deployment="cassandra", trials=3, seeds=2, storage="memory", mlflow=False,
-                      plots=False, evaluator_options={"servers": 16}, server="rein-patched", alternative_trials=3)
+                      plots=False, evaluator_options={"servers": 16}, server="rein-patched", alternative_trials=3,
+                      # a 2000-request replay is too short for a percentile threshold to settle: fixed ones only
+                      overrides={"stock.speculative_retry": {"choices": ["NEVER", "50ms"]}})
     rec = run_tune(req)
     assert rec.server == "rein-patched" and rec.policy != "stock"
     assert rec.baseline["policy"] == "fifo" and "json" in rec.render
@@ -113,3 +115,22 @@ def test_server_is_not_a_memcached_setting() -> None:
                       trials=1, seeds=1, storage="memory", mlflow=False, plots=False, server="stock")
     with pytest.raises(BadInputError, match="Cassandra setting"):
         run_tune(req)
+
+
+def test_chunk_is_asked_only_with_in_queries() -> None:
+    import optuna
+
+    space = stock_space("java4")
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=3))
+    shapes = set()
+    for _ in range(40):
+        trial = study.ask()
+        cand = space.suggest(trial)
+        shapes.add(cand.params["multiget.shape"])
+        assert ("multiget.chunk" in cand.params) == (cand.params["multiget.shape"] == "in")
+        assert space.contains(cand)
+        assert space.candidate_from_params(trial.params) == cand
+        study.tell(trial, 1.0)
+    assert shapes == {"in", "per-partition"}
+    per_partition = stock_defaults("java4", {"multiget.shape": "per-partition", "multiget.chunk": 4})
+    assert "multiget.chunk" not in per_partition.params and space.contains(per_partition)

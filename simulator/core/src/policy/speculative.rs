@@ -51,6 +51,8 @@ struct StockRule {
     warm_at: Option<u64>,
     next_refresh: Vec<u64>,
     warmed: Vec<bool>,
+    /// The warm-start percentile over every coordinator's samples, taken at the first warm start.
+    pooled: Option<u64>,
 }
 
 impl LatencyEstimator {
@@ -98,6 +100,7 @@ impl LatencyEstimator {
                 warm_at: (cfg.spec_warm >= 0.5).then_some(warm_at),
                 next_refresh: vec![cfg.refresh_ns(); clients],
                 warmed: vec![false; clients],
+                pooled: None,
             }),
         }
     }
@@ -128,11 +131,23 @@ impl LatencyEstimator {
         while rule.next_refresh[client] <= now {
             rule.next_refresh[client] += rule.refresh_ns;
         }
+        if warm {
+            // Warm start: a coordinator that has run for minutes holds far more samples than a replay's warm-up
+            // gives one client, and every coordinator sees the same latencies; the percentile of all
+            // coordinators' samples so far stands for its histogram (taken once, at the first warm start).
+            if rule.pooled.is_none() {
+                self.scratch.clear();
+                for r in &self.ring {
+                    self.scratch.extend_from_slice(r);
+                }
+                rule.pooled = Some(nearest_rank(&mut self.scratch, self.pct));
+            }
+            self.timeout[client] = rule.pooled.and_then(|v| rule.cfg.threshold(v));
+            return;
+        }
         self.scratch.clear();
         self.scratch.extend_from_slice(&self.ring[client]);
-        let n = self.scratch.len();
-        let rank = ((self.pct / 100.0 * n as f64).ceil() as usize).clamp(1, n);
-        let (_, &mut v, _) = self.scratch.select_nth_unstable(rank - 1);
+        let v = nearest_rank(&mut self.scratch, self.pct);
         self.timeout[client] = rule.cfg.threshold(v);
     }
 
@@ -170,6 +185,14 @@ impl LatencyEstimator {
     }
 }
 
+/// The nearest-rank `pct` percentile of `xs` (not empty), by selection.
+fn nearest_rank(xs: &mut [u64], pct: f64) -> u64 {
+    let n = xs.len();
+    let rank = ((pct / 100.0 * n as f64).ceil() as usize).clamp(1, n);
+    let (_, &mut v, _) = xs.select_nth_unstable(rank - 1);
+    v
+}
+
 #[derive(Debug, Clone)]
 pub struct Speculative {
     q: FifoQueues,
@@ -200,6 +223,7 @@ impl Scheduler for Speculative {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::policy::stock::StockConfig;
 
     #[test]
     fn running_percentile_nearest_rank() {
@@ -229,5 +253,30 @@ mod tests {
             1,
         );
         assert_eq!(fixed.timeout_ns(0), Some(2_500_000));
+    }
+
+    #[test]
+    fn the_warm_start_pools_every_coordinators_samples() {
+        // 99p (default kind), read timeout 5000 ms → initial threshold 2500 ms; warm start at t = 100.
+        let cfg = StockConfig::default();
+        let mut e = LatencyEstimator::stock(&cfg, 3, 100);
+        assert_eq!(e.timeout_ns(0), Some(2_500_000_000));
+        // warm-up: client 0 sees 1..=98, client 1 sees 99 and 1000, client 2 nothing yet
+        for x in 1..=98 {
+            e.observe_at(0, x, 10);
+        }
+        e.observe_at(1, 99, 20);
+        e.observe_at(1, 1000, 30);
+        assert_eq!(e.timeout_ns(1), Some(2_500_000_000), "no update before the warm start");
+        // client 1's first sample after the warm-up: the pooled samples 1..=99, 1000, 7 (101 of them)
+        // → nearest rank ceil(0.99 × 101) = 100 → 99, not its own p99 (1000 of {99, 1000, 7})
+        e.observe_at(1, 7, 100);
+        assert_eq!(e.timeout_ns(1), Some(99));
+        // every other coordinator warms to the same value, taken once, whatever it saw itself
+        e.observe_at(2, 5000, 150);
+        assert_eq!(e.timeout_ns(2), Some(99));
+        assert_eq!(e.timeout_ns(0), Some(2_500_000_000), "client 0 has not answered since the warm-up");
+        e.observe_at(0, 1, 160);
+        assert_eq!(e.timeout_ns(0), Some(99));
     }
 }
