@@ -96,8 +96,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if args.shared is not None:
         from tailtune.simulation import shared
 
-        store = shared.WorkloadStore.open(args.shared, source, dep)
-        trace = store.trace()
+        store = shared.WorkloadStore(args.shared)
+        trace = cassandra.load_shared(store)
     if trace is None:
         table = source.load()
         cols = {name: int(table.column(name).nbytes) for name in table.column_names}
@@ -105,36 +105,36 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         trace = cassandra.prepare(table, dep, source=source.label)
         parts = {name: _nbytes(getattr(trace, name, None)) for name in
                  ("offsets", "timestamps", "tokens", "sizes", "mean_demand_s", "ops")}
-        layout = getattr(trace, "layout", None)
-        if layout is not None:
-            parts |= {f"layout.{k}": _nbytes(getattr(layout, k)) for k in ("offsets", "row_order", "keys",
-                                                                            "timestamps")}
         step("prepared trace (+ table)", sum(parts.values()), parts=parts, peak=_peak())
         del table
         if store is not None:
-            trace = store.save_trace(trace)
+            trace = cassandra.share(trace, store)
+            store.keep()
         step("prepared trace (table dropped)", sum(parts.values()))
     else:
         step("prepared trace (mapped from the store)", None)
+    if store is not None:
+        store.keep()
     n_req = trace.requests
     n_ops = int(trace.tokens.size)
-    seen_layout = False
     for seed in range(args.seeds):
         _peak_reset()
         wl = cassandra.materialize(trace, dep, seed)
-        draws = 8 * (wl.requests + wl.ops)
-        lay = wl.nbytes - draws
-        step(f"seed {seed} workload", wl.nbytes, layout=lay, draws=draws, first_layout=not seen_layout,
-             peak=_peak())
-        seen_layout = True
+        draws = 8 * (wl.requests + wl.ops)  # arrival_ns + demand_ns
+        if seed == 0:
+            step("workload layout (once per cluster)", wl.nbytes - draws)
+        step(f"seed {seed} draws (arrivals, demands)", draws, peak=_peak())
     if args.prefix > 0:
         wl = cassandra.materialize(trace, dep, 0, fraction=args.prefix)
-        step(f"prefix {args.prefix:g} of seed 0", wl.nbytes)
+        step(f"prefix {args.prefix:g} of seed 0 (own arrivals)", 8 * wl.requests)
     _peak_reset()
     rss_before = smaps_rollup()["Rss"]
     res = cassandra.replay(trace, dep, resolve("fifo", {}), 0, classes=False)
     step("one replay (fifo, seed 0), after", None, transient=_peak() - rss_before,
          bytes_per_op=res.bytes_per_op, latencies=int(res.latency_ms.nbytes))
+    if store is not None:
+        rows.append({"step": "store files", "bytes": store.nbytes(), "rss": 0, "pss": 0, "uss": 0,
+                     "uss_growth": 0})
     out = {"profile": args.profile, "requests": n_req, "ops": n_ops, "ops_per_request": n_ops / n_req,
            "seeds": args.seeds, "shared": str(args.shared) if args.shared else None,
            "wall_s": time.time() - started, "base": base, "steps": rows}

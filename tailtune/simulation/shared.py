@@ -110,6 +110,11 @@ class WorkloadStore:
             return 0
         return sum(p.stat().st_size for p in self.directory.rglob("*.npy"))
 
+    def keep(self) -> None:
+        """This process no longer removes the directory (it outlives the process: benchmarks, tests)."""
+        if self._finalizer is not None:
+            self._finalizer.detach()
+
     def remove(self) -> None:
         """Deletes the directory (mapped arrays stay readable)."""
         if self._finalizer is not None:
