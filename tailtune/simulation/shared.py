@@ -15,6 +15,7 @@ unowned entry of `TAILTUNE_HOME/tmp/`, removed by the start-up sweep (`tailtune.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -93,10 +94,9 @@ class WorkloadStore:
                     np.save(tmp / f"{name}.npy", np.ascontiguousarray(arr), allow_pickle=False)
                 doc = {"arrays": list(arrays), **(meta or {})}
                 (tmp / "meta.json").write_text(json.dumps(doc))
-                try:
+                # another process may have put the group in place first: then theirs is kept
+                with contextlib.suppress(OSError):
                     tmp.rename(self.directory / group)
-                except OSError:  # another process put the group in place first: keep theirs
-                    pass
             finally:
                 shutil.rmtree(tmp, ignore_errors=True)
         out = self.arrays(group)

@@ -70,10 +70,10 @@ class KvsimCassandraEvaluator(Evaluator):
         """The host's store for this source and deployment (None: a source whose content has no stable name)."""
         from pathlib import Path
 
+        import kvsim
+
         from tailtune.base.settings import get_settings
         from tailtune.simulation.shared import WorkloadStore
-
-        import kvsim
 
         doc: dict[str, Any] = {"source": self.source.as_dict(), "deployment": self.setup.as_dict(),
                                "model": kvsim.model_version()}
