@@ -46,7 +46,7 @@ class WorkloadStore:
 
     def __init__(self, directory: Path) -> None:
         self.directory = Path(directory)
-        self._finalizer: weakref.finalize | None = None
+        self._finalizer: weakref.finalize[[str, bool], WorkloadStore] | None = None
 
     @classmethod
     def under(cls, parent: Path, doc: Mapping[str, Any]) -> WorkloadStore:

@@ -56,7 +56,7 @@ def _worker(spec: dict[str, Any], ready: Any, done: Any) -> None:
     import kvsim
     import numpy as np
 
-    from tuner.evaluators import EvaluatorSpec, build_evaluator
+    from tuner.evaluators import EvaluatorSpec, KvsimCassandraEvaluator, build_evaluator
     from tuner.space import Candidate
 
     # a first replay of a tiny private workload and the trace's metadata read from the store: the lazy imports
@@ -64,7 +64,7 @@ def _worker(spec: dict[str, Any], ready: Any, done: Any) -> None:
     tiny = kvsim.Workload(kvsim.Cluster(servers=4, slots=1), np.arange(9), tokens=np.arange(8))
     kvsim.replay(tiny, kvsim.ReplayConfig(replica="round-robin"))
     ev = build_evaluator(EvaluatorSpec.from_dict(spec))
-    ev.requests  # noqa: B018  (the prepared trace, mapped from the store)
+    assert isinstance(ev, KvsimCassandraEvaluator) and ev.requests == SOURCE["requests"]  # the trace, mapped
     before = _uss()
     for seed in SEEDS:
         ev.evaluate(Candidate("fifo", {}), seed)
