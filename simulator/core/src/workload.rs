@@ -260,8 +260,9 @@ impl WorkloadLayout {
         req_opsets.push(0);
         for r in 0..n_req {
             scratch.clear();
-            for i in req_offsets[r] as usize..req_offsets[r + 1] as usize {
-                scratch.push((cluster.group_of(tokens[i]), i as u32));
+            let (a, b) = (req_offsets[r] as usize, req_offsets[r + 1] as usize);
+            for (i, &t) in tokens[a..b].iter().enumerate() {
+                scratch.push((cluster.group_of(t), (a + i) as u32));
             }
             scratch.sort_unstable();
             let mut prev = u32::MAX;
