@@ -41,8 +41,14 @@ def smaps_rollup(pid: int | str = "self") -> dict[str, int]:
     return out
 
 
+_PEAK = [0]
+
+
 def _peak_reset() -> None:
-    Path("/proc/self/clear_refs").write_text("5")  # resets VmHWM (peak RSS)
+    """Resets VmHWM (peak RSS) to measure one step's peak; the process's peak so far is kept in `_PEAK` (the reset
+    also resets what getrusage and /usr/bin/time -v report, so read the process's peak from this script)."""
+    _PEAK[0] = max(_PEAK[0], _peak())
+    Path("/proc/self/clear_refs").write_text("5")
 
 
 def _peak() -> int:
@@ -60,6 +66,14 @@ def _nbytes(a: Any) -> int:
         seen = {id(x): sys.getsizeof(x) for x in arr.tolist()}
         return int(arr.nbytes + sum(seen.values()))
     return int(arr.nbytes)
+
+
+def _wl_bytes(wl: Any) -> int:
+    """A kvsim workload's array bytes (`nbytes`, or its arrays without the replica table on versions without it)."""
+    n = getattr(wl, "nbytes", None)
+    if n is not None:
+        return int(n)
+    return sum(int(v.nbytes) for k, v in wl.arrays().items() if k != "replicas")
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -105,7 +119,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         trace = cassandra.prepare(table, dep, source=source.label)
         parts = {name: _nbytes(getattr(trace, name, None)) for name in
                  ("offsets", "timestamps", "tokens", "sizes", "mean_demand_s", "ops")}
-        step("prepared trace (+ table)", sum(parts.values()), parts=parts, peak=_peak())
+        layout = getattr(trace, "layout", None)  # versions that kept the request layout (keys, row order)
+        if layout is not None:
+            parts |= {f"layout.{k}": _nbytes(getattr(layout, k)) for k in ("offsets", "row_order", "keys",
+                                                                            "timestamps")}
+        step("prepared trace (+ table)", sum(parts.values()), parts=parts, transient=_peak() - rows[-1]["rss"])
         del table
         if store is not None:
             trace = cassandra.share(trace, store)
@@ -122,7 +140,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         wl = cassandra.materialize(trace, dep, seed)
         draws = 8 * (wl.requests + wl.ops)  # arrival_ns + demand_ns
         if seed == 0:
-            step("workload layout (once per cluster)", wl.nbytes - draws)
+            step("workload layout (once per cluster)", _wl_bytes(wl) - draws)
         step(f"seed {seed} draws (arrivals, demands)", draws, peak=_peak())
     if args.prefix > 0:
         wl = cassandra.materialize(trace, dep, 0, fraction=args.prefix)
@@ -135,14 +153,16 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if store is not None:
         rows.append({"step": "store files", "bytes": store.nbytes(), "rss": 0, "pss": 0, "uss": 0,
                      "uss_growth": 0})
-    out = {"profile": args.profile, "requests": n_req, "ops": n_ops, "ops_per_request": n_ops / n_req,
-           "seeds": args.seeds, "shared": str(args.shared) if args.shared else None,
+    _peak_reset()
+    out = {"peak_rss": _PEAK[0], "profile": args.profile, "requests": n_req, "ops": n_ops,
+           "ops_per_request": n_ops / n_req, "seeds": args.seeds, "shared": str(args.shared) if args.shared else None,
            "wall_s": time.time() - started, "base": base, "steps": rows}
     if args.json:
         print(json.dumps(out, indent=1))
     else:
         print(f"{args.profile}: {n_req} requests, {n_ops} ops ({n_ops / n_req:.2f} ops/request), "
-              f"{args.seeds} seeds, store: {args.shared or 'none'}")
+              f"{args.seeds} seeds, store: {args.shared or 'none'}; peak RSS of the process "
+              f"{_PEAK[0] / _GIB:.3f} GiB")
         print(f"{'step':42} {'arrays':>10} {'B/req':>7} {'B/op':>6} {'RSS':>7} {'PSS':>7} {'USS+':>7}  (GiB)")
         for r in rows:
             b = r["bytes"]
@@ -150,7 +170,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                   f"{r['rss'] / _GIB:7.3f} {r['pss'] / _GIB:7.3f} {r['uss_growth'] / _GIB:7.3f}")
             if r.get("transient") is not None:
                 t = r["transient"]
-                print(f"    {'transient (peak RSS during the replay)':38} {t / _GIB:10.3f} {t / n_req:7.1f} "
+                print(f"    {'transient (peak RSS over the step)':38} {t / _GIB:10.3f} {t / n_req:7.1f} "
                       f"{t / n_ops:6.1f}")
             for k in ("columns", "parts"):
                 for name, v in (r.get(k) or {}).items():
