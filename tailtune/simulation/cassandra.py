@@ -1,7 +1,13 @@
 """Cassandra replays: a deployment (cluster, load, warm-up, demand model, server speeds, writes, client model),
-a trace prepared once (`PreparedTrace`: request layout, ring tokens, value sizes), the workload one seed
+a trace prepared once (`PreparedTrace`: request offsets, ring tokens, value sizes), the workload one seed
 materializes, and the replay of one policy on it. `tailtune simulate`, the tuner's evaluator and the benchmarks
 all replay through `replay`, so the same deployment, policy, parameters and seed give the same figures.
+
+Memory: a prepared trace keeps per op only its ring token (and, when sizes vary, its size and mean demand); the
+workload layout (opsets, clients) is built once per cluster and shared by every seed, which adds only its draws
+(arrivals, demands); a prefix workload is a view of the whole one with its own arrivals. With a
+`tailtune.simulation.shared.WorkloadStore` (`share`, `load_shared`) the trace, the layout and each seed's draws
+live in memory-mapped files that every process on the host reads instead of holding its own copy.
 
 Value sizes: when the trace's known value sizes differ (`sizes_vary`) and `use_sizes` is on, every op's mean
 service demand is t0 + size / bandwidth (unknown sizes → the median) for every policy, and ops above THR_L are
@@ -21,15 +27,16 @@ import numpy as np
 import numpy.typing as npt
 
 from tailtune.base.errors import BadInputError
-from tailtune.simulation.layout import RequestLayout, request_layout, sizes_vary, value_sizes
+from tailtune.simulation.layout import request_layout, sizes_vary, value_sizes
 from tailtune.simulation.policies import ResolvedPolicy
+from tailtune.simulation.shared import WorkloadStore
 
 if TYPE_CHECKING:
     import kvsim
     import kvsim.types
     import pyarrow as pa
 
-__all__ = ["CassandraDeployment", "PreparedTrace", "materialize", "prepare", "replay"]
+__all__ = ["CassandraDeployment", "PreparedTrace", "load_shared", "materialize", "prepare", "replay", "share"]
 
 
 @dataclass(frozen=True)
@@ -184,10 +191,14 @@ class CassandraDeployment:
 
 @dataclass
 class PreparedTrace:
-    """The seed-independent part of a workload: request layout, ring tokens, per-op sizes and demands."""
+    """The seed-independent part of a workload: request offsets, arrival timestamps, ring tokens, per-op sizes and
+    demands (the keys themselves are not kept: the tokens are what a replay reads)."""
 
     source: str
-    layout: RequestLayout
+    #: requests + 1 offsets of each request's ops (requests ordered by first timestamp, then request id)
+    offsets: npt.NDArray[np.int64]
+    #: per request, the first row's `ts`; None without a ts column
+    timestamps: npt.NDArray[np.float64] | None
     tokens: npt.NDArray[np.int64]
     #: per op (layout order), unknown sizes filled; None = sizes not used (absent, all equal, or use_sizes off)
     sizes: npt.NDArray[np.float64] | None
@@ -196,11 +207,14 @@ class PreparedTrace:
     default_thr_l: float | None
     #: the `op` column in layout order (lower-case strings), when the deployment takes writes from it
     ops: npt.NDArray[Any] | None = None
+    #: where the layout and the seeds' draws are shared with the host's other processes (None: this process only)
+    store: WorkloadStore | None = field(default=None, repr=False)
+    _layouts: dict[kvsim.Cluster, kvsim.WorkloadLayout] = field(default_factory=dict, repr=False)
     _workloads: dict[tuple[int, int], kvsim.Workload] = field(default_factory=dict, repr=False)
 
     @property
     def requests(self) -> int:
-        return self.layout.requests
+        return int(self.offsets.size - 1)
 
     def prefix(self, fraction: float) -> int:
         """Requests replayed for `fraction` in (0, 1]: ⌈fraction × requests⌉, at least 1."""
@@ -259,7 +273,8 @@ def prepare(table: pa.Table, deployment: CassandraDeployment, *, source: str = "
         ops = np.where(raw == None, "", raw).astype(str)  # noqa: E711 (element-wise None test)
     return PreparedTrace(
         source=source,
-        layout=layout,
+        offsets=layout.offsets,
+        timestamps=layout.timestamps,
         tokens=kvsim.tokens_for_keys(layout.keys),
         sizes=sizes,
         mean_demand_s=mean_demand,
@@ -269,39 +284,130 @@ def prepare(table: pa.Table, deployment: CassandraDeployment, *, source: str = "
     )
 
 
+_TRACE_ARRAYS = ("offsets", "timestamps", "tokens", "sizes", "mean_demand_s", "ops")
+
+
+def share(trace: PreparedTrace, store: WorkloadStore) -> PreparedTrace:
+    """`trace` with its arrays in `store` (written unless there already), read back memory-mapped."""
+    arrays = {k: v for k in _TRACE_ARRAYS if (v := getattr(trace, k)) is not None}
+    if trace.ops is not None:
+        arrays["ops"] = np.asarray(trace.ops, dtype=str)
+    store.save("trace", arrays, {"source": trace.source, "demand": trace.demand,
+                                 "default_thr_l": trace.default_thr_l})
+    shared = load_shared(store)
+    if shared is None:
+        raise OSError(f"workload store {store.directory}: the trace could not be read back")
+    return shared
+
+
+def load_shared(store: WorkloadStore) -> PreparedTrace | None:
+    """The prepared trace in `store` (arrays memory-mapped), or None when the store has none."""
+    meta, arrays = store.meta("trace"), store.arrays("trace")
+    if meta is None or arrays is None:
+        return None
+    return PreparedTrace(
+        source=str(meta["source"]),
+        offsets=arrays["offsets"],
+        timestamps=arrays.get("timestamps"),
+        tokens=arrays["tokens"],
+        sizes=arrays.get("sizes"),
+        mean_demand_s=arrays.get("mean_demand_s"),
+        demand=dict(meta["demand"]),
+        default_thr_l=meta["default_thr_l"],
+        ops=arrays.get("ops"),
+        store=store,
+    )
+
+
+def _layout(trace: PreparedTrace, cluster: kvsim.Cluster) -> kvsim.WorkloadLayout:
+    """The workload layout of `trace` on `cluster` (built once; in the store when the trace has one)."""
+    import kvsim
+
+    cached = trace._layouts.get(cluster)
+    if cached is not None:
+        return cached
+    group = _group("layout", cluster)
+    arrays = trace.store.arrays(group) if trace.store is not None else None
+    if arrays is None:
+        built = kvsim.WorkloadLayout(cluster, trace.offsets, tokens=trace.tokens, mean_demand_s=trace.mean_demand_s)
+        if trace.store is None:
+            trace._layouts[cluster] = built
+            return built
+        arrays = trace.store.save(group, built.arrays())
+        del built
+    layout = kvsim.WorkloadLayout.from_arrays(cluster, trace.offsets, trace.tokens, arrays)
+    trace._layouts[cluster] = layout
+    return layout
+
+
+def _group(kind: str, cluster: kvsim.Cluster, *extra: object) -> str:
+    """A store group's name: the kind, a digest of the cluster (and of `extra`)."""
+    from tailtune.simulation.shared import store_key
+
+    c = {f: getattr(cluster, f) for f in ("servers", "slots", "replication", "vnodes", "service_rate",
+                                          "net_latency_us", "clients")}
+    return f"{kind}-{store_key({'cluster': c, 'extra': [str(e) for e in extra]})}"
+
+
 def materialize(
     trace: PreparedTrace, deployment: CassandraDeployment, seed: int, *, fraction: float = 1.0
 ) -> kvsim.Workload:
-    """The workload of `seed` (arrivals, demands) over the first `fraction` of the requests; cached per trace."""
+    """The workload of `seed` (arrivals, demands) over the first `fraction` of the requests; cached per trace
+    (the whole workload once per seed, a prefix as a view of it with its own arrivals)."""
     import kvsim
 
     n = trace.prefix(fraction)
     cached = trace._workloads.get((seed, n))
     if cached is not None:
         return cached
-    offsets = trace.layout.offsets[: n + 1]
-    n_ops = int(offsets[-1])
     smodel = deployment.server_model()
-    ts = trace.layout.timestamps if deployment.use_timestamps else None
+    ts = trace.timestamps if deployment.use_timestamps else None
+    # Offered load is relative to the servers' time-averaged capacity (speeds and slowdowns included).
+    load = deployment.load * (1.0 if smodel is None else smodel.capacity_factor(deployment.servers))
     try:
-        wl = kvsim.Workload(
-            deployment.cluster(),
-            offsets,
-            tokens=trace.tokens[:n_ops],
-            mean_demand_s=trace.mean_demand_s[:n_ops] if trace.mean_demand_s is not None else None,
-            timestamps=ts[:n] if ts is not None else None,
-            # Offered load is relative to the servers' time-averaged capacity (speeds and slowdowns included).
-            load=deployment.load * (1.0 if smodel is None else smodel.capacity_factor(deployment.servers)),
-            seed=int(seed),
-            demand_dist=deployment.demand_dist,
-            demand_sigma=deployment.demand_sigma,
-        )
+        full = trace._workloads.get((seed, trace.requests))
+        if full is None:
+            full = _draw(trace, deployment, int(seed), load, ts)
+            trace._workloads[(seed, trace.requests)] = full
+        wl = full if n == trace.requests else full.prefix(n, mean_demand_s=trace.mean_demand_s, timestamps=ts)
     except kvsim.ParameterError as exc:
         raise BadInputError.single("deployment", str(exc)) from None
     except kvsim.WorkloadError as exc:
         raise BadInputError.single(trace.source, str(exc)) from None
     trace._workloads[(seed, n)] = wl
     return wl
+
+
+def _draw(
+    trace: PreparedTrace,
+    deployment: CassandraDeployment,
+    seed: int,
+    load: float,
+    ts: npt.NDArray[np.float64] | None,
+) -> kvsim.Workload:
+    """The whole workload of `seed`: its draws over the trace's layout (from the store when it has them)."""
+    import kvsim
+
+    cluster = deployment.cluster()
+    layout = _layout(trace, cluster)
+    group = _group(f"seed-{seed}", cluster, load, deployment.use_timestamps, deployment.demand_dist,
+                   deployment.demand_sigma)
+    arrays = trace.store.arrays(group) if trace.store is not None else None
+    if arrays is None:
+        wl = kvsim.Workload.draw(
+            layout,
+            mean_demand_s=trace.mean_demand_s,
+            timestamps=ts,
+            load=load,
+            seed=seed,
+            demand_dist=deployment.demand_dist,
+            demand_sigma=deployment.demand_sigma,
+        )
+        if trace.store is None:
+            return wl
+        arrays = trace.store.save(group, wl.draws())
+        del wl
+    return kvsim.Workload.from_arrays(layout, arrays["arrival_ns"], arrays["demand_ns"], seed=seed, load=load)
 
 
 def _writes(

@@ -3,7 +3,13 @@ simulation layer (`tailtune.simulation.cassandra`) that `tailtune simulate` uses
 
 The trace is prepared once (requests grouped, keys hashed, value sizes → demands when they differ); each seed
 materializes one workload that every candidate replays (common random numbers); a prefix workload (first
-`fraction` of the requests) is materialized on demand for pruning. Candidates use the policy vocabulary of
+`fraction` of the requests) is made on demand for pruning, as a view of the whole one.
+
+Sharing: a trace of at least `SHARE_MIN_OPS` ops goes into a host-wide store of memory-mapped files
+(`tailtune.simulation.shared`, under `TAILTUNE_HOME/tmp/`, named by a digest of the source and the deployment):
+the first process to prepare it writes the trace, the layout and each seed's draws there, and every other
+evaluator of the same source and deployment on the host — the tuner's worker processes — maps them instead of
+loading the source and materializing its own copy. Candidates use the policy vocabulary of
 `tailtune.simulation.policies` (e.g. `heron` with `queue`, `tailx` with `replica`, `replica` with both).
 """
 
@@ -27,9 +33,13 @@ from tuner.space import Candidate
 if TYPE_CHECKING:
     import kvsim
 
-__all__ = ["KvsimCassandraEvaluator"]
+    from tailtune.simulation.shared import WorkloadStore
 
+__all__ = ["SHARE_MIN_OPS", "KvsimCassandraEvaluator"]
 
+#: Traces with at least this many ops are shared through the host's workload store (smaller ones cost less to
+#: rebuild than to write).
+SHARE_MIN_OPS = 250_000
 
 class KvsimCassandraEvaluator(Evaluator):
     """Replays a dataset / trace / profile on a kvsim cluster (default: Rein's 128 servers × 8 slots, RF 3).
@@ -48,8 +58,33 @@ class KvsimCassandraEvaluator(Evaluator):
 
     def _prepared(self) -> PreparedTrace:
         if self._trace is None:
-            self._trace = cassandra.prepare(self.source.load(), self.setup, source=self.source.label)
+            store = self._store()
+            trace = cassandra.load_shared(store) if store is not None else None
+            if trace is None:
+                trace = cassandra.prepare(self.source.load(), self.setup, source=self.source.label)
+                if store is not None and trace.tokens.size >= SHARE_MIN_OPS:
+                    trace = cassandra.share(trace, store)
+            self._trace = trace
         return self._trace
+
+    def _store(self) -> WorkloadStore | None:
+        """The host's store for this source and deployment (None: a source whose content has no stable name)."""
+        from pathlib import Path
+
+        import kvsim
+
+        from tailtune.base.settings import get_settings
+        from tailtune.simulation.shared import WorkloadStore
+
+        doc: dict[str, Any] = {"source": self.source.as_dict(), "deployment": self.setup.as_dict(),
+                               "model": kvsim.model_version()}
+        if self.source.trace is not None:
+            try:
+                st = Path(self.source.trace).stat()
+            except OSError:
+                return None
+            doc["file"] = [str(Path(self.source.trace).resolve()), st.st_size, st.st_mtime_ns]
+        return WorkloadStore.under(get_settings().home_dir / "tmp", doc)
 
     @property
     def requests(self) -> int:
@@ -98,7 +133,7 @@ class KvsimCassandraEvaluator(Evaluator):
         from tuner.fanout import fanout_for_cluster
 
         trace = self._prepared()
-        return fanout_for_cluster(trace.layout.offsets, trace.tokens, self.setup.cluster())
+        return fanout_for_cluster(trace.offsets, trace.tokens, self.setup.cluster())
 
     # ------------------------------------------------------------------ contract
     def policies(self) -> tuple[str, ...]:

@@ -43,4 +43,4 @@ pub use params::{ParamSpec, Params, Search};
 pub use policy::{PolicyConfig, POLICIES, POLICY_NAMES};
 pub use replica::{SelectorConfig, REPLICA_NAMES, SELECTORS};
 pub use result::{CopyStats, HeldStats, OpRecords, RunResult, WriteStats};
-pub use workload::{Arrivals, Workload, WorkloadSpec};
+pub use workload::{Arrivals, Column, Draws, Workload, WorkloadLayout, WorkloadSpec};

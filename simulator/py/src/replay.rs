@@ -1,7 +1,9 @@
-//! Binding of the core replay: `Cluster`, `Workload` (materialized once, replayed under many configs), the one
-//! `replay(workload, config)` and helpers to hash keys onto the ring. Arrays cross the boundary through the
-//! buffer protocol (numpy arrays in, bytes out, wrapped by numpy on the Python side), so no per-element Python
-//! objects are made. The typed API is the Python package's (`kvsim.replay`, `kvsim.ReplayConfig`).
+//! Binding of the core replay: `Cluster`, `WorkloadLayout` (the seed-independent part, built once), `Workload`
+//! (a layout and one seed's draws, replayed under many configs), the one `replay(workload, config)` and helpers
+//! to hash keys onto the ring. Arrays cross the boundary through the buffer protocol (numpy arrays in, bytes out,
+//! wrapped by numpy on the Python side), so no per-element Python objects are made; read-only arrays (memory-
+//! mapped files) can be borrowed as they are (`from_arrays`), so processes that map one file share its pages.
+//! The typed API is the Python package's (`kvsim.replay`, `kvsim.ReplayConfig`).
 use pyo3::buffer::{Element, PyBuffer};
 use pyo3::create_exception;
 use pyo3::exceptions::PyValueError;
@@ -13,9 +15,10 @@ use kvsim_core::hash::{token_of_bytes, token_of_u64};
 use kvsim_core::replica::SelectorConfig;
 use kvsim_core::server_model::{ServerModelConfig, Slowdown, Stalls};
 use kvsim_core::{
-    replay, Arrivals, ClientModel, Cluster, ClusterConfig, PolicyConfig, ReplayConfig, SimError,
-    SizeClasses, Workload, WorkloadSpec,
+    replay, Arrivals, ClientModel, Cluster, ClusterConfig, Column, Draws, PolicyConfig, ReplayConfig,
+    SimError, SizeClasses, Workload, WorkloadLayout, WorkloadSpec,
 };
+use std::sync::Arc;
 
 create_exception!(
     _kvsim,
@@ -56,6 +59,55 @@ pub(crate) fn vec_of<T: Element + Copy>(
         ))
     })?;
     buf.to_vec(py)
+}
+
+/// A column borrowed from a read-only, C-contiguous buffer of `obj` (no copy: the column holds the buffer).
+pub(crate) fn column_of<T: Element + Copy + Send + Sync>(
+    obj: &Bound<'_, PyAny>,
+    what: &str,
+) -> PyResult<Column<T>> {
+    let buf: PyBuffer<T> = PyBuffer::get(obj).map_err(|e| {
+        WorkloadError::new_err(format!(
+            "{what}: expected a contiguous array of the right dtype ({e})"
+        ))
+    })?;
+    if !buf.readonly() || !buf.is_c_contiguous() {
+        return Err(WorkloadError::new_err(format!(
+            "{what}: a borrowed array must be read-only and C-contiguous"
+        )));
+    }
+    let (ptr, len) = (buf.buf_ptr() as *const T, buf.item_count());
+    // SAFETY: the buffer is read-only and held by the column, so its memory stays valid and unchanged.
+    Ok(unsafe { Column::borrowed(ptr, len, Arc::new(buf)) })
+}
+
+/// A read-only array borrowed as it is, any other one copied.
+fn column_or_copy(py: Python<'_>, obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Column<f64>> {
+    match column_of::<f64>(obj, what) {
+        Ok(c) => Ok(c),
+        Err(_) => Ok(vec_of::<f64>(py, obj, what)?.into()),
+    }
+}
+
+/// Optional per-op f64 means and timestamps → the core's arrival rule.
+fn arrivals_of(
+    py: Python<'_>,
+    timestamps: Option<&Bound<'_, PyAny>>,
+    n_req: usize,
+    load: Option<f64>,
+) -> PyResult<Arrivals> {
+    Ok(match timestamps {
+        Some(ts) => {
+            let mut v: Vec<f64> = vec_of(py, ts, "timestamps")?;
+            if v.len() > n_req {
+                v.truncate(n_req);
+            }
+            Arrivals::Trace { ts: v, load }
+        }
+        None => Arrivals::Poisson {
+            load: load.unwrap_or(0.75),
+        },
+    })
 }
 
 pub(crate) fn bytes_of<'py, T: Copy>(py: Python<'py>, v: &[T]) -> Bound<'py, PyBytes> {
@@ -134,10 +186,133 @@ impl PyCluster {
     }
 }
 
+#[pyclass(module = "kvsim._kvsim", name = "WorkloadLayout", frozen)]
+pub struct PyWorkloadLayout {
+    cluster: Cluster,
+    inner: WorkloadLayout,
+}
+
+const LAYOUT_COLUMNS: [&str; 7] = [
+    "client",
+    "req_opsets",
+    "opset_group",
+    "opset_req",
+    "opset_ops",
+    "op_input",
+    "mean_demand",
+];
+
+#[pymethods]
+impl PyWorkloadLayout {
+    /// Groups `offsets` (int64, requests+1) over `tokens` (int64 per op) into opsets on `cluster`; optional
+    /// per-op mean demand (float64 s) and per-request clients (uint32).
+    #[new]
+    #[pyo3(signature = (cluster, offsets, tokens, *, mean_demand=None, clients=None))]
+    fn new(
+        py: Python<'_>,
+        cluster: &PyCluster,
+        offsets: &Bound<'_, PyAny>,
+        tokens: &Bound<'_, PyAny>,
+        mean_demand: Option<&Bound<'_, PyAny>>,
+        clients: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Self> {
+        let offs: Vec<i64> = vec_of(py, offsets, "offsets")?;
+        if offs.iter().any(|&o| o < 0) {
+            return Err(WorkloadError::new_err("offsets must be ≥ 0"));
+        }
+        let offs: Vec<u64> = offs.iter().map(|&o| o as u64).collect();
+        let tokens: Vec<i64> = vec_of(py, tokens, "tokens")?;
+        let means: Option<Vec<f64>> = mean_demand
+            .map(|m| vec_of(py, m, "mean_demand"))
+            .transpose()?;
+        let clients: Option<Vec<u32>> = clients.map(|c| vec_of(py, c, "clients")).transpose()?;
+        let c = cluster.inner.clone();
+        let inner = py
+            .detach(|| {
+                WorkloadLayout::build(&c, &offs, &tokens, means.as_deref(), clients.as_deref())
+            })
+            .map_err(to_py)?;
+        Ok(PyWorkloadLayout { cluster: c, inner })
+    }
+
+    /// A layout over read-only arrays (borrowed, not copied), named as `arrays()` names them.
+    #[staticmethod]
+    fn from_arrays(cluster: &PyCluster, arrays: &Bound<'_, PyDict>) -> PyResult<Self> {
+        let get = |k: &str| -> PyResult<Bound<'_, PyAny>> {
+            arrays
+                .get_item(k)?
+                .ok_or_else(|| WorkloadError::new_err(format!("layout array {k:?} is missing")))
+        };
+        let inner = WorkloadLayout {
+            client: column_of(&get("client")?, "client")?,
+            req_opsets: column_of(&get("req_opsets")?, "req_opsets")?,
+            opset_group: column_of(&get("opset_group")?, "opset_group")?,
+            opset_req: column_of(&get("opset_req")?, "opset_req")?,
+            opset_ops: column_of(&get("opset_ops")?, "opset_ops")?,
+            op_input: column_of(&get("op_input")?, "op_input")?,
+            mean_demand: column_of(&get("mean_demand")?, "mean_demand")?,
+        };
+        if inner.req_opsets.is_empty() || inner.opset_ops.is_empty() {
+            return Err(WorkloadError::new_err("layout arrays are empty"));
+        }
+        let probe = Workload::assemble(
+            &inner,
+            &Draws {
+                arrival: vec![0; inner.requests()].into(),
+                demand: vec![0; inner.ops()].into(),
+            },
+        );
+        probe.validate(&cluster.inner).map_err(to_py)?;
+        Ok(PyWorkloadLayout {
+            cluster: cluster.inner.clone(),
+            inner,
+        })
+    }
+
+    #[getter]
+    fn requests(&self) -> usize {
+        self.inner.requests()
+    }
+    #[getter]
+    fn opsets(&self) -> usize {
+        self.inner.opsets()
+    }
+    #[getter]
+    fn ops(&self) -> usize {
+        self.inner.ops()
+    }
+    #[getter]
+    fn nbytes(&self) -> usize {
+        self.inner.stored_bytes()
+    }
+
+    /// The layout's arrays as bytes (client, req_opsets, opset_group, opset_req, opset_ops, op_input u32;
+    /// mean_demand f32, empty without per-op means).
+    fn arrays<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let d = PyDict::new(py);
+        let l = &self.inner;
+        let cols: [&[u32]; 6] = [
+            &l.client,
+            &l.req_opsets,
+            &l.opset_group,
+            &l.opset_req,
+            &l.opset_ops,
+            &l.op_input,
+        ];
+        for (k, v) in LAYOUT_COLUMNS.iter().zip(cols) {
+            d.set_item(k, bytes_of(py, v))?;
+        }
+        d.set_item("mean_demand", bytes_of(py, &l.mean_demand))?;
+        Ok(d)
+    }
+}
+
 #[pyclass(module = "kvsim._kvsim", name = "Workload", frozen)]
 pub struct PyWorkload {
     pub(crate) cluster: Cluster,
     pub(crate) inner: Workload,
+    layout: WorkloadLayout,
+    draws: Draws,
 }
 
 #[pymethods]
@@ -187,13 +362,122 @@ impl PyWorkload {
             seed,
         };
         let c = cluster.inner.clone();
-        let wl = py
-            .detach(|| Workload::materialize_with(&c, &spec, dist))
+        let (layout, draws) = py
+            .detach(|| {
+                let means = spec.mean_demand.as_deref();
+                let layout = WorkloadLayout::build(
+                    &c,
+                    &spec.req_offsets,
+                    &spec.tokens,
+                    means,
+                    spec.clients.as_deref(),
+                )?;
+                let draws = Draws::draw(&c, &layout, means, &spec.arrivals, spec.seed, dist)?;
+                Ok((layout, draws))
+            })
             .map_err(to_py)?;
         Ok(PyWorkload {
             cluster: c,
-            inner: wl,
+            inner: Workload::assemble(&layout, &draws),
+            layout,
+            draws,
         })
+    }
+
+    /// `seed`'s draws over `layout` (exactly what the constructor materializes from the same inputs); the
+    /// layout's arrays are shared, not copied. `mean_demand` (float64 s per op) and `timestamps` as given to
+    /// the layout and the constructor.
+    #[staticmethod]
+    #[pyo3(signature = (layout, *, mean_demand=None, timestamps=None, load=None, seed=0, demand_dist="exponential", demand_sigma=1.0))]
+    #[allow(clippy::too_many_arguments)]
+    fn draw(
+        py: Python<'_>,
+        layout: &PyWorkloadLayout,
+        mean_demand: Option<&Bound<'_, PyAny>>,
+        timestamps: Option<&Bound<'_, PyAny>>,
+        load: Option<f64>,
+        seed: u64,
+        demand_dist: &str,
+        demand_sigma: f64,
+    ) -> PyResult<Self> {
+        let dist =
+            kvsim_core::demand::DemandDist::from_name(demand_dist, demand_sigma).map_err(to_py)?;
+        let means: Option<Column<f64>> = mean_demand
+            .map(|m| column_or_copy(py, m, "mean_demand"))
+            .transpose()?;
+        let arrivals = arrivals_of(py, timestamps, layout.inner.requests(), load)?;
+        let (c, l) = (&layout.cluster, &layout.inner);
+        let draws = py
+            .detach(|| Draws::draw(c, l, means.as_deref(), &arrivals, seed, dist))
+            .map_err(to_py)?;
+        Ok(PyWorkload {
+            cluster: c.clone(),
+            inner: Workload::assemble(l, &draws),
+            layout: l.clone(),
+            draws,
+        })
+    }
+
+    /// A workload over `layout` and given draws (read-only uint64 arrays, borrowed, not copied).
+    #[staticmethod]
+    fn from_arrays(
+        layout: &PyWorkloadLayout,
+        arrival: &Bound<'_, PyAny>,
+        demand: &Bound<'_, PyAny>,
+    ) -> PyResult<Self> {
+        let draws = Draws {
+            arrival: column_of(arrival, "arrival")?,
+            demand: column_of(demand, "demand")?,
+        };
+        let wl = Workload::assemble(&layout.inner, &draws);
+        wl.validate(&layout.cluster).map_err(to_py)?;
+        if wl.arrival.len() != layout.inner.requests() || wl.demand.len() != layout.inner.ops() {
+            return Err(WorkloadError::new_err(
+                "draws do not match the layout (requests, ops)",
+            ));
+        }
+        Ok(PyWorkload {
+            cluster: layout.cluster.clone(),
+            inner: wl,
+            layout: layout.inner.clone(),
+            draws,
+        })
+    }
+
+    /// The workload of the first `n` requests: views of this one's layout and demands, arrivals made again
+    /// (the rate that offers `load` depends on the mean demand of the requests replayed). Inputs as `draw`'s.
+    #[pyo3(signature = (n, *, mean_demand=None, timestamps=None, load=None, seed=0))]
+    fn prefix(
+        &self,
+        py: Python<'_>,
+        n: usize,
+        mean_demand: Option<&Bound<'_, PyAny>>,
+        timestamps: Option<&Bound<'_, PyAny>>,
+        load: Option<f64>,
+        seed: u64,
+    ) -> PyResult<Self> {
+        let layout = self.layout.prefix(n).map_err(to_py)?;
+        let means: Option<Column<f64>> = mean_demand
+            .map(|m| column_or_copy(py, m, "mean_demand"))
+            .transpose()?;
+        let arrivals = arrivals_of(py, timestamps, n, load)?;
+        let c = &self.cluster;
+        let draws = self
+            .draws
+            .prefix(c, &layout, means.as_deref(), &arrivals, seed)
+            .map_err(to_py)?;
+        Ok(PyWorkload {
+            cluster: c.clone(),
+            inner: Workload::assemble(&layout, &draws),
+            layout,
+            draws,
+        })
+    }
+
+    /// Bytes of the arrays as stored (layout + draws; shared arrays counted once per workload).
+    #[getter]
+    fn nbytes(&self) -> usize {
+        self.layout.stored_bytes() + self.draws.stored_bytes()
     }
 
     #[getter]
@@ -404,6 +688,7 @@ pub fn register_replay(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     m.add_class::<PyCluster>()?;
     m.add_class::<PyWorkload>()?;
+    m.add_class::<PyWorkloadLayout>()?;
     m.add_function(wrap_pyfunction!(tokens_from_ids, m)?)?;
     m.add_function(wrap_pyfunction!(tokens_from_strings, m)?)?;
     m.add_function(wrap_pyfunction!(replay_native, m)?)?;

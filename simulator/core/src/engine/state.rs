@@ -386,7 +386,7 @@ impl<'a, const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'a, EXT, S, R> {
                 enqueue: vec![0; n_ops],
                 start: vec![0; n_ops],
                 end: vec![0; n_ops],
-                demand: wl.demand.clone(),
+                demand: wl.demand.to_vec(),
             }),
 
             late: vec![false; per_opset(!plain || tailx_on)],

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
         ReplayConfig,
         Result,
         Workload,
+        WorkloadLayout,
         replay,
         tokens_for_keys,
     )
@@ -50,7 +51,8 @@ _LAZY = {
     "ClosedLoop": "kvsim.models", "ServerModel": "kvsim.models", "Slowdown": "kvsim.models",
     "write_flags": "kvsim.models",
     "BloomInfo": "kvsim.replay", "Cluster": "kvsim.replay", "ReplayConfig": "kvsim.replay",
-    "Result": "kvsim.replay", "Workload": "kvsim.replay", "replay": "kvsim.replay",
+    "Result": "kvsim.replay", "Workload": "kvsim.replay", "WorkloadLayout": "kvsim.replay",
+    "replay": "kvsim.replay",
     "tokens_for_keys": "kvsim.replay",
 }
 
@@ -94,6 +96,7 @@ __all__ = [
     "Slowdown",
     "Workload",
     "WorkloadError",
+    "WorkloadLayout",
     "default_thr_l",
     "fill_unknown_sizes",
     "memcached_policy_specs",

@@ -4,7 +4,7 @@ Arrays go in as contiguous numpy arrays of the stated dtype and come back as byt
 package wraps with `numpy.frombuffer`.
 """
 
-from typing import Protocol, Self, TypedDict, final
+from typing import Any, Protocol, Self, TypedDict, final
 
 import numpy as np
 import numpy.typing as npt
@@ -61,8 +61,71 @@ class WorkloadArrays(TypedDict):
     op_input: bytes
     replicas: bytes
 
+class LayoutArrays(TypedDict):
+    """`WorkloadLayout.arrays()`: bytes of client, req_opsets, opset_group, opset_req, opset_ops, op_input (u32)
+    and mean_demand (f32, empty without per-op means)."""
+
+    client: bytes
+    req_opsets: bytes
+    opset_group: bytes
+    opset_req: bytes
+    opset_ops: bytes
+    op_input: bytes
+    mean_demand: bytes
+
+@final
+class WorkloadLayout:
+    def __new__(
+        cls,
+        cluster: Cluster,
+        offsets: npt.NDArray[np.int64],
+        tokens: npt.NDArray[np.int64],
+        *,
+        mean_demand: npt.NDArray[np.float64] | None = None,
+        clients: npt.NDArray[np.uint32] | None = None,
+    ) -> Self: ...
+    @staticmethod
+    def from_arrays(cluster: Cluster, arrays: dict[str, npt.NDArray[Any]]) -> WorkloadLayout:
+        """Borrows read-only, C-contiguous arrays named as `arrays()` names them (no copy)."""
+    @property
+    def requests(self) -> int: ...
+    @property
+    def opsets(self) -> int: ...
+    @property
+    def ops(self) -> int: ...
+    @property
+    def nbytes(self) -> int: ...
+    def arrays(self) -> LayoutArrays: ...
+
 @final
 class Workload:
+    @staticmethod
+    def draw(
+        layout: WorkloadLayout,
+        *,
+        mean_demand: npt.NDArray[np.float64] | None = None,
+        timestamps: npt.NDArray[np.float64] | None = None,
+        load: float | None = None,
+        seed: int = 0,
+        demand_dist: str = "exponential",
+        demand_sigma: float = 1.0,
+    ) -> Workload: ...
+    @staticmethod
+    def from_arrays(
+        layout: WorkloadLayout, arrival: npt.NDArray[np.uint64], demand: npt.NDArray[np.uint64]
+    ) -> Workload:
+        """Borrows read-only, C-contiguous uint64 arrays (no copy)."""
+    def prefix(
+        self,
+        n: int,
+        *,
+        mean_demand: npt.NDArray[np.float64] | None = None,
+        timestamps: npt.NDArray[np.float64] | None = None,
+        load: float | None = None,
+        seed: int = 0,
+    ) -> Workload: ...
+    @property
+    def nbytes(self) -> int: ...
     def __new__(
         cls,
         cluster: Cluster,

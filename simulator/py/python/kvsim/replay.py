@@ -1,6 +1,10 @@
-"""Typed Python API of the replay simulator: `Cluster`, `Workload` (materialized once per seed, replayed under many
-configs — common random numbers), `ReplayConfig`, and the one entry point `replay(workload, config) -> Result`.
-Model choices: docs/simulator.md and docs/simulator-replicas.md.
+"""Typed Python API of the replay simulator: `Cluster`, `WorkloadLayout` (the seed-independent part of a workload,
+built once per trace and cluster), `Workload` (a layout and one seed's draws, materialized once per seed and
+replayed under many configs — common random numbers), `ReplayConfig`, and the one entry point
+`replay(workload, config) -> Result`. Model choices: docs/simulator.md and docs/simulator-replicas.md.
+
+Layouts and draws can be built over read-only arrays (`from_arrays`: memory-mapped files) without a copy, so
+processes that map the same files hold one copy of the workload between them.
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ __all__ = [
     "Result",
     "Workload",
     "WorkloadError",
+    "WorkloadLayout",
     "class_summary",
     "replay",
     "tokens_for_keys",
@@ -58,6 +63,17 @@ _ARRAY_DTYPES: dict[str, type[np.generic]] = {
     "demand_ns": np.uint64,
     "op_input": np.uint32,
     "replicas": np.uint32,
+}
+
+#: dtype of each array of a `WorkloadLayout`.
+LAYOUT_DTYPES: dict[str, type[np.generic]] = {
+    "client": np.uint32,
+    "req_opsets": np.uint32,
+    "opset_group": np.uint32,
+    "opset_req": np.uint32,
+    "opset_ops": np.uint32,
+    "op_input": np.uint32,
+    "mean_demand": np.float32,
 }
 
 
@@ -115,6 +131,90 @@ class Cluster:
         return self.servers * self.slots * self.service_rate
 
 
+def _f64(a: npt.ArrayLike | None) -> npt.NDArray[np.float64] | None:
+    if a is None:
+        return None
+    arr = np.asarray(a)
+    return arr if arr.dtype == np.float64 and arr.flags.c_contiguous else np.ascontiguousarray(arr, np.float64)
+
+
+class WorkloadLayout:
+    """The seed-independent part of a workload on one cluster: requests → opsets (ops grouped by replica group) →
+    ops, the client of each request, each op's mean demand. Built once per trace and cluster; every seed's
+    `Workload.draw` shares it.
+
+    `offsets` (requests + 1) delimit each request's ops in `keys` (strings or integer ids) or `tokens`.
+    """
+
+    cluster: Cluster
+    offsets: npt.NDArray[np.int64]
+    tokens: npt.NDArray[np.int64]
+    _raw: _kvsim.WorkloadLayout
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        offsets: npt.ArrayLike,
+        *,
+        keys: Sequence[str] | npt.NDArray[np.generic] | None = None,
+        tokens: npt.ArrayLike | None = None,
+        mean_demand_s: npt.ArrayLike | None = None,
+        clients: npt.ArrayLike | None = None,
+    ) -> None:
+        if (keys is None) == (tokens is None):
+            raise WorkloadError("give exactly one of keys= or tokens=")
+        tok = tokens_for_keys(keys) if keys is not None else np.asarray(tokens, dtype=np.int64)
+        self.cluster = cluster
+        self.offsets = np.ascontiguousarray(offsets, dtype=np.int64)
+        self.tokens = np.ascontiguousarray(tok, dtype=np.int64)
+        self._raw = _kvsim.WorkloadLayout(
+            cluster._raw,
+            self.offsets,
+            self.tokens,
+            mean_demand=_f64(mean_demand_s),
+            clients=None if clients is None else np.ascontiguousarray(clients, dtype=np.uint32),
+        )
+
+    @classmethod
+    def from_arrays(
+        cls,
+        cluster: Cluster,
+        offsets: npt.NDArray[np.int64],
+        tokens: npt.NDArray[np.int64],
+        arrays: Mapping[str, npt.NDArray[np.generic]],
+    ) -> WorkloadLayout:
+        """A layout over the read-only arrays `arrays()` returned (e.g. memory-mapped files): borrowed, not
+        copied. `offsets` and `tokens` as given to the constructor (kept as they are)."""
+        self = cls.__new__(cls)
+        self.cluster = cluster
+        self.offsets = offsets
+        self.tokens = tokens
+        self._raw = _kvsim.WorkloadLayout.from_arrays(cluster._raw, dict(arrays))
+        return self
+
+    @property
+    def requests(self) -> int:
+        return int(self._raw.requests)
+
+    @property
+    def opsets(self) -> int:
+        return int(self._raw.opsets)
+
+    @property
+    def ops(self) -> int:
+        return int(self._raw.ops)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the layout's arrays as stored (`offsets` and `tokens` not included)."""
+        return int(self._raw.nbytes)
+
+    def arrays(self) -> dict[str, npt.NDArray[np.generic]]:
+        """The layout's arrays (dtypes in `LAYOUT_DTYPES`; `mean_demand` is empty without per-op means)."""
+        raw = cast(Mapping[str, bytes], self._raw.arrays())
+        return {k: np.frombuffer(v, dtype=LAYOUT_DTYPES[k]) for k, v in raw.items()}
+
+
 class Workload:
     """A workload materialized from a seed before any replay: arrivals, opsets and per-op demands.
 
@@ -146,6 +246,7 @@ class Workload:
         self.cluster = cluster
         self.seed = seed
         self.load = load
+        self._layout: WorkloadLayout | None = None
         # Input order: per-op size classes, writes and the large-key filter are given in it.
         self.offsets = np.ascontiguousarray(offsets, dtype=np.int64)
         self.tokens = np.ascontiguousarray(tok, dtype=np.int64)
@@ -184,6 +285,92 @@ class Workload:
         }
         out["replicas"] = out["replicas"].reshape(-1, self.cluster.replication)
         return out
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the layout's and the draws' arrays as stored."""
+        return int(self._raw.nbytes)
+
+    @classmethod
+    def _of(cls, raw: _kvsim.Workload, layout: WorkloadLayout, n: int, seed: int, load: float | None) -> Workload:
+        self = cls.__new__(cls)
+        self.cluster = layout.cluster
+        self.seed = seed
+        self.load = load
+        self.offsets = layout.offsets if n == layout.requests else layout.offsets[: n + 1]
+        ops = int(self.offsets[-1])
+        self.tokens = layout.tokens if ops == layout.tokens.size else layout.tokens[:ops]
+        self._raw = raw
+        self._layout = layout
+        return self
+
+    @classmethod
+    def draw(
+        cls,
+        layout: WorkloadLayout,
+        *,
+        mean_demand_s: npt.ArrayLike | None = None,
+        timestamps: npt.ArrayLike | None = None,
+        load: float | None = 0.75,
+        seed: int = 0,
+        demand_dist: str = "exponential",
+        demand_sigma: float = 1.0,
+    ) -> Workload:
+        """`seed`'s draws (arrivals, demands) over `layout`: the workload the constructor makes from the same
+        inputs, with the layout's arrays shared instead of copied."""
+        if seed < 0:
+            raise ParameterError(f"parameter 'seed' = {seed} is out of range: valid ≥ 0")
+        raw = _kvsim.Workload.draw(
+            layout._raw,
+            mean_demand=_f64(mean_demand_s),
+            timestamps=_f64(timestamps),
+            load=load,
+            seed=seed,
+            demand_dist=demand_dist,
+            demand_sigma=float(demand_sigma),
+        )
+        return cls._of(raw, layout, layout.requests, seed, load)
+
+    @classmethod
+    def from_arrays(
+        cls,
+        layout: WorkloadLayout,
+        arrival_ns: npt.NDArray[np.uint64],
+        demand_ns: npt.NDArray[np.uint64],
+        *,
+        seed: int = 0,
+        load: float | None = 0.75,
+    ) -> Workload:
+        """A workload over `layout` and draws saved from `draws()` (read-only arrays, e.g. memory-mapped files:
+        borrowed, not copied)."""
+        raw = _kvsim.Workload.from_arrays(layout._raw, arrival_ns, demand_ns)
+        return cls._of(raw, layout, layout.requests, seed, load)
+
+    def draws(self) -> dict[str, npt.NDArray[np.uint64]]:
+        """What the seed drew: `arrival_ns` per request, `demand_ns` per op (layout order)."""
+        a = self.arrays()
+        return {"arrival_ns": cast(npt.NDArray[np.uint64], a["arrival_ns"]),
+                "demand_ns": cast(npt.NDArray[np.uint64], a["demand_ns"])}
+
+    def prefix(
+        self,
+        n: int,
+        *,
+        mean_demand_s: npt.ArrayLike | None = None,
+        timestamps: npt.ArrayLike | None = None,
+    ) -> Workload:
+        """The workload of the first `n` requests — what the constructor makes from the first `n` requests with
+        this workload's seed and load — sharing this one's arrays; the arrivals are made again (the rate that
+        offers the load depends on the mean demand of the requests replayed). `mean_demand_s` and `timestamps`
+        as this workload was made with."""
+        raw = self._raw.prefix(
+            int(n), mean_demand=_f64(mean_demand_s), timestamps=_f64(timestamps), load=self.load, seed=self.seed
+        )
+        layout = self._layout
+        if layout is None:
+            layout = WorkloadLayout.__new__(WorkloadLayout)
+            layout.cluster, layout.offsets, layout.tokens = self.cluster, self.offsets, self.tokens
+        return Workload._of(raw, layout, int(n), self.seed, self.load)
 
 
 @dataclass(frozen=True)
