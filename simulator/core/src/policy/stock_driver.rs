@@ -139,10 +139,10 @@ pub fn split_partitions(wl: &Workload) -> Workload {
         req_opsets.push(group.len() as u32);
     }
     Workload {
-        opset_group: group,
-        opset_req: req,
-        opset_ops: (0..=n as u32).collect(),
-        req_opsets,
+        opset_group: group.into(),
+        opset_req: req.into(),
+        opset_ops: (0..=n as u32).collect::<Vec<u32>>().into(),
+        req_opsets: req_opsets.into(),
         ..wl.clone()
     }
 }
@@ -317,15 +317,15 @@ mod tests {
     fn queries_cut_the_keys_in_input_order() {
         // One request, keys in input order 0..5 on groups [1, 0, 1, 0, 2]: engine order groups 0, 1, 2.
         let wl = Workload {
-            arrival: vec![0],
-            client: vec![0],
-            req_opsets: vec![0, 3],
-            opset_group: vec![0, 1, 2],
-            opset_req: vec![0, 0, 0],
-            opset_ops: vec![0, 2, 4, 5],
-            demand: vec![1; 5],
-            op_input: vec![1, 3, 0, 2, 4],
-            mean_demand: Vec::new(),
+            arrival: vec![0].into(),
+            client: vec![0].into(),
+            req_opsets: vec![0, 3].into(),
+            opset_group: vec![0, 1, 2].into(),
+            opset_req: vec![0, 0, 0].into(),
+            opset_ops: vec![0, 2, 4, 5].into(),
+            demand: vec![1; 5].into(),
+            op_input: vec![1, 3, 0, 2, 4].into(),
+            mean_demand: Vec::new().into(),
         };
         let q = Queries::build(&wl, false, 2);
         // input 0,1 → q0; 2,3 → q1; 4 → q2. Engine ops: op0 = input 1, op1 = input 3, op2 = input 0, ...
@@ -337,8 +337,8 @@ mod tests {
         assert_eq!(all.len(), 1);
         assert_eq!(all.keys(0), 5);
         let pp = split_partitions(&wl);
-        assert_eq!(pp.opset_group, vec![0, 0, 1, 1, 2]);
-        assert_eq!(pp.req_opsets, vec![0, 5]);
+        assert_eq!(&pp.opset_group[..], &[0, 0, 1, 1, 2]);
+        assert_eq!(&pp.req_opsets[..], &[0, 5]);
         assert_eq!(Queries::build(&pp, true, 0).len(), 5);
     }
 
