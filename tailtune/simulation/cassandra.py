@@ -27,7 +27,7 @@ import numpy as np
 import numpy.typing as npt
 
 from tailtune.base.errors import BadInputError
-from tailtune.simulation.layout import request_layout, sizes_vary, value_sizes
+from tailtune.simulation.layout import key_tokens, request_layout, sizes_vary, value_sizes
 from tailtune.simulation.policies import ResolvedPolicy
 from tailtune.simulation.shared import WorkloadStore
 
@@ -226,7 +226,8 @@ def prepare(table: pa.Table, deployment: CassandraDeployment, *, source: str = "
     """Groups the table into requests, hashes the keys to ring tokens and derives the demand model (once)."""
     import kvsim
 
-    layout = request_layout(table, source=source)
+    layout = request_layout(table, source=source, with_keys=False)
+    tokens = np.ascontiguousarray(key_tokens(table)[layout.row_order])
     if deployment.use_timestamps and layout.timestamps is None:
         raise BadInputError.single(source, "--use-timestamps needs a ts column", field="ts")
     service_rate = float(deployment.service_rate)
@@ -248,7 +249,9 @@ def prepare(table: pa.Table, deployment: CassandraDeployment, *, source: str = "
                 )
             except kvsim.KvsimError as exc:
                 raise BadInputError.single("deployment", str(exc)) from None
-        info = kvsim.fill_unknown_sizes(rows[layout.row_order], layout.keys)
+        keys = np.asarray(table.column("key").to_numpy(zero_copy_only=False))[layout.row_order]
+        info = kvsim.fill_unknown_sizes(rows[layout.row_order], keys)
+        del keys
         sizes = np.ascontiguousarray(info.sizes, dtype=np.float64)
         mean_demand = model.mean_s(sizes)
         thr = float(kvsim.default_thr_l(model, float(info.median_bytes)))
@@ -275,7 +278,7 @@ def prepare(table: pa.Table, deployment: CassandraDeployment, *, source: str = "
         source=source,
         offsets=layout.offsets,
         timestamps=layout.timestamps,
-        tokens=kvsim.tokens_for_keys(layout.keys),
+        tokens=tokens,
         sizes=sizes,
         mean_demand_s=mean_demand,
         demand=demand,

@@ -18,7 +18,7 @@ from tailtune.base.errors import BadInputError
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["RequestLayout", "request_layout", "sizes_vary", "value_sizes"]
+__all__ = ["RequestLayout", "key_tokens", "request_layout", "sizes_vary", "value_sizes"]
 
 _REQUIRED = ("request_id", "key")
 
@@ -38,8 +38,9 @@ class RequestLayout:
         return int(self.offsets.size - 1)
 
 
-def request_layout(table: pa.Table, *, source: str = "trace") -> RequestLayout:
-    """Groups the table's rows into requests; a missing column or a null key is a BadInputError naming it."""
+def request_layout(table: pa.Table, *, source: str = "trace", with_keys: bool = True) -> RequestLayout:
+    """Groups the table's rows into requests; a missing column or a null key is a BadInputError naming it.
+    `with_keys=False` leaves `keys` empty (no Python object per key: the Cassandra replay reads `key_tokens`)."""
     for col in _REQUIRED:
         if col not in table.column_names:
             raise BadInputError.single(source, "required column is missing", line=1, field=col)
@@ -67,8 +68,27 @@ def request_layout(table: pa.Table, *, source: str = "trace") -> RequestLayout:
     row_order = np.argsort(rank[inv], kind="stable")
     counts = np.bincount(rank[inv], minlength=len(uniq))
     offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
-    keys = np.asarray(keys_col.to_numpy(zero_copy_only=False))[row_order]
+    keys = np.asarray(keys_col.to_numpy(zero_copy_only=False))[row_order] if with_keys else np.empty(0, dtype=object)
     return RequestLayout(offsets, row_order.astype(np.int64), keys, first_ts[req_order] if ts is not None else None)
+
+
+def key_tokens(table: pa.Table) -> npt.NDArray[np.int64]:
+    """Each table row's key as its Murmur3 ring token (`kvsim.tokens_for_keys` of the `key` column): integer keys
+    hash their 8 bytes; text keys are hashed from the Arrow column's UTF-8 buffers directly, with no Python string
+    per key (a 10 M-op trace would otherwise hold ~600 MB of them, and more in a fixed-width copy)."""
+    import kvsim
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    col = table.column("key")
+    if pa.types.is_integer(col.type):
+        return kvsim.tokens_for_keys(col.to_numpy(zero_copy_only=False))
+    arr = pc.cast(col, pa.large_string()).combine_chunks()
+    offsets_buf, data_buf = arr.buffers()[1], arr.buffers()[2]
+    assert offsets_buf is not None
+    offsets = np.frombuffer(offsets_buf, dtype=np.int64)[arr.offset : arr.offset + len(arr) + 1]
+    data = np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None else np.empty(0, dtype=np.uint8)
+    return kvsim.tokens_for_utf8(offsets, data)
 
 
 def value_sizes(table: pa.Table, source: str) -> npt.NDArray[np.float64] | None:

@@ -132,6 +132,31 @@ fn tokens_from_strings<'py>(py: Python<'py>, keys: Vec<String>) -> PyResult<Boun
     Ok(bytes_of(py, &t))
 }
 
+/// Ring tokens (int64) of string keys held as UTF-8 bytes `data` with int64 `offsets` (len = keys + 1; key i is
+/// `data[offsets[i]..offsets[i + 1]]`: an Arrow large_string column's buffers): the same tokens as
+/// `tokens_from_strings`, without a Python string per key.
+#[pyfunction]
+fn tokens_from_utf8<'py>(
+    py: Python<'py>,
+    offsets: &Bound<'py, PyAny>,
+    data: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyBytes>> {
+    let offsets: Vec<i64> = vec_of(py, offsets, "offsets")?;
+    let data: Vec<u8> = vec_of(py, data, "data")?;
+    let mut t = Vec::with_capacity(offsets.len().saturating_sub(1));
+    for w in offsets.windows(2) {
+        let (a, b) = (w[0], w[1]);
+        if a < 0 || b < a || b as usize > data.len() {
+            return Err(WorkloadError::new_err(format!(
+                "offsets: [{a}, {b}) is not a range of the {} data bytes",
+                data.len()
+            )));
+        }
+        t.push(token_of_bytes(&data[a as usize..b as usize]));
+    }
+    Ok(bytes_of(py, &t))
+}
+
 #[pyclass(module = "kvsim._kvsim", name = "Cluster", frozen)]
 pub struct PyCluster {
     inner: Cluster,
@@ -691,6 +716,7 @@ pub fn register_replay(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyWorkloadLayout>()?;
     m.add_function(wrap_pyfunction!(tokens_from_ids, m)?)?;
     m.add_function(wrap_pyfunction!(tokens_from_strings, m)?)?;
+    m.add_function(wrap_pyfunction!(tokens_from_utf8, m)?)?;
     m.add_function(wrap_pyfunction!(replay_native, m)?)?;
     m.add("KvsimError", py.get_type::<KvsimError>())?;
     m.add("ParameterError", py.get_type::<ParameterError>())?;

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
         WorkloadLayout,
         replay,
         tokens_for_keys,
+        tokens_for_utf8,
     )
 
 #: Names loaded on first use (they need numpy), so that the catalogue above costs the CLI's help only the
@@ -54,6 +55,7 @@ _LAZY = {
     "Result": "kvsim.replay", "Workload": "kvsim.replay", "WorkloadLayout": "kvsim.replay",
     "replay": "kvsim.replay",
     "tokens_for_keys": "kvsim.replay",
+    "tokens_for_utf8": "kvsim.replay",
 }
 
 
@@ -111,5 +113,6 @@ __all__ = [
     "replica_spec",
     "replica_specs",
     "tokens_for_keys",
+    "tokens_for_utf8",
     "write_flags",
 ]

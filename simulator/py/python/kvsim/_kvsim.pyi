@@ -28,6 +28,10 @@ def tokens_from_ids(ids: npt.NDArray[np.uint64]) -> bytes:
 def tokens_from_strings(keys: list[str]) -> bytes:
     """int64 ring tokens of string keys (Murmur3 of their UTF-8 bytes)."""
 
+def tokens_from_utf8(offsets: npt.NDArray[np.int64], data: npt.NDArray[np.uint8]) -> bytes:
+    """Ring tokens (int64 bytes) of UTF-8 keys `data[offsets[i]:offsets[i + 1]]` (an Arrow large_string
+    column's buffers): equal to `tokens_from_strings` of the decoded keys, without a Python string per key."""
+
 @final
 class Cluster:
     def __new__(

@@ -51,6 +51,7 @@ __all__ = [
     "class_summary",
     "replay",
     "tokens_for_keys",
+    "tokens_for_utf8",
 ]
 
 _ARRAY_DTYPES: dict[str, type[np.generic]] = {
@@ -83,9 +84,22 @@ def tokens_for_keys(keys: Sequence[str] | npt.NDArray[np.generic]) -> npt.NDArra
     if arr.dtype.kind in "iu":
         raw = _kvsim.tokens_from_ids(np.ascontiguousarray(arr, dtype=np.uint64))
         return np.frombuffer(raw, dtype=np.int64)
-    uniques, codes = np.unique(arr.astype(str), return_inverse=True)
+    # str objects are compared as they are: a fixed-width copy (`astype(str)`) would drop trailing NULs ("a\0"
+    # hashed as "a") and cost 4 bytes per character of the longest key for every key
+    objs = arr if arr.dtype.kind == "O" else arr.astype(str)
+    uniques, codes = np.unique(objs, return_inverse=True)
     tok = np.frombuffer(_kvsim.tokens_from_strings([str(u) for u in uniques]), dtype=np.int64)
     return np.ascontiguousarray(tok[codes.reshape(-1)])
+
+
+def tokens_for_utf8(offsets: npt.NDArray[np.int64], data: npt.NDArray[np.uint8]) -> npt.NDArray[np.int64]:
+    """Murmur3 ring tokens of string keys given as UTF-8 bytes and int64 offsets (key i is
+    `data[offsets[i]:offsets[i + 1]]`, an Arrow large_string column's buffers): `tokens_for_keys` of the same
+    strings, without making a Python string per key."""
+    raw = _kvsim.tokens_from_utf8(
+        np.ascontiguousarray(offsets, dtype=np.int64), np.ascontiguousarray(data, dtype=np.uint8)
+    )
+    return np.frombuffer(raw, dtype=np.int64)
 
 
 @dataclass(frozen=True)
