@@ -51,6 +51,9 @@ class Recommendation:
     tuned_for: dict[str, Any] = field(default_factory=dict)
     reproduce: list[str] = field(default_factory=list)
     pareto_front: list[dict[str, Any]] | None = None
+    #: requests replayed / requests in the trace (1.0: the whole trace); `sampling` says how (None: whole trace)
+    replayed_fraction: float = 1.0
+    sampling: dict[str, Any] | None = None
 
     @property
     def recommends(self) -> bool:

@@ -28,6 +28,7 @@ from tuner.recommend import (
     render,
 )
 from tuner.recommendation import Recommendation
+from tuner.sampling import SamplingSpec
 from tuner.space import Candidate, SearchSpace, apply_overrides, space_for
 from tuner.study import StudyConfig, evaluate_candidate, run_study
 
@@ -57,6 +58,7 @@ class TuneRequest:
     sampler_seed: int = 0
     mlflow: bool = True
     plots: bool = True
+    sampling: SamplingSpec | None = None
 
 
 def parse_candidate(text: str, source: str = "--current") -> Candidate:
@@ -133,7 +135,9 @@ def run_tune(
 ) -> Recommendation:
     """Run the tuning job and return the recommendation (its `to_json()` is the `tune --json` object):
     space → baseline → tracking → study → references → verdict → recommendation."""
-    job = _prepare(req, settings or get_settings(), evaluator)
+    settings = settings or get_settings()
+    req, sampled = _sample(req, settings)
+    job = _prepare(req, settings, evaluator)
     _start_tracking(job)
     paper = job.ev.reference(job.seeds[0]) or PAPER_DEFAULTS[req.deployment]
     tracker = job.tracker
@@ -149,11 +153,61 @@ def run_tune(
         raise
     trials = outcome.study.get_trials(deepcopy=False)
     _log_trials(job, outcome.study, trials)
-    rec = _recommendation(job, trials, paper, outcome.wall_s)
+    rec = dataclasses.replace(_recommendation(job, trials, paper, outcome.wall_s), **sampled)
     if tracker is not None:
         rec = dataclasses.replace(rec, mlflow_run_id=tracker.run_id)
         _finish_tracking(job, rec, outcome.study, trials, paper)
     return rec
+
+
+def _sample(req: TuneRequest, settings: Settings) -> tuple[TuneRequest, dict[str, Any]]:
+    """With `req.sampling`: the request on the sampled trace (a Parquet file under TAILTUNE_HOME/samples, so the
+    `reproduce` commands replay it) and the recommendation fields that say so. See docs/sampling.md."""
+    spec = req.sampling
+    fraction = spec.resolved_fraction() if spec is not None else 1.0
+    if spec is None or fraction >= 1.0:
+        return req, {}
+    import pyarrow.compute as pc
+
+    from tailtune.simulation.cassandra import CassandraDeployment
+    from tuner import sampling
+
+    if req.evaluator_options.get("use_timestamps") and req.deployment != "cassandra":
+        raise BadInputError.single("--use-timestamps", "only the cassandra store replays trace timestamps",
+                                   field="use_timestamps")
+    table = req.source.load(settings)
+    if "ts" not in table.column_names:
+        raise BadInputError.single(req.source.where, "sampling needs a ts column", field="ts")
+    span = pc.min_max(table.column("ts")).as_py()
+    windows = sampling.plan_windows(float(span["min"]), float(span["max"]), fraction, spec.strata, spec.seed)
+    sample, info = sampling.sample_table(table, windows)
+    del table
+    opts, factor = dict(req.evaluator_options), None
+    if opts.get("use_timestamps"):  # the windows replayed at the whole trace's absolute rate
+        factor = info.load_factor
+        opts["load"] = float(opts.get("load") or CassandraDeployment().load) * factor
+    path = _write_sample(sample, req.source, info.windows, settings)
+    summary = req.summary if req.summary is not None else find_summary(req.source, settings)
+    new = dataclasses.replace(req, source=WorkloadSource(trace=str(path)), evaluator_options=opts, summary=summary)
+    return new, {"source": req.source.label, "replayed_fraction": info.replayed_fraction,
+                 "sampling": sampling.describe(info, spec, fraction, factor)}
+
+
+def _write_sample(table: Any, source: WorkloadSource, windows: Sequence[Any], settings: Settings) -> Any:
+    import os
+
+    import pyarrow.parquet as pq
+
+    stat = os.stat(source.trace) if source.trace is not None else None  # a rewritten file is another trace
+    key = json.dumps([source.as_dict(), [stat.st_size, stat.st_mtime_ns] if stat else None,
+                      [[w.start, w.end] for w in windows]], sort_keys=True)
+    path = settings.home_dir / "samples" / f"{hashlib.sha256(key.encode()).hexdigest()[:16]}.parquet"
+    if not path.exists():  # written next to its place, renamed when complete
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+        pq.write_table(table, tmp, compression="zstd")
+        os.replace(tmp, path)
+    return path
 
 
 def _prepare(req: TuneRequest, settings: Settings, evaluator: Evaluator | None) -> _Job:

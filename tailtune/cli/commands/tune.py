@@ -42,6 +42,17 @@ def tune(
     summary: Annotated[Path | None, typer.Option("--summary", help="summary.json of `tailtune analyze`.")]
     = None,
     load: Annotated[float | None, typer.Option("--load", help="Cassandra: offered load (default 0.75).")] = None,
+    use_timestamps: Annotated[
+        bool, typer.Option("--use-timestamps", help="Cassandra: arrivals from the trace's own timestamps.")
+    ] = False,
+    sample_fraction: Annotated[
+        float | None, typer.Option("--sample-fraction", help="Replay windows covering this fraction of the span.")
+    ] = None,
+    target_error: Annotated[
+        float | None, typer.Option("--target-error", help="p99 error bound, %: the tuner picks the sample.")
+    ] = None,
+    strata: Annotated[int, typer.Option("--strata", help="Sampling: strata of the span (one window each).")] = 10,
+    sample_seed: Annotated[int, typer.Option("--sample-seed", help="Sampling: seed of the window offsets.")] = 0,
     no_mlflow: Annotated[bool, typer.Option("--no-mlflow", help="Do not track in MLflow.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the recommendation JSON on stdout.")] = False,
 ) -> None:
@@ -51,6 +62,7 @@ def tune(
     from tailtune.base.console import err_console, out_console, print_json, progress
     from tailtune.base.errors import BadInputError
     from tailtune.simulation.source import WorkloadSource
+    from tuner.sampling import SamplingSpec
     from tuner.space import parse_override
     from tuner.tune import TuneRequest, parse_candidate, run_tune
 
@@ -64,13 +76,21 @@ def tune(
         except (OSError, ValueError) as exc:
             raise BadInputError.single(str(summary), f"not a readable JSON file: {exc}") from None
     overrides = dict(parse_override(s) for s in (space or []))
-    ev_opts = {"load": load} if load is not None and store == "cassandra" else {}
+    ev_opts: dict[str, object] = {"load": load} if load is not None and store == "cassandra" else {}
+    if use_timestamps:
+        if store != "cassandra":
+            raise BadInputError.single("--use-timestamps", "only the cassandra store replays trace timestamps",
+                                       field="use_timestamps")
+        ev_opts["use_timestamps"] = True
+    spec = SamplingSpec(fraction=sample_fraction, target_error_pct=target_error, strata=strata, seed=sample_seed)
+    sampling = spec if sample_fraction is not None or target_error is not None else None
     req = TuneRequest(
         source=source, deployment=store, trials=trials, seeds=seeds, objective=objective,
         constraints=tuple(constraint or ()), timeout_s=timeout, jobs=jobs, study=study, storage=storage,
         current=parse_candidate(current) if current else None,
         policies=tuple(p.strip() for p in policies.split(",") if p.strip()) if policies else None,
         overrides=overrides, summary=summary_doc, evaluator_options=ev_opts, mlflow=not no_mlflow,
+        sampling=sampling,
     )
     with progress(transient=True) as bar:
         task = bar.add_task("tuning", total=trials)
