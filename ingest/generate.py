@@ -6,8 +6,9 @@ requests, seed, rate), not on `batch_requests`, and the same inputs give byte-id
 bounded by one block plus one output batch (plus 8 bytes per distinct key for the exact distinct-key count).
 
 Per request: arrival `ts` from the profile's arrival process with long-run mean `rate` requests/s (a Poisson
-process unless the profile has its own, see ingest/profiles/timing.py), a multiget size, then that many *distinct* key ids (duplicates within a request are redrawn), each with
-the value size the profile assigns to that key.
+process unless the profile has its own, see ingest/profiles/timing.py), a multiget size, then that many
+*distinct* key ids (duplicates within a request are redrawn; drifted per time epoch when the profile says so),
+each with the value size the profile assigns to that key.
 """
 
 from __future__ import annotations

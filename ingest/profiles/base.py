@@ -1,8 +1,9 @@
-"""The small base every generator profile implements: typed options, and three components built from them.
+"""The small base every generator profile implements: typed options, and the components built from them.
 
 A profile is (request sizes, key popularity, value sizes, and optionally its own arrival process and key
-drift): `Profile.build()` returns the models for the options given. Options are a frozen dataclass per profile; `--option k=v` strings and Python keyword values
-are coerced to the declared field types and checked; every problem is reported as `--option: field 'k': ...`.
+drift): `Profile.build()` returns the models for the options given. Options are a frozen dataclass per
+profile; `--option k=v` strings and Python keyword values are coerced to the declared field types and
+checked; every problem is reported as `--option: field 'k': ...`.
 """
 
 from __future__ import annotations

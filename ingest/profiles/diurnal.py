@@ -16,9 +16,9 @@ __all__ = ["DiurnalOptions", "DiurnalProfile"]
 class DiurnalOptions(SoundcloudOptions):
     period_s: float = 1000.0  # one "day" per 1 M requests at the default 1000 req/s (86400 for wall-clock days)
     amplitude: float = 0.5  # rate (1 - a·cos): trough 0.5×, peak 1.5× the cycle mean (peak/trough 3)
-    bursts: float = 12.0  # expected bursts per period
+    bursts: float = 8.0  # expected bursts per period
     burst_s: float = 10.0  # length of a burst slot, seconds
-    burst_factor: float = 3.0  # rate multiplier inside a burst
+    burst_factor: float = 2.0  # rate multiplier inside a burst
     drift_s: float = 50.0  # the hot set moves every drift_s seconds (0 = never)
 
     def problems(self) -> list[tuple[str, str]]:

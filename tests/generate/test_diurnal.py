@@ -36,8 +36,8 @@ def test_rate_follows_the_cycle() -> None:
 
 
 def test_bursts_multiply_the_rate_in_seeded_slots() -> None:
-    options = {"period_s": 100.0, "amplitude": 0.0, "bursts": 10.0, "burst_s": 2.0, "burst_factor": 4.0}
-    table = generate_table("diurnal", 100_000, 5, drift_s=0.0, **options)
+    table = generate_table("diurnal", 100_000, 5, drift_s=0.0, period_s=100.0, amplitude=0.0, bursts=10.0,
+                           burst_s=2.0, burst_factor=4.0)  # fmt: skip
     ts = _request_ts(table)
     model = CyclicArrivals(100.0, 0.0, 10.0, 2.0, 4.0)
     slots = np.arange(int(ts[-1] // 2.0), dtype=np.int64)
