@@ -19,7 +19,8 @@ against full replays (validation/sampling.py, bench/RESULTS.md § "Sampling erro
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from pathlib import Path
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -40,8 +41,10 @@ __all__ = [
     "describe",
     "error_bound",
     "fraction_for_error",
+    "parquet_span",
     "plan_windows",
     "request_times",
+    "sample_parquet",
     "sample_table",
 ]
 
@@ -200,6 +203,70 @@ def sample_table(table: pa.Table, windows: Sequence[Window]) -> tuple[pa.Table, 
         span_total_s=float(ts[-1] - ts[0]),
     )
     return rows, info
+
+
+def parquet_span(files: Sequence[Path]) -> tuple[float, float]:
+    """(earliest, latest) `ts` of Parquet files: from the row groups' statistics, else a scan of `ts` alone."""
+    import pyarrow.parquet as pq
+
+    lo, hi = math.inf, -math.inf
+    for path in files:
+        pf = pq.ParquetFile(path)
+        col = pf.schema_arrow.get_field_index("ts")
+        if col < 0:
+            raise BadInputError.single(str(path), "sampling needs a ts column", field="ts")
+        for g in range(pf.metadata.num_row_groups):
+            stats = pf.metadata.row_group(g).column(col).statistics
+            if stats is not None and stats.has_min_max:
+                lo, hi = min(lo, float(stats.min)), max(hi, float(stats.max))
+            else:
+                mm = pc.min_max(pf.read_row_group(g, columns=["ts"]).column("ts")).as_py()
+                if mm["min"] is not None:
+                    lo, hi = min(lo, float(mm["min"])), max(hi, float(mm["max"]))
+    if not math.isfinite(lo):
+        raise BadInputError.single(str(files[0]) if files else "trace", "no requests to sample", field="ts")
+    return lo, hi
+
+
+def _in_windows(ts: F64, starts: F64, ends: F64) -> npt.NDArray[np.bool_]:
+    slot = np.searchsorted(starts, ts, side="right") - 1
+    return np.asarray((slot >= 0) & (ts < ends[np.clip(slot, 0, None)]), dtype=np.bool_)
+
+
+def sample_parquet(
+    files: Sequence[Path], windows: Sequence[Window], *, batch_rows: int = 1 << 20
+) -> tuple[pa.Table, SampleInfo]:
+    """`sample_table` for traces that do not fit in memory: one streaming pass over the files keeps the rows whose
+    own `ts` is in a window (memory: one batch plus the sample). Totals count a request per change of
+    `request_id` between consecutive rows, exact when a request's rows are consecutive and share its `ts` (as
+    in generated traces and ingested datasets)."""
+    import pyarrow.parquet as pq
+
+    win = sorted(windows, key=lambda w: w.start)
+    starts = np.array([w.start for w in win], dtype=np.float64)
+    ends = np.array([w.end for w in win], dtype=np.float64)
+    kept: list[pa.RecordBatch] = []
+    rows_total = requests_total = 0
+    last_id: int | None = None
+    lo, hi = math.inf, -math.inf
+    for path in files:
+        for batch in pq.ParquetFile(path).iter_batches(batch_size=batch_rows):
+            ids = batch.column("request_id").to_numpy().astype(np.int64)
+            ts = batch.column("ts").to_numpy().astype(np.float64)
+            if ids.size == 0:
+                continue
+            rows_total += ids.size
+            requests_total += int(np.count_nonzero(ids[1:] != ids[:-1])) + int(last_id is None or ids[0] != last_id)
+            last_id = int(ids[-1])
+            lo, hi = min(lo, float(ts.min())), max(hi, float(ts.max()))
+            mask = _in_windows(ts, starts, ends)
+            if mask.any():
+                kept.append(batch.filter(pa.array(mask)))
+    if not kept:
+        raise BadInputError.single(str(files[0]) if files else "trace", "no request falls in the windows",
+                                   field="ts")  # fmt: skip
+    sample, info = sample_table(pa.Table.from_batches(kept), win)
+    return sample, SampleInfo(tuple(win), info.requests, requests_total, info.ops, rows_total, info.span_s, hi - lo)
 
 
 def error_bound(fraction: float) -> tuple[float, float]:

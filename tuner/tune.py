@@ -175,13 +175,19 @@ def _sample(req: TuneRequest, settings: Settings) -> tuple[TuneRequest, dict[str
     if req.evaluator_options.get("use_timestamps") and req.deployment != "cassandra":
         raise BadInputError.single("--use-timestamps", "only the cassandra store replays trace timestamps",
                                    field="use_timestamps")
-    table = req.source.load(settings)
-    if "ts" not in table.column_names:
-        raise BadInputError.single(req.source.where, "sampling needs a ts column", field="ts")
-    span = pc.min_max(table.column("ts")).as_py()
-    windows = sampling.plan_windows(float(span["min"]), float(span["max"]), fraction, spec.strata, spec.seed)
-    sample, info = sampling.sample_table(table, windows)
-    del table
+    files = _parquet_files(req.source, settings)
+    if files:  # streamed: the whole trace is never in memory
+        t0, t1 = sampling.parquet_span(files)
+        windows = sampling.plan_windows(t0, t1, fraction, spec.strata, spec.seed)
+        sample, info = sampling.sample_parquet(files, windows)
+    else:
+        table = req.source.load(settings)
+        if "ts" not in table.column_names:
+            raise BadInputError.single(req.source.where, "sampling needs a ts column", field="ts")
+        span = pc.min_max(table.column("ts")).as_py()
+        windows = sampling.plan_windows(float(span["min"]), float(span["max"]), fraction, spec.strata, spec.seed)
+        sample, info = sampling.sample_table(table, windows)
+        del table
     opts, factor = dict(req.evaluator_options), None
     if opts.get("use_timestamps"):  # the windows replayed at the whole trace's absolute rate
         factor = info.load_factor
@@ -191,6 +197,19 @@ def _sample(req: TuneRequest, settings: Settings) -> tuple[TuneRequest, dict[str
     new = dataclasses.replace(req, source=WorkloadSource(trace=str(path)), evaluator_options=opts, summary=summary)
     return new, {"source": req.source.label, "replayed_fraction": info.replayed_fraction,
                  "sampling": sampling.describe(info, spec, fraction, factor)}
+
+
+def _parquet_files(source: WorkloadSource, settings: Settings) -> list[Any]:
+    """The Parquet files of a dataset or a Parquet trace (streamed when sampling); [] for other sources."""
+    from pathlib import Path
+
+    if source.dataset is not None:
+        from ingest.store import DatasetStore
+
+        return list(DatasetStore(settings).get(source.dataset).parquet_files)
+    if source.trace is not None and source.trace.endswith(".parquet") and Path(source.trace).is_file():
+        return [Path(source.trace)]
+    return []
 
 
 def _write_sample(table: Any, source: WorkloadSource, windows: Sequence[Any], settings: Settings) -> Any:

@@ -81,6 +81,23 @@ def test_load_factor_is_the_windows_rate_over_the_traces() -> None:
     assert info.load_factor == pytest.approx(2.0 / 1.5, rel=0.02)
 
 
+def test_streamed_sample_equals_the_in_memory_one(tmp_path: Path) -> None:
+    import pyarrow.parquet as pq
+
+    from ingest.generate import generate_table
+    from tuner.sampling import parquet_span, sample_parquet
+
+    table = generate_table("diurnal", 3000, 2, period_s=2.0, burst_s=0.1, bursts=4.0, drift_s=0.5)
+    path = tmp_path / "t.parquet"
+    pq.write_table(table, path, row_group_size=1000)
+    _, ts, _ = request_times(table)
+    assert parquet_span([path]) == (ts[0], ts[-1])
+    windows = plan_windows(float(ts[0]), float(ts[-1]), 0.2, 5, seed=4)
+    streamed, s_info = sample_parquet([path], windows, batch_rows=777)
+    whole, w_info = sample_table(table, windows)
+    assert streamed.equals(whole) and s_info == w_info
+
+
 def test_error_bound_reads_the_calibration() -> None:
     assert error_bound(1.0) == (0.0, 0.0)
     f, p50, p99 = CALIBRATION[0]
