@@ -19,9 +19,9 @@ against full replays (validation/sampling.py, bench/RESULTS.md § "Sampling erro
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
-from pathlib import Path
+from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Final
 
 import numpy as np
