@@ -11,6 +11,9 @@ With trace timestamps the simulator scales arrival times so the trace's mean rat
 windows' mean rate differs from the whole trace's, so `load_factor` (the windows' ops per second over the whole
 trace's) says how much to scale the load for the windows to be replayed at the whole trace's absolute rate.
 
+Everything here is a pure function of its arguments except `sample_source`, which reads a source and writes its
+sample to `TAILTUNE_HOME/samples/` for the tuner (`tuner/tune.py`) to replay.
+
 The error a sample introduces is not derived from a model: `CALIBRATION` holds the worst p50/p99 errors measured
 against full replays (validation/sampling.py, bench/RESULTS.md § "Sampling error"), and `error_bound` /
 `fraction_for_error` read it. docs/sampling.md describes the scheme and its limits.
@@ -30,6 +33,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tailtune.base.errors import BadInputError
+from tailtune.base.settings import Settings
+from tailtune.simulation.source import WorkloadSource
 
 __all__ = [
     "CALIBRATION",
@@ -45,6 +50,7 @@ __all__ = [
     "plan_windows",
     "request_times",
     "sample_parquet",
+    "sample_source",
     "sample_table",
 ]
 
@@ -310,3 +316,50 @@ def describe(info: SampleInfo, spec: SamplingSpec, fraction: float, load_factor:
                         if extrapolated else "calibration"},
         "method": METHOD,
     }
+
+
+def sample_source(
+    source: WorkloadSource, fraction: float, spec: SamplingSpec, settings: Settings
+) -> tuple[Path, SampleInfo]:
+    """The sampled trace of a source, written once to `TAILTUNE_HOME/samples/<hash>.parquet` (the one function
+    here that reads and writes files). Datasets and Parquet traces are streamed (`sample_parquet`); other sources
+    (CSV files, generator profiles) are loaded whole and sampled with `sample_table`."""
+    import hashlib
+    import json
+    import os
+
+    import pyarrow.parquet as pq
+
+    files = _parquet_files(source, settings)
+    if files:  # streamed: the whole trace is never in memory
+        t0, t1 = parquet_span(files)
+        sample, info = sample_parquet(files, plan_windows(t0, t1, fraction, spec.strata, spec.seed))
+    else:
+        table = source.load(settings)
+        if "ts" not in table.column_names:
+            raise BadInputError.single(source.where, "sampling needs a ts column", field="ts")
+        span = pc.min_max(table.column("ts")).as_py()
+        windows = plan_windows(float(span["min"]), float(span["max"]), fraction, spec.strata, spec.seed)
+        sample, info = sample_table(table, windows)
+        del table
+    stat = os.stat(source.trace) if source.trace is not None else None  # a rewritten file is another trace
+    key = json.dumps([source.as_dict(), [stat.st_size, stat.st_mtime_ns] if stat else None,
+                      [[w.start, w.end] for w in info.windows]], sort_keys=True)  # fmt: skip
+    path = settings.home_dir / "samples" / f"{hashlib.sha256(key.encode()).hexdigest()[:16]}.parquet"
+    if not path.exists():  # written next to its place, renamed when complete
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+        pq.write_table(sample, tmp, compression="zstd")
+        os.replace(tmp, path)
+    return path, info
+
+
+def _parquet_files(source: WorkloadSource, settings: Settings) -> list[Path]:
+    """The Parquet files of a dataset or a Parquet trace; [] for other sources."""
+    if source.dataset is not None:
+        from ingest.store import DatasetStore
+
+        return list(DatasetStore(settings).get(source.dataset).parquet_files)
+    if source.trace is not None and source.trace.endswith(".parquet") and Path(source.trace).is_file():
+        return [Path(source.trace)]
+    return []

@@ -167,66 +167,21 @@ def _sample(req: TuneRequest, settings: Settings) -> tuple[TuneRequest, dict[str
     fraction = spec.resolved_fraction() if spec is not None else 1.0
     if spec is None or fraction >= 1.0:
         return req, {}
-    import pyarrow.compute as pc
-
     from tailtune.simulation.cassandra import CassandraDeployment
     from tuner import sampling
 
     if req.evaluator_options.get("use_timestamps") and req.deployment != "cassandra":
         raise BadInputError.single("--use-timestamps", "only the cassandra store replays trace timestamps",
                                    field="use_timestamps")
-    files = _parquet_files(req.source, settings)
-    if files:  # streamed: the whole trace is never in memory
-        t0, t1 = sampling.parquet_span(files)
-        windows = sampling.plan_windows(t0, t1, fraction, spec.strata, spec.seed)
-        sample, info = sampling.sample_parquet(files, windows)
-    else:
-        table = req.source.load(settings)
-        if "ts" not in table.column_names:
-            raise BadInputError.single(req.source.where, "sampling needs a ts column", field="ts")
-        span = pc.min_max(table.column("ts")).as_py()
-        windows = sampling.plan_windows(float(span["min"]), float(span["max"]), fraction, spec.strata, spec.seed)
-        sample, info = sampling.sample_table(table, windows)
-        del table
+    path, info = sampling.sample_source(req.source, fraction, spec, settings)
     opts, factor = dict(req.evaluator_options), None
     if opts.get("use_timestamps"):  # the windows replayed at the whole trace's absolute rate
         factor = info.load_factor
         opts["load"] = float(opts.get("load") or CassandraDeployment().load) * factor
-    path = _write_sample(sample, req.source, info.windows, settings)
     summary = req.summary if req.summary is not None else find_summary(req.source, settings)
     new = dataclasses.replace(req, source=WorkloadSource(trace=str(path)), evaluator_options=opts, summary=summary)
     return new, {"source": req.source.label, "replayed_fraction": info.replayed_fraction,
                  "sampling": sampling.describe(info, spec, fraction, factor)}
-
-
-def _parquet_files(source: WorkloadSource, settings: Settings) -> list[Any]:
-    """The Parquet files of a dataset or a Parquet trace (streamed when sampling); [] for other sources."""
-    from pathlib import Path
-
-    if source.dataset is not None:
-        from ingest.store import DatasetStore
-
-        return list(DatasetStore(settings).get(source.dataset).parquet_files)
-    if source.trace is not None and source.trace.endswith(".parquet") and Path(source.trace).is_file():
-        return [Path(source.trace)]
-    return []
-
-
-def _write_sample(table: Any, source: WorkloadSource, windows: Sequence[Any], settings: Settings) -> Any:
-    import os
-
-    import pyarrow.parquet as pq
-
-    stat = os.stat(source.trace) if source.trace is not None else None  # a rewritten file is another trace
-    key = json.dumps([source.as_dict(), [stat.st_size, stat.st_mtime_ns] if stat else None,
-                      [[w.start, w.end] for w in windows]], sort_keys=True)
-    path = settings.home_dir / "samples" / f"{hashlib.sha256(key.encode()).hexdigest()[:16]}.parquet"
-    if not path.exists():  # written next to its place, renamed when complete
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-        pq.write_table(table, tmp, compression="zstd")
-        os.replace(tmp, path)
-    return path
 
 
 def _prepare(req: TuneRequest, settings: Settings, evaluator: Evaluator | None) -> _Job:
