@@ -130,7 +130,11 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--fractions", default="0.05,0.1,0.25")
     p.add_argument("--sample-seeds", default="0,1,2")
     p.add_argument("--out", type=Path, default=None)
+    p.add_argument("--table", type=Path, default=None, help="Only print the table of a saved --out file.")
     args = p.parse_args(argv)
+    if args.table is not None:
+        print(_table(json.loads(args.table.read_text())))
+        return
     args.fractions = [float(x) for x in args.fractions.split(",")]
     args.sample_seeds = [int(x) for x in args.sample_seeds.split(",")]
     get_settings()
