@@ -155,6 +155,14 @@ def test_tune_with_a_sample_fraction_reports_it(cli: Any, tmp_path: Path, tailtu
     assert all("/samples/" in c for c in doc["reproduce"])
 
 
+def test_tune_text_output_says_how_much_was_replayed(cli: Any, tmp_path: Path) -> None:
+    trace = _trace(tmp_path)
+    r = cli("tune", str(trace), "--store", "cassandra", "--trials", "2", "--seeds", "1", "--policies", "fifo",
+            "--sample-fraction", "0.5", "--strata", "2", "--no-mlflow", "--storage", "memory")  # fmt: skip
+    assert r.exit_code == 0, r.stderr
+    assert "of the trace (2 windows); error bound p50 ±" in r.stdout
+
+
 def test_tune_without_sampling_replays_everything(cli: Any) -> None:
     r = cli("tune", "--profile", "soundcloud", "--requests", "1000", "--store", "cassandra", "--trials", "2",
             "--seeds", "1", "--policies", "fifo", "--no-mlflow", "--storage", "memory", "--json")  # fmt: skip

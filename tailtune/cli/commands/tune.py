@@ -112,6 +112,10 @@ def tune(
     for label, m in (("expected", e), (f"current ({b['policy']})", b), (f"paper default ({p['policy']})", p)):
         out_console.print(f"  {label:28s} p50 {m['p50_ms']:.3f} ms  p95 {m['p95_ms']:.3f} ms  "
                           f"p99 {m['p99_ms']:.3f} ms", highlight=False)
+    if doc.get("sampling"):
+        smp, bound = doc["sampling"], doc["sampling"]["error_bound"]
+        out_console.print(f"  replayed {doc['replayed_fraction']:.1%} of the trace ({len(smp['windows'])} windows); "
+                          f"error bound p50 ±{bound['p50_pct']:.1f}%, p99 ±{bound['p99_pct']:.1f}%", highlight=False)
     out_console.print(f"study {doc['study']} ({doc['trials']} trials) · MLflow run {doc['mlflow_run_id']}")
     err_console.print(json.dumps(doc["render"]["json"]), highlight=False)
 
