@@ -5,9 +5,10 @@ own random stream `SeedSequence(seed, spawn_key=(block,))`, so the output depend
 requests, seed, rate), not on `batch_requests`, and the same inputs give byte-identical files. Memory is
 bounded by one block plus one output batch (plus 8 bytes per distinct key for the exact distinct-key count).
 
-Per request: arrival `ts` of a Poisson process at `rate` requests/s (exponential gaps, first arrival after one
-gap), a multiget size, then that many *distinct* key ids (duplicates within a request are redrawn), each with
-the value size the profile assigns to that key.
+Per request: arrival `ts` from the profile's arrival process with long-run mean `rate` requests/s (a Poisson
+process unless the profile has its own, see ingest/profiles/timing.py), a multiget size, then that many
+*distinct* key ids (duplicates within a request are redrawn; drifted per time epoch when the profile says so),
+each with the value size the profile assigns to that key.
 """
 
 from __future__ import annotations
@@ -148,15 +149,16 @@ def _distinct_within_requests(keys: I64, sizes: I64, redraw: Callable[[int], I64
 
 def _blocks(profile: Profile[Any], requests: int, seed: int, rate: float) -> Iterator[_Block]:
     comp = profile.components
-    t0 = 0.0
+    clock = comp.arrivals.clock(seed, rate)
     for index, first in enumerate(range(0, requests, BLOCK_REQUESTS)):
         n = min(BLOCK_REQUESTS, requests - first)
         rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence(seed, spawn_key=(index,))))
-        ts = t0 + np.cumsum(rng.exponential(1.0 / rate, n))
-        t0 = float(ts[-1])
+        ts = clock.next(rng, n)
         sizes = comp.sizes.draw(rng, n)
         keys = comp.keys.draw(rng, int(sizes.sum()))
         _distinct_within_requests(keys, sizes, functools.partial(comp.keys.draw, rng), comp.keys.key_space)
+        if comp.drift is not None:
+            keys = comp.drift.apply(keys, np.repeat(ts, sizes), seed)
         yield _Block(first, sizes, ts, keys, comp.values(keys))
 
 

@@ -55,6 +55,9 @@ class Recommendation:
     server: str | None = None
     #: Cassandra: `{stock: {...}, patched: {...}}`, each server kind's best with its figures, CI and verdict.
     alternatives: dict[str, Any] | None = None
+    #: requests replayed / requests in the trace (1.0: the whole trace); `sampling` says how (None: whole trace)
+    replayed_fraction: float = 1.0
+    sampling: dict[str, Any] | None = None
 
     @property
     def recommends(self) -> bool:

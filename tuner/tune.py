@@ -28,6 +28,7 @@ from tuner.recommend import (
     render,
 )
 from tuner.recommendation import Recommendation
+from tuner.sampling import SamplingSpec
 from tuner.space import Candidate, SearchSpace, apply_overrides, space_for
 from tuner.study import StudyConfig, evaluate_candidate, run_study
 
@@ -70,6 +71,7 @@ class TuneRequest:
     tables: tuple[str, ...] = ()
     #: Cassandra: trials of the other server kind's study (the alternative); None = `trials`, 0 = not searched.
     alternative_trials: int | None = None
+    sampling: SamplingSpec | None = None
 
 
 def _split_top(text: str) -> list[str]:
@@ -177,7 +179,9 @@ def run_tune(
 ) -> Recommendation:
     """Run the tuning job and return the recommendation (its `to_json()` is the `tune --json` object):
     space → baseline → tracking → study → references → verdict → recommendation."""
-    job = _prepare(req, settings or get_settings(), evaluator)
+    settings = settings or get_settings()
+    req, sampled = _sample(req, settings)
+    job = _prepare(req, settings, evaluator)
     alt = _prepare_alternative(job)
     alt_trials = alt.config.trials if alt is not None else 0
     _start_tracking(job)
@@ -203,7 +207,7 @@ def run_tune(
         raise
     trials = outcome.study.get_trials(deepcopy=False)
     _log_trials(job, outcome.study, trials)
-    rec = _recommendation(job, trials, paper, outcome.wall_s)
+    rec = dataclasses.replace(_recommendation(job, trials, paper, outcome.wall_s), **sampled)
     if job.server is not None:
         rec = _with_alternatives(job, rec, _best_block(job, job, trials), alt_block)
     if tracker is not None:
@@ -261,6 +265,30 @@ def _space_and_baseline(
     if cur is not None and cur.policy == "stock":
         raise BadInputError.single("--current", "a stock config is current: use --server stock", field="policy")
     return space, cur or DEFAULT_BASELINE[req.deployment]
+
+
+def _sample(req: TuneRequest, settings: Settings) -> tuple[TuneRequest, dict[str, Any]]:
+    """With `req.sampling`: the request on the sampled trace (a Parquet file under TAILTUNE_HOME/samples, so the
+    `reproduce` commands replay it) and the recommendation fields that say so. See docs/sampling.md."""
+    spec = req.sampling
+    fraction = spec.resolved_fraction() if spec is not None else 1.0
+    if spec is None or fraction >= 1.0:
+        return req, {}
+    from tailtune.simulation.cassandra import CassandraDeployment
+    from tuner import sampling
+
+    if req.evaluator_options.get("use_timestamps") and req.deployment != "cassandra":
+        raise BadInputError.single("--use-timestamps", "only the cassandra store replays trace timestamps",
+                                   field="use_timestamps")
+    path, info = sampling.sample_source(req.source, fraction, spec, settings)
+    opts, factor = dict(req.evaluator_options), None
+    if opts.get("use_timestamps"):  # the windows replayed at the whole trace's absolute rate
+        factor = info.load_factor
+        opts["load"] = float(opts.get("load") or CassandraDeployment().load) * factor
+    summary = req.summary if req.summary is not None else find_summary(req.source, settings)
+    new = dataclasses.replace(req, source=WorkloadSource(trace=str(path)), evaluator_options=opts, summary=summary)
+    return new, {"source": req.source.label, "replayed_fraction": info.replayed_fraction,
+                 "sampling": sampling.describe(info, spec, fraction, factor)}
 
 
 def _prepare(req: TuneRequest, settings: Settings, evaluator: Evaluator | None) -> _Job:

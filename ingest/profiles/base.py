@@ -1,8 +1,9 @@
-"""The small base every generator profile implements: typed options, and three components built from them.
+"""The small base every generator profile implements: typed options, and the components built from them.
 
-A profile is (request sizes, key popularity, value sizes): `Profile.build()` returns the three models for the
-options given. Options are a frozen dataclass per profile; `--option k=v` strings and Python keyword values
-are coerced to the declared field types and checked; every problem is reported as `--option: field 'k': ...`.
+A profile is (request sizes, key popularity, value sizes, and optionally its own arrival process and key
+drift): `Profile.build()` returns the models for the options given. Options are a frozen dataclass per
+profile; `--option k=v` strings and Python keyword values are coerced to the declared field types and
+checked; every problem is reported as `--option: field 'k': ...`.
 """
 
 from __future__ import annotations
@@ -11,11 +12,12 @@ import dataclasses
 import typing
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generic, Self, TypeVar
 
 from ingest.profiles.popularity import KeyPopularity
 from ingest.profiles.sizes import RequestSizes
+from ingest.profiles.timing import Arrivals, KeyDrift, PoissonArrivals
 from ingest.profiles.values import ValueSizes
 from tailtune.base.errors import BadInputError, InputProblem
 
@@ -27,11 +29,14 @@ OPTION_SOURCE = "--option"
 
 @dataclass(frozen=True, slots=True)
 class Components:
-    """What a profile draws from: how many keys per request, which keys, and how large their values are."""
+    """What a profile draws from: how many keys per request, which keys, and how large their values are; when
+    requests arrive (stationary Poisson unless the profile says otherwise) and whether the hot keys drift."""
 
     sizes: RequestSizes
     keys: KeyPopularity
     values: ValueSizes
+    arrivals: Arrivals = field(default_factory=PoissonArrivals)
+    drift: KeyDrift | None = None
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from tailtune.cli.commands.generate import PROFILE_NAMES
 
 
 def test_profile_names_are_the_contract() -> None:
-    assert list(PROFILES) == ["soundcloud", "facebook", "constant50", "bimodal", "mice-elephant"]
+    assert list(PROFILES) == ["soundcloud", "facebook", "constant50", "bimodal", "mice-elephant", "diurnal"]
     assert list(PROFILE_NAMES) == list(PROFILES)
 
 

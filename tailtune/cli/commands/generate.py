@@ -10,7 +10,7 @@ import typer
 __all__ = ["PROFILE_NAMES", "register"]
 
 #: For --help only (importing the profiles would pull numpy into CLI start-up); a test keeps it in sync.
-PROFILE_NAMES = ("soundcloud", "facebook", "constant50", "bimodal", "mice-elephant")
+PROFILE_NAMES = ("soundcloud", "facebook", "constant50", "bimodal", "mice-elephant", "diurnal")
 
 
 def generate(
@@ -27,7 +27,7 @@ def generate(
         ),
     ] = None,
     rate: Annotated[
-        float | None, typer.Option("--rate", help="Poisson arrival rate, requests/s (default: 1000).")
+        float | None, typer.Option("--rate", help="Mean arrival rate, requests/s (default: 1000).")
     ] = None,
     option: Annotated[
         list[str] | None,

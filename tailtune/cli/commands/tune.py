@@ -60,6 +60,17 @@ def tune(
     ] = None,
     stall_ms: Annotated[float | None, typer.Option("--stall-ms", help="Cassandra: stall length, ms (default 50).")]
     = None,
+    use_timestamps: Annotated[
+        bool, typer.Option("--use-timestamps", help="Cassandra: arrivals from the trace's own timestamps.")
+    ] = False,
+    sample_fraction: Annotated[
+        float | None, typer.Option("--sample-fraction", help="Replay windows covering this fraction of the span.")
+    ] = None,
+    target_error: Annotated[
+        float | None, typer.Option("--target-error", help="p99 error bound, %: the tuner picks the sample.")
+    ] = None,
+    strata: Annotated[int, typer.Option("--strata", help="Sampling: strata of the span (one window each).")] = 10,
+    sample_seed: Annotated[int, typer.Option("--sample-seed", help="Sampling: seed of the window offsets.")] = 0,
     no_mlflow: Annotated[bool, typer.Option("--no-mlflow", help="Do not track in MLflow.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the recommendation JSON on stdout.")] = False,
 ) -> None:
@@ -69,6 +80,7 @@ def tune(
     from tailtune.base.console import print_json, progress
     from tailtune.base.errors import BadInputError
     from tailtune.simulation.source import WorkloadSource
+    from tuner.sampling import SamplingSpec
     from tuner.space import parse_override
     from tuner.tune import TuneRequest, parse_candidate, run_tune
 
@@ -82,11 +94,18 @@ def tune(
         except (OSError, ValueError) as exc:
             raise BadInputError.single(str(summary), f"not a readable JSON file: {exc}") from None
     overrides = dict(parse_override(s) for s in (space or []))
-    ev_opts: dict[str, float] = {}
+    ev_opts: dict[str, object] = {}
     if store == "cassandra":
         for key, val in (("load", load), ("stall_rate", stall_rate), ("stall_ms", stall_ms)):
             if val is not None:
                 ev_opts[key] = val
+    if use_timestamps:
+        if store != "cassandra":
+            raise BadInputError.single("--use-timestamps", "only the cassandra store replays trace timestamps",
+                                       field="use_timestamps")
+        ev_opts["use_timestamps"] = True
+    spec = SamplingSpec(fraction=sample_fraction, target_error_pct=target_error, strata=strata, seed=sample_seed)
+    sampling = spec if sample_fraction is not None or target_error is not None else None
     req = TuneRequest(
         source=source, deployment=store, trials=trials, seeds=seeds, objective=objective,
         constraints=tuple(constraint or ()), timeout_s=timeout, jobs=jobs, study=study, storage=storage,
@@ -94,6 +113,7 @@ def tune(
         policies=tuple(p.strip() for p in policies.split(",") if p.strip()) if policies else None,
         overrides=overrides, summary=summary_doc, evaluator_options=ev_opts, mlflow=not no_mlflow,
         server=server, driver=driver, tables=tuple(table or ()), alternative_trials=alternative_trials,
+        sampling=sampling,
     )
     with progress(transient=True) as bar:
         task = bar.add_task("tuning", total=trials + (alternative_trials if alternative_trials is not None
@@ -132,6 +152,10 @@ def _print_text(doc: dict[str, Any]) -> None:
     for label, m in rows:
         out_console.print(f"  {label:44s} p50 {m['p50_ms']:.3f} ms  p95 {m['p95_ms']:.3f} ms  "
                           f"p99 {m['p99_ms']:.3f} ms", highlight=False)
+    if doc.get("sampling"):
+        smp, bound = doc["sampling"], doc["sampling"]["error_bound"]
+        out_console.print(f"  replayed {doc['replayed_fraction']:.1%} of the trace ({len(smp['windows'])} windows); "
+                          f"error bound p50 ±{bound['p50_pct']:.1f}%, p99 ±{bound['p99_pct']:.1f}%", highlight=False)
     out_console.print(f"study {doc['study']} ({doc['trials']} trials) · MLflow run {doc['mlflow_run_id']}")
     render = doc["render"]
     if "cql" in render:

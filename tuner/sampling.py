@@ -1,0 +1,367 @@
+"""Replaying less of a trace, knowingly: contiguous time windows, stratified over the trace's time span.
+
+The span [t0, t1] of request arrival times is cut into `strata` equal strata; in each one a window of
+`fraction` of the stratum's length starts at a seeded offset (uniform over the room the stratum leaves). A
+window keeps every request that arrives in it, whole, so bursts and the drift of the hot keys inside it are
+replayed as they were; the strata spread the windows over the whole span (every phase of a daily cycle is
+represented). The sampled trace is the windows laid end to end: each window's times are shifted so it starts
+where the previous one ends (no idle gaps between windows).
+
+With trace timestamps the simulator scales arrival times so the trace's mean rate gives the offered load; the
+windows' mean rate differs from the whole trace's, so `load_factor` (the windows' ops per second over the whole
+trace's) says how much to scale the load for the windows to be replayed at the whole trace's absolute rate.
+
+Everything here is a pure function of its arguments except `sample_source`, which reads a source and writes its
+sample to `TAILTUNE_HOME/samples/` for the tuner (`tuner/tune.py`) to replay.
+
+The error a sample introduces is not derived from a model: `CALIBRATION` holds the worst p50/p99 errors measured
+against full replays (validation/sampling.py, bench/RESULTS.md § "Sampling error"), and `error_bound` /
+`fraction_for_error` read it. docs/sampling.md describes the scheme and its limits.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from tailtune.base.errors import BadInputError
+from tailtune.base.settings import Settings
+from tailtune.simulation.source import WorkloadSource
+
+__all__ = [
+    "CALIBRATION",
+    "DEFAULT_STRATA",
+    "METHOD",
+    "SampleInfo",
+    "SamplingSpec",
+    "Window",
+    "describe",
+    "error_bound",
+    "fraction_for_error",
+    "parquet_span",
+    "plan_windows",
+    "request_times",
+    "sample_parquet",
+    "sample_source",
+    "sample_table",
+]
+
+F64 = npt.NDArray[np.float64]
+I64 = npt.NDArray[np.int64]
+
+#: Strata (= windows) when none are given.
+DEFAULT_STRATA: Final = 10
+METHOD: Final = "stratified contiguous time windows"
+
+#: (fraction, worst |p50 error| %, worst |p99 error| %) of the sampled study's winner against its full replay,
+#: measured by `python -m validation.sampling` with DEFAULT_STRATA strata over every workload and window seed
+#: (bench/RESULTS.md § "Sampling error"), rounded up to 0.1 and made non-increasing in the fraction (each entry is
+#: the worst measured at that fraction or a larger one).
+CALIBRATION: Final[tuple[tuple[float, float, float], ...]] = (
+    (0.05, 1.8, 2.9),
+    (0.1, 1.0, 2.1),
+    (0.25, 1.0, 1.7),
+    (1.0, 0.0, 0.0),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    """Requests arriving in [start, end) (trace seconds), from stratum `stratum`."""
+
+    stratum: int
+    start: float
+    end: float
+
+
+@dataclass(frozen=True, slots=True)
+class SamplingSpec:
+    """What the user asked for: a fraction of the span, or a target p99 error (percent) to pick it from."""
+
+    fraction: float | None = None
+    target_error_pct: float | None = None
+    strata: int = DEFAULT_STRATA
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.fraction is not None and self.target_error_pct is not None:
+            raise BadInputError.single("command line", "give --sample-fraction or --target-error, not both",
+                                       field="sample_fraction")  # fmt: skip
+        if self.fraction is not None and not (0.0 < self.fraction <= 1.0 and math.isfinite(self.fraction)):
+            raise BadInputError.single("--sample-fraction", f"expected a number in (0, 1], got {self.fraction:g}",
+                                       field="sample_fraction")  # fmt: skip
+        if self.target_error_pct is not None and not (
+            self.target_error_pct > 0.0 and math.isfinite(self.target_error_pct)
+        ):
+            raise BadInputError.single("--target-error", f"expected a positive percentage, got "
+                                       f"{self.target_error_pct:g}", field="target_error")  # fmt: skip
+        if isinstance(self.strata, bool) or not isinstance(self.strata, int) or self.strata < 1:
+            raise BadInputError.single("--strata", f"expected a positive integer, got {self.strata}", field="strata")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
+            raise BadInputError.single("--sample-seed", f"expected a non-negative integer, got {self.seed}",
+                                       field="sample_seed")  # fmt: skip
+
+    def resolved_fraction(self) -> float:
+        """The fraction of the span to replay: given, or the smallest calibrated one meeting the target."""
+        if self.fraction is not None:
+            return self.fraction
+        if self.target_error_pct is not None:
+            return fraction_for_error(self.target_error_pct)
+        return 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class SampleInfo:
+    """What a sample holds compared with its whole trace."""
+
+    windows: tuple[Window, ...]
+    requests: int
+    requests_total: int
+    ops: int
+    ops_total: int
+    span_s: float
+    span_total_s: float
+
+    @property
+    def replayed_fraction(self) -> float:
+        """Requests replayed / requests in the trace."""
+        return self.requests / self.requests_total if self.requests_total else 1.0
+
+    @property
+    def load_factor(self) -> float:
+        """The windows' ops per second over the whole trace's (1.0 when either spans no time)."""
+        if self.span_s <= 0.0 or self.span_total_s <= 0.0 or self.ops == 0:
+            return 1.0
+        return (self.ops / self.span_s) / (self.ops_total / self.span_total_s)
+
+
+def plan_windows(t0: float, t1: float, fraction: float, strata: int, seed: int) -> tuple[Window, ...]:
+    """One window of `fraction` × stratum length per stratum of [t0, t1], at a seeded offset in the stratum.
+
+    The offsets are `SeedSequence(seed)` uniforms; the same arguments always give the same windows.
+    `fraction` 1 gives the strata themselves (the last one closed at t1).
+    """
+    if not (0.0 < fraction <= 1.0):
+        raise ValueError(f"fraction must be in (0, 1], got {fraction}")
+    if strata < 1:
+        raise ValueError(f"strata must be >= 1, got {strata}")
+    length = (t1 - t0) / strata
+    width = fraction * length
+    u = np.random.Generator(np.random.PCG64(np.random.SeedSequence(seed))).random(strata)
+    out = []
+    for j in range(strata):
+        start = t0 + j * length + float(u[j]) * (length - width)
+        end = start + width
+        out.append(Window(j, start, math.nextafter(t1, math.inf) if j == strata - 1 and fraction >= 1.0 else end))
+    return tuple(out)
+
+
+def request_times(table: pa.Table) -> tuple[I64, F64, I64]:
+    """(request ids, arrival time, ops) per request, ordered by arrival: a request arrives at its first row's
+    time (the simulator's rule)."""
+    grouped = table.select(["request_id", "ts"]).group_by("request_id", use_threads=False).aggregate(
+        [("ts", "min"), ("ts", "count")]
+    )
+    ids = grouped.column("request_id").to_numpy().astype(np.int64)
+    ts = grouped.column("ts_min").to_numpy().astype(np.float64)
+    ops = grouped.column("ts_count").to_numpy().astype(np.int64)
+    order = np.lexsort((ids, ts))
+    return ids[order], ts[order], ops[order]
+
+
+def sample_table(table: pa.Table, windows: Sequence[Window]) -> tuple[pa.Table, SampleInfo]:
+    """The rows of the requests arriving in the windows, with times laid end to end (window j starts where
+    window j - 1 ends), in window order; and what the sample holds."""
+    ids, ts, ops = request_times(table)
+    if ids.size == 0:
+        raise BadInputError.single("trace", "no requests to sample", field="request_id")
+    win = sorted(windows, key=lambda w: w.start)
+    starts = np.array([w.start for w in win], dtype=np.float64)
+    ends = np.array([w.end for w in win], dtype=np.float64)
+    slot = np.searchsorted(starts, ts, side="right") - 1
+    inside = (slot >= 0) & (ts < ends[np.clip(slot, 0, None)])
+    placed = np.concatenate(([0.0], np.cumsum(ends - starts)))[:-1]  # where each window starts in the sample
+    shift = placed - starts  # per window: sample time = trace time + shift
+    kept_ids = ids[inside]
+    by_id = np.argsort(kept_ids, kind="stable")
+    sorted_ids, sorted_shift = kept_ids[by_id], shift[slot[inside]][by_id]
+    rows = table.filter(pc.is_in(table.column("request_id"), value_set=pa.array(kept_ids, type=pa.int64())))
+    row_ids = rows.column("request_id").to_numpy().astype(np.int64)
+    row_shift = sorted_shift[np.searchsorted(sorted_ids, row_ids)]
+    new_ts = rows.column("ts").to_numpy().astype(np.float64) + row_shift
+    rows = rows.set_column(rows.schema.get_field_index("ts"), "ts", pa.array(new_ts, type=pa.float64()))
+    order = np.lexsort((row_ids, new_ts))
+    rows = rows.take(pa.array(order))
+    kept_ts = ts[inside] + shift[slot[inside]]
+    info = SampleInfo(
+        windows=tuple(win),
+        requests=int(kept_ids.size),
+        requests_total=int(ids.size),
+        ops=int(ops[inside].sum()),
+        ops_total=int(ops.sum()),
+        span_s=float(kept_ts.max() - kept_ts.min()) if kept_ts.size else 0.0,
+        span_total_s=float(ts[-1] - ts[0]),
+    )
+    return rows, info
+
+
+def parquet_span(files: Sequence[Path]) -> tuple[float, float]:
+    """(earliest, latest) `ts` of Parquet files: from the row groups' statistics, else a scan of `ts` alone."""
+    import pyarrow.parquet as pq
+
+    lo, hi = math.inf, -math.inf
+    for path in files:
+        pf = pq.ParquetFile(path)
+        col = pf.schema_arrow.get_field_index("ts")
+        if col < 0:
+            raise BadInputError.single(str(path), "sampling needs a ts column", field="ts")
+        for g in range(pf.metadata.num_row_groups):
+            stats = pf.metadata.row_group(g).column(col).statistics
+            if stats is not None and stats.has_min_max:
+                lo, hi = min(lo, float(stats.min)), max(hi, float(stats.max))
+            else:
+                mm = pc.min_max(pf.read_row_group(g, columns=["ts"]).column("ts")).as_py()
+                if mm["min"] is not None:
+                    lo, hi = min(lo, float(mm["min"])), max(hi, float(mm["max"]))
+    if not math.isfinite(lo):
+        raise BadInputError.single(str(files[0]) if files else "trace", "no requests to sample", field="ts")
+    return lo, hi
+
+
+def _in_windows(ts: F64, starts: F64, ends: F64) -> npt.NDArray[np.bool_]:
+    slot = np.searchsorted(starts, ts, side="right") - 1
+    return np.asarray((slot >= 0) & (ts < ends[np.clip(slot, 0, None)]), dtype=np.bool_)
+
+
+def sample_parquet(
+    files: Sequence[Path], windows: Sequence[Window], *, batch_rows: int = 1 << 20
+) -> tuple[pa.Table, SampleInfo]:
+    """`sample_table` for traces that do not fit in memory: one streaming pass over the files keeps the rows whose
+    own `ts` is in a window (memory: one batch plus the sample). Totals count a request per change of
+    `request_id` between consecutive rows, exact when a request's rows are consecutive and share its `ts` (as
+    in generated traces and ingested datasets)."""
+    import pyarrow.parquet as pq
+
+    win = sorted(windows, key=lambda w: w.start)
+    starts = np.array([w.start for w in win], dtype=np.float64)
+    ends = np.array([w.end for w in win], dtype=np.float64)
+    kept: list[pa.RecordBatch] = []
+    rows_total = requests_total = 0
+    last_id: int | None = None
+    lo, hi = math.inf, -math.inf
+    for path in files:
+        for batch in pq.ParquetFile(path).iter_batches(batch_size=batch_rows):
+            ids = batch.column("request_id").to_numpy().astype(np.int64)
+            ts = batch.column("ts").to_numpy().astype(np.float64)
+            if ids.size == 0:
+                continue
+            rows_total += ids.size
+            requests_total += int(np.count_nonzero(ids[1:] != ids[:-1])) + int(last_id is None or ids[0] != last_id)
+            last_id = int(ids[-1])
+            lo, hi = min(lo, float(ts.min())), max(hi, float(ts.max()))
+            mask = _in_windows(ts, starts, ends)
+            if mask.any():
+                kept.append(batch.filter(pa.array(mask)))
+    if not kept:
+        raise BadInputError.single(str(files[0]) if files else "trace", "no request falls in the windows",
+                                   field="ts")  # fmt: skip
+    sample, info = sample_table(pa.Table.from_batches(kept), win)
+    return sample, SampleInfo(tuple(win), info.requests, requests_total, info.ops, rows_total, info.span_s, hi - lo)
+
+
+def error_bound(fraction: float) -> tuple[float, float]:
+    """(p50 %, p99 %) error bound of a sample of `fraction` of the span, from `CALIBRATION`: the bound of the
+    largest calibrated fraction not above it; below the smallest one, that bound × sqrt(smallest / fraction)."""
+    if fraction >= 1.0:
+        return 0.0, 0.0
+    below = [c for c in CALIBRATION if c[0] <= fraction]
+    if below:
+        _, p50, p99 = below[-1]
+        return p50, p99
+    f0, p50, p99 = CALIBRATION[0]
+    scale = math.sqrt(f0 / fraction)
+    return p50 * scale, p99 * scale
+
+
+def fraction_for_error(target_p99_pct: float) -> float:
+    """The smallest calibrated fraction whose p99 bound is at most `target_p99_pct` (1.0: the whole trace)."""
+    for fraction, _, p99 in CALIBRATION:
+        if p99 <= target_p99_pct:
+            return fraction
+    return 1.0
+
+
+def describe(info: SampleInfo, spec: SamplingSpec, fraction: float, load_factor: float | None) -> dict[str, Any]:
+    """The recommendation's `sampling` block."""
+    p50, p99 = error_bound(fraction)
+    extrapolated = fraction < CALIBRATION[0][0]
+    return {
+        "replayed_fraction": info.replayed_fraction,
+        "span_fraction": fraction,
+        "target_error_pct": spec.target_error_pct,
+        "strata": spec.strata,
+        "seed": spec.seed,
+        "windows": [[w.start, w.end] for w in info.windows],
+        "requests": info.requests,
+        "requests_total": info.requests_total,
+        "load_factor": load_factor,
+        "error_bound": {"p50_pct": p50, "p99_pct": p99,
+                        "basis": "calibration (extrapolated below the smallest calibrated fraction)"
+                        if extrapolated else "calibration"},
+        "method": METHOD,
+    }
+
+
+def sample_source(
+    source: WorkloadSource, fraction: float, spec: SamplingSpec, settings: Settings
+) -> tuple[Path, SampleInfo]:
+    """The sampled trace of a source, written once to `TAILTUNE_HOME/samples/<hash>.parquet` (the one function
+    here that reads and writes files). Datasets and Parquet traces are streamed (`sample_parquet`); other sources
+    (CSV files, generator profiles) are loaded whole and sampled with `sample_table`."""
+    import hashlib
+    import json
+    import os
+
+    import pyarrow.parquet as pq
+
+    files = _parquet_files(source, settings)
+    if files:  # streamed: the whole trace is never in memory
+        t0, t1 = parquet_span(files)
+        sample, info = sample_parquet(files, plan_windows(t0, t1, fraction, spec.strata, spec.seed))
+    else:
+        table = source.load(settings)
+        if "ts" not in table.column_names:
+            raise BadInputError.single(source.where, "sampling needs a ts column", field="ts")
+        span = pc.min_max(table.column("ts")).as_py()
+        windows = plan_windows(float(span["min"]), float(span["max"]), fraction, spec.strata, spec.seed)
+        sample, info = sample_table(table, windows)
+        del table
+    stat = os.stat(source.trace) if source.trace is not None else None  # a rewritten file is another trace
+    key = json.dumps([source.as_dict(), [stat.st_size, stat.st_mtime_ns] if stat else None,
+                      [[w.start, w.end] for w in info.windows]], sort_keys=True)  # fmt: skip
+    path = settings.home_dir / "samples" / f"{hashlib.sha256(key.encode()).hexdigest()[:16]}.parquet"
+    if not path.exists():  # written next to its place, renamed when complete
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+        pq.write_table(sample, tmp, compression="zstd")
+        os.replace(tmp, path)
+    return path, info
+
+
+def _parquet_files(source: WorkloadSource, settings: Settings) -> list[Path]:
+    """The Parquet files of a dataset or a Parquet trace; [] for other sources."""
+    if source.dataset is not None:
+        from ingest.store import DatasetStore
+
+        return list(DatasetStore(settings).get(source.dataset).parquet_files)
+    if source.trace is not None and source.trace.endswith(".parquet") and Path(source.trace).is_file():
+        return [Path(source.trace)]
+    return []
