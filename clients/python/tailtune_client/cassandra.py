@@ -28,13 +28,12 @@ unset ones at the Python driver's defaults (no shuffling, no speculative executi
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tailtune_client.config import ConfigError, ConfigSourceError, HttpConfigSource
+from tailtune_client.config import ConfigError, ConfigSourceError, HttpConfigSource, json_object
 
 __all__ = [
     "DriverSettings",
@@ -106,13 +105,7 @@ def parse_driver_settings(doc: Mapping[str, Any] | str | bytes) -> DriverSetting
     """The driver settings of a published config: the service's answer (`{"deployment_id", "version",
     "config"}`), the Cassandra publisher's document (`{"deployment", "version", "config"}`) or a bare config.
     `ConfigError` names what is wrong (for example a rendering with Java settings only)."""
-    if isinstance(doc, str | bytes):
-        try:
-            doc = json.loads(doc)
-        except ValueError as exc:
-            raise ConfigError(f"config is not JSON: {exc}") from exc
-    if not isinstance(doc, Mapping):
-        raise ConfigError(f"config must be a JSON object, got {type(doc).__name__}")
+    doc = json_object(doc)
     version = doc.get("version") if isinstance(doc.get("version"), int) else None
     dep_id = doc.get("deployment_id") if isinstance(doc.get("deployment_id"), int) else None
     body: Mapping[str, Any] = doc["config"] if isinstance(doc.get("config"), Mapping) else doc

@@ -39,6 +39,7 @@ __all__ = [
     "MemcachedConfig",
     "MemcachedConfigSource",
     "current_key",
+    "json_object",
     "parse_config",
 ]
 
@@ -123,8 +124,8 @@ def _positive_int(block: Mapping[str, Any], name: str, where: str) -> int:
     return int(value)
 
 
-def parse_config(doc: Mapping[str, Any] | str | bytes) -> MemcachedConfig:
-    """A `MemcachedConfig` from any published shape (see the module doc); `ConfigError` names what is wrong."""
+def json_object(doc: Mapping[str, Any] | str | bytes) -> Mapping[str, Any]:
+    """A published document (text or parsed) as a JSON object; `ConfigError` says what it is instead."""
     if isinstance(doc, str | bytes):
         try:
             doc = json.loads(doc)
@@ -132,6 +133,12 @@ def parse_config(doc: Mapping[str, Any] | str | bytes) -> MemcachedConfig:
             raise ConfigError(f"config is not JSON: {exc}") from exc
     if not isinstance(doc, Mapping):
         raise ConfigError(f"config must be a JSON object, got {type(doc).__name__}")
+    return doc
+
+
+def parse_config(doc: Mapping[str, Any] | str | bytes) -> MemcachedConfig:
+    """A `MemcachedConfig` from any published shape (see the module doc); `ConfigError` names what is wrong."""
+    doc = json_object(doc)
     version: int | None = None
     deployment: str | None = None
     deployment_id: int | None = None
