@@ -3,6 +3,40 @@ the real service."""
 
 from __future__ import annotations
 
-from tests.service.conftest import database_url, db_backend, svc
+import socket
+import threading
+import time
+from collections.abc import Iterator
 
-__all__ = ["database_url", "db_backend", "svc"]
+import pytest
+import uvicorn
+
+from service.main import create_app
+from tests.service.conftest import Svc, database_url, db_backend, svc
+
+__all__ = ["database_url", "db_backend", "served", "svc"]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@pytest.fixture
+def served(svc: Svc) -> Iterator[str]:
+    """The service app on a real socket (uvicorn in a thread), sharing the test's metadata DB."""
+    server = uvicorn.Server(uvicorn.Config(create_app(svc.settings), host="127.0.0.1", port=_free_port(),
+                                           log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 30  # a start-up limit, not a timed assertion
+        while not server.started:
+            assert time.monotonic() < deadline, "uvicorn did not start"
+            time.sleep(0.02)
+        yield f"http://127.0.0.1:{server.config.port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)

@@ -5,13 +5,7 @@ speculative execution."""
 
 from __future__ import annotations
 
-import socket
-import threading
-import time
-from collections.abc import Iterator
-
 import pytest
-import uvicorn
 from tailtune_client.cassandra import (
     DriverSettings,
     build_profile,
@@ -22,7 +16,6 @@ from tailtune_client.cassandra import (
 )
 from tailtune_client.config import ConfigError, HttpConfigSource
 
-from service.main import create_app
 from service.testing.cassandra_server import CassandraNode
 from tests.service.conftest import Svc, cassandra_deployment
 
@@ -36,30 +29,6 @@ STOCK = {
         "driver.shuffle_replicas": 1,
     },
 }
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-@pytest.fixture
-def served(svc: Svc) -> Iterator[str]:
-    server = uvicorn.Server(uvicorn.Config(create_app(svc.settings), host="127.0.0.1", port=_free_port(),
-                                           log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    try:
-        deadline = time.monotonic() + 30
-        while not server.started:
-            assert time.monotonic() < deadline, "uvicorn did not start"
-            time.sleep(0.02)
-        yield f"http://127.0.0.1:{server.config.port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=30)
 
 
 @pytest.mark.slow

@@ -4,17 +4,14 @@
 from __future__ import annotations
 
 import random
-import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-import uvicorn
 from tailtune_client.memcached import Client
 
-from service.main import create_app
 from service.testing.memcached_server import MemcachedNode
 from tailtune.control.publishers import MemcachedPublisher
 from tests.service.conftest import Svc, memcached_deployment
@@ -97,28 +94,6 @@ def test_publisher_v2_picked_up_live(nodes: list[MemcachedNode]) -> None:
     assert stats["config"]["params"] == {"elephant_threshold": 20, "merge": 2, "split_keys": 8}
     by_version = {o["config_version"]: o for o in stats["latency"]}
     assert by_version[1]["requests"] > 0 and by_version[2]["requests"] > 0
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-@pytest.fixture
-def served(svc: Svc) -> Iterator[str]:
-    """The service app on a real socket (uvicorn in a thread), sharing the test's metadata DB."""
-    server = uvicorn.Server(uvicorn.Config(create_app(svc.settings), host="127.0.0.1", port=_free_port(),
-                                           log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    _wait(lambda: server.started)
-    try:
-        yield f"http://127.0.0.1:{server.config.port}"
-    finally:
-        server.should_exit = True
-        thread.join(10)
 
 
 def test_service_config_endpoint_polled_with_etag(svc: Svc, served: str, nodes: list[MemcachedNode]) -> None:
