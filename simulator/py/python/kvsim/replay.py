@@ -152,6 +152,16 @@ def _f64(a: npt.ArrayLike | None) -> npt.NDArray[np.float64] | None:
     return arr if arr.dtype == np.float64 and arr.flags.c_contiguous else np.ascontiguousarray(arr, np.float64)
 
 
+def _tokens(
+    keys: Sequence[str] | npt.NDArray[np.generic] | None, tokens: npt.ArrayLike | None
+) -> npt.NDArray[np.int64]:
+    """The ring tokens of a workload given by exactly one of `keys` or `tokens` (C-contiguous int64)."""
+    if (keys is None) == (tokens is None):
+        raise WorkloadError("give exactly one of keys= or tokens=")
+    tok = tokens_for_keys(keys) if keys is not None else np.asarray(tokens, dtype=np.int64)
+    return np.ascontiguousarray(tok, dtype=np.int64)
+
+
 class WorkloadLayout:
     """The seed-independent part of a workload on one cluster: requests → opsets (ops grouped by replica group) →
     ops, the client of each request, each op's mean demand. Built once per trace and cluster; every seed's
@@ -175,12 +185,9 @@ class WorkloadLayout:
         mean_demand_s: npt.ArrayLike | None = None,
         clients: npt.ArrayLike | None = None,
     ) -> None:
-        if (keys is None) == (tokens is None):
-            raise WorkloadError("give exactly one of keys= or tokens=")
-        tok = tokens_for_keys(keys) if keys is not None else np.asarray(tokens, dtype=np.int64)
         self.cluster = cluster
         self.offsets = np.ascontiguousarray(offsets, dtype=np.int64)
-        self.tokens = np.ascontiguousarray(tok, dtype=np.int64)
+        self.tokens = _tokens(keys, tokens)
         self._raw = _kvsim.WorkloadLayout(
             cluster._raw,
             self.offsets,
@@ -252,9 +259,7 @@ class Workload:
         demand_dist: str = "exponential",
         demand_sigma: float = 1.0,
     ) -> None:
-        if (keys is None) == (tokens is None):
-            raise WorkloadError("give exactly one of keys= or tokens=")
-        tok = tokens_for_keys(keys) if keys is not None else np.asarray(tokens, dtype=np.int64)
+        tok = _tokens(keys, tokens)
         if seed < 0:
             raise ParameterError(f"parameter 'seed' = {seed} is out of range: valid ≥ 0")
         self.cluster = cluster
@@ -263,7 +268,7 @@ class Workload:
         self._layout: WorkloadLayout | None = None
         # Input order: per-op size classes, writes and the large-key filter are given in it.
         self.offsets = np.ascontiguousarray(offsets, dtype=np.int64)
-        self.tokens = np.ascontiguousarray(tok, dtype=np.int64)
+        self.tokens = tok
         self._raw = _kvsim.Workload(
             cluster._raw,
             self.offsets,
