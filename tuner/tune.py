@@ -168,6 +168,8 @@ class _Job:
     config: StudyConfig
     tracker: Any = None
     server: str | None = None
+    #: One seed: each candidate's batch means, replayed once however many verdicts read them.
+    batches: dict[Any, Any] = field(default_factory=dict)
 
 
 def run_tune(
@@ -529,8 +531,10 @@ def _batch_evidence(
     seed, warm = job.seeds[0], job.ev.warmup_fraction()
 
     def of(cand: Candidate) -> tuple[list[list[float]], list[float]] | None:
-        b = batch_metrics(job.ev.latencies_ms(cand, seed), warm)
-        return batch_values(b, job.objective) if b else None
+        if cand.key() not in job.batches:
+            b = batch_metrics(job.ev.latencies_ms(cand, seed), warm)
+            job.batches[cand.key()] = batch_values(b, job.objective) if b else None
+        return job.batches[cand.key()]  # type: ignore[no-any-return]
 
     return of(job.baseline), (of(best) if best is not None else None)
 
