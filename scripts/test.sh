@@ -6,10 +6,15 @@ cd "$(dirname "$0")/.."
 export PATH="$(pwd)/.venv/bin:$HOME/.cargo/bin:$PATH"
 say() { printf '\033[1;34m[test]\033[0m %s\n' "$*" >&2; }
 say "ruff";   ruff check .
-say "mypy";   mypy
 say "layers"; lint-imports --no-cache >/dev/null || lint-imports --no-cache
+# mypy is single-threaded: it runs beside the Rust checks (its report is printed when they are done)
+say "mypy (beside clippy and cargo test)"
+mypy_log=$(mktemp); mypy >"$mypy_log" 2>&1 & mypy_pid=$!
+trap 'kill "$mypy_pid" 2>/dev/null || true; rm -f "$mypy_log"' EXIT
 say "clippy"; cargo clippy --workspace --all-targets --quiet -- -D warnings
 say "cargo test"; cargo test --workspace --quiet
+if ! wait "$mypy_pid"; then cat "$mypy_log" >&2; say "mypy failed"; exit 1; fi
+say "mypy: $(tail -n 1 "$mypy_log")"
 # opt-in slow tests that CI runs: the end-to-end nightly pipeline (upload → ingest → analyze → tune → publish,
 # ~2 min) and the tuner's workers on a Spark standalone cluster (~1.5 min); set them to 0 to skip locally
 export TAILTUNE_E2E="${TAILTUNE_E2E:-1}"
