@@ -38,10 +38,12 @@ stamp=.venv/.tailtune-deps
 want=$(cat pyproject.toml clients/python/pyproject.toml | sha256sum | cut -c1-16)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   say "installing Python packages (first time: a few minutes)"
+  # --no-compile: bytecode is written on first import, for the modules actually used (pyspark and mlflow alone
+  # would otherwise compile thousands of files at install: about half of this step)
   .venv/bin/python -m pip install -q --upgrade pip
-  .venv/bin/python -m pip install -q -e ".[dev]"
+  .venv/bin/python -m pip install -q --no-compile -e ".[dev]"
   # tailtune-client, the package applications install, with its cassandra extra (tailtune_client.cassandra)
-  .venv/bin/python -m pip install -q -e "clients/python[cassandra]"
+  .venv/bin/python -m pip install -q --no-compile -e "clients/python[cassandra]"
   echo "$want" > "$stamp"
 fi
 
