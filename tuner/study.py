@@ -3,10 +3,12 @@
 - **Trial** = one candidate replayed on every seed of the study (the same seeds for every trial: common random
   numbers). The trial's value is the mean objective over the seeds; the per-seed values, mean metrics and the
   Student-t 95 % half-widths are stored as trial user attributes (`per_seed`, `metrics`, `ci`).
-- **Pruning** (single objective): the candidate first replays the first `prefix` fraction of the requests of
-  the first seed and reports that objective as intermediate value (step 0); a `PercentilePruner` stops
-  trials whose prefix value is in the worst `100 - keep_percentile` % of the trials so far (after
-  `startup_trials` trials).
+- **Pruning** (single objective), two rungs: the candidate first replays the first `prefix` fraction of the
+  requests of the first seed and reports that objective as intermediate value (step 0); with several seeds it
+  then replays the whole of the first seed and reports it as step 1, before the other seeds. At each rung a
+  `RungPruner` (tuner/pruning.py) stops trials whose value is in the worst `100 - keep_percentile` % of the completed
+  trials' values at that rung (after `startup_trials` trials). The whole first seed is replayed once: a trial
+  that goes on reuses it.
 - **Cache**: a candidate already evaluated in the study is not replayed again; the new trial copies the values
   (attribute `cached_from`). Infeasible combinations (e.g. Rein rates <= 0) are pruned without any replay.
 - **Workers**: `run_worker` loops ask → evaluate → tell until the study holds `trials` finished-or-running
@@ -174,11 +176,11 @@ def _sampler(config: StudyConfig, worker: int) -> Any:
 def _pruner(config: StudyConfig) -> Any:
     import optuna
 
+    from tuner.pruning import RungPruner  # imports optuna: kept out of `import tuner.study`
+
     if config.objective.multi or config.prefix <= 0:
         return optuna.pruners.NopPruner()
-    return optuna.pruners.PercentilePruner(
-        config.keep_percentile, n_startup_trials=config.startup_trials, n_warmup_steps=0
-    )
+    return RungPruner(config.keep_percentile, config.startup_trials)
 
 
 def _load(config: StudyConfig, storage: Any, worker: int = 0) -> Any:
@@ -234,10 +236,13 @@ def prepare_study(config: StudyConfig, storage: Any) -> Any:
 
 # ------------------------------------------------------------------------------------------------ one trial
 def evaluate_candidate(
-    ev: Evaluator, cand: Candidate, seeds: Sequence[int], objective: Objective
+    ev: Evaluator, cand: Candidate, seeds: Sequence[int], objective: Objective, *, first: Metrics | None = None
 ) -> dict[str, Any]:
-    """Replay `cand` on every seed: per-seed metrics and objective values, their means and CI half-widths."""
-    per_seed = [ev.evaluate(cand, s) for s in seeds]
+    """Replay `cand` on every seed: per-seed metrics and objective values, their means and CI half-widths.
+    `first`: the metrics of the whole replay of `seeds[0]`, already made (not replayed again)."""
+    per_seed = ([first] if first is not None else []) + [
+        ev.evaluate(cand, s) for s in seeds[(1 if first is not None else 0):]
+    ]
     values = [objective.values(m) for m in per_seed]
     stats = [mean_ci([v[i] for v in values]) for i in range(len(objective.terms))]
     return {
@@ -288,8 +293,17 @@ def _run_trial(study: Any, trial: Any, ev: Evaluator, config: StudyConfig) -> An
             if trial.should_prune():
                 trial.set_user_attr("replays", replays)
                 return study.tell(trial, state=TrialState.PRUNED)
-        res = evaluate_candidate(ev, cand, config.seeds, obj)
-        replays += len(config.seeds)
+        first = None
+        if config.prefix > 0 and not obj.multi and len(config.seeds) > 1:
+            first = ev.evaluate(cand, config.seeds[0])
+            replays += 1
+            trial.set_user_attr("first_seed_metrics", first.as_dict())
+            trial.report(obj.values(first)[0], 1)
+            if trial.should_prune():
+                trial.set_user_attr("replays", replays)
+                return study.tell(trial, state=TrialState.PRUNED)
+        res = evaluate_candidate(ev, cand, config.seeds, obj, first=first)
+        replays += len(config.seeds) - (1 if first is not None else 0)
     except BadInputError as exc:
         trial.set_user_attr("error", str(exc))
         trial.set_user_attr("replays", replays)

@@ -62,13 +62,16 @@ def bench(profile: str, requests: int, seeds: list[int], storage: str, jobs: int
     done = [t for t in trials if t.state.name == "COMPLETE"]
     tuned = min(done, key=lambda t: t.values[0])
     full = sum(1 for t in trials if "per_seed" in t.user_attrs and "cached_from" not in t.user_attrs)
-    prefix_only = sum(1 for t in trials if "prefix_metrics" in t.user_attrs and "per_seed" not in t.user_attrs)
+    stopped = [t for t in trials if "prefix_metrics" in t.user_attrs and "per_seed" not in t.user_attrs]
+    prefix_only = sum(1 for t in stopped if "first_seed_metrics" not in t.user_attrs)
+    first_seed_only = len(stopped) - prefix_only
     return {
         "profile": profile, "requests": requests, "load": load, "seeds": seeds,
         "grid_points": len(grid), "grid_evaluations": len(grid), "grid_wall_s": round(grid_s, 1),
         "grid_best": {"candidate": best_c, "p99_ms": best_v},
         "budget_trials": budget, "trials": len(trials),
         "tuner_full_evaluations": full, "tuner_prefix_only": prefix_only,
+        "tuner_first_seed_only": first_seed_only,
         "tuner_replays": round(sum(float(t.user_attrs.get("replays", 0)) for t in trials), 2),
         "grid_replays": len(grid) * len(seeds),
         "tuned_best": {"candidate": tuned.user_attrs["candidate"], "p99_ms": float(tuned.values[0])},

@@ -129,3 +129,61 @@ def test_constraints_reach_the_trials(tmp_path):
     t0, t1 = out.study.trials[0], out.study.trials[1]
     assert t0.user_attrs["constraints"] == [pytest.approx(0.5 / 0.55 - 1.0)]  # p50 = 2.0/4 vs 0.55: ok
     assert t1.user_attrs["constraints"] == [pytest.approx(2.5 / 0.55 - 1.0)]  # fifo p50 = 10/4: violated
+
+
+class _FlatPrefixEvaluator(FakeEvaluator):
+    """The fake landscape, except that every prefix looks the same: only the whole first seed tells trials apart
+    (the prefix rung never stops a trial)."""
+
+    def evaluate(self, candidate: Candidate, seed: int, fraction: float = 1.0) -> Any:
+        m = super().evaluate(candidate, seed, fraction)
+        return m if fraction >= 1.0 else dataclasses.replace(m, p99_ms=1.0)
+
+
+def test_second_rung_prunes_on_the_whole_first_seed(tmp_path):
+    """With several seeds a trial that survives its prefix replays the whole first seed (step 1) before the
+    others; a trial in the worst part of that rung is stopped there, having replayed prefix + one seed, and a
+    trial that goes on replays the first seed only once."""
+    ev = _FlatPrefixEvaluator()
+    cfg = dataclasses.replace(fake_config(str(tmp_path / "j.log"), trials=30, delay_s=0.0), prefix=0.25,
+                              startup_trials=3, keep_percentile=50.0)
+    out = run_study(cfg, evaluator=ev)
+    trials = out.study.get_trials(deepcopy=False)
+    at_rung_1 = [t for t in trials if t.state.name == "PRUNED" and 1 in t.intermediate_values]
+    assert at_rung_1, "a median-keeping pruner must stop some of 30 trials at the whole first seed"
+    for t in at_rung_1:
+        assert "per_seed" not in t.user_attrs and t.user_attrs["replays"] == 1.25
+        assert t.intermediate_values[1] == t.user_attrs["first_seed_metrics"]["p99_ms"]
+    done = [t for t in trials if t.state.name == "COMPLETE" and "cached_from" not in t.user_attrs]
+    assert done
+    seeds = list(cfg.seeds)
+    for t in done:
+        assert t.intermediate_values[1] == t.user_attrs["per_seed"][0][0]
+        assert t.user_attrs["replays"] == 0.25 + len(seeds)
+        label = Candidate.from_dict(t.user_attrs["candidate"]).label()
+        whole = [(s, f) for (lab, s, f) in ev.calls if lab == label and f == 1.0]
+        assert sorted(whole) == sorted((s, 1.0) for s in seeds)  # the first seed's whole replay is not repeated
+
+
+def test_rung_pruner_compares_the_value_at_its_own_rung():
+    """A trial with a good prefix (step 0) but a bad whole first seed (step 1) is stopped at step 1: the rule
+    compares like with like, not the trial's best value over its steps."""
+    import optuna
+
+    from tuner.pruning import RungPruner
+
+    study = optuna.create_study(direction="minimize", pruner=RungPruner(50.0, 2))
+    for v0, v1 in ((5.0, 10.0), (6.0, 12.0), (7.0, 14.0)):
+        t = study.ask()
+        t.report(v0, 0)
+        t.report(v1, 1)
+        study.tell(t, v1)
+    good_prefix_bad_seed = study.ask()
+    good_prefix_bad_seed.report(1.0, 0)
+    assert not good_prefix_bad_seed.should_prune()
+    good_prefix_bad_seed.report(13.0, 1)
+    assert good_prefix_bad_seed.should_prune()
+    fine = study.ask()
+    fine.report(1.0, 0)
+    fine.report(11.0, 1)
+    assert not fine.should_prune()
