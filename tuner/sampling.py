@@ -258,7 +258,8 @@ def sample_parquet(
     last_id: int | None = None
     lo, hi = math.inf, -math.inf
     for path in files:
-        for batch in pq.ParquetFile(path).iter_batches(batch_size=batch_rows):
+        # pre_buffer=False: a pre-buffering reader keeps every column chunk read until the file is closed
+        for batch in pq.ParquetFile(path, pre_buffer=False).iter_batches(batch_size=batch_rows):
             ids = batch.column("request_id").to_numpy().astype(np.int64)
             ts = batch.column("ts").to_numpy().astype(np.float64)
             if ids.size == 0:

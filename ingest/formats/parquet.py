@@ -60,7 +60,9 @@ class ParquetReader(TraceReader):
         if self.source.compression != "none":
             raise self.fatal(None, None, f"a {self.source.compression}-compressed Parquet file is not supported")
         try:
-            return pq.ParquetFile(self.source.path, read_dictionary=read_dictionary)
+            # pre_buffer=False: with pre-buffering, iter_batches keeps every column chunk it has read cached until
+            # the file is closed, so reading a file costs its whole compressed size in memory
+            return pq.ParquetFile(self.source.path, read_dictionary=read_dictionary, pre_buffer=False)
         except Exception as exc:  # pyarrow raises several types for a corrupt footer
             raise self.fatal(None, None, f"not a readable Parquet file: {_short(exc)}") from None
 
