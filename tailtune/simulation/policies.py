@@ -12,6 +12,13 @@ discipline with its parameters and a replica selector with its parameters.
 - **`stock`** (stock Cassandra and its drivers): the knobs named as Cassandra and the drivers spell them
   (`tailtune.simulation.stock_knobs`) → kvsim's `stock` params; replicas read through the `dynamic-snitch`
   selector (Cassandra's DynamicEndpointSnitch) unless `replica` names another.
+- **Coordinator knobs** (`tailtune.simulation.stock.COORDINATOR_KNOBS`: `speculative_retry`, the driver's and
+  the multiget shape's, and the `dynamic_snitch_*` settings) on every queue policy but `duplicate` and
+  `speculative` (their own client-side copies stand in for them): a patched server still has a coordinator, a
+  snitch and a driver. Unset, the machinery is off for them (`speculative_retry` NEVER, one driver execution,
+  the whole multiget in one `IN` query: the policy's replay as without the knobs); `stock` starts from
+  Cassandra's defaults instead (`99p`). The snitch knobs need a snitch selector (`dynamic-snitch` or `ds`).
+  The selector policies take none (`--policy fifo --param replica=c3` does).
 - `size_aware_cost` (0 or 1) on any policy: opset cost = Σ estimated op demand instead of the op count.
 
 Aliases kept for the CLI: `--replica NAME` = `--param replica=NAME` (on a selector policy it must name that
@@ -26,9 +33,11 @@ from dataclasses import dataclass
 
 from tailtune.base.errors import BadInputError
 from tailtune.simulation.stock import (
+    COORDINATOR_KNOBS,
     SNITCH_SELECTOR,
     STOCK_POLICY,
     STOCK_STRING_PARAMS,
+    snitch_refusal,
     snitch_selector_params,
     stock_params,
 )
@@ -54,6 +63,11 @@ REPLICA_POLICY = "replica"
 STRING_PARAMS = ("replica", "queue", *STOCK_STRING_PARAMS)
 #: Queue policies whose default selector is not round-robin.
 DEFAULT_SELECTOR = {"tailx": "ds"}
+#: Queue policies that take no coordinator knobs, with the reason.
+NO_COORDINATOR = {
+    name: "its own client-side copies stand in for the coordinator's speculative retry and the driver's executions"
+    for name in ("duplicate", "speculative")
+}
 
 
 @dataclass(frozen=True)
@@ -136,7 +150,8 @@ def _check_names(resolved: ResolvedPolicy, where: str, names_where: str) -> Reso
             f"unknown replica selector {resolved.replica!r} (one of {', '.join(selectors)})",
             field="replica",
         )
-    _unknown_params(resolved.queue_params, kvsim.policy_defaults(resolved.queue), f"policy {resolved.queue!r}", where)
+    valid = {**kvsim.policy_defaults(resolved.queue), **kvsim.coordinator_defaults(resolved.queue)}
+    _unknown_params(resolved.queue_params, valid, f"policy {resolved.queue!r}", where)
     _unknown_params(
         resolved.replica_params,
         kvsim.replica_defaults(resolved.replica),
@@ -165,13 +180,28 @@ def _resolve(
     extra = {str(k): float(v) for k, v in (replica_params or {}).items()}
     if policy == STOCK_POLICY:
         return _resolve_stock(params, extra, where)
-    nums = _numbers(policy, params, where)
+    knobs = {k: v for k, v in params.items() if k in COORDINATOR_KNOBS}
+    own = {k: v for k, v in params.items() if k not in COORDINATOR_KNOBS}
+    nums = _numbers(policy, own, where)
     cost = bool(nums.pop("size_aware_cost", 0.0))
-    replica = params.get("replica")
-    queue = params.get("queue")
+    replica = own.get("replica")
+    queue = own.get("queue")
     for name, v in (("replica", replica), ("queue", queue)):
         if v is not None and (not isinstance(v, str) or not v):
             raise BadInputError.single(where, f"{name} must be a name, got {v!r}", field=name)
+    if knobs and (policy in SELECTOR_POLICIES or policy == REPLICA_POLICY):
+        k = next(iter(knobs))
+        raise BadInputError.single(
+            where,
+            f"{k} is a coordinator knob of a queue policy, not of --policy {policy}: "
+            f"use --policy fifo --param replica={replica or policy}",
+            field=k,
+        )
+    if knobs and policy in NO_COORDINATOR:
+        k = next(iter(knobs))
+        raise BadInputError.single(
+            where, f"{k}: policy {policy!r} takes no coordinator knobs ({NO_COORDINATOR[policy]})", field=k
+        )
     if policy in SELECTOR_POLICIES:
         if replica is not None and replica != policy:
             raise BadInputError.single(
@@ -189,7 +219,15 @@ def _resolve(
             field="queue",
         )
     selector = str(replica or DEFAULT_SELECTOR.get(policy, "round-robin"))
-    return ResolvedPolicy(policy, policy, nums, selector, extra, cost)
+    if not knobs:
+        return ResolvedPolicy(policy, policy, nums, selector, extra, cost)
+    for k in knobs:
+        why = snitch_refusal(k, selector)
+        if why is not None:
+            raise BadInputError.single(where, why, field=k)
+    core, snitch = stock_params(knobs, where, policy=policy)
+    selector_params = {**snitch_selector_params(snitch, selector), **extra}
+    return ResolvedPolicy(policy, policy, {**nums, **core}, selector, selector_params, cost)
 
 
 def _resolve_stock(params: Mapping[str, ParamValue], extra: dict[str, float], where: str) -> ResolvedPolicy:
