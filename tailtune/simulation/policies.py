@@ -17,8 +17,8 @@ discipline with its parameters and a replica selector with its parameters.
   `speculative` (their own client-side copies stand in for them): a patched server still has a coordinator, a
   snitch and a driver. Unset, the machinery is off for them (`speculative_retry` NEVER, one driver execution,
   the whole multiget in one `IN` query: the policy's replay as without the knobs); `stock` starts from
-  Cassandra's defaults instead (`99p`). The snitch knobs need a snitch selector (`dynamic-snitch` or `ds`).
-  The selector policies take none (`--policy fifo --param replica=c3` does).
+  Cassandra's defaults instead (`99p`). The selector policies take them too (for their queue discipline).
+  The snitch knobs need a snitch selector (`dynamic-snitch` or `ds`).
 - `size_aware_cost` (0 or 1) on any policy: opset cost = Σ estimated op demand instead of the op count.
 
 Aliases kept for the CLI: `--replica NAME` = `--param replica=NAME` (on a selector policy it must name that
@@ -28,6 +28,7 @@ queue policy.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -189,45 +190,47 @@ def _resolve(
     for name, v in (("replica", replica), ("queue", queue)):
         if v is not None and (not isinstance(v, str) or not v):
             raise BadInputError.single(where, f"{name} must be a name, got {v!r}", field=name)
-    if knobs and (policy in SELECTOR_POLICIES or policy == REPLICA_POLICY):
-        k = next(iter(knobs))
-        raise BadInputError.single(
-            where,
-            f"{k} is a coordinator knob of a queue policy, not of --policy {policy}: "
-            f"use --policy fifo --param replica={replica or policy}",
-            field=k,
-        )
-    if knobs and policy in NO_COORDINATOR:
-        k = next(iter(knobs))
-        raise BadInputError.single(
-            where, f"{k}: policy {policy!r} takes no coordinator knobs ({NO_COORDINATOR[policy]})", field=k
-        )
     if policy in SELECTOR_POLICIES:
         if replica is not None and replica != policy:
             raise BadInputError.single(
                 "--replica", f"--policy {policy} already selects replicas with {policy}", field="replica"
             )
-        return ResolvedPolicy(policy, str(queue or "fifo"), {}, policy, {**nums, **extra}, cost)
-    if policy == REPLICA_POLICY:
+        resolved = ResolvedPolicy(policy, str(queue or "fifo"), {}, policy, {**nums, **extra}, cost)
+    elif policy == REPLICA_POLICY:
         if replica is None:
             raise BadInputError.single(where, "policy 'replica' needs --param replica=SELECTOR", field="replica")
-        return ResolvedPolicy(policy, str(queue or "fifo"), {}, str(replica), {**nums, **extra}, cost)
-    if queue is not None:
+        resolved = ResolvedPolicy(policy, str(queue or "fifo"), {}, str(replica), {**nums, **extra}, cost)
+    else:
+        if queue is not None:
+            raise BadInputError.single(
+                where,
+                f"'queue' is a parameter of {', '.join((*SELECTOR_POLICIES, REPLICA_POLICY))}, not of {policy}",
+                field="queue",
+            )
+        selector = str(replica or DEFAULT_SELECTOR.get(policy, "round-robin"))
+        resolved = ResolvedPolicy(policy, policy, nums, selector, extra, cost)
+    return _with_knobs(resolved, knobs, where) if knobs else resolved
+
+
+def _with_knobs(resolved: ResolvedPolicy, knobs: Mapping[str, ParamValue], where: str) -> ResolvedPolicy:
+    """`resolved` with the coordinator knobs: kvsim's coordinator params next to the queue's, the snitch knobs
+    as the selector's (refused, with the reason, where the queue or the selector takes none)."""
+    k = next(iter(knobs))
+    if resolved.queue in NO_COORDINATOR:
         raise BadInputError.single(
-            where,
-            f"'queue' is a parameter of {', '.join((*SELECTOR_POLICIES, REPLICA_POLICY))}, not of {policy}",
-            field="queue",
+            where, f"{k}: policy {resolved.queue!r} takes no coordinator knobs ({NO_COORDINATOR[resolved.queue]})",
+            field=k,
         )
-    selector = str(replica or DEFAULT_SELECTOR.get(policy, "round-robin"))
-    if not knobs:
-        return ResolvedPolicy(policy, policy, nums, selector, extra, cost)
-    for k in knobs:
-        why = snitch_refusal(k, selector)
+    for name in knobs:
+        why = snitch_refusal(name, resolved.replica)
         if why is not None:
-            raise BadInputError.single(where, why, field=k)
-    core, snitch = stock_params(knobs, where, policy=policy)
-    selector_params = {**snitch_selector_params(snitch, selector), **extra}
-    return ResolvedPolicy(policy, policy, {**nums, **core}, selector, selector_params, cost)
+            raise BadInputError.single(where, why, field=name)
+    core, snitch = stock_params(dict(knobs), where, policy=resolved.queue)
+    # the selector's own params (`--replica-param`, a selector policy's) win over the snitch knobs' mapping
+    replica_params = {**snitch_selector_params(snitch, resolved.replica), **resolved.replica_params}
+    return dataclasses.replace(
+        resolved, queue_params={**resolved.queue_params, **core}, replica_params=replica_params
+    )
 
 
 def _resolve_stock(params: Mapping[str, ParamValue], extra: dict[str, float], where: str) -> ResolvedPolicy:

@@ -172,14 +172,20 @@ def test_the_snitch_knobs_need_a_snitch_selector() -> None:
     assert resolve("tailx", {"dynamic_snitch_badness_threshold": 0.5}).replica_params == {"badness": 0.5}  # ds
 
 
-@pytest.mark.parametrize(("policy", "message"), [
-    ("duplicate", "takes no coordinator knobs"),
-    ("speculative", "takes no coordinator knobs"),
-    ("c3", "use --policy fifo --param replica=c3"),
-])
-def test_duplicate_speculative_and_selector_policies_refuse_the_knobs(policy: str, message: str) -> None:
-    with pytest.raises(BadInputError, match=message):
+@pytest.mark.parametrize("policy", ["duplicate", "speculative"])
+def test_duplicate_and_speculative_refuse_the_knobs(policy: str) -> None:
+    with pytest.raises(BadInputError, match="takes no coordinator knobs"):
         resolve(policy, {"speculative_retry": "99p"})
+    with pytest.raises(BadInputError, match="takes no coordinator knobs"):
+        resolve("heron", {"queue": policy, "speculative_retry": "99p"})
+
+
+def test_selector_policies_take_the_knobs_for_their_queue() -> None:
+    r = resolve("heron", {"queue": "rein", "speculative_retry": "5ms"})
+    assert (r.queue, r.replica, r.queue_params["spec_kind"]) == ("rein", "heron", 3.0)
+    knobs = {"dynamic_snitch_update_interval": 50, "dynamic_snitch_badness_threshold": 0.2}
+    ds = resolve("ds", {"update_ms": 20.0, **knobs})
+    assert ds.replica_params == {"update_ms": 20.0, "badness": 0.2}  # the selector's own param wins
 
 
 def test_simulate_rein_with_knobs(cli: Any) -> None:
