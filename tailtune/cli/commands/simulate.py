@@ -189,7 +189,12 @@ def register(app: typer.Typer) -> None:
         ] = None,
         param: Annotated[
             list[str] | None,
-            typer.Option("--param", help="Policy parameter NAME=VALUE (names for replica= and queue=)."),
+            typer.Option(
+                "--param",
+                help="Policy parameter NAME=VALUE (names for replica= and queue=); the stock Cassandra knobs "
+                "(speculative_retry=99p, driver=python, ...) on stock and on the patched policies "
+                "(docs/stock-cassandra.md).",
+            ),
         ] = None,
         servers: Annotated[
             int | None, typer.Option("--servers", help="Default 128 (Cassandra) or 2 (memcached).")
