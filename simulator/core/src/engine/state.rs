@@ -260,7 +260,7 @@ impl<S: Scheduler, R: ReplicaSelector> Parts<S, R> {
             timers: SlotTimers::new(n_servers, cfg.slots as usize),
             retries: BinaryHeap::new(),
             delay_q: BinaryHeap::new(),
-            // Sources: the clients' coordinator retries, then (stock) their driver executions.
+            // Sources: the clients' coordinator retries, then their driver executions.
             spec_q: RunQueue::new(if spec.is_some() || hedge {
                 2 * cfg.clients as usize
             } else {
