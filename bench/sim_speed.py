@@ -60,6 +60,7 @@ def replay(
     wl: kvsim.Workload,
     policy: str,
     *,
+    params: Mapping[str, float] | None = None,
     replica: str | None = None,
     replica_params: Mapping[str, float] | None = None,
     sizes: npt.NDArray[np.float64] | None = None,
@@ -68,6 +69,7 @@ def replay(
     """(result, held opsets, unstable) through `kvsim.replay` (so sim_speed_ab.sh compares revisions that have it)."""
     cfg = kvsim.ReplayConfig(
         policy=policy,
+        params=dict(params or {}),
         replica=replica,
         replica_params=dict(replica_params or {}),
         sizes=sizes,
@@ -138,6 +140,12 @@ def main() -> None:
     ap.add_argument("--replica-policies", default="fifo,rein", help="policies for --replica (comma list)")
     ap.add_argument("--large-share", type=float, default=0.1, help="share of 512 KiB keys of the 'mix' runs")
     ap.add_argument("--values", default="uniform,mix", help="value-size setups for --replica: uniform, mix or both")
+    ap.add_argument(
+        "--params",
+        default="",
+        help="comma list of policy:param=value[/param=value] measured on the core replay, the policy's own and "
+        "the coordinator section's kvsim params (e.g. rein,rein:spec_kind=3/spec_fixed_ms=50)",
+    )
     args = ap.parse_args()
     if args.core_policies not in ("all", "none"):
         raise SystemExit("--core-policies must be 'all' or 'none'")
@@ -150,6 +158,27 @@ def main() -> None:
         core_speed(args, cluster)
     if args.replica:
         replica_speed(args, cluster)
+    if args.params:
+        params_speed(args, cluster)
+
+
+def params_speed(args: argparse.Namespace, cluster: kvsim.Cluster) -> None:
+    """Each `--params` case on one workload (round-robin replicas, named so that the extra reads are reported),
+    the cases interleaved (best of `--repeat`)."""
+    wl = make(cluster, args.requests, 1)
+    specs = [(spec, *parse_selector(spec)) for spec in args.params.split(",")]
+    best: dict[str, kvsim.Result] = {}
+    for _ in range(args.repeat):
+        for spec, policy, params in specs:
+            r = replay(wl, policy, params=params, replica="round-robin")[0]
+            if spec not in best or r.sim_wall_s < best[spec].sim_wall_s:
+                best[spec] = r
+    print(f"\n{args.requests} requests, best of {args.repeat} (cases interleaved)")
+    print("case                                      wall_s     events   M ev/s  extra_reads  p99_ms")
+    for spec, _, _ in specs:
+        r = best[spec]
+        extra = r.copies["ops"] if r.copies is not None else 0
+        print(f"{spec:40s} {r.sim_wall_s:7.3f} {r.events:10d} {r.events_per_s / 1e6:8.2f} {extra:12d} {r.p99_ms:7.2f}")
 
 
 def core_speed(args: argparse.Namespace, cluster: kvsim.Cluster) -> None:

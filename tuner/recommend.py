@@ -173,8 +173,13 @@ def _clean(v: Any) -> Any:
 
 
 def render_cassandra(cand: Candidate) -> dict[str, Any]:
-    """Cassandra: `request_scheduler` block (JSON) and the `scheduler.*` key/values of a Rein-patched node."""
-    options = {CASSANDRA_KEYS.get(k, k): _clean(v) for k, v in sorted(cand.params.items())}
+    """Cassandra: `request_scheduler` block (JSON) and the `scheduler.*` key/values of a Rein-patched node. The
+    stock knobs a candidate carries (`driver`, `speculative_retry`, ...) are no scheduler options: they are
+    rendered apart (`tuner.stock_render`)."""
+    from tailtune.simulation.stock import COORDINATOR_KNOBS
+
+    scheduler = {k: v for k, v in cand.params.items() if k not in COORDINATOR_KNOBS}
+    options = {CASSANDRA_KEYS.get(k, k): _clean(v) for k, v in sorted(scheduler.items())}
     props = [f"scheduler.policy={cand.policy}"]
     props += [f"scheduler.{cand.policy}.{k}={v}" for k, v in options.items()]
     return {

@@ -34,6 +34,7 @@ __all__ = [
     "cassandra_space",
     "memcached_space",
     "parse_override",
+    "patched_space",
     "space_for",
     "speculative_retry_choices",
     "stock_space",
@@ -465,6 +466,29 @@ def stock_space(driver: str = "java4") -> SearchSpace:
                                    field="driver")
     params = tuple(_knob_param(k) for k in stock_knobs(driver))
     return SearchSpace("cassandra", (PolicySpace("stock", params, {"driver": driver}),))
+
+
+def patched_space(space: SearchSpace, driver: str = "java4") -> SearchSpace:
+    """A Rein-patched server: `space` (the scheduler space, `cassandra_space`) with, on every policy entry, the
+    stock knobs of `driver` after its own (a patched server keeps its coordinator, its driver and the
+    application's multiget shape, whatever its scheduler and replica selector), `driver` fixed. The snitch knobs
+    go only where a snitch may pick the replicas: entries that search `replica`, asked when it is `ds`. Policies
+    that refuse the knobs (`tailtune.simulation.policies.NO_COORDINATOR`) keep their space."""
+    from tailtune.simulation.policies import NO_COORDINATOR
+    from tailtune.simulation.stock import SNITCH_KNOBS
+
+    knobs = stock_space(driver).policies[0].params
+    client = tuple(k for k in knobs if k.name not in SNITCH_KNOBS)
+    snitch = tuple(replace(k, when=(("replica", "ds"),)) for k in knobs if k.name in SNITCH_KNOBS)
+    out: list[PolicySpace] = []
+    for ps in space.policies:
+        if ps.policy in NO_COORDINATOR:
+            out.append(ps)
+            continue
+        ds = any(p.name == "replica" and "ds" in (p.choices or ()) for p in ps.params)
+        extra = client + (snitch if ds else ())
+        out.append(replace(ps, params=(*ps.params, *extra), fixed={**ps.fixed, "driver": driver}))
+    return SearchSpace(space.deployment, tuple(out))
 
 
 # ------------------------------------------------------------------------------------------------ memcached

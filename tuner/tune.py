@@ -29,10 +29,18 @@ from tuner.recommend import (
 )
 from tuner.recommendation import Recommendation
 from tuner.sampling import SamplingSpec
-from tuner.space import Candidate, SearchSpace, apply_overrides, space_for
+from tuner.space import Candidate, SearchSpace, apply_overrides, patched_space, space_for
 from tuner.study import StudyConfig, evaluate_candidate, run_study
 
-__all__ = ["SERVERS", "TuneRequest", "find_summary", "parse_candidate", "run_tune", "stock_defaults"]
+__all__ = [
+    "SERVERS",
+    "TuneRequest",
+    "find_summary",
+    "parse_candidate",
+    "patched_defaults",
+    "run_tune",
+    "stock_defaults",
+]
 
 _EVALUATORS = {"cassandra": "kvsim-cassandra", "memcached": "kvsim-memcached"}
 #: What a Cassandra deployment runs: `stock` (released Cassandra: the stock knobs are tuned) or `rein-patched` (a
@@ -121,6 +129,27 @@ def stock_defaults(driver: str, current: Mapping[str, Any] | None = None) -> Can
     return Candidate("stock", params)
 
 
+def patched_defaults(cand: Candidate, driver: str) -> Candidate:
+    """A Rein-patched server's candidate with every stock knob of `driver` it leaves unset at Cassandra's and the
+    driver's default (a patched Cassandra keeps its coordinator: `speculative_retry = 99p`), `driver` stated. The
+    snitch knobs stay unset (the selector's own defaults); a candidate of a policy that takes no knobs
+    (duplicate, speculative) is returned as it is."""
+    from tailtune.simulation.policies import NO_COORDINATOR
+    from tailtune.simulation.stock import SNITCH_KNOBS
+    from tailtune.simulation.stock_knobs import stock_knobs
+
+    if cand.policy in NO_COORDINATOR or cand.params.get("queue") in NO_COORDINATOR:
+        return cand
+    knobs = [k for k in stock_knobs(driver) if k.name not in SNITCH_KNOBS]
+    params: dict[str, int | float | str] = {k.name: k.default_for(driver) for k in knobs}
+    params.update({k: v for k, v in cand.params.items() if k != "driver"})
+    for k in knobs:  # a knob that exists only with another's value (multiget.chunk with `in`)
+        if any(params.get(n) != v for n, v in k.only_with):
+            params.pop(k.name, None)
+    params["driver"] = driver
+    return Candidate(cand.policy, params)
+
+
 def find_summary(source: WorkloadSource, settings: Settings) -> dict[str, Any] | None:
     """summary.json of a stored dataset, if `tailtune analyze` left one in a known place."""
     if source.dataset is None:
@@ -188,6 +217,8 @@ def run_tune(
     alt_trials = alt.config.trials if alt is not None else 0
     _start_tracking(job)
     paper = job.ev.reference(job.seeds[0]) or PAPER_DEFAULTS[req.deployment]
+    if "rein-patched" in (job.server, alt.server if alt is not None else None):
+        paper = patched_defaults(paper, req.driver)
     tracker = job.tracker
     main_progress = None
     if on_progress is not None:
@@ -262,11 +293,15 @@ def _space_and_baseline(
         return space, stock_defaults(req.driver, cur.params if cur is not None else None)
     others = {k: v for k, v in req.overrides.items() if k not in stock_ov}
     patched = [p for p in req.policies or () if p != "stock"]
-    space = apply_overrides(space_for(req.deployment, summary), others, policies=patched or None)
+    space = space_for(req.deployment, summary)
+    if server == "rein-patched":
+        space = patched_space(space, req.driver)
+    space = apply_overrides(space, others, policies=patched or None)
     cur = req.current if main else None
     if cur is not None and cur.policy == "stock":
         raise BadInputError.single("--current", "a stock config is current: use --server stock", field="policy")
-    return space, cur or DEFAULT_BASELINE[req.deployment]
+    baseline = cur or DEFAULT_BASELINE[req.deployment]
+    return space, patched_defaults(baseline, req.driver) if server == "rein-patched" else baseline
 
 
 def _sample(req: TuneRequest, settings: Settings) -> tuple[TuneRequest, dict[str, Any]]:
@@ -403,7 +438,8 @@ def _with_alternatives(job: _Job, rec: Recommendation, main_block: dict[str, Any
                        alt_block: dict[str, Any] | None) -> Recommendation:
     """`server` and `alternatives.{stock,patched}`: the main study's best (its verdict is the recommendation's)
     and the other server kind's best, both judged against the current config; a stock recommendation renders
-    as the CQL, yaml, JMX and driver settings a stock deployment applies."""
+    as the CQL, yaml, JMX and driver settings a stock deployment applies, a patched one carrying stock knobs as
+    its scheduler block next to those settings."""
     assert job.server is not None
     other = next(s for s in SERVERS if s != job.server)
     alternatives: dict[str, Any] = {
@@ -413,11 +449,16 @@ def _with_alternatives(job: _Job, rec: Recommendation, main_block: dict[str, Any
             "reason": "alternative_trials is 0"},
     }
     render = rec.render
-    if rec.policy == "stock":
+    from tailtune.simulation.stock import COORDINATOR_KNOBS
+
+    knobs = {k: v for k, v in rec.params.items() if k in COORDINATOR_KNOBS}
+    if rec.policy == "stock" or knobs:
         from tuner.stock_render import render_stock
 
         tables = list(job.req.tables) or ["<keyspace>.<table>"]
-        render = render_stock(rec.params, tables=tables, driver=job.req.driver)
+        stock = render_stock(knobs if rec.policy != "stock" else rec.params, tables=tables, driver=job.req.driver)
+        # a patched recommendation: the scheduler block, then the stock knobs it carries
+        render = stock if rec.policy == "stock" else {**rec.render, **stock}
     return dataclasses.replace(rec, server=job.server, alternatives=alternatives, render=render)
 
 

@@ -12,6 +12,13 @@ discipline with its parameters and a replica selector with its parameters.
 - **`stock`** (stock Cassandra and its drivers): the knobs named as Cassandra and the drivers spell them
   (`tailtune.simulation.stock_knobs`) → kvsim's `stock` params; replicas read through the `dynamic-snitch`
   selector (Cassandra's DynamicEndpointSnitch) unless `replica` names another.
+- **Coordinator knobs** (`tailtune.simulation.stock.COORDINATOR_KNOBS`: `speculative_retry`, the driver's and
+  the multiget shape's, and the `dynamic_snitch_*` settings) on every queue policy but `duplicate` and
+  `speculative` (their own client-side copies stand in for them): a patched server still has a coordinator, a
+  snitch and a driver. Unset, the machinery is off for them (`speculative_retry` NEVER, one driver execution,
+  the whole multiget in one `IN` query: the policy's replay as without the knobs); `stock` starts from
+  Cassandra's defaults instead (`99p`). The selector policies take them too (for their queue discipline).
+  The snitch knobs need a snitch selector (`dynamic-snitch` or `ds`).
 - `size_aware_cost` (0 or 1) on any policy: opset cost = Σ estimated op demand instead of the op count.
 
 Aliases kept for the CLI: `--replica NAME` = `--param replica=NAME` (on a selector policy it must name that
@@ -21,14 +28,17 @@ queue policy.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from tailtune.base.errors import BadInputError
 from tailtune.simulation.stock import (
+    COORDINATOR_KNOBS,
     SNITCH_SELECTOR,
     STOCK_POLICY,
     STOCK_STRING_PARAMS,
+    snitch_refusal,
     snitch_selector_params,
     stock_params,
 )
@@ -54,6 +64,11 @@ REPLICA_POLICY = "replica"
 STRING_PARAMS = ("replica", "queue", *STOCK_STRING_PARAMS)
 #: Queue policies whose default selector is not round-robin.
 DEFAULT_SELECTOR = {"tailx": "ds"}
+#: Queue policies that take no coordinator knobs, with the reason.
+NO_COORDINATOR = {
+    name: "its own client-side copies stand in for the coordinator's speculative retry and the driver's executions"
+    for name in ("duplicate", "speculative")
+}
 
 
 @dataclass(frozen=True)
@@ -136,7 +151,8 @@ def _check_names(resolved: ResolvedPolicy, where: str, names_where: str) -> Reso
             f"unknown replica selector {resolved.replica!r} (one of {', '.join(selectors)})",
             field="replica",
         )
-    _unknown_params(resolved.queue_params, kvsim.policy_defaults(resolved.queue), f"policy {resolved.queue!r}", where)
+    valid = {**kvsim.policy_defaults(resolved.queue), **kvsim.coordinator_defaults(resolved.queue)}
+    _unknown_params(resolved.queue_params, valid, f"policy {resolved.queue!r}", where)
     _unknown_params(
         resolved.replica_params,
         kvsim.replica_defaults(resolved.replica),
@@ -165,10 +181,12 @@ def _resolve(
     extra = {str(k): float(v) for k, v in (replica_params or {}).items()}
     if policy == STOCK_POLICY:
         return _resolve_stock(params, extra, where)
-    nums = _numbers(policy, params, where)
+    knobs = {k: v for k, v in params.items() if k in COORDINATOR_KNOBS}
+    own = {k: v for k, v in params.items() if k not in COORDINATOR_KNOBS}
+    nums = _numbers(policy, own, where)
     cost = bool(nums.pop("size_aware_cost", 0.0))
-    replica = params.get("replica")
-    queue = params.get("queue")
+    replica = own.get("replica")
+    queue = own.get("queue")
     for name, v in (("replica", replica), ("queue", queue)):
         if v is not None and (not isinstance(v, str) or not v):
             raise BadInputError.single(where, f"{name} must be a name, got {v!r}", field=name)
@@ -177,19 +195,42 @@ def _resolve(
             raise BadInputError.single(
                 "--replica", f"--policy {policy} already selects replicas with {policy}", field="replica"
             )
-        return ResolvedPolicy(policy, str(queue or "fifo"), {}, policy, {**nums, **extra}, cost)
-    if policy == REPLICA_POLICY:
+        resolved = ResolvedPolicy(policy, str(queue or "fifo"), {}, policy, {**nums, **extra}, cost)
+    elif policy == REPLICA_POLICY:
         if replica is None:
             raise BadInputError.single(where, "policy 'replica' needs --param replica=SELECTOR", field="replica")
-        return ResolvedPolicy(policy, str(queue or "fifo"), {}, str(replica), {**nums, **extra}, cost)
-    if queue is not None:
+        resolved = ResolvedPolicy(policy, str(queue or "fifo"), {}, str(replica), {**nums, **extra}, cost)
+    else:
+        if queue is not None:
+            raise BadInputError.single(
+                where,
+                f"'queue' is a parameter of {', '.join((*SELECTOR_POLICIES, REPLICA_POLICY))}, not of {policy}",
+                field="queue",
+            )
+        selector = str(replica or DEFAULT_SELECTOR.get(policy, "round-robin"))
+        resolved = ResolvedPolicy(policy, policy, nums, selector, extra, cost)
+    return _with_knobs(resolved, knobs, where) if knobs else resolved
+
+
+def _with_knobs(resolved: ResolvedPolicy, knobs: Mapping[str, ParamValue], where: str) -> ResolvedPolicy:
+    """`resolved` with the coordinator knobs: kvsim's coordinator params next to the queue's, the snitch knobs
+    as the selector's (refused, with the reason, where the queue or the selector takes none)."""
+    k = next(iter(knobs))
+    if resolved.queue in NO_COORDINATOR:
         raise BadInputError.single(
-            where,
-            f"'queue' is a parameter of {', '.join((*SELECTOR_POLICIES, REPLICA_POLICY))}, not of {policy}",
-            field="queue",
+            where, f"{k}: policy {resolved.queue!r} takes no coordinator knobs ({NO_COORDINATOR[resolved.queue]})",
+            field=k,
         )
-    selector = str(replica or DEFAULT_SELECTOR.get(policy, "round-robin"))
-    return ResolvedPolicy(policy, policy, nums, selector, extra, cost)
+    for name in knobs:
+        why = snitch_refusal(name, resolved.replica)
+        if why is not None:
+            raise BadInputError.single(where, why, field=name)
+    core, snitch = stock_params(dict(knobs), where, policy=resolved.queue)
+    # the selector's own params (`--replica-param`, a selector policy's) win over the snitch knobs' mapping
+    replica_params = {**snitch_selector_params(snitch, resolved.replica), **resolved.replica_params}
+    return dataclasses.replace(
+        resolved, queue_params={**resolved.queue_params, **core}, replica_params=replica_params
+    )
 
 
 def _resolve_stock(params: Mapping[str, ParamValue], extra: dict[str, float], where: str) -> ResolvedPolicy:

@@ -32,15 +32,19 @@ from tailtune.simulation.stock_knobs import DRIVER_DEFAULT, STOCK_KNOBS, StockKn
 
 __all__ = [
     "CLIENT_KNOBS",
+    "COORDINATOR_KNOBS",
     "DEFAULT_SPECULATIVE_RETRY",
     "DRIVER_CODE",
     "INT_MAX",
     "NOT_MODELLED",
+    "PATCHED_SPECULATIVE_RETRY",
+    "SNITCH_KNOBS",
     "SNITCH_SELECTOR",
     "STOCK_POLICY",
     "STOCK_STRING_PARAMS",
     "SpeculativeRetry",
     "parse_speculative_retry",
+    "snitch_refusal",
     "snitch_selector_params",
     "spec_core_params",
     "stock_params",
@@ -220,6 +224,15 @@ CLIENT_KNOBS = tuple(k for k in STOCK_KNOBS if k.core)
 CORE_PARAMS = ("read_timeout_ms", "spec_refresh_ms", "spec_warm", "window")
 
 
+#: The snitch knobs (the `dynamic-snitch` selector's, or `ds`'s).
+SNITCH_KNOBS = tuple(SNITCH_DEFAULTS)
+#: Every coordinator knob: what `stock` takes and what every other queue policy but `duplicate` and
+#: `speculative` accepts too (kvsim's coordinator section, plus the snitch knobs for a snitch selector).
+COORDINATOR_KNOBS = ("speculative_retry", "driver", *SNITCH_KNOBS, *(k.name for k in CLIENT_KNOBS), *CORE_PARAMS)
+#: `speculative_retry` of a patched policy when none is given: the machinery off (a replay as without the knobs).
+PATCHED_SPECULATIVE_RETRY = "NEVER"
+
+
 def spec_core_params(policy: SpeculativeRetry) -> dict[str, float]:
     """A parsed `speculative_retry` as kvsim's `stock` parameters."""
     return {
@@ -229,10 +242,14 @@ def spec_core_params(policy: SpeculativeRetry) -> dict[str, float]:
     }
 
 
-def stock_params(params: dict[str, int | float | str], where: str) -> tuple[dict[str, float], dict[str, float]]:
-    """The `stock` knobs (Cassandra's and the drivers' names; unset = Cassandra's and that driver's defaults, from
-    `stock_knobs`) → (kvsim `stock` params, the dynamic-snitch knobs for `snitch_selector_params`). Unknown
-    knobs, knobs the stated driver lacks and knobs that do not apply are a BadInputError naming the reason."""
+def stock_params(
+    params: dict[str, int | float | str], where: str, *, policy: str = STOCK_POLICY
+) -> tuple[dict[str, float], dict[str, float]]:
+    """The coordinator knobs of `policy` (Cassandra's and the drivers' names; unset = Cassandra's and that
+    driver's defaults from `stock_knobs`, except `speculative_retry`: `99p` for `stock`, `NEVER` for the patched
+    policies) → (kvsim's coordinator params, the dynamic-snitch knobs for `snitch_selector_params`: every one for
+    `stock`, the given ones for the others). Unknown knobs, knobs the stated driver lacks and knobs that do not
+    apply are a BadInputError naming the reason."""
     for k in params:
         if k in NOT_MODELLED:
             raise BadInputError.single(where, f"{k}: {NOT_MODELLED[k]}", field=k)
@@ -241,10 +258,11 @@ def stock_params(params: dict[str, int | float | str], where: str) -> tuple[dict
     if unknown:
         raise BadInputError.single(
             where,
-            f"unknown parameter {unknown[0]!r} for policy 'stock': valid are {', '.join(known)}",
+            f"unknown parameter {unknown[0]!r} for policy {policy!r}: valid are {', '.join(known)}",
             field=unknown[0],
         )
-    text = params.get("speculative_retry", DEFAULT_SPECULATIVE_RETRY)
+    stock = policy == STOCK_POLICY
+    text = params.get("speculative_retry", DEFAULT_SPECULATIVE_RETRY if stock else PATCHED_SPECULATIVE_RETRY)
     if not isinstance(text, str):
         raise BadInputError.single(where, f"speculative_retry must be text, got {text!r}", field="speculative_retry")
     core = spec_core_params(parse_speculative_retry(text, where=where))
@@ -269,32 +287,42 @@ def stock_params(params: dict[str, int | float | str], where: str) -> tuple[dict
     for k in CORE_PARAMS:
         if k in params:
             core[k] = _number(params[k], k, where)
-    snitch = {k: _number(params.get(k, v), k, where) for k, v in SNITCH_DEFAULTS.items()}
+    snitch = {k: _number(params.get(k, v), k, where) for k, v in SNITCH_DEFAULTS.items() if stock or k in params}
     if "read_timeout_ms" in core:
         snitch["read_timeout_ms"] = core["read_timeout_ms"]
     return core, snitch
 
 
 def snitch_selector_params(snitch: dict[str, float], replica: str) -> dict[str, float]:
-    """The dynamic-snitch knobs (as `stock_params` returns them) as the parameters of kvsim selector `replica`:
-    `dynamic-snitch` (Cassandra's DynamicEndpointSnitch, stock's default) or `ds` (the papers' snitch); other
-    selectors take none of them."""
-    if replica == SNITCH_SELECTOR:
-        out = {
-            "badness": snitch["dynamic_snitch_badness_threshold"],
-            "update_ms": snitch["dynamic_snitch_update_interval"],
-            "reset_ms": snitch["dynamic_snitch_reset_interval"],
-        }
-        if "read_timeout_ms" in snitch:
-            out["timeout_ms"] = snitch["read_timeout_ms"]
+    """The dynamic-snitch knobs (as `stock_params` returns them; those present) as the parameters of kvsim
+    selector `replica`: `dynamic-snitch` (Cassandra's DynamicEndpointSnitch, stock's default) or `ds` (the
+    papers' snitch); other selectors take none of them (`snitch_refusal` says why)."""
+    out: dict[str, float] = {}
+    if replica not in (SNITCH_SELECTOR, "ds"):
         return out
-    if replica == "ds":
-        return {
-            "badness": snitch["dynamic_snitch_badness_threshold"],
-            "update_ms": snitch["dynamic_snitch_update_interval"],
-            "reset_s": snitch["dynamic_snitch_reset_interval"] / 1000.0,
-        }
-    return {}
+    if "dynamic_snitch_badness_threshold" in snitch:
+        out["badness"] = snitch["dynamic_snitch_badness_threshold"]
+    if "dynamic_snitch_update_interval" in snitch:
+        out["update_ms"] = snitch["dynamic_snitch_update_interval"]
+    if "dynamic_snitch_reset_interval" in snitch:
+        reset = snitch["dynamic_snitch_reset_interval"]
+        if replica == SNITCH_SELECTOR:
+            out["reset_ms"] = reset
+        else:
+            out["reset_s"] = reset / 1000.0
+    if replica == SNITCH_SELECTOR and "read_timeout_ms" in snitch:
+        out["timeout_ms"] = snitch["read_timeout_ms"]
+    return out
+
+
+def snitch_refusal(name: str, replica: str) -> str | None:
+    """Why snitch knob `name` does not apply with selector `replica` (None: it applies, or it is no snitch knob)."""
+    if name not in SNITCH_KNOBS or replica in (SNITCH_SELECTOR, "ds"):
+        return None
+    return (
+        f"{name} is a setting of the dynamic snitch, and replicas are chosen by {replica!r}: "
+        f"add --param replica={SNITCH_SELECTOR} (or ds)"
+    )
 
 
 def _default(name: str, driver: str) -> int | float | str:

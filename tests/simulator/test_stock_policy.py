@@ -137,3 +137,71 @@ def test_stall_fields_stay_out_of_old_records() -> None:
     assert d.cli_args() == ["--stall-rate", "2.0", "--stall-ms", "20.0"]
     with pytest.raises(BadInputError, match="stall"):
         CassandraDeployment(stall_rate=-1.0).server_model()
+
+
+# ------------------------------------------------------------------------------------- the knobs on patched policies
+_PATCHED = ("rein", "rein-sbf", "rein-sds", "brb-equalmax", "brb-unifincr", "tailx", "fifo", "oracle")
+
+
+@pytest.mark.parametrize("policy", _PATCHED)
+def test_patched_policies_take_the_knobs_off_by_default(policy: str) -> None:
+    assert resolve(policy, {}).queue_params == {}  # no knob: the policy's own replay, as before
+    r = resolve(policy, {"speculative_retry": "MIN(5ms,99p)", "driver.speculative_execution.max_executions": 2})
+    assert (r.queue, r.queue_params["spec_kind"], r.queue_params["spec_fixed_ms"]) == (policy, 4.0, 5.0)
+    assert r.queue_params["se_max"] == 2.0
+    assert resolve(policy, {"driver": "python"}).queue_params["spec_kind"] == 0.0  # unset retry: NEVER
+
+
+@pytest.mark.parametrize(("params", "message"), [
+    ({"speculative_retry": "100p"}, "between 0.0 and 100.0"),
+    ({"speculative_retry": "sometimes"}, "speculative_retry"),
+    ({"driver.shuffle_replicas": 1}, "not a setting of the java4 driver"),
+    ({"multiget.shape": "per-partition", "multiget.chunk": 4}, "applies only with multiget.shape=in"),
+    ({"dynamic_snitch_update_interval": 50}, "replicas are chosen by 'round-robin'"),
+])
+def test_patched_policies_refuse_bad_knobs_as_stock(params: dict[str, Any], message: str) -> None:
+    with pytest.raises(BadInputError, match=message) as info:
+        resolve("rein", params)
+    assert "\n" not in str(info.value)  # one line, naming the param
+    assert f"field '{next(iter(params)) if len(params) == 1 else 'multiget.chunk'}'" in str(info.value)
+
+
+def test_the_snitch_knobs_need_a_snitch_selector() -> None:
+    r = resolve("rein", {"replica": "dynamic-snitch", "dynamic_snitch_update_interval": 50})
+    assert (r.replica, r.replica_params) == ("dynamic-snitch", {"update_ms": 50.0})
+    assert resolve("tailx", {"dynamic_snitch_badness_threshold": 0.5}).replica_params == {"badness": 0.5}  # ds
+
+
+@pytest.mark.parametrize("policy", ["duplicate", "speculative"])
+def test_duplicate_and_speculative_refuse_the_knobs(policy: str) -> None:
+    with pytest.raises(BadInputError, match="takes no coordinator knobs"):
+        resolve(policy, {"speculative_retry": "99p"})
+    with pytest.raises(BadInputError, match="takes no coordinator knobs"):
+        resolve("heron", {"queue": policy, "speculative_retry": "99p"})
+
+
+def test_selector_policies_take_the_knobs_for_their_queue() -> None:
+    r = resolve("heron", {"queue": "rein", "speculative_retry": "5ms"})
+    assert (r.queue, r.replica, r.queue_params["spec_kind"]) == ("rein", "heron", 3.0)
+    knobs = {"dynamic_snitch_update_interval": 50, "dynamic_snitch_badness_threshold": 0.2}
+    ds = resolve("ds", {"update_ms": 20.0, **knobs})
+    assert ds.replica_params == {"update_ms": 20.0, "badness": 0.2}  # the selector's own param wins
+
+
+def test_simulate_rein_with_knobs(cli: Any) -> None:
+    base = ("simulate", "--profile", "soundcloud", "--requests", "3000", "--policy", "rein", "--json")
+    plain = json.loads(cli(*base).stdout)
+    never = _sim_args(cli, *base, "--param", "speculative_retry=NEVER")
+    always = _sim_args(cli, *base, "--param", "speculative_retry=always")
+    assert "extra_reads" not in plain
+    assert never["p99_ms"] == plain["p99_ms"] and never["extra_reads"] == 0
+    assert (always["speculative_retry"], always["extra_reads"]) == ("ALWAYS", always["workload_ops"])
+    bad = cli(*base, "--param", "speculative_retry=101p")
+    assert bad.exit_code != 0 and "speculative_retry" in bad.stderr
+
+
+def _sim_args(cli: Any, *args: str) -> dict[str, Any]:
+    r = cli(*args)
+    assert r.exit_code == 0, r.stderr
+    out: dict[str, Any] = json.loads(r.stdout)
+    return out

@@ -139,12 +139,20 @@ def test_study_on_bimodal_trace_tunes_heron_and_tailx(tailtune_home: Any, tmp_pa
     # the reported best is what the evaluator gives for those params on the study's seeds (0, 1)
     p99 = [ev.evaluate(cand, s).p99_ms for s in (0, 1)]
     assert best["p99_ms"] == pytest.approx(sum(p99) / 2, rel=1e-12)
-    # the study replayed heron and tailx trials, each asking only its own (conditional) parameters
+    # the study replayed heron and tailx trials, each asking only its own (conditional) parameters and the
+    # patched server's stock knobs (the snitch's only with a snitch: tailx with replica=ds)
+    from tailtune.simulation.stock import SNITCH_KNOBS
+    from tailtune.simulation.stock_knobs import stock_knobs
+
     study = optuna.load_study(study_name=doc["study"], storage=open_storage(journal))
+    knobs = {k.name for k in stock_knobs("java4")}
+    client = knobs - set(SNITCH_KNOBS) - {"multiget.chunk"}  # the chunk: only with IN queries
     asked = {t.params["policy"]: set(t.params) for t in study.trials if t.state.name == "COMPLETE"}
-    assert asked["heron"] == {"policy", "heron.thr_l_bytes", "heron.queue"}
-    assert asked["tailx"] == {"policy", "tailx.thr_l_bytes", "tailx.tl_scale", "tailx.ts_scale",
-                              "tailx.allowance_scale", "tailx.replica"}
+    heron = {"policy", "heron.thr_l_bytes", "heron.queue"}
+    assert heron | {f"heron.{k}" for k in client} <= asked["heron"] <= heron | {f"heron.{k}" for k in knobs}
+    tailx = {"policy", "tailx.thr_l_bytes", "tailx.tl_scale", "tailx.ts_scale", "tailx.allowance_scale",
+             "tailx.replica"}
+    assert tailx | {f"tailx.{k}" for k in client} <= asked["tailx"] <= tailx | {f"tailx.{k}" for k in knobs}
 
 
 def test_fanout_rederived_on_the_simulated_cluster() -> None:

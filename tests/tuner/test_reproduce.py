@@ -42,10 +42,17 @@ CASSANDRA_CANDIDATES = [
     Candidate("rein", {"k": 3, "range_factor": 2.5, "r_q1": 5.0, "rate_step": 1.0, "tau_1": 1.0,
                        "size_aware_cost": 1}),
     Candidate("fifo", {}),
+    # a patched policy with stock knobs (coordinator retry, driver executions, IN chunks) and a snitch knob on ds
+    Candidate("rein", {"k": 3, "range_factor": 2.5, "r_q1": 5.0, "rate_step": 1.0, "tau_1": 1.0,
+                       "speculative_retry": "MIN(90p,2ms)", "driver": "java4",
+                       "driver.speculative_execution.max_executions": 2, "driver.speculative_execution.delay": 5.0,
+                       "driver.slow_replica_avoidance": 1, "multiget.shape": "in", "multiget.chunk": 4}),
+    Candidate("tailx", {"thr_l_bytes": 16384, "replica": "ds", "speculative_retry": "99p",
+                        "dynamic_snitch_update_interval": 20, "multiget.shape": "per-partition"}),
 ]
 
 
-@pytest.mark.parametrize("cand", CASSANDRA_CANDIDATES, ids=lambda c: c.policy)
+@pytest.mark.parametrize("cand", CASSANDRA_CANDIDATES, ids=lambda c: c.label()[:60])
 def test_cassandra_candidate_reproduces_through_simulate(cand: Candidate, tmp_path: Path) -> None:
     ev = KvsimCassandraEvaluator({"profile": "bimodal", "requests": 1500}, servers=16, load=0.6)
     for seed in (0, 1):
@@ -87,3 +94,23 @@ def test_memcached_sharded_candidate_reproduces_through_simulate(tmp_path: Path)
     want = ev.evaluate(cand, 1).as_dict()
     got = _simulate(ev.simulate_args(cand, 1), tmp_path)
     assert {k: got[k] for k in METRICS} == {k: want[k] for k in METRICS}
+
+
+def test_patched_recommendation_with_stock_knobs_reproduces(tmp_path: Path) -> None:
+    req = TuneRequest(source=WorkloadSource(profile="bimodal", requests=1200), deployment="cassandra", trials=5,
+                      seeds=2, storage="memory", mlflow=False, plots=False, server="rein-patched",
+                      current=Candidate("rein", {"k": 4, "speculative_retry": "50ms"}), policies=("rein",),
+                      alternative_trials=0, evaluator_options={"servers": 16})
+    rec = run_tune(req)
+    assert rec.policy == "rein"
+    # every stock knob of the driver is spelled out (the current config's unset ones at Cassandra's defaults)
+    assert rec.params["driver"] == "java4" and "speculative_retry" in rec.params
+    assert "driver.speculative_execution.max_executions" in rec.params
+    if rec.params["speculative_retry"] != "NEVER":
+        assert rec.render["cql"][0].startswith("ALTER TABLE")
+    assert "speculative_retry" not in rec.render["json"]["request_scheduler_options"]
+    for cmd, figures in zip(rec.reproduce, rec.expected["per_seed"], strict=True):
+        args = shlex.split(cmd)
+        assert args[args.index("--policy") + 1] == "rein"
+        got = _simulate(args, tmp_path)
+        assert {k: got[k] for k in METRICS} == {k: figures[k] for k in METRICS}

@@ -197,3 +197,16 @@ def test_refusals_name_the_knob_and_the_reason(params: dict[str, object], driver
 def test_a_bad_speculative_retry_is_refused() -> None:
     with pytest.raises(BadInputError):
         render_stock({"speculative_retry": "MIN(99p,95p)"}, tables=["a.b"])
+
+
+def test_a_patched_candidate_keeps_its_stock_knobs_out_of_the_scheduler_block() -> None:
+    from tuner.recommend import render_cassandra
+    from tuner.space import Candidate
+
+    cand = Candidate("rein", {"k": 4, "speculative_retry": "50ms", "driver": "java4",
+                              "driver.speculative_execution.max_executions": 2})
+    out = render_cassandra(cand)
+    assert out["json"] == {"request_scheduler": "rein", "request_scheduler_options": {"queues": 4}}
+    assert out["properties"] == "scheduler.policy=rein\nscheduler.rein.queues=4\n"
+    stock = render_stock({k: v for k, v in cand.params.items() if k != "k"}, tables=["ks.t"])
+    assert stock["cql"] == ["ALTER TABLE ks.t WITH speculative_retry = '50ms';"]

@@ -10,8 +10,8 @@ from tailtune.simulation.source import WorkloadSource
 from tailtune.simulation.stock import parse_speculative_retry
 from tailtune.simulation.stock_knobs import stock_knobs
 from tuner.evaluators import EvaluatorSpec, build_evaluator
-from tuner.space import Candidate, speculative_retry_choices, stock_space
-from tuner.tune import TuneRequest, parse_candidate, run_tune, stock_defaults
+from tuner.space import Candidate, cassandra_space, patched_space, speculative_retry_choices, stock_space
+from tuner.tune import TuneRequest, parse_candidate, patched_defaults, run_tune, stock_defaults
 
 _SRC = WorkloadSource(profile="soundcloud", requests=2000)
 
@@ -91,6 +91,31 @@ def test_patched_server_keeps_the_scheduler_space_and_shows_stock_beside_it() ->
     assert stock["server"] == "stock" and stock["policy"] == "stock" and stock["trials"] == 3
     assert stock["verdict"] in ("recommend", "keep current") and "ci" in stock and "p99_ms" in stock
     assert rec.alternatives["patched"]["server"] == "rein-patched"
+
+
+@pytest.mark.parametrize("driver", ["java4", "python"])
+def test_patched_space_is_the_scheduler_space_plus_the_drivers_stock_knobs(driver: str) -> None:
+    today = cassandra_space()
+    space = patched_space(today, driver)
+    assert [p.policy for p in space.policies] == [p.policy for p in today.policies]
+    snitch = {"dynamic_snitch_badness_threshold", "dynamic_snitch_update_interval", "dynamic_snitch_reset_interval"}
+    knobs = {k.name for k in stock_knobs(driver)}
+    for ps, old in zip(space.policies, today.policies, strict=True):
+        names = [p.name for p in ps.params]
+        assert names[: len(old.params)] == [p.name for p in old.params]  # today's space first, unchanged
+        added = set(names[len(old.params):])
+        # the snitch knobs where a snitch may pick replicas (`replica` searched, ds among its choices)
+        assert added == (knobs if ps.policy in ("tailx", "replica") else knobs - snitch), ps.policy
+        assert ps.fixed["driver"] == driver
+    tailx = {p.name: p for p in space.policy_space("tailx").params}
+    assert tailx["dynamic_snitch_update_interval"].when == (("replica", "ds"),)
+    # the paper default and the current config, stock knobs at Cassandra's defaults, lie in the space
+    rein = patched_defaults(Candidate("rein", {"k": 4, "range_factor": 3.0, "r_q1": 5.0, "rate_step": 1.0,
+                                               "tau_1": 1.0}), driver)
+    assert rein.params["speculative_retry"] == "99p" and space.contains(rein)
+    assert space.contains(patched_defaults(Candidate("fifo"), driver))
+    heron = patched_defaults(Candidate("heron", {"queue": "rein", "thr_l_bytes": 65536}), driver)
+    assert heron.params["speculative_retry"] == "99p" and space.contains(heron)
 
 
 @pytest.mark.parametrize(

@@ -32,7 +32,7 @@ use kvsim_core::replica::SelectorConfig;
 use kvsim_core::rng::Rng;
 use kvsim_core::server_model::{ServerModelConfig, Slowdown};
 use kvsim_core::{
-    replay, Arrivals, ClientModel, Cluster, ClusterConfig, PolicyConfig, ReplayConfig, RunResult, SizeClasses,
+    replay, Arrivals, ClientModel, Cluster, ClusterConfig, CoordinatorConfig, PolicyConfig, ReplayConfig, RunResult, SizeClasses,
     Workload, WorkloadSpec,
 };
 
@@ -97,7 +97,7 @@ struct Case {
 fn replay_case(
     cluster: &Cluster,
     wl: &Workload,
-    policy: &PolicyConfig,
+    (policy, coordinator): (&PolicyConfig, &CoordinatorConfig),
     sel: &SelectorConfig,
     large: &[bool],
     case: &Case,
@@ -105,6 +105,7 @@ fn replay_case(
     let cfg = ReplayConfig {
         policy: policy.clone(),
         selector: sel.clone(),
+        coordinator: coordinator.clone(),
         sizes: SizeClasses {
             large_est: large.to_vec(),
             large_true: large.to_vec(),
@@ -253,7 +254,8 @@ fn speed(args: &[String]) {
             for _ in 0..repeat {
                 let c0 = thread_cpu_ns();
                 let t = Instant::now();
-                let r = replay_case(&cluster, &wl, &cfg, &sel_cfg, &large, &case);
+                let co = CoordinatorConfig::for_policy(&cfg);
+                let r = replay_case(&cluster, &wl, (&cfg, &co), &sel_cfg, &large, &case);
                 let wall = t.elapsed().as_secs_f64();
                 let cpu = (thread_cpu_ns() - c0) as f64 / 1e9;
                 best = best.min(wall);
@@ -380,7 +382,8 @@ fn ext(args: &[String]) {
             let sel_cfg = selector(sel);
             for p in policies.iter() {
                 let cfg = PolicyConfig::from_name(p).expect("policy");
-                let r = replay_case(&cluster, &wl, &cfg, &sel_cfg, &large, case);
+                let co = CoordinatorConfig::for_policy(&cfg);
+                let r = replay_case(&cluster, &wl, (&cfg, &co), &sel_cfg, &large, case);
                 println!(
                     "ext {name:18} {p:12} {sel:20} events {} {} {}",
                     r.events,
@@ -392,8 +395,8 @@ fn ext(args: &[String]) {
     }
 }
 
-/// `name[:param=value[/param=value]]` → the policy with those parameters.
-fn policy(spec: &str) -> PolicyConfig {
+/// `name[:param=value[/param=value]]` → the policy and its coordinator section with those parameters.
+fn policy(spec: &str) -> (PolicyConfig, CoordinatorConfig) {
     let (name, params) = spec.split_once(':').unwrap_or((spec, ""));
     let params: Vec<(String, f64)> = params
         .split('/')
@@ -403,7 +406,7 @@ fn policy(spec: &str) -> PolicyConfig {
             (k.to_string(), v.parse().expect("policy parameter value"))
         })
         .collect();
-    PolicyConfig::build(name, &params).expect("policy")
+    kvsim_core::coordinator::build_policy(name, &params).expect("policy")
 }
 
 /// `stock`: Cassandra's coordinator speculative retry, stalls, the drivers and the multiget shapes.
@@ -453,7 +456,8 @@ fn stock_cases(args: &[String]) {
         for sel in selectors {
             let sel_cfg = selector(sel);
             for p in policies {
-                let r = replay_case(&cluster, &wl, &policy(p), &sel_cfg, &large, case);
+                let (pc, co) = policy(p);
+                let r = replay_case(&cluster, &wl, (&pc, &co), &sel_cfg, &large, case);
                 println!(
                     "stock {name:8} {p:62} {sel:40} events {} {} {}",
                     r.events,

@@ -5,11 +5,13 @@
 //! (warm-up cut, per-op records). The default is the core model: `fifo`, round-robin replicas, one value size,
 //! uniform servers, reads only, open-loop arrivals.
 //!
-//! Room to grow, without a second entry point: Cassandra-wide knobs that every Cassandra policy accepts
-//! (speculative-retry grammar, dynamic-snitch settings, driver hedging, multiget shape) belong in a coordinator
-//! section next to `selector`; server stalls in [`ServerModelConfig`]; a workload's request structure shared
-//! across seeds lives in the [`Workload`](crate::Workload), which this config never copies.
+//! The Cassandra-wide machinery every queue policy runs under (the coordinator's speculative retry, the driver's
+//! routing and speculative executions, the multiget shape) is the `coordinator` section next to `selector`
+//! ([`CoordinatorConfig`]: off by default, Cassandra's defaults for `stock`); the dynamic-snitch settings are
+//! the `dynamic-snitch` selector's. Server stalls are in [`ServerModelConfig`]; a workload's request structure
+//! shared across seeds lives in the [`Workload`](crate::Workload), which this config never copies.
 use crate::client_model::ClosedLoop;
+use crate::coordinator::CoordinatorConfig;
 use crate::error::SimError;
 use crate::policy::PolicyConfig;
 use crate::replica::SelectorConfig;
@@ -22,6 +24,9 @@ pub struct ReplayConfig {
     pub policy: PolicyConfig,
     /// Replica selection with its parameters.
     pub selector: SelectorConfig,
+    /// The coordinator's speculative retry, the driver and the multiget shape (off = the policy's own replay;
+    /// [`CoordinatorConfig::for_policy`] gives a policy's default).
+    pub coordinator: CoordinatorConfig,
     /// What the client and the servers know about each op's value size (per op, workload order).
     pub sizes: SizeClasses,
     /// Per-server speed factors and time-varying slowdowns (default: every server at speed 1).
@@ -49,10 +54,11 @@ impl Default for ReplayConfig {
 }
 
 impl ReplayConfig {
-    /// `policy` on the core model (round-robin replicas, one value size, uniform servers, reads only, open loop,
-    /// warm-up 0.1, seed 0).
+    /// `policy` on the core model (round-robin replicas, the policy's default coordinator section, one value
+    /// size, uniform servers, reads only, open loop, warm-up 0.1, seed 0).
     pub fn new(policy: PolicyConfig) -> Self {
         ReplayConfig {
+            coordinator: CoordinatorConfig::for_policy(&policy),
             policy,
             selector: SelectorConfig::default(),
             sizes: SizeClasses::default(),
@@ -66,9 +72,20 @@ impl ReplayConfig {
         }
     }
 
-    /// True when none of the server, write or client-model extensions is on.
+    /// The named policy with `params` (each to the policy when it has it, else to the coordinator section: see
+    /// [`crate::coordinator::build_policy`]) on the core model, as [`ReplayConfig::new`].
+    pub fn build(name: &str, params: &[(String, f64)]) -> Result<Self, SimError> {
+        let (policy, coordinator) = crate::coordinator::build_policy(name, params)?;
+        Ok(ReplayConfig {
+            coordinator,
+            ..ReplayConfig::new(policy)
+        })
+    }
+
+    /// True when none of the server, write, client-model or coordinator extensions is on.
     pub fn plain_model(&self) -> bool {
-        self.servers.is_uniform()
+        !self.coordinator.active()
+            && self.servers.is_uniform()
             && !self.writes.iter().any(|&w| w)
             && self.client == ClientModel::Open
     }
@@ -83,6 +100,7 @@ impl ReplayConfig {
             "[0, 0.99] (fraction of requests)",
         )?;
         self.policy.validate()?;
+        crate::coordinator::check(&self.policy, &self.coordinator)?;
         self.selector.validate()?;
         if let ClientModel::Closed(c) = &self.client {
             c.validate()?;

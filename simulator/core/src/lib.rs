@@ -4,7 +4,8 @@
 //!
 //! - [`cluster`]: servers × slots, Murmur3 token ring with RF consecutive replicas, network latency, clients.
 //! - [`workload`]: arrivals, opsets and per-op demands materialized from a seed before the replay.
-//! - [`replay`] (one entry point) with a [`ReplayConfig`], returning a [`RunResult`].
+//! - [`replay`] (one entry point) with a [`ReplayConfig`], returning a [`RunResult`]; [`coordinator`]: its
+//!   Cassandra-wide section (speculative retry, driver, multiget shape) every queue policy runs under.
 //! - [`engine`]: the event core; [`policy`]: scheduling policies (one file each, one registry row each);
 //!   [`replica`]: replica selection (likewise); [`params`]: their declared parameters.
 //! - [`memcached`]: the memcached deployment kind (Chisel), a separate engine.
@@ -16,6 +17,7 @@ pub mod bloom;
 pub mod client_model;
 pub mod cluster;
 pub mod config;
+pub mod coordinator;
 pub mod demand;
 pub mod engine;
 pub mod error;
@@ -37,6 +39,7 @@ pub mod memcached;
 
 pub use cluster::{Cluster, ClusterConfig};
 pub use config::{ClientModel, ReplayConfig, SizeClasses};
+pub use coordinator::CoordinatorConfig;
 pub use engine::replay;
 pub use error::SimError;
 pub use params::{ParamSpec, Params, Search};

@@ -3,7 +3,7 @@ use kvsim_core::replica::{
     DesConfig, EndpointSnitch, Feedback, ReplicaSelector, SelectCtx, SelectorConfig,
 };
 use kvsim_core::server_model::ServerModelConfig;
-use kvsim_core::{replay, Cluster, ClusterConfig, PolicyConfig, ReplayConfig, Workload};
+use kvsim_core::{replay, Cluster, ClusterConfig, ReplayConfig, Workload};
 
 const MS: u64 = 1_000_000;
 
@@ -34,7 +34,7 @@ fn run(update_ms: f64) -> Vec<u64> {
             .unwrap(),
         warmup: 0.0,
         seed: 0,
-        ..ReplayConfig::new(PolicyConfig::build("stock", &[("spec_kind".into(), 0.0)]).unwrap())
+        ..ReplayConfig::build("stock", &[("spec_kind".into(), 0.0)]).unwrap()
     };
     replay(&c, &wl, &cfg).unwrap().latency_ns
 }

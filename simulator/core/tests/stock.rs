@@ -1,6 +1,6 @@
 //! `stock` (Cassandra's coordinator speculative retry): hand-worked schedules replayed exactly.
 use kvsim_core::server_model::ServerModelConfig;
-use kvsim_core::{replay, Cluster, ClusterConfig, PolicyConfig, ReplayConfig, RunResult, Workload};
+use kvsim_core::{replay, Cluster, ClusterConfig, ReplayConfig, RunResult, Workload};
 
 const MS: u64 = 1_000_000;
 
@@ -29,7 +29,7 @@ fn run(c: &Cluster, wl: &Workload, slow: f64, params: &[(&str, f64)]) -> RunResu
         },
         warmup: 0.0,
         seed: 0,
-        ..ReplayConfig::new(PolicyConfig::build("stock", &params).unwrap())
+        ..ReplayConfig::build("stock", &params).unwrap()
     };
     replay(c, wl, &cfg).unwrap()
 }
@@ -173,7 +173,7 @@ fn speculative_retry_pays_under_stalls_and_the_extra_reads_are_load() {
                 ..ServerModelConfig::default()
             },
             seed: 3,
-            ..ReplayConfig::new(PolicyConfig::build("stock", &params).unwrap())
+            ..ReplayConfig::build("stock", &params).unwrap()
         };
         replay(&c, &wl, &cfg).unwrap()
     };
@@ -207,7 +207,7 @@ fn the_warm_start_is_the_end_of_the_warm_up_cut() {
             },
             warmup,
             seed: 0,
-            ..ReplayConfig::new(PolicyConfig::build("stock", &params).unwrap())
+            ..ReplayConfig::build("stock", &params).unwrap()
         };
         replay(&c, &three(), &cfg).unwrap().latency_ns
     };

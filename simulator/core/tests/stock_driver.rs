@@ -1,7 +1,7 @@
 //! `stock`'s client side (the driver's speculative executions and query plans, the multiget shape):
 //! hand-worked schedules replayed exactly.
 use kvsim_core::server_model::ServerModelConfig;
-use kvsim_core::{replay, Cluster, ClusterConfig, PolicyConfig, ReplayConfig, RunResult, Workload};
+use kvsim_core::{replay, Cluster, ClusterConfig, ReplayConfig, RunResult, Workload};
 
 const MS: u64 = 1_000_000;
 
@@ -36,7 +36,7 @@ fn run(wl: &Workload, params: &[(&str, f64)]) -> RunResult {
         },
         warmup: 0.0,
         seed: 0,
-        ..ReplayConfig::new(PolicyConfig::build("stock", &all).unwrap())
+        ..ReplayConfig::build("stock", &all).unwrap()
     };
     replay(&cluster(), wl, &cfg).unwrap()
 }
@@ -132,7 +132,7 @@ fn per_partition_versus_in_on_a_three_key_multiget() {
 #[test]
 fn per_partition_refuses_a_chunk() {
     let e =
-        PolicyConfig::build("stock", &[("shape".into(), 1.0), ("chunk".into(), 4.0)]).unwrap_err();
+        ReplayConfig::build("stock", &[("shape".into(), 1.0), ("chunk".into(), 4.0)]).unwrap_err();
     assert!(e.to_string().contains("chunk"), "{e}");
 }
 
@@ -169,7 +169,7 @@ fn an_in_query_records_its_whole_latency_for_each_key() {
             selector: kvsim_core::replica::SelectorConfig::build("dynamic-snitch", &[]).unwrap(),
             warmup: 0.0,
             seed: 0,
-            ..ReplayConfig::new(PolicyConfig::build("stock", &params).unwrap())
+            ..ReplayConfig::build("stock", &params).unwrap()
         };
         replay(&c, &wl, &cfg).unwrap().latency_ns
     };
@@ -210,7 +210,7 @@ fn writes_are_not_driver_reads() {
         writes,
         warmup: 0.0,
         seed: 0,
-        ..ReplayConfig::new(PolicyConfig::build("stock", &params).unwrap())
+        ..ReplayConfig::build("stock", &params).unwrap()
     };
     let r = replay(&c, &wl, &cfg).unwrap();
     // delay 0: every read (60 of 90 ops) read twice; each write (30) at its 3 replicas.

@@ -4,10 +4,14 @@
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
+use kvsim_core::coordinator::refusal;
+use kvsim_core::params::Params;
 use kvsim_core::params::{Domain, ParamSpec, Search};
 use kvsim_core::policy::Loop;
 use kvsim_core::replica::SelectorConfig;
-use kvsim_core::{PolicyConfig, POLICIES, POLICY_NAMES, REPLICA_NAMES, SELECTORS};
+use kvsim_core::{
+    CoordinatorConfig, PolicyConfig, POLICIES, POLICY_NAMES, REPLICA_NAMES, SELECTORS,
+};
 
 use crate::replay::to_py;
 
@@ -127,6 +131,17 @@ fn policy_defaults(name: &str) -> PyResult<Vec<(&'static str, f64)>> {
     Ok(PolicyConfig::from_name(name).map_err(to_py)?.params())
 }
 
+/// The coordinator section a replay of policy `name` starts from (its parameters with their defaults: off for
+/// the queue policies, Cassandra's for `stock`); empty for a policy that takes none (`duplicate`, `speculative`).
+#[pyfunction]
+fn coordinator_defaults(name: &str) -> PyResult<Vec<(&'static str, f64)>> {
+    let policy = PolicyConfig::from_name(name).map_err(to_py)?;
+    if refusal(&policy).is_some() {
+        return Ok(Vec::new());
+    }
+    Ok(CoordinatorConfig::for_policy(&policy).params())
+}
+
 /// Replica-selection names.
 #[pyfunction]
 fn replica_names() -> Vec<&'static str> {
@@ -146,6 +161,7 @@ pub fn register_catalogue(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(memcached_policy_specs, m)?)?;
     m.add_function(wrap_pyfunction!(policy_names, m)?)?;
     m.add_function(wrap_pyfunction!(policy_defaults, m)?)?;
+    m.add_function(wrap_pyfunction!(coordinator_defaults, m)?)?;
     m.add_function(wrap_pyfunction!(replica_names, m)?)?;
     m.add_function(wrap_pyfunction!(replica_defaults, m)?)?;
     Ok(())

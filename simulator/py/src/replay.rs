@@ -11,12 +11,13 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 
 use kvsim_core::client_model::{ClosedLoop, ThinkDist};
+use kvsim_core::coordinator::build_policy;
 use kvsim_core::hash::{token_of_bytes, token_of_u64};
 use kvsim_core::replica::SelectorConfig;
 use kvsim_core::server_model::{ServerModelConfig, Slowdown, Stalls};
 use kvsim_core::{
-    replay, Arrivals, ClientModel, Cluster, ClusterConfig, Column, Draws, PolicyConfig, ReplayConfig,
-    SimError, SizeClasses, Workload, WorkloadLayout, WorkloadSpec,
+    replay, Arrivals, ClientModel, Cluster, ClusterConfig, Column, Draws, ReplayConfig, SimError,
+    SizeClasses, Workload, WorkloadLayout, WorkloadSpec,
 };
 use std::sync::Arc;
 
@@ -615,8 +616,11 @@ impl NativeConfig<'_> {
                 think: ThinkDist::from_name(dist).map_err(to_py)?,
             }),
         };
+        // Each parameter goes to the policy when it has it, else to the coordinator section.
+        let (policy, coordinator) = build_policy(&self.policy, &self.params).map_err(to_py)?;
         Ok(ReplayConfig {
-            policy: PolicyConfig::build(&self.policy, &self.params).map_err(to_py)?,
+            policy,
+            coordinator,
             selector: SelectorConfig::build(&self.replica, &self.replica_params).map_err(to_py)?,
             sizes: SizeClasses {
                 large_est: per_workload_op(py, wl, self.large_est.as_ref(), "large_est")?,

@@ -132,17 +132,24 @@ def _print_table(res: kvsim.Result) -> None:
     )
 
 
-def _stock_json(out: dict[str, Any], params: dict[str, ParamValue]) -> None:
-    """`stock`: `ops` counts the extra (speculative) reads too (`workload_ops` = the trace's own);
-    `speculative_retry` in Cassandra's normalised text."""
-    from tailtune.simulation.stock import DEFAULT_SPECULATIVE_RETRY, parse_speculative_retry
+def _coordinator_json(out: dict[str, Any], params: dict[str, ParamValue], policy: str) -> None:
+    """`stock`, or another policy given coordinator knobs: `ops` counts the extra (speculative) reads too
+    (`workload_ops` = the trace's own); `speculative_retry` in Cassandra's normalised text (unset: `99p` for
+    `stock`, `NEVER` for the others)."""
+    from tailtune.simulation.stock import (
+        DEFAULT_SPECULATIVE_RETRY,
+        PATCHED_SPECULATIVE_RETRY,
+        STOCK_POLICY,
+        parse_speculative_retry,
+    )
 
     extra = int((out.get("copies") or {}).get("ops", 0))
     out["workload_ops"] = out["ops"]
     out["extra_reads"] = extra
     out["ops"] = out["ops"] + extra
+    default = DEFAULT_SPECULATIVE_RETRY if policy == STOCK_POLICY else PATCHED_SPECULATIVE_RETRY
     out["speculative_retry"] = parse_speculative_retry(
-        str(params.get("speculative_retry", DEFAULT_SPECULATIVE_RETRY)), where="--param"
+        str(params.get("speculative_retry", default)), where="--param"
     ).render()
 
 
@@ -152,6 +159,7 @@ def _run_cassandra(
 ) -> None:
     from tailtune.base.console import print_json
     from tailtune.simulation import cassandra, resolve
+    from tailtune.simulation.stock import COORDINATOR_KNOBS
 
     resolved = resolve(policy, params, replica_params={k: float(v) for k, v in replica_params.items()},
                        where="--param", names_where="--policy")
@@ -161,8 +169,8 @@ def _run_cassandra(
     if as_json:
         out: dict[str, Any] = res.to_json()
         out["size_aware_cost"] = resolved.size_aware_cost
-        if resolved.policy == "stock":
-            _stock_json(out, params)
+        if resolved.policy == "stock" or any(k in COORDINATOR_KNOBS for k in params):
+            _coordinator_json(out, params, resolved.policy)
         print_json(out)
     else:
         _print_table(res)
@@ -181,7 +189,12 @@ def register(app: typer.Typer) -> None:
         ] = None,
         param: Annotated[
             list[str] | None,
-            typer.Option("--param", help="Policy parameter NAME=VALUE (names for replica= and queue=)."),
+            typer.Option(
+                "--param",
+                help="Policy parameter NAME=VALUE (names for replica= and queue=); the stock Cassandra knobs "
+                "(speculative_retry=99p, driver=python, ...) on stock and on the patched policies "
+                "(docs/stock-cassandra.md).",
+            ),
         ] = None,
         servers: Annotated[
             int | None, typer.Option("--servers", help="Default 128 (Cassandra) or 2 (memcached).")

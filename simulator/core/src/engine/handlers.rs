@@ -244,7 +244,7 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
         self.p.servers.push(s);
     }
 
-    /// `stock` per-partition: the key's query goes to the first node of the driver's plan, a replica, which reads
+    /// The per-partition shape: the key's query goes to the first node of the driver's plan, a replica, which reads
     /// it locally.
     #[inline(always)]
     fn place_routed(&mut self, r: usize, o: usize, client: u32, now: u64) {
@@ -280,7 +280,7 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
         self.p.servers.push(s);
     }
 
-    /// `stock`: the first driver speculative execution of each query of request `r`, `delay` from now.
+    /// The driver: the first driver speculative execution of each query of request `r`, `delay` from now.
     #[inline(always)]
     fn arm_executions(&mut self, r: usize, client: u32, now: u64) {
         let clients = self.cluster.config.clients as usize;
@@ -298,7 +298,7 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
         }
     }
 
-    /// `stock`: a driver speculative execution of query `q` starts (unless the query is answered): every key is
+    /// The driver: a speculative execution of query `q` starts (unless the query is answered): every key is
     /// read again — at the plan's next replica (`per-partition`) or at the snitch's choice (`in`, and past the
     /// plan's replicas) — and the next execution is armed while the driver allows one more.
     #[inline(always)]
@@ -808,7 +808,7 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
         now
     }
 
-    /// `stock` per-partition: a read that was a driver request to its replica (the first execution's, or a later
+    /// The per-partition shape: a read that was a driver request to its replica (the first execution's, or a later
     /// execution's sent to a replica of the plan) answers the driver. (A write's copies, ids op + k·n_ops too,
     /// are not driver requests: the caller leaves writes out.)
     #[inline(always)]
@@ -867,7 +867,7 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
         }
     }
 
-    /// `stock`: op `op` of request `r` has its first answer at the client at `at`; when it was its query's last,
+    /// The coordinator section: op `op` of request `r` has its first answer at the client at `at`; when it was its query's last,
     /// the coordinator records the query's latency once per key (the percentile threshold's samples).
     #[inline(always)]
     fn query_answer(&mut self, op: usize, r: usize, at: u64) {

@@ -87,13 +87,13 @@ pub fn replay(cluster: &Cluster, wl: &Workload, cfg: &ReplayConfig) -> Result<Ru
     if let ClientModel::Closed(c) = &cfg.client {
         c.validate()?;
     }
+    let co = &cfg.coordinator;
+    crate::coordinator::check(policy, co)?;
     // Copies of op i run as i + k·n_ops: k < RF for writes, k = 1 for a coordinator retry, k = e for the e-th
-    // driver execution (stock).
-    let copy_ids = match policy {
-        PolicyConfig::Stock(c) => ccfg.replication.max(2).max(c.se_max as u32 + 1),
-        _ => ccfg.replication.max(2),
-    };
+    // driver execution.
+    let copy_ids = ccfg.replication.max(2).max(co.se_max as u32 + 1);
     if (cfg.writes.iter().any(|&w| w)
+        || co.active()
         || matches!(
             policy,
             PolicyConfig::Duplicate(_) | PolicyConfig::Speculative(_) | PolicyConfig::Stock(_)
@@ -104,23 +104,25 @@ pub fn replay(cluster: &Cluster, wl: &Workload, cfg: &ReplayConfig) -> Result<Ru
             "{n_ops} ops × {copy_ids} copies do not fit the engine's 32-bit op ids"
         )));
     }
-    if matches!(policy, PolicyConfig::Stock(_)) && wl.requests().max(n_ops) >= 1 << 29 {
+    if (co.active() || matches!(policy, PolicyConfig::Stock(_)))
+        && wl.requests().max(n_ops) >= 1 << 29
+    {
         return Err(SimError::BadInput(format!(
-            "policy 'stock' replays fewer than 2^29 requests and ops ({n_ops} ops)"
+            "the coordinator section replays fewer than 2^29 requests and ops ({n_ops} ops)"
         )));
     }
-    // stock per-partition: every key is its own query, routed on its own (one opset per op).
+    // The per-partition shape: every key is its own query, routed on its own (one opset per op).
     let split;
-    let wl = match policy {
-        PolicyConfig::Stock(c) if c.shape >= 0.5 => {
-            split = crate::policy::stock_driver::split_partitions(wl);
-            &split
-        }
-        _ => wl,
+    let wl = if co.per_partition() {
+        split = crate::policy::stock_driver::split_partitions(wl);
+        &split
+    } else {
+        wl
     };
     let sched = policy.instantiate(n_servers, n_ops);
-    // Round-robin replicas on the core model run the plain loop: compiled without the general loop's branches
-    // (selector feedback, held opsets, delay queue, copies, server speeds, writes, closed loop), monomorphized
+    // Round-robin replicas on the core model (coordinator section off) run the plain loop: compiled without the
+    // general loop's branches (selector feedback, held opsets, delay queue, copies, coordinator, server speeds,
+    // writes, closed loop), monomorphized
     // per `fast` policy. Everything else runs the general loop, monomorphized per `fast` policy and `fast`
     // selector (the registries' event-loop column; the others run over the `Policy` / `Selector` enums).
     let plain = cfg.selector.is_round_robin() && cfg.plain_model();

@@ -62,7 +62,7 @@ pub(super) struct Parts<S, R> {
     pub(super) dirty: Vec<u32>,
     pub(super) smodel: Option<ServerModel>,
     pub(super) spec: Option<LatencyEstimator>,
-    /// `stock`: queries of the multiget shape, the driver's plans and speculative executions.
+    /// The coordinator section: queries of the multiget shape, the driver's plans and speculative executions.
     pub(super) stock: Option<StockClient>,
     /// Opsets held at the clients by the selector.
     pub(super) backlog: HeldOpsets,
@@ -108,11 +108,11 @@ pub(super) struct Sim<'a, const EXT: bool, S, R> {
     pub(super) dup: bool,
     /// Duplication or speculative retry: ops may be served twice.
     pub(super) redundant: bool,
-    /// `stock` tracks queries (`Parts::stock`).
+    /// The coordinator section tracks queries (`Parts::stock`).
     pub(super) sq_on: bool,
-    /// `stock` per-partition: the driver routes each key.
+    /// The per-partition shape: the driver routes each key.
     pub(super) route_on: bool,
-    /// `stock`: driver speculative executions.
+    /// Driver speculative executions.
     pub(super) hedge_on: bool,
     pub(super) write_on: bool,
     /// An op may be answered more than once (copies or writes): only its first answer counts.
@@ -207,11 +207,12 @@ impl<S: Scheduler, R: ReplicaSelector> Parts<S, R> {
         let cfg = &cluster.config;
         let n_servers = cfg.servers as usize;
         let n_req = wl.requests();
+        let co = &rc.coordinator;
         let spec = match policy {
             PolicyConfig::Speculative(c) if EXT => {
                 Some(LatencyEstimator::new(c, cfg.clients as usize))
             }
-            PolicyConfig::Stock(c) if EXT && c.speculates() && cfg.replication >= 2 => {
+            _ if EXT && co.speculates() && cfg.replication >= 2 => {
                 // The warm-up cut ends at the first measured request's arrival (open loop; closed loop: 0).
                 let first = ((rc.warmup * n_req as f64) as usize).min(n_req.saturating_sub(1));
                 let warm_at = if rc.client.closed().is_some() || n_req == 0 {
@@ -219,24 +220,23 @@ impl<S: Scheduler, R: ReplicaSelector> Parts<S, R> {
                 } else {
                     wl.arrival[first]
                 };
-                Some(LatencyEstimator::stock(c, cfg.clients as usize, warm_at))
+                Some(LatencyEstimator::stock(co, cfg.clients as usize, warm_at))
             }
             _ => None,
         };
-        let stock = match policy {
-            PolicyConfig::Stock(c)
-                if EXT && (spec.is_some() || c.se_max >= 1.5 || c.shape >= 0.5) =>
-            {
-                Some(StockClient::new(
-                    c,
-                    wl,
-                    cfg.clients as usize,
-                    n_servers,
-                    cfg.replication as usize,
-                    rc.seed,
-                ))
-            }
-            _ => None,
+        // The coordinator's client side (a retry needs a second replica: with RF 1 only the driver's part acts).
+        let coordinator_retry = spec.is_some() && !matches!(policy, PolicyConfig::Speculative(_));
+        let stock = if EXT && (coordinator_retry || co.hedges() || co.per_partition()) {
+            Some(StockClient::new(
+                co,
+                wl,
+                cfg.clients as usize,
+                n_servers,
+                cfg.replication as usize,
+                rc.seed,
+            ))
+        } else {
+            None
         };
         let hedge = stock.as_ref().is_some_and(|s| s.hedge);
         let copies_needed = EXT && (matches!(policy, PolicyConfig::Duplicate(_)) || spec.is_some());
@@ -260,7 +260,7 @@ impl<S: Scheduler, R: ReplicaSelector> Parts<S, R> {
             timers: SlotTimers::new(n_servers, cfg.slots as usize),
             retries: BinaryHeap::new(),
             delay_q: BinaryHeap::new(),
-            // Sources: the clients' coordinator retries, then (stock) their driver executions.
+            // Sources: the clients' coordinator retries, then their driver executions.
             spec_q: RunQueue::new(if spec.is_some() || hedge {
                 2 * cfg.clients as usize
             } else {
@@ -511,7 +511,7 @@ impl<'a, const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'a, EXT, S, R> {
         }
         Ok(RunResult {
             policy: self.policy.name(),
-            params: self.policy.params(),
+            params: crate::coordinator::reported_params(self.policy, &rc.coordinator),
             selector: rc.selector.name(),
             selector_params: rc.selector.params(),
             latency_ns: self.latency,

@@ -186,7 +186,7 @@ registry! {
     tailx:        "tailx"        => Tailx       (TailxConfig,       Tailx)       generic("the client's delay queue");
     duplicate:    "duplicate"    => Duplicate   (DuplicateConfig,   Duplicate)   generic("copies of every opset");
     speculative:  "speculative"  => Speculative (SpeculativeConfig, Speculative) generic("retry timers and copies");
-    stock:        "stock"        => Stock       (StockConfig,       Stock)       generic("coordinator speculative retry");
+    stock:        "stock"        => Stock       (StockConfig,       Stock)       generic("its coordinator section is on by default (99p)");
 }
 
 impl PolicyConfig {

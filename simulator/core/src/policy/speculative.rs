@@ -5,7 +5,7 @@
 //! `window` opsets; no retry before `min_samples` observations; `timeout_ms` > 0 fixes it instead.
 //! Servers serve FIFO; the engine makes the copies.
 use super::queues::FifoQueues;
-use super::stock::{self, StockConfig};
+use crate::coordinator::{self, CoordinatorConfig};
 use super::{PolicyImpl, QItem, Scheduler, Tag, TagCtx};
 use crate::params::Search;
 
@@ -37,15 +37,16 @@ pub struct LatencyEstimator {
     since: Vec<usize>,
     timeout: Vec<Option<u64>>,
     scratch: Vec<u64>,
-    /// `stock`: Cassandra's threshold rule (time-based refresh, warm start) instead of the count-based one.
+    /// The coordinator section's speculative retry: Cassandra's threshold rule (time-based refresh, warm start)
+    /// instead of the count-based one.
     stock: Option<StockRule>,
 }
 
-/// `stock`'s threshold rule (see `policy/stock.rs`): per client, the next refresh time and whether the warm
+/// Cassandra's threshold rule (see `coordinator.rs`): per client, the next refresh time and whether the warm
 /// start was taken.
 #[derive(Debug, Clone)]
 struct StockRule {
-    cfg: StockConfig,
+    cfg: CoordinatorConfig,
     refresh_ns: u64,
     /// Warm start: the time of the first recomputation (None = Cassandra's rule).
     warm_at: Option<u64>,
@@ -74,11 +75,11 @@ impl LatencyEstimator {
         }
     }
 
-    /// `stock`'s coordinator threshold: FIXED and ALWAYS fixed; PERCENTILE, MIN and MAX from half the read
+    /// The coordinator section's threshold: FIXED and ALWAYS fixed; PERCENTILE, MIN and MAX from half the read
     /// timeout, recomputed every refresh period (and once at the warm start).
     /// `warm_at`: the end of the replay's warm-up cut (used when `spec_warm` = 1).
-    pub fn stock(cfg: &StockConfig, clients: usize, warm_at: u64) -> Self {
-        let fixed = matches!(cfg.kind(), stock::ALWAYS | stock::FIXED);
+    pub fn stock(cfg: &CoordinatorConfig, clients: usize, warm_at: u64) -> Self {
+        let fixed = matches!(cfg.kind(), coordinator::ALWAYS | coordinator::FIXED);
         // Cassandra's initial sampleReadLatency, whatever the policy: half the read timeout.
         let initial = if fixed { None } else { Some(cfg.timeout_ns() / 2) };
         let window = cfg.window as usize;
@@ -223,7 +224,7 @@ impl Scheduler for Speculative {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::stock::StockConfig;
+    use crate::coordinator::CoordinatorConfig;
 
     #[test]
     fn running_percentile_nearest_rank() {
@@ -258,7 +259,7 @@ mod tests {
     #[test]
     fn the_warm_start_pools_every_coordinators_samples() {
         // 99p (default kind), read timeout 5000 ms → initial threshold 2500 ms; warm start at t = 100.
-        let cfg = StockConfig::default();
+        let cfg = CoordinatorConfig::cassandra();
         let mut e = LatencyEstimator::stock(&cfg, 3, 100);
         assert_eq!(e.timeout_ns(0), Some(2_500_000_000));
         // warm-up: client 0 sees 1..=98, client 1 sees 99 and 1000, client 2 nothing yet

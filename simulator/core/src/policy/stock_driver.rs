@@ -1,4 +1,4 @@
-//! The client side of `stock`: the application's multiget shape (which keys travel in one query), the driver's
+//! The client side of the coordinator section (`coordinator.rs`), for any queue policy: the application's multiget shape (which keys travel in one query), the driver's
 //! query plans (which replica coordinates a token-aware query) and its speculative executions. The engine
 //! (`engine/handlers.rs`) drives them; sources and choices in docs/stock-cassandra.md.
 //!
@@ -22,7 +22,7 @@
 //! choice at that time). Each key's first answer counts.
 use std::collections::VecDeque;
 
-use super::stock::StockConfig;
+use crate::coordinator::CoordinatorConfig;
 use crate::rng::Rng;
 use crate::workload::Workload;
 
@@ -164,7 +164,7 @@ pub struct Driver {
 }
 
 impl Driver {
-    pub fn new(cfg: &StockConfig, clients: usize, servers: usize, seed: u64) -> Driver {
+    pub fn new(cfg: &CoordinatorConfig, clients: usize, servers: usize, seed: u64) -> Driver {
         Driver {
             java: cfg.driver < 0.5,
             avoid: cfg.slow_avoid >= 0.5,
@@ -259,7 +259,8 @@ impl Driver {
     }
 }
 
-/// The client side of one `stock` replay (built when it speculates, hedges or routes per partition).
+/// The client side of one replay's coordinator section (built when it speculates, hedges or routes per
+/// partition: [`CoordinatorConfig::active`]).
 #[derive(Debug, Clone)]
 pub struct StockClient {
     pub per_partition: bool,
@@ -279,7 +280,7 @@ pub struct StockClient {
 
 impl StockClient {
     pub fn new(
-        cfg: &StockConfig,
+        cfg: &CoordinatorConfig,
         wl: &Workload,
         clients: usize,
         servers: usize,
@@ -344,7 +345,7 @@ mod tests {
 
     #[test]
     fn java_avoids_a_busy_silent_replica() {
-        let cfg = StockConfig::default();
+        let cfg = CoordinatorConfig::cassandra();
         let mut d = Driver::new(&cfg, 1, 3, 1);
         let mut plan = Vec::new();
         // Node 2: 10 in flight, no response: unhealthy (1 of 3 < half) → always last.
@@ -370,9 +371,9 @@ mod tests {
         // ... but it has the most in flight: never first (the first two are ordered by in-flight).
         assert_eq!(first[2], 0, "{first:?}");
         let python = Driver::new(
-            &StockConfig {
+            &CoordinatorConfig {
                 driver: 1.0,
-                ..StockConfig::default()
+                ..CoordinatorConfig::cassandra()
             },
             1,
             3,

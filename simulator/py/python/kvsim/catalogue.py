@@ -23,6 +23,7 @@ __all__ = [
     "ParamSpec",
     "PolicySpec",
     "SearchSpec",
+    "coordinator_defaults",
     "memcached_policy_specs",
     "policy_defaults",
     "policy_names",
@@ -181,6 +182,14 @@ def policy_names() -> list[str]:
 def policy_defaults(name: str) -> dict[str, float]:
     """Default parameters of a policy (raises ParameterError for an unknown name)."""
     return dict(_kvsim.policy_defaults(name))
+
+
+def coordinator_defaults(name: str) -> dict[str, float]:
+    """The coordinator section a replay of policy `name` starts from: the Cassandra-wide parameters (speculative
+    retry, driver, multiget shape) it accepts besides its own, with their defaults — off for the queue policies,
+    Cassandra's for `stock`; empty for `duplicate` and `speculative`, which take none. `ReplayConfig.params` may
+    name them next to the policy's own."""
+    return dict(_kvsim.coordinator_defaults(name))
 
 
 def replica_names() -> list[str]:

@@ -397,7 +397,9 @@ class ReplayConfig:
     """Everything a replay takes besides the workload. The default is the core model: `fifo`, round-robin
     replicas, one value size, every server at speed 1, reads only, open-loop arrivals.
 
-    - `policy`, `params`: the scheduling policy and its parameters (`kvsim.policy_specs()` lists them).
+    - `policy`, `params`: the scheduling policy and its parameters (`kvsim.policy_specs()` lists them); `params`
+      may also name the coordinator section's (`kvsim.coordinator_defaults(policy)`: speculative retry, driver,
+      multiget shape; a name the policy has is the policy's).
     - `replica`, `replica_params`: the replica selector. None (the default) = round-robin with the core figures
       only; naming one — even "round-robin" — or setting `sizes`, `servers`, `writes`, `closed` or `demand` adds
       the replica-selection figures to the `Result` (`replica`, `held`, `copies`, `classes`, ... and their

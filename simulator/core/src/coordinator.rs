@@ -1,0 +1,263 @@
+//! The coordinator section of a [`ReplayConfig`](crate::ReplayConfig): the Cassandra-wide machinery every
+//! Cassandra queue policy runs under, whatever its server queues — the coordinator's speculative retry
+//! (`speculative_retry`, read with `SpeculativeRetryPolicy`, `AbstractReadExecutor` and `ColumnFamilyStore`'s
+//! threshold update; sources cited in docs/stock-cassandra.md), the driver's routing and speculative executions,
+//! and the application's multiget shape. The engine makes the extra reads (real load at the next replica); the
+//! client side is in `policy/stock_driver.rs`; this file holds the configuration and the threshold rule. The
+//! dynamic-snitch settings belong to the `dynamic-snitch` selector, not to this section.
+//!
+//! **Defaults.** [`CoordinatorConfig::default`] is the machinery off (speculative retry NEVER, one driver
+//! execution, the `in` shape with the whole multiget in one query): a replay under it is the policy's replay
+//! without a coordinator section, bit for bit, and the monomorphised loops do no extra work. The `stock` policy
+//! (FIFO queues) starts from [`CoordinatorConfig::cassandra`] instead: Cassandra 5.0's and the Java driver 4's
+//! defaults (`99p`). [`build_policy`] sends each named parameter to the policy when it has it, else to this
+//! section; `duplicate` and `speculative` make their own client-side copies and refuse the section.
+//!
+//! The text of `speculative_retry` is parsed by the Python layer (`tailtune.simulation.stock`) and reaches the
+//! core as numbers: `spec_kind` (0 NEVER, 1 ALWAYS, 2 PERCENTILE, 3 FIXED, 4 MIN, 5 MAX), `spec_percentile`,
+//! `spec_fixed_ms` (whole ms, as Cassandra keeps it).
+//!
+//! Threshold (per coordinator = per client): FIXED is `spec_fixed_ms`; PERCENTILE / MIN / MAX start at half the
+//! read timeout (Cassandra's initial `sampleReadLatency`) and are recomputed every `spec_refresh_ms` of simulated
+//! time (0 = the read timeout, Cassandra's period) from the coordinator's read latencies (an opset's send → last
+//! answer; nearest rank over the last `window` samples). Warm start (a replay covers seconds, a real coordinator
+//! has run for minutes), `spec_warm` = 1: the replay's warm-up cut (requests before the first measured one, open
+//! loop) runs under the initial threshold — no speculation, a warm-up pass — and each coordinator recomputes at
+//! its first sample at or after the first measured request's arrival, from the warm-up's samples; then on the
+//! period. `spec_warm` = 0 is Cassandra's rule as it is. A threshold above the read timeout means no speculation
+//! (`shouldSpeculateAndMaybeWait`), so `MAX(99p,100000ms)` ≡ `NEVER`. ALWAYS sends the extra read at once.
+use crate::error::SimError;
+use crate::params::{Params, Search};
+use crate::policy::PolicyConfig;
+
+/// `spec_kind` values.
+pub const NEVER: u8 = 0;
+pub const ALWAYS: u8 = 1;
+pub const PERCENTILE: u8 = 2;
+pub const FIXED: u8 = 3;
+pub const MIN: u8 = 4;
+pub const MAX: u8 = 5;
+
+crate::params! {
+    pub struct CoordinatorConfig for "the coordinator" {
+        /// speculative_retry kind: 0 NEVER, 1 ALWAYS, 2 PERCENTILE, 3 FIXED, 4 MIN, 5 MAX (default NEVER; `stock`: 99p).
+        spec_kind: f64 = 0.0, Rounded(0.0, 5.0, "0..=5 (NEVER, ALWAYS, PERCENTILE, FIXED, MIN, MAX)"), Search::Fixed;
+        /// The percentile of PERCENTILE, MIN and MAX.
+        spec_percentile: f64 = 99.0, Real(0.0, 100.0, "(0, 100)"), Search::Fixed;
+        /// The fixed time of FIXED, MIN and MAX, whole ms.
+        spec_fixed_ms: f64 = 0.0, Rounded(0.0, 2147483647.0, "0..=2147483647 ms"), Search::Fixed;
+        /// read_request_timeout, ms (Cassandra 5.0: 5000).
+        read_timeout_ms: f64 = 5000.0, Real(1.0, 1e9, "[1, 1e9] ms"), Search::Fixed;
+        /// Period of the threshold update, ms of simulated time; 0 = the read timeout.
+        spec_refresh_ms: f64 = 0.0, Real(0.0, 1e9, "[0, 1e9] ms (0 = the read timeout)"), Search::Fixed;
+        /// Warm start: 1 = recompute at the end of the replay's warm-up cut (see the module doc); 0 = Cassandra's rule.
+        spec_warm: f64 = 1.0, Rounded(0.0, 1.0, "0 or 1"), Search::Fixed;
+        /// Samples of the latency histogram (the last ones).
+        window: f64 = 10000.0, Rounded(1.0, 1e7, "1..=1e7 samples"), Search::Fixed;
+        /// The client's driver: 0 = Java driver 4, 1 = Python cassandra-driver.
+        driver: f64 = 0.0, Rounded(0.0, 1.0, "0 (java4) or 1 (python)"), Search::Fixed;
+        /// Driver speculative execution: delay between executions, ms (ConstantSpeculativeExecutionPolicy).
+        se_delay_ms: f64 = 100.0, Real(0.0, 1e9, "[0, 1e9] ms"), Search::Fixed;
+        /// Driver speculative execution: executions at most, counting the first (1 = none; Java's max-executions).
+        se_max: f64 = 1.0, Rounded(1.0, 16.0, "1..=16 executions"), Search::Fixed;
+        /// Java driver 4: DefaultLoadBalancingPolicy's slow-replica avoidance (acts with 3 or more replicas).
+        slow_avoid: f64 = 1.0, Rounded(0.0, 1.0, "0 or 1"), Search::Fixed;
+        /// Python driver: TokenAwarePolicy(shuffle_replicas=...) (the Java driver 4 always shuffles).
+        shuffle: f64 = 0.0, Rounded(0.0, 1.0, "0 or 1"), Search::Fixed;
+        /// Multiget shape: 0 = one `SELECT ... IN (...)` per chunk, 1 = one token-aware query per partition.
+        shape: f64 = 0.0, Rounded(0.0, 1.0, "0 (in) or 1 (per-partition)"), Search::Fixed;
+        /// Keys per query of the `in` shape (0 = all the multiget's keys in one query).
+        chunk: f64 = 0.0, Rounded(0.0, 1e9, "0 (all) or keys per query"), Search::Fixed;
+    }
+    validate = validate_coordinator;
+}
+
+fn validate_coordinator(c: &CoordinatorConfig) -> Result<(), SimError> {
+    let uses_pct = matches!(c.spec_kind as u8, PERCENTILE | MIN | MAX);
+    if uses_pct && !(c.spec_percentile > 0.0 && c.spec_percentile < 100.0) {
+        return Err(SimError::param(
+            "spec_percentile",
+            c.spec_percentile,
+            "(0, 100) exclusive, as Cassandra",
+        ));
+    }
+    if c.shape >= 0.5 && c.chunk > 1.0 {
+        return Err(SimError::param(
+            "chunk",
+            c.chunk,
+            "0 or 1 with shape 1 (per-partition: one key per query)",
+        ));
+    }
+    Ok(())
+}
+
+impl CoordinatorConfig {
+    /// Cassandra 5.0's and the Java driver 4's defaults (`speculative_retry = 99p`): the `stock` policy's section.
+    pub fn cassandra() -> Self {
+        CoordinatorConfig {
+            spec_kind: PERCENTILE as f64,
+            ..CoordinatorConfig::default()
+        }
+    }
+
+    /// The section `policy` starts from: [`CoordinatorConfig::cassandra`] for `stock`, the machinery off
+    /// ([`CoordinatorConfig::default`]) for the others.
+    pub fn for_policy(policy: &PolicyConfig) -> Self {
+        match policy {
+            PolicyConfig::Stock(_) => CoordinatorConfig::cassandra(),
+            _ => CoordinatorConfig::default(),
+        }
+    }
+
+    pub fn kind(&self) -> u8 {
+        self.spec_kind as u8
+    }
+
+    /// The replay makes extra reads (NEVER makes none: a plain replay).
+    pub fn speculates(&self) -> bool {
+        self.kind() != NEVER && !(self.kind() == FIXED && self.fixed_ns() > self.timeout_ns())
+    }
+
+    /// The driver makes speculative executions (max executions > 1).
+    pub fn hedges(&self) -> bool {
+        self.se_max >= 1.5
+    }
+
+    /// The `per-partition` shape: every key is its own query, routed by the driver.
+    pub fn per_partition(&self) -> bool {
+        self.shape >= 0.5
+    }
+
+    /// The replay runs the coordinator's client side (queries, speculative retry, driver executions or routing).
+    /// Off, the replay is the policy's own; `chunk` alone changes nothing (queries matter only to the others).
+    pub fn active(&self) -> bool {
+        self.speculates() || self.hedges() || self.per_partition()
+    }
+
+    pub fn fixed_ns(&self) -> u64 {
+        self.spec_fixed_ms as u64 * 1_000_000
+    }
+
+    pub fn timeout_ns(&self) -> u64 {
+        (self.read_timeout_ms * 1e6).round() as u64
+    }
+
+    pub fn refresh_ns(&self) -> u64 {
+        if self.spec_refresh_ms > 0.0 {
+            (self.spec_refresh_ms * 1e6).round() as u64
+        } else {
+            self.timeout_ns()
+        }
+    }
+
+    /// Cassandra's `calculateThreshold` given the histogram's value at the percentile; then `None` (no
+    /// speculation) when above the read timeout.
+    pub fn threshold(&self, pct_ns: u64) -> Option<u64> {
+        let t = match self.kind() {
+            NEVER => return None,
+            ALWAYS => 0,
+            FIXED => self.fixed_ns(),
+            PERCENTILE => pct_ns,
+            MIN => pct_ns.min(self.fixed_ns()),
+            _ => pct_ns.max(self.fixed_ns()),
+        };
+        (t <= self.timeout_ns()).then_some(t)
+    }
+}
+
+/// Why `policy` refuses a coordinator section that is not off (None: it takes one).
+pub fn refusal(policy: &PolicyConfig) -> Option<&'static str> {
+    match policy {
+        PolicyConfig::Duplicate(_) | PolicyConfig::Speculative(_) => Some(
+            "its own client-side copies stand in for the coordinator's speculative retry and the driver's executions",
+        ),
+        _ => None,
+    }
+}
+
+/// Checks `co` against `policy`: a policy that refuses the section takes it only off.
+pub fn check(policy: &PolicyConfig, co: &CoordinatorConfig) -> Result<(), SimError> {
+    co.validate()?;
+    match refusal(policy) {
+        Some(why) if *co != CoordinatorConfig::default() => {
+            let (name, value) = co
+                .params()
+                .into_iter()
+                .zip(CoordinatorConfig::default().params())
+                .find(|(a, b)| a.1 != b.1)
+                .map_or(("spec_kind", co.spec_kind), |(a, _)| a);
+            Err(SimError::param(
+                name,
+                value,
+                &format!(
+                    "unset: policy '{}' takes no coordinator parameters ({why})",
+                    policy.name()
+                ),
+            ))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The named policy and its coordinator section: each parameter goes to the policy when the policy has it,
+/// else to the section (which starts from [`CoordinatorConfig::for_policy`]); both validated.
+pub fn build_policy(
+    name: &str,
+    params: &[(String, f64)],
+) -> Result<(PolicyConfig, CoordinatorConfig), SimError> {
+    let mut policy = PolicyConfig::from_name(name)?;
+    let mut co = CoordinatorConfig::for_policy(&policy);
+    let own = policy.entry().params;
+    for (k, v) in params {
+        let to_policy = own.iter().any(|s| s.name == k)
+            || !CoordinatorConfig::SPECS.iter().any(|s| s.name == k);
+        if to_policy {
+            policy.set(k, *v)?;
+        } else {
+            co.set(k, *v)?;
+        }
+    }
+    policy.validate()?;
+    check(&policy, &co)?;
+    Ok((policy, co))
+}
+
+/// The parameters a replay reports: the policy's own, then the coordinator section's when the policy starts from
+/// Cassandra's defaults (`stock`) or the section is not off.
+pub fn reported_params(policy: &PolicyConfig, co: &CoordinatorConfig) -> Vec<(&'static str, f64)> {
+    let mut out = policy.params();
+    if matches!(policy, PolicyConfig::Stock(_)) || *co != CoordinatorConfig::default() {
+        out.extend(co.params());
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parameters_go_to_the_policy_first_then_to_the_section() {
+        let p = |k: &str, v: f64| (k.to_string(), v);
+        let (rein, co) = build_policy("rein", &[p("k", 3.0), p("spec_kind", 3.0)]).unwrap();
+        assert_eq!(rein.params()[0], ("k", 3.0));
+        assert_eq!((co.kind(), co.active()), (FIXED, true));
+        let (_, off) = build_policy("rein", &[]).unwrap();
+        assert_eq!(off, CoordinatorConfig::default());
+        assert!(!off.active());
+        let (stock, co) = build_policy("stock", &[]).unwrap();
+        assert_eq!(co.kind(), PERCENTILE);
+        assert_eq!(
+            reported_params(&stock, &co).len(),
+            CoordinatorConfig::SPECS.len()
+        );
+        // speculative's own `window`; its coordinator section must stay off
+        let (spec, co) = build_policy("speculative", &[p("window", 10.0)]).unwrap();
+        assert_eq!((spec.params()[2], co.window), (("window", 10.0), 10000.0));
+        let e = build_policy("duplicate", &[p("se_max", 2.0)])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("se_max") && e.contains("duplicate"), "{e}");
+        assert!(build_policy("rein", &[p("nope", 1.0)]).is_err());
+    }
+}
