@@ -27,7 +27,8 @@ import numpy as np
 import numpy.typing as npt
 
 from tailtune.base.errors import BadInputError
-from tailtune.simulation.layout import key_tokens, request_layout, sizes_vary, value_sizes
+from tailtune.base.memory import release_freed_memory
+from tailtune.simulation.layout import key_tokens, request_layout, sizes_known, sizes_vary, value_sizes
 from tailtune.simulation.policies import ResolvedPolicy
 from tailtune.simulation.shared import WorkloadStore
 
@@ -223,21 +224,28 @@ class PreparedTrace:
 
 
 def prepare(table: pa.Table, deployment: CassandraDeployment, *, source: str = "trace") -> PreparedTrace:
-    """Groups the table into requests, hashes the keys to ring tokens and derives the demand model (once)."""
+    """Groups the table into requests, hashes the keys to ring tokens and derives the demand model (once).
+
+    Memory: only the columns the deployment reads are kept, and each is let go once read, so a table the caller
+    does not keep (`prepare(source.load(), ...)`) is freed column by column while the trace is built."""
     import kvsim
 
+    table = table.select([c for c in _COLUMNS if c in table.column_names and _reads(c, deployment)])
     layout = request_layout(table, source=source, with_keys=False)
-    tokens = np.ascontiguousarray(key_tokens(table)[layout.row_order])
     if deployment.use_timestamps and layout.timestamps is None:
         raise BadInputError.single(source, "--use-timestamps needs a ts column", field="ts")
+    table = table.drop_columns([c for c in ("request_id", "ts") if c in table.column_names])
+    tokens = np.ascontiguousarray(layout.take(key_tokens(table)))
     service_rate = float(deployment.service_rate)
     sizes = mean_demand = None
     thr = None
     demand: dict[str, Any] = {"dist": deployment.demand_dist}
     if deployment.demand_dist == "lognormal":
         demand["sigma"] = deployment.demand_sigma
-    rows = value_sizes(table, source) if deployment.use_sizes else None
-    if rows is not None and sizes_vary(table) and np.isfinite(rows).any():
+    # the sizes as floats (a per-op copy) only when they differ: `sizes_known` checks them in place
+    vary = deployment.use_sizes and sizes_known(table, source) and sizes_vary(table)
+    rows = value_sizes(table, source) if vary else None
+    if rows is not None and np.isfinite(rows).any():
         model = kvsim.DemandModel.default(service_rate)
         if deployment.t0_us is not None or deployment.bandwidth_mbps is not None:
             try:
@@ -249,8 +257,8 @@ def prepare(table: pa.Table, deployment: CassandraDeployment, *, source: str = "
                 )
             except kvsim.KvsimError as exc:
                 raise BadInputError.single("deployment", str(exc)) from None
-        keys = np.asarray(table.column("key").to_numpy(zero_copy_only=False))[layout.row_order]
-        info = kvsim.fill_unknown_sizes(rows[layout.row_order], keys)
+        keys = layout.take(np.asarray(table.column("key").to_numpy(zero_copy_only=False)))
+        info = kvsim.fill_unknown_sizes(layout.take(rows), keys)
         del keys
         sizes = np.ascontiguousarray(info.sizes, dtype=np.float64)
         mean_demand = model.mean_s(sizes)
@@ -264,6 +272,8 @@ def prepare(table: pa.Table, deployment: CassandraDeployment, *, source: str = "
         )
     else:
         demand.update(model="uniform", mean_us=1e6 / service_rate)
+    del rows
+    table = table.drop_columns([c for c in ("key", "value_size") if c in table.column_names])
     ops = None
     if deployment.writes_from_op:
         if deployment.write_fraction is not None:
@@ -272,8 +282,10 @@ def prepare(table: pa.Table, deployment: CassandraDeployment, *, source: str = "
             )
         if "op" not in table.column_names:
             raise BadInputError.single(source, "--writes-from-op needs an op column", line=1, field="op")
-        raw = np.asarray(table.column("op").to_numpy(zero_copy_only=False), dtype=object)[layout.row_order]
+        raw = layout.take(np.asarray(table.column("op").to_numpy(zero_copy_only=False), dtype=object))
         ops = np.where(raw == None, "", raw).astype(str)  # noqa: E711 (element-wise None test)
+    del table
+    release_freed_memory()  # the table's pages: the allocators would keep them in this process's RSS
     return PreparedTrace(
         source=source,
         offsets=layout.offsets,
@@ -285,6 +297,18 @@ def prepare(table: pa.Table, deployment: CassandraDeployment, *, source: str = "
         default_thr_l=thr,
         ops=ops,
     )
+
+
+#: The table's columns `prepare` reads (`op` only with `writes_from_op`, `value_size` only with `use_sizes`).
+_COLUMNS = ("request_id", "ts", "key", "value_size", "op")
+
+
+def _reads(column: str, deployment: CassandraDeployment) -> bool:
+    if column == "op":
+        return deployment.writes_from_op
+    if column == "value_size":
+        return deployment.use_sizes
+    return True
 
 
 _TRACE_ARRAYS = ("offsets", "timestamps", "tokens", "sizes", "mean_demand_s", "ops")

@@ -121,3 +121,20 @@ def test_prepared_trace_of_a_shuffled_table_equals_the_sorted_one() -> None:
             assert np.array_equal(x, y), name
     assert a.demand == b.demand and a.default_thr_l == b.default_thr_l
     assert a.sizes is not None  # bimodal sizes differ: the size path ran on both
+
+
+def test_prepare_lets_go_of_a_table_the_caller_does_not_keep(monkeypatch: pytest.MonkeyPatch) -> None:
+    """By the time `prepare` returns the freed pages to the OS, the table's Arrow buffers are freed: it keeps no
+    reference to the table or its columns (the coordinator's RSS would otherwise hold the whole table)."""
+    rid = np.repeat(np.arange(20_000), 4)
+    table = pa.table({"request_id": rid, "ts": rid * 0.001, "key": pa.array([f"k{i}" for i in range(rid.size)]),
+                      "value_size": pa.array([100] * rid.size), "op": pa.array(["get"] * rid.size)})
+    held = pa.total_allocated_bytes()
+    assert held > 1_000_000  # the key, value_size and op columns live in Arrow's pool
+    seen: list[int] = []
+    monkeypatch.setattr(cassandra, "release_freed_memory", lambda: seen.append(pa.total_allocated_bytes()))
+    tables = [table]
+    del table
+    trace = cassandra.prepare(tables.pop(), CassandraDeployment(servers=16), source="t")
+    assert seen and seen[0] < held // 10
+    assert trace.requests == 20_000
