@@ -30,7 +30,7 @@ from tailtune.base.errors import BadInputError
 from tailtune.base.memory import release_freed_memory
 from tailtune.simulation.layout import key_tokens, request_layout, sizes_known, sizes_vary, value_sizes
 from tailtune.simulation.policies import ResolvedPolicy
-from tailtune.simulation.shared import WorkloadStore
+from tailtune.simulation.shared import WorkloadStore, release_pages
 
 if TYPE_CHECKING:
     import kvsim
@@ -212,6 +212,8 @@ class PreparedTrace:
     store: WorkloadStore | None = field(default=None, repr=False)
     _layouts: dict[kvsim.Cluster, kvsim.WorkloadLayout] = field(default_factory=dict, repr=False)
     _workloads: dict[tuple[int, int], kvsim.Workload] = field(default_factory=dict, repr=False)
+    #: each seed's draws as mapped from the store (released from RSS after each replay of the seed)
+    _draws: dict[int, dict[str, npt.NDArray[Any]]] = field(default_factory=dict, repr=False)
 
     @property
     def requests(self) -> int:
@@ -434,6 +436,7 @@ def _draw(
             return wl
         arrays = trace.store.save(group, wl.draws())
         del wl
+    trace._draws[seed] = arrays
     return kvsim.Workload.from_arrays(layout, arrays["arrival_ns"], arrays["demand_ns"], seed=seed, load=load)
 
 
@@ -509,6 +512,9 @@ def replay(
         raise BadInputError.single(trace.source, str(exc)) from None
     except kvsim.KvsimError as exc:
         raise BadInputError.single(where, str(exc), field=_named_param(str(exc))) from None
+    finally:
+        # the seed's draws leave this process's RSS until its next replay (one seed resident at a time)
+        release_pages(trace._draws.get(int(seed), {}).values())
     if writes is not None:
         counts = res.writes or {"ops": 0, "copies": 0}
         res = dataclasses.replace(res, writes=cast("kvsim.types.WritesInfo", {**writes_info, **counts}))
