@@ -364,6 +364,7 @@ def _layout(trace: PreparedTrace, cluster: kvsim.Cluster) -> kvsim.WorkloadLayou
             return built
         arrays = trace.store.save(group, built.arrays())
         del built
+        release_freed_memory()  # the build's private copy: glibc's heap would keep it in this process's RSS
     layout = kvsim.WorkloadLayout.from_arrays(cluster, trace.offsets, trace.tokens, arrays)
     trace._layouts[cluster] = layout
     return layout
@@ -436,6 +437,7 @@ def _draw(
             return wl
         arrays = trace.store.save(group, wl.draws())
         del wl
+        release_freed_memory()
     trace._draws[seed] = arrays
     return kvsim.Workload.from_arrays(layout, arrays["arrival_ns"], arrays["demand_ns"], seed=seed, load=load)
 
