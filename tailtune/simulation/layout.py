@@ -103,7 +103,8 @@ def _grouped(table: pa.Table) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.flo
     import pyarrow as pa
 
     rid_col = table.column("request_id")
-    if not pa.types.is_integer(rid_col.type) or rid_col.null_count:
+    exact = pa.types.is_signed_integer(rid_col.type) or rid_col.type in (pa.uint8(), pa.uint16(), pa.uint32())
+    if not exact or rid_col.null_count:  # ids held exactly as int64 (uint64 ids take the sort)
         return None
     ts_col = table.column("ts") if "ts" in table.column_names else None
     if ts_col is not None and not (pa.types.is_integer(ts_col.type) or pa.types.is_floating(ts_col.type)):

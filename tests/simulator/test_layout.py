@@ -82,6 +82,12 @@ def test_interleaved_requests_are_sorted(chunks: int) -> None:
     assert _same_as_sorted(_table([8, 8, 2, 8], [0.0, 0.0, 1.0, 2.0], chunks)).row_order is not None
 
 
+def test_uint64_ids_beyond_int64_take_the_sort() -> None:
+    big = np.array([2**63 + 5, 2**63 + 5, 7], dtype=np.uint64)
+    lay = _same_as_sorted(pa.table({"request_id": big, "key": ["a", "b", "c"]}))  # by id: 7 comes first
+    assert lay.row_order is not None and lay.row_order.tolist() == [2, 0, 1]
+
+
 def test_without_ts_requests_go_by_id_and_nan_ts_fall_back() -> None:
     assert _same_as_sorted(_table([1, 1, 2, 4])).row_order is None
     assert _same_as_sorted(_table([2, 2, 1, 4])).row_order is not None
