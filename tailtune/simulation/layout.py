@@ -136,7 +136,7 @@ def _grouped(table: pa.Table) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.flo
     if cont.size:
         if run_min is not None:
             for i in cont[::-1]:  # boundaries are few (one per chunk at most)
-                run_min[i - 1] = min(run_min[i - 1], run_min[i])
+                run_min[i - 1] = np.minimum(run_min[i - 1], run_min[i])  # NaN propagates, as in the sort
             run_min = np.delete(run_min, cont)
         run_start = np.delete(run_start, cont)
         run_id = np.delete(run_id, cont)

@@ -92,6 +92,9 @@ def test_without_ts_requests_go_by_id_and_nan_ts_fall_back() -> None:
     assert _same_as_sorted(_table([1, 1, 2, 4])).row_order is None
     assert _same_as_sorted(_table([2, 2, 1, 4])).row_order is not None
     assert _same_as_sorted(_table([1, 2, 3], [0.0, np.nan, 1.0])).row_order is not None
+    # a NaN in a request cut by a chunk boundary is not lost by merging its two runs
+    lay = _same_as_sorted(_table([1, 1, 1, 1, 2, 2], [0.0, 0.0, 0.0, np.nan, 5.0, 6.0], chunks=2))
+    assert lay.timestamps is not None and np.isnan(lay.timestamps[-1])  # the sort puts it last
 
 
 @pytest.mark.parametrize("seed", range(25))
