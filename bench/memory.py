@@ -113,22 +113,22 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         store = shared.WorkloadStore(args.shared)
         trace = cassandra.load_shared(store)
     if trace is None:
-        table = source.load()
-        cols = {name: int(table.column(name).nbytes) for name in table.column_names}
-        step("table (pyarrow)", int(table.nbytes), columns=cols, ops=table.num_rows)
-        trace = cassandra.prepare(table, dep, source=source.label)
+        tables = [source.load()]
+        cols = {name: int(tables[0].column(name).nbytes) for name in tables[0].column_names}
+        step("table (pyarrow)", int(tables[0].nbytes), columns=cols, ops=tables[0].num_rows)
+        # as the tuner's evaluator does: the table is not kept here, so `prepare` frees it as it goes
+        trace = cassandra.prepare(tables.pop(), dep, source=source.label)
         parts = {name: _nbytes(getattr(trace, name, None)) for name in
                  ("offsets", "timestamps", "tokens", "sizes", "mean_demand_s", "ops")}
         layout = getattr(trace, "layout", None)  # versions that kept the request layout (keys, row order)
         if layout is not None:
             parts |= {f"layout.{k}": _nbytes(getattr(layout, k)) for k in ("offsets", "row_order", "keys",
                                                                             "timestamps")}
-        step("prepared trace (+ table)", sum(parts.values()), parts=parts, transient=_peak() - rows[-1]["rss"])
-        del table
+        step("prepared trace", sum(parts.values()), parts=parts, transient=_peak() - rows[-1]["rss"])
         if store is not None:
             trace = cassandra.share(trace, store)
             store.keep()
-        step("prepared trace (table dropped)", sum(parts.values()))
+        step("prepared trace (shared)" if store is not None else "prepared trace (again)", sum(parts.values()))
     else:
         step("prepared trace (mapped from the store)", None)
     if store is not None:

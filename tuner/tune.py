@@ -219,6 +219,8 @@ def run_tune(
     paper = job.ev.reference(job.seeds[0]) or PAPER_DEFAULTS[req.deployment]
     if "rein-patched" in (job.server, alt.server if alt is not None else None):
         paper = patched_defaults(paper, req.driver)
+    if req.mlflow and req.plots:  # and the paper default, replayed by the references
+        job.ev.keep_latencies([paper], job.seeds[0])
     tracker = job.tracker
     main_progress = None
     if on_progress is not None:
@@ -345,6 +347,8 @@ def _prepare(req: TuneRequest, settings: Settings, evaluator: Evaluator | None) 
     space, dropped = _filter_space(space, ev)
     objective = parse_objective(req.objective, req.constraints)
     seeds = tuple(range(req.seeds))
+    if req.mlflow and req.plots:  # the latency CDF figure shows the baseline on the first seed
+        ev.keep_latencies([baseline], seeds[0])
     base_res = evaluate_candidate(ev, baseline, seeds, objective)
     config = StudyConfig(
         name="pending", storage=req.storage or settings.resolved_optuna_storage, evaluator=ev.spec(),

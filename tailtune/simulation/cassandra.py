@@ -27,9 +27,10 @@ import numpy as np
 import numpy.typing as npt
 
 from tailtune.base.errors import BadInputError
-from tailtune.simulation.layout import key_tokens, request_layout, sizes_vary, value_sizes
+from tailtune.base.memory import release_freed_memory
+from tailtune.simulation.layout import key_tokens, request_layout, sizes_known, sizes_vary, value_sizes
 from tailtune.simulation.policies import ResolvedPolicy
-from tailtune.simulation.shared import WorkloadStore
+from tailtune.simulation.shared import WorkloadStore, release_pages
 
 if TYPE_CHECKING:
     import kvsim
@@ -211,6 +212,8 @@ class PreparedTrace:
     store: WorkloadStore | None = field(default=None, repr=False)
     _layouts: dict[kvsim.Cluster, kvsim.WorkloadLayout] = field(default_factory=dict, repr=False)
     _workloads: dict[tuple[int, int], kvsim.Workload] = field(default_factory=dict, repr=False)
+    #: each seed's draws as mapped from the store (released from RSS after each replay of the seed)
+    _draws: dict[int, dict[str, npt.NDArray[Any]]] = field(default_factory=dict, repr=False)
 
     @property
     def requests(self) -> int:
@@ -223,21 +226,28 @@ class PreparedTrace:
 
 
 def prepare(table: pa.Table, deployment: CassandraDeployment, *, source: str = "trace") -> PreparedTrace:
-    """Groups the table into requests, hashes the keys to ring tokens and derives the demand model (once)."""
+    """Groups the table into requests, hashes the keys to ring tokens and derives the demand model (once).
+
+    Memory: only the columns the deployment reads are kept, and each is let go once read, so a table the caller
+    does not keep (`prepare(source.load(), ...)`) is freed column by column while the trace is built."""
     import kvsim
 
+    table = table.select([c for c in _COLUMNS if c in table.column_names and _reads(c, deployment)])
     layout = request_layout(table, source=source, with_keys=False)
-    tokens = np.ascontiguousarray(key_tokens(table)[layout.row_order])
     if deployment.use_timestamps and layout.timestamps is None:
         raise BadInputError.single(source, "--use-timestamps needs a ts column", field="ts")
+    table = table.drop_columns([c for c in ("request_id", "ts") if c in table.column_names])
+    tokens = np.ascontiguousarray(layout.take(key_tokens(table)))
     service_rate = float(deployment.service_rate)
     sizes = mean_demand = None
     thr = None
     demand: dict[str, Any] = {"dist": deployment.demand_dist}
     if deployment.demand_dist == "lognormal":
         demand["sigma"] = deployment.demand_sigma
-    rows = value_sizes(table, source) if deployment.use_sizes else None
-    if rows is not None and sizes_vary(table) and np.isfinite(rows).any():
+    # the sizes as floats (a per-op copy) only when they differ: `sizes_known` checks them in place
+    vary = deployment.use_sizes and sizes_known(table, source) and sizes_vary(table)
+    rows = value_sizes(table, source) if vary else None
+    if rows is not None and np.isfinite(rows).any():
         model = kvsim.DemandModel.default(service_rate)
         if deployment.t0_us is not None or deployment.bandwidth_mbps is not None:
             try:
@@ -249,8 +259,8 @@ def prepare(table: pa.Table, deployment: CassandraDeployment, *, source: str = "
                 )
             except kvsim.KvsimError as exc:
                 raise BadInputError.single("deployment", str(exc)) from None
-        keys = np.asarray(table.column("key").to_numpy(zero_copy_only=False))[layout.row_order]
-        info = kvsim.fill_unknown_sizes(rows[layout.row_order], keys)
+        keys = layout.take(np.asarray(table.column("key").to_numpy(zero_copy_only=False)))
+        info = kvsim.fill_unknown_sizes(layout.take(rows), keys)
         del keys
         sizes = np.ascontiguousarray(info.sizes, dtype=np.float64)
         mean_demand = model.mean_s(sizes)
@@ -264,6 +274,8 @@ def prepare(table: pa.Table, deployment: CassandraDeployment, *, source: str = "
         )
     else:
         demand.update(model="uniform", mean_us=1e6 / service_rate)
+    del rows
+    table = table.drop_columns([c for c in ("key", "value_size") if c in table.column_names])
     ops = None
     if deployment.writes_from_op:
         if deployment.write_fraction is not None:
@@ -272,8 +284,10 @@ def prepare(table: pa.Table, deployment: CassandraDeployment, *, source: str = "
             )
         if "op" not in table.column_names:
             raise BadInputError.single(source, "--writes-from-op needs an op column", line=1, field="op")
-        raw = np.asarray(table.column("op").to_numpy(zero_copy_only=False), dtype=object)[layout.row_order]
+        raw = layout.take(np.asarray(table.column("op").to_numpy(zero_copy_only=False), dtype=object))
         ops = np.where(raw == None, "", raw).astype(str)  # noqa: E711 (element-wise None test)
+    del table
+    release_freed_memory()  # the table's pages: the allocators would keep them in this process's RSS
     return PreparedTrace(
         source=source,
         offsets=layout.offsets,
@@ -285,6 +299,18 @@ def prepare(table: pa.Table, deployment: CassandraDeployment, *, source: str = "
         default_thr_l=thr,
         ops=ops,
     )
+
+
+#: The table's columns `prepare` reads (`op` only with `writes_from_op`, `value_size` only with `use_sizes`).
+_COLUMNS = ("request_id", "ts", "key", "value_size", "op")
+
+
+def _reads(column: str, deployment: CassandraDeployment) -> bool:
+    if column == "op":
+        return deployment.writes_from_op
+    if column == "value_size":
+        return deployment.use_sizes
+    return True
 
 
 _TRACE_ARRAYS = ("offsets", "timestamps", "tokens", "sizes", "mean_demand_s", "ops")
@@ -338,6 +364,7 @@ def _layout(trace: PreparedTrace, cluster: kvsim.Cluster) -> kvsim.WorkloadLayou
             return built
         arrays = trace.store.save(group, built.arrays())
         del built
+        release_freed_memory()  # the build's private copy: glibc's heap would keep it in this process's RSS
     layout = kvsim.WorkloadLayout.from_arrays(cluster, trace.offsets, trace.tokens, arrays)
     trace._layouts[cluster] = layout
     return layout
@@ -410,6 +437,8 @@ def _draw(
             return wl
         arrays = trace.store.save(group, wl.draws())
         del wl
+        release_freed_memory()
+    trace._draws[seed] = arrays
     return kvsim.Workload.from_arrays(layout, arrays["arrival_ns"], arrays["demand_ns"], seed=seed, load=load)
 
 
@@ -485,6 +514,9 @@ def replay(
         raise BadInputError.single(trace.source, str(exc)) from None
     except kvsim.KvsimError as exc:
         raise BadInputError.single(where, str(exc), field=_named_param(str(exc))) from None
+    finally:
+        # the seed's draws leave this process's RSS until its next replay (one seed resident at a time)
+        release_pages(trace._draws.get(int(seed), {}).values())
     if writes is not None:
         counts = res.writes or {"ops": 0, "copies": 0}
         res = dataclasses.replace(res, writes=cast("kvsim.types.WritesInfo", {**writes_info, **counts}))

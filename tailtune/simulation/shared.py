@@ -22,14 +22,14 @@ import os
 import shutil
 import uuid
 import weakref
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["FORMAT", "WorkloadStore", "store_key"]
+__all__ = ["FORMAT", "WorkloadStore", "release_pages", "store_key"]
 
 #: Version of the store's layout on disk (part of the key).
 FORMAT = 1
@@ -39,6 +39,25 @@ def store_key(doc: Mapping[str, Any]) -> str:
     """A short digest of a JSON-able description of what the arrays are made from."""
     text = json.dumps({"format": FORMAT, **doc}, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:20]
+
+
+def release_pages(arrays: Iterable[npt.NDArray[Any]]) -> int:
+    """Drops the pages of memory-mapped store arrays from this process's resident set (`MADV_DONTNEED` on the
+    read-only shared file mappings): the data stay in the page cache, and the next read maps them back without
+    I/O. A process that replays one seed after another so holds one seed's draws at a time instead of every
+    seed's. Arrays that are not mapped files are left alone. Returns the bytes of the mappings released."""
+    import mmap
+
+    released = 0
+    for a in arrays:
+        m = getattr(a, "_mmap", None)  # np.memmap's mapping (np.load(mmap_mode="r") makes one per file)
+        if isinstance(m, mmap.mmap) and hasattr(m, "madvise"):
+            try:
+                m.madvise(mmap.MADV_DONTNEED)
+            except (OSError, ValueError):  # closed, or a platform without it: the pages just stay
+                continue
+            released += len(m)
+    return released
 
 
 class WorkloadStore:

@@ -32,12 +32,12 @@ def _direct(policy: str, params: dict[str, float], seed: int, *, replica: str,
     """The replay written out against kvsim alone (what `tailtune simulate` does)."""
     table = WorkloadSource.from_dict(SRC).load()
     lay = request_layout(table, source="t")
-    offsets, order, keys = lay.offsets, lay.row_order, lay.keys
+    offsets, keys = lay.offsets, lay.keys
     cluster = kvsim.Cluster(servers=SERVERS, slots=8, replication=3, vnodes=1, service_rate=3750.0,
                             net_latency_us=50.0, clients=128)
     model = kvsim.DemandModel.default(3750.0)
     rows = np.asarray(table.column("value_size").to_numpy(zero_copy_only=False), dtype=np.float64)
-    info = kvsim.fill_unknown_sizes(rows[order], keys)
+    info = kvsim.fill_unknown_sizes(lay.take(rows), keys)
     wl = kvsim.Workload(cluster, offsets, keys=keys, mean_demand_s=model.mean_s(info.sizes), load=0.75, seed=seed)
     if thr is None:
         thr = kvsim.default_thr_l(model, info.median_bytes)
@@ -200,11 +200,11 @@ def test_evaluator_size_aware_cost_equals_direct_kvsim_and_changes_rein(ev: Kvsi
     rein = {"k": 4.0, "range_factor": 3.0, "r_q1": 5.0, "rate_step": 1.0, "tau_1": 1.0}
     table = WorkloadSource.from_dict(SRC).load()
     lay = request_layout(table, source="t")
-    offsets, order, keys = lay.offsets, lay.row_order, lay.keys
+    offsets, keys = lay.offsets, lay.keys
     cluster = kvsim.Cluster(servers=SERVERS, slots=8, replication=3, vnodes=1, service_rate=3750.0,
                             net_latency_us=50.0, clients=128)
     rows = np.asarray(table.column("value_size").to_numpy(zero_copy_only=False), dtype=np.float64)
-    info = kvsim.fill_unknown_sizes(rows[order], keys)
+    info = kvsim.fill_unknown_sizes(lay.take(rows), keys)
     mean = kvsim.DemandModel.default(3750.0).mean_s(info.sizes)
     wl = kvsim.Workload(cluster, offsets, keys=keys, mean_demand_s=mean, load=0.75, seed=1)
     by_flag = {}

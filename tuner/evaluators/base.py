@@ -12,7 +12,9 @@ Contract of every `Evaluator` (the study, the references and the tests rely on i
    `tailtune.base.errors.BadInputError` naming the parameter; the study turns it into a failed trial.
 5. **Rebuildable**: `spec()` returns an `EvaluatorSpec` (JSON-able) from which `build_evaluator` makes an equal
    evaluator in another process (parallel workers, Spark executors).
-6. `latencies_ms(c, seed)` returns every request's latency (ms) for the before/after CDF plots.
+6. `latencies_ms(c, seed)` returns every request's latency (ms) for the before/after CDF plots;
+   `keep_latencies(candidates, seed)` is a hint that those will be asked for after their `evaluate` on `seed`
+   (an evaluator may keep them from that replay instead of replaying again; by default nothing is kept).
 
 7. `adapt_summary(summary)` returns the analysis summary the search space is derived from, adapted to what
    this evaluator replays (the Cassandra evaluator puts in the fan-out of the simulated cluster).
@@ -28,7 +30,7 @@ them and builds evaluators from specs (`build_evaluator`).
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -73,6 +75,9 @@ class Evaluator(ABC):
     @abstractmethod
     def latencies_ms(self, candidate: Candidate, seed: int) -> npt.NDArray[np.float64]:
         """Every request's latency in ms (arrival order) for the whole workload of `seed`."""
+
+    def keep_latencies(self, candidates: Iterable[Candidate], seed: int) -> None:  # noqa: B027 (optional hook)
+        """Hint: `latencies_ms(c, seed)` will be asked for each of `candidates` after its `evaluate(c, seed)`."""
 
     @abstractmethod
     def spec(self) -> EvaluatorSpec:
