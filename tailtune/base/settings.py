@@ -73,6 +73,12 @@ class Settings(BaseSettings):
     ingest_max_columns: int = Field(
         default=1024, ge=0, description="Most columns of a header, a Parquet schema or a header-less line."
     )
+    ingest_count_memory_mb: int = Field(
+        default=512,
+        ge=64,
+        description="Memory for the exact distinct counts of a dataset too large for the in-memory sets (more "
+        "than 32 M request ids or keys), MiB: DuckDB, one thread, spilling to the staging folder beyond it.",
+    )
 
     # --- service hardening: limits and guards of the API and the worker (docs/operations.md § Limits) --------
     api_allowed_hosts: list[str] = Field(
