@@ -1,40 +1,9 @@
 //! The coordinator section under a patched policy: hand-worked schedules replayed exactly, and the section off
 //! (every policy's default but `stock`'s) is the policy's own replay.
-use kvsim_core::server_model::ServerModelConfig;
-use kvsim_core::{replay, Cluster, ClusterConfig, ReplayConfig, RunResult, Workload};
+mod common;
 
-const MS: u64 = 1_000_000;
-
-/// 3 single-slot servers, RF 2: g0 → [0, 1]; round-robin per (client, group) starts at server 0.
-fn cluster(net_latency_ns: u64) -> Cluster {
-    Cluster::new(ClusterConfig {
-        servers: 3,
-        slots: 1,
-        replication: 2,
-        vnodes: 1,
-        service_rate: 1000.0,
-        net_latency_ns,
-        clients: 1,
-    })
-    .unwrap()
-}
-
-/// `policy` with `params` (its own and the coordinator's); server 0 runs at `slow` speed.
-fn run(c: &Cluster, wl: &Workload, policy: &str, slow: f64, params: &[(&str, f64)]) -> RunResult {
-    let params: Vec<(String, f64)> = params.iter().map(|(k, v)| (k.to_string(), *v)).collect();
-    let cfg = ReplayConfig {
-        servers: ServerModelConfig {
-            speeds: (0..c.config.servers)
-                .map(|s| if s == 0 { slow } else { 1.0 })
-                .collect(),
-            ..ServerModelConfig::default()
-        },
-        warmup: 0.0,
-        seed: 0,
-        ..ReplayConfig::build(policy, &params).unwrap()
-    };
-    replay(c, wl, &cfg).unwrap()
-}
+use common::{cluster, run, MS};
+use kvsim_core::{Cluster, ClusterConfig, ReplayConfig, Workload};
 
 #[test]
 fn rein_with_one_slow_replica_and_a_50ms_retry() {

@@ -1,37 +1,14 @@
 //! `stock` (Cassandra's coordinator speculative retry): hand-worked schedules replayed exactly.
+mod common;
+
+use common::{cluster, MS};
 use kvsim_core::server_model::ServerModelConfig;
 use kvsim_core::{replay, Cluster, ClusterConfig, ReplayConfig, RunResult, Workload};
-
-const MS: u64 = 1_000_000;
-
-/// 3 single-slot servers, RF 2: g0 → [0, 1]; round-robin per (client, group) starts at server 0.
-fn cluster(net_latency_ns: u64) -> Cluster {
-    Cluster::new(ClusterConfig {
-        servers: 3,
-        slots: 1,
-        replication: 2,
-        vnodes: 1,
-        service_rate: 1000.0,
-        net_latency_ns,
-        clients: 1,
-    })
-    .unwrap()
-}
 
 /// `stock` with `speculative_retry` encoded as the Python layer does (kind, percentile, fixed ms) and extra
 /// params; server 0 runs at `slow` speed.
 fn run(c: &Cluster, wl: &Workload, slow: f64, params: &[(&str, f64)]) -> RunResult {
-    let params: Vec<(String, f64)> = params.iter().map(|(k, v)| (k.to_string(), *v)).collect();
-    let cfg = ReplayConfig {
-        servers: ServerModelConfig {
-            speeds: vec![slow, 1.0, 1.0],
-            ..ServerModelConfig::default()
-        },
-        warmup: 0.0,
-        seed: 0,
-        ..ReplayConfig::build("stock", &params).unwrap()
-    };
-    replay(c, wl, &cfg).unwrap()
+    common::run(c, wl, "stock", slow, params)
 }
 
 const NEVER: (&str, f64) = ("spec_kind", 0.0);
