@@ -35,7 +35,7 @@ class RungPruner(optuna.pruners.BasePruner):
         if step is None:
             return False
         done = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-        if not done or len(done) < self.startup_trials:
+        if len(done) < self.startup_trials:
             return False
         value = trial.intermediate_values[step]
         if math.isnan(value):

@@ -240,9 +240,8 @@ def evaluate_candidate(
 ) -> dict[str, Any]:
     """Replay `cand` on every seed: per-seed metrics and objective values, their means and CI half-widths.
     `first`: the metrics of the whole replay of `seeds[0]`, already made (not replayed again)."""
-    per_seed = ([first] if first is not None else []) + [
-        ev.evaluate(cand, s) for s in seeds[(1 if first is not None else 0):]
-    ]
+    done = [] if first is None else [first]
+    per_seed = done + [ev.evaluate(cand, s) for s in seeds[len(done):]]
     values = [objective.values(m) for m in per_seed]
     stats = [mean_ci([v[i] for v in values]) for i in range(len(objective.terms))]
     return {
