@@ -129,6 +129,23 @@ def test_stalls_make_a_tail_that_speculative_retry_cuts(cli: Any) -> None:
     assert p99["extra_reads"] > 0
 
 
+def test_expired_reads_are_dropped_and_requests_time_out(cli: Any) -> None:
+    # a read timeout shorter than the stalls: reads queued behind a 50 ms stall expire and are dropped unserved,
+    # their requests answered with a timeout (latency = the read timeout); drop_expired=0 serves every read
+    stalls = ("--stall-rate", "1", "--stall-ms", "50", "--requests", "20000", "--load", "0.9")
+    knobs = ("--param", "speculative_retry=NEVER", "--param", "read_timeout_ms=20")
+    shed = _sim(cli, *knobs, *stalls)
+    served = _sim(cli, *knobs, "--param", "drop_expired=0", *stalls)
+    assert shed["timeouts"]["requests"] > 0 and shed["timeouts"]["dropped_reads"] > 0
+    assert shed["p99_ms"] == 20.0
+    assert shed["p999_ms"] == 20.0
+    assert "timeouts" not in served
+    assert served["p99_ms"] > 20.0
+    # the default read timeout (5 s) is far above these replays' latencies: modelled, never reached
+    calm = _sim(cli)
+    assert calm["timeouts"] == {"requests": 0, "dropped_reads": 0}
+
+
 def test_stall_fields_stay_out_of_old_records() -> None:
     assert "stall_rate" not in CassandraDeployment().as_dict()
     d = CassandraDeployment(stall_rate=2.0, stall_ms=20.0)

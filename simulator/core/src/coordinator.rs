@@ -26,6 +26,17 @@
 //! its first sample at or after the first measured request's arrival, from the warm-up's samples; then on the
 //! period. `spec_warm` = 0 is Cassandra's rule as it is. A threshold above the read timeout means no speculation
 //! (`shouldSpeculateAndMaybeWait`), so `MAX(99p,100000ms)` ≡ `NEVER`. ALWAYS sends the extra read at once.
+//!
+//! Read timeouts (`drop_expired` = 1; `stock`, and any policy given a coordinator parameter): a read message
+//! expires `read_timeout_ms` after the coordinator sent it; a replica whose stage reaches an expired read drops
+//! it unserved (`InboundMessageHandler.ProcessMessage.run`: `onExpired` when the start is after
+//! `expiresAtNanos`; Cassandra's dropped-READ count). The coordinator answers a request it has not answered by
+//! its deadline (arrival + read timeout) with a timeout: its latency is the read timeout, and the coordinator's
+//! latency histogram records it (`StorageProxy.readRegular` records timeouts too). A dropped read is after its
+//! request's deadline, so the request is answered with a timeout then (a closed-loop thread learns it at the
+//! drop); a request answered after its deadline by reads that started in time takes the read timeout as its
+//! latency. Writes are always served. A read that starts before its expiry is served whole (Cassandra also
+//! aborts a read that runs past it, between rows: at most one service time's difference).
 use crate::error::SimError;
 use crate::params::{Params, Search};
 use crate::policy::PolicyConfig;
@@ -68,6 +79,10 @@ crate::params! {
         shape: f64 = 0.0, Rounded(0.0, 1.0, "0 (in) or 1 (per-partition)"), Search::Fixed;
         /// Keys per query of the `in` shape (0 = all the multiget's keys in one query).
         chunk: f64 = 0.0, Rounded(0.0, 1e9, "0 (all) or keys per query"), Search::Fixed;
+        /// Read timeouts as Cassandra has them: 1 = a replica drops a read whose message outlived the read
+        /// timeout when its turn comes, and a request unanswered by its deadline is answered with a timeout
+        /// (see the module doc); 0 = every read is served, however late (the papers' model).
+        drop_expired: f64 = 0.0, Rounded(0.0, 1.0, "0 or 1"), Search::Fixed;
     }
     validate = validate_coordinator;
 }
@@ -96,6 +111,7 @@ impl CoordinatorConfig {
     pub fn cassandra() -> Self {
         CoordinatorConfig {
             spec_kind: PERCENTILE as f64,
+            drop_expired: 1.0,
             ..CoordinatorConfig::default()
         }
     }
@@ -131,7 +147,12 @@ impl CoordinatorConfig {
     /// The replay runs the coordinator's client side (queries, speculative retry, driver executions or routing).
     /// Off, the replay is the policy's own; `chunk` alone changes nothing (queries matter only to the others).
     pub fn active(&self) -> bool {
-        self.speculates() || self.hedges() || self.per_partition()
+        self.speculates() || self.hedges() || self.per_partition() || self.drops_expired()
+    }
+
+    /// Replicas drop expired reads and requests time out at the read timeout.
+    pub fn drops_expired(&self) -> bool {
+        self.drop_expired >= 0.5
     }
 
     pub fn fixed_ns(&self) -> u64 {
@@ -200,7 +221,9 @@ pub fn check(policy: &PolicyConfig, co: &CoordinatorConfig) -> Result<(), SimErr
 }
 
 /// The named policy and its coordinator section: each parameter goes to the policy when the policy has it,
-/// else to the section (which starts from [`CoordinatorConfig::for_policy`]); both validated.
+/// else to the section (which starts from [`CoordinatorConfig::for_policy`]); both validated. A policy given
+/// any coordinator parameter is a Cassandra node with a coordinator: its reads time out as Cassandra's do
+/// (`drop_expired` = 1 unless given).
 pub fn build_policy(
     name: &str,
     params: &[(String, f64)],
@@ -208,14 +231,20 @@ pub fn build_policy(
     let mut policy = PolicyConfig::from_name(name)?;
     let mut co = CoordinatorConfig::for_policy(&policy);
     let own = policy.entry().params;
+    let mut to_section = false;
     for (k, v) in params {
         let to_policy = own.iter().any(|s| s.name == k)
             || !CoordinatorConfig::SPECS.iter().any(|s| s.name == k);
         if to_policy {
             policy.set(k, *v)?;
         } else {
+            to_section = true;
             co.set(k, *v)?;
         }
+    }
+    if to_section && refusal(&policy).is_none() && !params.iter().any(|(k, _)| k == "drop_expired")
+    {
+        co.drop_expired = 1.0;
     }
     policy.validate()?;
     check(&policy, &co)?;

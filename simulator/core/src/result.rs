@@ -47,6 +47,16 @@ pub struct WriteStats {
     pub copies: u64,
 }
 
+/// Read timeouts (coordinator section with `drop_expired`): requests answered with a timeout, and reads their
+/// replica dropped unserved because they had expired.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TimeoutStats {
+    /// The replay modelled read timeouts.
+    pub on: bool,
+    pub requests: u64,
+    pub dropped_reads: u64,
+}
+
 /// Result of one replay.
 #[derive(Debug, Clone)]
 pub struct RunResult {
@@ -69,6 +79,7 @@ pub struct RunResult {
     pub held: HeldStats,
     pub copies: CopyStats,
     pub writes: WriteStats,
+    pub timeouts: TimeoutStats,
     /// Op services completed (originals + copies of any kind). Counted by the general event loop only: 0 when
     /// the plain loop ran (round-robin replicas, core model), where it would equal `ops`.
     pub served_ops: u64,

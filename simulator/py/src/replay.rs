@@ -704,6 +704,11 @@ fn result_dict<'py>(py: Python<'py>, res: &kvsim_core::RunResult) -> PyResult<Bo
         w.set_item("ops", res.writes.ops)?;
         w.set_item("copies", res.writes.copies)?;
         d.set_item("writes", w)?;
+        let t = PyDict::new(py);
+        t.set_item("on", res.timeouts.on)?;
+        t.set_item("requests", res.timeouts.requests)?;
+        t.set_item("dropped_reads", res.timeouts.dropped_reads)?;
+        d.set_item("timeouts", t)?;
         d.set_item("served_ops", res.served_ops)?;
         d.set_item("makespan_ns", res.makespan_ns)?;
         d.set_item("capacity_factor", res.capacity_factor)?;

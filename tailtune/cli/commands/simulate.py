@@ -126,6 +126,11 @@ def _print_table(res: kvsim.Result) -> None:
         )
     if res.writes is not None:
         out_console.print(f"writes: {res.writes['ops']} ops, {res.writes['copies']} replica copies")
+    if res.timeouts is not None and res.timeouts["requests"]:
+        out_console.print(
+            f"timeouts: {res.timeouts['requests']} requests answered with a read timeout, "
+            f"{res.timeouts['dropped_reads']} expired reads dropped by their replicas"
+        )
     out_console.print(
         f"{r.requests} requests, {r.ops} ops, {r.events} events in {r.sim_wall_s:.3f} s "
         f"({r.events_per_s / 1e6:.1f} M events/s)"

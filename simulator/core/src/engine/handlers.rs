@@ -615,6 +615,9 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
         }
         let o = o as usize;
         let wl = self.wl;
+        if self.drop_on() && self.timed_out[wl.opset_req[o] as usize] {
+            return now;
+        }
         let mut n = 0;
         for op in wl.opset_ops[o] as usize..wl.opset_ops[o + 1] as usize {
             if self.answered_at[op] > now && !self.is_write(op) {
@@ -793,6 +796,11 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
         } else {
             self.wl.opset_req[o]
         } as usize;
+        if self.drop_on() && self.timed_out[r] {
+            // answered with a timeout already: a late answer is ignored
+            self.mark_dirty(s);
+            return now;
+        }
         // With copies (and writes at every replica), only an op's first answer counts.
         let first = !self.multi() || self.answered_at[op] == u64::MAX;
         if self.multi() && first {
@@ -901,6 +909,11 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
             self.wl.arrival[r]
         };
         self.latency[r] = now + d - arrived;
+        if self.drop_on() && self.latency[r] > self.read_timeout {
+            // answered by reads that started in time, but after the deadline: the coordinator timed out
+            self.latency[r] = self.read_timeout;
+            self.timeouts.requests += 1;
+        }
         if EXT {
             self.last_done = self.last_done.max(now + d);
         }
@@ -913,6 +926,58 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
         self.p
             .selector
             .on_response(self.wl.client[r], s as u32, now + d);
+    }
+
+    /// Server `s` reaches read `id` (op or copy id) of opset `o`, which reached it at `enq`, after its message
+    /// expired (sent at `enq` − d, expired a read timeout later): the read is dropped unserved. Its request is
+    /// past its deadline: unless answered already, it is answered with a timeout now.
+    #[inline(always)]
+    fn drop_read(&mut self, s: usize, id: u32, o: usize, enq: u64, now: u64) {
+        let op = (id % self.n_ops32) as usize;
+        self.outstanding[s] -= 1;
+        self.timeouts.dropped_reads += 1;
+        if self.route_on() {
+            self.driver_answer(id, o, s, now);
+        }
+        let st = if self.fb_on() || self.redundant() {
+            self.sent[o]
+        } else {
+            Sent::default()
+        };
+        if self.fb_on() {
+            self.op_feedback(op, s, 0, st, enq, now);
+        }
+        let r = self.wl.opset_req[o] as usize;
+        let answered = self.multi() && self.answered_at[op] != u64::MAX;
+        if !answered && !self.timed_out[r] && self.remaining[r] != 0 {
+            self.time_out(r, s, now);
+        }
+    }
+
+    /// Request `r` is answered with a timeout at `now` (its deadline has passed): its latency is the read
+    /// timeout; its unanswered queries record the timeout in the coordinator's histogram, once per key.
+    #[inline(always)]
+    fn time_out(&mut self, r: usize, s: usize, now: u64) {
+        self.timed_out[r] = true;
+        self.remaining[r] = 0;
+        if self.sq_on() {
+            let client = self.wl.client[r] as usize;
+            let timeout = self.read_timeout;
+            let sc = self.p.stock.as_mut().expect("stock client");
+            for q in sc.queries.req_start[r] as usize..sc.queries.req_start[r + 1] as usize {
+                if sc.queries.done_at[q] != u64::MAX {
+                    continue;
+                }
+                sc.queries.done_at[q] = now;
+                if let Some(e) = self.p.spec.as_mut() {
+                    for _ in 0..sc.queries.keys(q) {
+                        e.observe_at(client, timeout, now);
+                    }
+                }
+            }
+        }
+        // past the deadline: `complete_request` counts the timeout and takes the read timeout as the latency
+        self.complete_request(r, s, now);
     }
 
     /// Once no other event is due at `now`, every dirty server starts ops in its free slots (lowest index first),
@@ -961,6 +1026,13 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
             let Some(item) = self.p.sched.pick(s, now) else {
                 break;
             };
+            if self.drop_on() && now + self.d > item.enq + self.read_timeout {
+                let real = (item.op % n_ops32) as usize;
+                if !self.is_write(real) {
+                    self.drop_read(s, item.op, item.opset as usize, item.enq, now);
+                    continue;
+                }
+            }
             let slot = self.free[s].trailing_zeros();
             self.free[s] &= !(1u64 << slot);
             let real = if EXT && item.op >= n_ops32 {

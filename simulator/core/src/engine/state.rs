@@ -13,7 +13,7 @@ use crate::policy::speculative::LatencyEstimator;
 use crate::policy::stock_driver::StockClient;
 use crate::policy::{PolicyConfig, Scheduler, Tag, TailxConfig};
 use crate::replica::ReplicaSelector;
-use crate::result::{CopyStats, HeldStats, OpRecords, RunResult, WriteStats};
+use crate::result::{CopyStats, HeldStats, OpRecords, RunResult, TimeoutStats, WriteStats};
 use crate::runs::RunQueue;
 use crate::server_model::ServerModel;
 use crate::stats::summarize;
@@ -118,6 +118,10 @@ pub(super) struct Sim<'a, const EXT: bool, S, R> {
     /// An op may be answered more than once (copies or writes): only its first answer counts.
     pub(super) multi: bool,
     pub(super) closed_on: bool,
+    /// Read timeouts: replicas drop expired reads, requests time out (`CoordinatorConfig::drop_expired`).
+    pub(super) drop_on: bool,
+    /// The read timeout, ns.
+    pub(super) read_timeout: u64,
 
     // Event counters: the next sequence number, the next request to arrive, events applied.
     pub(super) seq: u64,
@@ -171,6 +175,10 @@ pub(super) struct Sim<'a, const EXT: bool, S, R> {
     pub(super) opset_left: Vec<u32>,
     pub(super) copies: CopyStats,
     pub(super) writes: WriteStats,
+
+    // Read timeouts: the requests answered with a timeout.
+    pub(super) timed_out: Vec<bool>,
+    pub(super) timeouts: TimeoutStats,
 
     // Closed loop.
     pub(super) think: Vec<u64>,
@@ -315,6 +323,7 @@ impl<'a, const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'a, EXT, S, R> {
         let tailx_on = EXT && tailx.is_some();
         let closed = if EXT { rc.client.closed() } else { None };
         let closed_on = EXT && closed.is_some();
+        let drop_on = EXT && rc.coordinator.drops_expired();
         let all_free: u64 = if cfg.slots == 64 {
             u64::MAX
         } else {
@@ -349,6 +358,8 @@ impl<'a, const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'a, EXT, S, R> {
             write_on,
             multi: redundant || write_on,
             closed_on,
+            drop_on,
+            read_timeout: rc.coordinator.timeout_ns(),
 
             seq: n_req as u64,
             next_req: 0,
@@ -419,6 +430,12 @@ impl<'a, const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'a, EXT, S, R> {
             copies: CopyStats::default(),
             writes: WriteStats::default(),
 
+            timed_out: vec![false; per_req(drop_on)],
+            timeouts: TimeoutStats {
+                on: drop_on,
+                ..TimeoutStats::default()
+            },
+
             think: closed.map_or(Vec::new(), |c| c.think_times(n_req, rc.seed)),
             arrival_rt: vec![0; per_req(closed_on)],
             thread_of: vec![0; per_req(closed_on)],
@@ -471,6 +488,10 @@ impl<'a, const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'a, EXT, S, R> {
     #[inline(always)]
     pub(super) fn closed_on(&self) -> bool {
         EXT && self.closed_on
+    }
+    #[inline(always)]
+    pub(super) fn drop_on(&self) -> bool {
+        EXT && self.drop_on
     }
 
     /// The result once every event has been applied.
@@ -525,6 +546,7 @@ impl<'a, const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'a, EXT, S, R> {
             held: self.held,
             copies: self.copies,
             writes: self.writes,
+            timeouts: self.timeouts,
             served_ops: self.served_ops,
             makespan_ns,
             arrival_ns: self.arrival_rt,

@@ -205,6 +205,11 @@ class RawCopies(RawCounts):
 class RawWrites(RawCounts):
     copies: int
 
+class RawTimeouts(TypedDict):
+    on: bool  # the replay modelled read timeouts (coordinator `drop_expired`)
+    requests: int  # requests answered with a timeout
+    dropped_reads: int  # reads their replica dropped unserved (expired)
+
 class RawRecords(TypedDict):
     """bytes of request u32, opset u32, server u32, slot u32, enqueue_ns u64, start_ns u64, end_ns u64,
     demand_ns u64."""
@@ -243,6 +248,7 @@ class _RawResultBase(TypedDict):
     held: RawHeld
     copies: RawCopies
     writes: RawWrites
+    timeouts: RawTimeouts
     served_ops: int
     makespan_ns: int
     capacity_factor: float

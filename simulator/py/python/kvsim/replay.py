@@ -30,6 +30,7 @@ from kvsim.types import (
     JsonValue,
     OpRecords,
     ServersInfo,
+    TimeoutsInfo,
     WritesInfo,
 )
 
@@ -538,6 +539,7 @@ class Result:
     demand: DemandInfo | None = None
     servers: ServersInfo | None = None
     writes: WritesInfo | None = None
+    timeouts: TimeoutsInfo | None = None
     closed: ClosedInfo | None = None
     arrival_ms: npt.NDArray[np.float64] | None = field(default=None, repr=False)
     policy_label: str | None = None
@@ -549,8 +551,9 @@ class Result:
         events, utilization, server_load_max, steady_state, sim_wall_s, events_per_s, measured_requests,
         half_ratio, bytes_per_op. With replica selection (`replica` set) also: queue_policy (with a
         `policy_label`), replica, replica_params, held, copies (when any was sent), demand (when given), bloom
-        (with sizes), classes (with sizes that differ), servers, writes (when any op is a write), client_model
-        ("open" / "closed") and closed (closed loop).
+        (with sizes), classes (with sizes that differ), servers, writes (when any op is a write), timeouts (when
+        read timeouts are modelled: Cassandra's coordinator), client_model ("open" / "closed") and closed (closed
+        loop).
         """
         out: dict[str, JsonValue] = {
             "policy": self.policy,
@@ -594,6 +597,8 @@ class Result:
             out["servers"] = _json(self.servers)
         if self.writes is not None:
             out["writes"] = _json(self.writes)
+        if self.timeouts is not None:
+            out["timeouts"] = _json(self.timeouts)
         out["client_model"] = "open" if self.closed is None else "closed"
         if self.closed is not None:
             out["closed"] = _json(self.closed)
@@ -769,6 +774,10 @@ def replay(workload: Workload, config: ReplayConfig | None = None) -> Result:
     writes: WritesInfo | None = None
     if any_write:
         writes = {"ops": int(raw["writes"]["ops"]), "copies": int(raw["writes"]["copies"])}
+    t = raw["timeouts"]
+    timeouts: TimeoutsInfo | None = None
+    if t["on"]:
+        timeouts = {"requests": int(t["requests"]), "dropped_reads": int(t["dropped_reads"])}
     h = raw["held"]
     held: HeldInfo = {
         "opsets": int(h["opsets"]),
@@ -789,6 +798,7 @@ def replay(workload: Workload, config: ReplayConfig | None = None) -> Result:
         demand=None if cfg.demand is None else cast(DemandInfo, dict(cfg.demand)),
         servers=None if servers is None else servers.to_json(workload.cluster.servers),
         writes=writes,
+        timeouts=timeouts,
         closed=closed,
         arrival_ms=arrival_ms,
     )

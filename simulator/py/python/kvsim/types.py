@@ -19,6 +19,7 @@ __all__ = [
     "OpRecords",
     "ServersInfo",
     "SlowdownInfo",
+    "TimeoutsInfo",
     "WritesInfo",
 ]
 
@@ -42,6 +43,15 @@ class CopiesInfo(TypedDict):
 
     ops: int
     wins: int
+
+
+class TimeoutsInfo(TypedDict):
+    """Read timeouts (Cassandra's coordinator: `stock`, or a policy given coordinator knobs): requests answered
+    with a timeout (their latency is the read timeout), and reads their replica dropped unserved because they
+    had outlived the read timeout (Cassandra's dropped READ messages)."""
+
+    requests: int
+    dropped_reads: int
 
 
 class WritesInfo(TypedDict, total=False):
