@@ -288,6 +288,8 @@ def _run_trial(study: Any, trial: Any, ev: Evaluator, config: StudyConfig) -> An
             m = ev.evaluate(cand, config.seeds[0], config.prefix)
             replays += config.prefix
             trial.set_user_attr("prefix_metrics", m.as_dict())
+            if (overload := ev.overloaded(cand)) is not None:
+                return _prune_overloaded(study, trial, overload, replays)
             trial.report(obj.values(m)[0], 0)
             if trial.should_prune():
                 trial.set_user_attr("replays", replays)
@@ -297,6 +299,8 @@ def _run_trial(study: Any, trial: Any, ev: Evaluator, config: StudyConfig) -> An
             first = ev.evaluate(cand, config.seeds[0])
             replays += 1
             trial.set_user_attr("first_seed_metrics", first.as_dict())
+            if (overload := ev.overloaded(cand)) is not None:
+                return _prune_overloaded(study, trial, overload, replays)
             trial.report(obj.values(first)[0], 1)
             if trial.should_prune():
                 trial.set_user_attr("replays", replays)
@@ -320,6 +324,15 @@ def _run_trial(study: Any, trial: Any, ev: Evaluator, config: StudyConfig) -> An
         for c, v in zip(obj.constraints, cons, strict=True):
             trial.set_constraint(c.label, v)
     return study.tell(trial, res["values"])
+
+
+def _prune_overloaded(study: Any, trial: Any, reason: str, replays: float) -> Any:
+    """Prunes a trial whose replays so far overload the deployment (`Evaluator.overloaded`): no further rung."""
+    from optuna.trial import TrialState
+
+    trial.set_user_attr("infeasible", reason)
+    trial.set_user_attr("replays", replays)
+    return study.tell(trial, state=TrialState.PRUNED)
 
 
 def _occupied(study: Any) -> int:

@@ -104,6 +104,11 @@ class Settings(BaseSettings):
         description="A candidate whose extra reads (speculative retry, hedging) push the servers' offered "
         "utilisation above this is pruned as overloading the cluster.",
     )
+    tune_max_timeout_fraction: float = Field(
+        default=0.001, ge=0.0, le=1.0,
+        description="A candidate under which more than this fraction of the requests is answered with a read "
+        "timeout (Cassandra's replicas drop the expired reads) is pruned as one the cluster cannot serve.",
+    )
     job_time_budget_s: float = Field(
         default=6 * 3600.0, description="A running job is stopped (failed, not retried) after this long; 0: none."
     )

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from tailtune.base.errors import BadInputError
@@ -62,7 +64,31 @@ def test_always_overloads_a_loaded_cluster(load: float, overloaded: bool) -> Non
         assert reason is None
 
 
-def test_stock_tune_never_recommends_an_overloading_retry() -> None:
+def test_requests_that_time_out_make_a_candidate_infeasible() -> None:
+    # 20 ms stalls and a 5 ms read timeout: reads queued behind a stall expire, their requests time out
+    ev = build_evaluator(EvaluatorSpec("kvsim-cassandra", {"source": _SRC.as_dict(), "servers": 16, "load": 0.5,
+                                                            "stall_rate": 5.0, "stall_ms": 20.0}))
+    short = stock_defaults("java4", {"speculative_retry": "NEVER", "read_timeout_ms": 5.0})
+    usual = stock_defaults("java4", {"speculative_retry": "NEVER"})
+    ev.evaluate(short, 0)
+    ev.evaluate(usual, 0)
+    reason = ev.overloaded(short)
+    assert reason is not None and "answered with a read timeout" in reason and "cannot serve it" in reason
+    assert ev.overloaded(usual) is None
+
+
+def test_stock_tune_never_recommends_an_overloading_retry(monkeypatch: pytest.MonkeyPatch) -> None:
+    import tuner.tune as tune_module
+
+    seen: list[tuple[str, float, str | None]] = []
+    recommendation = tune_module._recommendation
+
+    def spy(job: Any, trials: list[Any], *args: Any, **kwargs: Any) -> Any:
+        seen.extend((t.user_attrs["candidate"]["params"]["speculative_retry"], t.user_attrs["replays"],
+                     t.user_attrs.get("infeasible")) for t in trials)
+        return recommendation(job, trials, *args, **kwargs)
+
+    monkeypatch.setattr(tune_module, "_recommendation", spy)
     req = TuneRequest(source=_SRC, deployment="cassandra", trials=4, seeds=2, storage="memory", mlflow=False,
                       plots=False, evaluator_options={"servers": 16, "stall_rate": 2.0, "stall_ms": 20.0},
                       overrides={"stock.speculative_retry": {"choices": ["ALWAYS", "NEVER"]}},
@@ -76,6 +102,9 @@ def test_stock_tune_never_recommends_an_overloading_retry() -> None:
     assert rec.alternatives["patched"]["verdict"] == "not searched"
     assert rec.render["cql"] == [f"ALTER TABLE ks.{t} WITH speculative_retry = '{rec.params['speculative_retry']}';"
                                  for t in ("a", "b")]
+    # ALWAYS overloads its prefix (a quarter of the first seed): pruned there, nothing more replayed
+    always = [(replays, why) for text, replays, why in seen if text == "ALWAYS"]
+    assert always and all(replays == 0.25 and why and "overloads" in why for replays, why in always)
 
 
 def test_patched_server_keeps_the_scheduler_space_and_shows_stock_beside_it() -> None:

@@ -55,6 +55,8 @@ class KvsimCassandraEvaluator(Evaluator):
         self.options = options
         self._trace: PreparedTrace | None = None
         self._utilisation: dict[tuple[Any, ...], float] = {}
+        #: the largest fraction of requests answered with a read timeout in any replay of each candidate
+        self._timeouts: dict[tuple[Any, ...], float] = {}
         #: (seed, candidate keys) whose whole replays keep their latencies for `latencies_ms`, and those kept
         self._keep: tuple[int, set[tuple[Any, ...]]] | None = None
         self._kept: dict[tuple[Any, ...], npt.NDArray[np.float64]] = {}
@@ -110,6 +112,10 @@ class KvsimCassandraEvaluator(Evaluator):
                                where=where)
         if self._keep is not None and fraction >= 1.0 and seed == self._keep[0] and candidate.key() in self._keep[1]:
             self._kept[candidate.key()] = np.asarray(res.latency_ms, dtype=np.float64)
+        if res.timeouts is not None and res.timeouts["requests"] and res.requests:
+            frac = res.timeouts["requests"] / res.requests
+            key = candidate.key()
+            self._timeouts[key] = max(frac, self._timeouts.get(key, 0.0))
         extra = int(res.copies["ops"]) if res.copies is not None else 0
         if extra and res.ops:
             util = self.setup.load * (res.ops + extra) / res.ops
@@ -119,11 +125,18 @@ class KvsimCassandraEvaluator(Evaluator):
 
     def overloaded(self, candidate: Candidate) -> str | None:
         """Offered utilisation with the extra (speculative or duplicate) reads = load × (ops + extra) / ops; over
-        the setting `tune_max_utilisation` (default 0.95) the candidate overloads the cluster."""
+        the setting `tune_max_utilisation` (default 0.95) the candidate overloads the cluster. Requests answered
+        with a read timeout in more than `tune_max_timeout_fraction` (default 0.1 %) of a replay: the cluster
+        cannot serve the candidate."""
         from tailtune.base.settings import get_settings
 
+        settings = get_settings()
+        timed_out = self._timeouts.get(candidate.key(), 0.0)
+        if timed_out > settings.tune_max_timeout_fraction:
+            return (f"{timed_out:.2%} of its requests are answered with a read timeout (load {self.setup.load:g}), "
+                    f"above the limit {settings.tune_max_timeout_fraction:.2%}: the cluster cannot serve it")
         util = self._utilisation.get(candidate.key())
-        limit = get_settings().tune_max_utilisation
+        limit = settings.tune_max_utilisation
         if util is None or util <= limit:
             return None
         return (f"its extra reads raise the servers' utilisation to {util:.2f} (load {self.setup.load:g}), above "

@@ -109,6 +109,7 @@ class Evaluator(ABC):
 
     def overloaded(self, candidate: Candidate) -> str | None:
         """Why `candidate` overloads the deployment in the replays evaluated so far (extra reads it sends push
-        the servers' utilisation past the deployment's limit), or None. The study prunes such a candidate even
-        when its latencies look good (a replay of seconds may not show the queue that keeps growing)."""
+        the servers' utilisation past the deployment's limit, or requests time out), or None. The study prunes
+        such a candidate even when its latencies look good (a replay of seconds may not show the queue that keeps
+        growing), and asks after every rung, so a candidate that overloads its prefix replays nothing more."""
         return None
