@@ -129,3 +129,27 @@ fn duplicate_and_speculative_refuse_the_section() {
     // `speculative`'s own `window` is its own parameter, not the coordinator's.
     assert!(ReplayConfig::build("speculative", &[("window".into(), 50.0)]).is_ok());
 }
+
+#[test]
+fn boosted_priority_queues_take_the_coordinators_copies() {
+    // rein-sbf and rein-sds with a starvation boost: the retries' ids (op + n_ops) run past the op count (a
+    // replay once panicked there). Server 0 at 1/100 speed, a 2 ms retry: the copy at server 1 answers.
+    let c = cluster(MS / 2);
+    let wl = Workload::from_parts(&[(0, vec![(0, vec![MS])])], 1);
+    for policy in ["rein-sbf", "rein-sds"] {
+        let r = run(
+            &c,
+            &wl,
+            policy,
+            0.01,
+            &[
+                ("boost_after_ms", 1.0),
+                ("spec_kind", 3.0),
+                ("spec_fixed_ms", 2.0),
+            ],
+        );
+        // retry at 2, reaches server 1 at 2.5, served 2.5–3.5, answered at 4
+        assert_eq!(r.latency_ns, vec![4 * MS], "{policy}");
+        assert_eq!((r.copies.ops, r.copies.wins), (1, 1), "{policy}");
+    }
+}

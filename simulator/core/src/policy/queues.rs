@@ -72,12 +72,17 @@ impl Ord for PEntry {
 /// One priority queue per server: lowest `tag.prio` first, FIFO among equal priorities. With a boost, an op
 /// that has waited `boost_ns` or more is served before any other (in arrival order): its priority is raised to
 /// the top (Rein §3.2's counter to starvation).
+///
+/// With a boost every push sits in both the priority heap and the server's arrival FIFO; whichever pops it first
+/// serves it. A push is known by its sequence number, not its op id: a copy of an op (a coordinator retry, a
+/// driver execution, a write's replica copy: ids op + k·n_ops) is a push of its own.
 #[derive(Debug, Clone)]
 pub struct PrioQueues {
     heaps: Vec<BinaryHeap<PEntry>>,
     seq: u64,
     boost_ns: Option<u64>,
-    arrivals: Vec<VecDeque<QItem>>,
+    arrivals: Vec<VecDeque<(u64, QItem)>>,
+    /// With a boost: push `seq` was served, at `seq − 1`.
     served: Vec<bool>,
 }
 
@@ -93,7 +98,7 @@ impl PrioQueues {
                 Vec::new()
             },
             served: if boost_ns.is_some() {
-                vec![false; ops]
+                Vec::with_capacity(ops)
             } else {
                 Vec::new()
             },
@@ -109,7 +114,8 @@ impl PrioQueues {
             item,
         });
         if self.boost_ns.is_some() {
-            self.arrivals[server].push_back(item);
+            self.arrivals[server].push_back((self.seq, item));
+            self.served.push(false);
         }
     }
 
@@ -119,22 +125,22 @@ impl PrioQueues {
             return self.heaps[server].pop().map(|e| e.item);
         };
         let arr = &mut self.arrivals[server];
-        while let Some(front) = arr.front() {
-            if self.served[front.op as usize] {
+        while let Some(&(seq, front)) = arr.front() {
+            if self.served[seq as usize - 1] {
                 arr.pop_front();
                 continue;
             }
             if now.saturating_sub(front.enq) >= boost {
-                let it = arr.pop_front().expect("front exists");
-                self.served[it.op as usize] = true;
-                return Some(it);
+                arr.pop_front();
+                self.served[seq as usize - 1] = true;
+                return Some(front);
             }
             break;
         }
         let heap = &mut self.heaps[server];
         while let Some(e) = heap.pop() {
-            if !self.served[e.item.op as usize] {
-                self.served[e.item.op as usize] = true;
+            if !self.served[e.seq as usize - 1] {
+                self.served[e.seq as usize - 1] = true;
                 return Some(e.item);
             }
         }
@@ -411,6 +417,20 @@ mod tests {
         // at t=10 op 0 has waited 10 ns: boosted.
         assert_eq!(p.pop(0, 10).unwrap().op, 0);
         assert_eq!(p.pop(0, 10).unwrap().op, 2);
+        assert_eq!(p.pop(0, 10), None);
+    }
+
+    #[test]
+    fn priority_queue_with_boost_takes_copies_past_the_op_count() {
+        // 2 ops; copies run as op + k·2 (ids 2, 3, 5): each push is served once, whatever its id
+        let mut p = PrioQueues::new(1, 2, Some(10));
+        p.push(0, item(0, 0, 1.0, 0));
+        p.push(0, item(3, 0, 2.0, 0));
+        p.push(0, item(5, 0, 0.5, 3));
+        assert_eq!(p.pop(0, 5).unwrap().op, 5);
+        // at t=10 op 0 has waited 10 ns: boosted (then its heap entry is skipped)
+        assert_eq!(p.pop(0, 10).unwrap().op, 0);
+        assert_eq!(p.pop(0, 10).unwrap().op, 3);
         assert_eq!(p.pop(0, 10), None);
     }
 }
