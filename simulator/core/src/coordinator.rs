@@ -32,7 +32,8 @@
 //! it unserved (`InboundMessageHandler.ProcessMessage.run`: `onExpired` when the start is after
 //! `expiresAtNanos`; Cassandra's dropped-READ count). The coordinator answers a request it has not answered by
 //! its deadline (arrival + read timeout) with a timeout: its latency is the read timeout, and the coordinator's
-//! latency histogram records it (`StorageProxy.readRegular` records timeouts too). A dropped read is after its
+//! latency histogram records a latency past the timeout (`StorageProxy.readRegular` records timeouts too, after
+//! the wait ends), so a percentile landing there means no speculation. A dropped read is after its
 //! request's deadline, so the request is answered with a timeout then (a closed-loop thread learns it at the
 //! drop); a request answered after its deadline by reads that started in time takes the read timeout as its
 //! latency. Writes are always served. A read that starts before its expiry is served whole (Cassandra also

@@ -955,14 +955,21 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
     }
 
     /// Request `r` is answered with a timeout at `now` (its deadline has passed): its latency is the read
-    /// timeout; its unanswered queries record the timeout in the coordinator's histogram, once per key.
+    /// timeout; its unanswered queries record a latency past the timeout in the coordinator's histogram, once per
+    /// key (the time to `now`: Cassandra records a timed-out read after its wait ends, so its sample is above the
+    /// timeout, and a percentile that lands there means no speculation).
     #[inline(always)]
     fn time_out(&mut self, r: usize, s: usize, now: u64) {
         self.timed_out[r] = true;
         self.remaining[r] = 0;
         if self.sq_on() {
             let client = self.wl.client[r] as usize;
-            let timeout = self.read_timeout;
+            let sent = if self.closed_on() {
+                self.arrival_rt[r]
+            } else {
+                self.wl.arrival[r]
+            };
+            let sample = now - sent;
             let sc = self.p.stock.as_mut().expect("stock client");
             for q in sc.queries.req_start[r] as usize..sc.queries.req_start[r + 1] as usize {
                 if sc.queries.done_at[q] != u64::MAX {
@@ -971,7 +978,7 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
                 sc.queries.done_at[q] = now;
                 if let Some(e) = self.p.spec.as_mut() {
                     for _ in 0..sc.queries.keys(q) {
-                        e.observe_at(client, timeout, now);
+                        e.observe_at(client, sample, now);
                     }
                 }
             }
