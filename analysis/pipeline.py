@@ -15,6 +15,7 @@ Fan-out joins the raw (request_id, key) pairs with the per-key server table (ano
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["Options", "characterize"]
+__all__ = ["STEPS", "Options", "characterize"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,11 +59,26 @@ def _row(df: DataFrame) -> dict[str, Any]:
     return first.asDict() if first is not None else {}
 
 
+#: The steps of `characterize`, in order (what `on_step` is told as each one starts).
+STEPS = (
+    "requests and their span",
+    "key counts per window",
+    "multiget sizes and arrivals",
+    "key popularity and value sizes",
+    "hot sets",
+    "latencies and fan-out",
+    "slack",
+)
+
+
 def characterize(
     spark: SparkSession, raw: DataFrame, opts: Options = Options(), *, ops: DataFrame | None = None,
-    slack_reason: str | None = None, source: str | None = None,
+    slack_reason: str | None = None, source: str | None = None, on_step: Callable[[str], None] | None = None,
 ) -> Collected:
-    """All tables of one dataset. `ops` = per-op replay records (see analysis.slack) if a replay exists."""
+    """All tables of one dataset. `ops` = per-op replay records (see analysis.slack) if a replay exists.
+    `on_step` is called with each name of `STEPS` as that step starts (a progress display)."""
+    step = on_step or (lambda _name: None)
+    step(STEPS[0])
     df = tr.normalize(raw)
     reqs = tr.requests(df).cache()
     head = _row(reqs.agg(
@@ -79,9 +95,11 @@ def characterize(
     rate_window_s = span / opts.rate_windows if span > 0 else 1.0
     rate_windows = opts.rate_windows if span > 0 else 1
 
+    step(STEPS[1])
     keys = tr.key_counts_by_window(df, t0, window_s, opts.windows).cache()
     cached: list[DataFrame] = [reqs, keys]
     try:
+        step(STEPS[2])
         if n_requests <= opts.driver_requests:
             # 16 bytes per request to the driver instead of three more jobs (one a window sort) over `reqs`
             per_req = reqs.select("ts", "size").toArrow()
@@ -95,12 +113,14 @@ def characterize(
             rate = tr.arrival_rate(spark, reqs, t0, rate_window_s, rate_windows).toPandas()
             gaps = _spark_gaps(reqs, t0, rate_window_s, rate_windows)
         # small histograms: sorted here rather than by a global sort in Spark (same rows, same order)
+        step(STEPS[3])
         coc = tr.count_of_counts(keys, ordered=False).toPandas().sort_values(
             "count", ascending=False, ignore_index=True)
         accesses = int((coc["count"] * coc["keys"]).sum())
         cand = tr.top_keys(keys, max(opts.top_n, opts.hot_candidates * opts.hot_n), "per_window").toPandas()
         top = cand.head(opts.top_n)[["key", "count"]].assign(share=lambda d: d["count"] / accesses)
         vsh = tr.value_size_histogram(keys, ordered=False).toPandas().sort_values("value_size", ignore_index=True)
+        step(STEPS[4])
         hot = _hot_sets(spark, df, cand, int(coc["keys"].sum()), t0, window_s, opts)
         c = Collected(
             rows=int(head["rows"]), requests=n_requests, t_start=t0, t_end=t1, size_hist=size_hist,
@@ -108,6 +128,7 @@ def characterize(
             window_s=window_s, hot_n=opts.hot_n, rate=rate, rate_window_s=rate_window_s, gaps=gaps,
             servers=opts.servers, replication=opts.replication, source=source,
         )
+        step(STEPS[5])
         if int(head.get("with_latency") or 0) > 0:
             _latency(reqs, c)
             obs = _row(slack_mod.observed_slack(df))
@@ -121,6 +142,7 @@ def characterize(
             c.server_load = tr.server_load(spark, ks, opts.servers, opts.replication).toPandas()
         else:
             c.extra_reasons["fanout"] = "fan-out disabled for this run"
+        step(STEPS[6])
         if ops is None and opts.slack_replay:
             reason = replay.available()
             if reason is None:

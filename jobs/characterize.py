@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -19,7 +20,10 @@ if TYPE_CHECKING:
     from analysis.summary import Collected
     from tailtune.base.settings import Settings
 
-__all__ = ["main", "run", "spark_session"]
+__all__ = ["REPORT_STEP", "main", "run", "spark_session"]
+
+#: The step after the characterization's (`run`'s `on_step`).
+REPORT_STEP = "writing the report"
 
 
 def spark_session(master: str, app_name: str = "tailtune-characterize") -> SparkSession:
@@ -69,9 +73,10 @@ def tables_of(c: Collected) -> dict[str, Any]:
 
 def run(
     target: str, out: Path, *, dataset: bool, settings: Settings, master: str | None = None,
-    opts: Options | None = None,
+    opts: Options | None = None, on_step: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
-    """Characterize `target` (a dataset id when `dataset`, else a file path) into `out`; returns summary."""
+    """Characterize `target` (a dataset id when `dataset`, else a file path) into `out`; returns summary.
+    `on_step(name)`: each step of `analysis.pipeline.STEPS` as it starts, then "writing the report"."""
     from analysis import inputs
     from analysis.output import write_outputs
     from analysis.pipeline import Options, characterize
@@ -87,7 +92,9 @@ def run(
                                    field="replication")
     src = inputs.dataset_source(target, settings) if dataset else inputs.file_source(Path(target))
     spark = spark_session(master or settings.spark_master)
-    c = characterize(spark, inputs.load(spark, src), opts, source=src.label)
+    c = characterize(spark, inputs.load(spark, src), opts, source=src.label, on_step=on_step)
+    if on_step is not None:
+        on_step(REPORT_STEP)
     doc = build_summary(c)
     write_outputs(out, settings.tmp_dir, doc, tables_of(c), render_report(c, doc))
     return doc

@@ -69,7 +69,9 @@ def test_pipeline_driver_and_spark_paths_agree(spark: Any) -> None:
             for r in range(150) for _ in range(rng.randint(1, 4))]
     raw = spark.createDataFrame(rows, "request_id long, ts double, key string, value_size long")
     opts = pipeline.Options(fanout=False, slack_replay=False, windows=3, rate_windows=5, hot_n=3)
-    driver = pipeline.characterize(spark, raw, opts)
+    steps: list[str] = []
+    driver = pipeline.characterize(spark, raw, opts, on_step=steps.append)
+    assert steps == list(pipeline.STEPS)  # every step announced once, in order (the CLI's progress bar)
     in_spark = pipeline.characterize(spark, raw,
                                      pipeline.Options(fanout=False, slack_replay=False, windows=3, rate_windows=5,
                                                       hot_n=3, driver_requests=0))

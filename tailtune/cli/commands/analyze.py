@@ -22,18 +22,25 @@ def analyze(
     as_json: Annotated[bool, typer.Option("--json", help="Print summary.json on stdout.")] = False,
 ) -> None:
     """Characterize a trace: multiget sizes, key popularity, value sizes, arrivals, fan-out, slack bounds."""
-    from analysis.pipeline import Options
-    from jobs.characterize import run
-    from tailtune.base.console import err_console, out_console, print_json
+    from analysis.pipeline import STEPS, Options
+    from jobs.characterize import REPORT_STEP, run
+    from tailtune.base.console import out_console, print_json, progress
     from tailtune.base.errors import BadInputError
     from tailtune.base.settings import get_settings
 
     if (dataset is None) == (file is None):
         raise BadInputError.single("command line", "give exactly one of --dataset ID or FILE")
     target = dataset if dataset is not None else str(file)
-    with err_console.status("running Spark characterization"):
+    steps = (*STEPS, REPORT_STEP)
+    with progress() as bar:
+        task = bar.add_task("starting Spark", total=len(steps))
+
+        def on_step(name: str) -> None:
+            bar.update(task, completed=steps.index(name), description=f"analyze: {name}")
+
         doc = run(target, out, dataset=dataset is not None, settings=get_settings(), master=spark_master,
-                  opts=Options(servers=servers, replication=replication))
+                  opts=Options(servers=servers, replication=replication), on_step=on_step)
+        bar.update(task, completed=len(steps))
     if as_json:
         print_json(doc)
         return
