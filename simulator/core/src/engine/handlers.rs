@@ -879,11 +879,7 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
     /// the coordinator records the query's latency once per key (the percentile threshold's samples).
     #[inline(always)]
     fn query_answer(&mut self, op: usize, r: usize, at: u64) {
-        let sent = if self.closed_on() {
-            self.arrival_rt[r]
-        } else {
-            self.wl.arrival[r]
-        };
+        let sent = self.arrived(r);
         let client = self.wl.client[r] as usize;
         let sc = self.p.stock.as_mut().expect("stock client");
         let q = sc.queries.of_op[op] as usize;
@@ -898,16 +894,22 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
         }
     }
 
+    /// When request `r` arrived at its client (closed loop: when its thread issued it).
+    #[inline(always)]
+    fn arrived(&self, r: usize) -> u64 {
+        if self.closed_on() {
+            self.arrival_rt[r]
+        } else {
+            self.wl.arrival[r]
+        }
+    }
+
     /// Request `r` has its last answer (from server `s`): its latency is known; a closed-loop thread thinks, then
     /// issues the next request in workload order.
     #[inline(always)]
     fn complete_request(&mut self, r: usize, s: usize, now: u64) {
         let d = self.d;
-        let arrived = if self.closed_on() {
-            self.arrival_rt[r]
-        } else {
-            self.wl.arrival[r]
-        };
+        let arrived = self.arrived(r);
         self.latency[r] = now + d - arrived;
         if self.drop_on() && self.latency[r] > self.read_timeout {
             // answered by reads that started in time, but after the deadline: the coordinator timed out
@@ -964,11 +966,7 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
         self.remaining[r] = 0;
         if self.sq_on() {
             let client = self.wl.client[r] as usize;
-            let sent = if self.closed_on() {
-                self.arrival_rt[r]
-            } else {
-                self.wl.arrival[r]
-            };
+            let sent = self.arrived(r);
             let sample = now - sent;
             let sc = self.p.stock.as_mut().expect("stock client");
             for q in sc.queries.req_start[r] as usize..sc.queries.req_start[r + 1] as usize {
