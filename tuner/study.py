@@ -314,10 +314,8 @@ def _run_trial(study: Any, trial: Any, ev: Evaluator, config: StudyConfig) -> An
     for k in ("per_seed_metrics", "per_seed", "metrics", "ci"):
         trial.set_user_attr(k, res[k])
     trial.set_user_attr("replays", replays)
-    overload = ev.overloaded(cand)
-    if overload is not None:
-        trial.set_user_attr("infeasible", overload)
-        return study.tell(trial, state=TrialState.PRUNED)
+    if (overload := ev.overloaded(cand)) is not None:
+        return _prune_overloaded(study, trial, overload, replays)
     if obj.constraints:
         cons = obj.constraint_values(Metrics.from_dict(res["metrics"]), config.baseline_metrics)
         trial.set_user_attr("constraints", cons)
