@@ -3,12 +3,14 @@
 - **Trial** = one candidate replayed on every seed of the study (the same seeds for every trial: common random
   numbers). The trial's value is the mean objective over the seeds; the per-seed values, mean metrics and the
   Student-t 95 % half-widths are stored as trial user attributes (`per_seed`, `metrics`, `ci`).
-- **Pruning** (single objective), two rungs: the candidate first replays the first `prefix` fraction of the
-  requests of the first seed and reports that objective as intermediate value (step 0); with several seeds it
-  then replays the whole of the first seed and reports it as step 1, before the other seeds. At each rung a
-  `RungPruner` (tuner/pruning.py) stops trials whose value is in the worst `100 - keep_percentile` % of the completed
-  trials' values at that rung (after `startup_trials` trials). The whole first seed is replayed once: a trial
-  that goes on reuses it.
+- **Pruning** (single objective), rung by rung: the candidate first replays prefixes of the first seed, the
+  shortest first (`StudyConfig.prefixes`: `prefix` alone, or the `rungs` that `prefix_rungs` lays out for a large
+  trace), reporting each prefix's objective as an intermediate value (steps 0, 1, ...); with several seeds it
+  then replays the whole of the first seed and reports it as the next step, before the other seeds. With one
+  prefix rung a `RungPruner` (tuner/pruning.py) stops trials whose value is in the worst `100 - keep_percentile` %
+  of the completed trials' values at that rung (after `startup_trials` trials); with several, a `HalvingPruner`
+  keeps the best `1 / rung_factor` of every rung. The whole first seed is replayed once: a trial that goes on
+  reuses it.
 - **Cache**: a candidate already evaluated in the study is not replayed again; the new trial copies the values
   (attribute `cached_from`). Infeasible combinations (e.g. Rein rates <= 0) are pruned without any replay.
 - **Workers**: `run_worker` loops ask → evaluate → tell until the study holds `trials` finished-or-running
@@ -46,6 +48,7 @@ __all__ = [
     "StudyOutcome",
     "evaluate_candidate",
     "open_storage",
+    "prefix_rungs",
     "prepare_study",
     "run_spark_workers",
     "run_study",
@@ -53,6 +56,18 @@ __all__ = [
 ]
 
 POLL_S = 0.3
+
+
+def prefix_rungs(prefix: float, requests: int, min_requests: int, factor: int = 4) -> tuple[float, ...]:
+    """The prefix rungs of a trace of `requests` requests: `prefix`, and below it `prefix / factor`,
+    `prefix / factor²`, ... while a rung still replays at least `min_requests` requests (shortest first). A trace
+    whose `prefix / factor` would replay fewer keeps the single rung `(prefix,)`; `prefix <= 0` has none."""
+    if prefix <= 0:
+        return ()
+    rungs = [prefix]
+    while factor >= 2 and rungs[-1] / factor * requests >= min_requests:
+        rungs.append(rungs[-1] / factor)
+    return tuple(reversed(rungs))
 
 
 def _quiet_optuna() -> None:
@@ -76,6 +91,10 @@ class StudyConfig:
     prefix: float = 0.25
     keep_percentile: float = 75.0
     startup_trials: int = 10
+    #: The prefix rungs (fractions of the first seed, shortest first; the last is `prefix`); empty = `(prefix,)`.
+    rungs: tuple[float, ...] = ()
+    #: With several prefix rungs: each rung keeps the best `1 / rung_factor` of the trials (`HalvingPruner`).
+    rung_factor: int = 4
     sampler_seed: int = 0
     baseline: Candidate | None = None
     baseline_metrics: Metrics | None = None
@@ -88,6 +107,17 @@ class StudyConfig:
             raise BadInputError.single("command line", "must be >= 1", field="trials")
         if not 0.0 <= self.prefix < 1.0:
             raise BadInputError.single("command line", "must be in [0, 1)", field="prefix")
+        if self.rungs and (list(self.rungs) != sorted(set(self.rungs)) or self.rungs[0] <= 0
+                           or self.rungs[-1] != self.prefix):
+            raise BadInputError.single("command line", "must rise strictly from above 0 to the prefix",
+                                       field="rungs")
+
+    @property
+    def prefixes(self) -> tuple[float, ...]:
+        """The prefix rungs replayed before the whole first seed (none for a multi-objective study)."""
+        if self.objective.multi or self.prefix <= 0:
+            return ()
+        return self.rungs or (self.prefix,)
 
     def fingerprint(self) -> dict[str, Any]:
         """What must match for a stored study to be resumed with this config."""
@@ -98,6 +128,7 @@ class StudyConfig:
             "constraints": [c.label for c in self.objective.constraints],
             "seeds": list(self.seeds),
             "prefix": self.prefix,
+            **({"rungs": list(self.rungs), "rung_factor": self.rung_factor} if len(self.rungs) > 1 else {}),
         }
 
     def to_json(self) -> str:
@@ -113,6 +144,8 @@ class StudyConfig:
             "prefix": self.prefix,
             "keep_percentile": self.keep_percentile,
             "startup_trials": self.startup_trials,
+            "rungs": list(self.rungs),
+            "rung_factor": self.rung_factor,
             "sampler_seed": self.sampler_seed,
             "baseline": self.baseline.as_dict() if self.baseline else None,
             "baseline_metrics": self.baseline_metrics.as_dict() if self.baseline_metrics else None,
@@ -133,6 +166,8 @@ class StudyConfig:
             prefix=d["prefix"],
             keep_percentile=d["keep_percentile"],
             startup_trials=d["startup_trials"],
+            rungs=tuple(d.get("rungs", ())),
+            rung_factor=d.get("rung_factor", 4),
             sampler_seed=d["sampler_seed"],
             baseline=Candidate.from_dict(d["baseline"]) if d["baseline"] else None,
             baseline_metrics=Metrics.from_dict(d["baseline_metrics"]) if d["baseline_metrics"] else None,
@@ -176,10 +211,12 @@ def _sampler(config: StudyConfig, worker: int) -> Any:
 def _pruner(config: StudyConfig) -> Any:
     import optuna
 
-    from tuner.pruning import RungPruner  # imports optuna: kept out of `import tuner.study`
+    from tuner.pruning import HalvingPruner, RungPruner  # import optuna: kept out of `import tuner.study`
 
-    if config.objective.multi or config.prefix <= 0:
+    if not config.prefixes:
         return optuna.pruners.NopPruner()
+    if len(config.prefixes) > 1:
+        return HalvingPruner(config.rung_factor)
     return RungPruner(config.keep_percentile, config.startup_trials)
 
 
@@ -283,25 +320,26 @@ def _run_trial(study: Any, trial: Any, ev: Evaluator, config: StudyConfig) -> An
         trial.set_user_attr("replays", 0.0)
         return study.tell(trial, list(prev.values))
     replays = 0.0
+    prefixes = config.prefixes
     try:
-        if config.prefix > 0 and not obj.multi:
-            m = ev.evaluate(cand, config.seeds[0], config.prefix)
-            replays += config.prefix
+        for step, fraction in enumerate(prefixes):
+            m = ev.evaluate(cand, config.seeds[0], fraction)
+            replays += fraction
             trial.set_user_attr("prefix_metrics", m.as_dict())
             if (overload := ev.overloaded(cand)) is not None:
                 return _prune_overloaded(study, trial, overload, replays)
-            trial.report(obj.values(m)[0], 0)
+            trial.report(obj.values(m)[0], step)
             if trial.should_prune():
                 trial.set_user_attr("replays", replays)
                 return study.tell(trial, state=TrialState.PRUNED)
         first = None
-        if config.prefix > 0 and not obj.multi and len(config.seeds) > 1:
+        if prefixes and len(config.seeds) > 1:
             first = ev.evaluate(cand, config.seeds[0])
             replays += 1
             trial.set_user_attr("first_seed_metrics", first.as_dict())
             if (overload := ev.overloaded(cand)) is not None:
                 return _prune_overloaded(study, trial, overload, replays)
-            trial.report(obj.values(first)[0], 1)
+            trial.report(obj.values(first)[0], len(prefixes))
             if trial.should_prune():
                 trial.set_user_attr("replays", replays)
                 return study.tell(trial, state=TrialState.PRUNED)

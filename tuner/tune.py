@@ -30,7 +30,7 @@ from tuner.recommend import (
 from tuner.recommendation import Recommendation
 from tuner.sampling import SamplingSpec
 from tuner.space import Candidate, SearchSpace, apply_overrides, patched_space, space_for
-from tuner.study import StudyConfig, evaluate_candidate, run_study
+from tuner.study import StudyConfig, evaluate_candidate, prefix_rungs, run_study
 
 __all__ = [
     "SERVERS",
@@ -350,9 +350,12 @@ def _prepare(req: TuneRequest, settings: Settings, evaluator: Evaluator | None) 
     if req.mlflow and req.plots:  # the latency CDF figure shows the baseline on the first seed
         ev.keep_latencies([baseline], seeds[0])
     base_res = evaluate_candidate(ev, baseline, seeds, objective)
+    n = ev.replay_requests()
+    rungs = prefix_rungs(req.prefix, n, settings.tune_min_rung_requests) if n else ()
     config = StudyConfig(
         name="pending", storage=req.storage or settings.resolved_optuna_storage, evaluator=ev.spec(),
         space=space, objective=objective, seeds=seeds, trials=req.trials, prefix=req.prefix,
+        rungs=rungs if len(rungs) > 1 else (),
         startup_trials=max(5, min(10, req.trials // 5)), sampler_seed=req.sampler_seed,
         baseline=baseline, baseline_metrics=Metrics.from_dict(base_res["metrics"]),
     )

@@ -109,6 +109,11 @@ class Settings(BaseSettings):
         description="A candidate under which more than this fraction of the requests is answered with a read "
         "timeout (Cassandra's replicas drop the expired reads) is pruned as one the cluster cannot serve.",
     )
+    tune_min_rung_requests: int = Field(
+        default=150_000, ge=1,
+        description="A study's pruning rungs go below its prefix (a quarter, a sixteenth, ... of the first seed: "
+        "successive halving) while a rung still replays at least this many requests.",
+    )
     job_time_budget_s: float = Field(
         default=6 * 3600.0, description="A running job is stopped (failed, not retried) after this long; 0: none."
     )

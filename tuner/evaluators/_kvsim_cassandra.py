@@ -95,6 +95,9 @@ class KvsimCassandraEvaluator(Evaluator):
     def requests(self) -> int:
         return self._prepared().requests
 
+    def replay_requests(self) -> int:
+        return self.requests
+
     @property
     def sized(self) -> bool:
         """Whether the workloads use size-aware demands (the trace's value sizes differ)."""

@@ -20,8 +20,10 @@ Contract of every `Evaluator` (the study, the references and the tests rely on i
    this evaluator replays (the Cassandra evaluator puts in the fan-out of the simulated cluster).
 8. `reference(seed)` returns the evaluator's own reference configuration (memcached: Chisel's analyzer levels
    for the workload), or None for the deployment kind's paper defaults.
-9. `deployment_record()` describes the deployment replayed (source, cluster, load, warm-up ...) as JSON, and
-   `simulate_args(candidate, seed)` the `tailtune simulate` arguments that replay `candidate` on `seed` exactly.
+9. `replay_requests()` is the number of requests of a whole replay (None: unknown; the study then keeps one
+   prefix rung). `deployment_record()` describes the deployment replayed (source, cluster, load, warm-up ...)
+   as JSON, and `simulate_args(candidate, seed)` the `tailtune simulate` arguments that replay `candidate` on
+   `seed` exactly.
 
 This module imports no implementation: they live in private modules of `tuner.evaluators`, which re-exports
 them and builds evaluators from specs (`build_evaluator`).
@@ -102,6 +104,10 @@ class Evaluator(ABC):
     def warmup_fraction(self) -> float:
         """Fraction of the first requests (by arrival) the metrics leave out (default: none)."""
         return 0.0
+
+    def replay_requests(self) -> int | None:
+        """Requests a whole replay of one seed replays (the study lays out its prefix rungs by it), or None."""
+        return None
 
     def simulate_args(self, candidate: Candidate, seed: int) -> list[str] | None:
         """`tailtune simulate` arguments that replay `candidate` on `seed` exactly; None if there are none."""
