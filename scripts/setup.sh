@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 
-say() { printf '\033[1;34m[setup]\033[0m %s\n' "$*" >&2; }
+say() { printf '\033[1;34m[setup %4ss]\033[0m %s\n' "$SECONDS" "$*" >&2; }
 
 # --- system packages -------------------------------------------------------------------------------------------
 APT_PACKAGES=(memcached openjdk-17-jre-headless maven postgresql)

@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$(pwd)/.venv/bin:$HOME/.cargo/bin:$PATH"
-say() { printf '\033[1;34m[test]\033[0m %s\n' "$*" >&2; }
+say() { printf '\033[1;34m[test %4ss]\033[0m %s\n' "$SECONDS" "$*" >&2; }
 say "ruff";   ruff check .
 say "layers"; lint-imports --no-cache >/dev/null || lint-imports --no-cache
 # mypy is single-threaded: it runs beside the Rust checks (its report is printed when they are done)
@@ -24,3 +24,4 @@ export TAILTUNE_TEST_SPARK_TUNER="${TAILTUNE_TEST_SPARK_TUNER:-1}"
 # one worker process per core (TAILTUNE_TEST_WORKERS=0: no workers); tests of one heavy session server share a
 # worker (tests/conftest.py XDIST_GROUPS)
 say "pytest"; python -m pytest -n "${TAILTUNE_TEST_WORKERS:-auto}" --dist loadgroup "$@"
+say "all checks passed"
