@@ -8,6 +8,7 @@ use std::cmp::Reverse;
 
 use super::state::{Sent, Sim, COPY_OPSET, DRV_BATCH, DRV_TIMER, LATE_OPSET};
 use crate::held::Held;
+use crate::policy::stock_driver::{input_order, request_ops};
 use crate::policy::{QItem, Scheduler, Tag, TagCtx};
 use crate::prefetch::prefetch;
 use crate::replica::{Feedback, HeldRetry, ReplicaSelector, SelectCtx};
@@ -261,8 +262,7 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
             sc.driver.sent(client, s);
         }
         if sc.hedge {
-            let q = sc.queries.of_op[wl.opset_ops[o] as usize] as usize;
-            sc.plans[q * sc.rf..q * sc.rf + plan.len()].copy_from_slice(&plan);
+            sc.req_plans.extend_from_slice(&plan);
         }
         sc.plan_buf = plan;
         if self.fb_on() {
@@ -280,49 +280,68 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
         self.p.servers.push(s);
     }
 
-    /// The driver: the first driver speculative execution of each query of request `r`, `delay` from now.
+    /// The driver: the first driver speculative execution of each query of request `r`, `delay` from now, in
+    /// query order (the keys' input order).
     #[inline(always)]
     fn arm_executions(&mut self, r: usize, client: u32, now: u64) {
-        let clients = self.cluster.config.clients as usize;
-        let sc = self.p.stock.as_ref().expect("stock client");
-        let (q0, q1) = (
-            sc.queries.req_start[r] as usize,
-            sc.queries.req_start[r + 1] as usize,
-        );
+        let source = self.cluster.config.clients as usize + client as usize;
+        let mut sc = self.p.stock.take().expect("stock client");
         let at = now + sc.delay_ns;
-        for q in q0..q1 {
-            let key = event_key(at, self.next_seq());
-            self.p
-                .spec_q
-                .push(clients + client as usize, key, q as u32 | DRV_TIMER);
+        if sc.per_partition {
+            // One query per key (its op); the plans were made in engine order as the keys were placed.
+            let (a, b) = request_ops(self.wl, r);
+            input_order(self.wl, a, b, &mut sc.order);
+            for k in 0..sc.order.len() {
+                let op = sc.order[k].1 as usize;
+                let p = (op - a) * sc.rf;
+                let i = sc.execs.open(op as u32, &sc.req_plans[p..p + sc.rf]);
+                let key = event_key(at, self.next_seq());
+                self.p.spec_q.push(source, key, i | DRV_TIMER);
+            }
+            sc.req_plans.clear();
+        } else {
+            for q in sc.queries.req_start[r]..sc.queries.req_start[r + 1] {
+                let i = sc.execs.open(q, &[]);
+                let key = event_key(at, self.next_seq());
+                self.p.spec_q.push(source, key, i | DRV_TIMER);
+            }
         }
+        self.p.stock = Some(sc);
     }
 
-    /// The driver: a speculative execution of query `q` starts (unless the query is answered): every key is
-    /// read again — at the plan's next replica (`per-partition`) or at the snitch's choice (`in`, and past the
-    /// plan's replicas) — and the next execution is armed while the driver allows one more.
+    /// The driver: the armed execution `i` of a query starts (unless the query is answered): every key is read
+    /// again — at the plan's next replica (`per-partition`) or at the snitch's choice (`in`, and past the plan's
+    /// replicas) — and the next execution is armed while the driver allows one more.
     #[inline(always)]
-    fn on_execution(&mut self, now: u64, q: usize) -> u64 {
+    fn on_execution(&mut self, now: u64, i: u32) -> u64 {
         let mut sc = self.p.stock.take().expect("stock client");
-        if sc.queries.done_at[q] <= now {
+        let q = sc.execs.query(i) as usize;
+        let wl = self.wl;
+        // The query's keys (`per-partition`: the query is its key's op) and their request.
+        let one = [q as u32];
+        let keys = if sc.per_partition {
+            &one[..]
+        } else {
+            &sc.queries.ops[sc.queries.start[q] as usize..sc.queries.start[q + 1] as usize]
+        };
+        let r = wl.opset_req[self.opset_of(keys[0] as usize)] as usize;
+        let done = if sc.per_partition {
+            self.key_done(q, r, now)
+        } else {
+            sc.queries.done_at[q] <= now
+        };
+        if done {
+            sc.execs.close(i);
             self.p.stock = Some(sc);
             return now;
         }
-        sc.queries.execs[q] += 1;
-        let e = sc.queries.execs[q] as usize;
-        let wl = self.wl;
-        let (a, b) = (
-            sc.queries.start[q] as usize,
-            sc.queries.start[q + 1] as usize,
-        );
-        let first_op = sc.queries.ops[a];
-        let r = wl.opset_req[self.opset_of(first_op as usize)] as usize;
+        let e = sc.execs.start(i) as usize;
         let client = wl.client[r];
         let routed = sc.per_partition && e - 1 < sc.rf;
         let (mut last_o, mut s) = (usize::MAX, 0u32);
         let mut n = 0u32;
-        for i in a..b {
-            let op = sc.queries.ops[i] as usize;
+        for &op in keys {
+            let op = op as usize;
             if self.is_write(op) {
                 continue;
             }
@@ -332,7 +351,7 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
                 let g = wl.opset_group[o];
                 let replicas = self.cluster.replicas(g);
                 s = if routed {
-                    sc.plans[q * sc.rf + e - 1]
+                    sc.execs.node(i, e - 1)
                 } else {
                     let ctx = SelectCtx {
                         now,
@@ -364,10 +383,22 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
             let clients = self.cluster.config.clients as usize;
             self.p
                 .spec_q
-                .push(clients + client as usize, key, q as u32 | DRV_TIMER);
+                .push(clients + client as usize, key, i | DRV_TIMER);
+        } else {
+            sc.execs.close(i);
         }
         self.p.stock = Some(sc);
         now
+    }
+
+    /// `per-partition`: the query of op `op` (of request `r`) is over by `now` — its answer has reached the
+    /// client, or its request was answered with a timeout.
+    #[inline(always)]
+    fn key_done(&self, op: usize, r: usize, now: u64) -> bool {
+        match self.answered_at[op] {
+            u64::MAX => self.drop_on() && self.timed_out[r],
+            at => at <= now,
+        }
     }
 
     /// The opset of op `op`.
@@ -455,11 +486,13 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
             if self.opset_server[o] == u32::MAX {
                 continue; // held by the selector: no copy
             }
-            self.sent[o] = Sent {
-                at: now,
-                client,
-                req: r as u32,
-            };
+            if self.sent_on() {
+                self.sent[o] = Sent {
+                    at: now,
+                    client,
+                    req: r as u32,
+                };
+            }
             if self.dup() {
                 let c = self.next_replica(wl.opset_group[o], self.opset_server[o]);
                 self.copy_server[o] = c;
@@ -611,7 +644,7 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
         let (_, o) = self.p.spec_q.pop().expect("head exists");
         let now = key_time(key);
         if o & DRV_TIMER != 0 {
-            return self.on_execution(now, (o & !DRV_TIMER) as usize);
+            return self.on_execution(now, o & !DRV_TIMER);
         }
         let o = o as usize;
         let wl = self.wl;
@@ -782,7 +815,7 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
         if self.route_on() && !self.is_write(op) {
             self.driver_answer(c.op, o, s, now);
         }
-        let st = if self.fb_on() || self.redundant() {
+        let st = if self.sent_on() {
             self.sent[o]
         } else {
             Sent::default()
@@ -882,14 +915,20 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
         let sent = self.arrived(r);
         let client = self.wl.client[r] as usize;
         let sc = self.p.stock.as_mut().expect("stock client");
-        let q = sc.queries.of_op[op] as usize;
-        sc.queries.left[q] -= 1;
-        if sc.queries.left[q] == 0 {
+        let keys = if sc.per_partition {
+            1 // the op's own query (answered: `answered_at`)
+        } else {
+            let q = sc.queries.of_op[op] as usize;
+            sc.queries.left[q] -= 1;
+            if sc.queries.left[q] != 0 {
+                return;
+            }
             sc.queries.done_at[q] = at;
-            if let Some(e) = self.p.spec.as_mut() {
-                for _ in 0..sc.queries.keys(q) {
-                    e.observe_at(client, at - sent, at);
-                }
+            sc.queries.keys(q)
+        };
+        if let Some(e) = self.p.spec.as_mut() {
+            for _ in 0..keys {
+                e.observe_at(client, at - sent, at);
             }
         }
     }
@@ -941,7 +980,7 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
         if self.route_on() {
             self.driver_answer(id, o, s, now);
         }
-        let st = if self.fb_on() || self.redundant() {
+        let st = if self.sent_on() {
             self.sent[o]
         } else {
             Sent::default()
@@ -969,14 +1008,27 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
             let sent = self.arrived(r);
             let sample = now - sent;
             let sc = self.p.stock.as_mut().expect("stock client");
-            for q in sc.queries.req_start[r] as usize..sc.queries.req_start[r + 1] as usize {
-                if sc.queries.done_at[q] != u64::MAX {
-                    continue;
-                }
-                sc.queries.done_at[q] = now;
+            if sc.per_partition {
+                // The keys not answered yet (a coordinator retry makes the engine keep every op's first answer;
+                // without one nothing reads a query's end but the driver's executions, from `answered_at`).
                 if let Some(e) = self.p.spec.as_mut() {
-                    for _ in 0..sc.queries.keys(q) {
-                        e.observe_at(client, sample, now);
+                    let (a, b) = request_ops(self.wl, r);
+                    for op in a..b {
+                        if self.answered_at[op] == u64::MAX {
+                            e.observe_at(client, sample, now);
+                        }
+                    }
+                }
+            } else {
+                for q in sc.queries.req_start[r] as usize..sc.queries.req_start[r + 1] as usize {
+                    if sc.queries.done_at[q] != u64::MAX {
+                        continue;
+                    }
+                    sc.queries.done_at[q] = now;
+                    if let Some(e) = self.p.spec.as_mut() {
+                        for _ in 0..sc.queries.keys(q) {
+                            e.observe_at(client, sample, now);
+                        }
                     }
                 }
             }
@@ -1058,7 +1110,7 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
                 .timers
                 .start(s, slot, end, self.seq, item.op, item.opset);
             // What the op's end reads first (it is cold when the op waited long in the queue).
-            if EXT && (self.fb_on() || self.redundant()) {
+            if self.sent_on() {
                 prefetch(self.sent.as_ptr().wrapping_add(item.opset as usize));
             } else {
                 prefetch(self.wl.opset_req.as_ptr().wrapping_add(item.opset as usize));

@@ -35,7 +35,8 @@ pub(super) const COPY_OPSET: u32 = 1 << 30;
 /// Without `LATE_OPSET`: the entry carries the reads of a driver speculative execution (their count; the reads
 /// are in `StockClient::sends`).
 pub(super) const DRV_BATCH: u32 = 1 << 29;
-/// A `spec_q` value that is a driver speculative-execution timer of a query (else: an opset's coordinator retry).
+/// A `spec_q` value that is a driver speculative-execution timer, of the armed execution (`StockClient::execs`)
+/// in its other bits (else: an opset's coordinator retry).
 pub(super) const DRV_TIMER: u32 = 1 << 31;
 
 /// The members of a replay the event loop calls into: the policy, the selector, the event queues, the server
@@ -102,12 +103,18 @@ pub(super) struct Sim<'a, const EXT: bool, S, R> {
     pub(super) cost_unit: f64,
     /// Round-robin replicas: no held opsets, no per-choice context.
     pub(super) plain: bool,
-    /// The selector takes per-op feedback (the engine then tracks each server's resident ops).
+    /// The selector takes per-op feedback (the engine then tracks each server's resident ops). Off when the
+    /// selector is never asked for a replica (`per-partition` routing by the driver, see
+    /// [`StockClient::consults_selector`]): its feedback would change nothing, and a snitch would keep every
+    /// sample it is sent until its next choice.
     pub(super) fb_on: bool,
     pub(super) tailx_on: bool,
     pub(super) dup: bool,
     /// Duplication or speculative retry: ops may be served twice.
     pub(super) redundant: bool,
+    /// Opsets' send records (`sent`) are kept: for feedback, and for the opset response times of client-side
+    /// speculation (a coordinator section times its queries from the request's arrival instead).
+    pub(super) sent_on: bool,
     /// The coordinator section tracks queries (`Parts::stock`).
     pub(super) sq_on: bool,
     /// The per-partition shape: the driver routes each key.
@@ -319,7 +326,12 @@ impl<'a, const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'a, EXT, S, R> {
         let redundant = EXT && (dup || speculative || hedge_on);
         let write_on = EXT && rc.writes.iter().any(|&w| w);
         let plain = !EXT || rc.selector.is_round_robin();
-        let fb_on = EXT && p.selector.wants_feedback();
+        let fb_on = EXT
+            && p.selector.wants_feedback()
+            && p.stock.as_ref().is_none_or(|s| s.consults_selector());
+        let sent_on = fb_on || (redundant && !sq_on);
+        // Copies of opsets (duplication, speculative retry; a driver's executions send their reads on their own).
+        let copies_on = dup || speculative;
         let tailx_on = EXT && tailx.is_some();
         let closed = if EXT { rc.client.closed() } else { None };
         let closed_on = EXT && closed.is_some();
@@ -352,6 +364,7 @@ impl<'a, const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'a, EXT, S, R> {
             tailx_on,
             dup,
             redundant,
+            sent_on,
             sq_on,
             route_on,
             hedge_on,
@@ -400,8 +413,8 @@ impl<'a, const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'a, EXT, S, R> {
                 demand: wl.demand.to_vec(),
             }),
 
-            late: vec![false; per_opset(!plain || tailx_on)],
-            sent: vec![Sent::default(); per_opset(fb_on || redundant)],
+            late: vec![false; per_opset((!plain && !route_on) || tailx_on)],
+            sent: vec![Sent::default(); per_opset(sent_on)],
             resident: vec![0; per_server(fb_on)],
             large_resident: vec![0; per_server(fb_on)],
             held: HeldStats::default(),
@@ -419,8 +432,8 @@ impl<'a, const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'a, EXT, S, R> {
                 Vec::new()
             },
 
-            copy_server: vec![u32::MAX; per_opset(redundant)],
-            copied: vec![false; per_op(redundant)],
+            copy_server: vec![u32::MAX; per_opset(copies_on)],
+            copied: vec![false; per_op(copies_on)],
             answered_at: vec![u64::MAX; per_op(redundant || write_on)],
             opset_left: if speculative && !sq_on {
                 wl.opset_ops.windows(2).map(|w| w[1] - w[0]).collect()
@@ -464,6 +477,10 @@ impl<'a, const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'a, EXT, S, R> {
     #[inline(always)]
     pub(super) fn redundant(&self) -> bool {
         EXT && self.redundant
+    }
+    #[inline(always)]
+    pub(super) fn sent_on(&self) -> bool {
+        EXT && self.sent_on
     }
     #[inline(always)]
     pub(super) fn sq_on(&self) -> bool {

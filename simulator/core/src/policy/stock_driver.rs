@@ -35,7 +35,9 @@ pub const RESPONSE_WINDOW_NS: u64 = 200_000_000;
 /// No response yet.
 const NONE: u64 = u64::MAX;
 
-/// The queries of a replay: which query each op belongs to, each query's ops, and how many are unanswered.
+/// The queries of the `in` shape: which query each op belongs to, each query's ops, and how many are
+/// unanswered. (`per-partition` queries are implicit: a query is its key's op — its own opset in the split
+/// workload — answered at the op's first answer, `answered_at` in the engine; nothing is kept per query.)
 #[derive(Debug, Clone, Default)]
 pub struct Queries {
     /// Query of each op (engine op order).
@@ -49,13 +51,11 @@ pub struct Queries {
     pub left: Vec<u32>,
     /// When each query's last answer reaches the client (`u64::MAX` until then).
     pub done_at: Vec<u64>,
-    /// Executions started per query (driver speculative execution).
-    pub execs: Vec<u8>,
 }
 
 impl Queries {
-    /// `per_partition`: one query per op; else the request's ops in input order cut every `chunk` (0 = all).
-    pub fn build(wl: &Workload, per_partition: bool, chunk: usize) -> Queries {
+    /// Each request's ops in input order, cut every `chunk` (0 = all).
+    pub fn build(wl: &Workload, chunk: usize) -> Queries {
         let n_ops = wl.ops();
         let mut of_op = vec![0u32; n_ops];
         let mut req_start = Vec::with_capacity(wl.requests() + 1);
@@ -63,18 +63,9 @@ impl Queries {
         let mut order: Vec<(u32, u32)> = Vec::new();
         for r in 0..wl.requests() {
             req_start.push(next);
-            let a = wl.opset_ops[wl.req_opsets[r] as usize] as usize;
-            let b = wl.opset_ops[wl.req_opsets[r + 1] as usize] as usize;
-            let c = if per_partition || chunk == 1 {
-                1
-            } else if chunk == 0 {
-                b - a
-            } else {
-                chunk
-            };
-            order.clear();
-            order.extend((a..b).map(|op| (wl.op_input[op], op as u32)));
-            order.sort_unstable();
+            let (a, b) = request_ops(wl, r);
+            let c = if chunk == 0 { b - a } else { chunk };
+            input_order(wl, a, b, &mut order);
             for (rank, &(_, op)) in order.iter().enumerate() {
                 of_op[op as usize] = next + (rank / c) as u32;
             }
@@ -103,7 +94,6 @@ impl Queries {
             req_start,
             left,
             done_at: vec![u64::MAX; nq],
-            execs: vec![1; nq],
         }
     }
 
@@ -119,6 +109,21 @@ impl Queries {
     pub fn keys(&self, q: usize) -> u32 {
         self.start[q + 1] - self.start[q]
     }
+}
+
+/// The ops `a..b` of request `r` (engine order).
+pub fn request_ops(wl: &Workload, r: usize) -> (usize, usize) {
+    (
+        wl.opset_ops[wl.req_opsets[r] as usize] as usize,
+        wl.opset_ops[wl.req_opsets[r + 1] as usize] as usize,
+    )
+}
+
+/// `order` = the ops `a..b` of one request in input order (the application's key order), as (input index, op).
+pub fn input_order(wl: &Workload, a: usize, b: usize, order: &mut Vec<(u32, u32)>) {
+    order.clear();
+    order.extend((a..b).map(|op| (wl.op_input[op], op as u32)));
+    order.sort_unstable();
 }
 
 /// The workload with one opset per op (the `per-partition` shape: every key is its own query, routed on its
@@ -144,6 +149,79 @@ pub fn split_partitions(wl: &Workload) -> Workload {
         opset_ops: (0..=n as u32).collect::<Vec<u32>>().into(),
         req_opsets: req_opsets.into(),
         ..wl.clone()
+    }
+}
+
+/// The driver speculative executions armed: one entry per query whose next execution is scheduled (a query has
+/// at most one), from its first execution until an execution finds it answered or is its last. The timer carries
+/// the entry's index; freed entries are reused, so the table holds the queries in flight, not one entry per
+/// query of the trace.
+#[derive(Debug, Clone, Default)]
+pub struct Executions {
+    /// Per entry: the query (`per-partition`: its op) and the executions started.
+    entries: Vec<(u32, u32)>,
+    /// `per-partition`: each entry's query plan (`rf` nodes from `i * rf`).
+    plans: Vec<u32>,
+    rf: usize,
+    free: Vec<u32>,
+}
+
+impl Executions {
+    /// An empty table; `rf` = nodes of a query plan (`per-partition`), 0 without plans (`in`).
+    pub fn new(rf: usize) -> Self {
+        Executions {
+            rf,
+            ..Executions::default()
+        }
+    }
+
+    /// An entry for `query`, its first execution started, with its `plan` (`rf` nodes, or none).
+    pub fn open(&mut self, query: u32, plan: &[u32]) -> u32 {
+        debug_assert_eq!(plan.len(), self.rf);
+        match self.free.pop() {
+            Some(i) => {
+                self.entries[i as usize] = (query, 1);
+                let p = i as usize * self.rf;
+                self.plans[p..p + self.rf].copy_from_slice(plan);
+                i
+            }
+            None => {
+                self.entries.push((query, 1));
+                self.plans.extend_from_slice(plan);
+                (self.entries.len() - 1) as u32
+            }
+        }
+    }
+
+    /// The query of entry `i`.
+    pub fn query(&self, i: u32) -> u32 {
+        self.entries[i as usize].0
+    }
+
+    /// Entry `i`'s query starts one more execution: its number (2 for the first speculative one).
+    pub fn start(&mut self, i: u32) -> u32 {
+        let e = &mut self.entries[i as usize].1;
+        *e += 1;
+        *e
+    }
+
+    /// The `k`-th node (from 0) of entry `i`'s plan.
+    pub fn node(&self, i: u32, k: usize) -> u32 {
+        self.plans[i as usize * self.rf + k]
+    }
+
+    /// Entry `i` is done (its query answered, or its last execution started); its index is free.
+    pub fn close(&mut self, i: u32) {
+        self.free.push(i);
+    }
+
+    /// Entries open.
+    pub fn len(&self) -> usize {
+        self.entries.len() - self.free.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 }
 
@@ -269,13 +347,18 @@ pub struct StockClient {
     pub max_exec: u32,
     pub delay_ns: u64,
     pub rf: usize,
+    /// The `in` shape's queries (empty for `per-partition`).
     pub queries: Queries,
     pub driver: Driver,
-    /// `per-partition` with hedging: each query's plan (`rf` nodes from `q * rf`).
-    pub plans: Vec<u32>,
+    /// Driver speculative executions armed.
+    pub execs: Executions,
     /// Reads of speculative executions on their way to their servers: (op id, opset, server), FIFO.
     pub sends: VecDeque<(u32, u32, u32)>,
     pub plan_buf: Vec<u32>,
+    /// `per-partition` with hedging, while a request is placed: its keys' plans (`rf` nodes each, engine order),
+    /// and its keys in input order (the order their executions are armed in).
+    pub req_plans: Vec<u32>,
+    pub order: Vec<(u32, u32)>,
 }
 
 impl StockClient {
@@ -288,25 +371,30 @@ impl StockClient {
         seed: u64,
     ) -> Self {
         let per_partition = cfg.shape >= 0.5;
-        let hedge = cfg.se_max >= 1.5;
-        let queries = Queries::build(wl, per_partition, cfg.chunk as usize);
-        let plans = if per_partition && hedge {
-            vec![0; queries.len() * rf]
-        } else {
-            Vec::new()
-        };
         StockClient {
             per_partition,
-            hedge,
+            hedge: cfg.se_max >= 1.5,
             max_exec: cfg.se_max as u32,
             delay_ns: (cfg.se_delay_ms * 1e6).round() as u64,
             rf,
-            queries,
+            queries: if per_partition {
+                Queries::default()
+            } else {
+                Queries::build(wl, cfg.chunk as usize)
+            },
             driver: Driver::new(cfg, clients, servers, seed),
-            plans,
+            execs: Executions::new(if per_partition { rf } else { 0 }),
             sends: VecDeque::new(),
             plan_buf: Vec::with_capacity(rf),
+            req_plans: Vec::new(),
+            order: Vec::new(),
         }
+    }
+
+    /// The replay's replica selector is ever asked for a replica: not with `per-partition` unless the driver's
+    /// executions go past the plan's replicas (the driver routes every read up to then).
+    pub fn consults_selector(&self) -> bool {
+        !self.per_partition || self.max_exec as usize > self.rf
     }
 }
 
@@ -328,19 +416,42 @@ mod tests {
             op_input: vec![1, 3, 0, 2, 4].into(),
             mean_demand: Vec::new().into(),
         };
-        let q = Queries::build(&wl, false, 2);
+        let q = Queries::build(&wl, 2);
         // input 0,1 → q0; 2,3 → q1; 4 → q2. Engine ops: op0 = input 1, op1 = input 3, op2 = input 0, ...
         assert_eq!(q.of_op, vec![0, 1, 0, 1, 2]);
         assert_eq!(q.req_start, vec![0, 3]);
         assert_eq!((q.keys(0), q.keys(1), q.keys(2)), (2, 2, 1));
         assert_eq!(&q.ops[..], &[0, 2, 1, 3, 4]);
-        let all = Queries::build(&wl, false, 0);
+        let all = Queries::build(&wl, 0);
         assert_eq!(all.len(), 1);
         assert_eq!(all.keys(0), 5);
         let pp = split_partitions(&wl);
         assert_eq!(&pp.opset_group[..], &[0, 0, 1, 1, 2]);
         assert_eq!(&pp.req_opsets[..], &[0, 5]);
-        assert_eq!(Queries::build(&pp, true, 0).len(), 5);
+        assert_eq!(Queries::build(&pp, 1).len(), 5);
+    }
+
+    #[test]
+    fn executions_reuse_the_entries_of_answered_queries() {
+        let mut x = Executions::new(3);
+        let a = x.open(7, &[2, 0, 1]);
+        let b = x.open(9, &[1, 2, 0]);
+        assert_eq!((x.query(a), x.query(b), x.len()), (7, 9, 2));
+        assert_eq!((x.start(a), x.start(a), x.start(b)), (2, 3, 2));
+        assert_eq!((x.node(a, 0), x.node(a, 2), x.node(b, 1)), (2, 1, 2));
+        x.close(a);
+        assert_eq!(x.len(), 1);
+        // a's entry again: the new query's count and plan, b's untouched
+        let c = x.open(4, &[0, 1, 2]);
+        assert_eq!((c, x.query(c), x.start(c)), (a, 4, 2));
+        assert_eq!((x.node(c, 0), x.node(c, 2), x.node(b, 0)), (0, 2, 1));
+        x.close(b);
+        x.close(c);
+        assert!(x.is_empty());
+        // without plans (the `in` shape)
+        let mut y = Executions::new(0);
+        let q = y.open(5, &[]);
+        assert_eq!((y.query(q), y.start(q)), (5, 2));
     }
 
     #[test]
