@@ -167,9 +167,13 @@ def run(
     gap_us: float = 2000.0,
     repeats: int = 3,
     profile_reps: int = 30,
+    overhead_reps: int = 300,
+    start_delay_s: float = 1.5,
     seed: int = 1,
 ) -> dict[str, Any]:
-    """Run everything; the figures as a dict (see `to_markdown`)."""
+    """Run everything; the figures as a dict (see `to_markdown`). `overhead_reps`: calls per median of the
+    client-overhead measurement; `start_delay_s`: how long after a replay's processes are started its first
+    request is due (they connect and warm up meanwhile)."""
     import kvsim
     from kvsim.chisel import MemcachedDeployment as KDeployment
     from kvsim.chisel import ServiceProfile
@@ -205,8 +209,8 @@ def run(
                     failed = c.set_many({k: value_of(k) for k in distinct[lo : lo + 500]})
                     if failed:
                         raise RuntimeError(f"{w}: memcached did not store {len(failed)} keys")
-                overhead = client_overhead_us(names, distinct, gap_s=gap_us * 1e-6)
-                overhead_b2b = client_overhead_us(names, distinct)
+                overhead = client_overhead_us(names, distinct, reps=overhead_reps, gap_s=gap_us * 1e-6)
+                overhead_b2b = client_overhead_us(names, distinct, reps=overhead_reps)
             kdep = KDeployment(servers=servers, worker_threads=worker_threads,
                                query_threads=servers * connections * processes, client_overhead_us=overhead,
                                profile=ServiceProfile(*coeffs))
@@ -228,7 +232,8 @@ def run(
                 order = list(variants) if rep % 2 == 0 else list(reversed(variants))
                 for v in order:
                     cfg = variants[v][0]
-                    job = Job(names, cfg, connections, reqs, arrivals.tolist(), time.time() + 1.5, senders)
+                    job = Job(names, cfg, connections, reqs, arrivals.tolist(), time.time() + start_delay_s,
+                              senders)
                     lat, lag, bad = replay_real(job, processes)
                     lags += lag[np.isfinite(lag)].tolist()
                     wrong += bad
@@ -289,10 +294,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--servers", type=int, default=3)
     ap.add_argument("--processes", type=int, default=2)
     ap.add_argument("--workloads", default=",".join(WORKLOADS))
+    ap.add_argument("--overhead-reps", type=int, default=300)
+    ap.add_argument("--profile-reps", type=int, default=30)
+    ap.add_argument("--start-delay-s", type=float, default=1.5)
     ap.add_argument("--out", type=Path, default=None)
     a = ap.parse_args(argv)
     res = run(tuple(a.workloads.split(",")), requests=a.requests, repeats=a.repeats, gap_us=a.gap_us,
-              servers=a.servers, processes=a.processes)
+              servers=a.servers, processes=a.processes, overhead_reps=a.overhead_reps,
+              profile_reps=a.profile_reps, start_delay_s=a.start_delay_s)
     text = to_markdown(res)
     print(text)
     if a.out is not None:

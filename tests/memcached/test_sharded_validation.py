@@ -17,7 +17,7 @@ pytestmark = pytest.mark.skipif(shutil.which("memcached") is None, reason="memca
 @pytest.mark.slow
 def test_pipeline_runs_end_to_end(tmp_path: Path) -> None:
     res = sharded_memcached.run(("mice-elephant", "bimodal"), requests=40, servers=2, processes=2, senders=2,
-                                repeats=2, gap_us=3000.0, profile_reps=3)
+                                repeats=2, gap_us=3000.0, profile_reps=3, overhead_reps=20, start_delay_s=0.3)
     assert set(res["workloads"]) == {"mice-elephant", "bimodal"}
     for r in res["workloads"].values():
         assert r["wrong"] == 0 and r["unanswered"] == 0
@@ -28,6 +28,7 @@ def test_pipeline_runs_end_to_end(tmp_path: Path) -> None:
             assert np.all(np.isfinite(r["real"][v])) and np.all(np.asarray(r["predicted"][v]) > 0)
     out = tmp_path / "table.md"
     sharded_memcached.main(["--requests", "20", "--repeats", "1", "--servers", "2", "--workloads", "soundcloud",
+                            "--overhead-reps", "20", "--profile-reps", "3", "--start-delay-s", "0.3",
                             "--out", str(out)])
     text = out.read_text()
     assert "| soundcloud | batching |" in text and "| soundcloud | chisel |" in text
