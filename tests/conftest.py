@@ -130,9 +130,19 @@ def cassandra_node() -> Iterator[CassandraNode]:
 XDIST_GROUPS = {"cassandra_node": "cassandra", "spark": "spark"}
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the marker to name the test's group
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         names = getattr(item, "fixturenames", ())
         group = next((g for fx, g in XDIST_GROUPS.items() if fx in names), None)
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(group))
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """In an xdist worker under `--dist loadgroup`, a grouped test's id must carry its group (`...@spark`): that is
+    how xdist sends a group to one worker. Without it each worker would start its own servers; the test fails."""
+    if ("PYTEST_XDIST_WORKER" in os.environ and item.config.getoption("loadgroup", False)
+            and item.get_closest_marker("xdist_group") and "@" not in item.nodeid):
+        pytest.fail("pytest-xdist did not group this test: the installed pytest and pytest-xdist do not work "
+                    "together; install the versions pyproject.toml pins (make setup)", pytrace=False)
