@@ -21,16 +21,27 @@ from tuner.tune import TuneRequest, run_tune
 METRICS = ("p50_ms", "p95_ms", "p99_ms", "p999_ms", "mean_ms")
 
 
-def _simulate(args: list[str], home: Path) -> dict[str, Any]:
+def _args(args: list[str]) -> list[str]:
     if args and args[0] == "tailtune":
         args = args[1:]
-    if "--json" not in args:
-        args = [*args, "--json"]
+    return args if "--json" in args else [*args, "--json"]
+
+
+def _simulate(args: list[str], home: Path) -> dict[str, Any]:
+    """`tailtune ARGS` in a fresh process (the recommendation's own commands, as a user runs them)."""
     env = {**os.environ, "TAILTUNE_HOME": str(home)}
-    proc = subprocess.run([sys.executable, "-m", "tailtune", *args], capture_output=True, text=True, env=env,
-                          check=False)
+    proc = subprocess.run([sys.executable, "-m", "tailtune", *_args(args)], capture_output=True, text=True,
+                          env=env, check=False)
     assert proc.returncode == 0, proc.stderr
     out: dict[str, Any] = json.loads(proc.stdout)
+    return out
+
+
+def _simulate_here(cli: Any, args: list[str]) -> dict[str, Any]:
+    """`tailtune ARGS` through the same entry point, in this process (no interpreter start per replay)."""
+    res = cli(*_args(args))
+    assert res.exit_code == 0, res.stderr
+    out: dict[str, Any] = json.loads(res.stdout)
     return out
 
 
@@ -53,20 +64,20 @@ CASSANDRA_CANDIDATES = [
 
 
 @pytest.mark.parametrize("cand", CASSANDRA_CANDIDATES, ids=lambda c: c.label()[:60])
-def test_cassandra_candidate_reproduces_through_simulate(cand: Candidate, tmp_path: Path) -> None:
+def test_cassandra_candidate_reproduces_through_simulate(cand: Candidate, cli: Any) -> None:
     ev = KvsimCassandraEvaluator({"profile": "bimodal", "requests": 1500}, servers=16, load=0.6)
     for seed in (0, 1):
         want = ev.evaluate(cand, seed).as_dict()
-        got = _simulate(ev.simulate_args(cand, seed), tmp_path)
+        got = _simulate_here(cli, ev.simulate_args(cand, seed))
         assert {k: got[k] for k in METRICS} == {k: want[k] for k in METRICS}, (cand, seed)
 
 
-def test_memcached_candidate_reproduces_through_simulate(tmp_path: Path) -> None:
+def test_memcached_candidate_reproduces_through_simulate(cli: Any) -> None:
     ev = KvsimMemcachedEvaluator({"profile": "mice-elephant", "requests": 1500}, inter_arrival_us=150.0)
     cand = Candidate("chisel", {"split_keys": 16, "merge": 2, "elephant_threshold": 40})
     for seed in (0, 2):
         want = ev.evaluate(cand, seed).as_dict()
-        got = _simulate(ev.simulate_args(cand, seed), tmp_path)
+        got = _simulate_here(cli, ev.simulate_args(cand, seed))
         assert {k: got[k] for k in METRICS} == {k: want[k] for k in METRICS}
 
 
@@ -87,12 +98,12 @@ def test_recommendation_reproduce_commands_give_its_per_seed_figures(tmp_path: P
         assert {k: got[k] for k in METRICS} == {k: figures[k] for k in METRICS}
 
 
-def test_memcached_sharded_candidate_reproduces_through_simulate(tmp_path: Path) -> None:
+def test_memcached_sharded_candidate_reproduces_through_simulate(cli: Any) -> None:
     ev = KvsimMemcachedEvaluator({"profile": "mice-elephant", "requests": 800}, pool="sharded", servers=3,
                                  server_addresses="10.0.0.1:11211,10.0.0.2:11211,10.0.0.3:11211")
     cand = Candidate("chisel", {"split_keys": 8, "merge": 2, "elephant_threshold": 40})
     want = ev.evaluate(cand, 1).as_dict()
-    got = _simulate(ev.simulate_args(cand, 1), tmp_path)
+    got = _simulate_here(cli, ev.simulate_args(cand, 1))
     assert {k: got[k] for k in METRICS} == {k: want[k] for k in METRICS}
 
 
