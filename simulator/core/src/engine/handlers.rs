@@ -6,7 +6,7 @@
 //! written as one, so the split costs no speed (bench/sim_callgrind/HANDLERS.md).
 use std::cmp::Reverse;
 
-use super::state::{Sent, Sim, COPY_OPSET, DRV_BATCH, DRV_TIMER, LATE_OPSET};
+use super::state::{Sent, Sim, COPY_OPSET, DRV_BATCH, DRV_TIMER, LATE_OPSET, NOT_SENT};
 use crate::held::Held;
 use crate::policy::stock_driver::{input_order, request_ops};
 use crate::policy::{QItem, Scheduler, Tag, TagCtx};
@@ -102,9 +102,18 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
         self.write_on() && self.rc.writes[op]
     }
 
+    /// Ops of opset `o` the client estimates large (0 without estimates).
     #[inline(always)]
     fn large_ops_of(&self, o: usize) -> u32 {
-        self.large_est_of.get(o).copied().unwrap_or(0)
+        let est = &self.rc.sizes.large_est;
+        if !EXT || est.is_empty() {
+            return 0;
+        }
+        let (a, b) = (
+            self.wl.opset_ops[o] as usize,
+            self.wl.opset_ops[o + 1] as usize,
+        );
+        est[a..b].iter().filter(|&&l| l).count() as u32
     }
 
     #[inline(always)]
@@ -118,6 +127,23 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
         let reps = self.cluster.replicas(g);
         let i = reps.iter().position(|&x| x == s).unwrap_or(0);
         reps[(i + 1) % reps.len()]
+    }
+
+    /// The send record of opset `o` (`sent_on`): when it was sent, its request and the request's client.
+    #[inline(always)]
+    fn sent_of(&self, o: usize) -> Sent {
+        let req = self.wl.opset_req[o];
+        Sent {
+            at: self.sent_at[o],
+            client: self.wl.client[req as usize],
+            req,
+        }
+    }
+
+    /// Where the copies of sent opset `o` go (duplication, speculative retry): the replica after its server.
+    #[inline(always)]
+    fn copy_server(&self, o: usize) -> u32 {
+        self.next_replica(self.wl.opset_group[o], self.opset_server[o])
     }
 
     /// Schedules a retry of the held opsets when the selector names a time (once per distinct time).
@@ -166,13 +192,13 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
             }
         }
         for o in o0..o1 {
-            self.place_opset(r, o, client, now);
+            self.place_opset(o, client, now);
         }
-        self.tag_request(o0, o1, now);
+        self.tag_request(r, o0, o1, now);
         let key = event_key(now + self.d, self.next_seq());
         self.p.at_servers.push_back((key, r as u32));
         if self.redundant() {
-            self.send_copies(r, o0, o1, client, now);
+            self.send_copies(o0, o1, client, now);
         }
         if self.hedge_on() {
             self.arm_executions(r, client, now);
@@ -188,12 +214,12 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
         now
     }
 
-    /// Opset `o` of request `r`: its replica (or held at the client, tagged with its primary as provisional
+    /// Opset `o` of the arriving request: its replica (or held at the client, tagged with its primary as provisional
     /// server), its size and cost for the policy's tagging.
     #[inline(always)]
-    fn place_opset(&mut self, r: usize, o: usize, client: u32, now: u64) {
+    fn place_opset(&mut self, o: usize, client: u32, now: u64) {
         if self.route_on() {
-            return self.place_routed(r, o, client, now);
+            return self.place_routed(o, client, now);
         }
         let wl = self.wl;
         let size = wl.opset_ops[o + 1] - wl.opset_ops[o];
@@ -216,16 +242,12 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
             match self.p.selector.choose(&ctx) {
                 Some(s) => {
                     if self.fb_on() {
-                        self.sent[o] = Sent {
-                            at: now,
-                            client,
-                            req: r as u32,
-                        };
+                        self.sent_at[o] = now;
                     }
                     s
                 }
                 None => {
-                    self.late[o] = true;
+                    self.late.set(o);
                     self.p.backlog.hold(g, o as u32, now);
                     self.held.opsets += 1;
                     self.held.max = self.held.max.max(self.p.backlog.len() as u64);
@@ -248,7 +270,7 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
     /// The per-partition shape: the key's query goes to the first node of the driver's plan, a replica, which reads
     /// it locally.
     #[inline(always)]
-    fn place_routed(&mut self, r: usize, o: usize, client: u32, now: u64) {
+    fn place_routed(&mut self, o: usize, client: u32, now: u64) {
         let wl = self.wl;
         let g = wl.opset_group[o];
         let replicas = self.cluster.replicas(g);
@@ -266,11 +288,7 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
         }
         sc.plan_buf = plan;
         if self.fb_on() {
-            self.sent[o] = Sent {
-                at: now,
-                client,
-                req: r as u32,
-            };
+            self.sent_at[o] = now;
         }
         self.opset_server[o] = s;
         self.outstanding[s as usize] += size;
@@ -287,14 +305,19 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
         let source = self.cluster.config.clients as usize + client as usize;
         let mut sc = self.p.stock.take().expect("stock client");
         let at = now + sc.delay_ns;
-        if sc.per_partition {
-            // One query per key (its op); the plans were made in engine order as the keys were placed.
+        if sc.per_key {
+            // One query per key (its op); `per-partition`: the plans were made in engine order as the keys were
+            // placed.
             let (a, b) = request_ops(self.wl, r);
             input_order(self.wl, a, b, &mut sc.order);
             for k in 0..sc.order.len() {
                 let op = sc.order[k].1 as usize;
-                let p = (op - a) * sc.rf;
-                let i = sc.execs.open(op as u32, &sc.req_plans[p..p + sc.rf]);
+                let i = if sc.per_partition {
+                    let p = (op - a) * sc.rf;
+                    sc.execs.open(op as u32, &sc.req_plans[p..p + sc.rf])
+                } else {
+                    sc.execs.open(op as u32, &[])
+                };
                 let key = event_key(at, self.next_seq());
                 self.p.spec_q.push(source, key, i | DRV_TIMER);
             }
@@ -317,16 +340,14 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
         let mut sc = self.p.stock.take().expect("stock client");
         let q = sc.execs.query(i) as usize;
         let wl = self.wl;
-        // The query's keys (`per-partition`: the query is its key's op) and their request.
-        let one = [q as u32];
-        let keys = if sc.per_partition {
-            &one[..]
+        // The query (a key's op when `per_key`) is answered, or its request answered with a timeout.
+        let key_req = if sc.per_key {
+            wl.opset_req[self.opset_of(q)] as usize
         } else {
-            &sc.queries.ops[sc.queries.start[q] as usize..sc.queries.start[q + 1] as usize]
+            0
         };
-        let r = wl.opset_req[self.opset_of(keys[0] as usize)] as usize;
-        let done = if sc.per_partition {
-            self.key_done(q, r, now)
+        let done = if sc.per_key {
+            self.key_done(q, key_req, now)
         } else {
             sc.queries.done_at[q] <= now
         };
@@ -335,14 +356,21 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
             self.p.stock = Some(sc);
             return now;
         }
+        // The query's request and the ops to scan for its keys, in engine order (`per_key`: its op).
+        let (r, a, b) = if sc.per_key {
+            (key_req, q, q + 1)
+        } else {
+            let r = sc.queries.request(q);
+            let (a, b) = request_ops(wl, r);
+            (r, a, b)
+        };
         let e = sc.execs.start(i) as usize;
         let client = wl.client[r];
         let routed = sc.per_partition && e - 1 < sc.rf;
         let (mut last_o, mut s) = (usize::MAX, 0u32);
         let mut n = 0u32;
-        for &op in keys {
-            let op = op as usize;
-            if self.is_write(op) {
+        for op in a..b {
+            if (!sc.per_key && sc.queries.of(wl, op, r, a) != q) || self.is_write(op) {
                 continue;
             }
             let o = self.opset_of(op);
@@ -391,11 +419,11 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
         now
     }
 
-    /// `per-partition`: the query of op `op` (of request `r`) is over by `now` — its answer has reached the
-    /// client, or its request was answered with a timeout.
+    /// A query of one key (`StockClient::per_key`), op `op` of request `r`, is over by `now`: its answer has
+    /// reached the client, or its request was answered with a timeout.
     #[inline(always)]
     fn key_done(&self, op: usize, r: usize, now: u64) -> bool {
-        match self.answered_at[op] {
+        match self.answered_at.at(op, self.arrived(r)) {
             u64::MAX => self.drop_on() && self.timed_out[r],
             at => at <= now,
         }
@@ -426,7 +454,13 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
                     self.large_resident[s] += 1;
                 }
             }
-            let item = QItem::new(id, o, now, self.opset_tag[o as usize], wl.demand[op]);
+            let item = QItem::new(
+                id,
+                o,
+                now,
+                self.opset_tag.get(o as usize, &wl.opset_req),
+                wl.demand[op],
+            );
             self.p.sched.enqueue(s, item);
             self.mark_dirty(s);
         }
@@ -449,7 +483,7 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
     /// The policy tags the request's opsets o0..o1; TailX (Algorithm 1) puts those with a delay allowance in the
     /// client's delay queue.
     #[inline(always)]
-    fn tag_request(&mut self, o0: usize, o1: usize, now: u64) {
+    fn tag_request(&mut self, r: usize, o0: usize, o1: usize, now: u64) {
         self.p.tags.clear();
         self.p.tags.resize(o1 - o0, Tag::default());
         let cfg = &self.cluster.config;
@@ -463,13 +497,13 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
             service_rate: cfg.service_rate,
         };
         self.p.sched.tag(&ctx, &mut self.p.tags);
-        self.opset_tag[o0..o1].copy_from_slice(&self.p.tags);
+        self.opset_tag.set(r, o0, &self.p.tags);
         if self.tailx_on() {
             for i in 0..o1 - o0 {
                 let o = o0 + i;
                 let dl = self.p.sched.release_delay_ns(&self.p.tags[i]);
                 if dl > 0 && self.opset_server[o] != u32::MAX {
-                    self.late[o] = true;
+                    self.late.set(o);
                     let key = event_key(now + dl, self.next_seq());
                     self.p.delay_q.push(Reverse((key, o as u32)));
                 }
@@ -480,27 +514,22 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
     /// Duplication: every sent opset's reads go to the next replica too. Speculative retry: a timer per sent
     /// opset, once the client has a timeout.
     #[inline(always)]
-    fn send_copies(&mut self, r: usize, o0: usize, o1: usize, client: u32, now: u64) {
+    fn send_copies(&mut self, o0: usize, o1: usize, client: u32, now: u64) {
         let wl = self.wl;
         for o in o0..o1 {
             if self.opset_server[o] == u32::MAX {
                 continue; // held by the selector: no copy
             }
             if self.sent_on() {
-                self.sent[o] = Sent {
-                    at: now,
-                    client,
-                    req: r as u32,
-                };
+                self.sent_at[o] = now;
             }
             if self.dup() {
-                let c = self.next_replica(wl.opset_group[o], self.opset_server[o]);
-                self.copy_server[o] = c;
+                let c = self.copy_server(o);
                 // Writes are at every replica already: only the reads get a copy.
                 let mut size = 0;
                 for op in wl.opset_ops[o] as usize..wl.opset_ops[o + 1] as usize {
                     if !self.is_write(op) {
-                        self.copied[op] = true;
+                        self.copied.set(op);
                         size += 1;
                     }
                 }
@@ -605,11 +634,7 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
                 self.opset_server[o] = s;
                 self.outstanding[s as usize] += size;
                 if self.fb_on() {
-                    self.sent[o] = Sent {
-                        at: now,
-                        client,
-                        req,
-                    };
+                    self.sent_at[o] = now;
                 }
                 self.held_wait_ns += (now - since) as u128;
                 let key = event_key(now + self.d, self.next_seq());
@@ -625,12 +650,7 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
         let Reverse((_, o)) = self.p.delay_q.pop().expect("head exists");
         let now = key_time(key);
         if self.fb_on() {
-            let r = self.wl.opset_req[o as usize];
-            self.sent[o as usize] = Sent {
-                at: now,
-                client: self.wl.client[r as usize],
-                req: r,
-            };
+            self.sent_at[o as usize] = now;
         }
         let key = event_key(now + self.d, self.next_seq());
         self.p.at_servers.push_back((key, o | LATE_OPSET));
@@ -652,15 +672,15 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
             return now;
         }
         let mut n = 0;
+        let arrived = self.arrived(wl.opset_req[o] as usize);
         for op in wl.opset_ops[o] as usize..wl.opset_ops[o + 1] as usize {
-            if self.answered_at[op] > now && !self.is_write(op) {
-                self.copied[op] = true;
+            if self.answered_at.at(op, arrived) > now && !self.is_write(op) {
+                self.copied.set(op);
                 n += 1;
             }
         }
         if n > 0 {
-            let c = self.next_replica(wl.opset_group[o], self.opset_server[o]);
-            self.copy_server[o] = c;
+            let c = self.copy_server(o);
             self.outstanding[c as usize] += n;
             self.copies.ops += n as u64;
             let key = event_key(now + self.d, self.next_seq());
@@ -695,7 +715,7 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
             )
         };
         for o in o_lo..o_hi {
-            if EXT && !late_entry && !self.late.is_empty() && self.late[o] {
+            if EXT && !late_entry && !self.late.is_empty() && self.late.get(o) {
                 continue; // sent on its own later
             }
             self.enqueue_opset(o, copy, now);
@@ -709,20 +729,22 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
     fn enqueue_opset(&mut self, o: usize, copy: bool, now: u64) {
         let wl = self.wl;
         let s = if copy {
-            self.copy_server[o]
+            self.copy_server(o)
         } else {
             self.opset_server[o]
         } as usize;
         if self.fb_on() && !copy {
             self.resident[s] += wl.opset_ops[o + 1] - wl.opset_ops[o];
-            if !self.large_true_of.is_empty() {
-                self.large_resident[s] += self.large_true_of[o];
+            let truth = &self.rc.sizes.large_true;
+            if !truth.is_empty() {
+                let (a, b) = (wl.opset_ops[o] as usize, wl.opset_ops[o + 1] as usize);
+                self.large_resident[s] += truth[a..b].iter().filter(|&&l| l).count() as u32;
             }
         }
-        let tag = self.opset_tag[o];
+        let tag = self.opset_tag.get(o, &wl.opset_req);
         for op in wl.opset_ops[o]..wl.opset_ops[o + 1] {
             if copy {
-                if !self.copied[op as usize] {
+                if !self.copied.get(op as usize) {
                     continue;
                 }
                 if self.fb_on() {
@@ -816,7 +838,7 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
             self.driver_answer(c.op, o, s, now);
         }
         let st = if self.sent_on() {
-            self.sent[o]
+            self.sent_of(o)
         } else {
             Sent::default()
         };
@@ -835,7 +857,7 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
             return now;
         }
         // With copies (and writes at every replica), only an op's first answer counts.
-        let first = !self.multi() || self.answered_at[op] == u64::MAX;
+        let first = !self.multi() || !self.answered_at.answered(op);
         if self.multi() && first {
             self.first_answer(op, o, r, is_copy, st, now);
         }
@@ -877,7 +899,12 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
             at: now + d,
             queue: self.resident[s],
             service_ns: svc,
-            response_ns: now + d - st.at,
+            // an execution's read of a held opset: sent d before it reached its server (enqueued on arrival)
+            response_ns: if st.at == NOT_SENT {
+                now + 2 * d - enq
+            } else {
+                now + d - st.at
+            },
             rtt_ns: now + 2 * d - enq,
             large_resident: self.large_resident[s],
             large_est: !self.rc.sizes.large_est.is_empty() && self.rc.sizes.large_est[op],
@@ -895,7 +922,8 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
     #[inline(always)]
     fn first_answer(&mut self, op: usize, o: usize, r: usize, is_copy: bool, st: Sent, now: u64) {
         let d = self.d;
-        self.answered_at[op] = now + d;
+        let arrived = self.arrived(r);
+        self.answered_at.set(op, arrived, now + d);
         self.copies.wins += (is_copy && !self.is_write(op)) as u64;
         let redundant = self.redundant();
         if self.sq_on() {
@@ -915,16 +943,17 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
         let sent = self.arrived(r);
         let client = self.wl.client[r] as usize;
         let sc = self.p.stock.as_mut().expect("stock client");
-        let keys = if sc.per_partition {
+        let keys = if sc.per_key {
             1 // the op's own query (answered: `answered_at`)
         } else {
-            let q = sc.queries.of_op[op] as usize;
+            let (a, b) = request_ops(self.wl, r);
+            let q = sc.queries.of(self.wl, op, r, a);
             sc.queries.left[q] -= 1;
             if sc.queries.left[q] != 0 {
                 return;
             }
             sc.queries.done_at[q] = at;
-            sc.queries.keys(q)
+            sc.queries.keys(q, r, b - a)
         };
         if let Some(e) = self.p.spec.as_mut() {
             for _ in 0..keys {
@@ -981,7 +1010,7 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
             self.driver_answer(id, o, s, now);
         }
         let st = if self.sent_on() {
-            self.sent[o]
+            self.sent_of(o)
         } else {
             Sent::default()
         };
@@ -989,7 +1018,7 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
             self.op_feedback(op, s, 0, st, enq, now);
         }
         let r = self.wl.opset_req[o] as usize;
-        let answered = self.multi() && self.answered_at[op] != u64::MAX;
+        let answered = self.multi() && self.answered_at.answered(op);
         if !answered && !self.timed_out[r] && self.remaining[r] != 0 {
             self.time_out(r, s, now);
         }
@@ -1008,25 +1037,26 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
             let sent = self.arrived(r);
             let sample = now - sent;
             let sc = self.p.stock.as_mut().expect("stock client");
-            if sc.per_partition {
+            if sc.per_key {
                 // The keys not answered yet (a coordinator retry makes the engine keep every op's first answer;
                 // without one nothing reads a query's end but the driver's executions, from `answered_at`).
                 if let Some(e) = self.p.spec.as_mut() {
                     let (a, b) = request_ops(self.wl, r);
                     for op in a..b {
-                        if self.answered_at[op] == u64::MAX {
+                        if !self.answered_at.answered(op) {
                             e.observe_at(client, sample, now);
                         }
                     }
                 }
             } else {
+                let (a, b) = request_ops(self.wl, r);
                 for q in sc.queries.req_start[r] as usize..sc.queries.req_start[r + 1] as usize {
                     if sc.queries.done_at[q] != u64::MAX {
                         continue;
                     }
                     sc.queries.done_at[q] = now;
                     if let Some(e) = self.p.spec.as_mut() {
-                        for _ in 0..sc.queries.keys(q) {
+                        for _ in 0..sc.queries.keys(q, r, b - a) {
                             e.observe_at(client, sample, now);
                         }
                     }
@@ -1111,10 +1141,9 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
                 .start(s, slot, end, self.seq, item.op, item.opset);
             // What the op's end reads first (it is cold when the op waited long in the queue).
             if self.sent_on() {
-                prefetch(self.sent.as_ptr().wrapping_add(item.opset as usize));
-            } else {
-                prefetch(self.wl.opset_req.as_ptr().wrapping_add(item.opset as usize));
+                prefetch(self.sent_at.as_ptr().wrapping_add(item.opset as usize));
             }
+            prefetch(self.wl.opset_req.as_ptr().wrapping_add(item.opset as usize));
             self.seq += 1;
             if let Some(rec) = self.rec.as_mut().filter(|_| item.op < n_ops32) {
                 let i = item.op as usize;

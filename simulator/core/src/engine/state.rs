@@ -1,7 +1,7 @@
 //! The state of one replay: [`Sim`], built once by [`Sim::new`] from the validated inputs, driven by the handlers
 //! (`handlers.rs`) and turned into the [`RunResult`] by [`Sim::finish`].
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::time::Instant;
 
 use super::Args;
@@ -11,7 +11,7 @@ use crate::error::SimError;
 use crate::held::HeldOpsets;
 use crate::policy::speculative::LatencyEstimator;
 use crate::policy::stock_driver::StockClient;
-use crate::policy::{PolicyConfig, Scheduler, Tag, TailxConfig};
+use crate::policy::{PolicyConfig, Scheduler, Tag, TagFields, TailxConfig};
 use crate::replica::ReplicaSelector;
 use crate::result::{CopyStats, HeldStats, OpRecords, RunResult, TimeoutStats, WriteStats};
 use crate::runs::RunQueue;
@@ -28,6 +28,156 @@ pub(super) struct Sent {
     pub(super) req: u32,
 }
 
+/// The opsets' tags, only the fields the policy sets ([`Scheduler::tag_fields`]; the others are the default's):
+/// `fifo` keeps none, `rein` 4 bytes an opset, the priority policies 8 bytes an opset, or 8 bytes a request when
+/// a request's opsets share their tag (`brb-equalmax`).
+#[derive(Debug, Default)]
+pub(super) struct OpsetTags {
+    prio: Vec<f64>,
+    queue: Vec<u32>,
+    /// Indexed by request.
+    per_request: bool,
+}
+
+impl OpsetTags {
+    fn new(fields: TagFields, opsets: usize, requests: usize) -> Self {
+        let n = if fields.per_request { requests } else { opsets };
+        OpsetTags {
+            prio: vec![0.0; if fields.prio { n } else { 0 }],
+            queue: vec![0; if fields.queue { n } else { 0 }],
+            per_request: fields.per_request,
+        }
+    }
+
+    /// The tags of request `r`'s opsets, `o0..o0 + tags.len()`.
+    #[inline(always)]
+    pub(super) fn set(&mut self, r: usize, o0: usize, tags: &[Tag]) {
+        let (i, tags) = if self.per_request {
+            debug_assert!(tags.iter().all(|t| *t == tags[0]));
+            (r, &tags[..1])
+        } else {
+            (o0, tags)
+        };
+        // a policy's `tag_fields` names every field its tagging sets (checked in debug builds)
+        debug_assert!(
+            !self.prio.is_empty() || tags.iter().all(|t| t.prio == Tag::default().prio),
+            "the policy sets a priority its tag_fields leave out"
+        );
+        debug_assert!(
+            !self.queue.is_empty() || tags.iter().all(|t| t.queue == Tag::default().queue),
+            "the policy sets a queue its tag_fields leave out"
+        );
+        if !self.prio.is_empty() {
+            for (p, t) in self.prio[i..i + tags.len()].iter_mut().zip(tags) {
+                *p = t.prio;
+            }
+        }
+        if !self.queue.is_empty() {
+            for (q, t) in self.queue[i..i + tags.len()].iter_mut().zip(tags) {
+                *q = t.queue;
+            }
+        }
+    }
+
+    /// The tag of opset `o` (`opset_req`: the workload's request of each opset).
+    #[inline(always)]
+    pub(super) fn get(&self, o: usize, opset_req: &[u32]) -> Tag {
+        let mut t = Tag::default();
+        if self.prio.is_empty() && self.queue.is_empty() {
+            return t;
+        }
+        let i = if self.per_request {
+            opset_req[o] as usize
+        } else {
+            o
+        };
+        if !self.prio.is_empty() {
+            t.prio = self.prio[i];
+        }
+        if !self.queue.is_empty() {
+            t.queue = self.queue[i];
+        }
+        t
+    }
+}
+
+/// A flag per index (per opset, per op), 64 to a word.
+#[derive(Debug, Default)]
+pub(super) struct Flags(Vec<u64>);
+
+impl Flags {
+    fn new(n: usize) -> Self {
+        Flags(vec![0; n.div_ceil(64)])
+    }
+
+    /// No flags kept (0 indices).
+    #[inline(always)]
+    pub(super) fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    #[inline(always)]
+    pub(super) fn get(&self, i: usize) -> bool {
+        self.0[i / 64] >> (i % 64) & 1 != 0
+    }
+
+    #[inline(always)]
+    pub(super) fn set(&mut self, i: usize) {
+        self.0[i / 64] |= 1 << (i % 64);
+    }
+}
+
+/// When each op's first answer reaches the client, kept as the time since its request arrived: 4 bytes an op. A
+/// time of 2³² − 2 ns (4.3 s) or more is kept whole in `far`.
+#[derive(Debug, Default)]
+pub(super) struct Answers {
+    since_arrival: Vec<u32>,
+    far: HashMap<u32, u64>,
+}
+
+/// `Answers`: the op is not answered yet.
+const UNANSWERED: u32 = u32::MAX;
+/// `Answers`: the op's time is in `far`.
+const FAR: u32 = u32::MAX - 1;
+
+impl Answers {
+    fn new(ops: usize) -> Self {
+        Answers {
+            since_arrival: vec![UNANSWERED; ops],
+            far: HashMap::new(),
+        }
+    }
+
+    /// Op `op` has its first answer.
+    #[inline(always)]
+    pub(super) fn answered(&self, op: usize) -> bool {
+        self.since_arrival[op] != UNANSWERED
+    }
+
+    /// Op `op`, of a request that arrived at `arrived`, has its first answer at the client at `at`.
+    #[inline(always)]
+    pub(super) fn set(&mut self, op: usize, arrived: u64, at: u64) {
+        let d = at - arrived;
+        self.since_arrival[op] = if d < FAR as u64 {
+            d as u32
+        } else {
+            self.far.insert(op as u32, at);
+            FAR
+        };
+    }
+
+    /// When op `op`, of a request that arrived at `arrived`, has its first answer at the client (`u64::MAX` until
+    /// it has one).
+    #[inline(always)]
+    pub(super) fn at(&self, op: usize, arrived: u64) -> u64 {
+        match self.since_arrival[op] {
+            UNANSWERED => u64::MAX,
+            FAR => self.far[&(op as u32)],
+            d => arrived + d as u64,
+        }
+    }
+}
+
 /// Marks an `at_servers` entry that carries one late opset (sent after being held) instead of a request.
 pub(super) const LATE_OPSET: u32 = 1 << 31;
 /// With `LATE_OPSET`: the entry carries the copy of an opset (duplication / speculative retry).
@@ -38,6 +188,10 @@ pub(super) const DRV_BATCH: u32 = 1 << 29;
 /// A `spec_q` value that is a driver speculative-execution timer, of the armed execution (`StockClient::execs`)
 /// in its other bits (else: an opset's coordinator retry).
 pub(super) const DRV_TIMER: u32 = 1 << 31;
+/// A `sent_at` value: the opset has not been sent by its client (held by the selector). A driver speculative
+/// execution may still read its keys (`in` shape): such a read's response time is counted from the execution's
+/// send, `d` before the read reached its server.
+pub(super) const NOT_SENT: u64 = u64::MAX;
 
 /// The members of a replay the event loop calls into: the policy, the selector, the event queues, the server
 /// model, the speculative estimator and scratch buffers. They live apart from [`Sim`] (which borrows them) so
@@ -112,7 +266,7 @@ pub(super) struct Sim<'a, const EXT: bool, S, R> {
     pub(super) dup: bool,
     /// Duplication or speculative retry: ops may be served twice.
     pub(super) redundant: bool,
-    /// Opsets' send records (`sent`) are kept: for feedback, and for the opset response times of client-side
+    /// Opsets' send times (`sent_at`) are kept: for feedback, and for the opset response times of client-side
     /// speculation (a coordinator section times its queries from the request's arrival instead).
     pub(super) sent_on: bool,
     /// The coordinator section tracks queries (`Parts::stock`).
@@ -151,7 +305,7 @@ pub(super) struct Sim<'a, const EXT: bool, S, R> {
 
     // Requests and opsets.
     pub(super) opset_server: Vec<u32>,
-    pub(super) opset_tag: Vec<Tag>,
+    pub(super) opset_tag: OpsetTags,
     /// Ops of each request not answered yet.
     pub(super) remaining: Vec<u32>,
     pub(super) latency: Vec<u64>,
@@ -159,26 +313,24 @@ pub(super) struct Sim<'a, const EXT: bool, S, R> {
 
     // Replica selection.
     /// Opsets not sent with their request (held, or procrastinated by TailX).
-    pub(super) late: Vec<bool>,
-    /// When each opset was sent, with its request and client: the op-completion path reads all three from one
-    /// place (with long server queues every separate array read there is a cache miss).
-    pub(super) sent: Vec<Sent>,
+    pub(super) late: Flags,
+    /// When each opset was sent (`Sim::sent_of` adds its request and client from the workload); [`NOT_SENT`]
+    /// while the client holds it.
+    pub(super) sent_at: Vec<u64>,
     pub(super) resident: Vec<u32>,
     pub(super) large_resident: Vec<u32>,
     pub(super) held: HeldStats,
     pub(super) held_wait_ns: u128,
     pub(super) last_wakeup: u64,
     pub(super) last_feedback_retry: u64,
-    /// Large ops per opset (client estimate / truth), counted once: held opsets ask again at every retry.
-    pub(super) large_est_of: Vec<u32>,
-    pub(super) large_true_of: Vec<u32>,
 
     // Copies (duplication / speculative retry, Rein §5.1) and writes. Copies of opsets go to the next replica of
-    // the group; a copy of op i runs as op n_ops + i; the first answer of each op counts, the other copy is
-    // served anyway. A write's copies at the other replicas run as ops i + k·n_ops.
-    pub(super) copy_server: Vec<u32>,
-    pub(super) copied: Vec<bool>,
-    pub(super) answered_at: Vec<u64>,
+    // the group (`Sim::copy_server`: an opset's server is fixed once sent); a copy of op i runs as op n_ops + i;
+    // the first answer of each op counts, the other copy is served anyway. A write's copies at the other replicas
+    // run as ops i + k·n_ops.
+    pub(super) copied: Flags,
+    /// When each op's first answer reached the client (with copies or writes).
+    pub(super) answered_at: Answers,
     pub(super) opset_left: Vec<u32>,
     pub(super) copies: CopyStats,
     pub(super) writes: WriteStats,
@@ -192,22 +344,6 @@ pub(super) struct Sim<'a, const EXT: bool, S, R> {
     pub(super) arrival_rt: Vec<u64>,
     pub(super) thread_of: Vec<u32>,
     pub(super) last_done: u64,
-}
-
-/// Large ops per opset of per-op `flags` (empty flags: empty).
-fn count_large(wl: &Workload, flags: &[bool]) -> Vec<u32> {
-    if flags.is_empty() {
-        return Vec::new();
-    }
-    wl.opset_ops
-        .windows(2)
-        .map(|w| {
-            flags[w[0] as usize..w[1] as usize]
-                .iter()
-                .filter(|&&b| b)
-                .count() as u32
-        })
-        .collect()
 }
 
 impl<S: Scheduler, R: ReplicaSelector> Parts<S, R> {
@@ -345,6 +481,7 @@ impl<'a, const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'a, EXT, S, R> {
         let per_opset = |on: bool| if on { wl.opsets() } else { 0 };
         let per_server = |on: bool| if on { n_servers } else { 0 };
         let per_req = |on: bool| if on { n_req } else { 0 };
+        let tag_fields = p.sched.tag_fields();
         Sim {
             p,
             cluster,
@@ -394,7 +531,7 @@ impl<'a, const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'a, EXT, S, R> {
             served_ops: 0,
 
             opset_server: vec![0; wl.opsets()],
-            opset_tag: vec![Tag::default(); wl.opsets()],
+            opset_tag: OpsetTags::new(tag_fields, wl.opsets(), n_req),
             remaining: (0..n_req)
                 .map(|r| {
                     wl.opset_ops[wl.req_opsets[r + 1] as usize]
@@ -413,28 +550,17 @@ impl<'a, const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'a, EXT, S, R> {
                 demand: wl.demand.to_vec(),
             }),
 
-            late: vec![false; per_opset((!plain && !route_on) || tailx_on)],
-            sent: vec![Sent::default(); per_opset(sent_on)],
+            late: Flags::new(per_opset((!plain && !route_on) || tailx_on)),
+            sent_at: vec![NOT_SENT; per_opset(sent_on)],
             resident: vec![0; per_server(fb_on)],
             large_resident: vec![0; per_server(fb_on)],
             held: HeldStats::default(),
             held_wait_ns: 0,
             last_wakeup: u64::MAX,
             last_feedback_retry: u64::MAX,
-            large_est_of: if EXT {
-                count_large(wl, &rc.sizes.large_est)
-            } else {
-                Vec::new()
-            },
-            large_true_of: if fb_on {
-                count_large(wl, &rc.sizes.large_true)
-            } else {
-                Vec::new()
-            },
 
-            copy_server: vec![u32::MAX; per_opset(copies_on)],
-            copied: vec![false; per_op(copies_on)],
-            answered_at: vec![u64::MAX; per_op(redundant || write_on)],
+            copied: Flags::new(per_op(copies_on)),
+            answered_at: Answers::new(per_op(redundant || write_on)),
             opset_left: if speculative && !sq_on {
                 wl.opset_ops.windows(2).map(|w| w[1] - w[0]).collect()
             } else {
@@ -530,9 +656,9 @@ impl<'a, const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'a, EXT, S, R> {
         };
         let slots = self.cluster.config.slots;
         let summary = summarize(&self.latency, rc.warmup, &self.server_demand, slots, span);
-        let run_bytes = self.opset_server.len() * 4
-            + self.opset_tag.len() * std::mem::size_of::<Tag>()
-            + n_req * 12;
+        // (The figure of the engine's first layout, one whole tag per opset: reported as it was.)
+        let run_bytes =
+            self.opset_server.len() * 4 + wl.opsets() * std::mem::size_of::<Tag>() + n_req * 12;
         let mut makespan_ns = 0;
         if self.held.opsets > 0 {
             self.held.mean_ms = self.held_wait_ns as f64 / self.held.opsets as f64 / 1e6;
@@ -569,5 +695,80 @@ impl<'a, const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'a, EXT, S, R> {
             arrival_ns: self.arrival_rt,
             capacity_factor: rc.servers.capacity_factor(self.n_servers),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_are_bits() {
+        let mut f = Flags::new(130);
+        assert!(!f.is_empty() && Flags::new(0).is_empty());
+        f.set(0);
+        f.set(64);
+        f.set(129);
+        let on: Vec<usize> = (0..130).filter(|&i| f.get(i)).collect();
+        assert_eq!(on, vec![0, 64, 129]);
+    }
+
+    #[test]
+    fn answers_keep_the_time_since_arrival_and_far_times_whole() {
+        let mut a = Answers::new(3);
+        assert!(!a.answered(0) && a.at(0, 5) == u64::MAX);
+        a.set(0, 1_000, 1_250);
+        let far = 1_000 + u32::MAX as u64 + 7;
+        a.set(1, 1_000, far);
+        a.set(2, 1_000, 1_000 + FAR as u64 - 1);
+        assert!(a.answered(0) && a.answered(1) && a.answered(2));
+        assert_eq!((a.at(0, 1_000), a.at(1, 1_000)), (1_250, far));
+        assert_eq!(a.at(2, 1_000), 1_000 + FAR as u64 - 1);
+        assert_eq!(a.far.len(), 1);
+    }
+
+    #[test]
+    fn opset_tags_keep_the_fields_set_per_opset_or_per_request() {
+        let tags = [
+            Tag {
+                prio: 2.5,
+                queue: 3,
+            },
+            Tag {
+                prio: -1.0,
+                queue: 1,
+            },
+        ];
+        let opset_req = [0, 0, 1, 1];
+        let mut all = OpsetTags::new(TagFields::ALL, 4, 2);
+        all.set(1, 2, &tags);
+        assert_eq!(
+            (all.get(2, &opset_req), all.get(3, &opset_req)),
+            (tags[0], tags[1])
+        );
+        let mut queue = OpsetTags::new(TagFields::QUEUE, 4, 2);
+        queue.set(1, 2, &tags.map(|t| Tag { prio: 0.0, ..t }));
+        assert_eq!(
+            queue.get(3, &opset_req),
+            Tag {
+                prio: 0.0,
+                queue: 1
+            }
+        );
+        let none = OpsetTags::new(TagFields::NONE, 4, 2);
+        assert_eq!(none.get(3, &opset_req), Tag::default());
+        assert!(none.prio.is_empty() && none.queue.is_empty());
+        let mut req = OpsetTags::new(TagFields::REQUEST_PRIO, 4, 2);
+        assert_eq!(req.prio.len(), 2);
+        let same = [Tag {
+            prio: 4.0,
+            queue: 0,
+        }; 2];
+        req.set(1, 2, &same);
+        assert_eq!(
+            (req.get(2, &opset_req), req.get(3, &opset_req)),
+            (same[0], same[1])
+        );
+        assert_eq!(req.get(0, &opset_req), Tag::default());
     }
 }

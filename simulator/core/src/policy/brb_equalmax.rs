@@ -1,7 +1,7 @@
 //! `brb-equalmax`: BRB's EqualMax — every op gets the cost of its task's bottleneck sub-task as priority, served
 //! by a per-server priority queue (no starvation boost, as in BRB).
 use super::queues::PrioQueues;
-use super::{bottleneck, PolicyImpl, QItem, Scheduler, Tag, TagCtx};
+use super::{bottleneck, PolicyImpl, QItem, Scheduler, Tag, TagCtx, TagFields};
 
 crate::params! {
     /// `brb-equalmax` has no parameters.
@@ -37,5 +37,9 @@ impl Scheduler for BrbEqualMax {
     #[inline]
     fn pick(&mut self, server: usize, now: u64) -> Option<QItem> {
         self.q.pop(server, now)
+    }
+    #[inline]
+    fn tag_fields(&self) -> TagFields {
+        TagFields::REQUEST_PRIO
     }
 }

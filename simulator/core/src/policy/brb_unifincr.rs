@@ -1,7 +1,7 @@
 //! `brb-unifincr`: BRB's UnifIncr — ops are ranked by how long they may slack behind the bottleneck:
 //! priority = cost(bottleneck sub-task) − cost(own sub-task) (0 for the bottleneck), per-server priority queue.
 use super::queues::PrioQueues;
-use super::{bottleneck, PolicyImpl, QItem, Scheduler, Tag, TagCtx};
+use super::{bottleneck, PolicyImpl, QItem, Scheduler, Tag, TagCtx, TagFields};
 
 crate::params! {
     /// `brb-unifincr` has no parameters.
@@ -37,5 +37,9 @@ impl Scheduler for BrbUnifIncr {
     #[inline]
     fn pick(&mut self, server: usize, now: u64) -> Option<QItem> {
         self.q.pop(server, now)
+    }
+    #[inline]
+    fn tag_fields(&self) -> TagFields {
+        TagFields::PRIO
     }
 }

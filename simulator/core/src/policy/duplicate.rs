@@ -4,7 +4,7 @@
 //! Servers serve FIFO. The copies are made by the engine (`engine.rs`); this file is the policy's
 //! configuration and queue discipline.
 use super::queues::FifoQueues;
-use super::{PolicyImpl, QItem, Scheduler, Tag, TagCtx};
+use super::{PolicyImpl, QItem, Scheduler, Tag, TagCtx, TagFields};
 
 crate::params! {
     /// `duplicate` has no parameters.
@@ -35,5 +35,9 @@ impl Scheduler for Duplicate {
     #[inline]
     fn pick(&mut self, server: usize, _now: u64) -> Option<QItem> {
         self.q.pop(server)
+    }
+    #[inline]
+    fn tag_fields(&self) -> TagFields {
+        TagFields::NONE
     }
 }

@@ -1,6 +1,6 @@
 //! `fifo`: the multiget-oblivious baseline — every server serves ops in arrival order.
 use super::queues::FifoQueues;
-use super::{PolicyImpl, QItem, Scheduler, Tag, TagCtx};
+use super::{PolicyImpl, QItem, Scheduler, Tag, TagCtx, TagFields};
 
 crate::params! {
     /// `fifo` has no parameters.
@@ -31,5 +31,9 @@ impl Scheduler for Fifo {
     #[inline]
     fn pick(&mut self, server: usize, _now: u64) -> Option<QItem> {
         self.q.pop(server)
+    }
+    #[inline]
+    fn tag_fields(&self) -> TagFields {
+        TagFields::NONE
     }
 }

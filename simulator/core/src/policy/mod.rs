@@ -164,6 +164,10 @@ macro_rules! registry {
             fn release_delay_ns(&self, tag: &Tag) -> u64 {
                 match self { $( Policy::$variant(p) => p.release_delay_ns(tag), )* }
             }
+            #[inline]
+            fn tag_fields(&self) -> TagFields {
+                match self { $( Policy::$variant(p) => p.tag_fields(), )* }
+            }
         }
     };
     (@loop fast) => { Loop::Fast };
@@ -213,6 +217,43 @@ pub struct Tag {
     pub prio: f64,
     /// Queue index (multi-level queue policies), 0 = Q1.
     pub queue: u32,
+}
+
+/// The fields of [`Tag`] a policy's tagging sets; it leaves the others at their default. The engine keeps per
+/// opset only these, and only per request when the policy gives every opset of a request the same tag.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TagFields {
+    pub prio: bool,
+    pub queue: bool,
+    /// The tags of a request's opsets are all the same.
+    pub per_request: bool,
+}
+
+impl TagFields {
+    pub const NONE: TagFields = TagFields {
+        prio: false,
+        queue: false,
+        per_request: false,
+    };
+    pub const PRIO: TagFields = TagFields {
+        prio: true,
+        ..TagFields::NONE
+    };
+    /// One priority for the whole request.
+    pub const REQUEST_PRIO: TagFields = TagFields {
+        prio: true,
+        per_request: true,
+        ..TagFields::NONE
+    };
+    pub const QUEUE: TagFields = TagFields {
+        queue: true,
+        ..TagFields::NONE
+    };
+    pub const ALL: TagFields = TagFields {
+        prio: true,
+        queue: true,
+        per_request: false,
+    };
 }
 
 /// An op waiting at a server. The tag's fields are stored flat, so the op's service demand fits in what would
@@ -289,6 +330,10 @@ pub trait Scheduler {
     /// delay queue); 0 = sent at once (every policy but tailx).
     fn release_delay_ns(&self, _tag: &Tag) -> u64 {
         0
+    }
+    /// The fields of the tags [`Scheduler::tag`] sets (the others stay at `Tag::default()`).
+    fn tag_fields(&self) -> TagFields {
+        TagFields::ALL
     }
 }
 

@@ -5,7 +5,7 @@
 //! now + e(B) + (e(B) − e(O)) — the request's estimated completion (SBF part) plus the opset's slack (SDS part),
 //! as an absolute time so that requests issued at different times compare. Lowest first at every server.
 use super::queues::PrioQueues;
-use super::{PolicyImpl, QItem, Scheduler, Tag, TagCtx};
+use super::{PolicyImpl, QItem, Scheduler, Tag, TagCtx, TagFields};
 
 crate::params! {
     /// `oracle` has no parameters.
@@ -55,5 +55,9 @@ impl Scheduler for Oracle {
     #[inline]
     fn pick(&mut self, server: usize, now: u64) -> Option<QItem> {
         self.q.pop(server, now)
+    }
+    #[inline]
+    fn tag_fields(&self) -> TagFields {
+        TagFields::PRIO
     }
 }

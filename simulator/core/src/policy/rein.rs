@@ -4,7 +4,7 @@
 //! threshold → Q_K, R = 1 → Q1); every other opset goes to the queue with rate ≤ the bottleneck's that minimizes
 //! |cost(op)/cost(B) − w_q/w_B| (first such queue on ties).
 use super::queues::MultiLevelQueues;
-use super::{bottleneck, PolicyImpl, QItem, Scheduler, Tag, TagCtx};
+use super::{bottleneck, PolicyImpl, QItem, Scheduler, Tag, TagCtx, TagFields};
 use crate::error::SimError;
 use crate::params::Search;
 
@@ -33,7 +33,10 @@ fn rates_stay_positive(c: &ReinConfig) -> Result<(), SimError> {
         return Err(SimError::param(
             "rate_step",
             c.rate_step,
-            &format!("< r_q1/(k-1) = {} so that every queue keeps a rate > 0", c.r_q1 / (c.k as f64 - 1.0)),
+            &format!(
+                "< r_q1/(k-1) = {} so that every queue keeps a rate > 0",
+                c.r_q1 / (c.k as f64 - 1.0)
+            ),
         ));
     }
     Ok(())
@@ -42,7 +45,9 @@ fn rates_stay_positive(c: &ReinConfig) -> Result<(), SimError> {
 impl ReinConfig {
     /// Dequeue rates w_1..w_K.
     pub fn rates(&self) -> Vec<f64> {
-        (0..self.k).map(|i| self.r_q1 - i as f64 * self.rate_step).collect()
+        (0..self.k)
+            .map(|i| self.r_q1 - i as f64 * self.rate_step)
+            .collect()
     }
 }
 
@@ -133,7 +138,11 @@ impl Scheduler for Rein {
         let (bn, cb) = bottleneck(ctx.costs);
         let q_bn = bottleneck_queue(cb, self.rates.len(), self.range_factor, self.tau_1);
         for (i, (t, &c)) in tags.iter_mut().zip(ctx.costs).enumerate() {
-            t.queue = if i == bn { q_bn as u32 } else { self.slack_queue(c, cb, q_bn) };
+            t.queue = if i == bn {
+                q_bn as u32
+            } else {
+                self.slack_queue(c, cb, q_bn)
+            };
         }
     }
     #[inline]
@@ -143,6 +152,10 @@ impl Scheduler for Rein {
     #[inline]
     fn pick(&mut self, server: usize, _now: u64) -> Option<QItem> {
         self.q.pop(server)
+    }
+    #[inline]
+    fn tag_fields(&self) -> TagFields {
+        TagFields::QUEUE
     }
 }
 
@@ -155,10 +168,12 @@ mod tests {
     fn bottleneck_thresholds_k4_r3() {
         // intervals [1,3) [3,9) [9,27) [27,∞)
         let q = |c: f64| bottleneck_queue(c, 4, 3.0, 1.0);
-        let got: Vec<usize> = [0.5, 1.0, 2.0, 2.999, 3.0, 8.0, 9.0, 26.0, 27.0, 80.0, 81.0, 5000.0]
-            .iter()
-            .map(|&c| q(c))
-            .collect();
+        let got: Vec<usize> = [
+            0.5, 1.0, 2.0, 2.999, 3.0, 8.0, 9.0, 26.0, 27.0, 80.0, 81.0, 5000.0,
+        ]
+        .iter()
+        .map(|&c| q(c))
+        .collect();
         assert_eq!(got, vec![0, 0, 0, 0, 1, 1, 2, 2, 3, 3, 3, 3]);
         // R = 1: all intervals empty → Q1 (Algorithm 1's default); R = 2, τ1 = 4: [4,8) [8,16) [16,∞).
         assert_eq!(bottleneck_queue(100.0, 4, 1.0, 1.0), 0);
@@ -188,7 +203,12 @@ mod tests {
 
     #[test]
     fn precomputed_slack_queue_matches_the_formula() {
-        for (k, r_q1, step) in [(4u32, 5.0, 1.0), (6, 1.0, 0.15), (1, 3.0, 0.0), (5, 5.0, 0.0)] {
+        for (k, r_q1, step) in [
+            (4u32, 5.0, 1.0),
+            (6, 1.0, 0.15),
+            (1, 3.0, 0.0),
+            (5, 5.0, 0.0),
+        ] {
             let cfg = ReinConfig {
                 k,
                 r_q1,
@@ -199,7 +219,11 @@ mod tests {
             for q_bn in 0..k as usize {
                 for cost in [0.0, 0.3, 1.0, 2.0, 3.5, 7.0, 10.0, 11.0, 1e6, f64::NAN] {
                     let want = slack_queue(cost, 10.0, q_bn, &rein.rates);
-                    assert_eq!(rein.slack_queue(cost, 10.0, q_bn), want as u32, "k={k} q_bn={q_bn} cost={cost}");
+                    assert_eq!(
+                        rein.slack_queue(cost, 10.0, q_bn),
+                        want as u32,
+                        "k={k} q_bn={q_bn} cost={cost}"
+                    );
                 }
             }
         }
@@ -212,7 +236,10 @@ mod tests {
         let e = c.validate().unwrap_err();
         assert!(e.to_string().contains("'rate_step'"), "{e}");
         let e = c.set("k", 0.0).unwrap_err();
-        assert!(e.to_string().contains("'k'") && e.to_string().contains("1..=64"), "{e}");
+        assert!(
+            e.to_string().contains("'k'") && e.to_string().contains("1..=64"),
+            "{e}"
+        );
         let e = c.set("bogus", 1.0).unwrap_err();
         assert!(e.to_string().contains("'bogus'"), "{e}");
     }

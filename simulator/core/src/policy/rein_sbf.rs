@@ -1,7 +1,9 @@
 //! `rein-sbf`: Shortest Bottleneck First on a single priority queue per server (Rein §3.2). Every op of a
 //! request gets the cost of the request's bottleneck opset as priority (lower first); optional starvation boost.
 use super::queues::PrioQueues;
-use super::{boost_ns, bottleneck, PolicyImpl, QItem, Scheduler, Tag, TagCtx, BOOST_CHOICES};
+use super::{
+    boost_ns, bottleneck, PolicyImpl, QItem, Scheduler, Tag, TagCtx, TagFields, BOOST_CHOICES,
+};
 use crate::params::Search;
 
 crate::params! {
@@ -40,5 +42,9 @@ impl Scheduler for ReinSbf {
     #[inline]
     fn pick(&mut self, server: usize, now: u64) -> Option<QItem> {
         self.q.pop(server, now)
+    }
+    #[inline]
+    fn tag_fields(&self) -> TagFields {
+        TagFields::REQUEST_PRIO
     }
 }

@@ -2,7 +2,9 @@
 //! priority (cost(x) + slack(x)) / size(O), with cost(x) = cost(O)/size(O) (one op's cost) and
 //! slack(x) = cost(B) − cost(O) (B = the bottleneck opset, whose slack is 0). Lower = served first; optional boost.
 use super::queues::PrioQueues;
-use super::{boost_ns, bottleneck, PolicyImpl, QItem, Scheduler, Tag, TagCtx, BOOST_CHOICES};
+use super::{
+    boost_ns, bottleneck, PolicyImpl, QItem, Scheduler, Tag, TagCtx, TagFields, BOOST_CHOICES,
+};
 use crate::params::Search;
 
 crate::params! {
@@ -48,6 +50,10 @@ impl Scheduler for ReinSds {
     #[inline]
     fn pick(&mut self, server: usize, now: u64) -> Option<QItem> {
         self.q.pop(server, now)
+    }
+    #[inline]
+    fn tag_fields(&self) -> TagFields {
+        TagFields::PRIO
     }
 }
 

@@ -5,7 +5,7 @@
 //! parameters: the coordinator's are the section's, which every queue policy but `duplicate` and `speculative`
 //! accepts (off by default for them).
 use super::queues::FifoQueues;
-use super::{PolicyImpl, QItem, Scheduler, Tag, TagCtx};
+use super::{PolicyImpl, QItem, Scheduler, Tag, TagCtx, TagFields};
 
 crate::params! {
     pub struct StockConfig for "policy 'stock'" {}
@@ -35,5 +35,9 @@ impl Scheduler for Stock {
     #[inline]
     fn pick(&mut self, server: usize, _now: u64) -> Option<QItem> {
         self.q.pop(server)
+    }
+    #[inline]
+    fn tag_fields(&self) -> TagFields {
+        TagFields::NONE
     }
 }

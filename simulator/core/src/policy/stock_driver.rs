@@ -35,16 +35,19 @@ pub const RESPONSE_WINDOW_NS: u64 = 200_000_000;
 /// No response yet.
 const NONE: u64 = u64::MAX;
 
-/// The queries of the `in` shape: which query each op belongs to, each query's ops, and how many are
-/// unanswered. (`per-partition` queries are implicit: a query is its key's op — its own opset in the split
-/// workload — answered at the op's first answer, `answered_at` in the engine; nothing is kept per query.)
+/// The queries of the `in` shape with more than one key per query: which query each op belongs to, and how many
+/// of each query's keys are unanswered. A query's keys are its request's ops whose input ranks fall in its chunk;
+/// they are listed by scanning the request's ops (engine order), and counted from the request's size. (Queries
+/// of one key — `per-partition`, or `chunk` 1 — are implicit: a query is its key's op, answered at the op's first
+/// answer, `answered_at` in the engine; nothing is kept per query, see [`StockClient::per_key`].)
 #[derive(Debug, Clone, Default)]
 pub struct Queries {
-    /// Query of each op (engine op order).
+    /// Keys per query (0 = all the request's keys).
+    pub chunk: usize,
+    /// Query of each op (engine op order), where [`Queries::of`] cannot tell it from the op's input index: empty
+    /// with `chunk` 0 (a request's one query), and when each request's ops are its input positions `a..b`, as
+    /// in the layouts `WorkloadLayout::build` makes (an op's input rank in its request is then `op_input − a`).
     pub of_op: Vec<u32>,
-    /// Ops of query q: `ops[start[q]..start[q + 1]]`, in engine op order.
-    pub start: Vec<u32>,
-    pub ops: Vec<u32>,
     /// Queries of request r: `req_start[r]..req_start[r + 1]`.
     pub req_start: Vec<u32>,
     /// Ops of each query not answered yet (first answers).
@@ -56,41 +59,31 @@ pub struct Queries {
 impl Queries {
     /// Each request's ops in input order, cut every `chunk` (0 = all).
     pub fn build(wl: &Workload, chunk: usize) -> Queries {
-        let n_ops = wl.ops();
-        let mut of_op = vec![0u32; n_ops];
+        let explicit = chunk != 0 && !inputs_are_positions(wl);
+        let mut of_op = vec![0u32; if explicit { wl.ops() } else { 0 }];
         let mut req_start = Vec::with_capacity(wl.requests() + 1);
+        let mut left = Vec::new();
         let mut next = 0u32;
         let mut order: Vec<(u32, u32)> = Vec::new();
         for r in 0..wl.requests() {
             req_start.push(next);
             let (a, b) = request_ops(wl, r);
             let c = if chunk == 0 { b - a } else { chunk };
-            input_order(wl, a, b, &mut order);
-            for (rank, &(_, op)) in order.iter().enumerate() {
-                of_op[op as usize] = next + (rank / c) as u32;
+            if explicit {
+                input_order(wl, a, b, &mut order);
+                for (rank, &(_, op)) in order.iter().enumerate() {
+                    of_op[op as usize] = next + (rank / c) as u32;
+                }
             }
-            next += (b - a).div_ceil(c) as u32;
+            let n = (b - a).div_ceil(c);
+            left.extend((0..n).map(|k| c.min(b - a - k * c) as u32));
+            next += n as u32;
         }
         req_start.push(next);
         let nq = next as usize;
-        let mut start = vec![0u32; nq + 1];
-        for &q in &of_op {
-            start[q as usize + 1] += 1;
-        }
-        for q in 0..nq {
-            start[q + 1] += start[q];
-        }
-        let left: Vec<u32> = start.windows(2).map(|w| w[1] - w[0]).collect();
-        let mut fill = start.clone();
-        let mut ops = vec![0u32; n_ops];
-        for (op, &q) in of_op.iter().enumerate() {
-            ops[fill[q as usize] as usize] = op as u32;
-            fill[q as usize] += 1;
-        }
         Queries {
+            chunk,
             of_op,
-            start,
-            ops,
             req_start,
             left,
             done_at: vec![u64::MAX; nq],
@@ -105,10 +98,48 @@ impl Queries {
         self.left.is_empty()
     }
 
-    /// Keys of query q.
-    pub fn keys(&self, q: usize) -> u32 {
-        self.start[q + 1] - self.start[q]
+    /// The query of op `op` of request `r`, whose ops are `a..`.
+    #[inline]
+    pub fn of(&self, wl: &Workload, op: usize, r: usize, a: usize) -> usize {
+        let first = self.req_start[r] as usize;
+        if self.chunk == 0 {
+            first
+        } else if self.of_op.is_empty() {
+            first + (wl.op_input[op] as usize - a) / self.chunk
+        } else {
+            self.of_op[op] as usize
+        }
     }
+
+    /// The request of query `q`.
+    pub fn request(&self, q: usize) -> usize {
+        self.req_start.partition_point(|&s| s as usize <= q) - 1
+    }
+
+    /// Keys of query `q` of request `r`, which has `n` keys.
+    pub fn keys(&self, q: usize, r: usize, n: usize) -> u32 {
+        let c = if self.chunk == 0 { n } else { self.chunk };
+        let k = q - self.req_start[r] as usize;
+        c.min(n - k * c) as u32
+    }
+}
+
+/// Every request's ops `a..b` have the input indices `a..b` (in some order): an op's rank in its request's input
+/// order is `op_input − a`.
+fn inputs_are_positions(wl: &Workload) -> bool {
+    let mut seen = Vec::new();
+    for r in 0..wl.requests() {
+        let (a, b) = request_ops(wl, r);
+        seen.clear();
+        seen.resize(b - a, false);
+        for op in a..b {
+            let i = wl.op_input[op] as usize;
+            if !(a..b).contains(&i) || std::mem::replace(&mut seen[i - a], true) {
+                return false;
+            }
+        }
+    }
+    true
 }
 
 /// The ops `a..b` of request `r` (engine order).
@@ -342,12 +373,15 @@ impl Driver {
 #[derive(Debug, Clone)]
 pub struct StockClient {
     pub per_partition: bool,
+    /// Every query is one key (`per-partition`, or the `in` shape with `chunk` 1): queries are implicit (their
+    /// ops), `queries` is empty.
+    pub per_key: bool,
     /// Driver speculative execution is on (max executions > 1).
     pub hedge: bool,
     pub max_exec: u32,
     pub delay_ns: u64,
     pub rf: usize,
-    /// The `in` shape's queries (empty for `per-partition`).
+    /// The `in` shape's queries of several keys (empty when [`StockClient::per_key`]).
     pub queries: Queries,
     pub driver: Driver,
     /// Driver speculative executions armed.
@@ -371,13 +405,15 @@ impl StockClient {
         seed: u64,
     ) -> Self {
         let per_partition = cfg.shape >= 0.5;
+        let per_key = per_partition || cfg.chunk as usize == 1;
         StockClient {
             per_partition,
+            per_key,
             hedge: cfg.se_max >= 1.5,
             max_exec: cfg.se_max as u32,
             delay_ns: (cfg.se_delay_ms * 1e6).round() as u64,
             rf,
-            queries: if per_partition {
+            queries: if per_key {
                 Queries::default()
             } else {
                 Queries::build(wl, cfg.chunk as usize)
@@ -418,13 +454,58 @@ mod tests {
         };
         let q = Queries::build(&wl, 2);
         // input 0,1 → q0; 2,3 → q1; 4 → q2. Engine ops: op0 = input 1, op1 = input 3, op2 = input 0, ...
-        assert_eq!(q.of_op, vec![0, 1, 0, 1, 2]);
+        // (inputs 0..5 are the request's positions: read from `op_input`, no per-op array)
+        let of: Vec<usize> = (0..5).map(|op| q.of(&wl, op, 0, 0)).collect();
+        assert_eq!((of, q.of_op.len()), (vec![0, 1, 0, 1, 2], 0));
         assert_eq!(q.req_start, vec![0, 3]);
-        assert_eq!((q.keys(0), q.keys(1), q.keys(2)), (2, 2, 1));
-        assert_eq!(&q.ops[..], &[0, 2, 1, 3, 4]);
+        assert_eq!(
+            (q.keys(0, 0, 5), q.keys(1, 0, 5), q.keys(2, 0, 5)),
+            (2, 2, 1)
+        );
+        assert_eq!((q.left.clone(), q.request(2)), (vec![2, 2, 1], 0));
         let all = Queries::build(&wl, 0);
         assert_eq!(all.len(), 1);
-        assert_eq!(all.keys(0), 5);
+        assert_eq!(
+            (all.keys(0, 0, 5), all.of(&wl, 4, 0, 0), all.left[0]),
+            (5, 0, 5)
+        );
+        // Two requests: ops 0..5 as above, then 5..8 (input 5..8) on groups [2, 2, 0].
+        let two = Workload {
+            arrival: vec![0, 1].into(),
+            client: vec![0, 0].into(),
+            req_opsets: vec![0, 3, 5].into(),
+            opset_group: vec![0, 1, 2, 0, 2].into(),
+            opset_req: vec![0, 0, 0, 1, 1].into(),
+            opset_ops: vec![0, 2, 4, 5, 6, 8].into(),
+            demand: vec![1; 8].into(),
+            op_input: vec![1, 3, 0, 2, 4, 7, 5, 6].into(),
+            mean_demand: Vec::new().into(),
+        };
+        let q = Queries::build(&two, 2);
+        assert_eq!(q.req_start, vec![0, 3, 5]);
+        let of: Vec<usize> = (5..8).map(|op| q.of(&two, op, 1, 5)).collect();
+        assert_eq!(of, vec![4, 3, 3]);
+        // inputs that are not the requests' positions: the queries are kept per op, the same
+        let mut moved = two.clone();
+        moved.op_input = vec![1, 3, 0, 2, 4, 9, 5, 6].into();
+        let m = Queries::build(&moved, 2);
+        assert_eq!(
+            (m.of_op.clone(), m.left.clone()),
+            (vec![0, 1, 0, 1, 2, 4, 3, 3], q.left.clone())
+        );
+        assert_eq!(m.of(&moved, 5, 1, 5), 4);
+        assert_eq!((q.request(2), q.request(3), q.request(4)), (0, 1, 1));
+        assert_eq!((q.keys(3, 1, 3), q.keys(4, 1, 3)), (2, 1));
+        assert_eq!(q.left, vec![2, 2, 1, 2, 1]);
+        let whole = Queries::build(&two, 0);
+        assert_eq!(
+            (
+                whole.of(&two, 6, 1, 5),
+                whole.request(1),
+                whole.keys(1, 1, 3)
+            ),
+            (1, 1, 3)
+        );
         let pp = split_partitions(&wl);
         assert_eq!(&pp.opset_group[..], &[0, 0, 1, 1, 2]);
         assert_eq!(&pp.req_opsets[..], &[0, 5]);
