@@ -13,7 +13,6 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -31,12 +30,10 @@ pytestmark = [
 
 
 def test_nightly_end_to_end(
-    svc: Svc, memcached_node: MemcachedNode, spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    svc: Svc, memcached_node: MemcachedNode, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("SPARK_LOCAL_IP", "127.0.0.1")
     monkeypatch.setenv("PYSPARK_PYTHON", sys.executable)
-    # the session fixture's master: the worker's analysis reuses its SparkSession (getOrCreate), and the test
-    # runs in the Spark tests' xdist group instead of starting a second JVM in another worker
     svc.settings.spark_master = "local[2]"
     trace = tmp_path / "t.csv"
     subprocess.run(
