@@ -341,11 +341,8 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
         let q = sc.execs.query(i) as usize;
         let wl = self.wl;
         // The query (a key's op when `per_key`) is answered, or its request answered with a timeout.
-        let key_req = if sc.per_key {
-            wl.opset_req[self.opset_of(q)] as usize
-        } else {
-            0
-        };
+        let key_opset = if sc.per_key { self.opset_of(q) } else { 0 };
+        let key_req = wl.opset_req[key_opset] as usize;
         let done = if sc.per_key {
             self.key_done(q, key_req, now)
         } else {
@@ -356,24 +353,28 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
             self.p.stock = Some(sc);
             return now;
         }
-        // The query's request and the ops to scan for its keys, in engine order (`per_key`: its op).
-        let (r, a, b) = if sc.per_key {
-            (key_req, q, q + 1)
+        // The query's request and the opsets to scan for its keys, in engine order (`per_key`: its op's).
+        let (r, o0, o1) = if sc.per_key {
+            (key_req, key_opset, key_opset + 1)
         } else {
             let r = sc.queries.request(q);
-            let (a, b) = request_ops(wl, r);
-            (r, a, b)
+            (r, wl.req_opsets[r] as usize, wl.req_opsets[r + 1] as usize)
         };
+        let a = wl.opset_ops[o0] as usize;
         let e = sc.execs.start(i) as usize;
         let client = wl.client[r];
         let routed = sc.per_partition && e - 1 < sc.rf;
         let (mut last_o, mut s) = (usize::MAX, 0u32);
         let mut n = 0u32;
-        for op in a..b {
-            if (!sc.per_key && sc.queries.of(wl, op, r, a) != q) || self.is_write(op) {
+        for (o, op) in (o0..o1).flat_map(|o| {
+            (wl.opset_ops[o] as usize..wl.opset_ops[o + 1] as usize).map(move |op| (o, op))
+        }) {
+            if (sc.per_key && op != q)
+                || (!sc.per_key && sc.queries.of(wl, op, r, a) != q)
+                || self.is_write(op)
+            {
                 continue;
             }
-            let o = self.opset_of(op);
             if o != last_o {
                 last_o = o;
                 let g = wl.opset_group[o];
