@@ -10,7 +10,9 @@ Plan (two scans + shuffles of the raw rows, both aggregations with map-side part
    per-window counts and ranked on the driver (no third scan). The result is exact whenever every
    non-candidate key has fewer accesses *in total* than the hot_n-th count of every window (checked); if
    the check fails, all (window, key) pairs are counted by another pass instead.
-Fan-out joins the raw (request_id, key) pairs with the per-key server table (another scan), only when asked.
+Fan-out joins the raw (request_id, key) pairs with the per-key server table (another scan and two shuffles), only
+when asked; above `Options.fanout_requests` requests it counts a uniform sample of the requests (kept or left out
+whole, by a hash of the request id), which the summary states.
 """
 
 from __future__ import annotations
@@ -52,6 +54,9 @@ class Options:
     # histogram, arrival rate and inter-arrival statistics finished on the driver (exact gap percentiles);
     # above it, Spark computes them (gap percentiles by percentile_approx)
     driver_requests: int = 20_000_000
+    # the fan-out histogram counts every request up to this many; above it, a deterministic sample of about this
+    # many requests (settings.analysis_fanout_requests; docs/analysis.md § Fan-out)
+    fanout_requests: int = 10_000_000
 
 
 def _row(df: DataFrame) -> dict[str, Any]:
@@ -136,7 +141,10 @@ def characterize(
         if opts.fanout:
             ks = tr.key_servers(keys, opts.servers).cache()
             cached.append(ks)
-            fan = tr.fanout_per_request(df, ks)
+            counted = df
+            if n_requests > opts.fanout_requests:
+                counted = df.where(tr.request_sample(opts.fanout_requests / n_requests))
+            fan = tr.fanout_per_request(counted, ks)
             c.fanout_hist = (fan.groupBy("opsets", "bottleneck").agg(F.count(F.lit(1)).alias("requests"))
                              .orderBy("opsets", "bottleneck").toPandas())
             c.server_load = tr.server_load(spark, ks, opts.servers, opts.replication).toPandas()

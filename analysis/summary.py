@@ -300,7 +300,8 @@ def _fanout(c: Collected, nulls: _Nulls) -> dict[str, Any]:
         "opset_server": "primary replica",
     }
     if c.fanout_hist is None or c.server_load is None or c.fanout_hist.empty:
-        nulls.note(out, "fanout", c.extra_reasons.get("fanout", "fan-out not computed"), "opsets_mean",
+        nulls.note(out, "fanout", c.extra_reasons.get("fanout", "fan-out not computed"), "requests_counted",
+                   "requests_fraction", "opsets_mean",
                    "opsets_p99", "bottleneck_mean", "bottleneck_p99", "hottest_partition_ratio")
         return out
     h = c.fanout_hist
@@ -309,7 +310,10 @@ def _fanout(c: Collected, nulls: _Nulls) -> dict[str, Any]:
     b = h["bottleneck"].to_numpy(np.int64)
     load = c.server_load["load"].to_numpy(np.float64)
     mean_load = float(load.mean()) if load.size else 0.0
+    counted = int(w.sum())
     out |= {
+        "requests_counted": counted,
+        "requests_fraction": counted / c.requests if c.requests else None,
         "opsets_mean": histstats.weighted_mean(o, w),
         "opsets_p99": histstats.quantile(o, w, 0.99),
         "opsets_max": int(o.max()),

@@ -30,6 +30,7 @@ __all__ = [
     "key_servers",
     "latency_deciles",
     "normalize",
+    "request_sample",
     "requests",
     "server_load",
     "size_histogram",
@@ -202,6 +203,18 @@ def key_servers(keys: DataFrame, servers: int) -> DataFrame:
         return k.map(lambda s: primary_server(s, servers)).astype("int32")
 
     return keys.select("key", "count", _primary(F.col("key")).alias("server"))
+
+
+#: `request_sample`'s resolution: a request is kept when its hash modulo this is below fraction × this.
+SAMPLE_BUCKETS = 1 << 24
+
+
+def request_sample(fraction: float) -> Column:
+    """A filter that keeps about `fraction` of the requests, each whole (all its rows or none): the 64-bit
+    xxHash of `request_id` modulo `SAMPLE_BUCKETS` below `fraction` × `SAMPLE_BUCKETS`. Deterministic, and
+    independent of the request's keys, size and time."""
+    cut = max(1, min(SAMPLE_BUCKETS, round(fraction * SAMPLE_BUCKETS)))
+    return F.pmod(F.xxhash64("request_id"), F.lit(SAMPLE_BUCKETS)) < F.lit(cut)
 
 
 def fanout_per_request(df: DataFrame, ks: DataFrame) -> DataFrame:

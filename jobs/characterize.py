@@ -10,6 +10,7 @@ import argparse
 import os
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -84,7 +85,7 @@ def run(
     from analysis.summary import build_summary
     from tailtune.base.errors import BadInputError
 
-    opts = opts or Options()
+    opts = replace(opts or Options(), fanout_requests=settings.analysis_fanout_requests)
     if opts.servers < 1:
         raise BadInputError.single("command line", "must be >= 1", field="servers")
     if not 1 <= opts.replication <= opts.servers:

@@ -163,7 +163,9 @@ def figures(c: Collected, doc: dict[str, Any]) -> list[Figure]:
     if c.rate["requests"].sum() > 0 and len(c.rate) > 1:
         out.append(("rate", "Request rate over time", _png(_rate(c))))
     if c.fanout_hist is not None and not c.fanout_hist.empty:
-        out.append(("fanout", f"Fan-out on {c.servers} servers (RF {c.replication})", _png(_fanout(c))))
+        counted = int(c.fanout_hist["requests"].sum())
+        sample = f", a sample of {counted:,} requests" if counted < c.requests else ""
+        out.append(("fanout", f"Fan-out on {c.servers} servers (RF {c.replication}{sample})", _png(_fanout(c))))
     if doc["slack_bounds"]:
         out.append(("slack", "Slack bounds vs utilization (Rein Fig 5)", _png(_slack(doc))))
     if doc["latency"]["deciles"]:

@@ -24,6 +24,11 @@ class Settings(BaseSettings):
     mlflow_tracking_uri: str | None = Field(default=None, description="MLflow tracking URI.")
     optuna_storage: str | None = Field(default=None, description="Optuna storage URL (RDB) or journal file path.")
     spark_master: str = Field(default="local[*]", description="Spark master URL (local[*] or spark://host:port).")
+    analysis_fanout_requests: int = Field(
+        default=10_000_000, gt=0,
+        description="The analysis's fan-out histogram counts every request up to this many, above it a uniform "
+        "sample of about this many (docs/analysis.md § Fan-out).",
+    )
 
     # --- service and jobs (see docs/operations.md) ----------------------------------------------------
     api_host: str = Field(default="127.0.0.1", description="Address `tailtune serve` binds.")

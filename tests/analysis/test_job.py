@@ -14,7 +14,7 @@ from pyspark.sql import SparkSession
 
 from analysis.pipeline import Options
 from jobs.characterize import run
-from tailtune.base.settings import Settings
+from tailtune.base.settings import Settings, get_settings
 
 from .conftest import GEN_ALPHA, GEN_MU, GEN_SIGMA, canonical_table
 
@@ -62,6 +62,7 @@ def test_generated_parameters_recovered(generated_summary: tuple[dict[str, Any],
     assert vs["gpd_xi"] is not None and vs["thr_l_candidates"]
     fo = doc["fanout"]
     assert (fo["servers"], fo["replication"]) == (8, 3)
+    assert (fo["requests_counted"], fo["requests_fraction"]) == (sizes.size, 1.0)  # under the sample limit
     assert 1.0 <= fo["opsets_mean"] <= min(8.0, ms["mean"])
     assert fo["hottest_partition_ratio"] >= 1.0
     sb = doc["slack_bounds"]  # fifo replay of the first 1000 requests in kvsim at 10%…90% utilization
@@ -99,7 +100,10 @@ def _twitter_table(shared_data: Path) -> Any:
 
 
 def test_real_twitter_sample_through_the_cli(spark: SparkSession, shared_data: Path, cli: Any,
-                                             tmp_path: Path) -> None:
+                                             tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the fan-out counts a sample of about 40 of the 100 requests (the setting; docs/analysis.md § Fan-out)
+    monkeypatch.setenv("TAILTUNE_ANALYSIS_FANOUT_REQUESTS", "40")
+    get_settings.cache_clear()
     table, raw = _twitter_table(shared_data)
     csv = tmp_path / "twitter.csv"
     pacsv.write_csv(table, csv)
@@ -119,6 +123,9 @@ def test_real_twitter_sample_through_the_cli(spark: SparkSession, shared_data: P
     assert doc["value_size"]["per_key"]["keys"] == len(set(keys))
     assert "key_popularity.zipf_alpha_ols" in doc["null_reasons"]  # top key has < 100 accesses
     assert doc["fanout"]["servers"] == 4 and doc["fanout"]["opsets_mean"] == 1.0
+    counted = doc["fanout"]["requests_counted"]
+    assert 15 <= counted <= 65 and doc["fanout"]["requests_fraction"] == counted / 100  # 40 expected, ±5 sd
+    assert f"a sample of {counted:,} requests" in (tmp_path / "o" / "report.html").read_text()
     assert (tmp_path / "o" / "report.html").is_file()
 
 

@@ -99,6 +99,18 @@ def test_fanout_and_server_load(spark: SparkSession, hand: DataFrame) -> None:
         [(0, 2.0), (1, 3.5), (2, 1.5)], "server int, load double"), checkRowOrder=True)
 
 
+def test_request_sample_keeps_whole_requests_and_about_the_fraction(spark: SparkSession) -> None:
+    rows = [(r, f"k{j}") for r in range(20_000) for j in range(1 + r % 3)]
+    df = spark.createDataFrame(rows, "request_id long, key string")
+    kept = df.where(tr.request_sample(0.25)).groupBy("request_id").count().collect()
+    sizes = {r["request_id"]: r["count"] for r in kept}
+    assert all(n == 1 + rid % 3 for rid, n in sizes.items())  # every kept request has all its rows
+    assert 4_700 < len(sizes) < 5_300  # 5,000 expected; ±4.5 binomial standard errors
+    again = {r["request_id"] for r in df.where(tr.request_sample(0.25)).select("request_id").collect()}
+    assert again == set(sizes)  # deterministic
+    assert df.where(tr.request_sample(1.0)).count() == df.count()
+
+
 def test_key_servers_uses_the_python_ring(spark: SparkSession, hand: DataFrame) -> None:
     from analysis.topology import primary_server
 
