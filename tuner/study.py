@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import multiprocessing
 import os
 import sys
@@ -50,12 +51,14 @@ __all__ = [
     "open_storage",
     "prefix_rungs",
     "prepare_study",
+    "release_stale_lock",
     "run_spark_workers",
     "run_study",
     "run_worker",
 ]
 
 POLL_S = 0.3
+_log = logging.getLogger("tailtune.tuner")
 
 
 def prefix_rungs(prefix: float, requests: int, min_requests: int, factor: int = 4) -> tuple[float, ...]:
@@ -238,12 +241,29 @@ def _finished_states() -> tuple[Any, ...]:
 FINISHED = ("COMPLETE", "PRUNED")
 
 
+def release_stale_lock(url: str) -> bool:
+    """Remove the lock of journal storage `url` if one is there; True if it was. Only a study's coordinator calls
+    this, before it resumes the study (`prepare_study`): no other process of the study runs then, so a lock is
+    one a killed run left mid-append (a kill -9 inside Optuna's `append_logs`)."""
+    if url in ("memory", ":memory:") or "://" in url:
+        return False
+    path = Path(url).expanduser()
+    lock = path.with_name(path.name + ".lock")  # optuna JournalFileSymlinkLock: the file path + ".lock"
+    if not (lock.is_symlink() or lock.exists()):
+        return False
+    lock.unlink(missing_ok=True)
+    _log.warning("removed %s, left by a killed run of this study", lock)
+    return True
+
+
 def prepare_study(config: StudyConfig, storage: Any) -> Any:
-    """Create or load the study; check a stored study has the same setup; recover trials of a killed run."""
+    """Create or load the study; check a stored study has the same setup; recover trials of a killed run
+    (its RUNNING trials and a journal lock it left). Called by the coordinator, before any worker starts."""
     import optuna
     from optuna.trial import TrialState
 
     _quiet_optuna()
+    release_stale_lock(config.storage)
     study = optuna.create_study(
         storage=storage,
         study_name=config.name,

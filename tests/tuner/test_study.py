@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import logging
+import os
 from typing import Any
 
 import pytest
@@ -13,7 +15,7 @@ from tests.tuner.fakes import FakeEvaluator, fake_p99
 from tuner.evaluators import EvaluatorSpec
 from tuner.objective import parse_objective
 from tuner.space import Candidate, apply_overrides, space_for
-from tuner.study import StudyConfig, open_storage, prepare_study, run_study
+from tuner.study import StudyConfig, open_storage, prepare_study, release_stale_lock, run_study
 
 PAPER = Candidate("rein", {"k": 4, "range_factor": 3.0, "r_q1": 5.0, "rate_step": 1.0, "tau_1": 1.0})
 
@@ -94,6 +96,21 @@ def test_resume_keeps_finished_trials(storage):
     fin = _finished(again.study)
     assert len(fin) == 9
     assert {t.number: t.values for t in fin if t.number in before} == before
+
+
+def test_resume_removes_the_journal_lock_a_killed_run_left(tmp_path, caplog):
+    # a kill -9 inside Optuna's append leaves `<journal>.lock`; without its removal every append of the next
+    # run would wait Optuna's 30 s grace period first
+    cfg = fake_config(str(tmp_path / "j.log"), trials=3, delay_s=0.0)
+    run_study(cfg, evaluator=FakeEvaluator())
+    lock = tmp_path / "j.log.lock"
+    os.symlink(tmp_path / "j.log", lock)  # what JournalFileSymlinkLock holds during an append
+    with caplog.at_level(logging.WARNING, logger="tailtune.tuner"):
+        again = run_study(dataclasses.replace(cfg, trials=5), evaluator=FakeEvaluator())
+    assert len(_finished(again.study)) == 5
+    assert not lock.is_symlink() and not lock.exists()
+    assert any("left by a killed run" in r.getMessage() for r in caplog.records)
+    assert not release_stale_lock("memory") and not release_stale_lock(str(tmp_path / "j.log"))
 
 
 def test_different_setup_is_refused(tmp_path):
