@@ -34,6 +34,10 @@ if [ ! -x .venv/bin/python ]; then
   say "creating .venv"
   "$PY" -m venv .venv
 fi
+# the simulator's core crate (no Python in it) compiles on one core (codegen-units = 1) while pip installs: its
+# release build is then reused by the extension build below
+core_log=$(mktemp)
+cargo build --release --quiet -p kvsim-core >"$core_log" 2>&1 & core_pid=$!
 stamp=.venv/.tailtune-deps
 want=$(cat pyproject.toml clients/python/pyproject.toml | sha256sum | cut -c1-16)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
@@ -49,6 +53,8 @@ fi
 
 # --- Rust extension (kvsim) ------------------------------------------------------------------------------------
 say "building the simulator extension (kvsim, release)"
+wait "$core_pid" || { cat "$core_log" >&2; rm -f "$core_log"; exit 1; }
+rm -f "$core_log"
 VIRTUAL_ENV="$ROOT/.venv" PATH="$ROOT/.venv/bin:$PATH" \
   .venv/bin/maturin develop --release --quiet -m simulator/py/Cargo.toml >/dev/null 2>.venv/maturin.log \
   || { cat .venv/maturin.log >&2; exit 1; }
