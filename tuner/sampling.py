@@ -37,9 +37,11 @@ from tailtune.base.settings import Settings
 from tailtune.simulation.source import WorkloadSource
 
 __all__ = [
+    "CALIBRATED_ON",
     "CALIBRATION",
     "DEFAULT_STRATA",
     "METHOD",
+    "NOT_VALID_FOR",
     "SampleInfo",
     "SamplingSpec",
     "Window",
@@ -71,6 +73,13 @@ CALIBRATION: Final[tuple[tuple[float, float, float], ...]] = (
     (0.25, 1.0, 1.7),
     (1.0, 0.0, 0.0),
 )
+#: Where CALIBRATION was measured, and where it is known not to hold (docs/sampling.md § The error bound): both go
+#: into every sampled recommendation's `error_bound`.
+CALIBRATED_ON: Final = ("the scheduler space before it carried the stock knobs: generated diurnal and soundcloud "
+                        "at 1 M requests, facebook at 300 k; trace timestamps, load 0.5, 10 strata")
+NOT_VALID_FOR: Final = ("the stock space on bursty traces: configs with aggressive speculative retry or driver "
+                        "executions can storm on the whole trace and not in the windows (measured on diurnal at 3 M "
+                        "requests: p99 error down to -100 %); replay the winner on the whole trace before applying it")
 
 
 @dataclass(frozen=True, slots=True)
@@ -316,7 +325,8 @@ def describe(info: SampleInfo, spec: SamplingSpec, fraction: float, load_factor:
         "load_factor": load_factor,
         "error_bound": {"p50_pct": p50, "p99_pct": p99,
                         "basis": "calibration (extrapolated below the smallest calibrated fraction)"
-                        if extrapolated else "calibration"},
+                        if extrapolated else "calibration",
+                        "calibrated_on": CALIBRATED_ON, "not_valid_for": NOT_VALID_FOR},
         "method": METHOD,
     }
 

@@ -156,6 +156,7 @@ def _print_text(doc: dict[str, Any]) -> None:
         smp, bound = doc["sampling"], doc["sampling"]["error_bound"]
         out_console.print(f"  replayed {doc['replayed_fraction']:.1%} of the trace ({len(smp['windows'])} windows); "
                           f"error bound p50 ±{bound['p50_pct']:.1f}%, p99 ±{bound['p99_pct']:.1f}%", highlight=False)
+        out_console.print(f"  the bound does not hold for {bound['not_valid_for']}", highlight=False)
     out_console.print(f"study {doc['study']} ({doc['trials']} trials) · MLflow run {doc['mlflow_run_id']}")
     render = doc["render"]
     if "cql" in render:
