@@ -45,6 +45,7 @@ from tuner.space import Candidate, SearchSpace
 
 __all__ = [
     "FINISHED",
+    "LOCK_GRACE_S",
     "StudyConfig",
     "StudyOutcome",
     "evaluate_candidate",
@@ -241,18 +242,29 @@ def _finished_states() -> tuple[Any, ...]:
 FINISHED = ("COMPLETE", "PRUNED")
 
 
-def release_stale_lock(url: str) -> bool:
-    """Remove the lock of journal storage `url` if one is there; True if it was. Only a study's coordinator calls
-    this, before it resumes the study (`prepare_study`): no other process of the study runs then, so a lock is
-    one a killed run left mid-append (a kill -9 inside Optuna's `append_logs`)."""
+#: Optuna's `JournalFileSymlinkLock` grace period: a waiter takes over a lock it has seen unchanged this long.
+LOCK_GRACE_S = 30.0
+
+
+def release_stale_lock(url: str, now: float | None = None) -> bool:
+    """Remove the lock of journal storage `url` if it is older than Optuna's own grace period; True if it was.
+
+    A kill -9 inside Optuna's `append_logs` leaves `<journal>.lock`. Optuna's waiter counts its 30 s from when *it*
+    first sees the lock, so a study resumed hours later still waits 30 s on its first append. A lock older than
+    the grace period is stale by Optuna's own rule; a younger one may belong to another study's append in the same
+    journal file, and is left to Optuna."""
     if url in ("memory", ":memory:") or "://" in url:
         return False
     path = Path(url).expanduser()
     lock = path.with_name(path.name + ".lock")  # optuna JournalFileSymlinkLock: the file path + ".lock"
-    if not (lock.is_symlink() or lock.exists()):
+    try:
+        age = (time.time() if now is None else now) - lock.lstat().st_mtime
+    except FileNotFoundError:
+        return False
+    if age <= LOCK_GRACE_S:
         return False
     lock.unlink(missing_ok=True)
-    _log.warning("removed %s, left by a killed run of this study", lock)
+    _log.warning("removed %s, left by a killed run %.0f s ago", lock, age)
     return True
 
 

@@ -15,7 +15,7 @@ from tests.tuner.fakes import FakeEvaluator, fake_p99
 from tuner.evaluators import EvaluatorSpec
 from tuner.objective import parse_objective
 from tuner.space import Candidate, apply_overrides, space_for
-from tuner.study import StudyConfig, open_storage, prepare_study, release_stale_lock, run_study
+from tuner.study import LOCK_GRACE_S, StudyConfig, open_storage, prepare_study, release_stale_lock, run_study
 
 PAPER = Candidate("rein", {"k": 4, "range_factor": 3.0, "r_q1": 5.0, "rate_step": 1.0, "tau_1": 1.0})
 
@@ -99,18 +99,25 @@ def test_resume_keeps_finished_trials(storage):
 
 
 def test_resume_removes_the_journal_lock_a_killed_run_left(tmp_path, caplog):
-    # a kill -9 inside Optuna's append leaves `<journal>.lock`; without its removal every append of the next
-    # run would wait Optuna's 30 s grace period first
+    # a kill -9 inside Optuna's append leaves `<journal>.lock`; Optuna's waiter would wait its 30 s grace period
+    # from when it first sees the lock, however old the lock is
     cfg = fake_config(str(tmp_path / "j.log"), trials=3, delay_s=0.0)
     run_study(cfg, evaluator=FakeEvaluator())
     lock = tmp_path / "j.log.lock"
     os.symlink(tmp_path / "j.log", lock)  # what JournalFileSymlinkLock holds during an append
+    old = lock.lstat().st_mtime - 3600
+    os.utime(lock, (old, old), follow_symlinks=False)  # left an hour ago
     with caplog.at_level(logging.WARNING, logger="tailtune.tuner"):
         again = run_study(dataclasses.replace(cfg, trials=5), evaluator=FakeEvaluator())
     assert len(_finished(again.study)) == 5
     assert not lock.is_symlink() and not lock.exists()
     assert any("left by a killed run" in r.getMessage() for r in caplog.records)
     assert not release_stale_lock("memory") and not release_stale_lock(str(tmp_path / "j.log"))
+    # a lock younger than the grace period may be another study's append in the same journal: left alone
+    os.symlink(tmp_path / "j.log", lock)
+    made = lock.lstat().st_mtime
+    assert not release_stale_lock(str(tmp_path / "j.log"), now=made + LOCK_GRACE_S) and lock.is_symlink()
+    assert release_stale_lock(str(tmp_path / "j.log"), now=made + LOCK_GRACE_S + 1) and not lock.is_symlink()
 
 
 def test_different_setup_is_refused(tmp_path):
