@@ -32,6 +32,7 @@ __all__ = [
     "paired_test",
     "pareto_front",
     "pick_best",
+    "rank_trials",
     "render",
     "render_cassandra",
     "render_memcached",
@@ -64,13 +65,17 @@ def pareto_front(trials: Sequence[Any]) -> list[Any]:
     return sorted(front, key=lambda t: t.number)
 
 
+def rank_trials(trials: Sequence[Any], objective: Objective) -> list[Any]:
+    """The trials a recommendation is picked from, best first: the complete ones (the Pareto front with several
+    objectives) that meet the constraints, by first objective value, then trial number."""
+    pool = pareto_front(trials) if objective.multi else [t for t in trials if t.state.name == "COMPLETE"]
+    return sorted((t for t in pool if t.values and _feasible(t)), key=lambda t: (float(t.values[0]), t.number))
+
+
 def pick_best(trials: Sequence[Any], objective: Objective) -> Any | None:
     """The recommended trial (see the module docstring); None when no complete trial meets the constraints."""
-    pool = pareto_front(trials) if objective.multi else [t for t in trials if t.state.name == "COMPLETE"]
-    pool = [t for t in pool if t.values and _feasible(t)]
-    if not pool:
-        return None
-    return min(pool, key=lambda t: (float(t.values[0]), t.number))
+    ranked = rank_trials(trials, objective)
+    return ranked[0] if ranked else None
 
 
 def paired_test(candidate: Sequence[float], baseline: Sequence[float]) -> float:

@@ -22,7 +22,7 @@ against full replays (validation/sampling.py, bench/RESULTS.md § "Sampling erro
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -48,7 +48,10 @@ __all__ = [
     "describe",
     "error_bound",
     "fraction_for_error",
+    "ops_histogram",
     "parquet_span",
+    "peak_source",
+    "peak_window",
     "plan_windows",
     "request_times",
     "sample_parquet",
@@ -59,6 +62,8 @@ __all__ = [
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
 
+#: Time bins of the histogram the busiest stretch is found on (`peak_window`).
+PEAK_BINS: Final = 100_000
 #: Strata (= windows) when none are given.
 DEFAULT_STRATA: Final = 10
 METHOD: Final = "stratified contiguous time windows"
@@ -287,6 +292,39 @@ def sample_parquet(
     return sample, SampleInfo(tuple(win), info.requests, requests_total, info.ops, rows_total, info.span_s, hi - lo)
 
 
+def ops_histogram(ts: F64, t0: float, t1: float, bins: int = PEAK_BINS) -> I64:
+    """Rows (= ops) per time bin: `bins` equal bins over [t0, t1] (the last one closed)."""
+    counts, _ = np.histogram(ts, bins=bins, range=(t0, t1) if t1 > t0 else (t0, t0 + 1.0))
+    return np.asarray(counts, dtype=np.int64)
+
+
+def _parquet_histogram(files: Sequence[Path], t0: float, t1: float, *, batch_rows: int = 1 << 20) -> I64:
+    """`ops_histogram` of Parquet files, streaming the `ts` column alone."""
+    import pyarrow.parquet as pq
+
+    counts = np.zeros(PEAK_BINS, dtype=np.int64)
+    for path in files:
+        for batch in pq.ParquetFile(path, pre_buffer=False).iter_batches(batch_size=batch_rows, columns=["ts"]):
+            counts += ops_histogram(batch.column("ts").to_numpy().astype(np.float64), t0, t1)
+    return counts
+
+
+def peak_window(counts: I64, t0: float, t1: float, fraction: float) -> Window:
+    """The busiest stretch: the window of `fraction` of [t0, t1] holding the most ops, on the bins of `counts`
+    (its start on a bin edge; the earliest of equally busy ones). `fraction` 1 gives the whole span."""
+    if not (0.0 < fraction <= 1.0):
+        raise ValueError(f"fraction must be in (0, 1], got {fraction}")
+    if fraction >= 1.0 or t1 <= t0:
+        return Window(0, t0, math.nextafter(t1, math.inf))
+    width = (t1 - t0) / counts.size
+    span_bins = max(1, min(counts.size, round(fraction * counts.size)))
+    cum = np.concatenate(([0], np.cumsum(counts)))
+    sums = cum[span_bins:] - cum[:-span_bins]  # ops in bins [i, i + span_bins)
+    i = int(np.argmax(sums))
+    start = t0 + i * width
+    return Window(0, start, start + fraction * (t1 - t0))
+
+
 def error_bound(fraction: float) -> tuple[float, float]:
     """(p50 %, p99 %) error bound of a sample of `fraction` of the span, from `CALIBRATION`: the bound of the
     largest calibrated fraction not above it; below the smallest one, that bound × sqrt(smallest / fraction)."""
@@ -334,9 +372,32 @@ def describe(info: SampleInfo, spec: SamplingSpec, fraction: float, load_factor:
 def sample_source(
     source: WorkloadSource, fraction: float, spec: SamplingSpec, settings: Settings
 ) -> tuple[Path, SampleInfo]:
-    """The sampled trace of a source, written once to `TAILTUNE_HOME/samples/<hash>.parquet` (the one function
-    here that reads and writes files). Datasets and Parquet traces are streamed (`sample_parquet`); other sources
-    (CSV files, generator profiles) are loaded whole and sampled with `sample_table`."""
+    """The sampled trace of a source, written once to `TAILTUNE_HOME/samples/<hash>.parquet`. Datasets and
+    Parquet traces are streamed (`sample_parquet`); other sources (CSV files, generator profiles) are loaded whole
+    and sampled with `sample_table`."""
+
+    def windows(t0: float, t1: float, _: Callable[[], I64]) -> tuple[Window, ...]:
+        return plan_windows(t0, t1, fraction, spec.strata, spec.seed)
+
+    return _write_sample(source, settings, windows)
+
+
+def peak_source(source: WorkloadSource, fraction: float, settings: Settings) -> tuple[Path, SampleInfo]:
+    """The trace's busiest stretch of `fraction` of its span (`peak_window` on `ops_histogram`), written like a
+    sample (`sample_source`): what the peak check (tuner/peak_check.py) replays."""
+
+    def windows(t0: float, t1: float, counts: Callable[[], I64]) -> tuple[Window, ...]:
+        return (peak_window(counts(), t0, t1, fraction),)
+
+    return _write_sample(source, settings, windows)
+
+
+def _write_sample(
+    source: WorkloadSource, settings: Settings,
+    windows: Callable[[float, float, Callable[[], I64]], tuple[Window, ...]],
+) -> tuple[Path, SampleInfo]:
+    """The rows of `source` in `windows(t0, t1, histogram)` (the span and a lazy `ops_histogram`), written once
+    to `TAILTUNE_HOME/samples/<hash>.parquet` (the one function here that reads and writes files)."""
     import hashlib
     import json
     import os
@@ -346,15 +407,17 @@ def sample_source(
     files = _parquet_files(source, settings)
     if files:  # streamed: the whole trace is never in memory
         t0, t1 = parquet_span(files)
-        sample, info = sample_parquet(files, plan_windows(t0, t1, fraction, spec.strata, spec.seed))
+        sample, info = sample_parquet(files, windows(t0, t1, lambda: _parquet_histogram(files, t0, t1)))
     else:
         table = source.load(settings)
         if "ts" not in table.column_names:
             raise BadInputError.single(source.where, "sampling needs a ts column", field="ts")
         span = pc.min_max(table.column("ts")).as_py()
-        windows = plan_windows(float(span["min"]), float(span["max"]), fraction, spec.strata, spec.seed)
-        sample, info = sample_table(table, windows)
-        del table
+        lo, hi = float(span["min"]), float(span["max"])
+        ts = table.column("ts")
+        sample, info = sample_table(table, windows(lo, hi, lambda: ops_histogram(
+            ts.to_numpy().astype(np.float64), lo, hi)))  # fmt: skip
+        del table, ts
     stat = os.stat(source.trace) if source.trace is not None else None  # a rewritten file is another trace
     key = json.dumps([source.as_dict(), [stat.st_size, stat.st_mtime_ns] if stat else None,
                       [[w.start, w.end] for w in info.windows]], sort_keys=True)  # fmt: skip

@@ -18,13 +18,16 @@ from tailtune.base.settings import Settings, get_settings
 from tailtune.simulation.source import WorkloadSource
 from tuner.evaluators import Evaluator, EvaluatorSpec, build_evaluator
 from tuner.objective import Metrics, parse_objective
+from tuner.peak_check import PeakStretch
 from tuner.recommend import (
     DEFAULT_BASELINE,
     PAPER_DEFAULTS,
+    Verdict,
     decide,
     metrics_block,
     pareto_front,
     pick_best,
+    rank_trials,
     render,
 )
 from tuner.recommendation import Recommendation
@@ -199,6 +202,9 @@ class _Job:
     server: str | None = None
     #: One seed: each candidate's batch means, replayed once however many verdicts read them.
     batches: dict[Any, Any] = field(default_factory=dict)
+    #: A sampled study: the trace's busiest stretch, over which the best candidates are checked for storms.
+    peak: PeakStretch | None = None
+    peak_ev: Evaluator | None = None
 
 
 def run_tune(
@@ -211,8 +217,9 @@ def run_tune(
     """Run the tuning job and return the recommendation (its `to_json()` is the `tune --json` object):
     space → baseline → tracking → study → references → verdict → recommendation."""
     settings = settings or get_settings()
-    req, sampled = _sample(req, settings)
+    req, sampled, peak = _sample(req, settings)
     job = _prepare(req, settings, evaluator)
+    job.peak = peak
     alt = _prepare_alternative(job)
     alt_trials = alt.config.trials if alt is not None else 0
     _start_tracking(job)
@@ -242,7 +249,10 @@ def run_tune(
         raise
     trials = outcome.study.get_trials(deepcopy=False)
     _log_trials(job, outcome.study, trials)
-    rec = dataclasses.replace(_recommendation(job, trials, paper, outcome.wall_s), **sampled)
+    rec, peak_block = _recommendation(job, trials, paper, outcome.wall_s)
+    if peak_block is not None:
+        sampled["sampling"] = {**sampled["sampling"], "peak_check": peak_block}
+    rec = dataclasses.replace(rec, **sampled)
     if job.server is not None:
         rec = _with_alternatives(job, rec, _best_block(job, job, trials), alt_block)
     if tracker is not None:
@@ -306,13 +316,14 @@ def _space_and_baseline(
     return space, patched_defaults(baseline, req.driver) if server == "rein-patched" else baseline
 
 
-def _sample(req: TuneRequest, settings: Settings) -> tuple[TuneRequest, dict[str, Any]]:
+def _sample(req: TuneRequest, settings: Settings) -> tuple[TuneRequest, dict[str, Any], PeakStretch | None]:
     """With `req.sampling`: the request on the sampled trace (a Parquet file under TAILTUNE_HOME/samples, so the
-    `reproduce` commands replay it) and the recommendation fields that say so. See docs/sampling.md."""
+    `reproduce` commands replay it), the recommendation fields that say so, and the trace's busiest stretch of
+    the same length for the peak check. See docs/sampling.md."""
     spec = req.sampling
     fraction = spec.resolved_fraction() if spec is not None else 1.0
     if spec is None or fraction >= 1.0:
-        return req, {}
+        return req, {}, None
     from tailtune.simulation.cassandra import CassandraDeployment
     from tuner import sampling
 
@@ -324,10 +335,38 @@ def _sample(req: TuneRequest, settings: Settings) -> tuple[TuneRequest, dict[str
     if opts.get("use_timestamps"):  # the windows replayed at the whole trace's absolute rate
         factor = info.load_factor
         opts["load"] = float(opts.get("load") or CassandraDeployment().load) * factor
+    peak_path, peak_info = sampling.peak_source(req.source, fraction, settings)
+    peak_opts, peak_factor = dict(req.evaluator_options), None
+    if peak_opts.get("use_timestamps"):
+        peak_factor = peak_info.load_factor
+        peak_opts["load"] = float(peak_opts.get("load") or CassandraDeployment().load) * peak_factor
+    window = peak_info.windows[0]
+    peak = PeakStretch(str(peak_path), window.start, window.end, peak_info.requests, peak_opts, peak_factor)
     summary = req.summary if req.summary is not None else find_summary(req.source, settings)
     new = dataclasses.replace(req, source=WorkloadSource(trace=str(path)), evaluator_options=opts, summary=summary)
     return new, {"source": req.source.label, "replayed_fraction": info.replayed_fraction,
-                 "sampling": sampling.describe(info, spec, fraction, factor)}
+                 "sampling": sampling.describe(info, spec, fraction, factor)}, peak
+
+
+def _peak_checked(main: _Job, job: _Job, trials: Sequence[Any]) -> tuple[list[Any], dict[str, Any] | None]:
+    """A sampled study: the trials the recommendation may be picked from (those of the checked candidates that do
+    not storm over the busiest stretch: tuner/peak_check.py) and the check's block; else `trials` and None."""
+    if main.peak is None:
+        return list(trials), None
+    from tuner import peak_check
+
+    if main.peak_ev is None:
+        main.peak_ev = build_evaluator(EvaluatorSpec(_EVALUATORS[main.req.deployment], {
+            "source": WorkloadSource(trace=main.peak.path).as_dict(), **main.peak.options}))  # fmt: skip
+    result = peak_check.check(main.peak_ev, main.peak, trials, main.objective, main.baseline, main.seeds,
+                              top=peak_check.TOP, factor=peak_check.STORM_FACTOR)
+    return [t for t in trials if Candidate.from_dict(t.user_attrs["candidate"]).key() in result.allowed
+            ], result.block  # fmt: skip
+
+
+#: The verdict when every checked candidate but the current config storms over the busiest stretch.
+_ALL_STORM = Verdict(False, "every candidate checked storms over the trace's busiest stretch (sampling: peak check)",
+                     None, None)  # fmt: skip
 
 
 def _prepare(req: TuneRequest, settings: Settings, evaluator: Evaluator | None) -> _Job:
@@ -409,12 +448,15 @@ def _best_block(main: _Job, job: _Job, trials: Sequence[Any]) -> dict[str, Any]:
     """`{policy, params, p50_ms, …, ci, ci_method, verdict, reason, p_value, improvement_pct, trials, study}`
     of the best trial of `job`'s study, judged against `main`'s current config."""
     objective, seeds = main.objective, main.seeds
-    best_t = pick_best(trials, objective)
+    pool, peak_block = _peak_checked(main, job, trials)
+    best_t = pick_best(pool, objective)
     done = len([t for t in trials if t.state.name in ("COMPLETE", "PRUNED")])
     head: dict[str, Any] = {"server": job.server, "trials": done, "study": job.config.name}
+    if peak_block is not None:
+        head["peak_check"] = peak_block
     if best_t is None:
-        return {**head, "policy": None, "params": {}, "verdict": "keep current",
-                "reason": "no trial met the constraints"}
+        reason = _ALL_STORM.reason if rank_trials(trials, objective) else "no trial met the constraints"
+        return {**head, "policy": None, "params": {}, "verdict": "keep current", "reason": reason}
     best = Candidate.from_dict(best_t.user_attrs["candidate"])
     per_seed = [v[0] for v in best_t.user_attrs["per_seed"]]
     paired = None
@@ -505,10 +547,14 @@ def _log_trials(job: _Job, study: Any, trials: Sequence[Any]) -> None:
             tracker.log_trial(t)
 
 
-def _recommendation(job: _Job, trials: Sequence[Any], paper: Candidate, wall_s: float) -> Recommendation:
-    """Best trial, references, verdict and the chosen config's figures."""
+def _recommendation(
+    job: _Job, trials: Sequence[Any], paper: Candidate, wall_s: float
+) -> tuple[Recommendation, dict[str, Any] | None]:
+    """Best trial (of those the peak check leaves, when sampled), references, verdict and the chosen config's
+    figures; and the peak check's block (None: the whole trace was replayed)."""
     req, ev, objective, seeds, base_res = job.req, job.ev, job.objective, job.seeds, job.base_res
-    best_t = pick_best(trials, objective)
+    pool, peak_block = _peak_checked(job, job, trials)
+    best_t = pick_best(pool, objective)
     best = Candidate.from_dict(best_t.user_attrs["candidate"]) if best_t is not None else None
     best_metrics = Metrics.from_dict(best_t.user_attrs["metrics"]) if best_t is not None else None
     best_per_seed = [v[0] for v in best_t.user_attrs["per_seed"]] if best_t is not None else None
@@ -519,6 +565,8 @@ def _recommendation(job: _Job, trials: Sequence[Any], paper: Candidate, wall_s: 
         paired = ([v[0] for v in batches[1][0]], [v[0] for v in batches[0][0]])
     verdict = decide(best, best_per_seed, best_metrics, job.baseline, [v[0] for v in base_res["per_seed"]],
                      Metrics.from_dict(base_res["metrics"]), objective, paired=paired)
+    if best_t is None and peak_block is not None and rank_trials(trials, objective):
+        verdict = _ALL_STORM
     won = verdict.recommend and best is not None and best_t is not None
     chosen = best if won and best is not None else job.baseline
     chosen_res = best_t.user_attrs if won and best_t is not None else base_res
@@ -567,7 +615,7 @@ def _recommendation(job: _Job, trials: Sequence[Any], paper: Candidate, wall_s: 
         reproduce=[_command(a) for a in (ev.simulate_args(chosen, s) for s in seeds) if a],
         pareto_front=[{"trial": t.number, "values": list(t.values), **t.user_attrs.get("candidate", {})}
                       for t in pareto_front(trials)] if objective.multi else None,
-    )
+    ), peak_block
 
 
 def _batch_evidence(

@@ -157,6 +157,14 @@ def _print_text(doc: dict[str, Any]) -> None:
         out_console.print(f"  replayed {doc['replayed_fraction']:.1%} of the trace ({len(smp['windows'])} windows); "
                           f"error bound p50 ±{bound['p50_pct']:.1f}%, p99 ±{bound['p99_pct']:.1f}%", highlight=False)
         out_console.print(f"  the bound does not hold for {bound['not_valid_for']}", highlight=False)
+        check = smp.get("peak_check")
+        if check:
+            best = sum(1 for c in check["checked"] if not c["current"])
+            out_console.print(
+                f"  peak check over the busiest {check['window'][1] - check['window'][0]:.0f} s of the trace "
+                f"({check['requests']:,} requests): {check['rejected']} of the sample's {best} best storm there "
+                f"(p99 over {check['storm_factor']:g}x the lowest) and are not recommended"
+                + ("; your current config storms there too" if check["current_storms"] else ""), highlight=False)
     out_console.print(f"study {doc['study']} ({doc['trials']} trials) · MLflow run {doc['mlflow_run_id']}")
     render = doc["render"]
     if "cql" in render:
