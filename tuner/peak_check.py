@@ -1,20 +1,24 @@
-"""The peak check of a sampled study: before a config is recommended from a sample, the sample's best candidates
-and the current config are replayed over the trace's busiest stretch, and a candidate that storms there is not
-recommended.
+"""The peak check of a sampled study: before a config is recommended from a sample, candidates are replayed over
+the trace's busiest stretch, and one that storms there is not recommended.
 
 Why: short windows start with the queues the previous window left and hold a burst only in part, so a config
 whose extra reads (speculative retry, driver speculative executions) feed back into slower reads and more extra
 reads at a burst looks as good as any on the windows, and storms on the whole trace. The busiest stretch is the
 contiguous stretch of the sampled fraction of the span holding the most ops (`tuner.sampling.peak_window`),
-replayed at the absolute rate it has in the trace. Measured (bench/RESULTS.md § "Sampling error"): the configs
-that stormed on the whole trace had 10-80x the p99 of the full study's winner there; it had 1.2x its own.
+replayed at the absolute rate it has in the trace.
 
-The rule: the `top` best distinct candidates of the sample (in the order the recommendation is picked in) and
-the current config are replayed over the stretch on the study's seeds; a candidate *storms* when its p99 there
-exceeds `storm_factor` × the lowest p99 among them. The recommendation is picked, by the usual rule, among the
-checked candidates that do not storm (docs/sampling.md § The peak check).
+The rule (docs/sampling.md § The peak check):
 
-`storming` is a pure function of the figures; `check` replays.
+1. **Floor.** The `top` best distinct candidates of the sample (in the order the recommendation is picked in,
+   `recommend.rank_trials`), the current config, and each of these with its extra reads off (`without_extra_reads`:
+   a config that sends each read once cannot feed a storm) are replayed over the stretch on the study's seeds.
+   The floor is the lowest p99 among them.
+2. **Storm.** A candidate storms when its p99 over the stretch exceeds `storm_factor` × the floor.
+3. **Pick.** The candidates are taken in rank order (replayed over the stretch beyond the `top` as needed, at most
+   `limit` in all); the first that does not storm is the one the recommendation is picked from. None within the
+   limit: the current config is kept.
+
+`first_calm` and `without_extra_reads` are pure; `check` replays.
 """
 
 from __future__ import annotations
@@ -23,18 +27,33 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from tailtune.simulation.stock_knobs import EXTRA_READS_OFF
 from tuner.evaluators import Evaluator
 from tuner.objective import Objective
 from tuner.recommend import metrics_block, rank_trials
 from tuner.space import Candidate
 from tuner.study import evaluate_candidate
 
-__all__ = ["STORM_FACTOR", "TOP", "PeakCheck", "PeakStretch", "check", "storming"]
+__all__ = [
+    "LIMIT",
+    "STORM_FACTOR",
+    "TOP",
+    "PeakCheck",
+    "PeakStretch",
+    "check",
+    "first_calm",
+    "without_extra_reads",
+]
 
-#: Distinct candidates of the sample replayed over the busiest stretch (the current config is replayed besides).
-TOP: Final = 5
-#: A checked candidate storms when its p99 over the stretch exceeds this × the lowest one's.
+#: The best distinct candidates of the sample that, with the current config and their extra-reads-off twins, set
+#: the floor.
+TOP: Final = 3
+#: At most this many candidates of the ranking are replayed over the stretch looking for one that does not storm.
+LIMIT: Final = 20
+#: A candidate storms when its p99 over the stretch exceeds this × the floor.
 STORM_FACTOR: Final = 2.0
+
+Key = tuple[str, tuple[tuple[str, Any], ...]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,51 +75,72 @@ class PeakStretch:
 
 @dataclass(frozen=True, slots=True)
 class PeakCheck:
-    """The outcome: the keys of the checked candidates that do not storm, and the recommendation's block."""
+    """The outcome: the key of the candidate the recommendation is picked from (None: every candidate checked
+    storms) and the recommendation's block."""
 
-    allowed: frozenset[tuple[str, tuple[tuple[str, Any], ...]]]
+    allowed: frozenset[Key]
     block: dict[str, Any]
 
 
-def storming(peak_p99: Mapping[Any, float], factor: float = STORM_FACTOR) -> set[Any]:
-    """The keys whose p99 exceeds `factor` × the lowest p99 of `peak_p99` (none when it is empty)."""
-    if not peak_p99:
-        return set()
-    floor = min(peak_p99.values())
-    return {k for k, v in peak_p99.items() if v > factor * floor}
+def without_extra_reads(cand: Candidate) -> Candidate | None:
+    """`cand` with the knobs that make extra reads at their off values (`EXTRA_READS_OFF`); None when it sends each
+    read once already (or carries none of those knobs)."""
+    off = {k: v for k, v in EXTRA_READS_OFF.items() if k in cand.params and cand.params[k] != v}
+    return Candidate(cand.policy, {**cand.params, **off}) if off else None
+
+
+def first_calm(peak_p99: Sequence[float], floor: float, factor: float = STORM_FACTOR) -> int | None:
+    """The index of the first p99 (in rank order) not above `factor` × `floor`; None when all are above."""
+    return next((i for i, v in enumerate(peak_p99) if v <= factor * floor), None)
 
 
 def check(
     ev: Evaluator, stretch: PeakStretch, trials: Sequence[Any], objective: Objective, current: Candidate,
-    seeds: Sequence[int], *, top: int = TOP, factor: float = STORM_FACTOR,
+    seeds: Sequence[int], *, top: int = TOP, limit: int = LIMIT, factor: float = STORM_FACTOR,
 ) -> PeakCheck:
-    """Replays the `top` best distinct candidates of `trials` (by `rank_trials`) and `current` over the stretch
-    (`ev` replays it) on `seeds`, and flags those that storm (`storming`)."""
+    """The rule of the module docstring: `ev` replays the stretch; `trials` are the study's."""
     ranked: list[tuple[Candidate, Any]] = []
     for t in rank_trials(trials, objective):
         cand = Candidate.from_dict(t.user_attrs["candidate"])
         if all(cand.key() != c.key() for c, _ in ranked):
             ranked.append((cand, t))
-        if len(ranked) == top:
+    peak: dict[Key, dict[str, float]] = {}
+
+    def p99(cand: Candidate) -> float:
+        if cand.key() not in peak:
+            peak[cand.key()] = evaluate_candidate(ev, cand, seeds, objective)["metrics"]
+        return peak[cand.key()]["p99_ms"]
+
+    bases = [c for c, _ in ranked[:top]] + [current]
+    twins = [tw for tw in (without_extra_reads(c) for c in bases) if tw is not None]
+    floor = min(p99(c) for c in bases + twins)
+    checked: list[tuple[Candidate, Any]] = []
+    calm: int | None = None
+    for cand, t in ranked[:limit]:  # the top ones (replayed already), then on until one does not storm
+        if len(checked) >= top and calm is not None:
             break
-    checked = [(c, t.user_attrs["metrics"]) for c, t in ranked]
-    if all(c.key() != current.key() for c, _ in checked):
-        checked.append((current, None))
-    peak = {c.key(): evaluate_candidate(ev, c, seeds, objective)["metrics"] for c, _ in checked}
-    flagged = storming({k: m["p99_ms"] for k, m in peak.items()}, factor)
-    rows = []
-    for cand, sample in checked:
+        checked.append((cand, t))
+        calm = first_calm([p99(c) for c, _ in checked], floor, factor)
+    seen = {c.key() for c, _ in checked}
+    references: list[Candidate] = []
+    for cand in (current, *twins):
+        if cand.key() not in seen:
+            seen.add(cand.key())
+            references.append(cand)
+
+    def row(cand: Candidate, sample: Any) -> dict[str, Any]:
         m = peak[cand.key()]
-        rows.append({
-            **metrics_block(cand, {}),
-            "current": cand.key() == current.key(),
-            "sample_p99_ms": sample["p99_ms"] if sample is not None else None,
-            "peak_p50_ms": m["p50_ms"], "peak_p99_ms": m["p99_ms"],
-            "storms": cand.key() in flagged,
-        })  # fmt: skip
-    allowed = frozenset(c.key() for c, _ in checked if c.key() not in flagged)
-    return PeakCheck(allowed, {
-        **stretch.block(), "storm_factor": factor, "top": top, "checked": rows,
-        "rejected": sum(1 for c, _ in ranked if c.key() in flagged),
-        "current_storms": current.key() in flagged,
-    })
+        return {**metrics_block(cand, {}), "current": cand.key() == current.key(),
+                "sample_p99_ms": sample.user_attrs["metrics"]["p99_ms"] if sample is not None else None,
+                "peak_p50_ms": m["p50_ms"], "peak_p99_ms": m["p99_ms"],
+                "storms": m["p99_ms"] > factor * floor}  # fmt: skip
+
+    picked = checked[calm][0] if calm is not None else None
+    return PeakCheck(frozenset([picked.key()] if picked is not None else []), {
+        **stretch.block(), "storm_factor": factor, "top": top, "limit": limit, "floor_p99_ms": floor,
+        "checked": [row(c, t) for c, t in checked],
+        "references": [row(c, None) for c in references],
+        "rejected": sum(1 for c, _ in checked if p99(c) > factor * floor),
+        "picked_rank": calm,
+        "current_storms": p99(current) > factor * floor,
+    })  # fmt: skip

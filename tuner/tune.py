@@ -205,6 +205,8 @@ class _Job:
     #: A sampled study: the trace's busiest stretch, over which the best candidates are checked for storms.
     peak: PeakStretch | None = None
     peak_ev: Evaluator | None = None
+    #: The peak check of each study (by study name), made once however many blocks read it.
+    peak_checks: dict[str, Any] = field(default_factory=dict)
 
 
 def run_tune(
@@ -349,8 +351,8 @@ def _sample(req: TuneRequest, settings: Settings) -> tuple[TuneRequest, dict[str
 
 
 def _peak_checked(main: _Job, job: _Job, trials: Sequence[Any]) -> tuple[list[Any], dict[str, Any] | None]:
-    """A sampled study: the trials the recommendation may be picked from (those of the checked candidates that do
-    not storm over the busiest stretch: tuner/peak_check.py) and the check's block; else `trials` and None."""
+    """A sampled study: the trials the recommendation may be picked from (those of the best-ranked candidate that
+    does not storm over the busiest stretch: tuner/peak_check.py) and the check's block; else `trials` and None."""
     if main.peak is None:
         return list(trials), None
     from tuner import peak_check
@@ -358,8 +360,11 @@ def _peak_checked(main: _Job, job: _Job, trials: Sequence[Any]) -> tuple[list[An
     if main.peak_ev is None:
         main.peak_ev = build_evaluator(EvaluatorSpec(_EVALUATORS[main.req.deployment], {
             "source": WorkloadSource(trace=main.peak.path).as_dict(), **main.peak.options}))  # fmt: skip
-    result = peak_check.check(main.peak_ev, main.peak, trials, main.objective, main.baseline, main.seeds,
-                              top=peak_check.TOP, factor=peak_check.STORM_FACTOR)
+    if job.config.name not in main.peak_checks:
+        main.peak_checks[job.config.name] = peak_check.check(
+            main.peak_ev, main.peak, trials, main.objective, main.baseline, main.seeds, top=peak_check.TOP,
+            limit=peak_check.LIMIT, factor=peak_check.STORM_FACTOR)  # fmt: skip
+    result = main.peak_checks[job.config.name]
     return [t for t in trials if Candidate.from_dict(t.user_attrs["candidate"]).key() in result.allowed
             ], result.block  # fmt: skip
 

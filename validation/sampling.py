@@ -70,6 +70,12 @@ def _profile(workload: str) -> Profile[Any]:
     return make_profile(name, parse_option_strings([item for item in options if item.strip()]))
 
 
+def _peak_p99(check: dict[str, Any], cand: Candidate) -> float | None:
+    """The p99 over the busiest stretch of `cand`, if the peak check replayed it."""
+    return next((r["peak_p99_ms"] for r in check["checked"] + check["references"]
+                 if Candidate(r["policy"], dict(r["params"])).key() == cand.key()), None)  # fmt: skip
+
+
 def run_workload(workload: str, args: argparse.Namespace, work: Path) -> list[dict[str, Any]]:
     import kvsim
 
@@ -124,6 +130,7 @@ def run_workload(workload: str, args: argparse.Namespace, work: Path) -> list[di
                 "peak_rejected": check["rejected"], "peak_changed": unchecked.key() != cand.key(),
                 "regret_unchecked_pct": 100.0 * (whole(unchecked)["p99_ms"] - best_p99) / best_p99,
                 "current_storms": check["current_storms"], "verdict": doc["verdict"],
+                "peak_p99_ms": _peak_p99(check, cand), "sample_p99_ms": est["p99_ms"], "full_p99_ms": ref["p99_ms"],
                 "wall_s": wall,
             }  # fmt: skip
             rows.append(row)

@@ -21,6 +21,7 @@ from typing import Literal
 __all__ = [
     "DRIVERS",
     "DRIVER_DEFAULT",
+    "EXTRA_READS_OFF",
     "SPECULATIVE_RETRY_SEARCH",
     "STOCK_KNOBS",
     "StockKnob",
@@ -166,6 +167,13 @@ STOCK_KNOBS: tuple[StockKnob, ...] = (
 )
 
 _BY_NAME = {k.name: k for k in STOCK_KNOBS}
+
+#: The knobs that make extra reads (the coordinator's speculative retry, the driver's speculative executions) at
+#: the value that turns them off: a config with these values sends each read once.
+EXTRA_READS_OFF: dict[str, int | float | str] = {
+    "speculative_retry": "NEVER",
+    "driver.speculative_execution.max_executions": 1,
+}
 
 
 def knob(name: str) -> StockKnob | None:

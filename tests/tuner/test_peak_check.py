@@ -1,5 +1,5 @@
-"""The peak check of a sampled study: the busiest stretch (hand-worked), the storm rule, the check's replays over
-the stretch, and `tailtune tune` picking among the candidates that do not storm."""
+"""The peak check of a sampled study: the busiest stretch (hand-worked), the storm rule and the extra-reads-off
+twin, the check's replays over the stretch, and `tailtune tune` picking the best candidate that does not storm."""
 
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tuner.peak_check import STORM_FACTOR, storming
+from tuner.peak_check import STORM_FACTOR, first_calm, without_extra_reads
 from tuner.sampling import ops_histogram, peak_window
+from tuner.space import Candidate
 
 
 def test_peak_window_is_the_busiest_stretch() -> None:
@@ -44,11 +45,25 @@ def test_streamed_histogram_equals_the_in_memory_one(tmp_path: Path) -> None:
     assert np.array_equal(_parquet_histogram([path], lo, hi, batch_rows=777), ops_histogram(ts, lo, hi))
 
 
-def test_a_candidate_storms_above_the_factor_times_the_lowest_p99() -> None:
-    assert storming({"a": 10.0, "b": 19.0, "c": 21.0}) == {"c"}
-    assert storming({"a": 10.0, "b": 19.0, "c": 21.0}, factor=1.5) == {"b", "c"}
-    assert storming({"a": 3.0}) == set() and storming({}) == set()
+def test_the_first_candidate_in_rank_order_within_the_factor_of_the_floor_is_picked() -> None:
+    assert first_calm([90.0, 21.0, 19.0, 5.0], floor=10.0) == 2  # 90 and 21 storm (> 2 x 10)
+    assert first_calm([20.0, 1.0], floor=10.0) == 0  # not above 2 x the floor: calm
+    assert first_calm([90.0, 21.0], floor=10.0) is None
+    assert first_calm([90.0, 21.0], floor=10.0, factor=3.0) == 1
+    assert first_calm([], floor=1.0) is None
     assert STORM_FACTOR == 2.0
+
+
+def test_the_twin_without_extra_reads_sends_each_read_once() -> None:
+    hedging = Candidate("stock", {"speculative_retry": "10ms", "driver.speculative_execution.max_executions": 2,
+                                  "driver.speculative_execution.delay": 10.0, "multiget.shape": "in"})  # fmt: skip
+    twin = without_extra_reads(hedging)
+    assert twin is not None and twin.params == {**hedging.params, "speculative_retry": "NEVER",
+                                                "driver.speculative_execution.max_executions": 1}  # fmt: skip
+    assert without_extra_reads(twin) is None  # already sends each read once
+    assert without_extra_reads(Candidate("fifo")) is None  # carries no extra-read knob
+    only_coordinator = without_extra_reads(Candidate("rein", {"k": 4, "speculative_retry": "99p"}))
+    assert only_coordinator == Candidate("rein", {"k": 4, "speculative_retry": "NEVER"})
 
 
 kvsim = pytest.importorskip("kvsim")
@@ -62,37 +77,46 @@ def _trace(tmp_path: Path) -> Path:
     return out
 
 
-def test_check_replays_the_best_and_the_current_and_flags_storms(tmp_path: Path) -> None:
+def test_check_replays_the_best_and_the_current_and_picks_the_first_calm(tmp_path: Path) -> None:
     import optuna
 
     from tailtune.simulation.source import WorkloadSource
     from tuner.evaluators import EvaluatorSpec, build_evaluator
     from tuner.objective import parse_objective
     from tuner.peak_check import PeakStretch, check
-    from tuner.space import Candidate
 
     trace = _trace(tmp_path)
     ev = build_evaluator(EvaluatorSpec("kvsim-cassandra", {"source": WorkloadSource(trace=str(trace)).as_dict()}))
-    cands = [Candidate("fifo"), Candidate("rein", {"k": 4.0, "range_factor": 3.0}), Candidate("brb-equalmax")]
+    hedge = Candidate("rein", {"k": 4.0, "range_factor": 3.0, "speculative_retry": "ALWAYS"})
+    cands = [Candidate("fifo"), hedge, Candidate("brb-equalmax"), Candidate("rein", {"k": 2.0, "range_factor": 2.0})]
     trials = []
-    for i, (c, v) in enumerate(zip([*cands, cands[0]], [3.0, 1.0, 2.0, 3.0], strict=True)):
+    for i, (c, v) in enumerate(zip([*cands, cands[0]], [3.0, 1.0, 2.0, 4.0, 3.0], strict=True)):
         t = optuna.trial.create_trial(value=v, user_attrs={"candidate": c.as_dict(), "metrics": {"p99_ms": v}})
         t.number = i
         trials.append(t)
     stretch = PeakStretch(str(trace), 0.0, 4.0, 4000, {}, None)
-    current = Candidate("rein", {"k": 2.0, "range_factor": 2.0})
-    res = check(ev, stretch, trials, parse_objective("p99"), current, (0,), top=2, factor=1.0)
-    rows = res.block["checked"]
-    # the 2 best distinct candidates in rank order (rein 1.0, brb 2.0), then the current config
-    assert [(r["policy"], r["current"]) for r in rows] == [("rein", False), ("brb-equalmax", False), ("rein", True)]
-    assert [r["sample_p99_ms"] for r in rows] == [1.0, 2.0, None]
-    peak = {r["policy"] + str(r["current"]): r["peak_p99_ms"] for r in rows}
-    low = min(peak, key=peak.__getitem__)
-    # factor 1: everything above the lowest p99 over the stretch storms; the lowest one alone is allowed
-    assert [r["storms"] for r in rows] == [k != low for k in peak]
-    assert len(res.allowed) == 1 and res.block["rejected"] == sum(not r["current"] and r["storms"] for r in rows)
-    assert res.block["current_storms"] == (low != "reinTrue")
-    assert res.block["window"] == [0.0, 4.0] and res.block["top"] == 2 and res.block["storm_factor"] == 1.0
+    current = Candidate("fifo", {"speculative_retry": "99p"})
+    res = check(ev, stretch, trials, parse_objective("p99"), current, (0,), top=2, limit=3, factor=1.0)
+    b = res.block
+    checked, refs = b["checked"], b["references"]
+    # rank order: hedge (1.0), brb (2.0), fifo (3.0), rein k=2 (4.0) — at most `limit` 3 of them
+    assert [r["policy"] for r in checked][:2] == ["rein", "brb-equalmax"] and len(checked) <= 3
+    assert [r["sample_p99_ms"] for r in checked] == [1.0, 2.0, 3.0][: len(checked)]
+    # references: the current config and the extra-reads-off twins of the top 2 and of the current
+    assert [(r["policy"], r["params"].get("speculative_retry"), r["current"]) for r in refs] == [
+        ("fifo", "99p", True), ("rein", "NEVER", False), ("fifo", "NEVER", False)]
+    floor = min(r["peak_p99_ms"] for r in checked[:2] + refs)
+    assert b["floor_p99_ms"] == floor
+    assert [r["storms"] for r in checked + refs] == [r["peak_p99_ms"] > floor for r in checked + refs]
+    calm = next((i for i, r in enumerate(checked) if not r["storms"]), None)
+    assert b["picked_rank"] == calm and b["rejected"] == sum(r["storms"] for r in checked)
+    if calm is not None:  # the first calm one in rank order is the only one the recommendation may be
+        assert res.allowed == {Candidate.from_dict(checked[calm]).key()}
+        assert len(checked) == max(2, calm + 1)  # replayed on only until it was found
+    else:
+        assert res.allowed == frozenset() and len(checked) == 3
+    assert b["current_storms"] == refs[0]["storms"]
+    assert b["window"] == [0.0, 4.0] and (b["top"], b["limit"], b["storm_factor"]) == (2, 3, 1.0)
 
 
 def _tune(cli: Any, trace: Path, *extra: str) -> dict[str, Any]:
@@ -107,19 +131,22 @@ def _tune(cli: Any, trace: Path, *extra: str) -> dict[str, Any]:
 def test_tune_picks_the_best_checked_candidate_that_does_not_storm(cli: Any, tmp_path: Path) -> None:
     doc = _tune(cli, _trace(tmp_path))
     check = doc["sampling"]["peak_check"]
-    assert check["requests"] > 0 and check["window"][1] > check["window"][0] and check["top"] == 5
+    assert check["requests"] > 0 and check["window"][1] > check["window"][0] and check["top"] == 3
     assert check["load_factor"] > 0  # replayed at the stretch's absolute rate
-    rows = check["checked"]
-    assert sum(r["current"] for r in rows) == 1  # the current config is checked once, ranked or not
-    assert sum(not r["current"] for r in rows) <= check["top"]
-    low = min(r["peak_p99_ms"] for r in rows)
-    assert [r["storms"] for r in rows] == [r["peak_p99_ms"] > STORM_FACTOR * low for r in rows]
-    first_ok = next(r for r in rows if not r["storms"])
-    picked = doc["best"]
-    if first_ok["current"]:
+    rows = check["checked"] + check["references"]
+    assert sum(r["current"] for r in rows) == 1  # the current config is replayed once, ranked or not
+    assert check["floor_p99_ms"] == min(r["peak_p99_ms"] for r in check["checked"][:3] + check["references"])
+    assert [r["storms"] for r in rows] == [r["peak_p99_ms"] > STORM_FACTOR * check["floor_p99_ms"] for r in rows]
+    calm = check["picked_rank"]
+    if calm is None:  # every candidate walked storms: the current config is kept
+        assert all(r["storms"] for r in check["checked"]) and doc["verdict"] == "keep current"
+        return
+    picked = check["checked"][calm]
+    assert all(r["storms"] for r in check["checked"][:calm]) and not picked["storms"]
+    if picked["current"]:
         assert doc["verdict"] == "keep current"
     else:  # the first candidate in rank order that does not storm is the study's best
-        assert (picked["policy"], picked["params"]) == (first_ok["policy"], first_ok["params"])
+        assert (doc["best"]["policy"], doc["best"]["params"]) == (picked["policy"], picked["params"])
 
 
 def test_tune_says_so_when_every_candidate_storms(cli: Any, tmp_path: Path, monkeypatch: Any) -> None:
@@ -127,7 +154,8 @@ def test_tune_says_so_when_every_candidate_storms(cli: Any, tmp_path: Path, monk
 
     monkeypatch.setattr(tuner.peak_check, "STORM_FACTOR", 0.5)  # every p99 exceeds half the lowest
     doc = _tune(cli, _trace(tmp_path))
-    assert all(r["storms"] for r in doc["sampling"]["peak_check"]["checked"])
+    check = doc["sampling"]["peak_check"]
+    assert all(r["storms"] for r in check["checked"]) and check["picked_rank"] is None
     assert doc["verdict"] == "keep current" and doc["best"] is None
     assert doc["reason"] == "every candidate checked storms over the trace's busiest stretch (sampling: peak check)"
 
@@ -137,4 +165,4 @@ def test_tune_text_output_reports_the_peak_check(cli: Any, tmp_path: Path) -> No
             "--policies", "fifo,rein", "--sample-fraction", "0.5", "--strata", "2", "--no-mlflow", "--storage",
             "memory")  # fmt: skip
     assert r.exit_code == 0, r.stderr
-    assert "peak check over the busiest" in r.stdout and "best storm there (p99 over 2x the lowest)" in r.stdout
+    assert "peak check over the busiest" in r.stdout and "storm there (p99 over 2x the floor of " in r.stdout

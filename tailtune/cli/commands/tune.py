@@ -159,12 +159,15 @@ def _print_text(doc: dict[str, Any]) -> None:
         out_console.print(f"  the bound does not hold for {bound['not_valid_for']}", highlight=False)
         check = smp.get("peak_check")
         if check:
-            best = sum(1 for c in check["checked"] if not c["current"])
+            walked, rank = len(check["checked"]), check["picked_rank"]
+            picked = (f"the sample's #{rank + 1} is recommended from" if rank is not None
+                      else "none of them is recommended")  # fmt: skip
             out_console.print(
                 f"  peak check over the busiest {check['window'][1] - check['window'][0]:.0f} s of the trace "
-                f"({check['requests']:,} requests): {check['rejected']} of the sample's {best} best storm there "
-                f"(p99 over {check['storm_factor']:g}x the lowest) and are not recommended"
-                + ("; your current config storms there too" if check["current_storms"] else ""), highlight=False)
+                f"({check['requests']:,} requests): {check['rejected']} of the sample's {walked} best checked "
+                f"storm there (p99 over {check['storm_factor']:g}x the floor of {check['floor_p99_ms']:.3f} ms); "
+                f"{picked}" + ("; your current config storms there too" if check["current_storms"] else ""),
+                highlight=False)  # fmt: skip
     out_console.print(f"study {doc['study']} ({doc['trials']} trials) · MLflow run {doc['mlflow_run_id']}")
     render = doc["render"]
     if "cql" in render:
