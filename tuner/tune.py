@@ -253,7 +253,10 @@ def run_tune(
     _log_trials(job, outcome.study, trials)
     rec, peak_block = _recommendation(job, trials, paper, outcome.wall_s)
     if peak_block is not None:
-        sampled["sampling"] = {**sampled["sampling"], "peak_check": peak_block}
+        from tuner.peak_check import estimate
+
+        sampled["sampling"] = {**sampled["sampling"], "peak_check": peak_block,
+                               "estimate": estimate(Candidate(rec.policy, rec.params), rec.expected, peak_block)}
     rec = dataclasses.replace(rec, **sampled)
     if job.server is not None:
         rec = _with_alternatives(job, rec, _best_block(job, job, trials), alt_block)

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tuner.peak_check import STORM_FACTOR, first_calm, without_extra_reads
+from tuner.peak_check import STORM_FACTOR, estimate, first_calm, without_extra_reads
 from tuner.sampling import ops_histogram, peak_window
 from tuner.space import Candidate
 
@@ -64,6 +64,18 @@ def test_the_twin_without_extra_reads_sends_each_read_once() -> None:
     assert without_extra_reads(Candidate("fifo")) is None  # carries no extra-read knob
     only_coordinator = without_extra_reads(Candidate("rein", {"k": 4, "speculative_retry": "99p"}))
     assert only_coordinator == Candidate("rein", {"k": 4, "speculative_retry": "NEVER"})
+
+
+def test_the_estimate_takes_the_larger_p99_of_the_sample_and_the_busiest_stretch() -> None:
+    cand = Candidate("stock", {"speculative_retry": "NEVER", "driver.speculative_execution.max_executions": 1})
+    row = {"policy": "stock",
+           "params": {"speculative_retry": "NEVER", "driver.speculative_execution.max_executions": 1.0}}  # fmt: skip
+    block = {"checked": [{**row, "peak_p99_ms": 18.4}], "references": []}
+    sample = {"p50_ms": 0.5, "p99_ms": 2.0}
+    assert estimate(cand, sample, block) == {"p50_ms": 0.5, "p99_ms": 18.4, "p99_from": "busiest stretch"}
+    assert estimate(cand, {"p50_ms": 0.5, "p99_ms": 20.0}, block)["p99_from"] == "sample"
+    other = {"checked": [], "references": [{**row, "params": {"speculative_retry": "99p"}, "peak_p99_ms": 50.0}]}
+    assert estimate(cand, sample, other) == {"p50_ms": 0.5, "p99_ms": 2.0, "p99_from": "sample"}  # not replayed
 
 
 kvsim = pytest.importorskip("kvsim")
@@ -132,6 +144,9 @@ def test_tune_picks_the_best_checked_candidate_that_does_not_storm(cli: Any, tmp
     doc = _tune(cli, _trace(tmp_path))
     check = doc["sampling"]["peak_check"]
     assert check["requests"] > 0 and check["window"][1] > check["window"][0] and check["top"] == 3
+    est, exp = doc["sampling"]["estimate"], doc["expected"]
+    assert est["p50_ms"] == exp["p50_ms"] and est["p99_ms"] >= exp["p99_ms"]
+    assert est["p99_from"] == ("busiest stretch" if est["p99_ms"] > exp["p99_ms"] else "sample")
     assert check["load_factor"] > 0  # replayed at the stretch's absolute rate
     rows = check["checked"] + check["references"]
     assert sum(r["current"] for r in rows) == 1  # the current config is replayed once, ranked or not
@@ -166,3 +181,4 @@ def test_tune_text_output_reports_the_peak_check(cli: Any, tmp_path: Path) -> No
             "memory")  # fmt: skip
     assert r.exit_code == 0, r.stderr
     assert "peak check over the busiest" in r.stdout and "storm there (p99 over 2x the floor of " in r.stdout
+    assert "estimate for the whole trace: p50 " in r.stdout

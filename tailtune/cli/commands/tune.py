@@ -156,6 +156,10 @@ def _print_text(doc: dict[str, Any]) -> None:
         smp, bound = doc["sampling"], doc["sampling"]["error_bound"]
         out_console.print(f"  replayed {doc['replayed_fraction']:.1%} of the trace ({len(smp['windows'])} windows); "
                           f"error bound p50 ±{bound['p50_pct']:.1f}%, p99 ±{bound['p99_pct']:.1f}%", highlight=False)
+        est = smp.get("estimate")
+        if est:
+            out_console.print(f"  estimate for the whole trace: p50 {est['p50_ms']:.3f} ms (the sample's), p99 "
+                              f"{est['p99_ms']:.3f} ms (the {est['p99_from']}'s)", highlight=False)
         out_console.print(f"  the bound does not hold for {bound['not_valid_for']}", highlight=False)
         check = smp.get("peak_check")
         if check:
