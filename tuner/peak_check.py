@@ -23,7 +23,12 @@ whole trace is set by its bursts. So the whole trace's p99 of a recommended conf
 its p99 on the sample and its p99 over the busiest stretch; its p50 is the sample's. The error of this estimate is
 what `tuner.sampling.CALIBRATION` measures.
 
-`first_calm`, `without_extra_reads` and `estimate` are pure; `check` replays.
+The verdict (`storm_verdict`): the sample cannot show a storm, so when the current config storms over the busiest
+stretch and the picked candidate does not, the verdict may also rest on the stretch: recommend when the picked
+candidate's p99 there is lower on every seed's pairing by a paired t-test (p < 0.05, at least 2 seeds), even if
+the sample alone does not show a significant improvement.
+
+`first_calm`, `without_extra_reads`, `estimate` and `storm_verdict` are pure; `check` replays.
 """
 
 from __future__ import annotations
@@ -35,7 +40,7 @@ from typing import Any, Final
 from tailtune.simulation.stock_knobs import EXTRA_READS_OFF
 from tuner.evaluators import Evaluator
 from tuner.objective import Objective
-from tuner.recommend import metrics_block, rank_trials
+from tuner.recommend import Verdict, metrics_block, paired_test, rank_trials
 from tuner.space import Candidate
 from tuner.study import evaluate_candidate
 
@@ -48,6 +53,7 @@ __all__ = [
     "check",
     "estimate",
     "first_calm",
+    "storm_verdict",
     "without_extra_reads",
 ]
 
@@ -111,10 +117,13 @@ def check(
         if all(cand.key() != c.key() for c, _ in ranked):
             ranked.append((cand, t))
     peak: dict[Key, dict[str, float]] = {}
+    per_seed: dict[Key, list[float]] = {}
 
     def p99(cand: Candidate) -> float:
         if cand.key() not in peak:
-            peak[cand.key()] = evaluate_candidate(ev, cand, seeds, objective)["metrics"]
+            res = evaluate_candidate(ev, cand, seeds, objective)
+            peak[cand.key()] = res["metrics"]
+            per_seed[cand.key()] = [float(m["p99_ms"]) for m in res["per_seed_metrics"]]
         return peak[cand.key()]["p99_ms"]
 
     bases = [c for c, _ in ranked[:top]] + [current]
@@ -138,7 +147,7 @@ def check(
         m = peak[cand.key()]
         return {**metrics_block(cand, {}), "current": cand.key() == current.key(),
                 "sample_p99_ms": sample.user_attrs["metrics"]["p99_ms"] if sample is not None else None,
-                "peak_p50_ms": m["p50_ms"], "peak_p99_ms": m["p99_ms"],
+                "peak_p50_ms": m["p50_ms"], "peak_p99_ms": m["p99_ms"], "peak_p99_per_seed_ms": per_seed[cand.key()],
                 "storms": m["p99_ms"] > factor * floor}  # fmt: skip
 
     picked = checked[calm][0] if calm is not None else None
@@ -162,3 +171,28 @@ def estimate(cand: Candidate, sample: Mapping[str, Any], block: Mapping[str, Any
     if over is not None and float(over) > p99:
         return {"p50_ms": float(sample["p50_ms"]), "p99_ms": float(over), "p99_from": "busiest stretch"}
     return {"p50_ms": float(sample["p50_ms"]), "p99_ms": p99, "p99_from": "sample"}
+
+
+def storm_verdict(block: Mapping[str, Any], best: Candidate, current: Candidate, *,
+                  alpha: float = 0.05) -> Verdict | None:
+    """A recommend verdict on the busiest stretch's evidence (see the module docstring), or None when it does not
+    apply: the current config does not storm there, `best` is not the picked candidate or is the current config,
+    fewer than 2 seeds, or the paired test is not significant."""
+    rank = block["picked_rank"]
+    if not block["current_storms"] or rank is None or best.key() == current.key():
+        return None
+    picked = block["checked"][rank]
+    if Candidate(picked["policy"], dict(picked["params"])).key() != best.key():
+        return None
+    cur = next(r for r in [*block["checked"], *block["references"]] if r["current"])
+    b, c = cur["peak_p99_per_seed_ms"], picked["peak_p99_per_seed_ms"]
+    if len(c) < 2 or len(c) != len(b):
+        return None
+    p = paired_test(c, b)
+    mb, mc = sum(b) / len(b), sum(c) / len(c)
+    if p >= alpha or mc >= mb:
+        return None
+    impr = (mb - mc) / mb * 100.0
+    return Verdict(True, f"the current config storms over the trace's busiest stretch (p99 {mb:.3f} ms there against "
+                         f"{mc:.3f} ms, {impr:.1f}% lower; paired t-test p={p:.3g} over {len(c)} seeds); the sample "
+                         "alone does not show it", p, impr)  # fmt: skip

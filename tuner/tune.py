@@ -372,6 +372,21 @@ def _peak_checked(main: _Job, job: _Job, trials: Sequence[Any]) -> tuple[list[An
             ], result.block  # fmt: skip
 
 
+def _with_storm_evidence(
+    verdict: Verdict, block: Mapping[str, Any] | None, best: Candidate | None, current: Candidate, objective: Any,
+    best_metrics: Metrics | None, current_metrics: Metrics,
+) -> Verdict:
+    """A "keep current" verdict turned into "recommend" when the current config storms over the busiest stretch and
+    the best does not, significantly (`peak_check.storm_verdict`), unless the best violates a constraint."""
+    if verdict.recommend or block is None or best is None or best_metrics is None:
+        return verdict
+    if objective.violated(best_metrics, current_metrics):
+        return verdict
+    from tuner.peak_check import storm_verdict
+
+    return storm_verdict(block, best, current) or verdict
+
+
 #: The verdict when every checked candidate but the current config storms over the busiest stretch.
 _ALL_STORM = Verdict(False, "every candidate checked storms over the trace's busiest stretch (sampling: peak check)",
                      None, None)  # fmt: skip
@@ -479,6 +494,9 @@ def _best_block(main: _Job, job: _Job, trials: Sequence[Any]) -> dict[str, Any]:
     verdict = decide(best, per_seed, Metrics.from_dict(best_t.user_attrs["metrics"]), main.baseline,
                      [v[0] for v in main.base_res["per_seed"]], Metrics.from_dict(main.base_res["metrics"]),
                      objective, paired=paired)
+    verdict = _with_storm_evidence(verdict, peak_block, best, main.baseline, objective,
+                                   Metrics.from_dict(best_t.user_attrs["metrics"]),
+                                   Metrics.from_dict(main.base_res["metrics"]))  # fmt: skip
     return {
         **head,
         **metrics_block(best, best_t.user_attrs["metrics"]),
@@ -575,6 +593,8 @@ def _recommendation(
                      Metrics.from_dict(base_res["metrics"]), objective, paired=paired)
     if best_t is None and peak_block is not None and rank_trials(trials, objective):
         verdict = _ALL_STORM
+    verdict = _with_storm_evidence(verdict, peak_block, best, job.baseline, objective, best_metrics,
+                                   Metrics.from_dict(base_res["metrics"]))  # fmt: skip
     won = verdict.recommend and best is not None and best_t is not None
     chosen = best if won and best is not None else job.baseline
     chosen_res = best_t.user_attrs if won and best_t is not None else base_res

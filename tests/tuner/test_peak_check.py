@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tuner.peak_check import STORM_FACTOR, estimate, first_calm, without_extra_reads
+from tuner.peak_check import STORM_FACTOR, estimate, first_calm, storm_verdict, without_extra_reads
 from tuner.sampling import ops_histogram, peak_window
 from tuner.space import Candidate
 
@@ -76,6 +76,29 @@ def test_the_estimate_takes_the_larger_p99_of_the_sample_and_the_busiest_stretch
     assert estimate(cand, {"p50_ms": 0.5, "p99_ms": 20.0}, block)["p99_from"] == "sample"
     other = {"checked": [], "references": [{**row, "params": {"speculative_retry": "99p"}, "peak_p99_ms": 50.0}]}
     assert estimate(cand, sample, other) == {"p50_ms": 0.5, "p99_ms": 2.0, "p99_from": "sample"}  # not replayed
+
+
+def _block(current_storms: bool, picked: list[float], current: list[float], rank: int | None = 0) -> dict[str, Any]:
+    return {"current_storms": current_storms, "picked_rank": rank,
+            "checked": [{"policy": "stock", "params": {"speculative_retry": "NEVER"}, "current": False,
+                         "peak_p99_per_seed_ms": picked}],
+            "references": [{"policy": "stock", "params": {"speculative_retry": "99p"}, "current": True,
+                            "peak_p99_per_seed_ms": current}]}  # fmt: skip
+
+
+def test_a_current_config_that_storms_over_the_stretch_is_replaced_on_that_evidence() -> None:
+    best, current = Candidate("stock", {"speculative_retry": "NEVER"}), Candidate("stock", {"speculative_retry": "99p"})
+    v = storm_verdict(_block(True, [18.0, 19.0], [350.0, 362.0]), best, current)
+    assert v is not None and v.recommend and v.p_value is not None and v.p_value < 0.05
+    assert v.improvement_pct == pytest.approx(100.0 * (356.0 - 18.5) / 356.0)
+    assert v.reason.startswith("the current config storms over the trace's busiest stretch (p99 356.000 ms")
+    assert storm_verdict(_block(False, [18.0, 19.0], [350.0, 362.0]), best, current) is None  # current calm
+    assert storm_verdict(_block(True, [18.0, 500.0], [350.0, 362.0]), best, current) is None  # not significant
+    assert storm_verdict(_block(True, [18.0], [350.0]), best, current) is None  # one seed: no test
+    assert storm_verdict(_block(True, [18.0, 19.0], [350.0, 362.0], rank=None), best, current) is None
+    other = Candidate("stock", {"speculative_retry": "10ms"})
+    assert storm_verdict(_block(True, [18.0, 19.0], [350.0, 362.0]), other, current) is None  # not the picked one
+    assert storm_verdict(_block(True, [18.0, 19.0], [350.0, 362.0]), current, current) is None
 
 
 kvsim = pytest.importorskip("kvsim")
