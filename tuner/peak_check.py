@@ -1,32 +1,34 @@
 """The peak check of a sampled study: before a config is recommended from a sample, candidates are replayed over
-the trace's busiest stretch, and one that storms there is not recommended.
+the stretches around the trace's most intense bursts (the burst stretches), and one that storms there is not
+recommended.
 
 Why: short windows start with the queues the previous window left and hold a burst only in part, so a config
 whose extra reads (speculative retry, driver speculative executions) feed back into slower reads and more extra
-reads at a burst looks as good as any on the windows, and storms on the whole trace. The busiest stretch is the
-contiguous stretch of the sampled fraction of the span holding the most ops (`tuner.sampling.peak_window`),
-replayed at the absolute rate it has in the trace.
+reads at a burst looks as good as any on the windows, and storms on the whole trace. The burst stretches
+(`tuner.sampling.burst_windows`: 3 pieces, the sampled fraction of the span in all, each starting a quarter of a
+piece before one of the most intense bursts) are replayed laid end to end, at the absolute rate they have in the
+trace.
 
 The rule (docs/sampling.md § The peak check):
 
 1. **Floor.** The `top` best distinct candidates of the sample (in the order the recommendation is picked in,
    `recommend.rank_trials`), the current config, and each of these with its extra reads off (`without_extra_reads`:
-   a config that sends each read once cannot feed a storm) are replayed over the stretch on the study's seeds.
+   a config that sends each read once cannot feed a storm) are replayed over the stretches on the study's seeds.
    The floor is the lowest p99 among them.
-2. **Storm.** A candidate storms when its p99 over the stretch exceeds `storm_factor` × the floor.
-3. **Pick.** The candidates are taken in rank order (replayed over the stretch beyond the `top` as needed, at most
-   `limit` in all); the first that does not storm is the one the recommendation is picked from. None within the
-   limit: the current config is kept.
+2. **Storm.** A candidate storms when its p99 over the stretches exceeds `storm_factor` × the floor.
+3. **Pick.** The candidates are taken in rank order (replayed over the stretches beyond the `top` as needed, at
+   most `limit` in all); the first that does not storm is the one the recommendation is picked from. None within
+   the limit: the current config is kept.
 
 The estimate (`estimate`): a sample's p99 misses the bursts its windows miss, and on a bursty trace the p99 of the
 whole trace is set by its bursts. So the whole trace's p99 of a recommended config is estimated as the larger of
-its p99 on the sample and its p99 over the busiest stretch; its p50 is the sample's. The error of this estimate is
+its p99 on the sample and its p99 over the burst stretches; its p50 is the sample's. The error of this estimate is
 what `tuner.sampling.CALIBRATION` measures.
 
-The verdict (`storm_verdict`): the sample cannot show a storm, so when the current config storms over the busiest
-stretch and the picked candidate does not, the verdict may also rest on the stretch: recommend when the picked
-candidate's p99 there is lower on every seed's pairing by a paired t-test (p < 0.05, at least 2 seeds), even if
-the sample alone does not show a significant improvement.
+The verdict (`storm_verdict`): the sample cannot show a storm, so when the current config storms over the burst
+stretches and the picked candidate does not, the verdict may also rest on the stretches: recommend when the
+picked candidate's p99 there is lower by a one-sided paired t-test over the study's seeds (p < 0.05, at least 2
+seeds), even if the sample alone does not show a significant improvement.
 
 `first_calm`, `without_extra_reads`, `estimate` and `storm_verdict` are pure; `check` replays.
 """
@@ -60,9 +62,9 @@ __all__ = [
 #: The best distinct candidates of the sample that, with the current config and their extra-reads-off twins, set
 #: the floor.
 TOP: Final = 3
-#: At most this many candidates of the ranking are replayed over the stretch looking for one that does not storm.
+#: At most this many candidates of the ranking are replayed over the stretches looking for one that does not storm.
 LIMIT: Final = 20
-#: A candidate storms when its p99 over the stretch exceeds this × the floor.
+#: A candidate storms when its p99 over the burst stretches exceeds this × the floor.
 STORM_FACTOR: Final = 2.0
 
 Key = tuple[str, tuple[tuple[str, Any], ...]]
@@ -70,19 +72,19 @@ Key = tuple[str, tuple[tuple[str, Any], ...]]
 
 @dataclass(frozen=True, slots=True)
 class PeakStretch:
-    """The busiest stretch of a trace, written as a trace file, and how to replay it."""
+    """The stretches around a trace's most intense bursts, written as one trace file (laid end to end), and how to
+    replay it."""
 
     path: str
-    start: float
-    end: float
+    windows: tuple[tuple[float, float], ...]
     requests: int
-    #: evaluator options of the stretch's replay (the study's, with the load at the stretch's absolute rate)
+    #: evaluator options of the stretches' replay (the study's, with the load at their absolute rate)
     options: Mapping[str, Any]
     load_factor: float | None
 
     def block(self) -> dict[str, Any]:
-        return {"window": [self.start, self.end], "requests": self.requests, "load_factor": self.load_factor,
-                "trace": self.path}  # fmt: skip
+        return {"windows": [list(w) for w in self.windows], "requests": self.requests,
+                "load_factor": self.load_factor, "trace": self.path}  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,7 +112,7 @@ def check(
     ev: Evaluator, stretch: PeakStretch, trials: Sequence[Any], objective: Objective, current: Candidate,
     seeds: Sequence[int], *, top: int = TOP, limit: int = LIMIT, factor: float = STORM_FACTOR,
 ) -> PeakCheck:
-    """The rule of the module docstring: `ev` replays the stretch; `trials` are the study's."""
+    """The rule of the module docstring: `ev` replays the burst stretches; `trials` are the study's."""
     ranked: list[tuple[Candidate, Any]] = []
     for t in rank_trials(trials, objective):
         cand = Candidate.from_dict(t.user_attrs["candidate"])
@@ -163,19 +165,19 @@ def check(
 
 def estimate(cand: Candidate, sample: Mapping[str, Any], block: Mapping[str, Any]) -> dict[str, Any]:
     """The whole trace's p50 / p99 estimate of `cand` (the recommendation's config, whose figures on the sample are
-    `sample`): p50 the sample's; p99 the larger of the sample's and its p99 over the busiest stretch (`block`, the
+    `sample`): p50 the sample's; p99 the larger of the sample's and its p99 over the burst stretches (`block`, the
     check's), when the check replayed it."""
     over = next((r["peak_p99_ms"] for r in [*block["checked"], *block["references"]]
                  if Candidate(r["policy"], dict(r["params"])).key() == cand.key()), None)  # fmt: skip
     p99 = float(sample["p99_ms"])
     if over is not None and float(over) > p99:
-        return {"p50_ms": float(sample["p50_ms"]), "p99_ms": float(over), "p99_from": "busiest stretch"}
+        return {"p50_ms": float(sample["p50_ms"]), "p99_ms": float(over), "p99_from": "burst stretches"}
     return {"p50_ms": float(sample["p50_ms"]), "p99_ms": p99, "p99_from": "sample"}
 
 
 def storm_verdict(block: Mapping[str, Any], best: Candidate, current: Candidate, *,
                   alpha: float = 0.05) -> Verdict | None:
-    """A recommend verdict on the busiest stretch's evidence (see the module docstring), or None when it does not
+    """A recommend verdict on the burst stretches' evidence (see the module docstring), or None when it does not
     apply: the current config does not storm there, `best` is not the picked candidate or is the current config,
     fewer than 2 seeds, or the paired test is not significant."""
     rank = block["picked_rank"]
@@ -193,6 +195,6 @@ def storm_verdict(block: Mapping[str, Any], best: Candidate, current: Candidate,
     if p >= alpha or mc >= mb:
         return None
     impr = (mb - mc) / mb * 100.0
-    return Verdict(True, f"the current config storms over the trace's busiest stretch (p99 {mb:.3f} ms there against "
+    return Verdict(True, f"the current config storms over the trace's burst stretches (p99 {mb:.3f} ms there against "
                          f"{mc:.3f} ms, {impr:.1f}% lower; paired t-test p={p:.3g} over {len(c)} seeds); the sample "
                          "alone does not show it", p, impr)  # fmt: skip

@@ -45,13 +45,13 @@ __all__ = [
     "SampleInfo",
     "SamplingSpec",
     "Window",
+    "burst_windows",
     "describe",
     "error_bound",
     "fraction_for_error",
     "ops_histogram",
     "parquet_span",
     "peak_source",
-    "peak_window",
     "plan_windows",
     "request_times",
     "sample_parquet",
@@ -62,8 +62,12 @@ __all__ = [
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
 
-#: Time bins of the histogram the busiest stretch is found on (`peak_window`).
+#: Time bins of the histogram the bursts are found on (`burst_windows`).
 PEAK_BINS: Final = 100_000
+#: Pieces of the stretch the peak check replays: one around each of the trace's most intense bursts.
+PEAK_PIECES: Final = 3
+#: A burst's length, as a fraction of a piece's (`burst_windows`).
+BURST_FRACTION: Final = 0.1
 #: Strata (= windows) when none are given.
 DEFAULT_STRATA: Final = 10
 METHOD: Final = "stratified contiguous time windows"
@@ -309,20 +313,35 @@ def _parquet_histogram(files: Sequence[Path], t0: float, t1: float, *, batch_row
     return counts
 
 
-def peak_window(counts: I64, t0: float, t1: float, fraction: float) -> Window:
-    """The busiest stretch: the window of `fraction` of [t0, t1] holding the most ops, on the bins of `counts`
-    (its start on a bin edge; the earliest of equally busy ones). `fraction` 1 gives the whole span."""
+def burst_windows(
+    counts: I64, t0: float, t1: float, fraction: float, pieces: int = PEAK_PIECES, burst: float = BURST_FRACTION
+) -> tuple[Window, ...]:
+    """The stretches around the trace's most intense bursts: `pieces` windows of `fraction` / `pieces` of [t0, t1]
+    each, in time order. Taken greedily: the burst is the sub-window of `burst` × a piece's length holding the most
+    ops (on the bins of `counts`) among the positions whose piece does not overlap a piece already taken; its piece
+    starts a quarter of a piece before it (the load that leads into the burst, then three quarters to show whether
+    the queues recover), shifted to stay inside the span. `fraction` 1 gives the whole span."""
     if not (0.0 < fraction <= 1.0):
         raise ValueError(f"fraction must be in (0, 1], got {fraction}")
     if fraction >= 1.0 or t1 <= t0:
-        return Window(0, t0, math.nextafter(t1, math.inf))
-    width = (t1 - t0) / counts.size
-    span_bins = max(1, min(counts.size, round(fraction * counts.size)))
+        return (Window(0, t0, math.nextafter(t1, math.inf)),)
+    n = counts.size
+    width = (t1 - t0) / n
+    piece = max(1, min(n, round(fraction * n / pieces)))  # bins per piece
+    b = max(1, round(burst * piece))  # bins per burst
     cum = np.concatenate(([0], np.cumsum(counts)))
-    sums = cum[span_bins:] - cum[:-span_bins]  # ops in bins [i, i + span_bins)
-    i = int(np.argmax(sums))
-    start = t0 + i * width
-    return Window(0, start, start + fraction * (t1 - t0))
+    sums = (cum[b:] - cum[:-b]).astype(np.float64)  # ops in bins [i, i + b)
+    starts = np.clip(np.arange(sums.size) - piece // 4, 0, n - piece)  # the piece of a burst at bin i
+    taken: list[int] = []  # first bins of the pieces taken
+    for _ in range(pieces):
+        free = sums.copy()
+        for s in taken:  # a burst whose piece would overlap piece s
+            free[np.abs(starts - s) < piece] = -1.0
+        i = int(np.argmax(free))
+        if free[i] < 0.0:
+            break
+        taken.append(int(starts[i]))
+    return tuple(Window(j, t0 + s * width, t0 + (s + piece) * width) for j, s in enumerate(sorted(taken)))
 
 
 def error_bound(fraction: float) -> tuple[float, float]:
@@ -383,11 +402,12 @@ def sample_source(
 
 
 def peak_source(source: WorkloadSource, fraction: float, settings: Settings) -> tuple[Path, SampleInfo]:
-    """The trace's busiest stretch of `fraction` of its span (`peak_window` on `ops_histogram`), written like a
-    sample (`sample_source`): what the peak check (tuner/peak_check.py) replays."""
+    """The stretches around the trace's most intense bursts, `fraction` of its span in all (`burst_windows` on
+    `ops_histogram`), written like a sample (`sample_source`, laid end to end): what the peak check
+    (tuner/peak_check.py) replays."""
 
     def windows(t0: float, t1: float, counts: Callable[[], I64]) -> tuple[Window, ...]:
-        return (peak_window(counts(), t0, t1, fraction),)
+        return burst_windows(counts(), t0, t1, fraction)
 
     return _write_sample(source, settings, windows)
 

@@ -202,7 +202,7 @@ class _Job:
     server: str | None = None
     #: One seed: each candidate's batch means, replayed once however many verdicts read them.
     batches: dict[Any, Any] = field(default_factory=dict)
-    #: A sampled study: the trace's busiest stretch, over which the best candidates are checked for storms.
+    #: A sampled study: the trace's burst stretches, over which the best candidates are checked for storms.
     peak: PeakStretch | None = None
     peak_ev: Evaluator | None = None
     #: The peak check of each study (by study name), made once however many blocks read it.
@@ -323,8 +323,8 @@ def _space_and_baseline(
 
 def _sample(req: TuneRequest, settings: Settings) -> tuple[TuneRequest, dict[str, Any], PeakStretch | None]:
     """With `req.sampling`: the request on the sampled trace (a Parquet file under TAILTUNE_HOME/samples, so the
-    `reproduce` commands replay it), the recommendation fields that say so, and the trace's busiest stretch of
-    the same length for the peak check. See docs/sampling.md."""
+    `reproduce` commands replay it), the recommendation fields that say so, and the trace's burst stretches of
+    the same total length around its most intense bursts for the peak check. See docs/sampling.md."""
     spec = req.sampling
     fraction = spec.resolved_fraction() if spec is not None else 1.0
     if spec is None or fraction >= 1.0:
@@ -345,8 +345,8 @@ def _sample(req: TuneRequest, settings: Settings) -> tuple[TuneRequest, dict[str
     if peak_opts.get("use_timestamps"):
         peak_factor = peak_info.load_factor
         peak_opts["load"] = float(peak_opts.get("load") or CassandraDeployment().load) * peak_factor
-    window = peak_info.windows[0]
-    peak = PeakStretch(str(peak_path), window.start, window.end, peak_info.requests, peak_opts, peak_factor)
+    peak = PeakStretch(str(peak_path), tuple((w.start, w.end) for w in peak_info.windows), peak_info.requests,
+                       peak_opts, peak_factor)  # fmt: skip
     summary = req.summary if req.summary is not None else find_summary(req.source, settings)
     new = dataclasses.replace(req, source=WorkloadSource(trace=str(path)), evaluator_options=opts, summary=summary)
     return new, {"source": req.source.label, "replayed_fraction": info.replayed_fraction,
@@ -355,7 +355,7 @@ def _sample(req: TuneRequest, settings: Settings) -> tuple[TuneRequest, dict[str
 
 def _peak_checked(main: _Job, job: _Job, trials: Sequence[Any]) -> tuple[list[Any], dict[str, Any] | None]:
     """A sampled study: the trials the recommendation may be picked from (those of the best-ranked candidate that
-    does not storm over the busiest stretch: tuner/peak_check.py) and the check's block; else `trials` and None."""
+    does not storm over the burst stretches: tuner/peak_check.py) and the check's block; else `trials` and None."""
     if main.peak is None:
         return list(trials), None
     from tuner import peak_check
@@ -376,7 +376,7 @@ def _with_storm_evidence(
     verdict: Verdict, block: Mapping[str, Any] | None, best: Candidate | None, current: Candidate, objective: Any,
     best_metrics: Metrics | None, current_metrics: Metrics,
 ) -> Verdict:
-    """A "keep current" verdict turned into "recommend" when the current config storms over the busiest stretch and
+    """A "keep current" verdict turned into "recommend" when the current config storms over the burst stretches and
     the best does not, significantly (`peak_check.storm_verdict`), unless the best violates a constraint."""
     if verdict.recommend or block is None or best is None or best_metrics is None:
         return verdict
@@ -387,8 +387,8 @@ def _with_storm_evidence(
     return storm_verdict(block, best, current) or verdict
 
 
-#: The verdict when every checked candidate but the current config storms over the busiest stretch.
-_ALL_STORM = Verdict(False, "every candidate checked storms over the trace's busiest stretch (sampling: peak check)",
+#: The verdict when every checked candidate but the current config storms over the burst stretches.
+_ALL_STORM = Verdict(False, "every candidate checked storms over the trace's burst stretches (sampling: peak check)",
                      None, None)  # fmt: skip
 
 

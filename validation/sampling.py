@@ -7,12 +7,12 @@ reference winner; then, per fraction F and window seed, a study on the sampled t
 
 - winner agreement: the sampled winner's policy equals the full winner's (and the same parameters);
 - p50 / p99 error: the sampled study's estimate for its winner (`tuner.peak_check.estimate`: p50 the sample's; p99
-  the larger of the sample's and the busiest stretch's) against that candidate replayed on the whole trace (same
+  the larger of the sample's and the burst stretches') against that candidate replayed on the whole trace (same
   replay seeds), in % of the full figure: what the recommendation's numbers get wrong; and the error of the
   sample's own p99;
 - regret: the sampled winner's full-replay objective against the full winner's, in %: what picking on a sample
   costs;
-- the peak check (tuner/peak_check.py): how many of the sample's best candidates stormed over the busiest stretch,
+- the peak check (tuner/peak_check.py): how many of the sample's best candidates stormed over the burst stretches,
   whether that changed the pick, and the regret of the pick without the check (the sample's best, replayed whole).
 
 A workload is a generator profile, optionally with options: `diurnal:bursts=2:burst_s=60`. `--cache DIR` keeps
@@ -73,7 +73,7 @@ def _profile(workload: str) -> Profile[Any]:
 
 
 def _peak_p99(check: dict[str, Any], cand: Candidate) -> float | None:
-    """The p99 over the busiest stretch of `cand`, if the peak check replayed it."""
+    """The p99 over the burst stretches of `cand`, if the peak check replayed it."""
     return next((r["peak_p99_ms"] for r in check["checked"] + check["references"]
                  if Candidate(r["policy"], dict(r["params"])).key() == cand.key()), None)  # fmt: skip
 

@@ -1,4 +1,4 @@
-"""The peak check of a sampled study: the busiest stretch (hand-worked), the storm rule and the extra-reads-off
+"""The peak check of a sampled study: the burst stretches (hand-worked), the storm rule and the extra-reads-off
 twin, the check's replays over the stretch, and `tailtune tune` picking the best candidate that does not storm."""
 
 from __future__ import annotations
@@ -11,19 +11,32 @@ import numpy as np
 import pytest
 
 from tuner.peak_check import STORM_FACTOR, estimate, first_calm, storm_verdict, without_extra_reads
-from tuner.sampling import ops_histogram, peak_window
+from tuner.sampling import burst_windows, ops_histogram
 from tuner.space import Candidate
 
 
-def test_peak_window_is_the_busiest_stretch() -> None:
-    counts = np.array([1, 1, 1, 9, 9, 1, 1, 1, 1, 1], dtype=np.int64)  # 10 bins of 1 s over [0, 10]
-    w = peak_window(counts, 0.0, 10.0, 0.2)
-    assert (w.start, w.end) == pytest.approx((3.0, 5.0))
-    # 3 bins: sums 3, 11, 19, 19, 11, ... -> the earliest of the two busiest
-    w = peak_window(counts, 0.0, 10.0, 0.3)
-    assert (w.start, w.end) == pytest.approx((2.0, 5.0))
-    w = peak_window(counts, 0.0, 10.0, 1.0)
-    assert w.start == 0.0 and w.end > 10.0  # the whole span, its last instant included
+def test_burst_windows_start_a_quarter_piece_before_the_most_intense_bursts() -> None:
+    counts = np.ones(100, dtype=np.int64)  # 100 bins of 1 s over [0, 100]
+    counts[[50, 52, 20, 80, 97]] = [100, 90, 50, 40, 30]
+    # 3 pieces of 10 bins (0.3 of the span), bursts of 1 bin: the burst at 50 -> [48, 58); 52 would overlap it;
+    # then 20 -> [18, 28) and 80 -> [78, 88)
+    wins = burst_windows(counts, 0.0, 100.0, 0.3)
+    assert [(w.start, w.end) for w in wins] == [(18.0, 28.0), (48.0, 58.0), (78.0, 88.0)]
+    assert [w.stratum for w in wins] == [0, 1, 2]
+    # a burst near the end: its piece is shifted to end at the span's end, never overlapping another
+    counts[97] = 200
+    wins = burst_windows(counts, 0.0, 100.0, 0.3)
+    assert [(w.start, w.end) for w in wins] == [(20.0 - 2.0, 28.0), (48.0, 58.0), (90.0, 100.0)]
+    (whole,) = burst_windows(counts, 0.0, 100.0, 1.0)
+    assert whole.start == 0.0 and whole.end > 100.0  # the whole span, its last instant included
+
+
+def test_burst_windows_take_fewer_pieces_when_no_room_is_left() -> None:
+    counts = np.ones(10, dtype=np.int64)
+    counts[5] = 10
+    # 3 pieces of 3 bins: [5, 8) first; then [0, 3) (the earliest of the equal ones); no room for a third
+    wins = burst_windows(counts, 0.0, 10.0, 0.9, pieces=3)
+    assert [(w.start, w.end) for w in wins] == [(0.0, 3.0), (5.0, 8.0)]
 
 
 def test_ops_histogram_counts_rows_per_bin() -> None:
@@ -72,7 +85,7 @@ def test_the_estimate_takes_the_larger_p99_of_the_sample_and_the_busiest_stretch
            "params": {"speculative_retry": "NEVER", "driver.speculative_execution.max_executions": 1.0}}  # fmt: skip
     block = {"checked": [{**row, "peak_p99_ms": 18.4}], "references": []}
     sample = {"p50_ms": 0.5, "p99_ms": 2.0}
-    assert estimate(cand, sample, block) == {"p50_ms": 0.5, "p99_ms": 18.4, "p99_from": "busiest stretch"}
+    assert estimate(cand, sample, block) == {"p50_ms": 0.5, "p99_ms": 18.4, "p99_from": "burst stretches"}
     assert estimate(cand, {"p50_ms": 0.5, "p99_ms": 20.0}, block)["p99_from"] == "sample"
     other = {"checked": [], "references": [{**row, "params": {"speculative_retry": "99p"}, "peak_p99_ms": 50.0}]}
     assert estimate(cand, sample, other) == {"p50_ms": 0.5, "p99_ms": 2.0, "p99_from": "sample"}  # not replayed
@@ -91,7 +104,7 @@ def test_a_current_config_that_storms_over_the_stretch_is_replaced_on_that_evide
     v = storm_verdict(_block(True, [18.0, 19.0], [350.0, 362.0]), best, current)
     assert v is not None and v.recommend and v.p_value is not None and v.p_value < 0.05
     assert v.improvement_pct == pytest.approx(100.0 * (356.0 - 18.5) / 356.0)
-    assert v.reason.startswith("the current config storms over the trace's busiest stretch (p99 356.000 ms")
+    assert v.reason.startswith("the current config storms over the trace's burst stretches (p99 356.000 ms")
     assert storm_verdict(_block(False, [18.0, 19.0], [350.0, 362.0]), best, current) is None  # current calm
     assert storm_verdict(_block(True, [18.0, 500.0], [350.0, 362.0]), best, current) is None  # not significant
     assert storm_verdict(_block(True, [18.0], [350.0]), best, current) is None  # one seed: no test
@@ -129,7 +142,7 @@ def test_check_replays_the_best_and_the_current_and_picks_the_first_calm(tmp_pat
         t = optuna.trial.create_trial(value=v, user_attrs={"candidate": c.as_dict(), "metrics": {"p99_ms": v}})
         t.number = i
         trials.append(t)
-    stretch = PeakStretch(str(trace), 0.0, 4.0, 4000, {}, None)
+    stretch = PeakStretch(str(trace), ((0.0, 4.0),), 4000, {}, None)
     current = Candidate("fifo", {"speculative_retry": "99p"})
     res = check(ev, stretch, trials, parse_objective("p99"), current, (0,), top=2, limit=3, factor=1.0)
     b = res.block
@@ -151,7 +164,7 @@ def test_check_replays_the_best_and_the_current_and_picks_the_first_calm(tmp_pat
     else:
         assert res.allowed == frozenset() and len(checked) == 3
     assert b["current_storms"] == refs[0]["storms"]
-    assert b["window"] == [0.0, 4.0] and (b["top"], b["limit"], b["storm_factor"]) == (2, 3, 1.0)
+    assert b["windows"] == [[0.0, 4.0]] and (b["top"], b["limit"], b["storm_factor"]) == (2, 3, 1.0)
 
 
 def _tune(cli: Any, trace: Path, *extra: str) -> dict[str, Any]:
@@ -166,10 +179,11 @@ def _tune(cli: Any, trace: Path, *extra: str) -> dict[str, Any]:
 def test_tune_picks_the_best_checked_candidate_that_does_not_storm(cli: Any, tmp_path: Path) -> None:
     doc = _tune(cli, _trace(tmp_path))
     check = doc["sampling"]["peak_check"]
-    assert check["requests"] > 0 and check["window"][1] > check["window"][0] and check["top"] == 3
+    assert check["requests"] > 0 and len(check["windows"]) == 3 and check["top"] == 3
+    assert all(b > a for a, b in check["windows"])
     est, exp = doc["sampling"]["estimate"], doc["expected"]
     assert est["p50_ms"] == exp["p50_ms"] and est["p99_ms"] >= exp["p99_ms"]
-    assert est["p99_from"] == ("busiest stretch" if est["p99_ms"] > exp["p99_ms"] else "sample")
+    assert est["p99_from"] == ("burst stretches" if est["p99_ms"] > exp["p99_ms"] else "sample")
     assert check["load_factor"] > 0  # replayed at the stretch's absolute rate
     rows = check["checked"] + check["references"]
     assert sum(r["current"] for r in rows) == 1  # the current config is replayed once, ranked or not
@@ -195,7 +209,7 @@ def test_tune_says_so_when_every_candidate_storms(cli: Any, tmp_path: Path, monk
     check = doc["sampling"]["peak_check"]
     assert all(r["storms"] for r in check["checked"]) and check["picked_rank"] is None
     assert doc["verdict"] == "keep current" and doc["best"] is None
-    assert doc["reason"] == "every candidate checked storms over the trace's busiest stretch (sampling: peak check)"
+    assert doc["reason"] == "every candidate checked storms over the trace's burst stretches (sampling: peak check)"
 
 
 def test_tune_text_output_reports_the_peak_check(cli: Any, tmp_path: Path) -> None:
@@ -203,5 +217,6 @@ def test_tune_text_output_reports_the_peak_check(cli: Any, tmp_path: Path) -> No
             "--policies", "fifo,rein", "--sample-fraction", "0.5", "--strata", "2", "--no-mlflow", "--storage",
             "memory")  # fmt: skip
     assert r.exit_code == 0, r.stderr
-    assert "peak check over the busiest" in r.stdout and "storm there (p99 over 2x the floor of " in r.stdout
+    assert "s around the trace's 3 most intense bursts (" in r.stdout
+    assert "storm there (p99 over 2x the floor of " in r.stdout
     assert "estimate for the whole trace: p50 " in r.stdout

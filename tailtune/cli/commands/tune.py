@@ -167,8 +167,9 @@ def _print_text(doc: dict[str, Any]) -> None:
             picked = (f"the sample's #{rank + 1} is recommended from" if rank is not None
                       else "none of them is recommended")  # fmt: skip
             out_console.print(
-                f"  peak check over the busiest {check['window'][1] - check['window'][0]:.0f} s of the trace "
-                f"({check['requests']:,} requests): {check['rejected']} of the sample's {walked} best checked "
+                f"  peak check over {sum(e - b for b, e in check['windows']):.0f} s around the trace's "
+                f"{len(check['windows'])} most intense bursts ({check['requests']:,} requests): "
+                f"{check['rejected']} of the sample's {walked} best checked "
                 f"storm there (p99 over {check['storm_factor']:g}x the floor of {check['floor_p99_ms']:.3f} ms); "
                 f"{picked}" + ("; your current config storms there too" if check["current_storms"] else ""),
                 highlight=False)  # fmt: skip
