@@ -11,11 +11,15 @@ With trace timestamps the simulator scales arrival times so the trace's mean rat
 windows' mean rate differs from the whole trace's, so `load_factor` (the windows' ops per second over the whole
 trace's) says how much to scale the load for the windows to be replayed at the whole trace's absolute rate.
 
-Everything here is a pure function of its arguments except `sample_source`, which reads a source and writes its
-sample to `TAILTUNE_HOME/samples/` for the tuner (`tuner/tune.py`) to replay.
+The peak check (tuner/peak_check.py) replays the stretches around the trace's most intense bursts:
+`burst_windows` finds them on `ops_histogram`, `peak_source` writes them like a sample.
 
-The error a sample introduces is not derived from a model: `CALIBRATION` holds the worst p50/p99 errors measured
-against full replays (validation/sampling.py, bench/RESULTS.md § "Sampling error"), and `error_bound` /
+Everything here is a pure function of its arguments except `sample_source` and `peak_source`, which read a source
+and write its sample (or its burst stretches) to `TAILTUNE_HOME/samples/` for the tuner (`tuner/tune.py`) to
+replay.
+
+The error a sample introduces is not derived from a model: `CALIBRATION` holds the worst p50/p99 errors of a
+sampled recommendation's estimate (`tuner.peak_check.estimate`) measured against full replays (validation/sampling.py, bench/RESULTS.md § "Sampling error"), and `error_bound` /
 `fraction_for_error` read it. docs/sampling.md describes the scheme and its limits.
 """
 
