@@ -20,17 +20,19 @@ The rule (docs/sampling.md § The peak check):
    most `limit` in all); the first that does not storm is the one the recommendation is picked from. None within
    the limit: the current config is kept.
 
-The estimate (`estimate`): a sample's p99 misses the bursts its windows miss, and on a bursty trace the p99 of the
-whole trace is set by its bursts. So the whole trace's p99 of a recommended config is estimated as the larger of
-its p99 on the sample and its p99 over the burst stretches; its p50 is the sample's. The error of this estimate is
-what `tuner.sampling.CALIBRATION` measures.
+The estimate (`estimate`): a sample's windows hold the trace's bursts only in part, and on a bursty trace the
+whole trace's tail is set by its bursts. So the whole trace's p50 / p99 of the recommended config are estimated
+from two strata: the burst stretches, weighted by their share of the trace's requests, and the rest of the trace,
+which the sample stands for (`mixture_quantiles`). The error of this estimate is what
+`tuner.sampling.CALIBRATION` measures.
 
 The verdict (`storm_verdict`): the sample cannot show a storm, so when the current config storms over the burst
 stretches and the picked candidate does not, the verdict may also rest on the stretches: recommend when the
 picked candidate's p99 there is lower by a one-sided paired t-test over the study's seeds (p < 0.05, at least 2
 seeds), even if the sample alone does not show a significant improvement.
 
-`first_calm`, `without_extra_reads`, `estimate` and `storm_verdict` are pure; `check` replays.
+`first_calm`, `without_extra_reads`, `mixture_quantiles`, `estimate` and `storm_verdict` are pure; `check`
+replays.
 """
 
 from __future__ import annotations
@@ -38,6 +40,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
+
+import numpy as np
+import numpy.typing as npt
 
 from tailtune.simulation.stock_knobs import EXTRA_READS_OFF
 from tuner.evaluators import Evaluator
@@ -55,6 +60,7 @@ __all__ = [
     "check",
     "estimate",
     "first_calm",
+    "mixture_quantiles",
     "storm_verdict",
     "without_extra_reads",
 ]
@@ -78,12 +84,14 @@ class PeakStretch:
     path: str
     windows: tuple[tuple[float, float], ...]
     requests: int
+    #: requests in the stretches / requests in the trace
+    share: float
     #: evaluator options of the stretches' replay (the study's, with the load at their absolute rate)
     options: Mapping[str, Any]
     load_factor: float | None
 
     def block(self) -> dict[str, Any]:
-        return {"windows": [list(w) for w in self.windows], "requests": self.requests,
+        return {"windows": [list(w) for w in self.windows], "requests": self.requests, "share": self.share,
                 "load_factor": self.load_factor, "trace": self.path}  # fmt: skip
 
 
@@ -163,16 +171,36 @@ def check(
     })  # fmt: skip
 
 
-def estimate(cand: Candidate, sample: Mapping[str, Any], block: Mapping[str, Any]) -> dict[str, Any]:
-    """The whole trace's p50 / p99 estimate of `cand` (the recommendation's config, whose figures on the sample are
-    `sample`): p50 the sample's; p99 the larger of the sample's and its p99 over the burst stretches (`block`, the
-    check's), when the check replayed it."""
-    over = next((r["peak_p99_ms"] for r in [*block["checked"], *block["references"]]
-                 if Candidate(r["policy"], dict(r["params"])).key() == cand.key()), None)  # fmt: skip
-    p99 = float(sample["p99_ms"])
-    if over is not None and float(over) > p99:
-        return {"p50_ms": float(sample["p50_ms"]), "p99_ms": float(over), "p99_from": "burst stretches"}
-    return {"p50_ms": float(sample["p50_ms"]), "p99_ms": p99, "p99_from": "sample"}
+def mixture_quantiles(
+    sample: npt.NDArray[np.float64], bursts: npt.NDArray[np.float64], burst_share: float,
+    qs: Sequence[float] = (0.5, 0.99),
+) -> list[float]:
+    """Quantiles of the whole trace's latencies estimated from two strata: the burst stretches (`bursts`, a
+    `burst_share` of the trace's requests) and the rest of the trace, which the sample's windows stand for
+    (`sample`): each latency weighs its stratum's share over its stratum's count. The quantile q is the smallest
+    latency whose cumulative weight reaches q."""
+    share = 0.0 if bursts.size == 0 else 1.0 if sample.size == 0 else min(max(burst_share, 0.0), 1.0)
+    parts = [(a, w / a.size) for a, w in ((sample, 1.0 - share), (bursts, share)) if a.size and w > 0.0]
+    if not parts:
+        raise ValueError("no latencies to estimate from")
+    values = np.concatenate([a for a, _ in parts])
+    weights = np.concatenate([np.full(a.size, w) for a, w in parts])
+    order = np.argsort(values, kind="stable")
+    cum = np.cumsum(weights[order])
+    picks = [min(int(np.searchsorted(cum, q * cum[-1], side="left")), values.size - 1) for q in qs]
+    return [float(values[order][i]) for i in picks]
+
+
+def estimate(
+    sample: Sequence[npt.NDArray[np.float64]], bursts: Sequence[npt.NDArray[np.float64]], burst_share: float
+) -> dict[str, Any]:
+    """The whole trace's p50 / p99 estimate of a config from its measured latencies on the sample and over the burst
+    stretches, one array per seed (`mixture_quantiles` per seed, then the mean over the seeds)."""
+    per_seed = [mixture_quantiles(w, b, burst_share) for w, b in zip(sample, bursts, strict=True)]
+    return {"p50_ms": float(np.mean([p[0] for p in per_seed])),
+            "p99_ms": float(np.mean([p[1] for p in per_seed])),
+            "burst_share": burst_share,
+            "method": "two strata: the burst stretches and the sample's windows"}  # fmt: skip
 
 
 def storm_verdict(block: Mapping[str, Any], best: Candidate, current: Candidate, *,

@@ -19,7 +19,8 @@ and write its sample (or its burst stretches) to `TAILTUNE_HOME/samples/` for th
 replay.
 
 The error a sample introduces is not derived from a model: `CALIBRATION` holds the worst p50/p99 errors of a
-sampled recommendation's estimate (`tuner.peak_check.estimate`) measured against full replays (validation/sampling.py, bench/RESULTS.md § "Sampling error"), and `error_bound` /
+sampled recommendation's estimate (`tuner.peak_check.estimate`) measured against full replays
+(validation/sampling.py, bench/RESULTS.md § "Sampling error"), and `error_bound` /
 `fraction_for_error` read it. docs/sampling.md describes the scheme and its limits.
 """
 

@@ -253,10 +253,8 @@ def run_tune(
     _log_trials(job, outcome.study, trials)
     rec, peak_block = _recommendation(job, trials, paper, outcome.wall_s)
     if peak_block is not None:
-        from tuner.peak_check import estimate
-
         sampled["sampling"] = {**sampled["sampling"], "peak_check": peak_block,
-                               "estimate": estimate(Candidate(rec.policy, rec.params), rec.expected, peak_block)}
+                               "estimate": _estimate(job, Candidate(rec.policy, rec.params))}  # fmt: skip
     rec = dataclasses.replace(rec, **sampled)
     if job.server is not None:
         rec = _with_alternatives(job, rec, _best_block(job, job, trials), alt_block)
@@ -346,7 +344,7 @@ def _sample(req: TuneRequest, settings: Settings) -> tuple[TuneRequest, dict[str
         peak_factor = peak_info.load_factor
         peak_opts["load"] = float(peak_opts.get("load") or CassandraDeployment().load) * peak_factor
     peak = PeakStretch(str(peak_path), tuple((w.start, w.end) for w in peak_info.windows), peak_info.requests,
-                       peak_opts, peak_factor)  # fmt: skip
+                       peak_info.replayed_fraction, peak_opts, peak_factor)  # fmt: skip
     summary = req.summary if req.summary is not None else find_summary(req.source, settings)
     new = dataclasses.replace(req, source=WorkloadSource(trace=str(path)), evaluator_options=opts, summary=summary)
     return new, {"source": req.source.label, "replayed_fraction": info.replayed_fraction,
@@ -385,6 +383,21 @@ def _with_storm_evidence(
     from tuner.peak_check import storm_verdict
 
     return storm_verdict(block, best, current) or verdict
+
+
+def _estimate(job: _Job, cand: Candidate) -> dict[str, Any]:
+    """The whole trace's estimate for `cand` (tuner/peak_check.py `estimate`): its measured latencies on the sample
+    and over the burst stretches, per seed, after each replay's warm-up."""
+    from tuner.peak_check import estimate
+
+    assert job.peak is not None and job.peak_ev is not None
+
+    def measured(ev: Evaluator, seed: int) -> Any:
+        lat = ev.latencies_ms(cand, seed)
+        return lat[min(int(ev.warmup_fraction() * lat.size), max(lat.size - 1, 0)):]
+
+    return estimate([measured(job.ev, s) for s in job.seeds], [measured(job.peak_ev, s) for s in job.seeds],
+                    job.peak.share)  # fmt: skip
 
 
 #: The verdict when every checked candidate but the current config storms over the burst stretches.

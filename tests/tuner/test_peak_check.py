@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tuner.peak_check import STORM_FACTOR, estimate, first_calm, storm_verdict, without_extra_reads
+from tuner.peak_check import STORM_FACTOR, estimate, first_calm, mixture_quantiles, storm_verdict, without_extra_reads
 from tuner.sampling import burst_windows, ops_histogram
 from tuner.space import Candidate
 
@@ -79,16 +79,19 @@ def test_the_twin_without_extra_reads_sends_each_read_once() -> None:
     assert only_coordinator == Candidate("rein", {"k": 4, "speculative_retry": "NEVER"})
 
 
-def test_the_estimate_takes_the_larger_p99_of_the_sample_and_the_busiest_stretch() -> None:
-    cand = Candidate("stock", {"speculative_retry": "NEVER", "driver.speculative_execution.max_executions": 1})
-    row = {"policy": "stock",
-           "params": {"speculative_retry": "NEVER", "driver.speculative_execution.max_executions": 1.0}}  # fmt: skip
-    block = {"checked": [{**row, "peak_p99_ms": 18.4}], "references": []}
-    sample = {"p50_ms": 0.5, "p99_ms": 2.0}
-    assert estimate(cand, sample, block) == {"p50_ms": 0.5, "p99_ms": 18.4, "p99_from": "burst stretches"}
-    assert estimate(cand, {"p50_ms": 0.5, "p99_ms": 20.0}, block)["p99_from"] == "sample"
-    other = {"checked": [], "references": [{**row, "params": {"speculative_retry": "99p"}, "peak_p99_ms": 50.0}]}
-    assert estimate(cand, sample, other) == {"p50_ms": 0.5, "p99_ms": 2.0, "p99_from": "sample"}  # not replayed
+def test_the_mixture_weighs_each_stratum_by_its_share_of_the_trace() -> None:
+    sample, bursts = np.array([1.0, 2.0, 3.0, 4.0]), np.array([10.0, 20.0])
+    # weights: 0.75 / 4 each for the sample, 0.25 / 2 each for the bursts; cumulative 3/16, 6/16, 9/16, 12/16, 14/16, 1
+    assert mixture_quantiles(sample, bursts, 0.25, qs=(0.5, 0.75, 0.8, 0.99)) == [3.0, 4.0, 10.0, 20.0]
+    assert mixture_quantiles(sample, bursts, 0.0, qs=(0.99,)) == [4.0]  # the bursts weigh nothing
+    assert mixture_quantiles(sample, np.array([]), 0.25, qs=(0.99,)) == [4.0]
+    assert mixture_quantiles(np.array([]), bursts, 0.25, qs=(0.5,)) == [10.0]
+
+
+def test_the_estimate_averages_the_seeds_mixtures() -> None:
+    est = estimate([np.array([1.0, 2.0, 3.0, 4.0]), np.array([2.0, 3.0, 4.0, 5.0])],
+                   [np.array([10.0, 20.0]), np.array([30.0, 40.0])], 0.25)  # fmt: skip
+    assert (est["p50_ms"], est["p99_ms"]) == (3.5, 30.0) and est["burst_share"] == 0.25
 
 
 def _block(current_storms: bool, picked: list[float], current: list[float], rank: int | None = 0) -> dict[str, Any]:
@@ -142,7 +145,7 @@ def test_check_replays_the_best_and_the_current_and_picks_the_first_calm(tmp_pat
         t = optuna.trial.create_trial(value=v, user_attrs={"candidate": c.as_dict(), "metrics": {"p99_ms": v}})
         t.number = i
         trials.append(t)
-    stretch = PeakStretch(str(trace), ((0.0, 4.0),), 4000, {}, None)
+    stretch = PeakStretch(str(trace), ((0.0, 4.0),), 4000, 1.0, {}, None)
     current = Candidate("fifo", {"speculative_retry": "99p"})
     res = check(ev, stretch, trials, parse_objective("p99"), current, (0,), top=2, limit=3, factor=1.0)
     b = res.block
@@ -181,9 +184,9 @@ def test_tune_picks_the_best_checked_candidate_that_does_not_storm(cli: Any, tmp
     check = doc["sampling"]["peak_check"]
     assert check["requests"] > 0 and len(check["windows"]) == 3 and check["top"] == 3
     assert all(b > a for a, b in check["windows"])
-    est, exp = doc["sampling"]["estimate"], doc["expected"]
-    assert est["p50_ms"] == exp["p50_ms"] and est["p99_ms"] >= exp["p99_ms"]
-    assert est["p99_from"] == ("burst stretches" if est["p99_ms"] > exp["p99_ms"] else "sample")
+    est = doc["sampling"]["estimate"]
+    assert 0 < est["p50_ms"] <= est["p99_ms"] and est["burst_share"] == check["share"]
+    assert 0 < check["share"] < 1 and check["requests"] == round(check["share"] * 4000)
     assert check["load_factor"] > 0  # replayed at the stretch's absolute rate
     rows = check["checked"] + check["references"]
     assert sum(r["current"] for r in rows) == 1  # the current config is replayed once, ranked or not

@@ -158,8 +158,9 @@ def _print_text(doc: dict[str, Any]) -> None:
                           f"error bound p50 ±{bound['p50_pct']:.1f}%, p99 ±{bound['p99_pct']:.1f}%", highlight=False)
         est = smp.get("estimate")
         if est:
-            out_console.print(f"  estimate for the whole trace: p50 {est['p50_ms']:.3f} ms (the sample's), p99 "
-                              f"{est['p99_ms']:.3f} ms (the {est['p99_from']}'s)", highlight=False)
+            out_console.print(f"  estimate for the whole trace: p50 {est['p50_ms']:.3f} ms, p99 {est['p99_ms']:.3f} ms "
+                              f"(the burst stretches, {est['burst_share']:.1%} of the requests, and the sample)",
+                              highlight=False)  # fmt: skip
         out_console.print(f"  the bound does not hold for {bound['not_valid_for']}", highlight=False)
         check = smp.get("peak_check")
         if check:
