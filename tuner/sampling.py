@@ -216,13 +216,15 @@ def sample_table(table: pa.Table, windows: Sequence[Window]) -> tuple[pa.Table, 
     kept_ids = ids[inside]
     by_id = np.argsort(kept_ids, kind="stable")
     sorted_ids, sorted_shift = kept_ids[by_id], shift[slot[inside]][by_id]
-    rows = table.filter(pc.is_in(table.column("request_id"), value_set=pa.array(kept_ids, type=pa.int64())))
+    rows = table if inside.all() else table.filter(  # streamed samples hold only kept requests: no copy then
+        pc.is_in(table.column("request_id"), value_set=pa.array(kept_ids, type=pa.int64())))
     row_ids = rows.column("request_id").to_numpy().astype(np.int64)
     row_shift = sorted_shift[np.searchsorted(sorted_ids, row_ids)]
     new_ts = rows.column("ts").to_numpy().astype(np.float64) + row_shift
     rows = rows.set_column(rows.schema.get_field_index("ts"), "ts", pa.array(new_ts, type=pa.float64()))
     order = np.lexsort((row_ids, new_ts))
-    rows = rows.take(pa.array(order))
+    if not np.array_equal(order, np.arange(order.size)):  # rows already in order (a time-sorted trace): no copy
+        rows = rows.take(pa.array(order))
     kept_ts = ts[inside] + shift[slot[inside]]
     info = SampleInfo(
         windows=tuple(win),
