@@ -18,7 +18,8 @@ The rule (docs/sampling.md § The peak check):
 2. **Storm.** A candidate storms when its p99 over the stretches exceeds `storm_factor` × the floor.
 3. **Pick.** The candidates are taken in rank order (replayed over the stretches beyond the `top` as needed, at
    most `limit` in all); the first that does not storm is the one the recommendation is picked from. None within
-   the limit: the current config is kept.
+   the limit: the first calm twin (of the best, else of the next ones, else of the current config) is, replayed
+   on the sample for its figures there (tuner/tune.py); no calm twin: the current config is kept.
 
 The estimate (`estimate`): a sample's windows hold the trace's bursts only in part, and on a bursty trace the
 whole trace's tail is set by its bursts. So the whole trace's p50 / p99 of the recommended config are estimated
@@ -97,11 +98,13 @@ class PeakStretch:
 
 @dataclass(frozen=True, slots=True)
 class PeakCheck:
-    """The outcome: the key of the candidate the recommendation is picked from (None: every candidate checked
-    storms) and the recommendation's block."""
+    """The outcome: the key of the ranked candidate the recommendation is picked from (empty: every one checked
+    storms), else the twin that replaces them (`fallback`: the first calm twin, in the order of the candidates it
+    is the twin of; None: none is calm), and the recommendation's block."""
 
     allowed: frozenset[Key]
     block: dict[str, Any]
+    fallback: Candidate | None = None
 
 
 def without_extra_reads(cand: Candidate) -> Candidate | None:
@@ -161,12 +164,14 @@ def check(
                 "storms": m["p99_ms"] > factor * floor}  # fmt: skip
 
     picked = checked[calm][0] if calm is not None else None
-    return PeakCheck(frozenset([picked.key()] if picked is not None else []), {
+    fallback = None if picked is not None else next((tw for tw in twins if p99(tw) <= factor * floor), None)
+    return PeakCheck(frozenset([picked.key()] if picked is not None else []), fallback=fallback, block={
         **stretch.block(), "storm_factor": factor, "top": top, "limit": limit, "floor_p99_ms": floor,
         "checked": [row(c, t) for c, t in checked],
         "references": [row(c, None) for c in references],
         "rejected": sum(1 for c, _ in checked if p99(c) > factor * floor),
         "picked_rank": calm,
+        "picked_twin": fallback.as_dict() if fallback is not None else None,
         "current_storms": p99(current) > factor * floor,
     })  # fmt: skip
 
@@ -208,12 +213,15 @@ def storm_verdict(block: Mapping[str, Any], best: Candidate, current: Candidate,
     """A recommend verdict on the burst stretches' evidence (see the module docstring), or None when it does not
     apply: the current config does not storm there, `best` is not the picked candidate or is the current config,
     fewer than 2 seeds, or the paired test is not significant."""
-    rank = block["picked_rank"]
-    if not block["current_storms"] or rank is None or best.key() == current.key():
+    rank, twin = block["picked_rank"], block.get("picked_twin")
+    if not block["current_storms"] or best.key() == current.key():
         return None
-    picked = block["checked"][rank]
-    if Candidate(picked["policy"], dict(picked["params"])).key() != best.key():
+    rows = [block["checked"][rank]] if rank is not None else [
+        r for r in block["references"] if twin is not None and r["policy"] == twin["policy"]
+        and Candidate(r["policy"], dict(r["params"])).key() == Candidate.from_dict(twin).key()]  # fmt: skip
+    if not rows or Candidate(rows[0]["policy"], dict(rows[0]["params"])).key() != best.key():
         return None
+    picked = rows[0]
     cur = next(r for r in [*block["checked"], *block["references"]] if r["current"])
     b, c = cur["peak_p99_per_seed_ms"], picked["peak_p99_per_seed_ms"]
     if len(c) < 2 or len(c) != len(b):

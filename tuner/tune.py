@@ -205,7 +205,7 @@ class _Job:
     #: A sampled study: the trace's burst stretches, over which the best candidates are checked for storms.
     peak: PeakStretch | None = None
     peak_ev: Evaluator | None = None
-    #: The peak check of each study (by study name), made once however many blocks read it.
+    #: The peak check of each study (by study name): the trials to pick from and the block, made once.
     peak_checks: dict[str, Any] = field(default_factory=dict)
 
 
@@ -353,21 +353,39 @@ def _sample(req: TuneRequest, settings: Settings) -> tuple[TuneRequest, dict[str
 
 def _peak_checked(main: _Job, job: _Job, trials: Sequence[Any]) -> tuple[list[Any], dict[str, Any] | None]:
     """A sampled study: the trials the recommendation may be picked from (those of the best-ranked candidate that
-    does not storm over the burst stretches: tuner/peak_check.py) and the check's block; else `trials` and None."""
+    does not storm over the burst stretches, else one for the calm twin replayed on the sample:
+    tuner/peak_check.py) and the check's block; else `trials` and None. Made once per study."""
     if main.peak is None:
         return list(trials), None
+    if job.config.name in main.peak_checks:
+        return main.peak_checks[job.config.name]  # type: ignore[no-any-return]
     from tuner import peak_check
 
     if main.peak_ev is None:
         main.peak_ev = build_evaluator(EvaluatorSpec(_EVALUATORS[main.req.deployment], {
             "source": WorkloadSource(trace=main.peak.path).as_dict(), **main.peak.options}))  # fmt: skip
-    if job.config.name not in main.peak_checks:
-        main.peak_checks[job.config.name] = peak_check.check(
-            main.peak_ev, main.peak, trials, main.objective, main.baseline, main.seeds, top=peak_check.TOP,
-            limit=peak_check.LIMIT, factor=peak_check.STORM_FACTOR)  # fmt: skip
-    result = main.peak_checks[job.config.name]
-    return [t for t in trials if Candidate.from_dict(t.user_attrs["candidate"]).key() in result.allowed
-            ], result.block  # fmt: skip
+    result = peak_check.check(main.peak_ev, main.peak, trials, main.objective, main.baseline, main.seeds,
+                              top=peak_check.TOP, limit=peak_check.LIMIT, factor=peak_check.STORM_FACTOR)  # fmt: skip
+    pool = [t for t in trials if Candidate.from_dict(t.user_attrs["candidate"]).key() in result.allowed]
+    if result.fallback is not None:
+        pool = [_twin_trial(main, result.fallback, 1 + max((t.number for t in trials), default=-1))]
+    main.peak_checks[job.config.name] = (pool, result.block)
+    return pool, result.block
+
+
+def _twin_trial(main: _Job, twin: Candidate, number: int) -> Any:
+    """A complete trial of `twin` replayed on the sample on the study's seeds, as the study records one."""
+    import optuna
+
+    res = evaluate_candidate(main.ev, twin, main.seeds, main.objective)
+    attrs = {"candidate": twin.as_dict(), "twin": True, **{k: res[k] for k in ("per_seed_metrics", "per_seed",
+                                                                               "metrics", "ci")}}  # fmt: skip
+    if main.objective.constraints:
+        attrs["constraints"] = main.objective.constraint_values(Metrics.from_dict(res["metrics"]),
+                                                                Metrics.from_dict(main.base_res["metrics"]))
+    trial = optuna.trial.create_trial(values=list(res["values"]), user_attrs=attrs)
+    trial.number = number
+    return trial
 
 
 def _with_storm_evidence(

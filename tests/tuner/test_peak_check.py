@@ -164,8 +164,14 @@ def test_check_replays_the_best_and_the_current_and_picks_the_first_calm(tmp_pat
     if calm is not None:  # the first calm one in rank order is the only one the recommendation may be
         assert res.allowed == {Candidate.from_dict(checked[calm]).key()}
         assert len(checked) == max(2, calm + 1)  # replayed on only until it was found
-    else:
+    else:  # none of the ranked is calm: the first calm twin replaces them, if any
         assert res.allowed == frozenset() and len(checked) == 3
+        calm_twins = [r for r in refs if not r["current"] and not r["storms"]]
+        if calm_twins:
+            assert res.fallback is not None and b["picked_twin"] == res.fallback.as_dict()
+            assert Candidate.from_dict(calm_twins[0]) == res.fallback
+        else:
+            assert res.fallback is None and b["picked_twin"] is None
     assert b["current_storms"] == refs[0]["storms"]
     assert b["windows"] == [[0.0, 4.0]] and (b["top"], b["limit"], b["storm_factor"]) == (2, 3, 1.0)
 
@@ -213,6 +219,24 @@ def test_tune_says_so_when_every_candidate_storms(cli: Any, tmp_path: Path, monk
     assert all(r["storms"] for r in check["checked"]) and check["picked_rank"] is None
     assert doc["verdict"] == "keep current" and doc["best"] is None
     assert doc["reason"] == "every candidate checked storms over the trace's burst stretches (sampling: peak check)"
+
+
+def test_tune_recommends_the_calm_twin_when_every_ranked_candidate_storms(
+    cli: Any, tmp_path: Path, monkeypatch: Any
+) -> None:
+    import tuner.peak_check
+
+    monkeypatch.setattr(tuner.peak_check, "first_calm", lambda *a, **k: None)  # every ranked candidate storms
+    doc = _tune(cli, _trace(tmp_path), "--current", "stock:speculative_retry=ALWAYS",
+                "--server", "stock")  # fmt: skip
+    check = doc["sampling"]["peak_check"]
+    twin = check["picked_twin"]
+    assert check["picked_rank"] is None and twin is not None  # ALWAYS' twin (NEVER) at least is calm here
+    assert twin["params"]["speculative_retry"] == "NEVER"
+    assert twin["params"].get("driver.speculative_execution.max_executions", 1) == 1
+    assert (doc["best"]["policy"], doc["best"]["params"]) == (twin["policy"], twin["params"])
+    assert doc["best"]["trial"] == doc["trials"]  # a trial after the study's, replayed on the sample
+    assert doc["best"]["p99_ms"] > 0 and doc["sampling"]["estimate"]["p99_ms"] > 0
 
 
 def test_tune_text_output_reports_the_peak_check(cli: Any, tmp_path: Path) -> None:
