@@ -149,7 +149,7 @@ def test_tune_with_a_sample_fraction_reports_it(cli: Any, tmp_path: Path, tailtu
     s = doc["sampling"]
     assert s["replayed_fraction"] == doc["replayed_fraction"] and len(s["windows"]) == 4
     assert s["error_bound"]["p99_pct"] > 0 and s["method"] == "stratified contiguous time windows"
-    assert s["error_bound"]["calibrated_on"] == CALIBRATED_ON and "stock space" in s["error_bound"]["not_valid_for"]
+    assert s["error_bound"]["calibrated_on"] == CALIBRATED_ON and "burst stretch" in s["error_bound"]["not_valid_for"]
     assert doc["source"] == f"trace:{trace}"  # the trace tuned for, not the sample file
     assert doc["tuned_for"]["load"] == pytest.approx(0.75 * s["load_factor"])
     assert s["requests"] == pytest.approx(0.25 * 4000, rel=0.35)
