@@ -20,22 +20,27 @@ import numpy.typing as npt
 
 from tuner.objective import Metrics, Objective, mean_ci
 
-__all__ = ["BATCHES", "MIN_BATCH", "batch_metrics", "batch_values"]
+__all__ = ["BATCHES", "MIN_BATCH", "batch_metrics", "batch_values", "measured"]
 
 BATCHES = 20
 MIN_BATCH = 50
 
 
+def measured(latencies_ms: npt.NDArray[np.float64], warmup: float) -> npt.NDArray[np.float64]:
+    """The measured requests of a replay's latencies (arrival order): without the first `warmup` fraction (the
+    simulator's warm-up cut), at least the last one kept."""
+    n = latencies_ms.size
+    return np.asarray(latencies_ms[min(math.floor(warmup * n), max(n - 1, 0)):], dtype=np.float64)
+
+
 def batch_metrics(latencies_ms: npt.NDArray[np.float64], warmup: float) -> list[Metrics]:
     """Metrics of each contiguous batch of the measured requests (arrival order); [] when too few requests."""
-    n = latencies_ms.size
-    cut = min(math.floor(warmup * n), max(n - 1, 0))
-    measured = np.asarray(latencies_ms[cut:], dtype=np.float64)
-    k = min(BATCHES, measured.size // MIN_BATCH)
+    kept = measured(latencies_ms, warmup)
+    k = min(BATCHES, kept.size // MIN_BATCH)
     if k < 2:
         return []
     out = []
-    for part in np.array_split(measured, k):
+    for part in np.array_split(kept, k):
         p50, p95, p99, p999 = np.percentile(part, [50, 95, 99, 99.9])
         out.append(Metrics(float(p50), float(p95), float(p99), float(p999), float(part.mean())))
     return out

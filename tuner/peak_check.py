@@ -217,9 +217,8 @@ def storm_verdict(block: Mapping[str, Any], best: Candidate, current: Candidate,
     if not block["current_storms"] or best.key() == current.key():
         return None
     rows = [block["checked"][rank]] if rank is not None else [
-        r for r in block["references"] if twin is not None and r["policy"] == twin["policy"]
-        and Candidate(r["policy"], dict(r["params"])).key() == Candidate.from_dict(twin).key()]  # fmt: skip
-    if not rows or Candidate(rows[0]["policy"], dict(rows[0]["params"])).key() != best.key():
+        r for r in block["references"] if twin is not None and Candidate.from_dict(r) == Candidate.from_dict(twin)]
+    if not rows or Candidate.from_dict(rows[0]).key() != best.key():
         return None
     picked = rows[0]
     cur = next(r for r in [*block["checked"], *block["references"]] if r["current"])

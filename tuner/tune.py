@@ -333,16 +333,18 @@ def _sample(req: TuneRequest, settings: Settings) -> tuple[TuneRequest, dict[str
     if req.evaluator_options.get("use_timestamps") and req.deployment != "cassandra":
         raise BadInputError.single("--use-timestamps", "only the cassandra store replays trace timestamps",
                                    field="use_timestamps")
+    def at_trace_rate(part: sampling.SampleInfo) -> tuple[dict[str, Any], float | None]:
+        """The evaluator options replaying `part` at the whole trace's absolute rate, and the load factor."""
+        opts = dict(req.evaluator_options)
+        if not opts.get("use_timestamps"):
+            return opts, None
+        opts["load"] = float(opts.get("load") or CassandraDeployment().load) * part.load_factor
+        return opts, part.load_factor
+
     path, info = sampling.sample_source(req.source, fraction, spec, settings)
-    opts, factor = dict(req.evaluator_options), None
-    if opts.get("use_timestamps"):  # the windows replayed at the whole trace's absolute rate
-        factor = info.load_factor
-        opts["load"] = float(opts.get("load") or CassandraDeployment().load) * factor
+    opts, factor = at_trace_rate(info)
     peak_path, peak_info = sampling.peak_source(req.source, fraction, settings)
-    peak_opts, peak_factor = dict(req.evaluator_options), None
-    if peak_opts.get("use_timestamps"):
-        peak_factor = peak_info.load_factor
-        peak_opts["load"] = float(peak_opts.get("load") or CassandraDeployment().load) * peak_factor
+    peak_opts, peak_factor = at_trace_rate(peak_info)
     peak = PeakStretch(str(peak_path), tuple((w.start, w.end) for w in peak_info.windows), peak_info.requests,
                        peak_info.replayed_fraction, peak_opts, peak_factor)  # fmt: skip
     summary = req.summary if req.summary is not None else find_summary(req.source, settings)
@@ -406,15 +408,13 @@ def _with_storm_evidence(
 def _estimate(job: _Job, cand: Candidate) -> dict[str, Any]:
     """The whole trace's estimate for `cand` (tuner/peak_check.py `estimate`): its measured latencies on the sample
     and over the burst stretches, per seed, after each replay's warm-up."""
+    from tuner.evidence import measured
     from tuner.peak_check import estimate
 
     assert job.peak is not None and job.peak_ev is not None
-
-    def measured(ev: Evaluator, seed: int) -> Any:
-        lat = ev.latencies_ms(cand, seed)
-        return lat[min(int(ev.warmup_fraction() * lat.size), max(lat.size - 1, 0)):]
-
-    return estimate([measured(job.ev, s) for s in job.seeds], [measured(job.peak_ev, s) for s in job.seeds],
+    sample, bursts = job.ev, job.peak_ev
+    return estimate([measured(sample.latencies_ms(cand, s), sample.warmup_fraction()) for s in job.seeds],
+                    [measured(bursts.latencies_ms(cand, s), bursts.warmup_fraction()) for s in job.seeds],
                     job.peak.share)  # fmt: skip
 
 
