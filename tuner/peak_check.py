@@ -38,6 +38,7 @@ replays.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -47,10 +48,9 @@ import numpy.typing as npt
 
 from tailtune.simulation.stock_knobs import EXTRA_READS_OFF
 from tuner.evaluators import Evaluator
-from tuner.objective import Objective
+from tuner.objective import Metrics, Objective
 from tuner.recommend import Verdict, metrics_block, paired_test, rank_trials
 from tuner.space import Candidate
-from tuner.study import evaluate_candidate
 
 __all__ = [
     "LIMIT",
@@ -123,7 +123,13 @@ def check(
     ev: Evaluator, stretch: PeakStretch, trials: Sequence[Any], objective: Objective, current: Candidate,
     seeds: Sequence[int], *, top: int = TOP, limit: int = LIMIT, factor: float = STORM_FACTOR,
 ) -> PeakCheck:
-    """The rule of the module docstring: `ev` replays the burst stretches; `trials` are the study's."""
+    """The rule of the module docstring: `ev` replays the burst stretches; `trials` are the study's.
+
+    The references (the current config and the twins) are replayed first, whole; their lowest p99 is a floor
+    the final one can only be below. A ranked candidate is then replayed with `ev.evaluate_below` at `factor` ×
+    the floor known so far: a replay stops once its p99 is certainly above that, and a candidate whose replays
+    all stopped storms whatever the final floor (recorded with `peak_p99_above_ms`, its p99 unknown). One with
+    some seeds stopped and some not is replayed whole on the stopped ones (the mean over the seeds decides)."""
     ranked: list[tuple[Candidate, Any]] = []
     for t in rank_trials(trials, objective):
         cand = Candidate.from_dict(t.user_attrs["candidate"])
@@ -131,22 +137,39 @@ def check(
             ranked.append((cand, t))
     peak: dict[Key, dict[str, float]] = {}
     per_seed: dict[Key, list[float]] = {}
+    above: dict[Key, float] = {}  # the replays stopped: the p99 is above this
+
+    def replay(cand: Candidate, bound: float | None = None) -> None:
+        key = cand.key()
+        if key in peak or key in above:
+            return
+        got: list[Metrics | None] = [ev.evaluate(cand, s) if bound is None else ev.evaluate_below(cand, s, bound)
+                                     for s in seeds]  # fmt: skip
+        if bound is not None and all(m is None for m in got):
+            above[key] = bound
+            return
+        whole = [m if m is not None else ev.evaluate(cand, s) for m, s in zip(got, seeds, strict=True)]
+        peak[key] = Metrics.mean_of(whole).as_dict()
+        per_seed[key] = [m.p99_ms for m in whole]
 
     def p99(cand: Candidate) -> float:
-        if cand.key() not in peak:
-            res = evaluate_candidate(ev, cand, seeds, objective)
-            peak[cand.key()] = res["metrics"]
-            per_seed[cand.key()] = [float(m["p99_ms"]) for m in res["per_seed_metrics"]]
-        return peak[cand.key()]["p99_ms"]
+        """The p99 over the stretches (infinite when only known to be above a storm's bound)."""
+        return peak[cand.key()]["p99_ms"] if cand.key() in peak else math.inf
 
     bases = [c for c, _ in ranked[:top]] + [current]
     twins = [tw for tw in (without_extra_reads(c) for c in bases) if tw is not None]
+    for cand in (current, *twins):
+        replay(cand)
+    floor = min(p99(c) for c in (current, *twins))
+    for cand, _ in ranked[:top]:
+        replay(cand, factor * floor)
     floor = min(p99(c) for c in bases + twins)
     checked: list[tuple[Candidate, Any]] = []
     calm: int | None = None
     for cand, t in ranked[:limit]:  # the top ones (replayed already), then on until one does not storm
         if len(checked) >= top and calm is not None:
             break
+        replay(cand, factor * floor)
         checked.append((cand, t))
         calm = first_calm([p99(c) for c, _ in checked], floor, factor)
     seen = {c.key() for c, _ in checked}
@@ -157,11 +180,12 @@ def check(
             references.append(cand)
 
     def row(cand: Candidate, sample: Any) -> dict[str, Any]:
-        m = peak[cand.key()]
+        m = peak.get(cand.key(), {})
         return {**metrics_block(cand, {}), "current": cand.key() == current.key(),
                 "sample_p99_ms": sample.user_attrs["metrics"]["p99_ms"] if sample is not None else None,
-                "peak_p50_ms": m["p50_ms"], "peak_p99_ms": m["p99_ms"], "peak_p99_per_seed_ms": per_seed[cand.key()],
-                "storms": m["p99_ms"] > factor * floor}  # fmt: skip
+                "peak_p50_ms": m.get("p50_ms"), "peak_p99_ms": m.get("p99_ms"),
+                "peak_p99_per_seed_ms": per_seed.get(cand.key(), []),
+                "peak_p99_above_ms": above.get(cand.key()), "storms": p99(cand) > factor * floor}  # fmt: skip
 
     picked = checked[calm][0] if calm is not None else None
     fallback = None if picked is not None else next((tw for tw in twins if p99(tw) <= factor * floor), None)
@@ -170,6 +194,7 @@ def check(
         "checked": [row(c, t) for c, t in checked],
         "references": [row(c, None) for c in references],
         "rejected": sum(1 for c, _ in checked if p99(c) > factor * floor),
+        "stopped": sum(1 for c, _ in checked if c.key() in above),
         "picked_rank": calm,
         "picked_twin": fallback.as_dict() if fallback is not None else None,
         "current_storms": p99(current) > factor * floor,

@@ -469,9 +469,12 @@ def replay(
     record_ops: bool = False,
     classes: bool = True,
     where: str = "simulate",
+    stop: tuple[float, float] | None = None,
 ) -> kvsim.Result:
     """Replays the workload of `seed` under `policy`. `classes`: report per-class percentiles (small / large
-    requests) when sizes vary; off, the large-value flags are built only for the policies that read them."""
+    requests) when sizes vary; off, the large-value flags are built only for the policies that read them.
+    `stop`: (quantile, bound ms): stop as soon as that quantile is certainly above the bound
+    (`kvsim.ReplayConfig.stop`)."""
     import kvsim
 
     if policy.size_aware_cost and trace.mean_demand_s is None:
@@ -507,6 +510,7 @@ def replay(
         size_aware_cost=policy.size_aware_cost,
         seed=int(seed),
         demand=cast("kvsim.types.DemandInfo", trace.demand),
+        stop=stop,
     )
     try:
         res = kvsim.replay(wl, config)

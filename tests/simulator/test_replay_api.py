@@ -128,3 +128,20 @@ def test_typed_memcached_replay_is_deterministic_and_reports_its_figures() -> No
     assert summary["ops"] == typed.queries and summary["requests"] == 300
     with pytest.raises(kvsim.ParameterError, match="not a param of batching"):
         memcached.replay(sizes, arr, MemcachedConfig(policy="batching", params={"merge": 2}))
+
+
+@pytest.mark.parametrize("config", [kvsim.ReplayConfig(), kvsim.ReplayConfig(policy="stock", replica="round-robin")])
+def test_stop_ends_a_replay_once_its_p99_is_certainly_above_the_bound(config: kvsim.ReplayConfig) -> None:
+    wl, _ = _wl()
+    whole = kvsim.replay(wl, config)
+    lat = np.sort(whole.latency_ms[int(0.1 * wl.requests):])
+    below = float(lat[int(0.99 * (lat.size - 1))])  # the 99th percentile's lower order statistic
+    stopped = kvsim.replay(wl, dataclasses.replace(config, stop=(0.99, 0.5 * below)))
+    assert stopped.stopped and stopped.to_json()["stopped"] is True and stopped.events < whole.events
+    done = stopped.latency_ms > 0
+    assert 0 < done.sum() < wl.requests
+    assert np.array_equal(stopped.latency_ms[done], whole.latency_ms[done])  # the same replay, cut short
+    kept = kvsim.replay(wl, dataclasses.replace(config, stop=(0.99, below)))  # not above: replayed to the end
+    assert not kept.stopped and "stopped" not in kept.to_json() and kept.p99_ms == whole.p99_ms
+    with pytest.raises(kvsim.ParameterError, match="stop"):
+        kvsim.replay(wl, dataclasses.replace(config, stop=(0.99, float("nan"))))

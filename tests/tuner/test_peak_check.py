@@ -4,6 +4,7 @@ twin, the check's replays over the stretch, and `tailtune tune` picking the best
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -128,13 +129,21 @@ def _trace(tmp_path: Path) -> Path:
     return out
 
 
-def test_check_replays_the_best_and_the_current_and_picks_the_first_calm(tmp_path: Path) -> None:
+def _p99(row: dict[str, Any]) -> float:
+    """A row's p99 over the stretches; infinite when its replays stopped above a storm's bound (then `storms`)."""
+    if row["peak_p99_above_ms"] is not None:
+        assert row["peak_p99_ms"] is None and row["peak_p50_ms"] is None and row["storms"]
+        return math.inf
+    return float(row["peak_p99_ms"])
+
+
+def _check_args(tmp_path: Path) -> tuple[Any, ...]:
     import optuna
 
     from tailtune.simulation.source import WorkloadSource
     from tuner.evaluators import EvaluatorSpec, build_evaluator
     from tuner.objective import parse_objective
-    from tuner.peak_check import PeakStretch, check
+    from tuner.peak_check import PeakStretch
 
     trace = _trace(tmp_path)
     ev = build_evaluator(EvaluatorSpec("kvsim-cassandra", {"source": WorkloadSource(trace=str(trace)).as_dict()}))
@@ -147,7 +156,41 @@ def test_check_replays_the_best_and_the_current_and_picks_the_first_calm(tmp_pat
         trials.append(t)
     stretch = PeakStretch(str(trace), ((0.0, 4.0),), 4000, 1.0, {}, None)
     current = Candidate("fifo", {"speculative_retry": "99p"})
-    res = check(ev, stretch, trials, parse_objective("p99"), current, (0,), top=2, limit=3, factor=1.0)
+    return ev, stretch, trials, parse_objective("p99"), current
+
+
+def test_stopping_a_storm_early_changes_no_decision(tmp_path: Path) -> None:
+    """The check with replays that stop once a candidate certainly storms decides as the check with every
+    replay whole, and the stopped candidates' whole p99 is above the bound they stopped at."""
+    from tuner.peak_check import check
+
+    ev, stretch, trials, objective, current = _check_args(tmp_path)
+    for factor, seeds in ((1.0, (0,)), (1.0, (0, 1)), (1.5, (0, 1))):
+        fast = check(ev, stretch, trials, objective, current, seeds, top=2, limit=4, factor=factor)
+        whole_ev = _check_args(tmp_path)[0]
+        whole_ev.evaluate_below = lambda c, s, bound, ev=whole_ev: ev.evaluate(c, s)  # never stops
+        whole = check(whole_ev, stretch, trials, objective, current, seeds, top=2, limit=4, factor=factor)
+        a, b = fast.block, whole.block
+        for k in ("floor_p99_ms", "picked_rank", "picked_twin", "current_storms", "rejected"):
+            assert a[k] == b[k], k
+        assert (fast.allowed, fast.fallback) == (whole.allowed, whole.fallback)
+        rows_a, rows_b = a["checked"] + a["references"], b["checked"] + b["references"]
+        assert [r["storms"] for r in rows_a] == [r["storms"] for r in rows_b]
+        assert b["stopped"] == 0 and a["stopped"] == sum(r["peak_p99_above_ms"] is not None for r in rows_a)
+        for ra, rb in zip(rows_a, rows_b, strict=True):
+            if ra["peak_p99_above_ms"] is None:
+                assert ra == {**rb, "peak_p99_above_ms": None}
+            else:
+                assert rb["peak_p99_ms"] > ra["peak_p99_above_ms"] >= factor * a["floor_p99_ms"]
+        if factor == 1.0:
+            assert a["stopped"] >= 1  # the hedging candidate storms: its replays stop
+
+
+def test_check_replays_the_best_and_the_current_and_picks_the_first_calm(tmp_path: Path) -> None:
+    from tuner.peak_check import check
+
+    ev, stretch, trials, objective, current = _check_args(tmp_path)
+    res = check(ev, stretch, trials, objective, current, (0,), top=2, limit=3, factor=1.0)
     b = res.block
     checked, refs = b["checked"], b["references"]
     # rank order: hedge (1.0), brb (2.0), fifo (3.0), rein k=2 (4.0) — at most `limit` 3 of them
@@ -156,9 +199,10 @@ def test_check_replays_the_best_and_the_current_and_picks_the_first_calm(tmp_pat
     # references: the current config and the extra-reads-off twins of the top 2 and of the current
     assert [(r["policy"], r["params"].get("speculative_retry"), r["current"]) for r in refs] == [
         ("fifo", "99p", True), ("rein", "NEVER", False), ("fifo", "NEVER", False)]
-    floor = min(r["peak_p99_ms"] for r in checked[:2] + refs)
+    floor = min(_p99(r) for r in checked[:2] + refs)
     assert b["floor_p99_ms"] == floor
-    assert [r["storms"] for r in checked + refs] == [r["peak_p99_ms"] > floor for r in checked + refs]
+    assert [r["storms"] for r in checked + refs] == [_p99(r) > floor for r in checked + refs]
+    assert all(r["peak_p99_above_ms"] is None for r in refs)  # the references are replayed whole
     calm = next((i for i, r in enumerate(checked) if not r["storms"]), None)
     assert b["picked_rank"] == calm and b["rejected"] == sum(r["storms"] for r in checked)
     if calm is not None:  # the first calm one in rank order is the only one the recommendation may be
@@ -196,8 +240,8 @@ def test_tune_picks_the_best_checked_candidate_that_does_not_storm(cli: Any, tmp
     assert check["load_factor"] > 0  # replayed at the stretch's absolute rate
     rows = check["checked"] + check["references"]
     assert sum(r["current"] for r in rows) == 1  # the current config is replayed once, ranked or not
-    assert check["floor_p99_ms"] == min(r["peak_p99_ms"] for r in check["checked"][:3] + check["references"])
-    assert [r["storms"] for r in rows] == [r["peak_p99_ms"] > STORM_FACTOR * check["floor_p99_ms"] for r in rows]
+    assert check["floor_p99_ms"] == min(_p99(r) for r in check["checked"][:3] + check["references"])
+    assert [r["storms"] for r in rows] == [_p99(r) > STORM_FACTOR * check["floor_p99_ms"] for r in rows]
     calm = check["picked_rank"]
     if calm is None:  # every candidate walked storms: the current config is kept
         assert all(r["storms"] for r in check["checked"]) and doc["verdict"] == "keep current"

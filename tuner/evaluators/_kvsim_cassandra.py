@@ -103,7 +103,8 @@ class KvsimCassandraEvaluator(Evaluator):
         """Whether the workloads use size-aware demands (the trace's value sizes differ)."""
         return self._prepared().sizes is not None
 
-    def _replay(self, candidate: Candidate, seed: int, fraction: float) -> kvsim.Result:
+    def _replay(self, candidate: Candidate, seed: int, fraction: float,
+                stop: tuple[float, float] | None = None) -> kvsim.Result:
         from tailtune.base.errors import BadInputError
 
         where = f"candidate {candidate.label()}"
@@ -112,7 +113,9 @@ class KvsimCassandraEvaluator(Evaluator):
                                        field="policy")
         policy = resolve(candidate.policy, candidate.params, where=where)
         res = cassandra.replay(self._prepared(), self.setup, policy, seed, fraction=fraction, classes=False,
-                               where=where)
+                               where=where, stop=stop)
+        if res.stopped:  # a part of the replay: nothing kept, nothing known of its overload
+            return res
         if self._keep is not None and fraction >= 1.0 and seed == self._keep[0] and candidate.key() in self._keep[1]:
             self._kept[candidate.key()] = np.asarray(res.latency_ms, dtype=np.float64)
         if res.timeouts is not None and res.timeouts["requests"] and res.requests:
@@ -164,6 +167,11 @@ class KvsimCassandraEvaluator(Evaluator):
     def evaluate(self, candidate: Candidate, seed: int, fraction: float = 1.0) -> Metrics:
         r = self._replay(candidate, seed, fraction)
         return Metrics(r.p50_ms, r.p95_ms, r.p99_ms, r.p999_ms, r.mean_ms)
+
+    def evaluate_below(self, candidate: Candidate, seed: int, p99_ms: float) -> Metrics | None:
+        """The replay stops once its p99 is certainly above `p99_ms` (`kvsim.ReplayConfig.stop`)."""
+        r = self._replay(candidate, seed, 1.0, stop=(0.99, p99_ms))
+        return None if r.stopped else Metrics(r.p50_ms, r.p95_ms, r.p99_ms, r.p999_ms, r.mean_ms)
 
     def latencies_ms(self, candidate: Candidate, seed: int) -> npt.NDArray[np.float64]:
         """From the kept replay when `keep_latencies` named the candidate and seed (handed over once), else a

@@ -12,18 +12,21 @@ Contract of every `Evaluator` (the study, the references and the tests rely on i
    `tailtune.base.errors.BadInputError` naming the parameter; the study turns it into a failed trial.
 5. **Rebuildable**: `spec()` returns an `EvaluatorSpec` (JSON-able) from which `build_evaluator` makes an equal
    evaluator in another process (parallel workers, Spark executors).
-6. `latencies_ms(c, seed)` returns every request's latency (ms) for the before/after CDF plots;
+6. **Stopping**: `evaluate_below(c, seed, p99_ms)` is `evaluate(c, seed)`, or None when the evaluator stopped
+   the replay once its p99 was certainly above `p99_ms` (by default it never stops); a None is a fact, not an
+   estimate.
+7. `latencies_ms(c, seed)` returns every request's latency (ms) for the before/after CDF plots;
    `keep_latencies(candidates, seed)` is a hint that those will be asked for after their `evaluate` on `seed`
    (an evaluator may keep them from that replay instead of replaying again; by default nothing is kept).
 
-7. `adapt_summary(summary)` returns the analysis summary the search space is derived from, adapted to what
+8. `adapt_summary(summary)` returns the analysis summary the search space is derived from, adapted to what
    this evaluator replays (the Cassandra evaluator puts in the fan-out of the simulated cluster).
-8. `reference(seed)` returns the evaluator's own reference configuration (memcached: Chisel's analyzer levels
+9. `reference(seed)` returns the evaluator's own reference configuration (memcached: Chisel's analyzer levels
    for the workload), or None for the deployment kind's paper defaults.
-9. `replay_requests()` is the number of requests of a whole replay (None: unknown; the study then keeps one
-   prefix rung). `deployment_record()` describes the deployment replayed (source, cluster, load, warm-up ...)
-   as JSON, and `simulate_args(candidate, seed)` the `tailtune simulate` arguments that replay `candidate` on
-   `seed` exactly.
+10. `replay_requests()` is the number of requests of a whole replay (None: unknown; the study then keeps one
+    prefix rung). `deployment_record()` describes the deployment replayed (source, cluster, load, warm-up ...)
+    as JSON, and `simulate_args(candidate, seed)` the `tailtune simulate` arguments that replay `candidate` on
+    `seed` exactly.
 
 This module imports no implementation: they live in private modules of `tuner.evaluators`, which re-exports
 them and builds evaluators from specs (`build_evaluator`).
@@ -73,6 +76,11 @@ class Evaluator(ABC):
     @abstractmethod
     def evaluate(self, candidate: Candidate, seed: int, fraction: float = 1.0) -> Metrics:
         """Latency metrics of `candidate` on the workload of `seed` (first `fraction` of the requests)."""
+
+    def evaluate_below(self, candidate: Candidate, seed: int, p99_ms: float) -> Metrics | None:
+        """The metrics of the whole workload of `seed`, or None when the replay stopped as soon as its p99 was
+        certainly above `p99_ms` (default: never stops)."""
+        return self.evaluate(candidate, seed)
 
     @abstractmethod
     def latencies_ms(self, candidate: Candidate, seed: int) -> npt.NDArray[np.float64]:

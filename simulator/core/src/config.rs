@@ -45,6 +45,45 @@ pub struct ReplayConfig {
     pub size_aware_cost: bool,
     /// Seed of the replay's own random streams: replica selectors, the slowdown schedule, think times.
     pub seed: u64,
+    /// Stop the replay as soon as a quantile of its latencies is certainly above a bound (None: replay to the
+    /// end).
+    pub stop: Option<StopRule>,
+}
+
+/// Stop a replay early once its `quantile` of the measured latencies (after the warm-up cut; linear
+/// interpolation, numpy's default) is certainly above `above_ns`: once so many measured requests have completed
+/// above it that the order statistic the quantile starts from is above it whatever the other requests do. Used
+/// where only "above or not" matters (the tuner's check of a sample's candidates over a trace's bursts), since a
+/// replay that storms costs as much as any to finish.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct StopRule {
+    /// In (0, 1).
+    pub quantile: f64,
+    pub above_ns: u64,
+}
+
+impl StopRule {
+    /// How many of `n_req` requests' measured latencies above `above_ns` settle it: with `m` measured (after
+    /// the cut of ⌊warmup · n⌋, at most n − 1) the quantile interpolates from the ⌊q (m − 1)⌋-th smallest up, so
+    /// m − ⌊q (m − 1)⌋ latencies above the bound put that one above it.
+    pub fn requests_above(&self, n_req: usize, warmup: f64) -> usize {
+        let cut = ((warmup * n_req as f64).floor() as usize).min(n_req.saturating_sub(1));
+        let m = n_req - cut;
+        if m == 0 {
+            return usize::MAX;
+        }
+        m - (self.quantile * (m - 1) as f64).floor() as usize
+    }
+
+    pub fn validate(&self) -> Result<(), SimError> {
+        if !(self.quantile > 0.0 && self.quantile < 1.0) {
+            return Err(SimError::BadInput(format!(
+                "stop quantile {} is not in (0, 1)",
+                self.quantile
+            )));
+        }
+        Ok(())
+    }
 }
 
 impl Default for ReplayConfig {
@@ -69,6 +108,7 @@ impl ReplayConfig {
             record_ops: false,
             size_aware_cost: false,
             seed: 0,
+            stop: None,
         }
     }
 

@@ -38,7 +38,7 @@ pub mod workload;
 pub mod memcached;
 
 pub use cluster::{Cluster, ClusterConfig};
-pub use config::{ClientModel, ReplayConfig, SizeClasses};
+pub use config::{ClientModel, ReplayConfig, SizeClasses, StopRule};
 pub use coordinator::CoordinatorConfig;
 pub use engine::replay;
 pub use error::SimError;

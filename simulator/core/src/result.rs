@@ -89,4 +89,7 @@ pub struct RunResult {
     pub arrival_ns: Vec<u64>,
     /// Time-averaged capacity of the servers relative to all at speed 1 (1 without speeds and slowdowns).
     pub capacity_factor: f64,
+    /// The stop rule (`ReplayConfig::stop`) ended the replay: its quantile is above the rule's bound; `summary`
+    /// is then over the measured requests completed by then, and `latency_ns` is 0 for the others.
+    pub stopped: bool,
 }

@@ -17,7 +17,7 @@ use kvsim_core::replica::SelectorConfig;
 use kvsim_core::server_model::{ServerModelConfig, Slowdown, Stalls};
 use kvsim_core::{
     replay, Arrivals, ClientModel, Cluster, ClusterConfig, Column, Draws, ReplayConfig, SimError,
-    SizeClasses, Workload, WorkloadLayout, WorkloadSpec,
+    SizeClasses, StopRule, Workload, WorkloadLayout, WorkloadSpec,
 };
 use std::sync::Arc;
 
@@ -558,6 +558,8 @@ pub(crate) struct NativeConfig<'py> {
     record_ops: bool,
     size_aware_cost: bool,
     seed: u64,
+    /// (quantile, bound ns): stop once that quantile is certainly above the bound
+    stop: Option<(f64, u64)>,
 }
 
 /// Per-op flags in workload order from uint8 flags in input order.
@@ -633,6 +635,9 @@ impl NativeConfig<'_> {
             record_ops: self.record_ops,
             size_aware_cost: self.size_aware_cost,
             seed: self.seed,
+            stop: self
+                .stop
+                .map(|(quantile, above_ns)| StopRule { quantile, above_ns }),
         })
     }
 }
@@ -712,6 +717,7 @@ fn result_dict<'py>(py: Python<'py>, res: &kvsim_core::RunResult) -> PyResult<Bo
         d.set_item("served_ops", res.served_ops)?;
         d.set_item("makespan_ns", res.makespan_ns)?;
         d.set_item("capacity_factor", res.capacity_factor)?;
+        d.set_item("stopped", res.stopped)?;
         d.set_item("arrival_ns", bytes_of(py, &res.arrival_ns))?;
         Ok(d)
     }

@@ -61,6 +61,9 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
             if !self.p.dirty.is_empty() {
                 self.dispatch_after(now);
             }
+            if self.stop_left == 0 {
+                break;
+            }
         }
     }
 
@@ -984,6 +987,9 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
             // answered by reads that started in time, but after the deadline: the coordinator timed out
             self.latency[r] = self.read_timeout;
             self.timeouts.requests += 1;
+        }
+        if self.latency[r] > self.stop_above && r >= self.stop_from {
+            self.stop_left -= 1;
         }
         if EXT {
             self.last_done = self.last_done.max(now + d);

@@ -44,6 +44,9 @@ pub fn replay(cluster: &Cluster, wl: &Workload, cfg: &ReplayConfig) -> Result<Ru
         0.99,
         "[0, 0.99] (fraction of requests)",
     )?;
+    if let Some(stop) = &cfg.stop {
+        stop.validate()?;
+    }
     let policy = &cfg.policy;
     policy.validate()?;
     wl.validate(cluster)?;

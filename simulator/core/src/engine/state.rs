@@ -283,6 +283,11 @@ pub(super) struct Sim<'a, const EXT: bool, S, R> {
     pub(super) drop_on: bool,
     /// The read timeout, ns.
     pub(super) read_timeout: u64,
+    /// The stop rule (`ReplayConfig::stop`): measured requests are those from `stop_from` on; the replay stops
+    /// when `stop_left` more of them have completed above `stop_above` ns (∞ / never without a rule).
+    pub(super) stop_above: u64,
+    pub(super) stop_from: usize,
+    pub(super) stop_left: usize,
 
     // Event counters: the next sequence number, the next request to arrive, events applied.
     pub(super) seq: u64,
@@ -510,6 +515,11 @@ impl<'a, const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'a, EXT, S, R> {
             closed_on,
             drop_on,
             read_timeout: rc.coordinator.timeout_ns(),
+            stop_above: rc.stop.map_or(u64::MAX, |r| r.above_ns),
+            stop_from: ((rc.warmup * n_req as f64).floor() as usize).min(n_req.saturating_sub(1)),
+            stop_left: rc
+                .stop
+                .map_or(usize::MAX, |r| r.requests_above(n_req, rc.warmup)),
 
             seq: n_req as u64,
             next_req: 0,
@@ -641,7 +651,13 @@ impl<'a, const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'a, EXT, S, R> {
     #[inline(always)]
     pub(super) fn finish(mut self) -> Result<RunResult, SimError> {
         let (wl, rc, n_req) = (self.wl, self.rc, self.n_req);
-        if let Some(r) = self.remaining.iter().position(|&x| x != 0) {
+        let stopped = self.stop_left == 0;
+        if let Some(r) = self
+            .remaining
+            .iter()
+            .position(|&x| x != 0)
+            .filter(|_| !stopped)
+        {
             return Err(SimError::BadInput(format!(
                 "internal: request {r} never completed"
             )));
@@ -655,7 +671,16 @@ impl<'a, const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'a, EXT, S, R> {
             wl.arrival[n_req - 1] - wl.arrival[0]
         };
         let slots = self.cluster.config.slots;
-        let summary = summarize(&self.latency, rc.warmup, &self.server_demand, slots, span);
+        let summary = if stopped {
+            // the measured requests completed when the replay stopped
+            let done: Vec<u64> = (self.stop_from..n_req)
+                .filter(|&r| self.remaining[r] == 0)
+                .map(|r| self.latency[r])
+                .collect();
+            summarize(&done, 0.0, &self.server_demand, slots, span)
+        } else {
+            summarize(&self.latency, rc.warmup, &self.server_demand, slots, span)
+        };
         // (The figure of the engine's first layout, one whole tag per opset: reported as it was.)
         let run_bytes =
             self.opset_server.len() * 4 + wl.opsets() * std::mem::size_of::<Tag>() + n_req * 12;
@@ -694,6 +719,7 @@ impl<'a, const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'a, EXT, S, R> {
             makespan_ns,
             arrival_ns: self.arrival_rt,
             capacity_factor: rc.servers.capacity_factor(self.n_servers),
+            stopped,
         })
     }
 }

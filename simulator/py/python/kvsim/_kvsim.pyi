@@ -187,6 +187,9 @@ class NativeConfig(Protocol):
     def size_aware_cost(self) -> bool: ...
     @property
     def seed(self) -> int: ...
+    @property
+    def stop(self) -> tuple[float, int] | None:
+        """(quantile, bound ns): stop once that quantile of the measured latencies is certainly above the bound"""
 
 class RawHeld(TypedDict):
     opsets: int
@@ -253,6 +256,7 @@ class _RawResultBase(TypedDict):
     makespan_ns: int
     capacity_factor: float
     arrival_ns: bytes  # uint64 per request (closed loop), empty in open loop
+    stopped: bool  # the stop rule ended the replay (percentiles over the measured requests completed by then)
 
 class RawResult(_RawResultBase, total=False):
     records: RawRecords  # with record_ops

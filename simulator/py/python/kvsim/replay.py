@@ -418,6 +418,8 @@ class ReplayConfig:
       `size_aware_cost`: opset cost = Σ mean demand instead of the op count (Rein's policies).
     - `seed`: the replay's own random streams (replica selectors, slowdown schedule, think times).
     - `demand`: how the workload's demands were made, reported as given (the replay does not read it).
+    - `stop`: (quantile, bound ms): stop the replay as soon as that quantile of the measured latencies is
+      certainly above the bound (`Result.stopped`); None replays to the end.
     """
 
     policy: str = "fifo"
@@ -435,6 +437,7 @@ class ReplayConfig:
     size_aware_cost: bool = False
     seed: int = 0
     demand: DemandInfo | None = None
+    stop: tuple[float, float] | None = None
 
     @property
     def extended(self) -> bool:
@@ -543,6 +546,9 @@ class Result:
     closed: ClosedInfo | None = None
     arrival_ms: npt.NDArray[np.float64] | None = field(default=None, repr=False)
     policy_label: str | None = None
+    #: `ReplayConfig.stop` ended the replay: the quantile is above the bound; the percentiles and `measured` are
+    #: those of the measured requests completed by then, `latency_ms` is 0 for the others
+    stopped: bool = False
 
     def to_json(self) -> dict[str, JsonValue]:
         """The `simulate --json` object.
@@ -575,6 +581,8 @@ class Result:
             "half_ratio": self.half_ratio,
             "bytes_per_op": self.bytes_per_op,
         }
+        if self.stopped:
+            out["stopped"] = True
         if self.replica is None:
             return out
         rparams = _json(self.replica_params or {})
@@ -632,6 +640,15 @@ class _NativeConfig:
     record_ops: bool
     size_aware_cost: bool
     seed: int
+    stop: tuple[float, int] | None
+
+
+def _ns(ms: float) -> int:
+    """A bound in ms as whole ns, rounded down: latencies are whole ns, and one above ⌊bound⌋ ns is above the
+    bound."""
+    if not ms >= 0.0 or ms == float("inf"):
+        raise ParameterError(f"parameter 'stop' needs a finite bound >= 0 ms, got {ms}")
+    return int(ms * 1e6)
 
 
 def _pairs(m: Mapping[str, float]) -> list[tuple[str, float]]:
@@ -722,6 +739,7 @@ def replay(workload: Workload, config: ReplayConfig | None = None) -> Result:
         record_ops=cfg.record_ops,
         size_aware_cost=cfg.size_aware_cost,
         seed=cfg.seed,
+        stop=None if cfg.stop is None else (float(cfg.stop[0]), _ns(cfg.stop[1])),
     )
     raw = _kvsim.replay(workload._raw, native)
     wall = float(raw["sim_wall_s"])
@@ -748,6 +766,7 @@ def replay(workload: Workload, config: ReplayConfig | None = None) -> Result:
         server_load=np.frombuffer(raw["server_load"], dtype=np.float64),
         latency_ms=latency_ms,
         records=_records(raw),
+        stopped=bool(raw["stopped"]),
     )
     if not cfg.extended:
         return res
