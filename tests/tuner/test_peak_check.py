@@ -291,3 +291,20 @@ def test_tune_text_output_reports_the_peak_check(cli: Any, tmp_path: Path) -> No
     assert "s around the trace's 3 most intense bursts (" in r.stdout
     assert "storm there (p99 over 2x the floor of " in r.stdout
     assert "estimate for the whole trace: p50 " in r.stdout
+
+
+def test_the_peak_check_line_names_the_twin_fallback_and_the_stopped_replays() -> None:
+    from tailtune.cli.commands.tune import peak_check_line
+
+    block = {"windows": [[0.0, 10.0], [20.0, 25.0]], "requests": 1234, "checked": [{}, {}], "rejected": 2,
+             "storm_factor": 2.0, "floor_p99_ms": 18.7, "picked_rank": None, "stopped": 1, "current_storms": True,
+             "picked_twin": {"policy": "stock", "params": {"speculative_retry": "NEVER"}}}  # fmt: skip
+    line = peak_check_line(block)
+    assert line.startswith("  peak check over 15 s around the trace's 2 most intense bursts (1,234 requests): ")
+    assert "2 of the sample's 2 best checked storm there (p99 over 2x the floor of 18.700 ms; 1 of them known" in line
+    assert "the first calm one with its extra reads off is, replayed on the sample" in line
+    assert line.endswith("; your current config storms there too")
+    calm = peak_check_line({**block, "picked_rank": 1, "stopped": 0, "current_storms": False})
+    assert calm.endswith("storm there (p99 over 2x the floor of 18.700 ms); the sample's #2 is recommended from")
+    none = peak_check_line({**block, "picked_twin": None})
+    assert "; none of them is recommended;" in none

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-__all__ = ["register"]
+__all__ = ["peak_check_line", "register"]
 
 
 def tune(
@@ -164,16 +165,7 @@ def _print_text(doc: dict[str, Any]) -> None:
         out_console.print(f"  the bound does not hold for {bound['not_valid_for']}", highlight=False)
         check = smp.get("peak_check")
         if check:
-            walked, rank = len(check["checked"]), check["picked_rank"]
-            picked = (f"the sample's #{rank + 1} is recommended from" if rank is not None
-                      else "none of them is recommended")  # fmt: skip
-            out_console.print(
-                f"  peak check over {sum(e - b for b, e in check['windows']):.0f} s around the trace's "
-                f"{len(check['windows'])} most intense bursts ({check['requests']:,} requests): "
-                f"{check['rejected']} of the sample's {walked} best checked "
-                f"storm there (p99 over {check['storm_factor']:g}x the floor of {check['floor_p99_ms']:.3f} ms); "
-                f"{picked}" + ("; your current config storms there too" if check["current_storms"] else ""),
-                highlight=False)  # fmt: skip
+            out_console.print(peak_check_line(check), highlight=False)
     out_console.print(f"study {doc['study']} ({doc['trials']} trials) · MLflow run {doc['mlflow_run_id']}")
     render = doc["render"]
     if "cql" in render:
@@ -185,3 +177,21 @@ def _print_text(doc: dict[str, Any]) -> None:
 
 def register(app: typer.Typer) -> None:
     app.command("tune")(tune)
+
+
+def peak_check_line(check: Mapping[str, Any]) -> str:
+    """The one line `tune` prints for a sampled study's peak check (docs/sampling.md § The peak check)."""
+    walked, rank, twin = len(check["checked"]), check["picked_rank"], check.get("picked_twin")
+    if rank is not None:
+        picked = f"the sample's #{rank + 1} is recommended from"
+    elif twin is not None:
+        picked = "none of them is recommended: the first calm one with its extra reads off is, replayed on the sample"
+    else:
+        picked = "none of them is recommended"
+    stopped = check.get("stopped") or 0
+    return (f"  peak check over {sum(e - b for b, e in check['windows']):.0f} s around the trace's "
+            f"{len(check['windows'])} most intense bursts ({check['requests']:,} requests): "
+            f"{check['rejected']} of the sample's {walked} best checked "
+            f"storm there (p99 over {check['storm_factor']:g}x the floor of {check['floor_p99_ms']:.3f} ms"
+            + (f"; {stopped} of them known once their replays stopped" if stopped else "") + f"); {picked}"
+            + ("; your current config storms there too" if check["current_storms"] else ""))  # fmt: skip
