@@ -59,17 +59,9 @@ impl<T: Send + Sync + 'static> Column<T> {
     /// # Safety
     /// `ptr` must point to `len` initialized, aligned elements that stay valid and unchanged for as long as
     /// `owner` lives (the column holds `owner`).
-    pub unsafe fn borrowed(
-        ptr: *const T,
-        len: usize,
-        owner: Arc<dyn Any + Send + Sync>,
-    ) -> Column<T> {
+    pub unsafe fn borrowed(ptr: *const T, len: usize, owner: Arc<dyn Any + Send + Sync>) -> Column<T> {
         Column {
-            ptr: if len == 0 {
-                std::ptr::NonNull::dangling().as_ptr()
-            } else {
-                ptr
-            },
+            ptr: if len == 0 { std::ptr::NonNull::dangling().as_ptr() } else { ptr },
             len,
             owner,
         }
@@ -77,11 +69,7 @@ impl<T: Send + Sync + 'static> Column<T> {
 
     /// The first `n` elements (shares the memory).
     pub fn prefix(&self, n: usize) -> Column<T> {
-        assert!(
-            n <= self.len,
-            "prefix of {n} elements of a column of {}",
-            self.len
-        );
+        assert!(n <= self.len, "prefix of {n} elements of a column of {}", self.len);
         Column {
             ptr: self.ptr,
             len: n,
@@ -359,11 +347,7 @@ impl Draws {
             demand_in.push((dist.sample(&mut rng, mean) * 1e9).round() as u64);
         }
         let arrival = make_arrivals(cluster, arrivals, seed, layout.requests(), total_mean)?;
-        let demand: Vec<u64> = layout
-            .op_input
-            .iter()
-            .map(|&i| demand_in[i as usize])
-            .collect();
+        let demand: Vec<u64> = layout.op_input.iter().map(|&i| demand_in[i as usize]).collect();
         Ok(Draws {
             arrival: arrival.into(),
             demand: demand.into(),
@@ -718,7 +702,8 @@ mod tests {
             arrivals: Arrivals::Poisson { load: 0.6 },
             seed: 9,
         };
-        let layout = WorkloadLayout::build(&c, &offsets, &tokens, Some(&means), None).unwrap();
+        let layout =
+            WorkloadLayout::build(&c, &offsets, &tokens, Some(&means), None).unwrap();
         let dist = crate::demand::DemandDist::Exponential;
         let draws = Draws::draw(&c, &layout, Some(&means), &full.arrivals, 9, dist).unwrap();
         for n in [1usize, 4, 7] {
@@ -736,9 +721,7 @@ mod tests {
             let lp = layout.prefix(n).unwrap();
             let got = Workload::assemble(
                 &lp,
-                &draws
-                    .prefix(&c, &lp, Some(&means), &full.arrivals, 9)
-                    .unwrap(),
+                &draws.prefix(&c, &lp, Some(&means), &full.arrivals, 9).unwrap(),
             );
             got.validate(&c).unwrap();
             assert_eq!(*got.arrival, *want.arrival);
