@@ -40,13 +40,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
 
-from tailtune.simulation.stock_knobs import EXTRA_READS_OFF
+from tailtune.simulation.stock_knobs import DRIVER_DEFAULT, EXTRA_READS_OFF, EXTRA_READS_ONLY, knob
 from tuner.evaluators import Evaluator
 from tuner.objective import Metrics, Objective
 from tuner.recommend import Verdict, metrics_block, paired_test, rank_trials
@@ -57,6 +57,7 @@ __all__ = [
     "STORM_FACTOR",
     "TOP",
     "PeakCheck",
+    "PeakReplays",
     "PeakStretch",
     "check",
     "estimate",
@@ -107,11 +108,29 @@ class PeakCheck:
     fallback: Candidate | None = None
 
 
+@dataclass(slots=True)
+class PeakReplays:
+    """The replays over the burst stretches made so far, by candidate key: the whole ones' mean metrics and per-seed
+    p99, and for the stopped ones the bound their p99 is above. One per tune job (the same stretches, evaluator
+    and seeds for every study's check), so a candidate two checks need (the current config, a twin) is replayed
+    once."""
+
+    metrics: dict[Key, dict[str, float]] = field(default_factory=dict)
+    per_seed: dict[Key, list[float]] = field(default_factory=dict)
+    above: dict[Key, float] = field(default_factory=dict)
+
+
 def without_extra_reads(cand: Candidate) -> Candidate | None:
-    """`cand` with the knobs that make extra reads at their off values (`EXTRA_READS_OFF`); None when it sends each
-    read once already (or carries none of those knobs)."""
+    """`cand` with the knobs that make extra reads at their off values (`EXTRA_READS_OFF`) and those that act only
+    with extra reads on (`EXTRA_READS_ONLY`) at their driver's defaults, so twins that behave alike are one
+    candidate (replayed once); None when it sends each read once already (or carries none of those knobs)."""
     off = {k: v for k, v in EXTRA_READS_OFF.items() if k in cand.params and cand.params[k] != v}
-    return Candidate(cand.policy, {**cand.params, **off}) if off else None
+    if not off:
+        return None
+    driver = str(cand.params.get("driver", DRIVER_DEFAULT))
+    inert = {k: spec.default_for(driver) for k in EXTRA_READS_ONLY
+             if k in cand.params and (spec := knob(k)) is not None}  # fmt: skip
+    return Candidate(cand.policy, {**cand.params, **off, **inert})
 
 
 def first_calm(peak_p99: Sequence[float], floor: float, factor: float = STORM_FACTOR) -> int | None:
@@ -122,6 +141,7 @@ def first_calm(peak_p99: Sequence[float], floor: float, factor: float = STORM_FA
 def check(
     ev: Evaluator, stretch: PeakStretch, trials: Sequence[Any], objective: Objective, current: Candidate,
     seeds: Sequence[int], *, top: int = TOP, limit: int = LIMIT, factor: float = STORM_FACTOR,
+    replays: PeakReplays | None = None,
 ) -> PeakCheck:
     """The rule of the module docstring: `ev` replays the burst stretches; `trials` are the study's.
 
@@ -129,26 +149,27 @@ def check(
     the final one can only be below. A ranked candidate is then replayed with `ev.evaluate_below` at `factor` ×
     the floor known so far: a replay stops once its p99 is certainly above that, and a candidate whose replays
     all stopped storms whatever the final floor (recorded with `peak_p99_above_ms`, its p99 unknown). One with
-    some seeds stopped and some not is replayed whole on the stopped ones (the mean over the seeds decides)."""
+    some seeds stopped and some not is replayed whole on the stopped ones (the mean over the seeds decides).
+    `replays`: those made already over the same stretches on the same seeds (updated)."""
     ranked: list[tuple[Candidate, Any]] = []
     for t in rank_trials(trials, objective):
         cand = Candidate.from_dict(t.user_attrs["candidate"])
         if all(cand.key() != c.key() for c, _ in ranked):
             ranked.append((cand, t))
-    peak: dict[Key, dict[str, float]] = {}
-    per_seed: dict[Key, list[float]] = {}
-    above: dict[Key, float] = {}  # the replays stopped: the p99 is above this
+    done = replays if replays is not None else PeakReplays()
+    peak, per_seed, above = done.metrics, done.per_seed, done.above
 
     def replay(cand: Candidate, bound: float | None = None) -> None:
         key = cand.key()
-        if key in peak or key in above:
-            return
+        if key in peak or (key in above and bound is not None and above[key] >= bound):
+            return  # known: whole, or above a bound at least this one
         got: list[Metrics | None] = [ev.evaluate(cand, s) if bound is None else ev.evaluate_below(cand, s, bound)
                                      for s in seeds]  # fmt: skip
         if bound is not None and all(m is None for m in got):
             above[key] = bound
             return
         whole = [m if m is not None else ev.evaluate(cand, s) for m, s in zip(got, seeds, strict=True)]
+        above.pop(key, None)
         peak[key] = Metrics.mean_of(whole).as_dict()
         per_seed[key] = [m.p99_ms for m in whole]
 

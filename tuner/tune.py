@@ -18,7 +18,7 @@ from tailtune.base.settings import Settings, get_settings
 from tailtune.simulation.source import WorkloadSource
 from tuner.evaluators import Evaluator, EvaluatorSpec, build_evaluator
 from tuner.objective import Metrics, parse_objective
-from tuner.peak_check import PeakStretch
+from tuner.peak_check import PeakReplays, PeakStretch
 from tuner.recommend import (
     DEFAULT_BASELINE,
     PAPER_DEFAULTS,
@@ -207,6 +207,8 @@ class _Job:
     peak_ev: Evaluator | None = None
     #: The peak check of each study (by study name): the trials to pick from and the block, made once.
     peak_checks: dict[str, Any] = field(default_factory=dict)
+    #: The replays over the burst stretches, shared by the studies' checks.
+    peak_replays: PeakReplays = field(default_factory=PeakReplays)
 
 
 def run_tune(
@@ -367,7 +369,8 @@ def _peak_checked(main: _Job, job: _Job, trials: Sequence[Any]) -> tuple[list[An
         main.peak_ev = build_evaluator(EvaluatorSpec(_EVALUATORS[main.req.deployment], {
             "source": WorkloadSource(trace=main.peak.path).as_dict(), **main.peak.options}))  # fmt: skip
     result = peak_check.check(main.peak_ev, main.peak, trials, main.objective, main.baseline, main.seeds,
-                              top=peak_check.TOP, limit=peak_check.LIMIT, factor=peak_check.STORM_FACTOR)  # fmt: skip
+                              top=peak_check.TOP, limit=peak_check.LIMIT, factor=peak_check.STORM_FACTOR,
+                              replays=main.peak_replays)  # fmt: skip
     pool = [t for t in trials if Candidate.from_dict(t.user_attrs["candidate"]).key() in result.allowed]
     if result.fallback is not None:
         pool = [_twin_trial(main, result.fallback, 1 + max((t.number for t in trials), default=-1))]

@@ -22,6 +22,7 @@ __all__ = [
     "DRIVERS",
     "DRIVER_DEFAULT",
     "EXTRA_READS_OFF",
+    "EXTRA_READS_ONLY",
     "SPECULATIVE_RETRY_SEARCH",
     "STOCK_KNOBS",
     "StockKnob",
@@ -174,6 +175,10 @@ EXTRA_READS_OFF: dict[str, int | float | str] = {
     "speculative_retry": "NEVER",
     "driver.speculative_execution.max_executions": 1,
 }
+
+#: The knobs that act only while extra reads are on (the driver's delay between executions: max_executions > 1):
+#: with them off, their value changes nothing.
+EXTRA_READS_ONLY: tuple[str, ...] = ("driver.speculative_execution.delay",)
 
 
 def knob(name: str) -> StockKnob | None:

@@ -72,8 +72,12 @@ def test_the_twin_without_extra_reads_sends_each_read_once() -> None:
     hedging = Candidate("stock", {"speculative_retry": "10ms", "driver.speculative_execution.max_executions": 2,
                                   "driver.speculative_execution.delay": 10.0, "multiget.shape": "in"})  # fmt: skip
     twin = without_extra_reads(hedging)
+    # the delay between driver executions acts only with more than one: at the java4 driver's default in the twin
     assert twin is not None and twin.params == {**hedging.params, "speculative_retry": "NEVER",
-                                                "driver.speculative_execution.max_executions": 1}  # fmt: skip
+                                                "driver.speculative_execution.max_executions": 1,
+                                                "driver.speculative_execution.delay": 100.0}  # fmt: skip
+    other_delay = Candidate("stock", {**hedging.params, "driver.speculative_execution.delay": 2.0})
+    assert without_extra_reads(other_delay) == twin  # twins that behave alike are one candidate
     assert without_extra_reads(twin) is None  # already sends each read once
     assert without_extra_reads(Candidate("fifo")) is None  # carries no extra-read knob
     only_coordinator = without_extra_reads(Candidate("rein", {"k": 4, "speculative_retry": "99p"}))
@@ -157,6 +161,52 @@ def _check_args(tmp_path: Path) -> tuple[Any, ...]:
     stretch = PeakStretch(str(trace), ((0.0, 4.0),), 4000, 1.0, {}, None)
     current = Candidate("fifo", {"speculative_retry": "99p"})
     return ev, stretch, trials, parse_objective("p99"), current
+
+
+def test_the_delay_between_driver_executions_changes_nothing_with_one_execution(tmp_path: Path) -> None:
+    """Why a twin's delay is set to the default: with max_executions 1 the replay is the same whatever the delay."""
+    ev = _check_args(tmp_path)[0]
+    one: dict[str, int | float | str] = {"speculative_retry": "NEVER", "driver.speculative_execution.max_executions": 1}
+    a, b = (Candidate("stock", {**one, "driver.speculative_execution.delay": d}) for d in (1.0, 100.0))
+    assert np.array_equal(ev.latencies_ms(a, 0), ev.latencies_ms(b, 0))
+    two = {**one, "driver.speculative_execution.max_executions": 2}  # with two executions the delay acts
+    a, b = (Candidate("stock", {**two, "driver.speculative_execution.delay": d}) for d in (1.0, 100.0))
+    assert not np.array_equal(ev.latencies_ms(a, 0), ev.latencies_ms(b, 0))
+
+
+class _Counting:
+    def __init__(self, ev: Any) -> None:
+        self.ev, self.replays = ev, 0
+
+    def evaluate(self, cand: Candidate, seed: int, fraction: float = 1.0) -> Any:
+        self.replays += 1
+        return self.ev.evaluate(cand, seed, fraction)
+
+    def evaluate_below(self, cand: Candidate, seed: int, p99_ms: float) -> Any:
+        self.replays += 1
+        return self.ev.evaluate_below(cand, seed, p99_ms)
+
+
+def test_the_checks_of_one_job_share_their_replays(tmp_path: Path) -> None:
+    """A second check over the same stretches and seeds (the alternative server's study) replays only what the
+    first did not, and decides as it would alone."""
+    from tuner.peak_check import PeakReplays, check
+
+    ev, stretch, trials, objective, current = _check_args(tmp_path)
+    counting = _Counting(ev)
+    shared = PeakReplays()
+    first = check(counting, stretch, trials, objective, current, (0, 1), top=2, replays=shared)  # type: ignore[arg-type]
+    n_first = counting.replays
+    assert n_first > 0 and len(shared.metrics) + len(shared.above) > 0
+    again = check(counting, stretch, trials, objective, current, (0, 1), top=2, replays=shared)  # type: ignore[arg-type]
+    assert counting.replays == n_first and again.block == first.block  # everything known: no replay
+    other = trials[2:]  # another study's ranking: brb, fifo, rein k=2 (fifo: the current config's policy)
+    alone_counting = _Counting(ev)
+    alone = check(alone_counting, stretch, other, objective, current, (0, 1), top=2)  # type: ignore[arg-type]
+    before = counting.replays
+    both = check(counting, stretch, other, objective, current, (0, 1), top=2, replays=shared)  # type: ignore[arg-type]
+    assert both.block == alone.block
+    assert counting.replays - before < alone_counting.replays  # the current config and its twin: known
 
 
 def test_stopping_a_storm_early_changes_no_decision(tmp_path: Path) -> None:
