@@ -1,20 +1,13 @@
 //! Hand-worked schedules from the papers, replayed exactly.
+mod common;
+
 use kvsim_core::{replay, Cluster, ClusterConfig, PolicyConfig, ReplayConfig, Workload};
 
-const MS: u64 = 1_000_000;
+use common::MS;
 
 /// Three single-slot servers, RF 1, no network latency, 1 op/ms: group g is served by server g.
 fn three_servers() -> Cluster {
-    Cluster::new(ClusterConfig {
-        servers: 3,
-        slots: 1,
-        replication: 1,
-        vnodes: 1,
-        service_rate: 1000.0,
-        net_latency_ns: 0,
-        clients: 1,
-    })
-    .unwrap()
+    common::single_slot_cluster(3, 1, 0)
 }
 
 fn latencies(wl: &Workload, policy: &str, size_aware: bool) -> Vec<u64> {

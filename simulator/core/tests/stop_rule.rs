@@ -1,21 +1,14 @@
 //! The stop rule: a replay stops as soon as a quantile of its measured latencies is certainly above a bound,
 //! and what it completed by then is exactly what the whole replay gives them.
-use kvsim_core::{replay, Cluster, ClusterConfig, PolicyConfig, ReplayConfig, StopRule, Workload};
+mod common;
 
-const MS: u64 = 1_000_000;
+use kvsim_core::{replay, Cluster, PolicyConfig, ReplayConfig, StopRule, Workload};
+
+use common::MS;
 
 /// One single-slot server at 1 op/ms, no network latency.
 fn one_server() -> Cluster {
-    Cluster::new(ClusterConfig {
-        servers: 1,
-        slots: 1,
-        replication: 1,
-        vnodes: 1,
-        service_rate: 1000.0,
-        net_latency_ns: 0,
-        clients: 1,
-    })
-    .unwrap()
+    common::single_slot_cluster(1, 1, 0)
 }
 
 /// Ten one-op requests at t = 0 on the one server: FIFO serves them in order, latencies 1, 2, ..., 10 ms.
