@@ -117,6 +117,7 @@ fn replay_case(
         record_ops: case.record_ops,
         size_aware_cost: case.size_aware_cost,
         seed: case.seed,
+        stop: None,
     };
     replay(cluster, wl, &cfg).expect("replay")
 }
