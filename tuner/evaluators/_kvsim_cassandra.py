@@ -165,13 +165,12 @@ class KvsimCassandraEvaluator(Evaluator):
         return (*core, *SELECTOR_POLICIES, REPLICA_POLICY, "stock")
 
     def evaluate(self, candidate: Candidate, seed: int, fraction: float = 1.0) -> Metrics:
-        r = self._replay(candidate, seed, fraction)
-        return Metrics(r.p50_ms, r.p95_ms, r.p99_ms, r.p999_ms, r.mean_ms)
+        return _metrics(self._replay(candidate, seed, fraction))
 
     def evaluate_below(self, candidate: Candidate, seed: int, p99_ms: float) -> Metrics | None:
         """The replay stops once its p99 is certainly above `p99_ms` (`kvsim.ReplayConfig.stop`)."""
         r = self._replay(candidate, seed, 1.0, stop=(0.99, p99_ms))
-        return None if r.stopped else Metrics(r.p50_ms, r.p95_ms, r.p99_ms, r.p999_ms, r.mean_ms)
+        return None if r.stopped else _metrics(r)
 
     def latencies_ms(self, candidate: Candidate, seed: int) -> npt.NDArray[np.float64]:
         """From the kept replay when `keep_latencies` named the candidate and seed (handed over once), else a
@@ -206,3 +205,7 @@ class KvsimCassandraEvaluator(Evaluator):
         params = [a for k, v in sorted(candidate.params.items()) for a in ("--param", f"{k}={v}")]
         return ["simulate", *self.source.cli_args(), *self.setup.cli_args(), "--policy", candidate.policy,
                 *params, "--seed", str(seed)]
+
+
+def _metrics(r: kvsim.Result) -> Metrics:
+    return Metrics(r.p50_ms, r.p95_ms, r.p99_ms, r.p999_ms, r.mean_ms)
