@@ -373,6 +373,8 @@ def _peak_checked(main: _Job, job: _Job, trials: Sequence[Any]) -> tuple[list[An
                               replays=main.peak_replays)  # fmt: skip
     pool = [t for t in trials if Candidate.from_dict(t.user_attrs["candidate"]).key() in result.allowed]
     if result.fallback is not None:
+        if job is main:  # the estimate (`_estimate`) reads the twin's latencies on the first seed: kept, not replayed
+            main.ev.keep_latencies([result.fallback], main.seeds[0])
         pool = [_twin_trial(main, result.fallback, 1 + max((t.number for t in trials), default=-1))]
     main.peak_checks[job.config.name] = (pool, result.block)
     return pool, result.block
