@@ -76,13 +76,11 @@ impl StopRule {
     }
 
     pub fn validate(&self) -> Result<(), SimError> {
-        if !(self.quantile > 0.0 && self.quantile < 1.0) {
-            return Err(SimError::BadInput(format!(
-                "stop quantile {} is not in (0, 1)",
-                self.quantile
-            )));
+        if self.quantile > 0.0 && self.quantile < 1.0 {
+            Ok(())
+        } else {
+            Err(SimError::param("stop quantile", self.quantile, "(0, 1)"))
         }
-        Ok(())
     }
 }
 
