@@ -39,6 +39,7 @@ from typing import Any
 
 from tailtune.base.db_url import normalize_url
 from tailtune.base.errors import BadInputError, TailtuneError
+from tailtune.base.secrets import redact_url, scrub, url_secrets
 from tuner.evaluators import Evaluator, EvaluatorSpec, build_evaluator
 from tuner.objective import Metrics, Objective, mean_ci, parse_objective
 from tuner.space import Candidate, SearchSpace
@@ -192,7 +193,10 @@ def open_storage(url: str) -> Any:
         try:
             return optuna.storages.RDBStorage(url)
         except Exception as exc:  # sqlalchemy raises many kinds
-            raise BadInputError.single("optuna storage", f"cannot open {url!r}: {exc}", field="storage") from None
+            why = scrub(str(exc), url_secrets(url))
+            raise BadInputError.single(
+                "optuna storage", f"cannot open {redact_url(url)!r}: {why}", field="storage"
+            ) from None
     path = Path(url).expanduser()
     path.parent.mkdir(parents=True, exist_ok=True)
     return optuna.storages.JournalStorage(JournalFileBackend(str(path)))
@@ -288,7 +292,11 @@ def prepare_study(config: StudyConfig, storage: Any) -> Any:
     fp = json.loads(json.dumps(config.fingerprint()))
     if stored is None:
         study.set_user_attr("tailtune_fingerprint", fp)
-        study.set_user_attr("tailtune_config", json.loads(config.to_json()))
+        # the config as stored in the study: its storage URL without the password (the study is read by anyone
+        # who can read the storage, and the URL is not needed to resume: the caller opens the storage)
+        stored_config = json.loads(config.to_json())
+        stored_config["storage"] = redact_url(config.storage)
+        study.set_user_attr("tailtune_config", stored_config)
     elif stored != fp:
         diff = sorted(k for k in fp if fp.get(k) != stored.get(k))
         raise BadInputError.single(

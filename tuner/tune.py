@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tailtune.base.errors import BadInputError
+from tailtune.base.secrets import redact_url
 from tailtune.base.settings import Settings, get_settings
 from tailtune.simulation.source import WorkloadSource
 from tuner.evaluators import Evaluator, EvaluatorSpec, build_evaluator
@@ -667,7 +668,7 @@ def _recommendation(
         trial_states=states,
         replays=sum(float(t.user_attrs.get("replays", 0.0)) for t in trials),
         study=job.config.name,
-        storage=job.config.storage,
+        storage=redact_url(job.config.storage),
         deployment=req.deployment,
         source=req.source.label,
         policies_not_replayable=job.dropped,

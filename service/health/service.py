@@ -4,20 +4,23 @@ reported alongside. Every detail is redacted (no passwords) and every check is r
 
 from __future__ import annotations
 
+import base64
 import os
 import socket
 import time
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from urllib.parse import unquote
 
 from sqlalchemy import func, select, text
 
 from service.health.schemas import Check, Readiness
 from tailtune.base.db_url import normalize_url
+from tailtune.base.secrets import redact_url, scrub_fragments, url_secrets
 from tailtune.base.settings import Settings
 from tailtune.control.db import Database, DeploymentRow, WorkerRow
-from tailtune.control.redact import public, redact, redact_url
+from tailtune.control.redact import public, redact, settings_secrets
 
 __all__ = ["check_db", "check_mlflow", "check_optuna", "check_store", "check_targets", "check_worker", "readiness"]
 
@@ -59,11 +62,16 @@ def _nearest_existing(path: Path) -> Path:
 def check_store(name: str, uri: str, timeout_s: float = 2.0) -> Check:
     """Is a store (MLflow tracking, Optuna storage) usable? Checked for real and read-only: an HTTP server's
     /health answers, a database accepts a connection and `SELECT 1`, a file store's folder (or the nearest
-    existing parent) is writable. Nothing is created; the detail never shows a password."""
-    shown = redact_url(uri)
+    existing parent) is writable. Nothing is created; the detail never shows a password, nor a piece of one (the
+    password is found by parsing the URL or DSN, and a driver that split it quotes only pieces)."""
+    check = _check_store(name, uri, redact_url(uri), timeout_s)
+    return check.model_copy(update={"detail": scrub_fragments(check.detail, url_secrets(uri))})
+
+
+def _check_store(name: str, uri: str, shown: str, timeout_s: float) -> Check:
     try:
         if uri.startswith(("http://", "https://")):
-            with urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=timeout_s) as resp:
+            with urllib.request.urlopen(_http_health(uri), timeout=timeout_s) as resp:
                 ok = resp.status == 200
             return Check(name=name, ok=ok, detail=f"{shown} answered {resp.status}")
         if "://" in uri and not uri.startswith(("file:", "sqlite:")):
@@ -82,6 +90,19 @@ def check_store(name: str, uri: str, timeout_s: float = 2.0) -> Check:
         return Check(name=name, ok=ok, detail=f"{shown} ({state}; {'writable' if ok else 'not writable'})")
     except Exception as exc:
         return Check(name=name, ok=False, detail=f"{shown}: {_why(exc)}")
+
+
+def _http_health(uri: str) -> urllib.request.Request:
+    """A GET of `uri`'s /health, its user and password (if any) sent as Basic auth, never as part of the URL."""
+    scheme, _, rest = uri.partition("://")
+    at = rest.rfind("@")
+    headers = {}
+    if at >= 0:
+        user, _, password = rest[:at].partition(":")
+        rest = rest[at + 1:]
+        token = base64.b64encode(f"{unquote(user)}:{unquote(password)}".encode()).decode()
+        headers["Authorization"] = f"Basic {token}"
+    return urllib.request.Request(f"{scheme}://{rest.rstrip('/')}/health", headers=headers)
 
 
 def _check_database(name: str, uri: str, shown: str, timeout_s: float) -> Check:
@@ -144,6 +165,7 @@ def readiness(db: Database, settings: Settings) -> Readiness:
     checks = [check_db(db), check_worker(db, settings), check_mlflow(settings), check_optuna(settings)]
     targets = check_targets(db) if checks[0].ok else []
     # no credentials and no server paths in the answer (a file store shows as a path under TAILTUNE_HOME)
-    checks = [c.model_copy(update={"detail": public(c.detail, settings)}) for c in checks]
+    secrets = settings_secrets(settings)
+    checks = [c.model_copy(update={"detail": public(scrub_fragments(c.detail, secrets), settings)}) for c in checks]
     targets = [c.model_copy(update={"detail": public(c.detail, settings)}) for c in targets]
     return Readiness(ready=all(c.ok for c in checks), checks=checks, targets=targets)

@@ -3,10 +3,12 @@ API answers, process logs — goes through here first.
 
 * `redact(text)` hides credentials: the password of any `scheme://user:password@host` URL, `password=...` /
   `token=...` / `secret=...` pairs (libpq DSNs, query strings), bearer tokens and tailtune API tokens.
-* `public(text, settings)` also removes server paths: TAILTUNE_HOME, the temp folder, the Python installation
-  and the working directory become relative (`uploads/x.trace`), any other absolute file path becomes its file
-  name. The process log (stderr) keeps the full story, tracebacks included, but credentials are hidden there too
-  (`RedactingFormatter`).
+* `redact_url(url)` (from `tailtune.base.secrets`) parses a store's URL or DSN and hides its password, whatever
+  characters it holds.
+* `public(text, settings)` also removes the passwords of the stores `settings` names, wherever they appear, and
+  server paths: TAILTUNE_HOME, the temp folder, the Python installation and the working directory become
+  relative (`uploads/x.trace`), any other absolute file path becomes its file name. The process log (stderr)
+  keeps the full story, tracebacks included, but credentials are hidden there too (`RedactingFormatter`).
 """
 
 from __future__ import annotations
@@ -18,9 +20,10 @@ import sys
 import tempfile
 from pathlib import Path
 
+from tailtune.base.secrets import redact_url, scrub, url_secrets
 from tailtune.base.settings import Settings
 
-__all__ = ["RedactingFormatter", "install_log_redaction", "public", "redact", "redact_url"]
+__all__ = ["RedactingFormatter", "install_log_redaction", "public", "redact", "redact_url", "settings_secrets"]
 
 _URL_PASSWORD = re.compile(r"(?P<head>\b[A-Za-z][A-Za-z0-9+.\-]*://[^\s/@:'\"]*):(?P<pw>[^\s@'\"]*)@")
 _KV_SECRET = re.compile(
@@ -43,9 +46,14 @@ def redact(text: str) -> str:
     return _API_TOKEN.sub(HIDDEN, text)
 
 
-def redact_url(url: str) -> str:
-    """A URL or path without its password (for showing which store is meant)."""
-    return redact(url)
+def settings_secrets(settings: Settings | None) -> list[str]:
+    """The passwords inside the stores' URLs of `settings` (metadata DB, MLflow, Optuna), in every form."""
+    if settings is None:
+        return []
+    out: list[str] = []
+    for url in (settings.database_url, settings.mlflow_tracking_uri, settings.optuna_storage):
+        out += url_secrets(url)
+    return out
 
 
 def _roots(settings: Settings | None) -> list[str]:
@@ -66,7 +74,7 @@ def public(text: str | None, settings: Settings | None = None) -> str:
     """`text` as a client may see it: no credentials, no server paths, no traceback frames."""
     if not text:
         return text or ""
-    text = redact(text)
+    text = redact(scrub(text, settings_secrets(settings)))
     for root in _roots(settings):
         text = text.replace(root + "/", "").replace(root, ".")
     return _ABS_PATH.sub(lambda m: m.group(0) if m.group(1).startswith("/api/") else m.group(2), text)

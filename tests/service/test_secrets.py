@@ -100,3 +100,60 @@ def test_redaction_rules() -> None:
     assert public("see /api/v1/traces?deployment_id=1") == "see /api/v1/traces?deployment_id=1"
     assert public(f"{os.getcwd()}/x/y.py failed") == "x/y.py failed"
     assert public("/var/lib/other/file.bin is gone") == "file.bin is gone"
+
+
+#: Every printable ASCII character, quotes, spaces, `@`, `/`, `#` and `%` included.
+EVERY_PRINTABLE = "".join(chr(c) for c in range(32, 127))
+
+
+def _leaks(text: str, password: str, window: int = 6) -> list[str]:
+    """Pieces of `password` (runs of `window` characters) found in `text`."""
+    return [password[i:i + window] for i in range(len(password) - window + 1) if password[i:i + window] in text]
+
+
+@pytest.mark.parametrize("encoded", [False, True], ids=["raw", "percent-encoded"])
+def test_readiness_hides_passwords_of_every_printable_character(
+    svc: Svc, monkeypatch: pytest.MonkeyPatch, encoded: bool
+) -> None:
+    from urllib.parse import quote
+
+    pw = quote(EVERY_PRINTABLE, safe="") if encoded else EVERY_PRINTABLE
+    port = free_port()
+    for key, url in (
+        ("TAILTUNE_MLFLOW_TRACKING_URI", f"postgresql+psycopg://tailtune:{pw}@127.0.0.1:{port}/mlflow"),
+        ("TAILTUNE_OPTUNA_STORAGE", f"postgresql://tailtune:{pw}@127.0.0.1:{port}/optuna"),
+        ("TAILTUNE_MLFLOW_TRACKING_URI", f"http://tailtune:{pw}@127.0.0.1:{port}"),
+        ("TAILTUNE_OPTUNA_STORAGE", f"mysql://tailtune:{pw}@127.0.0.1:{port}/optuna?password={pw}"),
+    ):
+        monkeypatch.setenv(key, url)
+        get_settings.cache_clear()
+        r = svc.client.get(f"{API}/health/ready", headers=svc.read)
+        assert r.status_code in (200, 503), r.text
+        details = " ".join(c["detail"] for c in r.json()["checks"])
+        for form in {EVERY_PRINTABLE, pw, quote(EVERY_PRINTABLE, safe="")}:
+            assert not _leaks(details, form), (key, url, details)
+            assert not _leaks(r.text, form), (key, url, r.text)
+        assert "tailtune:***" in details, details
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        f"postgresql://u:{EVERY_PRINTABLE}@db:5432/x",
+        f"postgresql+psycopg://u:{EVERY_PRINTABLE.replace('%', '%25')}@db/x?sslmode=require",
+        f"http://u:{EVERY_PRINTABLE}@mlflow:5000",
+        "host=db user=u password='" + EVERY_PRINTABLE.replace("\\", "\\\\").replace("'", "\\'") + "' dbname=x",
+        f"postgresql://db/x?user=u&password={EVERY_PRINTABLE.replace('&', '%26').replace('#', '%23')}",
+    ],
+    ids=["url-raw", "url-encoded", "http", "libpq-dsn", "query"],
+)
+def test_redact_url_parses_instead_of_guessing(text: str) -> None:
+    from tailtune.base.secrets import redact_url, url_secrets
+
+    shown = redact_url(text)
+    assert "***" in shown
+    for s in url_secrets(text):
+        assert s not in shown, (s, shown)
+    # the whole password, in whatever form the text holds it, is among the secrets found
+    assert any(EVERY_PRINTABLE in (s, s.strip("'")) or len(s) >= 60 for s in url_secrets(text)), url_secrets(text)
+    assert not _leaks(shown, EVERY_PRINTABLE[:40]) and not _leaks(shown, EVERY_PRINTABLE[50:])

@@ -4,6 +4,8 @@ throw-away server, tracked by our own MLflow callback into a `postgresql+psycopg
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from tests.tuner._runner import config as fake_config
@@ -46,3 +48,22 @@ def test_study_and_mlflow_runs_on_postgresql(postgres_server, tmp_path):
         for t in again.study.trials:
             assert got[t.number] == (pytest.approx(t.values[0]) if t.values else None)
         assert (tmp_path / "artifacts").is_dir()  # the space.json artifact landed in the artifact root
+
+
+def test_the_study_stores_no_storage_password(postgres_server):
+    """The study's user attributes (read by anyone who reads the storage) and a failed open hold no password."""
+    from tailtune.base.errors import BadInputError
+    from tuner.study import open_storage
+
+    secret = "pw-in-the-url_9f3"
+    with postgres_server.database() as url:
+        # the throw-away server trusts local logins, so a URL with any password opens the database
+        with_pw = url.replace("postgresql+psycopg://postgres@", f"postgresql+psycopg://postgres:{secret}@")
+        assert secret in with_pw, url
+        out = run_study(fake_config(with_pw, trials=2, delay_s=0.0), evaluator=FakeEvaluator())
+        stored = out.study.user_attrs["tailtune_config"]
+        assert secret not in json.dumps(out.study.user_attrs)
+        assert stored["storage"].startswith("postgresql+psycopg://postgres:***@")
+    with pytest.raises(BadInputError) as err:
+        open_storage(f"postgresql://postgres:{secret}@127.0.0.1:1/nowhere")
+    assert secret not in str(err.value) and "postgres:***@" in str(err.value)
