@@ -21,6 +21,7 @@ from tailtune.base.errors import BadInputError
 from tailtune.base.settings import Settings
 from tailtune.control.common import now
 from tailtune.control.db import AnalysisRow, ConfigVersionRow, Database, DeploymentRow, TraceRow
+from tailtune.control.egress import Egress
 from tailtune.control.errors import Invalid
 from tailtune.control.jobspec import NightlyOptions, TuneOptions, check_nightly
 from tailtune.control.redact import public
@@ -303,7 +304,7 @@ def publish_version(ctx: JobContext, deployment_id: int, version: int) -> dict[s
     publisher = publisher_for(
         kind, name, conn, ctx.settings.publish_timeout_s,
         memcached_item_max_bytes=ctx.settings.memcached_item_max_bytes,
-        tables=tables, driver=driver, server=server,
+        tables=tables, driver=driver, server=server, egress=Egress.of(ctx.settings),
     )
     try:
         outcome = publish_with_retry(

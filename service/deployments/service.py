@@ -13,6 +13,7 @@ from tailtune.base.settings import Settings
 from tailtune.control.common import now
 from tailtune.control.configs import validate_config
 from tailtune.control.db import DeploymentRow
+from tailtune.control.egress import Egress, EgressRefused
 
 __all__ = ["create", "delete", "get", "get_by_name", "list_all", "patch"]
 
@@ -24,9 +25,36 @@ def _check_connection(kind: str, connection: dict[str, object]) -> None:
         raise Invalid("a memcached deployment needs at least one host:port", field="connection.servers")
 
 
+def _check_egress(settings: Settings, connection: dict[str, object]) -> None:
+    """The password variable and the endpoints a write token names, against the operator's egress rules
+    (tailtune.control.egress): a variable the worker may not read, or an address outside the networks it may
+    reach, is refused here with what to do instead."""
+    try:
+        egress = Egress.of(settings)
+    except EgressRefused as exc:
+        raise Invalid(str(exc), field="connection") from None
+    name = connection.get("password_env")
+    if name is not None:
+        problem = egress.password_env_problem(str(name))
+        if problem is not None:
+            raise Invalid(problem, field="connection.password_env")
+    points = connection.get("contact_points") or []
+    servers = connection.get("servers") or []
+    assert isinstance(points, list) and isinstance(servers, list)
+    for i, host in enumerate(points):
+        problem = egress.host_problem(str(host))
+        if problem is not None:
+            raise Invalid(problem, field=f"connection.contact_points[{i}]")
+    for i, server in enumerate(servers):
+        problem = egress.host_problem(str(server).rpartition(":")[0])
+        if problem is not None:
+            raise Invalid(problem, field=f"connection.servers[{i}]")
+
+
 def create(s: Session, settings: Settings, body: DeploymentCreate) -> DeploymentRow:
     if body.current_config is not None:
         validate_config(body.current_config, body.kind, settings.config_max_bytes, driver=body.driver)
+    _check_egress(settings, body.connection.model_dump())
     if s.scalar(select(DeploymentRow.id).where(DeploymentRow.name == body.name)) is not None:
         raise Conflict(f"deployment {body.name!r} already exists", field="name")
     row = DeploymentRow(
@@ -76,6 +104,7 @@ def patch(s: Session, settings: Settings, deployment_id: int, body: DeploymentPa
         validate_config(fields["current_config"], row.kind, settings.config_max_bytes, driver=driver)
     if fields.get("connection") is not None:
         _check_connection(row.kind, fields["connection"])
+        _check_egress(settings, fields["connection"])
     for key in ("timezone", "topology", "connection", "objective", "constraints", "server", "driver", "tables"):
         if key in fields and fields[key] is None:
             raise Invalid("must not be null (only current_config can be cleared)", field=key)

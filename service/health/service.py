@@ -5,6 +5,7 @@ reported alongside. Every detail is redacted (no passwords) and every check is r
 from __future__ import annotations
 
 import base64
+import ipaddress
 import os
 import socket
 import time
@@ -20,6 +21,7 @@ from tailtune.base.db_url import normalize_url
 from tailtune.base.secrets import redact_url, scrub_fragments, url_secrets
 from tailtune.base.settings import Settings
 from tailtune.control.db import Database, DeploymentRow, WorkerRow
+from tailtune.control.egress import Egress, EgressRefused
 from tailtune.control.redact import public, redact, settings_secrets
 
 __all__ = ["check_db", "check_mlflow", "check_optuna", "check_store", "check_targets", "check_worker", "readiness"]
@@ -142,11 +144,22 @@ def _tcp(name: str, endpoints: list[tuple[str, int]], timeout: float) -> Check:
     return Check(name=name, ok=not bad, detail="unreachable: " + ", ".join(bad) if bad else "reachable")
 
 
-def check_targets(db: Database, timeout: float = 1.0) -> list[Check]:
-    """TCP reachability of every endpoint of every deployment (in parallel)."""
+def _inside(egress: Egress, host: str, port: int) -> bool:
+    try:
+        egress.resolve(host, port)
+    except EgressRefused:
+        return False
+    return True
+
+
+def check_targets(db: Database, timeout: float = 1.0, egress: Egress | None = None) -> list[Check]:
+    """TCP reachability of every endpoint of every deployment (in parallel); an endpoint outside the networks
+    the egress rules allow is reported, never connected to."""
+    egress = egress or Egress()
     with db.session() as s:
         deps = [(d.name, d.kind, dict(d.connection)) for d in s.scalars(select(DeploymentRow))]
     jobs: list[tuple[str, list[tuple[str, int]]]] = []
+    refused: list[Check] = []
     for name, kind, conn in deps:
         if kind == "cassandra":
             eps = [(h, int(conn.get("port", 9042))) for h in conn.get("contact_points", [])]
@@ -154,16 +167,26 @@ def check_targets(db: Database, timeout: float = 1.0) -> list[Check]:
             eps = [
                 (s.rpartition(":")[0].strip("[]"), int(s.rpartition(":")[2])) for s in conn.get("servers", [])
             ]
+        outside = [f"{h}:{p}" for h, p in eps if not _inside(egress, h, p)]
+        if outside:
+            refused.append(Check(name=f"{name} ({kind})", ok=False,
+                                 detail="outside TAILTUNE_CONNECT_NETWORKS: " + ", ".join(outside)))
+            continue
         jobs.append((f"{name} ({kind})", eps))
     if not jobs:
-        return []
+        return refused
     with ThreadPoolExecutor(max_workers=min(8, len(jobs))) as pool:
-        return list(pool.map(lambda j: _tcp(j[0], j[1], timeout), jobs))
+        return refused + list(pool.map(lambda j: _tcp(j[0], j[1], timeout), jobs))
 
 
 def readiness(db: Database, settings: Settings) -> Readiness:
     checks = [check_db(db), check_worker(db, settings), check_mlflow(settings), check_optuna(settings)]
-    targets = check_targets(db) if checks[0].ok else []
+    try:
+        egress = Egress.of(settings)
+    except EgressRefused as exc:
+        checks.append(Check(name="egress", ok=False, detail=str(exc)))
+        egress = Egress(networks=(ipaddress.ip_network("0.0.0.0/32"),))  # a bad rule reaches nothing
+    targets = check_targets(db, egress=egress) if checks[0].ok else []
     # no credentials and no server paths in the answer (a file store shows as a path under TAILTUNE_HOME)
     secrets = settings_secrets(settings)
     checks = [c.model_copy(update={"detail": public(scrub_fragments(c.detail, secrets), settings)}) for c in checks]

@@ -48,6 +48,16 @@ class Settings(BaseSettings):
     worker_poll_s: float = Field(default=1.0, description="How often an idle worker looks for jobs.")
     job_max_attempts: int = Field(default=3, description="Attempts of a job before it is marked failed.")
     job_backoff_s: float = Field(default=5.0, description="Job retry backoff: base * 2**(attempt-1) seconds.")
+    password_envs: list[str] = Field(
+        default_factory=list,
+        description="Environment variables a deployment's connection.password_env may name besides "
+        "TAILTUNE_CASSANDRA_PASSWORD_* (tailtune/control/egress.py); no other variable is ever read for one.",
+    )
+    connect_networks: list[str] = Field(
+        default_factory=list,
+        description="Networks (CIDRs) the worker may connect to for publishing and discovery; empty: any. The API "
+        "refuses an address outside them, the worker each host name that resolves outside them.",
+    )
     publish_attempts: int = Field(default=4, description="Attempts of one publish to one target.")
     publish_backoff_s: float = Field(default=0.5, description="Publish retry backoff: base * 2**(n-1) s.")
     publish_timeout_s: float = Field(default=5.0, description="Timeout of one request to a publish target.")

@@ -227,8 +227,8 @@ def test_credentials_never_leave_the_worker(
     from service.testing.cassandra_server import free_port
 
     secret = "pw-Zq81-never-shown"
-    monkeypatch.setenv("TT_CASSANDRA_PASSWORD", secret)
-    conn = {"username": "tailtune", "password_env": "TT_CASSANDRA_PASSWORD"}
+    monkeypatch.setenv("TAILTUNE_CASSANDRA_PASSWORD_SHOP", secret)
+    conn = {"username": "tailtune", "password_env": "TAILTUNE_CASSANDRA_PASSWORD_SHOP"}
     ok_body = {**cassandra_deployment("shop-auth", cassandra_node.port, "tt_stock"), "tables": [f"{KS}.carts"]}
     ok_body["connection"] = {**ok_body["connection"], **conn}  # type: ignore[dict-item]
     down_body = {**cassandra_deployment("shop-auth-down", free_port(), "tt_stock"), "tables": [f"{KS}.carts"]}
@@ -249,9 +249,9 @@ def test_credentials_never_leave_the_worker(
         texts.append(svc.client.get(f"{API}/deployments/{dep['id']}", headers=svc.read).text)
         for job in svc.client.get(f"{API}/jobs?deployment_id={dep['id']}", headers=svc.read).json():
             texts.append(svc.client.get(f"{API}/jobs/{job['id']}", headers=svc.read).text)
-    assert deps[0]["connection"]["password_env"] == "TT_CASSANDRA_PASSWORD"
+    assert deps[0]["connection"]["password_env"] == "TAILTUNE_CASSANDRA_PASSWORD_SHOP"
     assert all(secret not in t for t in texts)
-    monkeypatch.delenv("TT_CASSANDRA_PASSWORD")
+    monkeypatch.delenv("TAILTUNE_CASSANDRA_PASSWORD_SHOP")
     pub = CassandraPublisher("shop-auth", {**_conn(cassandra_node), **conn}, 5.0)
-    with pytest.raises(Exception, match="TT_CASSANDRA_PASSWORD, which is not set"):
+    with pytest.raises(Exception, match="TAILTUNE_CASSANDRA_PASSWORD_SHOP, which is not set"):
         pub.ping()

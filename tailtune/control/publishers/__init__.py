@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from tailtune.control.egress import Egress
 from tailtune.control.publishers.base import (
     Head,
     PartialPublish,
@@ -55,8 +56,15 @@ def publisher_for(
     tables: Sequence[str] = (),
     driver: str = "java4",
     server: str = "stock",
+    egress: Egress | None = None,
 ) -> Publisher:
-    """The publisher of a deployment's target; `tables`, `driver` and `server` are the deployment's (Cassandra)."""
+    """The publisher of a deployment's target; `tables`, `driver` and `server` are the deployment's (Cassandra);
+    `egress` the operator's rules of what the worker may read and reach (default: the password-variable rule
+    alone)."""
     if kind == MemcachedPublisher.kind:
-        return MemcachedPublisher(deployment, connection, timeout_s, item_max_bytes=memcached_item_max_bytes)
-    return PUBLISHERS[kind](deployment, connection, timeout_s, tables=tables, driver=driver, server=server)
+        return MemcachedPublisher(
+            deployment, connection, timeout_s, item_max_bytes=memcached_item_max_bytes, egress=egress
+        )
+    return PUBLISHERS[kind](
+        deployment, connection, timeout_s, tables=tables, driver=driver, server=server, egress=egress
+    )

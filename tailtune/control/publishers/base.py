@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from tailtune.base.errors import TailtuneError
+from tailtune.control.egress import Egress
 
 __all__ = [
     "Head",
@@ -103,10 +104,13 @@ class Publisher(ABC):
         tables: Sequence[str] = (),
         driver: str = "java4",
         server: str = "stock",
+        egress: Egress | None = None,
     ) -> None:
         self.deployment = deployment
         self.connection = connection
         self.timeout_s = timeout_s
+        #: Which password variable the publisher may read and which hosts it may reach (tailtune.control.egress).
+        self.egress = egress or Egress()
         #: The deployment's `keyspace.table` names (Cassandra: where a stock config's table options go).
         self.tables = list(tables)
         self.driver = driver

@@ -25,6 +25,7 @@ import os
 from typing import Any
 
 from tailtune.base.errors import BadInputError
+from tailtune.control.egress import EgressRefused
 from tailtune.control.publishers.base import (
     Head,
     PublishConflict,
@@ -201,11 +202,15 @@ class CassandraPublisher(Publisher):
         return str(self.connection.get("keyspace", "tailtune"))
 
     def _password(self) -> str | None:
-        """The password from the environment variable `connection.password_env` names (never stored)."""
+        """The password from the environment variable `connection.password_env` names (never stored), read
+        only when the egress rule allows that name."""
         name = self.connection.get("password_env")
         if not self.connection.get("username") or not name:
             return None
-        value = os.environ.get(str(name))
+        try:
+            value = self.egress.read_password(str(name))
+        except EgressRefused as exc:
+            raise PublishRejected(f"cassandra: {exc}") from None
         if not value:
             raise TargetUnavailable(
                 f"cassandra: connection.password_env names {name}, which is not set in this process's environment"
@@ -215,18 +220,34 @@ class CassandraPublisher(Publisher):
     def _scrub(self, text: str) -> str:
         """`text` without credentials: redact()'s patterns and the password itself, wherever it appears."""
         name = self.connection.get("password_env")
-        secret = os.environ.get(str(name)) if name else None
+        secret = None
+        if name and self.egress.password_env_problem(str(name)) is None:
+            secret = os.environ.get(str(name))
         text = redact(text)
         return text.replace(secret, "***") if secret else text
+
+    def _contact_points(self, port: int) -> list[str]:
+        """The contact points' addresses, each checked against the egress rules (names resolved here)."""
+        points: list[str] = []
+        for host in self.connection.get("contact_points", []):
+            try:
+                points += [a for a in self.egress.resolve(str(host), port) if a not in points]
+            except EgressRefused as exc:
+                raise PublishRejected(f"cassandra: contact point {exc}") from None
+        return points
 
     def _connect(self) -> tuple[Any, Any]:
         from cassandra import ConsistencyLevel
         from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
-        from cassandra.policies import RoundRobinPolicy
+        from cassandra.policies import HostFilterPolicy, RoundRobinPolicy
 
-        points = list(self.connection.get("contact_points", []))
+        port = int(self.connection.get("port", 9042))
+        points = self._contact_points(port)
+        egress = self.egress
+        # peers the driver discovers (system.peers) outside the allowed networks are never connected to
+        balancing = HostFilterPolicy(RoundRobinPolicy(), lambda host: egress.allows(str(host.address)))
         profile = ExecutionProfile(
-            load_balancing_policy=RoundRobinPolicy(),
+            load_balancing_policy=balancing if egress.networks else RoundRobinPolicy(),
             request_timeout=self.timeout_s,
             consistency_level=ConsistencyLevel.QUORUM,
             serial_consistency_level=ConsistencyLevel.SERIAL,
@@ -240,7 +261,7 @@ class CassandraPublisher(Publisher):
         cluster = Cluster(
             points,
             **auth,
-            port=int(self.connection.get("port", 9042)),
+            port=port,
             protocol_version=5,
             execution_profiles={EXEC_PROFILE_DEFAULT: profile},
             connect_timeout=self.timeout_s,

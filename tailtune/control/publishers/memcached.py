@@ -13,6 +13,7 @@ import json
 import socket
 from typing import Any
 
+from tailtune.control.egress import Egress, EgressRefused
 from tailtune.control.publishers.base import (
     Head,
     PartialPublish,
@@ -47,16 +48,30 @@ class MemcachedPublisher(Publisher):
     ITEM_OVERHEAD = 256
 
     def __init__(
-        self, deployment: str, connection: dict[str, Any], timeout_s: float, *, item_max_bytes: int = 1024**2
+        self,
+        deployment: str,
+        connection: dict[str, Any],
+        timeout_s: float,
+        *,
+        item_max_bytes: int = 1024**2,
+        egress: Egress | None = None,
     ) -> None:
-        super().__init__(deployment, connection, timeout_s)
+        super().__init__(deployment, connection, timeout_s, egress=egress)
         self.item_max_bytes = item_max_bytes
+
+    def _address(self, server: str) -> tuple[str, int]:
+        """Where the publisher connects for `server`: its first address, checked against the egress rules."""
+        host, port = _hostport(server)
+        try:
+            return self.egress.resolve(host, port)[0], port
+        except EgressRefused as exc:
+            raise PublishRejected(f"memcached {server}: {exc}") from None
 
     def _client(self, server: str) -> Any:
         from pymemcache.client.base import Client
 
         return Client(
-            _hostport(server), connect_timeout=self.timeout_s, timeout=self.timeout_s, default_noreply=False
+            self._address(server), connect_timeout=self.timeout_s, timeout=self.timeout_s, default_noreply=False
         )
 
     def _servers(self) -> list[str]:
@@ -182,7 +197,7 @@ class MemcachedPublisher(Publisher):
     def ping(self) -> None:
         for server in self._servers():
             try:
-                with socket.create_connection(_hostport(server), timeout=self.timeout_s) as sock:
+                with socket.create_connection(self._address(server), timeout=self.timeout_s) as sock:
                     sock.sendall(b"version\r\n")
                     if not sock.recv(64).startswith(b"VERSION"):
                         raise TargetUnavailable(f"memcached {server}: unexpected answer")

@@ -1,0 +1,134 @@
+"""What the worker may send, and where: the rules between a write token and the worker's secrets.
+
+A deployment is written through the API (a write token), and the worker then connects where it says and logs
+in with the password it names. Two rules keep a write token from turning the worker into a courier:
+
+* **Which variable.** `connection.password_env` names the environment variable that holds a Cassandra
+  password. Only names under `TAILTUNE_CASSANDRA_PASSWORD_` (for example `TAILTUNE_CASSANDRA_PASSWORD_ORDERS`)
+  or listed by the operator in `TAILTUNE_PASSWORD_ENVS` may be named: every other variable of the worker's
+  environment (the metadata database URL, cloud credentials, ...) is not the API's to name. The API refuses
+  the rest with a 422, and the worker checks again before it reads a variable (a row written before the rule,
+  or straight into the database, is refused the same way, and the variable is never read).
+* **Which hosts.** `TAILTUNE_CONNECT_NETWORKS` (CIDRs; empty: any) lists the networks the worker may connect
+  to for publishing and discovery. The API refuses an address literal outside them; the worker resolves each
+  host name itself, refuses it when any of its addresses is outside, and connects to the addresses it
+  checked (a name that resolves differently a moment later cannot redirect it). The Cassandra driver also
+  ignores any peer it discovers outside them.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import socket
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from tailtune.base.errors import TailtuneError
+from tailtune.base.settings import Settings
+
+__all__ = [
+    "PASSWORD_ENV_PREFIX",
+    "Egress",
+    "EgressRefused",
+]
+
+#: The environment variables a deployment may name as its password's holder, besides the operator's list.
+PASSWORD_ENV_PREFIX = "TAILTUNE_CASSANDRA_PASSWORD_"
+IpNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+class EgressRefused(TailtuneError):
+    """The worker will not read this variable or connect to this host (a rule of `tailtune.control.egress`)."""
+
+
+def _literal(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    try:
+        return ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return None
+
+
+@dataclass(frozen=True)
+class Egress:
+    """The operator's rules (from settings): extra password variables, and the networks the worker may reach."""
+
+    password_envs: frozenset[str] = frozenset()
+    networks: tuple[IpNetwork, ...] = ()
+
+    @classmethod
+    def of(cls, settings: Settings) -> Egress:
+        nets = []
+        for text in settings.connect_networks:
+            try:
+                nets.append(ipaddress.ip_network(text.strip(), strict=False))
+            except ValueError as exc:
+                raise EgressRefused(
+                    f"TAILTUNE_CONNECT_NETWORKS: {text!r} is not a network (CIDR such as 10.0.0.0/8): {exc}"
+                ) from None
+        return cls(frozenset(settings.password_envs), tuple(nets))
+
+    # --- which variable ------------------------------------------------------------------------------------
+    def password_env_problem(self, name: str) -> str | None:
+        """Why the worker may not read variable `name` (None: it may)."""
+        if name.startswith(PASSWORD_ENV_PREFIX) and len(name) > len(PASSWORD_ENV_PREFIX):
+            return None
+        if name in self.password_envs:
+            return None
+        return (
+            f"{name!r} is not a variable the worker may read: put the password in a variable named "
+            f"{PASSWORD_ENV_PREFIX}<NAME> (for example {PASSWORD_ENV_PREFIX}ORDERS) in the worker's environment, "
+            "or have the operator list this name in TAILTUNE_PASSWORD_ENVS"
+        )
+
+    def read_password(self, name: str) -> str | None:
+        """The value of variable `name` (None when unset), read only when the rule allows the name."""
+        problem = self.password_env_problem(name)
+        if problem is not None:
+            raise EgressRefused(f"connection.password_env: {problem}")
+        return os.environ.get(name)
+
+    # --- which hosts ---------------------------------------------------------------------------------------
+    def allows(self, address: str) -> bool:
+        """Is this address (an IP literal) inside the allowed networks (any, when none is set)?"""
+        if not self.networks:
+            return True
+        ip = _literal(address)
+        if ip is None:
+            return False
+        if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+            ip = ip.ipv4_mapped
+        return any(ip.version == n.version and ip in n for n in self.networks)
+
+    def host_problem(self, host: str) -> str | None:
+        """API side: why an endpoint's host is refused (None: accepted). A name is resolved by the worker."""
+        if _literal(host) is None or self.allows(host):
+            return None
+        return self._outside(host)
+
+    def _outside(self, host: str, addresses: Iterable[str] = ()) -> str:
+        shown = f" ({', '.join(addresses)})" if addresses else ""
+        nets = ", ".join(str(n) for n in self.networks)
+        return (
+            f"{host}{shown} is outside the networks the worker may connect to ({nets}): use a host inside them, "
+            "or have the operator add its network to TAILTUNE_CONNECT_NETWORKS"
+        )
+
+    def resolve(self, host: str, port: int) -> list[str]:
+        """Worker side: the addresses of `host` the worker will connect to, every one checked; raises
+        EgressRefused when any is outside the allowed networks (a name half inside is refused whole)."""
+        literal = _literal(host)
+        if literal is not None:
+            addresses = [str(literal)]
+        elif not self.networks:
+            return [host]  # no rule: the client library resolves as usual
+        else:
+            try:
+                infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+            except OSError as exc:
+                raise EgressRefused(f"{host}: cannot resolve ({exc})") from None
+            addresses = sorted({str(info[4][0]) for info in infos})
+        bad = [a for a in addresses if not self.allows(a)]
+        if bad:
+            raise EgressRefused(self._outside(host, bad))
+        return addresses
