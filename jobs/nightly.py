@@ -24,6 +24,7 @@ from tailtune.control.db import AnalysisRow, ConfigVersionRow, Database, Deploym
 from tailtune.control.egress import Egress
 from tailtune.control.errors import Invalid
 from tailtune.control.jobspec import NightlyOptions, TuneOptions, check_nightly
+from tailtune.control.model import DeploymentModel, build_model
 from tailtune.control.redact import public
 from tuner.recommendation import Recommendation, accept
 
@@ -386,6 +387,17 @@ def _step_ingest(ctx: JobContext, dep_id: int) -> dict[str, Any]:
     return {"traces": traces, "datasets": [ingest_trace(ctx, t) for t in traces]}
 
 
+def _model(dep: dict[str, Any], *, timestamps: bool) -> DeploymentModel:
+    """What a tune of this deployment replays: its own cluster (tailtune.control.model)."""
+    return build_model(str(dep["kind"]), dep["topology"], dep["connection"], dep["model"], timestamps=timestamps)
+
+
+def _has_timestamps(summary: dict[str, Any]) -> bool:
+    """Does the analysed trace carry arrival times that span some time (its own arrivals can be replayed)?"""
+    arrivals = summary.get("arrivals") or {}
+    return bool(arrivals.get("duration_s")) and arrivals.get("rate_mean") is not None
+
+
 def _step_tune(
     ctx: JobContext, dep: dict[str, Any], dataset_id: str, summary_path: str, opts: TuneOptions
 ) -> dict[str, Any]:
@@ -407,6 +419,16 @@ def _step_tune(
         cand = None
     study = f"tailtune-{dep['name']}-job{ctx.job_id}"
     ctx.log(f"tuning dataset {dataset_id} (study {study}; resumes from its storage if it exists)")
+    summary = json.loads(_in_home(ctx, summary_path).read_text())
+    model = _model(dep, timestamps=_has_timestamps(summary))
+    ctx.log("model: " + ", ".join(f"{k} {v}" for k, v in model.sources.items()))
+    warning = model.warning(str(dep["name"]))
+    record = model.record()
+    if warning is not None:
+        ctx.log(f"warning: {warning}")
+        record["warning"] = warning
+    for note in model.notes:
+        ctx.log(f"model: {note}")
     req = TuneRequest(
         source=WorkloadSource(dataset=dataset_id),
         deployment=dep["kind"],
@@ -417,7 +439,9 @@ def _step_tune(
         study=study,
         current=cand,
         policies=tuple(dep["constraints"]["policies"]) if dep["constraints"].get("policies") else None,
-        summary=json.loads(_in_home(ctx, summary_path).read_text()),
+        summary=summary,
+        evaluator_options=model.options,
+        model=record,
         plots=False,
         server=server,
         driver=str(dep.get("driver") or "java4"),
@@ -492,17 +516,17 @@ def run_nightly(ctx: JobContext) -> dict[str, Any]:
             "server": row.server or "stock",
             "driver": row.driver or "java4",
             "tables": list(row.tables or []),
+            "connection": dict(row.connection),
+            "model": dict(row.model or {}),
         }
     ing = ctx.step("ingest", lambda: _step_ingest(ctx, dep_id))
     dataset_id = str(ing["datasets"][0])
     out_dir = ctx.settings.home_dir / "analyses" / f"job-{ctx.job_id}"
-    topo = dep["topology"]
-    ana = ctx.step(
-        "analyze",
-        lambda: _characterize(
-            ctx, dataset_id, out_dir, int(topo["servers"]), int(topo.get("replication", 1))
-        ),
-    )
+    # the analysis's fan-out is computed on the deployment's model (its servers and replication, wherever from)
+    shape = _model(dep, timestamps=False).options
+    servers = int(shape.get("servers", dep["topology"]["servers"]))
+    replication = int(shape.get("replication", 1))
+    ana = ctx.step("analyze", lambda: _characterize(ctx, dataset_id, out_dir, servers, replication))
     rec = ctx.step("tune", lambda: _step_tune(ctx, dep, dataset_id, str(ana["summary"]), opts.tune))
     recommendation = Recommendation.from_json(rec)
     dec = ctx.step("decide", lambda: _step_decide(ctx, dep_id, recommendation, dep["constraints"], dep["objective"]))
@@ -518,7 +542,12 @@ def run_nightly(ctx: JobContext) -> dict[str, Any]:
             "baseline": recommendation.baseline,
             "study": recommendation.study,
             "mlflow_run_id": recommendation.mlflow_run_id,
+            "tuned_for": recommendation.tuned_for,
         },
+        "model": {"sources": recommendation.tuned_for.get("model_sources", {}),
+                  "defaults": [k for k, v in recommendation.tuned_for.get("model_sources", {}).items()
+                               if v == "default"],
+                  "warning": (recommendation.tuned_for.get("model") or {}).get("warning")},
     }
     if dec["accepted"] and ctx.payload.get("publish", True):
         version = int(dec["version"])

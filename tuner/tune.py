@@ -84,6 +84,16 @@ class TuneRequest:
     #: Cassandra: trials of the other server kind's study (the alternative); None = `trials`, 0 = not searched.
     alternative_trials: int | None = None
     sampling: SamplingSpec | None = None
+    #: A deployment's tune: where each model input came from (`tailtune.control.model`), recorded in `tuned_for`
+    #: as `model_sources` (input → source) and `model` (each input's value, source, time and how).
+    model: Mapping[str, Any] | None = None
+
+
+def _model_record(req: TuneRequest) -> dict[str, Any]:
+    """`tuned_for`'s model fields: each input's source, and the record behind it (a deployment's tune only)."""
+    if req.model is None:
+        return {}
+    return {"model_sources": dict(req.model.get("sources") or {}), "model": dict(req.model)}
 
 
 def _split_top(text: str) -> list[str]:
@@ -341,7 +351,9 @@ def _sample(req: TuneRequest, settings: Settings) -> tuple[TuneRequest, dict[str
         opts = dict(req.evaluator_options)
         if not opts.get("use_timestamps"):
             return opts, None
-        opts["load"] = float(opts.get("load") or CassandraDeployment().load) * part.load_factor
+        if "load" in opts and opts["load"] is None:
+            return opts, None  # the part's own timestamps as they are: the trace's absolute rate already
+        opts["load"] = float(opts.get("load") or CassandraDeployment().load or 0.75) * part.load_factor
         return opts, part.load_factor
 
     path, info = sampling.sample_source(req.source, fraction, spec, settings)
@@ -676,7 +688,7 @@ def _recommendation(
         wall_s=wall_s,
         render=render(req.deployment, chosen),
         mlflow_run_id=None,
-        tuned_for={**ev.deployment_record(), "seeds": list(seeds)},
+        tuned_for={**ev.deployment_record(), "seeds": list(seeds), **_model_record(req)},
         reproduce=[_command(a) for a in (ev.simulate_args(chosen, s) for s in seeds) if a],
         pareto_front=[{"trial": t.number, "values": list(t.values), **t.user_attrs.get("candidate", {})}
                       for t in pareto_front(trials)] if objective.multi else None,

@@ -239,6 +239,11 @@ class DeploymentOut(BaseModel):
     server: str
     driver: str
     tables: list[str]
+    model: dict[str, Any] = Field(
+        default_factory=dict,
+        description="The deployment's model as found on the live system: inputs (value, source, time), readings, "
+        "and the topology fields the operator set (docs/operations.md § The deployment's model).",
+    )
 
     @classmethod
     def of(cls, r: DeploymentRow) -> DeploymentOut:
@@ -258,4 +263,5 @@ class DeploymentOut(BaseModel):
             server=r.server or "stock",
             driver=r.driver or "java4",
             tables=list(r.tables or []),
+            model=dict(r.model or {}),
         )

@@ -14,6 +14,7 @@ from tailtune.control.common import now
 from tailtune.control.configs import validate_config
 from tailtune.control.db import DeploymentRow
 from tailtune.control.egress import Egress, EgressRefused
+from tailtune.control.model import operator_fields
 
 __all__ = ["create", "delete", "get", "get_by_name", "list_all", "patch"]
 
@@ -72,6 +73,7 @@ def create(s: Session, settings: Settings, body: DeploymentCreate) -> Deployment
         server=body.server,
         driver=body.driver,
         tables=list(body.tables),
+        model={"operator": operator_fields(body.topology.model_dump(), body.topology.model_fields_set)},
     )
     s.add(row)
     s.flush()
@@ -114,6 +116,9 @@ def patch(s: Session, settings: Settings, deployment_id: int, body: DeploymentPa
         for key, default in (("server", "stock"), ("driver", "java4")):
             if fields.get(key, default) != default:
                 raise Invalid("only a cassandra deployment has a server kind and a driver", field=key)
+    if body.topology is not None:
+        row.model = {**(row.model or {}),
+                     "operator": operator_fields(fields["topology"], body.topology.model_fields_set)}
     for key, value in fields.items():
         setattr(row, key, value)
     s.flush()

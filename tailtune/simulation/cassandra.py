@@ -37,7 +37,9 @@ if TYPE_CHECKING:
     import kvsim.types
     import pyarrow as pa
 
-__all__ = ["CassandraDeployment", "PreparedTrace", "load_shared", "materialize", "prepare", "replay", "share"]
+__all__ = [
+    "CassandraDeployment", "PreparedTrace", "load_shared", "materialize", "offered_load", "prepare", "replay", "share",
+]
 
 
 @dataclass(frozen=True)
@@ -55,7 +57,9 @@ class CassandraDeployment:
     service_rate: float = 3750.0
     net_latency_us: float = 50.0
     clients: int = 128
-    load: float = 0.75
+    #: Offered load, a fraction of the servers' capacity; None: the trace's own arrival times as they are (with
+    #: `use_timestamps`), the load being what the trace offers (`offered_load`).
+    load: float | None = 0.75
     warmup: float = 0.1
     use_timestamps: bool = False
     use_sizes: bool = True
@@ -111,7 +115,9 @@ class CassandraDeployment:
             if v == d:
                 continue
             flag = "--" + f.name.replace("_", "-")
-            if isinstance(v, bool):
+            if f.name == "load" and v is None:
+                out.append("--trace-rate")
+            elif isinstance(v, bool):
                 out.append(flag if v else {"use_sizes": "--no-sizes"}.get(f.name, f"--no-{flag[2:]}"))
             elif f.name == "server_speeds":
                 out += [flag, ",".join(repr(float(x)) for x in v)]
@@ -393,7 +399,13 @@ def materialize(
     smodel = deployment.server_model()
     ts = trace.timestamps if deployment.use_timestamps else None
     # Offered load is relative to the servers' time-averaged capacity (speeds and slowdowns included).
-    load = deployment.load * (1.0 if smodel is None else smodel.capacity_factor(deployment.servers))
+    if deployment.load is None and ts is None:
+        raise BadInputError.single(
+            "deployment", "a replay at the trace's own rate (no load) needs use_timestamps and a ts column",
+            field="load",
+        )
+    load = (None if deployment.load is None
+            else deployment.load * (1.0 if smodel is None else smodel.capacity_factor(deployment.servers)))
     try:
         full = trace._workloads.get((seed, trace.requests))
         if full is None:
@@ -408,11 +420,30 @@ def materialize(
     return wl
 
 
+def offered_load(trace: PreparedTrace, deployment: CassandraDeployment) -> float | None:
+    """The load the trace's own arrival times offer the deployment: its request rate × the mean demand of a
+    request (its ops' mean demands summed) over the servers' capacity (servers × slots, speeds and slowdowns
+    included) — the same measure `load` sets (docs/simulator.md § Workload). None without timestamps, or when
+    they span no time."""
+    ts = trace.timestamps
+    n = trace.requests
+    if ts is None or n < 2 or not ts[-1] > ts[0]:
+        return None
+    rate = (n - 1) / float(ts[-1] - ts[0])
+    ops = int(trace.offsets[-1])
+    per_op = (float(np.mean(trace.mean_demand_s)) if trace.mean_demand_s is not None and trace.mean_demand_s.size
+              else 1.0 / float(deployment.service_rate))
+    smodel = deployment.server_model()
+    capacity = deployment.servers * deployment.slots * (1.0 if smodel is None
+                                                        else smodel.capacity_factor(deployment.servers))
+    return rate * (ops / n) * per_op / capacity
+
+
 def _draw(
     trace: PreparedTrace,
     deployment: CassandraDeployment,
     seed: int,
-    load: float,
+    load: float | None,
     ts: npt.NDArray[np.float64] | None,
 ) -> kvsim.Workload:
     """The whole workload of `seed`: its draws over the trace's layout (from the store when it has them)."""

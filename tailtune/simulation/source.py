@@ -64,6 +64,34 @@ class WorkloadSource:
             settings=settings,
         )
 
+    def has_timestamps(self, settings: Settings | None = None) -> bool:
+        """Does the trace carry arrival times that span some time (a `ts` column, not all equal)? Reads only that
+        column of a dataset or a Parquet trace."""
+        if self.dataset is not None:
+            from ingest.store import DatasetStore
+            from tailtune.base.settings import get_settings
+
+            info = DatasetStore(settings or get_settings()).get(self.dataset)
+            if not any("ts" in pq_schema_names(p) for p in info.parquet_files):
+                return False
+            ts = info.read_table(columns=["ts"]).column("ts")
+        elif self.trace is not None and self.trace.endswith(".parquet"):
+            import pyarrow.parquet as pq
+
+            if "ts" not in pq_schema_names(Path(self.trace)):
+                return False
+            ts = pq.read_table(self.trace, columns=["ts"]).column("ts")
+        else:
+            table = self.load(settings)
+            if "ts" not in table.column_names:
+                return False
+            ts = table.column("ts")
+        import pyarrow.compute as pc
+
+        bounds = pc.min_max(ts)
+        low, high = bounds["min"].as_py(), bounds["max"].as_py()
+        return low is not None and high is not None and high > low
+
     def as_dict(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in _KEYS if getattr(self, k) is not None}
 
@@ -78,6 +106,13 @@ class WorkloadSource:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> WorkloadSource:
         return cls(**{k: d[k] for k in _KEYS if k in d})
+
+
+def pq_schema_names(path: Path) -> list[str]:
+    """The column names of a Parquet file (its footer only)."""
+    import pyarrow.parquet as pq
+
+    return list(pq.read_schema(path).names)
 
 
 def load_table(

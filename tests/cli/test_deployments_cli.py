@@ -42,3 +42,27 @@ def test_create_set_show(cli: Any, tmp_path: Path) -> None:
     assert r.exit_code == 3 and "deployment 'nope' not found" in r.stderr
     r = cli("deployments", "list", "--json")
     assert [d["name"] for d in json.loads(r.stdout)] == ["shop"]
+
+
+def test_tune_a_deployment_replays_its_model(cli: Any, tmp_path: Path) -> None:
+    body = {"name": "model-cli", "kind": "cassandra", "topology": {"servers": 6, "slots": 2, "replication": 2},
+            "connection": {"contact_points": ["10.0.0.7"]}, "server": "rein-patched"}
+    f = tmp_path / "d.json"
+    f.write_text(json.dumps(body))
+    assert cli("deployments", "create", str(f)).exit_code == 0
+    args = ("tune", "--deployment", "model-cli", "--profile", "soundcloud", "--requests", "1500", "--trials", "2",
+            "--seeds", "1", "--alternative-trials", "0", "--no-mlflow", "--storage", "memory", "--json")
+    r = cli(*args)
+    assert r.exit_code == 0, r.stderr
+    tuned = json.loads(r.stdout)["tuned_for"]
+    assert (tuned["servers"], tuned["slots"], tuned["replication"]) == (6, 2, 2)
+    assert tuned["use_timestamps"] is True and tuned["load"] is None  # the generated trace's own arrivals
+    assert tuned["model_sources"]["arrivals"] == "trace" and tuned["model_sources"]["service_time"] == "default"
+    assert "rests on the simulator's defaults for service_time, network, ring" in " ".join(r.stderr.split())
+    # --load stays a what-if: Poisson arrivals at that load, marked as the operator's
+    r = cli(*args, "--load", "0.4")
+    assert r.exit_code == 0, r.stderr
+    tuned = json.loads(r.stdout)["tuned_for"]
+    assert tuned["load"] == 0.4 and not tuned["use_timestamps"] and tuned["model_sources"]["arrivals"] == "operator"
+    r = cli("tune", "--deployment", "nope", "--profile", "soundcloud", "--requests", "100")
+    assert r.exit_code == 3 and "deployment 'nope' not found" in r.stderr

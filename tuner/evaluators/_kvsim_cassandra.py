@@ -124,10 +124,18 @@ class KvsimCassandraEvaluator(Evaluator):
             self._timeouts[key] = max(frac, self._timeouts.get(key, 0.0))
         extra = int(res.copies["ops"]) if res.copies is not None else 0
         if extra and res.ops:
-            util = self.setup.load * (res.ops + extra) / res.ops
+            util = self.load() * (res.ops + extra) / res.ops
             key = candidate.key()
             self._utilisation[key] = max(util, self._utilisation.get(key, 0.0))
         return res
+
+    def load(self) -> float:
+        """The offered load replayed: the deployment's, or with `load` None what the trace's own arrival times
+        offer the deployment's capacity (`cassandra.offered_load`)."""
+        if self.setup.load is not None:
+            return float(self.setup.load)
+        offered = cassandra.offered_load(self._prepared(), self.setup)
+        return float("nan") if offered is None else offered
 
     def overloaded(self, candidate: Candidate) -> str | None:
         """Offered utilisation with the extra (speculative or duplicate) reads = load × (ops + extra) / ops; over
@@ -139,13 +147,13 @@ class KvsimCassandraEvaluator(Evaluator):
         settings = get_settings()
         timed_out = self._timeouts.get(candidate.key(), 0.0)
         if timed_out > settings.tune_max_timeout_fraction:
-            return (f"{timed_out:.2%} of its requests are answered with a read timeout (load {self.setup.load:g}), "
+            return (f"{timed_out:.2%} of its requests are answered with a read timeout (load {self.load():.3g}), "
                     f"above the limit {settings.tune_max_timeout_fraction:.2%}: the cluster cannot serve it")
         util = self._utilisation.get(candidate.key())
         limit = settings.tune_max_utilisation
         if util is None or util <= limit:
             return None
-        return (f"its extra reads raise the servers' utilisation to {util:.2f} (load {self.setup.load:g}), above "
+        return (f"its extra reads raise the servers' utilisation to {util:.2f} (load {self.load():.3g}), above "
                 f"the limit {limit:g}: it overloads the cluster")
 
     def adapt_summary(self, summary: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
@@ -199,7 +207,10 @@ class KvsimCassandraEvaluator(Evaluator):
         return float(self.setup.warmup)
 
     def deployment_record(self) -> dict[str, Any]:
-        return {"kind": "cassandra", "source": self.source.as_dict(), **self.setup.as_dict()}
+        record = {"kind": "cassandra", "source": self.source.as_dict(), **self.setup.as_dict()}
+        if self.setup.load is None:
+            record["offered_load"] = self.load()  # what the trace's own arrivals offer the calibrated capacity
+        return record
 
     def simulate_args(self, candidate: Candidate, seed: int) -> list[str]:
         params = [a for k, v in sorted(candidate.params.items()) for a in ("--param", f"{k}={v}")]

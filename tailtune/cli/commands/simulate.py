@@ -217,6 +217,10 @@ def register(app: typer.Typer) -> None:
             bool,
             typer.Option("--use-timestamps", help="Trace timestamps scaled to --load instead of Poisson."),
         ] = False,
+        trace_rate: Annotated[
+            bool,
+            typer.Option("--trace-rate", help="With --use-timestamps: the timestamps as they are (no --load)."),
+        ] = False,
         worker_threads: Annotated[
             int, typer.Option("--worker-threads", help="memcached: worker threads per server.")
         ] = 4,
@@ -362,7 +366,8 @@ def register(app: typer.Typer) -> None:
             params["size_aware_cost"] = 1.0
         dep = CassandraDeployment(
             servers=servers if servers is not None else 128, slots=slots, replication=replication, vnodes=vnodes,
-            service_rate=service_rate, net_latency_us=net_latency_us, clients=clients, load=load, warmup=warmup,
+            service_rate=service_rate, net_latency_us=net_latency_us, clients=clients,
+            load=None if trace_rate else load, warmup=warmup,
             use_timestamps=use_timestamps, use_sizes=sizes, demand_dist=demand_dist, demand_sigma=demand_sigma,
             t0_us=t0_us, bandwidth_mbps=bandwidth_mbps, thr_l_bytes=thr_l_bytes,
             server_speeds=_speeds(server_speeds), slow_servers=slow_servers, slow_factor=slow_factor,

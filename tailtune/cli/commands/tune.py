@@ -17,6 +17,11 @@ def tune(
     profile: Annotated[str | None, typer.Option("--profile", help="Generator profile instead of data.")] = None,
     requests: Annotated[int | None, typer.Option("--requests", help="Requests to generate (--profile).")] = None,
     store: Annotated[str, typer.Option("--store", help="Deployment kind: cassandra or memcached.")] = "cassandra",
+    deployment: Annotated[
+        str | None,
+        typer.Option("--deployment", help="Replay this registered deployment's own model (its kind, topology, "
+                     "discovered and calibrated inputs; a trace with timestamps on its own arrivals)."),
+    ] = None,
     trials: Annotated[int, typer.Option("--trials", help="Trials in the study (total, across resumes).")] = 50,
     seeds: Annotated[int, typer.Option("--seeds", help="Seeds per trial (common random numbers).")] = 3,
     objective: Annotated[
@@ -78,8 +83,9 @@ def tune(
     """Tune the scheduler for a trace: best policy and parameters, with evidence vs your current config."""
     import json
 
-    from tailtune.base.console import print_json, progress
+    from tailtune.base.console import err_console, print_json, progress
     from tailtune.base.errors import BadInputError
+    from tailtune.control.model import build_model
     from tailtune.simulation.source import WorkloadSource
     from tuner.sampling import SamplingSpec
     from tuner.space import parse_override
@@ -105,6 +111,24 @@ def tune(
             raise BadInputError.single("--use-timestamps", "only the cassandra store replays trace timestamps",
                                        field="use_timestamps")
         ev_opts["use_timestamps"] = True
+    model_record: dict[str, Any] | None = None
+    if deployment is not None:
+        row = _deployment_row(deployment)
+        store, server = row["kind"], server or (row["server"] if row["kind"] == "cassandra" else None)
+        driver = row["driver"] if driver == "java4" else driver
+        table = table or list(row["tables"])
+        if current is None and row["current_config"]:
+            cfg = row["current_config"]
+            current = ":".join([str(cfg["policy"]), ",".join(f"{k}={v}" for k, v in (cfg.get("params") or {}).items())])
+            current = current.rstrip(":")
+        model = build_model(store, row["topology"], row["connection"], row["model"],
+                            timestamps=source.has_timestamps(), load=load)
+        ev_opts = {**model.options, **{k: v for k, v in ev_opts.items() if k != "load"}}
+        model_record = model.record()
+        warning = model.warning(deployment)
+        if warning is not None:
+            model_record["warning"] = warning
+            err_console.print(f"[yellow]warning:[/] {warning}")
     spec = SamplingSpec(fraction=sample_fraction, target_error_pct=target_error, strata=strata, seed=sample_seed)
     sampling = spec if sample_fraction is not None or target_error is not None else None
     req = TuneRequest(
@@ -114,7 +138,7 @@ def tune(
         policies=tuple(p.strip() for p in policies.split(",") if p.strip()) if policies else None,
         overrides=overrides, summary=summary_doc, evaluator_options=ev_opts, mlflow=not no_mlflow,
         server=server, driver=driver, tables=tuple(table or ()), alternative_trials=alternative_trials,
-        sampling=sampling,
+        sampling=sampling, model=model_record,
     )
     with progress(transient=True) as bar:
         task = bar.add_task("tuning", total=trials + (alternative_trials if alternative_trials is not None
@@ -130,6 +154,27 @@ def tune(
         print_json(doc)
         return
     _print_text(doc)
+
+
+def _deployment_row(name: str) -> dict[str, Any]:
+    """The registered deployment `name` (the metadata DB of TAILTUNE_DATABASE_URL), as plain data."""
+    from service.deployments.service import get_by_name
+    from tailtune.base.errors import NotFoundError
+    from tailtune.base.settings import get_settings
+    from tailtune.control.db import database_for
+    from tailtune.control.errors import Missing
+
+    db = database_for(get_settings().resolved_database_url)
+    try:
+        with db.session() as s:
+            row = get_by_name(s, name)
+            return {"kind": row.kind, "topology": dict(row.topology), "connection": dict(row.connection),
+                    "model": dict(row.model or {}), "server": row.server or "stock", "driver": row.driver or "java4",
+                    "tables": list(row.tables or []), "current_config": row.current_config}
+    except Missing:
+        raise NotFoundError(f"deployment {name!r} not found (tailtune deployments list)") from None
+    finally:
+        db.dispose()
 
 
 def _print_text(doc: dict[str, Any]) -> None:

@@ -55,6 +55,9 @@ class DeploymentRow(Base):
     driver: Mapped[str] = mapped_column(String(16), default="java4", server_default="java4")
     #: The tables a stock config's per-table options (speculative_retry) are applied to, as `keyspace.table`.
     tables: Mapped[list[Any]] = mapped_column(JSON, default=list, server_default="[]")
+    #: The deployment's model as found on the live system (`tailtune.control.model`): `inputs` (name → value,
+    #: source, time), `readings` (what discovery read), `operator` (the topology fields the operator set).
+    model: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict, server_default="{}")
 
 
 class TraceRow(Base):

@@ -1,0 +1,201 @@
+"""The deployment is the model: what a tune of a deployment replays, built from the deployment itself.
+
+Every input of the simulated cluster comes from one of four sources, in this order of precedence:
+
+* `operator` — a value the operator set explicitly on the deployment (its topology, its connection's servers);
+* `calibrated` — measured by `tailtune deployments calibrate` (service times, network, client overhead);
+* `discovered` — read from the live system by `tailtune deployments discover` (nodes, tokens, replication,
+  `concurrent_reads`, memcached's threads);
+* `default` — the simulator's default (Rein's cluster, the Chisel paper's pool): the model then rests on an
+  assumption, and a tune says so.
+
+A Cassandra trace with timestamps is replayed on its own arrival times (`arrivals` from the `trace`; the load is
+what it offers the model's capacity, reported as `offered_load`); a what-if `load` replaces them with Poisson
+arrivals at that load (`operator`).
+
+The deployment row keeps what discovery and calibration found in its `model` column:
+`{"inputs": {name: {"value": ..., "source": "discovered"|"calibrated", "at": epoch_s, "how": text}},
+"readings": {...}, "operator": [topology fields the operator set]}`. `build_model` turns the row into the
+evaluator's options and the sources recorded in the recommendation's `tuned_for.model_sources`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = [
+    "CASSANDRA_INPUTS",
+    "MEMCACHED_INPUTS",
+    "SOURCES",
+    "DeploymentModel",
+    "build_model",
+    "operator_fields",
+]
+
+#: Where a model input came from (`trace`: the arrival times of the trace being tuned).
+SOURCES = ("operator", "calibrated", "discovered", "default", "trace")
+#: The inputs of a Cassandra deployment's model, each a row of `tuned_for.model_sources`.
+CASSANDRA_INPUTS = ("servers", "slots", "replication", "service_time", "network", "ring", "arrivals")
+#: The inputs of a memcached deployment's model.
+MEMCACHED_INPUTS = ("servers", "worker_threads", "client_overhead", "arrivals")
+#: Topology fields → the model input each sets.
+_TOPOLOGY_INPUT = {"servers": "servers", "slots": "slots", "replication": "replication",
+                   "service_rate_per_s": "service_time", "network_ms": "network"}
+
+
+def operator_fields(topology: Mapping[str, Any], fields_set: set[str] | None = None) -> list[str]:
+    """The topology fields the operator set: those given explicitly (`fields_set`), or — unknown — every field
+    with a value."""
+    names = fields_set if fields_set is not None else {k for k, v in topology.items() if v is not None}
+    return sorted(n for n in names if n in _TOPOLOGY_INPUT and topology.get(n) is not None)
+
+
+@dataclass(frozen=True)
+class DeploymentModel:
+    """The evaluator's options of one deployment's tune and where each model input came from."""
+
+    kind: str
+    options: dict[str, Any]
+    sources: dict[str, str]
+    #: input name → {"value", "source", "at", "how"}: the record behind `sources`, for `tuned_for.model`
+    inputs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    def defaults(self) -> list[str]:
+        """The inputs that rest on the simulator's defaults."""
+        return [name for name, src in self.sources.items() if src == "default"]
+
+    def warning(self, deployment: str) -> str | None:
+        """One line for a job's result and logs when the model rests on defaults (None when it does not)."""
+        rest = self.defaults()
+        if not rest:
+            return None
+        return (f"the model of deployment {deployment!r} rests on the simulator's defaults for {', '.join(rest)}: "
+                f"run `tailtune deployments discover {deployment}` (and calibrate), or set them in its topology")
+
+    def record(self) -> dict[str, Any]:
+        return {"sources": dict(self.sources), "inputs": dict(self.inputs), "notes": list(self.notes)}
+
+
+def _found(model: Mapping[str, Any], name: str, source: str) -> dict[str, Any] | None:
+    entry = (model.get("inputs") or {}).get(name)
+    if isinstance(entry, Mapping) and entry.get("source") == source and entry.get("value") is not None:
+        return dict(entry)
+    return None
+
+
+class _Builder:
+    def __init__(self, topology: Mapping[str, Any], model: Mapping[str, Any]) -> None:
+        self.topology = topology
+        self.model = model
+        ops = model.get("operator")
+        self.operator = set(ops) if isinstance(ops, list) else set(operator_fields(topology))
+        self.sources: dict[str, str] = {}
+        self.inputs: dict[str, dict[str, Any]] = {}
+        self.notes: list[str] = []
+
+    def pick(self, name: str, topo_field: str | None, default: Any, how_default: str) -> Any:
+        """The value of input `name`: the operator's topology field, else calibrated, else discovered, else the
+        default; records its source."""
+        if topo_field is not None and topo_field in self.operator and self.topology.get(topo_field) is not None:
+            value = self.topology[topo_field]
+            self.set(name, value, "operator", how=f"topology.{topo_field}")
+            return value
+        for source in ("calibrated", "discovered"):
+            entry = _found(self.model, name, source)
+            if entry is not None:
+                self.inputs[name] = entry
+                self.sources[name] = source
+                return entry["value"]
+        self.set(name, default, "default", how=how_default)
+        return default
+
+    def set(self, name: str, value: Any, source: str, *, how: str, at: float | None = None) -> None:
+        self.sources[name] = source
+        self.inputs[name] = {"value": value, "source": source, "at": at, "how": how}
+
+
+def _cassandra(b: _Builder, timestamps: bool, load: float | None) -> dict[str, Any]:
+    from tailtune.simulation.cassandra import CassandraDeployment
+
+    d = CassandraDeployment()
+    opts: dict[str, Any] = {
+        "servers": int(b.pick("servers", "servers", d.servers, "Rein's cluster")),
+        "slots": int(b.pick("slots", "slots", d.slots, "Rein's 8 slots per server")),
+        "replication": int(b.pick("replication", "replication", d.replication, "RF 3")),
+    }
+    service = b.pick("service_time", "service_rate_per_s", None, f"{d.service_rate:g} ops/s per slot, exponential")
+    if isinstance(service, int | float):  # the operator's rate (ops/s per slot)
+        opts["service_rate"] = float(service)
+    elif isinstance(service, Mapping):  # calibrated: {"mean_ms", "dist", "sigma"}
+        opts["service_rate"] = 1000.0 / float(service["mean_ms"])
+        if service.get("dist") == "lognormal" and service.get("sigma") is not None:
+            opts["demand_dist"], opts["demand_sigma"] = "lognormal", float(service["sigma"])
+    network = b.pick("network", "network_ms", None, f"{d.net_latency_us:g} µs one way")
+    if isinstance(network, int | float):
+        opts["net_latency_us"] = float(network) * 1000.0
+    elif isinstance(network, Mapping):
+        opts["net_latency_us"] = float(network["one_way_ms"]) * 1000.0
+    ring = _found(b.model, "ring", "discovered")
+    nodes = len(ring["value"].get("nodes") or []) if ring is not None else 0
+    replays_rings = "ring" in {f.name for f in dataclasses.fields(CassandraDeployment)}
+    if ring is not None and nodes == opts["servers"] and replays_rings:
+        b.inputs["ring"], b.sources["ring"] = ring, "discovered"
+        opts["ring"] = ring["value"]
+    else:
+        if ring is not None and not replays_rings:
+            b.notes.append("the discovered ring is recorded; this simulator replays evenly spaced tokens")
+        elif ring is not None:
+            b.notes.append(f"the discovered ring has {nodes} nodes but the model {opts['servers']} servers: "
+                           "evenly spaced tokens are replayed instead")
+        b.set("ring", None, "default", how="evenly spaced tokens, replicas the next servers clockwise")
+    if load is not None:
+        opts["load"] = float(load)
+        b.set("arrivals", f"Poisson at load {load:g}", "operator", how="--load (a what-if)")
+    elif timestamps:
+        opts["use_timestamps"], opts["load"] = True, None
+        b.set("arrivals", "the trace's own arrival times", "trace", how="the trace's ts column")
+    else:
+        b.set("arrivals", f"Poisson at load {d.load:g}", "default", how="the trace has no timestamps")
+    return opts
+
+
+def _memcached(b: _Builder, connection: Mapping[str, Any], timestamps: bool) -> dict[str, Any]:
+    from tailtune.simulation.memcached import MemcachedDeployment
+
+    d = MemcachedDeployment()
+    servers = [str(s) for s in connection.get("servers") or []]
+    opts: dict[str, Any] = {}
+    if servers:
+        opts.update(servers=len(servers), pool="sharded", server_addresses=",".join(servers))
+        b.set("servers", servers, "operator", how="connection.servers, hashed as tailtune-client hashes them")
+    else:
+        b.set("servers", d.servers, "default", how="the Chisel paper's pool")
+    opts["worker_threads"] = int(b.pick("worker_threads", None, d.worker_threads, "memcached's default -t 4"))
+    overhead = b.pick("client_overhead", None, d.client_overhead_us, "no client cost")
+    opts["client_overhead_us"] = float(overhead["us"] if isinstance(overhead, Mapping) else overhead)
+    b.set("arrivals", "the trace's own arrival times" if timestamps else "back to back",
+          "trace" if timestamps else "default", how="the trace's ts column")
+    return opts
+
+
+def build_model(
+    kind: str,
+    topology: Mapping[str, Any],
+    connection: Mapping[str, Any],
+    model: Mapping[str, Any] | None,
+    *,
+    timestamps: bool,
+    load: float | None = None,
+) -> DeploymentModel:
+    """The model a tune of this deployment replays. `timestamps`: the trace has arrival times; `load`: a what-if
+    offered load that replaces them (Cassandra)."""
+    b = _Builder(topology, model or {})
+    opts = _cassandra(b, timestamps, load) if kind == "cassandra" else _memcached(b, connection, timestamps)
+    order = CASSANDRA_INPUTS if kind == "cassandra" else MEMCACHED_INPUTS
+    sources = {name: b.sources[name] for name in order if name in b.sources}
+    inputs = {name: b.inputs[name] for name in order if name in b.inputs}
+    return DeploymentModel(kind, opts, sources, inputs, b.notes)

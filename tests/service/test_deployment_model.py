@@ -1,0 +1,138 @@
+"""The deployment is the model: a nightly job replays the deployment's own cluster (its topology, its pool's
+servers, the trace's own arrival times) and records every input with its source in `tuned_for` — through the API
+and the worker, with the real tuner (the ingest and analysis steps checkpointed on a real dataset)."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ingest.generate import write_trace
+from ingest.pipeline import ingest_file
+from jobs.handlers import default_handlers
+from jobs.worker import Worker
+from tailtune.control.db import DeploymentRow, JobRow
+from tailtune.control.model import build_model
+from tests.service.conftest import Svc
+
+API = "/api/v1"
+
+
+def _dataset(svc: Svc, tmp_path: Path, profile: str) -> tuple[str, str]:
+    """A real dataset of a generated trace (with timestamps) and a summary file under TAILTUNE_HOME."""
+    trace = tmp_path / f"{profile}.parquet"
+    write_trace(trace, profile, 1500, 3)
+    info = ingest_file(trace, settings=svc.settings)
+    out = svc.settings.home_dir / "analyses" / f"model-{profile}"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "summary.json").write_text(json.dumps({"arrivals": {"duration_s": 1.5, "rate_mean": 1000.0}}))
+    return info.id, f"analyses/model-{profile}/summary.json"
+
+
+def _done(name: str, output: dict[str, Any]) -> dict[str, Any]:
+    return {"name": name, "status": "done", "attempt": 1, "started_at": 0.0, "finished_at": 1.0, "error": None,
+            "output": output}
+
+
+def _nightly(svc: Svc, dep_id: int, dataset: str, summary: str) -> dict[str, Any]:
+    """A nightly job through the API whose ingest and analysis are done; the worker runs the tune for real."""
+    r = svc.client.post(f"{API}/jobs", json={"deployment_id": dep_id, "tune": {"trials": 2, "seeds": 1},
+                                             "publish": False}, headers=svc.write)
+    assert r.status_code == 202, r.text
+    job_id = int(r.json()["id"])
+    with svc.db.session() as s:
+        row = s.get(JobRow, job_id)
+        assert row is not None
+        row.steps = [_done("ingest", {"traces": [1], "datasets": [dataset]}),
+                     _done("analyze", {"dataset_id": dataset, "out_dir": summary.rsplit("/", 1)[0],
+                                       "summary": summary})]
+    w = Worker(svc.settings, svc.db, "w-model", handlers=default_handlers(), schedule=False)
+    assert w.run_once() == "succeeded", svc.client.get(f"{API}/jobs/{job_id}", headers=svc.read).json()["logs"]
+    job: dict[str, Any] = svc.client.get(f"{API}/jobs/{job_id}", headers=svc.read).json()
+    return job
+
+
+@pytest.mark.slow
+def test_a_cassandra_nightly_replays_the_deployments_cluster(svc: Svc, tmp_path: Path) -> None:
+    dataset, summary = _dataset(svc, tmp_path, "soundcloud")
+    body = {"name": "model-c", "kind": "cassandra",
+            "topology": {"servers": 6, "slots": 2, "replication": 2, "service_rate_per_s": 5000.0},
+            "connection": {"contact_points": ["127.0.0.1"], "port": 9042}, "server": "rein-patched"}
+    dep = svc.client.post(f"{API}/deployments", json=body, headers=svc.write).json()
+    assert dep["model"]["operator"] == ["replication", "servers", "service_rate_per_s", "slots"]
+    job = _nightly(svc, dep["id"], dataset, summary)
+    tuned = job["result"]["recommendation"]["tuned_for"]
+    assert (tuned["servers"], tuned["slots"], tuned["replication"], tuned["service_rate"]) == (6, 2, 2, 5000.0)
+    assert tuned["use_timestamps"] is True and tuned["load"] is None and tuned["offered_load"] > 0
+    assert tuned["model_sources"] == {"servers": "operator", "slots": "operator", "replication": "operator",
+                                      "service_time": "operator", "network": "default", "ring": "default",
+                                      "arrivals": "trace"}
+    assert job["result"]["model"]["defaults"] == ["network", "ring"]
+    assert "rests on the simulator's defaults for network, ring" in job["logs"]
+    # the topology changes: the next job's model follows it (the slots left unset fall back to the default)
+    r = svc.client.patch(f"{API}/deployments/{dep['id']}",
+                         json={"topology": {"servers": 9, "replication": 3, "network_ms": 0.2}}, headers=svc.write)
+    assert r.status_code == 200, r.text
+    tuned = _nightly(svc, dep["id"], dataset, summary)["result"]["recommendation"]["tuned_for"]
+    assert (tuned["servers"], tuned["slots"], tuned["replication"]) == (9, 8, 3)
+    assert tuned["net_latency_us"] == pytest.approx(200.0) and tuned["service_rate"] == 3750.0
+    assert tuned["model_sources"]["slots"] == "default" and tuned["model_sources"]["network"] == "operator"
+
+
+@pytest.mark.slow
+def test_a_memcached_nightly_replays_the_deployments_servers(svc: Svc, tmp_path: Path) -> None:
+    dataset, summary = _dataset(svc, tmp_path, "mice-elephant")
+    servers = ["10.1.0.5:11211", "10.1.0.6:11211", "cache-3.example:11311"]
+    body = {"name": "model-m", "kind": "memcached", "topology": {"servers": 3},
+            "connection": {"servers": servers}, "current_config": {"policy": "batching", "params": {}}}
+    dep = svc.client.post(f"{API}/deployments", json=body, headers=svc.write).json()
+    tuned = _nightly(svc, dep["id"], dataset, summary)["result"]["recommendation"]["tuned_for"]
+    assert tuned["servers"] == 3 and tuned["pool"] == "sharded"
+    assert tuned["server_addresses"] == ",".join(servers)
+    assert tuned["model_sources"]["servers"] == "operator"
+    assert tuned["model_sources"]["worker_threads"] == "default"
+    assert tuned["model"]["inputs"]["servers"]["value"] == servers
+
+
+def test_discovered_and_calibrated_inputs_are_used_and_the_operator_wins() -> None:
+    now = time.time()
+    model = {"operator": ["servers"], "inputs": {
+        "slots": {"value": 32, "source": "discovered", "at": now, "how": "system_views.settings concurrent_reads"},
+        "replication": {"value": 3, "source": "discovered", "at": now, "how": "system_schema.keyspaces"},
+        "service_time": {"value": {"mean_ms": 0.5, "dist": "lognormal", "sigma": 0.8}, "source": "calibrated",
+                         "at": now, "how": "local_read_latency"},
+        "network": {"value": {"one_way_ms": 0.1}, "source": "calibrated", "at": now, "how": "CQL round trip"},
+    }}
+    topo = {"servers": 4, "slots": 1, "replication": 1, "service_rate_per_s": None, "network_ms": 0.0}
+    m = build_model("cassandra", topo, {}, model, timestamps=False)
+    assert (m.options["servers"], m.options["slots"], m.options["replication"]) == (4, 32, 3)
+    assert m.options["service_rate"] == pytest.approx(2000.0) and m.options["demand_dist"] == "lognormal"
+    assert m.options["net_latency_us"] == pytest.approx(100.0)
+    assert m.sources == {"servers": "operator", "slots": "discovered", "replication": "discovered",
+                         "service_time": "calibrated", "network": "calibrated", "ring": "default",
+                         "arrivals": "default"}
+    # the operator's explicit slots win over discovery
+    m = build_model("cassandra", {**topo, "slots": 2}, {}, {**model, "operator": ["servers", "slots"]},
+                    timestamps=True)
+    assert m.options["slots"] == 2 and m.sources["slots"] == "operator" and m.sources["arrivals"] == "trace"
+    assert m.options["use_timestamps"] is True and m.options["load"] is None
+    # a what-if load replaces the trace's arrivals
+    m = build_model("cassandra", topo, {}, model, timestamps=True, load=0.5)
+    assert m.options["load"] == 0.5 and "use_timestamps" not in m.options and m.sources["arrivals"] == "operator"
+
+
+def test_a_deployment_row_without_model_keeps_its_topology_as_the_operators(svc: Svc) -> None:
+    body = {"name": "model-legacy", "kind": "cassandra", "topology": {"servers": 5},
+            "connection": {"contact_points": ["127.0.0.1"]}}
+    dep = svc.client.post(f"{API}/deployments", json=body, headers=svc.write).json()
+    assert dep["model"]["operator"] == ["servers"]  # slots, replication left to the model's other sources
+    with svc.db.session() as s:
+        row = s.get(DeploymentRow, dep["id"])
+        assert row is not None
+        row.model = {}
+    m = build_model("cassandra", dep["topology"], dep["connection"], {}, timestamps=False)
+    assert m.sources["slots"] == "operator" and m.options["slots"] == 1  # unknown: every stored field is operator's
