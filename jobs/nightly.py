@@ -275,10 +275,14 @@ def publish_version(ctx: JobContext, deployment_id: int, version: int) -> dict[s
 
     Targets and the deployment's record only move forward: the newest version published before is handed to
     the publisher as `head` (a republished older version, or a target that lost its data, gets the newest
-    back), and `current_config` is always the newest published version's config. A publish that reached only
-    some servers of a pool leaves `publish_status: partial` and names them.
+    back), and `current_config` is always the newest published version's config. The publisher is also handed
+    what the DB knows of the deployment (`Known`: its id, its versions, the live deployments' ids), against
+    which it judges what a target holds. A publish that reached only some servers of a pool leaves
+    `publish_status: partial` and names them; one that found a server holding content tailtune never made for
+    this deployment leaves `publish_status: conflict` and names the server (not retried).
     """
     from tailtune.control.publishers import (
+        Known,
         PublishConflict,
         PublishFailed,
         PublishRejected,
@@ -299,12 +303,23 @@ def publish_version(ctx: JobContext, deployment_id: int, version: int) -> dict[s
         tables, driver, server = list(dep.tables or []), dep.driver or "java4", dep.server or "stock"
         newest = _newest_published(s, deployment_id, kind)
         head = (newest.version, dict(newest.config)) if newest is not None and newest.version > version else None
+        versions = s.execute(
+            select(ConfigVersionRow.version, ConfigVersionRow.config).where(
+                ConfigVersionRow.deployment_id == deployment_id
+            )
+        ).all()
+        known = Known(
+            deployment_id,
+            {int(v): dict(c) for v, c in versions},
+            frozenset(s.scalars(select(DeploymentRow.id)).all()),
+        )
         dep.publish_status = "publishing"
     if head is not None:
         ctx.log(f"version {version} is older than the published version {head[0]}: the target keeps {head[0]}")
     publisher = publisher_for(
         kind, name, conn, ctx.settings.publish_timeout_s,
         memcached_item_max_bytes=ctx.settings.memcached_item_max_bytes,
+        memcached_stale_versions_max=ctx.settings.memcached_stale_versions_max,
         tables=tables, driver=driver, server=server, egress=Egress.of(ctx.settings),
     )
     try:
@@ -316,13 +331,15 @@ def publish_version(ctx: JobContext, deployment_id: int, version: int) -> dict[s
             backoff_s=ctx.settings.publish_backoff_s,
             log=ctx.log,
             head=head,
+            known=known,
         )
     except (PublishFailed, PublishConflict, PublishRejected) as exc:
         partial = isinstance(exc, PublishFailed) and exc.partial is not None
+        status = "conflict" if isinstance(exc, PublishConflict) else "partial" if partial else "failed"
         with ctx.db.session() as s:
             dep = s.get(DeploymentRow, deployment_id)
             if dep is not None:
-                dep.publish_status = "partial" if partial else "failed"
+                dep.publish_status = status
                 dep.publish_error = public(str(exc), ctx.settings)
         if isinstance(exc, PublishConflict | PublishRejected):
             raise JobFailed(str(exc)) from exc

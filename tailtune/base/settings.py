@@ -111,6 +111,11 @@ class Settings(BaseSettings):
     memcached_item_max_bytes: int = Field(
         default=1024**2, description="memcached's item size limit (its -I); a bigger config document fails."
     )
+    memcached_stale_versions_max: int = Field(
+        default=10_000, ge=0,
+        description="Most version keys (v1..vN) of a deleted same-name deployment a memcached publish removes from "
+        "a server still holding that deployment's current key.",
+    )
     tune_max_trials: int = Field(default=1000, description="Largest `tune.trials` of a job.")
     tune_max_seeds: int = Field(default=20, description="Largest `tune.seeds` of a job.")
     tune_max_timeout_s: float = Field(default=86400.0, description="Largest `tune.timeout_s` of a job.")

@@ -10,10 +10,13 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from tailtune_client.config import MemcachedConfigSource
 from tailtune_client.memcached import Client
 
+from jobs.handlers import default_handlers
+from jobs.worker import Worker
 from service.testing.memcached_server import MemcachedNode
-from tailtune.control.publishers import MemcachedPublisher
+from tailtune.control.publishers import Known, MemcachedPublisher
 from tests.service.conftest import Svc, memcached_deployment
 from tuner.recommend import render_memcached
 from tuner.space import Candidate
@@ -86,10 +89,12 @@ def _serve_while_checking(client: Client, publish_v2: Callable[[], object]) -> d
 def test_publisher_v2_picked_up_live(nodes: list[MemcachedNode]) -> None:
     servers = [n.address for n in nodes]
     pub = MemcachedPublisher("client-live", {"servers": servers}, 2.0)
-    pub.publish(1, V1)
+    known = Known(11, {1: V1, 2: V2}, frozenset({11}))
+    pub.publish(1, V1, known=known)
     with Client(servers, deployment="client-live", poll_interval=0.05) as client:
         assert (client.config.version, client.config.mode) == (1, "batching")
-        stats = _serve_while_checking(client, lambda: pub.publish(2, V2))
+        assert (client.config.deployment, client.config.deployment_id) == ("client-live", 11)
+        stats = _serve_while_checking(client, lambda: pub.publish(2, V2, known=known))
     assert (stats["config_version"], stats["mode"], stats["last_config_error"]) == (2, "chisel", None)
     assert stats["config"]["params"] == {"elephant_threshold": 20, "merge": 2, "split_keys": 8}
     by_version = {o["config_version"]: o for o in stats["latency"]}
@@ -121,3 +126,39 @@ def test_service_config_endpoint_polled_with_etag(svc: Svc, served: str, nodes: 
     assert (stats["config_version"], stats["mode"], stats["last_config_error"]) == (2, "chisel", None)
     with pytest.raises(Exception, match="HTTP 401"):
         Client(servers, config_url=url, token="tt_wrong", poll_interval=0)
+
+
+def test_memcached_source_reads_what_the_publish_job_wrote_for_a_recreated_deployment(
+    svc: Svc, nodes: list[MemcachedNode]
+) -> None:
+    """The publish job's document (which carries the deployment id) is what the client reads; after a deployment
+    is deleted and one of the same name is created, the client gets the new one's v1, not the deleted one's v2."""
+    servers = [n.address for n in nodes]
+
+    def deploy_and_publish(*configs: dict[str, Any]) -> int:
+        r = svc.client.post(f"{API}/deployments", json=memcached_deployment("client-reused", servers),
+                            headers=svc.write)
+        assert r.status_code == 201, r.text
+        dep_id = int(r.json()["id"])
+        for config in configs:
+            r = svc.client.post(f"{API}/configs/{dep_id}/versions", json={"config": config}, headers=svc.write)
+            assert r.status_code == 201, r.text
+            w = Worker(svc.settings, svc.db, "w-client", handlers=default_handlers(), schedule=False)
+            while w.run_once() is not None:
+                pass
+            dep = svc.client.get(f"{API}/deployments/{dep_id}", headers=svc.read).json()
+            assert dep["publish_status"] == "ok", dep["publish_error"]
+        return dep_id
+
+    source = MemcachedConfigSource("client-reused", [(n.host, n.port) for n in nodes], 2.0)
+    try:
+        old = deploy_and_publish(V1, V2)
+        cfg = source.fetch()
+        assert cfg is not None and (cfg.version, cfg.mode, cfg.deployment_id) == (2, "chisel", old)
+        assert svc.client.delete(f"{API}/deployments/{old}", headers=svc.write).status_code == 204
+        new = deploy_and_publish(V1)
+        cfg = source.fetch()
+        assert cfg is not None and (cfg.version, cfg.mode, cfg.deployment_id) == (1, "batching", new)
+        assert cfg.deployment == "client-reused" and new != old
+    finally:
+        source.close()

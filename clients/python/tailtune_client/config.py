@@ -12,8 +12,8 @@ effective config, so the client has no defaults for these: a chisel config witho
 * `{"policy": P, "params": {...}, "target": {"json": {"memcached_client": {...}}}}` — a stored config version
   (the `target` wins; without it the block is `{"mode": P, **params}`, which is what `render_memcached` makes);
 * any of those under `"config"` in an envelope that carries the version: the memcached publisher's document
-  (`{"deployment": NAME, "version": N, "config": ...}`) or the service's `GET /api/v1/configs/{id}` answer
-  (`{"deployment_id": ID, "version": N, "config": ..., ...}`).
+  (`{"deployment": NAME, "deployment_id": ID, "version": N, "config": ...}`) or the service's
+  `GET /api/v1/configs/{id}` answer (`{"deployment_id": ID, "version": N, "config": ..., ...}`).
 
 Sources: `HttpConfigSource` (the service, `Authorization: Bearer`, ETag / If-None-Match polling) and
 `MemcachedConfigSource` (the `tailtune:cfg:<deployment>:current` key the memcached publisher writes to every

@@ -35,7 +35,9 @@ def test_parse_config_reads_every_published_shape() -> None:
     block = dict(V2)
     target = {"json": {"memcached_client": block}}
     stored = {"policy": "chisel", "params": {"split_keys": 4, "merge": 2, "elephant_threshold": 10}, "target": target}
-    publisher_doc = json.dumps({"deployment": "web", "version": 7, "config": stored}, sort_keys=True)
+    publisher_doc = json.dumps(
+        {"deployment": "web", "deployment_id": 5, "version": 7, "config": stored}, sort_keys=True
+    )
     service_doc = {"deployment_id": 3, "version": 8, "config": stored, "source": "tuning"}
     shapes: list[Any] = [
         {"memcached_client": block},
@@ -50,6 +52,7 @@ def test_parse_config_reads_every_published_shape() -> None:
         cfg = parse_config(shape)
         assert (cfg.mode, cfg.elephant_threshold, cfg.split_keys, cfg.merge) == ("chisel", 10, 4, 2)
     assert (parse_config(publisher_doc).version, parse_config(publisher_doc).deployment) == (7, "web")
+    assert parse_config(publisher_doc).deployment_id == 5
     assert (parse_config(service_doc).version, parse_config(service_doc).deployment_id) == (8, 3)
     assert parse_config({"memcached_client": {"mode": "batching", "future_knob": 1}}).params() == {}
     with pytest.raises(ConfigError, match=r"config version 9: memcached_client\.elephant_threshold is missing"):

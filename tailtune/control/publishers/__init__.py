@@ -10,6 +10,7 @@ from typing import Any
 from tailtune.control.egress import Egress
 from tailtune.control.publishers.base import (
     Head,
+    Known,
     PartialPublish,
     PublishConflict,
     Publisher,
@@ -27,6 +28,7 @@ __all__ = [
     "PUBLISHERS",
     "CassandraPublisher",
     "Head",
+    "Known",
     "MemcachedPublisher",
     "PartialPublish",
     "PublishConflict",
@@ -53,6 +55,7 @@ def publisher_for(
     timeout_s: float,
     *,
     memcached_item_max_bytes: int = 1024**2,
+    memcached_stale_versions_max: int = 10_000,
     tables: Sequence[str] = (),
     driver: str = "java4",
     server: str = "stock",
@@ -63,7 +66,12 @@ def publisher_for(
     alone)."""
     if kind == MemcachedPublisher.kind:
         return MemcachedPublisher(
-            deployment, connection, timeout_s, item_max_bytes=memcached_item_max_bytes, egress=egress
+            deployment,
+            connection,
+            timeout_s,
+            item_max_bytes=memcached_item_max_bytes,
+            stale_versions_max=memcached_stale_versions_max,
+            egress=egress,
         )
     return PUBLISHERS[kind](
         deployment, connection, timeout_s, tables=tables, driver=driver, server=server, egress=egress

@@ -1,15 +1,19 @@
 """What every publish target does, and the retry loop around one publish.
 
-A publish writes one config version as one JSON document (`document()`: deployment, version, config — the same
-bytes for the same version, so a repeated publish is a no-op). Targets keep an immutable entry per version and
-a "current" entry that only moves forward (LWT in Cassandra, CAS in memcached). The current entry is moved to
-the newest version known anywhere — the one being published, the newest the control plane has published before
-(`head`), and for memcached the newest any server of the pool holds — so republishing an older version (or
-publishing to a target that lost its data) restores the newest one instead of regressing it. Transient
-failures raise `TargetUnavailable` (`PartialPublish` when some servers of a pool took the version and others
-did not, naming both) and are retried with exponential backoff; `PublishConflict` (an existing version entry
-with other content) and `PublishRejected` (the target will never take this document, e.g. too large for
-memcached) are not retried.
+A publish writes one config version as one JSON document (`document()`: deployment, version, config, and for
+memcached the deployment's id — the same bytes for the same version, so a repeated publish is a no-op). The
+metadata DB is the source of truth: the caller hands the publisher what the DB knows of the deployment (`Known`:
+its id and every version it made), and for memcached a server holding anything else under the deployment's name
+holds either a deleted same-name deployment's keys (replaced) or a conflict (reported, never overwritten, never
+copied). Targets keep an immutable entry per version and a "current" entry that only moves forward (LWT in
+Cassandra, CAS in memcached). The current entry is moved to the newest version known anywhere — the one being
+published, the newest the control plane has published before (`head`), and for memcached the newest any server
+of the pool holds that the DB made for this deployment — so republishing an older version (or publishing to a
+target that lost its data) restores the newest one instead of regressing it. Transient failures raise
+`TargetUnavailable` (`PartialPublish` when some servers of a pool took the version and others did not, naming
+both) and are retried with exponential backoff; `PublishConflict` (an existing entry with content the metadata DB
+never made for this deployment, naming the servers that hold it) and `PublishRejected` (the target will never
+take this document, e.g. too large for memcached) are not retried.
 """
 
 from __future__ import annotations
@@ -17,8 +21,8 @@ from __future__ import annotations
 import json
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from tailtune.base.errors import TailtuneError
@@ -26,6 +30,7 @@ from tailtune.control.egress import Egress
 
 __all__ = [
     "Head",
+    "Known",
     "PartialPublish",
     "PublishConflict",
     "PublishFailed",
@@ -55,7 +60,16 @@ class PartialPublish(TargetUnavailable):
 
 
 class PublishConflict(TailtuneError):
-    """The target holds different content under this version: never retried, never overwritten."""
+    """The target holds content the metadata DB never made for this deployment (another config under a version,
+    a version tailtune never made): never retried, that content never overwritten nor copied. A pool names the
+    servers in conflict (`servers`: server → what it holds) and the ones that took the version (`updated`)."""
+
+    def __init__(
+        self, message: str, *, servers: Mapping[str, str] | None = None, updated: Sequence[str] = ()
+    ) -> None:
+        super().__init__(message)
+        self.servers = dict(servers or {})
+        self.updated = list(updated)
 
 
 class PublishRejected(TailtuneError):
@@ -81,13 +95,34 @@ class PublishOutcome:
     applied: dict[str, Any] | None = None
 
 
-def document(deployment: str, version: int, config: dict[str, Any]) -> str:
-    """The exact text stored for a version: canonical JSON, so the same version is always the same bytes."""
-    return json.dumps(
-        {"deployment": deployment, "version": version, "config": config},
-        sort_keys=True,
-        separators=(",", ":"),
-    )
+@dataclass(frozen=True, slots=True)
+class Known:
+    """What the metadata DB knows of the deployment being published: what a target's content is checked against.
+
+    Deployment ids are never reused and names are unique among live deployments, so a document under this
+    deployment's name that carries another id no deployment has any more, smaller than this one's, was written
+    for a deleted deployment of the same name."""
+
+    deployment_id: int
+    #: Every version the DB holds for this deployment → the config tailtune made for it.
+    versions: Mapping[int, Mapping[str, Any]]
+    #: The ids of every deployment the DB holds (a document of one of them under this name is not a leftover).
+    live_ids: frozenset[int] = field(default_factory=frozenset)
+
+    def config(self, version: int) -> dict[str, Any]:
+        """The config the DB holds for `version`; ValueError if it made none (a caller's mistake)."""
+        if version not in self.versions:
+            raise ValueError(f"deployment {self.deployment_id} has no version {version} in the metadata DB")
+        return dict(self.versions[version])
+
+
+def document(deployment: str, version: int, config: Mapping[str, Any], *, deployment_id: int | None = None) -> str:
+    """The exact text stored for a version: canonical JSON, so the same version is always the same bytes. With
+    `deployment_id` (memcached) the document names the deployment it was made for."""
+    doc: dict[str, Any] = {"deployment": deployment, "version": version, "config": config}
+    if deployment_id is not None:
+        doc["deployment_id"] = deployment_id
+    return json.dumps(doc, sort_keys=True, separators=(",", ":"))
 
 
 class Publisher(ABC):
@@ -117,10 +152,12 @@ class Publisher(ABC):
         self.server = server
 
     @abstractmethod
-    def publish(self, version: int, config: dict[str, Any], *, head: Head | None = None) -> PublishOutcome:
+    def publish(
+        self, version: int, config: dict[str, Any], *, head: Head | None = None, known: Known | None = None
+    ) -> PublishOutcome:
         """One attempt: write `version`'s entry and move the current entry forward to the newest of `version`,
-        `head` and what the target holds. Raises TargetUnavailable (retry), PublishConflict or PublishRejected
-        (stop)."""
+        `head` and what the target holds (memcached: of what it holds, only versions `known` says the DB made
+        for this deployment). Raises TargetUnavailable (retry), PublishConflict or PublishRejected (stop)."""
 
     @abstractmethod
     def read_current(self) -> tuple[int, dict[str, Any]] | None:
@@ -141,12 +178,13 @@ def publish_with_retry(
     log: Callable[[str], None] = lambda _: None,
     sleep: Callable[[float], None] = time.sleep,
     head: Head | None = None,
+    known: Known | None = None,
 ) -> PublishOutcome:
     """Publish with up to `attempts` tries, sleeping backoff_s * 2**(n-1) between them."""
     last: Exception | None = None
     for n in range(1, attempts + 1):
         try:
-            outcome = publisher.publish(version, config, head=head)
+            outcome = publisher.publish(version, config, head=head, known=known)
         except TargetUnavailable as exc:
             last = exc
             if n < attempts:

@@ -28,6 +28,7 @@ from tailtune.base.errors import BadInputError
 from tailtune.control.egress import EgressRefused
 from tailtune.control.publishers.base import (
     Head,
+    Known,
     PublishConflict,
     Publisher,
     PublishOutcome,
@@ -280,9 +281,12 @@ class CassandraPublisher(Publisher):
 
         return (DriverException, RequestExecutionException, OSError)
 
-    def publish(self, version: int, config: dict[str, Any], *, head: Head | None = None) -> PublishOutcome:
+    def publish(
+        self, version: int, config: dict[str, Any], *, head: Head | None = None, known: Known | None = None
+    ) -> PublishOutcome:
         """Write the version row (immutable), apply the effective config's table options (all tables or none),
-        then move the current row forward; when the current row cannot be written the tables are reverted."""
+        then move the current row forward; when the current row cannot be written the tables are reverted.
+        `known` is not used: the rows are checked against the version's own document only."""
         doc = document(self.deployment, version, config)
         # the current row moves to the newest version known: a republished older version (or a wiped table)
         # gets the newest the control plane published, never the older one

@@ -5,17 +5,39 @@ Every server of the pool gets both keys (the config is replicated, not sharded, 
 server its hashing picks). The version key is written with `add` (immutable); the current key is read with
 `gets` and replaced with `cas` only when its version is older, so concurrent publishers cannot move it
 backwards and a client never sees half a config (one item holds the whole document).
+
+The metadata DB is the source of truth, not what a server shows. A document is
+`{"config", "deployment", "deployment_id", "version"}`, and a publish is given what the DB knows of the
+deployment (`Known`: its id, every version it made and their configs, the ids of live deployments). Each
+server's current document (and a version key that is already there) is one of:
+
+* **ours** — this deployment's id, a version the DB holds, that version's config: moved forward by CAS as above;
+  only such versions (and `version`, `head`, both checked against the DB) can become the target, and the
+  document written is always made from the DB, never copied from a server;
+* **ours, written before documents carried the id** — no `deployment_id`, this name, a version and config the
+  DB holds: taken as ours and rewritten with the id when the key is next written;
+* **stale** — the id of a deployment the DB no longer holds (smaller than this one's: ids are never reused and a
+  name is unique among live deployments, so it is a deleted deployment of the same name): replaced by ours,
+  and that deployment's version keys v1..vN (N its current version, at most `stale_versions_max`) whose
+  documents carry its id are deleted from that server. Deleting a deployment leaves its keys in place (running
+  applications keep their last config); a new deployment of the same name takes them over on its first publish;
+* **foreign** — anything else (a version or config the DB never made under this deployment's id, a document
+  without the id that is not ours, another live or unknown deployment's id, not a document at all): that
+  server is a conflict. It is not written to, what it holds is never copied to another server, the other
+  servers still get the version, and the publish raises `PublishConflict` naming the server and what it holds.
 """
 
 from __future__ import annotations
 
 import json
 import socket
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, TypeGuard
 
 from tailtune.control.egress import Egress, EgressRefused
 from tailtune.control.publishers.base import (
     Head,
+    Known,
     PartialPublish,
     PublishConflict,
     Publisher,
@@ -26,6 +48,11 @@ from tailtune.control.publishers.base import (
 )
 
 __all__ = ["MemcachedPublisher", "current_key", "version_key"]
+
+#: Version keys of a deleted deployment looked up per request when removing them.
+_SCAN_CHUNK = 100
+#: CAS rounds on one key before the server counts as unavailable (the publish is retried).
+_CAS_ROUNDS = 100
 
 
 def current_key(deployment: str) -> str:
@@ -41,6 +68,26 @@ def _hostport(server: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
+def _is_int(value: object) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+@dataclass(frozen=True, slots=True)
+class _Held:
+    """What one key of one server holds, judged against the metadata DB."""
+
+    kind: str  # empty | ours | legacy | stale | foreign
+    version: int = 0
+    #: stale: the id of the deleted deployment the document was made for.
+    owner: int = 0
+    #: foreign: what the key holds, for the conflict message.
+    why: str = ""
+
+
+class _Conflict(Exception):
+    """One server holds content the DB never made for this deployment (collected, not raised to the caller)."""
+
+
 class MemcachedPublisher(Publisher):
     kind = "memcached"
 
@@ -54,10 +101,12 @@ class MemcachedPublisher(Publisher):
         timeout_s: float,
         *,
         item_max_bytes: int = 1024**2,
+        stale_versions_max: int = 10_000,
         egress: Egress | None = None,
     ) -> None:
         super().__init__(deployment, connection, timeout_s, egress=egress)
         self.item_max_bytes = item_max_bytes
+        self.stale_versions_max = stale_versions_max
 
     def _address(self, server: str) -> tuple[str, int]:
         """Where the publisher connects for `server`: its first address, checked against the egress rules."""
@@ -77,12 +126,63 @@ class MemcachedPublisher(Publisher):
     def _servers(self) -> list[str]:
         return list(self.connection.get("servers", []))
 
-    def publish(self, version: int, config: dict[str, Any], *, head: Head | None = None) -> PublishOutcome:
-        """Two passes over the pool. First read every server's current version; the target is the newest of
-        `version`, `head` and those (a server that restarted empty gets the newest, never an older republished
-        one). Then write the version key and move each server's current key forward to the target. A server
-        that fails in either pass is named in a PartialPublish (or TargetUnavailable when none answered)."""
-        doc = document(self.deployment, version, config).encode()
+    # --- what a key holds ---------------------------------------------------------------------------------
+    def _doc(self, known: Known, version: int) -> bytes:
+        return document(self.deployment, version, known.config(version), deployment_id=known.deployment_id).encode()
+
+    def _judge(self, raw: bytes | None, known: Known, *, key_version: int | None = None) -> _Held:
+        """Classify a stored document (see the module doc). `key_version`: the key is that version's key."""
+        if raw is None:
+            return _Held("empty")
+        try:
+            doc = json.loads(raw)
+        except ValueError:
+            return _Held("foreign", why="holds something that is not a JSON document")
+        if not isinstance(doc, dict) or not _is_int(doc.get("version")):
+            return _Held("foreign", why="holds a document without an integer version")
+        version: int = doc["version"]
+        if key_version is not None and version != key_version:
+            return _Held("foreign", why=f"holds version {version}")
+        ours = f"deployment {self.deployment!r} (id {known.deployment_id})"
+        owner = doc.get("deployment_id")
+        made = version in known.versions
+        if "deployment_id" not in doc:
+            if made and doc == json.loads(document(self.deployment, version, known.config(version))):
+                return _Held("legacy", version)
+            return _Held(
+                "foreign", version, why=f"holds version {version} without a deployment id, not one {ours} has"
+            )
+        if _is_int(owner) and owner == known.deployment_id:
+            if made and doc == json.loads(self._doc(known, version)):
+                return _Held("ours", version)
+            what = "with a config tailtune did not make for" if made else "which tailtune never made for"
+            return _Held("foreign", version, why=f"holds version {version} {what} {ours}")
+        if (
+            _is_int(owner)
+            and owner < known.deployment_id
+            and owner not in known.live_ids
+            and doc.get("deployment") == self.deployment
+        ):
+            return _Held("stale", version, owner=owner)
+        return _Held(
+            "foreign", version, why=f"holds version {version} of deployment id {owner!r}, not {ours} nor a deleted one"
+        )
+
+    # --- publish ------------------------------------------------------------------------------------------
+    def publish(
+        self, version: int, config: dict[str, Any], *, head: Head | None = None, known: Known | None = None
+    ) -> PublishOutcome:
+        """Two passes over the pool. First read every server's current document and judge it against `known`;
+        the target is the newest of `version`, `head` and the versions held that are ours (a server that
+        restarted empty gets the newest, never an older republished one). Then, on every server not in
+        conflict, remove a deleted same-name deployment's keys, write the version key and move the current key
+        forward to the target. A server in conflict is named in a PublishConflict (the others are still
+        written); one that fails is named in a PartialPublish (or TargetUnavailable when none answered)."""
+        if known is None:
+            raise ValueError("memcached: a publish needs what the metadata DB knows of the deployment (known)")
+        if dict(known.config(version)) != config:
+            raise ValueError(f"memcached: version {version} is not the config the metadata DB holds for it")
+        doc = self._doc(known, version)
         limit = self.item_max_bytes - self.ITEM_OVERHEAD
         if len(doc) > limit:
             raise PublishRejected(
@@ -90,30 +190,51 @@ class MemcachedPublisher(Publisher):
                 f"{limit} (memcached_item_max_bytes {self.item_max_bytes} less overhead)"
             )
         failed: dict[str, str] = {}
-        held: dict[str, tuple[int | None, bytes | None]] = {}
+        conflicts: dict[str, str] = {}
+        held: dict[str, _Held] = {}
         for server in self._servers():
             try:
-                held[server] = self._read(server)
+                seen = self._judge(self._read(server), known)
             except (OSError, TargetUnavailable) as exc:
                 failed[server] = str(exc)
-        target_v, target_doc = version, doc
-        if head is not None and head[0] > target_v:
-            target_v, target_doc = head[0], document(self.deployment, head[0], head[1]).encode()
-        for v, raw in held.values():
-            if v is not None and raw is not None and v > target_v:
-                target_v, target_doc = v, raw
+                continue
+            if seen.kind == "foreign":
+                conflicts[server] = f"{current_key(self.deployment)} {seen.why}"
+            else:
+                held[server] = seen
+        target_v = version
+        if head is not None:
+            known.config(head[0])  # the DB made it, or this is a caller's mistake
+            target_v = max(target_v, head[0])
+        for seen in held.values():
+            if seen.kind in ("ours", "legacy"):
+                target_v = max(target_v, seen.version)
         currents: list[int] = []
         advanced = False
         updated: list[str] = []
-        for server in held:
+        for server, seen in held.items():
             try:
-                cur, adv = self._publish_one(server, version, doc, target_v, target_doc)
+                cur, adv = self._publish_one(server, version, doc, target_v, known, seen)
+            except _Conflict as exc:
+                conflicts[server] = str(exc)
+                continue
             except (OSError, TargetUnavailable) as exc:
                 failed[server] = str(exc)
                 continue
             currents.append(cur)
             advanced = advanced or adv
             updated.append(server)
+        if conflicts:
+            what = "; ".join(f"{s}: {why}" for s, why in conflicts.items())
+            tail = f"; updated {', '.join(updated) or 'none'}"
+            if failed:
+                tail += "; failed " + ", ".join(f"{s} ({why})" for s, why in failed.items())
+            raise PublishConflict(
+                f"memcached: version {version} not published to {', '.join(conflicts)}, which hold content "
+                f"tailtune never made for this deployment (left as it is; remove it to publish there): {what}{tail}",
+                servers=conflicts,
+                updated=updated,
+            )
         if failed:
             bad = ", ".join(f"{s} ({why})" for s, why in failed.items())
             if not updated:
@@ -125,7 +246,7 @@ class MemcachedPublisher(Publisher):
             )
         return PublishOutcome(version, advanced, min(currents, default=target_v))
 
-    def _read(self, server: str) -> tuple[int | None, bytes | None]:
+    def _read(self, server: str) -> bytes | None:
         from pymemcache.exceptions import MemcacheError
 
         client = self._client(server)
@@ -137,37 +258,19 @@ class MemcachedPublisher(Publisher):
             raise TargetUnavailable(f"memcached {server}: {exc}") from exc
         finally:
             client.close()
-        if raw is None:
-            return None, None
-        return int(json.loads(raw)["version"]), bytes(raw)
+        return None if raw is None else bytes(raw)
 
     def _publish_one(
-        self, server: str, version: int, doc: bytes, target_v: int, target_doc: bytes
+        self, server: str, version: int, doc: bytes, target_v: int, known: Known, seen: _Held
     ) -> tuple[int, bool]:
         from pymemcache.exceptions import MemcacheError, MemcacheServerError
 
         client = self._client(server)
         try:
-            vkey = version_key(self.deployment, version)
-            if not client.add(vkey, doc, noreply=False):
-                existing = client.get(vkey)
-                if existing is not None and existing != doc:
-                    raise PublishConflict(f"memcached {server}: {vkey} holds a different config")
-                if existing is None and not client.add(vkey, doc, noreply=False):
-                    raise TargetUnavailable(f"memcached {server}: could not write {vkey}")
-            ckey = current_key(self.deployment)
-            for _ in range(100):
-                value, token = client.gets(ckey)
-                if value is None:
-                    if client.add(ckey, target_doc, noreply=False):
-                        return target_v, True
-                    continue
-                have = int(json.loads(value)["version"])
-                if have >= target_v:
-                    return have, False
-                if client.cas(ckey, target_doc, token, noreply=False):
-                    return target_v, True
-            raise TargetUnavailable(f"memcached {server}: {ckey} kept changing (100 CAS races lost)")
+            if seen.kind == "stale":
+                self._drop_stale(client, known, seen)
+            self._write_version(client, server, version, doc, known)
+            return self._move_current(client, server, target_v, known)
         except MemcacheServerError as exc:
             if "too large" in str(exc).lower():
                 raise PublishRejected(f"memcached {server}: the config is too large for this server ({exc})") from exc
@@ -178,6 +281,56 @@ class MemcachedPublisher(Publisher):
             raise TargetUnavailable(f"memcached {server}: {exc}") from exc
         finally:
             client.close()
+
+    def _drop_stale(self, client: Any, known: Known, seen: _Held) -> None:
+        """Delete the version keys v1..vN (N = the stale current version, at most `stale_versions_max`) that
+        hold documents of the deleted deployment `seen.owner`; keys holding anything else are left alone."""
+        last = min(seen.version, self.stale_versions_max)
+        for start in range(1, last + 1, _SCAN_CHUNK):
+            keys = [version_key(self.deployment, v) for v in range(start, min(start + _SCAN_CHUNK, last + 1))]
+            for key, raw in client.get_many(keys).items():
+                judged = self._judge(bytes(raw), known)
+                if judged.kind == "stale" and judged.owner == seen.owner:
+                    client.delete(key, noreply=False)
+
+    def _write_version(self, client: Any, server: str, version: int, doc: bytes, known: Known) -> None:
+        """`add` the version key; one that is there already must be ours (a deleted deployment's or ours
+        without the id is replaced by CAS; anything else is a conflict)."""
+        vkey = version_key(self.deployment, version)
+        for _ in range(_CAS_ROUNDS):
+            if client.add(vkey, doc, noreply=False):
+                return
+            existing, token = client.gets(vkey)
+            if existing is None:
+                continue  # evicted or deleted meanwhile: add again
+            there = self._judge(bytes(existing), known, key_version=version)
+            if there.kind == "ours":
+                return
+            if there.kind == "foreign":
+                raise _Conflict(f"{vkey} {there.why}")
+            if client.cas(vkey, doc, token, noreply=False):
+                return
+        raise TargetUnavailable(f"memcached {server}: {vkey} kept changing ({_CAS_ROUNDS} CAS races lost)")
+
+    def _move_current(self, client: Any, server: str, target_v: int, known: Known) -> tuple[int, bool]:
+        """Move the current key forward to `target_v` (a deleted deployment's document is replaced whatever its
+        version; ours written without the id is rewritten with it). Returns (version now current, advanced)."""
+        ckey = current_key(self.deployment)
+        for _ in range(_CAS_ROUNDS):
+            value, token = client.gets(ckey)
+            if value is None:
+                if client.add(ckey, self._doc(known, target_v), noreply=False):
+                    return target_v, True
+                continue
+            there = self._judge(bytes(value), known)
+            if there.kind == "foreign":  # written between the two passes
+                raise _Conflict(f"{ckey} {there.why}")
+            if there.kind == "ours" and there.version >= target_v:
+                return there.version, False
+            new_v = max(there.version, target_v) if there.kind == "legacy" else target_v
+            if client.cas(ckey, self._doc(known, new_v), token, noreply=False):
+                return new_v, there.kind == "stale" or there.version < new_v
+        raise TargetUnavailable(f"memcached {server}: {ckey} kept changing ({_CAS_ROUNDS} CAS races lost)")
 
     def read_current(self) -> tuple[int, dict[str, Any]] | None:
         from pymemcache.exceptions import MemcacheError
