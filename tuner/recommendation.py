@@ -58,6 +58,10 @@ class Recommendation:
     #: requests replayed / requests in the trace (1.0: the whole trace); `sampling` says how (None: whole trace)
     replayed_fraction: float = 1.0
     sampling: dict[str, Any] | None = None
+    #: The held-out confirmation the verdict was decided on (tuner/confirm.py): `{seeds, holdout, method,
+    #: improvement_pct, interval_pct, p_value, min_detectable_pct, ...}`; None when nothing was confirmed (no best,
+    #: the best is the current config, a constraint failed).
+    confirmation: dict[str, Any] | None = None
 
     @property
     def recommends(self) -> bool:

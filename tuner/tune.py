@@ -17,14 +17,15 @@ from tailtune.base.errors import BadInputError
 from tailtune.base.secrets import redact_url
 from tailtune.base.settings import Settings, get_settings
 from tailtune.simulation.source import WorkloadSource
+from tuner.confirm import Confirmation, confirm, holdout_seeds
 from tuner.evaluators import Evaluator, EvaluatorSpec, build_evaluator
+from tuner.holdout import Split, split_source
 from tuner.objective import Metrics, parse_objective
 from tuner.peak_check import PeakReplays, PeakStretch
 from tuner.recommend import (
     DEFAULT_BASELINE,
     PAPER_DEFAULTS,
     Verdict,
-    decide,
     metrics_block,
     pareto_front,
     pick_best,
@@ -220,6 +221,11 @@ class _Job:
     peak_checks: dict[str, Any] = field(default_factory=dict)
     #: The replays over the burst stretches, shared by the studies' checks.
     peak_replays: PeakReplays = field(default_factory=PeakReplays)
+    #: Where the verdict is confirmed (tuner/confirm.py): the held-out later stretch (or the study's own trace)
+    #: and its record; the evaluator on it, built once.
+    confirm_source: WorkloadSource | None = None
+    holdout: dict[str, Any] | None = None
+    confirm_ev: Evaluator | None = None
 
 
 def run_tune(
@@ -232,9 +238,13 @@ def run_tune(
     """Run the tuning job and return the recommendation (its `to_json()` is the `tune --json` object):
     space → baseline → tracking → study → references → verdict → recommendation."""
     settings = settings or get_settings()
+    original = req.source
+    req, split = _split(req, settings, evaluator)
     req, sampled, peak = _sample(req, settings)
     job = _prepare(req, settings, evaluator)
     job.peak = peak
+    job.confirm_source = split.late if split is not None else None
+    job.holdout = split.record if split is not None else None
     alt = _prepare_alternative(job)
     alt_trials = alt.config.trials if alt is not None else 0
     _start_tracking(job)
@@ -269,6 +279,8 @@ def run_tune(
         sampled["sampling"] = {**sampled["sampling"], "peak_check": peak_block,
                                "estimate": _estimate(job, Candidate(rec.policy, rec.params))}  # fmt: skip
     rec = dataclasses.replace(rec, **sampled)
+    if split is not None:
+        rec = dataclasses.replace(rec, source=original.label)
     if job.server is not None:
         rec = _with_alternatives(job, rec, _best_block(job, job, trials), alt_block)
     if tracker is not None:
@@ -366,6 +378,50 @@ def _sample(req: TuneRequest, settings: Settings) -> tuple[TuneRequest, dict[str
     new = dataclasses.replace(req, source=WorkloadSource(trace=str(path)), evaluator_options=opts, summary=summary)
     return new, {"source": req.source.label, "replayed_fraction": info.replayed_fraction,
                  "sampling": sampling.describe(info, spec, fraction, factor)}, peak
+
+
+def _split(req: TuneRequest, settings: Settings, evaluator: Evaluator | None) -> tuple[TuneRequest, Split | None]:
+    """A trace with timestamps: the request on its earlier part, and the held-out later part the verdict is
+    confirmed on (tuner/holdout.py). Not split: a given evaluator (it holds its own source), a sampled tune (it
+    confirms on fresh seeds of its sample), a trace without timestamps or too short."""
+    if evaluator is not None or req.sampling is not None or settings.tune_holdout_fraction <= 0:
+        return req, None
+    split = split_source(req.source, settings.tune_holdout_fraction, settings,
+                         min_requests=settings.tune_holdout_min_requests)
+    if split is None:
+        return req, None
+    summary = req.summary if req.summary is not None else find_summary(req.source, settings)
+    return dataclasses.replace(req, source=split.early, summary=summary), split
+
+
+def _confirmed(main: _Job, best: Candidate | None, best_metrics: Metrics | None) -> tuple[Verdict, Confirmation | None]:
+    """The verdict on `best` against `main`'s current config, decided on held-out replays (tuner/confirm.py):
+    fresh seeds, and the later stretch of a trace with timestamps. A best that is the current config, or that
+    breaks a constraint on the study's figures, is not replayed again."""
+    base_metrics = Metrics.from_dict(main.base_res["metrics"])
+    if best is None or best_metrics is None:
+        return Verdict(False, "no trial met the constraints", None, None), None
+    if best.key() == main.baseline.key():
+        return Verdict(False, "the current config is already the best found", None, 0.0), None
+    violated = main.objective.violated(best_metrics, base_metrics)
+    if violated:
+        return Verdict(False, f"constraint(s) violated vs current: {', '.join(violated)}", None, None), None
+    if main.confirm_ev is None:
+        source = main.confirm_source or main.req.source
+        spec = main.ev.spec()
+        main.confirm_ev = (main.ev if main.confirm_source is None
+                           else build_evaluator(EvaluatorSpec(spec.kind, {**spec.options, "source": source.as_dict()})))
+    seeds = holdout_seeds(max(3, len(main.seeds)))
+    conf = confirm(main.confirm_ev, best, main.baseline, seeds, main.objective,
+                   alpha=main.settings.tune_confirm_alpha, holdout=main.holdout)
+    if conf.improvement_pct is None:
+        return Verdict(False, f"{conf.sentence()}: nothing to decide on", None, None), conf
+    if conf.significant:
+        return Verdict(True, f"{conf.sentence()}: better than the current config", conf.p_value,
+                       conf.improvement_pct), conf
+    why = ("no improvement" if conf.improvement_pct <= 0
+           else f"not significant (p ≥ {conf.alpha:g})")
+    return Verdict(False, f"{conf.sentence()}: {why}", conf.p_value, conf.improvement_pct), conf
 
 
 def _peak_checked(main: _Job, job: _Job, trials: Sequence[Any]) -> tuple[list[Any], dict[str, Any] | None]:
@@ -540,9 +596,8 @@ def _best_block(main: _Job, job: _Job, trials: Sequence[Any]) -> dict[str, Any]:
             ci, ci_method = best_b[1], f"batch means over {len(best_b[0])} batches of one replay"
         else:
             ci, ci_method = [None] * len(objective.labels), "not estimated (one replay too short)"
-    verdict = decide(best, per_seed, Metrics.from_dict(best_t.user_attrs["metrics"]), main.baseline,
-                     [v[0] for v in main.base_res["per_seed"]], Metrics.from_dict(main.base_res["metrics"]),
-                     objective, paired=paired)
+    del per_seed, paired  # the study's own figures give the block's interval, not its verdict
+    verdict, conf = _confirmed(main, best, Metrics.from_dict(best_t.user_attrs["metrics"]))
     verdict = _with_storm_evidence(verdict, peak_block, best, main.baseline, objective,
                                    Metrics.from_dict(best_t.user_attrs["metrics"]),
                                    Metrics.from_dict(main.base_res["metrics"]))  # fmt: skip
@@ -555,6 +610,7 @@ def _best_block(main: _Job, job: _Job, trials: Sequence[Any]) -> dict[str, Any]:
         "reason": verdict.reason,
         "p_value": verdict.p_value,
         "improvement_pct": verdict.improvement_pct,
+        "confirmation": conf.as_dict() if conf is not None else None,
     }
 
 
@@ -635,11 +691,8 @@ def _recommendation(
     best_per_seed = [v[0] for v in best_t.user_attrs["per_seed"]] if best_t is not None else None
     paper_res = evaluate_candidate(ev, paper, seeds, objective)
     batches = _batch_evidence(job, best) if len(seeds) == 1 else None
-    paired = None
-    if batches is not None and best is not None and batches[0] and batches[1]:
-        paired = ([v[0] for v in batches[1][0]], [v[0] for v in batches[0][0]])
-    verdict = decide(best, best_per_seed, best_metrics, job.baseline, [v[0] for v in base_res["per_seed"]],
-                     Metrics.from_dict(base_res["metrics"]), objective, paired=paired)
+    del best_per_seed  # the study's per-seed figures stay its evidence; the verdict is decided held out
+    verdict, conf = _confirmed(job, best, best_metrics)
     if best_t is None and peak_block is not None and rank_trials(trials, objective):
         verdict = _ALL_STORM
     verdict = _with_storm_evidence(verdict, peak_block, best, job.baseline, objective, best_metrics,
@@ -692,6 +745,7 @@ def _recommendation(
         reproduce=[_command(a) for a in (ev.simulate_args(chosen, s) for s in seeds) if a],
         pareto_front=[{"trial": t.number, "values": list(t.values), **t.user_attrs.get("candidate", {})}
                       for t in pareto_front(trials)] if objective.multi else None,
+        confirmation=conf.as_dict() if conf is not None else None,
     ), peak_block
 
 

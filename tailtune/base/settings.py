@@ -134,6 +134,19 @@ class Settings(BaseSettings):
         description="A study's pruning rungs go below its prefix (a quarter, a sixteenth, ... of the first seed: "
         "successive halving) while a rung still replays at least this many requests.",
     )
+    tune_holdout_fraction: float = Field(
+        default=0.2, ge=0.0, lt=1.0,
+        description="A trace with timestamps: the last this fraction of its span is held out of the study and the "
+        "verdict confirmed on it (tuner/holdout.py); 0: confirm on fresh seeds of the whole trace only.",
+    )
+    tune_holdout_min_requests: int = Field(
+        default=2000, ge=0,
+        description="A held-out stretch with fewer requests than this is not split off (the confirmation then "
+        "replays fresh seeds of the whole trace).",
+    )
+    tune_confirm_alpha: float = Field(
+        default=0.05, gt=0.0, lt=1.0, description="Level of the held-out confirmation's one-sided test."
+    )
     job_time_budget_s: float = Field(
         default=6 * 3600.0, description="A running job is stopped (failed, not retried) after this long; 0: none."
     )

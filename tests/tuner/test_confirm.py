@@ -1,0 +1,117 @@
+"""The held-out confirmation: hand-worked statistics on known latencies, held-out seeds disjoint from the
+study's, and the later stretch of a trace with timestamps split off the study."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pytest
+from scipy import stats
+
+from tuner.confirm import HOLDOUT_SEED_BASE, confirm, holdout_seeds
+from tuner.evaluators.base import Evaluator, EvaluatorSpec
+from tuner.evidence import BATCHES, MIN_BATCH
+from tuner.objective import Metrics, parse_objective
+from tuner.space import Candidate
+
+CUR, NEW = Candidate("fifo"), Candidate("heron")
+
+
+class BatchEvaluator(Evaluator):
+    """Replays whose batch b of seed s has a known constant latency (so each batch's mean is known)."""
+
+    deployment = "cassandra"
+
+    def __init__(self, level: dict[str, Any]) -> None:
+        self.level = level
+        self.seeds: list[int] = []
+
+    def policies(self) -> tuple[str, ...]:
+        return ("fifo", "heron")
+
+    def evaluate(self, candidate: Candidate, seed: int, fraction: float = 1.0) -> Metrics:
+        raise AssertionError("the confirmation replays whole workloads only")
+
+    def latencies_ms(self, candidate: Candidate, seed: int) -> npt.NDArray[np.float64]:
+        self.seeds.append(seed)
+        values = self.level[candidate.policy](seed)
+        return np.repeat(np.asarray(values, dtype=np.float64), MIN_BATCH)
+
+    def spec(self) -> EvaluatorSpec:
+        return EvaluatorSpec("none", {})
+
+
+def test_paired_batches_pooled_over_held_out_seeds_hand_worked() -> None:
+    # 3 seeds × 20 batches: the current config's batch means 10 + b/10, the candidate's 6 + b/10 + 0.1·(s mod 2)
+    base = {"fifo": lambda s: [10 + b / 10 for b in range(BATCHES)],
+            "heron": lambda s: [6 + b / 10 + 0.1 * (s % 2) for b in range(BATCHES)]}
+    ev = BatchEvaluator(base)
+    seeds = holdout_seeds(3)
+    conf = confirm(ev, NEW, CUR, seeds, parse_objective("mean"))
+    assert set(ev.seeds) == set(seeds) and min(seeds) == HOLDOUT_SEED_BASE
+    diffs = [4.0 - 0.1 * (s % 2) for s in seeds for _ in range(BATCHES)]
+    n = len(diffs)
+    mean_b = sum(10 + b / 10 for b in range(BATCHES)) / BATCHES
+    d, sd = float(np.mean(diffs)), float(np.std(diffs, ddof=1))
+    se = sd / math.sqrt(n)
+    assert conf.pairs == n == 60
+    assert conf.improvement_pct == pytest.approx(100 * d / mean_b)
+    half = stats.t.ppf(0.975, n - 1) * se
+    assert conf.interval_pct == pytest.approx([100 * (d - half) / mean_b, 100 * (d + half) / mean_b])
+    assert conf.p_value == pytest.approx(stats.t.sf(d / se, n - 1))
+    mde = (stats.t.ppf(0.95, n - 1) + stats.t.ppf(0.8, n - 1)) * se
+    assert conf.min_detectable_pct == pytest.approx(100 * mde / mean_b)
+    assert conf.significant
+    text = conf.sentence()
+    assert text.startswith(f"mean {-conf.improvement_pct:+.1f} % [") and "on 3 held-out seeds" in text
+
+
+def test_equal_configs_are_not_significant_and_a_worse_one_is_no_improvement() -> None:
+    same = {"fifo": lambda s: [5.0 + ((b * 7 + s) % 5) for b in range(BATCHES)],
+            "heron": lambda s: [5.0 + ((b * 3 + s) % 5) for b in range(BATCHES)]}
+    conf = confirm(BatchEvaluator(same), NEW, CUR, holdout_seeds(3), parse_objective("mean"))
+    assert conf.improvement_pct == pytest.approx(0.0) and not conf.significant and conf.p_value == pytest.approx(0.5)
+    worse = {"fifo": lambda s: [5.0] * BATCHES, "heron": lambda s: [6.0] * BATCHES}
+    conf = confirm(BatchEvaluator(worse), NEW, CUR, holdout_seeds(2), parse_objective("mean"))
+    assert conf.improvement_pct == pytest.approx(-20.0) and conf.p_value == 1.0 and not conf.significant
+
+
+def test_a_replay_too_short_for_batches_decides_nothing() -> None:
+    class Short(BatchEvaluator):
+        def latencies_ms(self, candidate: Candidate, seed: int) -> npt.NDArray[np.float64]:
+            return np.ones(MIN_BATCH, dtype=np.float64)
+
+    conf = confirm(Short({}), NEW, CUR, holdout_seeds(3), parse_objective("p99"))
+    assert conf.improvement_pct is None and not conf.significant and "too few" in conf.method
+
+
+def test_the_study_never_sees_the_held_out_stretch(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from ingest.generate import write_trace
+    from tailtune.base.settings import get_settings
+    from tuner.tune import TuneRequest, run_tune
+    from tailtune.simulation.source import WorkloadSource
+
+    monkeypatch.setenv("TAILTUNE_HOME", str(tmp_path / "home"))
+    get_settings.cache_clear()
+    trace = tmp_path / "t.parquet"
+    write_trace(trace, "soundcloud", 6000, 1)
+    req = TuneRequest(source=WorkloadSource(trace=str(trace)), deployment="cassandra", trials=3, seeds=2,
+                      server="rein-patched", alternative_trials=0, mlflow=False, plots=False, storage="memory",
+                      evaluator_options={"servers": 16, "slots": 4, "replication": 3})
+    rec = run_tune(req)
+    conf = rec.confirmation
+    if conf is None:  # the best was the current config: nothing to confirm, and the verdict says so
+        assert rec.verdict == "keep current"
+        return
+    assert set(conf["seeds"]).isdisjoint(rec.expected["seeds"]) and len(conf["seeds"]) == 3
+    hold = conf["holdout"]
+    assert hold is not None and hold["fraction"] == 0.2
+    assert hold["requests"] + hold["tuned_on_requests"] == 6000
+    # the study replayed the earlier part only: its source is the early file, the recommendation names the trace
+    assert rec.tuned_for["source"]["trace"] != str(trace) and rec.source == str(trace)
+    assert conf["method"].startswith("paired batch means")
+    assert rec.reason.startswith("p99 ") and "held-out seeds and the last 20 % of the trace" in rec.reason
+    get_settings.cache_clear()

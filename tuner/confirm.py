@@ -1,0 +1,149 @@
+"""Held-out confirmation: the verdict is decided on replays the study never saw.
+
+The study picks its best among many trials on its own seeds; the same seeds cannot then say whether the winner
+is better (the winner's curse: the best of many noisy equals looks significant). So the pick and the current
+config are replayed again on **fresh seeds** (`HOLDOUT_SEED_BASE + i`, disjoint from the study's `0..S-1`), and
+for a trace with timestamps on the **later stretch** of the trace the study did not replay (the study tunes on
+the earlier part; production applies the config to future traffic). Held-out seeds and stretch are the
+confirmation's; the study's seeds stay the reproducible `expected.per_seed`.
+
+**The test: paired batch means pooled over the held-out seeds.** Each held-out replay's measured requests
+(after the warm-up cut, in arrival order) are cut into contiguous batches (`tuner.evidence`); batch b of seed s
+of the candidate and of the current config hold the same requests, arrivals and demands (common random
+numbers), so they form a pair. With S seeds and B batches there are S×B pairs and S×B − 1 degrees of freedom,
+instead of S − 1 across seeds alone (a 2-seed test has one degree of freedom and almost never recommends). The
+pairs of one replay are treated as independent, which contiguous batches of a few percent of a replay make
+nearly true; `validation/verdict_error_rates.py` measures the false-recommend rate this gives on workloads whose
+candidates are equal in truth, and the power at known effects (validation/RESULTS.md).
+
+The effect is the relative change of the objective (the first term; p99 by default): improvement
+= mean(baseline − candidate) / mean(baseline), with a two-sided 95 % Student-t interval (the baseline's mean
+taken as fixed), a one-sided p-value (candidate lower), and the smallest improvement this many pairs with this
+spread detect with 80 % power at the test's level (`min_detectable_pct`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from tuner.evaluators import Evaluator
+from tuner.evidence import batch_metrics
+from tuner.objective import Objective
+from tuner.space import Candidate
+
+__all__ = ["HOLDOUT_SEED_BASE", "Confirmation", "confirm", "holdout_seeds"]
+
+#: Held-out seeds start here: far from the study's seeds 0..S-1 (at most `tune_max_seeds`).
+HOLDOUT_SEED_BASE = 100_000
+#: Power the smallest detectable effect is stated at.
+POWER = 0.8
+
+
+def holdout_seeds(count: int) -> tuple[int, ...]:
+    return tuple(HOLDOUT_SEED_BASE + i for i in range(count))
+
+
+@dataclass(frozen=True)
+class Confirmation:
+    seeds: list[int]
+    #: the held-out stretch of the trace (`{"fraction", "requests", "from_s", "to_s"}`), or None: fresh seeds only
+    holdout: dict[str, Any] | None
+    method: str
+    metric: str
+    pairs: int
+    baseline_value: float | None
+    candidate_value: float | None
+    improvement_pct: float | None
+    interval_pct: list[float] | None
+    p_value: float | None
+    min_detectable_pct: float | None
+    alpha: float
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "seeds": list(self.seeds), "holdout": self.holdout, "method": self.method, "metric": self.metric,
+            "pairs": self.pairs, "baseline": self.baseline_value, "candidate": self.candidate_value,
+            "improvement_pct": self.improvement_pct, "interval_pct": self.interval_pct, "p_value": self.p_value,
+            "min_detectable_pct": self.min_detectable_pct, "alpha": self.alpha,
+        }
+
+    @property
+    def significant(self) -> bool:
+        return self.p_value is not None and self.p_value < self.alpha and (self.improvement_pct or 0.0) > 0
+
+    def where(self) -> str:
+        """`3 held-out seeds and the last 20 % of the trace`."""
+        seeds = f"{len(self.seeds)} held-out seed{'s' if len(self.seeds) != 1 else ''}"
+        if self.holdout is None:
+            return seeds
+        return f"{seeds} and the last {100 * float(self.holdout['fraction']):.0f} % of the trace"
+
+    def sentence(self) -> str:
+        """`p99 −47.0 % [−52.1 %, −41.3 %] on 3 held-out seeds and the last 20 % of the trace (...)`."""
+        if self.improvement_pct is None or self.interval_pct is None:
+            return f"{self.metric}: not estimated on {self.where()} ({self.method})"
+        lo, hi = self.interval_pct
+        mde = (f"; the smallest change it detects is −{self.min_detectable_pct:.1f} %"
+               if self.min_detectable_pct is not None else "")
+        return (f"{self.metric} {-self.improvement_pct:+.1f} % [{-hi:+.1f} %, {-lo:+.1f} %] on {self.where()} "
+                f"({self.pairs} paired batches, p={self.p_value:.3g}{mde})")
+
+
+def _pairs(ev: Evaluator, candidate: Candidate, baseline: Candidate, seeds: Sequence[int],
+           objective: Objective) -> tuple[list[float], list[float]]:
+    warm = ev.warmup_fraction()
+    cand: list[float] = []
+    base: list[float] = []
+    for seed in seeds:
+        b = batch_metrics(ev.latencies_ms(baseline, seed), warm)
+        c = batch_metrics(ev.latencies_ms(candidate, seed), warm)
+        if not b or len(b) != len(c):
+            continue
+        base += [objective.values(m)[0] for m in b]
+        cand += [objective.values(m)[0] for m in c]
+    return cand, base
+
+
+def confirm(
+    ev: Evaluator,
+    candidate: Candidate,
+    baseline: Candidate,
+    seeds: Sequence[int],
+    objective: Objective,
+    *,
+    alpha: float = 0.05,
+    holdout: dict[str, Any] | None = None,
+) -> Confirmation:
+    """Replay `candidate` and `baseline` on the held-out `seeds` of `ev` (the held-out stretch, when there is
+    one) and test the candidate's improvement of the first objective term (see the module docstring)."""
+    from scipy import stats
+
+    cand, base = _pairs(ev, candidate, baseline, seeds, objective)
+    n = len(cand)
+    method = "paired batch means pooled over held-out seeds (one-sided Student-t)"
+    label = objective.labels[0]
+    if n < 2:
+        return Confirmation(list(seeds), holdout, method + ": too few measured requests for two batches", label,
+                            n, None, None, None, None, None, None, alpha)
+    diffs = [b - c for b, c in zip(base, cand, strict=True)]
+    mean_b = sum(base) / n
+    mean_c = sum(cand) / n
+    mean_d = sum(diffs) / n
+    sd = math.sqrt(sum((d - mean_d) ** 2 for d in diffs) / (n - 1))
+    se = sd / math.sqrt(n)
+    if mean_b <= 0:
+        return Confirmation(list(seeds), holdout, method, label, n, mean_b, mean_c, None, None, None, None, alpha)
+    if se == 0.0:
+        p = 0.0 if mean_d > 0 else 1.0
+        half = 0.0
+    else:
+        p = float(stats.t.sf(mean_d / se, n - 1))
+        half = float(stats.t.ppf(0.975, n - 1)) * se
+    mde = (float(stats.t.ppf(1 - alpha, n - 1)) + float(stats.t.ppf(POWER, n - 1))) * se
+    impr = 100.0 * mean_d / mean_b
+    interval = [100.0 * (mean_d - half) / mean_b, 100.0 * (mean_d + half) / mean_b]
+    return Confirmation(list(seeds), holdout, method, label, n, mean_b, mean_c, impr, interval, p,
+                        100.0 * mde / mean_b, alpha)
