@@ -1,5 +1,6 @@
-"""Readiness checks. `ready` needs the DB, a live worker, the MLflow store and the Optuna storage; targets are
-reported alongside. Every detail is redacted (no passwords) and every check is read-only (nothing is created).
+"""Readiness checks. `ready` needs the DB, a live worker, the MLflow store, the Optuna storage and enough free
+space under TAILTUNE_HOME (`min_free_bytes`); targets are reported alongside. Every detail is redacted (no
+passwords) and every check is read-only (nothing is created).
 """
 
 from __future__ import annotations
@@ -18,8 +19,18 @@ from tailtune.base.db_url import normalize_url
 from tailtune.base.settings import Settings
 from tailtune.control.db import Database, DeploymentRow, WorkerRow
 from tailtune.control.redact import public, redact, redact_url
+from tailtune.control.storage import free_bytes
 
-__all__ = ["check_db", "check_mlflow", "check_optuna", "check_store", "check_targets", "check_worker", "readiness"]
+__all__ = [
+    "check_db",
+    "check_disk",
+    "check_mlflow",
+    "check_optuna",
+    "check_store",
+    "check_targets",
+    "check_worker",
+    "readiness",
+]
 
 
 def check_db(db: Database) -> Check:
@@ -140,8 +151,27 @@ def check_targets(db: Database, timeout: float = 1.0) -> list[Check]:
         return list(pool.map(lambda j: _tcp(j[0], j[1], timeout), jobs))
 
 
+def check_disk(settings: Settings) -> Check:
+    """Free space of TAILTUNE_HOME's filesystem (uploads, datasets, scratch, the SQLite DB) against
+    `min_free_bytes`."""
+    need = settings.min_free_bytes
+    try:
+        free = free_bytes(settings.home_dir)
+    except OSError as exc:
+        return Check(name="disk", ok=False, detail=f"TAILTUNE_HOME: {_why(exc)}")
+    ok = free >= need
+    detail = f"TAILTUNE_HOME: {free} bytes free (minimum {need}, min_free_bytes)"
+    return Check(name="disk", ok=ok, detail=detail if ok else f"{detail}; free space or move TAILTUNE_HOME")
+
+
 def readiness(db: Database, settings: Settings) -> Readiness:
-    checks = [check_db(db), check_worker(db, settings), check_mlflow(settings), check_optuna(settings)]
+    checks = [
+        check_db(db),
+        check_worker(db, settings),
+        check_mlflow(settings),
+        check_optuna(settings),
+        check_disk(settings),
+    ]
     targets = check_targets(db) if checks[0].ok else []
     # no credentials and no server paths in the answer (a file store shows as a path under TAILTUNE_HOME)
     checks = [c.model_copy(update={"detail": public(c.detail, settings)}) for c in checks]

@@ -205,7 +205,7 @@ def test_health_and_readiness(svc: Svc) -> None:
     assert r.status_code == 503
     body = r.json()
     checks = {c["name"]: c["ok"] for c in body["checks"]}
-    assert checks == {"database": True, "worker": False, "mlflow": True, "optuna": True}
+    assert checks == {"database": True, "worker": False, "mlflow": True, "optuna": True, "disk": True}
     assert body["targets"][0]["name"] == "cache-eu (memcached)" and body["targets"][0]["ok"] is False
     Worker(svc.settings, svc.db, "w-health", handlers=default_handlers(), schedule=False).beat()
     r = svc.client.get(f"{API}/health/ready", headers=svc.read)
