@@ -11,27 +11,36 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from sqlalchemy.exc import DBAPIError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from tailtune.base.errors import BadInputError, NotFoundError, TailtuneError
+from tailtune.base.settings import get_settings
 from tailtune.control.errors import (
     Conflict,
     Forbidden,
+    InsufficientStorage,
     Invalid,
     Missing,
     PayloadTooLarge,
+    RequestTimeout,
     ServiceError,
     Unauthorized,
 )
+from tailtune.control.storage import disk_full_cause, storage_full
 
 __all__ = [
+    "HTTP_CODES",
     "Conflict",
     "Forbidden",
+    "InsufficientStorage",
     "Invalid",
     "Missing",
     "PayloadTooLarge",
+    "RequestTimeout",
     "ServiceError",
     "Unauthorized",
+    "error_body",
     "install_error_handlers",
 ]
 
@@ -45,17 +54,22 @@ HTTP_CODES = {
     403: "forbidden",
     404: "not_found",
     405: "method_not_allowed",
+    408: "timeout",
     409: "conflict",
     413: "too_large",
+    414: "too_large",
     415: "unsupported_media_type",
     422: "invalid",
     429: "too_many_requests",
+    431: "too_large",
+    507: "insufficient_storage",
 }
 
 
-def _body(
+def error_body(
     code: str, detail: str, field: str | None, problems: list[dict[str, Any]] | None = None
 ) -> dict[str, Any]:
+    """The one error shape of the API."""
     return {"error": code, "detail": detail, "field": field, "problems": problems or []}
 
 
@@ -67,7 +81,24 @@ def _field_of(loc: tuple[Any, ...] | list[Any]) -> str:
 async def _service_error(_: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, ServiceError)
     headers = {"WWW-Authenticate": "Bearer"} if isinstance(exc, Unauthorized) else None
-    return JSONResponse(_body(exc.code, exc.detail, exc.field), status_code=exc.status_code, headers=headers)
+    if isinstance(exc, RequestTimeout):  # the client stalled: free its connection
+        headers = {"Connection": "close"}
+    problems = None
+    if isinstance(exc, InsufficientStorage):
+        log.warning("disk full: %s", exc.detail)
+        problems = [{"path": exc.path, "free_bytes": exc.free_bytes, "problem": "no space left"}]
+    return JSONResponse(
+        error_body(exc.code, exc.detail, exc.field, problems), status_code=exc.status_code, headers=headers
+    )
+
+
+async def _write_error(request: Request, exc: Exception) -> JSONResponse:
+    """An OSError or a database error: 507 when it is a full disk (ENOSPC, EDQUOT, SQLite's or PostgreSQL's
+    disk full), else an internal error."""
+    cause = disk_full_cause(exc)
+    if cause is None:
+        return await _internal_error(request, exc)
+    return await _service_error(request, storage_full(get_settings(), cause))
 
 
 async def _http_error(_: Request, exc: Exception) -> JSONResponse:
@@ -77,13 +108,17 @@ async def _http_error(_: Request, exc: Exception) -> JSONResponse:
     detail = exc.detail if isinstance(exc.detail, str) else str(exc.detail)
     if exc.status_code == 404 and detail == "Not Found":
         detail = "no such resource"
-    return JSONResponse(_body(code, detail, None), status_code=exc.status_code, headers=exc.headers)
+    return JSONResponse(error_body(code, detail, None), status_code=exc.status_code, headers=exc.headers)
 
 
 async def _internal_error(request: Request, exc: Exception) -> JSONResponse:
-    """An unexpected error: logged with its traceback on the server, answered without one."""
+    """An unexpected error: logged with its traceback on the server, answered without one (a full disk deep in
+    its chain is still a 507)."""
+    cause = disk_full_cause(exc)
+    if cause is not None:
+        return await _service_error(request, storage_full(get_settings(), cause))
     log.error("%s %s failed", request.method, request.url.path, exc_info=exc)
-    return JSONResponse(_body("internal", "internal error; the server log has the details", None), status_code=500)
+    return JSONResponse(error_body("internal", "internal error; the server log has the details", None), status_code=500)
 
 
 async def _validation_error(_: Request, exc: Exception) -> JSONResponse:
@@ -93,7 +128,7 @@ async def _validation_error(_: Request, exc: Exception) -> JSONResponse:
     ]
     first = problems[0] if problems else {"field": "body", "problem": "invalid request"}
     detail = f"field '{first['field']}': {first['problem']}"
-    return JSONResponse(_body("invalid", detail, first["field"], problems), status_code=422)
+    return JSONResponse(error_body("invalid", detail, first["field"], problems), status_code=422)
 
 
 async def _tailtune_error(_: Request, exc: Exception) -> JSONResponse:
@@ -102,10 +137,10 @@ async def _tailtune_error(_: Request, exc: Exception) -> JSONResponse:
         problems = [
             {"file": p.file, "line": p.line, "field": p.field, "problem": p.problem} for p in exc.problems
         ]
-        return JSONResponse(_body("bad_input", exc.message, exc.problems[0].field, problems), status_code=422)
+        return JSONResponse(error_body("bad_input", exc.message, exc.problems[0].field, problems), status_code=422)
     if isinstance(exc, NotFoundError):
-        return JSONResponse(_body("not_found", exc.message, None), status_code=404)
-    return JSONResponse(_body("error", exc.message, None), status_code=400)
+        return JSONResponse(error_body("not_found", exc.message, None), status_code=404)
+    return JSONResponse(error_body("error", exc.message, None), status_code=400)
 
 
 def install_error_handlers(app: FastAPI) -> None:
@@ -115,3 +150,5 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(ServiceError, _service_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(TailtuneError, _tailtune_error)
+    app.add_exception_handler(OSError, _write_error)
+    app.add_exception_handler(DBAPIError, _write_error)

@@ -8,12 +8,14 @@ limit of request bodies other than trace uploads.
 * **HEAD** — answered as the GET of the same path with the body left out (same status and headers, so the
   same auth: a read token suffices).
 * **Bodies** — JSON bodies are read whole by FastAPI, so they are capped at `api_max_body_bytes` (413; a
-  declared `Content-Length` over it is refused before reading). Trace uploads (`POST`/`PUT /api/v1/traces`)
+  declared `Content-Length` over it is refused before reading), and a body that sends nothing for
+  `api_read_timeout_s` is answered 408 and its connection closed. Trace uploads (`POST`/`PUT /api/v1/traces`)
   stream to disk under their own limit, `upload_max_bytes`.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from typing import Any
@@ -51,13 +53,14 @@ def host_allowed(headers: list[tuple[bytes, bytes]] | dict[bytes, bytes], settin
     return name in names
 
 
-def _error(status: int, code: str, detail: str, field: str | None) -> tuple[dict[str, Any], list[Any]]:
+def _error(
+    status: int, code: str, detail: str, field: str | None, *, close: bool = False
+) -> tuple[dict[str, Any], list[Any]]:
     body = json.dumps({"error": code, "detail": detail, "field": field, "problems": []}).encode()
-    start = {
-        "type": "http.response.start",
-        "status": status,
-        "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
-    }
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    if close:
+        headers.append((b"connection", b"close"))
+    start = {"type": "http.response.start", "status": status, "headers": headers}
     return start, [{"type": "http.response.body", "body": body}]
 
 
@@ -65,8 +68,10 @@ class RequestGuard:
     def __init__(self, app: Any) -> None:
         self.app = app
 
-    async def _reply(self, send: Any, status: int, code: str, detail: str, field: str | None) -> None:
-        start, bodies = _error(status, code, detail, field)
+    async def _reply(
+        self, send: Any, status: int, code: str, detail: str, field: str | None, *, close: bool = False
+    ) -> None:
+        start, bodies = _error(status, code, detail, field, close=close)
         await send(start)
         for b in bodies:
             await send(b)
@@ -98,7 +103,13 @@ class RequestGuard:
         chunks: list[bytes] = []
         size = 0
         while True:
-            message = await receive()
+            try:
+                async with asyncio.timeout(settings.api_read_timeout_s):
+                    message = await receive()
+            except TimeoutError:  # a stalled client: answer and free its connection
+                stalled = f"no byte of the body arrived for {settings.api_read_timeout_s:g} s (api_read_timeout_s)"
+                await self._reply(send, 408, "timeout", stalled, "body", close=True)
+                return
             if message["type"] == "http.disconnect":
                 return
             chunk = message.get("body", b"")

@@ -15,7 +15,7 @@ from service.auth import quick_read_principal
 from service.deps import database_for
 from service.guard import host_allowed
 from tailtune.base.settings import get_settings
-from tailtune.control.configs_cache import latest_cache
+from tailtune.control.configs_cache import latest_cache, none_match
 
 __all__ = ["ConfigFastPath"]
 
@@ -47,9 +47,7 @@ class ConfigFastPath:
             return
         wanted = headers.get(b"if-none-match")
         out = [(b"etag", entry.etag.encode()), (b"cache-control", b"no-cache")]
-        if wanted is not None and (
-            wanted.strip() == b"*" or entry.etag.encode() in [t.strip() for t in wanted.split(b",")]
-        ):
+        if wanted is not None and none_match(wanted.decode("latin-1"), entry.etag):
             await send({"type": "http.response.start", "status": 304, "headers": out})
             await send({"type": "http.response.body", "body": b""})
             return

@@ -12,7 +12,7 @@ from service.deps import DbDep, ReadAuth, SessionDep, SettingsDep, WriteAuth
 from service.params import DEFAULT_PAGE, Limit, Offset, PathId, page
 from tailtune.control import configs as service
 from tailtune.control.common import MAX_ID
-from tailtune.control.configs_cache import Latest, etag_of, latest_cache
+from tailtune.control.configs_cache import Latest, etag_of, latest_cache, none_match
 from tailtune.control.db import Database
 
 __all__ = ["router"]
@@ -35,7 +35,7 @@ async def latest(deployment_id: PathId, request: Request, db: DbDep, settings: S
         latest_cache.put(db, deployment_id, entry)
     headers = {"ETag": entry.etag, "Cache-Control": "no-cache"}
     wanted = request.headers.get("if-none-match")
-    if wanted is not None and (wanted.strip() == "*" or entry.etag in [t.strip() for t in wanted.split(",")]):
+    if wanted is not None and none_match(wanted, entry.etag):
         return Response(status_code=status.HTTP_304_NOT_MODIFIED, headers=headers)
     return Response(content=entry.body, media_type="application/json", headers=headers)
 

@@ -1,5 +1,6 @@
-"""Readiness checks. `ready` needs the DB, a live worker, the MLflow store and the Optuna storage; targets are
-reported alongside. Every detail is redacted (no passwords) and every check is read-only (nothing is created).
+"""Readiness checks. `ready` needs the DB, a live worker, the MLflow store, the Optuna storage and enough free
+space under TAILTUNE_HOME (`min_free_bytes`); targets are reported alongside. Every detail is redacted (no
+passwords) and every check is read-only (nothing is created).
 """
 
 from __future__ import annotations
@@ -23,8 +24,18 @@ from tailtune.base.settings import Settings
 from tailtune.control.db import Database, DeploymentRow, WorkerRow
 from tailtune.control.egress import Egress, EgressRefused
 from tailtune.control.redact import public, redact, settings_secrets
+from tailtune.control.storage import free_bytes
 
-__all__ = ["check_db", "check_mlflow", "check_optuna", "check_store", "check_targets", "check_worker", "readiness"]
+__all__ = [
+    "check_db",
+    "check_disk",
+    "check_mlflow",
+    "check_optuna",
+    "check_store",
+    "check_targets",
+    "check_worker",
+    "readiness",
+]
 
 
 def check_db(db: Database) -> Check:
@@ -179,8 +190,27 @@ def check_targets(db: Database, timeout: float = 1.0, egress: Egress | None = No
         return refused + list(pool.map(lambda j: _tcp(j[0], j[1], timeout), jobs))
 
 
+def check_disk(settings: Settings) -> Check:
+    """Free space of TAILTUNE_HOME's filesystem (uploads, datasets, scratch, the SQLite DB) against
+    `min_free_bytes`."""
+    need = settings.min_free_bytes
+    try:
+        free = free_bytes(settings.home_dir)
+    except OSError as exc:
+        return Check(name="disk", ok=False, detail=f"TAILTUNE_HOME: {_why(exc)}")
+    ok = free >= need
+    detail = f"TAILTUNE_HOME: {free} bytes free (minimum {need}, min_free_bytes)"
+    return Check(name="disk", ok=ok, detail=detail if ok else f"{detail}; free space or move TAILTUNE_HOME")
+
+
 def readiness(db: Database, settings: Settings) -> Readiness:
-    checks = [check_db(db), check_worker(db, settings), check_mlflow(settings), check_optuna(settings)]
+    checks = [
+        check_db(db),
+        check_worker(db, settings),
+        check_mlflow(settings),
+        check_optuna(settings),
+        check_disk(settings),
+    ]
     try:
         egress = Egress.of(settings)
     except EgressRefused as exc:

@@ -69,7 +69,7 @@ async def _upload(
     if name is not None:
         service.clean_name(name, None)
     tmp, final = service.upload_paths(settings)
-    received = await receive_upload(request, tmp, settings.upload_max_bytes)
+    received = await receive_upload(request, tmp, settings)
     try:
         fields = received.fields
         fmt = service.check_format(fields.get("format", format))

@@ -3,13 +3,17 @@
 Never holds the upload in memory: `request.stream()` yields the body as it arrives; multipart is parsed
 incrementally by python-multipart's `MultipartParser` (the file part goes straight to disk; Starlette's
 `request.form()` would spool it to a temp file first). The destination is a server-chosen path; the client's
-file name is only returned as a string. On any error the partial file is removed.
+file name is only returned as a string. On any error — a limit, a stalled client, a full disk — the partial file
+is removed.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import os
+from collections.abc import AsyncGenerator
+from contextlib import aclosing, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,7 +24,9 @@ from python_multipart.exceptions import MultipartParseError
 from python_multipart.multipart import MultipartParser, parse_options_header
 from starlette.requests import ClientDisconnect
 
-from service.errors import Invalid, PayloadTooLarge
+from service.errors import InsufficientStorage, Invalid, PayloadTooLarge, RequestTimeout
+from tailtune.base.settings import Settings
+from tailtune.control.storage import disk_full_cause, free_bytes, storage_full
 
 __all__ = ["FILE_FIELD", "Received", "receive_upload"]
 
@@ -56,6 +62,11 @@ class _Sink:
         self.fh.flush()
         os.fsync(self.fh.fileno())
         self.fh.close()
+
+    def abandon(self) -> None:
+        """Close without caring for what is still buffered (a full disk would fail the flush again)."""
+        with suppress(OSError):
+            self.fh.close()
 
 
 class _Multipart:
@@ -130,15 +141,40 @@ class _Multipart:
         self.complete = True
 
 
-async def receive_upload(request: Request, dest: Path, limit: int) -> Received:
-    """Write the body (raw, or the multipart `file` part) to `dest`; remove `dest` on any failure."""
+async def _body(request: Request, timeout_s: float) -> AsyncGenerator[bytes, None]:
+    """The body's chunks as they arrive; `RequestTimeout` when none comes for `timeout_s` (a stalled client)."""
+    async with aclosing(request.stream()) as chunks:
+        while True:
+            try:
+                async with asyncio.timeout(timeout_s):
+                    chunk = await anext(chunks)
+            except StopAsyncIteration:
+                return
+            except TimeoutError:
+                raise RequestTimeout(
+                    f"no byte of the body arrived for {timeout_s:g} s (api_read_timeout_s)", field="body"
+                ) from None
+            yield chunk
+
+
+async def receive_upload(request: Request, dest: Path, settings: Settings) -> Received:
+    """Write the body (raw, or the multipart `file` part) to `dest`; remove `dest` on any failure.
+
+    Limits: `upload_max_bytes` (413), `api_read_timeout_s` between two chunks (408), the free space of `dest`'s
+    filesystem (507: a declared size that does not fit is refused before anything is written; a write that
+    finds the disk full ends the upload).
+    """
+    limit = settings.upload_max_bytes
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit + 64 * 1024:
         raise PayloadTooLarge(f"upload exceeds the limit of {limit} bytes", field="file")
     ctype, opts = parse_options_header(request.headers.get("content-type", ""))
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    sink = _Sink(dest, limit)
+    sink: _Sink | None = None
     try:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        if declared is not None and declared.isdigit() and int(declared) > free_bytes(dest.parent):
+            raise storage_full(settings, None, dest, needed=int(declared))
+        sink = _Sink(dest, limit)
         if ctype == b"multipart/form-data":
             boundary = opts.get(b"boundary")
             if not boundary:
@@ -146,8 +182,9 @@ async def receive_upload(request: Request, dest: Path, limit: int) -> Received:
             mp = _Multipart(sink)
             parser = MultipartParser(boundary, mp.callbacks())
             try:
-                async for chunk in request.stream():
-                    parser.write(chunk)
+                async with aclosing(_body(request, settings.api_read_timeout_s)) as body:
+                    async for chunk in body:
+                        parser.write(chunk)
                 parser.finalize()
             except MultipartParseError as exc:
                 raise Invalid(f"malformed multipart body: {exc}", field="body") from exc
@@ -159,19 +196,22 @@ async def receive_upload(request: Request, dest: Path, limit: int) -> Received:
                 raise Invalid(f"multipart body has no '{FILE_FIELD}' part", field=FILE_FIELD)
             received = Received(sink.size, "", mp.filename, mp.fields)
         else:
-            async for chunk in request.stream():
-                sink.write(chunk)
+            async with aclosing(_body(request, settings.api_read_timeout_s)) as body:
+                async for chunk in body:
+                    sink.write(chunk)
             if declared is not None and declared.isdigit() and int(declared) != sink.size:
                 raise Invalid(f"the body has {sink.size} bytes but Content-Length says {declared}", field="body")
             received = Received(sink.size, "")
         await run_in_threadpool(sink.close)  # fsync off the event loop
-    except ClientDisconnect as exc:
-        sink.fh.close()
+    except BaseException as exc:
+        if sink is not None:
+            sink.abandon()
         dest.unlink(missing_ok=True)
-        raise Invalid("the client went away before the upload ended", field="body") from exc
-    except BaseException:
-        sink.fh.close()
-        dest.unlink(missing_ok=True)
+        if isinstance(exc, ClientDisconnect):
+            raise Invalid("the client went away before the upload ended", field="body") from exc
+        cause = disk_full_cause(exc)
+        if cause is not None and not isinstance(exc, InsufficientStorage):
+            raise storage_full(settings, cause, dest) from exc
         raise
     if received.size == 0:
         dest.unlink(missing_ok=True)

@@ -155,6 +155,21 @@ class Settings(BaseSettings):
         default=86400.0,
         description="Start-up sweep: scratch left by no known process is removed once untouched this long.",
     )
+    min_free_bytes: int = Field(
+        default=1024**3, ge=0,
+        description="Readiness fails while TAILTUNE_HOME's filesystem has fewer bytes free than this; 0: no check.",
+    )
+    api_read_timeout_s: float = Field(
+        default=30.0, gt=0,
+        description="A request body (upload or JSON) that sends no byte for this long, or a request head not "
+        "complete this long after it began, is answered 408 and its connection closed.",
+    )
+    api_max_url_bytes: int = Field(
+        default=16 * 1024, gt=0, description="Longest request target (path and query), bytes; 414 past it."
+    )
+    api_max_header_bytes: int = Field(
+        default=64 * 1024, gt=0, description="Most bytes of a request's header fields (names and values); 431 past it."
+    )
     #: This process's own scratch folder under home/tmp, once `tailtune.control.scratch.claim_scratch` made it
     #: (not an environment variable): what a killed process leaves there is swept by the next start-up.
     _scratch: Path | None = PrivateAttr(default=None)

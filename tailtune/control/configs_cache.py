@@ -7,17 +7,31 @@ committed; versions written through this API process drop the entry at once.
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from dataclasses import dataclass
 
 from tailtune.control.db import Database
 
-__all__ = ["Latest", "LatestCache", "etag_of", "latest_cache"]
+__all__ = ["Latest", "LatestCache", "etag_of", "latest_cache", "none_match"]
+
+_OPAQUE_TAG = re.compile(r'"[^"]*"')
 
 
 def etag_of(deployment_id: int, version: int) -> str:
     return f'"{deployment_id}-{version}"'
+
+
+def none_match(if_none_match: str, etag: str) -> bool:
+    """Does an `If-None-Match` value name `etag`? If-None-Match uses weak comparison (RFC 9110 §13.1.2,
+    §8.8.3.2): the opaque tags are compared and a `W/` prefix on either side is ignored, so `W/"3-1"` and `"3-1"`
+    both match `"3-1"`. The value is `*` (any current version) or a comma-separated list of entity tags."""
+    value = if_none_match.strip()
+    if value == "*":
+        return True
+    opaque = etag.removeprefix("W/")
+    return any(tag == opaque for tag in _OPAQUE_TAG.findall(value))
 
 
 @dataclass(frozen=True, slots=True)

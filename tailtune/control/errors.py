@@ -4,7 +4,17 @@ and the field at fault. `service/errors.py` maps them to JSON answers; the worke
 
 from __future__ import annotations
 
-__all__ = ["Conflict", "Forbidden", "Invalid", "Missing", "PayloadTooLarge", "ServiceError", "Unauthorized"]
+__all__ = [
+    "Conflict",
+    "Forbidden",
+    "InsufficientStorage",
+    "Invalid",
+    "Missing",
+    "PayloadTooLarge",
+    "RequestTimeout",
+    "ServiceError",
+    "Unauthorized",
+]
 
 
 class ServiceError(Exception):
@@ -48,3 +58,22 @@ class Unauthorized(ServiceError):
 class Forbidden(ServiceError):
     status_code = 403
     code = "forbidden"
+
+
+class RequestTimeout(ServiceError):
+    """The client stopped sending its request (the API answers and closes the connection)."""
+
+    status_code = 408
+    code = "timeout"
+
+
+class InsufficientStorage(ServiceError):
+    """A write found its filesystem (or the metadata DB's storage) full: where, and how many bytes are free."""
+
+    status_code = 507
+    code = "insufficient_storage"
+
+    def __init__(self, detail: str, *, path: str, free_bytes: int | None) -> None:
+        super().__init__(detail)
+        self.path = path
+        self.free_bytes = free_bytes

@@ -205,7 +205,7 @@ def test_health_and_readiness(svc: Svc) -> None:
     assert r.status_code == 503
     body = r.json()
     checks = {c["name"]: c["ok"] for c in body["checks"]}
-    assert checks == {"database": True, "worker": False, "mlflow": True, "optuna": True}
+    assert checks == {"database": True, "worker": False, "mlflow": True, "optuna": True, "disk": True}
     assert body["targets"][0]["name"] == "cache-eu (memcached)" and body["targets"][0]["ok"] is False
     Worker(svc.settings, svc.db, "w-health", handlers=default_handlers(), schedule=False).beat()
     r = svc.client.get(f"{API}/health/ready", headers=svc.read)
@@ -236,6 +236,28 @@ def test_config_fast_path_answers_like_the_route(svc: Svc) -> None:
     both = 'W/"x", ' + cold.headers["etag"]
     r = svc.client.get(f"{API}/configs/{dep_id}", headers={**svc.read, "If-None-Match": both})
     assert r.status_code == 304
+
+
+def test_if_none_match_compares_weakly_on_the_route_and_the_fast_path(svc: Svc) -> None:
+    """RFC 9110 §13.1.2: If-None-Match uses weak comparison — `W/"x"` matches `"x"`; lists; `*`."""
+    from tailtune.control.configs_cache import latest_cache
+
+    dep_id = _deployment(svc)
+    for v in (1, 2, 3):
+        cfg = {"policy": "batching", "params": {}} if v != 2 else {"policy": "chisel", "params": {"split_keys": 2}}
+        body = {"config": cfg, "publish": False}
+        assert svc.client.post(f"{API}/configs/{dep_id}/versions", json=body, headers=svc.write).status_code == 201
+    tag = f'"{dep_id}-3"'
+    hits = [f"W/{tag}", tag, f'"other", W/{tag}', f'W/"other",{tag}', f'"a,b" , W/{tag}', "*", f" W/{tag} "]
+    misses = [f'W/"{dep_id}-2"', f'"{dep_id}-2", W/"{dep_id}-1"', f"{dep_id}-3", f'"W/{tag[1:]}', '"a, W/"']
+    for path in ("route", "fast path"):
+        for wanted in hits + misses:
+            if path == "route":
+                latest_cache.drop(dep_id)  # a cache miss goes to the FastAPI route
+            r = svc.client.get(f"{API}/configs/{dep_id}", headers={**svc.read, "If-None-Match": wanted})
+            expected = 304 if wanted in hits else 200
+            assert (r.status_code, r.headers["etag"]) == (expected, tag), (path, wanted)
+            assert r.content == b"" if expected == 304 else r.json()["version"] == 3
 
 
 def test_failed_auth_is_cheap_and_bounded(svc: Svc, monkeypatch) -> None:

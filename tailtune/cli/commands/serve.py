@@ -45,8 +45,7 @@ def serve(
         return
     import uvicorn
 
-    from service.configs.fastpath import ConfigFastPath
-    from service.main import create_app
+    from service.server import server_config
     from tailtune.control.db import database_for
     from tailtune.control.redact import install_log_redaction
     from tailtune.control.scratch import claim_scratch, sweep_orphan_uploads
@@ -54,13 +53,9 @@ def serve(
     db = database_for(settings.resolved_database_url)
     claim_scratch(settings, "api")  # this process's scratch; sweeps what killed processes left behind
     sweep_orphan_uploads(settings, db)
-    config = uvicorn.Config(
-        ConfigFastPath(create_app(settings, fast_path=False)),
-        host=host or settings.api_host,
-        port=port or settings.api_port,
-        log_level="info",
-        access_log=access_log,
-    )  # configures logging: the formatters are wrapped next, so no credentials reach the log
+    # the API's HTTP protocol (limits and JSON errors on what uvicorn answers itself); this configures logging:
+    # the formatters are wrapped next, so no credentials reach the log
+    config = server_config(settings, host=host, port=port, access_log=access_log)
     install_log_redaction("uvicorn", "uvicorn.error", "uvicorn.access")
     uvicorn.Server(config).run()
 
