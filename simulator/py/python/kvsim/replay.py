@@ -316,7 +316,9 @@ class Workload(_Counts):
         self.cluster = layout.cluster
         self.seed = seed
         self.load = load
-        self.offsets = layout.offsets if n == layout.requests else layout.offsets[: n + 1]
+        # by the offsets' size, not `layout.requests`: a workload made by the constructor has no native layout, and
+        # `prefix` passes a stand-in that holds only its cluster, offsets and tokens
+        self.offsets = layout.offsets if n + 1 == layout.offsets.size else layout.offsets[: n + 1]
         ops = int(self.offsets[-1])
         self.tokens = layout.tokens if ops == layout.tokens.size else layout.tokens[:ops]
         self._raw = raw
