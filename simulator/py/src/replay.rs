@@ -90,6 +90,15 @@ fn column_or_copy(py: Python<'_>, obj: &Bound<'_, PyAny>, what: &str) -> PyResul
     }
 }
 
+/// Request offsets (int64, requests + 1), none negative.
+fn offsets_of(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Vec<u64>> {
+    let offs: Vec<i64> = vec_of(py, obj, "offsets")?;
+    if offs.iter().any(|&o| o < 0) {
+        return Err(WorkloadError::new_err("offsets must be ≥ 0"));
+    }
+    Ok(offs.iter().map(|&o| o as u64).collect())
+}
+
 /// Optional per-op f64 means and timestamps → the core's arrival rule.
 fn arrivals_of(
     py: Python<'_>,
@@ -212,6 +221,37 @@ impl PyCluster {
     }
 }
 
+/// The `#[pymethods]` block of a class holding a workload's shape: the methods given, plus the `requests`,
+/// `opsets` and `ops` getters, read from `self.<field>` (the core's `WorkloadLayout` and `Workload` count them
+/// alike). PyO3 takes one `#[pymethods]` block per class, so the getters come into it rather than in a block of
+/// their own; `WorkloadLayout` and `Workload` declare them here only.
+macro_rules! pymethods_with_counts {
+    (counts of $field:ident; impl $class:ident { $($methods:tt)* }) => {
+        #[pymethods]
+        impl $class {
+            $($methods)*
+
+            /// Requests (multigets).
+            #[getter]
+            fn requests(&self) -> usize {
+                self.$field.requests()
+            }
+
+            /// Opsets: a request's ops grouped by replica group.
+            #[getter]
+            fn opsets(&self) -> usize {
+                self.$field.opsets()
+            }
+
+            /// Ops: one per key of a request (the tokens given).
+            #[getter]
+            fn ops(&self) -> usize {
+                self.$field.ops()
+            }
+        }
+    };
+}
+
 #[pyclass(module = "kvsim._kvsim", name = "WorkloadLayout", frozen)]
 pub struct PyWorkloadLayout {
     cluster: Cluster,
@@ -228,311 +268,277 @@ const LAYOUT_COLUMNS: [&str; 7] = [
     "mean_demand",
 ];
 
-#[pymethods]
-impl PyWorkloadLayout {
-    /// Groups `offsets` (int64, requests+1) over `tokens` (int64 per op) into opsets on `cluster`; optional
-    /// per-op mean demand (float64 s) and per-request clients (uint32).
-    #[new]
-    #[pyo3(signature = (cluster, offsets, tokens, *, mean_demand=None, clients=None))]
-    fn new(
-        py: Python<'_>,
-        cluster: &PyCluster,
-        offsets: &Bound<'_, PyAny>,
-        tokens: &Bound<'_, PyAny>,
-        mean_demand: Option<&Bound<'_, PyAny>>,
-        clients: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<Self> {
-        let offs: Vec<i64> = vec_of(py, offsets, "offsets")?;
-        if offs.iter().any(|&o| o < 0) {
-            return Err(WorkloadError::new_err("offsets must be ≥ 0"));
+pymethods_with_counts! {
+    counts of inner;
+    impl PyWorkloadLayout {
+        /// Groups `offsets` (int64, requests+1) over `tokens` (int64 per op) into opsets on `cluster`; optional
+        /// per-op mean demand (float64 s) and per-request clients (uint32).
+        #[new]
+        #[pyo3(signature = (cluster, offsets, tokens, *, mean_demand=None, clients=None))]
+        fn new(
+            py: Python<'_>,
+            cluster: &PyCluster,
+            offsets: &Bound<'_, PyAny>,
+            tokens: &Bound<'_, PyAny>,
+            mean_demand: Option<&Bound<'_, PyAny>>,
+            clients: Option<&Bound<'_, PyAny>>,
+        ) -> PyResult<Self> {
+            let offs = offsets_of(py, offsets)?;
+            let tokens: Vec<i64> = vec_of(py, tokens, "tokens")?;
+            let means: Option<Vec<f64>> = mean_demand
+                .map(|m| vec_of(py, m, "mean_demand"))
+                .transpose()?;
+            let clients: Option<Vec<u32>> = clients.map(|c| vec_of(py, c, "clients")).transpose()?;
+            let c = cluster.inner.clone();
+            let inner = py
+                .detach(|| {
+                    WorkloadLayout::build(&c, &offs, &tokens, means.as_deref(), clients.as_deref())
+                })
+                .map_err(to_py)?;
+            Ok(PyWorkloadLayout { cluster: c, inner })
         }
-        let offs: Vec<u64> = offs.iter().map(|&o| o as u64).collect();
-        let tokens: Vec<i64> = vec_of(py, tokens, "tokens")?;
-        let means: Option<Vec<f64>> = mean_demand
-            .map(|m| vec_of(py, m, "mean_demand"))
-            .transpose()?;
-        let clients: Option<Vec<u32>> = clients.map(|c| vec_of(py, c, "clients")).transpose()?;
-        let c = cluster.inner.clone();
-        let inner = py
-            .detach(|| {
-                WorkloadLayout::build(&c, &offs, &tokens, means.as_deref(), clients.as_deref())
+
+        /// A layout over read-only arrays (borrowed, not copied), named as `arrays()` names them.
+        #[staticmethod]
+        fn from_arrays(cluster: &PyCluster, arrays: &Bound<'_, PyDict>) -> PyResult<Self> {
+            let get = |k: &str| -> PyResult<Bound<'_, PyAny>> {
+                arrays
+                    .get_item(k)?
+                    .ok_or_else(|| WorkloadError::new_err(format!("layout array {k:?} is missing")))
+            };
+            let inner = WorkloadLayout {
+                client: column_of(&get("client")?, "client")?,
+                req_opsets: column_of(&get("req_opsets")?, "req_opsets")?,
+                opset_group: column_of(&get("opset_group")?, "opset_group")?,
+                opset_req: column_of(&get("opset_req")?, "opset_req")?,
+                opset_ops: column_of(&get("opset_ops")?, "opset_ops")?,
+                op_input: column_of(&get("op_input")?, "op_input")?,
+                mean_demand: column_of(&get("mean_demand")?, "mean_demand")?,
+            };
+            if inner.req_opsets.is_empty() || inner.opset_ops.is_empty() {
+                return Err(WorkloadError::new_err("layout arrays are empty"));
+            }
+            let probe = Workload::assemble(
+                &inner,
+                &Draws {
+                    arrival: vec![0; inner.requests()].into(),
+                    demand: vec![0; inner.ops()].into(),
+                },
+            );
+            probe.validate(&cluster.inner).map_err(to_py)?;
+            Ok(PyWorkloadLayout {
+                cluster: cluster.inner.clone(),
+                inner,
             })
-            .map_err(to_py)?;
-        Ok(PyWorkloadLayout { cluster: c, inner })
-    }
-
-    /// A layout over read-only arrays (borrowed, not copied), named as `arrays()` names them.
-    #[staticmethod]
-    fn from_arrays(cluster: &PyCluster, arrays: &Bound<'_, PyDict>) -> PyResult<Self> {
-        let get = |k: &str| -> PyResult<Bound<'_, PyAny>> {
-            arrays
-                .get_item(k)?
-                .ok_or_else(|| WorkloadError::new_err(format!("layout array {k:?} is missing")))
-        };
-        let inner = WorkloadLayout {
-            client: column_of(&get("client")?, "client")?,
-            req_opsets: column_of(&get("req_opsets")?, "req_opsets")?,
-            opset_group: column_of(&get("opset_group")?, "opset_group")?,
-            opset_req: column_of(&get("opset_req")?, "opset_req")?,
-            opset_ops: column_of(&get("opset_ops")?, "opset_ops")?,
-            op_input: column_of(&get("op_input")?, "op_input")?,
-            mean_demand: column_of(&get("mean_demand")?, "mean_demand")?,
-        };
-        if inner.req_opsets.is_empty() || inner.opset_ops.is_empty() {
-            return Err(WorkloadError::new_err("layout arrays are empty"));
         }
-        let probe = Workload::assemble(
-            &inner,
-            &Draws {
-                arrival: vec![0; inner.requests()].into(),
-                demand: vec![0; inner.ops()].into(),
-            },
-        );
-        probe.validate(&cluster.inner).map_err(to_py)?;
-        Ok(PyWorkloadLayout {
-            cluster: cluster.inner.clone(),
-            inner,
-        })
-    }
 
-    #[getter]
-    fn requests(&self) -> usize {
-        self.inner.requests()
-    }
-    #[getter]
-    fn opsets(&self) -> usize {
-        self.inner.opsets()
-    }
-    #[getter]
-    fn ops(&self) -> usize {
-        self.inner.ops()
-    }
-    #[getter]
-    fn nbytes(&self) -> usize {
-        self.inner.stored_bytes()
-    }
-
-    /// The layout's arrays as bytes (client, req_opsets, opset_group, opset_req, opset_ops, op_input u32;
-    /// mean_demand f32, empty without per-op means).
-    fn arrays<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let d = PyDict::new(py);
-        let l = &self.inner;
-        let cols: [&[u32]; 6] = [
-            &l.client,
-            &l.req_opsets,
-            &l.opset_group,
-            &l.opset_req,
-            &l.opset_ops,
-            &l.op_input,
-        ];
-        for (k, v) in LAYOUT_COLUMNS.iter().zip(cols) {
-            d.set_item(k, bytes_of(py, v))?;
+        #[getter]
+        fn nbytes(&self) -> usize {
+            self.inner.stored_bytes()
         }
-        d.set_item("mean_demand", bytes_of(py, &l.mean_demand))?;
-        Ok(d)
+
+        /// The layout's arrays as bytes (client, req_opsets, opset_group, opset_req, opset_ops, op_input u32;
+        /// mean_demand f32, empty without per-op means).
+        fn arrays<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+            let d = PyDict::new(py);
+            let l = &self.inner;
+            let cols: [&[u32]; 6] = [
+                &l.client,
+                &l.req_opsets,
+                &l.opset_group,
+                &l.opset_req,
+                &l.opset_ops,
+                &l.op_input,
+            ];
+            for (k, v) in LAYOUT_COLUMNS.iter().zip(cols) {
+                d.set_item(k, bytes_of(py, v))?;
+            }
+            d.set_item("mean_demand", bytes_of(py, &l.mean_demand))?;
+            Ok(d)
+        }
     }
 }
 
 #[pyclass(module = "kvsim._kvsim", name = "Workload", frozen)]
 pub struct PyWorkload {
     pub(crate) cluster: Cluster,
+    /// The views of `layout` and `draws` a replay reads ([`PyWorkload::of`]).
     pub(crate) inner: Workload,
     layout: WorkloadLayout,
     draws: Draws,
 }
 
-#[pymethods]
 impl PyWorkload {
-    /// Materializes a workload: `offsets` (int64, requests+1), `tokens` (int64 per op), optional per-op mean demand
-    /// (float64 s), per-request clients (uint32) and timestamps (float64 s). Without timestamps arrivals are
-    /// Poisson at `load`; with them the trace's times are used, scaled to `load` when it is given.
-    #[new]
-    #[pyo3(signature = (cluster, offsets, tokens, *, mean_demand=None, clients=None, timestamps=None, load=None, seed=0, demand_dist="exponential", demand_sigma=1.0))]
-    #[allow(clippy::too_many_arguments)]
-    fn new(
-        py: Python<'_>,
-        cluster: &PyCluster,
-        offsets: &Bound<'_, PyAny>,
-        tokens: &Bound<'_, PyAny>,
-        mean_demand: Option<&Bound<'_, PyAny>>,
-        clients: Option<&Bound<'_, PyAny>>,
-        timestamps: Option<&Bound<'_, PyAny>>,
-        load: Option<f64>,
-        seed: u64,
-        demand_dist: &str,
-        demand_sigma: f64,
-    ) -> PyResult<Self> {
-        let dist =
-            kvsim_core::demand::DemandDist::from_name(demand_dist, demand_sigma).map_err(to_py)?;
-        let offs: Vec<i64> = vec_of(py, offsets, "offsets")?;
-        if offs.iter().any(|&o| o < 0) {
-            return Err(WorkloadError::new_err("offsets must be ≥ 0"));
-        }
-        let arrivals = match timestamps {
-            Some(ts) => Arrivals::Trace {
-                ts: vec_of(py, ts, "timestamps")?,
-                load,
-            },
-            None => Arrivals::Poisson {
-                load: load.unwrap_or(0.75),
-            },
-        };
-        let spec = WorkloadSpec {
-            req_offsets: offs.iter().map(|&o| o as u64).collect(),
-            tokens: vec_of(py, tokens, "tokens")?,
-            mean_demand: mean_demand
-                .map(|m| vec_of(py, m, "mean_demand"))
-                .transpose()?,
-            clients: clients.map(|c| vec_of(py, c, "clients")).transpose()?,
-            arrivals,
-            seed,
-        };
-        let c = cluster.inner.clone();
-        let (layout, draws) = py
-            .detach(|| {
-                let means = spec.mean_demand.as_deref();
-                let layout = WorkloadLayout::build(
-                    &c,
-                    &spec.req_offsets,
-                    &spec.tokens,
-                    means,
-                    spec.clients.as_deref(),
-                )?;
-                let draws = Draws::draw(&c, &layout, means, &spec.arrivals, spec.seed, dist)?;
-                Ok((layout, draws))
-            })
-            .map_err(to_py)?;
-        Ok(PyWorkload {
-            cluster: c,
+    /// The workload of `layout` and `draws` on `cluster`.
+    fn of(cluster: Cluster, layout: WorkloadLayout, draws: Draws) -> Self {
+        PyWorkload {
+            cluster,
             inner: Workload::assemble(&layout, &draws),
             layout,
             draws,
-        })
-    }
-
-    /// `seed`'s draws over `layout` (exactly what the constructor materializes from the same inputs); the
-    /// layout's arrays are shared, not copied. `mean_demand` (float64 s per op) and `timestamps` as given to
-    /// the layout and the constructor.
-    #[staticmethod]
-    #[pyo3(signature = (layout, *, mean_demand=None, timestamps=None, load=None, seed=0, demand_dist="exponential", demand_sigma=1.0))]
-    #[allow(clippy::too_many_arguments)]
-    fn draw(
-        py: Python<'_>,
-        layout: &PyWorkloadLayout,
-        mean_demand: Option<&Bound<'_, PyAny>>,
-        timestamps: Option<&Bound<'_, PyAny>>,
-        load: Option<f64>,
-        seed: u64,
-        demand_dist: &str,
-        demand_sigma: f64,
-    ) -> PyResult<Self> {
-        let dist =
-            kvsim_core::demand::DemandDist::from_name(demand_dist, demand_sigma).map_err(to_py)?;
-        let means: Option<Column<f64>> = mean_demand
-            .map(|m| column_or_copy(py, m, "mean_demand"))
-            .transpose()?;
-        let arrivals = arrivals_of(py, timestamps, layout.inner.requests(), load)?;
-        let (c, l) = (&layout.cluster, &layout.inner);
-        let draws = py
-            .detach(|| Draws::draw(c, l, means.as_deref(), &arrivals, seed, dist))
-            .map_err(to_py)?;
-        Ok(PyWorkload {
-            cluster: c.clone(),
-            inner: Workload::assemble(l, &draws),
-            layout: l.clone(),
-            draws,
-        })
-    }
-
-    /// A workload over `layout` and given draws (read-only uint64 arrays, borrowed, not copied).
-    #[staticmethod]
-    fn from_arrays(
-        layout: &PyWorkloadLayout,
-        arrival: &Bound<'_, PyAny>,
-        demand: &Bound<'_, PyAny>,
-    ) -> PyResult<Self> {
-        let draws = Draws {
-            arrival: column_of(arrival, "arrival")?,
-            demand: column_of(demand, "demand")?,
-        };
-        let wl = Workload::assemble(&layout.inner, &draws);
-        wl.validate(&layout.cluster).map_err(to_py)?;
-        if wl.arrival.len() != layout.inner.requests() || wl.demand.len() != layout.inner.ops() {
-            return Err(WorkloadError::new_err(
-                "draws do not match the layout (requests, ops)",
-            ));
         }
-        Ok(PyWorkload {
-            cluster: layout.cluster.clone(),
-            inner: wl,
-            layout: layout.inner.clone(),
-            draws,
-        })
     }
+}
 
-    /// The workload of the first `n` requests: views of this one's layout and demands, arrivals made again
-    /// (the rate that offers `load` depends on the mean demand of the requests replayed). Inputs as `draw`'s.
-    #[pyo3(signature = (n, *, mean_demand=None, timestamps=None, load=None, seed=0))]
-    fn prefix(
-        &self,
-        py: Python<'_>,
-        n: usize,
-        mean_demand: Option<&Bound<'_, PyAny>>,
-        timestamps: Option<&Bound<'_, PyAny>>,
-        load: Option<f64>,
-        seed: u64,
-    ) -> PyResult<Self> {
-        let layout = self.layout.prefix(n).map_err(to_py)?;
-        let means: Option<Column<f64>> = mean_demand
-            .map(|m| column_or_copy(py, m, "mean_demand"))
-            .transpose()?;
-        let arrivals = arrivals_of(py, timestamps, n, load)?;
-        let c = &self.cluster;
-        let draws = self
-            .draws
-            .prefix(c, &layout, means.as_deref(), &arrivals, seed)
-            .map_err(to_py)?;
-        Ok(PyWorkload {
-            cluster: c.clone(),
-            inner: Workload::assemble(&layout, &draws),
-            layout,
-            draws,
-        })
-    }
+pymethods_with_counts! {
+    counts of inner;
+    impl PyWorkload {
+        /// Materializes a workload: `offsets` (int64, requests+1), `tokens` (int64 per op), optional per-op mean demand
+        /// (float64 s), per-request clients (uint32) and timestamps (float64 s). Without timestamps arrivals are
+        /// Poisson at `load`; with them the trace's times are used, scaled to `load` when it is given.
+        #[new]
+        #[pyo3(signature = (cluster, offsets, tokens, *, mean_demand=None, clients=None, timestamps=None, load=None, seed=0, demand_dist="exponential", demand_sigma=1.0))]
+        #[allow(clippy::too_many_arguments)]
+        fn new(
+            py: Python<'_>,
+            cluster: &PyCluster,
+            offsets: &Bound<'_, PyAny>,
+            tokens: &Bound<'_, PyAny>,
+            mean_demand: Option<&Bound<'_, PyAny>>,
+            clients: Option<&Bound<'_, PyAny>>,
+            timestamps: Option<&Bound<'_, PyAny>>,
+            load: Option<f64>,
+            seed: u64,
+            demand_dist: &str,
+            demand_sigma: f64,
+        ) -> PyResult<Self> {
+            let dist =
+                kvsim_core::demand::DemandDist::from_name(demand_dist, demand_sigma).map_err(to_py)?;
+            let offs = offsets_of(py, offsets)?;
+            let arrivals = match timestamps {
+                Some(ts) => Arrivals::Trace {
+                    ts: vec_of(py, ts, "timestamps")?,
+                    load,
+                },
+                None => Arrivals::Poisson {
+                    load: load.unwrap_or(0.75),
+                },
+            };
+            let spec = WorkloadSpec {
+                req_offsets: offs,
+                tokens: vec_of(py, tokens, "tokens")?,
+                mean_demand: mean_demand
+                    .map(|m| vec_of(py, m, "mean_demand"))
+                    .transpose()?,
+                clients: clients.map(|c| vec_of(py, c, "clients")).transpose()?,
+                arrivals,
+                seed,
+            };
+            let c = cluster.inner.clone();
+            let (layout, draws) = py
+                .detach(|| {
+                    let means = spec.mean_demand.as_deref();
+                    let layout = WorkloadLayout::build(
+                        &c,
+                        &spec.req_offsets,
+                        &spec.tokens,
+                        means,
+                        spec.clients.as_deref(),
+                    )?;
+                    let draws = Draws::draw(&c, &layout, means, &spec.arrivals, spec.seed, dist)?;
+                    Ok((layout, draws))
+                })
+                .map_err(to_py)?;
+            Ok(PyWorkload::of(c, layout, draws))
+        }
 
-    /// Bytes of the arrays as stored (layout + draws; shared arrays counted once per workload).
-    #[getter]
-    fn nbytes(&self) -> usize {
-        self.layout.stored_bytes() + self.draws.stored_bytes()
-    }
+        /// `seed`'s draws over `layout` (exactly what the constructor materializes from the same inputs); the
+        /// layout's arrays are shared, not copied. `mean_demand` (float64 s per op) and `timestamps` as given to
+        /// the layout and the constructor.
+        #[staticmethod]
+        #[pyo3(signature = (layout, *, mean_demand=None, timestamps=None, load=None, seed=0, demand_dist="exponential", demand_sigma=1.0))]
+        #[allow(clippy::too_many_arguments)]
+        fn draw(
+            py: Python<'_>,
+            layout: &PyWorkloadLayout,
+            mean_demand: Option<&Bound<'_, PyAny>>,
+            timestamps: Option<&Bound<'_, PyAny>>,
+            load: Option<f64>,
+            seed: u64,
+            demand_dist: &str,
+            demand_sigma: f64,
+        ) -> PyResult<Self> {
+            let dist =
+                kvsim_core::demand::DemandDist::from_name(demand_dist, demand_sigma).map_err(to_py)?;
+            let means: Option<Column<f64>> = mean_demand
+                .map(|m| column_or_copy(py, m, "mean_demand"))
+                .transpose()?;
+            let arrivals = arrivals_of(py, timestamps, layout.inner.requests(), load)?;
+            let (c, l) = (&layout.cluster, &layout.inner);
+            let draws = py
+                .detach(|| Draws::draw(c, l, means.as_deref(), &arrivals, seed, dist))
+                .map_err(to_py)?;
+            Ok(PyWorkload::of(c.clone(), l.clone(), draws))
+        }
 
-    #[getter]
-    fn requests(&self) -> usize {
-        self.inner.requests()
-    }
-    #[getter]
-    fn opsets(&self) -> usize {
-        self.inner.opsets()
-    }
-    #[getter]
-    fn ops(&self) -> usize {
-        self.inner.ops()
-    }
+        /// A workload over `layout` and given draws (read-only uint64 arrays, borrowed, not copied).
+        #[staticmethod]
+        fn from_arrays(
+            layout: &PyWorkloadLayout,
+            arrival: &Bound<'_, PyAny>,
+            demand: &Bound<'_, PyAny>,
+        ) -> PyResult<Self> {
+            let draws = Draws {
+                arrival: column_of(arrival, "arrival")?,
+                demand: column_of(demand, "demand")?,
+            };
+            let wl = PyWorkload::of(layout.cluster.clone(), layout.inner.clone(), draws);
+            wl.inner.validate(&wl.cluster).map_err(to_py)?;
+            let (w, l) = (&wl.inner, &wl.layout);
+            if w.arrival.len() != l.requests() || w.demand.len() != l.ops() {
+                return Err(WorkloadError::new_err(
+                    "draws do not match the layout (requests, ops)",
+                ));
+            }
+            Ok(wl)
+        }
 
-    /// The materialized arrays as bytes (dtype in the key's comment of the .pyi).
-    fn arrays<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let d = PyDict::new(py);
-        let w = &self.inner;
-        d.set_item("arrival_ns", bytes_of(py, &w.arrival))?;
-        d.set_item("client", bytes_of(py, &w.client))?;
-        d.set_item("req_opsets", bytes_of(py, &w.req_opsets))?;
-        d.set_item("opset_group", bytes_of(py, &w.opset_group))?;
-        d.set_item("opset_req", bytes_of(py, &w.opset_req))?;
-        d.set_item("opset_ops", bytes_of(py, &w.opset_ops))?;
-        d.set_item("demand_ns", bytes_of(py, &w.demand))?;
-        d.set_item("op_input", bytes_of(py, &w.op_input))?;
-        d.set_item("replicas", bytes_of(py, self.cluster.replica_table()))?;
-        Ok(d)
+        /// The workload of the first `n` requests: views of this one's layout and demands, arrivals made again
+        /// (the rate that offers `load` depends on the mean demand of the requests replayed). Inputs as `draw`'s.
+        #[pyo3(signature = (n, *, mean_demand=None, timestamps=None, load=None, seed=0))]
+        fn prefix(
+            &self,
+            py: Python<'_>,
+            n: usize,
+            mean_demand: Option<&Bound<'_, PyAny>>,
+            timestamps: Option<&Bound<'_, PyAny>>,
+            load: Option<f64>,
+            seed: u64,
+        ) -> PyResult<Self> {
+            let layout = self.layout.prefix(n).map_err(to_py)?;
+            let means: Option<Column<f64>> = mean_demand
+                .map(|m| column_or_copy(py, m, "mean_demand"))
+                .transpose()?;
+            let arrivals = arrivals_of(py, timestamps, n, load)?;
+            let c = &self.cluster;
+            let draws = self
+                .draws
+                .prefix(c, &layout, means.as_deref(), &arrivals, seed)
+                .map_err(to_py)?;
+            Ok(PyWorkload::of(c.clone(), layout, draws))
+        }
+
+        /// Bytes of the arrays as stored (layout + draws; shared arrays counted once per workload).
+        #[getter]
+        fn nbytes(&self) -> usize {
+            self.layout.stored_bytes() + self.draws.stored_bytes()
+        }
+
+        /// The materialized arrays as bytes (dtype in the key's comment of the .pyi).
+        fn arrays<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+            let d = PyDict::new(py);
+            let w = &self.inner;
+            d.set_item("arrival_ns", bytes_of(py, &w.arrival))?;
+            d.set_item("client", bytes_of(py, &w.client))?;
+            d.set_item("req_opsets", bytes_of(py, &w.req_opsets))?;
+            d.set_item("opset_group", bytes_of(py, &w.opset_group))?;
+            d.set_item("opset_req", bytes_of(py, &w.opset_req))?;
+            d.set_item("opset_ops", bytes_of(py, &w.opset_ops))?;
+            d.set_item("demand_ns", bytes_of(py, &w.demand))?;
+            d.set_item("op_input", bytes_of(py, &w.op_input))?;
+            d.set_item("replicas", bytes_of(py, self.cluster.replica_table()))?;
+            Ok(d)
+        }
     }
 }
 

@@ -9,7 +9,8 @@
 //! engine the scheduler as its own type for the policies marked `fast` (the event loop is monomorphized for
 //! them) and as the `Policy` enum for those marked `generic` (with the reason). Adding a policy: one file
 //! (config with `params!`, scheduler, `PolicyImpl`, `Scheduler`) and one row here; see docs/simulator.md,
-//! "Adding a policy".
+//! "Adding a policy". A policy whose servers serve FIFO and whose clients tag nothing needs no scheduler of
+//! its own: its row names `Fifo<ItsConfig>` by an alias (`duplicate`, `speculative`, `stock`).
 //!
 //! Each policy lives in its own file; the server-side queue structures they share are in `queues.rs`.
 use crate::error::SimError;

@@ -4,9 +4,8 @@
 //! favorable" in Rein) of the opset response times (send → last op answered) the client observed, over its last
 //! `window` opsets; no retry before `min_samples` observations; `timeout_ms` > 0 fixes it instead.
 //! Servers serve FIFO; the engine makes the copies.
-use super::queues::FifoQueues;
+use super::fifo::Fifo;
 use crate::coordinator::{self, CoordinatorConfig};
-use super::{PolicyImpl, QItem, Scheduler, Tag, TagCtx};
 use crate::params::Search;
 
 crate::params! {
@@ -194,32 +193,8 @@ fn nearest_rank(xs: &mut [u64], pct: f64) -> u64 {
     v
 }
 
-#[derive(Debug, Clone)]
-pub struct Speculative {
-    q: FifoQueues,
-}
-
-impl PolicyImpl for Speculative {
-    type Config = SpeculativeConfig;
-    fn new(_cfg: &SpeculativeConfig, servers: usize, _ops: usize) -> Self {
-        Speculative {
-            q: FifoQueues::new(servers),
-        }
-    }
-}
-
-impl Scheduler for Speculative {
-    #[inline]
-    fn tag(&mut self, _ctx: &TagCtx<'_>, _tags: &mut [Tag]) {}
-    #[inline]
-    fn enqueue(&mut self, server: usize, item: QItem) {
-        self.q.push(server, item);
-    }
-    #[inline]
-    fn pick(&mut self, server: usize, _now: u64) -> Option<QItem> {
-        self.q.pop(server)
-    }
-}
+/// `fifo`'s scheduler under `speculative`'s config (the retries are the engine's, timed by [`LatencyEstimator`]).
+pub type Speculative = Fifo<SpeculativeConfig>;
 
 #[cfg(test)]
 mod tests {

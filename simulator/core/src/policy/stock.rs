@@ -4,40 +4,11 @@
 //! ([`CoordinatorConfig::cassandra`](crate::coordinator::CoordinatorConfig::cassandra), `99p`). The policy itself has no
 //! parameters: the coordinator's are the section's, which every queue policy but `duplicate` and `speculative`
 //! accepts (off by default for them).
-use super::queues::FifoQueues;
-use super::{PolicyImpl, QItem, Scheduler, Tag, TagCtx, TagFields};
+use super::fifo::Fifo;
 
 crate::params! {
     pub struct StockConfig for "policy 'stock'" {}
 }
 
-#[derive(Debug, Clone)]
-pub struct Stock {
-    q: FifoQueues,
-}
-
-impl PolicyImpl for Stock {
-    type Config = StockConfig;
-    fn new(_cfg: &StockConfig, servers: usize, _ops: usize) -> Self {
-        Stock {
-            q: FifoQueues::new(servers),
-        }
-    }
-}
-
-impl Scheduler for Stock {
-    #[inline]
-    fn tag(&mut self, _ctx: &TagCtx<'_>, _tags: &mut [Tag]) {}
-    #[inline]
-    fn enqueue(&mut self, server: usize, item: QItem) {
-        self.q.push(server, item);
-    }
-    #[inline]
-    fn pick(&mut self, server: usize, _now: u64) -> Option<QItem> {
-        self.q.pop(server)
-    }
-    #[inline]
-    fn tag_fields(&self) -> TagFields {
-        TagFields::NONE
-    }
-}
+/// `fifo`'s scheduler under `stock`'s config (the request stages serve in arrival order).
+pub type Stock = Fifo<StockConfig>;

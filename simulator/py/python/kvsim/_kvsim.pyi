@@ -91,12 +91,16 @@ class WorkloadLayout:
     @staticmethod
     def from_arrays(cluster: Cluster, arrays: dict[str, npt.NDArray[Any]]) -> WorkloadLayout:
         """Borrows read-only, C-contiguous arrays named as `arrays()` names them (no copy)."""
+    # the counts, declared once in the binding (`pymethods_with_counts!`) for both workload classes
     @property
-    def requests(self) -> int: ...
+    def requests(self) -> int:
+        """Requests (multigets)."""
     @property
-    def opsets(self) -> int: ...
+    def opsets(self) -> int:
+        """Opsets: a request's ops grouped by replica group."""
     @property
-    def ops(self) -> int: ...
+    def ops(self) -> int:
+        """Ops: one per key of a request (the tokens given)."""
     @property
     def nbytes(self) -> int: ...
     def arrays(self) -> LayoutArrays: ...
@@ -144,12 +148,16 @@ class Workload:
         demand_dist: str = "exponential",
         demand_sigma: float = 1.0,
     ) -> Self: ...
+    # the counts, declared once in the binding (`pymethods_with_counts!`) for both workload classes
     @property
-    def requests(self) -> int: ...
+    def requests(self) -> int:
+        """Requests (multigets)."""
     @property
-    def opsets(self) -> int: ...
+    def opsets(self) -> int:
+        """Opsets: a request's ops grouped by replica group."""
     @property
-    def ops(self) -> int: ...
+    def ops(self) -> int:
+        """Ops: one per key of a request (the tokens given)."""
     def arrays(self) -> WorkloadArrays: ...
 
 # ---- the replay --------------------------------------------------------------------------------------------

@@ -163,7 +163,28 @@ def _tokens(
     return np.ascontiguousarray(tok, dtype=np.int64)
 
 
-class WorkloadLayout:
+class _Counts:
+    """The counts `WorkloadLayout` and `Workload` share, read from the native object (`_raw`)."""
+
+    _raw: _kvsim.WorkloadLayout | _kvsim.Workload
+
+    @property
+    def requests(self) -> int:
+        """Requests (multigets)."""
+        return int(self._raw.requests)
+
+    @property
+    def opsets(self) -> int:
+        """Opsets: a request's ops grouped by replica group."""
+        return int(self._raw.opsets)
+
+    @property
+    def ops(self) -> int:
+        """Ops: one per key of a request (the tokens given)."""
+        return int(self._raw.ops)
+
+
+class WorkloadLayout(_Counts):
     """The seed-independent part of a workload on one cluster: requests → opsets (ops grouped by replica group) →
     ops, the client of each request, each op's mean demand. Built once per trace and cluster; every seed's
     `Workload.draw` shares it.
@@ -215,18 +236,6 @@ class WorkloadLayout:
         return self
 
     @property
-    def requests(self) -> int:
-        return int(self._raw.requests)
-
-    @property
-    def opsets(self) -> int:
-        return int(self._raw.opsets)
-
-    @property
-    def ops(self) -> int:
-        return int(self._raw.ops)
-
-    @property
     def nbytes(self) -> int:
         """Bytes of the layout's arrays as stored (`offsets` and `tokens` not included)."""
         return int(self._raw.nbytes)
@@ -237,13 +246,15 @@ class WorkloadLayout:
         return {k: np.frombuffer(v, dtype=LAYOUT_DTYPES[k]) for k, v in raw.items()}
 
 
-class Workload:
+class Workload(_Counts):
     """A workload materialized from a seed before any replay: arrivals, opsets and per-op demands.
 
     `offsets` (requests + 1) delimit each request's ops in `keys` (strings or integer ids) or `tokens`.
     Without `timestamps` arrivals are Poisson at `load` × capacity; with them the trace's own times are used,
     scaled to `load` when given.
     """
+
+    _raw: _kvsim.Workload
 
     def __init__(
         self,
@@ -285,18 +296,6 @@ class Workload:
             demand_sigma=float(demand_sigma),
         )
 
-    @property
-    def requests(self) -> int:
-        return int(self._raw.requests)
-
-    @property
-    def opsets(self) -> int:
-        return int(self._raw.opsets)
-
-    @property
-    def ops(self) -> int:
-        return int(self._raw.ops)
-
     def arrays(self) -> dict[str, npt.NDArray[np.uint32] | npt.NDArray[np.uint64]]:
         """The materialized workload (and the cluster's replica table) as numpy arrays."""
         raw = cast(Mapping[str, bytes], self._raw.arrays())
@@ -317,7 +316,9 @@ class Workload:
         self.cluster = layout.cluster
         self.seed = seed
         self.load = load
-        self.offsets = layout.offsets if n == layout.requests else layout.offsets[: n + 1]
+        # by the offsets' size, not `layout.requests`: a workload made by the constructor has no native layout, and
+        # `prefix` passes a stand-in that holds only its cluster, offsets and tokens
+        self.offsets = layout.offsets if n + 1 == layout.offsets.size else layout.offsets[: n + 1]
         ops = int(self.offsets[-1])
         self.tokens = layout.tokens if ops == layout.tokens.size else layout.tokens[:ops]
         self._raw = raw
