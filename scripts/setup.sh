@@ -60,6 +60,6 @@ VIRTUAL_ENV="$ROOT/.venv" PATH="$ROOT/.venv/bin:$PATH" \
   || { cat .venv/maturin.log >&2; exit 1; }
 # --- Cassandra jars for the service tests (Maven Central cassandra-all 5.0.x into ~/.cache; once) ------------
 say "fetching Cassandra jars for the service tests (first time: ~40 s)"
-.venv/bin/python -m service.testing.cassandra_server fetch >/dev/null
+.venv/bin/python -m tests.servers.cassandra_server fetch >/dev/null
 
 say "ready: .venv/bin/tailtune"

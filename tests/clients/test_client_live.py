@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from tailtune_client.memcached import Client
 
-from service.testing.memcached_server import MemcachedNode
 from tailtune.control.publishers import MemcachedPublisher
+from tests.servers.memcached_server import MemcachedNode
 from tests.service.conftest import Svc, memcached_deployment
 from tuner.recommend import render_memcached
 from tuner.space import Candidate
