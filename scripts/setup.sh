@@ -45,9 +45,10 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   # --no-compile: bytecode is written on first import, for the modules actually used (pyspark and mlflow alone
   # would otherwise compile thousands of files at install: about half of this step)
   .venv/bin/python -m pip install -q --upgrade pip
-  .venv/bin/python -m pip install -q --no-compile -e ".[dev]"
-  # tailtune-client, the package applications install, with its cassandra extra (tailtune_client.cassandra)
+  # tailtune-client first: the package applications install, with its cassandra extra (tailtune_client.cassandra);
+  # tailtune requires it (the sharded pool's hash) and it is not on PyPI
   .venv/bin/python -m pip install -q --no-compile -e "clients/python[cassandra]"
+  .venv/bin/python -m pip install -q --no-compile -e ".[dev]"
   echo "$want" > "$stamp"
 fi
 
