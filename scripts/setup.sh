@@ -8,11 +8,14 @@ ROOT=$(pwd)
 say() { printf '\033[1;34m[setup %4ss]\033[0m %s\n' "$SECONDS" "$*" >&2; }
 
 # --- system packages -------------------------------------------------------------------------------------------
-APT_PACKAGES=(memcached openjdk-17-jre-headless maven postgresql)
+APT_PACKAGES=(memcached openjdk-17-jre-headless maven postgresql dash procps)
 missing=()
 command -v memcached >/dev/null 2>&1 || missing+=(memcached)
 command -v java >/dev/null 2>&1 || missing+=(openjdk-17-jre-headless)
 command -v mvn >/dev/null 2>&1 || missing+=(maven)
+# the docker-compose healthchecks run in the tests as the images run them: /bin/sh is dash, pgrep is procps'
+command -v dash >/dev/null 2>&1 || missing+=(dash)
+command -v pgrep >/dev/null 2>&1 || missing+=(procps)
 # PostgreSQL server binaries for the metadata-DB/Optuna/MLflow tests (a throw-away server per test session; the
 # Debian package keeps initdb/pg_ctl in /usr/lib/postgresql/<ver>/bin, off the PATH)
 compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || missing+=(postgresql)
