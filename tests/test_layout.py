@@ -12,14 +12,14 @@ from pathlib import Path
 from setuptools import find_packages  # type: ignore[import-untyped]  # no stubs installed
 
 ROOT = Path(__file__).resolve().parents[1]
-PRUNE = {".venv", "target", "build", ".git", "__pycache__", ".tailtune", "node_modules"}
+PRUNE = {"target", "build", "__pycache__", "node_modules"}  # and every hidden folder (.venv, .git, caches)
 #: What starts a server process: the program looked up to run it, or its main class.
 SERVER_START = re.compile(r'which\("(memcached|initdb|pg_ctl|java|mvn)"\)|CassandraDaemon')
 
 
 def _python_files(top: Path) -> Iterator[Path]:
     for folder, dirs, files in os.walk(top):
-        dirs[:] = [d for d in dirs if d not in PRUNE and not d.endswith(".egg-info")]
+        dirs[:] = [d for d in dirs if d not in PRUNE and not d.startswith(".") and not d.endswith(".egg-info")]
         yield from (Path(folder) / f for f in files if f.endswith(".py"))
 
 
