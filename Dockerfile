@@ -7,7 +7,9 @@ RUN curl -sSf https://sh.rustup.rs | sh -s -- -y --profile minimal
 ENV PATH=/root/.cargo/bin:$PATH
 WORKDIR /src
 COPY . .
+# tailtune-client (not on PyPI) before tailtune, which requires it
 RUN python -m venv /opt/venv && /opt/venv/bin/pip install --no-cache-dir -U pip maturin \
+    && /opt/venv/bin/pip install --no-cache-dir ./clients/python \
     && /opt/venv/bin/pip install --no-cache-dir . "psycopg[binary]>=3.1" \
     && VIRTUAL_ENV=/opt/venv /opt/venv/bin/maturin build --release -m simulator/py/Cargo.toml -o /tmp/wheels \
     && /opt/venv/bin/pip install --no-cache-dir /tmp/wheels/*.whl

@@ -9,22 +9,16 @@ paper instruments memcached for P_S and takes N_S = T_S − P_S). Here, without 
   over a run of repetitions divided by their count;
 - N_S(K) = T_S(K) − P_S(K) (network, kernel and client library together).
 
-Both lines are least-squares fits over the profiled K with their R². `running_memcached()` starts (and always
-stops) a private memcached on a free 127.0.0.1 port for code and tests that need one.
+Both lines are least-squares fits over the profiled K with their R². The profiler starts no server: it profiles
+the memcached at the host and port it is given (it stores keys `tt:k:0..` there). memcached's CPU time counts
+every client's work, so P_S is only the profiled queries' cost on a server nobody else is using.
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
-import shutil
-import socket
-import subprocess
-import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -35,12 +29,9 @@ __all__ = [
     "DEFAULT_KS",
     "LinearFit",
     "MemcachedProfile",
-    "MemcachedServer",
     "fit_line",
-    "free_port",
     "populate",
     "profile_memcached",
-    "running_memcached",
 ]
 
 DEFAULT_KS: tuple[int, ...] = (1, 2, 5, 10, 20, 30, 40, 50, 60, 70, 80, 90, 100, 120, 140, 160, 180, 200)
@@ -108,74 +99,23 @@ class MemcachedProfile:
         }
 
 
-@dataclass(frozen=True, slots=True)
-class MemcachedServer:
-    host: str
-    port: int
-    threads: int
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that is free right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@contextlib.contextmanager
-def running_memcached(
-    threads: int = 4, memory_mb: int = 64, timeout_s: float = 10.0
-) -> Iterator[MemcachedServer]:
-    """Start a private memcached (Debian package) on a free 127.0.0.1 port; always stop it on exit."""
-    exe = shutil.which("memcached")
-    if exe is None:
-        raise TailtuneError("memcached is not installed", hint="apt-get install -y memcached")
-    port = free_port()
-    rundir = Path(tempfile.mkdtemp(prefix="tailtune-memcached-"))
-    os.chmod(rundir, 0o777)  # the pidfile's folder must be writable by the memcache user
-    cmd = [exe, "-l", "127.0.0.1", "-p", str(port), "-U", "0", "-t", str(threads), "-m", str(memory_mb)]
-    cmd += ["-P", str(rundir / "memcached.pid")]
-    if os.geteuid() == 0:
-        cmd += ["-u", "memcache"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        deadline = time.monotonic() + timeout_s
-        while True:
-            if proc.poll() is not None:
-                err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
-                raise TailtuneError(f"memcached exited at start (code {proc.returncode}): {err.strip()}")
-            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                break
-            if time.monotonic() > deadline:
-                raise TailtuneError(f"memcached did not listen on 127.0.0.1:{port} within {timeout_s} s")
-            time.sleep(0.05)
-        yield MemcachedServer("127.0.0.1", port, threads)
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        if proc.stderr:
-            proc.stderr.close()
-        shutil.rmtree(rundir, ignore_errors=True)
-
-
-def _client(server: MemcachedServer) -> Any:
+def _client(host: str, port: int) -> Any:
     from pymemcache.client.base import Client
 
-    return Client((server.host, server.port), connect_timeout=2.0, timeout=5.0, no_delay=True)
+    return Client((host, port), connect_timeout=2.0, timeout=5.0, no_delay=True)
 
 
-def populate(server: MemcachedServer, n_keys: int, value_size: int) -> list[str]:
-    """Store `n_keys` keys of `value_size` bytes (acknowledged sets) and return their names."""
+def populate(host: str, port: int, n_keys: int, value_size: int) -> list[str]:
+    """Store `n_keys` keys `tt:k:0..` of `value_size` bytes (acknowledged sets) and return their names."""
     keys = [f"{KEY_PREFIX}{i}" for i in range(n_keys)]
     value = b"v" * value_size
-    client = _client(server)
+    client = _client(host, port)
     try:
         for start in range(0, n_keys, 100):
-            failed = client.set_many({k: value for k in keys[start : start + 100]}, noreply=False)
+            try:
+                failed = client.set_many({k: value for k in keys[start : start + 100]}, noreply=False)
+            except OSError as exc:
+                raise TailtuneError(f"memcached at {host}:{port}: {exc.strerror or exc}") from exc
             if failed:
                 raise TailtuneError(f"memcached refused to store {len(failed)} keys (e.g. {failed[0]})")
     finally:
@@ -189,19 +129,21 @@ def _server_cpu_s(client: Any) -> float:
 
 
 def profile_memcached(
-    server: MemcachedServer,
+    host: str,
+    port: int,
     ks: Sequence[int] = DEFAULT_KS,
     reps: int = 50,
     value_size: int = 100,
     warmup: int = 5,
 ) -> MemcachedProfile:
-    """Measure T_S and P_S for every K in `ks` (`reps` sequential multigets each) and fit both lines."""
+    """Measure T_S and P_S of the memcached at `host`:`port` for every K in `ks` (`reps` sequential multigets
+    each, after storing `max(ks)` keys) and fit both lines."""
     if not ks or min(ks) < 1:
         raise ValueError("ks: needs multiget sizes >= 1")
     if reps < 1:
         raise ValueError("reps: must be >= 1")
-    keys = populate(server, max(ks), value_size)
-    client = _client(server)
+    keys = populate(host, port, max(ks), value_size)
+    client = _client(host, port)
     totals: list[float] = []
     procs: list[float] = []
     try:

@@ -8,11 +8,14 @@ ROOT=$(pwd)
 say() { printf '\033[1;34m[setup %4ss]\033[0m %s\n' "$SECONDS" "$*" >&2; }
 
 # --- system packages -------------------------------------------------------------------------------------------
-APT_PACKAGES=(memcached openjdk-17-jre-headless maven postgresql)
+APT_PACKAGES=(memcached openjdk-17-jre-headless maven postgresql dash procps)
 missing=()
 command -v memcached >/dev/null 2>&1 || missing+=(memcached)
 command -v java >/dev/null 2>&1 || missing+=(openjdk-17-jre-headless)
 command -v mvn >/dev/null 2>&1 || missing+=(maven)
+# the docker-compose healthchecks run in the tests as the images run them: /bin/sh is dash, pgrep is procps'
+command -v dash >/dev/null 2>&1 || missing+=(dash)
+command -v pgrep >/dev/null 2>&1 || missing+=(procps)
 # PostgreSQL server binaries for the metadata-DB/Optuna/MLflow tests (a throw-away server per test session; the
 # Debian package keeps initdb/pg_ctl in /usr/lib/postgresql/<ver>/bin, off the PATH)
 compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || missing+=(postgresql)
@@ -45,9 +48,10 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   # --no-compile: bytecode is written on first import, for the modules actually used (pyspark and mlflow alone
   # would otherwise compile thousands of files at install: about half of this step)
   .venv/bin/python -m pip install -q --upgrade pip
-  .venv/bin/python -m pip install -q --no-compile -e ".[dev]"
-  # tailtune-client, the package applications install, with its cassandra extra (tailtune_client.cassandra)
+  # tailtune-client first: the package applications install, with its cassandra extra (tailtune_client.cassandra);
+  # tailtune requires it (the sharded pool's hash) and it is not on PyPI
   .venv/bin/python -m pip install -q --no-compile -e "clients/python[cassandra]"
+  .venv/bin/python -m pip install -q --no-compile -e ".[dev]"
   echo "$want" > "$stamp"
 fi
 
@@ -60,6 +64,6 @@ VIRTUAL_ENV="$ROOT/.venv" PATH="$ROOT/.venv/bin:$PATH" \
   || { cat .venv/maturin.log >&2; exit 1; }
 # --- Cassandra jars for the service tests (Maven Central cassandra-all 5.0.x into ~/.cache; once) ------------
 say "fetching Cassandra jars for the service tests (first time: ~40 s)"
-.venv/bin/python -m service.testing.cassandra_server fetch >/dev/null
+.venv/bin/python -m tests.servers.cassandra_server fetch >/dev/null
 
 say "ready: .venv/bin/tailtune"

@@ -19,8 +19,8 @@ from tailtune.base.settings import Settings, get_settings
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from service.testing.cassandra_server import CassandraNode
-    from service.testing.postgres_server import PostgresServer
+    from tests.servers.cassandra_server import CassandraNode
+    from tests.servers.postgres_server import PostgresServer
 
 # The tests' JVMs (Spark, the Spark standalone cluster, the Cassandra node) run tiny workloads and exit: with the JIT
 # stopped at C1 they spend about a quarter less CPU than with C2 (bench/RESULTS.md § Test suite); nothing else changes.
@@ -106,7 +106,7 @@ def postgres_server() -> Iterator[PostgresServer]:
     """One throw-away PostgreSQL server for the session (started on first use: ~2-3 s); tests take a fresh
     database each with `postgres_server.database()`. Missing binaries fail (not skip): run `make setup`.
     """
-    from service.testing.postgres_server import PostgresMissing, PostgresServer
+    from tests.servers.postgres_server import PostgresMissing, PostgresServer
 
     try:
         server = PostgresServer()
@@ -121,7 +121,7 @@ def cassandra_node() -> Iterator[CassandraNode]:
     """One real single-node Cassandra for every test of the run that needs one (started on first use)."""
     import shutil
 
-    from service.testing.cassandra_server import running_cassandra
+    from tests.servers.cassandra_server import running_cassandra
 
     if shutil.which("java") is None or shutil.which("mvn") is None:
         pytest.skip("java/mvn not installed (scripts/setup.sh installs them)")

@@ -633,7 +633,7 @@ def _with_alternatives(job: _Job, rec: Recommendation, main_block: dict[str, Any
 
     knobs = {k: v for k, v in rec.params.items() if k in COORDINATOR_KNOBS}
     if rec.policy == "stock" or knobs:
-        from tuner.stock_render import render_stock
+        from tailtune.simulation.stock_render import render_stock
 
         tables = list(job.req.tables) or ["<keyspace>.<table>"]
         stock = render_stock(knobs if rec.policy != "stock" else rec.params, tables=tables, driver=job.req.driver)

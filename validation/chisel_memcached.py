@@ -3,7 +3,7 @@
 Starts a private memcached (4 worker threads), profiles K = 1..200, feeds the measured profile to the analyzer
 (1 server × 4 workers, 4 query threads) for its (L, B), and replays the same mice/elephant requests (Poisson,
 mice of 5 keys, 5:1, elephants of 100 keys, 100-byte values) with the CPython client of
-analysis/memcached_loadgen.py under: batching, chisel at the analyzer's levels, chisel split-only (L = 25),
+tests/servers/memcached_loadgen.py under: batching, chisel at the analyzer's levels, chisel split-only (L = 25),
 chisel merge-only (B = 3). Variants are interleaved in each round; the table
 shows medians over rounds (the machine is shared, so single runs are noisy).
 
@@ -21,8 +21,9 @@ from typing import Any
 import numpy as np
 from kvsim.chisel import MemcachedDeployment, ServiceProfile, SizeMix, grid_search
 
-from analysis.memcached_loadgen import mice_elephant_workload, run_loadgen
-from analysis.memcached_profile import profile_memcached, running_memcached
+from analysis.memcached_profile import profile_memcached
+from tests.servers.memcached_loadgen import mice_elephant_workload, run_loadgen
+from tests.servers.memcached_server import running_memcached
 
 LOADS_US = (2000.0, 700.0, 350.0)
 THREADS = 4
@@ -37,9 +38,9 @@ def main() -> None:
     ap.add_argument("--json", type=str, default=None)
     args = ap.parse_args()
     out: dict[str, Any] = {"args": vars(args), "runs": []}
-    with running_memcached(threads=4) as server:
+    with running_memcached(threads=4, memory_mb=64) as server:
         t0 = time.perf_counter()
-        prof = profile_memcached(server, reps=50)
+        prof = profile_memcached(server.host, server.port, reps=50)
         a, b, c, d = prof.coefficients()
         out["profile"] = prof.to_dict()
         print(f"profile ({time.perf_counter() - t0:.1f} s): P_S = {a:.1f} + {b:.2f}K µs "
@@ -68,8 +69,8 @@ def main() -> None:
                 )
                 for name, policy, kw in variants:
                     first = i == 0 and rnd == 0 and name == "batching"
-                    r = run_loadgen(server, sizes, arr, policy, query_threads=THREADS, keyspace_size=1000,
-                                    seed=rnd, populate_keys=first, **kw)
+                    r = run_loadgen(server.host, server.port, sizes, arr, policy, query_threads=THREADS,
+                                    keyspace_size=1000, seed=rnd, populate_keys=first, **kw)
                     results[name].append(r.to_dict())
             for name, policy, kw in variants:
                 rs = results[name]

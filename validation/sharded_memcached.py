@@ -179,19 +179,20 @@ def run(
     from kvsim.chisel import ServiceProfile
     from tailtune_client.memcached import Client
 
-    from analysis.memcached_profile import MemcachedServer, profile_memcached, running_memcached
+    from analysis.memcached_profile import profile_memcached
     from tailtune.simulation import memcached
     from tailtune.simulation.memcached import MemcachedDeployment
     from tailtune.simulation.source import WorkloadSource
+    from tests.servers.memcached_server import MemcachedNode, running_memcached
 
     out: dict[str, Any] = {"settings": {
         "requests": requests, "servers": servers, "worker_threads": worker_threads, "connections": connections,
         "processes": processes, "senders": senders, "gap_us": gap_us, "repeats": repeats}, "workloads": {}}
     with contextlib.ExitStack() as stack:
-        procs: list[MemcachedServer] = [stack.enter_context(running_memcached(threads=worker_threads, memory_mb=256))
+        procs: list[MemcachedNode] = [stack.enter_context(running_memcached(threads=worker_threads, memory_mb=256))
                                         for _ in range(servers)]
         names = tuple(f"{p.host}:{p.port}" for p in procs)
-        prof = profile_memcached(procs[0], ks=(1, 5, 10, 20, 50, 100), reps=profile_reps)
+        prof = profile_memcached(procs[0].host, procs[0].port, ks=(1, 5, 10, 20, 50, 100), reps=profile_reps)
         coeffs = prof.coefficients()
         out["profile"] = {"a": coeffs[0], "b": coeffs[1], "c": coeffs[2], "d": coeffs[3]}
         dep = MemcachedDeployment(servers=servers, worker_threads=worker_threads, pool="sharded",

@@ -1,7 +1,7 @@
 """Stock Cassandra: coordinator `speculative_retry` under a stalled replica, on a real three-node cluster and in the
 simulator (`tailtune simulate --policy stock`), side by side.
 
-Real side. Three Cassandra 5.0 nodes on 127.0.0.1, .2, .3 (`service.testing.cassandra_cluster`, balanced tokens,
+Real side. Three Cassandra 5.0 nodes on 127.0.0.1, .2, .3 (`tests.servers.cassandra_cluster`, balanced tokens,
 RF 3 so every node holds every partition), one table `tailtune_val.kv (k text PRIMARY KEY, v blob)` loaded at CL
 ALL. The Python cassandra-driver sends multigets `SELECT k, v FROM kv WHERE k IN ?` (`--keys` partitions drawn
 uniformly from `--partitions`) at CL ONE, open loop: Poisson arrivals at `--rate` multigets/s for `--warmup-s` +
@@ -233,7 +233,7 @@ def run_real(a: argparse.Namespace, w: Workload) -> dict[str, Any]:
     from cassandra.concurrent import execute_concurrent_with_args
     from cassandra.policies import WhiteListRoundRobinPolicy
 
-    from service.testing.cassandra_cluster import running_cluster
+    from tests.servers.cassandra_cluster import running_cluster
 
     out: dict[str, Any] = {"runs": []}
     with running_cluster(3, heap=a.heap, dynamic_snitch=a.dynamic_snitch == "on") as nodes:

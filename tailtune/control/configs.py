@@ -80,7 +80,7 @@ def _published_knobs(params: dict[str, Any], driver: str | None) -> dict[str, An
     published whether or not the simulator models them yet."""
     from tailtune.base.errors import BadInputError
     from tailtune.simulation.stock_knobs import DRIVER_DEFAULT, driver_refusal, knob
-    from tuner.stock_render import stock_driver_settings
+    from tailtune.simulation.stock_render import stock_driver_settings
 
     outside = {
         k: v for k, v in params.items() if (kn := knob(k)) is not None and kn.applied in ("driver", "client-code")
@@ -201,11 +201,12 @@ def applies_to(dep: DeploymentRow) -> dict[str, Any] | None:
 
 def with_rendering(config: dict[str, Any], dep: DeploymentRow) -> dict[str, Any]:
     """A Cassandra config that sets stock knobs without the tuner's rendering gets it in `target` (the CQL,
-    the yaml and JMX lines, the driver's profile and settings, the notes: `tuner.stock_render.render_stock`),
-    so what is published carries what the driver side needs. Configs that have it, and others, are unchanged.
+    the yaml and JMX lines, the driver's profile and settings, the notes:
+    `tailtune.simulation.stock_render.render_stock`), so what is published carries what the driver side needs.
+    Configs that have it, and others, are unchanged.
     """
     from tailtune.simulation.stock_knobs import knob
-    from tuner.stock_render import render_stock
+    from tailtune.simulation.stock_render import render_stock
 
     if dep.kind != "cassandra":
         return config

@@ -3,8 +3,8 @@ that lacks a knob refuses it with the reason), how a deployment applies it, and 
 
 `simulate --policy stock` validates parameters against this table and passes each knob to kvsim's `stock`
 parameter named by `core`; the tuner's stock search space is built from it (`tuner.space`); the renderer
-(`tuner.stock_render`) groups knobs by `applied`. A knob with `modelled=False` would be refused by `simulate`
-with `unmodelled_reason` and left out of the search (every knob of the table is modelled).
+(`tailtune.simulation.stock_render`) groups knobs by `applied`. A knob with `modelled=False` would be refused by
+`simulate` with `unmodelled_reason` and left out of the search (every knob of the table is modelled).
 
 Driver speculative execution acts only on statements marked idempotent, and both drivers default to
 non-idempotent. The model assumes the application marks its multiget reads idempotent whenever

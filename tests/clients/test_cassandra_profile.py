@@ -16,7 +16,7 @@ from tailtune_client.cassandra import (
 )
 from tailtune_client.config import ConfigError, HttpConfigSource
 
-from service.testing.cassandra_server import CassandraNode
+from tests.servers.cassandra_server import CassandraNode
 from tests.service.conftest import Svc, cassandra_deployment
 
 API = "/api/v1"

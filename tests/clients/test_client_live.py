@@ -15,8 +15,8 @@ from tailtune_client.memcached import Client
 
 from jobs.handlers import default_handlers
 from jobs.worker import Worker
-from service.testing.memcached_server import MemcachedNode
 from tailtune.control.publishers import Known, MemcachedPublisher
+from tests.servers.memcached_server import MemcachedNode
 from tests.service.conftest import Svc, memcached_deployment
 from tuner.recommend import render_memcached
 from tuner.space import Candidate

@@ -1,7 +1,7 @@
 """A real memcached (Debian package) on a free 127.0.0.1 port for this folder's tests, always stopped after.
 
-Started as `memcached -l 127.0.0.1 -p PORT -P PIDFILE [-u memcache when root]` by
-`analysis.memcached_profile.running_memcached`; the tests that need it are skipped without memcached.
+Started by `tests.servers.memcached_server.running_memcached` (4 worker threads); the tests that need it are skipped
+without memcached.
 """
 
 from __future__ import annotations
@@ -11,12 +11,12 @@ from collections.abc import Iterator
 
 import pytest
 
-from analysis.memcached_profile import MemcachedServer, running_memcached
+from tests.servers.memcached_server import MemcachedNode, running_memcached
 
 
 @pytest.fixture(scope="session")
-def memcached_server() -> Iterator[MemcachedServer]:
+def memcached_server() -> Iterator[MemcachedNode]:
     if shutil.which("memcached") is None:
         pytest.skip("memcached is not installed (apt-get install -y memcached)")
-    with running_memcached(threads=4) as server:
+    with running_memcached(threads=4, memory_mb=64) as server:
         yield server

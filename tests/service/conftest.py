@@ -20,10 +20,10 @@ from fastapi.testclient import TestClient
 from service.auth import create_token
 from service.deps import database_for
 from service.main import create_app
-from service.testing.memcached_server import MemcachedNode
-from service.testing.postgres_server import PostgresServer
 from tailtune.base.settings import Settings, get_settings
 from tailtune.control.db import Database
+from tests.servers.memcached_server import MemcachedNode
+from tests.servers.postgres_server import PostgresServer
 
 FAST_ENV = {
     "TAILTUNE_WORKER_LEASE_S": "2",

@@ -15,7 +15,6 @@ from sqlalchemy import inspect, select, text
 from jobs.handlers import default_handlers
 from jobs.worker import Worker
 from service.auth import create_token
-from service.testing.cassandra_server import free_port
 from tailtune.base.errors import BadInputError
 from tailtune.control.configs import add_version
 from tailtune.control.db import (
@@ -29,6 +28,7 @@ from tailtune.control.db import (
     normalize_url,
 )
 from tailtune.control.db.session import MIGRATIONS
+from tests.servers.cassandra_server import free_port
 from tests.service.conftest import Svc, memcached_deployment
 
 pytestmark = pytest.mark.db_backends  # each test runs on SQLite and on PostgreSQL
@@ -170,7 +170,7 @@ def test_unusable_urls_fail_clearly() -> None:
 
 
 def test_missing_postgres_binaries_say_make_setup(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    from service.testing.postgres_server import PostgresMissing, PostgresServer, find_bindir
+    from tests.servers.postgres_server import PostgresMissing, PostgresServer, find_bindir
 
     monkeypatch.setenv("TAILTUNE_PG_BINDIR", str(tmp_path))  # a folder without initdb/pg_ctl
     assert find_bindir() is None

@@ -9,9 +9,9 @@ import pytest
 
 from jobs.handlers import default_handlers
 from jobs.worker import Worker
-from service.testing.memcached_server import MemcachedNode
 from tailtune.control.db import JobRow
 from tailtune.control.publishers import MemcachedPublisher
+from tests.servers.memcached_server import MemcachedNode
 from tests.service.conftest import Svc, memcached_deployment
 from tuner.recommendation import Recommendation, accept
 

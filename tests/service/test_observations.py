@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 
 from service.auth import create_token
-from service.testing.memcached_server import MemcachedNode
 from tailtune.control.configs import add_version
 from tailtune.control.db import JobRow
 from tailtune.control.observations import merge_histograms, percentile_ms
+from tests.servers.memcached_server import MemcachedNode
 from tests.service.conftest import Svc, memcached_deployment
 
 API = "/api/v1"

@@ -13,9 +13,9 @@ import pytest
 
 from jobs.handlers import default_handlers
 from jobs.worker import Worker
-from service.testing.cassandra_server import CassandraNode
 from tailtune.control.publishers import CassandraPublisher, PublishConflict, PublishFailed, publish_with_retry
 from tailtune.control.publishers.cassandra import NODE_QUERY
+from tests.servers.cassandra_server import CassandraNode
 from tests.service.conftest import Svc, cassandra_deployment
 
 API = "/api/v1"
@@ -120,7 +120,7 @@ def test_target_paused_mid_publish_is_retried(cassandra_node: CassandraNode) -> 
 
 
 def test_unreachable_cluster_fails_job_and_deployment(svc: Svc, cassandra_node: CassandraNode) -> None:
-    from service.testing.cassandra_server import free_port
+    from tests.servers.cassandra_server import free_port
 
     good = svc.client.post(
         f"{API}/deployments", json=cassandra_deployment("cass-ok", cassandra_node.port), headers=svc.write

@@ -15,9 +15,9 @@ from pymemcache.client.base import Client
 
 from jobs.handlers import default_handlers
 from jobs.worker import Worker
-from service.testing.memcached_server import MemcachedNode
 from tailtune.control.publishers import Known, MemcachedPublisher, PublishConflict, PublishFailed, publish_with_retry
 from tailtune.control.publishers.memcached import current_key, version_key
+from tests.servers.memcached_server import MemcachedNode
 from tests.service.conftest import Svc, memcached_deployment
 
 API = "/api/v1"

@@ -11,9 +11,9 @@ import pytest
 
 from jobs.handlers import default_handlers
 from jobs.worker import Worker
-from service.testing.cassandra_server import CassandraNode
 from tailtune.control.publishers import CassandraPublisher, PublishRejected
 from tailtune.control.publishers.cassandra import TableOptionsFailed
+from tests.servers.cassandra_server import CassandraNode
 from tests.service.conftest import Svc, cassandra_deployment
 
 API = "/api/v1"
@@ -224,7 +224,7 @@ def test_deployment_fields_are_validated(svc: Svc) -> None:
 def test_credentials_never_leave_the_worker(
     svc: Svc, cassandra_node: CassandraNode, session: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from service.testing.cassandra_server import free_port
+    from tests.servers.cassandra_server import free_port
 
     secret = "pw-Zq81-never-shown"
     monkeypatch.setenv("TAILTUNE_CASSANDRA_PASSWORD_SHOP", secret)

@@ -13,11 +13,11 @@ import pytest
 
 from jobs.context import JobContext
 from jobs.worker import Worker
-from service.testing.cassandra_server import free_port
-from service.testing.postgres_server import PostgresServer
 from tailtune.base.settings import get_settings
 from tailtune.control.queue import enqueue
 from tailtune.control.redact import install_log_redaction, public, redact
+from tests.servers.cassandra_server import free_port
+from tests.servers.postgres_server import PostgresServer
 from tests.service.conftest import Svc
 
 API = "/api/v1"

@@ -21,9 +21,9 @@ import uvicorn
 from sqlalchemy import func, select
 
 from service.server import server_config
-from service.testing.cassandra_server import free_port
 from tailtune.base.settings import Settings, get_settings
 from tailtune.control.db import TraceRow
+from tests.servers.cassandra_server import free_port
 from tests.service.conftest import Svc, memcached_deployment
 
 API = "/api/v1"

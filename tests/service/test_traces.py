@@ -17,8 +17,8 @@ from sqlalchemy import func, select
 
 from jobs.handlers import default_handlers
 from jobs.worker import Worker
-from service.testing.cassandra_server import free_port
 from tailtune.control.db import JobRow, TraceRow
+from tests.servers.cassandra_server import free_port
 from tests.service.conftest import Svc
 
 pytestmark = pytest.mark.db_backends  # each test runs on SQLite and on PostgreSQL

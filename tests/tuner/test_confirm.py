@@ -91,8 +91,8 @@ def test_a_replay_too_short_for_batches_decides_nothing() -> None:
 def test_the_study_never_sees_the_held_out_stretch(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     from ingest.generate import write_trace
     from tailtune.base.settings import get_settings
-    from tuner.tune import TuneRequest, run_tune
     from tailtune.simulation.source import WorkloadSource
+    from tuner.tune import TuneRequest, run_tune
 
     monkeypatch.setenv("TAILTUNE_HOME", str(tmp_path / "home"))
     get_settings.cache_clear()

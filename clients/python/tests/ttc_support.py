@@ -1,84 +1,21 @@
-"""Test support: real memcached processes and a tiny real HTTP config service (ETag, bearer token, reports)."""
+"""Test support: real memcached processes and a tiny real HTTP config service (ETag, bearer token, reports).
+
+memcached is started by tailtune's one test launcher, `tests/servers/memcached_server.py` of the checkout these
+tests live in (`pythonpath` in pyproject.toml puts the checkout's root on the path when they run alone)."""
 
 from __future__ import annotations
 
 import contextlib
 import json
-import os
-import shutil
-import signal
 import socket
-import subprocess
-import tempfile
 import threading
-import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from typing import Any
 
+from tests.servers.cassandra_server import free_port
+from tests.servers.memcached_server import MemcachedNode as Memcached
+
 __all__ = ["ConfigService", "Memcached", "free_port", "mc_stats"]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-class Memcached:
-    """`memcached -l 127.0.0.1 -p PORT` (as root with `-u memcache`), stoppable, pausable and restartable."""
-
-    def __init__(self, threads: int = 2) -> None:
-        exe = shutil.which("memcached")
-        if exe is None:
-            raise RuntimeError("memcached is not installed: apt-get install -y memcached")
-        self.exe = exe
-        self.port = free_port()
-        self.threads = threads
-        self.rundir = Path(tempfile.mkdtemp(prefix="ttc-memcached-"))
-        os.chmod(self.rundir, 0o777)
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    @property
-    def address(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    def start(self, timeout_s: float = 10.0) -> None:
-        cmd = [self.exe, "-l", "127.0.0.1", "-p", str(self.port), "-U", "0", "-t", str(self.threads), "-m", "32",
-               "-P", str(self.rundir / "memcached.pid")]
-        if os.geteuid() == 0:
-            cmd += ["-u", "memcache"]
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"memcached exited at start with {self.proc.returncode}")
-            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
-                return
-            time.sleep(0.05)
-        self.stop()
-        raise RuntimeError(f"memcached did not listen on {self.address} within {timeout_s}s")
-
-    def pause(self) -> None:
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGSTOP)
-
-    def resume(self) -> None:
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGCONT)
-
-    def stop(self) -> None:
-        if self.proc is None:
-            return
-        self.proc.send_signal(signal.SIGCONT)
-        self.proc.kill()
-        self.proc.wait(timeout=10)
-        self.proc = None
-
-    def close(self) -> None:
-        self.stop()
-        shutil.rmtree(self.rundir, ignore_errors=True)
 
 
 def mc_stats(address: str) -> dict[str, int]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tailtune.base.errors import BadInputError
-from tuner.stock_render import IDEMPOTENCE_NOTE, SNITCH_NOTE, render_stock
+from tailtune.simulation.stock_render import IDEMPOTENCE_NOTE, SNITCH_NOTE, render_stock
 
 JAVA_HEAD = (
     "# Java driver 4: an execution profile for the multiget reads (application.conf).\n"

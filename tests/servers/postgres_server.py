@@ -7,7 +7,7 @@ immediate`) and removes the folder. PostgreSQL refuses to run as root, so as roo
 the `postgres` user (created by the Debian package) through `runuser`, with the folder owned by that user.
 
 The binaries are looked up in `TAILTUNE_PG_BINDIR`, then the newest `/usr/lib/postgresql/<ver>/bin` (Debian keeps
-`initdb`/`pg_ctl` off the PATH), then the PATH. `python -m service.testing.postgres_server run` starts one,
+`initdb`/`pg_ctl` off the PATH), then the PATH. `python -m tests.servers.postgres_server run` starts one,
 prints the URL of its database `tailtune` and serves until Ctrl-C or SIGTERM.
 """
 
@@ -28,7 +28,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from service.testing.cassandra_server import free_port
+from tests.servers.cassandra_server import free_port
 
 __all__ = ["PostgresMissing", "PostgresServer", "find_bindir", "running_postgres"]
 
@@ -187,7 +187,7 @@ def running_postgres() -> Iterator[PostgresServer]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m service.testing.postgres_server")
+    parser = argparse.ArgumentParser(prog="python -m tests.servers.postgres_server")
     parser.add_argument("action", choices=["run"])
     parser.add_argument("--port", type=int, default=None)
     args = parser.parse_args(argv)

@@ -8,7 +8,7 @@ and the dynamic snitch on or off. Nodes start one after the other (each accepts 
 `running_cluster` waits until the first node sees every other one as a peer and always stops every node
 (`stop()` sends SIGCONT first, so a paused node is stopped too) and removes the data.
 
-    python -m service.testing.cassandra_cluster --nodes 3     # start, print the ring, stop on Ctrl-C
+    python -m tests.servers.cassandra_cluster --nodes 3     # start, print the ring, stop on Ctrl-C
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from service.testing.cassandra_server import DEFAULT_VERSION, CassandraNode, fetch_jars, free_port
+from tests.servers.cassandra_server import DEFAULT_VERSION, CassandraNode, fetch_jars, free_port
 
 __all__ = ["ClusterNode", "balanced_tokens", "node_address", "port_free_on_all", "running_cluster"]
 
@@ -160,7 +160,7 @@ def running_cluster(
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m service.testing.cassandra_cluster", description=__doc__)
+    ap = argparse.ArgumentParser(prog="python -m tests.servers.cassandra_cluster", description=__doc__)
     ap.add_argument("--nodes", type=int, default=3)
     ap.add_argument("--heap", default="768M")
     ap.add_argument("--no-dynamic-snitch", action="store_true")

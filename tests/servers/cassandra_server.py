@@ -4,7 +4,7 @@
 default `~/.cache/tailtune/cassandra-<version>`); `CassandraNode` writes a minimal cassandra.yaml +
 logback.xml into its own folder, starts `java ... org.apache.cassandra.service.CassandraDaemon` with Java 17's
 `--add-exports/--add-opens` (from Cassandra's conf/jvm17-server.options) and the fast-start flags (ring_delay
-1 s, no gossip settle wait), on free ports, and always stops it. `python -m service.testing.cassandra_server
+1 s, no gossip settle wait), on free ports, and always stops it. `python -m tests.servers.cassandra_server
 fetch|run` for manual use.
 """
 
@@ -271,7 +271,7 @@ def running_cassandra(version: str = DEFAULT_VERSION, heap: str = "384M") -> Ite
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m service.testing.cassandra_server", description=__doc__)
+    ap = argparse.ArgumentParser(prog="python -m tests.servers.cassandra_server", description=__doc__)
     ap.add_argument("action", choices=["fetch", "run"])
     ap.add_argument("--version", default=DEFAULT_VERSION)
     a = ap.parse_args(argv)

@@ -18,7 +18,7 @@
 - `notes`: what the operator must know (idempotence, what tailtune does not apply, rounding).
 
 Knob names, defaults and which driver has which knob: `tailtune.simulation.stock_knobs`. A knob the driver
-lacks is refused with the reason (BadInputError). Exact texts: tests/tuner/test_stock_render.py; the choices:
+lacks is refused with the reason (BadInputError). Exact texts: tests/simulator/test_stock_render.py; the choices:
 docs/applying-stock.md.
 """
 

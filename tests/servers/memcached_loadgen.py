@@ -1,4 +1,5 @@
-"""Replay a mice/elephant workload on a real memcached with `batching` or Chisel split/merge, client-side.
+"""Replay a mice/elephant workload on a real memcached with `batching` or Chisel split/merge, client-side (for the
+tests and validation/chisel_memcached.py).
 
 The client mirrors the simulator's memcached deployment kind: one dispatcher (the calling thread) releases
 requests at their open-loop arrival times and places them on the FCFS queues of a pool of query threads in
@@ -23,7 +24,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from analysis.memcached_profile import MemcachedServer, populate
+from analysis.memcached_profile import populate
 
 __all__ = [
     "LoadgenResult",
@@ -135,11 +136,11 @@ class LoadgenResult:
 
 
 class _QueryThread(threading.Thread):
-    def __init__(self, server: MemcachedServer, done: _Completion, keyspace: list[str]) -> None:
+    def __init__(self, host: str, port: int, done: _Completion, keyspace: list[str]) -> None:
         super().__init__(daemon=True)
         from pymemcache.client.base import Client
 
-        self.client = Client((server.host, server.port), connect_timeout=2.0, timeout=10.0, no_delay=True)
+        self.client = Client((host, port), connect_timeout=2.0, timeout=10.0, no_delay=True)
         self.cond = threading.Condition()
         self.queue: deque[tuple[QueryPlan, list[str]] | None] = deque()
         self.done = done
@@ -200,7 +201,8 @@ class _Completion:
 
 
 def run_loadgen(
-    server: MemcachedServer,
+    host: str,
+    port: int,
     sizes: npt.ArrayLike,
     arrivals_s: npt.ArrayLike,
     policy: str,
@@ -214,7 +216,8 @@ def run_loadgen(
     seed: int = 0,
     populate_keys: bool = True,
 ) -> LoadgenResult:
-    """Replay requests (keys per request, arrival seconds from 0) against `server` and measure latencies."""
+    """Replay requests (keys per request, arrival seconds from 0) against the memcached at `host`:`port` and
+    measure latencies."""
     k = np.asarray(sizes, dtype=np.int64)
     t = np.asarray(arrivals_s, dtype=np.float64)
     if k.ndim != 1 or k.shape != t.shape or k.size == 0:
@@ -223,7 +226,7 @@ def run_loadgen(
         raise ValueError(f"keyspace_size {keyspace_size} < the largest request ({int(k.max())} keys)")
     plans = plan_queries(k, policy, query_threads, split_keys, merge, elephant_threshold)
     keyspace = (
-        populate(server, keyspace_size, value_size)
+        populate(host, port, keyspace_size, value_size)
         if populate_keys
         else [f"tt:k:{i}" for i in range(keyspace_size)]
     )
@@ -232,7 +235,7 @@ def run_loadgen(
     done = _Completion(k.size)
     for i, p in enumerate(plans):
         done.remaining[i] = len(p)
-    workers = [_QueryThread(server, done, keyspace) for _ in range(query_threads)]
+    workers = [_QueryThread(host, port, done, keyspace) for _ in range(query_threads)]
     for w in workers:
         w.start()
     lag = np.zeros(k.size)
