@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
 from ingest.generate import write_trace
 from ingest.pipeline import ingest_file
@@ -106,6 +107,46 @@ def _tune(dataset_id: str, trials: int) -> None:
         out_console.print(f"  {patched.get('reason', 'not searched')}", highlight=False)
     out_console.print(f"study {doc['study']} · MLflow run {doc['mlflow_run_id']} "
                       f"(mlflow ui --backend-store-uri {get_settings().resolved_mlflow_tracking_uri})")
+    out_console.rule("[bold]the decision[/]")
+    for line in decision_lines(doc):
+        out_console.print(line, highlight=False)
+
+
+def decision_lines(doc: dict[str, Any]) -> list[str]:
+    """What was found, how sure, and what to do next — in words a newcomer can act on."""
+    conf = doc.get("confirmation") or {}
+    patched = (doc.get("alternatives") or {}).get("patched") or {}
+    metric = str(conf.get("metric") or doc.get("objective") or "p99")
+    lines: list[str] = []
+    if doc["verdict"] == "recommend":
+        lo, hi = conf.get("interval_pct") or [None, None]
+        span = f" (95 % interval {lo:.0f}–{hi:.0f} %)" if lo is not None and hi is not None else ""
+        lines.append(f"Found: stock settings that cut {metric} by {conf.get('improvement_pct', 0):.0f} %{span} "
+                     "against Cassandra's defaults.")
+        lines.append(f"How sure: confirmed on replays the search never saw ({_where(conf)}): "
+                     f"p = {conf.get('p_value', float('nan')):.2g}.")
+        lines.append("Next: apply the CQL above to one table, then register the cluster and let tailtune publish "
+                     "and verify it: `tailtune serve --create-token write`, `tailtune serve`, `tailtune worker` "
+                     "(docs/operations.md).")
+    else:
+        lines.append(f"Found: nothing that beats Cassandra's defaults by a margin this trace can show — "
+                     f"{doc['reason']}.")
+        mde = conf.get("min_detectable_pct")
+        if mde is not None:
+            lines.append(f"How sure: on {_where(conf)} a {metric} change of {mde:.0f} % or more would have been "
+                         "detected; smaller gains may exist.")
+        lines.append("Next: keep your settings. To look for smaller gains, tune a longer trace of your own "
+                     "traffic (`tailtune ingest FILE`, then `tailtune tune --dataset ID`).")
+    if patched.get("verdict") == "recommend":
+        lines.append(f"A patched server would do better still: {patched.get('policy')} — {patched.get('reason')}.")
+    return lines
+
+
+def _where(conf: dict[str, Any]) -> str:
+    seeds = len(conf.get("seeds") or [])
+    hold = conf.get("holdout")
+    tail = f" and the last {100 * float(hold['fraction']):.0f} % of the trace" if hold else ""
+    return f"{seeds} held-out seeds{tail}"
 
 
 def main(argv: list[str] | None = None) -> None:
