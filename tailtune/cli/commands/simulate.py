@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
     from tailtune.simulation import CassandraDeployment, MemcachedDeployment, ParamValue, WorkloadSource
 
-__all__ = ["cassandra_deployment", "memcached_deployment", "register"]
+__all__ = ["cassandra_deployment", "deployment_default", "memcached_deployment", "register"]
 
 CASSANDRA, MEMCACHED = "cassandra", "memcached"
 #: Deployment fields of the Cassandra model only: a memcached policy refuses them when given a value other than
@@ -34,7 +34,8 @@ def _deployment_class(kind: str) -> type[CassandraDeployment] | type[MemcachedDe
     return CassandraDeployment if kind == CASSANDRA else MemcachedDeployment
 
 
-def _field_default(name: str, kind: str = CASSANDRA) -> Any:
+def deployment_default(name: str, kind: str = CASSANDRA) -> Any:
+    """The default of field `name` of the `kind` deployment class (what an option left out means)."""
     from dataclasses import fields
 
     return next(f.default for f in fields(_deployment_class(kind)) if f.name == name)
@@ -43,13 +44,13 @@ def _field_default(name: str, kind: str = CASSANDRA) -> Any:
 def _default(name: str, text: str, kind: str = CASSANDRA) -> str:
     """The help of the option of deployment field `name`: `text` and the field's default, read from the
     deployment class (the option itself defaults to None, which leaves the field at that default)."""
-    value = _field_default(name, kind)
+    value = deployment_default(name, kind)
     shown = ("on" if value else "off") if isinstance(value, bool) else value
     return f"{text} (default: {shown})."
 
 
 def _servers_help() -> str:
-    c, m = _field_default("servers"), _field_default("servers", MEMCACHED)
+    c, m = deployment_default("servers"), deployment_default("servers", MEMCACHED)
     return f"Servers (default: {c} for Cassandra, {m} for memcached)."
 
 
@@ -83,7 +84,7 @@ def memcached_deployment(options: Mapping[str, Any]) -> MemcachedDeployment:
 def _refuse_cassandra_only(options: Mapping[str, Any], policy: str) -> None:
     from tailtune.base.errors import BadInputError
 
-    given = [n for n in _CASSANDRA_ONLY if options[n] is not None and options[n] != _field_default(n)]
+    given = [n for n in _CASSANDRA_ONLY if options[n] is not None and options[n] != deployment_default(n)]
     if options["size_aware_cost"]:
         given.append("size_aware_cost")
     if given:
