@@ -17,8 +17,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ingest.formats import FORMATS, ReaderOptions, Source, TraceReader
-from ingest.formats.base import Chunk, too_many_rows
+from ingest.formats import AUTO, READERS, format_choices, reader_class
+from ingest.formats.base import Chunk, ReaderOptions, TraceReader, too_many_rows
+from ingest.formats.source import Source
 from ingest.grouping import OnePerRow, RequestIds, WindowGrouper
 from ingest.limits import Limits
 from ingest.schema import OPTIONAL_FIELDS, SCHEMA_VERSION, canonical_schema_for
@@ -113,16 +114,17 @@ def ingest_file(
     source = Source.of(path, limits)
     source.check_size()
     reason = "given with --format"
-    if fmt == "auto":
+    if fmt == AUTO:
         sniffed = sniff_source(source, mapping)
         fmt, reason = sniffed.format, sniffed.reason
-    elif fmt not in FORMATS:
-        raise BadInputError.single(label, f"unknown format '{fmt}'", hint=f"known formats: auto, {', '.join(FORMATS)}")
+    elif fmt not in READERS:
+        known = ", ".join(format_choices())
+        raise BadInputError.single(label, f"unknown format '{fmt}'", hint=f"known formats: {known}")
     elif source.size == 0:
         raise BadInputError.single(label, "file is empty", line=1)
     sink = ErrorSink(label, max_errors=max_errors, policy=policy)
     reader_options = ReaderOptions(mapping=dict(mapping or {}), rate=rate, limits=limits)
-    reader: TraceReader = FORMATS[fmt](source, reader_options, sink)
+    reader: TraceReader = reader_class(fmt)(source, reader_options, sink)
     columns = reader.columns()
     single_key = "request_id" not in columns
     if group_window_s is not None and not single_key:

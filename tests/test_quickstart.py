@@ -30,7 +30,8 @@ def test_decision_lines_say_what_to_do() -> None:
             "improvement_pct": 47.0, "interval_pct": [41.0, 52.0], "p_value": 0.0001, "min_detectable_pct": 8.0}
     rec = {"verdict": "recommend", "reason": "…", "confirmation": conf, "objective": "p99"}
     lines = decision_lines(rec)
-    assert lines[0] == "Found: stock settings that cut p99 by 47 % (95 % interval 41–52 %) against Cassandra's defaults."
+    assert lines[0] == ("Found: stock settings that cut p99 by 47 % (95 % interval 41–52 %) against Cassandra's "
+                        "defaults.")
     assert "3 held-out seeds and the last 20 % of the trace" in lines[1] and lines[2].startswith("Next: apply")
     keep = {"verdict": "keep current", "reason": "p99 -3.0 % [...]: not significant (p ≥ 0.05)",
             "confirmation": {**conf, "improvement_pct": 3.0}, "alternatives": {

@@ -20,6 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
+from ingest.formats.head import Head, encoding_problem
 from ingest.formats.source import Source
 from ingest.limits import Limits
 from ingest.schema import CANONICAL_SCHEMA
@@ -73,11 +74,20 @@ class Chunk:
 
 
 class TraceReader(ABC):
-    """One input format. Subclasses set `name` and implement `columns` and `chunks`."""
+    """One input format. Subclasses set `name` (their key in `ingest.formats.READERS`) and implement `columns`
+    and `chunks`; a format `--format auto` can recognise sets `sniff_rank` and implements `sniff`."""
 
     name: ClassVar[str]
     #: True when ts is synthesized from the row index and `rate` (so `rate` changes the result).
     synthesizes_ts: ClassVar[bool] = False
+    #: Where `--format auto` tries this format: lower ranks first, the first whose `sniff` answers wins (None:
+    #: never detected, only given). The order, with each format's test: docs/formats.md § Formats.
+    sniff_rank: ClassVar[int | None] = None
+
+    @classmethod
+    def sniff(cls, head: Head) -> str | None:
+        """Why `head` is this format (the one-line reason `--format auto` prints), or None when it is not."""
+        return None
 
     def __init__(self, source: Source, options: ReaderOptions, sink: ErrorSink) -> None:
         self.source = source
@@ -145,30 +155,6 @@ def assemble(columns: dict[str, pa.Array], lines: Lines, bad: Mask, sink: ErrorS
     if batch.num_rows == 0:
         return None
     return Chunk(batch, lines)
-
-
-_BOMS: Final = (
-    (codecs.BOM_UTF32_LE, "UTF-32"),
-    (codecs.BOM_UTF32_BE, "UTF-32"),
-    (codecs.BOM_UTF16_LE, "UTF-16"),
-    (codecs.BOM_UTF16_BE, "UTF-16"),
-)
-
-
-def encoding_problem(head: bytes) -> str | None:
-    """What is wrong with the text encoding of a file starting with `head`, if it is UTF-16/32 (with or without
-    a byte-order mark); None for anything else."""
-    for bom, name in _BOMS:
-        if head.startswith(bom):
-            return f"{name} text (byte-order mark {bom.hex()}) is not supported; convert the file to UTF-8"
-    sample = head[:4096]
-    if len(sample) >= 64:
-        even, odd = sample[0::2], sample[1::2]
-        for zeros, other, order in ((odd, even, "LE"), (even, odd, "BE")):
-            texty = sum(32 <= b < 127 or b in (9, 10, 13) for b in other)
-            if zeros.count(0) > 0.95 * len(zeros) and texty > 0.95 * len(other):
-                return f"this looks like UTF-16{order} text, which is not supported; convert the file to UTF-8"
-    return None
 
 
 def open_text(source: Source, sink: ErrorSink) -> Any:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Final
 
 from ingest.formats.base import (
     Chunk,
@@ -15,10 +15,13 @@ from ingest.formats.base import (
     read_header,
     require,
 )
+from ingest.formats.head import Head
+from ingest.schema import CANONICAL_SCHEMA
 
 __all__ = ["CsvReader", "TsvReader"]
 
 REQUIRED: tuple[str, ...] = ("ts", "key")
+_CANONICAL: Final = frozenset(f.name for f in CANONICAL_SCHEMA)
 
 
 class CsvReader(TraceReader):
@@ -26,6 +29,14 @@ class CsvReader(TraceReader):
 
     name: ClassVar[str] = "csv"
     delimiter: ClassVar[str] = ","
+    sniff_rank: ClassVar[int | None] = 60
+
+    @classmethod
+    def sniff(cls, head: Head) -> str | None:
+        names = set(head.header)
+        if head.delimiter != cls.delimiter or not ({"ts", "key"} <= names or len(names & _CANONICAL) >= 3):
+            return None
+        return f"{head.where}{cls.name.upper()} header with canonical columns"
 
     _stream: Any = None
     _names: list[str]

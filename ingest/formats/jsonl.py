@@ -20,6 +20,7 @@ from ingest.formats.base import (
     require,
     text_lines,
 )
+from ingest.formats.head import Head
 from ingest.limits import Limits
 from ingest.schema import CANONICAL_SCHEMA
 from ingest.validate import ErrorSink
@@ -131,6 +132,12 @@ class JsonlReader(TraceReader):
     """
 
     name: ClassVar[str] = "jsonl"
+    sniff_rank: ClassVar[int | None] = 30
+
+    @classmethod
+    def sniff(cls, head: Head) -> str | None:
+        obj = head.first_object
+        return f"{head.where}JSON lines" if obj is not None and "keys" not in obj else None
 
     _fields: dict[str, str] | None = None
 

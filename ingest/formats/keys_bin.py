@@ -13,6 +13,7 @@ import numpy as np
 import pyarrow as pa
 
 from ingest.formats.base import Chunk, TraceReader
+from ingest.formats.head import Head
 
 __all__ = ["KeysBinReader"]
 
@@ -24,6 +25,11 @@ class KeysBinReader(TraceReader):
 
     name: ClassVar[str] = "keys-bin"
     synthesizes_ts: ClassVar[bool] = True
+    sniff_rank: ClassVar[int | None] = 20
+
+    @classmethod
+    def sniff(cls, head: Head) -> str | None:
+        return f"{head.where}binary content: big-endian int64 keys" if head.binary else None
 
     def columns(self) -> list[str]:
         return ["ts", "key", "value_size"]

@@ -28,6 +28,7 @@ from ingest.formats.base import (
     require,
     too_many_rows,
 )
+from ingest.formats.head import Head
 from ingest.validate import Lines, to_float, to_int, to_key, to_text
 
 __all__ = ["MetaKvReader", "meta_kv_layout"]
@@ -54,6 +55,12 @@ class MetaKvReader(TraceReader):
 
     name: ClassVar[str] = "meta-kv"
     synthesizes_ts: ClassVar[bool] = True  # only for the layouts without op_time
+    sniff_rank: ClassVar[int | None] = 40
+
+    @classmethod
+    def sniff(cls, head: Head) -> str | None:
+        layout = meta_kv_layout(head.header)
+        return None if layout is None else f"{head.where}CSV header of the Meta KV {layout} layout"
 
     _names: list[str] | None = None
 

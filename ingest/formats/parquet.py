@@ -23,6 +23,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ingest.formats.base import Chunk, TraceReader, check_columns, convert_canonical, map_header, require
+from ingest.formats.head import Head
 
 __all__ = ["ParquetReader"]
 
@@ -53,6 +54,11 @@ class ParquetReader(TraceReader):
     """Canonical rows from a Parquet file; typed columns are checked, text columns parsed like CSV."""
 
     name: ClassVar[str] = "parquet"
+    sniff_rank: ClassVar[int | None] = 10
+
+    @classmethod
+    def sniff(cls, head: Head) -> str | None:
+        return "Parquet magic bytes" if head.raw.startswith(b"PAR1") else None
 
     _fields: dict[str, str] | None = None
 

@@ -24,6 +24,7 @@ from ingest.formats.base import (
     read_header,
     require,
 )
+from ingest.formats.head import Head
 from ingest.formats.jsonl import first_object_keys, jsonl_chunks
 from ingest.schema import CANONICAL_SCHEMA
 from ingest.validate import to_text
@@ -53,6 +54,16 @@ class RequestsReader(TraceReader):
     """Per-request rows (CSV with a header, or JSONL: chosen by the first character)."""
 
     name: ClassVar[str] = "requests"
+    sniff_rank: ClassVar[int | None] = 50
+
+    @classmethod
+    def sniff(cls, head: Head) -> str | None:
+        obj = head.first_object
+        if obj is not None and "keys" in obj:
+            return f"{head.where}JSON lines with a 'keys' list: one row per request"
+        if "keys" in head.header:
+            return f"{head.where}CSV header with a 'keys' column: one row per request"
+        return None
 
     _fields: dict[str, str] | None = None
     _names: list[str]

@@ -8,20 +8,24 @@ latency_us = response_time_ms × 1000. size_category and cache_hit are dropped.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from typing import ClassVar
+from typing import ClassVar, Final
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from ingest.formats.base import Chunk, TraceReader, assemble, line_chunks, open_text
+from ingest.formats.head import Head
 from ingest.validate import Lines, Mask, to_float, to_int, to_key, to_text
 
 __all__ = ["TencentPhotoReader"]
 
 _N = 8
+#: What detection takes for a line of this trace: a 14-digit timestamp and 7 more space-separated fields.
+_SNIFF_LINE: Final = re.compile(rb"^[0-9]{14} \S+ \S+ \S+ [0-9]+ [0-9]+ \S+ [0-9.]+\r?$")
 
 
 def _parse_time(text: pa.Array, lines: Lines, reader: TraceReader) -> tuple[pa.Array, Mask]:
@@ -50,6 +54,13 @@ class TencentPhotoReader(TraceReader):
     """Tencent photo-CDN accesses: one key per line (single-key; multigets only via --group-window-s)."""
 
     name: ClassVar[str] = "tencent-photo"
+    sniff_rank: ClassVar[int | None] = 70
+
+    @classmethod
+    def sniff(cls, head: Head) -> str | None:
+        if not all(_SNIFF_LINE.match(ln) for ln in head.lines):
+            return None
+        return f"{head.where}8 space-separated fields with a YYYYMMDDHHMMSS timestamp"
 
     def columns(self) -> list[str]:
         return ["ts", "key", "value_size", "op", "client_id", "latency_us"]

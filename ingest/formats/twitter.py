@@ -9,19 +9,39 @@ five). key_size and ttl are not part of the canonical format and are dropped; va
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import ClassVar
+from typing import ClassVar, Final
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from ingest.formats.base import Chunk, TraceReader, convert_canonical, line_chunks, open_text
+from ingest.formats.head import Head
 from ingest.validate import to_text
 
 __all__ = ["TwitterReader"]
 
 _N = 7  # timestamp,anonymized_key,key_size,value_size,client_id,op,ttl
 _TAKE = {"ts": 0, "key": 1, "value_size": 3, "client_id": 4, "op": 5}
+
+
+#: What detection takes for a Twitter line: 7+ comma fields, numeric ts, key_size, value_size and ttl, and a
+#: memcached op second from the end.
+_OPS: Final = frozenset(["get", "gets", "set", "add", "replace", "cas", "append", "prepend", "delete", "incr", "decr"])
+
+
+def _twitter_like(line: bytes) -> bool:
+    parts = line.split(b",")
+    if len(parts) < 7:
+        return False
+    ts, key_size, value_size, op, ttl = parts[0], parts[-5], parts[-4], parts[-2], parts[-1]
+    return (
+        ts.isdigit()
+        and key_size.isdigit()
+        and value_size.isdigit()
+        and ttl.isdigit()
+        and op.decode("ascii", errors="replace") in _OPS
+    )
 
 
 #: The seven fields; the key takes everything between the first field and the last five (it may hold commas).
@@ -36,6 +56,13 @@ class TwitterReader(TraceReader):
     """
 
     name: ClassVar[str] = "twitter"
+    sniff_rank: ClassVar[int | None] = 80
+
+    @classmethod
+    def sniff(cls, head: Head) -> str | None:
+        if not all(_twitter_like(ln) for ln in head.lines):
+            return None
+        return f"{head.where}header-less CSV: timestamp,key,key_size,value_size,client,op,ttl"
 
     def columns(self) -> list[str]:
         return list(_TAKE)

@@ -11,6 +11,7 @@ from sqlalchemy import delete as sql_delete
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from ingest.formats import format_choices
 from service.errors import Invalid, Missing
 from service.traces.schemas import TraceDetail, TraceOut
 from service.traces.upload import Received
@@ -20,7 +21,6 @@ from tailtune.control.db import AnalysisRow, Database, DeploymentRow, TraceRow
 from tailtune.control.queue import enqueue, stop_job
 
 __all__ = [
-    "FORMATS",
     "check_format",
     "check_id",
     "clean_name",
@@ -32,24 +32,14 @@ __all__ = [
     "upload_paths",
 ]
 
-FORMATS = (
-    "auto",
-    "csv",
-    "tsv",
-    "jsonl",
-    "parquet",
-    "requests",
-    "twitter",
-    "meta-kv",
-    "keys-bin",
-    "tencent-photo",
-)
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 def check_format(fmt: str) -> str:
-    if fmt not in FORMATS:
-        raise Invalid(f"unknown format {fmt!r}; one of {', '.join(FORMATS)}", field="format")
+    """An upload's `format`: `auto` or a format of the registry (`ingest.formats.READERS`)."""
+    formats = format_choices()
+    if fmt not in formats:
+        raise Invalid(f"unknown format {fmt!r}; one of {', '.join(formats)}", field="format")
     return fmt
 
 

@@ -28,7 +28,7 @@ from decimal import ROUND_HALF_EVEN, Decimal
 from typing import Literal
 
 from tailtune.base.errors import BadInputError
-from tailtune.simulation.stock_knobs import DRIVER_DEFAULT, STOCK_KNOBS, StockKnob, driver_refusal
+from tailtune.simulation.stock_knobs import DRIVER_DEFAULT, DRIVERS, STOCK_KNOBS, StockKnob, driver_refusal
 
 __all__ = [
     "CLIENT_KNOBS",
@@ -205,17 +205,13 @@ STOCK_POLICY = "stock"
 SPEC_KIND_CODE: dict[str, int] = {"NEVER": 0, "ALWAYS": 1, "PERCENTILE": 2, "FIXED": 3, "MIN": 4, "MAX": 5}
 #: Stock knobs whose values are names.
 STOCK_STRING_PARAMS = ("speculative_retry", "driver", "multiget.shape")
-DRIVERS = ("java4", "python")
 #: kvsim's `driver` number of each driver.
 DRIVER_CODE = {"java4": 0.0, "python": 1.0}
 #: The kvsim selector `stock` reads replicas with by default: Cassandra's DynamicEndpointSnitch.
 SNITCH_SELECTOR = "dynamic-snitch"
-#: Cassandra 5.0's dynamic snitch defaults (cassandra.yaml).
-SNITCH_DEFAULTS = {
-    "dynamic_snitch_badness_threshold": 1.0,
-    "dynamic_snitch_update_interval": 100.0,  # ms
-    "dynamic_snitch_reset_interval": 600_000.0,  # ms
-}
+#: The dynamic snitch's settings (the table's `jmx` knobs) and Cassandra 5.0's defaults (cassandra.yaml; the
+#: intervals in ms); `snitch_selector_params` maps each onto the snitch selectors' parameters.
+SNITCH_DEFAULTS = {k.name: float(k.default) for k in STOCK_KNOBS if k.applied == "jmx"}
 #: Knobs of the table not modelled (refused with the reason rather than ignored): none today.
 NOT_MODELLED = {k.name: k.unmodelled_reason for k in STOCK_KNOBS if not k.modelled}
 #: The client-side knobs (drivers and multiget shape): table entries with a kvsim `stock` parameter.

@@ -202,7 +202,9 @@ def test_tencent_bad_timestamp(write, settings):
 def test_line_numbers_exact_across_blocks(write, block_bytes):
     import numpy as np
 
-    from ingest.formats import FORMATS, ReaderOptions, Source
+    from ingest.formats import reader_class
+    from ingest.formats.base import ReaderOptions
+    from ingest.formats.source import Source
     from ingest.validate import ErrorPolicy, ErrorSink
 
     lines = ["ts,key,value_size"] + [f"{i},k{i},{i}" for i in range(200)]
@@ -211,7 +213,7 @@ def test_line_numbers_exact_across_blocks(write, block_bytes):
     lines[151] = ""  # line 152: empty
     p = write("many.csv", "\n".join(lines) + "\n")
     sink = ErrorSink(str(p), max_errors=100, policy=ErrorPolicy.SKIP)
-    reader = FORMATS["csv"](Source.of(p), ReaderOptions(block_bytes=block_bytes), sink)
+    reader = reader_class("csv")(Source.of(p), ReaderOptions(block_bytes=block_bytes), sink)
     reader.columns()
     chunks = list(reader.chunks())
     sink.finish()

@@ -42,7 +42,7 @@ def test_window_grouping_across_chunks_matches_one_chunk(write, settings):
     import numpy as np
     import pyarrow as pa
 
-    from ingest.formats import Chunk
+    from ingest.formats.base import Chunk
     from ingest.grouping import WindowGrouper
     from ingest.validate import ErrorSink
 

@@ -19,13 +19,15 @@ _INGEST = """
 import sys
 from pathlib import Path
 import pyarrow as pa
-from ingest.formats import FORMATS, ReaderOptions, Source
+from ingest.formats import reader_class
+from ingest.formats.base import ReaderOptions
+from ingest.formats.source import Source
 from ingest.validate import ErrorPolicy, ErrorSink
 import ingest.formats.parquet as parquet_format
 parquet_format._ROWS_PER_BATCH = 20_000  # batches far smaller than the file (the reader's default: 2**20 rows)
 path = sys.argv[1]
 sink = ErrorSink(path, max_errors=10, policy=ErrorPolicy.FAIL)
-reader = FORMATS["parquet"](Source.of(Path(path)), ReaderOptions(), sink)
+reader = reader_class("parquet")(Source.of(Path(path)), ReaderOptions(), sink)
 reader.columns()
 rows = sum(chunk.batch.num_rows for chunk in reader.chunks())
 print(rows, pa.default_memory_pool().max_memory())

@@ -56,6 +56,13 @@ def test_services_healthchecks_and_dependencies() -> None:
     assert set(services["api"]["depends_on"]) >= {"postgres"}
 
 
+def test_every_setting_is_documented_in_operations() -> None:
+    """docs/operations.md names every setting's variable: a field added to `Settings` alone fails here."""
+    doc = (ROOT / "docs" / "operations.md").read_text()
+    missing = [name for name in Settings.model_fields if f"TAILTUNE_{name.upper()}" not in doc]
+    assert not missing, f"settings not in docs/operations.md: {missing}"
+
+
 def test_every_tailtune_env_var_is_a_setting() -> None:
     fields = set(Settings.model_fields)
     seen = set()

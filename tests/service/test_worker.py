@@ -13,13 +13,20 @@ from pathlib import Path
 import pytest
 from sqlalchemy import update
 
-from jobs.handlers import default_handlers
+from jobs.handlers import default_finalizers, default_handlers
 from jobs.worker import Worker
 from tailtune.control.db import JobRow
-from tailtune.control.queue import cancel_job, enqueue
+from tailtune.control.queue import JOB_KINDS, cancel_job, enqueue
 from tests.service.conftest import FAST_ENV, Svc
 
 pytestmark = pytest.mark.db_backends  # each test runs on SQLite and on PostgreSQL
+
+
+def test_the_queue_takes_exactly_the_kinds_the_worker_runs() -> None:
+    """`JOB_KINDS` (what `enqueue` accepts) and `default_handlers` (what the worker runs) name the same kinds; a
+    kind added to one of them only fails here. Finalizers are for kinds of the queue."""
+    assert set(default_handlers()) == set(JOB_KINDS)
+    assert set(default_finalizers()) <= set(JOB_KINDS)
 
 
 def _job(svc: Svc, job_id: int) -> JobRow:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tailtune.base.errors import BadInputError
+from tailtune.simulation.stock_knobs import EXTRA_READS_ONLY, STOCK_KNOBS, StockKnob
 from tailtune.simulation.stock_render import IDEMPOTENCE_NOTE, SNITCH_NOTE, render_stock
 
 JAVA_HEAD = (
@@ -210,3 +211,29 @@ def test_a_patched_candidate_keeps_its_stock_knobs_out_of_the_scheduler_block() 
     assert out["properties"] == "scheduler.policy=rein\nscheduler.rein.queues=4\n"
     stock = render_stock({k: v for k, v in cand.params.items() if k != "k"}, tables=["ks.t"])
     assert stock["cql"] == ["ALTER TABLE ks.t WITH speculative_retry = '50ms';"]
+
+
+def _another_value(knob: StockKnob, driver: str) -> int | float | str:
+    """A value of `knob` other than its default for `driver`, inside its search range."""
+    default = knob.default_for(driver)
+    if knob.choices:
+        return next(c for c in knob.choices if c != default)
+    if knob.name == "speculative_retry":
+        return "NEVER"
+    assert knob.low is not None and knob.high is not None, f"{knob.name}: no search range to pick a value from"
+    value = knob.high if knob.high != default else knob.low
+    return int(value) if knob.kind == "int" else float(value)
+
+
+@pytest.mark.parametrize("knob", STOCK_KNOBS, ids=lambda k: k.name)
+def test_every_knob_of_the_table_is_rendered(knob: StockKnob) -> None:
+    """A knob of the table reaches what a deployment is given: set to another value, the rendering changes (for
+    every driver that has it). A row added to the table without its rendering fails here."""
+    for driver in knob.drivers:
+        base: dict[str, int | float | str] = dict(knob.only_with)
+        if knob.name in EXTRA_READS_ONLY:
+            base["driver.speculative_execution.max_executions"] = 2
+        changed = {**base, knob.name: _another_value(knob, driver)}
+        assert render_stock(changed, tables=["ks.t"], driver=driver) != render_stock(
+            base, tables=["ks.t"], driver=driver
+        ), f"{knob.name} = {changed[knob.name]!r} changes nothing in the {driver} rendering"

@@ -81,13 +81,19 @@ def print_summary(summary: dict[str, Any], *, title: str) -> None:
     out_console.print(table)
 
 
+def _format_help() -> str:
+    from ingest.formats import format_choices
+
+    return ", ".join(format_choices()) + "."
+
+
 def ingest(
     file: Annotated[Path, typer.Argument(help="Trace file (gz/zst/xz/bz2 are decompressed transparently).")],
     fmt: Annotated[
         str,
         typer.Option(
             "--format",
-            help="auto, csv, tsv, jsonl, parquet, requests, twitter, meta-kv, keys-bin, tencent-photo.",
+            help=_format_help(),
         ),
     ] = "auto",
     name: Annotated[str | None, typer.Option("--name", help="Dataset name (default: the file name).")] = None,

@@ -7,6 +7,8 @@ deployment and seeds, reproduce its figures).
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -17,12 +19,80 @@ if TYPE_CHECKING:
 
     from tailtune.simulation import CassandraDeployment, MemcachedDeployment, ParamValue, WorkloadSource
 
-__all__ = ["register"]
+__all__ = ["cassandra_deployment", "deployment_default", "memcached_deployment", "register"]
 
+CASSANDRA, MEMCACHED = "cassandra", "memcached"
+#: Deployment fields of the Cassandra model only: a memcached policy refuses them when given a value other than
+#: their default (or `--size-aware-cost`), in this order.
 _CASSANDRA_ONLY = (
-    "--server-speeds", "--slow-servers", "--slowdown-interval-ms", "--write-fraction", "--writes-from-op",
-    "--client-model", "--size-aware-cost",
+    "server_speeds", "slow_servers", "slowdown_interval_ms", "write_fraction", "writes_from_op", "client_model",
 )
+
+
+def _deployment_class(kind: str) -> type[CassandraDeployment] | type[MemcachedDeployment]:
+    from tailtune.simulation import CassandraDeployment, MemcachedDeployment
+
+    return CassandraDeployment if kind == CASSANDRA else MemcachedDeployment
+
+
+def deployment_default(name: str, kind: str = CASSANDRA) -> Any:
+    """The default of field `name` of the `kind` deployment class (what an option left out means)."""
+    from dataclasses import fields
+
+    return next(f.default for f in fields(_deployment_class(kind)) if f.name == name)
+
+
+def _default(name: str, text: str, kind: str = CASSANDRA) -> str:
+    """The help of the option of deployment field `name`: `text` and the field's default, read from the
+    deployment class (the option itself defaults to None, which leaves the field at that default)."""
+    value = deployment_default(name, kind)
+    shown = ("on" if value else "off") if isinstance(value, bool) else value
+    return f"{text} (default: {shown})."
+
+
+def _servers_help() -> str:
+    c, m = deployment_default("servers"), deployment_default("servers", MEMCACHED)
+    return f"Servers (default: {c} for Cassandra, {m} for memcached)."
+
+
+def _given(kind: str, options: Mapping[str, Any]) -> dict[str, Any]:
+    """The fields of the `kind` deployment set on the command line: every field has the option of its name (the
+    flag `--<name with dashes>`; `use_sizes`: `--sizes/--no-sizes`), None when it was not given."""
+    from dataclasses import fields
+
+    out: dict[str, Any] = {}
+    for f in fields(_deployment_class(kind)):
+        value = options[f.name]
+        if value is not None:
+            out[f.name] = _speeds(value) if f.name == "server_speeds" else value
+    return out
+
+
+def cassandra_deployment(options: Mapping[str, Any]) -> CassandraDeployment:
+    """The Cassandra deployment of `simulate`'s parsed options: the given ones, the class's defaults for the rest."""
+    from tailtune.simulation import CassandraDeployment
+
+    return CassandraDeployment(**_given(CASSANDRA, options))
+
+
+def memcached_deployment(options: Mapping[str, Any]) -> MemcachedDeployment:
+    """The memcached deployment of `simulate`'s parsed options: the given ones, the class's defaults for the rest."""
+    from tailtune.simulation import MemcachedDeployment
+
+    return MemcachedDeployment(**_given(MEMCACHED, options))
+
+
+def _refuse_cassandra_only(options: Mapping[str, Any], policy: str) -> None:
+    from tailtune.base.errors import BadInputError
+
+    given = [n for n in _CASSANDRA_ONLY if options[n] is not None and options[n] != deployment_default(n)]
+    if options["size_aware_cost"]:
+        given.append("size_aware_cost")
+    if given:
+        flag = "--" + given[0].replace("_", "-")
+        raise BadInputError.single(
+            flag, f"not supported for the memcached policy {policy} (Cassandra model only)", field=given[0]
+        )
 
 
 def _policy_help() -> str:
@@ -184,6 +254,7 @@ def _run_cassandra(
 def register(app: typer.Typer) -> None:
     @app.command("simulate")
     def simulate(
+        ctx: typer.Context,
         policy: Annotated[str, typer.Option("--policy", help=_policy_help())],
         dataset: Annotated[str | None, typer.Option("--dataset", help="Dataset id or name.")] = None,
         trace: Annotated[Path | None, typer.Option("--trace", help="Canonical trace (Parquet or CSV).")] = None,
@@ -201,48 +272,82 @@ def register(app: typer.Typer) -> None:
                 "(docs/stock-cassandra.md).",
             ),
         ] = None,
-        servers: Annotated[
-            int | None, typer.Option("--servers", help="Default 128 (Cassandra) or 2 (memcached).")
+        servers: Annotated[int | None, typer.Option("--servers", help=_servers_help())] = None,
+        slots: Annotated[
+            int | None, typer.Option("--slots", help=_default("slots", "Service slots per server"))
         ] = None,
-        slots: Annotated[int, typer.Option("--slots")] = 8,
-        replication: Annotated[int, typer.Option("--replication")] = 3,
-        vnodes: Annotated[int, typer.Option("--vnodes", help="Tokens per server (≤1: evenly spaced).")] = 1,
-        service_rate: Annotated[float, typer.Option("--service-rate", help="ops/s per slot.")] = 3750.0,
-        net_latency_us: Annotated[float, typer.Option("--net-latency-us")] = 50.0,
-        clients: Annotated[int, typer.Option("--clients")] = 128,
-        load: Annotated[float, typer.Option("--load", help="Fraction of total service capacity.")] = 0.75,
+        replication: Annotated[
+            int | None, typer.Option("--replication", help=_default("replication", "Replicas of each key"))
+        ] = None,
+        vnodes: Annotated[
+            int | None, typer.Option("--vnodes", help=_default("vnodes", "Tokens per server, ≤1: evenly spaced"))
+        ] = None,
+        service_rate: Annotated[
+            float | None, typer.Option("--service-rate", help=_default("service_rate", "ops/s per slot"))
+        ] = None,
+        net_latency_us: Annotated[
+            float | None,
+            typer.Option("--net-latency-us", help=_default("net_latency_us", "One-way network latency, µs")),
+        ] = None,
+        clients: Annotated[int | None, typer.Option("--clients", help=_default("clients", "Clients"))] = None,
+        load: Annotated[
+            float | None, typer.Option("--load", help=_default("load", "Fraction of total service capacity"))
+        ] = None,
         seed: Annotated[int, typer.Option("--seed", help="Replay seed (arrivals, demands, choices).")] = 0,
-        warmup: Annotated[float, typer.Option("--warmup", help="Fraction of first requests dropped.")] = 0.1,
+        warmup: Annotated[
+            float | None, typer.Option("--warmup", help=_default("warmup", "Fraction of first requests dropped"))
+        ] = None,
         use_timestamps: Annotated[
-            bool,
-            typer.Option("--use-timestamps", help="Trace timestamps scaled to --load instead of Poisson."),
-        ] = False,
+            bool | None,
+            typer.Option(
+                "--use-timestamps",
+                help=_default("use_timestamps", "Trace timestamps scaled to --load instead of Poisson"),
+            ),
+        ] = None,
         trace_rate: Annotated[
             bool,
             typer.Option("--trace-rate", help="With --use-timestamps: the timestamps as they are (no --load)."),
         ] = False,
         worker_threads: Annotated[
-            int, typer.Option("--worker-threads", help="memcached: worker threads per server.")
-        ] = 4,
+            int | None,
+            typer.Option(
+                "--worker-threads", help=_default("worker_threads", "memcached: worker threads per server", MEMCACHED)
+            ),
+        ] = None,
         query_threads: Annotated[
             int | None, typer.Option("--query-threads", help="memcached: client query threads (default: rule).")
         ] = None,
         client_overhead_us: Annotated[
-            float, typer.Option("--client-overhead-us", help="memcached: client overhead per query.")
-        ] = 0.0,
-        setup_us: Annotated[float, typer.Option("--setup-us", help="memcached: per-query setup cost.")] = 0.0,
+            float | None,
+            typer.Option(
+                "--client-overhead-us",
+                help=_default("client_overhead_us", "memcached: client overhead per query", MEMCACHED),
+            ),
+        ] = None,
+        setup_us: Annotated[
+            float | None,
+            typer.Option("--setup-us", help=_default("setup_us", "memcached: per-query setup cost", MEMCACHED)),
+        ] = None,
         service_cv: Annotated[
-            float, typer.Option("--service-cv", help="memcached: service-time coefficient of variation.")
-        ] = 0.0,
+            float | None,
+            typer.Option(
+                "--service-cv",
+                help=_default("service_cv", "memcached: service-time coefficient of variation", MEMCACHED),
+            ),
+        ] = None,
         inter_arrival_us: Annotated[
             float | None,
             typer.Option("--inter-arrival-us", help="memcached: Poisson arrivals with this mean gap."),
         ] = None,
         pool: Annotated[
-            str,
-            typer.Option("--pool", help="memcached: replica (every server holds every key) or sharded (keys hashed "
-                         "to servers as tailtune_client / pymemcache HashClient; needs the trace's keys)."),
-        ] = "replica",
+            str | None,
+            typer.Option("--pool", help=_default(
+                "pool",
+                "memcached: replica (every server holds every key) or sharded (keys hashed to servers as "
+                "tailtune_client / pymemcache HashClient; needs the trace's keys)",
+                MEMCACHED,
+            )),
+        ] = None,
         server_addresses: Annotated[
             str | None,
             typer.Option("--server-addresses", help="memcached sharded pool: the servers' host:port names the "
@@ -258,13 +363,19 @@ def register(app: typer.Typer) -> None:
         replica_param: Annotated[
             list[str] | None, typer.Option("--replica-param", help="Replica selection parameter NAME=VALUE.")
         ] = None,
-        sizes: Annotated[
-            bool, typer.Option("--sizes/--no-sizes", help="Demand from value_size when the sizes differ.")
-        ] = True,
+        use_sizes: Annotated[
+            bool | None,
+            typer.Option(
+                "--sizes/--no-sizes", help=_default("use_sizes", "Demand from value_size when the sizes differ")
+            ),
+        ] = None,
         demand_dist: Annotated[
-            str, typer.Option("--demand-dist", help="exponential (default), deterministic, lognormal.")
-        ] = "exponential",
-        demand_sigma: Annotated[float, typer.Option("--demand-sigma", help="lognormal shape σ.")] = 1.0,
+            str | None,
+            typer.Option("--demand-dist", help=_default("demand_dist", "exponential, deterministic or lognormal")),
+        ] = None,
+        demand_sigma: Annotated[
+            float | None, typer.Option("--demand-sigma", help=_default("demand_sigma", "lognormal shape σ"))
+        ] = None,
         t0_us: Annotated[
             float | None, typer.Option("--t0-us", help="Per-op fixed demand (default: 512 KiB = 32× 1 KiB).")
         ] = None,
@@ -282,18 +393,23 @@ def register(app: typer.Typer) -> None:
             int | None, typer.Option("--slow-servers", help="N servers --slow-factor times slower, spread evenly.")
         ] = None,
         slow_factor: Annotated[
-            float, typer.Option("--slow-factor", help="Service-time multiplier of --slow-servers.")
-        ] = 3.0,
+            float | None,
+            typer.Option("--slow-factor", help=_default("slow_factor", "Service-time multiplier of --slow-servers")),
+        ] = None,
         slowdown_interval_ms: Annotated[
             float | None,
             typer.Option("--slowdown-interval-ms", help="Time-varying slowdowns: a new random subset every interval."),
         ] = None,
         slowdown_fraction: Annotated[
-            float, typer.Option("--slowdown-fraction", help="Fraction of servers slowed per interval.")
-        ] = 0.2,
+            float | None,
+            typer.Option(
+                "--slowdown-fraction", help=_default("slowdown_fraction", "Fraction of servers slowed per interval")
+            ),
+        ] = None,
         slowdown_factor: Annotated[
-            float, typer.Option("--slowdown-factor", help="Service-time multiplier while slowed.")
-        ] = 3.0,
+            float | None,
+            typer.Option("--slowdown-factor", help=_default("slowdown_factor", "Service-time multiplier while slowed")),
+        ] = None,
         slowdown_duration_ms: Annotated[
             float | None, typer.Option("--slowdown-duration-ms", help="Slowdown length (default: the interval).")
         ] = None,
@@ -301,22 +417,38 @@ def register(app: typer.Typer) -> None:
             float | None,
             typer.Option("--stall-rate", help="Stop-the-world stalls per second per server (GC pauses; default none)."),
         ] = None,
-        stall_ms: Annotated[float, typer.Option("--stall-ms", help="Length of each stall, ms.")] = 50.0,
+        stall_ms: Annotated[
+            float | None, typer.Option("--stall-ms", help=_default("stall_ms", "Length of each stall, ms"))
+        ] = None,
         write_fraction: Annotated[
             float | None,
             typer.Option("--write-fraction", help="Each op is a write with this probability (default: reads only)."),
         ] = None,
         writes_from_op: Annotated[
-            bool, typer.Option("--writes-from-op", help="Writes = the dataset's op column (set, update, ...).")
-        ] = False,
+            bool | None,
+            typer.Option(
+                "--writes-from-op",
+                help=_default("writes_from_op", "Writes = the dataset's op column (set, update, ...)"),
+            ),
+        ] = None,
         client_model: Annotated[
-            str, typer.Option("--client-model", help="open (Poisson at --load, default) or closed (--threads).")
-        ] = "open",
-        threads: Annotated[int, typer.Option("--threads", help="Closed loop: client threads.")] = 64,
-        think_ms: Annotated[float, typer.Option("--think-ms", help="Closed loop: mean think time.")] = 0.0,
+            str | None,
+            typer.Option(
+                "--client-model", help=_default("client_model", "open (Poisson at --load) or closed (--threads)")
+            ),
+        ] = None,
+        threads: Annotated[
+            int | None, typer.Option("--threads", help=_default("threads", "Closed loop: client threads"))
+        ] = None,
+        think_ms: Annotated[
+            float | None, typer.Option("--think-ms", help=_default("think_ms", "Closed loop: mean think time, ms"))
+        ] = None,
         think_dist: Annotated[
-            str, typer.Option("--think-dist", help="Closed loop: exponential (default) or fixed think time.")
-        ] = "exponential",
+            str | None,
+            typer.Option(
+                "--think-dist", help=_default("think_dist", "Closed loop: exponential or fixed think time")
+            ),
+        ] = None,
         size_aware_cost: Annotated[
             bool,
             typer.Option(
@@ -327,14 +459,7 @@ def register(app: typer.Typer) -> None:
         as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
     ) -> None:
         """Replay a workload on the simulated cluster and report latency percentiles."""
-        from tailtune.base.errors import BadInputError
-        from tailtune.simulation import (
-            MEMCACHED_POLICIES,
-            CassandraDeployment,
-            MemcachedDeployment,
-            WorkloadSource,
-            parse_params,
-        )
+        from tailtune.simulation import MEMCACHED_POLICIES, WorkloadSource, parse_params
 
         params = parse_params(param or [])
         source = WorkloadSource(
@@ -342,40 +467,15 @@ def register(app: typer.Typer) -> None:
             trace_seed=seed if trace_seed is None else trace_seed,
         )
         if policy in MEMCACHED_POLICIES:
-            given = dict(zip(_CASSANDRA_ONLY, (
-                server_speeds is not None, slow_servers is not None, slowdown_interval_ms is not None,
-                write_fraction is not None, writes_from_op, client_model != "open", size_aware_cost,
-            ), strict=True))
-            bad = [k for k, v in given.items() if v]
-            if bad:
-                raise BadInputError.single(
-                    bad[0], f"not supported for the memcached policy {policy} (Cassandra model only)",
-                    field=bad[0].lstrip("-").replace("-", "_"),
-                )
-            mdep = MemcachedDeployment(
-                servers=servers if servers is not None else 2, worker_threads=worker_threads,
-                query_threads=query_threads, client_overhead_us=client_overhead_us, setup_us=setup_us,
-                service_cv=service_cv, inter_arrival_us=inter_arrival_us, pool=pool,
-                server_addresses=server_addresses,
-            )
-            _run_memcached(source, mdep, policy, params, seed, as_json)
+            _refuse_cassandra_only(ctx.params, policy)
+            _run_memcached(source, memcached_deployment(ctx.params), policy, params, seed, as_json)
             return
         if replica is not None:
             params.setdefault("replica", replica)
         if size_aware_cost:
             params["size_aware_cost"] = 1.0
-        dep = CassandraDeployment(
-            servers=servers if servers is not None else 128, slots=slots, replication=replication, vnodes=vnodes,
-            service_rate=service_rate, net_latency_us=net_latency_us, clients=clients,
-            load=None if trace_rate else load, warmup=warmup,
-            use_timestamps=use_timestamps, use_sizes=sizes, demand_dist=demand_dist, demand_sigma=demand_sigma,
-            t0_us=t0_us, bandwidth_mbps=bandwidth_mbps, thr_l_bytes=thr_l_bytes,
-            server_speeds=_speeds(server_speeds), slow_servers=slow_servers, slow_factor=slow_factor,
-            slowdown_interval_ms=slowdown_interval_ms, slowdown_fraction=slowdown_fraction,
-            slowdown_factor=slowdown_factor, slowdown_duration_ms=slowdown_duration_ms,
-            stall_rate=stall_rate, stall_ms=stall_ms,
-            write_fraction=write_fraction, writes_from_op=writes_from_op, client_model=client_model,
-            threads=threads, think_ms=think_ms, think_dist=think_dist,
-        )
+        dep = cassandra_deployment(ctx.params)
+        if trace_rate:  # the trace's own arrival times: no load scales them
+            dep = dataclasses.replace(dep, load=None)
         rparams = parse_params(replica_param or [], source="--replica-param")
         _run_cassandra(source, dep, policy, params, rparams, seed, as_json)

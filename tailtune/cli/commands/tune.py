@@ -11,6 +11,12 @@ import typer
 __all__ = ["peak_check_line", "register"]
 
 
+def _deployment_help(name: str, text: str) -> str:
+    from tailtune.cli.commands.simulate import deployment_default
+
+    return f"{text} (default: {deployment_default(name)})."
+
+
 def tune(
     file: Annotated[Path | None, typer.Argument(help="Canonical trace file (Parquet/CSV).")] = None,
     dataset: Annotated[str | None, typer.Option("--dataset", help="Stored dataset id or name.")] = None,
@@ -47,7 +53,9 @@ def tune(
     ] = None,
     summary: Annotated[Path | None, typer.Option("--summary", help="summary.json of `tailtune analyze`.")]
     = None,
-    load: Annotated[float | None, typer.Option("--load", help="Cassandra: offered load (default 0.75).")] = None,
+    load: Annotated[
+        float | None, typer.Option("--load", help=_deployment_help("load", "Cassandra: offered load"))
+    ] = None,
     server: Annotated[
         str | None, typer.Option("--server", help="Cassandra: stock (default: tune its own knobs) or rein-patched.")
     ] = None,
@@ -64,8 +72,9 @@ def tune(
     stall_rate: Annotated[
         float | None, typer.Option("--stall-rate", help="Cassandra: stalls per second per server.")
     ] = None,
-    stall_ms: Annotated[float | None, typer.Option("--stall-ms", help="Cassandra: stall length, ms (default 50).")]
-    = None,
+    stall_ms: Annotated[
+        float | None, typer.Option("--stall-ms", help=_deployment_help("stall_ms", "Cassandra: stall length, ms"))
+    ] = None,
     use_timestamps: Annotated[
         bool, typer.Option("--use-timestamps", help="Cassandra: arrivals from the trace's own timestamps.")
     ] = False,
