@@ -5,7 +5,6 @@ values PostgreSQL would truncate or reject, concurrent config writers, URL spell
 from __future__ import annotations
 
 import json
-
 import threading
 from pathlib import Path
 
