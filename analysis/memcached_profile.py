@@ -39,6 +39,7 @@ __all__ = [
     "fit_line",
     "free_port",
     "populate",
+    "profile_address",
     "profile_memcached",
     "running_memcached",
 ]
@@ -168,9 +169,9 @@ def _client(server: MemcachedServer) -> Any:
     return Client((server.host, server.port), connect_timeout=2.0, timeout=5.0, no_delay=True)
 
 
-def populate(server: MemcachedServer, n_keys: int, value_size: int) -> list[str]:
-    """Store `n_keys` keys of `value_size` bytes (acknowledged sets) and return their names."""
-    keys = [f"{KEY_PREFIX}{i}" for i in range(n_keys)]
+def populate(server: MemcachedServer, n_keys: int, value_size: int, key_prefix: str = KEY_PREFIX) -> list[str]:
+    """Store `n_keys` keys of `value_size` bytes (acknowledged sets) named `key_prefix`0.. and return them."""
+    keys = [f"{key_prefix}{i}" for i in range(n_keys)]
     value = b"v" * value_size
     client = _client(server)
     try:
@@ -194,13 +195,15 @@ def profile_memcached(
     reps: int = 50,
     value_size: int = 100,
     warmup: int = 5,
+    key_prefix: str = KEY_PREFIX,
 ) -> MemcachedProfile:
-    """Measure T_S and P_S for every K in `ks` (`reps` sequential multigets each) and fit both lines."""
+    """Measure T_S and P_S for every K in `ks` (`reps` sequential multigets each, on keys `key_prefix`0..) and
+    fit both lines."""
     if not ks or min(ks) < 1:
         raise ValueError("ks: needs multiget sizes >= 1")
     if reps < 1:
         raise ValueError("reps: must be >= 1")
-    keys = populate(server, max(ks), value_size)
+    keys = populate(server, max(ks), value_size, key_prefix)
     client = _client(server)
     totals: list[float] = []
     procs: list[float] = []
@@ -234,3 +237,25 @@ def profile_memcached(
         processing_us=tuple(procs),
         value_size=value_size,
     )
+
+
+def profile_address(
+    host: str,
+    port: int,
+    *,
+    key_prefix: str,
+    ks: Sequence[int] = DEFAULT_KS,
+    reps: int = 50,
+    value_size: int = 100,
+) -> MemcachedProfile:
+    """Profile the memcached already running at `host`:`port` on a scratch key range (`key_prefix`0 ..
+    `key_prefix`{max(ks) - 1}), which is deleted afterwards whatever happens."""
+    server = MemcachedServer(host, port, threads=0)  # threads: not needed to profile
+    try:
+        return profile_memcached(server, ks, reps=reps, value_size=value_size, key_prefix=key_prefix)
+    finally:
+        client = _client(server)
+        try:
+            client.delete_many([f"{key_prefix}{i}" for i in range(max(ks, default=0))], noreply=False)
+        finally:
+            client.close()
