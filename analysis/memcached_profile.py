@@ -31,6 +31,7 @@ __all__ = [
     "MemcachedProfile",
     "fit_line",
     "populate",
+    "profile_address",
     "profile_memcached",
 ]
 
@@ -105,9 +106,9 @@ def _client(host: str, port: int) -> Any:
     return Client((host, port), connect_timeout=2.0, timeout=5.0, no_delay=True)
 
 
-def populate(host: str, port: int, n_keys: int, value_size: int) -> list[str]:
-    """Store `n_keys` keys `tt:k:0..` of `value_size` bytes (acknowledged sets) and return their names."""
-    keys = [f"{KEY_PREFIX}{i}" for i in range(n_keys)]
+def populate(host: str, port: int, n_keys: int, value_size: int, key_prefix: str = KEY_PREFIX) -> list[str]:
+    """Store `n_keys` keys of `value_size` bytes (acknowledged sets) named `key_prefix`0.. and return them."""
+    keys = [f"{key_prefix}{i}" for i in range(n_keys)]
     value = b"v" * value_size
     client = _client(host, port)
     try:
@@ -135,14 +136,15 @@ def profile_memcached(
     reps: int = 50,
     value_size: int = 100,
     warmup: int = 5,
+    key_prefix: str = KEY_PREFIX,
 ) -> MemcachedProfile:
     """Measure T_S and P_S of the memcached at `host`:`port` for every K in `ks` (`reps` sequential multigets
-    each, after storing `max(ks)` keys) and fit both lines."""
+    each, on keys `key_prefix`0.. after storing `max(ks)` of them) and fit both lines."""
     if not ks or min(ks) < 1:
         raise ValueError("ks: needs multiget sizes >= 1")
     if reps < 1:
         raise ValueError("reps: must be >= 1")
-    keys = populate(host, port, max(ks), value_size)
+    keys = populate(host, port, max(ks), value_size, key_prefix)
     client = _client(host, port)
     totals: list[float] = []
     procs: list[float] = []
@@ -176,3 +178,24 @@ def profile_memcached(
         processing_us=tuple(procs),
         value_size=value_size,
     )
+
+
+def profile_address(
+    host: str,
+    port: int,
+    *,
+    key_prefix: str,
+    ks: Sequence[int] = DEFAULT_KS,
+    reps: int = 50,
+    value_size: int = 100,
+) -> MemcachedProfile:
+    """Profile the memcached already running at `host`:`port` on a scratch key range (`key_prefix`0 ..
+    `key_prefix`{max(ks) - 1}), which is deleted afterwards whatever happens."""
+    try:
+        return profile_memcached(host, port, ks, reps=reps, value_size=value_size, key_prefix=key_prefix)
+    finally:
+        client = _client(host, port)
+        try:
+            client.delete_many([f"{key_prefix}{i}" for i in range(max(ks, default=0))], noreply=False)
+        finally:
+            client.close()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from jobs import nightly
+from jobs import discover, nightly
 from jobs.context import Handler, JobContext
 from jobs.worker import Finalizer
 
@@ -54,6 +54,7 @@ def default_handlers() -> dict[str, Handler]:
         "nightly": nightly.run_nightly,
         "publish": nightly.run_publish,
         "selftest": _selftest,
+        "discover": discover.run_discover,
     }
 
 

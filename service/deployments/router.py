@@ -1,13 +1,15 @@
-"""/api/v1/deployments: register a target, list, show, update, delete."""
+"""/api/v1/deployments: register a target, list, show, update, delete, discover."""
 
 from __future__ import annotations
 
 from fastapi import APIRouter, Response, status
 
 from service.deployments import service
-from service.deployments.schemas import DeploymentCreate, DeploymentOut, DeploymentPatch
+from service.deployments.schemas import DeploymentCreate, DeploymentOut, DeploymentPatch, DiscoverRequest
 from service.deps import ReadAuth, SessionDep, SettingsDep, WriteAuth
+from service.jobs.schemas import JobOut
 from service.params import DEFAULT_PAGE, Limit, Offset, PathId, page
+from tailtune.control.queue import enqueue
 
 __all__ = ["router"]
 
@@ -43,3 +45,14 @@ def patch(
 def delete(deployment_id: PathId, s: SessionDep, _: WriteAuth) -> Response:
     service.delete(s, deployment_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+@router.post("/{deployment_id}/discover", status_code=status.HTTP_202_ACCEPTED)
+def discover(
+    deployment_id: PathId, s: SessionDep, settings: SettingsDep, _: WriteAuth, body: DiscoverRequest | None = None
+) -> JobOut:
+    """Read the deployment's live system and store its model: a `discover` job the worker runs (the API itself
+    connects to no host); `GET /jobs/{id}` shows what was found, `GET /deployments/{id}` the stored model."""
+    service.get(s, deployment_id)
+    payload = (body or DiscoverRequest()).model_dump()
+    return JobOut.of(enqueue(s, settings, "discover", payload, deployment_id=deployment_id))

@@ -21,6 +21,7 @@ __all__ = [
     "DeploymentCreate",
     "DeploymentOut",
     "DeploymentPatch",
+    "DiscoverRequest",
     "Objective",
     "Topology",
     "check_tables",
@@ -221,6 +222,17 @@ class DeploymentPatch(_Body):
     @classmethod
     def _tables(cls, v: list[str] | None) -> list[str] | None:
         return None if v is None else check_tables(v)
+
+
+class DiscoverRequest(_Body):
+    """POST /deployments/{id}/discover."""
+
+    profile_servers: bool = Field(
+        default=False,
+        strict=True,
+        description="memcached: also profile the first server (multigets of 1..200 keys on scratch keys, deleted "
+        "afterwards) for the client_overhead input. It writes to the server.",
+    )
 
 
 class DeploymentOut(BaseModel):

@@ -170,6 +170,20 @@ class Settings(BaseSettings):
     api_max_header_bytes: int = Field(
         default=64 * 1024, gt=0, description="Most bytes of a request's header fields (names and values); 431 past it."
     )
+
+    # --- discovery (`tailtune deployments discover`; docs/operations.md § The deployment's model) ------------
+    discover_timeout_s: float = Field(
+        default=10.0, gt=0, description="Timeout of connecting to, and of one request to, a deployment's nodes."
+    )
+    discover_probe_reads: int = Field(
+        default=200, ge=0, le=100_000,
+        description="Single-key reads timed client-side, one at a time, on a table whose service time the node's "
+        "latency tables cannot resolve (below their 1 ms resolution); 0: none.",
+    )
+    discover_profile_reps: int = Field(
+        default=20, ge=1, le=10_000,
+        description="Multigets per keys-per-request size when `--profile-servers` profiles a memcached server.",
+    )
     #: This process's own scratch folder under home/tmp, once `tailtune.control.scratch.claim_scratch` made it
     #: (not an environment variable): what a killed process leaves there is swept by the next start-up.
     _scratch: Path | None = PrivateAttr(default=None)

@@ -1,10 +1,13 @@
 """An attacker's CQL endpoint: it answers the native protocol's handshake (OPTIONS → SUPPORTED, STARTUP →
 AUTHENTICATE with Cassandra's PasswordAuthenticator) so a driver sends its credentials, and records every byte
-it receives. It never answers the credentials: the client times out. Test scaffolding, not a model of Cassandra.
+it receives. It never accepts the credentials: by default it does not answer them (the client times out); with
+`reject=True` it answers them as a node with another password does (an ERROR frame, code 0x0100 "Bad
+credentials", in a protocol v5 segment). Test scaffolding, not a model of Cassandra.
 """
 
 from __future__ import annotations
 
+import io
 import socket
 import struct
 import threading
@@ -12,7 +15,8 @@ from types import TracebackType
 
 __all__ = ["FakeCqlServer"]
 
-_OPTIONS, _STARTUP, _SUPPORTED, _AUTHENTICATE = 0x05, 0x01, 0x06, 0x03
+_OPTIONS, _STARTUP, _SUPPORTED, _AUTHENTICATE, _ERROR = 0x05, 0x01, 0x06, 0x03, 0x00
+_BAD_CREDENTIALS = 0x0100
 
 
 def _string(s: str) -> bytes:
@@ -31,7 +35,8 @@ class FakeCqlServer:
     """`with FakeCqlServer() as fake:` listens on 127.0.0.1:`fake.port`; `fake.received()` is every byte sent to
     it (all connections), `fake.connections` how many connections it accepted."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, reject: bool = False) -> None:
+        self.reject = reject
         self._sock = socket.create_server(("127.0.0.1", 0))
         self._sock.settimeout(0.2)
         self.port = int(self._sock.getsockname()[1])
@@ -108,5 +113,25 @@ class FakeCqlServer:
                 if reply == _AUTHENTICATE:
                     break
             # from here on the client speaks v5 segments: record whatever it sends (its credentials)
+            if self.reject:
+                self._refuse_login(conn)
             while self._recv(conn, 1) is not None:
                 pass
+
+    def _refuse_login(self, conn: socket.socket) -> None:
+        """Read the client's first v5 segment (AUTH_RESPONSE) and answer it with a Bad-credentials ERROR."""
+        from cassandra.segment import SegmentCodec
+
+        head = self._recv(conn, 6)  # 3 bytes: payload length (17 bits) and flags; 3 bytes: CRC24
+        if head is None:
+            return
+        length = int.from_bytes(head[:3], "little") & 0x1FFFF
+        payload = self._recv(conn, length + 4)  # the payload and its CRC32
+        if payload is None or len(payload) < 9:
+            return
+        version, _flags, stream = struct.unpack(">BBh", payload[:4])
+        body = struct.pack(">i", _BAD_CREDENTIALS) + _string("Provided username and/or password are incorrect")
+        frame = struct.pack(">BBhBI", 0x80 | (version & 0x7F), 0, stream, _ERROR, len(body)) + body
+        out = io.BytesIO()
+        SegmentCodec().encode(out, frame)
+        conn.sendall(out.getvalue())

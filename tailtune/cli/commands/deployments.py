@@ -162,5 +162,51 @@ def set_fields(
     _print(doc, as_json)
 
 
+@_app.command("discover")
+def discover(
+    name: str,
+    profile_servers: Annotated[
+        bool,
+        typer.Option(
+            "--profile-servers",
+            help="memcached: also profile the first server on scratch keys (written, then deleted) for the "
+            "client_overhead input.",
+        ),
+    ] = False,
+    as_json: Annotated[bool, _JSON] = False,
+) -> None:
+    """Read the deployment's live system (nodes, tokens, replication, concurrent_reads, tables' speculative_retry,
+    read latencies; memcached's threads) with its own connection, and store it as the deployment's model."""
+    from rich.table import Table
+
+    from service.deployments import service
+    from tailtune.base.console import out_console, print_json
+    from tailtune.base.settings import get_settings
+    from tailtune.control.discovery import discover_deployment
+    from tailtune.control.errors import ServiceError
+
+    settings = get_settings()
+    db = _db()
+    log = (lambda _: None) if as_json else (lambda line: out_console.print(line, highlight=False, markup=False))
+    try:
+        with db.session() as s:
+            dep_id = service.get_by_name(s, name).id
+        result = discover_deployment(db, settings, dep_id, profile_servers=profile_servers, log=log)
+    except ServiceError as exc:  # not found (or deleted meanwhile)
+        raise _fail(exc, "deployment") from None
+    if as_json:
+        print_json(result)
+        return
+    table = Table("input", "value", "how")
+    for key, entry in result["inputs"].items():
+        value = entry["value"]
+        if key == "ring":
+            value = f"{len(value['nodes'])} node(s), {value['strategy']['class']}"
+        table.add_row(key, str(value), str(entry["how"]))
+    out_console.print(table)
+    if result["current_config"] is not None:
+        out_console.print(f"current_config set to {result['current_config']}", highlight=False, markup=False)
+
+
 def register(app: typer.Typer) -> None:
     app.add_typer(_app, name="deployments")

@@ -21,10 +21,10 @@ are only read (`system_views.settings`), never written: see docs/applying-stock.
 from __future__ import annotations
 
 import json
-import os
 from typing import Any
 
 from tailtune.base.errors import BadInputError
+from tailtune.control.cql import ConnectFailed, CqlTarget, PasswordMissing
 from tailtune.control.egress import EgressRefused
 from tailtune.control.publishers.base import (
     Head,
@@ -202,79 +202,23 @@ class CassandraPublisher(Publisher):
     def keyspace(self) -> str:
         return str(self.connection.get("keyspace", "tailtune"))
 
-    def _password(self) -> str | None:
-        """The password from the environment variable `connection.password_env` names (never stored), read
-        only when the egress rule allows that name."""
-        name = self.connection.get("password_env")
-        if not self.connection.get("username") or not name:
-            return None
-        try:
-            value = self.egress.read_password(str(name))
-        except EgressRefused as exc:
-            raise PublishRejected(f"cassandra: {exc}") from None
-        if not value:
-            raise TargetUnavailable(
-                f"cassandra: connection.password_env names {name}, which is not set in this process's environment"
-            )
-        return value
+    def _target(self) -> CqlTarget:
+        """The cluster as the worker reaches it (tailtune.control.cql: egress rules, password, scrubbing)."""
+        return CqlTarget(self.connection, self.egress, self.timeout_s)
 
     def _scrub(self, text: str) -> str:
         """`text` without credentials: redact()'s patterns and the password itself, wherever it appears."""
-        name = self.connection.get("password_env")
-        secret = None
-        if name and self.egress.password_env_problem(str(name)) is None:
-            secret = os.environ.get(str(name))
-        text = redact(text)
-        return text.replace(secret, "***") if secret else text
-
-    def _contact_points(self, port: int) -> list[str]:
-        """The contact points' addresses, each checked against the egress rules (names resolved here)."""
-        points: list[str] = []
-        for host in self.connection.get("contact_points", []):
-            try:
-                points += [a for a in self.egress.resolve(str(host), port) if a not in points]
-            except EgressRefused as exc:
-                raise PublishRejected(f"cassandra: contact point {exc}") from None
-        return points
+        return self._target().scrub(text)
 
     def _connect(self) -> tuple[Any, Any]:
-        from cassandra import ConsistencyLevel
-        from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
-        from cassandra.policies import HostFilterPolicy, RoundRobinPolicy
-
-        port = int(self.connection.get("port", 9042))
-        points = self._contact_points(port)
-        egress = self.egress
-        # peers the driver discovers (system.peers) outside the allowed networks are never connected to
-        balancing = HostFilterPolicy(RoundRobinPolicy(), lambda host: egress.allows(str(host.address)))
-        profile = ExecutionProfile(
-            load_balancing_policy=balancing if egress.networks else RoundRobinPolicy(),
-            request_timeout=self.timeout_s,
-            consistency_level=ConsistencyLevel.QUORUM,
-            serial_consistency_level=ConsistencyLevel.SERIAL,
-        )
-        password = self._password()
-        auth: dict[str, Any] = {}
-        if password is not None:
-            from cassandra.auth import PlainTextAuthProvider
-
-            auth["auth_provider"] = PlainTextAuthProvider(str(self.connection["username"]), password)
-        cluster = Cluster(
-            points,
-            **auth,
-            port=port,
-            protocol_version=5,
-            execution_profiles={EXEC_PROFILE_DEFAULT: profile},
-            connect_timeout=self.timeout_s,
-            control_connection_timeout=self.timeout_s,
-            executor_threads=1,
-        )
         try:
-            session = cluster.connect()
-        except Exception as exc:
-            cluster.shutdown()
-            raise TargetUnavailable(f"cassandra {points}: {self._scrub(str(exc))}") from None
-        return cluster, session
+            return self._target().connect()
+        except EgressRefused as exc:
+            raise PublishRejected(f"cassandra: {exc}") from None
+        except PasswordMissing as exc:
+            raise TargetUnavailable(f"cassandra: {exc}") from None
+        except ConnectFailed as exc:
+            raise TargetUnavailable(str(exc)) from None
 
     def _transient(self) -> tuple[type[BaseException], ...]:
         from cassandra import DriverException, RequestExecutionException

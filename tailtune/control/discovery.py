@@ -1,0 +1,761 @@
+"""Discovery: read a deployment's live system with the credentials it already has, and store what was found as
+the deployment's model (`tailtune.control.model`).
+
+Cassandra, over CQL (the publisher's connection: `tailtune.control.cql`, under the egress rules):
+
+* the nodes and their tokens (`system.local`, `system.peers_v2`), datacenter and rack → inputs `ring` and
+  `servers` (the nodes of the contact point's datacenter; every node for SimpleStrategy, which ignores them);
+* the replication of the keyspace of the deployment's tables (`system_schema.keyspaces`) → `replication` (its
+  replication_factor, or for NetworkTopologyStrategy the contact point's datacenter's; the per-datacenter map
+  stays in the ring);
+* each node's `concurrent_reads` (`system_views.settings`) → `slots`, and its snitch settings (a reading);
+* each table's `speculative_retry` (`system_schema.tables`), which becomes the deployment's `current_config`
+  (`{"policy": "stock", "params": {"speculative_retry": ...}}`) on a stock server whose current config nobody
+  else set;
+* the read latencies each node reports per table (`system_views.local_read_latency`,
+  `system_views.coordinator_read_latency`). Cassandra 5.0 fills their `*_ms` columns with its microsecond
+  histograms multiplied by 1e-6, i.e. seconds, rounded to three decimals: the figures are converted to ms
+  (× 1000) and resolve 1 ms at best. Where a table's local p50 reads 0 (a sub-millisecond service time) the
+  reading adds `single_key`: `discover_probe_reads` single-partition reads timed client-side one at a time.
+
+memcached: each server's `stats` and `stats settings` → `worker_threads` (its `-t`) and the readings
+(`item_size_max`, ...); with `profile_servers` the profiler (`analysis.memcached_profile.profile_address`) times
+multigets of 1..200 keys on a scratch key range it deletes afterwards → `client_overhead` (µs per request).
+
+Every read happens first; the model is written in one transaction at the end, so a failure (a node down, a
+login refused, a missing permission, an unsupported version) leaves the deployment as it was, and is one line
+naming the node and what to do (`DiscoveryFailed`).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import select
+
+from tailtune.base.errors import BadInputError, TailtuneError
+from tailtune.base.settings import Settings
+from tailtune.control.cql import ConnectFailed, CqlTarget, PasswordMissing
+from tailtune.control.db import Database, DeploymentRow
+from tailtune.control.egress import Egress, EgressRefused
+from tailtune.control.errors import Missing
+
+__all__ = [
+    "LATENCY_TABLES",
+    "Discovered",
+    "DiscoveryFailed",
+    "discover",
+    "discover_cassandra",
+    "discover_deployment",
+    "discover_memcached",
+    "merge_model",
+]
+
+#: The node settings read from `system_views.settings`.
+SETTINGS = (
+    "concurrent_reads",
+    "endpoint_snitch",
+    "dynamic_snitch",
+    "dynamic_snitch_update_interval",
+    "dynamic_snitch_reset_interval",
+    "dynamic_snitch_badness_threshold",
+)
+#: reading name → the virtual table it comes from.
+LATENCY_TABLES = {"local": "system_views.local_read_latency", "coordinator": "system_views.coordinator_read_latency"}
+#: Releases whose latency tables' unit was read in Cassandra's source and checked against client-side timing
+#: (tests/service/test_discovery.py): the `*_ms` columns hold seconds (µs × 1e-6) rounded to 3 decimals.
+LATENCY_SECONDS_RELEASES = ("5.0",)
+#: Partitioners whose tokens are integers.
+INTEGER_PARTITIONERS = ("Murmur3Partitioner", "RandomPartitioner")
+MIN_RELEASE = (4, 0)
+
+
+class DiscoveryFailed(TailtuneError):
+    """Discovery could not read what it needs: one line naming the node and what to do. `permanent`: trying
+    again cannot help before the operator acts (a refused login, a missing permission, a rule, a version)."""
+
+    def __init__(self, message: str, *, permanent: bool = False) -> None:
+        super().__init__(message)
+        self.permanent = permanent
+
+
+@dataclass
+class Discovered:
+    """What one discovery read: model inputs (each `{"value", "source": "discovered", "at", "how"}`), the raw
+    readings, the inputs it looked for and could not find (a stale discovered value of theirs is dropped), and
+    the stock config the tables' options amount to (Cassandra, stock server)."""
+
+    kind: str
+    at: float
+    inputs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    readings: dict[str, Any] = field(default_factory=dict)
+    missing: list[str] = field(default_factory=list)
+    current_config: dict[str, Any] | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def put(self, name: str, value: Any, how: str) -> None:
+        self.inputs[name] = {"value": value, "source": "discovered", "at": self.at, "how": how}
+
+
+# --- Cassandra ----------------------------------------------------------------------------------------------
+def _short_class(name: str) -> str:
+    return str(name).rsplit(".", 1)[-1]
+
+
+def _rf(text: Any) -> int:
+    """A replication factor as Cassandra stores it: "3", or "3/1" (3 replicas, 1 transient)."""
+    return int(str(text).split("/", 1)[0])
+
+
+def parse_strategy(replication: Mapping[str, Any]) -> dict[str, Any]:
+    """`system_schema.keyspaces.replication` as the ring's `strategy`."""
+    cls = _short_class(str(replication.get("class", "")))
+    if cls == "SimpleStrategy":
+        return {"class": cls, "replication_factor": _rf(replication.get("replication_factor", 1))}
+    if cls == "NetworkTopologyStrategy":
+        return {"class": cls, "replication": {str(k): _rf(v) for k, v in sorted(replication.items()) if k != "class"}}
+    return {"class": cls}
+
+
+def _release(text: str) -> tuple[int, int]:
+    parts = [*(int("".join(ch for ch in p if ch.isdigit()) or 0) for p in str(text).split(".")[:2]), 0, 0]
+    return parts[0], parts[1]
+
+
+def _tokens(values: Iterable[Any], integers: bool) -> list[Any]:
+    if integers:
+        return sorted(int(t) for t in values)
+    return sorted(str(t) for t in values)
+
+
+def _fmt_node(address: str, port: int) -> str:
+    return f"[{address}]:{port}" if ":" in address else f"{address}:{port}"
+
+
+class _Cql:
+    """One discovery's session: every query through `run`, which turns the driver's errors into one line naming
+    the node and what to do."""
+
+    def __init__(self, target: CqlTarget, session: Any) -> None:
+        self.target = target
+        self.session = session
+
+    def run(self, cql: str, args: Sequence[Any] | None = None, *, host: Any = None, node: str = "") -> list[Any]:
+        from cassandra import DriverException, InvalidRequest, Unauthorized
+        from cassandra.protocol import ErrorMessage, SyntaxException
+
+        where = node or "the cluster"
+        what = cql.split(" FROM ", 1)[-1].split(" ", 1)[0] if " FROM " in cql else cql.split(" ", 1)[0]
+        try:
+            return list(self.session.execute(cql, args, host=host))
+        except Unauthorized as exc:
+            user = self.target.username or "(anonymous)"
+            raise DiscoveryFailed(
+                f"cassandra node {where}: role {user!r} may not read {what} ({self.target.scrub(str(exc))}): "
+                f"grant it SELECT on {what}, or discover as a role that may",
+                permanent=True,
+            ) from None
+        except (InvalidRequest, SyntaxException) as exc:
+            raise DiscoveryFailed(
+                f"cassandra node {where}: {what} cannot be read on this version ({self.target.scrub(str(exc))}): "
+                "discovery needs Cassandra 4.0 or newer",
+                permanent=True,
+            ) from None
+        except (DriverException, ErrorMessage, OSError) as exc:
+            raise DiscoveryFailed(
+                f"cassandra node {where}: reading {what} failed ({type(exc).__name__}: "
+                f"{self.target.scrub(str(exc))}): check the node is up and answers within "
+                f"TAILTUNE_DISCOVER_TIMEOUT_S ({self.target.timeout_s:g} s)"
+            ) from None
+
+
+def _connect_problem(target: CqlTarget, exc: ConnectFailed) -> DiscoveryFailed:
+    """The one line for a session that could not be opened: the first contact point's own error, classified."""
+    from cassandra import AuthenticationFailed, OperationTimedOut
+
+    if not exc.errors:
+        return DiscoveryFailed(f"{exc}: check connection.contact_points and connection.port")
+    node, err = next(iter(exc.errors.items()))
+    text = target.scrub(str(err))
+    env = target.connection.get("password_env")
+    if isinstance(err, AuthenticationFailed):
+        user = target.username
+        if user is None:
+            return DiscoveryFailed(
+                f"cassandra {node}: the node requires a login ({text}): set connection.username and "
+                "connection.password_env (the variable holding the password in the worker's environment)",
+                permanent=True,
+            )
+        return DiscoveryFailed(
+            f"cassandra {node}: login as {user!r} refused — wrong password or no such role ({text}): check "
+            f"connection.username and the password in {env}",
+            permanent=True,
+        )
+    lowered = text.lower()
+    if "protocol" in lowered and "version" in lowered:
+        return DiscoveryFailed(
+            f"cassandra {node}: the node does not speak CQL native protocol v5 ({text}): discovery needs "
+            "Cassandra 4.0 or newer",
+            permanent=True,
+        )
+    if isinstance(err, ConnectionRefusedError) or "refused" in lowered:
+        return DiscoveryFailed(
+            f"cassandra {node}: connection refused — no node listens there: start the node, or fix "
+            "connection.contact_points / connection.port"
+        )
+    if isinstance(err, OperationTimedOut | TimeoutError) or "timed out" in lowered:
+        login = f" or did not finish the login as {target.username!r}" if target.username else ""
+        return DiscoveryFailed(
+            f"cassandra {node}: no answer within {target.timeout_s:g} s (the node is down or unreachable{login}): "
+            "check the node, the network and the credentials, or raise TAILTUNE_DISCOVER_TIMEOUT_S"
+        )
+    return DiscoveryFailed(f"cassandra {node}: {type(err).__name__}: {text}: check the node and connection")
+
+
+def _row(r: Any) -> dict[str, Any]:
+    return dict(r._asdict()) if hasattr(r, "_asdict") else dict(r)
+
+
+def _latency(raw: Mapping[str, Any], scale: float | None) -> dict[str, Any]:
+    """One virtual-table row as figures: count, p50/p99/max in ms (None when the unit is not known for this
+    release) and per_second (the five-minute rate)."""
+    def pick(*names: str) -> float | None:
+        for n in names:
+            if raw.get(n) is not None:
+                return float(raw[n])
+        return None
+
+    out: dict[str, Any] = {"count": int(raw.get("count") or 0)}
+    for key, names in (("p50_ms", ("p50th_ms", "50th_ms")), ("p99_ms", ("p99th_ms", "99th_ms")),
+                       ("max_ms", ("max_ms",))):
+        value = pick(*names)
+        out[key] = None if value is None or scale is None else round(value * scale, 6)
+    out["per_second"] = pick("per_second")
+    return out
+
+
+def _combine(per_node: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """A table's figures over its nodes: counts and rates added, percentiles the worst node's."""
+    rows = list(per_node.values())
+    if not rows:
+        return {}
+    out: dict[str, Any] = {"count": sum(int(r.get("count") or 0) for r in rows)}
+    for key in ("p50_ms", "p99_ms", "max_ms"):
+        values = [r[key] for r in rows if r.get(key) is not None]
+        out[key] = max(values) if values else None
+    rates = [float(r["per_second"]) for r in rows if r.get("per_second") is not None]
+    out["per_second"] = sum(rates) if rates else None
+    return out
+
+
+def _probe(cql: _Cql, table: str, reads: int) -> dict[str, Any]:
+    """Time `reads` single-partition reads of `table`, one at a time, client-side (an upper bound of the
+    service time: it includes the network and the driver)."""
+    from cassandra import ConsistencyLevel
+    from cassandra.metadata import protect_name
+
+    ks, name = table.split(".", 1)
+    cols = cql.run(
+        "SELECT column_name, kind, position FROM system_schema.columns WHERE keyspace_name = %s AND table_name = %s",
+        (ks, name),
+    )
+    keys = [str(r.column_name) for r in sorted(cols, key=lambda r: int(r.position)) if r.kind == "partition_key"]
+    if not keys:
+        return {"reads": 0, "how": f"{table} has no partition key in system_schema.columns"}
+    quoted = ", ".join(protect_name(k) for k in keys)
+    first = cql.run(f"SELECT {quoted} FROM {table} LIMIT 1")
+    if not first:
+        return {"reads": 0, "how": f"{table} holds no row to read"}
+    where = " AND ".join(f"{protect_name(k)} = ?" for k in keys)
+    stmt = cql.session.prepare(f"SELECT * FROM {table} WHERE {where} LIMIT 1")
+    stmt.consistency_level = ConsistencyLevel.ONE
+    key = tuple(first[0])
+    times: list[float] = []
+    for i in range(reads + 5):  # five warm-up reads, not counted
+        t0 = time.perf_counter()
+        try:
+            cql.session.execute(stmt, key)
+        except Exception as exc:
+            raise DiscoveryFailed(
+                f"cassandra: timing single-key reads of {table} failed ({type(exc).__name__}: "
+                f"{cql.target.scrub(str(exc))}): check the cluster, or set TAILTUNE_DISCOVER_PROBE_READS=0"
+            ) from None
+        if i >= 5:
+            times.append((time.perf_counter() - t0) * 1000.0)
+    times.sort()
+    return {
+        "reads": len(times),
+        "p50_ms": round(statistics.median(times), 4),
+        "p99_ms": round(times[min(len(times) - 1, int(0.99 * len(times)))], 4),
+        "mean_ms": round(statistics.fmean(times), 4),
+        "how": f"client-side timing of {len(times)} single-partition reads of {table} (SELECT * ... LIMIT 1 of one "
+        "partition, consistency ONE), one at a time: the round trip, network and driver included — an upper "
+        "bound of the node's service time, which the latency tables cannot resolve below 1 ms",
+    }
+
+
+def _stock_config(tables: Mapping[str, str], notes: list[str]) -> dict[str, Any] | None:
+    """The stock config the tables' speculative_retry amount to: the most common value in params; when the
+    tables differ, each table's in target.table_options."""
+    from tailtune.simulation.stock import parse_speculative_retry
+
+    try:
+        rendered = {t: parse_speculative_retry(v, where=f"speculative_retry of {t}").render()
+                    for t, v in tables.items()}
+    except BadInputError as exc:
+        notes.append(f"current_config not derived: {exc.problems[0].problem}")
+        return None
+    if not rendered:
+        return None
+    common = Counter(rendered.values()).most_common(1)[0][0]
+    config: dict[str, Any] = {"policy": "stock", "params": {"speculative_retry": common}}
+    if len(set(rendered.values())) > 1:
+        config["target"] = {"table_options": {t: {"speculative_retry": v} for t, v in rendered.items()}}
+    return config
+
+
+def discover_cassandra(
+    connection: Mapping[str, Any],
+    tables: Sequence[str],
+    *,
+    egress: Egress,
+    timeout_s: float,
+    probe_reads: int = 0,
+    server: str = "stock",
+    log: Callable[[str], None] = lambda _: None,
+) -> Discovered:
+    """Read a Cassandra cluster (see the module's docstring); raises DiscoveryFailed."""
+    found = Discovered("cassandra", time.time())
+    target = CqlTarget(connection, egress, timeout_s)
+    try:
+        cluster, session = target.connect(consistency="ONE")
+    except EgressRefused as exc:
+        raise DiscoveryFailed(f"cassandra: {exc}", permanent=True) from None
+    except PasswordMissing as exc:
+        raise DiscoveryFailed(
+            f"cassandra: {exc}: set it in the environment of the process that discovers (the worker, or this shell)",
+            permanent=True,
+        ) from None
+    except ConnectFailed as exc:
+        raise _connect_problem(target, exc) from None
+    try:
+        _read_cassandra(_Cql(target, session), cluster, target, found, tables, probe_reads, server, log)
+    finally:
+        cluster.shutdown()
+    return found
+
+
+def _read_cassandra(
+    cql: _Cql,
+    cluster: Any,
+    target: CqlTarget,
+    found: Discovered,
+    tables: Sequence[str],
+    probe_reads: int,
+    server: str,
+    log: Callable[[str], None],
+) -> None:
+    egress = target.egress
+    hosts = sorted(cluster.metadata.all_hosts(), key=lambda h: (str(h.address), int(h.endpoint.port)))
+    points = target.contact_points()
+    contact = next((h for p in points for h in hosts if str(h.address) == p), hosts[0] if hosts else None)
+    if contact is None:
+        raise DiscoveryFailed(f"cassandra {points}: the driver found no node: check connection.contact_points")
+    contact_name = _fmt_node(str(contact.address), int(contact.endpoint.port))
+
+    # --- the ring, as the contact node knows it -------------------------------------------------------------
+    local = cql.run(
+        "SELECT broadcast_address, rpc_address, host_id, data_center, rack, tokens, partitioner, release_version "
+        "FROM system.local", host=contact, node=contact_name,
+    )
+    if not local:
+        raise DiscoveryFailed(f"cassandra node {contact_name}: system.local is empty: is the node still starting?")
+    me = local[0]
+    release = str(me.release_version)
+    if _release(release) < MIN_RELEASE:
+        raise DiscoveryFailed(
+            f"cassandra node {contact_name} runs Cassandra {release}: discovery needs 4.0 or newer "
+            "(system.peers_v2, system_views)",
+            permanent=True,
+        )
+    partitioner = str(me.partitioner)
+    integers = _short_class(partitioner) in INTEGER_PARTITIONERS
+    peers = cql.run(
+        "SELECT peer, peer_port, native_address, native_port, host_id, data_center, rack, tokens, release_version "
+        "FROM system.peers_v2", host=contact, node=contact_name,
+    )
+    local_dc = str(me.data_center)
+    nodes: list[dict[str, Any]] = [
+        {"address": str(me.broadcast_address or me.rpc_address), "native_address": str(me.rpc_address),
+         "dc": local_dc, "rack": str(me.rack), "host_id": str(me.host_id), "release_version": release,
+         "tokens": _tokens(me.tokens or (), integers)}
+    ]
+    for p in peers:
+        nodes.append({"address": str(p.peer), "native_address": str(p.native_address or p.peer),
+                      "dc": str(p.data_center), "rack": str(p.rack), "host_id": str(p.host_id),
+                      "release_version": str(p.release_version), "tokens": _tokens(p.tokens or (), integers)})
+    nodes.sort(key=lambda n: (n["dc"], n["address"]))
+    log(f"cassandra {release}: {len(nodes)} node(s) ({', '.join(sorted({n['dc'] for n in nodes}))}), "
+        f"contact {contact_name} in {local_dc}")
+
+    # --- the keyspaces and tables of the deployment ----------------------------------------------------------
+    keyspaces: dict[str, dict[str, Any]] = {}
+    for ks in dict.fromkeys(t.split(".", 1)[0] for t in tables):
+        rows = cql.run("SELECT replication FROM system_schema.keyspaces WHERE keyspace_name = %s", (ks,),
+                       host=contact, node=contact_name)
+        if not rows:
+            raise DiscoveryFailed(
+                f"cassandra: keyspace {ks} (of the deployment's tables) does not exist: fix the deployment's tables "
+                "(tailtune deployments set NAME --table keyspace.table)", permanent=True,
+            )
+        keyspaces[ks] = {"replication": {str(k): str(v) for k, v in dict(rows[0].replication).items()},
+                         "strategy": parse_strategy(dict(rows[0].replication))}
+    spec: dict[str, str] = {}
+    for table in tables:
+        ks, name = table.split(".", 1)
+        rows = cql.run("SELECT speculative_retry FROM system_schema.tables WHERE keyspace_name = %s AND "
+                       "table_name = %s", (ks, name), host=contact, node=contact_name)
+        if not rows:
+            raise DiscoveryFailed(
+                f"cassandra: table {table} does not exist (no row in system_schema.tables): fix the deployment's "
+                "tables (tailtune deployments set NAME --table keyspace.table)", permanent=True,
+            )
+        spec[table] = str(rows[0].speculative_retry)
+
+    # --- every node's settings and latencies -----------------------------------------------------------------
+    settings_by_node: dict[str, dict[str, Any]] = {}
+    latency_raw: dict[str, dict[str, dict[str, Any]]] = {t: {} for t in tables}
+    for h in hosts:
+        name = _fmt_node(str(h.address), int(h.endpoint.port))
+        where = f"{name} ({h.datacenter}/{h.rack})"
+        if egress.networks and not egress.allows(str(h.address)):
+            raise DiscoveryFailed(
+                f"cassandra node {where} is outside the networks the worker may connect to: have the operator add "
+                "its network to TAILTUNE_CONNECT_NETWORKS", permanent=True,
+            )
+        if h.is_up is False:
+            raise DiscoveryFailed(
+                f"cassandra node {where} is down (the driver cannot reach it): bring it up, or remove it from the "
+                "ring (nodetool removenode), then discover again"
+            )
+        rows = cql.run(
+            "SELECT name, value FROM system_views.settings WHERE name IN ("
+            + ", ".join(f"'{s}'" for s in SETTINGS) + ")", host=h, node=where,
+        )
+        settings_by_node[str(h.address)] = {str(r.name): r.value for r in rows}
+        for table in tables:
+            ks, tname = table.split(".", 1)
+            per: dict[str, Any] = {}
+            for kind, vt in LATENCY_TABLES.items():
+                got = cql.run(f"SELECT * FROM {vt} WHERE keyspace_name = %s AND table_name = %s", (ks, tname),
+                              host=h, node=where)
+                per[kind] = _row(got[0]) if got else {}
+            latency_raw[table][str(h.address)] = per
+
+    # --- readings ------------------------------------------------------------------------------------------
+    verified = any(release.startswith(v + ".") or release == v for v in LATENCY_SECONDS_RELEASES)
+    scale = 1000.0 if verified else None
+    how_latency = (
+        f"system_views.local_read_latency and coordinator_read_latency of every node (Cassandra {release}): their "
+        "*_ms columns hold the node's microsecond histograms × 1e-6 — seconds — rounded to 3 decimals; shown here "
+        "× 1000 in ms, so they resolve 1 ms at best and a sub-millisecond figure reads 0; the percentiles are the "
+        "upper bounds of the histogram's buckets (about 20% apart); per_second is the five-minute rate. Per table: "
+        "counts and rates added over the nodes, percentiles the worst node's"
+        if verified else
+        f"system_views.local_read_latency and coordinator_read_latency (Cassandra {release}): the unit of their "
+        f"*_ms columns is verified for Cassandra {', '.join(LATENCY_SECONDS_RELEASES)} only, so only counts and "
+        "rates are shown; `raw` holds the columns as read"
+    )
+    latency_tables: dict[str, Any] = {}
+    for table, per_node in latency_raw.items():
+        by_kind = {kind: {addr: _latency(v[kind], scale) for addr, v in per_node.items()} for kind in LATENCY_TABLES}
+        entry: dict[str, Any] = {kind: _combine(by_kind[kind]) for kind in LATENCY_TABLES}
+        entry["nodes"] = {addr: {kind: by_kind[kind][addr] for kind in LATENCY_TABLES} for addr in per_node}
+        entry["raw"] = {addr: {kind: {k: v for k, v in row.items() if k not in ("keyspace_name", "table_name")}
+                               for kind, row in v.items()} for addr, v in per_node.items()}
+        local_p50 = entry["local"].get("p50_ms")
+        if probe_reads > 0 and (local_p50 is None or local_p50 <= 1.0):
+            entry["single_key"] = _probe(cql, table, probe_reads)
+        latency_tables[table] = entry
+    found.readings["latency"] = {"unit": "ms" if verified else None, "resolution_ms": 1.0 if verified else None,
+                                 "how": how_latency, "tables": latency_tables}
+    found.readings["tables"] = {t: {"speculative_retry": v} for t, v in spec.items()}
+    contact_settings = settings_by_node.get(str(contact.address), {})
+    snitch = {k: v for k, v in contact_settings.items() if k != "concurrent_reads"}
+    found.readings["settings"] = {
+        "concurrent_reads": contact_settings.get("concurrent_reads"),
+        "snitch": snitch,
+        "nodes": settings_by_node,
+        "how": "system_views.settings of every node (concurrent_reads and the snitch settings), read only",
+    }
+    found.readings["nodes"] = nodes
+    found.readings["keyspaces"] = keyspaces
+    found.readings["release_version"] = release
+    found.readings["local_dc"] = local_dc
+
+    # --- inputs --------------------------------------------------------------------------------------------
+    strategy = keyspaces[tables[0].split(".", 1)[0]]["strategy"] if tables else None
+    in_dc = [n for n in nodes if n["dc"] == local_dc]
+    if strategy is not None and strategy["class"] == "SimpleStrategy":
+        found.put("servers", len(nodes), "system.local + system.peers_v2: every node of the ring (SimpleStrategy "
+                  "places replicas on the next nodes clockwise, whatever their datacenter)")
+    else:
+        found.put("servers", len(in_dc), f"system.local + system.peers_v2: the nodes of datacenter {local_dc}, the "
+                  "contact point's (reads stay in the local datacenter)")
+    reads = contact_settings.get("concurrent_reads")
+    if reads is not None and str(reads).strip().isdigit() and int(str(reads)) > 0:
+        found.put("slots", int(str(reads)), f"system_views.settings concurrent_reads of {contact_name}")
+        others = {a: s.get("concurrent_reads") for a, s in settings_by_node.items()
+                  if str(s.get("concurrent_reads")) != str(reads)}
+        if others:
+            found.notes.append(f"concurrent_reads differs between nodes: {contact_name} has {reads}, "
+                               + ", ".join(f"{a} {v}" for a, v in sorted(others.items())))
+    else:
+        found.missing.append("slots")
+        found.notes.append("concurrent_reads not found in system_views.settings")
+    if strategy is None:
+        found.missing += ["replication", "ring"]
+        found.notes.append("the deployment names no table, so no keyspace's replication was read: name its tables "
+                           "(tailtune deployments set NAME --table keyspace.table) and discover again")
+    else:
+        ks0 = tables[0].split(".", 1)[0]
+        rf = (strategy.get("replication_factor") if strategy["class"] == "SimpleStrategy"
+              else (strategy.get("replication") or {}).get(local_dc))
+        if isinstance(rf, int) and rf >= 1:
+            how = (f"system_schema.keyspaces replication of {ks0} (SimpleStrategy replication_factor)"
+                   if strategy["class"] == "SimpleStrategy"
+                   else f"system_schema.keyspaces replication of {ks0} (NetworkTopologyStrategy, datacenter "
+                        f"{local_dc})")
+            found.put("replication", rf, how)
+        else:
+            found.missing.append("replication")
+            found.notes.append(f"keyspace {ks0} ({strategy['class']}) has no replication factor for datacenter "
+                               f"{local_dc}")
+        others_ks = {k: v["strategy"] for k, v in keyspaces.items() if v["strategy"] != strategy}
+        if others_ks:
+            found.notes.append(f"the deployment's tables span keyspaces of different replication: {ks0} is modelled; "
+                               + ", ".join(f"{k} {v}" for k, v in sorted(others_ks.items())))
+        if integers and strategy["class"] in ("SimpleStrategy", "NetworkTopologyStrategy"):
+            ring = {"partitioner": partitioner, "strategy": strategy, "local_dc": local_dc,
+                    "nodes": [{k: n[k] for k in ("address", "dc", "rack", "tokens")} for n in nodes]}
+            found.put("ring", ring, f"system.local + system.peers_v2 tokens, data_center, rack; "
+                      f"system_schema.keyspaces replication of {ks0}")
+        else:
+            found.missing.append("ring")
+            found.notes.append(f"the ring is not modelled: partitioner {_short_class(partitioner)} / strategy "
+                               f"{strategy['class']} (integer tokens and SimpleStrategy or NetworkTopologyStrategy "
+                               "are)")
+    if server == "stock" and spec:
+        found.current_config = _stock_config(spec, found.notes)
+
+
+# --- memcached ----------------------------------------------------------------------------------------------
+def _plain(value: Any) -> Any:
+    if isinstance(value, bytes):
+        text = value.decode(errors="replace")
+        for cast in (int, float):
+            try:
+                return cast(text)
+            except ValueError:
+                pass
+        return text
+    return value
+
+
+def _stats(raw: Mapping[Any, Any]) -> dict[str, Any]:
+    return {(k.decode() if isinstance(k, bytes) else str(k)): _plain(v) for k, v in raw.items()}
+
+
+def discover_memcached(
+    connection: Mapping[str, Any],
+    *,
+    egress: Egress,
+    timeout_s: float,
+    profile_servers: bool = False,
+    profile_reps: int = 20,
+    log: Callable[[str], None] = lambda _: None,
+) -> Discovered:
+    """Read every server's `stats` and `stats settings`; with `profile_servers` also profile the first server on
+    a scratch key range (written, then deleted). Raises DiscoveryFailed."""
+    from pymemcache.client.base import Client
+    from pymemcache.exceptions import MemcacheError
+
+    found = Discovered("memcached", time.time())
+    servers: dict[str, dict[str, Any]] = {}
+    addresses: dict[str, tuple[str, int]] = {}
+    for server in connection.get("servers", []):
+        host, _, port_text = str(server).rpartition(":")
+        host, port = host.strip("[]"), int(port_text)
+        try:
+            address = egress.resolve(host, port)[0]
+        except EgressRefused as exc:
+            raise DiscoveryFailed(f"memcached {server}: {exc}", permanent=True) from None
+        addresses[str(server)] = (address, port)
+        client = Client((address, port), connect_timeout=timeout_s, timeout=timeout_s)
+        try:
+            stats, settings = _stats(client.stats()), _stats(client.stats("settings"))
+        except ConnectionRefusedError:
+            raise DiscoveryFailed(
+                f"memcached {server}: connection refused — no server listens there: start it, or fix "
+                "connection.servers"
+            ) from None
+        except (OSError, MemcacheError) as exc:
+            raise DiscoveryFailed(
+                f"memcached {server}: {type(exc).__name__}: {exc}: check the server is up and answers within "
+                f"TAILTUNE_DISCOVER_TIMEOUT_S ({timeout_s:g} s)"
+            ) from None
+        finally:
+            client.close()
+        servers[str(server)] = {
+            "version": stats.get("version"),
+            "threads": stats.get("threads", settings.get("num_threads")),
+            "item_size_max": settings.get("item_size_max"),
+            "maxconns": settings.get("maxconns"),
+            "limit_maxbytes": stats.get("limit_maxbytes", settings.get("maxbytes")),
+            "stats": stats,
+            "settings": settings,
+        }
+        log(f"memcached {server}: version {stats.get('version')}, {servers[str(server)]['threads']} threads")
+    found.readings["servers"] = servers
+    found.readings["how"] = "memcached `stats` and `stats settings` of every server"
+    threads = {s: v["threads"] for s, v in servers.items() if isinstance(v["threads"], int) and v["threads"] > 0}
+    if threads:
+        common = Counter(threads.values()).most_common(1)[0][0]
+        first = next(s for s, t in threads.items() if t == common)
+        found.put("worker_threads", common, f"memcached `stats` threads (its -t) of {first}"
+                  + ("" if len(threads) == 1 else f" and the {len(threads) - 1} other server(s) that agree"))
+        odd = {s: t for s, t in threads.items() if t != common}
+        if odd:
+            found.notes.append("worker threads differ between servers: "
+                               + ", ".join(f"{s} {t}" for s, t in odd.items()))
+    else:
+        found.missing.append("worker_threads")
+    if profile_servers and addresses:
+        from analysis.memcached_profile import profile_address
+
+        server, (address, port) = next(iter(addresses.items()))
+        prefix = f"tailtune:discover:{uuid.uuid4().hex[:12]}:"
+        log(f"memcached {server}: profiling multigets on scratch keys {prefix}* (deleted afterwards)")
+        try:
+            profile = profile_address(address, port, key_prefix=prefix, reps=profile_reps)
+        except (OSError, MemcacheError, TailtuneError) as exc:
+            raise DiscoveryFailed(
+                f"memcached {server}: profiling failed ({type(exc).__name__}: {exc}): check the server has room "
+                "for 200 keys of 100 bytes, or discover without --profile-servers"
+            ) from None
+        # the per-request part of a round trip: the smallest multigets' median less their keys' share (the slope
+        # of round trip against keys per request); the fit's intercept alone is noisier (it can come out < 0)
+        k0 = profile.ks[0]
+        us = max(0.0, profile.total_us[0] - profile.total.slope * k0)
+        found.put("client_overhead", {"us": round(us, 3)},
+                  f"analysis.memcached_profile on {server}: the per-request client/server overhead, i.e. the median "
+                  f"round trip of a {k0}-key multiget less {k0} × the per-key slope of round trip against keys per "
+                  f"request (K = {k0}..{profile.ks[-1]}, {profile_reps} sequential multigets each), on scratch keys "
+                  "deleted afterwards")
+        found.readings["profile"] = {"server": server, "key_prefix": prefix, "keys_removed": True,
+                                     **profile.to_dict()}
+    return found
+
+
+# --- the deployment -----------------------------------------------------------------------------------------
+def discover(
+    kind: str,
+    connection: Mapping[str, Any],
+    tables: Sequence[str],
+    settings: Settings,
+    *,
+    server: str = "stock",
+    profile_servers: bool = False,
+    log: Callable[[str], None] = lambda _: None,
+) -> Discovered:
+    try:
+        egress = Egress.of(settings)
+    except EgressRefused as exc:
+        raise DiscoveryFailed(str(exc), permanent=True) from None
+    if kind == "cassandra":
+        return discover_cassandra(connection, tables, egress=egress, timeout_s=settings.discover_timeout_s,
+                                  probe_reads=settings.discover_probe_reads, server=server, log=log)
+    return discover_memcached(connection, egress=egress, timeout_s=settings.discover_timeout_s,
+                              profile_servers=profile_servers, profile_reps=settings.discover_profile_reps, log=log)
+
+
+def merge_model(model: Mapping[str, Any] | None, found: Discovered) -> dict[str, Any]:
+    """The deployment's model with what `found` read: `operator` kept as is; each discovered input replaces the
+    discovered one of its name (a calibrated one is kept: calibration wins); an input discovery looked for and
+    did not find drops its stale discovered value; readings replaced key by key."""
+    old = dict(model or {})
+    inputs = {k: dict(v) for k, v in (old.get("inputs") or {}).items() if isinstance(v, Mapping)}
+    for name in found.missing:
+        if inputs.get(name, {}).get("source") == "discovered":
+            del inputs[name]
+    for name, entry in found.inputs.items():
+        if inputs.get(name, {}).get("source") == "calibrated":
+            continue
+        inputs[name] = dict(entry)
+    out = {k: v for k, v in old.items() if k not in ("inputs", "readings", "discovery")}
+    out["inputs"] = inputs
+    out["readings"] = {**(old.get("readings") or {}), **found.readings}
+    out["discovery"] = {"at": found.at, "notes": list(found.notes),
+                        "current_config": (old.get("discovery") or {}).get("current_config")}
+    return out
+
+
+def discover_deployment(
+    db: Database,
+    settings: Settings,
+    deployment_id: int,
+    *,
+    profile_servers: bool = False,
+    log: Callable[[str], None] = lambda _: None,
+) -> dict[str, Any]:
+    """Discover deployment `deployment_id` and store its model in one transaction; returns what was found
+    (inputs, notes, the current_config discovery set or None). Raises DiscoveryFailed (nothing written)."""
+    from tailtune.control.configs import validate_config
+
+    with db.session() as s:
+        row = s.get(DeploymentRow, deployment_id)
+        if row is None:
+            raise Missing(f"deployment {deployment_id} not found", field="deployment_id")
+        name, kind, connection = row.name, row.kind, dict(row.connection)
+        tables, server, driver = list(row.tables or []), row.server or "stock", row.driver or "java4"
+    found = discover(kind, connection, tables, settings, server=server, profile_servers=profile_servers, log=log)
+    config = found.current_config
+    if config is not None:
+        try:
+            validate_config(config, kind, settings.config_max_bytes, driver=driver)
+        except Exception as exc:
+            found.notes.append(f"current_config not set: {exc}")
+            config = None
+    set_config = False
+    with db.session() as s:
+        row = s.scalar(select(DeploymentRow).where(DeploymentRow.id == deployment_id).with_for_update())
+        if row is None:
+            raise Missing(f"deployment {deployment_id} was deleted during its discovery", field="deployment_id")
+        previous = (dict(row.model or {}).get("discovery") or {}).get("current_config")
+        model = merge_model(row.model, found)
+        if config is not None:
+            if row.current_config is None or row.current_config == previous:
+                row.current_config = config
+                model["discovery"]["current_config"] = config
+                set_config = True
+            else:
+                found.notes.append("current_config kept: it was set by the operator or a publish, not by discovery")
+                model["discovery"]["notes"] = list(found.notes)
+        row.model = model
+        s.flush()
+    for note in found.notes:
+        log(f"note: {note}")
+    return {
+        "deployment": name,
+        "kind": kind,
+        "at": found.at,
+        "inputs": found.inputs,
+        "current_config": config if set_config else None,
+        "notes": found.notes,
+    }
