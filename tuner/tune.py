@@ -411,7 +411,7 @@ def _confirmed(main: _Job, best: Candidate | None, best_metrics: Metrics | None)
         spec = main.ev.spec()
         main.confirm_ev = (main.ev if main.confirm_source is None
                            else build_evaluator(EvaluatorSpec(spec.kind, {**spec.options, "source": source.as_dict()})))
-    seeds = holdout_seeds(max(3, len(main.seeds)))
+    seeds = holdout_seeds(max(main.settings.tune_confirm_seeds, len(main.seeds)))
     conf = confirm(main.confirm_ev, best, main.baseline, seeds, main.objective,
                    alpha=main.settings.tune_confirm_alpha, holdout=main.holdout)
     if conf.improvement_pct is None:

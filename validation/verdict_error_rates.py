@@ -10,12 +10,14 @@ cluster whose service rate puts the offered load at `--load`; the current config
   seeds; the verdict then judges it against the current config.
 * **Power (better in truth).** One candidate: the current config on servers faster by a factor found by bisection
   so that its true p99 gain — measured as the mean over `--truth-seeds` fresh seeds of whole replays — is 10 %,
-  20 % and 50 %. Same arrivals, demands scaled (common random numbers), like a config that serves faster.
+  20 % and 50 %, replayed with its own random draws like the twins (the same arrivals; a config whose replays
+  differ from the current one's in more than a scale, as a scheduler's do).
 
 Verdicts compared, each at one-sided 5 %:
 * **before** — the paired t-test across the study's S seeds on per-seed p99 (what `decide` did);
 * **after** — the held-out confirmation: fresh seeds, paired batch means pooled over them (`tuner.confirm`).
-(The held-out later stretch plays no part here: the arrivals are the whole trace's.)
+(The held-out later stretch plays no part here: the arrivals are the whole trace's.) The confirmation is also
+run with 3 held-out seeds, to show what the default of 5 buys.
 
     .venv/bin/python -m validation.verdict_error_rates --reps 60 --power-reps 40
 """
@@ -105,7 +107,7 @@ def _pick(h: Harness, twins: int, seeds: Sequence[int]) -> Candidate:
 
 def true_gain(h: Harness, factor: float, seeds: Sequence[int]) -> float:
     base = np.mean([h.p99(CURRENT, s) for s in seeds])
-    fast = np.mean([h.p99(Candidate("fifo", {"faster": factor}), s) for s in seeds])
+    fast = np.mean([h.p99(Candidate("fifo", {"twin": 99, "faster": factor}), s) for s in seeds])
     return float(1.0 - fast / base)
 
 
@@ -138,7 +140,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--load", type=float, default=0.7)
     ap.add_argument("--servers", type=int, default=16)
     ap.add_argument("--seeds", type=int, default=3, help="study seeds (the old verdict's sample)")
-    ap.add_argument("--holdout-seeds", type=int, default=3)
+    ap.add_argument("--holdout-seeds", type=int, default=5, help="the confirmation's (tune_confirm_seeds)")
     ap.add_argument("--twins", type=int, default=10, help="A/A candidates the study picks its best from")
     ap.add_argument("--reps", type=int, default=60, help="A/A repetitions")
     ap.add_argument("--power-reps", type=int, default=40)
@@ -164,7 +166,7 @@ def main(argv: list[str] | None = None) -> None:
     def held_seeds(r: int) -> list[int]:
         return [HOLDOUT_SEED_BASE + 100 * r + i for i in range(args.holdout_seeds)]
 
-    aa_old_single, aa_old, aa_new, aa_new_single = [], [], [], []
+    aa_old_single, aa_old, aa_new, aa_new_single, aa_new3, aa_new3_single = [], [], [], [], [], []
     for r in range(args.reps):
         seeds = study_seeds(r)
         twin1 = Candidate("fifo", {"twin": 1})
@@ -173,27 +175,32 @@ def main(argv: list[str] | None = None) -> None:
         aa_old.append(_old(h, pick, seeds))
         aa_new.append(confirm(h, pick, CURRENT, held_seeds(r), OBJECTIVE).significant)
         aa_new_single.append(confirm(h, twin1, CURRENT, held_seeds(r), OBJECTIVE).significant)
+        aa_new3.append(confirm(h, pick, CURRENT, held_seeds(r)[:3], OBJECTIVE).significant)
+        aa_new3_single.append(confirm(h, twin1, CURRENT, held_seeds(r)[:3], OBJECTIVE).significant)
         print(f"  A/A rep {r + 1}/{args.reps} ({time.time() - t0:.0f} s)", flush=True)
     print("\n## False-recommend rate, candidates equal in truth (A/A)\n")
     print(f"| verdict | one candidate | best of {args.twins} twins |")
     print("|---|---|---|")
     print(f"| before: paired t-test over {args.seeds} study seeds | {_rate(aa_old_single)} | {_rate(aa_old)} |")
-    print(f"| after: held-out confirmation, {args.holdout_seeds} fresh seeds, paired batch means | "
+    print(f"| after: held-out confirmation, {args.holdout_seeds} fresh seeds, paired batch means (AR(1)) | "
           f"{_rate(aa_new_single)} | {_rate(aa_new)} |")
+    print(f"| after, 3 fresh seeds | {_rate(aa_new3_single)} | {_rate(aa_new3)} |")
 
     truth = [90_000 + i for i in range(args.truth_seeds)]
     print(f"\n## Power, a candidate truly better (truth: mean p99 over {args.truth_seeds} fresh seeds)\n")
-    print("| target gain | true p99 gain | before | after |")
-    print("|---|---|---|---|")
+    print(f"| target gain | true p99 gain | before ({args.seeds} seeds) | after ({args.holdout_seeds} held-out "
+          "seeds) | after (3 held-out seeds) |")
+    print("|---|---|---|---|---|")
     for target in (float(x) for x in args.effects.split(",")):
         factor, gain = factor_for(h, target, truth)
-        cand = Candidate("fifo", {"faster": factor})
-        old, new = [], []
+        cand = Candidate("fifo", {"twin": 99, "faster": factor})
+        old, new, new3 = [], [], []
         for r in range(args.power_reps):
             old.append(_old(h, cand, study_seeds(r)))
             new.append(confirm(h, cand, CURRENT, held_seeds(r), OBJECTIVE).significant)
-        print(f"| {100 * target:.0f} % | {100 * gain:.1f} % (servers ×{factor:.3f}) | {_rate(old)} | {_rate(new)} |",
-              flush=True)
+            new3.append(confirm(h, cand, CURRENT, held_seeds(r)[:3], OBJECTIVE).significant)
+        print(f"| {100 * target:.0f} % | {100 * gain:.1f} % (servers ×{factor:.3f}) | {_rate(old)} | {_rate(new)} | "
+              f"{_rate(new3)} |", flush=True)
     print(f"\n({time.time() - t0:.0f} s)")
 
 

@@ -144,6 +144,10 @@ class Settings(BaseSettings):
         description="A held-out stretch with fewer requests than this is not split off (the confirmation then "
         "replays fresh seeds of the whole trace).",
     )
+    tune_confirm_seeds: int = Field(
+        default=5, ge=1, le=100,
+        description="Fresh seeds the verdict is confirmed on (at least the study's own count; tuner/confirm.py).",
+    )
     tune_confirm_alpha: float = Field(
         default=0.05, gt=0.0, lt=1.0, description="Level of the held-out confirmation's one-sided test."
     )

@@ -11,7 +11,7 @@ import numpy.typing as npt
 import pytest
 from scipy import stats
 
-from tuner.confirm import HOLDOUT_SEED_BASE, confirm, holdout_seeds
+from tuner.confirm import HOLDOUT_SEED_BASE, confirm, holdout_seeds, lag1
 from tuner.evaluators.base import Evaluator, EvaluatorSpec
 from tuner.evidence import BATCHES, MIN_BATCH
 from tuner.objective import Metrics, parse_objective
@@ -52,17 +52,21 @@ def test_paired_batches_pooled_over_held_out_seeds_hand_worked() -> None:
     seeds = holdout_seeds(3)
     conf = confirm(ev, NEW, CUR, seeds, parse_objective("mean"))
     assert set(ev.seeds) == set(seeds) and min(seeds) == HOLDOUT_SEED_BASE
-    diffs = [4.0 - 0.1 * (s % 2) for s in seeds for _ in range(BATCHES)]
+    diffs = [4.0 - 0.1 * (s % 2) for s in seeds for _ in range(BATCHES)]  # 4.0 ×20, 3.9 ×20, 4.0 ×20
     n = len(diffs)
     mean_b = sum(10 + b / 10 for b in range(BATCHES)) / BATCHES
     d, sd = float(np.mean(diffs)), float(np.std(diffs, ddof=1))
-    se = sd / math.sqrt(n)
+    # lag-1 autocorrelation within each seed's run: (19 + 19·4 + 19)·(0.1/3)² over (40 + 20·4)·(0.1/3)² = 0.95,
+    # clipped to 0.9: the variance × 19 on 60/19 − 1 degrees of freedom
+    assert lag1(diffs, [BATCHES] * 3) == pytest.approx(0.9)
+    inflate = 1.9 / 0.1
+    se, df = sd / math.sqrt(n) * math.sqrt(inflate), n / inflate - 1
     assert conf.pairs == n == 60
     assert conf.improvement_pct == pytest.approx(100 * d / mean_b)
-    half = stats.t.ppf(0.975, n - 1) * se
+    half = stats.t.ppf(0.975, df) * se
     assert conf.interval_pct == pytest.approx([100 * (d - half) / mean_b, 100 * (d + half) / mean_b])
-    assert conf.p_value == pytest.approx(stats.t.sf(d / se, n - 1))
-    mde = (stats.t.ppf(0.95, n - 1) + stats.t.ppf(0.8, n - 1)) * se
+    assert conf.p_value == pytest.approx(stats.t.sf(d / se, df))
+    mde = (stats.t.ppf(0.95, df) + stats.t.ppf(0.8, df)) * se
     assert conf.min_detectable_pct == pytest.approx(100 * mde / mean_b)
     assert conf.significant
     text = conf.sentence()
@@ -77,6 +81,15 @@ def test_equal_configs_are_not_significant_and_a_worse_one_is_no_improvement() -
     worse = {"fifo": lambda s: [5.0] * BATCHES, "heron": lambda s: [6.0] * BATCHES}
     conf = confirm(BatchEvaluator(worse), NEW, CUR, holdout_seeds(2), parse_objective("mean"))
     assert conf.improvement_pct == pytest.approx(-20.0) and conf.p_value == 1.0 and not conf.significant
+
+
+def test_lag1_counts_pairs_within_a_seed_only_and_clips() -> None:
+    # alternating differences: negative autocorrelation, clipped to 0 (no inflation below the plain t-test)
+    assert lag1([1.0, -1.0] * 10, [20]) == 0.0
+    # two runs, each constant: within a run every pair is on the same side of the pooled mean
+    assert lag1([1.0] * 5 + [-1.0] * 5, [5, 5]) == pytest.approx(0.8)
+    # the same values as one run: the pair across the boundary counts against
+    assert lag1([1.0] * 5 + [-1.0] * 5, [10]) == pytest.approx(0.7)
 
 
 def test_a_replay_too_short_for_batches_decides_nothing() -> None:
@@ -95,23 +108,22 @@ def test_the_study_never_sees_the_held_out_stretch(tmp_path: Any, monkeypatch: p
     from tuner.tune import TuneRequest, run_tune
 
     monkeypatch.setenv("TAILTUNE_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("TAILTUNE_TUNE_HOLDOUT_MIN_REQUESTS", "500")
     get_settings.cache_clear()
     trace = tmp_path / "t.parquet"
     write_trace(trace, "soundcloud", 6000, 1)
-    req = TuneRequest(source=WorkloadSource(trace=str(trace)), deployment="cassandra", trials=3, seeds=2,
+    req = TuneRequest(source=WorkloadSource(trace=str(trace)), deployment="cassandra", trials=6, seeds=2,
                       server="rein-patched", alternative_trials=0, mlflow=False, plots=False, storage="memory",
-                      evaluator_options={"servers": 16, "slots": 4, "replication": 3})
+                      evaluator_options={"servers": 16, "slots": 4, "replication": 3, "load": 0.5})
     rec = run_tune(req)
     conf = rec.confirmation
-    if conf is None:  # the best was the current config: nothing to confirm, and the verdict says so
-        assert rec.verdict == "keep current"
-        return
-    assert set(conf["seeds"]).isdisjoint(rec.expected["seeds"]) and len(conf["seeds"]) == 3
+    assert conf is not None, rec.reason
+    assert set(conf["seeds"]).isdisjoint(rec.expected["seeds"])
     hold = conf["holdout"]
     assert hold is not None and hold["fraction"] == 0.2
     assert hold["requests"] + hold["tuned_on_requests"] == 6000
     # the study replayed the earlier part only: its source is the early file, the recommendation names the trace
-    assert rec.tuned_for["source"]["trace"] != str(trace) and rec.source == str(trace)
-    assert conf["method"].startswith("paired batch means")
+    assert rec.tuned_for["source"]["trace"] != str(trace) and rec.source == f"trace:{trace}"
+    assert conf["method"].startswith("paired batch means") and len(conf["seeds"]) == 5
     assert rec.reason.startswith("p99 ") and "held-out seeds and the last 20 % of the trace" in rec.reason
     get_settings.cache_clear()
