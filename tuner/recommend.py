@@ -6,10 +6,11 @@
 - **References** replayed through the same evaluator and seeds: the user's current config (baseline; default
   fifo for Cassandra, batching for memcached), the paper default (Rein K=4, R=3, r_q1=5, rate_step=1, τ1=1 for
   Cassandra; Chisel's analyzer levels for memcached).
-- **Verdict**: `recommend` only when (a) the best differs from the current config, (b) its first objective is
-  lower than the baseline's on average and a one-sided paired t-test over the common seeds gives
-  p < `alpha` (default 0.05; with zero spread, all seeds must improve), and (c) every constraint holds;
-  otherwise `keep current` with the reason.
+- **Verdict**: a tune decides it on held-out replays (`tuner/confirm.py`, docs/tuner.md § References and
+  verdict). `decide` here is the same rule on the study's own seeds (a one-sided paired t-test over the common
+  seeds, or over one replay's batch means): (a) the best differs from the current config, (b) its first
+  objective is lower on average with p < `alpha` (default 0.05; with zero spread, all seeds must improve), and
+  (c) every constraint holds; otherwise `keep current` with the reason.
 - **Rendering**: a Cassandra config block (JSON + the `key=value` lines a Rein-patched node reads) and a
   memcached client config JSON.
 """
