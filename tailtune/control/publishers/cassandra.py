@@ -76,7 +76,8 @@ def _read_spec(session: Any, table: str) -> str | None:
 
 
 def _alter(session: Any, table: str, text: str) -> None:
-    session.execute(f"ALTER TABLE {table} WITH speculative_retry = '{text}'")
+    quoted = text.replace("'", "''")  # a CQL string literal: a quote inside is doubled
+    session.execute(f"ALTER TABLE {table} WITH speculative_retry = '{quoted}'")
 
 
 def _same(text: str | None, want: SpeculativeRetry) -> bool:
