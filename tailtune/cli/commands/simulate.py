@@ -331,8 +331,11 @@ def register(app: typer.Typer) -> None:
             WorkloadSource,
             parse_params,
         )
+        from tailtune.simulation.config_check import check_params
 
         params = parse_params(param or [])
+        if policy in MEMCACHED_POLICIES:
+            check_params("memcached", policy, params)  # before the trace is read
         source = WorkloadSource(
             dataset=dataset, trace=str(trace) if trace is not None else None, profile=profile, requests=requests,
             trace_seed=seed if trace_seed is None else trace_seed,
@@ -373,4 +376,5 @@ def register(app: typer.Typer) -> None:
             threads=threads, think_ms=think_ms, think_dist=think_dist,
         )
         rparams = parse_params(replica_param or [], source="--replica-param")
+        check_params("cassandra", policy, params, replica_params=rparams)  # before the trace is read
         _run_cassandra(source, dep, policy, params, rparams, seed, as_json)
