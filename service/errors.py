@@ -102,8 +102,13 @@ async def _write_error(request: Request, exc: Exception) -> JSONResponse:
 
 
 async def _http_error(_: Request, exc: Exception) -> JSONResponse:
-    """404 (no such path), 405 (method), 400 (unparsable body) and friends, in the one error shape."""
+    """404 (no such path), 405 (method), 400 (unparsable body) and friends, in the one error shape. A JSON body
+    nested too deeply for the parser (its recursion limit, far past any config's `config_max_depth`) is the same
+    422 as one the checks find too deep."""
     assert isinstance(exc, StarletteHTTPException)
+    if exc.status_code == 400 and isinstance(exc.__cause__, RecursionError):
+        detail = "body: JSON nested too deeply to parse"
+        return JSONResponse(error_body("invalid", detail, "body"), status_code=422)
     code = HTTP_CODES.get(exc.status_code, "error")
     detail = exc.detail if isinstance(exc.detail, str) else str(exc.detail)
     if exc.status_code == 404 and detail == "Not Found":

@@ -54,7 +54,13 @@ def _check_egress(settings: Settings, connection: dict[str, object]) -> None:
 
 def create(s: Session, settings: Settings, body: DeploymentCreate) -> DeploymentRow:
     if body.current_config is not None:
-        validate_config(body.current_config, body.kind, settings.config_max_bytes, driver=body.driver)
+        validate_config(
+            body.current_config,
+            body.kind,
+            settings.config_max_bytes,
+            driver=body.driver,
+            max_depth=settings.config_max_depth,
+        )
     _check_egress(settings, body.connection.model_dump())
     if s.scalar(select(DeploymentRow.id).where(DeploymentRow.name == body.name)) is not None:
         raise Conflict(f"deployment {body.name!r} already exists", field="name")
@@ -103,7 +109,10 @@ def patch(s: Session, settings: Settings, deployment_id: int, body: DeploymentPa
     fields = body.model_dump(exclude_unset=True)
     if fields.get("current_config") is not None:
         driver = fields.get("driver") or row.driver
-        validate_config(fields["current_config"], row.kind, settings.config_max_bytes, driver=driver)
+        validate_config(
+            fields["current_config"], row.kind, settings.config_max_bytes, driver=driver,
+            max_depth=settings.config_max_depth,
+        )
     if fields.get("connection") is not None:
         _check_connection(row.kind, fields["connection"])
         _check_egress(settings, fields["connection"])

@@ -108,6 +108,13 @@ class Settings(BaseSettings):
     config_max_bytes: int = Field(
         default=64 * 1024, description="Largest config (canonical JSON) stored as a version or current_config."
     )
+    config_max_depth: int = Field(
+        default=32,
+        ge=8,
+        le=200,
+        description="Deepest nesting of a config (objects and lists; the config itself is level 1); 422 past it. "
+        "At most 200: the API's JSON answers cannot serialise much deeper.",
+    )
     memcached_item_max_bytes: int = Field(
         default=1024**2, description="memcached's item size limit (its -I); a bigger config document fails."
     )

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -12,7 +11,8 @@ from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from tailtune.base.settings import Settings
+from tailtune.base.errors import BadInputError
+from tailtune.base.settings import Settings, get_settings
 from tailtune.control.common import now
 from tailtune.control.configs_cache import latest_cache
 from tailtune.control.db import ConfigVersionRow, DeploymentRow, JobRow
@@ -20,7 +20,6 @@ from tailtune.control.errors import Invalid, Missing, PayloadTooLarge
 from tailtune.control.queue import enqueue
 
 __all__ = [
-    "CONFIG_KEYS",
     "ConfigDiff",
     "add_version",
     "applies_to",
@@ -45,151 +44,40 @@ class ConfigDiff(BaseModel):
     changed: dict[str, dict[str, Any]]
 
 
-#: The keys of a config: the policy, its parameters, and the tuner's rendering for the target (`target`).
-CONFIG_KEYS = ("policy", "params", "target")
-_NAME_MAX = 64
-_INT_MAX = 2**31 - 1
-
-
 def config_bytes(config: Any) -> int:
     """The size of a config as stored and published: canonical JSON."""
     return len(json.dumps(config, sort_keys=True, separators=(",", ":"), allow_nan=True).encode())
 
 
-def _memcached_params(policy: str, params: dict[str, Any]) -> None:
-    import kvsim
-
-    specs = {spec.name: spec for spec in kvsim.memcached_policy_specs()}
-    allowed = tuple(p.name for p in specs[policy].params) if policy in specs else ()
-    for name, value in params.items():
-        if name not in allowed:
-            valid = ", ".join(allowed) or "none"
-            raise Invalid(
-                f"unknown parameter {name!r} of memcached policy {policy!r} (valid: {valid})",
-                field=f"config.params.{name}",
-            )
-        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= _INT_MAX:
-            raise Invalid(f"must be an integer in 1..{_INT_MAX}, got {value!r}", field=f"config.params.{name}")
-    if "split_keys" in params and "split_chunks" in params:
-        raise Invalid("give split_keys or split_chunks, not both", field="config.params.split_chunks")
+def _invalid(exc: BadInputError) -> Invalid:
+    p = exc.problems[0]
+    field = p.field or "config"
+    return Invalid(f"{field}: {p.problem}", field=field)
 
 
-def _published_knobs(params: dict[str, Any], driver: str | None) -> dict[str, Any]:
-    """Checks the stock knobs a deployment applies outside the server (the driver's, the application's query
-    shape) against the knob table and the deployment's driver, and returns the other params: these knobs are
-    published whether or not the simulator models them yet."""
-    from tailtune.base.errors import BadInputError
-    from tailtune.simulation.stock_knobs import DRIVER_DEFAULT, driver_refusal, knob
-    from tailtune.simulation.stock_render import stock_driver_settings
+def validate_config(
+    config: Any, kind: str, max_bytes: int, *, driver: str | None = None, max_depth: int | None = None
+) -> dict[str, Any]:
+    """A config must be a tree the stores and the API can hold (no NaN or Infinity, at most `max_depth` levels,
+    default the setting `config_max_depth`: checked first, without recursion), fit in `max_bytes`, and pass the
+    simulation layer's one check (`tailtune.simulation.config_check.check_config`): a real policy of the
+    deployment's kind with parameters inside the registry's ranges, stock knobs inside their rows and valid for
+    `driver`, a target the clients accept. Raises Invalid (422) / PayloadTooLarge (413) naming the field."""
+    from tailtune.simulation.config_check import check_config, check_tree
 
-    outside = {
-        k: v for k, v in params.items() if (kn := knob(k)) is not None and kn.applied in ("driver", "client-code")
-    }
-    drv = driver or DRIVER_DEFAULT
-    if driver is not None and "driver" in params and params["driver"] != driver:
-        raise Invalid(
-            f"the deployment's driver is {driver}; a config for it cannot say {params['driver']!r}",
-            field="config.params.driver",
-        )
-    for name, value in outside.items():
-        why = driver_refusal(name, drv)
-        if why is not None:
-            raise Invalid(f"refused for the deployment's driver {drv}: {why}", field=f"config.params.{name}")
-        kn = knob(name)
-        assert kn is not None
-        if kn.kind == "choice":
-            if value not in kn.choices:
-                raise Invalid(
-                    f"must be one of {', '.join(map(str, kn.choices))}, got {value!r}", field=f"config.params.{name}"
-                )
-        elif isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-            raise Invalid(f"must be a finite number, got {value!r}", field=f"config.params.{name}")
-    try:
-        stock_driver_settings({k: v for k, v in outside.items() if k.startswith("driver.")}, drv)
-    except BadInputError as exc:
-        p = exc.problems[0]
-        raise Invalid(p.problem, field=f"config.params.{p.field}") from None
-    return {k: v for k, v in params.items() if k not in outside}
-
-
-def _cassandra_params(policy: str, params: dict[str, Any], driver: str | None = None) -> None:
-    from tailtune.base.errors import BadInputError
-    from tailtune.simulation.policies import STRING_PARAMS, resolve
-
-    params = _published_knobs(params, driver)
-    for name, value in params.items():
-        if name in STRING_PARAMS:
-            if not isinstance(value, str) or not 0 < len(value) <= _NAME_MAX:
-                raise Invalid(f"must be a name (1..{_NAME_MAX} characters)", field=f"config.params.{name}")
-        elif isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-            raise Invalid(f"must be a finite number, got {value!r}", field=f"config.params.{name}")
-    try:
-        resolve(policy, params, where="config.params", names_where="config")
-    except BadInputError as exc:
-        p = exc.problems[0]
-        field = "config.policy" if p.field == "policy" else f"config.params.{p.field}" if p.field else "config.params"
-        raise Invalid(p.problem, field=field) from None
-
-
-def validate_config(config: Any, kind: str, max_bytes: int, *, driver: str | None = None) -> dict[str, Any]:
-    """A config must name a real policy of the deployment's kind with real parameters (the simulator's
-    vocabulary: `tailtune.simulation.registry` and `policies.resolve`), and fit in `max_bytes` — what the
-    targets and the next nightly's baseline replay will need. Raises Invalid / PayloadTooLarge naming the field.
-
-    Stock knobs applied outside the server (`driver.*`, `multiget.*`) are checked against the knob table and
-    the deployment's `driver` (a knob the driver lacks is refused with the reason) rather than the simulator's
-    vocabulary; `target.table_options` must name valid speculative_retry texts.
-    """
-    from tailtune.simulation.registry import all_policies
-
+    depth = max_depth if max_depth is not None else get_settings().config_max_depth
     if not isinstance(config, dict):
-        raise Invalid("must be an object", field="config")
-    size = config_bytes(config)
-    if size > max_bytes:
-        raise PayloadTooLarge(f"config is {size} bytes; the limit is {max_bytes} (config_max_bytes)", field="config")
-    for key in config:
-        if key not in CONFIG_KEYS:
-            raise Invalid(f"unknown key {key!r} (a config has {', '.join(CONFIG_KEYS)})", field=f"config.{key}")
-    policy = config.get("policy")
-    if not isinstance(policy, str) or not policy:
-        raise Invalid("a config needs a 'policy' name", field="config.policy")
-    params = config.get("params", {})
-    if not isinstance(params, dict):
-        raise Invalid("must be an object", field="config.params")
-    if not isinstance(config.get("target", {}), dict):
-        raise Invalid("must be an object", field="config.target")
-    policies = all_policies().get(kind)
-    if policies is None:
-        raise Invalid(f"unknown deployment kind {kind!r}", field="kind")
-    if policy not in policies:
-        shown = policy if len(policy) <= _NAME_MAX else policy[:_NAME_MAX] + "…"
-        raise Invalid(
-            f"unknown {kind} policy {shown!r} (one of {', '.join(policies)})", field="config.policy"
-        )
-    if kind == "memcached":
-        _memcached_params(policy, params)
-    else:
-        _cassandra_params(policy, params, driver)
-        _table_options(config.get("target", {}))
-    return config
-
-
-def _table_options(target: dict[str, Any]) -> None:
-    from tailtune.base.errors import BadInputError
-    from tailtune.control.publishers.stock import TABLE_OPTIONS, desired_speculative_retry
-
-    options = target.get(TABLE_OPTIONS)
-    if options is None:
-        return
-    field = f"config.target.{TABLE_OPTIONS}"
-    if not isinstance(options, dict) or not all(
-        isinstance(v, dict) and set(v) <= {"speculative_retry"} for v in options.values()
-    ):
-        raise Invalid('must be {"keyspace.table": {"speculative_retry": TEXT}}', field=field)
+        raise Invalid("config: must be an object", field="config")
     try:
-        desired_speculative_retry({"target": target}, list(options))
+        check_tree(config, max_depth=depth)
+        size = config_bytes(config)
+        if size > max_bytes:
+            raise PayloadTooLarge(
+                f"config is {size} bytes; the limit is {max_bytes} (config_max_bytes)", field="config"
+            )
+        return check_config(config, kind, max_depth=depth, driver=driver)
     except BadInputError as exc:
-        raise Invalid(exc.problems[0].problem, field=field) from None
+        raise _invalid(exc) from None
 
 
 def applies_to(dep: DeploymentRow) -> dict[str, Any] | None:
@@ -249,9 +137,13 @@ def add_version(
     dep = s.scalar(select(DeploymentRow).where(DeploymentRow.id == deployment_id).with_for_update())
     if dep is None:
         raise Missing(f"deployment {deployment_id} not found", field="deployment_id")
-    validate_config(config, dep.kind, settings.config_max_bytes, driver=dep.driver)
+    validate_config(
+        config, dep.kind, settings.config_max_bytes, driver=dep.driver, max_depth=settings.config_max_depth
+    )
     config = with_rendering(config, dep)
-    validate_config(config, dep.kind, settings.config_max_bytes, driver=dep.driver)
+    validate_config(
+        config, dep.kind, settings.config_max_bytes, driver=dep.driver, max_depth=settings.config_max_depth
+    )
     for _ in range(10):
         version = (
             s.scalar(

@@ -14,11 +14,12 @@ discipline with its parameters and a replica selector with its parameters.
   selector (Cassandra's DynamicEndpointSnitch) unless `replica` names another.
 - **Coordinator knobs** (`tailtune.simulation.stock.COORDINATOR_KNOBS`: `speculative_retry`, the driver's and
   the multiget shape's, and the `dynamic_snitch_*` settings) on every queue policy but `duplicate` and
-  `speculative` (their own client-side copies stand in for them): a patched server still has a coordinator, a
-  snitch and a driver. Unset, the machinery is off for them (`speculative_retry` NEVER, one driver execution,
-  the whole multiget in one `IN` query: the policy's replay as without the knobs); `stock` starts from
-  Cassandra's defaults instead (`99p`). The selector policies take them too (for their queue discipline).
-  The snitch knobs need a snitch selector (`dynamic-snitch` or `ds`).
+  `speculative` (their own client-side copies stand in for them; a name the policy has itself — the
+  selector's, for the selector policies — is its own, as `speculative`'s and `ds`'s `window`): a patched
+  server still has a coordinator, a snitch and a driver. Unset, the machinery is off for them
+  (`speculative_retry` NEVER, one driver execution, the whole multiget in one `IN` query: the policy's replay
+  as without the knobs); `stock` starts from Cassandra's defaults instead (`99p`). The selector policies take
+  them too (for their queue discipline). The snitch knobs need a snitch selector (`dynamic-snitch` or `ds`).
 - `size_aware_cost` (0 or 1) on any policy: opset cost = Σ estimated op demand instead of the op count.
 
 Aliases kept for the CLI: `--replica NAME` = `--param replica=NAME` (on a selector policy it must name that
@@ -181,8 +182,11 @@ def _resolve(
     extra = {str(k): float(v) for k, v in (replica_params or {}).items()}
     if policy == STOCK_POLICY:
         return _resolve_stock(params, extra, where)
-    knobs = {k: v for k, v in params.items() if k in COORDINATOR_KNOBS}
-    own = {k: v for k, v in params.items() if k not in COORDINATOR_KNOBS}
+    # as the core's build_policy: a name the policy has itself (the selector's, for the selector policies) is its
+    # own (speculative's and ds's `window`), else the coordinator section's
+    mine = _own_params(policy, params.get("replica"))
+    knobs = {k: v for k, v in params.items() if k in COORDINATOR_KNOBS and k not in mine}
+    own = {k: v for k, v in params.items() if k not in knobs}
     nums = _numbers(policy, own, where)
     cost = bool(nums.pop("size_aware_cost", 0.0))
     replica = own.get("replica")
@@ -210,6 +214,20 @@ def _resolve(
         selector = str(replica or DEFAULT_SELECTOR.get(policy, "round-robin"))
         resolved = ResolvedPolicy(policy, policy, nums, selector, extra, cost)
     return _with_knobs(resolved, knobs, where) if knobs else resolved
+
+
+def _own_params(policy: str, replica: ParamValue | None) -> frozenset[str]:
+    """The parameters `policy` has itself: a queue policy's own, or the selector's of a selector policy (of
+    `replica` for the `replica` policy); none for unknown names."""
+    import kvsim
+
+    selector = policy if policy in SELECTOR_POLICIES else replica if policy == REPLICA_POLICY else None
+    if selector is not None:
+        known = isinstance(selector, str) and selector in kvsim.replica_names()
+        return frozenset(kvsim.replica_defaults(str(selector))) if known else frozenset()
+    if policy == STOCK_POLICY or policy not in kvsim.policy_names():
+        return frozenset()
+    return frozenset(kvsim.policy_defaults(policy))
 
 
 def _with_knobs(resolved: ResolvedPolicy, knobs: Mapping[str, ParamValue], where: str) -> ResolvedPolicy:

@@ -17,6 +17,8 @@ __all__ = [
     "NOT_TUNABLE",
     "all_policies",
     "cassandra_queue_policies",
+    "coordinator_spec",
+    "memcached_policy_specs",
     "policy_defaults",
     "policy_specs",
     "replica_selectors",
@@ -49,6 +51,21 @@ def policy_specs() -> list[kvsim.PolicySpec]:
     import kvsim
 
     return kvsim.policy_specs()
+
+
+def coordinator_spec() -> kvsim.PolicySpec:
+    """kvsim's coordinator section (the Cassandra-wide parameters the queue policies accept besides their own)
+    with its parameters' valid ranges."""
+    import kvsim
+
+    return kvsim.coordinator_spec()
+
+
+def memcached_policy_specs() -> list[kvsim.PolicySpec]:
+    """kvsim's memcached policies (batching, chisel) with their parameters' valid ranges."""
+    import kvsim
+
+    return kvsim.memcached_policy_specs()
 
 
 def selector_spec(name: str) -> kvsim.PolicySpec:

@@ -29,6 +29,7 @@ from typing import Literal
 
 from tailtune.base.errors import BadInputError
 from tailtune.simulation.stock_knobs import DRIVER_DEFAULT, DRIVERS, STOCK_KNOBS, StockKnob, driver_refusal
+from tailtune.simulation.stock_knobs import knob as knob_of
 
 __all__ = [
     "CLIENT_KNOBS",
@@ -283,6 +284,10 @@ def stock_params(
     for k in CORE_PARAMS:
         if k in params:
             core[k] = _number(params[k], k, where)
+    for k in SNITCH_DEFAULTS:
+        why = _row(k).refusal(params[k]) if k in params else None
+        if why is not None:
+            raise BadInputError.single(where, f"{k} {why}", field=k)
     snitch = {k: _number(params.get(k, v), k, where) for k, v in SNITCH_DEFAULTS.items() if stock or k in params}
     if "read_timeout_ms" in core:
         snitch["read_timeout_ms"] = core["read_timeout_ms"]
@@ -321,28 +326,26 @@ def snitch_refusal(name: str, replica: str) -> str | None:
     )
 
 
+def _row(name: str) -> StockKnob:
+    k = knob_of(name)
+    assert k is not None, name
+    return k
+
+
 def _default(name: str, driver: str) -> int | float | str:
     k = next(k for k in STOCK_KNOBS if k.name == name)
     return k.default_for(driver)
 
 
 def _client_value(knob: StockKnob, v: int | float | str, where: str) -> float:
-    """A client-side knob's value as kvsim's number (a choice → its index; bools 0 or 1; counts whole)."""
+    """A client-side knob's value as kvsim's number (a choice → its index; bools 0 or 1; counts whole), refused
+    outside the knob's valid values (`StockKnob.refusal`; the simulator's own range is kvsim's)."""
+    why = knob.refusal(v)
+    if why is not None:
+        raise BadInputError.single(where, f"{knob.name} {why}", field=knob.name)
     if knob.kind == "choice":
-        if v not in knob.choices:
-            listed = ", ".join(str(c) for c in knob.choices)
-            raise BadInputError.single(where, f"{knob.name} must be one of {listed}, got {v!r}", field=knob.name)
         return float(knob.choices.index(v))
-    x = _number(v, knob.name, where)
-    if knob.kind == "bool" and x not in (0.0, 1.0):
-        raise BadInputError.single(where, f"{knob.name} must be 0 or 1, got {v!r}", field=knob.name)
-    if knob.kind == "int" and x != int(x):
-        raise BadInputError.single(where, f"{knob.name} must be a whole number, got {v!r}", field=knob.name)
-    if knob.name == "driver.speculative_execution.max_executions" and not 1 <= x <= 16:
-        raise BadInputError.single(where, f"{knob.name} must be 1..16 (counting the first), got {v!r}", field=knob.name)
-    if x < 0:
-        raise BadInputError.single(where, f"{knob.name} must be ≥ 0, got {v!r}", field=knob.name)
-    return x
+    return float(v)
 
 
 def _number(v: int | float | str, k: str, where: str) -> float:

@@ -1,6 +1,12 @@
 """The stock knobs as one table: for each knob its contract name, its default, the drivers that have it (a driver
 that lacks a knob refuses it with the reason), how a deployment applies it, and the range the tuner searches.
 
+Each row also states the knob's valid values: `kind` (`int`: whole numbers; `float`: finite numbers; `bool`: 0 or
+1; `choice`: one of `choices`; `text`: Cassandra's grammar) and, for numbers, `valid_low`..`valid_high` — what the
+driver or Cassandra itself accepts (a Java `int` setting is at most 2^31 − 1). A config or `--param` outside them is
+refused (`tailtune.simulation.config_check`, with the field); the simulator's own range for the kvsim parameter
+the knob sets (`core`, kvsim's coordinator section) is checked after it.
+
 `simulate --policy stock` validates parameters against this table and passes each knob to kvsim's `stock`
 parameter named by `core`; the tuner's stock search space is built from it (`tuner.space`); the renderer
 (`tailtune.simulation.stock_render`) groups knobs by `applied`. A knob with `modelled=False` would be refused by
@@ -15,6 +21,7 @@ current setting whatever policy object it configured.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Literal
 
@@ -23,6 +30,7 @@ __all__ = [
     "DRIVER_DEFAULT",
     "EXTRA_READS_OFF",
     "EXTRA_READS_ONLY",
+    "JAVA_INT_MAX",
     "SPECULATIVE_RETRY_SEARCH",
     "STOCK_KNOBS",
     "StockKnob",
@@ -37,6 +45,8 @@ Kind = Literal["text", "float", "int", "bool", "choice"]
 #: The drivers a deployment may state (`java4`: DataStax/Apache Java driver 4.x; `python`: cassandra-driver).
 DRIVERS = ("java4", "python")
 DRIVER_DEFAULT = "java4"
+#: The largest Java `int` (the drivers' and Cassandra's integer settings, milliseconds included).
+JAVA_INT_MAX = 2**31 - 1
 
 
 @dataclass(frozen=True)
@@ -44,7 +54,8 @@ class StockKnob:
     """One stock knob. `default` is Cassandra's or the driver's own (per driver where they differ:
     `driver_defaults`); `low`/`high`/`log`/`choices` are the tuner's search range; `applied` is how it reaches a
     running system (`cql`: ALTER TABLE, live; `jmx`: StorageServiceMBean, live but not persisted, plus yaml;
-    `driver`: the driver's configuration; `client-code`: the application's query code)."""
+    `driver`: the driver's configuration; `client-code`: the application's query code). `valid_low`..`valid_high`
+    (numbers only) is what the driver or Cassandra accepts, whatever the tuner searches."""
 
     name: str
     kind: Kind
@@ -65,9 +76,41 @@ class StockKnob:
     #: The knob exists only when these other knobs have these values (the search sets it only then; `simulate`
     #: refuses it otherwise, with the reason).
     only_with: tuple[tuple[str, int | float | str], ...] = ()
+    #: The valid values of a number (`int`, `float`): inclusive bounds, as the driver or Cassandra accepts them.
+    valid_low: float | None = None
+    valid_high: float | None = None
 
     def default_for(self, driver: str) -> int | float | str:
         return dict(self.driver_defaults).get(driver, self.default)
+
+    def refusal(self, value: object) -> str | None:
+        """Why `value` is not a valid value of this knob (None: it is). Numbers are JSON numbers (not true/false);
+        `text` knobs are checked by their own grammar (`tailtune.simulation.stock.parse_speculative_retry`)."""
+        shown = _shown(value)
+        if self.kind == "text":
+            return None if isinstance(value, str) else f"must be text, got {shown}"
+        if self.kind == "choice":
+            return None if value in self.choices and not isinstance(value, bool) else (
+                f"must be one of {', '.join(map(str, self.choices))}, got {shown}"
+            )
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            value = None
+        if self.kind == "bool":
+            return None if value in (0, 1) else f"must be 0 or 1, got {shown}"
+        low = -math.inf if self.valid_low is None else self.valid_low
+        high = math.inf if self.valid_high is None else self.valid_high
+        whole = self.kind == "int"
+        ok = value is not None and _finite(value) and low <= value <= high
+        if ok and whole and isinstance(value, float):
+            ok = value.is_integer()
+        if ok:
+            return None
+        noun = "an integer" if whole else "a finite number"
+        if self.valid_low is None and self.valid_high is None:
+            return f"must be {noun}, got {shown}"
+        if self.valid_high is None:
+            return f"must be {noun} >= {_num(low)}, got {shown}"
+        return f"must be {noun} in [{_num(low)}, {_num(high)}], got {shown}"
 
 
 #: speculative_retry's search: the kinds and ranges the tuner draws the text from (tuner.space composes
@@ -93,10 +136,17 @@ STOCK_KNOBS: tuple[StockKnob, ...] = (
         "jmx",
         low=0.0,
         high=2.0,
+        valid_low=0.0,
         doc="cassandra.yaml; live over JMX StorageServiceMBean.updateSnitch (not persisted)",
     ),
-    StockKnob("dynamic_snitch_update_interval", "int", 100, "jmx", low=10, high=1000, log=True, doc="ms"),
-    StockKnob("dynamic_snitch_reset_interval", "int", 600_000, "jmx", low=10_000, high=600_000, log=True, doc="ms"),
+    StockKnob(
+        "dynamic_snitch_update_interval", "int", 100, "jmx", low=10, high=1000, log=True,
+        valid_low=1, valid_high=JAVA_INT_MAX, doc="ms",
+    ),
+    StockKnob(
+        "dynamic_snitch_reset_interval", "int", 600_000, "jmx", low=10_000, high=600_000, log=True,
+        valid_low=1, valid_high=JAVA_INT_MAX, doc="ms",
+    ),
     StockKnob(
         "driver.speculative_execution.delay",
         "float",
@@ -105,6 +155,8 @@ STOCK_KNOBS: tuple[StockKnob, ...] = (
         low=0.5,
         high=100.0,
         log=True,
+        valid_low=0.0,
+        valid_high=JAVA_INT_MAX,
         core="se_delay_ms",
         doc="ms between executions (ConstantSpeculativeExecutionPolicy; Java reference.conf's example: 100 ms); "
         "acts when max_executions > 1, on reads marked idempotent (assumed then)",
@@ -116,6 +168,8 @@ STOCK_KNOBS: tuple[StockKnob, ...] = (
         "driver",
         low=1,
         high=3,
+        valid_low=1,
+        valid_high=JAVA_INT_MAX,
         core="se_max",
         doc="counting the first execution (Java's max-executions; Python's max_attempts = this - 1); "
         "1 = no speculative execution",
@@ -161,6 +215,8 @@ STOCK_KNOBS: tuple[StockKnob, ...] = (
         low=1,
         high=64,
         log=True,
+        valid_low=0,
+        valid_high=JAVA_INT_MAX,
         core="chunk",
         only_with=(("multiget.shape", "in"),),
         doc="keys per IN query; 0 = all the multiget's keys (per-partition: 1 key per query, no chunk)",
@@ -168,6 +224,23 @@ STOCK_KNOBS: tuple[StockKnob, ...] = (
 )
 
 _BY_NAME = {k.name: k for k in STOCK_KNOBS}
+
+
+def _finite(value: int | float) -> bool:
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an int beyond every float
+        return False
+
+
+def _num(x: float) -> str:
+    """A bound as the messages state it: whole numbers in full (2147483647), others as `%g`."""
+    return str(int(x)) if float(x).is_integer() and abs(x) < 1e16 else f"{x:g}"
+
+
+def _shown(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:40] + "…"
 
 #: The knobs that make extra reads (the coordinator's speculative retry, the driver's speculative executions) at
 #: the value that turns them off: a config with these values sends each read once.

@@ -66,3 +66,20 @@ def test_tune_a_deployment_replays_its_model(cli: Any, tmp_path: Path) -> None:
     assert tuned["load"] == 0.4 and not tuned["use_timestamps"] and tuned["model_sources"]["arrivals"] == "operator"
     r = cli("tune", "--deployment", "nope", "--profile", "soundcloud", "--requests", "100")
     assert r.exit_code == 3 and "deployment 'nope' not found" in r.stderr
+
+
+def test_create_checks_the_current_config_like_the_api(cli: Any, tmp_path: Path) -> None:
+    body = {
+        "name": "shop",
+        "kind": "cassandra",
+        "topology": {"servers": 3, "replication": 3},
+        "connection": {"contact_points": ["10.0.0.7"]},
+        "current_config": {"policy": "rein", "params": {"k": -4}},
+    }
+    f = tmp_path / "d.json"
+    f.write_text(json.dumps(body))
+    r = cli("deployments", "create", str(f))
+    assert r.exit_code == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert f"{f}: field 'config.params.k': must be an integer in [1, 64], got -4" in r.stderr
+    f.write_text(json.dumps({**body, "current_config": {"policy": "rein", "params": {"k": 4}}}))
+    assert cli("deployments", "create", str(f)).exit_code == 0

@@ -19,6 +19,22 @@ CASES = [
      "unknown queue discipline 'lifo' (one of fifo,"),
     (["simulate", "--profile", "bimodal", "--requests", "50", "--policy", "heron", "--param", "queue=lifo"],
      "field 'queue': unknown queue discipline 'lifo'"),
+    # parameters are checked against the registry's ranges before the trace is read (the dataset does not exist)
+    (["simulate", "--dataset", "nope", "--policy", "rein", "--param", "k=-4"],
+     "--param: field 'k': must be an integer in [1, 64], got -4"),
+    (["simulate", "--dataset", "nope", "--policy", "rein", "--param", "k=nan"],
+     "--param: field 'k': must be a finite number, got nan"),
+    (["simulate", "--dataset", "nope", "--policy", "tailx", "--param", "tl_ms=-1"],
+     "--param: field 'tl_ms': must be a finite number in [0, 1e6] ms (0 = derived), got -1"),
+    (["simulate", "--dataset", "nope", "--policy", "stock", "--param",
+      "driver.speculative_execution.max_executions=9223372036854775808"],
+     "field 'driver.speculative_execution.max_executions': must be an integer in [1, 2147483647]"),
+    (["simulate", "--dataset", "nope", "--policy", "c3", "--param", "b=11"],
+     "--param: field 'b': must be a finite number in [0, 10], got 11"),
+    (["simulate", "--dataset", "nope", "--policy", "fifo", "--replica", "c3", "--replica-param", "alpha=0"],
+     "--replica-param: field 'alpha': must be a finite number in (0, 1], got 0"),
+    (["simulate", "--dataset", "nope", "--policy", "chisel", "--param", "merge=0"],
+     "--param: field 'merge': must be an integer in [1, 4294967295], got 0"),
 ]
 
 

@@ -173,8 +173,10 @@ def test_configs_etag_history_diff_rollback(svc: Svc) -> None:
     dep_id = _deployment(svc)
     c = svc.client
     assert c.get(f"{API}/configs/{dep_id}", headers=svc.read).status_code == 404
-    v1 = {"policy": "chisel", "params": {"split_keys": 1024, "merge": 4}}
-    v2 = {"policy": "chisel", "params": {"split_keys": 2048, "elephant_threshold": 50}}
+    v1 = {"policy": "chisel", "params": {"split_keys": 1024, "merge": 4, "elephant_threshold": 50}}
+    v2 = {"policy": "chisel", "params": {"split_keys": 2048, "elephant_threshold": 50},
+          "target": {"json": {"memcached_client": {"mode": "chisel", "split_keys": 2048, "merge": 1,
+                                                   "elephant_threshold": 50}}}}
     r = c.post(f"{API}/configs/{dep_id}/versions", json={"config": v1, "publish": False}, headers=svc.write)
     assert r.status_code == 201 and r.json()["version"] == 1
     r = c.post(f"{API}/configs/{dep_id}/versions", json={"config": v2}, headers=svc.write)
@@ -189,7 +191,12 @@ def test_configs_etag_history_diff_rollback(svc: Svc) -> None:
     assert d == {
         "from_version": 1,
         "to_version": 2,
-        "added": {"params.elephant_threshold": 50},
+        "added": {
+            "target.json.memcached_client.elephant_threshold": 50,
+            "target.json.memcached_client.merge": 1,
+            "target.json.memcached_client.mode": "chisel",
+            "target.json.memcached_client.split_keys": 2048,
+        },
         "removed": {"params.merge": 4},
         "changed": {"params.split_keys": {"from": 1024, "to": 2048}},
     }
@@ -238,7 +245,7 @@ def test_config_fast_path_answers_like_the_route(svc: Svc) -> None:
     from tailtune.control.configs_cache import latest_cache
 
     dep_id = _deployment(svc)
-    cfg = {"policy": "chisel", "params": {"split_keys": 1}}
+    cfg = {"policy": "chisel", "params": {"split_keys": 1, "merge": 1, "elephant_threshold": 50}}
     svc.client.post(
         f"{API}/configs/{dep_id}/versions", json={"config": cfg, "publish": False}, headers=svc.write
     )

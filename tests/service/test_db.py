@@ -117,7 +117,7 @@ def test_concurrent_config_writers_get_distinct_versions(svc: Svc) -> None:
         try:
             barrier.wait()
             for i in range(3):
-                config = {"policy": "chisel", "params": {"merge": n + 1, "split_keys": i + 1}}
+                config = {"policy": "chisel", "params": {"merge": n + 1, "split_keys": i + 1, "elephant_threshold": 9}}
                 with svc.db.session() as s:
                     got.append(add_version(s, dep_id, config, settings=svc.settings, source="manual").version)
         except BaseException as exc:

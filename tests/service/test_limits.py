@@ -162,7 +162,8 @@ def test_valid_configs_of_both_kinds_are_accepted(svc: Svc) -> None:
     mc, cs = _dep(svc, "okm"), _dep(svc, "okc", "cassandra")
     for dep, cfg in (
         (mc, {"policy": "batching", "params": {}}),
-        (mc, {"policy": "chisel", "params": {"split_keys": 8, "merge": 2}, "target": {"memcached": {}}}),
+        (mc, {"policy": "chisel", "params": {"split_keys": 8, "merge": 2, "elephant_threshold": 50},
+              "target": {"memcached": {}}}),
         (cs, {"policy": "rein", "params": {"k": 4, "range_factor": 3.5}}),
         (cs, {"policy": "heron", "params": {"queue": "rein"}}),
         (cs, {"policy": "replica", "params": {"replica": "c3"}}),

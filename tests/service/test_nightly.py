@@ -21,12 +21,14 @@ API = "/api/v1"
 
 REC = {
     "policy": "chisel",
-    "params": {"split_keys": 2048, "merge": 4},
+    "params": {"split_keys": 2048, "merge": 4, "elephant_threshold": 50},
     "verdict": "recommend",
     "reason": "p99 -18% (p=0.01)",
     "expected": {"p50_ms": 0.8, "p95_ms": 2.0, "p99_ms": 4.0},
     "baseline": {"policy": "batching", "p99_ms": 4.9},
-    "render": {"memcached": {"split_keys": 2048}},
+    # as tuner.recommend.render_memcached makes it: the complete block the client runs
+    "render": {"json": {"memcached_client": {"mode": "chisel", "split_keys": 2048, "merge": 4,
+                                             "elephant_threshold": 50}}},
     "study": "s1",
     "mlflow_run_id": "run-123",
 }
@@ -97,8 +99,8 @@ def test_resumed_nightly_decides_and_publishes(svc: Svc, memcached_node: Memcach
     latest = svc.client.get(f"{API}/configs/{dep['id']}", headers=svc.read).json()
     want = {
         "policy": "chisel",
-        "params": {"split_keys": 2048, "merge": 4},
-        "target": {"memcached": {"split_keys": 2048}},
+        "params": REC["params"],
+        "target": REC["render"],
     }
     assert latest["version"] == 1 and latest["source"] == "tuning" and latest["config"] == want
     assert latest["job_id"] == job_id

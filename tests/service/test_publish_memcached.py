@@ -147,7 +147,7 @@ def test_publish_job_reports_on_job_and_deployment(svc: Svc, memcached_node: Mem
     bad = svc.client.post(
         f"{API}/deployments", json=memcached_deployment("mc-down", [dead.address]), headers=svc.write
     ).json()
-    cfg = {"policy": "chisel", "params": {"split_keys": 512}}
+    cfg = {"policy": "chisel", "params": {"split_keys": 512, "merge": 1, "elephant_threshold": 50}}
     svc.settings.job_max_attempts = 1  # no job-level retry here: the publish retries are what is checked
     j_good = svc.client.post(
         f"{API}/configs/{good['id']}/versions", json={"config": cfg}, headers=svc.write
@@ -190,8 +190,8 @@ def _publish_now(svc: Svc, dep_id: int, body: dict[str, object], path: str = "ve
     return dict(svc.client.get(f"{API}/jobs/{job_id}", headers=svc.read).json())
 
 
-V1 = {"policy": "chisel", "params": {"merge": 1}}
-V2 = {"policy": "chisel", "params": {"merge": 2}}
+V1 = {"policy": "chisel", "params": {"merge": 1, "split_keys": 8, "elephant_threshold": 50}}
+V2 = {"policy": "chisel", "params": {"merge": 2, "split_keys": 8, "elephant_threshold": 50}}
 
 
 @pytest.mark.parametrize("restart", ["one", "all"])
@@ -250,7 +250,8 @@ def test_a_config_too_large_for_memcached_is_not_retried(svc: Svc, memcached_nod
     small = MemcachedNode(item_max="1k")  # this server's item limit is 1 KiB
     small.start()
     try:
-        big = {"policy": "chisel", "params": {"merge": 2}, "target": {"memcached": {"note": "x" * 2000}}}
+        big = {"policy": "chisel", "params": {"merge": 2, "split_keys": 8, "elephant_threshold": 50},
+               "target": {"memcached": {"note": "x" * 2000}}}
         dep = _mc_dep(svc, "mc-big", [small.address])
         job = _publish_now(svc, dep, {"config": big})
         assert job["status"] == "failed" and job["attempts"] == 1, job["error"]

@@ -74,7 +74,7 @@ def test_stock_configs_are_checked_against_the_deployment(svc: Svc) -> None:
         (
             {"policy": "stock", "params": {"driver.speculative_execution.max_executions": 0}},
             "config.params.driver.speculative_execution.max_executions",
-            "must be an integer >= 1",
+            "must be an integer in [1, 2147483647], got 0",
         ),
         (
             {"policy": "stock", "params": {"multiget.shape": "sideways"}},
@@ -83,7 +83,7 @@ def test_stock_configs_are_checked_against_the_deployment(svc: Svc) -> None:
         ),
         (
             {"policy": "fifo", "target": {"table_options": {"ks.a": {"speculative_retry": "MIN(99p,95p)"}}}},
-            "config.target.table_options",
+            "config.target.table_options.ks.a.speculative_retry",
             "invalid value",
         ),
         ({"policy": "fifo", "target": {"table_options": {"ks.a": "99p"}}}, "config.target.table_options", "must be"),

@@ -119,6 +119,14 @@ fn memcached_policy_specs(py: Python<'_>) -> PyResult<Vec<Bound<'_, PyDict>>> {
         .collect()
 }
 
+/// The coordinator section (the Cassandra-wide parameters every queue policy but `duplicate` and `speculative`
+/// accepts besides its own: speculative retry, read timeout, driver, multiget shape) with their defaults (the
+/// queue policies'), valid ranges and search ranges.
+#[pyfunction]
+fn coordinator_spec(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+    entry_dict(py, "coordinator", None, CoordinatorConfig::SPECS)
+}
+
 /// Policy names the core knows.
 #[pyfunction]
 fn policy_names() -> Vec<&'static str> {
@@ -162,6 +170,7 @@ pub fn register_catalogue(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(policy_names, m)?)?;
     m.add_function(wrap_pyfunction!(policy_defaults, m)?)?;
     m.add_function(wrap_pyfunction!(coordinator_defaults, m)?)?;
+    m.add_function(wrap_pyfunction!(coordinator_spec, m)?)?;
     m.add_function(wrap_pyfunction!(replica_names, m)?)?;
     m.add_function(wrap_pyfunction!(replica_defaults, m)?)?;
     Ok(())

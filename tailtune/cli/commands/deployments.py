@@ -40,8 +40,9 @@ def _fail(exc: Exception, where: str) -> Exception:
         return BadInputError(problems)
     if isinstance(exc, Missing):
         return NotFoundError(exc.detail)
-    if isinstance(exc, ServiceError):
-        return BadInputError([InputProblem(where, None, exc.field, exc.detail)])
+    if isinstance(exc, ServiceError):  # its detail may start with the field ("config.params.k: ...")
+        detail = exc.detail.removeprefix(f"{exc.field}: ") if exc.field else exc.detail
+        return BadInputError([InputProblem(where, None, exc.field, detail)])
     if isinstance(exc, ValueError):  # not JSON
         return BadInputError([InputProblem(where, None, None, str(exc))])
     return exc

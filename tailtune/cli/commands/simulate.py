@@ -459,9 +459,16 @@ def register(app: typer.Typer) -> None:
         as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
     ) -> None:
         """Replay a workload on the simulated cluster and report latency percentiles."""
-        from tailtune.simulation import MEMCACHED_POLICIES, WorkloadSource, parse_params
+        from tailtune.simulation import (
+            MEMCACHED_POLICIES,
+            WorkloadSource,
+            parse_params,
+        )
+        from tailtune.simulation.config_check import check_params
 
         params = parse_params(param or [])
+        if policy in MEMCACHED_POLICIES:
+            check_params("memcached", policy, params)  # before the trace is read
         source = WorkloadSource(
             dataset=dataset, trace=str(trace) if trace is not None else None, profile=profile, requests=requests,
             trace_seed=seed if trace_seed is None else trace_seed,
@@ -478,4 +485,5 @@ def register(app: typer.Typer) -> None:
         if trace_rate:  # the trace's own arrival times: no load scales them
             dep = dataclasses.replace(dep, load=None)
         rparams = parse_params(replica_param or [], source="--replica-param")
+        check_params("cassandra", policy, params, replica_params=rparams)  # before the trace is read
         _run_cassandra(source, dep, policy, params, rparams, seed, as_json)

@@ -16,12 +16,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from tailtune.simulation.config_check import TABLE_OPTIONS
 from tailtune.simulation.stock import DEFAULT_SPECULATIVE_RETRY, SpeculativeRetry, parse_speculative_retry
 
 __all__ = ["TABLE_OPTIONS", "desired_speculative_retry", "merge_record", "restore_map", "sets_table_options"]
-
-#: The key under a config's `target` that names per-table options explicitly.
-TABLE_OPTIONS = "table_options"
 
 
 def _explicit(config: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -24,6 +24,7 @@ __all__ = [
     "PolicySpec",
     "SearchSpec",
     "coordinator_defaults",
+    "coordinator_spec",
     "memcached_policy_specs",
     "policy_defaults",
     "policy_names",
@@ -35,7 +36,7 @@ __all__ = [
     "replica_specs",
 ]
 
-Kind = Literal["policy", "replica selector", "memcached policy"]
+Kind = Literal["policy", "replica selector", "memcached policy", "coordinator section"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,17 +130,18 @@ def _param(d: RawParamSpec) -> ParamSpec:
     )
 
 
+def _spec(e: RawComponentSpec, kind: Kind) -> PolicySpec:
+    return PolicySpec(
+        name=e["name"],
+        kind=kind,
+        fast_loop=e["fast_loop"],
+        loop_note=e["loop_note"],
+        params=tuple(_param(p) for p in e["params"]),
+    )
+
+
 def _specs(raw: Sequence[RawComponentSpec], kind: Kind) -> list[PolicySpec]:
-    return [
-        PolicySpec(
-            name=e["name"],
-            kind=kind,
-            fast_loop=e["fast_loop"],
-            loop_note=e["loop_note"],
-            params=tuple(_param(p) for p in e["params"]),
-        )
-        for e in raw
-    ]
+    return [_spec(e, kind) for e in raw]
 
 
 def policy_specs() -> list[PolicySpec]:
@@ -190,6 +192,13 @@ def coordinator_defaults(name: str) -> dict[str, float]:
     Cassandra's for `stock`; empty for `duplicate` and `speculative`, which take none. `ReplayConfig.params` may
     name them next to the policy's own."""
     return dict(_kvsim.coordinator_defaults(name))
+
+
+def coordinator_spec() -> PolicySpec:
+    """The coordinator section's parameters (`spec_kind`, `read_timeout_ms`, `se_max`, `chunk`, ...) with their
+    queue-policy defaults and valid ranges: what every queue policy but `duplicate` and `speculative` accepts
+    besides its own (`coordinator_defaults` gives a policy's starting values)."""
+    return _spec(_kvsim.coordinator_spec(), "coordinator section")
 
 
 def replica_names() -> list[str]:
