@@ -463,6 +463,7 @@ def _step_tune(
         server=server,
         driver=str(dep.get("driver") or "java4"),
         tables=tuple(dep.get("tables") or ()),
+        cdf_points=ctx.settings.nightly_cdf_points,
     )
     try:
         # between two trials, a cancel (or the time budget) stops the study: no further trial starts

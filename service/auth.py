@@ -21,7 +21,15 @@ from tailtune.base.errors import BadInputError
 from tailtune.base.settings import Settings
 from tailtune.control.db import ApiTokenRow, Database
 
-__all__ = ["SCOPES", "Principal", "authenticate", "create_token", "hash_token", "quick_read_principal"]
+__all__ = [
+    "SCOPES",
+    "Principal",
+    "authenticate",
+    "create_token",
+    "hash_token",
+    "principal_for_token",
+    "quick_read_principal",
+]
 
 SCOPES = ("read", "write", "report")
 LOCALHOSTS = frozenset({"127.0.0.1", "::1", "localhost"})
@@ -125,6 +133,13 @@ def quick_read_principal(
     return None if principal is not None and principal.scope == "report" else principal
 
 
+def principal_for_token(token: str, settings: Settings, db: Database) -> Principal | None:
+    """Who a token is (settings hashes first, then the cached token table), or None for an unknown token. The
+    console's sign-in cookie is checked with it, as the API's bearer header is."""
+    digest = hash_token(token.strip())
+    return _from_settings(settings, digest) or _cache.lookup(db, digest)
+
+
 def authenticate(request: Request, settings: Settings, db: Database, *, scope: str) -> Principal:
     header = request.headers.get("authorization", "")
     kind, _, token = header.partition(" ")
@@ -133,8 +148,7 @@ def authenticate(request: Request, settings: Settings, db: Database, *, scope: s
         if scope == "read" and settings.open_reads_on_localhost and client in LOCALHOSTS:
             return Principal("localhost", "read")
         raise Unauthorized("a bearer token is required", field="Authorization")
-    digest = hash_token(token.strip())
-    principal = _from_settings(settings, digest) or _cache.lookup(db, digest)
+    principal = principal_for_token(token, settings, db)
     if principal is None:
         raise Unauthorized("unknown token", field="Authorization")
     if principal.scope == "report" and scope != "report":

@@ -9,8 +9,8 @@ limit of request bodies other than trace uploads.
   same auth: a read token suffices).
 * **Bodies** — JSON bodies are read whole by FastAPI, so they are capped at `api_max_body_bytes` (413; a
   declared `Content-Length` over it is refused before reading), and a body that sends nothing for
-  `api_read_timeout_s` is answered 408 and its connection closed. Trace uploads (`POST`/`PUT /api/v1/traces`)
-  stream to disk under their own limit, `upload_max_bytes`.
+  `api_read_timeout_s` is answered 408 and its connection closed. Trace uploads (`POST`/`PUT /api/v1/traces`, and
+  the console's `POST /traces/upload`) stream to disk under their own limit, `upload_max_bytes`.
 """
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ from tailtune.base.settings import Settings, get_settings
 
 __all__ = ["RequestGuard", "host_allowed"]
 
-_UPLOAD = re.compile(r"^/api/v1/traces(/[^/]+)?/?$")
+#: Trace uploads: the API's and the console's (`service/console/pages/traces.py`).
+_UPLOAD = re.compile(r"^/api/v1/traces(/[^/]+)?/?$|^/traces/upload$")
 _ANY_ADDRESS = ("0.0.0.0", "::", "")
 
 

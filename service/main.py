@@ -1,4 +1,5 @@
-"""The FastAPI application: assembles the routers under /api/v1 (OpenAPI docs at /docs, served locally)."""
+"""The FastAPI application: assembles the routers under /api/v1 (OpenAPI docs at /docs, served locally) and the
+web console at / (docs/console.md)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from fastapi.staticfiles import StaticFiles
 from service.analyses.router import router as analyses
 from service.configs.fastpath import ConfigFastPath
 from service.configs.router import router as configs
+from service.console.router import router as console
 from service.deployments.router import router as deployments
 from service.deps import database_for
 from service.errors import install_error_handlers
@@ -91,6 +93,7 @@ def create_app(settings: Settings | None = None, *, fast_path: bool = True) -> F
         api.include_router(router)
     app.include_router(api)
     _add_docs(app)
+    app.include_router(console)
     install_error_handlers(app)
     app.add_middleware(RequestGuard)
     if fast_path:

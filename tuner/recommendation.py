@@ -62,6 +62,9 @@ class Recommendation:
     #: improvement_pct, interval_pct, p_value, min_detectable_pct, ...}`; None when nothing was confirmed (no best,
     #: the best is the current config, a constraint failed).
     confirmation: dict[str, Any] | None = None
+    #: The latency CDFs behind the verdict (`TuneRequest.cdf_points`; `{seed, warmup, curves: [{name, label,
+    #: policy, latency_ms, cdf}]}`); None when not asked for.
+    cdfs: dict[str, Any] | None = None
 
     @property
     def recommends(self) -> bool:
@@ -72,8 +75,9 @@ class Recommendation:
         return {"policy": self.policy, "params": dict(self.params), "target": self.render}
 
     def to_json(self) -> dict[str, Any]:
-        out = {k: v for k, v in self.__dict__.items() if k not in ("pareto_front", "server", "alternatives")}
-        for k in ("pareto_front", "server", "alternatives"):
+        optional = ("pareto_front", "server", "alternatives", "cdfs")
+        out = {k: v for k, v in self.__dict__.items() if k not in optional}
+        for k in optional:
             if getattr(self, k) is not None:
                 out[k] = getattr(self, k)
         return out

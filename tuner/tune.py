@@ -88,6 +88,9 @@ class TuneRequest:
     #: A deployment's tune: where each model input came from (`tailtune.control.model`), recorded in `tuned_for`
     #: as `model_sources` (input → source) and `model` (each input's value, source, time and how).
     model: Mapping[str, Any] | None = None
+    #: Points per latency CDF recorded in the recommendation's `cdfs` (current, recommended or best found, the
+    #: other server kind's best), each one more replay of the first seed; 0: none (`tune --json` records none).
+    cdf_points: int = 0
 
 
 def _model_record(req: TuneRequest) -> dict[str, Any]:
@@ -283,6 +286,8 @@ def run_tune(
         rec = dataclasses.replace(rec, source=original.label)
     if job.server is not None:
         rec = _with_alternatives(job, rec, _best_block(job, job, trials), alt_block)
+    if req.cdf_points > 0:
+        rec = dataclasses.replace(rec, cdfs=_cdfs(job, rec, req.cdf_points))
     if tracker is not None:
         rec = dataclasses.replace(rec, mlflow_run_id=tracker.run_id)
         _finish_tracking(job, rec, outcome.study, trials, paper)
@@ -640,6 +645,33 @@ def _with_alternatives(job: _Job, rec: Recommendation, main_block: dict[str, Any
         # a patched recommendation: the scheduler block, then the stock knobs it carries
         render = stock if rec.policy == "stock" else {**rec.render, **stock}
     return dataclasses.replace(rec, server=job.server, alternatives=alternatives, render=render)
+
+
+def _cdfs(job: _Job, rec: Recommendation, points: int) -> dict[str, Any]:
+    """The latency CDFs behind the verdict, on the first seed's measured requests (after the warm-up cut): the
+    current config, the recommended one (or, when the verdict keeps the current config, the best found) and, for
+    Cassandra, the other server kind's best. At most `points` points per curve, the tail drawn exactly
+    (`plots.cdf_points`); latencies to 4 significant digits."""
+    from tuner.evidence import measured
+    from tuner.plots import cdf_points
+
+    seed, warm = job.seeds[0], job.ev.warmup_fraction()
+    wanted: list[tuple[str, str, Candidate]] = [("current", "current config", job.baseline)]
+    if rec.recommends:
+        wanted.append(("recommended", "recommended", Candidate(rec.policy, dict(rec.params))))
+    elif rec.best is not None:
+        wanted.append(("best", "best found (not recommended)", Candidate.from_dict(rec.best)))
+    other = next((k for s, k in _ALT_KEY.items() if s != job.server), None) if job.server is not None else None
+    alt = (rec.alternatives or {}).get(other or "") or {}
+    if alt.get("policy"):
+        alt_cand = Candidate(str(alt["policy"]), dict(alt.get("params") or {}))
+        wanted.append((str(other), f"{other} alternative", alt_cand))
+    curves = []
+    for name, label, cand in wanted:
+        x, y = cdf_points(measured(job.ev.latencies_ms(cand, seed), warm), points)
+        curves.append({"name": name, "label": f"{label}: {cand.label()}", "policy": cand.policy,
+                       "latency_ms": [float(f"{v:.4g}") for v in x], "cdf": [float(f"{v:.6g}") for v in y]})
+    return {"seed": seed, "warmup": warm, "curves": curves}
 
 
 def _start_tracking(job: _Job) -> None:

@@ -162,6 +162,12 @@ class Settings(BaseSettings):
         default=6 * 3600.0, description="A running job is stopped (failed, not retried) after this long; 0: none."
     )
     job_logs_max_bytes: int = Field(default=256 * 1024, description="A job's logs stop growing past this.")
+    nightly_cdf_points: int = Field(
+        default=256, ge=0, le=10_000,
+        description="Points per latency CDF a nightly job records with its recommendation (current, recommended "
+        "or best found, the other server kind's best: the console draws them); each curve is one more replay of "
+        "the first seed; 0: none.",
+    )
     tmp_unowned_max_age_s: float = Field(
         default=86400.0,
         description="Start-up sweep: scratch left by no known process is removed once untouched this long.",
@@ -180,6 +186,17 @@ class Settings(BaseSettings):
     )
     api_max_header_bytes: int = Field(
         default=64 * 1024, gt=0, description="Most bytes of a request's header fields (names and values); 431 past it."
+    )
+
+    # --- the web console (docs/console.md) ---------------------------------------------------------------------
+    console_session_s: float = Field(
+        default=12 * 3600.0, gt=0, le=30 * 86400.0,
+        description="How long the console's sign-in cookie lasts (seconds); then the browser asks for the token again.",
+    )
+    console_secure_cookies: bool = Field(
+        default=False,
+        description="Mark the console's cookies Secure (sent over HTTPS only): set it when a proxy terminates TLS in "
+        "front of `tailtune serve`; a request that arrives over HTTPS gets Secure cookies anyway.",
     )
 
     # --- discovery (`tailtune deployments discover`; docs/operations.md § The deployment's model) ------------

@@ -21,7 +21,7 @@ from tailtune.control.common import now
 from tailtune.control.db import ConfigVersionRow, DeploymentRow, JobRow, ObservationRow
 from tailtune.control.errors import Invalid, Missing
 
-__all__ = ["SCHEMA", "merge_histograms", "percentile_ms", "record", "summary"]
+__all__ = ["SCHEMA", "merge_histograms", "percentile_ms", "record", "summary", "timeline"]
 
 SCHEMA = "tailtune.client.observations/1"
 BUCKETS_PER_DECADE = 20
@@ -153,4 +153,37 @@ def summary(s: Session, deployment_id: int) -> list[dict[str, Any]]:
         out.append({"config_version": version, "clients": len({o.client_id for o in obs}),
                     "window": {"start": min(o.window_start for o in obs), "end": max(o.window_end for o in obs)},
                     "expected": expected, "observed": observed, "error": error})
+    return out
+
+
+def timeline(s: Session, deployment_id: int, *, limit: int = 500) -> list[dict[str, Any]]:
+    """Expected vs observed over time: per report window (all clients of a window start merged, the newest
+    `limit` windows, oldest first) its config version, observed p50/p99 and the p99 the tuner expected for that
+    version (None without a tuning job behind it)."""
+    if s.get(DeploymentRow, deployment_id) is None:
+        raise Missing(f"deployment {deployment_id} not found", field="deployment_id")
+    starts = s.scalars(
+        select(ObservationRow.window_start).where(ObservationRow.deployment_id == deployment_id)
+        .group_by(ObservationRow.window_start).order_by(ObservationRow.window_start.desc()).limit(limit)
+    ).all()
+    if not starts:
+        return []
+    rows = s.scalars(select(ObservationRow).where(
+        ObservationRow.deployment_id == deployment_id, ObservationRow.window_start >= min(starts))).all()
+    groups: dict[tuple[float, int], list[ObservationRow]] = {}
+    for r in rows:
+        groups.setdefault((r.window_start, r.config_version), []).append(r)
+    expected: dict[int, dict[str, Any] | None] = {}
+    out = []
+    for (start, version), obs in sorted(groups.items()):
+        if version not in expected:
+            vrow = s.scalar(select(ConfigVersionRow).where(
+                ConfigVersionRow.deployment_id == deployment_id, ConfigVersionRow.version == version))
+            expected[version] = _expected(s, vrow) if vrow is not None else None
+        figures = _figures(merge_histograms([o.observation.get("all") or {} for o in obs]))
+        exp = expected[version] or {}
+        out.append({"window_start": start, "window_end": max(o.window_end for o in obs), "config_version": version,
+                    "clients": len({o.client_id for o in obs}), "requests": figures["requests"],
+                    "observed_p50_ms": figures["p50_ms"], "observed_p99_ms": figures["p99_ms"],
+                    "expected_p99_ms": exp.get("p99_ms")})
     return out

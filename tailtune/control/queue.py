@@ -11,13 +11,25 @@ from sqlalchemy.orm import Session
 
 from tailtune.base.settings import Settings
 from tailtune.control.common import now
-from tailtune.control.db import DeploymentRow, JobRow
+from tailtune.control.db import AnalysisRow, DeploymentRow, JobRow
 from tailtune.control.errors import Conflict, Invalid, Missing
 
-__all__ = ["JOB_KINDS", "JOB_STATUSES", "cancel_job", "enqueue", "get_job", "list_jobs", "stop_job"]
+__all__ = [
+    "JOB_KINDS",
+    "JOB_STATUSES",
+    "NOT_RETRIED",
+    "cancel_job",
+    "enqueue",
+    "get_job",
+    "list_jobs",
+    "retry_job",
+    "stop_job",
+]
 
 JOB_KINDS = ("ingest", "analyze", "nightly", "publish", "selftest", "discover")
 JOB_STATUSES = ("queued", "running", "succeeded", "failed", "cancelled")
+#: Kinds a retry cannot run again: an ingest's upload is removed when it fails (upload the trace again).
+NOT_RETRIED = {"ingest": "its upload was removed when it failed: upload the trace again"}
 
 
 def enqueue(
@@ -101,3 +113,25 @@ def cancel_job(s: Session, job_id: int) -> JobRow:
     s.flush()
     s.refresh(row)
     return row
+
+
+def retry_job(s: Session, settings: Settings, job_id: int) -> JobRow:
+    """A failed or cancelled job once more: a new job of the same kind, payload and deployment (the old one stays
+    as it ended). An analysis points at the new job. 409 for a job still queued or running, one that succeeded,
+    and the kinds in `NOT_RETRIED`."""
+    row = get_job(s, job_id)
+    if row.status not in ("failed", "cancelled"):
+        raise Conflict(f"job {job_id} is {row.status}; only a failed or cancelled job is retried", field="job_id")
+    if row.kind in NOT_RETRIED:
+        raise Conflict(f"an {row.kind} job is not retried: {NOT_RETRIED[row.kind]}", field="job_id")
+    if row.deployment_id is not None and s.get(DeploymentRow, row.deployment_id) is None:
+        raise Missing(f"deployment {row.deployment_id} of job {job_id} no longer exists", field="deployment_id")
+    new = enqueue(s, settings, row.kind, dict(row.payload), deployment_id=row.deployment_id)
+    analysis_id = row.payload.get("analysis_id") if row.kind == "analyze" else None
+    if isinstance(analysis_id, int):
+        analysis = s.get(AnalysisRow, analysis_id)
+        if analysis is None:
+            raise Missing(f"analysis {analysis_id} of job {job_id} no longer exists", field="analysis_id")
+        analysis.status, analysis.error, analysis.job_id = "queued", None, new.id
+    s.flush()
+    return new

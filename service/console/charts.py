@@ -1,0 +1,194 @@
+"""The console's figures as plotly.js specs (`{"data", "layout", "config"}`, JSON): the browser draws them with the
+plotly.js the console serves, so they zoom, pan, show values on hover and switch their axes between linear and log.
+
+The optimization history and parameter importance are Optuna's own (`optuna.visualization`, plotly figures of the
+study in the Optuna storage)."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+__all__ = [
+    "COLORS",
+    "axis_menu",
+    "base_layout",
+    "log_axis",
+    "cdf_figure",
+    "optuna_figures",
+    "percentile_figure",
+    "timeline_figure",
+]
+
+log = logging.getLogger("tailtune.console")
+
+#: Colour-blind safe (Okabe–Ito), dark enough on white for lines and markers.
+COLORS = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000")
+_PERCENTILES = (("p50_ms", 0.50), ("p95_ms", 0.95), ("p99_ms", 0.99), ("p999_ms", 0.999))
+
+
+def base_layout(title: str, *, height: int = 400, x: str = "", y: str = "") -> dict[str, Any]:
+    """The house layout: the title on the left, plotly's tool bar at the top right, the axis buttons just above the
+    plot on the right (room for all three), the legend below."""
+    return {
+        "title": {"text": title, "font": {"size": 15}, "x": 0.0, "xanchor": "left", "xref": "paper",
+                  "y": 1.0, "yanchor": "top", "yref": "container", "pad": {"t": 12}},
+        "height": height,
+        "autosize": True,
+        "margin": {"l": 64, "r": 16, "t": 84, "b": 56},
+        "font": {"family": "system-ui, sans-serif", "size": 12, "color": "#1f2328"},
+        "paper_bgcolor": "#ffffff",
+        "plot_bgcolor": "#ffffff",
+        "hovermode": "closest",
+        "legend": {"orientation": "h", "x": 0.0, "xanchor": "left", "y": -0.2, "yanchor": "top"},
+        "xaxis": {"title": {"text": x}, "gridcolor": "#d8dee4", "zeroline": False, "automargin": True},
+        "yaxis": {"title": {"text": y}, "gridcolor": "#d8dee4", "zeroline": False, "automargin": True},
+    }
+
+
+def log_axis(layout: dict[str, Any], axis: str) -> None:
+    """A log axis labelled at its decades (1, 10, 100 or 10⁻³, …), with a grid line at each 2…9 between."""
+    layout[f"{axis}axis"].update(type="log", dtick=1, exponentformat="power",
+                                 minor={"showgrid": True, "gridcolor": "#eef1f4", "dtick": "D1"})
+
+
+def axis_menu(axis: str, start: str) -> dict[str, Any]:
+    """Buttons that switch one axis between log and linear (plotly.js does it in the page)."""
+    order = ("log", "linear") if start == "log" else ("linear", "log")
+    as_log = {f"{axis}axis.type": "log", f"{axis}axis.dtick": 1, f"{axis}axis.minor.showgrid": True}
+    as_linear = {f"{axis}axis.type": "linear", f"{axis}axis.dtick": None, f"{axis}axis.minor.showgrid": False}
+    return {
+        "type": "buttons",
+        "direction": "left",
+        "x": 1.0,
+        "xanchor": "right",
+        "y": 1.02,
+        "yanchor": "bottom",
+        "pad": {"b": 4},
+        "showactive": True,
+        "bgcolor": "#f6f8fa",
+        "bordercolor": "#8c959f",
+        "font": {"size": 11},
+        "buttons": [
+            {"label": f"{axis} {kind}", "method": "relayout", "args": [as_log if kind == "log" else as_linear]}
+            for kind in order
+        ],
+    }
+
+
+def _spec(data: list[dict[str, Any]], layout: dict[str, Any], **config: Any) -> dict[str, Any]:
+    return {"data": data, "layout": layout, "config": {"displaylogo": False, "responsive": True, **config}}
+
+
+def cdf_figure(cdfs: Mapping[str, Any]) -> dict[str, Any]:
+    """The latency CDFs a nightly job recorded (`recommendation.cdfs`), log latency axis."""
+    data = []
+    for i, curve in enumerate(cdfs.get("curves") or []):
+        data.append({
+            "type": "scatter", "mode": "lines", "name": str(curve.get("label", curve.get("name"))),
+            "x": list(curve.get("latency_ms") or []), "y": list(curve.get("cdf") or []),
+            "line": {"color": COLORS[i % len(COLORS)], "width": 2, "dash": ("solid", "dash", "dot")[i % 3]},
+            "hovertemplate": "%{y:.4f} of requests ≤ %{x:.4g} ms<extra>%{fullData.name}</extra>",
+        })
+    layout = base_layout(
+        f"Latency CDF (seed {cdfs.get('seed', 0)}, after the warm-up)", x="request latency (ms)", y="share of requests"
+    )
+    log_axis(layout, "x")
+    layout["updatemenus"] = [axis_menu("x", "log")]
+    return _spec(data, layout)
+
+
+def percentile_figure(curves: Sequence[tuple[str, Mapping[str, Any]]]) -> dict[str, Any]:
+    """Without recorded CDFs: each configuration's p50, p95, p99 and p99.9 as points of its CDF."""
+    data = []
+    for i, (label, metrics) in enumerate(curves):
+        points = [(float(metrics[k]), q) for k, q in _PERCENTILES if metrics.get(k) is not None]
+        data.append({
+            "type": "scatter", "mode": "lines+markers", "name": label,
+            "x": [p[0] for p in points], "y": [p[1] for p in points],
+            "line": {"color": COLORS[i % len(COLORS)], "width": 2}, "marker": {"size": 8},
+            "hovertemplate": "%{y} of requests ≤ %{x:.4g} ms<extra>%{fullData.name}</extra>",
+        })
+    layout = base_layout("Percentiles (this job recorded no CDF)", x="request latency (ms)", y="share of requests")
+    log_axis(layout, "x")
+    layout["updatemenus"] = [axis_menu("x", "log")]
+    return _spec(data, layout)
+
+
+def _iso(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def timeline_figure(points: Sequence[Mapping[str, Any]], *, small: bool = False) -> dict[str, Any]:
+    """Expected vs observed p99 per report window (`tailtune.control.observations.timeline`)."""
+    xs = [_iso(float(p["window_end"])) for p in points]
+    text = [f"config v{p['config_version']}, {p['requests']:,} requests, {p['clients']} client(s)" for p in points]
+    data = [
+        {"type": "scatter", "mode": "lines+markers", "name": "observed p99", "x": xs,
+         "y": [p.get("observed_p99_ms") for p in points], "text": text, "line": {"color": COLORS[1], "width": 2},
+         "hovertemplate": "observed p99 %{y:.3g} ms<br>%{x}<br>%{text}<extra></extra>"},
+        {"type": "scatter", "mode": "lines", "name": "expected p99", "x": xs,
+         "y": [p.get("expected_p99_ms") for p in points], "line": {"color": COLORS[0], "width": 2, "dash": "dash",
+                                                                    "shape": "hv"},
+         "hovertemplate": "expected p99 %{y:.3g} ms<br>%{x}<extra></extra>"},
+    ]
+    layout = base_layout("" if small else "Expected vs observed p99", height=170 if small else 360,
+                         y="p99 (ms)")
+    layout["xaxis"]["type"] = "date"
+    if small:
+        layout["margin"] = {"l": 48, "r": 10, "t": 10, "b": 30}
+        layout["showlegend"] = False
+        layout["yaxis"]["title"] = {"text": "ms"}
+    else:
+        layout["updatemenus"] = [axis_menu("y", "linear")]
+    return _spec(data, layout, displayModeBar=not small)
+
+
+def _plotly_json(fig: Any) -> dict[str, Any]:
+    spec: dict[str, Any] = json.loads(fig.to_json())
+    layout = spec.get("layout") or {}
+    layout.pop("template", None)  # plotly's default template: ~10 kB per figure, and the page has its own style
+    house = base_layout(str((layout.get("title") or {}).get("text") or ""))
+    layout.update({k: house[k] for k in ("height", "font", "paper_bgcolor", "plot_bgcolor", "margin", "title")})
+    for axis in ("xaxis", "yaxis"):
+        layout.setdefault(axis, {}).update(gridcolor="#d8dee4", automargin=True)
+    spec["layout"] = layout
+    spec["config"] = {"displaylogo": False, "responsive": True}
+    return spec
+
+
+def optuna_figures(study_name: str, storage_url: str) -> tuple[list[dict[str, Any]], list[str]]:
+    """Optuna's optimization history and parameter importances of a study, as specs; and what could not be
+    drawn, as sentences (the study is gone from the storage, too few trials, no parameter varied)."""
+    import warnings
+
+    import optuna
+
+    from tailtune.base.errors import TailtuneError
+    from tuner.study import open_storage
+
+    notes: list[str] = []
+    try:
+        study = optuna.load_study(study_name=study_name, storage=open_storage(storage_url))
+    except (KeyError, ValueError, TailtuneError) as exc:
+        return [], [f"The study {study_name!r} is not in the Optuna storage ({exc})."]
+    figures = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        multi = len(study.directions) > 1
+        target = (lambda t: t.values[0]) if multi else None
+        name = "objective (first term)" if multi else "objective"
+        try:
+            history = optuna.visualization.plot_optimization_history(study, target=target, target_name=name)
+            figures.append(_plotly_json(history))
+        except (ValueError, RuntimeError) as exc:
+            notes.append(f"No optimization history: {exc}.")
+        try:
+            importance = optuna.visualization.plot_param_importances(study, target=target, target_name=name)
+            figures.append(_plotly_json(importance))
+        except (ValueError, RuntimeError, ZeroDivisionError) as exc:
+            notes.append(f"No parameter importance: {exc}.")
+    return figures, notes

@@ -1,0 +1,277 @@
+"""What the pages show, read through the same service functions the API's routers call (deployments, configs,
+jobs, traces, schedules, observations, the deployment's model): nothing here writes.
+
+A nightly job's evidence is its `tune` step's output (the whole recommendation, `tune --json`'s object) and its
+`decide` step's; the drift and 'kept' decisions are its result's `decision` (and `drift`, where the job records one).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from itertools import pairwise
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from service.console import charts
+from service.schedules import service as schedules
+from service.traces import service as traces
+from tailtune.control import configs, observations
+from tailtune.control import queue as jobs
+from tailtune.control.db import ConfigVersionRow, DeploymentRow, JobRow, TraceRow
+from tailtune.control.model import build_model
+from tailtune.control.schedules import next_slot
+
+__all__ = [
+    "FINAL",
+    "PIPELINE_STEPS",
+    "Card",
+    "Evidence",
+    "Night",
+    "card",
+    "deployment_traces",
+    "evidence",
+    "model_rows",
+    "next_runs",
+    "nights",
+    "recent_jobs",
+    "schedule_rows",
+    "step_output",
+    "version_rows",
+]
+
+#: Job states that do not change any more (live views stop polling).
+FINAL = ("succeeded", "failed", "cancelled")
+#: The steps of a job kind, in order, as its handler records them (jobs/nightly.py; the test checks they agree):
+#: the progress bar counts the done ones. A nightly job's `publish` runs only for an accepted config.
+PIPELINE_STEPS = {
+    "nightly": ("ingest", "analyze", "tune", "decide", "publish"),
+    "ingest": ("ingest",),
+    "analyze": ("analyze",),
+    "publish": ("publish",),
+}
+_METRICS = ("p50_ms", "p95_ms", "p99_ms", "p999_ms", "mean_ms")
+
+
+def step_output(job: JobRow, name: str) -> dict[str, Any] | None:
+    """The stored output of a finished step of the job (None while it has not finished)."""
+    for step in job.steps or []:
+        if isinstance(step, Mapping) and step.get("name") == name and step.get("status") == "done":
+            out = step.get("output")
+            return dict(out) if isinstance(out, Mapping) else {}
+    return None
+
+
+@dataclass
+class Night:
+    """One nightly job as the deployment pages show it: what it found and what it decided."""
+
+    job: JobRow
+    verdict: str | None = None
+    reason: str | None = None
+    policy: str | None = None
+    params: dict[str, Any] = field(default_factory=dict)
+    baseline_p99: float | None = None
+    expected_p99: float | None = None
+    decision: dict[str, Any] | None = None
+    drift: Any = None
+    #: The change of the current config's simulated p99 against the night before (its own workload drift), %.
+    baseline_change_pct: float | None = None
+
+
+def _night(job: JobRow) -> Night:
+    night = Night(job)
+    rec = step_output(job, "tune")
+    if rec is not None:
+        night.verdict, night.reason = rec.get("verdict"), rec.get("reason")
+        night.policy, night.params = rec.get("policy"), dict(rec.get("params") or {})
+        night.baseline_p99 = (rec.get("baseline") or {}).get("p99_ms")
+        night.expected_p99 = (rec.get("expected") or {}).get("p99_ms")
+    night.decision = step_output(job, "decide") or (job.result or {}).get("decision")
+    night.drift = (job.result or {}).get("drift")
+    return night
+
+
+def nights(s: Session, deployment_id: int, limit: int = 20) -> list[Night]:
+    """The deployment's newest nightly jobs (newest first), each with the change of the current config's simulated
+    p99 from the night before it."""
+    rows = [j for j in jobs.list_jobs(s, deployment_id=deployment_id, limit=max(limit * 5, 50)) if j.kind == "nightly"]
+    out = [_night(j) for j in rows[:limit]]
+    for newer, older in pairwise(out):
+        if newer.baseline_p99 and older.baseline_p99:
+            newer.baseline_change_pct = (float(newer.baseline_p99) / float(older.baseline_p99) - 1.0) * 100.0
+    return out
+
+
+@dataclass
+class Card:
+    """A deployment in the overview."""
+
+    dep: DeploymentRow
+    latest: ConfigVersionRow | None
+    running: ConfigVersionRow | None
+    verification: dict[str, Any] | None
+    last_night: Night | None
+    waiting_ingest: int
+    waiting_tune: int
+    timeline: dict[str, Any] | None
+    observed: int
+
+
+def _versions(s: Session, dep: DeploymentRow, limit: int = 100) -> Sequence[ConfigVersionRow]:
+    return configs.history(s, dep.id, limit=limit)
+
+
+def card(s: Session, dep: DeploymentRow) -> Card:
+    versions = _versions(s, dep)
+    running = next((v for v in versions if dep.kind in (v.published or {})), None)
+    latest = versions[0] if versions else None
+    shown = running or latest
+    recent = nights(s, dep.id, limit=2)
+    last = recent[0] if recent else None
+    pending = traces.list_all(s, dep.id, limit=200)
+    since = last.job.created_at if last is not None else 0.0
+    points = observations.timeline(s, dep.id, limit=200)
+    return Card(
+        dep=dep,
+        latest=latest,
+        running=running,
+        verification=getattr(shown, "verification", None) if shown is not None else None,
+        last_night=last,
+        waiting_ingest=sum(1 for t in pending if t.status in ("uploaded", "ingesting")),
+        waiting_tune=sum(1 for t in pending if t.status == "ready" and t.created_at > since),
+        timeline=charts.timeline_figure(points, small=True) if points else None,
+        observed=len(points),
+    )
+
+
+@dataclass
+class Evidence:
+    """The newest recommendation of a deployment, as the deployment page shows it."""
+
+    night: Night
+    rec: dict[str, Any]
+    figure: dict[str, Any]
+    recorded_cdf: bool
+    rows: list[dict[str, Any]]
+    interval: list[float] | None
+    improvement_pct: float | None
+    p_value: float | None
+    metric: str
+    sentence: str
+
+
+def _sentence(rec: Mapping[str, Any], decision: Mapping[str, Any] | None) -> str:
+    verdict = str(rec.get("verdict") or "no verdict")
+    subject = f"{rec.get('policy')} ({_plain(rec.get('params'))})"
+    head = f"The tuner says “{verdict}” for {subject}" if verdict == "recommend" else f"The tuner says “{verdict}”"
+    reason = str(rec.get("reason") or "").strip().rstrip(".")
+    text = f"{head}: {reason}." if reason else f"{head}."
+    if decision is not None:
+        if decision.get("accepted"):
+            text += f" The deployment accepted it as config version {decision.get('version')}."
+        else:
+            text += f" The deployment kept its current config: {str(decision.get('reason') or '').rstrip('.')}."
+    return text
+
+
+def _plain(params: Any) -> str:
+    if not isinstance(params, Mapping) or not params:
+        return "its defaults"
+    return ", ".join(f"{k}={v}" for k, v in sorted(params.items()))
+
+
+def evidence(s: Session, deployment_id: int) -> Evidence | None:
+    """The evidence of the newest nightly job that got as far as a recommendation (None: no such job yet)."""
+    for night in nights(s, deployment_id, limit=20):
+        rec = step_output(night.job, "tune")
+        if rec is None:
+            continue
+        rows: list[dict[str, Any]] = []
+        baseline = rec.get("baseline") or {}
+        rows.append({"label": "current config", "policy": baseline.get("policy"), "params": baseline.get("params"),
+                     **{k: baseline.get(k) for k in _METRICS}})
+        chosen = rec.get("expected") or {}
+        if rec.get("verdict") == "recommend":
+            rows.append({"label": "recommended", "policy": rec.get("policy"), "params": rec.get("params"),
+                         **{k: chosen.get(k) for k in _METRICS}})
+        elif rec.get("best"):
+            best = rec["best"]
+            rows.append({"label": "best found (not recommended)", "policy": best.get("policy"),
+                         "params": best.get("params"), **{k: best.get(k) for k in _METRICS}})
+        server = rec.get("server")
+        for key, alt in sorted((rec.get("alternatives") or {}).items()):
+            if not isinstance(alt, Mapping) or alt.get("policy") is None or alt.get("server") == server:
+                continue
+            rows.append({"label": f"{key} alternative ({alt.get('verdict')})", "policy": alt.get("policy"),
+                         "params": alt.get("params"), **{k: alt.get(k) for k in _METRICS}})
+        cdfs = rec.get("cdfs")
+        recorded = isinstance(cdfs, Mapping) and bool(cdfs.get("curves"))
+        figure = (charts.cdf_figure(cdfs) if recorded and isinstance(cdfs, Mapping) else
+                  charts.percentile_figure([(f"{r['label']}: {r['policy']}", r) for r in rows]))
+        conf = rec.get("confirmation") or {}
+        interval = conf.get("interval_pct")
+        return Evidence(
+            night=night, rec=rec, figure=figure, recorded_cdf=recorded, rows=rows,
+            interval=list(interval) if isinstance(interval, list) and len(interval) == 2 else None,
+            improvement_pct=conf.get("improvement_pct", rec.get("improvement_pct")),
+            p_value=conf.get("p_value", rec.get("p_value")),
+            metric=str(conf.get("metric") or rec.get("objective") or "p99"),
+            sentence=_sentence(rec, night.decision),
+        )
+    return None
+
+
+def model_rows(dep: DeploymentRow, last: Mapping[str, Any] | None) -> tuple[list[dict[str, Any]], list[str]]:
+    """Each input of the deployment's model as the next tune builds it (`tailtune.control.model.build_model`:
+    value, source, how, when found) beside the source the newest tune recorded (`tuned_for.model_sources`);
+    and the model's notes. Arrivals are shown for a trace with timestamps (the usual case)."""
+    model = build_model(dep.kind, dep.topology or {}, dep.connection or {}, dep.model or {}, timestamps=True)
+    tuned_for = (last or {}).get("tuned_for") or {}
+    used = tuned_for.get("model_sources") or {}
+    rows = []
+    for name, source in model.sources.items():
+        entry = model.inputs.get(name) or {}
+        rows.append({"name": name, "value": entry.get("value"), "source": source, "how": entry.get("how"),
+                     "at": entry.get("at"), "last_tune": used.get(name)})
+    return rows, list(model.notes)
+
+
+def version_rows(s: Session, dep: DeploymentRow, limit: int = 50) -> list[dict[str, Any]]:
+    """The config history (newest first), each version with its diff from the version before it."""
+    versions = list(_versions(s, dep, limit=limit))
+    out = []
+    for i, v in enumerate(versions):
+        older = versions[i + 1] if i + 1 < len(versions) else None
+        diff = configs.diff(s, dep.id, older.version, v.version) if older is not None else None
+        out.append({"row": v, "diff": diff, "published": dep.kind in (v.published or {}),
+                    "verification": getattr(v, "verification", None)})
+    return out
+
+
+def next_runs(cron: str, tz: str, after: float, count: int = 5) -> list[float]:
+    """The next `count` slots of a cron expression in a time zone (`tailtune.control.schedules.next_slot`)."""
+    out: list[float] = []
+    at = after
+    for _ in range(count):
+        at = next_slot(cron, tz, at)
+        out.append(at)
+    return out
+
+
+def schedule_rows(s: Session, dep: DeploymentRow, now: float) -> list[dict[str, Any]]:
+    rows = []
+    for r in schedules.list_all(s, dep.id, limit=50):
+        shown = schedules.out(r)
+        after = max(r.last_slot or 0.0, now)
+        rows.append({"row": r, "out": shown, "next": next_runs(r.cron, r.timezone, after) if r.enabled else []})
+    return rows
+
+
+def deployment_traces(s: Session, deployment_id: int, limit: int = 10) -> Sequence[TraceRow]:
+    return traces.list_all(s, deployment_id, limit=limit)
+
+
+def recent_jobs(s: Session, deployment_id: int, limit: int = 8) -> Sequence[JobRow]:
+    return jobs.list_jobs(s, deployment_id=deployment_id, limit=limit)

@@ -1,0 +1,423 @@
+"""The console in a real browser (Debian's chromium and chromium-driver, headless, driven by Selenium) against a real
+`tailtune serve` (uvicorn with `service.server.server_config`) on 127.0.0.1, a real worker, a real memcached and
+Spark local: sign in → upload a bad trace and read its line errors → upload a good trace → start a nightly job
+and watch it finish → open its analysis → publish a config version → roll back → a form without its CSRF token
+is refused → sign out; a read token sees no write control. Every page is saved as a screenshot (laptop and phone
+widths) under `TAILTUNE_TEST_ARTIFACTS` (default: this test's tmp dir) to look at.
+
+~2–3 minutes (Spark start, a 4-trial tune): `make test` sets TAILTUNE_E2E=1 so CI runs it; a bare pytest run
+skips it unless you set it:
+
+    TAILTUNE_E2E=1 .venv/bin/python -m pytest tests/service/test_console_browser.py -q
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from service.auth import create_token
+from tailtune.base.settings import Settings, get_settings
+from tailtune.control.db import Database, database_for
+from tailtune.control.publishers import MemcachedPublisher
+from tests.servers.memcached_server import MemcachedNode
+from tests.service.conftest import FAST_ENV
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(os.environ.get("TAILTUNE_E2E") != "1", reason="set TAILTUNE_E2E=1 (about 2–3 minutes)"),
+]
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMEDRIVER = "/usr/bin/chromedriver"
+#: How long the nightly job may take in the browser test (Spark start and a 4-trial tune take about a minute).
+JOB_WAIT_S = 420.0
+LAPTOP, PHONE = (1366, 900), (390, 844)
+
+
+@dataclass
+class Live:
+    base: str
+    settings: Settings
+    db: Database
+    write: str
+    read: str
+    memcached: MemcachedNode
+    home: Path
+
+
+@pytest.fixture
+def live(
+    tailtune_home: Path, memcached_node: MemcachedNode, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Live]:
+    """`tailtune serve` (uvicorn, the server config the CLI runs) on a free 127.0.0.1 port and a worker, in threads."""
+    import uvicorn
+
+    from jobs.handlers import default_handlers
+    from jobs.worker import Worker
+    from service.server import server_config
+
+    for k, v in {**FAST_ENV, "TAILTUNE_SPARK_MASTER": "local[2]", "TAILTUNE_WORKER_POLL_S": "0.2"}.items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.setenv("SPARK_LOCAL_IP", "127.0.0.1")
+    monkeypatch.setenv("PYSPARK_PYTHON", sys.executable)
+    get_settings.cache_clear()
+    settings = get_settings()
+    db = database_for(settings.resolved_database_url)
+    write, read = create_token(db, "operator", "write"), create_token(db, "viewer", "read")
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(server_config(settings, host="127.0.0.1", port=port, log_level="warning"))
+    serving = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    serving.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        assert time.monotonic() < deadline and serving.is_alive(), "tailtune serve did not start"
+        time.sleep(0.05)
+    stop = threading.Event()
+    worker = Worker(settings, db, "browser-test", handlers=default_handlers(), schedule=False)
+    working = threading.Thread(target=worker.run, kwargs={"stop": stop}, daemon=True)
+    working.start()
+    try:
+        yield Live(f"http://127.0.0.1:{port}", settings, db, write, read, memcached_node, tailtune_home)
+    finally:
+        stop.set()
+        server.should_exit = True
+        working.join(timeout=60)
+        serving.join(timeout=30)
+        sock.close()
+        db.dispose()
+
+
+@pytest.fixture
+def artifacts(tmp_path: Path) -> Path:
+    """Where the screenshots go: TAILTUNE_TEST_ARTIFACTS (kept after the run), else the test's tmp dir."""
+    root = Path(os.environ.get("TAILTUNE_TEST_ARTIFACTS") or tmp_path / "artifacts") / "console"
+    root.mkdir(parents=True, exist_ok=True)
+    return root
+
+
+@pytest.fixture
+def browser() -> Iterator[Any]:
+    if not (Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists()):
+        pytest.fail("the browser test needs Debian's chromium and chromium-driver: run scripts/setup.sh "
+                    "(apt-get install chromium chromium-driver)")
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = CHROMIUM
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", f"--window-size={LAPTOP[0]},{LAPTOP[1]}"):
+        opts.add_argument(arg)
+    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
+    driver.implicitly_wait(0)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+class Pages:
+    """The browser, with the steps a person takes and the checks a person makes."""
+
+    def __init__(self, driver: Any, base: str, shots: Path) -> None:
+        from selenium.webdriver.common.by import By
+
+        self.d, self.base, self.shots, self.By = driver, base, shots, By
+        self.count = 0
+        self.console_errors: list[str] = []
+
+    # --- reading -----------------------------------------------------------------------------------------------
+    def go(self, path: str) -> None:
+        self.d.get(self.base + path)
+        self.settle()
+
+    def settle(self) -> None:
+        """Wait for the page's scripts to have run (htmx and plotly load deferred) and keep the console log."""
+        self.wait(lambda: self.d.execute_script("return document.readyState") == "complete", 20, "page load")
+        for entry in self.d.get_log("browser"):
+            if entry["level"] == "SEVERE":
+                self.console_errors.append(entry["message"])
+
+    def css(self, selector: str) -> Any:
+        return self.d.find_element(self.By.CSS_SELECTOR, selector)
+
+    def all(self, selector: str) -> list[Any]:
+        return list(self.d.find_elements(self.By.CSS_SELECTOR, selector))
+
+    def text(self, selector: str = "main") -> str:
+        return str(self.css(selector).text)
+
+    def wait(self, ok: Callable[[], Any], timeout: float, what: str) -> Any:
+        """Poll until `ok()` is truthy (the page updates itself through htmx); fail naming `what`."""
+        from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
+
+        deadline = time.monotonic() + timeout
+        last: Exception | None = None
+        while time.monotonic() < deadline:
+            try:
+                got = ok()
+                if got:
+                    return got
+            except (StaleElementReferenceException, WebDriverException) as exc:
+                last = exc
+            time.sleep(0.25)
+        self.shot(f"timeout-{what.replace(' ', '-')}")
+        raise AssertionError(f"waited {timeout:g} s for {what}; page: {self.d.current_url}\n{self.text('body')[:3000]}"
+                             + (f"\nlast error: {last}" if last else ""))
+
+    def shot(self, name: str, *, phone: bool = False) -> Path:
+        """A screenshot of the whole page (Chrome's own full-page capture), at laptop or phone width (the phone's
+        viewport emulated: its width, touch, the mobile user agent's layout)."""
+        import base64
+
+        width, height = PHONE if phone else LAPTOP
+        self.d.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
+                               {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": phone})
+        try:
+            self.d.execute_script("window.dispatchEvent(new Event('resize'))")
+            time.sleep(0.6)  # plotly redraws at the new width
+            size = self.d.execute_cdp_cmd("Page.getLayoutMetrics", {})["cssContentSize"]
+            clip = {"x": 0, "y": 0, "width": width, "height": min(int(size["height"]), 12000), "scale": 1}
+            png = self.d.execute_cdp_cmd("Page.captureScreenshot",
+                                         {"format": "png", "captureBeyondViewport": True, "clip": clip})
+        finally:
+            self.d.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+            self.d.execute_script("window.dispatchEvent(new Event('resize'))")
+        self.count += 1
+        path = self.shots / f"{self.count:02d}-{name}{'-phone' if phone else ''}.png"
+        path.write_bytes(base64.b64decode(png["data"]))
+        return path
+
+    # --- acting ------------------------------------------------------------------------------------------------
+    def click(self, selector: str) -> None:
+        el = self.css(selector)
+        self.d.execute_script("arguments[0].scrollIntoView({block: 'center'})", el)
+        el.click()
+        self.settle()
+
+    def fill(self, selector: str, value: str) -> None:
+        el = self.css(selector)
+        el.clear()
+        el.send_keys(value)
+
+    def choose(self, selector: str, label: str) -> None:
+        from selenium.webdriver.support.ui import Select
+
+        Select(self.css(selector)).select_by_visible_text(label)
+
+    def sign_in(self, token: str) -> None:
+        self.go("/")
+        assert "/login" in self.d.current_url, "a page without a session goes to the sign-in page"
+        self.fill("#token", token)
+        self.click("#sign-in")
+        self.wait(lambda: "/login" not in self.d.current_url, 10, "sign-in")
+
+    def sign_out(self) -> None:
+        self.click("#sign-out")
+        self.wait(lambda: "/login" in self.d.current_url, 10, "sign-out")
+
+    def post_without_csrf(self, path: str, fields: dict[str, str]) -> tuple[int, str]:
+        """A same-origin form post from this page's context, its cookies sent, without the CSRF token."""
+        got = self.d.execute_async_script(
+            "const done = arguments[arguments.length - 1];"
+            "fetch(arguments[0], {method: 'POST', body: new URLSearchParams(arguments[1]), redirect: 'manual'})"
+            ".then(r => r.text().then(t => done([r.status, t]))).catch(e => done([0, String(e)]));",
+            path, fields,
+        )
+        return int(got[0]), str(got[1])
+
+
+def _generate(home: Path, out: Path, requests: int) -> None:
+    subprocess.run(
+        [sys.executable, "-m", "tailtune", "generate", "-p", "facebook", "-n", str(requests), "-o", str(out)],
+        check=True, capture_output=True, env={**os.environ, "TAILTUNE_HOME": str(home)},
+    )
+
+
+def _api(live: Live, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+    import httpx
+
+    r = httpx.request(method, f"{live.base}/api/v1{path}", json=body,
+                      headers={"Authorization": f"Bearer {live.write}"}, timeout=30)
+    assert r.status_code < 300, r.text
+    return r.json() if r.content else None
+
+
+def _report(live: Live, deployment_id: int, version: int, start: float, latencies_ms: list[float]) -> None:
+    """What a `tailtune_client` reports for one window (schema tailtune.client.observations/1: log10 buckets, 20
+    per decade from 1 µs)."""
+    import math
+
+    counts: dict[int, int] = {}
+    for ms in latencies_ms:
+        bucket = math.floor(20 * math.log10(ms * 1000.0)) + 1
+        counts[bucket] = counts.get(bucket, 0) + 1
+    hist = {"scheme": "log10", "buckets_per_decade": 20, "count": len(latencies_ms),
+            "sum_us": sum(latencies_ms) * 1000.0, "min_observed_us": min(latencies_ms) * 1000.0,
+            "max_observed_us": max(latencies_ms) * 1000.0, "counts": sorted(counts.items())}
+    _api(live, "POST", f"/deployments/{deployment_id}/observations", {
+        "schema": "tailtune.client.observations/1", "deployment_id": deployment_id, "client": {"id": "shop-web-1"},
+        "window": {"start": start, "end": start + 600.0},
+        "observations": [{"config_version": version, "all": hist}],
+    })
+
+
+def test_console_flow_in_a_real_browser(live: Live, browser: Any, artifacts: Path, tmp_path: Path) -> None:
+    p = Pages(browser, live.base, artifacts)
+    dep = _api(live, "POST", "/deployments", {
+        "name": "shop-cache", "kind": "memcached", "timezone": "Europe/Berlin",
+        "topology": {"servers": 4, "slots": 4}, "connection": {"servers": [live.memcached.address]},
+        "current_config": {"policy": "batching", "params": {}},
+    })
+    # two config versions an operator added by hand (the nightly job may add more): publish and roll back work on
+    # them whatever the tuner decides
+    _api(live, "POST", f"/configs/{dep['id']}/versions", {"config": {"policy": "batching", "params": {}},
+                                                          "note": "as deployed", "publish": False})
+    _api(live, "POST", f"/configs/{dep['id']}/versions", {"config": {"policy": "chisel", "params": {"split_keys": 8, "merge": 2, "elephant_threshold": 50}},
+                                                          "note": "try chisel", "publish": False})
+    bad = tmp_path / "bad.csv"
+    bad.write_text("request_id,ts,key,value_size,op\n1,0.5,k1,10,get\n2,notanumber,k2,x,get\n,1.5,k3,5,get\n")
+    good = tmp_path / "shop.csv"
+    _generate(live.home, good, 1000)
+
+    # --- sign in -----------------------------------------------------------------------------------------------
+    p.go("/")
+    assert "/login" in browser.current_url
+    p.shot("sign-in")
+    p.sign_in(live.write)
+    assert "shop-cache" in p.text() and "Signed in as operator" in p.text("#flash")
+    p.shot("overview-empty")
+
+    # --- a bad trace: its line errors, readable --------------------------------------------------------------------
+    p.go("/traces")
+    p.css("#upload-file").send_keys(str(bad))
+    p.choose("#upload-deployment", "shop-cache (memcached)")
+    p.click("#upload-submit")
+    p.wait(lambda: "Uploaded bad.csv" in p.text("#upload-status"), 30, "the upload to finish")
+    problems = p.wait(lambda: p.all("[id$='-problems']"), 60, "the failed ingest's problems")
+    listed = problems[0].text
+    assert "bad.csv:3 field ts: expected a number" in listed, listed
+    assert "bad.csv:3 field value_size" in listed and "bad.csv:4 field request_id: missing value" in listed, listed
+    p.shot("trace-errors")
+
+    # --- a good trace: ingested ----------------------------------------------------------------------------------
+    p.css("#upload-file").send_keys(str(good))
+    p.choose("#upload-deployment", "shop-cache (memcached)")
+    p.click("#upload-submit")
+    p.wait(lambda: "Uploaded shop.csv" in p.text("#upload-status"), 30, "the good upload")
+    p.wait(lambda: "ready" in p.text("#trace-list tbody tr:first-child"), 120, "the good trace to be ingested")
+    p.shot("traces")
+    p.shot("traces", phone=True)
+
+    # --- start a nightly job and watch it finish --------------------------------------------------------------------
+    p.go(f"/deployments/{dep['id']}")
+    p.click("#run-now summary")
+    p.fill("#run-trials", "4")
+    p.fill("#run-seeds", "1")
+    p.css("#run-publish").click()  # keep it from publishing what it accepts: the versions above stay in charge
+    p.click("#run-submit")
+    assert "/jobs/" in browser.current_url
+    job_id = int(browser.current_url.rstrip("/").rsplit("/", 1)[1])
+    p.wait(lambda: "running" in p.text("#job-live") or "succeeded" in p.text("#job-live"), 60, "the job to start")
+    p.shot("job-running")
+    p.wait(lambda: p.all("#job-live .badge.s-succeeded") or p.all("#job-live .badge.s-failed"), JOB_WAIT_S,
+           "the nightly job to end")
+    p.settle()
+    assert p.all("#job-live > p .s-succeeded"), p.text("#job-live")
+    steps = p.text("#job-steps")
+    for step in ("ingest", "analyze", "tune", "decide"):
+        assert step in steps
+    assert p.wait(lambda: p.all("#main .plot .main-svg"), 20, "Optuna's figures")
+    p.shot("job-done")
+
+    # --- its analysis ------------------------------------------------------------------------------------------
+    p.click("#open-analysis")
+    assert browser.current_url.endswith(f"/jobs/{job_id}/analysis")
+    assert len(p.all("#findings li")) >= 3, p.text()
+    assert p.wait(lambda: len(p.all(".plot .main-svg")) >= 3, 20, "the analysis figures")
+    assert "Multiget sizes" in p.text()
+    p.shot("analysis")
+    p.shot("analysis", phone=True)
+
+    # --- the deployment: evidence, model, versions; publish, then roll back ----------------------------------------
+    p.go(f"/deployments/{dep['id']}")
+    assert "From nightly job" in p.text() and p.all("#cdf .main-svg"), p.text()
+    assert "worker_threads" in p.text("#model-table")
+    p.shot("deployment")
+    p.shot("deployment", phone=True)
+    newest = max(int(b.get_attribute("id").split("-")[1]) for b in p.all("button[id^='publish-']"))
+    p.click(f"#publish-{newest}")
+    assert f"Publishing config version {newest}" in p.text("#flash")
+    p.wait(lambda: (p.go(f"/deployments/{dep['id']}") or True) and p.all(f"#v{newest} .s-running-now"), 60,
+           f"version {newest} to be published")
+    assert MemcachedPublisher("shop-cache", dep["connection"], 2.0).read_current()[0] == newest
+    p.click("#rollback-1")
+    assert "Rolled back to version 1" in p.text("#flash")
+    rolled = newest + 1
+    p.wait(lambda: (p.go(f"/deployments/{dep['id']}") or True) and p.all(f"#v{rolled} .s-running-now"), 60,
+           "the rollback to be published")
+    version, config = MemcachedPublisher("shop-cache", dep["connection"], 2.0).read_current()
+    assert (version, config["policy"]) == (rolled, "batching")
+    p.shot("deployment-rolled-back")
+
+    # the application's clients report what they observe under each version: the overview draws it over time
+    start = time.time() - 6 * 3600.0
+    for i, version in enumerate(range(1, rolled + 1)):
+        for k in range(2):
+            spread = [0.2 + 0.01 * ((j * 37) % 100) * (1.0 + 0.1 * version) for j in range(400)]
+            _report(live, dep["id"], version, start + (2 * i + k) * 1200.0, spread)
+
+    # --- a form post without its CSRF token is refused; nothing happens ----------------------------------------------
+    status, body = p.post_without_csrf(f"/deployments/{dep['id']}/publish", {"version": "1"})
+    assert status == 403 and "CSRF token is missing or wrong" in body, (status, body[:500])
+    jobs_after = _api(live, "GET", f"/jobs?deployment_id={dep['id']}")
+    assert not any(j["kind"] == "publish" and j["payload"].get("version") == 1 for j in jobs_after)
+
+    p.go("/")
+    assert "version " + str(rolled) in p.text() and "Last nightly" in p.text()
+    assert p.wait(lambda: p.all(".spark .main-svg"), 20, "the expected vs observed figure")
+    p.shot("overview")
+    p.shot("overview", phone=True)
+    p.go("/jobs")
+    p.shot("jobs")
+    p.go("/analyses")
+    p.shot("analyses")
+
+    # --- sign out; a read token sees no write control --------------------------------------------------------------
+    p.sign_out()
+    p.go(f"/deployments/{dep['id']}")
+    assert "/login" in browser.current_url, "signed out: the pages ask for a token again"
+    p.sign_in(live.read)
+    p.go(f"/deployments/{dep['id']}")
+    assert "read only" in p.text("header")
+    for selector in ("form[action$='/publish']", "form[action$='/rollback']", "form[action$='/run']",
+                     "form[action$='/discover']", "form[action^='/schedules']"):
+        assert not p.all(selector), selector
+    p.shot("deployment-read-only")
+    p.go("/traces")
+    assert not p.all("#upload-form") and not p.all("form[action='/analyses']")
+    p.go(f"/jobs/{job_id}")
+    assert not p.all("#cancel-job") and not p.all("#retry-job")
+    status, body = p.post_without_csrf(f"/deployments/{dep['id']}/publish", {"version": "1"})
+    assert status == 403 and "read scope" in body
+    p.sign_out()
+
+    refused = "/publish - Failed to load resource: the server responded with a status of 403"
+    assert not [e for e in p.console_errors if refused not in e], p.console_errors  # only the two refusals above
+    (artifacts / "screenshots.json").write_text(json.dumps(sorted(f.name for f in artifacts.glob("*.png"))))
+    print(f"\nscreenshots: {artifacts}")
