@@ -8,7 +8,7 @@ ROOT=$(pwd)
 say() { printf '\033[1;34m[setup %4ss]\033[0m %s\n' "$SECONDS" "$*" >&2; }
 
 # --- system packages -------------------------------------------------------------------------------------------
-APT_PACKAGES=(memcached openjdk-17-jre-headless maven postgresql dash procps)
+APT_PACKAGES=(memcached openjdk-17-jre-headless maven postgresql dash procps chromium chromium-driver)
 missing=()
 command -v memcached >/dev/null 2>&1 || missing+=(memcached)
 command -v java >/dev/null 2>&1 || missing+=(openjdk-17-jre-headless)
@@ -19,6 +19,9 @@ command -v pgrep >/dev/null 2>&1 || missing+=(procps)
 # PostgreSQL server binaries for the metadata-DB/Optuna/MLflow tests (a throw-away server per test session; the
 # Debian package keeps initdb/pg_ctl in /usr/lib/postgresql/<ver>/bin, off the PATH)
 compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || missing+=(postgresql)
+# the web console's browser test (tests/service/test_console_browser.py) drives Debian's headless Chromium
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+command -v chromedriver >/dev/null 2>&1 || missing+=(chromium-driver)
 if ((${#missing[@]})); then
   say "apt-get install ${missing[*]} (of: ${APT_PACKAGES[*]})"
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"

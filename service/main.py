@@ -15,7 +15,7 @@ from fastapi.staticfiles import StaticFiles
 from service.analyses.router import router as analyses
 from service.configs.fastpath import ConfigFastPath
 from service.configs.router import router as configs
-from service.console.router import router as console
+from service.console.routes import router as console
 from service.deployments.router import router as deployments
 from service.deps import database_for
 from service.errors import install_error_handlers

@@ -15,7 +15,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from service.console.charts import COLORS, axis_menu, base_layout, log_axis
+from service.console.charts import COLORS, CONFIG, axis_menu, base_layout, log_axis
 
 __all__ = ["Figure", "Table", "figures", "findings", "tables"]
 
@@ -33,7 +33,7 @@ def findings(summary: Mapping[str, Any]) -> list[str]:
 
 
 def _cfg() -> dict[str, Any]:
-    return {"displaylogo": False, "responsive": True}
+    return dict(CONFIG)
 
 
 def _phi(x: float) -> float:
@@ -94,9 +94,9 @@ def _popularity(kp: Mapping[str, Any]) -> Figure | None:
                      "line": {"color": COLORS[1 + i], "dash": ("dash", "dot")[i]},
                      "hovertemplate": "rank %{x}: %{y:,.0f}<extra>%{fullData.name}</extra>"})
     layout = base_layout("Key popularity (top keys)", x="rank", y="accesses")
-    log_axis(layout, "x")
-    log_axis(layout, "y")
-    layout["updatemenus"] = [axis_menu("y", "log")]
+    log_axis(layout, "x", decades=False)
+    log_axis(layout, "y", decades=False)
+    layout["updatemenus"] = [axis_menu("y", "log", decades=False)]
     caption = (f"{kp.get('distinct_keys') or 0:,} distinct keys, {kp.get('accesses') or 0:,} accesses; "
                f"the fitted lines start at the most accessed key.")
     return {"id": "popularity", "title": "Key popularity", "caption": caption,

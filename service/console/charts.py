@@ -8,16 +8,18 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 __all__ = [
     "COLORS",
+    "CONFIG",
     "axis_menu",
     "base_layout",
-    "log_axis",
     "cdf_figure",
+    "log_axis",
     "optuna_figures",
     "percentile_figure",
     "timeline_figure",
@@ -27,6 +29,9 @@ log = logging.getLogger("tailtune.console")
 
 #: Colour-blind safe (Okabe–Ito), dark enough on white for lines and markers.
 COLORS = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000")
+#: The legend's name of each recorded curve (`recommendation.cdfs.curves[].name`); the hover shows the config.
+_CURVE_NAMES = {"current": "current config", "recommended": "recommended", "best": "best found (not recommended)",
+                "patched": "patched alternative", "stock": "stock alternative"}
 _PERCENTILES = (("p50_ms", 0.50), ("p95_ms", 0.95), ("p99_ms", 0.99), ("p999_ms", 0.999))
 
 
@@ -34,7 +39,7 @@ def base_layout(title: str, *, height: int = 400, x: str = "", y: str = "") -> d
     """The house layout: the title on the left, plotly's tool bar at the top right, the axis buttons just above the
     plot on the right (room for all three), the legend below."""
     return {
-        "title": {"text": title, "font": {"size": 15}, "x": 0.0, "xanchor": "left", "xref": "paper",
+        "title": {"text": title, "font": {"size": 15}, "x": 0.02, "xanchor": "left", "xref": "container",
                   "y": 1.0, "yanchor": "top", "yref": "container", "pad": {"t": 12}},
         "height": height,
         "autosize": True,
@@ -49,16 +54,20 @@ def base_layout(title: str, *, height: int = 400, x: str = "", y: str = "") -> d
     }
 
 
-def log_axis(layout: dict[str, Any], axis: str) -> None:
-    """A log axis labelled at its decades (1, 10, 100 or 10⁻³, …), with a grid line at each 2…9 between."""
-    layout[f"{axis}axis"].update(type="log", dtick=1, exponentformat="power",
-                                 minor={"showgrid": True, "gridcolor": "#eef1f4", "dtick": "D1"})
+def log_axis(layout: dict[str, Any], axis: str, *, decades: bool = True) -> None:
+    """A log axis; `decades`: labelled at its decades only (1, 10, 100 or 10⁻³, …: for axes spanning several),
+    with a grid line at each 2…9 between."""
+    layout[f"{axis}axis"].update(type="log", exponentformat="power")
+    if decades:
+        layout[f"{axis}axis"].update(dtick=1, minor={"showgrid": True, "gridcolor": "#eef1f4", "dtick": "D1"})
 
 
-def axis_menu(axis: str, start: str) -> dict[str, Any]:
-    """Buttons that switch one axis between log and linear (plotly.js does it in the page)."""
+def axis_menu(axis: str, start: str, *, decades: bool = True) -> dict[str, Any]:
+    """Buttons that switch one axis between log (labelled at decades, or not: see `log_axis`) and linear
+    (plotly.js does it in the page)."""
     order = ("log", "linear") if start == "log" else ("linear", "log")
-    as_log = {f"{axis}axis.type": "log", f"{axis}axis.dtick": 1, f"{axis}axis.minor.showgrid": True}
+    as_log = {f"{axis}axis.type": "log", f"{axis}axis.dtick": 1 if decades else None,
+              f"{axis}axis.minor.showgrid": decades}
     as_linear = {f"{axis}axis.type": "linear", f"{axis}axis.dtick": None, f"{axis}axis.minor.showgrid": False}
     return {
         "type": "buttons",
@@ -79,25 +88,73 @@ def axis_menu(axis: str, start: str) -> dict[str, Any]:
     }
 
 
+#: plotly's tool bar keeps what a reader of these figures uses: save as PNG, zoom, pan, zoom in/out, reset.
+CONFIG = {"displaylogo": False, "responsive": True,
+          "modeBarButtonsToRemove": ["select2d", "lasso2d", "autoScale2d", "toggleSpikelines",
+                                     "hoverClosestCartesian", "hoverCompareCartesian"]}
+
+
 def _spec(data: list[dict[str, Any]], layout: dict[str, Any], **config: Any) -> dict[str, Any]:
-    return {"data": data, "layout": layout, "config": {"displaylogo": False, "responsive": True, **config}}
+    return {"data": data, "layout": layout, "config": {**CONFIG, **config}}
 
 
 def cdf_figure(cdfs: Mapping[str, Any]) -> dict[str, Any]:
-    """The latency CDFs a nightly job recorded (`recommendation.cdfs`), log latency axis."""
+    """The latency CDFs a nightly job recorded (`recommendation.cdfs`) on a log latency axis. It opens on the tail —
+    the share of requests slower than each latency (1 − CDF, log axis), where the p99 and p99.9 differences a
+    verdict is about are visible — with lines at p99 and p99.9; a button shows the whole CDF."""
+    curves = list(cdfs.get("curves") or [])
     data = []
-    for i, curve in enumerate(cdfs.get("curves") or []):
-        data.append({
-            "type": "scatter", "mode": "lines", "name": str(curve.get("label", curve.get("name"))),
-            "x": list(curve.get("latency_ms") or []), "y": list(curve.get("cdf") or []),
-            "line": {"color": COLORS[i % len(COLORS)], "width": 2, "dash": ("solid", "dash", "dot")[i % 3]},
-            "hovertemplate": "%{y:.4f} of requests ≤ %{x:.4g} ms<extra>%{fullData.name}</extra>",
-        })
-    layout = base_layout(
-        f"Latency CDF (seed {cdfs.get('seed', 0)}, after the warm-up)", x="request latency (ms)", y="share of requests"
-    )
+    for tail in (True, False):
+        for i, curve in enumerate(curves):
+            ys = [float(v) for v in curve.get("cdf") or []]
+            data.append({
+                "type": "scatter", "mode": "lines", "visible": tail,
+                "name": _CURVE_NAMES.get(str(curve.get("name")), str(curve.get("name"))),
+                "legendgroup": str(curve.get("name")), "showlegend": tail,
+                "x": list(curve.get("latency_ms") or []),
+                "y": [max(1.0 - v, 1e-9) for v in ys] if tail else ys,
+                "line": {"color": COLORS[i % len(COLORS)], "width": 2, "dash": ("solid", "dash", "dot")[i % 3]},
+                "hovertemplate": (("%{y:.3%} of requests slower than %{x:.4g} ms" if tail else
+                                   "%{y:.3%} of requests within %{x:.4g} ms")
+                                  + f"<extra>{curve.get('label', curve.get('name'))}</extra>"),
+            })
+    n = len(curves)
+    layout = base_layout("Latency CDF: the tail", x="request latency (ms)", y="share of requests slower",
+                         height=440)
     log_axis(layout, "x")
-    layout["updatemenus"] = [axis_menu("x", "log")]
+    log_axis(layout, "y")
+
+    def marks(tail: bool) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        shapes, notes = [], []
+        for q, name in ((0.99, "p99"), (0.999, "p99.9")):
+            y = 1.0 - q if tail else q
+            shapes.append({"type": "line", "xref": "paper", "x0": 0, "x1": 1, "yref": "y", "y0": y, "y1": y,
+                           "line": {"color": "#57606a", "width": 1, "dash": "dot"}})
+            notes.append({"xref": "paper", "x": 1.0, "xanchor": "right", "yref": "y",
+                          "y": math.log10(y) if tail else y, "yanchor": "bottom", "text": name,
+                          "showarrow": False, "font": {"size": 11, "color": "#57606a"}})
+            if not tail:
+                break  # the whole CDF: p99.9 would sit on top of p99
+        return shapes, notes
+
+    tail_shapes, tail_notes = marks(True)
+    cdf_shapes, cdf_notes = marks(False)
+    layout["shapes"], layout["annotations"] = tail_shapes, tail_notes
+    layout["updatemenus"] = [{
+        "type": "buttons", "direction": "left", "x": 1.0, "xanchor": "right", "y": 1.02, "yanchor": "bottom",
+        "pad": {"b": 4}, "showactive": True, "bgcolor": "#f6f8fa", "bordercolor": "#8c959f", "font": {"size": 11},
+        "buttons": [
+            {"label": "tail (1 − CDF)", "method": "update",
+             "args": [{"visible": [True] * n + [False] * n, "showlegend": [True] * n + [False] * n},
+                      {"title.text": "Latency CDF: the tail", "yaxis.type": "log", "yaxis.dtick": 1,
+                       "yaxis.title.text": "share of requests slower", "shapes": tail_shapes,
+                       "annotations": tail_notes}]},
+            {"label": "whole CDF", "method": "update",
+             "args": [{"visible": [False] * n + [True] * n, "showlegend": [False] * n + [True] * n},
+                      {"title.text": "Latency CDF", "yaxis.type": "linear", "yaxis.dtick": None,
+                       "yaxis.title.text": "share of requests", "shapes": cdf_shapes, "annotations": cdf_notes}]},
+        ],
+    }]
     return _spec(data, layout)
 
 
@@ -138,6 +195,7 @@ def timeline_figure(points: Sequence[Mapping[str, Any]], *, small: bool = False)
     layout = base_layout("" if small else "Expected vs observed p99", height=170 if small else 360,
                          y="p99 (ms)")
     layout["xaxis"]["type"] = "date"
+    layout["yaxis"]["rangemode"] = "tozero"
     if small:
         layout["margin"] = {"l": 48, "r": 10, "t": 10, "b": 30}
         layout["showlegend"] = False
@@ -156,7 +214,7 @@ def _plotly_json(fig: Any) -> dict[str, Any]:
     for axis in ("xaxis", "yaxis"):
         layout.setdefault(axis, {}).update(gridcolor="#d8dee4", automargin=True)
     spec["layout"] = layout
-    spec["config"] = {"displaylogo": False, "responsive": True}
+    spec["config"] = dict(CONFIG)
     return spec
 
 

@@ -29,6 +29,7 @@ from tailtune.base.settings import get_settings
 
 __all__ = [
     "HEADERS",
+    "HTMX",
     "STATIC_DIR",
     "ConsoleRoute",
     "error_page",
@@ -43,6 +44,15 @@ _HERE = Path(__file__).resolve().parent
 STATIC_DIR = _HERE / "static"
 #: The route of the API's verify endpoint: the console shows a verify button only when the API has it.
 VERIFY_ROUTE = "/api/v1/deployments/{deployment_id}/verify"
+
+#: htmx, vendored with its license under static/vendor/ (docs/console.md): the npm package `htmx.org` at this
+#: version (its tarball's integrity as the npm registry lists it) and the sha256 of its `dist/htmx.min.js`, which a
+#: test checks the served file against.
+HTMX = {
+    "version": "2.0.11",
+    "npm_integrity": "sha512-Thx/WtpeOQqSrqBCw/A1cwGJGg4UrVa3+sW0GmrM3p4gJgO89ecH4qtbnyzDDWFvBTqjnIMCgELTNt636dtamA==",
+    "sha256": "d6fdc75f204e6bdefa99b69bf1e6d4ac69b8a364f77929f45c13476b4000f717",
+}
 
 #: Every console answer: scripts and styles from this server only (plotly.js sets inline styles on its SVG),
 #: no framing, no referrer to other sites.
@@ -174,8 +184,11 @@ _env.globals.update(static=_static_url)
 
 
 def verify_available(request: Request) -> bool:
-    """Does this server's API have `POST /deployments/{id}/verify`? (Read from its route table.)"""
-    return any(getattr(r, "path", None) == VERIFY_ROUTE for r in request.app.routes)
+    """Does this server's API have `POST /deployments/{id}/verify`? Read from its route table as the OpenAPI
+    description lists it (built once, then cached by the app; the routers nest, so the app's own `routes` does
+    not list each path)."""
+    paths = request.app.openapi().get("paths") or {}
+    return "post" in (paths.get(VERIFY_ROUTE) or {})
 
 
 def _headers(response: Response) -> Response:

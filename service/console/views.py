@@ -117,6 +117,7 @@ class Card:
     waiting_tune: int
     timeline: dict[str, Any] | None
     observed: int
+    points: list[dict[str, Any]]
 
 
 def _versions(s: Session, dep: DeploymentRow, limit: int = 100) -> Sequence[ConfigVersionRow]:
@@ -143,6 +144,7 @@ def card(s: Session, dep: DeploymentRow) -> Card:
         waiting_tune=sum(1 for t in pending if t.status == "ready" and t.created_at > since),
         timeline=charts.timeline_figure(points, small=True) if points else None,
         observed=len(points),
+        points=points,
     )
 
 

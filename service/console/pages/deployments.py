@@ -10,7 +10,7 @@ from fastapi import APIRouter, Form, Query, Request, Response
 from fastapi.responses import RedirectResponse
 from pydantic import ValidationError
 
-from service.console import views
+from service.console import charts, views
 from service.console.render import ConsoleRoute, fragment, page, verify_available
 from service.console.session import ViewerDep, WriterDep, set_flash
 from service.deployments import service as deployments
@@ -58,8 +58,10 @@ def show(deployment_id: PathId, request: Request, s: SessionDep, viewer: ViewerD
     dep = deployments.get(s, deployment_id)
     ev = views.evidence(s, dep.id)
     model, notes = views.model_rows(dep, ev.rec if ev is not None else None)
+    card = views.card(s, dep)
     return page(
-        request, "deployment.html", viewer, title=dep.name, dep=dep, card=views.card(s, dep), evidence=ev,
+        request, "deployment.html", viewer, title=dep.name, dep=dep, card=card, evidence=ev,
+        timeline=charts.timeline_figure(card.points) if card.points else None,
         model=model, model_notes=notes, versions=views.version_rows(s, dep), nights=views.nights(s, dep.id),
         schedules=views.schedule_rows(s, dep, now()), traces=views.deployment_traces(s, dep.id),
         jobs=views.recent_jobs(s, dep.id), next_default=views.next_runs("0 2 * * *", dep.timezone, now()),

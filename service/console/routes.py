@@ -1,4 +1,5 @@
-"""The console's routes at `/`: its pages (one router per resource) and its static files."""
+"""The console's routes at `/`: its pages (one router per resource, `pages/`) and its static files. (Not a
+resource of the API: the API's resource packages have a `router.py`.)"""
 
 from __future__ import annotations
 

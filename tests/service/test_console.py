@@ -1,0 +1,578 @@
+"""The web console through the app (TestClient): sign-in cookie, CSRF, read scope, the upload, the schedule editor,
+retry, the verify button's feature detection, the evidence of a nightly job, the analysis page, static files.
+
+The same flow in a real browser against a real server is tests/service/test_console_browser.py."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi import APIRouter
+
+from jobs.handlers import default_handlers
+from jobs.worker import Worker
+from service.auth import create_token
+from service.console import analysis_view, views
+from service.console.render import HTMX, plotly_js, static_files
+from tailtune.control import observations
+from tailtune.control.db import AnalysisRow, JobRow, TraceRow
+from tailtune.control.queue import enqueue
+from tests.service.conftest import Svc, memcached_deployment
+
+API = "/api/v1"
+_CSRF = re.compile(r'name="csrf_token" value="([^"]+)"')
+
+
+def sign_in(svc: Svc, header: dict[str, str]) -> str:
+    """Sign in with the token of an API header; the session's CSRF token (from a page's form)."""
+    token = header["Authorization"].split()[1]
+    svc.client.cookies.clear()  # a new browser
+    nonce = _CSRF.search(svc.client.get("/login").text)
+    assert nonce is not None
+    r = svc.client.post("/login", data={"token": token, "csrf_token": nonce.group(1), "next": "/"},
+                        follow_redirects=False)
+    assert r.status_code == 303, r.text
+    found = _CSRF.search(svc.client.get("/").text)
+    assert found is not None
+    return found.group(1)
+
+
+def deployment(svc: Svc, name: str = "web") -> dict[str, Any]:
+    r = svc.client.post(f"{API}/deployments", headers=svc.write,
+                        json=memcached_deployment(name, ["127.0.0.1:1"]))
+    assert r.status_code == 201, r.text
+    dep: dict[str, Any] = r.json()
+    for config in ({"policy": "batching", "params": {}},
+                   {"policy": "chisel", "params": {"split_keys": 8, "merge": 2, "elephant_threshold": 50}}):
+        v = svc.client.post(f"{API}/configs/{dep['id']}/versions", headers=svc.write,
+                            json={"config": config, "publish": False})
+        assert v.status_code == 201, v.text
+    return dep
+
+
+def jobs_of(svc: Svc, kind: str) -> list[JobRow]:
+    with svc.db.session() as s:
+        rows = [r for r in s.query(JobRow).all() if r.kind == kind]
+        for r in rows:
+            s.expunge(r)
+        return rows
+
+
+# --- sign-in ---------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("path", ["/", "/traces", "/analyses", "/jobs", "/deployments/1", "/jobs/1"])
+def test_every_page_asks_for_a_token_first(svc: Svc, path: str) -> None:
+    r = svc.client.get(path, follow_redirects=False)
+    assert r.status_code == 303 and r.headers["location"] == f"/login?next={path}"
+
+
+def test_a_live_fragment_without_a_session_sends_the_browser_to_sign_in(svc: Svc) -> None:
+    r = svc.client.get("/jobs/1/live", headers={"HX-Request": "true"}, follow_redirects=False)
+    assert r.status_code == 204 and r.headers["HX-Redirect"] == "/login"
+
+
+def test_sign_in_keeps_the_token_in_an_httponly_samesite_cookie(svc: Svc) -> None:
+    token = svc.write["Authorization"].split()[1]
+    nonce = _CSRF.search(svc.client.get("/login").text)
+    assert nonce is not None
+    r = svc.client.post("/login", data={"token": token, "csrf_token": nonce.group(1), "next": "/jobs"},
+                        follow_redirects=False)
+    assert r.status_code == 303 and r.headers["location"] == "/jobs"
+    cookies = {c.split("=", 1)[0]: c for c in r.headers.get_list("set-cookie")}
+    session = cookies["tailtune_session"].lower()
+    for flag in ("httponly", "samesite=lax", "path=/", f"max-age={int(svc.settings.console_session_s)}"):
+        assert flag in session, session
+    assert "secure" not in session  # plain http: a Secure cookie would never come back
+    assert "httponly" in cookies["tailtune_csrf"].lower()
+    page = svc.client.get("/")
+    assert page.status_code == 200 and token not in page.text
+    assert "test-writer" in page.text and "Signed in as test-writer" in page.text
+
+
+def test_secure_cookies_when_the_setting_says_so(svc: Svc) -> None:
+    token = svc.write["Authorization"].split()[1]
+    nonce = _CSRF.search(svc.client.get("/login").text)
+    assert nonce is not None
+    svc.settings.console_secure_cookies = True  # (TLS ends at a proxy in front; this client speaks plain http)
+    r = svc.client.post("/login", data={"token": token, "csrf_token": nonce.group(1)}, follow_redirects=False)
+    session = next(c for c in r.headers.get_list("set-cookie") if c.startswith("tailtune_session="))
+    assert "secure" in session.lower()
+
+
+def test_unknown_and_report_tokens_do_not_sign_in(svc: Svc) -> None:
+    report = create_token(svc.db, "reporter", "report")
+    for token, says in (("tt_not-a-token", "not known to this server"), (report, "report token only reports")):
+        nonce = _CSRF.search(svc.client.get("/login").text)
+        assert nonce is not None
+        r = svc.client.post("/login", data={"token": token, "csrf_token": nonce.group(1)}, follow_redirects=False)
+        assert r.status_code == 401 and says in r.text
+        assert not any(c.startswith("tailtune_session=") for c in r.headers.get_list("set-cookie"))
+        assert svc.client.get("/", follow_redirects=False).status_code == 303
+
+
+def test_the_sign_in_form_needs_its_csrf_value(svc: Svc) -> None:
+    token = svc.write["Authorization"].split()[1]
+    svc.client.get("/login")
+    for sent in ({"token": token}, {"token": token, "csrf_token": "forged"}):
+        r = svc.client.post("/login", data=sent, follow_redirects=False)
+        assert r.status_code == 403 and "CSRF" in r.text
+    assert svc.client.get("/", follow_redirects=False).status_code == 303
+
+
+def test_sign_out_needs_csrf_and_ends_the_session(svc: Svc) -> None:
+    csrf = sign_in(svc, svc.write)
+    assert svc.client.post("/logout", follow_redirects=False).status_code == 403
+    assert svc.client.get("/").status_code == 200
+    r = svc.client.post("/logout", data={"csrf_token": csrf}, follow_redirects=False)
+    assert r.status_code == 303 and r.headers["location"] == "/login"
+    cleared = [c for c in r.headers.get_list("set-cookie") if c.startswith(("tailtune_session=", "tailtune_csrf="))]
+    assert len(cleared) == 2 and all("max-age=0" in c.lower() for c in cleared)
+    assert svc.client.get("/", follow_redirects=False).status_code == 303
+
+
+# --- CSRF and scopes -------------------------------------------------------------------------------------------
+def test_a_form_without_its_csrf_token_is_refused_and_changes_nothing(svc: Svc) -> None:
+    dep = deployment(svc)
+    csrf = sign_in(svc, svc.write)
+    path = f"/deployments/{dep['id']}/publish"
+    for data, headers in (({"version": "1"}, {}), ({"version": "1", "csrf_token": "0" * 64}, {}),
+                          ({"version": "1", "csrf_token": csrf}, {"Origin": "https://evil.example"})):
+        r = svc.client.post(path, data=data, headers=headers, follow_redirects=False)
+        assert r.status_code == 403, r.text
+        assert "CSRF token is missing or wrong" in r.text or "another site" in r.text
+    assert jobs_of(svc, "publish") == []
+    r = svc.client.post(path, data={"version": "1", "csrf_token": csrf}, follow_redirects=False)
+    assert r.status_code == 303 and r.headers["location"] == f"/deployments/{dep['id']}"
+    assert [j.payload for j in jobs_of(svc, "publish")] == [{"version": 1}]
+    assert "Publishing config version 1" in svc.client.get(r.headers["location"]).text
+
+
+def test_a_read_token_sees_no_write_control_and_cannot_write(svc: Svc) -> None:
+    dep = deployment(svc)
+    nightly = enqueue_nightly(svc, dep["id"])
+    csrf = sign_in(svc, svc.read)
+    page = svc.client.get(f"/deployments/{dep['id']}").text
+    assert "read only" in page
+    for action in ("/publish", "/rollback", "/run", "/discover", "/schedules"):
+        assert f'{action}"' not in page, action
+    assert 'id="upload-form"' not in svc.client.get("/traces").text
+    assert 'id="cancel-job"' not in svc.client.get(f"/jobs/{nightly}").text
+    r = svc.client.post(f"/deployments/{dep['id']}/publish", data={"version": "1", "csrf_token": csrf},
+                        follow_redirects=False)
+    assert r.status_code == 403 and "read scope" in r.text
+    r = svc.client.post(f"/jobs/{nightly}/cancel", data={"csrf_token": csrf}, follow_redirects=False)
+    assert r.status_code == 403
+    assert jobs_of(svc, "publish") == [] and jobs_of(svc, "nightly")[0].status == "queued"
+
+
+def enqueue_nightly(svc: Svc, dep_id: int) -> int:
+    r = svc.client.post(f"{API}/jobs", headers=svc.write, json={"deployment_id": dep_id})
+    assert r.status_code == 202, r.text
+    return int(r.json()["id"])
+
+
+def test_a_service_error_of_a_form_comes_back_as_a_message_on_its_page(svc: Svc) -> None:
+    dep = deployment(svc)
+    csrf = sign_in(svc, svc.write)
+    here = f"http://testserver/deployments/{dep['id']}"
+    r = svc.client.post(f"/deployments/{dep['id']}/publish", data={"version": "9", "csrf_token": csrf},
+                        headers={"Referer": here}, follow_redirects=False)
+    assert r.status_code == 303 and r.headers["location"] == f"/deployments/{dep['id']}"
+    page = svc.client.get(r.headers["location"]).text
+    assert 'class="flash error"' in page and "has no config version 9" in page
+
+
+# --- actions ---------------------------------------------------------------------------------------------------
+def test_rollback_adds_a_version_and_publishes_it(svc: Svc) -> None:
+    dep = deployment(svc)
+    csrf = sign_in(svc, svc.write)
+    r = svc.client.post(f"/deployments/{dep['id']}/rollback",
+                        data={"version": "1", "publish": "on", "csrf_token": csrf}, follow_redirects=False)
+    assert r.status_code == 303
+    versions = svc.client.get(f"{API}/configs/{dep['id']}/versions", headers=svc.read).json()
+    assert versions[0]["version"] == 3 and versions[0]["source"] == "rollback"
+    assert versions[0]["config"]["policy"] == "batching"
+    assert [j.payload for j in jobs_of(svc, "publish")] == [{"version": 3}]
+
+
+def test_run_now_queues_a_nightly_job_with_the_forms_options(svc: Svc) -> None:
+    dep = deployment(svc)
+    csrf = sign_in(svc, svc.write)
+    r = svc.client.post(f"/deployments/{dep['id']}/run",
+                        data={"trials": "4", "seeds": "1", "traces": "1", "csrf_token": csrf}, follow_redirects=False)
+    assert r.status_code == 303 and r.headers["location"].startswith("/jobs/")
+    (job,) = jobs_of(svc, "nightly")
+    assert job.payload["tune"]["trials"] == 4 and job.payload["tune"]["seeds"] == 1
+    assert job.payload["publish"] is False  # an unchecked box
+    r = svc.client.post(f"/deployments/{dep['id']}/run", data={"trials": str(10**6), "csrf_token": csrf},
+                        headers={"Referer": f"http://testserver/deployments/{dep['id']}"}, follow_redirects=False)
+    assert r.status_code == 303
+    assert "tune_max_trials" in svc.client.get(r.headers["location"]).text
+    assert len(jobs_of(svc, "nightly")) == 1
+
+
+def test_cancel_and_retry(svc: Svc) -> None:
+    dep = deployment(svc)
+    csrf = sign_in(svc, svc.write)
+    job_id = enqueue_nightly(svc, dep["id"])
+    r = svc.client.post(f"/jobs/{job_id}/retry", data={"csrf_token": csrf},
+                        headers={"Referer": f"http://testserver/jobs/{job_id}"}, follow_redirects=False)
+    assert "only a failed or cancelled job is retried" in svc.client.get(r.headers["location"]).text
+    r = svc.client.post(f"/jobs/{job_id}/cancel", data={"csrf_token": csrf}, follow_redirects=False)
+    assert r.status_code == 303
+    assert "retry-job" in svc.client.get(f"/jobs/{job_id}").text
+    r = svc.client.post(f"/jobs/{job_id}/retry", data={"csrf_token": csrf}, follow_redirects=False)
+    assert r.status_code == 303
+    old, new = sorted(jobs_of(svc, "nightly"), key=lambda j: j.id)
+    assert r.headers["location"] == f"/jobs/{new.id}"
+    assert (old.status, new.status) == ("cancelled", "queued")
+    assert (new.payload, new.deployment_id) == (old.payload, old.deployment_id)
+
+
+def test_an_ingest_is_not_retried_its_upload_is_gone(svc: Svc) -> None:
+    csrf = sign_in(svc, svc.write)
+    with svc.db.session() as s:
+        job = enqueue(s, svc.settings, "ingest", {"trace_id": 1})
+        job.status = "failed"
+        job_id = job.id
+    page = svc.client.get(f"/jobs/{job_id}").text
+    assert "retry-job" not in page and "upload the trace again" in page
+    r = svc.client.post(f"/jobs/{job_id}/retry", data={"csrf_token": csrf},
+                        headers={"Referer": f"http://testserver/jobs/{job_id}"}, follow_redirects=False)
+    assert "is not retried" in svc.client.get(r.headers["location"]).text
+    assert len(jobs_of(svc, "ingest")) == 1
+
+
+def test_a_retried_analysis_points_at_its_new_job(svc: Svc) -> None:
+    with svc.db.session() as s:
+        row = AnalysisRow(trace_id=None, dataset_id="ds1", options={"servers": 4, "replication": 1},
+                          status="failed", out_dir="", error="boom", created_at=time.time())
+        s.add(row)
+        s.flush()
+        job = enqueue(s, svc.settings, "analyze", {"analysis_id": row.id})
+        job.status, row.job_id = "failed", job.id
+        analysis_id, job_id = row.id, job.id
+    csrf = sign_in(svc, svc.write)
+    r = svc.client.post(f"/jobs/{job_id}/retry", data={"csrf_token": csrf}, follow_redirects=False)
+    assert r.status_code == 303
+    with svc.db.session() as s:
+        again = s.get(AnalysisRow, analysis_id)
+        assert again is not None and (again.status, again.error) == ("queued", None) and again.job_id != job_id
+
+
+def test_verify_button_only_where_the_api_has_verify(svc: Svc) -> None:
+    dep = deployment(svc)
+    csrf = sign_in(svc, svc.write)
+    page = svc.client.get(f"/deployments/{dep['id']}").text
+    assert 'id="verify-1"' not in page and "this server has no verify step" in svc.client.get("/").text
+    r = svc.client.post(f"/deployments/{dep['id']}/verify", data={"version": "1", "csrf_token": csrf},
+                        follow_redirects=False)
+    assert r.status_code == 303
+    assert "no verify endpoint" in svc.client.get(r.headers["location"]).text
+    def verify(deployment_id: int) -> dict[str, str]:
+        return {}
+
+    extra = APIRouter()
+    extra.add_api_route("/api/v1/deployments/{deployment_id}/verify", verify, methods=["POST"])
+    app: Any = svc.client.app
+    app.include_router(extra)
+    app.openapi_schema = None  # the app caches its description: built anew with the route
+    page = svc.client.get(f"/deployments/{dep['id']}").text
+    assert 'id="verify-1"' in page and 'id="verify-2"' in page
+
+
+# --- the schedule editor -----------------------------------------------------------------------------------------
+def test_schedule_editor_shows_the_next_runs_in_the_deployments_time_zone(svc: Svc) -> None:
+    dep = deployment(svc)  # Europe/Berlin
+    csrf = sign_in(svc, svc.write)
+    preview = svc.client.get(f"/deployments/{dep['id']}/next-runs", params={"cron": "30 2 * * *"}).text
+    times = re.findall(r"\d{4}-\d\d-\d\d (\d\d:\d\d):00 (CES?T)", preview)
+    assert len(times) == 5 and all(t == ("02:30", times[0][1]) or t[0] == "02:30" for t in times), preview
+    other = svc.client.get(f"/deployments/{dep['id']}/next-runs",
+                           params={"cron": "0 9 * * *", "timezone": "Asia/Tokyo"}).text
+    assert re.findall(r" (\d\d:\d\d):00 CES?T", other)[0] in ("01:00", "02:00"), other  # 09:00 Tokyo in Berlin
+    bad = svc.client.get(f"/deployments/{dep['id']}/next-runs", params={"cron": "every night"}).text
+    assert "not a 5-field cron expression" in bad
+    r = svc.client.post(f"/deployments/{dep['id']}/schedules",
+                        data={"cron": "15 3 * * 1", "traces": "2", "enabled": "on", "csrf_token": csrf},
+                        follow_redirects=False)
+    assert r.status_code == 303
+    page = svc.client.get(f"/deployments/{dep['id']}").text
+    assert 'value="15 3 * * 1"' in page and page.count("03:15:00 CE") >= 5
+    sched = svc.client.get(f"{API}/schedules?deployment_id={dep['id']}", headers=svc.read).json()[0]
+    assert (sched["cron"], sched["timezone"], sched["traces"], sched["enabled"]) == (
+        "15 3 * * 1", "Europe/Berlin", 2, True)
+    r = svc.client.post(f"/schedules/{sched['id']}", data={"cron": "15 3 * * 1", "traces": "2", "csrf_token": csrf},
+                        follow_redirects=False)  # the box unchecked: disabled
+    assert r.status_code == 303
+    assert "Disabled: no run is due" in svc.client.get(f"/deployments/{dep['id']}").text
+    r = svc.client.post(f"/schedules/{sched['id']}/delete", data={"csrf_token": csrf}, follow_redirects=False)
+    assert svc.client.get(f"{API}/schedules?deployment_id={dep['id']}", headers=svc.read).json() == []
+
+
+# --- traces ----------------------------------------------------------------------------------------------------
+def test_the_console_upload_streams_past_the_json_body_limit(svc: Svc, tmp_path: Path) -> None:
+    dep = deployment(svc)
+    csrf = sign_in(svc, svc.write)
+    svc.settings.api_max_body_bytes = 1000
+    body = "request_id,ts,key,value_size,op\n" + "".join(f"{i},{i}.0,k{i},10,get\n" for i in range(300))
+    assert len(body) > 5000
+    r = svc.client.post("/traces/upload", files={"file": ("t.csv", body.encode())},
+                        data={"deployment_id": str(dep["id"])},
+                        headers={"X-CSRF-Token": csrf, "X-Requested-With": "console"})
+    assert r.status_code == 202, r.text
+    got = r.json()
+    assert (got["name"], got["size_bytes"], got["deployment_id"]) == ("t.csv", len(body), dep["id"])
+    assert "ingest job" in got["message"]
+    # other bodies keep the limit
+    assert svc.client.post("/logout", data={"csrf_token": csrf, "pad": "x" * 2000}).status_code == 413
+
+
+def test_an_upload_without_csrf_or_with_a_read_token_is_refused_and_leaves_nothing(svc: Svc) -> None:
+    body = b"request_id,ts,key,value_size,op\n1,1.0,k,1,get\n"
+    sign_in(svc, svc.write)
+    r = svc.client.post("/traces/upload", files={"file": ("t.csv", body)}, headers={"X-Requested-With": "console"})
+    assert r.status_code == 403 and r.json()["field"] == "csrf_token"
+    r = svc.client.post("/traces/upload", files={"file": ("t.csv", body)}, data={"csrf_token": "f" * 64},
+                        follow_redirects=False)
+    assert r.status_code == 403
+    read_csrf = sign_in(svc, svc.read)
+    r = svc.client.post("/traces/upload", files={"file": ("t.csv", body)},
+                        headers={"X-CSRF-Token": read_csrf, "X-Requested-With": "console"})
+    assert r.status_code == 403 and "read scope" in r.json()["detail"]
+    with svc.db.session() as s:
+        assert s.query(TraceRow).count() == 0
+    leftovers = [p for d in ("uploads", "tmp") for p in (svc.home / d).glob("*") if p.is_file()]
+    assert leftovers == []
+
+
+def test_the_plain_form_upload_works_without_script(svc: Svc) -> None:
+    csrf = sign_in(svc, svc.write)
+    body = b"request_id,ts,key,value_size,op\n1,1,k,1,get\n"
+    r = svc.client.post("/traces/upload", files={"file": ("plain.csv", body)},
+                        data={"csrf_token": csrf, "name": "from the form"}, follow_redirects=False)
+    assert r.status_code == 303 and r.headers["location"] == "/traces"
+    page = svc.client.get("/traces").text
+    assert "Uploaded from the form" in page and "hx-trigger=\"every 2s\"" in page  # its ingest is awaited live
+
+
+def test_a_failed_ingest_lists_its_line_problems(svc: Svc) -> None:
+    dep = deployment(svc)
+    csrf = sign_in(svc, svc.write)
+    bad = b"request_id,ts,key,value_size,op\n1,0.5,k1,10,get\n2,notanumber,k2,x,get\n,1.5,k3,5,get\n"
+    r = svc.client.post("/traces/upload", files={"file": ("bad.csv", bad)}, data={"deployment_id": str(dep["id"])},
+                        headers={"X-CSRF-Token": csrf, "X-Requested-With": "console"})
+    assert r.status_code == 202
+    Worker(svc.settings, svc.db, "t", handlers=default_handlers(), schedule=False).run_once()
+    listing = svc.client.get("/traces/list").text
+    assert "hx-trigger" not in listing  # nothing left to wait for: the list stops polling
+    problems = re.sub(r"<[^>]+>", "", listing.split('-problems">', 1)[1].split("</div>", 1)[0])
+    lines = [" ".join(line.split()) for line in problems.splitlines() if "bad.csv" in line]
+    assert lines == [
+        "bad.csv:3 field ts: expected a number, got &#34;notanumber&#34;",
+        "bad.csv:3 field value_size: expected non-negative integer, got &#34;x&#34;",
+        "bad.csv:4 field request_id: missing value",
+    ]
+
+
+# --- evidence, model, timeline ---------------------------------------------------------------------------------
+def _rec(cdfs: bool) -> dict[str, Any]:
+    rec: dict[str, Any] = {
+        "policy": "chisel", "params": {"merge": 2}, "verdict": "recommend",
+        "reason": "p99 -20.0 % [-30.0 %, -10.0 %] on 5 held-out seeds", "objective": "p99",
+        "expected": {"p50_ms": 0.2, "p95_ms": 0.8, "p99_ms": 1.2, "p999_ms": 2.0, "mean_ms": 0.3},
+        "baseline": {"policy": "batching", "params": {}, "p50_ms": 0.2, "p95_ms": 0.9, "p99_ms": 1.5,
+                     "p999_ms": 3.0},
+        "confirmation": {"metric": "p99", "improvement_pct": 20.0, "interval_pct": [10.0, 30.0], "p_value": 0.001},
+        "study": "tailtune-web-job1", "source": "dataset:ds1",
+        "tuned_for": {"model_sources": {"servers": "operator", "worker_threads": "discovered"}},
+    }
+    if cdfs:
+        rec["cdfs"] = {"seed": 0, "warmup": 0.1, "curves": [
+            {"name": "current", "label": "current config: batching", "policy": "batching",
+             "latency_ms": [0.1, 1.0, 1.5], "cdf": [0.5, 0.98, 1.0]},
+            {"name": "recommended", "label": "recommended: chisel(merge=2)", "policy": "chisel",
+             "latency_ms": [0.1, 0.9, 1.2], "cdf": [0.5, 0.98, 1.0]},
+        ]}
+    return rec
+
+
+def _nightly_done(svc: Svc, dep_id: int, rec: dict[str, Any], accepted: bool) -> int:
+    decision = {"accepted": accepted, "reason": "tuner recommends it" if accepted else "p99 improves by 1 %",
+                "version": 2 if accepted else None}
+    with svc.db.session() as s:
+        job = enqueue(s, svc.settings, "nightly", {}, deployment_id=dep_id)
+        job.status = "succeeded"
+        job.steps = [{"name": "tune", "status": "done", "output": rec},
+                     {"name": "decide", "status": "done", "output": decision}]
+        job.result = {"decision": decision, "drift": {"p99_pct": 12.5}}
+        return int(job.id)
+
+
+@pytest.mark.parametrize("cdfs", [True, False])
+def test_the_deployment_page_shows_the_evidence_of_the_newest_recommendation(svc: Svc, cdfs: bool) -> None:
+    dep = deployment(svc)
+    job_id = _nightly_done(svc, dep["id"], _rec(cdfs), accepted=True)
+    sign_in(svc, svc.read)
+    page = svc.client.get(f"/deployments/{dep['id']}").text
+    assert f"nightly job {job_id}</a>" in page
+    assert "The tuner says “recommend” for chisel (merge=2)" in page
+    assert "accepted it as config version 2" in page
+    assert "interval [-30.0 %, -10.0 %]" in page and "-20.0 %" in page
+    spec = json.loads(page.split('id="cdf-spec">', 1)[1].split("</script>", 1)[0])
+    if cdfs:
+        assert [t["name"] for t in spec["data"] if t["visible"]] == ["current config", "recommended"]
+        assert spec["data"][1]["x"] == [0.1, 0.9, 1.2]
+        assert spec["data"][1]["y"] == pytest.approx([0.5, 0.02, 1e-9])  # opens on the tail: 1 − CDF
+        assert spec["data"][3]["y"] == [0.5, 0.98, 1.0]  # the whole CDF, a button away
+    else:
+        assert spec["layout"]["title"]["text"].startswith("Percentiles")
+        assert spec["data"][0]["x"] == [0.2, 0.9, 1.5, 3.0]
+    assert "drift: {&#34;p99_pct&#34;: 12.5}" in page  # a job's recorded drift, as it is
+    overview = svc.client.get("/").text
+    assert f"job {job_id}</a>" in overview and "verdict: <strong>recommend</strong>" in overview
+
+
+def test_kept_decisions_and_the_change_from_the_night_before(svc: Svc) -> None:
+    dep = deployment(svc)
+    first = _rec(False)
+    second = {**_rec(False), "verdict": "keep current", "baseline": {**first["baseline"], "p99_ms": 1.8}}
+    _nightly_done(svc, dep["id"], first, accepted=True)
+    _nightly_done(svc, dep["id"], second, accepted=False)
+    sign_in(svc, svc.read)
+    table = svc.client.get(f"/deployments/{dep['id']}").text.split('id="nights"', 1)[1].split("</table>", 1)[0]
+    assert "kept: p99 improves by 1 %" in table and "accepted: version 2" in table
+    assert "(+20.0 %)" in table  # 1.5 ms → 1.8 ms under the same config
+
+
+def test_the_model_table_has_every_input_with_its_source(svc: Svc) -> None:
+    dep = deployment(svc)
+    _nightly_done(svc, dep["id"], _rec(False), accepted=False)
+    sign_in(svc, svc.read)
+    table = svc.client.get(f"/deployments/{dep['id']}").text.split('id="model-table"', 1)[1].split("</table>")[0]
+    rows = re.findall(r'<th scope="row">(\w+)</th>.*?s-(\w+)">', table, flags=re.S)
+    assert rows == [("servers", "operator"), ("worker_threads", "default"), ("client_overhead", "default"),
+                    ("arrivals", "trace")]
+    assert "s-discovered" in table  # what the last tune used, beside what the next one would
+
+
+def _hist(latencies_ms: list[float]) -> dict[str, Any]:
+    import math
+
+    counts: dict[int, int] = {}
+    for ms in latencies_ms:
+        b = math.floor(20 * math.log10(ms * 1000.0)) + 1
+        counts[b] = counts.get(b, 0) + 1
+    return {"scheme": "log10", "buckets_per_decade": 20, "count": len(latencies_ms),
+            "sum_us": 1000.0 * sum(latencies_ms), "min_observed_us": 1000.0 * min(latencies_ms),
+            "max_observed_us": 1000.0 * max(latencies_ms), "counts": sorted(counts.items())}
+
+
+def test_timeline_merges_the_clients_of_each_window(svc: Svc) -> None:
+    dep = deployment(svc)
+    with svc.db.session() as s:
+        for client, start, lat in (("a", 100.0, [1.0] * 99 + [5.0]), ("b", 100.0, [1.0] * 100),
+                                   ("a", 700.0, [2.0] * 100)):
+            observations.record(s, dep["id"], {
+                "schema": observations.SCHEMA, "client": {"id": client}, "window": {"start": start, "end": start + 60},
+                "observations": [{"config_version": 1, "all": _hist(lat)}]})
+        points = observations.timeline(s, dep["id"])
+    assert [(p["window_start"], p["clients"], p["requests"]) for p in points] == [(100.0, 2, 200), (700.0, 1, 100)]
+    assert points[0]["observed_p99_ms"] == pytest.approx(1.0, rel=0.07)
+    assert points[1]["observed_p99_ms"] == pytest.approx(2.0, rel=0.07)
+    assert points[0]["expected_p99_ms"] is None  # version 1 was added by hand: nothing expected
+    sign_in(svc, svc.read)
+    assert 'id="spark-1"' in svc.client.get("/").text and 'id="timeline"' in svc.client.get("/deployments/1").text
+
+
+# --- analyses --------------------------------------------------------------------------------------------------
+SUMMARY: dict[str, Any] = {
+    "schema_version": 1,
+    "dataset": {"source": "ds1", "rows": 2000, "requests": 100, "has_value_size": True, "has_latency": False},
+    "multiget_size": {"requests": 100, "mean": 5.0, "p50": 4, "p95": 12, "p99": 20, "max": 30, "frac_multi": 0.9,
+                      "lognormal_mu": 1.4, "lognormal_sigma": 0.8, "lognormal_ks": 0.02, "lognormal_n": 90},
+    "key_popularity": {"distinct_keys": 500, "accesses": 2000, "zipf_alpha_mle": 0.9, "zipf_alpha_ols": 0.85,
+                       "top_keys": [{"key": f"k{i}", "count": 100 // i, "share": 0.01} for i in range(1, 11)],
+                       "hot_set_drift": {"windows": 10, "window_s": 1.0, "top_n": 100,
+                                         "jaccard_consecutive": [0.5, 0.6, 0.55]}},
+    "value_size": {"p50": 100, "p90": 1000, "p99": 5000, "max": 9000, "per_key": {"p50": 120, "p90": 900},
+                   "thr_l_candidates": [{"bytes": 1000, "rule": "p90_by_key", "key_share": 0.1, "access_share": 0.2,
+                                         "bytes_share": 0.6}]},
+    "arrivals": {"duration_s": 10.0, "rate_mean": 10.0},
+    "fanout": {"servers": 4, "replication": 1, "opsets_mean": 2.0},
+    "latency": {"size_latency_pearson": None, "deciles": []},
+    "slack_bounds": [{"utilization": 0.1, "upper_ms": 1.0, "lower_ms": 0.1},
+                     {"utilization": 0.9, "upper_ms": 3.0, "lower_ms": 0.5}],
+    "null_reasons": {"latency.size_latency_pearson": "the trace carries no latencies"},
+    "findings": ["90% of 100 requests are multi-key.", "Key popularity: Zipf α ≈ 0.90."],
+}
+
+
+def test_the_analysis_adapter_reads_the_summary() -> None:
+    assert analysis_view.findings(SUMMARY)[:2] == SUMMARY["findings"]
+    assert "could not be computed" in analysis_view.findings(SUMMARY)[2]
+    figs = {f["id"]: f for f in analysis_view.figures(SUMMARY)}
+    assert list(figs) == ["sizes", "popularity", "drift", "values", "slack"]  # no latency deciles: left out
+    sizes = figs["sizes"]["spec"]["data"][0]
+    assert sizes["x"][0] == 2 and abs(sum(sizes["y"]) - 0.9) < 0.01  # the multi-key share, spread over k ≥ 2
+    assert figs["popularity"]["spec"]["layout"]["yaxis"]["type"] == "log"
+    titles = [t["title"] for t in analysis_view.tables(SUMMARY)]
+    assert "Large-value thresholds (THR_L candidates)" in titles and titles[-1] == "Not computed"
+
+
+def test_an_analysis_page_shows_findings_first_then_figures_and_tables(svc: Svc) -> None:
+    out = svc.home / "analyses" / "1"
+    out.mkdir(parents=True)
+    (out / "summary.json").write_text(json.dumps(SUMMARY))
+    (out / "report.html").write_text("<html><body>report</body></html>")
+    with svc.db.session() as s:
+        s.add(AnalysisRow(trace_id=None, dataset_id="ds1", options={"servers": 4, "replication": 1},
+                          status="succeeded", out_dir=str(out), error=None, created_at=time.time()))
+    sign_in(svc, svc.read)
+    page = svc.client.get("/analyses/1").text
+    assert page.index('id="findings"') < page.index('id="fig-sizes"') < page.index("Tables")
+    assert "90% of 100 requests are multi-key." in page
+    report = svc.client.get("/analyses/1/report.html")
+    assert report.status_code == 200 and "sandbox" in report.headers["content-security-policy"]
+
+
+def test_a_nightly_analysis_outside_the_analyses_folder_is_not_served(svc: Svc) -> None:
+    with svc.db.session() as s:
+        job = enqueue(s, svc.settings, "nightly", {}, deployment_id=None)
+        job.steps = [{"name": "analyze", "status": "done",
+                      "output": {"dataset_id": "ds1", "out_dir": "../../etc", "summary": "../../etc/summary.json"}}]
+        job_id = job.id
+    sign_in(svc, svc.read)
+    r = svc.client.get(f"/jobs/{job_id}/analysis")
+    assert r.status_code == 404 and "not where analyses are kept" in r.text
+
+
+# --- odds and ends ---------------------------------------------------------------------------------------------
+def test_pipeline_steps_are_the_handlers(svc: Svc) -> None:
+    from jobs.nightly import STEPS
+
+    assert views.PIPELINE_STEPS["nightly"] == STEPS
+
+
+def test_static_files_htmx_as_pinned_and_plotly_from_its_package(svc: Svc) -> None:
+    r = svc.client.get("/static/htmx.min.js")
+    assert r.status_code == 200 and hashlib.sha256(r.content).hexdigest() == HTMX["sha256"]
+    assert "immutable" in r.headers["cache-control"] and r.headers["content-type"].startswith("text/javascript")
+    assert svc.client.get("/static/plotly.min.js").content == plotly_js().read_bytes()
+    assert svc.client.get("/static/..%2Fsession.py").status_code == 404
+    assert set(static_files()) == {"console.css", "console.js", "htmx.min.js", "plotly.min.js"}
+    license_text = (static_files()["htmx.min.js"].parent / "htmx.LICENSE").read_text()
+    assert "Zero-Clause BSD" in license_text
+
+
+def test_pages_carry_a_strict_content_security_policy(svc: Svc) -> None:
+    r = svc.client.get("/login")
+    csp = r.headers["content-security-policy"]
+    assert "script-src 'self';" in csp and "frame-ancestors 'none'" in csp and "unsafe-eval" not in csp
+    assert r.headers["x-frame-options"] == "DENY" and r.headers["cache-control"] == "no-store"
+    assert "<script>" not in r.text  # no inline script anywhere: the policy allows none
