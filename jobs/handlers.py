@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from jobs import discover, nightly
+from jobs import calibrate, discover, nightly
 from jobs.context import Handler, JobContext
 from jobs.worker import Finalizer
 
@@ -55,6 +55,7 @@ def default_handlers() -> dict[str, Handler]:
         "publish": nightly.run_publish,
         "selftest": _selftest,
         "discover": discover.run_discover,
+        "calibrate": calibrate.run_calibrate,
     }
 
 

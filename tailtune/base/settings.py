@@ -191,6 +191,11 @@ class Settings(BaseSettings):
         description="Single-key reads timed client-side, one at a time, on a table whose service time the node's "
         "latency tables cannot resolve (below their 1 ms resolution); 0: none.",
     )
+    calibrate_reads: int = Field(
+        default=300, ge=20, le=100_000,
+        description="Requests `tailtune deployments calibrate` times, one at a time, for each measurement (trivial "
+        "round trips, single-partition reads).",
+    )
     discover_profile_reps: int = Field(
         default=20, ge=1, le=10_000,
         description="Multigets per keys-per-request size when `--profile-servers` profiles a memcached server.",

@@ -254,9 +254,9 @@ def _combine(per_node: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def _probe(cql: _Cql, table: str, reads: int) -> dict[str, Any]:
-    """Time `reads` single-partition reads of `table`, one at a time, client-side (an upper bound of the
-    service time: it includes the network and the driver)."""
+def probe_times(cql: _Cql, table: str, reads: int) -> tuple[list[float], str | None]:
+    """Client-side times (ms) of `reads` single-partition reads of `table`, one at a time (after five uncounted
+    warm-up reads), and None; or [] and why nothing could be read."""
     from cassandra import ConsistencyLevel
     from cassandra.metadata import protect_name
 
@@ -267,11 +267,11 @@ def _probe(cql: _Cql, table: str, reads: int) -> dict[str, Any]:
     )
     keys = [str(r.column_name) for r in sorted(cols, key=lambda r: int(r.position)) if r.kind == "partition_key"]
     if not keys:
-        return {"reads": 0, "how": f"{table} has no partition key in system_schema.columns"}
+        return [], f"{table} has no partition key in system_schema.columns"
     quoted = ", ".join(protect_name(k) for k in keys)
     first = cql.run(f"SELECT {quoted} FROM {table} LIMIT 1")
     if not first:
-        return {"reads": 0, "how": f"{table} holds no row to read"}
+        return [], f"{table} holds no row to read"
     where = " AND ".join(f"{protect_name(k)} = ?" for k in keys)
     stmt = cql.session.prepare(f"SELECT * FROM {table} WHERE {where} LIMIT 1")
     stmt.consistency_level = ConsistencyLevel.ONE
@@ -288,6 +288,15 @@ def _probe(cql: _Cql, table: str, reads: int) -> dict[str, Any]:
             ) from None
         if i >= 5:
             times.append((time.perf_counter() - t0) * 1000.0)
+    return times, None
+
+
+def _probe(cql: _Cql, table: str, reads: int) -> dict[str, Any]:
+    """Time `reads` single-partition reads of `table`, one at a time, client-side (an upper bound of the
+    service time: it includes the network and the driver)."""
+    times, why = probe_times(cql, table, reads)
+    if why is not None:
+        return {"reads": 0, "how": why}
     times.sort()
     return {
         "reads": len(times),

@@ -16,7 +16,7 @@ from tailtune.control.errors import Conflict, Invalid, Missing
 
 __all__ = ["JOB_KINDS", "JOB_STATUSES", "cancel_job", "enqueue", "get_job", "list_jobs", "stop_job"]
 
-JOB_KINDS = ("ingest", "analyze", "nightly", "publish", "selftest", "discover")
+JOB_KINDS = ("ingest", "analyze", "nightly", "publish", "selftest", "discover", "calibrate")
 JOB_STATUSES = ("queued", "running", "succeeded", "failed", "cancelled")
 
 
