@@ -21,7 +21,7 @@ __all__ = ["register"]
 
 _CASSANDRA_ONLY = (
     "--server-speeds", "--slow-servers", "--slowdown-interval-ms", "--write-fraction", "--writes-from-op",
-    "--client-model", "--size-aware-cost",
+    "--client-model", "--size-aware-cost", "--ring",
 )
 
 
@@ -55,6 +55,29 @@ def _speeds(text: str | None) -> tuple[float, ...] | None:
         raise BadInputError.single(
             "--server-speeds", f"{text!r} is not a comma-separated list of numbers", field="server_speeds"
         ) from None
+
+
+def _ring(text: str | None) -> dict[str, Any] | None:
+    """`--ring`: the JSON of a ring, or the path of a file holding it."""
+    import json
+
+    from tailtune.base.errors import BadInputError
+
+    if text is None:
+        return None
+    where = "--ring"
+    try:
+        if not text.lstrip().startswith("{"):
+            where = text
+            text = Path(text).read_text(encoding="utf-8")
+        doc = json.loads(text)
+    except OSError as exc:
+        raise BadInputError.single("--ring", f"cannot read {where}: {exc.strerror or exc}", field="ring") from None
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise BadInputError.single(where, f"not JSON ({exc})", field="ring") from None
+    if not isinstance(doc, dict):
+        raise BadInputError.single(where, "a ring is a JSON object", field="ring")
+    return doc
 
 
 def _run_memcached(
@@ -205,7 +228,18 @@ def register(app: typer.Typer) -> None:
             int | None, typer.Option("--servers", help="Default 128 (Cassandra) or 2 (memcached).")
         ] = None,
         slots: Annotated[int, typer.Option("--slots")] = 8,
-        replication: Annotated[int, typer.Option("--replication")] = 3,
+        replication: Annotated[
+            int | None, typer.Option("--replication", help="Default 3 (with --ring: the local datacenter's RF).")
+        ] = None,
+        ring: Annotated[
+            str | None,
+            typer.Option(
+                "--ring",
+                help="The real Cassandra ring: a JSON file, or the JSON itself (nodes' tokens, datacenters and "
+                "racks, the keyspace's strategy, the local datacenter; docs/simulator.md § Cluster). Its local "
+                "datacenter's nodes are the servers.",
+            ),
+        ] = None,
         vnodes: Annotated[int, typer.Option("--vnodes", help="Tokens per server (≤1: evenly spaced).")] = 1,
         service_rate: Annotated[float, typer.Option("--service-rate", help="ops/s per slot.")] = 3750.0,
         net_latency_us: Annotated[float, typer.Option("--net-latency-us")] = 50.0,
@@ -345,6 +379,7 @@ def register(app: typer.Typer) -> None:
             given = dict(zip(_CASSANDRA_ONLY, (
                 server_speeds is not None, slow_servers is not None, slowdown_interval_ms is not None,
                 write_fraction is not None, writes_from_op, client_model != "open", size_aware_cost,
+                ring is not None,
             ), strict=True))
             bad = [k for k, v in given.items() if v]
             if bad:
@@ -364,8 +399,16 @@ def register(app: typer.Typer) -> None:
             params.setdefault("replica", replica)
         if size_aware_cost:
             params["size_aware_cost"] = 1.0
+        ring_doc = _ring(ring)
+        if ring_doc is not None and (servers is None or replication is None):
+            from tailtune.simulation.cassandra import ring_size
+
+            ring_servers, ring_rf = ring_size(ring_doc, where="--ring")
+            servers = ring_servers if servers is None else servers
+            replication = ring_rf if replication is None else replication
         dep = CassandraDeployment(
-            servers=servers if servers is not None else 128, slots=slots, replication=replication, vnodes=vnodes,
+            servers=servers if servers is not None else 128, slots=slots,
+            replication=replication if replication is not None else 3, vnodes=vnodes,
             service_rate=service_rate, net_latency_us=net_latency_us, clients=clients,
             load=None if trace_rate else load, warmup=warmup,
             use_timestamps=use_timestamps, use_sizes=sizes, demand_dist=demand_dist, demand_sigma=demand_sigma,
@@ -375,7 +418,7 @@ def register(app: typer.Typer) -> None:
             slowdown_factor=slowdown_factor, slowdown_duration_ms=slowdown_duration_ms,
             stall_rate=stall_rate, stall_ms=stall_ms,
             write_fraction=write_fraction, writes_from_op=writes_from_op, client_model=client_model,
-            threads=threads, think_ms=think_ms, think_dist=think_dist,
+            threads=threads, think_ms=think_ms, think_dist=think_dist, ring=ring_doc,
         )
         rparams = parse_params(replica_param or [], source="--replica-param")
         _run_cassandra(source, dep, policy, params, rparams, seed, as_json)
