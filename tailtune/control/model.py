@@ -21,7 +21,6 @@ evaluator's options and the sources recorded in the recommendation's `tuned_for.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -119,7 +118,8 @@ class _Builder:
 
 
 def _cassandra(b: _Builder, timestamps: bool, load: float | None) -> dict[str, Any]:
-    from tailtune.simulation.cassandra import CassandraDeployment
+    from tailtune.base.errors import BadInputError
+    from tailtune.simulation.cassandra import CassandraDeployment, ring_size
 
     d = CassandraDeployment()
     opts: dict[str, Any] = {
@@ -140,17 +140,23 @@ def _cassandra(b: _Builder, timestamps: bool, load: float | None) -> dict[str, A
     elif isinstance(network, Mapping):
         opts["net_latency_us"] = float(network["one_way_ms"]) * 1000.0
     ring = _found(b.model, "ring", "discovered")
-    nodes = len(ring["value"].get("nodes") or []) if ring is not None else 0
-    replays_rings = "ring" in {f.name for f in dataclasses.fields(CassandraDeployment)}
-    if ring is not None and nodes == opts["servers"] and replays_rings:
+    size, problem = None, None
+    if ring is not None:
+        try:
+            size = ring_size(ring["value"])
+        except BadInputError as exc:
+            problem = str(exc)
+    if ring is not None and size == (opts["servers"], opts["replication"]):
         b.inputs["ring"], b.sources["ring"] = ring, "discovered"
         opts["ring"] = ring["value"]
     else:
-        if ring is not None and not replays_rings:
-            b.notes.append("the discovered ring is recorded; this simulator replays evenly spaced tokens")
-        elif ring is not None:
-            b.notes.append(f"the discovered ring has {nodes} nodes but the model {opts['servers']} servers: "
-                           "evenly spaced tokens are replayed instead")
+        if problem is not None:
+            b.notes.append(f"the discovered ring cannot be replayed ({problem}): evenly spaced tokens are replayed "
+                           "instead")
+        elif size is not None:
+            b.notes.append(f"the discovered ring has {size[0]} nodes and RF {size[1]} in its local datacenter but "
+                           f"the model {opts['servers']} servers and RF {opts['replication']}: evenly spaced tokens "
+                           "are replayed instead")
         b.set("ring", None, "default", how="evenly spaced tokens, replicas the next servers clockwise")
     if load is not None:
         opts["load"] = float(load)
