@@ -191,6 +191,11 @@ class Settings(BaseSettings):
         description="Single-key reads timed client-side, one at a time, on a table whose service time the node's "
         "latency tables cannot resolve (below their 1 ms resolution); 0: none.",
     )
+    model_max_bytes: int = Field(
+        default=8 * 1024**2, gt=0,
+        description="Largest deployment model (JSON) discovery or calibration stores: what a live system reports "
+        "beyond it is refused, not stored.",
+    )
     calibrate_reads: int = Field(
         default=300, ge=20, le=100_000,
         description="Requests `tailtune deployments calibrate` times, one at a time, for each measurement (trivial "

@@ -50,6 +50,7 @@ from tailtune.control.db import Database, DeploymentRow
 from tailtune.control.discovery import DiscoveryFailed, _connect_problem, _Cql, discover_memcached, probe_times
 from tailtune.control.egress import Egress, EgressRefused
 from tailtune.control.errors import Missing
+from tailtune.control.model import ModelTooLarge, check_model_size
 
 __all__ = ["Calibrated", "calibrate_cassandra", "calibrate_deployment", "merge_calibration", "service_time"]
 
@@ -230,7 +231,12 @@ def calibrate_deployment(db: Database, settings: Settings, deployment_id: int, *
         row = s.scalar(select(DeploymentRow).where(DeploymentRow.id == deployment_id).with_for_update())
         if row is None:
             raise Missing(f"deployment {deployment_id} was deleted during its calibration", field="deployment_id")
-        row.model = merge_calibration(row.model, found)
+        model = merge_calibration(row.model, found)
+        try:
+            check_model_size(model, settings.model_max_bytes)
+        except ModelTooLarge as exc:
+            raise DiscoveryFailed(f"{kind}: {exc}", permanent=True) from None
+        row.model = model
         s.flush()
     for note in found.notes:
         log(f"note: {note}")

@@ -45,6 +45,7 @@ from tailtune.control.cql import ConnectFailed, CqlTarget, PasswordMissing
 from tailtune.control.db import Database, DeploymentRow
 from tailtune.control.egress import Egress, EgressRefused
 from tailtune.control.errors import Missing
+from tailtune.control.model import ModelTooLarge, check_model_size
 
 __all__ = [
     "LATENCY_TABLES",
@@ -748,6 +749,10 @@ def discover_deployment(
             raise Missing(f"deployment {deployment_id} was deleted during its discovery", field="deployment_id")
         previous = (dict(row.model or {}).get("discovery") or {}).get("current_config")
         model = merge_model(row.model, found)
+        try:
+            check_model_size(model, settings.model_max_bytes)
+        except ModelTooLarge as exc:
+            raise DiscoveryFailed(f"{kind}: {exc}", permanent=True) from None
         if config is not None:
             if row.current_config is None or row.current_config == previous:
                 row.current_config = config

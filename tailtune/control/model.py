@@ -30,7 +30,9 @@ __all__ = [
     "MEMCACHED_INPUTS",
     "SOURCES",
     "DeploymentModel",
+    "ModelTooLarge",
     "build_model",
+    "check_model_size",
     "operator_fields",
 ]
 
@@ -43,6 +45,24 @@ MEMCACHED_INPUTS = ("servers", "worker_threads", "client_overhead", "arrivals")
 #: Topology fields → the model input each sets.
 _TOPOLOGY_INPUT = {"servers": "servers", "slots": "slots", "replication": "replication",
                    "service_rate_per_s": "service_time", "network_ms": "network"}
+
+
+class ModelTooLarge(ValueError):
+    """What a live system reported would make the stored model larger than `TAILTUNE_MODEL_MAX_BYTES`."""
+
+
+def check_model_size(model: Mapping[str, Any], max_bytes: int) -> None:
+    """Refuse to store a model larger than `max_bytes` as JSON: a cluster (or a hostile endpoint posing as one)
+    reporting a million peers or tokens must not fill the metadata database."""
+    import json
+
+    size = len(json.dumps(model, default=str).encode())
+    if size > max_bytes:
+        raise ModelTooLarge(
+            f"what the live system reported makes the deployment's model {size:,} bytes, more than "
+            f"TAILTUNE_MODEL_MAX_BYTES ({max_bytes:,}): check the contact points name the right cluster, or raise "
+            "the setting"
+        )
 
 
 def operator_fields(topology: Mapping[str, Any], fields_set: set[str] | None = None) -> list[str]:

@@ -163,3 +163,13 @@ def test_a_deployment_row_without_model_keeps_its_topology_as_the_operators(svc:
         row.model = {}
     m = build_model("cassandra", dep["topology"], dep["connection"], {}, timestamps=False)
     assert m.sources["slots"] == "operator" and m.options["slots"] == 1  # unknown: every stored field is operator's
+
+
+def test_a_model_too_large_to_store_is_refused() -> None:
+    from tailtune.control.model import ModelTooLarge, check_model_size
+
+    nodes = [{"address": f"10.0.{i // 250}.{i % 250}", "tokens": list(range(16))} for i in range(2000)]
+    model = {"inputs": {"ring": {"value": {"nodes": nodes}, "source": "discovered"}}}
+    check_model_size(model, 8 * 1024**2)
+    with pytest.raises(ModelTooLarge, match="TAILTUNE_MODEL_MAX_BYTES"):
+        check_model_size(model, 100_000)
