@@ -131,6 +131,11 @@ class WindowGrouper(RequestIds):
         yield from self._emit(self._next)
 
 
+#: Rounding of ts (float seconds since the epoch) in a window's test: a read whose start is the window's length
+#: after its group's first (to the µs) still joins it.
+_SLACK_S = 1e-6
+
+
 class StatementGrouper(WindowGrouper):
     """Request ids for a full query log's rows (`cassandra-fql` formats, docs/formats.md § Grouping).
 
@@ -171,7 +176,7 @@ class StatementGrouper(WindowGrouper):
                 gids[i] = self._fixed[1]
                 continue
             open_group = self._open.get(g) if self.grouping else None
-            if open_group is None or t - open_group[1] > w or k in self._keys[open_group[0]]:
+            if open_group is None or t - open_group[1] > w + _SLACK_S or k in self._keys[open_group[0]]:
                 if open_group is not None:
                     self._keys.pop(open_group[0], None)
                 open_group = (self._next, t)
@@ -187,12 +192,12 @@ class StatementGrouper(WindowGrouper):
         self._carry.append((batch, lines, gids))
         closed_below = self._next
         for gid in sorted(g for g, _ in self._open.values()):
-            if self._starts[gid] + w >= last_t:
+            if self._starts[gid] + w + _SLACK_S >= last_t:
                 closed_below = gid
                 break
         if self._fixed is not None:  # the request being read may go on in the next chunk
             closed_below = min(closed_below, self._fixed[1])
-        still = {c: g for c, g in self._open.items() if self._starts[g[0]] + w >= last_t}
+        still = {c: g for c, g in self._open.items() if self._starts[g[0]] + w + _SLACK_S >= last_t}
         for c, g in self._open.items():
             if c not in still:
                 self._keys.pop(g[0], None)

@@ -575,13 +575,13 @@ def _create_table(p: _Parser, keyspace: str | None) -> Table:
     return Table(ks, name, tuple(key), {c: types[c] for c in key}, start.line)
 
 
-def parse_schema(text: str) -> dict[str, Table]:
+def parse_schema(text: str, keyspace: str | None = None) -> dict[str, Table]:
     """`keyspace.table` → its partition key, from the `CREATE TABLE` statements of `text` (other statements —
-    CREATE KEYSPACE, TYPE, INDEX, ... — are skipped; `USE ks;` sets the keyspace of unqualified names)."""
+    CREATE KEYSPACE, TYPE, INDEX, ... — are skipped; `keyspace`, then each `USE ks;`, is the keyspace of
+    unqualified names)."""
     tokens = tokenize(text)
     p = _Parser(tokens)
     tables: dict[str, Table] = {}
-    keyspace: str | None = None
     while p.cur.kind != "end":
         if p.at_op(";"):
             p.next()

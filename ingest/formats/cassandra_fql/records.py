@@ -294,6 +294,8 @@ class QueryLogReader(TraceReader):
 
     def _hit(self, access: cql.Access | cql.Other, statement: Statement, record: Record) -> _Hit:
         if isinstance(access, cql.Other):
+            if access.what == "CREATE":
+                self._learn(statement.query, record.keyspace)
             raise _Skip("statements that touch no partition (USE, DDL, ...)")
         keyspace = access.keyspace or record.keyspace
         if keyspace is None:
@@ -338,6 +340,15 @@ class QueryLogReader(TraceReader):
         keys = list(dict.fromkeys(compose(list(parts)) for parts in itertools.product(*per_column)))
         single = access.op == "get" and not access.in_columns & set(table.partition_key)
         return _Hit(access.op, qualified, keys, single)
+
+    def _learn(self, text: str, keyspace: str | None) -> None:
+        """A CREATE TABLE the log holds: the table's key, unless --schema (or an earlier one) gave it."""
+        try:
+            created = cql.parse_schema(text, keyspace)
+        except cql.CqlError:
+            return  # not a table we can read: its statements fail on the missing schema, saying so
+        for name, table in created.items():
+            self.schema.setdefault(name, table)
 
     def _column(self, column: str, table: cql.Table, access: cql.Access, statement: Statement) -> list[str]:
         cql_type = table.types[column]
