@@ -4,7 +4,7 @@
  * (ingest/formats/cassandra_fql/binlog.py). Compiled against the cassandra-all jars (their chronicle-queue reads
  * the log; FullQueryLogger and BinLog name its fields): `python -m ingest.formats.cassandra_fql.binlog build`.
  *
- * Usage: java -cp <classes>:<cassandra lib>/* FqlReader DIR [ROLL_CYCLE]
+ * Usage: java -cp <classes>:<cassandra lib>/* FqlReader DIR [ROLL_CYCLE]   (the roll cycle: the log's own)
  *
  * A record (docs/formats.md § cassandra-fql):
  *   {"record": N, "type": "single-query"|"batch", "start_ms": ..., "protocol": ..., "keyspace": ...|null,
@@ -91,9 +91,9 @@ public final class FqlReader
         catch (BadRecord e)
         {
             status = 3;
-            error(out, e.getMessage(), record);
+            error(out, "cannot read the record: " + e.getMessage(), record);
         }
-        catch (RuntimeException | Error e)
+        catch (Throwable e) // chronicle throws checked exceptions it does not declare (a damaged file)
         {
             status = 3;
             error(out, "cannot read the log: " + e, record);

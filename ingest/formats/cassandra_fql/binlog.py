@@ -246,7 +246,8 @@ class CassandraFqlReader(QueryLogReader):
                 raise self.fatal(number, None, "the log reader printed what is not a record")
             if "error" in obj:
                 line = int(obj.get("record") or 0) or None
-                raise self.fatal(line, None, f"cannot read the record: {obj['error']}")
+                hint = "the log is damaged, or was still being written: disable it first"
+                raise self.fatal(line, None, str(obj["error"]), hint=hint)
             try:
                 yield self._record(obj)
             except (KeyError, TypeError, ValueError) as exc:

@@ -534,6 +534,8 @@ def _create_table(p: _Parser, keyspace: str | None) -> Table:
     key: list[str] | None = None
     while True:
         if p.cur.word("primary"):
+            if key is not None:
+                raise CqlError(f"table {ks}.{name} declares its primary key twice", p.cur.line)
             p.next()
             p.expect_word("key")
             p.expect_op("(")

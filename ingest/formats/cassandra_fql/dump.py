@@ -136,7 +136,9 @@ class CassandraFqlDumpReader(QueryLogReader):
                 continue
             break
         nxt = lines.next()
-        if nxt is not None and nxt[1].strip():
+        if nxt is None:
+            raise self.fatal(lines.last, None, "the dump ends inside a record (no blank line after it)")
+        if nxt[1].strip():
             raise self.fatal(nxt[0], None, f"expected the blank line that ends the record, got {_shown(nxt[1])}")
         return Record(line, kind, start_ms, None, statements)
 
