@@ -70,6 +70,12 @@ class Settings(BaseSettings):
         description="After an outage, a missed cron slot younger than this runs once; older are skipped.",
     )
 
+    cassandra_lib: Path | None = Field(
+        default=None,
+        description="Folder of the Cassandra jars a binary full query log is read with (cassandra-fql); default: "
+        "the lib/ the setup fetches, ~/.cache/tailtune/cassandra-5.0.9/lib (docs/formats.md § cassandra-fql).",
+    )
+
     # --- ingest limits (docs/operations.md § Limits; ingest/limits.py) ------------------------------------------
     # Caps on one ingest run by the service (an upload through the API, the nightly job) and by any `ingest_file`
     # caller that passes no limits. Each is checked while the file streams and fails the ingest with a message
