@@ -45,9 +45,8 @@ from typing import Any
 from sqlalchemy import select
 
 from tailtune.base.settings import Settings
-from tailtune.control.cql import ConnectFailed, CqlTarget, PasswordMissing
 from tailtune.control.db import Database, DeploymentRow
-from tailtune.control.discovery import DiscoveryFailed, _connect_problem, _Cql, discover_memcached, probe_times
+from tailtune.control.discovery import DiscoveryFailed, _Cql, discover_memcached, open_session, probe_times
 from tailtune.control.egress import Egress, EgressRefused
 from tailtune.control.errors import Missing
 from tailtune.control.model import ModelTooLarge, check_model_size
@@ -131,16 +130,7 @@ def calibrate_cassandra(
     """Measure the network and the service time of a Cassandra cluster (module docstring); raises
     DiscoveryFailed naming the node and what to do."""
     found = Calibrated("cassandra", time.time())
-    target = CqlTarget(connection, egress, timeout_s)
-    try:
-        cluster, session = target.connect(consistency="ONE")
-    except EgressRefused as exc:
-        raise DiscoveryFailed(f"cassandra: {exc}", permanent=True) from None
-    except PasswordMissing as exc:
-        raise DiscoveryFailed(f"cassandra: {exc}: set it in the environment of the process that calibrates",
-                              permanent=True) from None
-    except ConnectFailed as exc:
-        raise _connect_problem(target, exc) from None
+    target, cluster, session = open_session(connection, egress, timeout_s)
     try:
         cql = _Cql(target, session)
         trivial = _timed(cql, "SELECT release_version FROM system.local", reads)

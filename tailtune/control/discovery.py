@@ -176,6 +176,24 @@ class _Cql:
             ) from None
 
 
+def open_session(connection: Mapping[str, Any], egress: Egress, timeout_s: float) -> tuple[CqlTarget, Any, Any]:
+    """(target, cluster, session) at consistency ONE for reading a live cluster — the caller shuts the cluster
+    down; raises DiscoveryFailed with the one line that names the node and what to do."""
+    target = CqlTarget(connection, egress, timeout_s)
+    try:
+        cluster, session = target.connect(consistency="ONE")
+    except EgressRefused as exc:
+        raise DiscoveryFailed(f"cassandra: {exc}", permanent=True) from None
+    except PasswordMissing as exc:
+        raise DiscoveryFailed(
+            f"cassandra: {exc}: set it in the environment of the process that connects (the worker, or this shell)",
+            permanent=True,
+        ) from None
+    except ConnectFailed as exc:
+        raise _connect_problem(target, exc) from None
+    return target, cluster, session
+
+
 def _connect_problem(target: CqlTarget, exc: ConnectFailed) -> DiscoveryFailed:
     """The one line for a session that could not be opened: the first contact point's own error, classified."""
     from cassandra import AuthenticationFailed, OperationTimedOut
@@ -342,18 +360,7 @@ def discover_cassandra(
 ) -> Discovered:
     """Read a Cassandra cluster (see the module's docstring); raises DiscoveryFailed."""
     found = Discovered("cassandra", time.time())
-    target = CqlTarget(connection, egress, timeout_s)
-    try:
-        cluster, session = target.connect(consistency="ONE")
-    except EgressRefused as exc:
-        raise DiscoveryFailed(f"cassandra: {exc}", permanent=True) from None
-    except PasswordMissing as exc:
-        raise DiscoveryFailed(
-            f"cassandra: {exc}: set it in the environment of the process that discovers (the worker, or this shell)",
-            permanent=True,
-        ) from None
-    except ConnectFailed as exc:
-        raise _connect_problem(target, exc) from None
+    target, cluster, session = open_session(connection, egress, timeout_s)
     try:
         _read_cassandra(_Cql(target, session), cluster, target, found, tables, probe_reads, server, log)
     finally:
