@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from jobs import nightly
+from jobs import nightly, verify
 from jobs.context import Handler, JobContext
 from jobs.worker import Finalizer
 
@@ -53,6 +53,7 @@ def default_handlers() -> dict[str, Handler]:
         "analyze": nightly.run_analyze,
         "nightly": nightly.run_nightly,
         "publish": nightly.run_publish,
+        "verify": verify.run_verify,
         "selftest": _selftest,
     }
 

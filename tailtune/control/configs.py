@@ -45,8 +45,9 @@ class ConfigDiff(BaseModel):
     changed: dict[str, dict[str, Any]]
 
 
-#: The keys of a config: the policy, its parameters, and the tuner's rendering for the target (`target`).
-CONFIG_KEYS = ("policy", "params", "target")
+#: The keys of a config: the policy, its parameters, the tuner's rendering for the target (`target`), and the
+#: fraction of requests the clients run it on first while the version before keeps the rest (`canary_fraction`).
+CONFIG_KEYS = ("policy", "params", "target", "canary_fraction")
 _NAME_MAX = 64
 _INT_MAX = 2**31 - 1
 
@@ -158,6 +159,10 @@ def validate_config(config: Any, kind: str, max_bytes: int, *, driver: str | Non
         raise Invalid("must be an object", field="config.params")
     if not isinstance(config.get("target", {}), dict):
         raise Invalid("must be an object", field="config.target")
+    if "canary_fraction" in config:
+        f = config["canary_fraction"]
+        if isinstance(f, bool) or not isinstance(f, int | float) or not (math.isfinite(f) and 0 < f <= 1):
+            raise Invalid(f"must be a number in (0, 1], got {f!r}", field="config.canary_fraction")
     policies = all_policies().get(kind)
     if policies is None:
         raise Invalid(f"unknown deployment kind {kind!r}", field="kind")
@@ -365,12 +370,14 @@ def rollback(
     `target.table_options`, the value each of the deployment's tables had while `version` was current (from
     what the publisher recorded: the `after` of the newest published version up to it, else the `before` of
     the first later one that changed the table), so publishing the rollback restores them.
+
+    A rollback runs on every request: the earlier config's `canary_fraction`, if any, is not copied.
     """
     from tailtune.control.publishers.stock import TABLE_OPTIONS, restore_map, sets_table_options
 
     old = get_version(s, deployment_id, version)
     dep = _deployment(s, deployment_id)
-    config = dict(old.config)
+    config = {k: v for k, v in old.config.items() if k != "canary_fraction"}
     if dep.kind == "cassandra" and dep.tables and not sets_table_options(config):
         records = s.execute(
             select(ConfigVersionRow.version, ConfigVersionRow.published).where(
