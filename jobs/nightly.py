@@ -1,4 +1,5 @@
-"""Job handlers: the nightly pipeline (ingest → analyze → tune → decide → publish) and its single-step jobs.
+"""Job handlers: the nightly pipeline (ingest → analyze → tune → decide → publish → verify) and its single-step
+jobs.
 
 Each step is a checkpoint on the job (`JobContext.step`): its output is stored, a resumed job skips finished
 steps. The steps call the other packages' real entry points — `ingest.pipeline.ingest_file`,
@@ -41,7 +42,7 @@ __all__ = [
     "run_publish",
 ]
 
-STEPS = ("ingest", "analyze", "tune", "decide", "publish")
+STEPS = ("ingest", "analyze", "tune", "decide", "publish", "verify")
 
 
 # --- ingest -------------------------------------------------------------------------------------------------
@@ -478,9 +479,15 @@ def _step_tune(
 
 
 def _step_decide(
-    ctx: JobContext, dep_id: int, rec: Recommendation, constraints: dict[str, Any], objective: dict[str, Any]
+    ctx: JobContext,
+    dep_id: int,
+    rec: Recommendation,
+    constraints: dict[str, Any],
+    objective: dict[str, Any],
+    rec_json: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     from tailtune.control.configs import add_version
+    from tailtune.control.verify import expectation
 
     ok, reason = accept(rec, constraints, objective)
     ctx.log(f"decision: {'accept' if ok else 'keep current'} — {reason}")
@@ -502,6 +509,9 @@ def _step_decide(
             job_id=ctx.job_id,
             note=f"nightly job {ctx.job_id}: {reason}",
         )
+        if existing is None:  # what the verify step will hold the version to
+            expected = expectation(rec_json or rec.to_json(), job_id=ctx.job_id)
+            row.verification = {"status": "unchecked", "expected": expected} if expected else None
         version = row.version
     return {"accepted": True, "reason": reason, "version": version}
 
@@ -546,7 +556,8 @@ def run_nightly(ctx: JobContext) -> dict[str, Any]:
     ana = ctx.step("analyze", lambda: _characterize(ctx, dataset_id, out_dir, servers, replication))
     rec = ctx.step("tune", lambda: _step_tune(ctx, dep, dataset_id, str(ana["summary"]), opts.tune))
     recommendation = Recommendation.from_json(rec)
-    dec = ctx.step("decide", lambda: _step_decide(ctx, dep_id, recommendation, dep["constraints"], dep["objective"]))
+    dec = ctx.step("decide", lambda: _step_decide(ctx, dep_id, recommendation, dep["constraints"], dep["objective"],
+                                                  rec))
     result: dict[str, Any] = {
         "datasets": ing["datasets"],
         "analysis": ana["out_dir"],
@@ -569,4 +580,10 @@ def run_nightly(ctx: JobContext) -> dict[str, Any]:
     if dec["accepted"] and ctx.payload.get("publish", True):
         version = int(dec["version"])
         result["publish"] = ctx.step("publish", lambda: publish_version(ctx, dep_id, version))
+    if ctx.payload.get("publish", True):
+        # the latest version as the real system runs it: the one just published (most likely pending, checked
+        # again later), or a pending one of an earlier night (docs/operations.md § Verify, rollback, canary)
+        from jobs.verify import verify_deployment
+
+        result["verify"] = ctx.step("verify", lambda: verify_deployment(ctx, dep_id))
     return result

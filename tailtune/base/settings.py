@@ -211,6 +211,39 @@ class Settings(BaseSettings):
         default=20, ge=1, le=10_000,
         description="Multigets per keys-per-request size when `--profile-servers` profiles a memcached server.",
     )
+
+    # --- verify after publish, rollback, canary (docs/operations.md § Verify, rollback, canary) ------------------
+    verify_min_requests: int = Field(
+        default=1000, ge=1,
+        description="Fewest requests a verdict needs: client-reported requests of the version checked and of the "
+        "version before it, or coordinator reads since the publish (Cassandra's server side); fewer: pending.",
+    )
+    verify_alpha: float = Field(
+        default=0.05, gt=0.0, lt=1.0,
+        description="Significance of the one-sided regression test (bootstrap of the p99 ratio): a version is "
+        "rolled back only when p < this.",
+    )
+    verify_min_regression_pct: float = Field(
+        default=10.0, ge=0.0,
+        description="How much worse (p99, percent) a version must be to count as a regression: the test's null "
+        "hypothesis is 'p99 after <= p99 before x (1 + this/100)'.",
+    )
+    verify_bootstrap_resamples: int = Field(
+        default=2000, ge=100, le=100_000, description="Resamples of the bootstrap behind the regression test."
+    )
+    verify_model_error_pct: float = Field(
+        default=100.0, ge=0.0,
+        description="The model's error allowed around the expected p99 on top of the recommendation's own interval "
+        "and sampling bound: 100 = within a factor 2 (what validation/ measured against real servers).",
+    )
+    verify_recheck_s: float = Field(
+        default=3600.0, gt=0.0, description="A pending verification is checked again after this many seconds."
+    )
+    verify_max_checks: int = Field(
+        default=24, ge=1,
+        description="Checks of one version the worker schedules by itself while it is pending (the nightly job "
+        "still re-checks it after that).",
+    )
     #: This process's own scratch folder under home/tmp, once `tailtune.control.scratch.claim_scratch` made it
     #: (not an environment variable): what a killed process leaves there is swept by the next start-up.
     _scratch: Path | None = PrivateAttr(default=None)

@@ -16,7 +16,7 @@ from tailtune.control.errors import Conflict, Invalid, Missing
 
 __all__ = ["JOB_KINDS", "JOB_STATUSES", "cancel_job", "enqueue", "get_job", "list_jobs", "stop_job"]
 
-JOB_KINDS = ("ingest", "analyze", "nightly", "publish", "selftest", "discover", "calibrate")
+JOB_KINDS = ("ingest", "analyze", "nightly", "publish", "verify", "selftest", "discover", "calibrate")
 JOB_STATUSES = ("queued", "running", "succeeded", "failed", "cancelled")
 
 
@@ -29,7 +29,9 @@ def enqueue(
     deployment_id: int | None = None,
     dedupe_key: str | None = None,
     max_attempts: int | None = None,
+    run_after: float | None = None,
 ) -> JobRow:
+    """A queued job, due now or at `run_after` (epoch seconds)."""
     if kind not in JOB_KINDS:
         raise Invalid(f"unknown job kind {kind!r}", field="kind")
     row = JobRow(
@@ -40,7 +42,7 @@ def enqueue(
         dedupe_key=dedupe_key,
         attempts=0,
         max_attempts=max_attempts or settings.job_max_attempts,
-        run_after=now(),
+        run_after=now() if run_after is None else run_after,
         lease_owner=None,
         lease_expires=None,
         cancel_requested=False,
