@@ -9,7 +9,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from service.testing.cassandra_server import CassandraNode
 from tailtune_client.cassandra import CANARY_PROFILE, STABLE_PROFILE, TunedProfiles
 
 from jobs.handlers import default_handlers
@@ -17,6 +16,7 @@ from jobs.worker import Worker
 from service.auth import create_token
 from tailtune.control.configs import add_version
 from tailtune.control.verify import expectation
+from tests.servers.cassandra_server import CassandraNode
 from tests.service.conftest import Svc, cassandra_deployment
 
 API = "/api/v1"

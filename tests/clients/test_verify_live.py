@@ -9,7 +9,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from service.testing.memcached_server import MemcachedNode
 from tailtune_client.memcached import Client
 
 from jobs.handlers import default_handlers
@@ -17,6 +16,7 @@ from jobs.worker import Worker
 from service.auth import create_token
 from tailtune.control.db import ConfigVersionRow
 from tailtune.control.verify import expectation
+from tests.servers.memcached_server import MemcachedNode
 from tests.service.conftest import Svc, memcached_deployment
 
 API = "/api/v1"

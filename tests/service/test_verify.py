@@ -11,7 +11,6 @@ import time
 from typing import Any
 
 import pytest
-from service.testing.memcached_server import MemcachedNode
 from tailtune_client.report import REPORT_SCHEMA, Observation
 
 from jobs.handlers import default_handlers
@@ -20,6 +19,7 @@ from tailtune.control.configs import add_version
 from tailtune.control.db import JobRow
 from tailtune.control.observations import merge_histograms
 from tailtune.control.verify import expectation, expected_band, p99_ratio_test, server_comparison, verify_version
+from tests.servers.memcached_server import MemcachedNode
 from tests.service.conftest import Svc, memcached_deployment
 
 API = "/api/v1"

@@ -10,10 +10,10 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pytest
-from service.testing.cassandra_server import CassandraNode
 
 from tailtune.simulation.cassandra import CassandraDeployment, ring_size
 from tailtune.simulation.layout import key_tokens
+from tests.servers.cassandra_server import CassandraNode
 from tests.simulator.test_ring import keys
 
 pytestmark = pytest.mark.slow
