@@ -1,11 +1,13 @@
-"""Job handlers: the nightly pipeline (ingest → analyze → tune → decide → publish) and its single-step jobs.
+"""Job handlers: the nightly pipeline (ingest → analyze → drift → tune → decide → publish) and its single-step
+jobs.
 
 Each step is a checkpoint on the job (`JobContext.step`): its output is stored, a resumed job skips finished
 steps. The steps call the other packages' real entry points — `ingest.pipeline.ingest_file`,
 `jobs.characterize.run`, `tuner.tune.run_tune` — and fail with a clear message when one is not importable;
 nothing is faked. Choices (see docs/operations.md): the newest ready trace of the deployment is analyzed and
 tuned (with `traces > 1`, the newer ones are ingested too and listed, but the tuner replays the newest); a
-config is accepted only on the tuner's verdict `recommend` and the deployment's absolute constraints.
+config is accepted only on the tuner's verdict `recommend` and the deployment's absolute constraints; a job whose
+workload has not moved since the running config's study skips the study (`jobs/drift.py`, docs/drift.md).
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from typing import Any
 from sqlalchemy import select, update
 
 from jobs.context import JobCancelled, JobContext, JobFailed
+from jobs.drift import basis, skip_study
+from jobs.drift import step as drift_step
 from tailtune.base.errors import BadInputError
 from tailtune.base.settings import Settings
 from tailtune.control.common import now
@@ -41,7 +45,7 @@ __all__ = [
     "run_publish",
 ]
 
-STEPS = ("ingest", "analyze", "tune", "decide", "publish")
+STEPS = ("ingest", "analyze", "drift", "tune", "decide", "publish")
 
 
 # --- ingest -------------------------------------------------------------------------------------------------
@@ -544,12 +548,18 @@ def run_nightly(ctx: JobContext) -> dict[str, Any]:
     servers = int(shape.get("servers", dep["topology"]["servers"]))
     replication = int(shape.get("replication", 1))
     ana = ctx.step("analyze", lambda: _characterize(ctx, dataset_id, out_dir, servers, replication))
+    # drift: has the workload moved since the study the running config comes from? No → skip the study
+    drift = drift_step(ctx, dep_id, dep, shape, str(ana["out_dir"]), force=opts.force)
+    if drift is not None and not drift["changed"] and not opts.force:
+        return skip_study(ctx, drift, {"datasets": ing["datasets"], "analysis": ana["out_dir"]})
     rec = ctx.step("tune", lambda: _step_tune(ctx, dep, dataset_id, str(ana["summary"]), opts.tune))
     recommendation = Recommendation.from_json(rec)
     dec = ctx.step("decide", lambda: _step_decide(ctx, dep_id, recommendation, dep["constraints"], dep["objective"]))
     result: dict[str, Any] = {
         "datasets": ing["datasets"],
         "analysis": ana["out_dir"],
+        "drift": drift,
+        "basis": basis(ctx, dep_id, dep, shape, dec),
         "decision": dec,
         "recommendation": {
             "policy": recommendation.policy,
