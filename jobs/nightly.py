@@ -1,4 +1,4 @@
-"""Job handlers: the nightly pipeline (ingest → analyze → tune → decide → publish → verify) and its single-step
+"""Job handlers: the nightly pipeline (ingest → analyze → drift → tune → decide → publish → verify) and its single-step
 jobs.
 
 Each step is a checkpoint on the job (`JobContext.step`): its output is stored, a resumed job skips finished
@@ -6,7 +6,8 @@ steps. The steps call the other packages' real entry points — `ingest.pipeline
 `jobs.characterize.run`, `tuner.tune.run_tune` — and fail with a clear message when one is not importable;
 nothing is faked. Choices (see docs/operations.md): the newest ready trace of the deployment is analyzed and
 tuned (with `traces > 1`, the newer ones are ingested too and listed, but the tuner replays the newest); a
-config is accepted only on the tuner's verdict `recommend` and the deployment's absolute constraints.
+config is accepted only on the tuner's verdict `recommend` and the deployment's absolute constraints; a job whose
+workload has not moved since the running config's study skips the study (`jobs/drift.py`, docs/drift.md).
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from typing import Any
 from sqlalchemy import select, update
 
 from jobs.context import JobCancelled, JobContext, JobFailed
+from jobs.drift import basis, skip_study
+from jobs.drift import step as drift_step
 from tailtune.base.errors import BadInputError
 from tailtune.base.settings import Settings
 from tailtune.control.common import now
@@ -42,7 +45,7 @@ __all__ = [
     "run_publish",
 ]
 
-STEPS = ("ingest", "analyze", "tune", "decide", "publish", "verify")
+STEPS = ("ingest", "analyze", "drift", "tune", "decide", "publish", "verify")
 
 
 # --- ingest -------------------------------------------------------------------------------------------------
@@ -554,6 +557,15 @@ def run_nightly(ctx: JobContext) -> dict[str, Any]:
     servers = int(shape.get("servers", dep["topology"]["servers"]))
     replication = int(shape.get("replication", 1))
     ana = ctx.step("analyze", lambda: _characterize(ctx, dataset_id, out_dir, servers, replication))
+    # drift: has the workload moved since the study the running config comes from? No → skip the study
+    drift = drift_step(ctx, dep_id, dep, shape, str(ana["out_dir"]), force=opts.force)
+    if drift is not None and not drift["changed"] and not opts.force:
+        skipped = skip_study(ctx, drift, {"datasets": ing["datasets"], "analysis": ana["out_dir"]})
+        if ctx.payload.get("publish", True):  # a version still pending from an earlier night is checked again
+            from jobs.verify import verify_deployment
+
+            skipped["verify"] = ctx.step("verify", lambda: verify_deployment(ctx, dep_id))
+        return skipped
     rec = ctx.step("tune", lambda: _step_tune(ctx, dep, dataset_id, str(ana["summary"]), opts.tune))
     recommendation = Recommendation.from_json(rec)
     dec = ctx.step("decide", lambda: _step_decide(ctx, dep_id, recommendation, dep["constraints"], dep["objective"],
@@ -561,6 +573,8 @@ def run_nightly(ctx: JobContext) -> dict[str, Any]:
     result: dict[str, Any] = {
         "datasets": ing["datasets"],
         "analysis": ana["out_dir"],
+        "drift": drift,
+        "basis": basis(ctx, dep_id, dep, shape, dec),
         "decision": dec,
         "recommendation": {
             "policy": recommendation.policy,

@@ -244,6 +244,42 @@ class Settings(BaseSettings):
         description="Checks of one version the worker schedules by itself while it is pending (the nightly job "
         "still re-checks it after that).",
     )
+
+    # --- drift: a nightly job skips its study when nothing moved (docs/drift.md says why each value) ----------
+    drift_multiget_ks: float = Field(
+        default=0.05, gt=0.0, le=1.0,
+        description="Kolmogorov–Smirnov distance of the request-size distributions above which they moved.",
+    )
+    drift_multiget_ks_alpha: float = Field(
+        default=0.001, gt=0.0, lt=1.0,
+        description="Level of the KS test: a distance below its critical value for the two traces' request "
+        "counts is sampling noise, whatever drift_multiget_ks says.",
+    )
+    drift_multiget_p99: float = Field(
+        default=0.25, gt=0.0, description="Relative change of the p99 request size above which it moved."
+    )
+    drift_zipf_alpha: float = Field(
+        default=0.10, gt=0.0, description="Absolute change of the Zipf exponent (MLE) above which it moved."
+    )
+    drift_hot_set: float = Field(
+        default=0.05, gt=0.0, le=1.0,
+        description="Share of accesses to top keys that were not top keys before, above which the hot set moved.",
+    )
+    drift_hot_set_share: float = Field(
+        default=0.05, gt=0.0, le=1.0,
+        description="Absolute change of the top keys' share of accesses above which it moved.",
+    )
+    drift_value_size: float = Field(
+        default=0.25, gt=0.0,
+        description="Largest relative change of the per-access value-size p50/p90/p99 above which sizes moved.",
+    )
+    drift_request_rate: float = Field(
+        default=0.10, gt=0.0, description="Relative change of the mean request rate above which it moved."
+    )
+    drift_fanout: float = Field(
+        default=0.10, gt=0.0,
+        description="Relative change of the mean servers per request (fan-out) above which it moved.",
+    )
     #: This process's own scratch folder under home/tmp, once `tailtune.control.scratch.claim_scratch` made it
     #: (not an environment variable): what a killed process leaves there is swept by the next start-up.
     _scratch: Path | None = PrivateAttr(default=None)
