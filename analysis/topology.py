@@ -2,10 +2,10 @@
 
 The ring (documented in docs/analysis.md, "Hash ring"; the simulator implements the same function):
 
-1. **Token of a key** — MurmurHash3 x64_128 (Austin Appleby's reference, seed 0) of the key's UTF-8
-   bytes; the token is the first 64-bit half read as a signed int64, and `-2**63` is mapped to `2**63 - 1`
-   — what Cassandra's `Murmur3Partitioner` does (for keys whose tail bytes are ASCII; Cassandra
-   sign-extends tail bytes >= 0x80).
+1. **Token of a key** — MurmurHash3 x64_128 (seed 0) of the key's UTF-8 bytes as Cassandra computes it
+   (Austin Appleby's reference, except that the tail bytes — the last `len % 16` — are read as signed
+   bytes, so a tail byte >= 0x80 is sign-extended); the token is the first 64-bit half read as a signed
+   int64, and `-2**63` is mapped to `2**63 - 1` — Cassandra's `Murmur3Partitioner` token.
 2. **Server tokens** — `servers` servers, one token each, evenly spaced:
    `token_i = -2**63 + i * (2**64 // servers)` (Cassandra's recommended `initial_token` layout, no vnodes).
 3. **Primary** — server `i` owns the range `(token_{i-1}, token_i]`; a key goes to the first server whose
@@ -41,9 +41,16 @@ def _fmix(k: int) -> int:
     return k
 
 
-def murmur3_x64_128(data: bytes, seed: int = 0) -> tuple[int, int]:
-    """MurmurHash3_x64_128 of `data`: the two unsigned 64-bit halves (h1, h2) of the reference
-    implementation."""
+def _tail_word(tail: bytes, signed: bool) -> int:
+    k = 0
+    for i, b in enumerate(tail):
+        k ^= ((b - 256 if signed and b >= 128 else b) << (8 * i)) & _MASK64
+    return k
+
+
+def murmur3_x64_128(data: bytes, seed: int = 0, *, signed_tail: bool = False) -> tuple[int, int]:
+    """MurmurHash3_x64_128 of `data`: the two unsigned 64-bit halves (h1, h2) of the reference implementation
+    (`signed_tail`: Cassandra's, which sign-extends the tail bytes)."""
     n = len(data)
     h1 = seed & _MASK64
     h2 = seed & _MASK64
@@ -62,11 +69,11 @@ def murmur3_x64_128(data: bytes, seed: int = 0) -> tuple[int, int]:
     tail = data[16 * nblocks :]
     t = len(tail)
     if t > 8:
-        k2 = int.from_bytes(tail[8:], "little")
+        k2 = _tail_word(tail[8:], signed_tail)
         k2 = (_rotl((k2 * _C2) & _MASK64, 33) * _C1) & _MASK64
         h2 ^= k2
     if t > 0:
-        k1 = int.from_bytes(tail[:8], "little")
+        k1 = _tail_word(tail[:8], signed_tail)
         k1 = (_rotl((k1 * _C1) & _MASK64, 31) * _C2) & _MASK64
         h1 ^= k1
     h1 ^= n
@@ -82,7 +89,7 @@ def murmur3_x64_128(data: bytes, seed: int = 0) -> tuple[int, int]:
 
 def token(key: str) -> int:
     """The ring token of `key`: signed first half of MurmurHash3 x64_128 (Cassandra's Murmur3Partitioner)."""
-    h1, _ = murmur3_x64_128(key.encode("utf-8"))
+    h1, _ = murmur3_x64_128(key.encode("utf-8"), signed_tail=True)
     signed = h1 - (1 << 64) if h1 >= (1 << 63) else h1
     return _MAX_TOKEN if signed == _MIN_TOKEN else signed
 

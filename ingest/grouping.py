@@ -129,3 +129,84 @@ class WindowGrouper(RequestIds):
 
     def finish(self) -> Iterator[Chunk]:
         yield from self._emit(self._next)
+
+
+#: Rounding of ts (float seconds since the epoch) in a window's test: a read whose start is the window's length
+#: after its group's first (to the µs) still joins it.
+_SLACK_S = 1e-6
+
+
+class StatementGrouper(WindowGrouper):
+    """Request ids for a full query log's rows (`cassandra-fql` formats, docs/formats.md § Grouping).
+
+    Rows come sorted by (ts, request_id, source line). A row with a request id belongs to a request the log holds
+    whole (an IN read, a write, a batch): it keeps its rows together under a new id. A row without one is a
+    single-partition read: with a window W (seconds), it joins the open group of its `_group` (the table and
+    the statement text) when its ts is within W of the group's first row and its key is not in the group yet;
+    otherwise it opens a new group. Without a window (`--no-grouping`) each is its own request. Ids are numbered
+    from 0 by first row; every row of a group gets the group's first ts; `_group` is dropped.
+    """
+
+    def __init__(self, window_s: float | None, sink: ErrorSink, *, unsorted_hint: str | None = None) -> None:
+        super().__init__(0.0 if window_s is None else window_s, sink, unsorted_hint=unsorted_hint)
+        self.grouping = window_s is not None
+        self._keys: dict[int, set[str]] = {}
+        self._fixed: tuple[int, int] | None = None  # (the reader's id, our id) of the request being read
+
+    def assign(self, chunk: Chunk) -> Iterator[Chunk]:
+        batch, lines = chunk.batch, chunk.lines
+        ts = batch.column("ts").to_numpy(zero_copy_only=False)
+        given = batch.column("request_id").to_pylist()
+        groups = batch.column("_group").to_pylist()
+        keys = batch.column("key").to_pylist()
+        gids = np.empty(len(ts), dtype=np.int64)
+        w = self.window_s
+        last_t, last_line = self._last if self._last is not None else (-np.inf, 0)
+        for i, (t, rid, g, k) in enumerate(zip(ts.tolist(), given, groups, keys, strict=True)):
+            if t < last_t:
+                raise self.sink.fatal(
+                    int(lines[i]), "ts", f"not sorted: ts {t!r} comes after ts {last_t!r} (line {last_line})"
+                )
+            last_t, last_line = t, int(lines[i])
+            if rid is not None:
+                if self._fixed is None or self._fixed[0] != rid:
+                    self._fixed = (rid, self._next)
+                    self._starts[self._next] = t
+                    self._next += 1
+                gids[i] = self._fixed[1]
+                continue
+            open_group = self._open.get(g) if self.grouping else None
+            if open_group is None or t - open_group[1] > w + _SLACK_S or k in self._keys[open_group[0]]:
+                if open_group is not None:
+                    self._keys.pop(open_group[0], None)
+                open_group = (self._next, t)
+                if self.grouping:
+                    self._open[g] = open_group
+                    self._keys[self._next] = set()
+                self._starts[self._next] = t
+                self._next += 1
+            if self.grouping:
+                self._keys[open_group[0]].add(k)
+            gids[i] = open_group[0]
+        self._last = (last_t, last_line)
+        self._carry.append((batch, lines, gids))
+        closed_below = self._next
+        for gid in sorted(g for g, _ in self._open.values()):
+            if self._starts[gid] + w + _SLACK_S >= last_t:
+                closed_below = gid
+                break
+        if self._fixed is not None:  # the request being read may go on in the next chunk
+            closed_below = min(closed_below, self._fixed[1])
+        still = {c: g for c, g in self._open.items() if self._starts[g[0]] + w + _SLACK_S >= last_t}
+        for c, g in self._open.items():
+            if c not in still:
+                self._keys.pop(g[0], None)
+        self._open = still
+        yield from self._emit_clean(closed_below)
+
+    def _emit_clean(self, below: int) -> Iterator[Chunk]:
+        for out in self._emit(below):
+            yield Chunk(out.batch.drop_columns(["_group"]), out.lines)
+
+    def finish(self) -> Iterator[Chunk]:
+        yield from self._emit_clean(self._next)

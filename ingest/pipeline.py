@@ -20,10 +20,10 @@ from typing import Any
 from ingest.formats import AUTO, READERS, format_choices, reader_class
 from ingest.formats.base import Chunk, ReaderOptions, TraceReader, too_many_rows
 from ingest.formats.source import Source
-from ingest.grouping import OnePerRow, RequestIds, WindowGrouper
+from ingest.grouping import OnePerRow, RequestIds, StatementGrouper, WindowGrouper
 from ingest.limits import Limits
 from ingest.schema import OPTIONAL_FIELDS, SCHEMA_VERSION, canonical_schema_for
-from ingest.sniff import sniff_source
+from ingest.sniff import sniff_directory, sniff_source
 from ingest.sorting import sorted_chunks
 from ingest.store import DatasetInfo, DatasetStore
 from ingest.validate import ErrorPolicy, ErrorSink, StreamValidator, UnsortedPolicy
@@ -38,6 +38,9 @@ __all__ = ["Progress", "dataset_id", "ingest_file", "sha256_file"]
 Progress = Callable[[int, int], None]
 
 _COMPRESSED_SUFFIXES = (".gz", ".zst", ".zstd", ".xz", ".bz2")
+
+#: The grouping window of query logs (`cassandra-fql` formats) when none is given: 1 ms, the log's resolution.
+QUERY_LOG_WINDOW_S = 0.001
 
 
 def sha256_file(path: Path, progress: Progress | None = None) -> str:
@@ -83,6 +86,9 @@ def ingest_file(
     name: str | None = None,
     mapping: dict[str, str] | None = None,
     group_window_s: float | None = None,
+    no_grouping: bool = False,
+    tables: tuple[str, ...] = (),
+    schema_file: Path | None = None,
     max_errors: int = 20,
     on_error: str = "fail",
     unsorted: str = "reject",
@@ -97,40 +103,68 @@ def ingest_file(
     Raises BadInputError (exit 2, `FILE:LINE: field 'x': problem` lines) and leaves nothing behind on failure.
     `limits` caps the input (ingest.limits); without it, the `TAILTUNE_INGEST_MAX_*` settings apply (the caps of
     uploads). The caps do not change a result, so they are not part of the dataset id.
+
+    A query log (`cassandra-fql` formats; `path` may then be the log's directory) takes `schema_file` and `tables`,
+    and groups its single-partition reads within `group_window_s` (default `QUERY_LOG_WINDOW_S`) unless
+    `no_grouping` (docs/formats.md § cassandra-fql).
     """
     settings = settings or get_settings()
     limits = limits or Limits.from_settings(settings)
     path = Path(path)
     label = str(path)
-    if not path.is_file():
+    directory = path.is_dir()
+    if not path.is_file() and not directory:
         raise BadInputError.single(label, "no such file")
     policy: ErrorPolicy = _choice(on_error, ErrorPolicy, label, "--on-error")
     sort_policy: UnsortedPolicy = _choice(unsorted, UnsortedPolicy, label, "--unsorted")
     if group_window_s is not None and not group_window_s >= 0:
-        raise BadInputError.single(label, f"--group-window-s must be >= 0, got {group_window_s}")
+        raise BadInputError.single(label, f"the grouping window must be >= 0, got {group_window_s} s")
+    if group_window_s is not None and no_grouping:
+        raise BadInputError.single(label, "--no-grouping and a grouping window exclude each other")
     if not rate > 0:
         raise BadInputError.single(label, f"--rate must be > 0, got {rate}")
 
-    source = Source.of(path, limits)
-    source.check_size()
     reason = "given with --format"
-    if fmt == AUTO:
-        sniffed = sniff_source(source, mapping)
-        fmt, reason = sniffed.format, sniffed.reason
-    elif fmt not in READERS:
+    if directory:
+        source = Source(path=path, compression="none", size=0, limits=limits)
+        if fmt == AUTO:
+            fmt, reason = sniff_directory(path)
+        elif fmt in READERS and not reader_class(fmt).reads_directory:
+            raise BadInputError.single(label, f"is a directory; the format {fmt} reads a file")
+    else:
+        source = Source.of(path, limits)
+        source.check_size()
+        if fmt == AUTO:
+            sniffed = sniff_source(source, mapping)
+            fmt, reason = sniffed.format, sniffed.reason
+    if fmt not in READERS:
         known = ", ".join(format_choices())
         raise BadInputError.single(label, f"unknown format '{fmt}'", hint=f"known formats: {known}")
-    elif source.size == 0:
+    if not directory and source.size == 0:
         raise BadInputError.single(label, "file is empty", line=1)
     sink = ErrorSink(label, max_errors=max_errors, policy=policy)
-    reader_options = ReaderOptions(mapping=dict(mapping or {}), rate=rate, limits=limits)
-    reader: TraceReader = reader_class(fmt)(source, reader_options, sink)
+    reader_type = reader_class(fmt)
+    query_log = reader_type.query_log
+    if not query_log and (tables or schema_file is not None):
+        raise BadInputError.single(label, f"--table and --schema are for query logs (cassandra-fql); this is {fmt}")
+    reader_options = ReaderOptions(
+        mapping=dict(mapping or {}),
+        rate=rate,
+        limits=limits,
+        schema=schema_file,
+        tables=tuple(tables),
+        cassandra_lib=settings.cassandra_lib,
+    )
+    reader: TraceReader = reader_type(source, reader_options, sink)
     columns = reader.columns()
     single_key = "request_id" not in columns
-    if group_window_s is not None and not single_key:
+    if group_window_s is not None and not single_key and not query_log:
         raise BadInputError.single(
-            label, "--group-window-s groups single-key traces; this file already has request ids"
+            label, "a grouping window groups single-key traces; this file already has request ids"
         )
+    if query_log:
+        group_window_s = None if no_grouping else (QUERY_LOG_WINDOW_S if group_window_s is None else group_window_s)
+        sort_policy = UnsortedPolicy.SORT  # records are logged as queries end: sorted by start, always
 
     options: dict[str, Any] = {
         "format": fmt,
@@ -141,7 +175,14 @@ def ingest_file(
     }
     if reader.uses_rate():
         options["rate"] = rate
-    source_sha = sha256_file(path)
+    if tables:
+        options["tables"] = sorted(set(tables))
+    if schema_file is not None:
+        options["schema_sha256"] = sha256_file(schema_file)
+    if directory:
+        source_sha, source.size = reader_type.hash_directory(path)
+    else:
+        source_sha = sha256_file(path)
     did = dataset_id(source_sha, options)
     store = DatasetStore(settings)
     existing = store.find(did)
@@ -174,7 +215,9 @@ def ingest_file(
         if sort_policy is UnsortedPolicy.SORT:
             stream = sorted_chunks(stream, settings=settings, by_request=not single_key)
         ids: RequestIds | None = None
-        if single_key:
+        if query_log:
+            ids = StatementGrouper(group_window_s, sink)
+        elif single_key:
             ids = WindowGrouper(group_window_s, sink, unsorted_hint=hint) if group_window_s is not None else OnePerRow()
         try:
             for chunk in stream:

@@ -18,7 +18,7 @@ from ingest.formats.source import Source
 from ingest.limits import Limits
 from tailtune.base.errors import BadInputError
 
-__all__ = ["Sniffed", "sniff", "sniff_source"]
+__all__ = ["Sniffed", "sniff", "sniff_directory", "sniff_source"]
 
 
 @dataclass(frozen=True)
@@ -49,6 +49,24 @@ def sniff_source(source: Source, mapping: Mapping[str, str] | None = None) -> Sn
     )
 
 
+def sniff_directory(path: Path) -> tuple[str, str]:
+    """(format, reason) of an input directory: the first reader of directories that recognises it."""
+    for name, reader in readers().items():
+        if reader.reads_directory:
+            reason = reader.sniff_directory(path)
+            if reason is not None:
+                return name, reason
+    known = [n for n, r in readers().items() if r.reads_directory]
+    raise BadInputError.single(
+        str(path),
+        f"is a directory, and none that a format reads ({', '.join(known)})",
+        hint="pass a trace file, or the directory of a full query log (nodetool enablefullquerylog --path DIR)",
+    )
+
+
 def sniff(path: Path, mapping: Mapping[str, str] | None = None, limits: Limits | None = None) -> Sniffed:
-    """Detect the format and compression of a trace file (raises BadInputError when unsure)."""
+    """Detect the format and compression of a trace file or directory (raises BadInputError when unsure)."""
+    if path.is_dir():
+        fmt, reason = sniff_directory(path)
+        return Sniffed(fmt, "none", reason)
     return sniff_source(Source.of(path, limits), mapping)

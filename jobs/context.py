@@ -179,6 +179,13 @@ class JobContext:
         self.log(f"step {name}: done")
         return output
 
+    def skip(self, name: str, reason: str) -> None:
+        """Record a step the job does not run: status `skipped`, the reason in its `output.reason`."""
+        at = time.time()
+        self._record(name, status="skipped", attempt=self.attempt, started_at=at, finished_at=at, error=None,
+                     output={"reason": reason})
+        self.log(f"step {name}: skipped: {reason}")
+
 
 #: A job handler: runs the job's steps through its context and returns the job's result.
 Handler = Callable[[JobContext], dict[str, Any]]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from jobs import discover, nightly
+from jobs import calibrate, discover, nightly, verify
 from jobs.context import Handler, JobContext
 from jobs.worker import Finalizer
 
@@ -53,8 +53,10 @@ def default_handlers() -> dict[str, Handler]:
         "analyze": nightly.run_analyze,
         "nightly": nightly.run_nightly,
         "publish": nightly.run_publish,
+        "verify": verify.run_verify,
         "selftest": _selftest,
         "discover": discover.run_discover,
+        "calibrate": calibrate.run_calibrate,
     }
 
 

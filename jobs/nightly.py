@@ -1,11 +1,13 @@
-"""Job handlers: the nightly pipeline (ingest → analyze → tune → decide → publish) and its single-step jobs.
+"""Job handlers: the nightly pipeline (ingest → analyze → drift → tune → decide → publish → verify) and its single-step
+jobs.
 
 Each step is a checkpoint on the job (`JobContext.step`): its output is stored, a resumed job skips finished
 steps. The steps call the other packages' real entry points — `ingest.pipeline.ingest_file`,
 `jobs.characterize.run`, `tuner.tune.run_tune` — and fail with a clear message when one is not importable;
 nothing is faked. Choices (see docs/operations.md): the newest ready trace of the deployment is analyzed and
 tuned (with `traces > 1`, the newer ones are ingested too and listed, but the tuner replays the newest); a
-config is accepted only on the tuner's verdict `recommend` and the deployment's absolute constraints.
+config is accepted only on the tuner's verdict `recommend` and the deployment's absolute constraints; a job whose
+workload has not moved since the running config's study skips the study (`jobs/drift.py`, docs/drift.md).
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from typing import Any
 from sqlalchemy import select, update
 
 from jobs.context import JobCancelled, JobContext, JobFailed
+from jobs.drift import basis, skip_study
+from jobs.drift import step as drift_step
 from tailtune.base.errors import BadInputError
 from tailtune.base.settings import Settings
 from tailtune.control.common import now
@@ -41,7 +45,7 @@ __all__ = [
     "run_publish",
 ]
 
-STEPS = ("ingest", "analyze", "tune", "decide", "publish")
+STEPS = ("ingest", "analyze", "drift", "tune", "decide", "publish", "verify")
 
 
 # --- ingest -------------------------------------------------------------------------------------------------
@@ -479,9 +483,15 @@ def _step_tune(
 
 
 def _step_decide(
-    ctx: JobContext, dep_id: int, rec: Recommendation, constraints: dict[str, Any], objective: dict[str, Any]
+    ctx: JobContext,
+    dep_id: int,
+    rec: Recommendation,
+    constraints: dict[str, Any],
+    objective: dict[str, Any],
+    rec_json: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     from tailtune.control.configs import add_version
+    from tailtune.control.verify import expectation
 
     ok, reason = accept(rec, constraints, objective)
     ctx.log(f"decision: {'accept' if ok else 'keep current'} — {reason}")
@@ -503,6 +513,9 @@ def _step_decide(
             job_id=ctx.job_id,
             note=f"nightly job {ctx.job_id}: {reason}",
         )
+        if existing is None:  # what the verify step will hold the version to
+            expected = expectation(rec_json or rec.to_json(), job_id=ctx.job_id)
+            row.verification = {"status": "unchecked", "expected": expected} if expected else None
         version = row.version
     return {"accepted": True, "reason": reason, "version": version}
 
@@ -545,12 +558,24 @@ def run_nightly(ctx: JobContext) -> dict[str, Any]:
     servers = int(shape.get("servers", dep["topology"]["servers"]))
     replication = int(shape.get("replication", 1))
     ana = ctx.step("analyze", lambda: _characterize(ctx, dataset_id, out_dir, servers, replication))
+    # drift: has the workload moved since the study the running config comes from? No → skip the study
+    drift = drift_step(ctx, dep_id, dep, shape, str(ana["out_dir"]), force=opts.force)
+    if drift is not None and not drift["changed"] and not opts.force:
+        skipped = skip_study(ctx, drift, {"datasets": ing["datasets"], "analysis": ana["out_dir"]})
+        if ctx.payload.get("publish", True):  # a version still pending from an earlier night is checked again
+            from jobs.verify import verify_deployment
+
+            skipped["verify"] = ctx.step("verify", lambda: verify_deployment(ctx, dep_id))
+        return skipped
     rec = ctx.step("tune", lambda: _step_tune(ctx, dep, dataset_id, str(ana["summary"]), opts.tune))
     recommendation = Recommendation.from_json(rec)
-    dec = ctx.step("decide", lambda: _step_decide(ctx, dep_id, recommendation, dep["constraints"], dep["objective"]))
+    dec = ctx.step("decide", lambda: _step_decide(ctx, dep_id, recommendation, dep["constraints"], dep["objective"],
+                                                  rec))
     result: dict[str, Any] = {
         "datasets": ing["datasets"],
         "analysis": ana["out_dir"],
+        "drift": drift,
+        "basis": basis(ctx, dep_id, dep, shape, dec),
         "decision": dec,
         "recommendation": {
             "policy": recommendation.policy,
@@ -570,4 +595,10 @@ def run_nightly(ctx: JobContext) -> dict[str, Any]:
     if dec["accepted"] and ctx.payload.get("publish", True):
         version = int(dec["version"])
         result["publish"] = ctx.step("publish", lambda: publish_version(ctx, dep_id, version))
+    if ctx.payload.get("publish", True):
+        # the latest version as the real system runs it: the one just published (most likely pending, checked
+        # again later), or a pending one of an earlier night (docs/operations.md § Verify, rollback, canary)
+        from jobs.verify import verify_deployment
+
+        result["verify"] = ctx.step("verify", lambda: verify_deployment(ctx, dep_id))
     return result

@@ -8,10 +8,11 @@ ROOT=$(pwd)
 say() { printf '\033[1;34m[setup %4ss]\033[0m %s\n' "$SECONDS" "$*" >&2; }
 
 # --- system packages -------------------------------------------------------------------------------------------
-APT_PACKAGES=(memcached openjdk-17-jre-headless maven postgresql dash procps chromium chromium-driver)
+APT_PACKAGES=(memcached openjdk-17-jdk-headless maven postgresql dash procps chromium chromium-driver)
 missing=()
 command -v memcached >/dev/null 2>&1 || missing+=(memcached)
-command -v java >/dev/null 2>&1 || missing+=(openjdk-17-jre-headless)
+# the JDK (javac): the binary full query log's reader is compiled against the Cassandra jars (docs/formats.md)
+command -v javac >/dev/null 2>&1 || missing+=(openjdk-17-jdk-headless)
 command -v mvn >/dev/null 2>&1 || missing+=(maven)
 # the docker-compose healthchecks run in the tests as the images run them: /bin/sh is dash, pgrep is procps'
 command -v dash >/dev/null 2>&1 || missing+=(dash)
@@ -68,5 +69,7 @@ VIRTUAL_ENV="$ROOT/.venv" PATH="$ROOT/.venv/bin:$PATH" \
 # --- Cassandra jars for the service tests (Maven Central cassandra-all 5.0.x into ~/.cache; once) ------------
 say "fetching Cassandra jars for the service tests (first time: ~40 s)"
 .venv/bin/python -m tests.servers.cassandra_server fetch >/dev/null
+# ...which also read a binary full query log (tailtune ingest DIR --format cassandra-fql): its reader, compiled once
+.venv/bin/python -m ingest.formats.cassandra_fql.binlog build >/dev/null
 
 say "ready: .venv/bin/tailtune"

@@ -25,6 +25,7 @@ from service.jobs.router import router as jobs
 from service.observations.router import router as observations
 from service.schedules.router import router as schedules
 from service.traces.router import router as traces
+from service.verify.router import router as verify
 from tailtune.base.settings import Settings, get_settings
 
 __all__ = ["API_PREFIX", "DOCS_STATIC", "create_app"]
@@ -89,7 +90,7 @@ def create_app(settings: Settings | None = None, *, fast_path: bool = True) -> F
         redoc_url=None,
     )
     api = APIRouter(prefix=API_PREFIX)
-    for router in (traces, analyses, deployments, observations, jobs, schedules, configs, health):
+    for router in (traces, analyses, deployments, observations, verify, jobs, schedules, configs, health):
         api.include_router(router)
     app.include_router(api)
     _add_docs(app)

@@ -12,6 +12,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import partial
+from pathlib import Path
 from typing import Any, ClassVar, Final
 
 import numpy as np
@@ -63,6 +64,11 @@ class ReaderOptions:
     rate: float = 1000.0
     block_bytes: int = BLOCK_BYTES
     limits: Limits = field(default_factory=Limits)
+    #: Query logs (`query_log` readers): the schema file (`--schema`), the tables kept (`--table`), and the
+    #: folder of the Cassandra jars the binary log is read with (`TAILTUNE_CASSANDRA_LIB`).
+    schema: Path | None = None
+    tables: tuple[str, ...] = ()
+    cassandra_lib: Path | None = None
 
 
 @dataclass
@@ -83,11 +89,27 @@ class TraceReader(ABC):
     #: Where `--format auto` tries this format: lower ranks first, the first whose `sniff` answers wins (None:
     #: never detected, only given). The order, with each format's test: docs/formats.md § Formats.
     sniff_rank: ClassVar[int | None] = None
+    #: A query log (`cassandra-fql` formats): it takes `--schema` and `--table`; its chunks carry `request_id` for
+    #: the requests it reads whole and null for single accesses the pipeline groups (`--group-window-us`, on by
+    #: default; `ingest.grouping.StatementGrouper`, by the extra `_group` column); its rows are always sorted.
+    query_log: ClassVar[bool] = False
+    #: Its input is a directory (detected by `sniff_directory`), not a file.
+    reads_directory: ClassVar[bool] = False
 
     @classmethod
     def sniff(cls, head: Head) -> str | None:
         """Why `head` is this format (the one-line reason `--format auto` prints), or None when it is not."""
         return None
+
+    @classmethod
+    def sniff_directory(cls, path: Path) -> str | None:
+        """Why the directory `path` is this format, or None (readers of directories only)."""
+        return None
+
+    @classmethod
+    def hash_directory(cls, path: Path) -> tuple[str, int]:
+        """(sha256, bytes) of the input directory `path`, for the dataset id (readers of directories only)."""
+        raise NotImplementedError(f"the {cls.name} format reads no directory")
 
     def __init__(self, source: Source, options: ReaderOptions, sink: ErrorSink) -> None:
         self.source = source

@@ -26,6 +26,9 @@ class ConfigOut(BaseModel):
     #: The deployment's server, driver and tables when the version was added (Cassandra; None before they
     #: existed, and for memcached).
     applies_to: dict[str, Any] | None = None
+    #: What the verify step found (status, test, before/after/expected figures, reason, at); None before any
+    #: check of a version that stores no expectation (tailtune/control/verify.py).
+    verification: dict[str, Any] | None = None
 
     @classmethod
     def of(cls, r: ConfigVersionRow) -> ConfigOut:
@@ -39,6 +42,7 @@ class ConfigOut(BaseModel):
             published=r.published,
             created_at=to_dt(r.created_at),
             applies_to=r.applies_to,
+            verification=r.verification,
         )
 
 

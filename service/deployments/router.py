@@ -1,4 +1,4 @@
-"""/api/v1/deployments: register a target, list, show, update, delete, discover."""
+"""/api/v1/deployments: register a target, list, show, update, delete, discover, calibrate."""
 
 from __future__ import annotations
 
@@ -56,3 +56,11 @@ def discover(
     service.get(s, deployment_id)
     payload = (body or DiscoverRequest()).model_dump()
     return JobOut.of(enqueue(s, settings, "discover", payload, deployment_id=deployment_id))
+
+
+@router.post("/{deployment_id}/calibrate", status_code=status.HTTP_202_ACCEPTED)
+def calibrate(deployment_id: PathId, s: SessionDep, settings: SettingsDep, _: WriteAuth) -> JobOut:
+    """Measure the deployment's service time and network (Cassandra) or client overhead (memcached) and store them
+    as calibrated model inputs: a `calibrate` job the worker runs (the API connects to no host)."""
+    service.get(s, deployment_id)
+    return JobOut.of(enqueue(s, settings, "calibrate", {}, deployment_id=deployment_id))

@@ -32,6 +32,12 @@ class JobCreate(BaseModel):
         default_factory=TuneOptions,
         description="The tuner's options: trials, seeds, timeout_s (limits: tune_max_* settings).",
     )
+    force: bool = Field(
+        default=False,
+        strict=True,
+        description="Re-tune even when the workload has not moved since the running config's study "
+        "(otherwise such a job skips its study: docs/drift.md).",
+    )
 
 
 class JobSummary(BaseModel):

@@ -70,6 +70,12 @@ class Settings(BaseSettings):
         description="After an outage, a missed cron slot younger than this runs once; older are skipped.",
     )
 
+    cassandra_lib: Path | None = Field(
+        default=None,
+        description="Folder of the Cassandra jars a binary full query log is read with (cassandra-fql); default: "
+        "the lib/ the setup fetches, ~/.cache/tailtune/cassandra-5.0.9/lib (docs/formats.md § cassandra-fql).",
+    )
+
     # --- ingest limits (docs/operations.md § Limits; ingest/limits.py) ------------------------------------------
     # Caps on one ingest run by the service (an upload through the API, the nightly job) and by any `ingest_file`
     # caller that passes no limits. Each is checked while the file streams and fails the ingest with a message
@@ -208,9 +214,88 @@ class Settings(BaseSettings):
         description="Single-key reads timed client-side, one at a time, on a table whose service time the node's "
         "latency tables cannot resolve (below their 1 ms resolution); 0: none.",
     )
+    model_max_bytes: int = Field(
+        default=8 * 1024**2, gt=0,
+        description="Largest deployment model (JSON) discovery or calibration stores: what a live system reports "
+        "beyond it is refused, not stored.",
+    )
+    calibrate_reads: int = Field(
+        default=300, ge=20, le=100_000,
+        description="Requests `tailtune deployments calibrate` times, one at a time, for each measurement (trivial "
+        "round trips, single-partition reads).",
+    )
     discover_profile_reps: int = Field(
         default=20, ge=1, le=10_000,
         description="Multigets per keys-per-request size when `--profile-servers` profiles a memcached server.",
+    )
+
+    # --- verify after publish, rollback, canary (docs/operations.md § Verify, rollback, canary) ------------------
+    verify_min_requests: int = Field(
+        default=1000, ge=1,
+        description="Fewest requests a verdict needs: client-reported requests of the version checked and of the "
+        "version before it, or coordinator reads since the publish (Cassandra's server side); fewer: pending.",
+    )
+    verify_alpha: float = Field(
+        default=0.05, gt=0.0, lt=1.0,
+        description="Significance of the one-sided regression test (bootstrap of the p99 ratio): a version is "
+        "rolled back only when p < this.",
+    )
+    verify_min_regression_pct: float = Field(
+        default=10.0, ge=0.0,
+        description="How much worse (p99, percent) a version must be to count as a regression: the test's null "
+        "hypothesis is 'p99 after <= p99 before x (1 + this/100)'.",
+    )
+    verify_bootstrap_resamples: int = Field(
+        default=2000, ge=100, le=100_000, description="Resamples of the bootstrap behind the regression test."
+    )
+    verify_model_error_pct: float = Field(
+        default=100.0, ge=0.0,
+        description="The model's error allowed around the expected p99 on top of the recommendation's own interval "
+        "and sampling bound: 100 = within a factor 2 (what validation/ measured against real servers).",
+    )
+    verify_recheck_s: float = Field(
+        default=3600.0, gt=0.0, description="A pending verification is checked again after this many seconds."
+    )
+    verify_max_checks: int = Field(
+        default=24, ge=1,
+        description="Checks of one version the worker schedules by itself while it is pending (the nightly job "
+        "still re-checks it after that).",
+    )
+
+    # --- drift: a nightly job skips its study when nothing moved (docs/drift.md says why each value) ----------
+    drift_multiget_ks: float = Field(
+        default=0.05, gt=0.0, le=1.0,
+        description="Kolmogorov–Smirnov distance of the request-size distributions above which they moved.",
+    )
+    drift_multiget_ks_alpha: float = Field(
+        default=0.001, gt=0.0, lt=1.0,
+        description="Level of the KS test: a distance below its critical value for the two traces' request "
+        "counts is sampling noise, whatever drift_multiget_ks says.",
+    )
+    drift_multiget_p99: float = Field(
+        default=0.25, gt=0.0, description="Relative change of the p99 request size above which it moved."
+    )
+    drift_zipf_alpha: float = Field(
+        default=0.10, gt=0.0, description="Absolute change of the Zipf exponent (MLE) above which it moved."
+    )
+    drift_hot_set: float = Field(
+        default=0.05, gt=0.0, le=1.0,
+        description="Share of accesses to top keys that were not top keys before, above which the hot set moved.",
+    )
+    drift_hot_set_share: float = Field(
+        default=0.05, gt=0.0, le=1.0,
+        description="Absolute change of the top keys' share of accesses above which it moved.",
+    )
+    drift_value_size: float = Field(
+        default=0.25, gt=0.0,
+        description="Largest relative change of the per-access value-size p50/p90/p99 above which sizes moved.",
+    )
+    drift_request_rate: float = Field(
+        default=0.10, gt=0.0, description="Relative change of the mean request rate above which it moved."
+    )
+    drift_fanout: float = Field(
+        default=0.10, gt=0.0,
+        description="Relative change of the mean servers per request (fan-out) above which it moved.",
     )
     #: This process's own scratch folder under home/tmp, once `tailtune.control.scratch.claim_scratch` made it
     #: (not an environment variable): what a killed process leaves there is swept by the next start-up.

@@ -258,12 +258,14 @@ def rollback(
     `target.table_options`, the value each of the deployment's tables had while `version` was current (from
     what the publisher recorded: the `after` of the newest published version up to it, else the `before` of
     the first later one that changed the table), so publishing the rollback restores them.
+
+    A rollback runs on every request: the earlier config's `canary_fraction`, if any, is not copied.
     """
     from tailtune.control.publishers.stock import TABLE_OPTIONS, restore_map, sets_table_options
 
     old = get_version(s, deployment_id, version)
     dep = _deployment(s, deployment_id)
-    config = dict(old.config)
+    config = {k: v for k, v in old.config.items() if k != "canary_fraction"}
     if dep.kind == "cassandra" and dep.tables and not sets_table_options(config):
         records = s.execute(
             select(ConfigVersionRow.version, ConfigVersionRow.published).where(

@@ -45,6 +45,7 @@ from tailtune.control.cql import ConnectFailed, CqlTarget, PasswordMissing
 from tailtune.control.db import Database, DeploymentRow
 from tailtune.control.egress import Egress, EgressRefused
 from tailtune.control.errors import Missing
+from tailtune.control.model import ModelTooLarge, check_model_size
 
 __all__ = [
     "LATENCY_TABLES",
@@ -175,6 +176,24 @@ class _Cql:
             ) from None
 
 
+def open_session(connection: Mapping[str, Any], egress: Egress, timeout_s: float) -> tuple[CqlTarget, Any, Any]:
+    """(target, cluster, session) at consistency ONE for reading a live cluster — the caller shuts the cluster
+    down; raises DiscoveryFailed with the one line that names the node and what to do."""
+    target = CqlTarget(connection, egress, timeout_s)
+    try:
+        cluster, session = target.connect(consistency="ONE")
+    except EgressRefused as exc:
+        raise DiscoveryFailed(f"cassandra: {exc}", permanent=True) from None
+    except PasswordMissing as exc:
+        raise DiscoveryFailed(
+            f"cassandra: {exc}: set it in the environment of the process that connects (the worker, or this shell)",
+            permanent=True,
+        ) from None
+    except ConnectFailed as exc:
+        raise _connect_problem(target, exc) from None
+    return target, cluster, session
+
+
 def _connect_problem(target: CqlTarget, exc: ConnectFailed) -> DiscoveryFailed:
     """The one line for a session that could not be opened: the first contact point's own error, classified."""
     from cassandra import AuthenticationFailed, OperationTimedOut
@@ -254,9 +273,9 @@ def _combine(per_node: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def _probe(cql: _Cql, table: str, reads: int) -> dict[str, Any]:
-    """Time `reads` single-partition reads of `table`, one at a time, client-side (an upper bound of the
-    service time: it includes the network and the driver)."""
+def probe_times(cql: _Cql, table: str, reads: int) -> tuple[list[float], str | None]:
+    """Client-side times (ms) of `reads` single-partition reads of `table`, one at a time (after five uncounted
+    warm-up reads), and None; or [] and why nothing could be read."""
     from cassandra import ConsistencyLevel
     from cassandra.metadata import protect_name
 
@@ -267,11 +286,11 @@ def _probe(cql: _Cql, table: str, reads: int) -> dict[str, Any]:
     )
     keys = [str(r.column_name) for r in sorted(cols, key=lambda r: int(r.position)) if r.kind == "partition_key"]
     if not keys:
-        return {"reads": 0, "how": f"{table} has no partition key in system_schema.columns"}
+        return [], f"{table} has no partition key in system_schema.columns"
     quoted = ", ".join(protect_name(k) for k in keys)
     first = cql.run(f"SELECT {quoted} FROM {table} LIMIT 1")
     if not first:
-        return {"reads": 0, "how": f"{table} holds no row to read"}
+        return [], f"{table} holds no row to read"
     where = " AND ".join(f"{protect_name(k)} = ?" for k in keys)
     stmt = cql.session.prepare(f"SELECT * FROM {table} WHERE {where} LIMIT 1")
     stmt.consistency_level = ConsistencyLevel.ONE
@@ -288,6 +307,15 @@ def _probe(cql: _Cql, table: str, reads: int) -> dict[str, Any]:
             ) from None
         if i >= 5:
             times.append((time.perf_counter() - t0) * 1000.0)
+    return times, None
+
+
+def _probe(cql: _Cql, table: str, reads: int) -> dict[str, Any]:
+    """Time `reads` single-partition reads of `table`, one at a time, client-side (an upper bound of the
+    service time: it includes the network and the driver)."""
+    times, why = probe_times(cql, table, reads)
+    if why is not None:
+        return {"reads": 0, "how": why}
     times.sort()
     return {
         "reads": len(times),
@@ -332,18 +360,7 @@ def discover_cassandra(
 ) -> Discovered:
     """Read a Cassandra cluster (see the module's docstring); raises DiscoveryFailed."""
     found = Discovered("cassandra", time.time())
-    target = CqlTarget(connection, egress, timeout_s)
-    try:
-        cluster, session = target.connect(consistency="ONE")
-    except EgressRefused as exc:
-        raise DiscoveryFailed(f"cassandra: {exc}", permanent=True) from None
-    except PasswordMissing as exc:
-        raise DiscoveryFailed(
-            f"cassandra: {exc}: set it in the environment of the process that discovers (the worker, or this shell)",
-            permanent=True,
-        ) from None
-    except ConnectFailed as exc:
-        raise _connect_problem(target, exc) from None
+    target, cluster, session = open_session(connection, egress, timeout_s)
     try:
         _read_cassandra(_Cql(target, session), cluster, target, found, tables, probe_reads, server, log)
     finally:
@@ -739,6 +756,10 @@ def discover_deployment(
             raise Missing(f"deployment {deployment_id} was deleted during its discovery", field="deployment_id")
         previous = (dict(row.model or {}).get("discovery") or {}).get("current_config")
         model = merge_model(row.model, found)
+        try:
+            check_model_size(model, settings.model_max_bytes)
+        except ModelTooLarge as exc:
+            raise DiscoveryFailed(f"{kind}: {exc}", permanent=True) from None
         if config is not None:
             if row.current_config is None or row.current_config == previous:
                 row.current_config = config

@@ -46,6 +46,8 @@ class NightlyOptions(BaseModel):
     )
     publish: bool = True
     tune: TuneOptions = Field(default_factory=TuneOptions)
+    #: re-tune even when the workload has not moved since the running config's study (docs/drift.md)
+    force: Annotated[bool, Field(strict=True)] = False
 
 
 def _limits(opts: TuneOptions, settings: Settings, prefix: str) -> None:

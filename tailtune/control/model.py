@@ -21,7 +21,6 @@ evaluator's options and the sources recorded in the recommendation's `tuned_for.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,7 +30,9 @@ __all__ = [
     "MEMCACHED_INPUTS",
     "SOURCES",
     "DeploymentModel",
+    "ModelTooLarge",
     "build_model",
+    "check_model_size",
     "operator_fields",
 ]
 
@@ -44,6 +45,24 @@ MEMCACHED_INPUTS = ("servers", "worker_threads", "client_overhead", "arrivals")
 #: Topology fields → the model input each sets.
 _TOPOLOGY_INPUT = {"servers": "servers", "slots": "slots", "replication": "replication",
                    "service_rate_per_s": "service_time", "network_ms": "network"}
+
+
+class ModelTooLarge(ValueError):
+    """What a live system reported would make the stored model larger than `TAILTUNE_MODEL_MAX_BYTES`."""
+
+
+def check_model_size(model: Mapping[str, Any], max_bytes: int) -> None:
+    """Refuse to store a model larger than `max_bytes` as JSON: a cluster (or a hostile endpoint posing as one)
+    reporting a million peers or tokens must not fill the metadata database."""
+    import json
+
+    size = len(json.dumps(model, default=str).encode())
+    if size > max_bytes:
+        raise ModelTooLarge(
+            f"what the live system reported makes the deployment's model {size:,} bytes, more than "
+            f"TAILTUNE_MODEL_MAX_BYTES ({max_bytes:,}): check the contact points name the right cluster, or raise "
+            "the setting"
+        )
 
 
 def operator_fields(topology: Mapping[str, Any], fields_set: set[str] | None = None) -> list[str]:
@@ -119,7 +138,8 @@ class _Builder:
 
 
 def _cassandra(b: _Builder, timestamps: bool, load: float | None) -> dict[str, Any]:
-    from tailtune.simulation.cassandra import CassandraDeployment
+    from tailtune.base.errors import BadInputError
+    from tailtune.simulation.cassandra import CassandraDeployment, ring_size
 
     d = CassandraDeployment()
     opts: dict[str, Any] = {
@@ -140,17 +160,23 @@ def _cassandra(b: _Builder, timestamps: bool, load: float | None) -> dict[str, A
     elif isinstance(network, Mapping):
         opts["net_latency_us"] = float(network["one_way_ms"]) * 1000.0
     ring = _found(b.model, "ring", "discovered")
-    nodes = len(ring["value"].get("nodes") or []) if ring is not None else 0
-    replays_rings = "ring" in {f.name for f in dataclasses.fields(CassandraDeployment)}
-    if ring is not None and nodes == opts["servers"] and replays_rings:
+    size, problem = None, None
+    if ring is not None:
+        try:
+            size = ring_size(ring["value"])
+        except BadInputError as exc:
+            problem = str(exc)
+    if ring is not None and size == (opts["servers"], opts["replication"]):
         b.inputs["ring"], b.sources["ring"] = ring, "discovered"
         opts["ring"] = ring["value"]
     else:
-        if ring is not None and not replays_rings:
-            b.notes.append("the discovered ring is recorded; this simulator replays evenly spaced tokens")
-        elif ring is not None:
-            b.notes.append(f"the discovered ring has {nodes} nodes but the model {opts['servers']} servers: "
-                           "evenly spaced tokens are replayed instead")
+        if problem is not None:
+            b.notes.append(f"the discovered ring cannot be replayed ({problem}): evenly spaced tokens are replayed "
+                           "instead")
+        elif size is not None:
+            b.notes.append(f"the discovered ring has {size[0]} nodes and RF {size[1]} in its local datacenter but "
+                           f"the model {opts['servers']} servers and RF {opts['replication']}: evenly spaced tokens "
+                           "are replayed instead")
         b.set("ring", None, "default", how="evenly spaced tokens, replicas the next servers clockwise")
     if load is not None:
         opts["load"] = float(load)

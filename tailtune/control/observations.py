@@ -21,7 +21,7 @@ from tailtune.control.common import now
 from tailtune.control.db import ConfigVersionRow, DeploymentRow, JobRow, ObservationRow
 from tailtune.control.errors import Invalid, Missing
 
-__all__ = ["SCHEMA", "merge_histograms", "percentile_ms", "record", "summary", "timeline"]
+__all__ = ["SCHEMA", "figures", "merge_histograms", "percentile_ms", "record", "summary", "timeline"]
 
 SCHEMA = "tailtune.client.observations/1"
 BUCKETS_PER_DECADE = 20
@@ -72,7 +72,8 @@ def percentile_ms(h: Mapping[str, Any], q: float) -> float | None:
     return float(h["max_observed_us"]) / 1000.0
 
 
-def _figures(h: Mapping[str, Any]) -> dict[str, Any]:
+def figures(h: Mapping[str, Any]) -> dict[str, Any]:
+    """Requests, p50/p95/p99 and mean (ms) of a merged histogram."""
     n = int(h["count"])
     return {"requests": n, "p50_ms": percentile_ms(h, 0.50), "p95_ms": percentile_ms(h, 0.95),
             "p99_ms": percentile_ms(h, 0.99), "mean_ms": (h["sum_us"] / n / 1000.0) if n else None}
@@ -115,6 +116,9 @@ def record(s: Session, deployment_id: int, payload: Mapping[str, Any]) -> int:
 
 
 def _expected(s: Session, version: ConfigVersionRow) -> dict[str, Any] | None:
+    stored = (version.verification or {}).get("expected")  # stored with the version (tailtune.control.verify)
+    if isinstance(stored, Mapping):
+        return {k: stored.get(k) for k in ("p50_ms", "p95_ms", "p99_ms", "mean_ms") if k in stored}
     if version.job_id is None:
         return None
     job = s.get(JobRow, version.job_id)
@@ -126,7 +130,8 @@ def _expected(s: Session, version: ConfigVersionRow) -> dict[str, Any] | None:
 
 
 def summary(s: Session, deployment_id: int) -> list[dict[str, Any]]:
-    """Per config version the clients ran: expected (from the tuning job behind it) vs observed (merged)."""
+    """Per config version the clients ran: expected (stored with the version, else the tuning job behind it) vs
+    observed (merged)."""
     if s.get(DeploymentRow, deployment_id) is None:
         raise Missing(f"deployment {deployment_id} not found", field="deployment_id")
     rows = s.scalars(select(ObservationRow).where(ObservationRow.deployment_id == deployment_id)).all()
@@ -136,9 +141,9 @@ def summary(s: Session, deployment_id: int) -> list[dict[str, Any]]:
     out = []
     for version, obs in sorted(by_version.items()):
         merged = merge_histograms([o.observation.get("all") or {} for o in obs])
-        observed = _figures(merged)
+        observed = figures(merged)
         observed["classes"] = {
-            c: _figures(merge_histograms([(o.observation.get("classes") or {}).get(c) or {} for o in obs]))
+            c: figures(merge_histograms([(o.observation.get("classes") or {}).get(c) or {} for o in obs]))
             for c in _CLASSES
         }
         observed["failed_requests"] = sum(int(o.observation.get("failed_requests", 0)) for o in obs)

@@ -26,7 +26,7 @@ __all__ = [
     "stop_job",
 ]
 
-JOB_KINDS = ("ingest", "analyze", "nightly", "publish", "selftest", "discover")
+JOB_KINDS = ("ingest", "analyze", "nightly", "publish", "verify", "selftest", "discover", "calibrate")
 JOB_STATUSES = ("queued", "running", "succeeded", "failed", "cancelled")
 #: Kinds a retry cannot run again: an ingest's upload is removed when it fails (upload the trace again).
 NOT_RETRIED = {"ingest": "its upload was removed when it failed: upload the trace again"}
@@ -41,7 +41,9 @@ def enqueue(
     deployment_id: int | None = None,
     dedupe_key: str | None = None,
     max_attempts: int | None = None,
+    run_after: float | None = None,
 ) -> JobRow:
+    """A queued job, due now or at `run_after` (epoch seconds)."""
     if kind not in JOB_KINDS:
         raise Invalid(f"unknown job kind {kind!r}", field="kind")
     row = JobRow(
@@ -52,7 +54,7 @@ def enqueue(
         dedupe_key=dedupe_key,
         attempts=0,
         max_attempts=max_attempts or settings.job_max_attempts,
-        run_after=now(),
+        run_after=now() if run_after is None else run_after,
         lease_owner=None,
         lease_expires=None,
         cancel_requested=False,

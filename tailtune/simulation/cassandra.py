@@ -18,6 +18,7 @@ docs/simulator.md, docs/simulator-replicas.md.
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
@@ -38,7 +39,8 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 __all__ = [
-    "CassandraDeployment", "PreparedTrace", "load_shared", "materialize", "offered_load", "prepare", "replay", "share",
+    "CassandraDeployment", "PreparedTrace", "load_shared", "materialize", "offered_load", "prepare", "replay",
+    "ring_size", "share",
 ]
 
 
@@ -47,7 +49,12 @@ class CassandraDeployment:
     """The simulated cluster and how it is driven (everything but the trace, the policy and the seed).
 
     Defaults: Rein's 128 servers × 8 slots, RF 3, 3750 ops/s per slot, 50 µs one-way network, 75% load, 10%
-    warm-up, Poisson arrivals, exponential demands, every server at speed 1, reads only.
+    warm-up, Poisson arrivals, exponential demands, every server at speed 1, reads only, evenly spaced tokens.
+
+    `ring`: the real ring (nodes' tokens, datacenters and racks, the keyspace's strategy, the local datacenter; the
+    JSON shape of `kvsim.ring`): replicas are placed as Cassandra places them and read in the local datacenter,
+    whose nodes are the servers — `servers` must be their number and `replication` the local datacenter's RF
+    (`ring_size`); `vnodes` does not apply.
     """
 
     servers: int = 128
@@ -84,13 +91,18 @@ class CassandraDeployment:
     #: Transient stop-the-world stalls (GC pauses): per second per server (None = none), and their length, ms.
     stall_rate: float | None = None
     stall_ms: float = 50.0
+    #: The real ring (`kvsim.ring`'s JSON shape); None: evenly spaced tokens (or `vnodes` per server).
+    ring: dict[str, Any] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """Every field (JSON-able): what a recommendation records about the deployment it was tuned for (the
-        stall fields only when stalls are on, so records made before they existed read the same)."""
+        stall fields only when stalls are on, the ring only when there is one, so records made before they existed
+        read the same)."""
         out = dataclasses.asdict(self)
         if self.stall_rate is None:
             del out["stall_rate"], out["stall_ms"]
+        if self.ring is None:
+            del out["ring"]
         if self.server_speeds is not None:
             out["server_speeds"] = list(self.server_speeds)
         return out
@@ -121,6 +133,8 @@ class CassandraDeployment:
                 out.append(flag if v else {"use_sizes": "--no-sizes"}.get(f.name, f"--no-{flag[2:]}"))
             elif f.name == "server_speeds":
                 out += [flag, ",".join(repr(float(x)) for x in v)]
+            elif f.name == "ring":  # the JSON itself (`--ring` takes a file or the JSON)
+                out += [flag, json.dumps(v, separators=(",", ":"), sort_keys=True)]
             else:
                 out += [flag, repr(v) if isinstance(v, float) else str(v)]
         return out
@@ -128,6 +142,21 @@ class CassandraDeployment:
     def cluster(self) -> kvsim.Cluster:
         import kvsim
 
+        ring = None
+        if self.ring is not None:
+            ring = _ring(self.ring)
+            servers, rf = ring.servers, ring.local_replication
+            if self.servers != servers:
+                raise BadInputError.single(
+                    "deployment", f"servers {self.servers}, but the ring has {servers} nodes in its local "
+                    f"datacenter {ring.local_dc!r} (the servers a replay simulates): set servers to {servers}",
+                    field="servers",
+                )
+            if self.replication != rf:
+                raise BadInputError.single(
+                    "deployment", f"replication {self.replication}, but the ring's keyspace has RF {rf} in its "
+                    f"local datacenter {ring.local_dc!r}: set replication to {rf}", field="replication",
+                )
         try:
             return kvsim.Cluster(
                 servers=self.servers,
@@ -137,6 +166,7 @@ class CassandraDeployment:
                 service_rate=self.service_rate,
                 net_latency_us=self.net_latency_us,
                 clients=self.clients,
+                ring=ring,
             )
         except (kvsim.ParameterError, OverflowError, TypeError) as exc:
             raise BadInputError.single("deployment", str(exc)) from None
@@ -194,6 +224,26 @@ class CassandraDeployment:
                 field="think_dist",
             )
         return kvsim.ClosedLoop(threads=self.threads, think_ms=self.think_ms, think_dist=self.think_dist)
+
+
+def _ring(doc: Mapping[str, Any], where: str = "deployment") -> kvsim.Ring:
+    import re
+
+    import kvsim
+
+    try:
+        return kvsim.Ring.from_dict(doc)
+    except kvsim.RingError as exc:
+        m = re.match(r"bad ring: '([^']+)': (.*)", str(exc), re.DOTALL)
+        field_, problem = (m.group(1), m.group(2)) if m else ("ring", str(exc))
+        raise BadInputError.single(where, f"bad ring: {problem}", field=field_) from None
+
+
+def ring_size(doc: Mapping[str, Any], *, where: str = "deployment") -> tuple[int, int]:
+    """(servers, replication) of a deployment on the ring `doc`: the nodes of its local datacenter and the RF
+    there. BadInputError (naming the field, in `where`) when the ring is invalid."""
+    ring = _ring(doc, where)
+    return ring.servers, ring.local_replication
 
 
 @dataclass
@@ -380,8 +430,10 @@ def _group(kind: str, cluster: kvsim.Cluster, *extra: object) -> str:
     """A store group's name: the kind, a digest of the cluster (and of `extra`)."""
     from tailtune.simulation.shared import store_key
 
-    c = {f: getattr(cluster, f) for f in ("servers", "slots", "replication", "vnodes", "service_rate",
-                                          "net_latency_us", "clients")}
+    c: dict[str, Any] = {f: getattr(cluster, f) for f in ("servers", "slots", "replication", "vnodes",
+                                                          "service_rate", "net_latency_us", "clients")}
+    if cluster.ring is not None:
+        c["ring"] = cluster.ring.as_dict()
     return f"{kind}-{store_key({'cluster': c, 'extra': [str(e) for e in extra]})}"
 
 

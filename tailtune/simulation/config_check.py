@@ -40,7 +40,9 @@ if TYPE_CHECKING:
 __all__ = ["CONFIG_KEYS", "NAME_MAX", "TABLE_OPTIONS", "check_config", "check_params", "check_tree"]
 
 #: The keys of a config: the policy, its parameters, and the tuner's rendering for the target (`target`).
-CONFIG_KEYS = ("policy", "params", "target")
+#: The keys of a config: the policy, its parameters, the tuner's rendering for the target (`target`), and the
+#: fraction of requests the clients run it on first while the version before keeps the rest (`canary_fraction`).
+CONFIG_KEYS = ("policy", "params", "target", "canary_fraction")
 #: The longest name (policy, replica, queue, driver, speculative_retry text).
 NAME_MAX = 64
 #: The key under a Cassandra config's `target` that names per-table options explicitly.
@@ -409,9 +411,9 @@ def check_params(
 
 
 def check_config(config: object, kind: str, *, max_depth: int, driver: str | None = None) -> dict[str, Any]:
-    """A config (`{"policy", "params", "target"}`) for a `kind` deployment on `driver`: its tree (`check_tree`),
-    its shape, its policy and parameters (`check_params`) and its target (module doc). Returns it unchanged;
-    raises a BadInputError naming the field (`config.params.k`)."""
+    """A config (`{"policy", "params", "target", "canary_fraction"}`) for a `kind` deployment on `driver`: its tree
+    (`check_tree`), its shape, its policy and parameters (`check_params`) and its target (module doc). Returns it
+    unchanged; raises a BadInputError naming the field (`config.params.k`)."""
     from tailtune.simulation.registry import all_policies
 
     if not isinstance(config, dict):
@@ -429,6 +431,11 @@ def check_config(config: object, kind: str, *, max_depth: int, driver: str | Non
         raise BadInputError.single("config", "must be an object", field="config.params")
     if not isinstance(config.get("target", {}), dict):
         raise BadInputError.single("config", "must be an object", field="config.target")
+    if "canary_fraction" in config:
+        f = config["canary_fraction"]
+        if isinstance(f, bool) or not isinstance(f, int | float) or not (math.isfinite(f) and 0 < f <= 1):
+            raise BadInputError.single("config", f"must be a number in (0, 1], got {_shown(f)}",
+                                       field="config.canary_fraction")
     policies = all_policies().get(kind)
     if policies is None:
         raise BadInputError.single("config", f"unknown deployment kind {kind!r}", field="kind")

@@ -55,5 +55,14 @@ def test_simulator_ring_tokens_agree() -> None:
     kvsim = pytest.importorskip("kvsim")
     if not hasattr(kvsim, "tokens_for_keys"):
         pytest.skip("this kvsim build has no tokens_for_keys")
-    keys = ["foo", "", "a", "user:12345", "x" * 40, "ü-non-ascii-head"]
+    keys = ["foo", "", "a", "user:12345", "x" * 40, "ü-non-ascii-head", "é", "ключ", "x" * 17 + "é", "🙂" * 5]
     assert [int(t) for t in kvsim.tokens_for_keys(keys)] == [token(k) for k in keys]
+
+
+def test_tokens_are_cassandras_for_non_ascii_tails() -> None:
+    # the DataStax driver's Murmur3Token.hash_fn is Cassandra's hash (tail bytes read signed)
+    from cassandra.metadata import Murmur3Token
+
+    keys = ["é", "ключ", "x" * 17 + "é", "🙂" * 5, "abc", "ü" * 9]
+    assert [token(k) for k in keys] == [Murmur3Token.hash_fn(k.encode()) for k in keys]
+    assert murmur3_x64_128("é".encode())[0] != murmur3_x64_128("é".encode(), signed_tail=True)[0]

@@ -48,6 +48,12 @@ def _other(f: Field[Any]) -> Any:
         return 0.375 if d is None else d * 2 + 0.25
     if kind.startswith("str"):
         return "other" if d is None else d + "-other"
+    if f.name == "ring":  # a ring the default cluster can replay: 128 nodes of one datacenter, RF 3
+        step = 2**64 // 128
+        return {"partitioner": "org.apache.cassandra.dht.Murmur3Partitioner",
+                "strategy": {"class": "SimpleStrategy", "replication_factor": 3}, "local_dc": "dc1",
+                "nodes": [{"address": f"10.0.0.{i}", "dc": "dc1", "rack": "r1", "tokens": [-(2**63) + i * step]}
+                          for i in range(128)]}
     raise AssertionError(f"{f.name}: no test value for a field of type {kind}")
 
 

@@ -10,11 +10,66 @@ from datetime import UTC, datetime, timedelta
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-__all__ = ["Row", "valid_file"]
+__all__ = ["FQL_TABLE", "Row", "fql_dump", "hex_dump", "valid_file"]
 
 T0 = datetime(2016, 2, 1, 16, 46, 4, tzinfo=UTC)
 
 Row = tuple[int, str, int]
+
+#: The table of the full query log samples, as the log's own CREATE TABLE declares it.
+FQL_TABLE = "CREATE TABLE ks.t (k text PRIMARY KEY, v blob)"
+_FQL_T0_MS = 1_700_000_000_000
+
+
+def hex_dump(value: bytes) -> str:
+    """A value as `fqltool dump` prints it: Dump.java's `toHexString` (16 bytes a row, an 8-digit offset, rows
+    equal to the one before left out behind a `........` line, cut at 1,024 bytes with `... truncated`)."""
+    n = min(1024, len(value))
+    if n == 0:
+        return ""
+    out: list[str] = []
+    last = [0] * 16
+    sep = ""
+    end = (n + 15) // 16 * 16
+    for i in range(0, end, 16):
+        if i + 16 < end:
+            same = True
+            for j in range(16):
+                if i + j >= n:
+                    break
+                same &= value[i + j] == last[j]
+                last[j] = value[i + j]
+            if i > 0 and same:
+                sep = "........\n"
+                continue
+        row = sep + f"{i:08x}"
+        sep = ""
+        for j in range(16):
+            row += (" " if j == 8 else "") + ("   " if i + j >= n else f" {value[i + j]:02X}")
+        row += " "
+        for j in range(16):
+            ch = value[i + j] if i + j < n else None
+            row += (" " if j == 8 else "") + (" " if ch is None else chr(ch) if 32 <= ch <= 126 else "\u00b7")
+        out.append(row + "\n")
+    return "".join(out) + ("... truncated\n" if n < len(value) else "")
+
+
+def fql_dump(records: list[dict[str, object]]) -> str:
+    """The text `fqltool dump` prints for `records` (Dump.java's layout, Cassandra 5.0): each a dict with `type`
+    (single-query or batch), `start_ms`, and `statements`, a list of (query, values), a value bytes or None."""
+    out: list[str] = []
+    for r in records:
+        start = int(r["start_ms"])  # type: ignore[call-overload]
+        out.append(f"Type: {r['type']}\nQuery start time: {start}\nProtocol version: 5\n")
+        out.append(f"Generated timestamp:-9223372036854775808\nGenerated nowInSeconds:{start // 1000}\n")
+        if r["type"] == "batch":
+            out.append(f"Batch type: {r.get('batch_type', 'LOGGED')}\n")
+        for query, values in r["statements"]:  # type: ignore[attr-defined]
+            out.append(f"Query: {query}\nValues: \n")
+            for v in values:
+                out.append(("null\n" if v is None else hex_dump(v)) + "-----\n")
+        out.append("\n")
+    return "".join(out)
 
 
 def valid_file(fmt: str, rows: list[Row]) -> tuple[bytes, list[str]]:
@@ -35,6 +90,19 @@ def valid_file(fmt: str, rows: list[Row]) -> tuple[bytes, list[str]]:
         stamp = [(T0 + timedelta(seconds=t)).strftime("%Y%m%d%H%M%S") for t, _, _ in rows]
         text = "".join(f"{ts} {k} jpg m {s} 1 PHONE 3\n" for ts, (_, k, s) in zip(stamp, rows, strict=True))
         keys = [f"{k}:jpg" for k in keys]
+    elif fmt == "cassandra-fql-dump":
+        records: list[dict[str, object]] = [
+            {"type": "single-query", "start_ms": _FQL_T0_MS - 1000, "statements": [(FQL_TABLE, [])]}
+        ]
+        records += [
+            {
+                "type": "single-query",
+                "start_ms": _FQL_T0_MS + 1000 * t,
+                "statements": [("SELECT * FROM ks.t WHERE k = ?", [k.encode()])],
+            }
+            for t, k, _ in rows
+        ]
+        text = fql_dump(records)
     elif fmt == "keys-bin":
         numbers = [int.from_bytes(k.encode()[:7].ljust(7, b"0"), "big") for k in keys]
         return b"".join(n.to_bytes(8, "big") for n in numbers), [str(n) for n in numbers]

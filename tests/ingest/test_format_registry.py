@@ -17,9 +17,12 @@ from ingest.pipeline import ingest_file
 from ingest.sniff import sniff
 from service.errors import Invalid
 from service.traces.service import check_format
+from tailtune.base.errors import BadInputError
 from tests.ingest.samples import valid_file
 
 ROWS = [(i, f"k{i}", 10 * i + 1) for i in range(12)]
+#: How a chronicle-queue file (a binary full query log's) starts: a header document naming its store.
+CHRONICLE_HEAD = bytes.fromhex("c1000040b906686561646572b60853435153746f726582aa000000")
 
 
 class SemicolonReader(CsvReader):
@@ -68,6 +71,12 @@ def test_every_format_of_the_registry_is_known_everywhere(write, settings):
         assert reader.name == name
         assert check_format(name) == name
         if reader.sniff_rank is None:
+            continue
+        if reader.reads_directory:  # a file of it is detected and refused; its directory: test_cassandra_fql_real
+            path = write(f"sample-{name}.cq4", CHRONICLE_HEAD + bytes(64))
+            assert sniff(path).format == name, name
+            with pytest.raises(BadInputError, match="ingest the directory that holds it"):
+                ingest_file(path, settings=settings)
             continue
         body, keys = valid_file(name, ROWS)
         path = write(f"sample-{name}", body)

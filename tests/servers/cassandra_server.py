@@ -23,7 +23,15 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = ["DEFAULT_VERSION", "CassandraNode", "cache_dir", "fetch_jars", "free_port", "running_cassandra"]
+__all__ = [
+    "DEFAULT_VERSION",
+    "CassandraNode",
+    "cache_dir",
+    "fetch_jars",
+    "free_port",
+    "nodetool",
+    "running_cassandra",
+]
 
 DEFAULT_VERSION = "5.0.9"
 
@@ -254,6 +262,33 @@ authorizer: AllowAllAuthorizer
             self.proc.kill()
             self.proc.wait(timeout=10)
         self.proc = None
+
+
+def nodetool(node: CassandraNode, *args: str, timeout_s: float = 120.0) -> str:
+    """Run `nodetool ARGS` against the node over its local JMX port (Cassandra's own NodeTool from the jars: there
+    is no nodetool script here), e.g. `nodetool(node, "enablefullquerylog", "--path", DIR)`; its output."""
+    r = subprocess.run(
+        [
+            "java",
+            *JVM17_OPTIONS,
+            "-Dlogback.configurationFile=" + str(node.workdir / "logback.xml"),
+            "-cp",
+            f"{node.lib}/*",
+            "org.apache.cassandra.tools.NodeTool",
+            "-h",
+            node.host,
+            "-p",
+            str(node.jmx_port),
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        check=False,
+    )
+    if r.returncode != 0:
+        raise RuntimeError(f"nodetool {' '.join(args)} failed ({r.returncode}): {(r.stderr or r.stdout)[-2000:]}")
+    return r.stdout
 
 
 @contextlib.contextmanager

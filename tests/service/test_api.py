@@ -273,7 +273,8 @@ def test_if_none_match_compares_weakly_on_the_route_and_the_fast_path(svc: Svc) 
 
     dep_id = _deployment(svc)
     for v in (1, 2, 3):
-        cfg = {"policy": "batching", "params": {}} if v != 2 else {"policy": "chisel", "params": {"split_keys": 2}}
+        cfg = ({"policy": "batching", "params": {}} if v != 2 else
+               {"policy": "chisel", "params": {"split_keys": 2, "merge": 4, "elephant_threshold": 64}})
         body = {"config": cfg, "publish": False}
         assert svc.client.post(f"{API}/configs/{dep_id}/versions", json=body, headers=svc.write).status_code == 201
     tag = f'"{dep_id}-3"'

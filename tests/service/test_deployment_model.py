@@ -125,6 +125,33 @@ def test_discovered_and_calibrated_inputs_are_used_and_the_operator_wins() -> No
     assert m.options["load"] == 0.5 and "use_timestamps" not in m.options and m.sources["arrivals"] == "operator"
 
 
+def test_a_discovered_ring_is_replayed_when_it_fits_the_model() -> None:
+    from tailtune.simulation.cassandra import CassandraDeployment
+    from tests.simulator.test_ring import NTS_RING
+
+    now = time.time()
+
+    def model(ring: Any, servers: int = 6) -> dict[str, Any]:
+        return {"operator": [], "inputs": {
+            "servers": {"value": servers, "source": "discovered", "at": now, "how": "system.peers"},
+            "replication": {"value": 3, "source": "discovered", "at": now, "how": "system_schema.keyspaces"},
+            "ring": {"value": ring, "source": "discovered", "at": now, "how": "system.local / system.peers tokens"},
+        }}
+
+    topo = {"servers": None, "slots": None, "replication": None}
+    m = build_model("cassandra", topo, {}, model(NTS_RING), timestamps=False)
+    assert m.options["ring"] == NTS_RING and m.sources["ring"] == "discovered" and not m.notes
+    CassandraDeployment.from_dict(m.options).cluster()  # the evaluator's deployment replays it as it is
+    # the model's servers are not the ring's local datacenter's: evenly spaced tokens, and a note saying why
+    m = build_model("cassandra", topo, {}, model(NTS_RING, servers=12), timestamps=False)
+    assert "ring" not in m.options and m.sources["ring"] == "default"
+    assert "6 nodes and RF 3 in its local datacenter but the model 12 servers" in m.notes[0]
+    # an invalid ring is not replayed (the tune still runs), and the note names the field at fault
+    bad = {**NTS_RING, "local_dc": "dc9"}
+    m = build_model("cassandra", topo, {}, model(bad), timestamps=False)
+    assert "ring" not in m.options and "ring.local_dc" in m.notes[0]
+
+
 def test_a_deployment_row_without_model_keeps_its_topology_as_the_operators(svc: Svc) -> None:
     body = {"name": "model-legacy", "kind": "cassandra", "topology": {"servers": 5},
             "connection": {"contact_points": ["127.0.0.1"]}}
@@ -136,3 +163,13 @@ def test_a_deployment_row_without_model_keeps_its_topology_as_the_operators(svc:
         row.model = {}
     m = build_model("cassandra", dep["topology"], dep["connection"], {}, timestamps=False)
     assert m.sources["slots"] == "operator" and m.options["slots"] == 1  # unknown: every stored field is operator's
+
+
+def test_a_model_too_large_to_store_is_refused() -> None:
+    from tailtune.control.model import ModelTooLarge, check_model_size
+
+    nodes = [{"address": f"10.0.{i // 250}.{i % 250}", "tokens": list(range(16))} for i in range(2000)]
+    model = {"inputs": {"ring": {"value": {"nodes": nodes}, "source": "discovered"}}}
+    check_model_size(model, 8 * 1024**2)
+    with pytest.raises(ModelTooLarge, match="TAILTUNE_MODEL_MAX_BYTES"):
+        check_model_size(model, 100_000)

@@ -12,14 +12,14 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from service.testing.cassandra_server import CassandraNode, free_port
 
-from analysis.memcached_profile import running_memcached
 from jobs.handlers import default_handlers
 from jobs.worker import Worker
 from tailtune.control.discovery import MIN_RELEASE, Discovered, _release, merge_model, parse_strategy
 from tailtune.control.egress import PASSWORD_ENV_PREFIX
 from tailtune.control.model import build_model
+from tests.servers.cassandra_server import CassandraNode, free_port
+from tests.servers.memcached_server import running_memcached
 from tests.service.conftest import Svc, memcached_deployment
 from tests.service.fake_cql import FakeCqlServer
 

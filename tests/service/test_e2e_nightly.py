@@ -64,7 +64,8 @@ def test_nightly_end_to_end(
         pass
     got = svc.client.get(f"{API}/jobs/{job['id']}", headers=svc.read).json()
     assert got["status"] == "succeeded", got["logs"]
-    assert [s["name"] for s in got["steps"]][:4] == ["ingest", "analyze", "tune", "decide"]
+    assert [s["name"] for s in got["steps"]][:5] == ["ingest", "analyze", "drift", "tune", "decide"]
+    assert got["result"]["drift"]["changed"] is True  # the deployment's first study: nothing to compare against
     assert got["mlflow_run_id"] and got["result"]["recommendation"]["verdict"] in (
         "recommend",
         "keep current",

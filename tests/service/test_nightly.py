@@ -87,8 +87,8 @@ def test_resumed_nightly_decides_and_publishes(svc: Svc, memcached_node: Memcach
     job_id = _resumed_nightly(svc, dep["id"], REC)
     assert Worker(svc.settings, svc.db, "w-n", handlers=default_handlers(), schedule=False).run_once() == "succeeded"
     job = svc.client.get(f"{API}/jobs/{job_id}", headers=svc.read).json()
-    assert [s["name"] for s in job["steps"]] == ["ingest", "analyze", "tune", "decide", "publish"]
-    assert [s["attempt"] for s in job["steps"]] == [1, 1, 1, 2, 2]
+    assert [s["name"] for s in job["steps"]] == ["ingest", "analyze", "tune", "decide", "publish", "verify"]
+    assert [s["attempt"] for s in job["steps"]] == [1, 1, 1, 2, 2, 2]
     assert job["result"]["decision"] == {
         "accepted": True,
         "version": 1,
@@ -105,6 +105,14 @@ def test_resumed_nightly_decides_and_publishes(svc: Svc, memcached_node: Memcach
     assert latest["version"] == 1 and latest["source"] == "tuning" and latest["config"] == want
     assert latest["job_id"] == job_id
     assert MemcachedPublisher("mc-nightly", dep["connection"], 1).read_current() == (1, want)
+    # the verify step: nothing reported yet, so the version waits (with the expectation it will be held to)
+    verify = job["result"]["verify"]
+    assert (verify["version"], verify["status"]) == (1, "pending")
+    assert verify["reason"] == "no client has reported version 1"
+    assert latest["verification"]["status"] == "pending" and latest["verification"]["expected"] == {
+        "p50_ms": 0.8, "p95_ms": 2.0, "p99_ms": 4.0, "p99_ci_ms": None, "ci_method": None,
+        "sampling_error_pct": None, "source": f"recommendation of job {job_id}",
+    }
 
 
 def test_keep_current_creates_no_version(svc: Svc) -> None:
@@ -115,6 +123,8 @@ def test_keep_current_creates_no_version(svc: Svc) -> None:
     assert Worker(svc.settings, svc.db, "w-k", handlers=default_handlers(), schedule=False).run_once() == "succeeded"
     job = svc.client.get(f"{API}/jobs/{job_id}", headers=svc.read).json()
     assert job["result"]["decision"]["accepted"] is False and "publish" not in job["result"]
+    assert job["result"]["verify"] == {"version": None, "status": None, "checked": False,
+                                       "reason": f"deployment {dep['id']} has no accepted config yet"}
     assert svc.client.get(f"{API}/configs/{dep['id']}/versions", headers=svc.read).json() == []
 
 

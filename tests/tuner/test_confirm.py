@@ -70,6 +70,7 @@ def test_paired_batches_pooled_over_held_out_seeds_hand_worked() -> None:
     assert conf.min_detectable_pct == pytest.approx(100 * mde / mean_b)
     assert conf.significant
     text = conf.sentence()
+    assert conf.improvement_pct is not None
     assert text.startswith(f"mean {-conf.improvement_pct:+.1f} % [") and "on 3 held-out seeds" in text
 
 

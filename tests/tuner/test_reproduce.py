@@ -72,6 +72,45 @@ def test_cassandra_candidate_reproduces_through_simulate(cand: Candidate, cli: A
         assert {k: got[k] for k in METRICS} == {k: want[k] for k in METRICS}, (cand, seed)
 
 
+def test_a_deployment_on_a_real_ring_reproduces_through_simulate(cli: Any, tmp_path: Path) -> None:
+    """The ring travels in the command (`--ring JSON`); `--ring FILE` with the same JSON replays the same."""
+    from tests.simulator.test_ring import NTS_RING
+
+    ev = KvsimCassandraEvaluator({"profile": "bimodal", "requests": 1200}, servers=6, replication=3, slots=2,
+                                 load=0.6, ring=NTS_RING)
+    cand = Candidate("replica", {"replica": "least-outstanding", "queue": "rein"})
+    want = ev.evaluate(cand, 1).as_dict()
+    args = ev.simulate_args(cand, 1)
+    assert json.loads(args[args.index("--ring") + 1]) == NTS_RING
+    got = _simulate_here(cli, args)
+    assert {k: got[k] for k in METRICS} == {k: want[k] for k in METRICS}
+    # from a file, servers and replication derived from the ring
+    ring_file = tmp_path / "ring.json"
+    ring_file.write_text(json.dumps(NTS_RING))
+    i = args.index("--ring")
+    rest = args[:i] + args[i + 2:]
+    for flag in ("--servers", "--replication"):
+        if flag in rest:
+            j = rest.index(flag)
+            del rest[j:j + 2]
+    got = _simulate_here(cli, [*rest, "--ring", str(ring_file)])
+    assert {k: got[k] for k in METRICS} == {k: want[k] for k in METRICS}
+    # the same deployment on evenly spaced tokens replays differently: the ring is what is replayed
+    even = KvsimCassandraEvaluator({"profile": "bimodal", "requests": 1200}, servers=6, replication=3, slots=2,
+                                   load=0.6)
+    assert even.evaluate(cand, 1).as_dict() != want
+
+
+def test_a_bad_ring_on_the_command_line_is_one_clear_line(cli: Any, tmp_path: Path) -> None:
+    base = ["simulate", "--profile", "bimodal", "--requests", "50", "--policy", "fifo"]
+    res = cli(*base, "--ring", str(tmp_path / "missing.json"))
+    assert res.exit_code == 2 and "--ring" in res.stderr and "cannot read" in res.stderr
+    res = cli(*base, "--ring", "{not json")
+    assert res.exit_code == 2 and "not JSON" in res.stderr
+    res = cli(*base, "--ring", json.dumps({"local_dc": "dc1", "strategy": {}, "nodes": []}))
+    assert res.exit_code == 2 and "ring.strategy.class" in res.stderr
+
+
 def test_memcached_candidate_reproduces_through_simulate(cli: Any) -> None:
     ev = KvsimMemcachedEvaluator({"profile": "mice-elephant", "requests": 1500}, inter_arrival_us=150.0)
     cand = Candidate("chisel", {"split_keys": 16, "merge": 2, "elephant_threshold": 40})

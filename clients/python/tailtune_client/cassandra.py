@@ -24,19 +24,35 @@ tuned when the deployment's driver is `python`; otherwise the same speculative e
 defaults for the rest); a config without it is read from its params (`driver.shuffle_replicas`,
 `driver.speculative_execution.delay` in ms, `driver.speculative_execution.max_executions` counting the first),
 unset ones at the Python driver's defaults (no shuffling, no speculative execution).
+
+`TunedProfiles` keeps the settings live and measures them: two profiles registered in the Cluster (`tailtune`
+and `tailtune-canary`), updated in place when a new version is published; `execute()` runs a statement on the
+version it picks for that request — a new version with `canary_fraction` f < 1 on a random f of the requests,
+the version before it on the rest — and records its latency under that version, and `report_to()` sends the
+service the same observations report as the memcached client (`tailtune_client.report`).
 """
 
 from __future__ import annotations
 
 import math
+import random
+import threading
+import time
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tailtune_client.config import ConfigError, ConfigSourceError, HttpConfigSource, json_object
+from tailtune_client import __version__
+from tailtune_client.config import ConfigError, ConfigSourceError, HttpConfigSource, canary_fraction, json_object
+from tailtune_client.histogram import size_class
+from tailtune_client.report import REPORT_SCHEMA, CanaryStatus, Observation, ObservationJson, Recorder, client_info
 
 __all__ = [
+    "CANARY_PROFILE",
+    "STABLE_PROFILE",
     "DriverSettings",
+    "TunedProfiles",
     "build_profile",
     "execution_profile",
     "fetch_settings",
@@ -56,10 +72,21 @@ class DriverSettings:
     max_attempts: int
     version: int | None = None
     deployment_id: int | None = None
+    #: Run this version on this fraction of the requests first (0 < f <= 1; None: on all of them).
+    canary_fraction: float | None = None
 
     @property
     def speculates(self) -> bool:
         return self.delay_s is not None and self.max_attempts > 0
+
+    @property
+    def canary(self) -> bool:
+        return self.canary_fraction is not None and self.canary_fraction < 1
+
+    def params(self) -> dict[str, int]:
+        """The settings as the integers an observation carries (the delay in µs)."""
+        return {"shuffle_replicas": int(self.shuffle_replicas), "max_attempts": self.max_attempts,
+                "delay_us": 0 if self.delay_s is None else round(self.delay_s * 1e6)}
 
 
 def _number(value: Any, what: str, where: str, *, integer: bool = False, low: float = 0.0) -> float:
@@ -124,7 +151,8 @@ def parse_driver_settings(doc: Mapping[str, Any] | str | bytes) -> DriverSetting
         raw_params = body.get("params")
         params: Mapping[str, Any] = raw_params if isinstance(raw_params, Mapping) else {}
         shuffle, delay, attempts = _from_params(params, where)
-    return DriverSettings(shuffle, delay, attempts, version=version, deployment_id=dep_id)
+    return DriverSettings(shuffle, delay, attempts, version=version, deployment_id=dep_id,
+                          canary_fraction=canary_fraction(body, where))
 
 
 def _driver() -> Any:
@@ -191,3 +219,188 @@ def execution_profile(
     if settings is None:  # pragma: no cover - a first GET sends no If-None-Match
         raise ConfigSourceError(f"GET {config_url}: no config")
     return build_profile(settings, child_policy=child_policy, **profile_kwargs)
+
+
+#: The names under which `TunedProfiles` registers its two profiles in a Cluster.
+STABLE_PROFILE = "tailtune"
+CANARY_PROFILE = "tailtune-canary"
+_MODE = "python-driver"
+
+
+class TunedProfiles:
+    """The published driver settings of a deployment, live, with a canary and latency reports:
+
+        profiles = TunedProfiles(CONFIG_URL, token=READ_TOKEN)
+        cluster = Cluster(hosts, execution_profiles=profiles.execution_profiles())
+        session = cluster.connect()
+        rows = profiles.execute(session, statement, params)       # the version this request runs, timed
+        profiles.report_to(OBSERVATIONS_URL, REPORT_TOKEN)
+
+    The first config is fetched in the constructor (`ConfigSourceError` when the service does not answer with
+    one); `refresh()` (or the poller, every `poll_interval` s) picks newer versions up. A version with
+    `canary_fraction` f < 1 goes to the canary profile and runs on a random f of the requests while the version
+    before it keeps the stable profile and the rest; a version without it replaces both. A client that starts
+    while a canary is published has no version before it and runs the canary on every request, unless `stable`
+    (a published document, as `parse_driver_settings` reads) says what ran before. `profile_kwargs`
+    (consistency_level, request_timeout, ...) go to both profiles.
+    """
+
+    def __init__(
+        self,
+        config_url: str,
+        *,
+        token: str | None = None,
+        timeout_s: float = 5.0,
+        child_policy: Any | None = None,
+        poll_interval: float | None = 10.0,
+        stable: Mapping[str, Any] | str | bytes | None = None,
+        deployment: str | None = None,
+        **profile_kwargs: Any,
+    ) -> None:
+        self._source = HttpConfigSource(config_url, token, timeout_s)
+        self.token = token
+        self.deployment = deployment
+        self._lock = threading.Lock()
+        self._rec = Recorder()
+        self._rng = random.Random()
+        self._id = str(uuid.uuid4())
+        self.last_error: str | None = None
+        try:
+            first = fetch_settings(self._source)
+        except BaseException:
+            self._source.close()
+            raise
+        if first is None:  # pragma: no cover - a first GET sends no If-None-Match
+            self._source.close()
+            raise ConfigSourceError(f"GET {config_url}: no config")
+        self._current = first
+        self._stable = parse_driver_settings(stable) if stable is not None and first.canary else None
+        base = self._stable or first
+        self.profiles = {
+            STABLE_PROFILE: build_profile(base, child_policy=child_policy, **profile_kwargs),
+            CANARY_PROFILE: build_profile(first, child_policy=child_policy, **profile_kwargs),
+        }
+        self._stop = threading.Event()
+        self._poller: threading.Thread | None = None
+        self.poll_interval = poll_interval or 0.0
+        if self.poll_interval > 0:
+            self._poller = threading.Thread(target=self._poll, name="tailtune-client profile poller", daemon=True)
+            self._poller.start()
+
+    def execution_profiles(self) -> dict[str, Any]:
+        """{name: ExecutionProfile} for `Cluster(execution_profiles=...)` (add your own beside them)."""
+        return dict(self.profiles)
+
+    @property
+    def settings(self) -> DriverSettings:
+        """The newest version's settings (a canary's: those of the canary)."""
+        return self._current
+
+    def canary(self) -> CanaryStatus | None:
+        with self._lock:
+            cur, stable = self._current, self._stable
+        if stable is None or cur.canary_fraction is None:
+            return None
+        return {"version": cur.version, "fraction": cur.canary_fraction, "stable_version": stable.version}
+
+    def refresh(self) -> bool:
+        """Ask the service once; True when a newer version was applied. Errors are kept in `last_error`."""
+        try:
+            new = fetch_settings(self._source)
+        except (ConfigSourceError, ConfigError) as exc:
+            self.last_error = str(exc)
+            return False
+        self.last_error = None
+        with self._lock:
+            cur = self._current
+            if new is None or (new.version is not None and cur.version is not None and new.version <= cur.version):
+                return False
+            if new.canary:
+                if not cur.canary:
+                    self._stable = cur  # what ran before keeps the stable profile and the other requests
+                update_profile(self.profiles[CANARY_PROFILE], new)
+                if self._stable is None:
+                    update_profile(self.profiles[STABLE_PROFILE], new)
+            else:
+                self._stable = None
+                update_profile(self.profiles[STABLE_PROFILE], new)
+                update_profile(self.profiles[CANARY_PROFILE], new)
+            self._current = new
+            return True
+
+    def _poll(self) -> None:
+        while not self._stop.wait(self.poll_interval):
+            self.refresh()
+
+    def pick(self) -> tuple[str, DriverSettings]:
+        """(profile name, settings) one request runs: the canary on its fraction, the stable version otherwise."""
+        with self._lock:
+            cur, stable = self._current, self._stable
+        if stable is None or cur.canary_fraction is None:
+            return STABLE_PROFILE if not cur.canary else CANARY_PROFILE, cur
+        if self._rng.random() < cur.canary_fraction:
+            return CANARY_PROFILE, cur
+        return STABLE_PROFILE, stable
+
+    def execute(self, session: Any, query: Any, parameters: Any = None, *, keys: int = 1, **kwargs: Any) -> Any:
+        """`session.execute(query, parameters, execution_profile=<the version's profile>, **kwargs)`, timed: the
+        latency is recorded under that version in the size class of `keys` (the keys the request reads); a
+        request that raises counts as failed and the exception propagates."""
+        name, settings = self.pick()
+        started = time.perf_counter()
+        try:
+            result = session.execute(query, parameters, execution_profile=name, **kwargs)
+        except BaseException:
+            with self._rec.lock:
+                for obs in self._rec.observations(settings.version, _MODE, settings.params()):
+                    obs.failed_requests += 1
+            raise
+        elapsed_us = (time.perf_counter() - started) * 1e6
+        with self._rec.lock:
+            for obs in self._rec.observations(settings.version, _MODE, settings.params()):
+                obs.requests += 1
+                obs.keys += keys
+                obs.queries += 1
+                obs.classes[size_class(keys)].record(elapsed_us)
+        return result
+
+    def latency(self) -> list[ObservationJson]:
+        """One observation per version run since the start (the shape of the memcached client's)."""
+        return self._rec.latency()
+
+    def _payload(self, window: list[Observation], start: float, end: float) -> dict[str, Any]:
+        cur = self._current
+        return {
+            "schema": REPORT_SCHEMA,
+            "client": client_info(self._id, __version__),
+            "deployment": self.deployment,
+            "deployment_id": cur.deployment_id,
+            "pool": {"kind": "cassandra-driver", "profiles": [STABLE_PROFILE, CANARY_PROFILE]},
+            "window": {"start": start, "end": end},
+            "config": {"version": cur.version, "mode": _MODE, "params": cur.params(), "canary": self.canary()},
+            "observations": [o.to_json() for o in window if not o.empty()],
+        }
+
+    def report(self) -> dict[str, Any]:
+        """The payload for the service: observations since the last report it accepted."""
+        window, start = self._rec.window()
+        return self._payload(window, start, time.time())
+
+    def report_to(self, url: str, token: str | None = None, *, timeout: float = 5.0) -> bool:
+        """POST the report to the service's `/api/v1/deployments/{id}/observations`; True when accepted (a failed
+        one's observations go into the next report). Never raises for I/O."""
+        return self._rec.send(url, token if token is not None else self.token, timeout, self._payload)
+
+    def close(self) -> None:
+        """Stop the poller and close the config source (idempotent). The Cluster is the application's."""
+        self._stop.set()
+        if self._poller is not None:
+            self._poller.join(timeout=self.poll_interval + 5.0)
+            self._poller = None
+        self._source.close()
+
+    def __enter__(self) -> TunedProfiles:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -15,6 +15,11 @@ effective config, so the client has no defaults for these: a chisel config witho
   (`{"deployment": NAME, "deployment_id": ID, "version": N, "config": ...}`) or the service's
   `GET /api/v1/configs/{id}` answer (`{"deployment_id": ID, "version": N, "config": ..., ...}`).
 
+A config may carry `canary_fraction` (0 < f <= 1) beside its block (`{"policy", "params", "target",
+"canary_fraction"}`, or next to `memcached_client`): the client then runs the new version on that fraction of its
+requests and keeps the version it ran before on the rest, until a version without it arrives (the service's verify
+step promotes or rolls back the canary with one).
+
 Sources: `HttpConfigSource` (the service, `Authorization: Bearer`, ETag / If-None-Match polling) and
 `MemcachedConfigSource` (the `tailtune:cfg:<deployment>:current` key the memcached publisher writes to every
 server of the pool; the highest version any server holds wins).
@@ -38,6 +43,7 @@ __all__ = [
     "HttpConfigSource",
     "MemcachedConfig",
     "MemcachedConfigSource",
+    "canary_fraction",
     "current_key",
     "json_object",
     "parse_config",
@@ -78,6 +84,13 @@ class MemcachedConfig:
     deployment_id: int | None = None
     #: The `memcached_client` block as published (unknown keys kept here, and otherwise ignored).
     block: Mapping[str, Any] = field(default_factory=dict)
+    #: Run this version on this fraction of the requests first (0 < f <= 1; None: on all of them).
+    canary_fraction: float | None = None
+
+    @property
+    def canary(self) -> bool:
+        """A canary: the version before it keeps the requests it does not take."""
+        return self.canary_fraction is not None and self.canary_fraction < 1
 
     def params(self) -> dict[str, int]:
         """The mode's parameters (empty for batching)."""
@@ -110,6 +123,16 @@ def _find_block(doc: Mapping[str, Any]) -> Mapping[str, Any] | None:
             raise ConfigError(f"config.params must be an object, got {type(params).__name__}")
         return {"mode": policy, **params}
     return None
+
+
+def canary_fraction(body: Mapping[str, Any], where: str) -> float | None:
+    """The config's `canary_fraction` (None when it has none); `ConfigError` when it is not in (0, 1]."""
+    if "canary_fraction" not in body or body["canary_fraction"] is None:
+        return None
+    f = body["canary_fraction"]
+    if isinstance(f, bool) or not isinstance(f, int | float) or not 0 < f <= 1:
+        raise ConfigError(f"{where}: canary_fraction must be a number in (0, 1], got {f!r}")
+    return float(f)
 
 
 def _positive_int(block: Mapping[str, Any], name: str, where: str) -> int:
@@ -164,9 +187,11 @@ def parse_config(doc: Mapping[str, Any] | str | bytes) -> MemcachedConfig:
     mode = block.get("mode")
     if mode not in MODES:
         raise ConfigError(f"{where}: memcached_client.mode must be one of {', '.join(MODES)}, got {mode!r}")
+    fraction = canary_fraction(body, where)
     if mode == "batching":
         return MemcachedConfig(
-            "batching", version=version, deployment=deployment, deployment_id=deployment_id, block=dict(block)
+            "batching", version=version, deployment=deployment, deployment_id=deployment_id, block=dict(block),
+            canary_fraction=fraction,
         )
     threshold, merge, split = (_positive_int(block, k, where) for k in CHISEL_KEYS)
     return MemcachedConfig(
@@ -178,6 +203,7 @@ def parse_config(doc: Mapping[str, Any] | str | bytes) -> MemcachedConfig:
         deployment=deployment,
         deployment_id=deployment_id,
         block=dict(block),
+        canary_fraction=fraction,
     )
 
 

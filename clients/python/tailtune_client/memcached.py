@@ -11,7 +11,9 @@ Each key lives on one server, chosen by rendezvous hashing exactly as pymemcache
 
 Every request takes the current config when it starts and keeps it to its end; a new version (from the service
 or the publisher's memcached key, polled by a background thread) replaces the reference atomically, so requests
-in flight are never dropped or mixed. A server that fails gives `on_server_error="missing"` (its keys are absent
+in flight are never dropped or mixed. A new version with `canary_fraction` f < 1 runs on a random f of the
+requests while the version before it keeps the rest (both report their latencies under their own version) until
+a version without it arrives. A server that fails gives `on_server_error="missing"` (its keys are absent
 from the result, counted in stats) or `"raise"` (`ServerError`, with the other servers' results attached); no
 call waits longer than `request_timeout`.
 """
@@ -19,8 +21,7 @@ call waits longer than `request_timeout`.
 from __future__ import annotations
 
 import math
-import os
-import socket
+import random
 import threading
 import time
 import uuid
@@ -42,20 +43,20 @@ from tailtune_client.hashing import server_for, server_index, server_name
 from tailtune_client.histogram import size_class
 from tailtune_client.report import (
     REPORT_SCHEMA,
+    CanaryStatus,
     ClientInfo,
     ConfigStatus,
     Observation,
-    ObservationJson,
+    Recorder,
     ReportJson,
     ServerStats,
     Stats,
-    post_report,
+    client_info,
 )
 
 __all__ = ["Client", "ClientClosed", "ConfigError", "ServerError", "TailtuneClientError", "server_for"]
 
 OnServerError = Literal["missing", "raise"]
-_ObsKey = tuple[int | None, str, tuple[tuple[str, int], ...]]
 
 
 class TailtuneClientError(Exception):
@@ -115,13 +116,17 @@ def _balanced(keys: list[str], chunks: int) -> list[list[str]]:
 
 
 class _ConfigState:
-    """The current config (one reference, swapped whole) and what the last checks of the source said."""
+    """The current config (one reference, swapped whole), the version a canary runs beside (`stable`), and what
+    the last checks of the source said."""
 
     def __init__(self, initial: MemcachedConfig | None, source: ConfigSource | None, local: str) -> None:
         self.lock = threading.Lock()
         self.source = source
         self.description = source.description if source else local
         self.current = initial
+        #: While `current` is a canary: the version it replaces, which keeps the other requests (None: no canary,
+        #: or a canary with nothing before it, which then runs on every request).
+        self.stable: MemcachedConfig | None = None
         self.loaded_at = time.time()
         self.checks = 0
         self.swaps = 0
@@ -168,11 +173,33 @@ class _ConfigState:
                     return False
                 if new.version == cur.version:
                     return False
+            if not new.canary or cur is None:
+                self.stable = None
+            elif not cur.canary:
+                self.stable = cur
+            # a canary replacing a canary keeps the stable version both ran beside
             self.current = new
             self.loaded_at = now
             if cur is not None:
                 self.swaps += 1
             return True
+
+    def pick(self, rng: random.Random) -> MemcachedConfig:
+        """The config one request runs: the canary on its fraction of the requests, the stable version on the
+        rest; otherwise the current one."""
+        with self.lock:
+            cur, stable = self.current, self.stable
+        assert cur is not None
+        if stable is None or cur.canary_fraction is None or rng.random() < cur.canary_fraction:
+            return cur
+        return stable
+
+    def canary(self) -> CanaryStatus | None:
+        """Call under `lock`."""
+        cur, stable = self.current, self.stable
+        if cur is None or stable is None or cur.canary_fraction is None:
+            return None
+        return {"version": cur.version, "fraction": cur.canary_fraction, "stable_version": stable.version}
 
 
 class Client:
@@ -240,15 +267,9 @@ class Client:
         self.token = token
         self._id = str(uuid.uuid4())
         self._closed = False
-        self._stats_lock = threading.Lock()
-        # since the start (stats) and since the last report the service accepted (report); both under _stats_lock
-        self._obs: dict[_ObsKey, Observation] = {}
-        self._win: dict[_ObsKey, Observation] = {}
-        self._window_start = time.time()
-        self._report_lock = threading.Lock()
-        self._reports_sent = 0
-        self._report_error: str | None = None
-        self._report_last_at: float | None = None
+        # since the start (stats) and since the last report the service accepted (report)
+        self._rec = Recorder()
+        self._rng = random.Random()
 
         initial = parse_config(config) if config is not None else None
         source: ConfigSource | None = None
@@ -290,7 +311,7 @@ class Client:
     # --- config ------------------------------------------------------------------------------------------------
     @property
     def config(self) -> MemcachedConfig:
-        """The config new requests start with."""
+        """The newest config: new requests start with it (a canary: on its fraction of them)."""
         cfg = self._config.current
         assert cfg is not None
         return cfg
@@ -305,20 +326,13 @@ class Client:
 
     # --- operations --------------------------------------------------------------------------------------------
     def _observations(self, cfg: MemcachedConfig) -> tuple[Observation, Observation]:
-        """(since start, since last report) for `cfg`; call under _stats_lock."""
-        key: _ObsKey = (cfg.version, cfg.mode, tuple(sorted(cfg.params().items())))
-        out = []
-        for table in (self._obs, self._win):
-            obs = table.get(key)
-            if obs is None:
-                obs = table[key] = Observation(cfg.version, cfg.mode, cfg.params())
-            out.append(obs)
-        return out[0], out[1]
+        """(since start, since last report) for `cfg`; call under the recorder's lock."""
+        return self._rec.observations(cfg.version, cfg.mode, cfg.params())
 
     def _count_query(self, tag: object, members: int, keys: int) -> None:
         if not isinstance(tag, MemcachedConfig):
             return
-        with self._stats_lock:
+        with self._rec.lock:
             for obs in self._observations(tag):
                 obs.queries += 1
                 if members > 1:
@@ -350,7 +364,7 @@ class Client:
         `ServerError` ("raise")."""
         if self._closed:
             raise ClientClosed("get_many on a closed client")
-        cfg = self.config
+        cfg = self._config.pick(self._rng)
         wanted = [_check_key(k) for k in dict.fromkeys(keys)]
         if not wanted:
             return {}
@@ -387,7 +401,7 @@ class Client:
                     lost.extend(job.keys)
         elapsed_us = (time.perf_counter() - started) * 1e6
         raised = bool(failed) and self.on_server_error == "raise"
-        with self._stats_lock:
+        with self._rec.lock:
             for obs in self._observations(cfg):
                 if raised:
                     obs.failed_requests += 1
@@ -434,13 +448,7 @@ class Client:
 
     # --- stats and reports ---------------------------------------------------------------------------------------
     def _client_info(self) -> ClientInfo:
-        return {
-            "name": "tailtune-client",
-            "version": __version__,
-            "id": self._id,
-            "host": socket.gethostname(),
-            "pid": os.getpid(),
-        }
+        return client_info(self._id, __version__)
 
     def _config_status(self) -> ConfigStatus:
         st = self._config
@@ -462,20 +470,15 @@ class Client:
                 "stale": st.stale,
                 "last_error": st.last_error,
                 "last_error_at": st.last_error_at,
+                "canary": st.canary(),
             }
 
     def stats(self) -> Stats:
         """Config state, options, per-server counters and latency histograms per config version and size class
         (since the client started). JSON-serializable; the README shows the shape."""
         status = self._config_status()
-        with self._stats_lock:
-            latency: list[ObservationJson] = [o.to_json() for o in self._obs.values()]
-            reports = {
-                "sent": self._reports_sent,
-                "last_at": self._report_last_at,
-                "last_error": self._report_error,
-                "window_start": self._window_start,
-            }
+        latency = self._rec.latency()
+        reports = self._rec.reports()
         servers: dict[str, ServerStats] = {}
         for lane in self._lanes:
             s = lane.stats()
@@ -527,36 +530,14 @@ class Client:
 
     def report(self) -> ReportJson:
         """The payload for the service: observations since the last report it accepted (see the README)."""
-        with self._stats_lock:
-            window = [o.copy() for o in self._win.values()]
-            start = self._window_start
+        window, start = self._rec.window()
         return self._payload(window, start, time.time())
 
     def report_to(self, url: str, token: str | None = None, *, timeout: float = 5.0) -> bool:
         """POST the report to `url` (the service's `/api/v1/deployments/{id}/observations`). True when accepted.
         On failure (down, timeout, non-2xx): False, the reason in `stats()["reports"]`, and the observations go
         back into the next report, whose window starts where this one did. Never raises for I/O."""
-        with self._report_lock:
-            with self._stats_lock:
-                sending, self._win = self._win, {}
-                start, end = self._window_start, time.time()
-                self._window_start = end
-            payload = self._payload(list(sending.values()), start, end)
-            ok, error = post_report(url, payload, token if token is not None else self.token, timeout)
-            with self._stats_lock:
-                self._report_last_at = time.time()
-                if ok:
-                    self._reports_sent += 1
-                    self._report_error = None
-                    return True
-                self._report_error = error
-                # not accepted: what was in flight rejoins the window, which starts again where it did
-                for key, obs in sending.items():
-                    if key in self._win:
-                        obs.merge(self._win[key])
-                    self._win[key] = obs
-                self._window_start = start
-            return False
+        return self._rec.send(url, token if token is not None else self.token, timeout, self._payload)
 
     # --- lifecycle -----------------------------------------------------------------------------------------------
     def close(self) -> None:

@@ -2,13 +2,18 @@
 
 The README documents both shapes. An observation is one config version's figures (requests, errors, queries,
 latency histograms per size class); a report is the observations of one window (since the last report the
-service accepted) plus who sent it. Sending is `post_report`: never raises, returns (ok, error).
+service accepted) plus who sent it. `Recorder` keeps both tallies for a client (the memcached client and the
+Cassandra driver profiles); sending is `post_report`: never raises, returns (ok, error).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypedDict
 
@@ -18,13 +23,16 @@ from tailtune_client.histogram import SIZE_CLASSES, HistogramJson, LogHistogram
 
 __all__ = [
     "REPORT_SCHEMA",
+    "CanaryStatus",
     "ClientInfo",
     "ConfigStatus",
     "Observation",
     "ObservationJson",
+    "Recorder",
     "ReportJson",
     "ServerStats",
     "Stats",
+    "client_info",
     "post_report",
 ]
 
@@ -37,6 +45,14 @@ class ClientInfo(TypedDict):
     id: str
     host: str
     pid: int
+
+
+class CanaryStatus(TypedDict):
+    """A canary in progress: `version` runs on `fraction` of the requests, `stable_version` on the rest."""
+
+    version: int | None
+    fraction: float
+    stable_version: int | None
 
 
 class ConfigStatus(TypedDict):
@@ -54,6 +70,7 @@ class ConfigStatus(TypedDict):
     stale: bool
     last_error: str | None
     last_error_at: float | None
+    canary: CanaryStatus | None
 
 
 class ServerStats(TypedDict):
@@ -169,6 +186,83 @@ class Observation:
             "classes": {k: h.to_json() for k, h in self.classes.items()},
             "all": total.to_json(),
         }
+
+
+def client_info(client_id: str, version: str) -> ClientInfo:
+    """Who sends a report: this package, a client id (one per client object), the host and the process."""
+    return {"name": "tailtune-client", "version": version, "id": client_id, "host": socket.gethostname(),
+            "pid": os.getpid()}
+
+
+ObsKey = tuple[int | None, str, tuple[tuple[str, int], ...]]
+#: Builds a report from the observations of a window, its start and its end.
+PayloadFn = Callable[[list[Observation], float, float], Mapping[str, Any]]
+
+
+class Recorder:
+    """What one client observed per config: since it started (`latency()`, for `stats()`) and since the last
+    report the service accepted (`window()`), and the sending of reports (`send`). Thread-safe: callers that
+    change observations hold `lock`."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self._obs: dict[ObsKey, Observation] = {}
+        self._win: dict[ObsKey, Observation] = {}
+        self._window_start = time.time()
+        self._send_lock = threading.Lock()
+        self._sent = 0
+        self._error: str | None = None
+        self._last_at: float | None = None
+
+    def observations(self, version: int | None, mode: str, params: Mapping[str, int]) -> tuple[
+        Observation, Observation
+    ]:
+        """(since the start, since the last report) of one config; call under `lock`."""
+        key: ObsKey = (version, mode, tuple(sorted(params.items())))
+        out = []
+        for table in (self._obs, self._win):
+            obs = table.get(key)
+            if obs is None:
+                obs = table[key] = Observation(version, mode, dict(params))
+            out.append(obs)
+        return out[0], out[1]
+
+    def latency(self) -> list[ObservationJson]:
+        with self.lock:
+            return [o.to_json() for o in self._obs.values()]
+
+    def reports(self) -> dict[str, Any]:
+        with self.lock:
+            return {"sent": self._sent, "last_at": self._last_at, "last_error": self._error,
+                    "window_start": self._window_start}
+
+    def window(self) -> tuple[list[Observation], float]:
+        """A copy of the observations since the last accepted report, and when that window started."""
+        with self.lock:
+            return [o.copy() for o in self._win.values()], self._window_start
+
+    def send(self, url: str, token: str | None, timeout: float, payload: PayloadFn) -> bool:
+        """POST the window's report (`payload(observations, start, end)`); True when accepted. On failure the
+        observations rejoin the next window, which starts where this one did. Never raises for I/O."""
+        with self._send_lock:
+            with self.lock:
+                sending, self._win = self._win, {}
+                start, end = self._window_start, time.time()
+                self._window_start = end
+            ok, error = post_report(url, payload(list(sending.values()), start, end), token, timeout)
+            with self.lock:
+                self._last_at = time.time()
+                if ok:
+                    self._sent += 1
+                    self._error = None
+                    return True
+                self._error = error
+                for key, obs in sending.items():  # not accepted: what was in flight rejoins the window
+                    if key in self._win:
+                        obs.merge(self._win[key])
+                    self._win[key] = obs
+                self._window_start = start
+            return False
 
 
 def post_report(url: str, payload: Mapping[str, Any], token: str | None, timeout_s: float) -> tuple[bool, str | None]:

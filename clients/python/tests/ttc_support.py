@@ -64,15 +64,20 @@ class ConfigService:
     def report_url(self) -> str:
         return f"http://127.0.0.1:{self.port}/api/v1/deployments/1/observations"
 
-    def publish(self, version: int, block: dict[str, Any]) -> None:
-        """The next version, as the service's ConfigOut carries a tuned config (policy, params, target)."""
+    def publish(self, version: int, block: dict[str, Any], canary_fraction: float | None = None) -> None:
+        """The next version, as the service's ConfigOut carries a tuned config (policy, params, target, and the
+        canary's fraction when given)."""
         params = {k: v for k, v in block.items() if k != "mode"}
+        config: dict[str, Any] = {"policy": block["mode"], "params": params,
+                                  "target": {"json": {"memcached_client": block}}}
+        if canary_fraction is not None:
+            config["canary_fraction"] = canary_fraction
         with self.lock:
             self.version = version
             self.doc = {
                 "deployment_id": 1,
                 "version": version,
-                "config": {"policy": block["mode"], "params": params, "target": {"json": {"memcached_client": block}}},
+                "config": config,
                 "source": "tuning",
                 "job_id": None,
                 "note": None,

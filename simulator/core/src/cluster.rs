@@ -1,7 +1,10 @@
 //! The cluster: N servers × `slots` parallel service slots, a Murmur3-style token ring with RF consecutive
-//! replicas (optional vnodes), one-way network latency, M clients.
+//! replicas (optional vnodes) or an explicit Cassandra ring ([`crate::ring`]), one-way network latency, M clients.
+use std::sync::Arc;
+
 use crate::error::{check_range, SimError};
 use crate::hash::murmur3_x64_128;
+use crate::ring::{Placement, Ring};
 
 /// Shape of the cluster. Time is integer nanoseconds throughout the engine.
 #[derive(Debug, Clone, PartialEq)]
@@ -82,12 +85,14 @@ impl ClusterConfig {
 }
 
 /// A validated cluster with its token ring: ring position `g` (a replica group) owns the keys with tokens in
-/// (token[g-1], token[g]]; its replicas are the RF distinct servers met walking the ring clockwise from `g`.
+/// (token[g-1], token[g]]; its replicas are the RF distinct servers met walking the ring clockwise from `g`
+/// (with an explicit ring: the range's replicas in the local datacenter, placed as Cassandra places them).
 #[derive(Debug, Clone)]
 pub struct Cluster {
     pub config: ClusterConfig,
     tokens: Vec<i64>,
     replicas: Vec<u32>,
+    placement: Option<Arc<Placement>>,
 }
 
 impl Cluster {
@@ -131,7 +136,57 @@ impl Cluster {
             config,
             tokens: ring.iter().map(|e| e.0).collect(),
             replicas,
+            placement: None,
         })
+    }
+
+    /// A cluster on an explicit ring: its servers are the local datacenter's nodes (`servers` must be their
+    /// number), its replica groups the ring's token ranges, each read from the range's replicas in the local
+    /// datacenter (`replication` must be the local datacenter's RF).
+    pub fn with_ring(config: ClusterConfig, ring: &Ring) -> Result<Self, SimError> {
+        Self::with_placement(config, Arc::new(ring.place()?))
+    }
+
+    /// [`Cluster::with_ring`] of a ring already placed.
+    pub fn with_placement(
+        config: ClusterConfig,
+        placement: Arc<Placement>,
+    ) -> Result<Self, SimError> {
+        let p = &placement;
+        let (local, rf) = (p.servers.len(), p.local_rf);
+        if config.servers as usize != local {
+            return Err(SimError::param(
+                "servers",
+                config.servers,
+                &format!("{local}: the ring's nodes in its local datacenter"),
+            ));
+        }
+        if config.replication as usize != rf {
+            return Err(SimError::param(
+                "replication",
+                config.replication,
+                &format!("{rf}: the ring's replication factor in its local datacenter"),
+            ));
+        }
+        if config.vnodes > 1 {
+            return Err(SimError::param(
+                "vnodes",
+                config.vnodes,
+                "0 or 1 with a ring (the ring gives each node's tokens)",
+            ));
+        }
+        config.validate()?;
+        Ok(Cluster {
+            config,
+            tokens: p.tokens.clone(),
+            replicas: p.read.clone(),
+            placement: Some(placement),
+        })
+    }
+
+    /// The explicit ring's placement (None: the evenly spaced or vnodes ring).
+    pub fn placement(&self) -> Option<&Placement> {
+        self.placement.as_deref()
     }
 
     /// Number of replica groups (ring positions).
@@ -194,6 +249,73 @@ mod tests {
             let r = c.replicas(g);
             assert!(r[0] != r[1] && r[1] != r[2] && r[0] != r[2]);
         }
+    }
+
+    #[test]
+    fn a_ring_cluster_reads_from_the_local_replicas() {
+        use crate::ring::{RingNode, Strategy};
+        let node = |dc: &str, rack: &str, tokens: &[i64]| RingNode {
+            dc: dc.into(),
+            rack: rack.into(),
+            tokens: tokens.to_vec(),
+        };
+        // dc1: n0 r1, n1 r2, n2 r1; dc2: n3. ring: -40 n3, -30 n0, -10 n1, 5 n3, 20 n2, 60 n0
+        let ring = Ring {
+            nodes: vec![
+                node("dc1", "r1", &[-30, 60]),
+                node("dc1", "r2", &[-10]),
+                node("dc1", "r1", &[20]),
+                node("dc2", "r1", &[-40, 5]),
+            ],
+            strategy: Strategy::NetworkTopology {
+                replication: vec![("dc1".into(), 2), ("dc2".into(), 1)],
+            },
+            local_dc: "dc1".into(),
+        };
+        let cfg = ClusterConfig {
+            servers: 3,
+            replication: 2,
+            ..Default::default()
+        };
+        let c = Cluster::with_ring(cfg.clone(), &ring).unwrap();
+        assert_eq!(c.groups(), 6);
+        // from -40: n3, n0 (r1), n1 (r2) | from -30: n0, n1, n3 | from -10: n1 (r2), n3, n2 (r1)
+        // from 5: n3, n2 (r1), n0 (r1 again: skipped), n1 (r2) | from 20: n2, n0 (skipped), n3, n1
+        // from 60: n0 (r1), n3, n1 (r2)
+        let reads: Vec<&[u32]> = (0..6).map(|g| c.replicas(g)).collect();
+        assert_eq!(
+            reads,
+            vec![&[0, 1][..], &[0, 1], &[1, 2], &[2, 1], &[2, 1], &[0, 1]]
+        );
+        let p = c.placement().unwrap();
+        assert_eq!(p.replicas_of(3), &[3, 2, 1]);
+        assert_eq!(c.group_of(-40), 0);
+        assert_eq!(c.group_of(6), 4);
+        assert_eq!(c.group_of(61), 0);
+        // servers and replication must be the local datacenter's
+        let e = Cluster::with_ring(
+            ClusterConfig {
+                servers: 4,
+                ..cfg.clone()
+            },
+            &ring,
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string().contains("'servers'") && e.to_string().contains("valid 3"),
+            "{e}"
+        );
+        let e = Cluster::with_ring(
+            ClusterConfig {
+                replication: 3,
+                ..cfg.clone()
+            },
+            &ring,
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("'replication'"), "{e}");
+        let e = Cluster::with_ring(ClusterConfig { vnodes: 16, ..cfg }, &ring).unwrap_err();
+        assert!(e.to_string().contains("'vnodes'"), "{e}");
     }
 
     #[test]

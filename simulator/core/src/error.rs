@@ -19,6 +19,8 @@ pub enum SimError {
     },
     /// The workload arrays are inconsistent (lengths, ordering, ...).
     BadInput(String),
+    /// An explicit token ring is invalid: `field` names the part (`nodes[3].tokens`, `local_dc`, ...).
+    BadRing { field: String, msg: String },
 }
 
 impl SimError {
@@ -44,6 +46,7 @@ impl fmt::Display for SimError {
                 write!(f, "unknown parameter '{name}' for {owner}: valid {valid}")
             }
             SimError::BadInput(msg) => write!(f, "bad workload input: {msg}"),
+            SimError::BadRing { field, msg } => write!(f, "bad ring: '{field}': {msg}"),
         }
     }
 }

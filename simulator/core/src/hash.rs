@@ -1,4 +1,10 @@
 //! MurmurHash3 x64_128 (the hash of Cassandra's Murmur3Partitioner); the token is the first 64-bit half.
+//!
+//! Cassandra's own implementation (`org.apache.cassandra.utils.MurmurHash.hash3_x64_128`) differs from the
+//! reference in one place: it reads the tail bytes (the last `len % 16`) as *signed* Java bytes, so a tail byte
+//! ≥ 0x80 is sign-extended before it is shifted in. Text keys are hashed as Cassandra hashes them
+//! ([`token_of_bytes`]: non-ASCII UTF-8 tails included), and the partitioner's minimum token −2⁶³ is mapped to
+//! 2⁶³ − 1 as `Murmur3Partitioner.getToken` does.
 
 #[inline]
 fn fmix64(mut k: u64) -> u64 {
@@ -12,6 +18,15 @@ fn fmix64(mut k: u64) -> u64 {
 
 /// MurmurHash3_x64_128 of `data` with `seed`; returns (h1, h2).
 pub fn murmur3_x64_128(data: &[u8], seed: u64) -> (u64, u64) {
+    murmur3(data, seed, false)
+}
+
+/// Cassandra's variant of MurmurHash3_x64_128: tail bytes sign-extended (see the module's note).
+pub fn cassandra_murmur3(data: &[u8], seed: u64) -> (u64, u64) {
+    murmur3(data, seed, true)
+}
+
+fn murmur3(data: &[u8], seed: u64, signed_tail: bool) -> (u64, u64) {
     const C1: u64 = 0x87c3_7b91_1142_53d5;
     const C2: u64 = 0x4cf5_ad43_2745_937f;
     let len = data.len();
@@ -39,10 +54,15 @@ pub fn murmur3_x64_128(data: &[u8], seed: u64) -> (u64, u64) {
     let tail = &data[nblocks * 16..];
     let (mut k1, mut k2) = (0u64, 0u64);
     for (i, &byte) in tail.iter().enumerate() {
-        if i < 8 {
-            k1 ^= (byte as u64) << (8 * i);
+        let b = if signed_tail {
+            byte as i8 as i64 as u64
         } else {
-            k2 ^= (byte as u64) << (8 * (i - 8));
+            byte as u64
+        };
+        if i < 8 {
+            k1 ^= b << (8 * i);
+        } else {
+            k2 ^= b << (8 * (i - 8));
         }
     }
     if tail.len() > 8 {
@@ -64,14 +84,19 @@ pub fn murmur3_x64_128(data: &[u8], seed: u64) -> (u64, u64) {
     (h1, h2)
 }
 
-/// Ring token of a key given as bytes (signed, as Cassandra's Murmur3Partitioner).
+/// Ring token of a key given as bytes: Cassandra's Murmur3Partitioner token of a partition key with these bytes
+/// (a text key's UTF-8 bytes), the minimum −2⁶³ mapped to 2⁶³ − 1.
 pub fn token_of_bytes(key: &[u8]) -> i64 {
-    murmur3_x64_128(key, 0).0 as i64
+    match cassandra_murmur3(key, 0).0 as i64 {
+        i64::MIN => i64::MAX,
+        t => t,
+    }
 }
 
-/// Ring token of an integer key id (hashes its 8 little-endian bytes).
+/// Ring token of an integer key id: the reference MurmurHash3 of its 8 little-endian bytes (an abstract id, not
+/// a Cassandra `bigint`, which would be hashed big-endian).
 pub fn token_of_u64(key: u64) -> i64 {
-    token_of_bytes(&key.to_le_bytes())
+    murmur3_x64_128(&key.to_le_bytes(), 0).0 as i64
 }
 
 #[cfg(test)]
@@ -86,5 +111,34 @@ mod tests {
         assert_eq!(h1 as i64, -3758069500696749310);
         let (h1, _) = murmur3_x64_128(b"The quick brown fox jumps over the lazy dog", 0);
         assert_eq!(h1, 0xe34bbc7bbc071b6c);
+    }
+
+    #[test]
+    fn text_tokens_are_cassandras() {
+        // Tokens computed by the DataStax Python driver's `Murmur3Token.hash_fn` (Cassandra's hash, tail bytes
+        // signed): equal to the reference where the tail is ASCII, different where it holds bytes ≥ 0x80.
+        assert_eq!(token_of_bytes(b"hello"), -3758069500696749310);
+        assert_eq!(token_of_bytes(b"k123"), -6637941141377189475);
+        assert_eq!(token_of_bytes("é".as_bytes()), 5461403030378599040);
+        assert_eq!(token_of_bytes("ключ".as_bytes()), 1182936647932017555);
+        let long = format!("{}é", "x".repeat(17));
+        assert_eq!(token_of_bytes(long.as_bytes()), -9064404990106899093);
+        assert_ne!(
+            murmur3_x64_128("é".as_bytes(), 0).0 as i64,
+            5461403030378599040
+        );
+        // a full block of high bytes is read unsigned by both (only the tail differs)
+        let block = [0xffu8; 16];
+        assert_eq!(cassandra_murmur3(&block, 0), murmur3_x64_128(&block, 0));
+    }
+
+    #[test]
+    fn integer_ids_keep_the_reference_hash_of_their_le_bytes() {
+        for k in [0u64, 1, 200, 1 << 40, u64::MAX] {
+            assert_eq!(
+                token_of_u64(k),
+                murmur3_x64_128(&k.to_le_bytes(), 0).0 as i64
+            );
+        }
     }
 }

@@ -2,7 +2,8 @@
 //!
 //! This crate has no Python dependency; `simulator/py` wraps it with PyO3. Model choices: docs/simulator.md.
 //!
-//! - [`cluster`]: servers × slots, Murmur3 token ring with RF consecutive replicas, network latency, clients.
+//! - [`cluster`]: servers × slots, Murmur3 token ring with RF consecutive replicas, network latency, clients;
+//!   [`ring`]: an explicit Cassandra ring (nodes' tokens, datacenters, racks) placed as Cassandra places replicas.
 //! - [`workload`]: arrivals, opsets and per-op demands materialized from a seed before the replay.
 //! - [`replay`] (one entry point) with a [`ReplayConfig`], returning a [`RunResult`]; [`coordinator`]: its
 //!   Cassandra-wide section (speculative retry, driver, multiget shape) every queue policy runs under.
@@ -11,7 +12,7 @@
 //! - [`memcached`]: the memcached deployment kind (Chisel), a separate engine.
 
 /// Version of the simulator model (bumped when results for the same inputs change).
-pub const MODEL_VERSION: u32 = 1;
+pub const MODEL_VERSION: u32 = 2;
 
 pub mod bloom;
 pub mod client_model;
@@ -28,6 +29,7 @@ pub mod policy;
 pub mod prefetch;
 pub mod replica;
 pub mod result;
+pub mod ring;
 pub mod rng;
 pub mod runs;
 pub mod server_model;
@@ -46,4 +48,5 @@ pub use params::{ParamSpec, Params, Search};
 pub use policy::{PolicyConfig, POLICIES, POLICY_NAMES};
 pub use replica::{SelectorConfig, REPLICA_NAMES, SELECTORS};
 pub use result::{CopyStats, HeldStats, OpRecords, RunResult, WriteStats};
+pub use ring::{Placement, Ring, RingNode, Strategy};
 pub use workload::{Arrivals, Column, Draws, Workload, WorkloadLayout, WorkloadSpec};

@@ -6,6 +6,7 @@ mod catalogue;
 mod memcached;
 mod models;
 mod replay;
+mod ring;
 
 /// Model version of the core simulator.
 #[pyfunction]

@@ -21,6 +21,8 @@ use kvsim_core::{
 };
 use std::sync::Arc;
 
+use crate::ring::PyRing;
+
 create_exception!(
     _kvsim,
     KvsimError,
@@ -35,6 +37,12 @@ create_exception!(
 );
 create_exception!(
     _kvsim,
+    RingError,
+    ParameterError,
+    "An explicit token ring is invalid; the message names the part at fault."
+);
+create_exception!(
+    _kvsim,
     WorkloadError,
     KvsimError,
     "The workload arrays are inconsistent."
@@ -46,6 +54,7 @@ pub(crate) fn to_py(e: SimError) -> PyErr {
             ParameterError::new_err(e.to_string())
         }
         SimError::BadInput(_) => WorkloadError::new_err(e.to_string()),
+        SimError::BadRing { .. } => RingError::new_err(e.to_string()),
     }
 }
 
@@ -175,7 +184,8 @@ pub struct PyCluster {
 #[pymethods]
 impl PyCluster {
     #[new]
-    #[pyo3(signature = (servers, slots, replication, vnodes, service_rate, net_latency_ns, clients))]
+    #[pyo3(signature = (servers, slots, replication, vnodes, service_rate, net_latency_ns, clients, *, ring=None))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         servers: u32,
         slots: u32,
@@ -184,6 +194,7 @@ impl PyCluster {
         service_rate: f64,
         net_latency_ns: u64,
         clients: u32,
+        ring: Option<PyRef<'_, PyRing>>,
     ) -> PyResult<Self> {
         let cfg = ClusterConfig {
             servers,
@@ -194,8 +205,12 @@ impl PyCluster {
             net_latency_ns,
             clients,
         };
+        let inner = match ring {
+            None => Cluster::new(cfg),
+            Some(r) => Cluster::with_placement(cfg, r.placement.clone()),
+        };
         Ok(PyCluster {
-            inner: Cluster::new(cfg).map_err(to_py)?,
+            inner: inner.map_err(to_py)?,
         })
     }
 
@@ -741,6 +756,8 @@ pub fn register_replay(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(replay_native, m)?)?;
     m.add("KvsimError", py.get_type::<KvsimError>())?;
     m.add("ParameterError", py.get_type::<ParameterError>())?;
+    m.add("RingError", py.get_type::<RingError>())?;
+    m.add_class::<PyRing>()?;
     m.add("WorkloadError", py.get_type::<WorkloadError>())?;
     Ok(())
 }

@@ -209,5 +209,34 @@ def discover(
         out_console.print(f"current_config set to {result['current_config']}", highlight=False, markup=False)
 
 
+@_app.command("calibrate")
+def calibrate(name: str, as_json: Annotated[bool, _JSON] = False) -> None:
+    """Measure the deployment's service time and network (Cassandra: client-timed requests at low load) or client
+    overhead (memcached: the profiler on scratch keys) and store them as its calibrated model inputs."""
+    from rich.table import Table
+
+    from service.deployments import service
+    from tailtune.base.console import out_console, print_json
+    from tailtune.base.settings import get_settings
+    from tailtune.control.calibration import calibrate_deployment
+    from tailtune.control.errors import ServiceError
+
+    db = _db()
+    log = (lambda _: None) if as_json else (lambda line: out_console.print(line, highlight=False, markup=False))
+    try:
+        with db.session() as s:
+            dep_id = service.get_by_name(s, name).id
+        result = calibrate_deployment(db, get_settings(), dep_id, log=log)
+    except ServiceError as exc:
+        raise _fail(exc, "deployment") from None
+    if as_json:
+        print_json(result)
+        return
+    table = Table("input", "value", "95 % interval", "how")
+    for key, entry in result["inputs"].items():
+        table.add_row(key, str(entry["value"]), str(entry.get("uncertainty", "")), str(entry["how"]))
+    out_console.print(table)
+
+
 def register(app: typer.Typer) -> None:
     app.add_typer(_app, name="deployments")

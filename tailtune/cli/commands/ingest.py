@@ -1,4 +1,4 @@
-"""`tailtune ingest FILE`: a trace file → a canonical dataset (see docs/formats.md)."""
+"""`tailtune ingest FILE`: a trace file (or a full query log directory) → a canonical dataset (docs/formats.md)."""
 
 from __future__ import annotations
 
@@ -88,7 +88,12 @@ def _format_help() -> str:
 
 
 def ingest(
-    file: Annotated[Path, typer.Argument(help="Trace file (gz/zst/xz/bz2 are decompressed transparently).")],
+    file: Annotated[
+        Path,
+        typer.Argument(
+            help="Trace file (gz/zst/xz/bz2 are decompressed transparently), or a Cassandra full query log directory."
+        ),
+    ],
     fmt: Annotated[
         str,
         typer.Option(
@@ -103,6 +108,25 @@ def ingest(
     group_window_s: Annotated[
         float | None,
         typer.Option("--group-window-s", help="Single-key traces: same client within W s → one multiget."),
+    ] = None,
+    group_window_us: Annotated[
+        float | None,
+        typer.Option(
+            "--group-window-us",
+            help="The grouping window in µs (as --group-window-s); query logs: a statement's single-partition "
+            "reads within it → one multiget (default 1000).",
+        ),
+    ] = None,
+    no_grouping: Annotated[
+        bool, typer.Option("--no-grouping", help="Query logs: every single-partition read is its own request.")
+    ] = False,
+    tables: Annotated[
+        list[str] | None,
+        typer.Option("--table", help="Query logs: keep only this table, KEYSPACE.TABLE (repeatable)."),
+    ] = None,
+    schema: Annotated[
+        Path | None,
+        typer.Option("--schema", help="Query logs: CQL file with the tables' CREATE TABLE (cqlsh DESCRIBE output)."),
     ] = None,
     max_errors: Annotated[int, typer.Option("--max-errors", help="Problems listed before stopping.")] = 20,
     on_error: Annotated[str, typer.Option("--on-error", help="fail (exit 2) or skip bad rows.")] = "fail",
@@ -172,7 +196,13 @@ def ingest(
         max_columns=max_columns,
     )
     renames = _parse_map(mapping or [])
-    if fmt == "auto" and file.is_file():
+    if group_window_us is not None:
+        if group_window_s is not None:
+            from tailtune.base.errors import BadInputError
+
+            raise BadInputError.single("command line", "give --group-window-s or --group-window-us, not both")
+        group_window_s = group_window_us / 1e6
+    if fmt == "auto" and (file.is_file() or file.is_dir()):
         chosen = sniff(file, renames, limits)
         err_console.print(f"format: [bold]{chosen.format}[/] (auto: {chosen.reason})", highlight=False)
     size = file.stat().st_size if file.is_file() else 0
@@ -188,6 +218,9 @@ def ingest(
             name=name,
             mapping=renames,
             group_window_s=group_window_s,
+            no_grouping=no_grouping,
+            tables=tuple(tables or ()),
+            schema_file=schema,
             max_errors=max_errors,
             on_error=on_error,
             unsorted=unsorted,

@@ -26,6 +26,7 @@ CASSANDRA, MEMCACHED = "cassandra", "memcached"
 #: their default (or `--size-aware-cost`), in this order.
 _CASSANDRA_ONLY = (
     "server_speeds", "slow_servers", "slowdown_interval_ms", "write_fraction", "writes_from_op", "client_model",
+    "ring",
 )
 
 
@@ -64,7 +65,8 @@ def _given(kind: str, options: Mapping[str, Any]) -> dict[str, Any]:
     for f in fields(_deployment_class(kind)):
         value = options[f.name]
         if value is not None:
-            out[f.name] = _speeds(value) if f.name == "server_speeds" else value
+            out[f.name] = (_speeds(value) if f.name == "server_speeds" else _ring(value) if f.name == "ring"
+                           else value)
     return out
 
 
@@ -72,7 +74,14 @@ def cassandra_deployment(options: Mapping[str, Any]) -> CassandraDeployment:
     """The Cassandra deployment of `simulate`'s parsed options: the given ones, the class's defaults for the rest."""
     from tailtune.simulation import CassandraDeployment
 
-    return CassandraDeployment(**_given(CASSANDRA, options))
+    given = _given(CASSANDRA, options)
+    if given.get("ring") is not None and ("servers" not in given or "replication" not in given):
+        from tailtune.simulation.cassandra import ring_size
+
+        ring_servers, ring_rf = ring_size(given["ring"], where="--ring")  # the local datacenter's
+        given.setdefault("servers", ring_servers)
+        given.setdefault("replication", ring_rf)
+    return CassandraDeployment(**given)
 
 
 def memcached_deployment(options: Mapping[str, Any]) -> MemcachedDeployment:
@@ -125,6 +134,29 @@ def _speeds(text: str | None) -> tuple[float, ...] | None:
         raise BadInputError.single(
             "--server-speeds", f"{text!r} is not a comma-separated list of numbers", field="server_speeds"
         ) from None
+
+
+def _ring(text: str | None) -> dict[str, Any] | None:
+    """`--ring`: the JSON of a ring, or the path of a file holding it."""
+    import json
+
+    from tailtune.base.errors import BadInputError
+
+    if text is None:
+        return None
+    where = "--ring"
+    try:
+        if not text.lstrip().startswith("{"):
+            where = text
+            text = Path(text).read_text(encoding="utf-8")
+        doc = json.loads(text)
+    except OSError as exc:
+        raise BadInputError.single("--ring", f"cannot read {where}: {exc.strerror or exc}", field="ring") from None
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise BadInputError.single(where, f"not JSON ({exc})", field="ring") from None
+    if not isinstance(doc, dict):
+        raise BadInputError.single(where, "a ring is a JSON object", field="ring")
+    return doc
 
 
 def _run_memcached(
@@ -292,6 +324,16 @@ def register(app: typer.Typer) -> None:
         clients: Annotated[int | None, typer.Option("--clients", help=_default("clients", "Clients"))] = None,
         load: Annotated[
             float | None, typer.Option("--load", help=_default("load", "Fraction of total service capacity"))
+        ] = None,
+        ring: Annotated[
+            str | None,
+            typer.Option(
+                "--ring",
+                help="The real Cassandra ring: a JSON file, or the JSON itself (nodes' tokens, datacenters and "
+                "racks, the keyspace's strategy, the local datacenter; docs/simulator.md § Cluster). Its local "
+                "datacenter's nodes are the servers, its local RF the replication (default: none, evenly "
+                "spaced tokens).",
+            ),
         ] = None,
         seed: Annotated[int, typer.Option("--seed", help="Replay seed (arrivals, demands, choices).")] = 0,
         warmup: Annotated[

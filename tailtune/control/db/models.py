@@ -138,8 +138,8 @@ class ScheduleRow(Base):
 
 
 class ConfigVersionRow(Base):
-    """An accepted config of a deployment. Versions are 1, 2, ... per deployment and never change once
-    written.
+    """An accepted config of a deployment. Versions are 1, 2, ... per deployment and their configs never change
+    once written (`published` and `verification` record what happened to them).
     """
 
     __tablename__ = "config_versions"
@@ -152,7 +152,7 @@ class ConfigVersionRow(Base):
     deployment_id: Mapped[int] = mapped_column(ForeignKey("deployments.id", ondelete="CASCADE"), index=True)
     version: Mapped[int] = mapped_column(Integer)
     config: Mapped[dict[str, Any]] = mapped_column(JSON)
-    source: Mapped[str] = mapped_column(String(32))  # tuning | manual | rollback
+    source: Mapped[str] = mapped_column(String(32))  # tuning | manual | rollback | promotion
     job_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
     note: Mapped[str | None] = mapped_column(Text, nullable=True)
     published: Mapped[dict[str, Any]] = mapped_column(JSON)  # {"cassandra": epoch} per successful target
@@ -160,6 +160,9 @@ class ConfigVersionRow(Base):
     #: The deployment's server, driver and tables when this version was added (what it was made for; None for
     #: versions written before deployments had them).
     applies_to: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    #: What the verify step found after the version was published (`tailtune.control.verify`): status, test,
+    #: figures before/after/expected, reason, time; None until the version is checked or given an expectation.
+    verification: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
 
 
 class ObservationRow(Base):

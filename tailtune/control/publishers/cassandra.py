@@ -16,11 +16,23 @@ missing table stops the publish before any change; a failed ALTER or read-back r
 changed, and the error names the table and why. Each table's value before and after is returned in
 `PublishOutcome.applied["tables"]` (recorded with the version; a rollback restores from it). The snitch settings
 are only read (`system_views.settings`), never written: see docs/applying-stock.md.
+
+A stock deployment's tables also get their coordinator read latency read from every node
+(`system_views.coordinator_read_latency`) before any table is changed: `PublishOutcome.applied["latency"]`, the
+"before" of the verify step (`tailtune.control.verify`), which reads the same figures again later
+(`CassandraPublisher.read_latency`). **Unit:** the table's `*_ms` columns hold seconds on Cassandra 5.0 (read in
+its source, and 0.001-0.002 at millisecond client latencies on the tests' 5.0.9). Its latency timers keep
+microseconds (`CassandraMetricsRegistry.DEFAULT_TIMER_UNIT = MICROSECONDS`: the reservoir
+converts the nanoseconds each read reports), while the virtual table (`TableMetricTables.LatencyTableMetric`)
+multiplies them by `NS_TO_MS = 1e-6` as if they were nanoseconds, then rounds to 3 decimals: a p99 of 1.5 ms reads
+0.002. The values are recorded raw, with `unit: "s"` and this note; the verify step converts them (× 1000 → ms) and
+treats 1 ms as their resolution.
 """
 
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 from tailtune.base.errors import BadInputError
@@ -41,12 +53,16 @@ from tailtune.control.redact import redact
 from tailtune.simulation.stock import SpeculativeRetry, parse_speculative_retry
 
 __all__ = [
+    "LATENCY_NOTE",
+    "LATENCY_TABLE",
+    "LATENCY_UNIT",
     "NODE_QUERY",
     "SNITCH_SETTINGS",
     "TABLE_QUERY",
     "CassandraPublisher",
     "TableOptionsFailed",
     "apply_speculative_retry",
+    "read_coordinator_latency",
     "read_snitch",
     "revert_speculative_retry",
     "schema_cql",
@@ -63,6 +79,17 @@ SNITCH_SETTINGS = (
     "dynamic_snitch_reset_interval",
     "dynamic_snitch_badness_threshold",
 )
+
+
+#: Where the coordinator read latency per table comes from, the unit its `*_ms` columns really hold, and why.
+LATENCY_TABLE = "system_views.coordinator_read_latency"
+LATENCY_UNIT = "s"
+LATENCY_NOTE = (
+    "the *_ms columns hold seconds: Cassandra's latency timers keep microseconds (CassandraMetricsRegistry."
+    "DEFAULT_TIMER_UNIT) and TableMetricTables.LatencyTableMetric multiplies them by NS_TO_MS = 1e-6, then rounds "
+    "to 3 decimals (a resolution of 1 ms)"
+)
+_LATENCY_QUERY = f"SELECT * FROM {LATENCY_TABLE} WHERE keyspace_name = %s AND table_name = %s"
 
 
 class TableOptionsFailed(PublishRejected):
@@ -185,6 +212,46 @@ def read_snitch(session: Any, config: dict[str, Any] | None = None) -> dict[str,
     return out
 
 
+def read_coordinator_latency(
+    cluster: Any, session: Any, tables: list[str], allows: Any = lambda _address: True
+) -> dict[str, Any]:
+    """Each node's coordinator read latency of each table, raw, from `system_views.coordinator_read_latency`
+    (a node-local virtual table, so every node the egress rules allow is asked itself):
+    `{"at", "source", "unit", "note", "nodes": {address: {"ks.t": {"count", "p50th_ms", "p99th_ms", "max_ms",
+    "per_second"}}}}` — column names as the node has them (5.0 says `p50th_ms`, older versions `50th_ms`), values
+    in seconds (see LATENCY_NOTE). A node that fails to answer is listed under `errors`; {} when no node has the
+    table (a Cassandra without virtual tables). Read only."""
+    nodes: dict[str, dict[str, Any]] = {}
+    errors: dict[str, str] = {}
+    for host in list(cluster.metadata.all_hosts()):
+        address = str(host.address)
+        if host.is_up is False or not allows(address):
+            continue
+        per_table: dict[str, Any] = {}
+        try:
+            for table in tables:
+                ks, name = table.split(".", 1)
+                rows = session.execute(_LATENCY_QUERY, (ks, name), host=host)
+                row = rows.one()
+                if row is not None:
+                    per_table[table] = {
+                        str(k): v for k, v in zip(rows.column_names, row, strict=True)
+                        if k not in ("keyspace_name", "table_name")
+                    }
+        except Exception as exc:
+            errors[address] = f"{type(exc).__name__}: {redact(str(exc))}"
+            continue
+        if per_table:
+            nodes[address] = per_table
+    if not nodes and not errors:
+        return {}
+    out: dict[str, Any] = {"at": time.time(), "source": LATENCY_TABLE, "unit": LATENCY_UNIT, "note": LATENCY_NOTE,
+                           "nodes": nodes}
+    if errors:
+        out["errors"] = errors
+    return out
+
+
 def schema_cql(keyspace: str, replication_factor: int) -> list[str]:
     return [
         f"CREATE KEYSPACE IF NOT EXISTS {keyspace} WITH replication = "
@@ -263,6 +330,9 @@ class CassandraPublisher(Publisher):
                     f"{self.deployment} v{version}"
                 )
             applied: dict[str, Any] = {}
+            latency = self._latency(cluster, session)
+            if latency:
+                applied["latency"] = latency
             if desired:
                 tables, changed = apply_speculative_retry(session, desired)
                 applied["tables"] = tables
@@ -276,6 +346,30 @@ class CassandraPublisher(Publisher):
                     revert_speculative_retry(session, changed)
                 raise
             return PublishOutcome(outcome.version, outcome.advanced, outcome.current_version, applied or None)
+        except self._transient() as exc:
+            raise TargetUnavailable(f"cassandra: {type(exc).__name__}: {self._scrub(str(exc))}") from None
+        finally:
+            cluster.shutdown()
+
+    def _latency(self, cluster: Any, session: Any) -> dict[str, Any]:
+        """The tables' coordinator read latency on every allowed node (stock deployments with tables; else {})."""
+        if self.server != "stock" or not self.tables:
+            return {}
+        out = read_coordinator_latency(cluster, session, self.tables, self.egress.allows)
+        if out.get("errors"):
+            out["errors"] = {node: self._scrub(why) for node, why in out["errors"].items()}
+        return out
+
+    def read_latency(self) -> dict[str, Any]:
+        """The tables' coordinator read latency now (what the verify step compares with the publish's snapshot),
+        through the same connection rules as a publish: the egress rules' addresses, the password variable they
+        allow. {} for a deployment without tables or a patched server; TargetUnavailable when the cluster does
+        not answer."""
+        if self.server != "stock" or not self.tables:
+            return {}
+        cluster, session = self._connect()
+        try:
+            return self._latency(cluster, session)
         except self._transient() as exc:
             raise TargetUnavailable(f"cassandra: {type(exc).__name__}: {self._scrub(str(exc))}") from None
         finally:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, Any
 
-from kvsim._kvsim import KvsimError, ParameterError, WorkloadError, model_version
+from kvsim._kvsim import KvsimError, ParameterError, RingError, WorkloadError, model_version
 from kvsim.catalogue import (
     ParamSpec,
     PolicySpec,
@@ -45,6 +45,7 @@ if TYPE_CHECKING:
         tokens_for_keys,
         tokens_for_utf8,
     )
+    from kvsim.ring import Ring, RingNode
 
 #: Names loaded on first use (they need numpy), so that the catalogue above costs the CLI's help only the
 #: native module.
@@ -53,6 +54,7 @@ _LAZY = {
     "MemcachedConfig": "kvsim.memcached", "MemcachedResult": "kvsim.memcached",
     "ClosedLoop": "kvsim.models", "ServerModel": "kvsim.models", "Slowdown": "kvsim.models",
     "write_flags": "kvsim.models",
+    "Ring": "kvsim.ring", "RingNode": "kvsim.ring",
     "BloomInfo": "kvsim.replay", "Cluster": "kvsim.replay", "ReplayConfig": "kvsim.replay",
     "Result": "kvsim.replay", "Workload": "kvsim.replay", "WorkloadLayout": "kvsim.replay",
     "replay": "kvsim.replay",
@@ -62,7 +64,7 @@ _LAZY = {
 
 
 #: Submodules reachable as attributes (`kvsim.memcached.replay`, `kvsim.models.THINK_DISTS`, ...).
-_SUBMODULES = ("chisel", "demand", "memcached", "models", "types")
+_SUBMODULES = ("chisel", "demand", "memcached", "models", "ring", "types")
 
 
 def __getattr__(name: str) -> Any:
@@ -95,6 +97,9 @@ __all__ = [
     "PolicySpec",
     "ReplayConfig",
     "Result",
+    "Ring",
+    "RingError",
+    "RingNode",
     "SearchSpec",
     "ServerModel",
     "Slowdown",

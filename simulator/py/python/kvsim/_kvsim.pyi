@@ -18,6 +18,9 @@ class KvsimError(ValueError):
 class ParameterError(KvsimError):
     """A parameter is out of range or unknown; the message names it and the valid values."""
 
+class RingError(ParameterError):
+    """An explicit token ring is invalid; the message names the part at fault."""
+
 class WorkloadError(KvsimError):
     """The workload arrays are inconsistent."""
 
@@ -26,11 +29,45 @@ def tokens_from_ids(ids: npt.NDArray[np.uint64]) -> bytes:
     """int64 ring tokens of integer key ids (Murmur3 of their 8 little-endian bytes)."""
 
 def tokens_from_strings(keys: list[str]) -> bytes:
-    """int64 ring tokens of string keys (Murmur3 of their UTF-8 bytes)."""
+    """int64 ring tokens of string keys: Cassandra's Murmur3Partitioner token of their UTF-8 bytes."""
 
 def tokens_from_utf8(offsets: npt.NDArray[np.int64], data: npt.NDArray[np.uint8]) -> bytes:
     """Ring tokens (int64 bytes) of UTF-8 keys `data[offsets[i]:offsets[i + 1]]` (an Arrow large_string
     column's buffers): equal to `tokens_from_strings` of the decoded keys, without a Python string per key."""
+
+@final
+class Ring:
+    """An explicit ring, its replicas placed on construction (`RingError` when it is invalid). Node i is in
+    datacenter `dcs[i]`, rack `racks[i]` and owns `tokens[i]`; exactly one of `replication_factor`
+    (SimpleStrategy) or `replication` ([(dc, RF), ...]: NetworkTopologyStrategy)."""
+
+    def __new__(
+        cls,
+        dcs: list[str],
+        racks: list[str],
+        tokens: list[list[int]],
+        local_dc: str,
+        *,
+        replication_factor: int | None = None,
+        replication: list[tuple[str, int]] | None = None,
+    ) -> Self: ...
+    @property
+    def ranges(self) -> int: ...
+    @property
+    def width(self) -> int:
+        """Replicas per range, every datacenter."""
+    @property
+    def local_rf(self) -> int: ...
+    def tokens(self) -> bytes:
+        """int64 ring tokens, ascending."""
+    def owners(self) -> bytes:
+        """uint32 node of each token."""
+    def replica_table(self) -> bytes:
+        """ranges × width uint32 nodes, Cassandra's replica order."""
+    def servers(self) -> bytes:
+        """uint32 node of each simulated server (the local datacenter's nodes)."""
+    def ranges_of(self, tokens: npt.NDArray[np.int64]) -> bytes:
+        """uint32 range of each key token."""
 
 @final
 class Cluster:
@@ -43,6 +80,8 @@ class Cluster:
         service_rate: float,
         net_latency_ns: int,
         clients: int,
+        *,
+        ring: Ring | None = None,
     ) -> Self: ...
     @property
     def groups(self) -> int: ...

@@ -20,6 +20,7 @@ import numpy.typing as npt
 from kvsim import _kvsim
 from kvsim._kvsim import KvsimError, ParameterError, WorkloadError
 from kvsim.models import ClosedLoop, ServerModel
+from kvsim.ring import Ring
 from kvsim.types import (
     BloomJson,
     ClassSummary,
@@ -80,7 +81,8 @@ LAYOUT_DTYPES: dict[str, type[np.generic]] = {
 
 
 def tokens_for_keys(keys: Sequence[str] | npt.NDArray[np.generic]) -> npt.NDArray[np.int64]:
-    """Murmur3 ring tokens of keys: strings hash their UTF-8 bytes, integers their 8 little-endian bytes."""
+    """Murmur3 ring tokens of keys: strings are Cassandra's Murmur3Partitioner tokens of their UTF-8 bytes (what
+    `token(k)` gives for a text partition key), integers hash their 8 little-endian bytes."""
     arr = np.asarray(keys)
     if arr.dtype.kind in "iu":
         raw = _kvsim.tokens_from_ids(np.ascontiguousarray(arr, dtype=np.uint64))
@@ -105,7 +107,11 @@ def tokens_for_utf8(offsets: npt.NDArray[np.int64], data: npt.NDArray[np.uint8])
 
 @dataclass(frozen=True)
 class Cluster:
-    """N servers × slots, RF consecutive replicas on a Murmur3 ring, one-way network latency, M clients."""
+    """N servers × slots, RF consecutive replicas on a Murmur3 ring, one-way network latency, M clients.
+
+    With `ring` (`kvsim.Ring`), the ring is the real one: the servers are its local datacenter's nodes (`servers`
+    must be their number, `replication` the local datacenter's RF: `Cluster.of_ring` fills both), the replica
+    groups its token ranges, each read from the range's local replicas as Cassandra places them."""
 
     servers: int = 128
     slots: int = 8
@@ -114,7 +120,17 @@ class Cluster:
     service_rate: float = 3750.0
     net_latency_us: float = 50.0
     clients: int = 128
+    ring: Ring | None = None
     _raw: _kvsim.Cluster = field(init=False, repr=False, compare=False)
+
+    @classmethod
+    def of_ring(
+        cls, ring: Ring, *, slots: int = 8, service_rate: float = 3750.0, net_latency_us: float = 50.0,
+        clients: int = 128,
+    ) -> Cluster:
+        """A cluster on `ring`, its servers and replication the ring's."""
+        return cls(servers=ring.servers, slots=slots, replication=ring.local_replication, service_rate=service_rate,
+                   net_latency_us=net_latency_us, clients=clients, ring=ring)
 
     def __post_init__(self) -> None:
         if not (self.net_latency_us >= 0.0 and np.isfinite(self.net_latency_us)):
@@ -129,12 +145,17 @@ class Cluster:
             float(self.service_rate),
             round(self.net_latency_us * 1000.0),
             self.clients,
+            ring=None if self.ring is None else self.ring._raw,
         )
         object.__setattr__(self, "_raw", raw)
 
     @property
     def groups(self) -> int:
         return int(self._raw.groups)
+
+    def groups_of(self, tokens: npt.ArrayLike) -> npt.NDArray[np.uint32]:
+        """The replica group of each key token (int64): the first ring token ≥ it, wrapping."""
+        return np.frombuffer(self._raw.groups_of(np.ascontiguousarray(tokens, dtype=np.int64)), dtype=np.uint32)
 
     def replica_table(self) -> npt.NDArray[np.uint32]:
         """groups × RF servers, primary first."""

@@ -1,0 +1,78 @@
+"""The `verify` job: judge a published version on what the real system now does (`tailtune.control.verify`).
+
+The worker reads what only it may reach — a stock Cassandra deployment's coordinator read latency, through the
+Cassandra publisher's connection (the egress rules: allowed addresses, allowed password variable) — and hands it
+to the control plane's check together with the clients' reports in the metadata DB. The API only enqueues this
+job (`POST /api/v1/deployments/{id}/verify`); the nightly job runs the same check as its last step.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from jobs.context import JobContext, JobFailed
+from tailtune.base.errors import TailtuneError
+from tailtune.control.configs import get_version, latest
+from tailtune.control.db import DeploymentRow
+from tailtune.control.egress import Egress
+from tailtune.control.errors import Missing
+from tailtune.control.publishers import CassandraPublisher
+from tailtune.control.redact import public
+from tailtune.control.verify import FINAL, verify_version
+
+__all__ = ["run_verify", "server_latency", "verify_deployment"]
+
+
+def server_latency(ctx: JobContext, dep: dict[str, Any]) -> dict[str, Any] | None:
+    """A stock Cassandra deployment's coordinator read latency per node and table now; None for other
+    deployments; `{"error": why}` when the cluster could not be read (the check goes on with the clients')."""
+    if dep["kind"] != "cassandra" or dep["server"] != "stock" or not dep["tables"]:
+        return None
+    publisher = CassandraPublisher(
+        dep["name"], dep["connection"], ctx.settings.publish_timeout_s, tables=dep["tables"], driver=dep["driver"],
+        server=dep["server"], egress=Egress.of(ctx.settings),
+    )
+    try:
+        return publisher.read_latency()
+    except TailtuneError as exc:
+        ctx.log(f"verify: the coordinator latency could not be read: {exc}")
+        return {"error": public(str(exc), ctx.settings)}
+
+
+def verify_deployment(
+    ctx: JobContext, deployment_id: int, version: int | None = None, *, force: bool = False
+) -> dict[str, Any]:
+    """Check `version` (default: the latest) of the deployment; the outcome is recorded on the version."""
+    with ctx.db.session() as s:
+        row = s.get(DeploymentRow, deployment_id)
+        if row is None:
+            raise JobFailed(f"deployment {deployment_id} no longer exists")
+        dep = {"name": row.name, "kind": row.kind, "connection": dict(row.connection),
+               "server": row.server or "stock", "driver": row.driver or "java4", "tables": list(row.tables or [])}
+        try:
+            target = latest(s, deployment_id) if version is None else get_version(s, deployment_id, version)
+        except Missing as exc:
+            if version is None:
+                return {"version": None, "status": None, "checked": False, "reason": exc.detail}
+            raise JobFailed(exc.detail) from None
+        already = (target.verification or {}).get("status")
+    if already in FINAL and not force:  # nothing to do: no connection made
+        return {"version": target.version, "status": already, "checked": False,
+                "reason": f"version {target.version} is already {already}"}
+    server = server_latency(ctx, dep)
+    with ctx.db.session() as s:
+        out = verify_version(s, ctx.settings, deployment_id, target.version, server=server, job_id=ctx.job_id,
+                             force=force)
+    ctx.log(f"verify: version {out['version']} {out['status']}: {out['reason']}")
+    return out
+
+
+def run_verify(ctx: JobContext) -> dict[str, Any]:
+    if ctx.deployment_id is None:
+        raise JobFailed("a verify job needs a deployment")
+    dep_id = ctx.deployment_id
+    raw = ctx.payload.get("version")
+    if raw is not None and (isinstance(raw, bool) or not isinstance(raw, int)):
+        raise JobFailed(f"job payload: field 'version': must be an integer, got {raw!r}")
+    force = bool(ctx.payload.get("force", False))
+    return ctx.step("verify", lambda: verify_deployment(ctx, dep_id, raw, force=force))

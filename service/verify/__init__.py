@@ -1,0 +1,1 @@
+"""/api/v1/deployments/{id}/verify: check a published version on demand (the worker does it)."""

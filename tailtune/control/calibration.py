@@ -1,0 +1,233 @@
+"""Calibration: the model inputs discovery cannot read, measured on the live system and marked `calibrated`.
+
+Calibration measures *inputs* — how long one read takes the node, how long the network takes — and never tunes
+the model until its predictions match an observation: no simulator output is compared with anything here.
+
+**Cassandra** (at low load: one request at a time, after five uncounted warm-up requests each):
+
+* **network** — `TAILTUNE_CALIBRATE_READS` trivial round trips, `SELECT release_version FROM system.local` (a
+  local system table: no disk, no replica, the smallest server work a CQL request has), timed client-side. The
+  one-way latency is half their median. It includes the driver's and the server's smallest per-request cost, so
+  it is an upper bound of the wire's; the simulator adds it twice per replica request.
+* **service time** — as many single-partition reads of the deployment's first table (`SELECT * ... WHERE <partition
+  key> = ? LIMIT 1`, consistency ONE), timed client-side. A read is the trivial request plus the node's work on
+  the read, so the service time is found by **deconvolution by moments**: its mean is the reads' mean minus the
+  trivial round trips' mean, its variance the reads' variance minus theirs (the two independent), each sample
+  without its stalls first (values above p50 + 10 × (p90 − p50): a machine stall is not a service time). The
+  latency tables (`system_views.local_read_latency`) resolve 1 ms at best (docs/model.md), so they cannot give
+  sub-millisecond service times; the client's clock can, as a difference. **The fit:** a lognormal (the simulator's
+  `demand_dist = lognormal`) with that mean and coefficient of variation (σ² = ln(1 + cv²)) — service times are
+  right-skewed and the simulator takes a mean and a σ. Its error is stated as the p99 of trivial round trips plus
+  fitted service times (a convolution, drawn) against the reads' observed p99 (`fit.error_pct`). A mean the
+  difference cannot resolve (≤ 0: the node's work is below the client's noise) is stored as the smallest the
+  measurement resolves, with a note. The service rate replayed is 1000 / mean_ms per slot.
+* **uncertainty** — 95 % bootstrap intervals (400 resamples of the timed requests) of the service time's mean
+  and of the one-way network latency, stored with each input (`uncertainty`).
+
+**memcached** — the client overhead per request (`client_overhead.us`), measured by the profiler on a scratch key
+range it removes afterwards (`analysis.memcached_profile.profile_address`, as discovery's `--profile-servers`),
+marked `calibrated`.
+
+Every connection follows the egress rules (`tailtune.control.egress`), like discovery's. All measurements happen
+first; the model is written in one transaction at the end; a failure writes nothing.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import statistics
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import select
+
+from tailtune.base.settings import Settings
+from tailtune.control.db import Database, DeploymentRow
+from tailtune.control.discovery import DiscoveryFailed, _Cql, discover_memcached, open_session, probe_times
+from tailtune.control.egress import Egress, EgressRefused
+from tailtune.control.errors import Missing
+from tailtune.control.model import ModelTooLarge, check_model_size
+
+__all__ = ["Calibrated", "calibrate_cassandra", "calibrate_deployment", "merge_calibration", "service_time"]
+
+BOOTSTRAP = 400
+
+
+@dataclass
+class Calibrated:
+    kind: str
+    at: float
+    inputs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    readings: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    def put(self, name: str, value: Any, how: str, **extra: Any) -> None:
+        self.inputs[name] = {"value": value, "source": "calibrated", "at": self.at, "how": how, **extra}
+
+
+def _quantile(xs: Sequence[float], q: float) -> float:
+    s = sorted(xs)
+    pos = q * (len(s) - 1)
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(s) - 1)
+    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
+
+
+def _trimmed(xs: Sequence[float]) -> list[float]:
+    """`xs` without the stalls: values above p50 + 10 × (p90 − p50) (a lognormal of σ = 1 has 0.002 % of its mass
+    there; a 50 ms pause among sub-millisecond requests is far beyond)."""
+    p50, p90 = _quantile(xs, 0.5), _quantile(xs, 0.9)
+    cut = p50 + 10.0 * (p90 - p50)
+    kept = [x for x in xs if x <= cut] if p90 > p50 else list(xs)
+    return kept if len(kept) >= 2 else list(xs)
+
+
+def service_time(reads_ms: Sequence[float], trivial_ms: Sequence[float], *, seed: int = 0) -> dict[str, float]:
+    """The node's service time of a read by deconvolution by moments (see the module docstring): mean, σ of the
+    lognormal with that mean and variance, whether the mean was resolved, and the fit's p99 check."""
+    r, t = _trimmed(reads_ms), _trimmed(trivial_ms)
+    mean = statistics.fmean(r) - statistics.fmean(t)
+    var = statistics.variance(r) - statistics.variance(t)
+    floor = statistics.stdev(t) / math.sqrt(len(t)) + statistics.stdev(r) / math.sqrt(len(r))
+    resolved = mean > floor
+    mean = max(mean, floor, 1e-6)
+    sigma = math.sqrt(math.log1p(max(var, 0.0) / (mean * mean)))
+    rng = random.Random(seed)
+    mu = math.log(mean) - sigma * sigma / 2
+    drawn = sorted(rng.choice(t) + rng.lognormvariate(mu, sigma) for _ in range(20_000))
+    fitted99 = drawn[int(0.99 * len(drawn))]
+    observed99 = _quantile(reads_ms, 0.99)
+    return {"mean_ms": mean, "sigma": sigma, "resolved": float(resolved), "p99_fitted_ms": fitted99,
+            "p99_observed_ms": observed99,
+            "error_pct": 100.0 * (fitted99 - observed99) / observed99 if observed99 > 0 else 0.0}
+
+
+def _interval(values: Sequence[float], stat: Callable[[Sequence[float]], float], seed: int = 0) -> list[float]:
+    """95 % bootstrap interval of `stat` over `values`."""
+    rng = random.Random(seed)
+    n = len(values)
+    draws = sorted(stat([values[rng.randrange(n)] for _ in range(n)]) for _ in range(BOOTSTRAP))
+    return [draws[int(0.025 * BOOTSTRAP)], draws[int(0.975 * BOOTSTRAP) - 1]]
+
+
+def _timed(cql: _Cql, statement: str, reads: int) -> list[float]:
+    out: list[float] = []
+    for i in range(reads + 5):
+        t0 = time.perf_counter()
+        cql.run(statement)
+        if i >= 5:
+            out.append((time.perf_counter() - t0) * 1000.0)
+    return out
+
+
+def calibrate_cassandra(
+    connection: Mapping[str, Any], tables: Sequence[str], *, egress: Egress, timeout_s: float, reads: int,
+    log: Callable[[str], None] = lambda _: None,
+) -> Calibrated:
+    """Measure the network and the service time of a Cassandra cluster (module docstring); raises
+    DiscoveryFailed naming the node and what to do."""
+    found = Calibrated("cassandra", time.time())
+    target, cluster, session = open_session(connection, egress, timeout_s)
+    try:
+        cql = _Cql(target, session)
+        trivial = _timed(cql, "SELECT release_version FROM system.local", reads)
+        if not tables:
+            service: list[float] = []
+            why: str | None = "the deployment names no table to read (set its tables)"
+        else:
+            service, why = probe_times(cql, tables[0], reads)
+    finally:
+        cluster.shutdown()
+    rtt = statistics.median(trivial)
+    found.readings["trivial_round_trip"] = {"reads": len(trivial), "p50_ms": rtt,
+                                            "p99_ms": _quantile(trivial, 0.99)}
+    found.put("network", {"one_way_ms": rtt / 2}, f"half the median of {len(trivial)} client-timed trivial round "
+              "trips (SELECT release_version FROM system.local, one at a time): an upper bound of the wire's",
+              uncertainty={"one_way_ms": [v / 2 for v in _interval(trivial, statistics.median)]})
+    log(f"network: one way {rtt / 2:.3f} ms (median trivial round trip {rtt:.3f} ms over {len(trivial)})")
+    if why is not None:
+        found.notes.append(f"service time not calibrated: {why}")
+        return found
+    fit = service_time(service, trivial)
+    found.readings["single_key"] = {"table": tables[0], "reads": len(service), "p50_ms": statistics.median(service),
+                                    "p99_ms": _quantile(service, 0.99)}
+    if not fit["resolved"]:
+        found.notes.append(f"the reads of {tables[0]} cost no more than a trivial request within the client's noise: "
+                           f"the service time is stored as the smallest this measurement resolves "
+                           f"({fit['mean_ms']:.4f} ms)")
+    rng = random.Random(1)
+    boot = sorted(service_time([rng.choice(service) for _ in service], [rng.choice(trivial) for _ in trivial],
+                               seed=i)["mean_ms"] for i in range(BOOTSTRAP // 8))
+    found.put(
+        "service_time",
+        {"mean_ms": fit["mean_ms"], "dist": "lognormal", "sigma": fit["sigma"]},
+        f"{len(service)} client-timed single-partition reads of {tables[0]} and {len(trivial)} trivial round trips "
+        "(one at a time): the difference of their means and variances (stalls cut), a lognormal with them",
+        uncertainty={"mean_ms": [boot[int(0.025 * len(boot))], boot[min(len(boot) - 1, int(0.975 * len(boot)))]]},
+        fit={k: fit[k] for k in ("p99_fitted_ms", "p99_observed_ms", "error_pct")},
+    )
+    log(f"service time: mean {fit['mean_ms']:.4f} ms, σ {fit['sigma']:.2f} (lognormal; trivial + fitted p99 "
+        f"{fit['p99_fitted_ms']:.3f} ms against {fit['p99_observed_ms']:.3f} ms observed)")
+    return found
+
+
+def _calibrate_memcached(connection: Mapping[str, Any], *, egress: Egress, timeout_s: float, reps: int,
+                         log: Callable[[str], None]) -> Calibrated:
+    found = discover_memcached(connection, egress=egress, timeout_s=timeout_s, profile_servers=True,
+                               profile_reps=reps, log=log)
+    out = Calibrated("memcached", found.at, readings={"profile": found.readings.get("profile")})
+    entry = found.inputs.get("client_overhead")
+    if entry is None:
+        out.notes.append("client overhead not calibrated: the profiler found no server to profile")
+    else:
+        out.put("client_overhead", entry["value"], str(entry.get("how", "the profiler")))
+    return out
+
+
+def merge_calibration(model: Mapping[str, Any] | None, found: Calibrated) -> dict[str, Any]:
+    """The deployment's model with `found`'s inputs (each replaces the input of its name: calibration wins over
+    discovery; the operator's explicit values stay the operator's in `build_model`)."""
+    old = dict(model or {})
+    inputs = {k: dict(v) for k, v in (old.get("inputs") or {}).items() if isinstance(v, Mapping)}
+    inputs.update({k: dict(v) for k, v in found.inputs.items()})
+    readings = {**(old.get("readings") or {}), "calibration": found.readings}
+    return {**old, "inputs": inputs, "readings": readings,
+            "calibration": {"at": found.at, "notes": list(found.notes)}}
+
+
+def calibrate_deployment(db: Database, settings: Settings, deployment_id: int, *,
+                         log: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
+    """Calibrate deployment `deployment_id` and store the inputs in one transaction; raises DiscoveryFailed
+    (nothing written)."""
+    with db.session() as s:
+        row = s.get(DeploymentRow, deployment_id)
+        if row is None:
+            raise Missing(f"deployment {deployment_id} not found", field="deployment_id")
+        name, kind, connection, tables = row.name, row.kind, dict(row.connection), list(row.tables or [])
+    try:
+        egress = Egress.of(settings)
+    except EgressRefused as exc:
+        raise DiscoveryFailed(str(exc), permanent=True) from None
+    if kind == "cassandra":
+        found = calibrate_cassandra(connection, tables, egress=egress, timeout_s=settings.discover_timeout_s,
+                                    reads=settings.calibrate_reads, log=log)
+    else:
+        found = _calibrate_memcached(connection, egress=egress, timeout_s=settings.discover_timeout_s,
+                                     reps=settings.discover_profile_reps, log=log)
+    with db.session() as s:
+        row = s.scalar(select(DeploymentRow).where(DeploymentRow.id == deployment_id).with_for_update())
+        if row is None:
+            raise Missing(f"deployment {deployment_id} was deleted during its calibration", field="deployment_id")
+        model = merge_calibration(row.model, found)
+        try:
+            check_model_size(model, settings.model_max_bytes)
+        except ModelTooLarge as exc:
+            raise DiscoveryFailed(f"{kind}: {exc}", permanent=True) from None
+        row.model = model
+        s.flush()
+    for note in found.notes:
+        log(f"note: {note}")
+    return {"deployment": name, "kind": kind, "at": found.at, "inputs": found.inputs, "notes": found.notes}

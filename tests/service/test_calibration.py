@@ -1,0 +1,138 @@
+"""Calibration measures a deployment's inputs on the live system — against the tests' real Cassandra node (network
+and service time, client-timed at low load) and real memcached (client overhead) — through the API + worker and
+the CLI; the tune then replays the calibrated inputs. A node that does not answer changes nothing."""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from jobs.handlers import default_handlers
+from jobs.worker import Worker
+from tailtune.control.calibration import service_time
+from tailtune.control.model import build_model
+from tests.servers.cassandra_server import CassandraNode, free_port
+from tests.servers.memcached_server import running_memcached
+from tests.service.conftest import Svc, memcached_deployment
+
+API = "/api/v1"
+KS = "calib_ks"
+
+
+@pytest.fixture(scope="module")
+def cql(cassandra_node: CassandraNode) -> Iterator[Any]:
+    from cassandra.cluster import Cluster
+
+    cluster = Cluster([cassandra_node.host], port=cassandra_node.port, protocol_version=5)
+    try:
+        session = cluster.connect()
+        session.execute(f"CREATE KEYSPACE IF NOT EXISTS {KS} WITH replication = "
+                        "{'class': 'SimpleStrategy', 'replication_factor': 1}")
+        session.execute(f"CREATE TABLE IF NOT EXISTS {KS}.items (k text PRIMARY KEY, v blob)")
+        for i in range(50):
+            session.execute(f"INSERT INTO {KS}.items (k, v) VALUES (%s, %s)", (f"key-{i}", b"x" * 100))
+        yield session
+    finally:
+        cluster.shutdown()
+
+
+def _calibrate_job(svc: Svc, dep_id: int) -> dict[str, Any]:
+    r = svc.client.post(f"{API}/deployments/{dep_id}/calibrate", headers=svc.write)
+    assert r.status_code == 202, r.text
+    Worker(svc.settings, svc.db, "w-calibrate", handlers=default_handlers(), schedule=False).run_once()
+    out: dict[str, Any] = svc.client.get(f"{API}/jobs/{r.json()['id']}", headers=svc.read).json()
+    return out
+
+
+def test_service_time_by_deconvolution() -> None:
+    import random
+
+    rng = random.Random(7)
+    trivial = [0.4 + rng.expovariate(1 / 0.05) for _ in range(4000)]
+    # every read costs a trivial request plus exactly 0.3 ms: mean 0.3, no variance of its own
+    fixed = service_time([t + 0.3 for t in trivial], trivial)
+    assert fixed["mean_ms"] == pytest.approx(0.3, abs=1e-9) and fixed["sigma"] == pytest.approx(0.0, abs=1e-6)
+    assert fixed["resolved"] == 1.0
+    # plus a lognormal of mean 0.5 ms and cv 1 (σ² = ln 2), drawn independently
+    sigma = math.sqrt(math.log(2.0))
+    mu = math.log(0.5) - sigma**2 / 2
+    reads = [0.4 + rng.expovariate(1 / 0.05) + rng.lognormvariate(mu, sigma) for _ in range(40_000)]
+    fit = service_time(reads, trivial)
+    assert fit["mean_ms"] == pytest.approx(0.5, rel=0.05) and fit["sigma"] == pytest.approx(sigma, rel=0.15)
+    assert abs(fit["error_pct"]) < 15
+    # reads no slower than trivial requests: not resolved, stored as the resolution
+    flat = service_time(trivial[:2000], trivial[2000:])
+    assert flat["resolved"] == 0.0 and 0 < flat["mean_ms"] < 0.01
+
+
+@pytest.mark.slow
+def test_calibrate_a_real_cassandra_node(svc: Svc, cli: Any, cassandra_node: CassandraNode, cql: Any) -> None:
+    from cassandra.query import SimpleStatement
+
+    svc.settings.calibrate_reads = 100
+    body = {"name": "calib", "kind": "cassandra", "topology": {"servers": 1},
+            "connection": {"contact_points": [cassandra_node.host], "port": cassandra_node.port},
+            "tables": [f"{KS}.items"]}
+    dep = svc.client.post(f"{API}/deployments", json=body, headers=svc.write).json()
+    t0 = time.time()
+    job = _calibrate_job(svc, dep["id"])
+    assert job["status"] == "succeeded", job["logs"]
+    inputs = svc.client.get(f"{API}/deployments/{dep['id']}", headers=svc.read).json()["model"]["inputs"]
+    net, st = inputs["network"], inputs["service_time"]
+    for entry in (net, st):
+        assert entry["source"] == "calibrated" and t0 <= entry["at"] <= time.time() and entry["how"]
+    # the client's own timing of the same kinds of request bounds what calibration stored
+    stmt = SimpleStatement(f"SELECT * FROM {KS}.items WHERE k = 'key-7'")
+    times = []
+    for _ in range(50):
+        s0 = time.perf_counter()
+        cql.execute(stmt)
+        times.append((time.perf_counter() - s0) * 1000)
+    whole = statistics.median(times)
+    one_way = net["value"]["one_way_ms"]
+    assert 0 < one_way < whole and net["uncertainty"]["one_way_ms"][0] <= one_way <= net["uncertainty"]["one_way_ms"][1]
+    v = st["value"]
+    assert v["dist"] == "lognormal" and 0 <= v["sigma"] < 5 and 0 < v["mean_ms"] < whole
+    lo, hi = st["uncertainty"]["mean_ms"]
+    assert lo <= hi and "p99_fitted_ms" in st["fit"]
+    # the tune replays the calibrated inputs (the operator set servers only)
+    m = build_model("cassandra", dep["topology"], dep["connection"],
+                    svc.client.get(f"{API}/deployments/{dep['id']}", headers=svc.read).json()["model"],
+                    timestamps=False)
+    assert m.sources["service_time"] == "calibrated" and m.sources["network"] == "calibrated"
+    assert m.options["service_rate"] == pytest.approx(1000.0 / v["mean_ms"])
+    assert m.options["net_latency_us"] == pytest.approx(1000.0 * one_way)
+    assert m.options["demand_dist"] == "lognormal"
+    # the CLI measures the same way
+    r = cli("deployments", "calibrate", "calib", "--json")
+    assert r.exit_code == 0, r.stderr
+    assert set(json.loads(r.stdout)["inputs"]) == {"network", "service_time"}
+
+
+def test_calibration_of_a_node_down_changes_nothing(svc: Svc, cli: Any) -> None:
+    body = {"name": "calib-down", "kind": "cassandra", "topology": {"servers": 1},
+            "connection": {"contact_points": ["127.0.0.1"], "port": free_port()}, "tables": ["a.b"]}
+    dep = svc.client.post(f"{API}/deployments", json=body, headers=svc.write).json()
+    svc.settings.discover_timeout_s = 1.0
+    r = cli("deployments", "calibrate", "calib-down")
+    assert r.exit_code != 0 and len(r.stderr.strip().splitlines()) == 1 and "127.0.0.1" in r.stderr, r.stderr
+    assert svc.client.get(f"{API}/deployments/{dep['id']}", headers=svc.read).json()["model"] == dep["model"]
+
+
+@pytest.mark.slow
+def test_calibrate_real_memcached(svc: Svc) -> None:
+    svc.settings.discover_profile_reps = 5
+    with running_memcached(threads=2) as mc:
+        dep = svc.client.post(f"{API}/deployments", json=memcached_deployment("calib-mc", [mc.address]),
+                              headers=svc.write).json()
+        job = _calibrate_job(svc, dep["id"])
+        assert job["status"] == "succeeded", job["logs"]
+    entry = svc.client.get(f"{API}/deployments/{dep['id']}", headers=svc.read).json()["model"]["inputs"][
+        "client_overhead"]
+    assert entry["source"] == "calibrated" and entry["value"]["us"] > 0
