@@ -15,7 +15,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from service.console.charts import COLORS, CONFIG, axis_menu, base_layout, log_axis
+from service.console.charts import COLORS, axis_menu, base_layout, log_axis, spec
 
 __all__ = ["Figure", "Table", "figures", "findings", "tables"]
 
@@ -30,10 +30,6 @@ def findings(summary: Mapping[str, Any]) -> list[str]:
     if reasons:
         out.append(f"{len(reasons)} figure(s) could not be computed from this trace; the last table says why.")
     return out
-
-
-def _cfg() -> dict[str, Any]:
-    return dict(CONFIG)
 
 
 def _phi(x: float) -> float:
@@ -73,7 +69,7 @@ def _sizes(ms: Mapping[str, Any]) -> Figure | None:
     caption = (f"μ = {mu:.3g}, σ = {sigma:.3g} (KS distance {ms.get('lognormal_ks') or 0:.3g} on "
                f"{ms.get('lognormal_n') or 0:,} multi-key requests); {share:.0%} of requests are multi-key.")
     return {"id": "sizes", "title": "Multiget sizes", "caption": caption,
-            "spec": {"data": data, "layout": layout, "config": _cfg()}}
+            "spec": spec(data, layout)}
 
 
 def _popularity(kp: Mapping[str, Any]) -> Figure | None:
@@ -100,7 +96,7 @@ def _popularity(kp: Mapping[str, Any]) -> Figure | None:
     caption = (f"{kp.get('distinct_keys') or 0:,} distinct keys, {kp.get('accesses') or 0:,} accesses; "
                f"the fitted lines start at the most accessed key.")
     return {"id": "popularity", "title": "Key popularity", "caption": caption,
-            "spec": {"data": data, "layout": layout, "config": _cfg()}}
+            "spec": spec(data, layout)}
 
 
 def _drift(kp: Mapping[str, Any]) -> Figure | None:
@@ -117,7 +113,7 @@ def _drift(kp: Mapping[str, Any]) -> Figure | None:
     caption = (f"{drift.get('windows')} windows of {drift.get('window_s') or 0:.3g} s; 1 = the same hot keys as the "
                "window before.")
     return {"id": "drift", "title": "Hot-set drift", "caption": caption,
-            "spec": {"data": data, "layout": layout, "config": _cfg()}}
+            "spec": spec(data, layout)}
 
 
 def _values(vs: Mapping[str, Any]) -> Figure | None:
@@ -137,7 +133,7 @@ def _values(vs: Mapping[str, Any]) -> Figure | None:
     layout["barmode"] = "group"
     layout["updatemenus"] = [axis_menu("y", "log")]
     return {"id": "values", "title": "Value sizes", "caption": "Percentiles of the value size, per access and per key.",
-            "spec": {"data": data, "layout": layout, "config": _cfg()}}
+            "spec": spec(data, layout)}
 
 
 def _slack(bounds: list[Mapping[str, Any]]) -> Figure | None:
@@ -153,7 +149,7 @@ def _slack(bounds: list[Mapping[str, Any]]) -> Figure | None:
     layout["updatemenus"] = [axis_menu("y", "linear")]
     return {"id": "slack", "title": "Slack bounds", "caption": "How much a scheduler could cut per op, at most "
             "(upper) and surely (lower), by the load of the simulated cluster.",
-            "spec": {"data": data, "layout": layout, "config": _cfg()}}
+            "spec": spec(data, layout)}
 
 
 def _latency(lat: Mapping[str, Any]) -> Figure | None:
@@ -167,7 +163,7 @@ def _latency(lat: Mapping[str, Any]) -> Figure | None:
              "hovertemplate": "latency decile %{x}: mean size %{y:.3g} keys (mean latency %{text})<extra></extra>"}]
     layout = base_layout("Request size by latency decile", x="latency decile", y="mean keys per request")
     return {"id": "latency", "title": "Latency and size", "caption": "Rein's Fig. 4: are the slow requests the big "
-            "ones?", "spec": {"data": data, "layout": layout, "config": _cfg()}}
+            "ones?", "spec": spec(data, layout)}
 
 
 def figures(summary: Mapping[str, Any]) -> list[Figure]:

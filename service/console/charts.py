@@ -22,6 +22,7 @@ __all__ = [
     "log_axis",
     "optuna_figures",
     "percentile_figure",
+    "spec",
     "timeline_figure",
 ]
 
@@ -43,12 +44,14 @@ def base_layout(title: str, *, height: int = 400, x: str = "", y: str = "") -> d
                   "y": 1.0, "yanchor": "top", "yref": "container", "pad": {"t": 12}},
         "height": height,
         "autosize": True,
-        "margin": {"l": 64, "r": 16, "t": 84, "b": 56},
+        "margin": {"l": 64, "r": 16, "t": 84, "b": 110},
         "font": {"family": "system-ui, sans-serif", "size": 12, "color": "#1f2328"},
         "paper_bgcolor": "#ffffff",
         "plot_bgcolor": "#ffffff",
         "hovermode": "closest",
-        "legend": {"orientation": "h", "x": 0.0, "xanchor": "left", "y": -0.2, "yanchor": "top"},
+        # at the figure's foot, below the axis title, inside the margin kept for it (two rows fit on a phone)
+        "legend": {"orientation": "h", "x": 0.0, "xanchor": "left", "xref": "container", "y": 0.0,
+                   "yanchor": "bottom", "yref": "container"},
         "xaxis": {"title": {"text": x}, "gridcolor": "#d8dee4", "zeroline": False, "automargin": True},
         "yaxis": {"title": {"text": y}, "gridcolor": "#d8dee4", "zeroline": False, "automargin": True},
     }
@@ -94,7 +97,11 @@ CONFIG = {"displaylogo": False, "responsive": True,
                                      "hoverClosestCartesian", "hoverCompareCartesian"]}
 
 
-def _spec(data: list[dict[str, Any]], layout: dict[str, Any], **config: Any) -> dict[str, Any]:
+def spec(data: list[dict[str, Any]], layout: dict[str, Any], **config: Any) -> dict[str, Any]:
+    """A figure for the page: `{data, layout, config}`; without a legend (one trace) the foot's margin shrinks."""
+    legend = [t for t in data if t.get("showlegend", True) is not False]
+    if len(legend) < 2 or layout.get("showlegend") is False:
+        layout["margin"] = {**layout.get("margin", {}), "b": min(layout.get("margin", {}).get("b", 60), 60)}
     return {"data": data, "layout": layout, "config": {**CONFIG, **config}}
 
 
@@ -106,13 +113,15 @@ def cdf_figure(cdfs: Mapping[str, Any]) -> dict[str, Any]:
     data = []
     for tail in (True, False):
         for i, curve in enumerate(curves):
+            xs = [float(v) for v in curve.get("latency_ms") or []]
             ys = [float(v) for v in curve.get("cdf") or []]
+            if tail:  # the slowest request leaves no share slower than it: a log axis has no 0
+                xs, ys = [x for x, y in zip(xs, ys, strict=True) if y < 1.0], [1.0 - y for y in ys if y < 1.0]
             data.append({
                 "type": "scatter", "mode": "lines", "visible": tail,
                 "name": _CURVE_NAMES.get(str(curve.get("name")), str(curve.get("name"))),
                 "legendgroup": str(curve.get("name")), "showlegend": tail,
-                "x": list(curve.get("latency_ms") or []),
-                "y": [max(1.0 - v, 1e-9) for v in ys] if tail else ys,
+                "x": xs, "y": ys,
                 "line": {"color": COLORS[i % len(COLORS)], "width": 2, "dash": ("solid", "dash", "dot")[i % 3]},
                 "hovertemplate": (("%{y:.3%} of requests slower than %{x:.4g} ms" if tail else
                                    "%{y:.3%} of requests within %{x:.4g} ms")
@@ -155,7 +164,7 @@ def cdf_figure(cdfs: Mapping[str, Any]) -> dict[str, Any]:
                        "yaxis.title.text": "share of requests", "shapes": cdf_shapes, "annotations": cdf_notes}]},
         ],
     }]
-    return _spec(data, layout)
+    return spec(data, layout)
 
 
 def percentile_figure(curves: Sequence[tuple[str, Mapping[str, Any]]]) -> dict[str, Any]:
@@ -172,7 +181,7 @@ def percentile_figure(curves: Sequence[tuple[str, Mapping[str, Any]]]) -> dict[s
     layout = base_layout("Percentiles (this job recorded no CDF)", x="request latency (ms)", y="share of requests")
     log_axis(layout, "x")
     layout["updatemenus"] = [axis_menu("x", "log")]
-    return _spec(data, layout)
+    return spec(data, layout)
 
 
 def _iso(epoch: float) -> str:
@@ -192,17 +201,16 @@ def timeline_figure(points: Sequence[Mapping[str, Any]], *, small: bool = False)
                                                                     "shape": "hv"},
          "hovertemplate": "expected p99 %{y:.3g} ms<br>%{x}<extra></extra>"},
     ]
-    layout = base_layout("" if small else "Expected vs observed p99", height=170 if small else 360,
+    layout = base_layout("" if small else "Expected vs observed p99", height=170 if small else 380,
                          y="p99 (ms)")
     layout["xaxis"]["type"] = "date"
-    layout["yaxis"]["rangemode"] = "tozero"
+    values = [float(v) for p in points for v in (p.get("observed_p99_ms"), p.get("expected_p99_ms")) if v is not None]
+    layout["yaxis"]["range"] = [0.0, 1.15 * max(values, default=1.0)]  # from 0, the highest point not at the edge
     if small:
         layout["margin"] = {"l": 48, "r": 10, "t": 10, "b": 30}
         layout["showlegend"] = False
         layout["yaxis"]["title"] = {"text": "ms"}
-    else:
-        layout["updatemenus"] = [axis_menu("y", "linear")]
-    return _spec(data, layout, displayModeBar=not small)
+    return spec(data, layout, displayModeBar=not small)
 
 
 def _plotly_json(fig: Any) -> dict[str, Any]:
@@ -210,7 +218,8 @@ def _plotly_json(fig: Any) -> dict[str, Any]:
     layout = spec.get("layout") or {}
     layout.pop("template", None)  # plotly's default template: ~10 kB per figure, and the page has its own style
     house = base_layout(str((layout.get("title") or {}).get("text") or ""))
-    layout.update({k: house[k] for k in ("height", "font", "paper_bgcolor", "plot_bgcolor", "margin", "title")})
+    layout.update({k: house[k] for k in ("height", "font", "paper_bgcolor", "plot_bgcolor", "title")})
+    layout["margin"] = {**house["margin"], "b": 60}  # Optuna's own legend sits beside the plot
     for axis in ("xaxis", "yaxis"):
         layout.setdefault(axis, {}).update(gridcolor="#d8dee4", automargin=True)
     spec["layout"] = layout

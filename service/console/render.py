@@ -37,13 +37,10 @@ __all__ = [
     "page",
     "plotly_js",
     "static_files",
-    "verify_available",
 ]
 
 _HERE = Path(__file__).resolve().parent
 STATIC_DIR = _HERE / "static"
-#: The route of the API's verify endpoint: the console shows a verify button only when the API has it.
-VERIFY_ROUTE = "/api/v1/deployments/{deployment_id}/verify"
 
 #: htmx, vendored with its license under static/vendor/ (docs/console.md): the npm package `htmx.org` at this
 #: version (its tarball's integrity as the npm registry lists it) and the sha256 of its `dist/htmx.min.js`, which a
@@ -183,14 +180,6 @@ _env.filters.update(when=_when, ago=_ago, bytes=_bytes, num=_num, ms=_ms, pct=_p
 _env.globals.update(static=_static_url)
 
 
-def verify_available(request: Request) -> bool:
-    """Does this server's API have `POST /deployments/{id}/verify`? Read from its route table as the OpenAPI
-    description lists it (built once, then cached by the app; the routers nest, so the app's own `routes` does
-    not list each path)."""
-    paths = request.app.openapi().get("paths") or {}
-    return "post" in (paths.get(VERIFY_ROUTE) or {})
-
-
 def _headers(response: Response) -> Response:
     for k, v in HEADERS.items():
         response.headers.setdefault(k, v)
@@ -203,8 +192,7 @@ def page(
     """A whole page: the layout with its navigation, the viewer, the flash message the last form left."""
     flash = pop_flash(request)
     html = _env.get_template(template).render(
-        request=request, viewer=viewer, flash=flash, path=request.url.path,
-        verify_available=verify_available(request), **context,
+        request=request, viewer=viewer, flash=flash, path=request.url.path, **context,
     )
     response = HTMLResponse(html, status_code=status_code)
     if flash is not None:

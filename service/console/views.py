@@ -2,7 +2,8 @@
 jobs, traces, schedules, observations, the deployment's model): nothing here writes.
 
 A nightly job's evidence is its `tune` step's output (the whole recommendation, `tune --json`'s object) and its
-`decide` step's; the drift and 'kept' decisions are its result's `decision` (and `drift`, where the job records one).
+`decide` step's; its drift and 'kept' decisions are its `drift` step's output and its result's `decision` (a job whose
+workload did not move skips `tune` and `decide`: docs/drift.md).
 """
 
 from __future__ import annotations
@@ -46,10 +47,13 @@ FINAL = ("succeeded", "failed", "cancelled")
 #: The steps of a job kind, in order, as its handler records them (jobs/nightly.py; the test checks they agree):
 #: the progress bar counts the done ones. A nightly job's `publish` runs only for an accepted config.
 PIPELINE_STEPS = {
-    "nightly": ("ingest", "analyze", "tune", "decide", "publish"),
+    "nightly": ("ingest", "analyze", "drift", "tune", "decide", "publish", "verify"),
     "ingest": ("ingest",),
     "analyze": ("analyze",),
     "publish": ("publish",),
+    "verify": ("verify",),
+    "discover": ("discover",),
+    "calibrate": ("calibrate",),
 }
 _METRICS = ("p50_ms", "p95_ms", "p99_ms", "p999_ms", "mean_ms")
 
@@ -75,7 +79,10 @@ class Night:
     baseline_p99: float | None = None
     expected_p99: float | None = None
     decision: dict[str, Any] | None = None
-    drift: Any = None
+    #: the `drift` step's output: `{changed, forced, against_job, against_version, reason, moved, quantities}`
+    drift: dict[str, Any] | None = None
+    #: the `verify` step's output (the version checked and its status)
+    verify: dict[str, Any] | None = None
     #: The change of the current config's simulated p99 against the night before (its own workload drift), %.
     baseline_change_pct: float | None = None
 
@@ -89,7 +96,8 @@ def _night(job: JobRow) -> Night:
         night.baseline_p99 = (rec.get("baseline") or {}).get("p99_ms")
         night.expected_p99 = (rec.get("expected") or {}).get("p99_ms")
     night.decision = step_output(job, "decide") or (job.result or {}).get("decision")
-    night.drift = (job.result or {}).get("drift")
+    night.drift = step_output(job, "drift") or (job.result or {}).get("drift")
+    night.verify = step_output(job, "verify") or (job.result or {}).get("verify")
     return night
 
 

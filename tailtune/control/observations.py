@@ -185,10 +185,10 @@ def timeline(s: Session, deployment_id: int, *, limit: int = 500) -> list[dict[s
             vrow = s.scalar(select(ConfigVersionRow).where(
                 ConfigVersionRow.deployment_id == deployment_id, ConfigVersionRow.version == version))
             expected[version] = _expected(s, vrow) if vrow is not None else None
-        figures = _figures(merge_histograms([o.observation.get("all") or {} for o in obs]))
+        seen = figures(merge_histograms([o.observation.get("all") or {} for o in obs]))
         exp = expected[version] or {}
         out.append({"window_start": start, "window_end": max(o.window_end for o in obs), "config_version": version,
-                    "clients": len({o.client_id for o in obs}), "requests": figures["requests"],
-                    "observed_p50_ms": figures["p50_ms"], "observed_p99_ms": figures["p99_ms"],
+                    "clients": len({o.client_id for o in obs}), "requests": seen["requests"],
+                    "observed_p50_ms": seen["p50_ms"], "observed_p99_ms": seen["p99_ms"],
                     "expected_p99_ms": exp.get("p99_ms")})
     return out

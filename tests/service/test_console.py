@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fastapi import APIRouter
 
 from jobs.handlers import default_handlers
 from jobs.worker import Worker
@@ -265,25 +264,21 @@ def test_a_retried_analysis_points_at_its_new_job(svc: Svc) -> None:
         assert again is not None and (again.status, again.error) == ("queued", None) and again.job_id != job_id
 
 
-def test_verify_button_only_where_the_api_has_verify(svc: Svc) -> None:
+def test_verify_a_published_version_again(svc: Svc) -> None:
     dep = deployment(svc)
     csrf = sign_in(svc, svc.write)
+    assert 'id="verify-1"' not in svc.client.get(f"/deployments/{dep['id']}").text  # never published: nothing to judge
+    with svc.db.session() as s:
+        from tailtune.control.configs import get_version
+
+        get_version(s, dep["id"], 1).published = {"memcached": {"at": time.time(), "current_version": 1}}
     page = svc.client.get(f"/deployments/{dep['id']}").text
-    assert 'id="verify-1"' not in page and "this server has no verify step" in svc.client.get("/").text
+    assert 'id="verify-1"' in page and 'id="verify-2"' not in page
     r = svc.client.post(f"/deployments/{dep['id']}/verify", data={"version": "1", "csrf_token": csrf},
                         follow_redirects=False)
-    assert r.status_code == 303
-    assert "no verify endpoint" in svc.client.get(r.headers["location"]).text
-    def verify(deployment_id: int) -> dict[str, str]:
-        return {}
-
-    extra = APIRouter()
-    extra.add_api_route("/api/v1/deployments/{deployment_id}/verify", verify, methods=["POST"])
-    app: Any = svc.client.app
-    app.include_router(extra)
-    app.openapi_schema = None  # the app caches its description: built anew with the route
-    page = svc.client.get(f"/deployments/{dep['id']}").text
-    assert 'id="verify-1"' in page and 'id="verify-2"' in page
+    (job,) = jobs_of(svc, "verify")
+    assert r.status_code == 303 and r.headers["location"] == f"/jobs/{job.id}"
+    assert job.payload == {"version": 1, "force": True} and job.deployment_id == dep["id"]
 
 
 # --- the schedule editor -----------------------------------------------------------------------------------------
@@ -408,9 +403,29 @@ def _nightly_done(svc: Svc, dep_id: int, rec: dict[str, Any], accepted: bool) ->
     with svc.db.session() as s:
         job = enqueue(s, svc.settings, "nightly", {}, deployment_id=dep_id)
         job.status = "succeeded"
-        job.steps = [{"name": "tune", "status": "done", "output": rec},
+        drift: dict[str, Any] = {"changed": True, "forced": False, "against_job": None, "reason": "a quantity moved",
+                 "moved": ["request_rate"], "inputs_changed": [], "quantities": {}}
+        job.steps = [{"name": "drift", "status": "done", "output": drift},
+                     {"name": "tune", "status": "done", "output": rec},
                      {"name": "decide", "status": "done", "output": decision}]
-        job.result = {"decision": decision, "drift": {"p99_pct": 12.5}}
+        job.result = {"decision": decision, "drift": drift}
+        return int(job.id)
+
+
+def _nightly_kept(svc: Svc, dep_id: int, against: int) -> int:
+    """A nightly whose workload did not move: its study skipped (docs/drift.md)."""
+    reason = "workload unchanged: kept v2"
+    drift = {"changed": False, "forced": False, "against_job": against, "against_version": 2, "moved": [],
+             "inputs_changed": [], "reason": "nothing moved",
+             "quantities": {"request_rate": {"statistic": "relative change", "value": 0.02, "threshold": 0.1,
+                                             "moved": False}}}
+    with svc.db.session() as s:
+        job = enqueue(s, svc.settings, "nightly", {}, deployment_id=dep_id)
+        job.status = "succeeded"
+        job.steps = [{"name": "drift", "status": "done", "output": drift},
+                     {"name": "tune", "status": "skipped", "output": {"reason": reason}},
+                     {"name": "decide", "status": "skipped", "output": {"reason": reason}}]
+        job.result = {"drift": drift, "decision": {"accepted": False, "reason": reason, "version": None}}
         return int(job.id)
 
 
@@ -427,13 +442,13 @@ def test_the_deployment_page_shows_the_evidence_of_the_newest_recommendation(svc
     spec = json.loads(page.split('id="cdf-spec">', 1)[1].split("</script>", 1)[0])
     if cdfs:
         assert [t["name"] for t in spec["data"] if t["visible"]] == ["current config", "recommended"]
-        assert spec["data"][1]["x"] == [0.1, 0.9, 1.2]
-        assert spec["data"][1]["y"] == pytest.approx([0.5, 0.02, 1e-9])  # opens on the tail: 1 − CDF
+        # it opens on the tail: 1 − CDF, without the slowest request (no share is slower: no point on a log axis)
+        assert spec["data"][1]["x"] == [0.1, 0.9] and spec["data"][1]["y"] == pytest.approx([0.5, 0.02])
         assert spec["data"][3]["y"] == [0.5, 0.98, 1.0]  # the whole CDF, a button away
     else:
         assert spec["layout"]["title"]["text"].startswith("Percentiles")
         assert spec["data"][0]["x"] == [0.2, 0.9, 1.5, 3.0]
-    assert "drift: {&#34;p99_pct&#34;: 12.5}" in page  # a job's recorded drift, as it is
+    assert "moved: request_rate" in page  # the job's drift step
     overview = svc.client.get("/").text
     assert f"job {job_id}</a>" in overview and "verdict: <strong>recommend</strong>" in overview
 
@@ -443,11 +458,18 @@ def test_kept_decisions_and_the_change_from_the_night_before(svc: Svc) -> None:
     first = _rec(False)
     second = {**_rec(False), "verdict": "keep current", "baseline": {**first["baseline"], "p99_ms": 1.8}}
     _nightly_done(svc, dep["id"], first, accepted=True)
-    _nightly_done(svc, dep["id"], second, accepted=False)
+    studied = _nightly_done(svc, dep["id"], second, accepted=False)
+    kept = _nightly_kept(svc, dep["id"], against=studied)
     sign_in(svc, svc.read)
-    table = svc.client.get(f"/deployments/{dep['id']}").text.split('id="nights"', 1)[1].split("</table>", 1)[0]
+    page = svc.client.get(f"/deployments/{dep['id']}").text
+    table = page.split('id="nights"', 1)[1].split("</table>", 1)[0]
     assert "kept: p99 improves by 1 %" in table and "accepted: version 2" in table
     assert "(+20.0 %)" in table  # 1.5 ms → 1.8 ms under the same config
+    assert f"unchanged since job {studied}" in table and "kept: workload unchanged: kept v2" in table
+    assert f"nightly job {studied}</a>" in page  # the evidence: the newest job that ran a study
+    job_page = svc.client.get(f"/jobs/{kept}").text
+    assert 'id="drift-table"' in job_page and "request_rate" in job_page and "kept the current config" in job_page
+    assert job_page.count("s-skipped") >= 2 and "4 of 4 steps done" not in job_page
 
 
 def test_the_model_table_has_every_input_with_its_source(svc: Svc) -> None:

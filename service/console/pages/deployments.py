@@ -3,20 +3,19 @@ verify (when the API has it), roll back, discover, and its schedules."""
 
 from __future__ import annotations
 
-import importlib
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Form, Query, Request, Response
 from fastapi.responses import RedirectResponse
 from pydantic import ValidationError
 
 from service.console import charts, views
-from service.console.render import ConsoleRoute, fragment, page, verify_available
+from service.console.render import ConsoleRoute, fragment, page
 from service.console.session import ViewerDep, WriterDep, set_flash
 from service.deployments import service as deployments
 from service.deployments.schemas import DiscoverRequest, check_timezone
 from service.deps import SessionDep, SettingsDep
-from service.errors import Invalid, Missing
+from service.errors import Invalid
 from service.jobs.schemas import JobCreate
 from service.params import PathId
 from service.schedules import service as schedules
@@ -26,6 +25,7 @@ from tailtune.control import configs
 from tailtune.control import queue as jobs
 from tailtune.control.common import MAX_ID, now
 from tailtune.control.jobspec import check_tune
+from tailtune.control.verify import schedule_verify
 
 __all__ = ["router"]
 
@@ -145,11 +145,8 @@ def rollback(
 def verify(
     deployment_id: PathId, request: Request, s: SessionDep, settings: SettingsDep, _: WriterDep, version: Version
 ) -> Response:
-    """Judge a version on what the system now does (as `POST /deployments/{id}/verify`, when the API has it)."""
-    if not verify_available(request):
-        raise Missing("this server's API has no verify endpoint", field="verify")
-    schedule: Any = importlib.import_module("tailtune.control.verify").schedule_verify
-    job = schedule(s, settings, deployment_id, version)
+    """Judge a version again on what the system now does (as `POST /deployments/{id}/verify`)."""
+    job = schedule_verify(s, settings, deployment_id, version)
     return _done(request, settings, f"/jobs/{job.id}", f"Verifying config version {version}: job {job.id}.")
 
 

@@ -32,14 +32,19 @@ def _progress(job: JobRow) -> dict[str, Any]:
     names = [st.get("name") for st in recorded]
     expected = views.PIPELINE_STEPS.get(job.kind, ())
     decision = views.step_output(job, "decide")
-    skip_publish = job.kind == "nightly" and (
-        (decision is not None and not decision.get("accepted")) or not (job.payload or {}).get("publish", True)
-    )
-    upcoming = [n for n in expected if n not in names and not (n == "publish" and skip_publish)]
+    publishing = (job.payload or {}).get("publish", True)
+    kept = any(st.get("name") == "decide" and st.get("status") == "skipped" for st in recorded)
+    skip = set()
+    if job.kind == "nightly":
+        if not publishing:
+            skip |= {"publish", "verify"}
+        if kept or (decision is not None and not decision.get("accepted")):
+            skip.add("publish")
+    upcoming = [n for n in expected if n not in names and n not in skip]
     if job.status in views.FINAL:
         upcoming = []
     total = len(recorded) + len(upcoming)
-    done = sum(1 for st in recorded if st.get("status") == "done")
+    done = sum(1 for st in recorded if st.get("status") in ("done", "skipped"))
     return {"steps": recorded, "upcoming": upcoming, "done": done, "total": max(total, 1),
             "percent": 100 if job.status == "succeeded" else int(100 * done / max(total, 1))}
 
@@ -85,7 +90,8 @@ def show(job_id: PathId, request: Request, s: SessionDep, settings: SettingsDep,
     if rec is not None and rec.get("study"):
         figures, notes = charts.optuna_figures(str(rec["study"]), settings.resolved_optuna_storage)
     return page(request, "job.html", viewer, title=f"Job {job.id}", dep=dep, rec=rec, figures=figures,
-                figure_notes=notes, decision=views.step_output(job, "decide"),
+                figure_notes=notes, decision=views.step_output(job, "decide") or (job.result or {}).get("decision"),
+                drift=views.step_output(job, "drift"), verify=views.step_output(job, "verify"),
                 analysis=views.step_output(job, "analyze"), not_retried=NOT_RETRIED.get(job.kind), **_live(job))
 
 

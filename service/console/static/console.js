@@ -16,7 +16,7 @@ function drawPlots(root) {
 }
 
 function scrollLogs(root) {
-  root.querySelectorAll("pre.log").forEach(function (pre) { pre.scrollTop = pre.scrollHeight; });
+  root.querySelectorAll("#job-log").forEach(function (pre) { pre.scrollTop = pre.scrollHeight; });
 }
 
 function setupUpload() {
