@@ -91,8 +91,10 @@ def axis_menu(axis: str, start: str, *, decades: bool = True) -> dict[str, Any]:
     }
 
 
-#: plotly's tool bar keeps what a reader of these figures uses: save as PNG, zoom, pan, zoom in/out, reset.
-CONFIG = {"displaylogo": False, "responsive": True,
+#: plotly's tool bar keeps what a reader of these figures uses: save as PNG, zoom, pan, zoom in/out, reset. The
+#: page's script resizes the figures with the window (plotly's own `responsive` throws from its listener when a
+#: figure has no size at that moment).
+CONFIG = {"displaylogo": False, "responsive": False,
           "modeBarButtonsToRemove": ["select2d", "lasso2d", "autoScale2d", "toggleSpikelines",
                                      "hoverClosestCartesian", "hoverCompareCartesian"]}
 
@@ -227,7 +229,9 @@ def _plotly_json(fig: Any) -> dict[str, Any]:
     return spec
 
 
-def optuna_figures(study_name: str, storage_url: str) -> tuple[list[dict[str, Any]], list[str]]:
+def optuna_figures(
+    study_name: str, storage_url: str, objective: str = "objective"
+) -> tuple[list[dict[str, Any]], list[str]]:
     """Optuna's optimization history and parameter importances of a study, as specs; and what could not be
     drawn, as sentences (the study is gone from the storage, too few trials, no parameter varied)."""
     import warnings
@@ -247,7 +251,7 @@ def optuna_figures(study_name: str, storage_url: str) -> tuple[list[dict[str, An
         warnings.simplefilter("ignore")
         multi = len(study.directions) > 1
         target = (lambda t: t.values[0]) if multi else None
-        name = "objective (first term)" if multi else "objective"
+        name = f"{objective}, the first term" if multi else objective
         try:
             history = optuna.visualization.plot_optimization_history(study, target=target, target_name=name)
             figures.append(_plotly_json(history))

@@ -598,3 +598,16 @@ def test_pages_carry_a_strict_content_security_policy(svc: Svc) -> None:
     assert "script-src 'self';" in csp and "frame-ancestors 'none'" in csp and "unsafe-eval" not in csp
     assert r.headers["x-frame-options"] == "DENY" and r.headers["cache-control"] == "no-store"
     assert "<script>" not in r.text  # no inline script anywhere: the policy allows none
+
+
+@pytest.mark.parametrize("status", ["verified", "rolled_back"])
+def test_a_verify_jobs_page_says_its_outcome_in_words(svc: Svc, status: str) -> None:
+    with svc.db.session() as s:
+        job = enqueue(s, svc.settings, "verify", {"version": 4, "force": True})
+        job.status = "succeeded"
+        job.result = {"version": 4, "status": status, "reference_version": 3, "reason": "p99 1.2 ms vs 1.2 ms"}
+        job_id = job.id
+    sign_in(svc, svc.read)
+    outcome = svc.client.get(f"/jobs/{job_id}").text.split('id="verify-outcome">', 1)[1].split("</p>", 1)[0]
+    assert "Version 4:" in outcome and status.replace("_", " ") in outcome and "p99 1.2 ms vs 1.2 ms" in outcome
+    assert ("rolled back to version 3" in outcome) == (status == "rolled_back")

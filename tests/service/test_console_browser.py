@@ -154,9 +154,13 @@ class Pages:
     def settle(self) -> None:
         """Wait for the page's scripts to have run (htmx and plotly load deferred) and keep the console log."""
         self.wait(lambda: self.d.execute_script("return document.readyState") == "complete", 20, "page load")
+        self.read_log()
+
+    def read_log(self) -> None:
+        """Keep the browser's errors (a script error, a refused load), with the page they happened on."""
         for entry in self.d.get_log("browser"):
             if entry["level"] == "SEVERE":
-                self.console_errors.append(entry["message"])
+                self.console_errors.append(f"{self.d.current_url}: {entry['message']}")
 
     def css(self, selector: str) -> Any:
         return self.d.find_element(self.By.CSS_SELECTOR, selector)
@@ -194,8 +198,13 @@ class Pages:
         self.d.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
                                {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": phone})
         try:
-            self.d.execute_script("window.dispatchEvent(new Event('resize'))")
-            time.sleep(0.6)  # plotly redraws at the new width
+            if phone:  # drawn as a phone draws it (its figures lay out for its width when the page loads)
+                self.d.refresh()
+                self.settle()
+                time.sleep(1.0)
+            else:
+                self.d.execute_script("window.dispatchEvent(new Event('resize'))")
+                time.sleep(0.6)  # the figures follow the new width
             size = self.d.execute_cdp_cmd("Page.getLayoutMetrics", {})["cssContentSize"]
             clip = {"x": 0, "y": 0, "width": width, "height": min(int(size["height"]), 12000), "scale": 1}
             png = self.d.execute_cdp_cmd("Page.captureScreenshot",
@@ -203,6 +212,7 @@ class Pages:
         finally:
             self.d.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
             self.d.execute_script("window.dispatchEvent(new Event('resize'))")
+            self.read_log()
         self.count += 1
         path = self.shots / f"{self.count:02d}-{name}{'-phone' if phone else ''}.png"
         path.write_bytes(base64.b64decode(png["data"]))

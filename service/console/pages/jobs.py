@@ -88,7 +88,8 @@ def show(job_id: PathId, request: Request, s: SessionDep, settings: SettingsDep,
     figures: list[dict[str, Any]] = []
     notes: list[str] = []
     if rec is not None and rec.get("study"):
-        figures, notes = charts.optuna_figures(str(rec["study"]), settings.resolved_optuna_storage)
+        figures, notes = charts.optuna_figures(str(rec["study"]), settings.resolved_optuna_storage,
+                                               f"{rec.get('objective') or 'objective'} (ms)")
     return page(request, "job.html", viewer, title=f"Job {job.id}", dep=dep, rec=rec, figures=figures,
                 figure_notes=notes, decision=views.step_output(job, "decide") or (job.result or {}).get("decision"),
                 drift=views.step_output(job, "drift"), verify=views.step_output(job, "verify"),

@@ -10,10 +10,29 @@ function drawPlots(root) {
     var source = document.getElementById(el.dataset.plot);
     if (!source) return;
     var spec = JSON.parse(source.textContent);
+    var config = Object.assign({ displaylogo: false }, spec.config || {});
+    if (window.matchMedia("(max-width: 640px)").matches) {
+      config.displayModeBar = false;  // a phone: no room beside the title; drag zooms, double-tap resets
+    }
     el.dataset.drawn = "1";
-    Plotly.newPlot(el, spec.data, spec.layout, spec.config || { responsive: true, displaylogo: false });
+    Plotly.newPlot(el, spec.data, spec.layout, config);
   });
 }
+
+// The figures follow the window's width: redrawn a moment after it stops changing, each one that has a size.
+var resizing = null;
+function resizePlots() {
+  if (typeof Plotly === "undefined") return;
+  document.querySelectorAll("[data-plot][data-drawn]").forEach(function (el) {
+    if (el.offsetWidth > 0 && el.offsetParent !== null) {
+      try { Plotly.Plots.resize(el); } catch (err) { /* drawn again on the next resize */ }
+    }
+  });
+}
+window.addEventListener("resize", function () {
+  clearTimeout(resizing);
+  resizing = setTimeout(resizePlots, 150);
+});
 
 function scrollLogs(root) {
   root.querySelectorAll("#job-log").forEach(function (pre) { pre.scrollTop = pre.scrollHeight; });
