@@ -60,7 +60,7 @@ def base_layout(title: str, *, height: int = 400, x: str = "", y: str = "") -> d
 def log_axis(layout: dict[str, Any], axis: str, *, decades: bool = True) -> None:
     """A log axis; `decades`: labelled at its decades only (1, 10, 100 or 10⁻³, …: for axes spanning several),
     with a grid line at each 2…9 between."""
-    layout[f"{axis}axis"].update(type="log", exponentformat="power")
+    layout[f"{axis}axis"].update(type="log", exponentformat="power", dtick="D2")  # …, 2, 5, 10, 20, 50, …
     if decades:
         layout[f"{axis}axis"].update(dtick=1, minor={"showgrid": True, "gridcolor": "#eef1f4", "dtick": "D1"})
 
@@ -69,7 +69,7 @@ def axis_menu(axis: str, start: str, *, decades: bool = True) -> dict[str, Any]:
     """Buttons that switch one axis between log (labelled at decades, or not: see `log_axis`) and linear
     (plotly.js does it in the page)."""
     order = ("log", "linear") if start == "log" else ("linear", "log")
-    as_log = {f"{axis}axis.type": "log", f"{axis}axis.dtick": 1 if decades else None,
+    as_log = {f"{axis}axis.type": "log", f"{axis}axis.dtick": 1 if decades else "D2",
               f"{axis}axis.minor.showgrid": decades}
     as_linear = {f"{axis}axis.type": "linear", f"{axis}axis.dtick": None, f"{axis}axis.minor.showgrid": False}
     return {
