@@ -62,7 +62,11 @@ def spark_session(master: str, app_name: str = "tailtune-characterize", *, log_f
 
         log_file.parent.mkdir(parents=True, exist_ok=True)
         with log_file.open("ab") as log:  # the JVM keeps its own descriptors of the file
-            gateway = launch_gateway(conf, popen_kwargs={"stdout": log, "stderr": log})  # type: ignore[no-untyped-call]
+            streams = {"stdout": log, "stderr": log}
+            try:
+                gateway = launch_gateway(conf, popen_kwargs=streams)  # type: ignore[no-untyped-call]
+            except Exception as exc:
+                raise RuntimeError(f"{exc} (the JVM's output is in {log_file})") from exc
         SparkContext(conf=conf, gateway=gateway)
     session = SparkSession.builder.config(conf=conf).getOrCreate()
     session.sparkContext.setLogLevel("ERROR")

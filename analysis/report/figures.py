@@ -9,6 +9,7 @@ light; the lines look the same).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -75,8 +76,9 @@ def _thin(n: int, x: np.ndarray[Any, Any] | None = None) -> np.ndarray[Any, Any]
     return np.unique(np.r_[idx, n - 1])
 
 
-def _axis_switch(log_x: bool, log_y: bool) -> list[dict[str, Any]]:
-    """Buttons (under the plot, left) that switch the figure's log axes between log and linear."""
+def _axis_switch(log_x: bool, log_y: bool, *, linear_first: bool = False) -> list[dict[str, Any]]:
+    """Buttons (under the plot, left) that switch the given axes between log and linear (the first button is the
+    figure's initial state)."""
     if not (log_x or log_y):
         return []
     kind = "log" if log_x and log_y else ("log x" if log_x else "log y")
@@ -94,22 +96,39 @@ def _axis_switch(log_x: bool, log_y: bool) -> list[dict[str, Any]]:
         "showactive": True, "active": 0, "pad": {"r": 8, "t": 30}, "font": {"size": 10},
         "bgcolor": "#f3f4f6", "bordercolor": "#d0d4da",
         "buttons": [{"label": kind, "method": "relayout", "args": [args("log")]},
-                    {"label": "linear", "method": "relayout", "args": [args("linear")]}],
+                    {"label": "linear", "method": "relayout", "args": [args("linear")]}][::-1 if linear_first else 1],
     }]
 
 
-def _span(values: list[Any]) -> float:
-    """Decades covered by the positive values of some traces' coordinates."""
+def _positive(values: list[Any]) -> tuple[float, float] | None:
+    """The smallest and largest positive value of some traces' coordinates."""
     pos = [a[a > 0] for a in (np.asarray(v, dtype=float) for v in values if v is not None) if a.size]
     pos = [a for a in pos if a.size]
     if not pos:
-        return 0.0
-    lo, hi = min(float(a.min()) for a in pos), max(float(a.max()) for a in pos)
-    return float(np.log10(hi / lo))
+        return None
+    return min(float(a.min()) for a in pos), max(float(a.max()) for a in pos)
+
+
+def _log_ticks(axis: Any, values: list[Any], percent: bool) -> None:
+    """Ticks of a log axis: powers of ten once the data span two decades, else 1, 2 and 5 of each decade, written
+    out in full (plotly would print a bare leading digit: '2' for 20)."""
+    bounds = _positive(values)
+    if bounds is None:
+        return
+    lo, hi = bounds
+    if hi / lo >= 100:
+        axis(dtick=1, tickformat="~%" if percent else None)
+        return
+    ticks = [m * 10.0**e for e in range(math.floor(math.log10(lo)) - 1, math.ceil(math.log10(hi)) + 1)
+             for m in (1, 2, 5) if lo / 1.5 <= m * 10.0**e <= hi * 1.5]
+    text = [f"{100 * t:.4g}%" if percent else u.number(t) for t in ticks]
+    axis(tickmode="array", tickvals=ticks, ticktext=text)
 
 
 def _figure(traces: list[Any], x_title: str, y_title: str, *, log_x: bool = False, log_y: bool = False,
-            y_percent: bool = False, y_zero: bool = False, legend: bool = True) -> PlotlyFigure:
+            y_percent: bool = False, y_zero: bool = False, legend: bool = True, offer_log_y: bool = False
+            ) -> PlotlyFigure:
+    """A figure in the report's style; `offer_log_y`: a linear y axis with a button to make it log."""
     import plotly.graph_objects as go
 
     fig = go.Figure(data=traces)
@@ -119,19 +138,18 @@ def _figure(traces: list[Any], x_title: str, y_title: str, *, log_x: bool = Fals
         hovermode="closest", showlegend=legend,
         legend={"orientation": "h", "x": 0.0, "xanchor": "left", "y": 1.02, "yanchor": "bottom",
                 "font": {"size": 11}},
-        updatemenus=_axis_switch(log_x, log_y),
+        updatemenus=_axis_switch(log_x, log_y) if not offer_log_y else _axis_switch(False, True, linear_first=True),
     )
     common = {"showline": True, "linecolor": "#999", "zeroline": False}
     fig.update_xaxes(title_text=x_title, type="log" if log_x else "linear", **common)
     fig.update_yaxes(title_text=y_title, type="log" if log_y else "linear",
                      rangemode="tozero" if y_zero else "normal", **common)
-    # log axes: ticks at powers of ten only once the data span two decades (no "2 5 10 2 5" clutter)
-    if log_x and _span([t.x for t in fig.data]) >= 2:
-        fig.update_xaxes(dtick=1)
-    if log_y and _span([t.y for t in fig.data]) >= 2:
-        fig.update_yaxes(dtick=1)
     if y_percent:
         fig.update_yaxes(tickformat="~%")
+    if log_x:
+        _log_ticks(fig.update_xaxes, [t.x for t in fig.data], False)
+    if log_y:
+        _log_ticks(fig.update_yaxes, [t.y for t in fig.data], y_percent)
     return fig
 
 
@@ -152,10 +170,16 @@ def _ccdf(values: np.ndarray[Any, Any], weights: np.ndarray[Any, Any]) -> tuple[
 
 # --- one builder per figure: (summary, tables) -> Figure | None ---------------------------------------------------
 
+#: Up to this many distinct request sizes, the sizes are drawn as bars (share of requests per size).
+FEW_SIZES = 12
+
+
 def _sizes(doc: dict[str, Any], t: Tables) -> Figure | None:
     h = t.get("multiget_size_histogram")
     if h is None or len(h) < 2:  # one size: the findings say "every request asks for k keys"
         return None
+    if len(h) <= FEW_SIZES:
+        return _few_sizes(h)
     v, p = _ccdf(h["size"].to_numpy(np.int64), h["requests"].to_numpy(np.int64))
     i = _thin(v.size, v)
     traces = [_line(v[i], p[i], "requests", "%{y:.3p} of requests ask for %{x:,} keys or more", color=_BLUE,
@@ -165,14 +189,15 @@ def _sizes(doc: dict[str, Any], t: Tables) -> Figure | None:
     note = ""
     if model is not None and top is not None and multi and top > 2:
         k = np.unique(np.geomspace(2, top, 200).round())
+        tail = None
         if model == "power_law" and ms.get("power_law_alpha") is not None:
-            tail = fits.power_law_ccdf(k, ms["power_law_alpha"], int(top))
+            if (ms.get("power_law_ks") or 0.0) <= fd.POOR_FIT_KS:
+                tail = fits.power_law_ccdf(k, ms["power_law_alpha"], int(top))
             name = f"power law, α = {ms['power_law_alpha']:.2f}"
         elif model == "lognormal" and ms.get("lognormal_mu") is not None:
-            tail = fits.lognormal_multi_ccdf(k, ms["lognormal_mu"], ms["lognormal_sigma"])
+            if (ms.get("lognormal_ks") or 0.0) <= fd.POOR_FIT_KS:
+                tail = fits.lognormal_multi_ccdf(k, ms["lognormal_mu"], ms["lognormal_sigma"])
             name = f"lognormal, μ = {ms['lognormal_mu']:.2f}, σ = {ms['lognormal_sigma']:.2f}"
-        else:
-            tail = None
         if tail is not None:
             shown = multi * tail >= 0.5 * float(p.min())  # down to the data's last point, not the model's end
             k, tail = k[shown], tail[shown]
@@ -185,6 +210,19 @@ def _sizes(doc: dict[str, Any], t: Tables) -> Figure | None:
     return Figure("sizes", "Multiget sizes", caption,
                   _figure(traces, "keys per request (x)", "share of requests with ≥ x keys", log_x=True,
                           log_y=True, y_percent=True))
+
+
+def _few_sizes(h: pd.DataFrame) -> Figure:
+    import plotly.graph_objects as go
+
+    size = h["size"].to_numpy(np.int64)
+    share = h["requests"].to_numpy(float) / float(h["requests"].sum())
+    bar = go.Bar(x=[u.keys(int(k)) for k in size], y=share, marker={"color": _BLUE}, name="requests",
+                 hovertemplate="%{x}: %{y:.3p} of requests<extra></extra>")
+    fig = _figure([bar], "keys per request", "share of requests", y_percent=True, y_zero=True, legend=False)
+    fig.update_xaxes(type="category")
+    caption = f"Share of requests of each size: with only {len(size)} sizes, bars show them better than a curve."
+    return Figure("sizes", "Multiget sizes", caption, fig)
 
 
 def _popularity(doc: dict[str, Any], t: Tables) -> Figure | None:
@@ -293,7 +331,7 @@ def _fanout(doc: dict[str, Any], t: Tables) -> Figure | None:
         g = h.groupby(col)["requests"].sum()
         share = g.to_numpy(float) / float(g.sum())
         traces.append(_line(g.index.to_numpy(), share, label, f"%{{y:.3p}} of requests: %{{x}} {label}",
-                            color=color, mode="lines+markers"))
+                            color=color, mode="markers"))
     sample = (f" Counted on a sample of {u.count(fo['requests_counted'])} requests."
               if (fo.get("requests_fraction") or 1.0) < 1.0 else "")
     caption = (f"How many of the {u.count(fo['servers'])} servers a request touches (replication "
@@ -337,7 +375,7 @@ def _slack(doc: dict[str, Any], t: Tables) -> Figure | None:
         _line(x, [r["upper_ms"] for r in rows], "upper bound", "at %{x:.0%} load: at most %{y:.3g} ms",
               color=_ORANGE, mode="lines+markers", fill="tonexty", fillcolor="rgba(255,127,14,0.15)"),
     ]
-    fig = _figure(traces, "utilization", "latency cut per op (ms)", y_zero=True)
+    fig = _figure(traces, "utilization", "latency cut per op (ms)", y_zero=True, offer_log_y=True)
     fig.update_xaxes(tickformat=".0%")
     caption = ("How much reordering ops could cut the average op's latency in a simulated FIFO replay of the "
                "trace's first requests, between a lower and an upper bound (Rein, Fig. 5).")

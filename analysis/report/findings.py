@@ -61,15 +61,15 @@ def size_model_reason(ms: dict[str, Any]) -> str | None:
     mu, sigma, gain = ms["lognormal_mu"], ms["lognormal_sigma"], ln_ll - pl_ll
     fit = f"A lognormal (μ = {u.number(mu)}, σ = {u.number(sigma)})"
     if model == "power_law":
-        better = (f"fits worse, with one parameter more (log-likelihood {u.number(-gain)} lower)" if gain <= 0 else
+        better = (f"fits worse, though it has one parameter more (log-likelihood {u.number(-gain)} lower)"
+                  if gain <= 0 else
                   f"fits barely better, with one parameter more (log-likelihood only {u.number(gain)} higher)")
-        if math.exp(mu) < 1.5:
-            median = ("its median, e^μ, is far below one key" if math.exp(mu) < 0.1 else
-                      f"its median, e^μ = {u.keys(math.exp(mu))}, lies below the smallest multi-key size")
-            why = f"{median}, so only its tail covers the data, and that tail is straight on log-log axes: a power law"
-        else:
-            why = "the sizes do not bend on log-log axes, as a lognormal's do"
-        return f"{fit} {better}: {why}."
+        if math.exp(mu) >= 1.5:
+            return f"{fit} {better}."
+        median = ("its median, e^μ, is far below one key" if math.exp(mu) < 0.1 else
+                  f"its median, e^μ = {u.keys(math.exp(mu))}, lies below the smallest multi-key size")
+        return (f"{fit} {better}: {median}, so only its tail covers the data, and that tail is straight on log-log "
+                "axes: a power law.")
     if model == "lognormal":
         return (f"A power law fits worse (log-likelihood {u.number(gain)} lower than the lognormal's): the sizes bend "
                 "on log-log axes, which a lognormal does and a power law does not.")
@@ -96,8 +96,10 @@ def _sizes(doc: dict[str, Any]) -> list[str]:
         if ks is not None and ks > POOR_FIT_KS:
             out.append(_no_model(ms))
         else:
-            out.append(f"Multi-key sizes follow a power law, P(k) ∝ k^−{ms['power_law_alpha']:.2f} for {lo} to "
-                       f"{u.keys(hi)} (the model's CDF is within {u.share(ks)} of the data's). "
+            shape = (f"are spread about evenly over {lo} to {u.keys(hi)} (a power law of exponent ≈ 0)"
+                     if ms["power_law_alpha"] < 0.05 else
+                     f"follow a power law, P(k) ∝ k^−{ms['power_law_alpha']:.2f} for {lo} to {u.keys(hi)}")
+            out.append(f"Multi-key sizes {shape}; the model's CDF is within {u.share(ks)} of the data's. "
                        + (size_model_reason(ms) or ""))
     elif model == "lognormal" and ms.get("lognormal_mu") is not None:
         ks = ms.get("lognormal_ks")
@@ -105,8 +107,8 @@ def _sizes(doc: dict[str, Any]) -> list[str]:
             out.append(_no_model(ms))
         else:
             out.append(f"Multi-key sizes follow a lognormal: ln(size) has mean μ = {ms['lognormal_mu']:.2f} and "
-                       f"spread σ = {ms['lognormal_sigma']:.2f} (the model's CDF is within {u.share(ks)} of the "
-                       "data's). " + (size_model_reason(ms) or ""))
+                       f"spread σ = {ms['lognormal_sigma']:.2f}; the model's CDF is within {u.share(ks)} of the "
+                       "data's. " + (size_model_reason(ms) or ""))
     return [s.strip() for s in out]
 
 
@@ -134,8 +136,9 @@ def _popularity(doc: dict[str, Any]) -> list[str]:
     fitted = rng.get("rank_max")
     over = (f"the {u.count(fitted)} of {u.count(n)} keys accessed at least 5 times" if fitted is not None
             and fitted < n else f"all {u.count(n)} keys")
+    flat = " — close to 0: keys are about equally popular" if kp["zipf_alpha_mle"] < 0.2 else ""
     return [f"Key popularity follows Zipf α ≈ {kp['zipf_alpha_mle']:.2f} (maximum likelihood; "
-            f"{kp['zipf_alpha_ols']:.2f} by least squares on the rank-frequency line), fitted over {over}; "
+            f"{kp['zipf_alpha_ols']:.2f} by least squares on the rank-frequency line), fitted over {over}{flat}; "
             f"{u.share(kp['one_hit_wonder_share'])} of keys are accessed only once."]
 
 

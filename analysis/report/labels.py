@@ -34,6 +34,10 @@ def _num(x: Any) -> str:
     return u.number(x)
 
 
+def _exponent(x: Any) -> str:
+    return "—" if x is None else f"{float(x):.2f}"
+
+
 def _ms(x: Any) -> str:
     return "—" if x is None else f"{u.number(x)} ms"
 
@@ -74,7 +78,7 @@ LABELS: dict[str, Label] = {
     "multiget_size.frac_multi": _L("requests with more than one key", u.share),
     "multiget_size.skewness": _L("skewness of request sizes", _num),
     "multiget_size.size_model": _L("model of multi-key sizes", _model),
-    "multiget_size.power_law_alpha": _L("power law: exponent α of P(k) ∝ k^−α", _num),
+    "multiget_size.power_law_alpha": _L("power law: exponent α of P(k) ∝ k^−α", _exponent),
     "multiget_size.power_law_ks": _L("power law: largest gap to the data's CDF", u.share),
     "multiget_size.power_law_loglik": _L("power law: log-likelihood", _num),
     "multiget_size.lognormal_mu": _L("lognormal: mean μ of ln(size)", _num),
@@ -89,8 +93,8 @@ LABELS: dict[str, Label] = {
     "key_popularity.one_hit_wonder_share": _L("keys accessed only once", u.share),
     "key_popularity.one_hit_access_share": _L("accesses to keys accessed only once", u.share),
     "key_popularity.max_count": _L("accesses to the most popular key", u.count),
-    "key_popularity.zipf_alpha_mle": _L("Zipf α, maximum likelihood", _num),
-    "key_popularity.zipf_alpha_ols": _L("Zipf α, least squares on the rank-frequency line", _num),
+    "key_popularity.zipf_alpha_mle": _L("Zipf α, maximum likelihood", _exponent),
+    "key_popularity.zipf_alpha_ols": _L("Zipf α, least squares on the rank-frequency line", _exponent),
     "key_popularity.zipf_ols_r2": _L("R² of that line", _num),
     "key_popularity.zipf_fit_range": _L("keys fitted", _rank_range),
     "key_popularity.top_keys": _L("most accessed keys", _text),
