@@ -171,10 +171,12 @@ def tables(doc: dict[str, Any]) -> list[Table]:
                            f"{u.number(r['upper_ms'])} ms") for r in sb],
                          "Average cut of an op's latency that reordering could give, per utilization.", pairs=False))
     out.append(_pair_table(doc, "slack_observed"))
-    reasons = doc.get("null_reasons") or {}
+    reasons: dict[str, list[str]] = {}  # one row per reason, naming every value it applies to
+    for k, why in (doc.get("null_reasons") or {}).items():
+        reasons.setdefault(str(why), []).append(label(k))
     if reasons:
         out.append(Table("missing", "Missing values and caveats", ("value", "reason"),
-                         [(label(k), str(v)) for k, v in reasons.items()], pairs=False))
+                         [("; ".join(names), why) for why, names in reasons.items()], pairs=False))
     return [t for t in out if t is not None]
 
 
@@ -198,7 +200,7 @@ figcaption,.caption{color:var(--mute);font-size:.88em;margin-top:6px}
 table{border-collapse:collapse;width:100%;font-size:.9em}
 td,th{padding:4px 6px;border-bottom:1px solid var(--line);text-align:right;vertical-align:top}
 th{font-weight:600;color:var(--mute)} td.l,th.l{text-align:left}
-table.pairs td:first-child{text-align:left;color:var(--mute)} td.v{white-space:nowrap}
+table.pairs td:first-child{text-align:left;color:var(--mute);width:58%} td.v{white-space:nowrap}
 td{font-variant-numeric:tabular-nums} .wide{grid-column:1/-1}
 details.raw{margin-top:32px} details.raw pre{background:var(--card);border:1px solid var(--line);padding:12px;
   overflow:auto;font-size:.8em;max-height:40em}
