@@ -87,6 +87,7 @@ def ingest_file(
     on_error: str = "fail",
     unsorted: str = "reject",
     rate: float = 1000.0,
+    watch_gap_us: int | None = None,
     settings: Settings | None = None,
     progress: Progress | None = None,
     limits: Limits | None = None,
@@ -96,7 +97,8 @@ def ingest_file(
     `DatasetInfo.reused` tells whether the same bytes with the same options had been ingested before.
     Raises BadInputError (exit 2, `FILE:LINE: field 'x': problem` lines) and leaves nothing behind on failure.
     `limits` caps the input (ingest.limits); without it, the `TAILTUNE_INGEST_MAX_*` settings apply (the caps of
-    uploads). The caps do not change a result, so they are not part of the dataset id.
+    uploads). The caps do not change a result, so they are not part of the dataset id. `watch_gap_us` is the
+    memcached-watch grouping's gap (default: `TAILTUNE_MEMCACHED_WATCH_GAP_US`; refused for other formats).
     """
     settings = settings or get_settings()
     limits = limits or Limits.from_settings(settings)
@@ -110,6 +112,8 @@ def ingest_file(
         raise BadInputError.single(label, f"--group-window-s must be >= 0, got {group_window_s}")
     if not rate > 0:
         raise BadInputError.single(label, f"--rate must be > 0, got {rate}")
+    if watch_gap_us is not None and watch_gap_us < 0:
+        raise BadInputError.single(label, f"--watch-gap-us must be >= 0, got {watch_gap_us}")
 
     source = Source.of(path, limits)
     source.check_size()
@@ -123,8 +127,14 @@ def ingest_file(
     elif source.size == 0:
         raise BadInputError.single(label, "file is empty", line=1)
     sink = ErrorSink(label, max_errors=max_errors, policy=policy)
-    reader_options = ReaderOptions(mapping=dict(mapping or {}), rate=rate, limits=limits)
+    gap = settings.memcached_watch_gap_us if watch_gap_us is None else watch_gap_us
+    reader_options = ReaderOptions(mapping=dict(mapping or {}), rate=rate, limits=limits, watch_gap_us=gap)
     reader: TraceReader = reader_class(fmt)(source, reader_options, sink)
+    own_options = reader.id_options()
+    if watch_gap_us is not None and "watch_gap_us" not in own_options:
+        raise BadInputError.single(label, f"--watch-gap-us applies to memcached-watch logs only, not to {fmt}")
+    if not reader.ordered:  # its rows come out of time order whatever the file: always sorted
+        sort_policy = UnsortedPolicy.SORT
     columns = reader.columns()
     single_key = "request_id" not in columns
     if group_window_s is not None and not single_key:
@@ -141,6 +151,7 @@ def ingest_file(
     }
     if reader.uses_rate():
         options["rate"] = rate
+    options.update(own_options)
     source_sha = sha256_file(path)
     did = dataset_id(source_sha, options)
     store = DatasetStore(settings)
