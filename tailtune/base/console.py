@@ -13,7 +13,7 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-__all__ = ["err_console", "library_output_to", "out_console", "print_json", "progress"]
+__all__ = ["counts_progress", "err_console", "library_output_to", "out_console", "print_json", "progress"]
 
 out_console = Console()
 err_console = Console(stderr=True)
@@ -61,3 +61,16 @@ def library_output_to(path: Path) -> Iterator[Path]:
         for fd in (log_fd, terminal_fd):
             os.close(fd)
         terminal.close()
+
+
+def counts_progress(*, transient: bool = True) -> Progress:
+    """A progress line on stderr for work measured in time (a bar when its task has a total, e.g. a capture's
+    duration) that shows running counts: the task's `counts` field (e.g. "lines 1,234 · requests 300 · lost 0")."""
+    return Progress(
+        TextColumn("[bold blue]{task.description}"),
+        BarColumn(),
+        TimeElapsedColumn(),
+        TextColumn("{task.fields[counts]}"),
+        console=err_console,
+        transient=transient,
+    )

@@ -13,6 +13,7 @@ from tailtune.base.settings import Settings
 from tailtune.control.common import now
 from tailtune.control.db import DeploymentRow, JobRow
 from tailtune.control.errors import Conflict, Invalid, Missing
+from tailtune.control.jobspec import check_capture_kind
 
 __all__ = ["JOB_KINDS", "JOB_STATUSES", "cancel_job", "enqueue", "get_job", "list_jobs", "stop_job"]
 
@@ -77,8 +78,10 @@ def list_jobs(
 
 
 def run_now(s: Session, settings: Settings, deployment_id: int, payload: dict[str, Any]) -> JobRow:
-    if s.get(DeploymentRow, deployment_id) is None:
+    dep = s.get(DeploymentRow, deployment_id)
+    if dep is None:
         raise Missing(f"deployment {deployment_id} not found", field="deployment_id")
+    check_capture_kind(payload.get("capture"), dep.kind)
     return enqueue(s, settings, "nightly", payload, deployment_id=deployment_id)
 
 
