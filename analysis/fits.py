@@ -5,7 +5,9 @@
   likelihood of P(rank r) ∝ r^-α over ranks 1..N).
 - Multiget sizes: `lognormal_multi` — maximum likelihood of a *discretized, truncated* lognormal for the
   multi-key part (sizes >= 2): P(k) = [Φ((ln(k+½)-μ)/σ) - Φ((ln(k-½)-μ)/σ)] / [1 - Φ((ln 1.5-μ)/σ)], with
-  the KS distance as goodness of fit.
+  the KS distance as goodness of fit; `power_law_multi` — maximum likelihood of a discrete power law
+  P(k) ∝ k^-α on 2..K (K = the largest size seen); `size_model` picks the one the data support (the lognormal
+  only when its second parameter buys a significant likelihood gain).
 - Value sizes: `gpd_tail` — generalized Pareto fit of the exceedances over a threshold (scipy, location
   fixed at 0).
 """
@@ -22,11 +24,16 @@ from scipy import optimize, special, stats
 __all__ = [
     "GpdFit",
     "LognormalFit",
+    "PowerLawFit",
     "ZipfFit",
     "fit_rank_max",
     "gpd_tail",
     "harmonic",
     "lognormal_multi",
+    "lognormal_multi_ccdf",
+    "power_law_ccdf",
+    "power_law_multi",
+    "size_model",
     "sorted_frequencies",
     "zipf_mle",
     "zipf_ols",
@@ -51,6 +58,17 @@ class LognormalFit:
     sigma: float
     ks: float  # max |empirical CDF - fitted CDF| over the observed support (k >= 2)
     n: int  # multi-key requests fitted
+    loglik: float  # log-likelihood of the fitted requests (natural log)
+
+
+@dataclass(frozen=True, slots=True)
+class PowerLawFit:
+    alpha: float  # P(k) ∝ k^-alpha on min_size..max_size
+    min_size: int
+    max_size: int  # the largest size seen (the maximum-likelihood upper bound)
+    ks: float  # max |empirical CDF - fitted CDF| over the observed sizes
+    n: int  # multi-key requests fitted
+    loglik: float  # log-likelihood of the fitted requests (natural log)
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,6 +171,12 @@ def _discrete_lognormal_cdf(k: FloatArray, mu: float, sigma: float) -> FloatArra
     return np.asarray((hi - lo) / max(1.0 - lo, 1e-300), dtype=np.float64)
 
 
+def lognormal_multi_ccdf(k: FloatArray, mu: float, sigma: float) -> FloatArray:
+    """P(size >= k | size >= 2) of the fitted discretized, truncated lognormal, for integer k >= 2."""
+    return np.asarray(1.0 - _discrete_lognormal_cdf(np.asarray(k, dtype=np.float64) - 1.0, mu, sigma),
+                      dtype=np.float64)
+
+
 def lognormal_multi(sizes: IntArray, requests: IntArray) -> LognormalFit | None:
     """MLE (μ, σ) of the multi-key part of a multiget-size histogram (`sizes` → number of `requests`)."""
     mask = sizes >= 2
@@ -181,7 +205,63 @@ def lognormal_multi(sizes: IntArray, requests: IntArray) -> LognormalFit | None:
     order = np.argsort(s)
     emp = np.cumsum(w[order]) / n
     fitted = _discrete_lognormal_cdf(s[order], mu, sigma)
-    return LognormalFit(mu=mu, sigma=sigma, ks=float(np.max(np.abs(emp - fitted))), n=n)
+    return LognormalFit(mu=mu, sigma=sigma, ks=float(np.max(np.abs(emp - fitted))), n=n, loglik=-float(res.fun))
+
+
+def power_law_multi(sizes: IntArray, requests: IntArray) -> PowerLawFit | None:
+    """MLE α of P(k) = k^-α / Σ_{j=2..K} j^-α for the multi-key part of a multiget-size histogram, K = the largest
+    size (its maximum-likelihood value). α may be 0 (every size in 2..K equally likely); bounded search in [0, 10].
+    """
+    mask = sizes >= 2
+    s = sizes[mask].astype(np.float64)
+    w = requests[mask].astype(np.float64)
+    n = int(w.sum())
+    if s.size < 2 or n < 2:
+        return None
+    top = int(s.max())
+    sum_ln = float(np.sum(w * np.log(s)))
+
+    def norm(alpha: float) -> float:
+        return harmonic(top, alpha) - 1.0  # Σ_{j=2..K} j^-α
+
+    def nll(alpha: float) -> float:
+        return alpha * sum_ln + n * math.log(norm(alpha))
+
+    res = optimize.minimize_scalar(nll, bounds=(0.0, 10.0), method="bounded", options={"xatol": 1e-7})
+    alpha = float(res.x)
+    order = np.argsort(s)
+    emp = np.cumsum(w[order]) / n
+    z = norm(alpha)
+    fitted = np.array([(harmonic(int(k), alpha) - 1.0) / z for k in s[order]])
+    return PowerLawFit(alpha=alpha, min_size=2, max_size=top, ks=float(np.max(np.abs(emp - fitted))), n=n,
+                       loglik=-float(res.fun))
+
+
+def power_law_ccdf(k: FloatArray, alpha: float, max_size: int) -> FloatArray:
+    """P(size >= k) of P(j) ∝ j^-α on 2..max_size, for integer k in 2..max_size."""
+    z = harmonic(max_size, alpha) - 1.0
+    below = np.array([harmonic(int(x) - 1, alpha) - 1.0 for x in np.asarray(k)], dtype=np.float64)
+    return np.asarray(1.0 - below / z, dtype=np.float64)
+
+
+#: Half the 5% critical value of χ² with one degree of freedom: the log-likelihood gain the lognormal's second
+#: parameter must buy over the one-parameter power law to be preferred (a likelihood-ratio test).
+LOGLIK_GAIN_FOR_LOGNORMAL = 3.841458820694124 / 2
+
+
+def size_model(lognormal: LognormalFit | None, power_law: PowerLawFit | None) -> str | None:
+    """"lognormal" or "power_law": the model the multi-key sizes support, None when neither was fitted.
+
+    The lognormal has one parameter more; it is kept only when it fits significantly better (log-likelihood gain
+    above `LOGLIK_GAIN_FOR_LOGNORMAL`). Over a range where a lognormal is straight on log-log axes (σ so large
+    that its curvature is invisible, μ far below 2) its μ and σ are not separately identifiable — a power law
+    with one parameter describes the same sizes, so that is the one reported.
+    """
+    if power_law is None:
+        return "lognormal" if lognormal is not None else None
+    if lognormal is None:
+        return "power_law"
+    return "lognormal" if lognormal.loglik - power_law.loglik > LOGLIK_GAIN_FOR_LOGNORMAL else "power_law"
 
 
 def gpd_tail(values: FloatArray, threshold: float, *, min_exceedances: int = 50) -> GpdFit | None:

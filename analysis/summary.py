@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from analysis import fits, histstats
+from analysis.report.findings import findings
 
 __all__ = ["MIN_LOGNORMAL_N", "SCHEMA_VERSION", "Collected", "build_summary", "findings"]
 
@@ -54,6 +55,22 @@ class Collected:
     slack_observed: dict[str, float | None] | None = None  # ops, upper_ms
     source: str | None = None
     extra_reasons: dict[str, str] = field(default_factory=dict)
+
+    def tables(self) -> dict[str, pd.DataFrame]:
+        """The tables written as Parquet next to summary.json (`tables/<name>.parquet`), which the report's figures
+        read (`analysis.report.components.figures`)."""
+        out: dict[str, pd.DataFrame] = {
+            "multiget_size_histogram": self.size_hist,
+            "key_count_of_counts": self.count_of_counts,
+            "top_keys": self.top_keys,
+            "value_size_histogram": self.value_size_hist,
+            "hot_sets": self.hot_sets,
+            "arrival_rate": self.rate,
+        }
+        optional = {"fanout_histogram": self.fanout_hist, "server_load": self.server_load,
+                    "latency_deciles": self.latency_deciles, "slack_bounds": self.slack}
+        out.update({k: v for k, v in optional.items() if v is not None})
+        return out
 
 
 def _f(x: Any) -> float | None:
@@ -95,14 +112,23 @@ def _multiget(c: Collected, nulls: _Nulls) -> dict[str, Any]:
     }
     n_multi = int(reqs[sizes >= 2].sum())
     fit = fits.lognormal_multi(sizes, reqs) if n_multi >= MIN_LOGNORMAL_N else None
+    power = fits.power_law_multi(sizes, reqs) if n_multi >= MIN_LOGNORMAL_N else None
+    reason = f"fewer than {MIN_LOGNORMAL_N} multi-key requests, or one size only"
     if fit is not None:
         out |= {"lognormal_mu": fit.mu, "lognormal_sigma": fit.sigma, "lognormal_ks": fit.ks,
-                "lognormal_n": fit.n, "lognormal_fit_range": {"min_size": 2, "max_size": int(sizes.max())}}
+                "lognormal_n": fit.n, "lognormal_fit_range": {"min_size": 2, "max_size": int(sizes.max())},
+                "lognormal_loglik": fit.loglik}
     else:
         out |= {"lognormal_fit_range": None, "lognormal_n": n_multi}
-        reason = f"fewer than {MIN_LOGNORMAL_N} multi-key requests, or one size only"
         nulls.note(out, "multiget_size", reason,
-                   "lognormal_mu", "lognormal_sigma", "lognormal_ks")
+                   "lognormal_mu", "lognormal_sigma", "lognormal_ks", "lognormal_loglik")
+    if power is not None:
+        out |= {"power_law_alpha": power.alpha, "power_law_ks": power.ks, "power_law_loglik": power.loglik}
+    else:
+        nulls.note(out, "multiget_size", reason, "power_law_alpha", "power_law_ks", "power_law_loglik")
+    out["size_model"] = fits.size_model(fit, power)
+    if out["size_model"] is None:
+        nulls.reasons["multiget_size.size_model"] = reason
     return out
 
 
@@ -139,7 +165,7 @@ def _popularity(c: Collected, nulls: _Nulls) -> dict[str, Any]:
         if counts.max() < 100:
             nulls.reasons["key_popularity.zipf_alpha_ols"] = (
                 "estimate kept, but the most popular key has fewer than 100 accesses "
-                "(libCacheSim reports alpha=0 in that case)"
+                "(libCacheSim reports α = 0 in that case)"
             )
     else:
         out["zipf_fit_range"] = None
@@ -231,7 +257,8 @@ def _value_size(c: Collected, nulls: _Nulls) -> dict[str, Any]:
         out |= {"gpd_xi": gpd.xi, "gpd_sigma": gpd.sigma, "gpd_threshold": gpd.threshold,
                 "gpd_n": gpd.n, "gpd_ks": gpd.ks}
     else:
-        nulls.note(out, "value_size", "fewer than 50 distinct-enough per-key sizes above the per-key p90",
+        nulls.note(out, "value_size",
+                   "fewer than 50 keys above the 90th percentile of per-key sizes, or one size among them",
                    "gpd_xi", "gpd_sigma", "gpd_threshold", "gpd_ks")
     for name in ("skewness",):
         if out[name] is None:
@@ -284,9 +311,15 @@ def _arrivals(c: Collected, nulls: _Nulls) -> dict[str, Any]:
             "burstiness": _f((std - mean) / (std + mean)) if mean and std is not None else None,
         },
     }
-    if c.t_end <= c.t_start:
-        nulls.note(out, "arrivals", "all requests share one timestamp", "rate_mean", "rate_max",
-                   "peak_to_mean", "fano_factor")
+    if c.t_end <= c.t_start:  # one window of a made-up second: its "rate" would be the request count
+        reason = "all requests share one timestamp"
+        for name in ("rate_mean", "rate_max", "peak_to_mean", "fano_factor"):
+            out[name] = None
+        nulls.note(out, "arrivals", reason, "rate_mean", "rate_max", "peak_to_mean", "fano_factor")
+        for name in ("mean_s", "cv", "p50_s", "p99_s", "burstiness"):
+            out["interarrival"][name] = None
+        nulls.reasons["arrivals.interarrival"] = reason
+        return out
     if out["interarrival"]["cv"] is None:
         nulls.reasons["arrivals.interarrival"] = "fewer than two requests with distinct arrival times"
     return out
@@ -390,46 +423,3 @@ def build_summary(c: Collected) -> dict[str, Any]:
     doc["null_reasons"] = reasons
     doc["findings"] = findings(doc)
     return doc
-
-
-def _kb(n: float) -> str:
-    for unit, scale in (("MB", 1 << 20), ("KB", 1 << 10)):
-        if n >= scale:
-            return f"{n / scale:.3g} {unit}"
-    return f"{n:.0f} B"
-
-
-def findings(doc: dict[str, Any]) -> list[str]:
-    """A few plain sentences a person reads first."""
-    out: list[str] = []
-    ms, kp, vs, fo = doc["multiget_size"], doc["key_popularity"], doc["value_size"], doc["fanout"]
-    if ms.get("frac_multi") is not None:
-        out.append(f"{ms['frac_multi']:.0%} of {ms['requests']:,} requests are multi-key; the mean size is "
-                   f"{ms['mean']:.2f} keys, p99 {ms['p99']:.0f}, max {ms['max']}.")
-    if kp.get("zipf_alpha_mle") is not None:
-        out.append(f"Key popularity: Zipf α ≈ {kp['zipf_alpha_mle']:.2f} (maximum likelihood) and "
-                   f"{kp['zipf_alpha_ols']:.2f} (rank-frequency least squares) over {kp['distinct_keys']:,} "
-                   f"keys; {kp['one_hit_wonder_share']:.0%} of keys are accessed only once.")
-    drift = kp.get("hot_set_drift", {})
-    if drift.get("jaccard_consecutive_mean") is not None:
-        out.append(f"The top-{drift['top_n']} hot set overlaps {drift['jaccard_consecutive_mean']:.0%} "
-                   f"(Jaccard, mean) between consecutive time windows.")
-    cands = vs.get("thr_l_candidates") or []
-    if cands:
-        c0 = cands[0]
-        out.append(f"{c0['key_share']:.1%} of keys exceed {_kb(c0['bytes'])} and carry "
-                   f"{c0['bytes_share']:.0%} of accessed bytes ({c0['access_share']:.1%} of accesses).")
-    if fo.get("opsets_mean") is not None:
-        out.append(f"On {fo['servers']} servers with RF {fo['replication']}, a request touches "
-                   f"{fo['opsets_mean']:.2f} servers on average; the hottest server carries "
-                   f"{fo['hottest_partition_ratio']:.2f}× the mean load.")
-    sb = doc.get("slack_bounds") or []
-    if len(sb) >= 2:
-        lo, hi = sb[0], sb[-1]
-        out.append(f"Slack (fifo replay): the average per-op latency reduction lies between "
-                   f"{hi['lower_ms']:.3g} and {hi['upper_ms']:.3g} ms at {hi['utilization']:.0%} utilization, "
-                   f"against {lo['lower_ms']:.3g}–{lo['upper_ms']:.3g} ms at {lo['utilization']:.0%}.")
-    lat = doc.get("latency", {})
-    if lat.get("size_latency_pearson") is not None:
-        out.append(f"Multiget size and latency correlate with Pearson r = {lat['size_latency_pearson']:.2f}.")
-    return out

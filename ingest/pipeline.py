@@ -93,6 +93,7 @@ def ingest_file(
     on_error: str = "fail",
     unsorted: str = "reject",
     rate: float = 1000.0,
+    watch_gap_us: int | None = None,
     settings: Settings | None = None,
     progress: Progress | None = None,
     limits: Limits | None = None,
@@ -107,6 +108,8 @@ def ingest_file(
     A query log (`cassandra-fql` formats; `path` may then be the log's directory) takes `schema_file` and `tables`,
     and groups its single-partition reads within `group_window_s` (default `QUERY_LOG_WINDOW_S`) unless
     `no_grouping` (docs/formats.md § cassandra-fql).
+    `watch_gap_us` is the memcached-watch grouping's gap (default: `TAILTUNE_MEMCACHED_WATCH_GAP_US`; refused for
+    other formats).
     """
     settings = settings or get_settings()
     limits = limits or Limits.from_settings(settings)
@@ -123,6 +126,8 @@ def ingest_file(
         raise BadInputError.single(label, "--no-grouping and a grouping window exclude each other")
     if not rate > 0:
         raise BadInputError.single(label, f"--rate must be > 0, got {rate}")
+    if watch_gap_us is not None and watch_gap_us < 0:
+        raise BadInputError.single(label, f"--watch-gap-us must be >= 0, got {watch_gap_us}")
 
     reason = "given with --format"
     if directory:
@@ -147,15 +152,22 @@ def ingest_file(
     query_log = reader_type.query_log
     if not query_log and (tables or schema_file is not None):
         raise BadInputError.single(label, f"--table and --schema are for query logs (cassandra-fql); this is {fmt}")
+    gap = settings.memcached_watch_gap_us if watch_gap_us is None else watch_gap_us
     reader_options = ReaderOptions(
         mapping=dict(mapping or {}),
         rate=rate,
         limits=limits,
+        watch_gap_us=gap,
         schema=schema_file,
         tables=tuple(tables),
         cassandra_lib=settings.cassandra_lib,
     )
     reader: TraceReader = reader_type(source, reader_options, sink)
+    own_options = reader.id_options()
+    if watch_gap_us is not None and "watch_gap_us" not in own_options:
+        raise BadInputError.single(label, f"--watch-gap-us applies to memcached-watch logs only, not to {fmt}")
+    if not reader.ordered:  # its rows come out of time order whatever the file: always sorted
+        sort_policy = UnsortedPolicy.SORT
     columns = reader.columns()
     single_key = "request_id" not in columns
     if group_window_s is not None and not single_key and not query_log:
@@ -175,6 +187,7 @@ def ingest_file(
     }
     if reader.uses_rate():
         options["rate"] = rate
+    options.update(own_options)
     if tables:
         options["tables"] = sorted(set(tables))
     if schema_file is not None:

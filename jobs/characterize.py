@@ -18,7 +18,6 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from analysis.pipeline import Options
-    from analysis.summary import Collected
     from tailtune.base.settings import Settings
 
 __all__ = ["REPORT_STEP", "main", "run", "spark_session"]
@@ -27,57 +26,60 @@ __all__ = ["REPORT_STEP", "main", "run", "spark_session"]
 REPORT_STEP = "writing the report"
 
 
-def spark_session(master: str, app_name: str = "tailtune-characterize") -> SparkSession:
-    """A SparkSession on `master` (local[*] or spark://host:port), with the settings of infra-facts.md."""
+def spark_session(master: str, app_name: str = "tailtune-characterize", *, log_file: Path | None = None
+                  ) -> SparkSession:
+    """A SparkSession on `master` (local[*] or spark://host:port), with the settings of docs/analysis.md.
+
+    With `log_file`, a JVM started here writes everything it prints (Spark's log4j console lines, the JVM's own
+    warnings) to that file, appended, instead of the terminal. A session already running is returned as it is.
+    """
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from pyspark import SparkConf, SparkContext
     from pyspark.sql import SparkSession
 
-    session = (
-        SparkSession.builder.master(master)
-        .appName(app_name)
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.driver.memory", "4g")  # local mode: the executors live in the driver JVM
-        .config("spark.sql.shuffle.partitions", "8")
-        .config("spark.sql.adaptive.enabled", "true")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+    conf = (
+        SparkConf()
+        .setMaster(master)
+        .setAppName(app_name)
+        .set("spark.ui.showConsoleProgress", "false")
+        .set("spark.driver.memory", "4g")  # local mode: the executors live in the driver JVM
+        .set("spark.sql.shuffle.partitions", "8")
+        .set("spark.sql.adaptive.enabled", "true")
+        .set("spark.sql.session.timeZone", "UTC")
+        .set("spark.sql.execution.arrow.pyspark.enabled", "true")
         # the first-level "fast" aggregation hash map (65 536 slots, full key compares on every probe) only
         # adds cache misses when most keys miss it, as the per-key and per-request aggregations' do
-        .config("spark.sql.codegen.aggregate.map.twolevel.enabled", "false")
+        .set("spark.sql.codegen.aggregate.map.twolevel.enabled", "false")
         # the aggregation hash maps are random-access over ~100 MB: huge pages cut TLB misses (a no-op
         # where the OS has no transparent huge pages; the JVM then prints one warning)
-        .config("spark.driver.extraJavaOptions", "-XX:+UseTransparentHugePages")
-        .config("spark.executor.extraJavaOptions", "-XX:+UseTransparentHugePages")
-        .getOrCreate()
+        .set("spark.driver.extraJavaOptions", "-XX:+UseTransparentHugePages")
+        .set("spark.executor.extraJavaOptions", "-XX:+UseTransparentHugePages")
     )
+    if log_file is not None and SparkContext._gateway is None:  # no JVM yet: this call starts it
+        from pyspark.java_gateway import launch_gateway
+
+        log_file.parent.mkdir(parents=True, exist_ok=True)
+        with log_file.open("ab") as log:  # the JVM keeps its own descriptors of the file
+            streams = {"stdout": log, "stderr": log}
+            try:
+                gateway = launch_gateway(conf, popen_kwargs=streams)  # type: ignore[no-untyped-call]
+            except Exception as exc:
+                raise RuntimeError(f"{exc} (the JVM's output is in {log_file})") from exc
+        SparkContext(conf=conf, gateway=gateway)
+    session = SparkSession.builder.config(conf=conf).getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     return session
 
 
-def tables_of(c: Collected) -> dict[str, Any]:
-    """The tables written as Parquet next to summary.json."""
-    out: dict[str, Any] = {
-        "multiget_size_histogram": c.size_hist,
-        "key_count_of_counts": c.count_of_counts,
-        "top_keys": c.top_keys,
-        "value_size_histogram": c.value_size_hist,
-        "hot_sets": c.hot_sets,
-        "arrival_rate": c.rate,
-    }
-    optional = {"fanout_histogram": c.fanout_hist, "server_load": c.server_load,
-                "latency_deciles": c.latency_deciles, "slack_bounds": c.slack}
-    out.update({k: v for k, v in optional.items() if v is not None})
-    return out
-
-
 def run(
     target: str, out: Path, *, dataset: bool, settings: Settings, master: str | None = None,
-    opts: Options | None = None, on_step: Callable[[str], None] | None = None,
+    opts: Options | None = None, on_step: Callable[[str], None] | None = None, spark_log: Path | None = None,
 ) -> dict[str, Any]:
     """Characterize `target` (a dataset id when `dataset`, else a file path) into `out`; returns summary.
-    `on_step(name)`: each step of `analysis.pipeline.STEPS` as it starts, then "writing the report"."""
+    `on_step(name)`: each step of `analysis.pipeline.STEPS` as it starts, then "writing the report".
+    `spark_log`: where a Spark JVM started for this run prints (`spark_session`'s `log_file`)."""
     from analysis import inputs
     from analysis.output import write_outputs
     from analysis.pipeline import Options, characterize
@@ -92,12 +94,13 @@ def run(
         raise BadInputError.single("command line", f"must be in 1..{opts.servers} (servers)",
                                    field="replication")
     src = inputs.dataset_source(target, settings) if dataset else inputs.file_source(Path(target))
-    spark = spark_session(master or settings.spark_master)
+    spark = spark_session(master or settings.spark_master, log_file=spark_log)
     c = characterize(spark, inputs.load(spark, src), opts, source=src.label, on_step=on_step)
     if on_step is not None:
         on_step(REPORT_STEP)
     doc = build_summary(c)
-    write_outputs(out, settings.tmp_dir, doc, tables_of(c), render_report(c, doc))
+    tables = c.tables()
+    write_outputs(out, settings.tmp_dir, doc, tables, render_report(doc, tables))
     return doc
 
 

@@ -18,6 +18,7 @@ from typing import Any
 
 from sqlalchemy import select, update
 
+from jobs.capture import capture_trace
 from jobs.context import JobCancelled, JobContext, JobFailed
 from jobs.drift import basis, skip_study
 from jobs.drift import step as drift_step
@@ -399,6 +400,10 @@ def _step_ingest(ctx: JobContext, dep_id: int) -> dict[str, Any]:
     explicit = ctx.payload.get("dataset_ids")
     if explicit:
         return {"traces": [], "datasets": [str(d) for d in explicit]}
+    capture = _options(ctx).capture
+    if capture is not None:  # the trace is captured from the deployment's memcached servers (jobs/capture.py)
+        trace_id, seen = capture_trace(ctx, dep_id, capture)
+        return {"traces": [trace_id], "datasets": [ingest_trace(ctx, trace_id)], "capture": seen}
     traces = _pick_traces(ctx, dep_id, _options(ctx).traces)
     if not traces:
         raise JobFailed(

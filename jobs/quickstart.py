@@ -3,17 +3,21 @@
 generate a `soundcloud`-profile trace → ingest it into TAILTUNE_HOME → analyze it with Spark (summary.json under
 TAILTUNE_HOME/analyses/<id>/, skipped with a note if Spark is unavailable) → tune the Cassandra scheduler with a
 small budget (tracked in MLflow) → print the recommendation.
+
+Only tailtune's own lines reach the terminal: what Spark, the JVM, MLflow and other libraries print (log lines,
+warnings) goes to TAILTUNE_HOME/logs/demo.log, which the demo names as it starts.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Any
 
 from ingest.generate import write_trace
 from ingest.pipeline import ingest_file
-from tailtune.base.console import err_console, out_console
+from tailtune.base.console import err_console, library_output_to, out_console
 from tailtune.base.errors import TailtuneError
 from tailtune.base.settings import Settings, get_settings
 
@@ -24,40 +28,43 @@ def run(*, profile: str = "soundcloud", requests: int = 20_000, seed: int = 1, t
         analyze: bool = True) -> str:
     """Generate → ingest → analyze → tune; returns the dataset id."""
     settings = get_settings()
-    settings.tmp_dir.mkdir(parents=True, exist_ok=True)
-    trace = settings.home_dir / "demo" / f"{profile}-{requests}-seed{seed}.parquet"
-    trace.parent.mkdir(parents=True, exist_ok=True)
-    out_console.rule(f"[bold]tailtune quickstart[/] — TAILTUNE_HOME={settings.home_dir}")
-    out_console.print(f"1/4 generate: profile [cyan]{profile}[/], {requests:,} requests, seed {seed} → {trace}")
-    write_trace(trace, profile, requests, seed)
-    out_console.print("2/4 ingest")
-    info = ingest_file(trace, settings=settings)
-    m = info.manifest
-    out_console.print(
-        f"\n[bold green]dataset {info.id}[/] ({info.name}): {m['rows']:,} rows, {m['requests']:,} requests, "
-        f"{m['distinct_keys']:,} distinct keys, span {m['ts_max'] - m['ts_min']:.1f} s"
-    )
-    if analyze:
-        _analyze(info.id, settings)
-    _tune(info.id, trials)
+    log = settings.home_dir / "logs" / "demo.log"
+    with library_output_to(log):
+        settings.tmp_dir.mkdir(parents=True, exist_ok=True)
+        trace = settings.home_dir / "demo" / f"{profile}-{requests}-seed{seed}.parquet"
+        trace.parent.mkdir(parents=True, exist_ok=True)
+        out_console.rule(f"[bold]tailtune quickstart[/] — TAILTUNE_HOME={settings.home_dir}")
+        out_console.print(f"Messages from Spark and other libraries go to {log}", highlight=False)
+        out_console.print(f"1/4 generate: profile [cyan]{profile}[/], {requests:,} requests, seed {seed} → {trace}")
+        write_trace(trace, profile, requests, seed)
+        out_console.print("2/4 ingest")
+        info = ingest_file(trace, settings=settings)
+        m = info.manifest
+        out_console.print(
+            f"\n[bold green]dataset {info.id}[/] ({info.name}): {m['rows']:,} rows, {m['requests']:,} requests, "
+            f"{m['distinct_keys']:,} distinct keys, span {m['ts_max'] - m['ts_min']:.1f} s"
+        )
+        if analyze:
+            _analyze(info.id, settings, log)
+        _tune(info.id, trials)
     return info.id
 
 
-def _analyze(dataset_id: str, settings: Settings) -> None:
+def _analyze(dataset_id: str, settings: Settings, log: Path) -> None:
     out_console.print("3/4 analyze (Spark)")
     from jobs.characterize import run as characterize
 
     out = settings.home_dir / "analyses" / dataset_id
     try:
-        doc = characterize(dataset_id, out, dataset=True, settings=settings)
+        doc = characterize(dataset_id, out, dataset=True, settings=settings, spark_log=log)
     except TailtuneError:
         raise
     except Exception as exc:  # Spark/Java problems must not stop the demo: the tuner falls back to defaults
-        out_console.print(f"  [yellow]skipped[/]: analysis failed ({type(exc).__name__}: {exc})")
+        out_console.print(f"  [yellow]skipped[/]: analysis failed ({type(exc).__name__}: {exc}; details in {log})")
         return
-    for line in doc.get("findings", [])[:4]:
+    for line in doc.get("findings", []):
         out_console.print(f"  • {line}", highlight=False)
-    out_console.print(f"  wrote {out}/summary.json")
+    out_console.print(f"  wrote {out}/report.html (open it in a browser) and {out}/summary.json", highlight=False)
 
 
 #: The demo's deployment: Cassandra with transient stop-the-world stalls (GC pauses) on every server, the usual

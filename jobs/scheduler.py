@@ -40,10 +40,10 @@ def tick(db: Database, settings: Settings, at: float | None = None) -> list[Fire
     fired: list[Fired] = []
     with db.session() as s:
         schedules = [
-            (r.id, r.cron, r.timezone, r.last_slot, r.created_at, r.deployment_id, r.traces)
+            (r.id, r.cron, r.timezone, r.last_slot, r.created_at, r.deployment_id, r.traces, r.capture)
             for r in s.scalars(select(ScheduleRow).where(ScheduleRow.enabled.is_(True)))
         ]
-    for sid, cron, tz, last, created, dep_id, traces in schedules:
+    for sid, cron, tz, last, created, dep_id, traces, capture in schedules:
         try:
             slot = latest_slot(cron, tz, at)
         except Exception:  # one broken row (a zone gone from tzdata, a cron croniter refuses) must not stop the rest
@@ -66,12 +66,14 @@ def tick(db: Database, settings: Settings, at: float | None = None) -> list[Fire
                     continue
                 job_id = None
                 if not too_old:
-                    payload = {
+                    payload: dict[str, object] = {
                         "traces": traces,
                         "publish": True,
                         "schedule_id": sid,
                         "slot": local_time(slot, tz).isoformat(),
                     }
+                    if capture is not None:
+                        payload["capture"] = dict(capture)
                     job_id = enqueue(
                         s,
                         settings,

@@ -1,7 +1,17 @@
-"""The human-readable report: a self-contained report.html with inline PNG plots and plain findings."""
+"""The human-readable characterization: findings in plain sentences, interactive figures, labelled tables, and the
+standalone report.html built from them (`analysis.report.components`; the web console reuses the same parts)."""
 
 from __future__ import annotations
 
-from analysis.report.html import render_report
+from analysis.report.components import (
+    Figure,
+    Table,
+    figures,
+    findings,
+    load_tables,
+    plotly_js,
+    render_report,
+    tables,
+)
 
-__all__ = ["render_report"]
+__all__ = ["Figure", "Table", "figures", "findings", "load_tables", "plotly_js", "render_report", "tables"]

@@ -33,6 +33,7 @@ READERS: Final[dict[str, str]] = {
     "tencent-photo": "ingest.formats.tencent_photo:TencentPhotoReader",
     "cassandra-fql": "ingest.formats.cassandra_fql.binlog:CassandraFqlReader",
     "cassandra-fql-dump": "ingest.formats.cassandra_fql.dump:CassandraFqlDumpReader",
+    "memcached-watch": "ingest.formats.memcached_watch:MemcachedWatchReader",
 }
 
 

@@ -58,10 +58,12 @@ Lines = npt.NDArray[np.int64]
 
 @dataclass(frozen=True)
 class ReaderOptions:
-    """Options a reader may use. `rate` synthesizes ts (row index / rate) for formats that have no time."""
+    """Options a reader may use. `rate` synthesizes ts (row index / rate) for formats that have no time;
+    `watch_gap_us` is the memcached-watch grouping's gap (None: its default)."""
 
     mapping: Mapping[str, str] = field(default_factory=dict)
     rate: float = 1000.0
+    watch_gap_us: int | None = None
     block_bytes: int = BLOCK_BYTES
     limits: Limits = field(default_factory=Limits)
     #: Query logs (`query_log` readers): the schema file (`--schema`), the tables kept (`--table`), and the
@@ -95,6 +97,8 @@ class TraceReader(ABC):
     query_log: ClassVar[bool] = False
     #: Its input is a directory (detected by `sniff_directory`), not a file.
     reads_directory: ClassVar[bool] = False
+    #: False when the rows come out of time order whatever the file: the pipeline sorts them (as `--unsorted sort`).
+    ordered: ClassVar[bool] = True
 
     @classmethod
     def sniff(cls, head: Head) -> str | None:
@@ -132,6 +136,10 @@ class TraceReader(ABC):
     def uses_rate(self) -> bool:
         """Whether `rate` changes the result (ts synthesized); decides whether it enters the dataset id."""
         return self.synthesizes_ts
+
+    def id_options(self) -> dict[str, Any]:
+        """The reader's own options that change the result (they enter `ingest_options` and the dataset id)."""
+        return {}
 
     def fatal(self, line: int | None, field: str | None, problem: str, *, hint: str | None = None) -> Exception:
         return self.sink.fatal(line, field, problem, hint=hint)

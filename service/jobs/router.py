@@ -8,7 +8,7 @@ from service.deps import ReadAuth, SessionDep, SettingsDep, WriteAuth
 from service.jobs.schemas import JobCreate, JobOut, JobSummary
 from service.params import DEFAULT_PAGE, Limit, Offset, OptionalIdQuery, PathId, page
 from tailtune.control import queue as service
-from tailtune.control.jobspec import check_tune
+from tailtune.control.jobspec import check_capture, check_tune
 
 __all__ = ["router"]
 
@@ -18,6 +18,7 @@ router = APIRouter(prefix="/jobs", tags=["jobs"])
 @router.post("", status_code=status.HTTP_202_ACCEPTED)
 def run_now(body: JobCreate, s: SessionDep, settings: SettingsDep, _: WriteAuth) -> JobOut:
     check_tune(body.tune, settings)
+    check_capture(body.capture, settings, dataset_ids=body.dataset_ids)
     payload = body.model_dump(exclude={"deployment_id", "kind"}, exclude_none=True)
     return JobOut.of(service.run_now(s, settings, body.deployment_id, payload))
 

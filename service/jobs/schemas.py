@@ -9,13 +9,14 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from tailtune.control.common import DbId, to_dt
 from tailtune.control.db import JobRow
-from tailtune.control.jobspec import DATASET_ID_PATTERN, MAX_TRACES, TuneOptions
+from tailtune.control.jobspec import DATASET_ID_PATTERN, MAX_TRACES, CaptureOptions, TuneOptions
 
 __all__ = ["JobCreate", "JobOut", "JobSummary"]
 
 
 class JobCreate(BaseModel):
-    """Run the nightly pipeline now for one deployment (on its newest trace(s) unless datasets are given)."""
+    """Run the nightly pipeline now for one deployment (on its newest trace(s) unless datasets are given or a
+    capture is asked for)."""
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
@@ -37,6 +38,11 @@ class JobCreate(BaseModel):
         strict=True,
         description="Re-tune even when the workload has not moved since the running config's study "
         "(otherwise such a job skips its study: docs/drift.md).",
+    )
+    capture: CaptureOptions | None = Field(
+        default=None,
+        description="Take the trace from a capture of the deployment's memcached servers for duration_s seconds "
+        "(limit: capture_max_duration_s) instead of the newest upload.",
     )
 
 

@@ -15,8 +15,8 @@ router = APIRouter(prefix="/schedules", tags=["schedules"])
 
 
 @router.post("", status_code=status.HTTP_201_CREATED)
-def create(body: ScheduleCreate, s: SessionDep, _: WriteAuth) -> ScheduleOut:
-    return service.out(service.create(s, body))
+def create(body: ScheduleCreate, s: SessionDep, settings: SettingsDep, _: WriteAuth) -> ScheduleOut:
+    return service.out(service.create(s, settings, body))
 
 
 @router.get("")
@@ -38,8 +38,8 @@ def show(schedule_id: PathId, s: SessionDep, _: ReadAuth) -> ScheduleOut:
 
 
 @router.patch("/{schedule_id}")
-def patch(schedule_id: PathId, body: SchedulePatch, s: SessionDep, _: WriteAuth) -> ScheduleOut:
-    return service.out(service.patch(s, schedule_id, body))
+def patch(schedule_id: PathId, body: SchedulePatch, s: SessionDep, settings: SettingsDep, _: WriteAuth) -> ScheduleOut:
+    return service.out(service.patch(s, settings, schedule_id, body))
 
 
 @router.delete("/{schedule_id}", status_code=status.HTTP_204_NO_CONTENT)

@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from service.deployments.schemas import check_timezone
 from tailtune.control.common import DbId, to_dt
 from tailtune.control.db import ScheduleRow
+from tailtune.control.jobspec import CaptureOptions
 
 __all__ = ["CRON_MAX", "NIGHTLY", "ScheduleCreate", "ScheduleOut", "SchedulePatch", "check_cron"]
 
@@ -34,6 +35,11 @@ class ScheduleCreate(BaseModel):
     cron: str = NIGHTLY
     timezone: str | None = Field(default=None, description="IANA zone; default: the deployment's time zone.")
     traces: int = Field(default=1, ge=1, le=20, description="How many of the newest ready traces to use.")
+    capture: CaptureOptions | None = Field(
+        default=None,
+        description="Each run captures the deployment's memcached servers for duration_s seconds and tunes on "
+        "that, instead of the newest uploaded trace(s).",
+    )
     enabled: bool = True
 
     @field_validator("cron")
@@ -53,6 +59,7 @@ class SchedulePatch(BaseModel):
     cron: str | None = None
     timezone: str | None = None
     traces: int | None = Field(default=None, ge=1, le=20)
+    capture: CaptureOptions | None = Field(default=None, description="null: back to uploaded traces.")
     enabled: bool | None = None
 
     @field_validator("cron")
@@ -72,6 +79,7 @@ class ScheduleOut(BaseModel):
     cron: str
     timezone: str
     traces: int
+    capture: CaptureOptions | None
     enabled: bool
     last_slot: datetime | None
     next_run: datetime | None
@@ -85,6 +93,7 @@ class ScheduleOut(BaseModel):
             cron=r.cron,
             timezone=r.timezone,
             traces=r.traces,
+            capture=CaptureOptions.model_validate(r.capture) if r.capture is not None else None,
             enabled=r.enabled,
             last_slot=to_dt(r.last_slot),
             next_run=to_dt(next_run),

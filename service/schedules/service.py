@@ -9,8 +9,10 @@ from sqlalchemy.orm import Session
 
 from service.errors import Missing
 from service.schedules.schemas import ScheduleCreate, ScheduleOut, SchedulePatch
+from tailtune.base.settings import Settings
 from tailtune.control.common import now
 from tailtune.control.db import DeploymentRow, ScheduleRow
+from tailtune.control.jobspec import check_capture, check_capture_kind
 from tailtune.control.schedules import next_slot
 
 __all__ = ["create", "delete", "get", "list_all", "out", "patch"]
@@ -21,15 +23,18 @@ def out(row: ScheduleRow) -> ScheduleOut:
     return ScheduleOut.of(row, next_slot(row.cron, row.timezone, after) if row.enabled else None)
 
 
-def create(s: Session, body: ScheduleCreate) -> ScheduleRow:
+def create(s: Session, settings: Settings, body: ScheduleCreate) -> ScheduleRow:
     dep = s.get(DeploymentRow, body.deployment_id)
     if dep is None:
         raise Missing(f"deployment {body.deployment_id} not found", field="deployment_id")
+    check_capture(body.capture, settings)
+    check_capture_kind(body.capture, dep.kind)
     row = ScheduleRow(
         deployment_id=dep.id,
         cron=body.cron,
         timezone=body.timezone or dep.timezone,
         traces=body.traces,
+        capture=body.capture.model_dump() if body.capture is not None else None,
         enabled=body.enabled,
         last_slot=None,
         created_at=now(),
@@ -55,10 +60,16 @@ def list_all(
     return s.scalars(q).all()
 
 
-def patch(s: Session, schedule_id: int, body: SchedulePatch) -> ScheduleRow:
+def patch(s: Session, settings: Settings, schedule_id: int, body: SchedulePatch) -> ScheduleRow:
+    """Fields left out (or null) stay as they are, except `capture`, which null turns off."""
     row = get(s, schedule_id)
-    for key, value in body.model_dump(exclude_unset=True).items():
-        if value is not None:
+    changes = body.model_dump(exclude_unset=True)
+    if "capture" in body.model_fields_set and body.capture is not None:
+        check_capture(body.capture, settings)
+        dep = s.get(DeploymentRow, row.deployment_id)
+        check_capture_kind(body.capture, dep.kind if dep is not None else "unknown")
+    for key, value in changes.items():
+        if value is not None or key == "capture":
             setattr(row, key, value)
     s.flush()
     return row

@@ -297,6 +297,24 @@ class Settings(BaseSettings):
         default=0.10, gt=0.0,
         description="Relative change of the mean servers per request (fan-out) above which it moved.",
     )
+
+    # --- memcached capture (`tailtune capture memcached`, a nightly job's `capture`; docs/formats.md) --------
+    memcached_watch_gap_us: int = Field(
+        default=3, ge=0,
+        description="memcached-watch grouping: fetches of one connection at most this many µs apart (and no key "
+        "twice) form one request (docs/formats.md § memcached-watch; `tailtune ingest --watch-gap-us`).",
+    )
+    capture_timeout_s: float = Field(
+        default=10.0, gt=0, description="Timeout of connecting to a memcached server to capture, and of its replies."
+    )
+    capture_max_duration_s: float = Field(
+        default=3600.0, gt=0, description="Longest capture a nightly job may ask for (`capture.duration_s`)."
+    )
+    capture_max_bytes: int = Field(
+        default=4 * 1024**3, ge=0,
+        description="A capture stops once its file holds this many bytes (the rest is not captured; said so); "
+        "0: none.",
+    )
     #: This process's own scratch folder under home/tmp, once `tailtune.control.scratch.claim_scratch` made it
     #: (not an environment variable): what a killed process leaves there is swept by the next start-up.
     _scratch: Path | None = PrivateAttr(default=None)

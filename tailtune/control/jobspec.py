@@ -3,7 +3,7 @@ by the worker before the first step (a payload written by an older version or by
 `job payload`, instead of after the Spark analysis).
 
 The ranges that depend on the installation are settings: `tune_max_trials`, `tune_max_seeds`,
-`tune_max_timeout_s` (docs/operations.md § Limits).
+`tune_max_timeout_s`, `capture_max_duration_s` (docs/operations.md § Limits).
 """
 
 from __future__ import annotations
@@ -15,7 +15,17 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from tailtune.base.settings import Settings
 from tailtune.control.errors import Invalid
 
-__all__ = ["DATASET_ID_PATTERN", "MAX_TRACES", "NightlyOptions", "TuneOptions", "check_nightly", "check_tune"]
+__all__ = [
+    "DATASET_ID_PATTERN",
+    "MAX_TRACES",
+    "CaptureOptions",
+    "NightlyOptions",
+    "TuneOptions",
+    "check_capture",
+    "check_capture_kind",
+    "check_nightly",
+    "check_tune",
+]
 
 MAX_TRACES = 20
 DATASET_ID_PATTERN = r"^[A-Za-z0-9_-]{4,64}$"
@@ -35,6 +45,16 @@ class TuneOptions(BaseModel):
     )
 
 
+class CaptureOptions(BaseModel):
+    """Take the nightly job's trace from a capture of the deployment's memcached servers instead of an upload."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    duration_s: Annotated[float, Field(strict=True, gt=0)] = Field(
+        description="How long the worker watches the servers, seconds (at most capture_max_duration_s)."
+    )
+
+
 class NightlyOptions(BaseModel):
     """A nightly job's payload."""
 
@@ -48,6 +68,7 @@ class NightlyOptions(BaseModel):
     tune: TuneOptions = Field(default_factory=TuneOptions)
     #: re-tune even when the workload has not moved since the running config's study (docs/drift.md)
     force: Annotated[bool, Field(strict=True)] = False
+    capture: CaptureOptions | None = None
 
 
 def _limits(opts: TuneOptions, settings: Settings, prefix: str) -> None:
@@ -66,6 +87,27 @@ def check_tune(opts: TuneOptions, settings: Settings, prefix: str = "tune.") -> 
     return opts
 
 
+def check_capture(
+    capture: CaptureOptions | None, settings: Settings, *, dataset_ids: list[str] | None = None
+) -> CaptureOptions | None:
+    """The installation's limit on a capture's duration; a capture and explicit datasets exclude each other."""
+    if capture is None:
+        return None
+    if dataset_ids:
+        raise Invalid("a job takes its trace from a capture or from dataset_ids, not both", field="capture")
+    if capture.duration_s > settings.capture_max_duration_s:
+        raise Invalid(
+            f"must be at most {settings.capture_max_duration_s:g} (capture_max_duration_s)", field="capture.duration_s"
+        )
+    return capture
+
+
+def check_capture_kind(capture: object, kind: str) -> None:
+    """Only memcached can be captured (its `watch`): Invalid for a capture (options or payload) of another kind."""
+    if capture is not None and kind != "memcached":
+        raise Invalid(f"only a memcached deployment can be captured, not a {kind} one", field="capture")
+
+
 def check_nightly(payload: dict[str, Any], settings: Settings) -> NightlyOptions:
     """Parse and check a stored nightly payload; Invalid naming the first bad field."""
     try:
@@ -75,4 +117,5 @@ def check_nightly(payload: dict[str, Any], settings: Settings) -> NightlyOptions
         field = ".".join(str(p) for p in err.get("loc", ())) or "payload"
         raise Invalid(str(err.get("msg", "invalid")), field=field) from None
     check_tune(opts.tune, settings)
+    check_capture(opts.capture, settings, dataset_ids=opts.dataset_ids)
     return opts

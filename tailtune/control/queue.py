@@ -13,6 +13,7 @@ from tailtune.base.settings import Settings
 from tailtune.control.common import now
 from tailtune.control.db import AnalysisRow, DeploymentRow, JobRow
 from tailtune.control.errors import Conflict, Invalid, Missing
+from tailtune.control.jobspec import check_capture_kind
 
 __all__ = [
     "JOB_KINDS",
@@ -89,8 +90,10 @@ def list_jobs(
 
 
 def run_now(s: Session, settings: Settings, deployment_id: int, payload: dict[str, Any]) -> JobRow:
-    if s.get(DeploymentRow, deployment_id) is None:
+    dep = s.get(DeploymentRow, deployment_id)
+    if dep is None:
         raise Missing(f"deployment {deployment_id} not found", field="deployment_id")
+    check_capture_kind(payload.get("capture"), dep.kind)
     return enqueue(s, settings, "nightly", payload, deployment_id=deployment_id)
 
 

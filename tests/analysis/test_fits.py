@@ -61,6 +61,48 @@ def test_lognormal_multi_recovered() -> None:
     assert fit.n == int(reqs[sizes >= 2].sum())
 
 
+def _power_law_sizes(seed: int, n: int = 20_000) -> tuple[np.ndarray, np.ndarray]:
+    """The `soundcloud` profile's sizes: 40% multi-key, P(k) ∝ k^-a on 2..2000 with the mean 8.6 (a ≈ 1.797)."""
+    from ingest.profiles.sizes import SinglesPlusPowerLawSizes
+
+    x = SinglesPlusPowerLawSizes(8.6, 0.4, 2000).draw(np.random.default_rng(seed), n)
+    sizes, reqs = np.unique(x, return_counts=True)
+    return sizes.astype(np.int64), reqs.astype(np.int64)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_power_law_sizes_recovered_and_preferred_to_a_degenerate_lognormal(seed: int) -> None:
+    from ingest.profiles.sizes import SinglesPlusPowerLawSizes
+
+    sizes, reqs = _power_law_sizes(seed)
+    pl = fits.power_law_multi(sizes, reqs)
+    ln = fits.lognormal_multi(sizes, reqs)
+    assert pl is not None and ln is not None
+    assert pl.alpha == pytest.approx(SinglesPlusPowerLawSizes(8.6, 0.4, 2000).exponent, abs=0.05)  # ±0.05 (8k)
+    assert pl.ks < 0.02 and pl.max_size == int(sizes.max()) and pl.n == int(reqs[sizes >= 2].sum())
+    # the lognormal's best fit runs off along its ridge (μ far below 0, σ large): a straight line over 2..2000
+    assert ln.mu < -5 and ln.sigma > 3
+    assert fits.size_model(ln, pl) == "power_law"
+
+
+def test_lognormal_sizes_prefer_the_lognormal() -> None:
+    rng = np.random.default_rng(5)
+    x = np.maximum(1, np.rint(rng.lognormal(1.5, 0.8, 20_000))).astype(np.int64)
+    sizes, reqs = np.unique(x, return_counts=True)
+    ln, pl = fits.lognormal_multi(sizes, reqs), fits.power_law_multi(sizes, reqs)
+    assert ln is not None and pl is not None and ln.loglik > pl.loglik + 100
+    assert fits.size_model(ln, pl) == "lognormal"
+
+
+def test_power_law_ccdf_matches_the_direct_sum() -> None:
+    k = np.arange(2, 51, dtype=np.float64)
+    p = k**-1.5
+    direct = 1.0 - (np.cumsum(p) - p) / p.sum()  # P(K >= k)
+    assert fits.power_law_ccdf(k, 1.5, 50) == pytest.approx(direct, rel=1e-9)
+    ln = fits.lognormal_multi_ccdf(np.array([2.0, 3.0]), 1.0, 0.5)
+    assert ln[0] == pytest.approx(1.0) and 0 < ln[1] < 1
+
+
 def test_lognormal_single_key_only_is_none() -> None:
     assert fits.lognormal_multi(np.array([1]), np.array([10])) is None
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -13,10 +14,12 @@ import pytest
 from pyspark.sql import SparkSession
 
 from analysis.pipeline import Options
+from analysis.report import plotly_js
 from jobs.characterize import run
 from tailtune.base.settings import Settings, get_settings
 
-from .conftest import GEN_ALPHA, GEN_MU, GEN_SIGMA, canonical_table
+from .conftest import GEN_ALPHA, GEN_MU, GEN_SIGMA, canonical_table, generated_trace
+from .test_report import _summary_keys, _visible_text
 
 pytestmark = pytest.mark.spark
 
@@ -81,8 +84,9 @@ def test_outputs_written(generated_summary: tuple[dict[str, Any], Path, dict[str
                  "fanout_histogram", "server_load"):
         assert (out / "tables" / f"{name}.parquet").is_file()
     html = (out / "report.html").read_text()
-    assert html.count("data:image/png;base64,") >= 5
-    assert "http://" not in html and "https://" not in html  # self-contained
+    assert len(re.findall(r"id=[\"']figure-", html)) >= 5  # interactive figures
+    rest = html.replace(plotly_js(), "")
+    assert len(rest) < len(html) and "http://" not in rest and "https://" not in rest  # plotly.js inline, no CDN
     assert doc["findings"][0] in html.replace("&#x27;", "'")
     assert not list(out.parent.glob(".analyze-*"))  # staging directory renamed away
 
@@ -127,6 +131,24 @@ def test_real_twitter_sample_through_the_cli(spark: SparkSession, shared_data: P
     assert 15 <= counted <= 65 and doc["fanout"]["requests_fraction"] == counted / 100  # 40 expected, ±5 sd
     assert f"a sample of {counted:,} requests" in (tmp_path / "o" / "report.html").read_text()
     assert (tmp_path / "o" / "report.html").is_file()
+
+
+def test_cli_one_value_size_trace_writes_a_report_that_says_so(spark: SparkSession, cli: Any, tmp_path: Path) -> None:
+    g = generated_trace(seed=3)
+    path = tmp_path / "fixed.parquet"
+    pq.write_table(canonical_table({"request_id": g["request_id"], "ts": g["ts"], "key": g["key"],
+                                    "value_size": np.full(g["request_id"].size, 1000)}), path)
+    res = cli("analyze", str(path), "--out", str(tmp_path / "o"), "--servers", "4", "--replication", "2")
+    assert res.exit_code == 0, res.stderr
+    assert "Every value is 1,000 B" in " ".join(res.stdout.split())
+    doc = json.loads((tmp_path / "o" / "summary.json").read_text())
+    page = (tmp_path / "o" / "report.html").read_text()
+    text = " ".join(_visible_text(page).split())
+    assert "Every value is 1,000 B" in text and "exceed 1000 B" not in text
+    assert "figure-values" not in page  # no empty value-size figure
+    assert {"figure-sizes", "figure-popularity", "figure-rate"} <= set(re.findall(r"figure-[a-z]+", page))
+    raw = [k for k in _summary_keys(doc) if "_" in k or re.fullmatch(r"p\d+(_s)?", k)]
+    assert [k for k in raw if re.search(rf"\b{re.escape(k)}\b", text)] == []
 
 
 def test_cli_bad_csv_names_file_line_and_field(cli: Any, tmp_path: Path) -> None:

@@ -63,7 +63,7 @@ def test_hand_summary_exact_values() -> None:
     assert ar["rate_mean"] == 1.0 and ar["fano_factor"] == 0.0
     assert doc["slack_bounds"] == [] and "slack_bounds" in doc["null_reasons"]
     assert doc["latency"]["size_latency_pearson"] is None
-    assert any("50% of 4 requests are multi-key" in s for s in doc["findings"])
+    assert any("50% of 4 requests ask for more than one key" in s for s in doc["findings"])
     json.dumps(doc, allow_nan=False)  # JSON-ready, no NaN
 
 

@@ -106,6 +106,11 @@ def valid_file(fmt: str, rows: list[Row]) -> tuple[bytes, list[str]]:
     elif fmt == "keys-bin":
         numbers = [int.from_bytes(k.encode()[:7].ljust(7, b"0"), "big") for k in keys]
         return b"".join(n.to_bytes(8, "big") for n in numbers), [str(n) for n in numbers]
+    elif fmt == "memcached-watch":  # memcached's watch: one hit per row, each its own request (a second apart)
+        text = "OK\n" + "".join(
+            f"ts={t}.{i} gid={i + 1} type=item_get key={k} status=found clsid=1 cfd=17 size={s}\n"
+            for i, (t, k, s) in enumerate(rows)
+        )
     elif fmt == "parquet":
         sink = io.BytesIO()
         table = pa.table({"ts": [float(t) for t, _, _ in rows], "key": keys, "value_size": [s for *_, s in rows]})

@@ -12,6 +12,7 @@ import pytest
 from ingest.pipeline import ingest_file
 from ingest.sniff import sniff
 from ingest.store import DatasetInfo
+from tailtune.base.errors import BadInputError
 
 
 def rows(info: DatasetInfo, *cols: str) -> list[tuple[Any, ...]]:
@@ -228,3 +229,138 @@ def test_line_numbers_exact_across_blocks(write, block_bytes):
     keys = [k for c in chunks for k in c.batch.column("key").to_pylist()]
     assert keys == [f"k{n - 2}" for n in kept]
     assert sink.skipped_rows == 3
+
+
+# --- memcached-watch -----------------------------------------------------------------------------------------
+def _get(us: int, gid: int, key: str, cfd: int, size: int | None = None, server: str = "") -> str:
+    """An item_get line as memcached 1.6.18 prints it (ts=100.<us>: microseconds unpadded); size None: a miss."""
+    status = "found" if size is not None else "not_found"
+    head = f"server={server} " if server else ""
+    return f"{head}ts=100.{us} gid={gid} type=item_get key={key} status={status} clsid=1 cfd={cfd} size={size or 0}\n"
+
+
+def _store(us: int, gid: int, key: str, cfd: int, status: str = "stored") -> str:
+    return f"ts=100.{us} gid={gid} type=item_store key={key} status={status} cmd=set ttl=0 clsid=1 cfd={cfd} size=3\n"
+
+
+def _requests(info: DatasetInfo) -> list[tuple[float, str, list[str], list[int | None]]]:
+    """(ts, client, keys, sizes) of each request, in dataset order."""
+    out: list[tuple[float, str, list[str], list[int | None]]] = []
+    last = None
+    for rid, ts, key, size, client in rows(info, "request_id", "ts", "key", "value_size", "client_id"):
+        if rid != last:
+            out.append((ts, client, [], []))
+            last = rid
+        out[-1][2].append(key)
+        out[-1][3].append(size)
+    return out
+
+
+#: Two connections (cfd 20 and 21) served by two threads: memcached prints their lines out of time order.
+WATCH = (
+    "OK\n"
+    + _get(10, 1, "a", 20, 5)
+    + _get(11, 3, "b", 20)  # a miss: no value size
+    + _get(9, 2, "x", 21, 7)  # cfd 21, logged before cfd 20's get but printed after
+    + _get(12, 4, "user%3A1", 20, 9)  # URI-encoded by memcached
+    + _get(20, 5, "d", 20, 1)  # 8 µs after the previous fetch of cfd 20: a new request
+    + _get(21, 6, "d", 20, 1)  # the same key again: a new request
+    + _get(22, 7, "e", 20)  # `set e`: its lookup ...
+    + _store(23, 8, "e", 20)  # ... and its store: neither is a request
+    + _get(24, 9, "e", 20, 3)
+    + _get(25, 10, "f", 20, 4)
+    + "ts=100.30 gid=11 type=eviction key=z fetch=no ttl=0 la=1 clsid=1 size=10\n"
+    + _store(40, 12, "g", 20, "too_large")  # a set too large: its store first, then its lookup
+    + _get(41, 13, "g", 20)
+    + _get(42, 14, "h", 20, 2)
+    + "skipped=2\n"
+    + _get(200, 17, "x", 21, 7)
+)
+
+
+def test_memcached_watch_groups_fetches_into_requests(write, settings):
+    p = write("mc.watch", WATCH)
+    assert sniff(p).format == "memcached-watch"
+    info = ingest_file(p, settings=settings)
+    assert _requests(info) == [
+        (100.000009, "21", ["x"], [7]),
+        (100.00001, "20", ["a", "b", "user:1"], [5, None, 9]),
+        (100.00002, "20", ["d"], [1]),
+        (100.000021, "20", ["d"], [1]),
+        (100.000024, "20", ["e", "f"], [3, 4]),
+        (100.000042, "20", ["h"], [2]),
+        (100.0002, "21", ["x"], [7]),
+    ]
+    assert set(rows(info, "op")) == {("get",)}
+    m = info.manifest
+    assert (m["source"]["format"], m["requests"], m["rows"], m["sorted_on_ingest"]) == ("memcached-watch", 7, 10, True)
+    assert m["ingest_options"]["watch_gap_us"] == 3 and m["ingest_options"]["unsorted"] == "sort"
+    notes = "\n".join(m["notes"])
+    assert "2 store line(s) and the 2 lookup(s) they logged left out" in notes
+    assert "lines of other types skipped (eviction: 1)" in notes
+    assert "LOST: the watch lost 2 line(s) (memcached skipped 2, its worker threads dropped 0)" in notes
+
+
+def test_memcached_watch_ts_microseconds_are_unpadded(write, settings):
+    # memcached prints ts=%d.%d: 1700000000.5042 is 5042 µs past the second, not half a second
+    p = write("ts.watch", "ts=1700000000.5042 gid=1 type=item_get key=k status=found clsid=1 cfd=9 size=1\n")
+    assert rows(ingest_file(p, settings=settings), "ts") == [(1700000000.005042,)]
+
+
+def test_memcached_watch_gap_decides_the_grouping_and_the_dataset(write, settings, cli):
+    p = write("mc.watch", WATCH)
+    default = ingest_file(p, settings=settings)
+    wide = ingest_file(p, watch_gap_us=10, settings=settings)
+    assert wide.id != default.id and wide.manifest["ingest_options"]["watch_gap_us"] == 10
+    assert _requests(wide)[1] == (100.00001, "20", ["a", "b", "user:1", "d"], [5, None, 9, 1])
+    r = cli("ingest", str(p), "--watch-gap-us", "10", "--json")
+    assert r.exit_code == 0, r.stderr
+    assert json.loads(r.stdout)["id"] == wide.id
+    r = cli("ingest", str(write("t.csv", "ts,key\n1,a\n")), "--watch-gap-us", "10")
+    assert r.exit_code == 2 and "--watch-gap-us applies to memcached-watch logs only, not to csv" in r.stderr
+
+
+def test_memcached_watch_servers_keep_their_connections_apart(write, settings):
+    # a capture of two servers: the same cfd on each is two connections
+    text = "".join(
+        _get(us, us, key, 20, 1, server)
+        for us, key, server in ((1, "a", "h1:11211"), (1, "b", "h2:11211"), (2, "c", "h1:11211"))
+    )
+    info = ingest_file(write("two.watch", text), settings=settings)
+    assert [(c, k) for _, c, k, _ in _requests(info)] == [("h1:11211/20", ["a", "c"]), ("h2:11211/20", ["b"])]
+
+
+def test_memcached_watch_bad_lines_name_line_and_field(write, settings):
+    text = (
+        "OK\n"
+        + _get(1, 1, "a", 20, 1)
+        + "ts=100.2 gid=2 type=item_get key=b status=found clsid=1 cfd=20 size=x\n"
+        + "ts=100.3 gid=3 type=item_get key=c status=found clsid=1 size=1\n"
+        + "ts=100.1234567 gid=4 type=item_get key=d status=found clsid=1 cfd=20 size=1\n"
+        + "VALUE a 0 1\n"
+        + "ts=100.5 gid=5 type=item_get key=caf\xc3\xa9 status=found clsid=1 cfd=20 size=1\n"
+        + "skipped=many\n"
+    )
+    p = write("bad.watch", text.encode("latin-1"))
+    with pytest.raises(BadInputError) as exc:
+        ingest_file(p, fmt="memcached-watch", settings=settings)
+    assert [str(x) for x in exc.value.problems] == [
+        f"{p}:3: field 'size': expected a non-negative integer, got \"x\"",
+        f"{p}:4: field 'cfd': missing",
+        f"{p}:5: field 'ts': expected <seconds>.<microseconds> (memcached's ts=%d.%d), got \"100.1234567\"",
+        f"{p}:6: not a memcached watch line (expected ts=… gid=… type=…, skipped=N or dropped=N), got \"VALUE a 0 1\"",
+        f"{p}:7: byte 0xc3 at offset 36: watch lines are ASCII (keys are URI-encoded)",
+        f"{p}:8: field 'skipped': expected a non-negative integer, got \"many\"",
+    ]
+    info = ingest_file(p, fmt="memcached-watch", on_error="skip", settings=settings)
+    assert rows(info, "key") == [("a",)]
+    assert info.manifest["errors"]["skipped_rows"] == 6
+
+
+def test_memcached_watch_before_1_6_11_has_no_sizes(write, settings):
+    # memcached 1.5.17 .. 1.6.10 log the connection but not the value's size
+    text = "ts=100.1 gid=1 type=item_get key=a status=found clsid=1 cfd=9\n"
+    text += "ts=100.2 gid=2 type=item_get key=b status=found clsid=1 cfd=9\n"
+    info = ingest_file(write("old.watch", text), settings=settings)
+    assert rows(info, "request_id", "key", "value_size") == [(0, "a", None), (0, "b", None)]
+    assert info.manifest["has_value_size"] is False

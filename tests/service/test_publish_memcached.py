@@ -283,7 +283,7 @@ def _put(node: MemcachedNode, key: str, value: bytes) -> None:
         c.close()
 
 
-V3 = {"policy": "chisel", "params": {"merge": 3}}
+V3 = {"policy": "chisel", "params": {"merge": 3, "split_keys": 8, "elephant_threshold": 50}}
 
 
 @pytest.mark.db_backends
@@ -306,7 +306,8 @@ def test_a_recreated_deployment_never_serves_the_deleted_ones_versions(
         assert svc.client.delete(f"{API}/deployments/{old}", headers=svc.write).status_code == 204
         new = _mc_dep(svc, name, [n.address for n in nodes])
         assert new != old  # ids are never reused
-        cfg = V1 if new_v1 == "same-config" else {"policy": "chisel", "params": {"merge": 7}}
+        cfg = V1 if new_v1 == "same-config" else {"policy": "chisel", "params": {"merge": 7, "split_keys": 8,
+                                                                               "elephant_threshold": 50}}
         job = _publish_now(svc, new, {"config": cfg})
         d = svc.client.get(f"{API}/deployments/{new}", headers=svc.read).json()
         assert (job["status"], d["publish_status"]) == ("succeeded", "ok"), (job["error"], d["publish_error"])

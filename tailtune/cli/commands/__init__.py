@@ -8,6 +8,7 @@ import typer
 
 from tailtune.cli.commands import (
     analyze,
+    capture,
     datasets,
     deployments,
     generate,
@@ -23,6 +24,7 @@ __all__ = ["COMMANDS"]
 COMMANDS: tuple[Callable[[typer.Typer], None], ...] = (
     analyze.register,
     ingest.register,
+    capture.register,
     datasets.register,
     generate.register,
     simulate.register,

@@ -31,6 +31,8 @@ def analyze(
     if (dataset is None) == (file is None):
         raise BadInputError.single("command line", "give exactly one of --dataset ID or FILE")
     target = dataset if dataset is not None else str(file)
+    settings = get_settings()
+    spark_log = settings.home_dir / "logs" / "analyze.log"  # Spark's and the JVM's own lines, not the terminal's
     steps = (*STEPS, REPORT_STEP)
     with progress() as bar:
         task = bar.add_task("starting Spark", total=len(steps))
@@ -38,13 +40,14 @@ def analyze(
         def on_step(name: str) -> None:
             bar.update(task, completed=steps.index(name), description=f"analyze: {name}")
 
-        doc = run(target, out, dataset=dataset is not None, settings=get_settings(), master=spark_master,
-                  opts=Options(servers=servers, replication=replication), on_step=on_step)
+        doc = run(target, out, dataset=dataset is not None, settings=settings, master=spark_master,
+                  opts=Options(servers=servers, replication=replication), on_step=on_step, spark_log=spark_log)
         bar.update(task, completed=len(steps))
     if as_json:
         print_json(doc)
         return
-    out_console.print(f"wrote {out}/summary.json, {out}/report.html, {out}/tables/")
+    out_console.print(f"wrote {out}/summary.json, {out}/report.html, {out}/tables/ (Spark's log: {spark_log})",
+                      highlight=False)
     for line in doc["findings"]:
         out_console.print(f"• {line}", highlight=False)
 

@@ -136,6 +136,14 @@ def ingest(
     rate: Annotated[
         float, typer.Option("--rate", help="Accesses/s used to synthesize ts for formats without time.")
     ] = 1000.0,
+    watch_gap_us: Annotated[
+        int | None,
+        typer.Option(
+            "--watch-gap-us",
+            help="memcached-watch: fetches of one connection at most this many µs apart form one request. "
+            "Default: TAILTUNE_MEMCACHED_WATCH_GAP_US.",
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
     max_decompressed_bytes: Annotated[
         str | None,
@@ -225,6 +233,7 @@ def ingest(
             on_error=on_error,
             unsorted=unsorted,
             rate=rate,
+            watch_gap_us=watch_gap_us,
             settings=settings,
             progress=on_progress,
             limits=limits,

@@ -133,6 +133,8 @@ class ScheduleRow(Base):
     timezone: Mapped[str] = mapped_column(String(64))
     enabled: Mapped[bool] = mapped_column(Boolean, default=True)
     traces: Mapped[int] = mapped_column(Integer, default=1)
+    #: None: the nightly job ingests the newest uploaded trace(s); {"duration_s": N}: it captures memcached for N s.
+    capture: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     last_slot: Mapped[float | None] = mapped_column(Float, nullable=True)
     created_at: Mapped[float] = mapped_column(Float)
 
