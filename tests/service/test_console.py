@@ -513,54 +513,50 @@ def test_timeline_merges_the_clients_of_each_window(svc: Svc) -> None:
 
 
 # --- analyses --------------------------------------------------------------------------------------------------
-SUMMARY: dict[str, Any] = {
-    "schema_version": 1,
-    "dataset": {"source": "ds1", "rows": 2000, "requests": 100, "has_value_size": True, "has_latency": False},
-    "multiget_size": {"requests": 100, "mean": 5.0, "p50": 4, "p95": 12, "p99": 20, "max": 30, "frac_multi": 0.9,
-                      "lognormal_mu": 1.4, "lognormal_sigma": 0.8, "lognormal_ks": 0.02, "lognormal_n": 90},
-    "key_popularity": {"distinct_keys": 500, "accesses": 2000, "zipf_alpha_mle": 0.9, "zipf_alpha_ols": 0.85,
-                       "top_keys": [{"key": f"k{i}", "count": 100 // i, "share": 0.01} for i in range(1, 11)],
-                       "hot_set_drift": {"windows": 10, "window_s": 1.0, "top_n": 100,
-                                         "jaccard_consecutive": [0.5, 0.6, 0.55]}},
-    "value_size": {"p50": 100, "p90": 1000, "p99": 5000, "max": 9000, "per_key": {"p50": 120, "p90": 900},
-                   "thr_l_candidates": [{"bytes": 1000, "rule": "p90_by_key", "key_share": 0.1, "access_share": 0.2,
-                                         "bytes_share": 0.6}]},
-    "arrivals": {"duration_s": 10.0, "rate_mean": 10.0},
-    "fanout": {"servers": 4, "replication": 1, "opsets_mean": 2.0},
-    "latency": {"size_latency_pearson": None, "deciles": []},
-    "slack_bounds": [{"utilization": 0.1, "upper_ms": 1.0, "lower_ms": 0.1},
-                     {"utilization": 0.9, "upper_ms": 3.0, "lower_ms": 0.5}],
-    "null_reasons": {"latency.size_latency_pearson": "the trace carries no latencies"},
-    "findings": ["90% of 100 requests are multi-key.", "Key popularity: Zipf α ≈ 0.90."],
-}
+def _analysis_dir(out: Path) -> dict[str, Any]:
+    """An analysis folder as the characterization writes it: summary.json and tables/*.parquet (a small
+    hand-made characterization, no Spark: tests/analysis/test_summary.py)."""
+    from analysis.summary import build_summary
+    from tests.analysis.test_summary import _collected
+
+    collected = _collected()
+    doc = build_summary(collected)
+    (out / "tables").mkdir(parents=True)
+    (out / "summary.json").write_text(json.dumps(doc))
+    for name, frame in collected.tables().items():
+        frame.to_parquet(out / "tables" / f"{name}.parquet")
+    return doc
 
 
-def test_the_analysis_adapter_reads_the_summary() -> None:
-    assert analysis_view.findings(SUMMARY)[:2] == SUMMARY["findings"]
-    assert "could not be computed" in analysis_view.findings(SUMMARY)[2]
-    figs = {f["id"]: f for f in analysis_view.figures(SUMMARY)}
-    assert list(figs) == ["sizes", "popularity", "drift", "values", "slack"]  # no latency deciles: left out
-    sizes = figs["sizes"]["spec"]["data"][0]
-    assert sizes["x"][0] == 2 and abs(sum(sizes["y"]) - 0.9) < 0.01  # the multi-key share, spread over k ≥ 2
-    assert figs["popularity"]["spec"]["layout"]["yaxis"]["type"] == "log"
-    titles = [t["title"] for t in analysis_view.tables(SUMMARY)]
-    assert "Large-value thresholds (THR_L candidates)" in titles and titles[-1] == "Not computed"
+def test_the_analysis_page_is_made_of_the_reports_components(tmp_path: Path) -> None:
+    from analysis.report import components
+
+    doc = _analysis_dir(tmp_path)
+    assert analysis_view.findings(doc) == components.findings(doc)
+    expected = components.figures(doc, components.load_tables(tmp_path))
+    got = analysis_view.figures(doc, tmp_path)
+    assert [f["id"] for f in got] == [f.id for f in expected] and len(got) > len(components.figures(doc))
+    assert all(f["spec"]["data"] and f["spec"]["config"]["responsive"] is False for f in got)
+    assert analysis_view.tables(doc) == [t.as_dict() for t in components.tables(doc)]
 
 
-def test_an_analysis_page_shows_findings_first_then_figures_and_tables(svc: Svc) -> None:
+def test_an_analysis_page_shows_findings_first_then_figures_and_numbers(svc: Svc) -> None:
     out = svc.home / "analyses" / "1"
-    out.mkdir(parents=True)
-    (out / "summary.json").write_text(json.dumps(SUMMARY))
+    doc = _analysis_dir(out)
     (out / "report.html").write_text("<html><body>report</body></html>")
     with svc.db.session() as s:
         s.add(AnalysisRow(trace_id=None, dataset_id="ds1", options={"servers": 4, "replication": 1},
                           status="succeeded", out_dir=str(out), error=None, created_at=time.time()))
     sign_in(svc, svc.read)
     page = svc.client.get("/analyses/1").text
-    assert page.index('id="findings"') < page.index('id="fig-sizes"') < page.index("Tables")
-    assert "90% of 100 requests are multi-key." in page
+    first_figure = analysis_view.figures(doc, out)[0]["id"]
+    assert page.index('id="findings"') < page.index(f'id="fig-{first_figure}"') < page.index('id="t-h"')
+    assert doc["findings"][0].replace("'", "&#39;") in page
+    assert 'id="table-dataset"' in page
     report = svc.client.get("/analyses/1/report.html")
-    assert report.status_code == 200 and "sandbox" in report.headers["content-security-policy"]
+    csp = report.headers["content-security-policy"]
+    assert report.status_code == 200 and "sandbox allow-scripts" in csp and "allow-same-origin" not in csp
+    assert "connect-src" not in csp and "default-src 'none'" in csp  # its scripts reach nothing
 
 
 def test_a_nightly_analysis_outside_the_analyses_folder_is_not_served(svc: Svc) -> None:

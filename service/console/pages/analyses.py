@@ -1,6 +1,6 @@
 """Analyses: the list (analyses started from a trace, and those of nightly jobs), one analysis's page (findings
-first, then interactive figures and tables, from its summary.json through `service.console.analysis_view`), its
-report.html, and starting an analysis of a ready trace."""
+first, then interactive figures and tables: the report's components, `service.console.analysis_view`), its
+standalone report.html, and starting an analysis of a ready trace."""
 
 from __future__ import annotations
 
@@ -28,8 +28,11 @@ __all__ = ["router"]
 
 router = APIRouter(route_class=ConsoleRoute, include_in_schema=False)
 
-#: report.html is a page the analysis wrote (inline PNGs and styles, no script): shown under its own strict policy.
-_REPORT_CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; sandbox"
+#: report.html is a page the analysis wrote, standalone: plotly.js and its figures inline. It is shown sandboxed —
+#: its scripts run in an origin of their own, so they can reach neither the console's cookies nor its pages — and
+#: may load nothing from anywhere.
+_REPORT_CSP = ("default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data: blob:; "
+               "font-src data:; sandbox allow-scripts")
 
 
 def _load(path: Path) -> dict[str, Any]:
@@ -39,8 +42,8 @@ def _load(path: Path) -> dict[str, Any]:
     return doc
 
 
-def _content(summary: dict[str, Any]) -> dict[str, Any]:
-    return {"findings": analysis_view.findings(summary), "figures": analysis_view.figures(summary),
+def _content(summary: dict[str, Any], directory: Path) -> dict[str, Any]:
+    return {"findings": analysis_view.findings(summary), "figures": analysis_view.figures(summary, directory),
             "tables": analysis_view.tables(summary)}
 
 
@@ -88,7 +91,8 @@ def show(analysis_id: PathId, request: Request, s: SessionDep, viewer: ViewerDep
     row = analyses.get(s, analysis_id)
     content: dict[str, Any] = {}
     if row.status == "succeeded":
-        content = _content(_load(analyses.output_file(s, analysis_id, "summary.json")))
+        path = analyses.output_file(s, analysis_id, "summary.json")
+        content = _content(_load(path), path.parent)
     return page(request, "analysis.html", viewer, title=f"Analysis {row.id}", analysis=row, job=None,
                 report=f"/analyses/{row.id}/report.html" if row.status == "succeeded" else None,
                 dataset_id=row.dataset_id, **content)
@@ -140,7 +144,7 @@ def job_analysis(job_id: PathId, request: Request, s: SessionDep, settings: Sett
     has_report = (folder / "report.html").is_file()
     return page(request, "analysis.html", viewer, title=f"Analysis of job {job.id}", analysis=None, job=job,
                 report=f"/jobs/{job.id}/analysis/report.html" if has_report else None,
-                dataset_id=step.get("dataset_id"), **_content(_load(summary)))
+                dataset_id=step.get("dataset_id"), **_content(_load(summary), folder))
 
 
 @router.get("/jobs/{job_id}/analysis/report.html")

@@ -183,7 +183,7 @@ def add_schedule(
                               traces=traces, enabled=enabled)
     except ValidationError as exc:
         raise _invalid(exc) from None
-    row = schedules.create(s, body)
+    row = schedules.create(s, settings, body)
     return _done(request, settings, f"/deployments/{deployment_id}#schedules", f"Schedule {row.id} added.")
 
 
@@ -203,7 +203,7 @@ def edit_schedule(
         body = SchedulePatch(cron=cron.strip(), timezone=timezone.strip() or None, traces=traces, enabled=enabled)
     except ValidationError as exc:
         raise _invalid(exc) from None
-    row = schedules.patch(s, schedule_id, body)
+    row = schedules.patch(s, settings, schedule_id, body)
     state = "enabled" if row.enabled else "disabled"
     return _done(request, settings, f"/deployments/{row.deployment_id}#schedules",
                  f"Schedule {row.id} saved ({state}).")
