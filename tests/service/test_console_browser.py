@@ -190,25 +190,29 @@ class Pages:
                              + (f"\nlast error: {last}" if last else ""))
 
     def shot(self, name: str, *, phone: bool = False) -> Path:
-        """A screenshot of the whole page (Chrome's own full-page capture), at laptop or phone width (the phone's
-        viewport emulated: its width, touch, the mobile user agent's layout)."""
+        """A screenshot of the whole page at laptop or phone width (the phone's viewport emulated: its width,
+        touch, the mobile layout). The viewport is grown to the page's height first and the figures given time to
+        lay out for it, so the picture is what a person scrolling the page sees."""
         import base64
 
         width, height = PHONE if phone else LAPTOP
-        self.d.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
-                               {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": phone})
+
+        def emulate(h: int) -> None:
+            self.d.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
+                                   {"width": width, "height": h, "deviceScaleFactor": 1, "mobile": phone})
+
+        emulate(height)
         try:
             if phone:  # drawn as a phone draws it (its figures lay out for its width when the page loads)
                 self.d.refresh()
                 self.settle()
-                time.sleep(1.0)
-            else:
-                self.d.execute_script("window.dispatchEvent(new Event('resize'))")
-                time.sleep(0.6)  # the figures follow the new width
-            size = self.d.execute_cdp_cmd("Page.getLayoutMetrics", {})["cssContentSize"]
-            clip = {"x": 0, "y": 0, "width": width, "height": min(int(size["height"]), 12000), "scale": 1}
-            png = self.d.execute_cdp_cmd("Page.captureScreenshot",
-                                         {"format": "png", "captureBeyondViewport": True, "clip": clip})
+            time.sleep(0.8)  # the figures follow the new width
+            full = int(self.d.execute_cdp_cmd("Page.getLayoutMetrics", {})["cssContentSize"]["height"])
+            full = min(max(full, height), 12000)
+            emulate(full)
+            time.sleep(0.8)
+            clip = {"x": 0, "y": 0, "width": width, "height": full, "scale": 1}
+            png = self.d.execute_cdp_cmd("Page.captureScreenshot", {"format": "png", "clip": clip})
         finally:
             self.d.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
             self.d.execute_script("window.dispatchEvent(new Event('resize'))")
