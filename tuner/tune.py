@@ -754,7 +754,8 @@ def _recommendation(
                   "ci": {objective.labels[i]: ci[i] for i in range(len(objective.labels))},
                   "ci_method": ci_method,
                   "seeds": list(seeds),
-                  "per_seed": [{"seed": s, **m} for s, m in zip(seeds, per_seed, strict=False)]},
+                  "per_seed": [{"seed": s, **m} for s, m in zip(seeds, per_seed, strict=False)],
+                  **_calibration_range(job, chosen)},
         best=(metrics_block(best, {**best_t.user_attrs["metrics"], "trial": best_t.number})
               if best is not None and best_t is not None else None),
         baseline=metrics_block(job.baseline, base_res["metrics"]),
@@ -779,6 +780,29 @@ def _recommendation(
                       for t in pareto_front(trials)] if objective.multi else None,
         confirmation=conf.as_dict() if conf is not None else None,
     ), peak_block
+
+
+def _calibration_range(job: _Job, chosen: Candidate) -> dict[str, Any]:
+    """`expected.calibration`: the chosen config's p50/p99 on the first seed with the service time at each end of
+    the calibration's 95 % interval of its mean (a Cassandra deployment whose service time was calibrated,
+    docs/model.md § Calibration) — how much of the expectation rests on that measurement. Empty otherwise."""
+    record = job.req.model or {}
+    entry = (record.get("inputs") or {}).get("service_time") or {}
+    bounds = ((entry.get("uncertainty") or {}).get("mean_ms") if entry.get("source") == "calibrated" else None)
+    spec = job.ev.spec()
+    if not bounds or spec.kind != _EVALUATORS["cassandra"] or "service_rate" not in spec.options:
+        return {}
+    lo_ms, hi_ms = (float(b) for b in bounds)
+    if not 0 < lo_ms <= hi_ms:
+        return {}
+    seed = job.seeds[0]
+    out: dict[str, list[float]] = {"p50_ms": [], "p99_ms": []}
+    for mean_ms in (lo_ms, hi_ms):
+        ev = build_evaluator(EvaluatorSpec(spec.kind, {**spec.options, "service_rate": 1000.0 / mean_ms}))
+        m = ev.evaluate(chosen, seed)
+        out["p50_ms"].append(m.p50_ms)
+        out["p99_ms"].append(m.p99_ms)
+    return {"calibration": {"service_time_mean_ms": [lo_ms, hi_ms], "seed": seed, **out}}
 
 
 def _batch_evidence(

@@ -3,6 +3,7 @@ study's, and the later stretch of a trace with timestamps split off the study.""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
 
@@ -127,4 +128,30 @@ def test_the_study_never_sees_the_held_out_stretch(tmp_path: Any, monkeypatch: p
     assert rec.tuned_for["source"]["trace"] != str(trace) and rec.source == f"trace:{trace}"
     assert conf["method"].startswith("paired batch means") and len(conf["seeds"]) == 5
     assert rec.reason.startswith("p99 ") and "held-out seeds and the last 20 % of the trace" in rec.reason
+    get_settings.cache_clear()
+
+
+def test_the_calibrations_interval_bounds_the_expectation(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A calibrated service time's 95 % interval gives the chosen config's p50/p99 at each end (expected.calibration):
+    the slower end expects the slower tail."""
+    from tailtune.base.settings import get_settings
+    from tailtune.simulation.source import WorkloadSource
+    from tuner.tune import TuneRequest, run_tune
+
+    monkeypatch.setenv("TAILTUNE_HOME", str(tmp_path / "home"))
+    get_settings.cache_clear()
+    model = {"sources": {"service_time": "calibrated"}, "inputs": {"service_time": {
+        "value": {"mean_ms": 0.3, "dist": "lognormal", "sigma": 0.5}, "source": "calibrated", "at": 0.0, "how": "t",
+        "uncertainty": {"mean_ms": [0.2, 0.4]}}}}
+    req = TuneRequest(source=WorkloadSource(profile="soundcloud", requests=2000), deployment="cassandra", trials=2,
+                      seeds=1, server="rein-patched", alternative_trials=0, mlflow=False, plots=False,
+                      storage="memory", model=model,
+                      evaluator_options={"servers": 16, "slots": 4, "replication": 3, "service_rate": 1000 / 0.3})
+    rec = run_tune(req)
+    cal = rec.expected["calibration"]
+    assert cal["service_time_mean_ms"] == [0.2, 0.4] and cal["seed"] == 0
+    assert 0 < cal["p99_ms"][0] < cal["p99_ms"][1] and cal["p50_ms"][0] < cal["p50_ms"][1]
+    # without a calibrated service time there is nothing to bound
+    plain = run_tune(dataclasses.replace(req, model=None))
+    assert "calibration" not in plain.expected
     get_settings.cache_clear()
