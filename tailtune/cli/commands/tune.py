@@ -97,7 +97,7 @@ def tune(
     from tailtune.control.model import build_model
     from tailtune.simulation.source import WorkloadSource
     from tuner.sampling import SamplingSpec
-    from tuner.space import parse_override
+    from tuner.space import Candidate, parse_override
     from tuner.tune import TuneRequest, parse_candidate, run_tune
 
     source = WorkloadSource(
@@ -121,15 +121,15 @@ def tune(
                                        field="use_timestamps")
         ev_opts["use_timestamps"] = True
     model_record: dict[str, Any] | None = None
+    current_cand = parse_candidate(current) if current else None
     if deployment is not None:
         row = _deployment_row(deployment)
         store, server = row["kind"], server or (row["server"] if row["kind"] == "cassandra" else None)
         driver = row["driver"] if driver == "java4" else driver
         table = table or list(row["tables"])
-        if current is None and row["current_config"]:
+        if current_cand is None and row["current_config"]:  # the deployment's, as its nightly job takes it
             cfg = row["current_config"]
-            current = ":".join([str(cfg["policy"]), ",".join(f"{k}={v}" for k, v in (cfg.get("params") or {}).items())])
-            current = current.rstrip(":")
+            current_cand = Candidate(str(cfg["policy"]), dict(cfg.get("params") or {}))
         model = build_model(store, row["topology"], row["connection"], row["model"],
                             timestamps=source.has_timestamps(), load=load)
         ev_opts = {**model.options, **{k: v for k, v in ev_opts.items() if k != "load"}}
@@ -143,7 +143,7 @@ def tune(
     req = TuneRequest(
         source=source, deployment=store, trials=trials, seeds=seeds, objective=objective,
         constraints=tuple(constraint or ()), timeout_s=timeout, jobs=jobs, study=study, storage=storage,
-        current=parse_candidate(current) if current else None,
+        current=current_cand,
         policies=tuple(p.strip() for p in policies.split(",") if p.strip()) if policies else None,
         overrides=overrides, summary=summary_doc, evaluator_options=ev_opts, mlflow=not no_mlflow,
         server=server, driver=driver, tables=tuple(table or ()), alternative_trials=alternative_trials,
