@@ -18,6 +18,7 @@ from tailtune.base.secrets import redact_url
 from tailtune.base.settings import Settings, get_settings
 from tailtune.simulation.source import WorkloadSource
 from tuner.confirm import Confirmation, confirm, holdout_seeds
+from tuner.error_bound import combined_bound
 from tuner.evaluators import Evaluator, EvaluatorSpec, build_evaluator
 from tuner.holdout import Split, split_source
 from tuner.objective import Metrics, parse_objective
@@ -282,6 +283,9 @@ def run_tune(
         sampled["sampling"] = {**sampled["sampling"], "peak_check": peak_block,
                                "estimate": _estimate(job, Candidate(rec.policy, rec.params))}  # fmt: skip
     rec = dataclasses.replace(rec, **sampled)
+    bound = combined_bound(rec.expected, rec.sampling)
+    if bound is not None:
+        rec = dataclasses.replace(rec, expected={**rec.expected, "error_bound": bound})
     if split is not None:
         rec = dataclasses.replace(rec, source=original.label)
     if job.server is not None:

@@ -28,9 +28,11 @@ than one bucket is not resolvable. Reports of the earlier version from the windo
 version's (a canary's concurrent requests) are preferred when there are enough of them.
 
 **The expected band.** The recommendation's expected p99 E with its 95% half-width h (`expected.ci.p99`) and, for a
-sampled tune, its calibration bound s% (`sampling.error_bound.p99_pct`), widened by the model's error m% =
-`verify_model_error_pct` (validation/: the sharded-pool p99 resolvable to ~2× on real memcached, hence 100):
-[(E − h) / (1 + (m + s)/100), (E + h) × (1 + (m + s)/100)].
+sampled tune, its calibration bound s% (`sampling.error_bound.p99_pct`) and, for a deployment whose service time
+was calibrated, the p99 replayed at each end of that calibration's interval [C_lo, C_hi] (`expected.calibration`;
+tuner/error_bound.py), widened by the model's error m% = `verify_model_error_pct` (validation/: the sharded-pool
+p99 resolvable to ~2× on real memcached, hence 100):
+[min(E − h, C_lo) / (1 + (m + s)/100), max(E + h, C_hi) × (1 + (m + s)/100)].
 
 **Server side (stock Cassandra).** The coordinator's p99 comes from a decaying reservoir as one figure (per node
 and table, 1 ms resolution, see `publishers/cassandra.py` for its unit), so no sampling distribution exists and no
@@ -106,6 +108,9 @@ def expectation(rec: Mapping[str, Any], *, job_id: int | None = None) -> dict[st
     out["p99_ci_ms"] = float(ci["p99"]) if _number(ci.get("p99")) else None
     out["ci_method"] = exp.get("ci_method")
     out["sampling_error_pct"] = float(bound["p99_pct"]) if _number(bound.get("p99_pct")) else None
+    cal = _mapping(exp.get("calibration")).get("p99_ms")
+    out["calibration_p99_ms"] = ([float(min(cal)), float(max(cal))]
+                                 if isinstance(cal, list) and len(cal) == 2 and all(_number(x) for x in cal) else None)
     out["source"] = f"recommendation of job {job_id}" if job_id is not None else "recommendation"
     return out
 
@@ -123,7 +128,8 @@ def expected_band(expected: Mapping[str, Any], model_error_pct: float) -> tuple[
     e = float(expected["p99_ms"])
     h = float(expected.get("p99_ci_ms") or 0.0)
     widen = 1.0 + (model_error_pct + float(expected.get("sampling_error_pct") or 0.0)) / 100.0
-    return max(0.0, e - h) / widen, (e + h) * widen
+    cal = expected.get("calibration_p99_ms") or [e, e]
+    return max(0.0, min(e - h, float(cal[0]))) / widen, max(e + h, float(cal[1])) * widen
 
 
 # --- the test -------------------------------------------------------------------------------------------------

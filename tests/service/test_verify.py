@@ -113,11 +113,25 @@ def test_expected_band_widens_by_the_interval_the_sampling_bound_and_the_model_e
            "sampling": {"error_bound": {"p99_pct": 20.0}}}
     exp = expectation(rec, job_id=7)
     assert exp == {"p50_ms": 0.4, "p99_ms": 2.0, "p99_ci_ms": 0.5, "ci_method": "Student-t over 3 seeds",
-                   "sampling_error_pct": 20.0, "source": "recommendation of job 7"}
+                   "sampling_error_pct": 20.0, "calibration_p99_ms": None, "source": "recommendation of job 7"}
     lo, hi = expected_band(exp, 100.0)
     assert (lo, hi) == pytest.approx((1.5 / 2.2, 2.5 * 2.2))
     assert expected_band({"p99_ms": 2.0}, 0.0) == (2.0, 2.0)
     assert expectation({"expected": {"p50_ms": 1.0}}) is None  # no p99: nothing to hold a version to
+
+
+def test_expected_band_holds_the_calibrations_interval() -> None:
+    """A calibrated service time replayed at each end of its interval gave p99 1.2 and 3.5 ms around the expected
+    2.0 ± 0.5: the band runs from min(1.5, 1.2) to max(2.5, 3.5), then widened by the model's error (hand-worked)."""
+    rec = {"expected": {"p99_ms": 2.0, "ci": {"p99": 0.5},
+                        "calibration": {"service_time_mean_ms": [0.2, 0.4], "p99_ms": [3.5, 1.2]}}}
+    exp = expectation(rec)
+    assert exp is not None and exp["calibration_p99_ms"] == [1.2, 3.5]
+    assert expected_band(exp, 100.0) == pytest.approx((1.2 / 2.0, 3.5 * 2.0))
+    assert expected_band(exp, 0.0) == pytest.approx((1.2, 3.5))
+    # an interval inside the replay's own does not narrow it
+    exp["calibration_p99_ms"] = [1.9, 2.1]
+    assert expected_band(exp, 0.0) == pytest.approx((1.5, 2.5))
 
 
 def test_server_comparison_converts_the_seconds_and_applies_the_threshold() -> None:

@@ -151,7 +151,12 @@ def test_the_calibrations_interval_bounds_the_expectation(tmp_path: Any, monkeyp
     cal = rec.expected["calibration"]
     assert cal["service_time_mean_ms"] == [0.2, 0.4] and cal["seed"] == 0
     assert 0 < cal["p99_ms"][0] < cal["p99_ms"][1] and cal["p50_ms"][0] < cal["p50_ms"][1]
+    # the recommendation's error bound holds that range (tuner/error_bound.py)
+    bound = rec.expected["error_bound"]
+    assert bound["p99_ms"][0] <= cal["p99_ms"][0] and bound["p99_ms"][1] >= cal["p99_ms"][1]
+    assert bound["parts"]["p99"]["calibration_ms"] == cal["p99_ms"]
     # without a calibrated service time there is nothing to bound
     plain = run_tune(dataclasses.replace(req, model=None))
     assert "calibration" not in plain.expected
+    assert plain.expected["error_bound"]["parts"]["p99"]["calibration_ms"] is None
     get_settings.cache_clear()

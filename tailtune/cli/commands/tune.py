@@ -207,6 +207,16 @@ def _print_text(doc: dict[str, Any]) -> None:
     for label, m in rows:
         out_console.print(f"  {label:44s} p50 {m['p50_ms']:.3f} ms  p95 {m['p95_ms']:.3f} ms  "
                           f"p99 {m['p99_ms']:.3f} ms", highlight=False)
+    eb = e.get("error_bound")
+    if eb and eb.get("p99_ms"):
+        lo, hi = eb["p99_ms"]
+        holds = ["the replay's interval"]
+        part = eb.get("parts", {}).get("p99", {})
+        if part.get("calibration_ms") is not None:
+            holds.append("the calibrated service time's interval")
+        if part.get("sampling_pct"):
+            holds.append("the sampling error")
+        out_console.print(f"  expected p99 within [{lo:.3f}, {hi:.3f}] ms ({', '.join(holds)})", highlight=False)
     if doc.get("sampling"):
         smp, bound = doc["sampling"], doc["sampling"]["error_bound"]
         out_console.print(f"  replayed {doc['replayed_fraction']:.1%} of the trace ({len(smp['windows'])} windows); "
