@@ -20,7 +20,9 @@
 //! Threshold (per coordinator = per client): FIXED is `spec_fixed_ms`; PERCENTILE / MIN / MAX start at half the
 //! read timeout (Cassandra's initial `sampleReadLatency`) and are recomputed every `spec_refresh_ms` of simulated
 //! time (0 = the read timeout, Cassandra's period) from the coordinator's read latencies (an opset's send → last
-//! answer; nearest rank over the last `window` samples). Warm start (a replay covers seconds, a real coordinator
+//! answer), as Cassandra reads them: the percentile of a forward-decaying histogram with a 60 s half-life and
+//! ~20 % buckets (`spec_histogram` = 1, [`crate::decaying_histogram`]); `spec_histogram` = 0 takes the exact
+//! nearest rank over the last `window` samples instead. Warm start (a replay covers seconds, a real coordinator
 //! has run for minutes), `spec_warm` = 1: the replay's warm-up cut (requests before the first measured one, open
 //! loop) runs under the initial threshold — no speculation, a warm-up pass — and each coordinator recomputes at
 //! its first sample at or after the first measured request's arrival, from the warm-up's samples; then on the
@@ -64,8 +66,11 @@ crate::params! {
         spec_refresh_ms: f64 = 0.0, Real(0.0, 1e9, "[0, 1e9] ms (0 = the read timeout)"), Search::Fixed;
         /// Warm start: 1 = recompute at the end of the replay's warm-up cut (see the module doc); 0 = Cassandra's rule.
         spec_warm: f64 = 1.0, Rounded(0.0, 1.0, "0 or 1"), Search::Fixed;
-        /// Samples of the latency histogram (the last ones).
+        /// Samples of the latency window (the last ones) when `spec_histogram` = 0.
         window: f64 = 10000.0, Rounded(1.0, 1e7, "1..=1e7 samples"), Search::Fixed;
+        /// The latencies the percentile is read from: 1 = Cassandra's decaying histogram (60 s half-life, ~20 %
+        /// buckets; `decaying_histogram.rs`), 0 = exact nearest rank over the last `window` samples.
+        spec_histogram: f64 = 1.0, Rounded(0.0, 1.0, "0 (window) or 1 (decaying histogram)"), Search::Fixed;
         /// The client's driver: 0 = Java driver 4, 1 = Python cassandra-driver.
         driver: f64 = 0.0, Rounded(0.0, 1.0, "0 (java4) or 1 (python)"), Search::Fixed;
         /// Driver speculative execution: delay between executions, ms (ConstantSpeculativeExecutionPolicy).

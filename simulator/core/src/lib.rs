@@ -19,6 +19,7 @@ pub mod client_model;
 pub mod cluster;
 pub mod config;
 pub mod coordinator;
+pub mod decaying_histogram;
 pub mod demand;
 pub mod engine;
 pub mod error;

@@ -63,6 +63,8 @@ fn hybrid(kind: f64, ms: f64, warm: f64) -> Vec<(&'static str, f64)> {
         ("spec_percentile", 99.0),
         ("spec_fixed_ms", ms),
         ("spec_warm", warm),
+        // the exact window of samples: the hand-worked times below are the samples themselves
+        ("spec_histogram", 0.0),
     ]
 }
 
@@ -103,6 +105,20 @@ fn percentile_min_max_and_the_warm_start() {
         &[&hybrid(2.0, 0.0, 0.0)[..], &[("spec_refresh_ms", 10.0)]].concat(),
     );
     assert_eq!(periodic.latency_ns, p99.latency_ns);
+    // Cassandra's decaying histogram: R0's 8 ms lands in the bucket up to 8239 µs, whose upper offset is the
+    // threshold → R2 retried at 48.239 → 10.239 ms.
+    let hist = run(
+        &c,
+        &three(),
+        0.125,
+        &[
+            ("spec_kind", 2.0),
+            ("spec_percentile", 99.0),
+            ("spec_warm", 1.0),
+            ("spec_histogram", 1.0),
+        ],
+    );
+    assert_eq!(hist.latency_ns, vec![8 * MS, MS, 10 * MS + 239_000]);
 }
 
 #[test]
@@ -176,7 +192,11 @@ fn speculative_retry_pays_under_stalls_and_the_extra_reads_are_load() {
 fn the_warm_start_is_the_end_of_the_warm_up_cut() {
     let c = cluster(0);
     let go = |warmup: f64| {
-        let params: Vec<(String, f64)> = vec![("spec_kind".into(), 2.0), ("spec_warm".into(), 1.0)];
+        let params: Vec<(String, f64)> = vec![
+            ("spec_kind".into(), 2.0),
+            ("spec_warm".into(), 1.0),
+            ("spec_histogram".into(), 0.0),
+        ];
         let cfg = ReplayConfig {
             servers: ServerModelConfig {
                 speeds: vec![0.125, 1.0, 1.0],

@@ -6,6 +6,7 @@
 //! Servers serve FIFO; the engine makes the copies.
 use super::fifo::Fifo;
 use crate::coordinator::{self, CoordinatorConfig};
+use crate::decaying_histogram::{quantile_of, DecayingHistogram, BUCKETS};
 use crate::params::Search;
 
 crate::params! {
@@ -53,6 +54,8 @@ struct StockRule {
     warmed: Vec<bool>,
     /// The warm-start percentile over every coordinator's samples, taken at the first warm start.
     pooled: Option<u64>,
+    /// Cassandra's decaying histogram per client (`spec_histogram` = 1); None = the sample window.
+    hist: Option<Vec<DecayingHistogram>>,
 }
 
 impl LatencyEstimator {
@@ -101,6 +104,7 @@ impl LatencyEstimator {
                 next_refresh: vec![cfg.refresh_ns(); clients],
                 warmed: vec![false; clients],
                 pooled: None,
+                hist: (cfg.spec_histogram >= 0.5).then(|| vec![DecayingHistogram::new(0); clients]),
             }),
         }
     }
@@ -114,12 +118,16 @@ impl LatencyEstimator {
         if self.fixed_ns.is_some() {
             return;
         }
-        let ring = &mut self.ring[client];
-        if ring.len() < self.window {
-            ring.push(ns);
+        if let Some(h) = rule.hist.as_mut() {
+            h[client].update(ns, now);
         } else {
-            ring[self.pos[client]] = ns;
-            self.pos[client] = (self.pos[client] + 1) % self.window;
+            let ring = &mut self.ring[client];
+            if ring.len() < self.window {
+                ring.push(ns);
+            } else {
+                ring[self.pos[client]] = ns;
+                self.pos[client] = (self.pos[client] + 1) % self.window;
+            }
         }
         self.seen[client] += 1;
         let warm = !rule.warmed[client] && rule.warm_at.is_some_and(|w| now >= w);
@@ -136,18 +144,36 @@ impl LatencyEstimator {
             // gives one client, and every coordinator sees the same latencies; the percentile of all
             // coordinators' samples so far stands for its histogram (taken once, at the first warm start).
             if rule.pooled.is_none() {
-                self.scratch.clear();
-                for r in &self.ring {
-                    self.scratch.extend_from_slice(r);
-                }
-                rule.pooled = Some(nearest_rank(&mut self.scratch, self.pct));
+                rule.pooled = if let Some(h) = rule.hist.as_ref() {
+                    let mut snap = vec![0.0; BUCKETS + 1];
+                    for x in h {
+                        x.decayed_into(now, &mut snap);
+                    }
+                    quantile_of(&snap, self.pct / 100.0)
+                } else {
+                    self.scratch.clear();
+                    for r in &self.ring {
+                        self.scratch.extend_from_slice(r);
+                    }
+                    Some(nearest_rank(&mut self.scratch, self.pct))
+                };
             }
-            self.timeout[client] = rule.pooled.and_then(|v| rule.cfg.threshold(v));
+            if let Some(v) = rule.pooled {
+                self.timeout[client] = rule.cfg.threshold(v);
+            }
             return;
         }
-        self.scratch.clear();
-        self.scratch.extend_from_slice(&self.ring[client]);
-        let v = nearest_rank(&mut self.scratch, self.pct);
+        let v = if let Some(h) = rule.hist.as_mut() {
+            // an empty snapshot keeps the threshold (PercentileSpeculativeRetryPolicy: `existingValue`)
+            match h[client].quantile_ns(self.pct / 100.0, now) {
+                Some(v) => v,
+                None => return,
+            }
+        } else {
+            self.scratch.clear();
+            self.scratch.extend_from_slice(&self.ring[client]);
+            nearest_rank(&mut self.scratch, self.pct)
+        };
         self.timeout[client] = rule.cfg.threshold(v);
     }
 
@@ -233,8 +259,12 @@ mod tests {
 
     #[test]
     fn the_warm_start_pools_every_coordinators_samples() {
-        // 99p (default kind), read timeout 5000 ms → initial threshold 2500 ms; warm start at t = 100.
-        let cfg = CoordinatorConfig::cassandra();
+        // 99p (default kind), read timeout 5000 ms → initial threshold 2500 ms; warm start at t = 100; the
+        // exact window of samples
+        let cfg = CoordinatorConfig {
+            spec_histogram: 0.0,
+            ..CoordinatorConfig::cassandra()
+        };
         let mut e = LatencyEstimator::stock(&cfg, 3, 100);
         assert_eq!(e.timeout_ns(0), Some(2_500_000_000));
         // warm-up: client 0 sees 1..=98, client 1 sees 99 and 1000, client 2 nothing yet
@@ -254,5 +284,40 @@ mod tests {
         assert_eq!(e.timeout_ns(0), Some(2_500_000_000), "client 0 has not answered since the warm-up");
         e.observe_at(0, 1, 160);
         assert_eq!(e.timeout_ns(0), Some(99));
+    }
+
+    #[test]
+    fn the_threshold_is_read_from_cassandras_decaying_histogram() {
+        use crate::decaying_histogram::{bucket_of, offsets};
+        // 99p, warm start at t = 1 µs, refresh every 5 s (the read timeout)
+        let cfg = CoordinatorConfig::cassandra();
+        let mut e = LatencyEstimator::stock(&cfg, 2, 1_000);
+        let ms = 1_000_000;
+        // warm-up at t = 0: client 0 sees 990 reads of 1 ms, client 1 ten of 50 ms
+        for _ in 0..990 {
+            e.observe_at(0, ms, 0);
+        }
+        for _ in 0..10 {
+            e.observe_at(1, 50 * ms, 0);
+        }
+        // warm start pools both: 1001 samples, p99 → ⌈990.99⌉ = 991 → the 1 ms bucket (up to 1109 µs)
+        e.observe_at(0, ms, 1_000);
+        let one_ms = offsets()[bucket_of(1000)] * 1000;
+        assert_eq!(one_ms, 1_109_000);
+        assert_eq!(e.timeout_ns(0), Some(one_ms));
+        e.observe_at(1, 2 * ms, 2_000);
+        assert_eq!(e.timeout_ns(1), Some(one_ms), "client 1 takes the pooled value at its warm start");
+        // t = 5 s, client 1's own histogram: ten 50 ms and two 2 ms reads, each of weight 1, divided by
+        // exp(5 / 86.56) = 1.0595 and rounded: 9 and 2 → p99 of 11 → ⌈10.89⌉ = 11 → the 50 ms bucket
+        e.observe_at(1, 2 * ms, 5_000_000_000);
+        assert_eq!(e.timeout_ns(1), Some(offsets()[bucket_of(50_000)] * 1000));
+        // client 0 at t = 5 s: 991 reads of 1 ms → 935, 30 of 40 ms (at 4 s and 5 s, weight 1) → 28; p99 of 963
+        // → ⌈953.37⌉ = 954 > 935 → the 40 ms bucket (the last 30 of 1021 samples, 2.9 %, hold the percentile)
+        for _ in 0..29 {
+            e.observe_at(0, 40 * ms, 4_000_000_000);
+        }
+        assert_eq!(e.timeout_ns(0), Some(one_ms), "no update before the period");
+        e.observe_at(0, 40 * ms, 5_000_000_000);
+        assert_eq!(e.timeout_ns(0), Some(offsets()[bucket_of(40_000)] * 1000));
     }
 }
