@@ -5,8 +5,8 @@ Per workload (mice-elephant, soundcloud, bimodal profiles): the trace's arrival 
 inter-arrival time, then `batching` and chisel at the levels kvsim's analyzer recommends (replica analyzer, the
 profile measured on these servers) are replayed open loop, interleaved and repeated. The load is driven from
 several processes (each its own `Client`, requests dealt round-robin, a few sender threads each so a slow request
-does not hold back later ones); latency counts from the scheduled arrival. Every answer is checked (every request
-answered, every key's value right).
+does not hold back later ones); latency counts from the get_many call, the lag behind the scheduled arrival is
+kept apart. Every answer is checked (every request answered, every key's value right).
 
 The simulator gets: the servers' profile (`analysis.memcached_profile`, one server), the client's per-query
 overhead (median `get_many` of one key through the client minus through a bare pymemcache connection, spaced as
