@@ -56,6 +56,13 @@ class MemcachedDeployment:
     pool: str = "replica"  # or "sharded"
     # sharded pool: the servers' "host:port" names the client hashes, comma-separated (None: 127.0.0.1:11211, …)
     server_addresses: str | None = None
+    # the client host (docs/chisel.md § Client host): CPUs per client process serving its query threads' client
+    # work first come, first served (1: a CPython process, as the shipped client; 0: unbounded, every query thread
+    # in parallel); the processes the requests are dealt to round-robin (query threads shared out over them); the
+    # client's CPU work per key of a response (µs)
+    client_cpus: int = 1
+    client_processes: int = 1
+    client_key_us: float = 0.0
 
     def addresses(self) -> tuple[str, ...]:
         """The servers' names as the client hashes them (`host:port`), one per server."""
@@ -72,7 +79,13 @@ class MemcachedDeployment:
         return names
 
     def as_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """Every field (JSON-able), the client host's only when it differs from the default (records made before
+        it existed read the same)."""
+        out = dataclasses.asdict(self)
+        for name in _CLIENT_HOST:
+            if out[name] == _CLIENT_HOST_DEFAULTS[name]:
+                del out[name]
+        return out
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> MemcachedDeployment:
@@ -91,6 +104,10 @@ class MemcachedDeployment:
             if v != getattr(default, f.name):
                 out += ["--" + f.name.replace("_", "-"), repr(v) if isinstance(v, float) else str(v)]
         return out
+
+
+_CLIENT_HOST = ("client_cpus", "client_processes", "client_key_us")
+_CLIENT_HOST_DEFAULTS = {f.name: f.default for f in fields(MemcachedDeployment) if f.name in _CLIENT_HOST}
 
 
 @dataclass(frozen=True)
@@ -211,6 +228,9 @@ def replay(
             client_overhead_us=float(deployment.client_overhead_us),
             setup_us=float(deployment.setup_us),
             service_cv=float(deployment.service_cv),
+            client_cpus=int(deployment.client_cpus),
+            client_processes=int(deployment.client_processes),
+            client_key_us=float(deployment.client_key_us),
         )
         return kvsim.memcached.replay(
             trace.sizes[:n],

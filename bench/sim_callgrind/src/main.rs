@@ -516,6 +516,7 @@ fn memcached_cases(args: &[String]) {
                     setup_us: setup,
                     profile: ServiceProfile::PAPER,
                     service_cv: cv,
+                    ..Deployment::default()
                 };
                 for (name, pol) in &policies {
                     let r = memcached_case(&dep, pol, &wl, seed);

@@ -45,7 +45,8 @@ fn policy_from(
 #[pyo3(signature = (
     arrivals_us, keys, server_of, *, policy, servers, worker_threads, query_threads,
     client_overhead_us, setup_us, profile, service_cv, seed,
-    split_keys=None, split_chunks=None, merge=1, elephant_threshold=50, shards=None
+    split_keys=None, split_chunks=None, merge=1, elephant_threshold=50, shards=None,
+    client_cpus=0, client_processes=1, client_key_us=0.0
 ))]
 #[allow(clippy::too_many_arguments)]
 fn replay_memcached_raw<'py>(
@@ -67,6 +68,9 @@ fn replay_memcached_raw<'py>(
     merge: u32,
     elephant_threshold: u32,
     shards: Option<(Vec<u32>, Vec<u32>, Vec<u32>)>,
+    client_cpus: u32,
+    client_processes: u32,
+    client_key_us: f64,
 ) -> PyResult<Bound<'py, PyDict>> {
     let pol = policy_from(policy, split_keys, split_chunks, merge, elephant_threshold)?;
     let dep = Deployment {
@@ -82,6 +86,9 @@ fn replay_memcached_raw<'py>(
             d: profile.3,
         },
         service_cv,
+        client_cpus,
+        client_processes,
+        client_key_us,
     };
     let wl = Workload {
         arrivals_us,
@@ -118,6 +125,8 @@ fn replay_memcached_raw<'py>(
     out.set_item("events", report.events)?;
     out.set_item("client_wait_us", report.client_wait_us)?;
     out.set_item("server_wait_us", report.server_wait_us)?;
+    out.set_item("client_cpu_wait_us", report.client_cpu_wait_us)?;
+    out.set_item("client_cpu_load", report.client_cpu_load)?;
     out.set_item("span_us", report.span_us)?;
     out.set_item("query_threads", report.query_threads)?;
     out.set_item("sim_wall_s", wall)?;

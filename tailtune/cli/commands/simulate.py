@@ -377,6 +377,27 @@ def register(app: typer.Typer) -> None:
                 help=_default("service_cv", "memcached: service-time coefficient of variation", MEMCACHED),
             ),
         ] = None,
+        client_cpus: Annotated[
+            int | None,
+            typer.Option("--client-cpus", help=_default(
+                "client_cpus",
+                "memcached: CPUs per client process serving the query threads' client work in turn (1: CPython, "
+                "the shipped client; 0: unbounded, every query thread in parallel)",
+                MEMCACHED,
+            )),
+        ] = None,
+        client_processes: Annotated[
+            int | None,
+            typer.Option("--client-processes", help=_default(
+                "client_processes", "memcached: client processes the requests are dealt to round-robin", MEMCACHED
+            )),
+        ] = None,
+        client_key_us: Annotated[
+            float | None,
+            typer.Option("--client-key-us", help=_default(
+                "client_key_us", "memcached: client CPU work per key of a response (µs)", MEMCACHED
+            )),
+        ] = None,
         inter_arrival_us: Annotated[
             float | None,
             typer.Option("--inter-arrival-us", help="memcached: Poisson arrivals with this mean gap."),

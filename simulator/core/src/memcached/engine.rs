@@ -6,6 +6,7 @@
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, VecDeque};
 
+use super::client_host::{ClientHost, Work};
 use super::{Deployment, DispatchState, Policy, Subrequest, Workload};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -18,6 +19,8 @@ enum Kind {
     ServerDone { query: usize },
     /// The response is back at the query thread.
     Returned { query: usize },
+    /// A piece of client work of a process's query thread is done (its CPU, if bounded, is free again).
+    ClientWorkDone { process: usize, work: Work },
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -51,6 +54,8 @@ impl Ord for Event {
 #[derive(Debug, Clone)]
 struct Query {
     thread: usize,
+    /// The client process whose thread runs the query.
+    process: usize,
     server: u32,
     group: Option<u64>,
     members: Vec<usize>,
@@ -140,6 +145,10 @@ pub struct Report {
     pub client_wait_us: f64,
     /// Time waited for a server worker, summed over queries (µs).
     pub server_wait_us: f64,
+    /// Time client work waited for a CPU of its process, summed (µs; 0 with unbounded client CPUs).
+    pub client_cpu_wait_us: f64,
+    /// Busy fraction of the client processes' CPUs (0 with unbounded client CPUs).
+    pub client_cpu_load: f64,
     /// Busy time of all query threads, and the busiest server's busy time over its workers (µs).
     pub thread_busy_us: f64,
     pub server_busy_max_us: f64,
@@ -226,6 +235,9 @@ struct Sim<'a> {
     seq: u64,
     threads: Vec<QueryThread>,
     servers: Vec<Server>,
+    host: ClientHost,
+    /// Query threads of each client process (process `p` has threads `p·per_process ..`).
+    per_process: usize,
     queries: Vec<Query>,
     remaining: Vec<u32>,
     arrivals: &'a [f64],
@@ -255,8 +267,10 @@ impl<'a> Sim<'a> {
         };
         th.busy = true;
         self.report.client_wait_us += now - enq;
+        let process = thread / self.per_process;
         self.queries.push(Query {
             thread,
+            process,
             server: sub.server,
             group: sub.group,
             members: vec![sub.request],
@@ -264,8 +278,41 @@ impl<'a> Sim<'a> {
             started: now,
             at_server: now,
         });
-        self.threads[thread].current = self.queries.len() - 1;
-        self.push(now + self.dep.client_phase_us(), Kind::SetupDone { thread });
+        let q = self.queries.len() - 1;
+        self.threads[thread].current = q;
+        // Work of no time needs no CPU: without an overhead the query goes on as with unbounded CPUs.
+        if self.host.bounded() && self.dep.client_overhead_us > 0.0 {
+            let work = Work::Overhead(q);
+            if let Some(end) = self
+                .host
+                .request(process, work, self.dep.client_overhead_us, now)
+            {
+                self.push(end, Kind::ClientWorkDone { process, work });
+            }
+        } else {
+            self.host.busy_us += self.dep.client_overhead_us;
+            self.push(now + self.dep.client_phase_us(), Kind::SetupDone { thread });
+        }
+    }
+
+    /// Client work finished on a CPU of `process`: hand the CPU to the next queued work, then go on with this.
+    fn client_work_done(&mut self, process: usize, work: Work, now: f64) {
+        if let Some((next, end)) = self.host.release(process, now) {
+            self.push(
+                end,
+                Kind::ClientWorkDone {
+                    process,
+                    work: next,
+                },
+            );
+        }
+        match work {
+            Work::Overhead(q) => {
+                let thread = self.queries[q].thread;
+                self.push(now + self.dep.setup_us, Kind::SetupDone { thread });
+            }
+            Work::Parse(q) => self.complete(q, now),
+        }
     }
 
     fn setup_done(&mut self, thread: usize, now: f64) {
@@ -328,6 +375,20 @@ impl<'a> Sim<'a> {
     }
 
     fn returned(&mut self, q: usize, now: f64) {
+        let parse = self.dep.client_key_us * f64::from(self.queries[q].keys);
+        if parse > 0.0 {
+            let process = self.queries[q].process;
+            let work = Work::Parse(q);
+            if let Some(end) = self.host.request(process, work, parse, now) {
+                self.push(end, Kind::ClientWorkDone { process, work });
+            }
+        } else {
+            self.complete(q, now);
+        }
+    }
+
+    /// The query's work is over: its thread is free and its requests have their answer from this server.
+    fn complete(&mut self, q: usize, now: f64) {
         let thread = self.queries[q].thread;
         self.threads[thread].busy_us += now - self.queries[q].started;
         self.threads[thread].busy = false;
@@ -343,16 +404,27 @@ impl<'a> Sim<'a> {
     }
 }
 
-/// Query threads per server lane of a sharded pool: the deployment's `query_threads` shared out evenly (rounded
-/// up), as the client's `connections_per_server`.
-pub fn lane_threads(deployment: &Deployment) -> u32 {
+/// Query threads of each client process: the deployment's `query_threads` shared out evenly over its
+/// `client_processes` (rounded up).
+pub fn process_threads(deployment: &Deployment) -> u32 {
     deployment
         .query_threads
+        .div_ceil(deployment.client_processes.max(1))
+        .max(1)
+}
+
+/// Query threads per server lane of one client process of a sharded pool: the process's query threads shared
+/// out evenly over the servers (rounded up), as the client's `connections_per_server`.
+pub fn lane_threads(deployment: &Deployment) -> u32 {
+    process_threads(deployment)
         .div_ceil(deployment.servers.max(1))
         .max(1)
 }
 
 /// Replay `workload` through `deployment` under `policy`. `seed` drives only the optional service jitter.
+///
+/// Request `i` is issued by client process `i mod client_processes`; each process has its own query threads,
+/// dispatcher (or, sharded, its own lane per server) and CPUs ([`ClientHost`]).
 pub fn replay(
     deployment: &Deployment,
     policy: &Policy,
@@ -363,13 +435,16 @@ pub fn replay(
     policy.validate()?;
     workload.validate(deployment.servers)?;
     let n = workload.arrivals_us.len();
-    // A sharded pool has one lane of `per_lane` query threads per server (threads `s·per_lane ..`).
+    let processes = deployment.client_processes;
+    // Per process: a sharded pool has one lane of `per_lane` query threads per server (threads
+    // `p·per_process + s·per_lane ..`); a replica pool one dispatcher over `per_process` threads.
     let per_lane = lane_threads(deployment);
-    let query_threads = if workload.shards.is_some() {
+    let per_process = if workload.shards.is_some() {
         per_lane * deployment.servers
     } else {
-        deployment.query_threads
+        process_threads(deployment)
     };
+    let query_threads = per_process * processes;
     let t = query_threads as usize;
     let mut sim = Sim {
         dep: deployment,
@@ -383,6 +458,8 @@ pub fn replay(
                 ..Server::default()
             })
             .collect(),
+        host: ClientHost::new(processes, deployment.client_cpus),
+        per_process: per_process as usize,
         queries: Vec::with_capacity(n),
         remaining: vec![0; n],
         arrivals: &workload.arrivals_us,
@@ -398,6 +475,8 @@ pub fn replay(
             events: 0,
             client_wait_us: 0.0,
             server_wait_us: 0.0,
+            client_cpu_wait_us: 0.0,
+            client_cpu_load: 0.0,
             thread_busy_us: 0.0,
             server_busy_max_us: 0.0,
             span_us: 0.0,
@@ -405,9 +484,15 @@ pub fn replay(
             worker_threads: deployment.worker_threads,
         },
     };
-    let mut dispatch = DispatchState::new(deployment.query_threads, deployment.servers);
-    let mut lanes: Vec<DispatchState> = (0..deployment.servers)
-        .map(|_| DispatchState::new(per_lane, 1))
+    let mut dispatch: Vec<DispatchState> = (0..processes)
+        .map(|_| DispatchState::new(per_process, deployment.servers))
+        .collect();
+    let mut lanes: Vec<Vec<DispatchState>> = (0..processes)
+        .map(|_| {
+            (0..deployment.servers)
+                .map(|_| DispatchState::new(per_lane, 1))
+                .collect()
+        })
         .collect();
     let mut subs: Vec<Subrequest> = Vec::new();
     let mut next = 0usize;
@@ -419,10 +504,12 @@ pub fn replay(
                 .is_none_or(|e| workload.arrivals_us[next] <= e.time);
         if arrival_due {
             let now = workload.arrivals_us[next];
+            let p = next % processes as usize;
+            let base = p * per_process as usize;
             subs.clear();
             match &workload.shards {
                 None => policy.dispatch(
-                    &mut dispatch,
+                    &mut dispatch[p],
                     next,
                     workload.keys[next],
                     workload.server_of[next],
@@ -433,7 +520,7 @@ pub fn replay(
                     for (server, keys) in sh.batches(next) {
                         let from = subs.len();
                         policy.dispatch_batch(
-                            &mut lanes[server as usize],
+                            &mut lanes[p][server as usize],
                             next,
                             workload.keys[next],
                             keys,
@@ -446,6 +533,11 @@ pub fn replay(
                         }
                     }
                 }
+            }
+            let procs = u64::from(processes);
+            for sub in &mut subs {
+                sub.thread += base;
+                sub.group = sub.group.map(|g| g * procs + p as u64);
             }
             sim.remaining[next] = subs.len() as u32;
             if subs.len() > 1 {
@@ -467,11 +559,16 @@ pub fn replay(
             Kind::AtServer { query } => sim.at_server(query, ev.time),
             Kind::ServerDone { query } => sim.server_done(query, ev.time),
             Kind::Returned { query } => sim.returned(query, ev.time),
+            Kind::ClientWorkDone { process, work } => {
+                sim.client_work_done(process, work, ev.time)
+            }
         }
     }
     let first = workload.arrivals_us.first().copied().unwrap_or(0.0);
     let mut report = sim.report;
     report.span_us = (report.span_us - first).max(0.0);
+    report.client_cpu_wait_us = sim.host.wait_us;
+    report.client_cpu_load = sim.host.load(report.span_us);
     report.thread_busy_us = sim.threads.iter().map(|t| t.busy_us).sum();
     report.server_busy_max_us = sim.servers.iter().map(|s| s.busy_us).fold(0.0, f64::max);
     report.latencies_us = sim.latencies;

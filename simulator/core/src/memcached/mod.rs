@@ -1,10 +1,11 @@
 //! The `memcached` deployment kind: a Chisel-style client (one dispatcher, a pool of query threads with FCFS
 //! queues) in front of a replica pool of memcached servers with a fixed number of worker threads each.
 //!
-//! Request latency = wait in the query thread's queue + client phase (overhead + connection setup, during which
-//! later mice of the same merge group are piggybacked) + network out + wait for a server worker + processing
-//! `P_S` + network back. The query thread stays busy for the whole round trip (layered model). A request
-//! completes when its last chunk returns.
+//! Request latency = wait in the query thread's queue + client phase (overhead — on a CPU of the client process
+//! when those are bounded, see `client_host` — + connection setup, during which later mice of the same merge
+//! group are piggybacked) + network out + wait for a server worker + processing `P_S` + network back + the
+//! client's per-key parse of the response (on that CPU too). The query thread stays busy for the whole round
+//! trip (layered model). A request completes when its last chunk returns.
 //!
 //! Policies (enum dispatch, one config struct each): [`BatchingConfig`] (one query per request) and
 //! [`ChiselConfig`] (split elephants into chunks, merge `B` consecutive mice into one query).
@@ -13,12 +14,13 @@
 
 mod batching;
 mod chisel;
+mod client_host;
 mod engine;
 mod profile;
 
 pub use batching::BatchingConfig;
 pub use chisel::{ChiselConfig, SplitRule, CHISEL_PARAMS};
-pub use engine::{lane_threads, replay, Report, Summary};
+pub use engine::{lane_threads, process_threads, replay, Report, Summary};
 pub use profile::ServiceProfile;
 
 /// The memcached policies by name, with their parameters.
@@ -44,6 +46,16 @@ pub struct Deployment {
     pub profile: ServiceProfile,
     /// Coefficient of variation of a multiplicative lognormal jitter on `P_S` and `N_S` (0 = fixed times).
     pub service_cv: f64,
+    /// CPUs of each client process on which its query threads' client work (the overhead, the per-key parse)
+    /// is served first come, first served; 0 = unbounded (every query thread works in parallel, the paper's
+    /// client). 1 is a CPython process (one interpreter lock).
+    pub client_cpus: u32,
+    /// Client processes: request `i` is issued by process `i mod client_processes`, each with its own
+    /// `query_threads / client_processes` query threads (rounded up) and `client_cpus` CPUs.
+    pub client_processes: u32,
+    /// Client CPU work per key of a response (parsing the values), µs, paid by the query thread once the
+    /// response is back (0 = none).
+    pub client_key_us: f64,
 }
 
 impl Default for Deployment {
@@ -56,19 +68,29 @@ impl Default for Deployment {
             setup_us: 0.0,
             profile: ServiceProfile::PAPER,
             service_cv: 0.0,
+            client_cpus: 0,
+            client_processes: 1,
+            client_key_us: 0.0,
         }
     }
 }
 
 impl Deployment {
     pub(crate) fn validate(&self) -> Result<(), String> {
-        if self.servers == 0 || self.worker_threads == 0 || self.query_threads == 0 {
-            return Err("servers, worker_threads and query_threads must all be >= 1".into());
+        if self.servers == 0
+            || self.worker_threads == 0
+            || self.query_threads == 0
+            || self.client_processes == 0
+        {
+            return Err(
+                "servers, worker_threads, query_threads and client_processes must all be >= 1".into(),
+            );
         }
         for (name, v) in [
             ("client_overhead_us", self.client_overhead_us),
             ("setup_us", self.setup_us),
             ("service_cv", self.service_cv),
+            ("client_key_us", self.client_key_us),
         ] {
             if !v.is_finite() || v < 0.0 {
                 return Err(format!("{name} must be finite and >= 0, got {v}"));

@@ -20,6 +20,7 @@ fn dep(servers: u32, workers: u32, threads: u32, setup: f64) -> Deployment {
         setup_us: setup,
         profile: SIMPLE,
         service_cv: 0.0,
+        ..Deployment::default()
     }
 }
 

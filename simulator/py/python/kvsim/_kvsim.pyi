@@ -389,6 +389,8 @@ class RawMemcachedResult(TypedDict):
     events: int
     client_wait_us: float
     server_wait_us: float
+    client_cpu_wait_us: float
+    client_cpu_load: float
     span_us: float
     query_threads: int
     sim_wall_s: float
@@ -413,4 +415,7 @@ def replay_memcached_raw(
     merge: int = 1,
     elephant_threshold: int = 50,
     shards: tuple[list[int], list[int], list[int]] | None = None,
+    client_cpus: int = 0,
+    client_processes: int = 1,
+    client_key_us: float = 0.0,
 ) -> RawMemcachedResult: ...

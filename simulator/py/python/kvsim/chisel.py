@@ -71,7 +71,13 @@ def query_threads_rule(servers: int, worker_threads: int, client_us: float, serv
 
 @dataclass(frozen=True, slots=True)
 class MemcachedDeployment:
-    """Client (query threads, overhead, setup) and server pool (servers × worker threads, service profile)."""
+    """Client (query threads, overhead, setup) and server pool (servers × worker threads, service profile).
+
+    The client host (replay only; the analyzer assumes parallel query threads): `client_cpus` CPUs per client
+    process serve its query threads' client work first come, first served (0 = unbounded: every thread works in
+    parallel, the paper's client; 1 = a CPython process); requests are dealt round-robin to `client_processes`
+    processes, each with `query_threads / client_processes` threads; `client_key_us` is the client's CPU work per
+    key of a response (parsing), paid after the response is back."""
 
     servers: int = 2
     worker_threads: int = 4
@@ -80,6 +86,9 @@ class MemcachedDeployment:
     setup_us: float = 0.0
     profile: ServiceProfile = PAPER_PROFILE
     service_cv: float = 0.0
+    client_cpus: int = 0
+    client_processes: int = 1
+    client_key_us: float = 0.0
 
     @property
     def client_phase_us(self) -> float:
@@ -99,7 +108,11 @@ class MemcachedDeployment:
                 raise ValueError(f"deployment: field '{name}' must be >= 1")
         if self.query_threads is not None and self.query_threads < 1:
             raise ValueError("deployment: field 'query_threads' must be >= 1")
-        for name in ("client_overhead_us", "setup_us", "service_cv"):
+        if self.client_processes < 1:
+            raise ValueError("deployment: field 'client_processes' must be >= 1")
+        if self.client_cpus < 0:
+            raise ValueError("deployment: field 'client_cpus' must be >= 0 (0: unbounded)")
+        for name in ("client_overhead_us", "setup_us", "service_cv", "client_key_us"):
             v = float(getattr(self, name))
             if not math.isfinite(v) or v < 0.0:
                 raise ValueError(f"deployment: field '{name}' must be finite and >= 0, got {v}")

@@ -117,6 +117,10 @@ class MemcachedResult:
     server_wait_us: float
     sim_wall_s: float
     latencies_ms: npt.NDArray[np.float64] = field(repr=False)
+    #: Time client work waited for a CPU of its process (µs, summed) and those CPUs' busy fraction (0 when
+    #: the deployment's `client_cpus` is 0, unbounded).
+    client_cpu_wait_us: float = 0.0
+    client_cpu_load: float = 0.0
 
     @property
     def events_per_s(self) -> float:
@@ -213,6 +217,9 @@ def replay(sizes: npt.ArrayLike, arrivals: npt.ArrayLike, config: MemcachedConfi
         merge=used.get("merge", 1),
         elephant_threshold=used.get("elephant_threshold", DEFAULT_ELEPHANT_THRESHOLD),
         shards=None if sh is None else (sh.offsets.tolist(), sh.server.tolist(), sh.keys.tolist()),
+        client_cpus=int(dep.client_cpus),
+        client_processes=int(dep.client_processes),
+        client_key_us=float(dep.client_key_us),
     )
     return MemcachedResult(
         policy=cfg.policy,
@@ -237,4 +244,6 @@ def replay(sizes: npt.ArrayLike, arrivals: npt.ArrayLike, config: MemcachedConfi
         server_wait_us=float(raw["server_wait_us"]),
         sim_wall_s=float(raw["sim_wall_s"]),
         latencies_ms=np.asarray(raw["latencies_us"], dtype=np.float64) / 1e3,
+        client_cpu_wait_us=float(raw["client_cpu_wait_us"]),
+        client_cpu_load=float(raw["client_cpu_load"]),
     )
