@@ -240,6 +240,8 @@ def simulate(a: argparse.Namespace, real: dict[str, Any], trace: Path, variant: 
            "--slots", "1", "--service-rate", f"{service_rate:.1f}", "--net-latency-us", "50", "--load",
            f"{load:.4f}", "--warmup", f"{warm:.4f}", "--param", "replica=round-robin",
            "--param", f"speculative_retry={variant}", "--seed", str(seed), "--json"]
+    for extra in a.sim_param:
+        cmd[-3:-3] = ["--param", extra]
     p = subprocess.run(cmd, check=True, capture_output=True, text=True)
     j = json.loads(p.stdout)
     ops = float(j.get("workload_ops") or 1)
@@ -312,6 +314,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--heap", default="768M")
     ap.add_argument("--cpus", type=float, default=float(os.cpu_count() or 2))
     ap.add_argument("--sim-seeds", type=int, default=3)
+    ap.add_argument("--sim-param", action="append", default=[], metavar="NAME=VALUE",
+                    help="an extra `simulate --param` for the model side (e.g. spec_histogram=0, the sample window)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--json-out", type=Path, default=None)
     ap.add_argument("--from-json", type=Path, default=None, help="redo the model side from an earlier --json-out")

@@ -60,10 +60,12 @@ def _trace(names: tuple[str, ...]) -> MemcachedTrace:
                           keys=np.array(keys, dtype=object), key_offsets=np.array([0, 3]))
 
 
-def test_tailtune_deployment_defaults_to_one_cpython_cpu_and_passes_the_client_host() -> None:
+def test_tailtune_deployment_defaults_to_a_parallel_client_and_passes_the_client_host() -> None:
+    # the default is the parallel client: the number of application processes is not known, and one simulated
+    # CPython process for a whole fleet's trace would saturate
+    assert (MemcachedDeployment().client_cpus, MemcachedDeployment().client_processes) == (0, 1)
     base = MemcachedDeployment(servers=3, worker_threads=1, query_threads=3, client_overhead_us=100.0,
-                               pool="sharded")
-    assert (base.client_cpus, base.client_processes, base.client_key_us) == (1, 1, 0.0)
+                               pool="sharded", client_cpus=1)
     trace = _trace(base.addresses())
     # the default (paper) profile: P_S = 3.3 + 0.6k, N_S = 85 + 6.5k → 95.4 µs for one key after the client work
     one = memcached.replay(trace, base, "batching", {}, 0)
@@ -78,9 +80,9 @@ def test_tailtune_deployment_defaults_to_one_cpython_cpu_and_passes_the_client_h
 def test_client_host_fields_round_trip_through_records_and_cli_args() -> None:
     base = MemcachedDeployment()
     assert not {"client_cpus", "client_processes", "client_key_us"} & set(base.as_dict())
-    dep = MemcachedDeployment(client_cpus=0, client_processes=4, client_key_us=3.5)
+    dep = MemcachedDeployment(client_cpus=1, client_processes=4, client_key_us=3.5)
     d = dep.as_dict()
-    assert (d["client_cpus"], d["client_processes"], d["client_key_us"]) == (0, 4, 3.5)
+    assert (d["client_cpus"], d["client_processes"], d["client_key_us"]) == (1, 4, 3.5)
     assert MemcachedDeployment.from_dict(d) == dep
     args = dep.cli_args()
     assert args[args.index("--client-cpus") + 1] == "0"
