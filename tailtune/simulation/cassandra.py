@@ -229,10 +229,10 @@ class CassandraDeployment:
             model.capacity_factor(self.servers)  # validates
             return model
         except kvsim.KvsimError as exc:
-            m = re.fullmatch(r"parameter '([^']+)' = (.*) is out of range: valid (.*)", str(exc), re.DOTALL)
-            if m is not None and m.group(1).startswith("stall_schedule"):
+            bad = re.fullmatch(r"parameter '([^']+)' = (.*) is out of range: valid (.*)", str(exc), re.DOTALL)
+            if bad is not None and bad.group(1).startswith("stall_schedule"):
                 raise BadInputError.single(
-                    "deployment", f"{m.group(2)}: need {m.group(3)}", field=m.group(1)
+                    "deployment", f"{bad.group(2)}: need {bad.group(3)}", field=bad.group(1)
                 ) from None
             raise BadInputError.single("deployment", str(exc)) from None
 

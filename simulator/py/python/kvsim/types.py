@@ -18,8 +18,8 @@ __all__ = [
     "JsonValue",
     "OpRecords",
     "ServersInfo",
-    "StallScheduleInfo",
     "SlowdownInfo",
+    "StallScheduleInfo",
     "TimeoutsInfo",
     "WritesInfo",
 ]
