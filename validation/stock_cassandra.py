@@ -8,7 +8,8 @@ uniformly from `--partitions`) at CL ONE, open loop: Poisson arrivals at `--rate
 `--measure-s` seconds, the same arrivals and keys (seeded) in every run. Coordinators: the driver's
 `WhiteListRoundRobinPolicy` over nodes 1 and 2 only, so the stalled node 3 is never a coordinator (a stalled
 coordinator cannot speculate; only driver-side hedging would help then). Node 3's JVM is stopped (SIGSTOP) for
-`--stall-ms` every `--stall-period-s`, continued with SIGCONT, through warm-up and measurement. Between runs
+`--stall-ms` every `--stall-period-s`, continued with SIGCONT, through warm-up and measurement; each stall's
+(stopped, continued) times are recorded, as offsets from the run's first scheduled arrival. Between runs
 `ALTER TABLE ... WITH speculative_retry = '...'` (read back from `system_schema.tables`); the variants run
 interleaved (order rotated per repetition). Latency counts from the `execute_async` call to the answer's callback;
 the generator's lag (call − scheduled arrival) is reported apart. Only requests scheduled after the warm-up count.
@@ -20,16 +21,22 @@ locally: with RF = 3 on 3 nodes a non-stalled coordinator never reads the stalle
 measures that).
 
 Simulated side (the derivation is printed with the figures): the same trace (request ids, arrival times, keys)
-written as CSV; `--servers 3 --replication 3 --vnodes 1 --clients 2` (two coordinators), `--slots 1`,
+written as CSV, replayed at its own times (`--use-timestamps --trace-rate`: the simulated clock's 0 is the first
+arrival, as the recorded stalls' offsets); `--servers 3 --replication 3 --vnodes 1 --clients 2` (two coordinators),
+`--slots 1`,
 `--service-rate` = 1 / (CPU seconds of the three JVMs per partition read, measured in a no-stall run),
 `--net-latency-us 50` (the model's network is the coordinator → replica hop, loopback here; the driver →
 coordinator round trip, measured as the median of `SELECT release_version FROM system.local` and printed, is
-outside the coordinator's speculation timer and not added: compare effects, the ratios to NEVER), `--load` = the
-offered partition reads/s over the time-averaged capacity (the simulator's definition, stalls included; CPU per
-read less the JVMs' idle CPU), `--use-timestamps`, `--warmup` = the warm-up's share of the requests, stalls as
-`--stall-rate (1 / period) / 3 --stall-ms STALL` (the model stalls every server at random, so the cluster's stall
-count per second is that of node 3's schedule), replica order `round-robin` for the SimpleSnitch ring order
-(each server first for a third of the reads) or the model's `ds` for the dynamic snitch.
+outside the coordinator's speculation timer and not added: compare effects, the ratios to NEVER; CPU per read
+less the JVMs' idle CPU), `--warmup` = the warm-up's share of the requests, replica order `round-robin` for the
+SimpleSnitch ring order (each server first for a third of the reads) or the model's `ds` for the dynamic snitch.
+Stalls: each real run's recorded schedule, replayed (`--stall-schedule`, one simulation per real run and seed) on
+the simulated server at node 3's ring position. The mapping is by token: node 127.0.0.k has the balanced token
+MIN + ⌊2⁶⁴/3⌋ · (k − 1) (`balanced_tokens`), kvsim's `--vnodes 1` ring gives server s the token
+MIN + ⌊(2⁶⁴ − 1)/3⌋ · s (the same numbers), and both place a key's replicas from its token's owner on in ring order,
+so node k is server k − 1 (`sim_server`, checked against the stalled node's token). `--random-stalls` instead
+stalls every simulated server at random (`--stall-rate (1 / period) / 3 --stall-ms STALL`, the cluster's stall count
+per second that of node 3's schedule, `--load` = the offered reads/s over the time-averaged capacity).
 
     .venv/bin/python -m validation.stock_cassandra --rate 30 --keys 4 --stall-ms 1000 --stall-period-s 5 \
         --repeats 3 --json-out stock_cassandra.json     # then --from-json stock_cassandra.json redoes the model side
@@ -46,6 +53,7 @@ import os
 import re
 import signal
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -59,6 +67,8 @@ import numpy.typing as npt
 
 KEYSPACE = "tailtune_val"
 TABLE = "kv"
+MIN_TOKEN = -(2**63)
+STALLED_NODE = 2  # index of the stalled node (127.0.0.3) in the cluster's nodes
 QS = (0.50, 0.95, 0.99)
 VARIANTS = ("NEVER", "99p", "5ms", "MIN(99p,5ms)")
 
@@ -159,6 +169,8 @@ class RunResult:
     errors: int
     cpu_s: float
     stalls: list[tuple[float, float]] = field(default_factory=list)
+    #: (stopped, continued) of each stall, ms from the run's first scheduled arrival (the simulated clock's 0)
+    schedule_ms: list[tuple[float, float]] = field(default_factory=list)
 
 
 def drive(session: Any, prepared: Any, w: Workload, *, senders: int = 4) -> tuple[
@@ -252,6 +264,7 @@ def run_real(a: argparse.Namespace, w: Workload) -> dict[str, Any]:
             s.execute(f"CREATE TABLE {KEYSPACE}.{TABLE} (k text PRIMARY KEY, v blob)")
             ring = s.execute("SELECT peer, tokens FROM system.peers_v2")
             out["ring"] = {str(r.peer): sorted(r.tokens) for r in ring}
+            out["stalled_node"] = {"address": victim.host, "token": victim.token}
             ins = s.prepare(f"INSERT INTO {KEYSPACE}.{TABLE} (k, v) VALUES (?, ?)")
             ins.consistency_level = ConsistencyLevel.ALL
             value = b"v" * a.value_size
@@ -267,15 +280,17 @@ def run_real(a: argparse.Namespace, w: Workload) -> dict[str, Any]:
                 time.sleep(1.0)
                 cpu0 = jvm_cpu_s(pids)
                 stalls: list[tuple[float, float]] = []
+                schedule: list[tuple[float, float]] = []
                 if stalled:
                     with Staller(victim.proc.pid if victim.proc else -1, a.stall_period_s, a.stall_ms / 1e3,
                                  time.monotonic() + 0.5) as st:
-                        lat, lag, err, _ = drive(s, sel, w)
+                        lat, lag, err, start = drive(s, sel, w)
                     stalls = st.stalls
+                    schedule = trace_schedule(stalls, start + float(w.arrivals[0]))
                 else:
                     lat, lag, err, _ = drive(s, sel, w)
                 cpu = jvm_cpu_s(pids) - cpu0
-                r = RunResult(shown, stalled, lat, lag, err, cpu, stalls)
+                r = RunResult(shown, stalled, lat, lag, err, cpu, stalls, schedule)
                 m = w.measured
                 print(f"  {shown:>14} stalls={stalled!s:5} p50/p95/p99 = "
                       + " / ".join(f"{x:.2f}" for x in pct(lat[m])) + f" ms, errors {err}, "
@@ -311,11 +326,41 @@ def _summary(r: RunResult, w: Workload) -> dict[str, Any]:
     return {"variant": r.variant, "stalled": r.stalled, "pct_ms": pct(r.latency_s[m]),
             "errors": r.errors, "unanswered": int(np.isnan(r.latency_s[m]).sum()),
             "lag_ms": pct(r.lag_s[m]), "cpu_s": r.cpu_s, "stalls": len(r.stalls),
-            "stall_ms_real": float(np.mean([b - a for a, b in r.stalls]) * 1e3) if r.stalls else 0.0}
+            "stall_ms_real": float(np.mean([b - a for a, b in r.stalls]) * 1e3) if r.stalls else 0.0,
+            "stall_schedule_ms": [list(x) for x in r.schedule_ms]}
+
+
+def trace_schedule(stalls: Sequence[tuple[float, float]], origin: float) -> list[tuple[float, float]]:
+    """The stalls (monotonic s) as (start, end) ms from `origin` (the first scheduled arrival, monotonic s): the
+    simulated clock, whose 0 is the trace's first arrival. A stall before the origin is cut at 0."""
+    out = []
+    for a, b in stalls:
+        start, end = max(0.0, (a - origin) * 1e3), (b - origin) * 1e3
+        if end > start:
+            out.append((round(start, 3), round(end, 3)))
+    return out
+
+
+def sim_server(token: int, servers: int = 3) -> int:
+    """The simulated server at the ring position of the real node of `token`: kvsim's evenly spaced ring
+    (`--vnodes 1`) gives server s the token MIN + ⌊(2⁶⁴ − 1)/servers⌋ · s."""
+    step = (2**64 - 1) // servers
+    for s in range(servers):
+        if MIN_TOKEN + step * s == token:
+            return s
+    raise SystemExit(f"token {token} is not one of kvsim's evenly spaced tokens for {servers} servers")
+
+
+def schedule_csv(server: int, schedule_ms: Sequence[Sequence[float]]) -> str:
+    """The `--stall-schedule` CSV of one run: its stalls on `server`."""
+    return "server,start_ms,end_ms\n" + "".join(f"{server},{a:.3f},{b:.3f}\n" for a, b in schedule_ms)
 
 
 def sim_commands(a: argparse.Namespace, w: Workload, real: dict[str, Any], trace: Path) -> dict[str, Any]:
-    """The simulator's settings derived from the real run, and one command per variant."""
+    """The simulator's settings derived from the real run: `base` (the stalled runs' command; STALLS.csv stands for
+    a run's schedule) and `calibration` (the same without stalls)."""
+    import kvsim
+
     from tailtune.simulation.cassandra import CassandraDeployment
 
     calib = real["calibration"]
@@ -328,34 +373,57 @@ def sim_commands(a: argparse.Namespace, w: Workload, real: dict[str, Any], trace
     # coordinator's speculation timer and is not added: the comparison is of effects (ratios to NEVER).
     net_us = 50.0
     rate_s = 1.0 / a.stall_period_s / 3
-    dep = CassandraDeployment(servers=3, slots=1, replication=3, service_rate=service_rate, stall_rate=rate_s,
-                              stall_ms=a.stall_ms)
-    smodel = dep.server_model()
-    factor = 1.0 if smodel is None else float(smodel.capacity_factor(3))
     offered = a.rate * a.keys
-    load = offered / (3 * service_rate * factor)
     warm = float(np.mean(~w.measured))
     replica = "round-robin" if a.dynamic_snitch == "off" else "ds"
-    base = [
-        ".venv/bin/tailtune", "simulate", "--policy", "stock", "--trace", str(trace), "--use-timestamps",
+    common = [
+        "tailtune", "simulate", "--policy", "stock", "--trace", str(trace), "--use-timestamps",
         "--servers", "3", "--replication", "3", "--vnodes", "1", "--clients", "2", "--slots", "1",
-        "--service-rate", f"{service_rate:.0f}", "--net-latency-us", f"{net_us:.0f}", "--load", f"{load:.4f}",
-        "--warmup", f"{warm:.4f}", "--stall-rate", f"{rate_s:.4f}", "--stall-ms", f"{a.stall_ms:g}",
-        "--param", f"replica={replica}",
+        "--service-rate", f"{service_rate:.0f}", "--net-latency-us", f"{net_us:.0f}",
+        "--warmup", f"{warm:.4f}", "--param", f"replica={replica}",
     ]
-    return {"cpu_per_read_us": cpu_per_read * 1e6, "service_rate": service_rate, "net_latency_us": net_us,
-            "stall_rate": rate_s, "capacity_factor": factor, "offered_reads_per_s": offered, "load": load,
-            "warmup": warm, "replica": replica, "base": base}
+    out: dict[str, Any] = {"cpu_per_read_us": cpu_per_read * 1e6, "service_rate": service_rate,
+                           "net_latency_us": net_us, "offered_reads_per_s": offered, "warmup": warm,
+                           "replica": replica, "stalls": "random" if a.random_stalls else "replayed"}
+    if a.random_stalls:
+        dep = CassandraDeployment(servers=3, slots=1, replication=3, service_rate=service_rate, stall_rate=rate_s,
+                                  stall_ms=a.stall_ms)
+        smodel = dep.server_model()
+        factor = 1.0 if smodel is None else float(smodel.capacity_factor(3))
+        load = offered / (3 * service_rate * factor)
+        out |= {"stall_rate": rate_s, "capacity_factor": factor, "load": load,
+                "base": [*common, "--load", f"{load:.4f}", "--stall-rate", f"{rate_s:.4f}", "--stall-ms",
+                         f"{a.stall_ms:g}"],
+                "calibration": [*common, "--load", f"{load * factor:.4f}"]}
+        return out
+    stalled = real.get("stalled_node")
+    if stalled is None:
+        raise SystemExit("the real figures carry no stalled node (recorded before schedules were kept): "
+                         "use --random-stalls")
+    server = sim_server(int(stalled["token"]))
+    span_ms = float(w.arrivals[-1] - w.arrivals[0]) * 1e3
+    factors = []
+    for r in real["runs"]:
+        if "stall_schedule_ms" not in r:
+            raise SystemExit("a real run carries no stall schedule (recorded before schedules were kept): "
+                             "use --random-stalls")
+        model = kvsim.ServerModel(stall_schedule=tuple((server, x[0], x[1]) for x in r["stall_schedule_ms"]))
+        factors.append(model.capacity_factor(3, span_ms=(0.0, span_ms)))
+    # What the trace offers the capacity the schedules leave over its span (reported; the times are replayed).
+    factor = float(np.mean(factors))
+    out |= {"stalled_server": server, "capacity_factor": factor,
+            "load": offered / (3 * service_rate * factor),
+            "base": [*common, "--trace-rate", "--stall-schedule", "STALLS.csv"],
+            "calibration": [*common, "--trace-rate"]}
+    return out
 
 
-def run_sim(base: list[str], variant: str, seeds: int, *, no_stall_load: float | None = None) -> list[list[float]]:
+def run_sim(base: list[str], variant: str, seeds: int, *, stalls: Path | None = None) -> list[list[float]]:
     """`seeds` replays of `base` with `speculative_retry=variant`: [p50, p95, p99, extra reads, workload ops] each;
-    `no_stall_load`: without the stalls, at this load (the same offered rate on the full capacity)."""
-    cmd = list(base)
-    if no_stall_load is not None:
-        i = cmd.index("--stall-rate")
-        del cmd[i : i + 4]
-        cmd[cmd.index("--load") + 1] = f"{no_stall_load:.4f}"
+    `stalls`: the schedule file standing for STALLS.csv. Run as `python -m tailtune` of this interpreter."""
+    cmd = [sys.executable, "-m", "tailtune", *base[1:]]
+    if stalls is not None:
+        cmd[cmd.index("STALLS.csv")] = str(stalls)
     out = []
     for seed in range(seeds):
         p = subprocess.run([*cmd, "--param", f"speculative_retry={variant}", "--seed", str(seed), "--json"],
@@ -366,8 +434,26 @@ def run_sim(base: list[str], variant: str, seeds: int, *, no_stall_load: float |
     return out
 
 
+def simulate_all(a: argparse.Namespace, real: dict[str, Any], sim: dict[str, Any],
+                 tmp: Path) -> dict[str, list[list[list[float]]]]:
+    """Per variant, per simulated run (each real run's replayed schedule; one run of `--sim-seeds` seeds with
+    random stalls), per seed: [p50, p95, p99, extra reads, workload ops]."""
+    out: dict[str, list[list[list[float]]]] = {}
+    for v in a.variants:
+        if a.random_stalls:
+            out[v] = [run_sim(sim["base"], v, a.sim_seeds)]
+            continue
+        runs = [r for r in real["runs"] if r["variant"] == _norm(v)]
+        out[v] = []
+        for i, r in enumerate(runs):
+            f = tmp / f"stalls-{len(out)}-{i}.csv"
+            f.write_text(schedule_csv(sim["stalled_server"], r["stall_schedule_ms"]))
+            out[v].append(run_sim(sim["base"], v, a.sim_seeds, stalls=f))
+    return out
+
+
 def to_markdown(a: argparse.Namespace, real: dict[str, Any], sim: dict[str, Any],
-                simres: dict[str, list[list[float]]], calib_sim: list[list[float]]) -> str:
+                simres: dict[str, list[list[list[float]]]], calib_sim: list[list[float]]) -> str:
     c = real["calibration"]
     lines = [
         f"Real: 3 nodes (Cassandra 5.0.9, heap {a.heap}, dynamic snitch {a.dynamic_snitch}), RF 3, "
@@ -381,31 +467,44 @@ def to_markdown(a: argparse.Namespace, real: dict[str, Any], sim: dict[str, Any]
         f"(not in the model) median {real['rtt_median_ms']:.2f} ms. Simulated without stalls (same settings): "
         f"{' / '.join(f'{x:.2f}' for x in np.mean(np.asarray(calib_sim)[:, :3], axis=0))} ms.",
         f"Simulator: `{' '.join(sim['base'])} --param speculative_retry=VARIANT --seed S --json` "
-        f"(S = 0..{a.sim_seeds - 1}, mean shown); service rate = 1 / CPU per read, load = "
-        f"{sim['offered_reads_per_s']:.0f} reads/s / (3 × {sim['service_rate']:.0f} × {sim['capacity_factor']:.4f}).",
+        f"(S = 0..{a.sim_seeds - 1}); "
+        + (f"mean over seeds shown; service rate = 1 / CPU per read, load = {sim['offered_reads_per_s']:.0f} reads/s "
+           f"/ (3 × {sim['service_rate']:.0f} × {sim['capacity_factor']:.4f})." if a.random_stalls else
+           f"STALLS.csv = a real run's recorded stalls of node 3 on server {sim['stalled_server']}, one per real run "
+           f"of the variant; per run the mean over seeds, shown the median over runs (as the real side); service "
+           f"rate = 1 / CPU per read; the trace offers {sim['offered_reads_per_s']:.0f} reads/s = load "
+           f"{sim['load']:.4f} of 3 × {sim['service_rate']:.0f} × {sim['capacity_factor']:.4f} (the capacity the "
+           f"schedules leave over the trace's span, mean over runs)."),
         "",
         "| speculative_retry | real p50 (ms) | real p95 | real p99 | real p99 spread | real JVM CPU (s) | sim p50 "
-        "| sim p95 | sim p99 | sim extra reads | p95 / NEVER's real : sim | p99 / NEVER's real : sim |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| sim p95 | sim p99 | sim p99 spread | sim extra reads | p95 / NEVER's real : sim "
+        "| p99 / NEVER's real : sim |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     variants = list(dict.fromkeys(r["variant"] for r in real["runs"]))
 
     def real_med(v: str) -> npt.NDArray[np.float64]:
         return np.asarray(np.median(np.asarray([r["pct_ms"] for r in real["runs"] if r["variant"] == v]), axis=0))
 
-    def sim_mean(v: str) -> npt.NDArray[np.float64]:
-        return np.asarray(np.mean(np.asarray(next(x for k, x in simres.items() if _norm(k) == v)), axis=0))
+    def sim_runs(v: str) -> npt.NDArray[np.float64]:
+        """Per simulated run, the mean over its seeds."""
+        runs = next(x for k, x in simres.items() if _norm(k) == v)
+        return np.asarray([np.mean(np.asarray(seeds), axis=0) for seeds in runs])
 
-    r0, s0 = real_med("NEVER"), sim_mean("NEVER")
+    def sim_med(v: str) -> npt.NDArray[np.float64]:
+        return np.asarray(np.median(sim_runs(v), axis=0))
+
+    r0, s0 = real_med("NEVER"), sim_med("NEVER")
     for v in variants:
         rs = np.asarray([r["pct_ms"] for r in real["runs"] if r["variant"] == v])
         med = np.median(rs, axis=0)
-        key = next(k for k in simres if _norm(k) == v)
-        sm = np.mean(np.asarray(simres[key]), axis=0)
+        ss = sim_runs(v)
+        sm = np.median(ss, axis=0)
         spec = "/".join(f"{r['cpu_s']:.0f}" for r in real["runs"] if r["variant"] == v)
         lines.append(
             f"| {v} | {med[0]:.2f} | {med[1]:.2f} | {med[2]:.2f} | {rs[:, 2].min():.1f}–{rs[:, 2].max():.1f} "
-            f"| {spec} | {sm[0]:.2f} | {sm[1]:.2f} | {sm[2]:.2f} | {sm[3] / max(sm[4], 1) * 100:.1f}% "
+            f"| {spec} | {sm[0]:.2f} | {sm[1]:.2f} | {sm[2]:.2f} | {ss[:, 2].min():.1f}–{ss[:, 2].max():.1f} "
+            f"| {sm[3] / max(sm[4], 1) * 100:.1f}% "
             f"| {med[1] / r0[1]:.2f} : {sm[1] / s0[1]:.2f} | {med[2] / r0[2]:.2f} : {sm[2] / s0[2]:.2f} |")
     lines += ["", "Every real run (measured part; order as run): " + "; ".join(
         f"{r['variant']} {'/'.join(f'{x:.1f}' for x in r['pct_ms'])}" for r in real["runs"]) + " ms (p50/p95/p99).",
@@ -440,7 +539,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--variants", default=",".join(VARIANTS))
     ap.add_argument("--dynamic-snitch", choices=("on", "off"), default="off")
     ap.add_argument("--heap", default="768M")
-    ap.add_argument("--sim-seeds", type=int, default=5)
+    ap.add_argument("--sim-seeds", type=int, default=5, help="simulator seeds per real run (replayed stalls) or "
+                    "in all (--random-stalls)")
+    ap.add_argument("--random-stalls", action="store_true",
+                    help="the model stalls every server at random at a third of node 3's rate instead of replaying "
+                    "each run's recorded stalls on node 3's server")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--out", type=Path, default=None, help="write the markdown here")
     ap.add_argument("--json-out", type=Path, default=None, help="write every figure here")
@@ -464,9 +567,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         trace = Path(tmp) / "trace.csv"
         write_trace(w, trace, a.value_size)
         sim = sim_commands(a, w, real, trace)
-        simres = {v: run_sim(sim["base"], v, a.sim_seeds) for v in a.variants}
-        calib_sim = run_sim(sim["base"], "NEVER", a.sim_seeds, no_stall_load=sim["load"] * sim["capacity_factor"])
-    sim["base"] = [x if x != str(trace) else "TRACE.csv" for x in sim["base"]]
+        simres = simulate_all(a, real, sim, Path(tmp))
+        calib_sim = run_sim(sim["calibration"], "NEVER", a.sim_seeds)
+    for k in ("base", "calibration"):
+        sim[k] = [x if x != str(trace) else "TRACE.csv" for x in sim[k]]
     text = to_markdown(a, real, sim, simres, calib_sim)
     print(text)
     if a.out is not None:

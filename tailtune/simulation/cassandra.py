@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, cast
@@ -91,6 +92,9 @@ class CassandraDeployment:
     #: Transient stop-the-world stalls (GC pauses): per second per server (None = none), and their length, ms.
     stall_rate: float | None = None
     stall_ms: float = 50.0
+    #: Stalls on an explicit schedule instead of at random: (server index, start ms, end ms) each, on the replay's
+    #: clock (0 = the first request's arrival with the trace's own timestamps); None = none. Not with `stall_rate`.
+    stall_schedule: tuple[tuple[int, float, float], ...] | None = None
     #: The real ring (`kvsim.ring`'s JSON shape); None: evenly spaced tokens (or `vnodes` per server).
     ring: dict[str, Any] | None = None
 
@@ -101,6 +105,10 @@ class CassandraDeployment:
         out = dataclasses.asdict(self)
         if self.stall_rate is None:
             del out["stall_rate"], out["stall_ms"]
+        if self.stall_schedule is None:
+            del out["stall_schedule"]
+        else:
+            out["stall_schedule"] = [list(x) for x in self.stall_schedule]
         if self.ring is None:
             del out["ring"]
         if self.server_speeds is not None:
@@ -116,6 +124,13 @@ class CassandraDeployment:
         kw = dict(d)
         if kw.get("server_speeds") is not None:
             kw["server_speeds"] = tuple(float(x) for x in kw["server_speeds"])
+        if kw.get("stall_schedule") is not None:
+            try:
+                kw["stall_schedule"] = tuple((int(x[0]), float(x[1]), float(x[2])) for x in kw["stall_schedule"])
+            except (TypeError, ValueError, IndexError):
+                raise BadInputError.single(
+                    "deployment", "stall_schedule: a list of [server, start_ms, end_ms]", field="stall_schedule"
+                ) from None
         return cls(**kw)
 
     def cli_args(self) -> list[str]:
@@ -135,6 +150,10 @@ class CassandraDeployment:
                 out += [flag, ",".join(repr(float(x)) for x in v)]
             elif f.name == "ring":  # the JSON itself (`--ring` takes a file or the JSON)
                 out += [flag, json.dumps(v, separators=(",", ":"), sort_keys=True)]
+            elif f.name == "stall_schedule":  # the CSV itself (`--stall-schedule` takes a file or the CSV)
+                from tailtune.simulation.stall_schedule import render
+
+                out += [flag, render(v)]
             else:
                 out += [flag, repr(v) if isinstance(v, float) else str(v)]
         return out
@@ -193,15 +212,28 @@ class CassandraDeployment:
                 raise BadInputError.single(
                     "--stall-rate", f"stalls {self.stall_rate}/s of {self.stall_ms} ms: need ≥ 0", field="stall_rate"
                 )
+            if stalls is not None and self.stall_schedule is not None:
+                raise BadInputError.single(
+                    "--stall-schedule", "give either --stall-rate (random stalls) or --stall-schedule, not both",
+                    field="stall_schedule",
+                )
+            schedule = self.stall_schedule
             if self.slow_servers is not None:
                 m = kvsim.ServerModel.slow_servers(self.servers, self.slow_servers, self.slow_factor, slowdown)
-                return m if stalls is None else dataclasses.replace(m, stalls=stalls)
-            if self.server_speeds is None and slowdown is None and stalls is None:
+                model = dataclasses.replace(m, stalls=stalls, stall_schedule=schedule)
+            elif self.server_speeds is None and slowdown is None and stalls is None and schedule is None:
                 return None
-            model = kvsim.ServerModel(speeds=self.server_speeds, slowdown=slowdown, stalls=stalls)
+            else:
+                model = kvsim.ServerModel(speeds=self.server_speeds, slowdown=slowdown, stalls=stalls,
+                                          stall_schedule=schedule)
             model.capacity_factor(self.servers)  # validates
             return model
         except kvsim.KvsimError as exc:
+            bad = re.fullmatch(r"parameter '([^']+)' = (.*) is out of range: valid (.*)", str(exc), re.DOTALL)
+            if bad is not None and bad.group(1).startswith("stall_schedule"):
+                raise BadInputError.single(
+                    "deployment", f"{bad.group(2)}: need {bad.group(3)}", field=bad.group(1)
+                ) from None
             raise BadInputError.single("deployment", str(exc)) from None
 
     def closed_loop(self) -> kvsim.ClosedLoop | None:
@@ -450,7 +482,9 @@ def materialize(
         return cached
     smodel = deployment.server_model()
     ts = trace.timestamps if deployment.use_timestamps else None
-    # Offered load is relative to the servers' time-averaged capacity (speeds and slowdowns included).
+    # Offered load is relative to the servers' time-averaged capacity (speeds, slowdowns and stalls included; a
+    # stall schedule's stalled fraction over its own span, 0 to its last end: the span of arrivals a load sets is
+    # not known before the load is).
     if deployment.load is None and ts is None:
         raise BadInputError.single(
             "deployment", "a replay at the trace's own rate (no load) needs use_timestamps and a ts column",
@@ -486,8 +520,10 @@ def offered_load(trace: PreparedTrace, deployment: CassandraDeployment) -> float
     per_op = (float(np.mean(trace.mean_demand_s)) if trace.mean_demand_s is not None and trace.mean_demand_s.size
               else 1.0 / float(deployment.service_rate))
     smodel = deployment.server_model()
+    # A stall schedule's stalled fraction over the trace's span (its times start at 0 on the replay's clock).
+    span_ms = (0.0, float(ts[-1] - ts[0]) * 1e3)
     capacity = deployment.servers * deployment.slots * (1.0 if smodel is None
-                                                        else smodel.capacity_factor(deployment.servers))
+                                                        else smodel.capacity_factor(deployment.servers, span_ms))
     return rate * (ops / n) * per_op / capacity
 
 

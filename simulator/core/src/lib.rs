@@ -34,6 +34,7 @@ pub mod ring;
 pub mod rng;
 pub mod runs;
 pub mod server_model;
+pub mod stall_schedule;
 pub mod stats;
 pub mod timers;
 pub mod workload;

@@ -11,8 +11,13 @@
 //! without replacement from stream 5 of the seed (windows drawn in order, so window k's subset does not depend on
 //! how far the run goes), is slowed by `factor` for the window's first `duration_ns` (≤ interval). Windows are
 //! materialized lazily in order: the schedule is the same whatever the run length.
+//!
+//! Stalls (speed 0) come either at random ([`Stalls`]) or on an explicit schedule
+//! ([`crate::stall_schedule::StallSchedule`], e.g. a recorded run's); both reach the served-time computation
+//! through the same lookup (`stall_after`: the stall of a server that ends after a time).
 use crate::error::{check_range, SimError};
 use crate::rng::Rng;
+use crate::stall_schedule::StallSchedule;
 
 const STREAM_SLOWDOWN: u64 = 5;
 /// Stalls: server s draws from stream `STREAM_STALL_BASE + s` (one independent stream per server).
@@ -113,8 +118,10 @@ pub struct ServerModelConfig {
     /// Speed factor per server (service time = demand / speed); empty = all 1.
     pub speeds: Vec<f64>,
     pub slowdown: Option<Slowdown>,
-    /// Transient stop-the-world stalls (None = none).
+    /// Transient stop-the-world stalls at random (None = none).
     pub stalls: Option<Stalls>,
+    /// Stalls on an explicit schedule instead of at random (None = none; not with `stalls`).
+    pub stall_schedule: Option<StallSchedule>,
 }
 
 impl ServerModelConfig {
@@ -147,6 +154,7 @@ impl ServerModelConfig {
         self.speeds.iter().all(|&s| s == 1.0)
             && self.slowdown.as_ref().is_none_or(|s| s.count_is_zero())
             && self.stalls.as_ref().is_none_or(|s| s.is_off())
+            && self.stall_schedule.as_ref().is_none_or(|s| s.is_empty())
     }
 
     pub fn validate(&self, servers: usize) -> Result<(), SimError> {
@@ -174,13 +182,31 @@ impl ServerModelConfig {
         if let Some(s) = &self.stalls {
             s.validate()?;
         }
+        if let Some(s) = &self.stall_schedule {
+            if self.stalls.is_some() {
+                return Err(SimError::param(
+                    "stall_schedule",
+                    format!("{} entries", s.entries.len()),
+                    "not with random stalls (stall_rate): give one or the other",
+                ));
+            }
+            s.validate(servers)?;
+        }
         Ok(())
     }
 
     /// Time-averaged capacity relative to `servers` servers at speed 1: mean over servers of
     /// speed × (1 − p · (1 − 1/factor)), p = (slowed count / servers) · (duration / interval) the expected
-    /// fraction of time a server is slowed. Offered load (`--load`) is relative to this capacity.
+    /// fraction of time a server is slowed, times (1 − the stalled fraction). Offered load (`--load`) is relative
+    /// to this capacity. A stall schedule's stalled fraction is its stalled server-time over the schedule's own
+    /// span `[0, last end)`; [`Self::capacity_factor_over`] takes the replay's span instead.
     pub fn capacity_factor(&self, servers: usize) -> f64 {
+        self.capacity_factor_over(servers, None)
+    }
+
+    /// [`Self::capacity_factor`] with a stall schedule's stalled fraction taken over `window` = `[from, to)` ns
+    /// (the replay's span); `None` = the schedule's own span. Random stalls: their expected fraction either way.
+    pub fn capacity_factor_over(&self, servers: usize, window: Option<(u64, u64)>) -> f64 {
         let mean_speed = if self.speeds.is_empty() {
             1.0
         } else {
@@ -191,7 +217,11 @@ impl ServerModelConfig {
                 * (s.duration_ns as f64 / s.interval_ns as f64);
             p * (1.0 - 1.0 / s.factor)
         });
-        let stalled = self.stalls.as_ref().map_or(0.0, |s| s.stalled_fraction());
+        let stalled = match (&self.stalls, &self.stall_schedule) {
+            (Some(s), _) => s.stalled_fraction(),
+            (None, Some(s)) => s.stalled_fraction(servers, window),
+            (None, None) => 0.0,
+        };
         mean_speed * (1.0 - slow) * (1.0 - stalled)
     }
 }
@@ -213,8 +243,10 @@ pub struct ServerModel {
     /// Bitset of slowed servers per window, windows 0..len.
     windows: Vec<u64>,
     rng: Rng,
-    /// Stalls: (mean gap ns, duration ns), per server its materialized (start, end) intervals and stream.
+    /// Random stalls: (mean gap ns, duration ns), per server its materialized (start, end) intervals and stream.
     stall: Option<(f64, u64)>,
+    /// Scheduled stalls: per server its (start, end) intervals, sorted (None = no schedule).
+    fixed: Option<Vec<Vec<(u64, u64)>>>,
     stalls: Vec<Vec<(u64, u64)>>,
     stall_rng: Vec<Rng>,
     seed: u64,
@@ -245,14 +277,32 @@ impl ServerModel {
                 .as_ref()
                 .filter(|s| !s.is_off())
                 .map(|s| (1e9 / s.rate_per_s, s.duration_ns)),
+            fixed: cfg
+                .stall_schedule
+                .as_ref()
+                .filter(|s| !s.is_empty())
+                .map(|s| s.per_server(servers)),
             stalls: Vec::new(),
             stall_rng: Vec::new(),
             seed,
         })
     }
 
-    /// The stall of server `s` that ends after `t` (materializing the schedule up to it): (start, end).
+    /// Whether any server stalls (at random or on the schedule).
+    fn stalls_on(&self) -> bool {
+        self.stall.is_some() || self.fixed.is_some()
+    }
+
+    /// The stall of server `s` that ends after `t` (materializing the random schedule up to it): (start, end);
+    /// (u64::MAX, u64::MAX) when the explicit schedule has none.
     fn stall_after(&mut self, s: usize, t: u64) -> (u64, u64) {
+        if let Some(fixed) = &self.fixed {
+            let iv = &fixed[s];
+            return iv
+                .get(iv.partition_point(|&(_, e)| e <= t))
+                .copied()
+                .unwrap_or((u64::MAX, u64::MAX));
+        }
         let (gap, dur) = self.stall.expect("stalls on");
         if self.stalls.is_empty() {
             self.stalls = vec![Vec::new(); self.servers];
@@ -293,7 +343,7 @@ impl ServerModel {
     /// Speed of server `s` at time `t` and the time at which it next changes (u64::MAX = never).
     pub fn speed_at(&mut self, s: usize, t: u64) -> (f64, u64) {
         let (v, until) = self.slowdown_speed_at(s, t);
-        if self.stall.is_none() {
+        if !self.stalls_on() {
             return (v, until);
         }
         let (a, e) = self.stall_after(s, t);
@@ -320,7 +370,7 @@ impl ServerModel {
 
     /// When an op of `demand` ns (at speed 1) started at `start` on server `s` finishes.
     pub fn end(&mut self, s: usize, start: u64, demand: u64) -> u64 {
-        if self.slow.is_none() && self.stall.is_none() {
+        if self.slow.is_none() && !self.stalls_on() {
             let v = self.speed[s];
             return if v == 1.0 {
                 start + demand
@@ -352,6 +402,7 @@ mod tests {
             speeds: vec![1.0, 0.5, 2.0],
             slowdown: None,
             stalls: None,
+            stall_schedule: None,
         };
         let mut m = ServerModel::new(&cfg, 3, 1).unwrap();
         assert_eq!(m.end(0, 100, 1000), 1100);
@@ -372,6 +423,7 @@ mod tests {
                 duration_ns: 5_000_000,
             }),
             stalls: None,
+            stall_schedule: None,
         };
         let mut m = ServerModel::new(&cfg, 2, 1).unwrap();
         // 4 ms of work from t = 0: 5 ms at half speed = 2.5 ms of work, then 1.5 ms at full speed → 6.5 ms.
@@ -395,6 +447,7 @@ mod tests {
                 duration_ns: 1000,
             }),
             stalls: None,
+            stall_schedule: None,
         };
         let mut a = ServerModel::new(&cfg, 130, 7).unwrap();
         let mut b = ServerModel::new(&cfg, 130, 7).unwrap();
@@ -422,6 +475,7 @@ mod tests {
             speeds: vec![1.0, 0.0],
             slowdown: None,
             stalls: None,
+            stall_schedule: None,
         }
         .validate(2)
         .unwrap_err();
@@ -430,6 +484,7 @@ mod tests {
             speeds: vec![1.0],
             slowdown: None,
             stalls: None,
+            stall_schedule: None,
         }
         .validate(2)
         .unwrap_err();
@@ -475,5 +530,45 @@ mod tests {
             duration_ns: 1,
         };
         assert!(bad.validate().is_err());
+    }
+
+    #[test]
+    fn a_scheduled_stall_pauses_only_its_server() {
+        use crate::stall_schedule::{StallInterval, StallSchedule};
+        // Server 1 stalled [10 ms, 30 ms) and [40 ms, 45 ms); server 0 never.
+        let iv = |server, a: u64, b: u64| StallInterval {
+            server,
+            start_ns: a * 1_000_000,
+            end_ns: b * 1_000_000,
+        };
+        let cfg = ServerModelConfig {
+            stall_schedule: Some(StallSchedule::new(vec![iv(1, 40, 45), iv(1, 10, 30)])),
+            ..ServerModelConfig::default()
+        };
+        assert!(!cfg.is_uniform());
+        let mut m = ServerModel::new(&cfg, 2, 7).unwrap();
+        // 4 ms from 8 ms: 2 ms, the stall, 2 ms → 32 ms; from inside it (20 ms): 30 + 4.
+        assert_eq!(m.end(1, 8_000_000, 4_000_000), 32_000_000);
+        assert_eq!(m.end(1, 20_000_000, 4_000_000), 34_000_000);
+        // 12 ms from 30 ms: 10 ms to 40, the second stall, 2 ms → 47 ms; after the last one: no stall.
+        assert_eq!(m.end(1, 30_000_000, 12_000_000), 47_000_000);
+        assert_eq!(m.end(1, 45_000_000, 1_000_000), 46_000_000);
+        // Server 0 is unaffected.
+        assert_eq!(m.end(0, 8_000_000, 4_000_000), 12_000_000);
+        // Capacity: 25 ms stalled of 2 × 45 ms (the schedule's span), or of 2 × 100 ms over [0, 100 ms).
+        assert!((cfg.capacity_factor(2) - (1.0 - 25.0 / 90.0)).abs() < 1e-12);
+        assert!((cfg.capacity_factor_over(2, Some((0, 100_000_000))) - 0.875).abs() < 1e-12);
+        // Not with random stalls; a bad entry is named.
+        let both = ServerModelConfig {
+            stalls: Some(Stalls {
+                rate_per_s: 1.0,
+                duration_ns: 1,
+            }),
+            ..cfg.clone()
+        };
+        let e = both.validate(2).unwrap_err();
+        assert!(e.to_string().contains("'stall_schedule'"), "{e}");
+        let e = ServerModel::new(&cfg, 1, 7).unwrap_err();
+        assert!(e.to_string().contains("'stall_schedule[0].server' = 1"), "{e}");
     }
 }

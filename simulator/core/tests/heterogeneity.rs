@@ -55,6 +55,7 @@ fn a_half_speed_server_takes_twice_the_demand() {
             speeds: vec![1.0, 0.5],
             slowdown: None,
             stalls: None,
+            stall_schedule: None,
         },
         ..base()
     };
@@ -92,6 +93,7 @@ fn a_slowdown_stretches_the_ops_it_overlaps() {
                 duration_ns: MS,
             }),
             stalls: None,
+            stall_schedule: None,
         },
         ..base()
     };
@@ -118,6 +120,7 @@ fn a_write_is_served_at_every_replica_and_answered_by_the_first() {
             speeds: vec![0.5, 1.0, 1.0],
             slowdown: None,
             stalls: None,
+            stall_schedule: None,
         },
         ..base()
     };
@@ -299,6 +302,7 @@ fn every_copy_served_once_no_slot_double_booked_in_every_combination() {
                 speeds,
                 slowdown,
                 stalls: None,
+                stall_schedule: None,
             },
             writes: write.clone(),
             client: closed
@@ -377,6 +381,7 @@ fn uniform_extensions_equal_the_plain_loop() {
                     duration_ns: MS,
                 }),
                 stalls: None,
+                stall_schedule: None,
             },
             writes: vec![false; wl.ops()],
             ..base()
@@ -405,6 +410,7 @@ fn bad_extension_inputs_are_named() {
             speeds: vec![1.0],
             slowdown: None,
             stalls: None,
+            stall_schedule: None,
         },
         ..base()
     });

@@ -39,19 +39,22 @@ fn large_filter<'py>(
 }
 
 /// Time-averaged capacity of the servers relative to all at speed 1 (validates the model). `slowdown`:
-/// (interval ns, fraction, factor, duration ns).
+/// (interval ns, fraction, factor, duration ns); `stall_schedule`: [(server, start ns, end ns)], its stalled
+/// fraction over `span_ns` = (from, to) ns (None: the schedule's own span, 0 to its last end).
 #[pyfunction]
-#[pyo3(signature = (servers, *, server_speeds=None, slowdown=None, stalls=None))]
+#[pyo3(signature = (servers, *, server_speeds=None, slowdown=None, stalls=None, stall_schedule=None, span_ns=None))]
 fn capacity_factor(
     py: Python<'_>,
     servers: usize,
     server_speeds: Option<&Bound<'_, PyAny>>,
     slowdown: Option<(u64, f64, f64, u64)>,
     stalls: Option<(f64, u64)>,
+    stall_schedule: Option<Vec<(usize, u64, u64)>>,
+    span_ns: Option<(u64, u64)>,
 ) -> PyResult<f64> {
-    let m = server_model(py, server_speeds, slowdown, stalls)?;
+    let m = server_model(py, server_speeds, slowdown, stalls, stall_schedule.as_deref())?;
     m.validate(servers).map_err(to_py)?;
-    Ok(m.capacity_factor(servers))
+    Ok(m.capacity_factor_over(servers, span_ns))
 }
 
 /// Speed factors with `n` of `servers` servers `factor` times slower, spread evenly over the ring.

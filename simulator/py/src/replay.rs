@@ -15,6 +15,7 @@ use kvsim_core::coordinator::build_policy;
 use kvsim_core::hash::{token_of_bytes, token_of_u64};
 use kvsim_core::replica::SelectorConfig;
 use kvsim_core::server_model::{ServerModelConfig, Slowdown, Stalls};
+use kvsim_core::stall_schedule::{StallInterval, StallSchedule};
 use kvsim_core::{
     replay, Arrivals, ClientModel, Cluster, ClusterConfig, Column, Draws, ReplayConfig, SimError,
     SizeClasses, StopRule, Workload, WorkloadLayout, WorkloadSpec,
@@ -572,6 +573,8 @@ pub(crate) struct NativeConfig<'py> {
     slowdown: Option<(u64, f64, f64, u64)>,
     /// (stalls per s per server, stall duration ns)
     stalls: Option<(f64, u64)>,
+    /// [(server, start ns, end ns)]: stalls on an explicit schedule (not with `stalls`)
+    stall_schedule: Option<Vec<(usize, u64, u64)>>,
     writes: Option<Bound<'py, PyAny>>,
     /// (threads, mean think time ns, think-time distribution)
     closed: Option<(u32, u64, String)>,
@@ -604,12 +607,14 @@ fn per_workload_op(
     Ok(wl.op_input.iter().map(|&i| f[i as usize] != 0).collect())
 }
 
-/// The server model of per-server speeds and an optional slowdown (interval ns, fraction, factor, duration ns).
+/// The server model of per-server speeds, an optional slowdown (interval ns, fraction, factor, duration ns),
+/// random stalls (per s per server, duration ns) or a stall schedule ([(server, start ns, end ns)]).
 pub(crate) fn server_model(
     py: Python<'_>,
     speeds: Option<&Bound<'_, PyAny>>,
     slowdown: Option<(u64, f64, f64, u64)>,
     stalls: Option<(f64, u64)>,
+    stall_schedule: Option<&[(usize, u64, u64)]>,
 ) -> PyResult<ServerModelConfig> {
     Ok(ServerModelConfig {
         speeds: speeds
@@ -625,6 +630,17 @@ pub(crate) fn server_model(
         stalls: stalls.map(|(rate_per_s, duration_ns)| Stalls {
             rate_per_s,
             duration_ns,
+        }),
+        stall_schedule: stall_schedule.map(|v| {
+            StallSchedule::new(
+                v.iter()
+                    .map(|&(server, start_ns, end_ns)| StallInterval {
+                        server,
+                        start_ns,
+                        end_ns,
+                    })
+                    .collect(),
+            )
         }),
     })
 }
@@ -649,7 +665,13 @@ impl NativeConfig<'_> {
                 large_est: per_workload_op(py, wl, self.large_est.as_ref(), "large_est")?,
                 large_true: per_workload_op(py, wl, self.large_true.as_ref(), "large_true")?,
             },
-            servers: server_model(py, self.server_speeds.as_ref(), self.slowdown, self.stalls)?,
+            servers: server_model(
+                py,
+                self.server_speeds.as_ref(),
+                self.slowdown,
+                self.stalls,
+                self.stall_schedule.as_deref(),
+            )?,
             writes: per_workload_op(py, wl, self.writes.as_ref(), "writes")?,
             client,
             warmup: self.warmup,

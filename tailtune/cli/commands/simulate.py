@@ -26,7 +26,7 @@ CASSANDRA, MEMCACHED = "cassandra", "memcached"
 #: their default (or `--size-aware-cost`), in this order.
 _CASSANDRA_ONLY = (
     "server_speeds", "slow_servers", "slowdown_interval_ms", "write_fraction", "writes_from_op", "client_model",
-    "ring",
+    "ring", "stall_schedule",
 )
 
 
@@ -66,7 +66,7 @@ def _given(kind: str, options: Mapping[str, Any]) -> dict[str, Any]:
         value = options[f.name]
         if value is not None:
             out[f.name] = (_speeds(value) if f.name == "server_speeds" else _ring(value) if f.name == "ring"
-                           else value)
+                           else _stall_schedule(value)[0] if f.name == "stall_schedule" else value)
     return out
 
 
@@ -81,7 +81,17 @@ def cassandra_deployment(options: Mapping[str, Any]) -> CassandraDeployment:
         ring_servers, ring_rf = ring_size(given["ring"], where="--ring")  # the local datacenter's
         given.setdefault("servers", ring_servers)
         given.setdefault("replication", ring_rf)
-    return CassandraDeployment(**given)
+    dep = CassandraDeployment(**given)
+    if dep.stall_schedule is not None:  # checked against the servers here, to name the file's line
+        from tailtune.base.errors import BadInputError
+        from tailtune.simulation.stall_schedule import check_lines
+
+        try:
+            dep.server_model()
+        except BadInputError as exc:
+            _, lines, where = _stall_schedule(options["stall_schedule"])
+            raise check_lines(exc, where, lines) from None
+    return dep
 
 
 def memcached_deployment(options: Mapping[str, Any]) -> MemcachedDeployment:
@@ -157,6 +167,16 @@ def _ring(text: str | None) -> dict[str, Any] | None:
     if not isinstance(doc, dict):
         raise BadInputError.single(where, "a ring is a JSON object", field="ring")
     return doc
+
+
+def _stall_schedule(text: str) -> tuple[tuple[tuple[int, float, float], ...], list[int], str]:
+    """`--stall-schedule`: a CSV file, or the CSV itself (text starting with its header): the stalls, the line of
+    each and where they were read."""
+    from tailtune.simulation import stall_schedule
+
+    if text.lstrip().startswith(",".join(stall_schedule.HEADER)):
+        return (*stall_schedule.parse_csv(text, "--stall-schedule"), "--stall-schedule")
+    return (*stall_schedule.read(text), text)
 
 
 def _run_memcached(
@@ -482,6 +502,15 @@ def register(app: typer.Typer) -> None:
         ] = None,
         stall_ms: Annotated[
             float | None, typer.Option("--stall-ms", help=_default("stall_ms", "Length of each stall, ms"))
+        ] = None,
+        stall_schedule: Annotated[
+            str | None,
+            typer.Option(
+                "--stall-schedule",
+                help="Stalls on a schedule instead of at random: a CSV file (or the CSV itself) with the header "
+                "server,start_ms,end_ms, one row per stall, times on the replay's clock (0 = the first request's "
+                "arrival with the trace's timestamps; docs/simulator.md § Stalls) (default: none).",
+            ),
         ] = None,
         write_fraction: Annotated[
             float | None,

@@ -665,11 +665,12 @@ impl<'a, const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'a, EXT, S, R> {
         // A closed loop offers no external rate: its offered load is measured over the makespan (first issue →
         // last response), so a saturated bottleneck server reads just under 1 and steady state rests on the half
         // ratio.
-        let span = if self.closed_on() {
-            self.last_done.saturating_sub(self.arrival_rt[0])
+        let window = if self.closed_on() {
+            (self.arrival_rt[0], self.last_done.max(self.arrival_rt[0]))
         } else {
-            wl.arrival[n_req - 1] - wl.arrival[0]
+            (wl.arrival[0], wl.arrival[n_req - 1])
         };
+        let span = window.1 - window.0;
         let slots = self.cluster.config.slots;
         let summary = if stopped {
             // the measured requests completed when the replay stopped
@@ -718,7 +719,8 @@ impl<'a, const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'a, EXT, S, R> {
             served_ops: self.served_ops,
             makespan_ns,
             arrival_ns: self.arrival_rt,
-            capacity_factor: rc.servers.capacity_factor(self.n_servers),
+            // A stall schedule's stalled fraction over the span the offered load is measured over.
+            capacity_factor: rc.servers.capacity_factor_over(self.n_servers, Some(window)),
             stopped,
         })
     }

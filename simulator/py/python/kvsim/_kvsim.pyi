@@ -222,6 +222,12 @@ class NativeConfig(Protocol):
     def slowdown(self) -> tuple[int, float, float, int] | None:
         """(interval ns, fraction, factor, duration ns)"""
     @property
+    def stalls(self) -> tuple[float, int] | None:
+        """(stalls per s per server, stall duration ns)"""
+    @property
+    def stall_schedule(self) -> list[tuple[int, int, int]] | None:
+        """[(server, start ns, end ns)] on the replay's clock: stalls on an explicit schedule (not with `stalls`)"""
+    @property
     def writes(self) -> npt.NDArray[np.uint8] | None: ...
     @property
     def closed(self) -> tuple[int, int, str] | None:
@@ -366,6 +372,8 @@ def capacity_factor(
     server_speeds: npt.NDArray[np.float64] | None = None,
     slowdown: tuple[int, float, float, int] | None = None,
     stalls: tuple[float, int] | None = None,
+    stall_schedule: list[tuple[int, int, int]] | None = None,  # (server, start ns, end ns)
+    span_ns: tuple[int, int] | None = None,  # the schedule's stalled fraction over [from, to); None: [0, last end)
 ) -> float: ...
 def slow_server_speeds(servers: int, n: int, factor: float) -> list[float]: ...
 

@@ -1,7 +1,8 @@
 """Server heterogeneity and variability, read/write mix and closed-loop clients.
 
-- `ServerModel`: per-server speed factors (service time = demand / speed) and C3-style time-varying slowdowns
-  (`Slowdown`: every interval, a random subset of the servers is slowed by a factor for a duration).
+- `ServerModel`: per-server speed factors (service time = demand / speed), C3-style time-varying slowdowns
+  (`Slowdown`: every interval, a random subset of the servers is slowed by a factor for a duration) and
+  stop-the-world stalls, at random (`stalls`) or on an explicit schedule (`stall_schedule`).
 - `ClosedLoop`: N client threads, each issuing the next request (in workload order) when its previous one
   completed plus a think time.
 - `write_flags`: which ops are writes (a write is served at every replica, answered by the first: ONE).
@@ -19,7 +20,7 @@ import numpy.typing as npt
 
 from kvsim import _kvsim
 from kvsim._kvsim import ParameterError
-from kvsim.types import ServersInfo, SlowdownInfo
+from kvsim.types import ServersInfo, SlowdownInfo, StallScheduleInfo
 
 __all__ = ["THINK_DISTS", "WRITE_OPS", "ClosedLoop", "ServerModel", "Slowdown", "write_flags"]
 
@@ -89,6 +90,10 @@ class ServerModel:
     slowdown: Slowdown | None = None
     #: Transient stop-the-world stalls: (stalls per second per server, stall length ms); None = none.
     stalls: tuple[float, float] | None = None
+    #: Stalls on an explicit schedule instead: (server index, start ms, end ms) each, on the replay's clock (0 =
+    #: the workload's time origin: the first request's arrival with a trace's own timestamps, the replay's start
+    #: with Poisson arrivals); any order, no overlap on one server; None = none. Not with `stalls`.
+    stall_schedule: tuple[tuple[int, float, float], ...] | None = None
 
     @classmethod
     def slow_servers(cls, servers: int, n: int, factor: float, slowdown: Slowdown | None = None) -> ServerModel:
@@ -100,6 +105,7 @@ class ServerModel:
             (self.speeds is None or all(s == 1.0 for s in self.speeds))
             and self.slowdown is None
             and self.stalls is None
+            and not self.stall_schedule
         )
 
     def stalls_native(self) -> tuple[float, int] | None:
@@ -111,21 +117,38 @@ class ServerModel:
             raise ParameterError(f"stalls ({rate}, {ms}): rate and length must be ≥ 0")
         return float(rate), round(ms * 1e6)
 
+    def stall_schedule_native(self) -> list[tuple[int, int, int]] | None:
+        """The schedule as the binding takes it: (server, start ns, end ns) each (times rounded to whole ns)."""
+        if self.stall_schedule is None:
+            return None
+        out = []
+        for i, (server, start, end) in enumerate(self.stall_schedule):
+            if not (isinstance(server, int) and server >= 0):
+                raise ParameterError(f"parameter 'stall_schedule[{i}].server' = {server} is out of range: valid ≥ 0")
+            out.append((server, _ns(f"stall_schedule[{i}].start_ms", start), _ns(f"stall_schedule[{i}].end_ms", end)))
+        return out
+
     def speeds_array(self) -> npt.NDArray[np.float64] | None:
         """The speed factors as the binding takes them (None = all 1)."""
         return None if self.speeds is None else np.ascontiguousarray(self.speeds, dtype=np.float64)
 
-    def capacity_factor(self, servers: int) -> float:
-        """Time-averaged capacity relative to `servers` servers at speed 1 (validates the model)."""
+    def capacity_factor(self, servers: int, span_ms: tuple[float, float] | None = None) -> float:
+        """Time-averaged capacity relative to `servers` servers at speed 1 (validates the model). A stall
+        schedule's stalled fraction is taken over `span_ms` = (from, to) on the replay's clock; None = the
+        schedule's own span (0 to its last end)."""
         slowdown = None if self.slowdown is None else self.slowdown.native()
+        span = None if span_ms is None else (_ns("span_ms", span_ms[0]), _ns("span_ms", span_ms[1]))
         return float(
             _kvsim.capacity_factor(
-                servers, server_speeds=self.speeds_array(), slowdown=slowdown, stalls=self.stalls_native()
+                servers, server_speeds=self.speeds_array(), slowdown=slowdown, stalls=self.stalls_native(),
+                stall_schedule=self.stall_schedule_native(), span_ns=span,
             )
         )
 
-    def to_json(self, servers: int) -> ServersInfo:
-        out: ServersInfo = {"capacity_factor": self.capacity_factor(servers)}
+    def to_json(self, servers: int, capacity_factor: float | None = None) -> ServersInfo:
+        """What the model is, with `capacity_factor` (the replay's; None: `capacity_factor(servers)`)."""
+        cf = self.capacity_factor(servers) if capacity_factor is None else capacity_factor
+        out: ServersInfo = {"capacity_factor": cf}
         if self.speeds is not None:
             out["speeds"] = list(self.speeds)
             out["slow_servers"] = sum(1 for s in self.speeds if s < 1.0)
@@ -133,6 +156,15 @@ class ServerModel:
             out["slowdown"] = self.slowdown.to_json()
         if self.stalls is not None:
             out["stalls"] = {"rate_per_s": self.stalls[0], "ms": self.stalls[1]}
+        if self.stall_schedule is not None:
+            sched: StallScheduleInfo = {
+                "intervals": len(self.stall_schedule),
+                "servers": sorted({int(s) for s, _, _ in self.stall_schedule}),
+                "stalled_ms": float(sum(e - a for _, a, e in self.stall_schedule)),
+                "first_ms": min((float(a) for _, a, _ in self.stall_schedule), default=0.0),
+                "last_ms": max((float(e) for _, _, e in self.stall_schedule), default=0.0),
+            }
+            out["stall_schedule"] = sched
         return out
 
 

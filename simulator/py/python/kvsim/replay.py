@@ -656,6 +656,7 @@ class _NativeConfig:
     server_speeds: npt.NDArray[np.float64] | None
     slowdown: tuple[int, float, float, int] | None
     stalls: tuple[float, int] | None
+    stall_schedule: list[tuple[int, int, int]] | None
     writes: npt.NDArray[np.uint8] | None
     closed: tuple[int, int, str] | None
     warmup: float
@@ -755,6 +756,7 @@ def replay(workload: Workload, config: ReplayConfig | None = None) -> Result:
         server_speeds=None if servers is None else servers.speeds_array(),
         slowdown=None if servers is None or servers.slowdown is None else servers.slowdown.native(),
         stalls=None if servers is None else servers.stalls_native(),
+        stall_schedule=None if servers is None else servers.stall_schedule_native(),
         writes=wflags if any_write else None,
         closed=None if cfg.closed is None else cfg.closed.native(),
         warmup=cfg.warmup,
@@ -837,7 +839,9 @@ def replay(workload: Workload, config: ReplayConfig | None = None) -> Result:
         classes=classes,
         bloom=bloom,
         demand=None if cfg.demand is None else cast(DemandInfo, dict(cfg.demand)),
-        servers=None if servers is None else servers.to_json(workload.cluster.servers),
+        servers=None if servers is None else servers.to_json(
+            workload.cluster.servers, capacity_factor=float(raw["capacity_factor"])
+        ),
         writes=writes,
         timeouts=timeouts,
         closed=closed,

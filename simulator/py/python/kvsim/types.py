@@ -19,6 +19,7 @@ __all__ = [
     "OpRecords",
     "ServersInfo",
     "SlowdownInfo",
+    "StallScheduleInfo",
     "TimeoutsInfo",
     "WritesInfo",
 ]
@@ -78,6 +79,17 @@ class StallsInfo(TypedDict):
     ms: float
 
 
+class StallScheduleInfo(TypedDict):
+    """Stalls on an explicit schedule: how many intervals, on which servers, their total length, the first start
+    and the last end (ms on the replay's clock)."""
+
+    intervals: int
+    servers: list[int]
+    stalled_ms: float
+    first_ms: float
+    last_ms: float
+
+
 class ServersInfo(TypedDict, total=False):
     """Server speeds / slowdowns actually used."""
 
@@ -86,6 +98,7 @@ class ServersInfo(TypedDict, total=False):
     slow_servers: int
     slowdown: SlowdownInfo
     stalls: StallsInfo
+    stall_schedule: StallScheduleInfo
 
 
 class ClosedInfo(TypedDict):
