@@ -569,6 +569,9 @@ mod tests {
         let e = both.validate(2).unwrap_err();
         assert!(e.to_string().contains("'stall_schedule'"), "{e}");
         let e = ServerModel::new(&cfg, 1, 7).unwrap_err();
-        assert!(e.to_string().contains("'stall_schedule[0].server' = 1"), "{e}");
+        assert!(
+            e.to_string().contains("'stall_schedule[0].server' = 1"),
+            "{e}"
+        );
     }
 }

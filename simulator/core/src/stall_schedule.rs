@@ -61,10 +61,7 @@ impl StallSchedule {
             if a.server == b.server && b.start_ns < a.end_ns {
                 return Err(SimError::param(
                     &format!("stall_schedule[{}]", w[1]),
-                    format!(
-                        "server {} [{}, {}) ns",
-                        b.server, b.start_ns, b.end_ns
-                    ),
+                    format!("server {} [{}, {}) ns", b.server, b.start_ns, b.end_ns),
                     &format!(
                         "no overlap with stall_schedule[{}] on the same server ([{}, {}) ns)",
                         w[0], a.start_ns, a.end_ns
@@ -127,11 +124,17 @@ mod tests {
     fn validation_names_the_entry() {
         let ok = StallSchedule::new(vec![iv(1, 50, 60), iv(0, 10, 20), iv(1, 10, 50)]);
         ok.validate(2).unwrap();
-        assert_eq!(ok.per_server(3), vec![vec![(10, 20)], vec![(10, 50), (50, 60)], vec![]]);
+        assert_eq!(
+            ok.per_server(3),
+            vec![vec![(10, 20)], vec![(10, 50), (50, 60)], vec![]]
+        );
         let e = StallSchedule::new(vec![iv(0, 1, 2), iv(3, 1, 2)])
             .validate(3)
             .unwrap_err();
-        assert!(e.to_string().contains("'stall_schedule[1].server' = 3"), "{e}");
+        assert!(
+            e.to_string().contains("'stall_schedule[1].server' = 3"),
+            "{e}"
+        );
         let e = StallSchedule::new(vec![iv(0, 5, 5)])
             .validate(1)
             .unwrap_err();
@@ -141,7 +144,10 @@ mod tests {
             .validate(2)
             .unwrap_err();
         let msg = e.to_string();
-        assert!(msg.contains("'stall_schedule[2]'") && msg.contains("stall_schedule[0]"), "{msg}");
+        assert!(
+            msg.contains("'stall_schedule[2]'") && msg.contains("stall_schedule[0]"),
+            "{msg}"
+        );
     }
 
     #[test]

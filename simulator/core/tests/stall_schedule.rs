@@ -62,7 +62,11 @@ fn a_read_reaching_a_stalled_server_finishes_at_the_stalls_end_plus_its_service(
     let plain = replay(&c, &wl, &config(None)).unwrap();
     assert_eq!(plain.latency_ns, vec![1_100 * US; 3]);
     // Capacity over the arrivals' span [2 ms, 10 ms): server 0 stalled 3 ms of 2 × 8 ms.
-    assert!((r.capacity_factor - (1.0 - 3.0 / 16.0)).abs() < 1e-12, "{}", r.capacity_factor);
+    assert!(
+        (r.capacity_factor - (1.0 - 3.0 / 16.0)).abs() < 1e-12,
+        "{}",
+        r.capacity_factor
+    );
 }
 
 #[test]
@@ -101,7 +105,10 @@ fn a_bad_schedule_is_refused_naming_the_entry() {
     let e = replay(
         &c,
         &wl,
-        &config(Some(StallSchedule::new(vec![iv(0, 0, 2 * MS), iv(0, MS, 3 * MS)]))),
+        &config(Some(StallSchedule::new(vec![
+            iv(0, 0, 2 * MS),
+            iv(0, MS, 3 * MS),
+        ]))),
     )
     .unwrap_err();
     assert!(e.to_string().contains("'stall_schedule[1]'"), "{e}");

@@ -52,7 +52,13 @@ fn capacity_factor(
     stall_schedule: Option<Vec<(usize, u64, u64)>>,
     span_ns: Option<(u64, u64)>,
 ) -> PyResult<f64> {
-    let m = server_model(py, server_speeds, slowdown, stalls, stall_schedule.as_deref())?;
+    let m = server_model(
+        py,
+        server_speeds,
+        slowdown,
+        stalls,
+        stall_schedule.as_deref(),
+    )?;
     m.validate(servers).map_err(to_py)?;
     Ok(m.capacity_factor_over(servers, span_ns))
 }

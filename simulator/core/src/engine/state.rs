@@ -720,7 +720,9 @@ impl<'a, const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'a, EXT, S, R> {
             makespan_ns,
             arrival_ns: self.arrival_rt,
             // A stall schedule's stalled fraction over the span the offered load is measured over.
-            capacity_factor: rc.servers.capacity_factor_over(self.n_servers, Some(window)),
+            capacity_factor: rc
+                .servers
+                .capacity_factor_over(self.n_servers, Some(window)),
             stopped,
         })
     }
