@@ -121,13 +121,7 @@ impl LatencyEstimator {
         if let Some(h) = rule.hist.as_mut() {
             h[client].update(ns, now);
         } else {
-            let ring = &mut self.ring[client];
-            if ring.len() < self.window {
-                ring.push(ns);
-            } else {
-                ring[self.pos[client]] = ns;
-                self.pos[client] = (self.pos[client] + 1) % self.window;
-            }
+            push_window(&mut self.ring[client], &mut self.pos[client], self.window, ns);
         }
         self.seen[client] += 1;
         let warm = !rule.warmed[client] && rule.warm_at.is_some_and(|w| now >= w);
@@ -182,13 +176,7 @@ impl LatencyEstimator {
         if self.fixed_ns.is_some() {
             return;
         }
-        let ring = &mut self.ring[client];
-        if ring.len() < self.window {
-            ring.push(ns);
-        } else {
-            ring[self.pos[client]] = ns;
-            self.pos[client] = (self.pos[client] + 1) % self.window;
-        }
+        push_window(&mut self.ring[client], &mut self.pos[client], self.window, ns);
         self.seen[client] += 1;
         self.since[client] += 1;
         if self.seen[client] >= self.min_samples
@@ -208,6 +196,16 @@ impl LatencyEstimator {
     /// The client's current timeout, ns (None = not enough observations yet).
     pub fn timeout_ns(&self, client: usize) -> Option<u64> {
         self.fixed_ns.or(self.timeout[client])
+    }
+}
+
+/// `ns` into a client's sliding window of the last `window` samples (`pos`: the oldest once full).
+fn push_window(ring: &mut Vec<u64>, pos: &mut usize, window: usize, ns: u64) {
+    if ring.len() < window {
+        ring.push(ns);
+    } else {
+        ring[*pos] = ns;
+        *pos = (*pos + 1) % window;
     }
 }
 
