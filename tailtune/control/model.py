@@ -27,6 +27,7 @@ from typing import Any
 
 __all__ = [
     "CASSANDRA_INPUTS",
+    "LOGNORMAL_MIN_SIGMA",
     "MEMCACHED_INPUTS",
     "SOURCES",
     "DeploymentModel",
