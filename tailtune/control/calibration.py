@@ -5,10 +5,11 @@ the model until its predictions match an observation: no simulator output is com
 
 **Cassandra** (at low load: one request at a time, after five uncounted warm-up requests each):
 
-* **network** — `TAILTUNE_CALIBRATE_READS` trivial round trips, `SELECT release_version FROM system.local` (a
-  local system table: no disk, no replica, the smallest server work a CQL request has), timed client-side. The
-  one-way latency is half their median. It includes the driver's and the server's smallest per-request cost, so
-  it is an upper bound of the wire's; the simulator adds it twice per replica request.
+* **network** — `TAILTUNE_CALIBRATE_READS` trivial round trips, `SELECT release_version FROM system.local` (a local
+  system table: no disk, no replica, the smallest server work a CQL request has), prepared — as the reads below and an
+  application's reads are: sent as text, each would add the node's parsing of the CQL, which the reads do not pay —,
+  timed client-side. The one-way latency is half their median. It includes the driver's and the server's smallest
+  per-request cost, so it is an upper bound of the wire's; the simulator adds it twice per replica request.
 * **service time** — as many single-partition reads of the deployment's first table (`SELECT * ... WHERE <partition
   key> = ? LIMIT 1`, consistency ONE), timed client-side, alternating with the trivial round trips (trivial, read,
   trivial, read, ...: both kinds meet the same machine, so a change of the noise while calibrating — another process,
@@ -136,8 +137,17 @@ def calibrate_cassandra(
     try:
         cql = _Cql(target, session)
 
+        cql.run(TRIVIAL)  # once as text: a failure is the one line naming the node
+        prepared = cql.session.prepare(TRIVIAL)
+
         def trivial_request() -> object:
-            return cql.run(TRIVIAL)
+            try:
+                return cql.session.execute(prepared)
+            except Exception as exc:
+                raise DiscoveryFailed(
+                    f"cassandra: timing trivial requests failed ({type(exc).__name__}: {target.scrub(str(exc))}): "
+                    f"check the cluster answers within TAILTUNE_DISCOVER_TIMEOUT_S ({timeout_s:g} s)"
+                ) from None
 
         read: Callable[[], object] | None = None
         why: str | None = "the deployment names no table to read (set its tables)"
@@ -152,7 +162,7 @@ def calibrate_cassandra(
     found.readings["trivial_round_trip"] = {"reads": len(trivial), "p50_ms": rtt,
                                             "p99_ms": _quantile(trivial, 0.99)}
     found.put("network", {"one_way_ms": rtt / 2}, f"half the median of {len(trivial)} client-timed trivial round "
-              "trips (SELECT release_version FROM system.local, one at a time): an upper bound of the wire's",
+              "trips (SELECT release_version FROM system.local, prepared, one at a time): an upper bound of the wire's",
               uncertainty={"one_way_ms": [v / 2 for v in _interval(trivial, statistics.median)]})
     log(f"network: one way {rtt / 2:.3f} ms (median trivial round trip {rtt:.3f} ms over {len(trivial)})")
     if why is not None:

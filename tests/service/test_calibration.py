@@ -110,6 +110,9 @@ def test_calibrate_a_real_cassandra_node(svc: Svc, cli: Any, cassandra_node: Cas
     net, st = inputs["network"], inputs["service_time"]
     for entry in (net, st):
         assert entry["source"] == "calibrated" and t0 <= entry["at"] <= time.time() and entry["how"]
+    # the trivial request was sent prepared, as the reads are (no CQL parsing in the baseline the reads lack)
+    prepared = {r.query_string for r in cql.execute("SELECT query_string FROM system.prepared_statements")}
+    assert "SELECT release_version FROM system.local" in prepared
     # the client's own timing of the same kinds of request bounds what calibration stored
     stmt = SimpleStatement(f"SELECT * FROM {KS}.items WHERE k = 'key-7'")
     times = []
