@@ -259,11 +259,11 @@ def model_of(hosts: Sequence[str], port: int, log: Any = print) -> dict[str, Any
     found = discover("cassandra", connection, tables, settings, server="stock", log=log)
     model = merge_model(None, found)
     cal = calibrate_cassandra(connection, tables, egress=Egress.of(settings), timeout_s=settings.discover_timeout_s,
-                              reads=settings.calibrate_reads, log=log)
+                              reads=settings.calibrate_reads, warmup=settings.calibrate_warmup, log=log)
     model = merge_calibration(model, cal)
     return {"model": model, "discovery_notes": found.notes, "current_config": found.current_config,
             "calibration_notes": cal.notes, "calibration_readings": cal.readings,
-            "settings": {"calibrate_reads": settings.calibrate_reads,
+            "settings": {"calibrate_reads": settings.calibrate_reads, "calibrate_warmup": settings.calibrate_warmup,
                          "discover_probe_reads": settings.discover_probe_reads}}
 
 

@@ -3,7 +3,9 @@
 Calibration measures *inputs* — how long one read takes the node, how long the network takes — and never tunes
 the model until its predictions match an observation: no simulator output is compared with anything here.
 
-**Cassandra** (at low load: one request at a time, after five uncounted warm-up requests each):
+**Cassandra** (at low load: one request at a time, after `TAILTUNE_CALIBRATE_WARMUP` uncounted rounds — one
+trivial request and one read each — in which the node's and the driver's paths for them warm up: on a node just
+out of a burst of reads the first few hundred rounds took two to five times as long as the later ones):
 
 * **network** — `TAILTUNE_CALIBRATE_READS` trivial round trips, `SELECT release_version FROM system.local` (a local
   system table: no disk, no replica, the smallest server work a CQL request has), prepared — as the reads below and an
@@ -128,7 +130,7 @@ def _interval(values: Sequence[float], stat: Callable[[Sequence[float]], float],
 
 def calibrate_cassandra(
     connection: Mapping[str, Any], tables: Sequence[str], *, egress: Egress, timeout_s: float, reads: int,
-    log: Callable[[str], None] = lambda _: None,
+    warmup: int = 1000, log: Callable[[str], None] = lambda _: None,
 ) -> Calibrated:
     """Measure the network and the service time of a Cassandra cluster (module docstring); raises
     DiscoveryFailed naming the node and what to do."""
@@ -154,7 +156,8 @@ def calibrate_cassandra(
         if tables:
             read, why = probe_reader(cql, tables[0])
         # the trivial requests and the reads alternate, so both meet the same machine (module docstring)
-        trivial, *rest = timed_rounds([trivial_request] if read is None else [trivial_request, read], reads)
+        trivial, *rest = timed_rounds([trivial_request] if read is None else [trivial_request, read], reads,
+                                      warmup=warmup)
         service = rest[0] if rest else []
     finally:
         cluster.shutdown()
@@ -230,7 +233,7 @@ def calibrate_deployment(db: Database, settings: Settings, deployment_id: int, *
         raise DiscoveryFailed(str(exc), permanent=True) from None
     if kind == "cassandra":
         found = calibrate_cassandra(connection, tables, egress=egress, timeout_s=settings.discover_timeout_s,
-                                    reads=settings.calibrate_reads, log=log)
+                                    reads=settings.calibrate_reads, warmup=settings.calibrate_warmup, log=log)
     else:
         found = _calibrate_memcached(connection, egress=egress, timeout_s=settings.discover_timeout_s,
                                      reps=settings.discover_profile_reps, log=log)

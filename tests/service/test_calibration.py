@@ -98,7 +98,14 @@ def test_calibration_alternates_trivial_requests_and_reads_so_a_drifting_machine
 def test_calibrate_a_real_cassandra_node(svc: Svc, cli: Any, cassandra_node: CassandraNode, cql: Any) -> None:
     from cassandra.query import SimpleStatement
 
-    svc.settings.calibrate_reads = 100
+    svc.settings.calibrate_reads, svc.settings.calibrate_warmup = 100, 20
+
+    def reads_of_items() -> int:
+        rows = cql.execute("SELECT count FROM system_views.local_read_latency WHERE keyspace_name = %s AND "
+                           "table_name = 'items'", (KS,))
+        return sum(int(r.count) for r in rows)
+
+    before = reads_of_items()
     body = {"name": "calib", "kind": "cassandra", "topology": {"servers": 1},
             "connection": {"contact_points": [cassandra_node.host], "port": cassandra_node.port},
             "tables": [f"{KS}.items"]}
@@ -106,6 +113,8 @@ def test_calibrate_a_real_cassandra_node(svc: Svc, cli: Any, cassandra_node: Cas
     t0 = time.time()
     job = _calibrate_job(svc, dep["id"])
     assert job["status"] == "succeeded", job["logs"]
+    # the uncounted warm-up rounds (TAILTUNE_CALIBRATE_WARMUP) and the timed ones: one partition read each
+    assert reads_of_items() - before == 20 + 100
     inputs = svc.client.get(f"{API}/deployments/{dep['id']}", headers=svc.read).json()["model"]["inputs"]
     net, st = inputs["network"], inputs["service_time"]
     for entry in (net, st):
