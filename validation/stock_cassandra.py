@@ -65,8 +65,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-KEYSPACE = "tailtune_val"
-TABLE = "kv"
+from validation.cassandra_common import KEYSPACE, TABLE, create_and_load, trivial_round_trips_s
+
 MIN_TOKEN = -(2**63)
 STALLED_NODE = 2  # index of the stalled node (127.0.0.3) in the cluster's nodes
 QS = (0.50, 0.95, 0.99)
@@ -231,18 +231,12 @@ def set_speculative_retry(session: Any, value: str) -> str:
 
 
 def rtt_median_s(session: Any, reps: int = 300) -> float:
-    t = np.empty(reps)
-    for r in range(reps):
-        t0 = time.perf_counter()
-        session.execute("SELECT release_version FROM system.local")
-        t[r] = time.perf_counter() - t0
-    return float(np.median(t))
+    return float(np.median(trivial_round_trips_s(session, reps)))
 
 
 def run_real(a: argparse.Namespace, w: Workload) -> dict[str, Any]:
     from cassandra import ConsistencyLevel
     from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
-    from cassandra.concurrent import execute_concurrent_with_args
     from cassandra.policies import WhiteListRoundRobinPolicy
 
     from tests.servers.cassandra_cluster import running_cluster
@@ -259,18 +253,10 @@ def run_real(a: argparse.Namespace, w: Workload) -> dict[str, Any]:
                           execution_profiles={EXEC_PROFILE_DEFAULT: profile})
         try:
             s = cluster.connect()
-            s.execute(f"CREATE KEYSPACE {KEYSPACE} WITH replication = "
-                      "{'class': 'SimpleStrategy', 'replication_factor': 3}")
-            s.execute(f"CREATE TABLE {KEYSPACE}.{TABLE} (k text PRIMARY KEY, v blob)")
+            create_and_load(s, replication=3, partitions=a.partitions, value_size=a.value_size)
             ring = s.execute("SELECT peer, tokens FROM system.peers_v2")
             out["ring"] = {str(r.peer): sorted(r.tokens) for r in ring}
             out["stalled_node"] = {"address": victim.host, "token": victim.token}
-            ins = s.prepare(f"INSERT INTO {KEYSPACE}.{TABLE} (k, v) VALUES (?, ?)")
-            ins.consistency_level = ConsistencyLevel.ALL
-            value = b"v" * a.value_size
-            res = execute_concurrent_with_args(s, ins, [(f"k{i}", value) for i in range(a.partitions)],
-                                               concurrency=64, raise_on_first_error=True)
-            assert all(r.success for r in res)
             sel = s.prepare(f"SELECT k, v FROM {KEYSPACE}.{TABLE} WHERE k IN ?")
             sel.consistency_level = ConsistencyLevel.ONE
             out["rtt_median_ms"] = rtt_median_s(s) * 1e3

@@ -48,9 +48,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from validation.cassandra_common import KEYSPACE, TABLE, create_and_load
 from validation.stock_cassandra import (
-    KEYSPACE,
-    TABLE,
     Workload,
     drive,
     jvm_cpu_s,
@@ -131,7 +130,6 @@ def windows_p99(w: Workload, lat: npt.NDArray[np.float64]) -> list[float]:
 def run_real(a: argparse.Namespace) -> dict[str, Any]:
     from cassandra import ConsistencyLevel
     from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
-    from cassandra.concurrent import execute_concurrent_with_args
     from cassandra.policies import WhiteListRoundRobinPolicy
 
     from tests.servers.cassandra_cluster import running_cluster
@@ -147,15 +145,7 @@ def run_real(a: argparse.Namespace) -> dict[str, Any]:
                           execution_profiles={EXEC_PROFILE_DEFAULT: profile})
         try:
             s = cluster.connect()
-            s.execute(f"CREATE KEYSPACE {KEYSPACE} WITH replication = "
-                      f"{{'class': 'SimpleStrategy', 'replication_factor': {rf}}}")
-            s.execute(f"CREATE TABLE {KEYSPACE}.{TABLE} (k text PRIMARY KEY, v blob)")
-            ins = s.prepare(f"INSERT INTO {KEYSPACE}.{TABLE} (k, v) VALUES (?, ?)")
-            ins.consistency_level = ConsistencyLevel.ALL
-            value = b"v" * a.value_size
-            res = execute_concurrent_with_args(s, ins, [(f"k{i}", value) for i in range(a.partitions)],
-                                               concurrency=64, raise_on_first_error=True)
-            assert all(r.success for r in res)
+            create_and_load(s, replication=rf, partitions=a.partitions, value_size=a.value_size)
             sel = s.prepare(f"SELECT k, v FROM {KEYSPACE}.{TABLE} WHERE k IN ?")
             sel.consistency_level = ConsistencyLevel.ONE
             hosts = list(cluster.metadata.all_hosts())

@@ -224,6 +224,11 @@ class Settings(BaseSettings):
         description="Requests `tailtune deployments calibrate` times, one at a time, for each measurement (trivial "
         "round trips, single-partition reads).",
     )
+    calibrate_warmup: int = Field(
+        default=1000, ge=0, le=100_000,
+        description="Rounds (one trivial request and one read each) `tailtune deployments calibrate` runs uncounted "
+        "before it times any: the node's and the client's rarely used paths warm up first.",
+    )
     discover_profile_reps: int = Field(
         default=20, ge=1, le=10_000,
         description="Multigets per keys-per-request size when `--profile-servers` profiles a memcached server.",

@@ -3,17 +3,22 @@
 Calibration measures *inputs* — how long one read takes the node, how long the network takes — and never tunes
 the model until its predictions match an observation: no simulator output is compared with anything here.
 
-**Cassandra** (at low load: one request at a time, after five uncounted warm-up requests each):
+**Cassandra** (at low load: one request at a time, after `TAILTUNE_CALIBRATE_WARMUP` uncounted rounds — one
+trivial request and one read each — in which the node's and the driver's paths for them warm up: on a node just
+out of a burst of reads the first few hundred rounds took two to five times as long as the later ones):
 
-* **network** — `TAILTUNE_CALIBRATE_READS` trivial round trips, `SELECT release_version FROM system.local` (a
-  local system table: no disk, no replica, the smallest server work a CQL request has), timed client-side. The
-  one-way latency is half their median. It includes the driver's and the server's smallest per-request cost, so
-  it is an upper bound of the wire's; the simulator adds it twice per replica request.
+* **network** — `TAILTUNE_CALIBRATE_READS` trivial round trips, `SELECT release_version FROM system.local` (a local
+  system table: no disk, no replica, the smallest server work a CQL request has), prepared — as the reads below and an
+  application's reads are: sent as text, each would add the node's parsing of the CQL, which the reads do not pay —,
+  timed client-side. The one-way latency is half their median. It includes the driver's and the server's smallest
+  per-request cost, so it is an upper bound of the wire's; the simulator adds it twice per replica request.
 * **service time** — as many single-partition reads of the deployment's first table (`SELECT * ... WHERE <partition
-  key> = ? LIMIT 1`, consistency ONE), timed client-side. A read is the trivial request plus the node's work on
-  the read, so the service time is found by **deconvolution by moments**: its mean is the reads' mean minus the
-  trivial round trips' mean, its variance the reads' variance minus theirs (the two independent), each sample
-  without its stalls first (values above p50 + 10 × (p90 − p50): a machine stall is not a service time). The
+  key> = ? LIMIT 1`, consistency ONE), timed client-side, alternating with the trivial round trips (trivial, read,
+  trivial, read, ...: both kinds meet the same machine, so a change of the noise while calibrating — another process,
+  a flush, a collection — reaches both alike instead of entering their difference). A read is the trivial request plus
+  the node's work on the read, so the service time is found by **deconvolution by moments**: its mean is the reads'
+  mean minus the trivial round trips' mean, its variance the reads' variance minus theirs (the two independent), each
+  sample without its stalls first (values above p50 + 10 × (p90 − p50): a machine stall is not a service time). The
   latency tables (`system_views.local_read_latency`) resolve 1 ms at best (docs/model.md), so they cannot give
   sub-millisecond service times; the client's clock can, as a difference. **The fit:** a lognormal (the simulator's
   `demand_dist = lognormal`) with that mean and coefficient of variation (σ² = ln(1 + cv²)) — service times are
@@ -21,8 +26,9 @@ the model until its predictions match an observation: no simulator output is com
   fitted service times (a convolution, drawn) against the reads' observed p99 (`fit.error_pct`). A mean the
   difference cannot resolve (≤ 0: the node's work is below the client's noise) is stored as the smallest the
   measurement resolves, with a note. The service rate replayed is 1000 / mean_ms per slot.
-* **uncertainty** — 95 % bootstrap intervals (400 resamples of the timed requests) of the service time's mean
-  and of the one-way network latency, stored with each input (`uncertainty`).
+* **uncertainty** — 95 % bootstrap intervals of the one-way network latency (400 resamples of the timed requests)
+  and of the service time's mean (50 resamples, each a whole deconvolution), stored with each input
+  (`uncertainty`).
 
 **memcached** — the client overhead per request (`client_overhead.us`), measured by the profiler on a scratch key
 range it removes afterwards (`analysis.memcached_profile.profile_address`, as discovery's `--profile-servers`),
@@ -46,7 +52,14 @@ from sqlalchemy import select
 
 from tailtune.base.settings import Settings
 from tailtune.control.db import Database, DeploymentRow
-from tailtune.control.discovery import DiscoveryFailed, _Cql, discover_memcached, open_session, probe_times
+from tailtune.control.discovery import (
+    DiscoveryFailed,
+    _Cql,
+    discover_memcached,
+    open_session,
+    probe_reader,
+    timed_rounds,
+)
 from tailtune.control.egress import Egress, EgressRefused
 from tailtune.control.errors import Missing
 from tailtune.control.model import ModelTooLarge, check_model_size
@@ -54,6 +67,8 @@ from tailtune.control.model import ModelTooLarge, check_model_size
 __all__ = ["Calibrated", "calibrate_cassandra", "calibrate_deployment", "merge_calibration", "service_time"]
 
 BOOTSTRAP = 400
+#: The trivial request: a local system table, no disk, no replica — the smallest server work a CQL request has.
+TRIVIAL = "SELECT release_version FROM system.local"
 
 
 @dataclass
@@ -113,19 +128,9 @@ def _interval(values: Sequence[float], stat: Callable[[Sequence[float]], float],
     return [draws[int(0.025 * BOOTSTRAP)], draws[int(0.975 * BOOTSTRAP) - 1]]
 
 
-def _timed(cql: _Cql, statement: str, reads: int) -> list[float]:
-    out: list[float] = []
-    for i in range(reads + 5):
-        t0 = time.perf_counter()
-        cql.run(statement)
-        if i >= 5:
-            out.append((time.perf_counter() - t0) * 1000.0)
-    return out
-
-
 def calibrate_cassandra(
     connection: Mapping[str, Any], tables: Sequence[str], *, egress: Egress, timeout_s: float, reads: int,
-    log: Callable[[str], None] = lambda _: None,
+    warmup: int = 1000, log: Callable[[str], None] = lambda _: None,
 ) -> Calibrated:
     """Measure the network and the service time of a Cassandra cluster (module docstring); raises
     DiscoveryFailed naming the node and what to do."""
@@ -133,19 +138,34 @@ def calibrate_cassandra(
     target, cluster, session = open_session(connection, egress, timeout_s)
     try:
         cql = _Cql(target, session)
-        trivial = _timed(cql, "SELECT release_version FROM system.local", reads)
-        if not tables:
-            service: list[float] = []
-            why: str | None = "the deployment names no table to read (set its tables)"
-        else:
-            service, why = probe_times(cql, tables[0], reads)
+
+        cql.run(TRIVIAL)  # once as text: a failure is the one line naming the node
+        prepared = cql.session.prepare(TRIVIAL)
+
+        def trivial_request() -> object:
+            try:
+                return cql.session.execute(prepared)
+            except Exception as exc:
+                raise DiscoveryFailed(
+                    f"cassandra: timing trivial requests failed ({type(exc).__name__}: {target.scrub(str(exc))}): "
+                    f"check the cluster answers within TAILTUNE_DISCOVER_TIMEOUT_S ({timeout_s:g} s)"
+                ) from None
+
+        read: Callable[[], object] | None = None
+        why: str | None = "the deployment names no table to read (set its tables)"
+        if tables:
+            read, why = probe_reader(cql, tables[0])
+        # the trivial requests and the reads alternate, so both meet the same machine (module docstring)
+        trivial, *rest = timed_rounds([trivial_request] if read is None else [trivial_request, read], reads,
+                                      warmup=warmup)
+        service = rest[0] if rest else []
     finally:
         cluster.shutdown()
     rtt = statistics.median(trivial)
     found.readings["trivial_round_trip"] = {"reads": len(trivial), "p50_ms": rtt,
                                             "p99_ms": _quantile(trivial, 0.99)}
     found.put("network", {"one_way_ms": rtt / 2}, f"half the median of {len(trivial)} client-timed trivial round "
-              "trips (SELECT release_version FROM system.local, one at a time): an upper bound of the wire's",
+              "trips (SELECT release_version FROM system.local, prepared, one at a time): an upper bound of the wire's",
               uncertainty={"one_way_ms": [v / 2 for v in _interval(trivial, statistics.median)]})
     log(f"network: one way {rtt / 2:.3f} ms (median trivial round trip {rtt:.3f} ms over {len(trivial)})")
     if why is not None:
@@ -213,7 +233,7 @@ def calibrate_deployment(db: Database, settings: Settings, deployment_id: int, *
         raise DiscoveryFailed(str(exc), permanent=True) from None
     if kind == "cassandra":
         found = calibrate_cassandra(connection, tables, egress=egress, timeout_s=settings.discover_timeout_s,
-                                    reads=settings.calibrate_reads, log=log)
+                                    reads=settings.calibrate_reads, warmup=settings.calibrate_warmup, log=log)
     else:
         found = _calibrate_memcached(connection, egress=egress, timeout_s=settings.discover_timeout_s,
                                      reps=settings.discover_profile_reps, log=log)

@@ -273,9 +273,10 @@ def _combine(per_node: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def probe_times(cql: _Cql, table: str, reads: int) -> tuple[list[float], str | None]:
-    """Client-side times (ms) of `reads` single-partition reads of `table`, one at a time (after five uncounted
-    warm-up reads), and None; or [] and why nothing could be read."""
+def probe_reader(cql: _Cql, table: str) -> tuple[Callable[[], object] | None, str | None]:
+    """One single-partition read of `table` (`SELECT * ... WHERE <partition key> = ? LIMIT 1` of its first
+    partition, consistency ONE) as a call, and None; or None and why nothing can be read. The call raises
+    DiscoveryFailed naming the table when a read fails."""
     from cassandra import ConsistencyLevel
     from cassandra.metadata import protect_name
 
@@ -286,28 +287,52 @@ def probe_times(cql: _Cql, table: str, reads: int) -> tuple[list[float], str | N
     )
     keys = [str(r.column_name) for r in sorted(cols, key=lambda r: int(r.position)) if r.kind == "partition_key"]
     if not keys:
-        return [], f"{table} has no partition key in system_schema.columns"
+        return None, f"{table} has no partition key in system_schema.columns"
     quoted = ", ".join(protect_name(k) for k in keys)
     first = cql.run(f"SELECT {quoted} FROM {table} LIMIT 1")
     if not first:
-        return [], f"{table} holds no row to read"
+        return None, f"{table} holds no row to read"
     where = " AND ".join(f"{protect_name(k)} = ?" for k in keys)
     stmt = cql.session.prepare(f"SELECT * FROM {table} WHERE {where} LIMIT 1")
     stmt.consistency_level = ConsistencyLevel.ONE
     key = tuple(first[0])
-    times: list[float] = []
-    for i in range(reads + 5):  # five warm-up reads, not counted
-        t0 = time.perf_counter()
+
+    def read() -> object:
         try:
-            cql.session.execute(stmt, key)
+            return cql.session.execute(stmt, key)
         except Exception as exc:
             raise DiscoveryFailed(
                 f"cassandra: timing single-key reads of {table} failed ({type(exc).__name__}: "
                 f"{cql.target.scrub(str(exc))}): check the cluster, or set TAILTUNE_DISCOVER_PROBE_READS=0"
             ) from None
-        if i >= 5:
-            times.append((time.perf_counter() - t0) * 1000.0)
-    return times, None
+
+    return read, None
+
+
+def timed_rounds(requests: Sequence[Callable[[], object]], rounds: int, *, warmup: int = 5,
+                 clock: Callable[[], float] = time.perf_counter) -> list[list[float]]:
+    """Client-side times (ms) of each of `requests` over `rounds` rounds, one request at a time, the kinds
+    alternating (a round runs every request once, in order), after `warmup` uncounted rounds. Alternating makes
+    every kind meet the same machine: a change of the client's or the server's noise during the measurement
+    reaches all kinds alike, so a difference of their moments does not pick it up."""
+    out: list[list[float]] = [[] for _ in requests]
+    for i in range(rounds + warmup):
+        for times, request in zip(out, requests, strict=True):
+            t0 = clock()
+            request()
+            elapsed = clock() - t0
+            if i >= warmup:
+                times.append(elapsed * 1000.0)
+    return out
+
+
+def probe_times(cql: _Cql, table: str, reads: int) -> tuple[list[float], str | None]:
+    """Client-side times (ms) of `reads` single-partition reads of `table`, one at a time (after five uncounted
+    warm-up reads), and None; or [] and why nothing could be read."""
+    read, why = probe_reader(cql, table)
+    if read is None:
+        return [], why
+    return timed_rounds([read], reads)[0], None
 
 
 def _probe(cql: _Cql, table: str, reads: int) -> dict[str, Any]:

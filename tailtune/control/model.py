@@ -27,6 +27,7 @@ from typing import Any
 
 __all__ = [
     "CASSANDRA_INPUTS",
+    "LOGNORMAL_MIN_SIGMA",
     "MEMCACHED_INPUTS",
     "SOURCES",
     "DeploymentModel",
@@ -42,6 +43,9 @@ SOURCES = ("operator", "calibrated", "discovered", "default", "trace")
 CASSANDRA_INPUTS = ("servers", "slots", "replication", "service_time", "network", "ring", "arrivals")
 #: The inputs of a memcached deployment's model.
 MEMCACHED_INPUTS = ("servers", "worker_threads", "client_overhead", "arrivals")
+#: The smallest lognormal shape kvsim replays (`demand_sigma` in (0, 10], checked from 1e-6); a calibrated σ
+#: below it is replayed as deterministic demands.
+LOGNORMAL_MIN_SIGMA = 1e-6
 #: Topology fields → the model input each sets.
 _TOPOLOGY_INPUT = {"servers": "servers", "slots": "slots", "replication": "replication",
                    "service_rate_per_s": "service_time", "network_ms": "network"}
@@ -153,7 +157,13 @@ def _cassandra(b: _Builder, timestamps: bool, load: float | None) -> dict[str, A
     elif isinstance(service, Mapping):  # calibrated: {"mean_ms", "dist", "sigma"}
         opts["service_rate"] = 1000.0 / float(service["mean_ms"])
         if service.get("dist") == "lognormal" and service.get("sigma") is not None:
-            opts["demand_dist"], opts["demand_sigma"] = "lognormal", float(service["sigma"])
+            sigma = float(service["sigma"])
+            if sigma >= LOGNORMAL_MIN_SIGMA:
+                opts["demand_dist"], opts["demand_sigma"] = "lognormal", sigma
+            else:  # no spread resolved beyond the trivial requests': the lognormal's σ → 0 limit
+                opts["demand_dist"] = "deterministic"
+                b.notes.append(f"the calibrated service time has no spread beyond the client's noise (σ {sigma:g}): "
+                               "it is replayed as deterministic, the lognormal's limit")
     network = b.pick("network", "network_ms", None, f"{d.net_latency_us:g} µs one way")
     if isinstance(network, int | float):
         opts["net_latency_us"] = float(network) * 1000.0

@@ -16,7 +16,7 @@ import pytest
 from jobs.handlers import default_handlers
 from jobs.worker import Worker
 from tailtune.control.calibration import service_time
-from tailtune.control.model import build_model
+from tailtune.control.model import LOGNORMAL_MIN_SIGMA, build_model
 from tests.servers.cassandra_server import CassandraNode, free_port
 from tests.servers.memcached_server import running_memcached
 from tests.service.conftest import Svc, memcached_deployment
@@ -71,11 +71,41 @@ def test_service_time_by_deconvolution() -> None:
     assert flat["resolved"] == 0.0 and 0 < flat["mean_ms"] < 0.01
 
 
+def test_calibration_alternates_trivial_requests_and_reads_so_a_drifting_machine_cancels_out() -> None:
+    """The two kinds are timed in alternation: a machine that slows down while calibrating (here by 2 µs per
+    request, 1.2 ms over the calibration) adds the same to both, and the difference of means stays the read's own
+    0.3 ms. Timed one kind after the other, the reads would have met a machine 0.6 ms slower than the trivial
+    requests did."""
+    from tailtune.control.discovery import timed_rounds
+
+    now = [0.0]
+    order: list[str] = []
+
+    def request(kind: str, base_ms: float) -> Any:
+        def run() -> None:
+            order.append(kind)
+            now[0] += (base_ms + 0.002 * len(order)) / 1000.0
+
+        return run
+
+    trivial, reads = timed_rounds([request("trivial", 0.4), request("read", 0.7)], 300, clock=lambda: now[0])
+    assert order[:4] == ["trivial", "read", "trivial", "read"] and len(order) == 2 * 305  # 5 warm-up rounds
+    assert len(trivial) == len(reads) == 300
+    assert service_time(reads, trivial)["mean_ms"] == pytest.approx(0.3, abs=0.005)
+
+
 @pytest.mark.slow
 def test_calibrate_a_real_cassandra_node(svc: Svc, cli: Any, cassandra_node: CassandraNode, cql: Any) -> None:
     from cassandra.query import SimpleStatement
 
-    svc.settings.calibrate_reads = 100
+    svc.settings.calibrate_reads, svc.settings.calibrate_warmup = 100, 20
+
+    def reads_of_items() -> int:
+        rows = cql.execute("SELECT count FROM system_views.local_read_latency WHERE keyspace_name = %s AND "
+                           "table_name = 'items'", (KS,))
+        return sum(int(r.count) for r in rows)
+
+    before = reads_of_items()
     body = {"name": "calib", "kind": "cassandra", "topology": {"servers": 1},
             "connection": {"contact_points": [cassandra_node.host], "port": cassandra_node.port},
             "tables": [f"{KS}.items"]}
@@ -83,10 +113,15 @@ def test_calibrate_a_real_cassandra_node(svc: Svc, cli: Any, cassandra_node: Cas
     t0 = time.time()
     job = _calibrate_job(svc, dep["id"])
     assert job["status"] == "succeeded", job["logs"]
+    # the uncounted warm-up rounds (TAILTUNE_CALIBRATE_WARMUP) and the timed ones: one partition read each
+    assert reads_of_items() - before == 20 + 100
     inputs = svc.client.get(f"{API}/deployments/{dep['id']}", headers=svc.read).json()["model"]["inputs"]
     net, st = inputs["network"], inputs["service_time"]
     for entry in (net, st):
         assert entry["source"] == "calibrated" and t0 <= entry["at"] <= time.time() and entry["how"]
+    # the trivial request was sent prepared, as the reads are (no CQL parsing in the baseline the reads lack)
+    prepared = {r.query_string for r in cql.execute("SELECT query_string FROM system.prepared_statements")}
+    assert "SELECT release_version FROM system.local" in prepared
     # the client's own timing of the same kinds of request bounds what calibration stored
     stmt = SimpleStatement(f"SELECT * FROM {KS}.items WHERE k = 'key-7'")
     times = []
@@ -108,7 +143,8 @@ def test_calibrate_a_real_cassandra_node(svc: Svc, cli: Any, cassandra_node: Cas
     assert m.sources["service_time"] == "calibrated" and m.sources["network"] == "calibrated"
     assert m.options["service_rate"] == pytest.approx(1000.0 / v["mean_ms"])
     assert m.options["net_latency_us"] == pytest.approx(1000.0 * one_way)
-    assert m.options["demand_dist"] == "lognormal"
+    # a lognormal, or its σ → 0 limit when the reads vary no more than the trivial requests (kvsim needs σ > 0)
+    assert m.options["demand_dist"] == ("lognormal" if v["sigma"] >= LOGNORMAL_MIN_SIGMA else "deterministic")
     # the CLI measures the same way
     r = cli("deployments", "calibrate", "calib", "--json")
     assert r.exit_code == 0, r.stderr

@@ -125,6 +125,27 @@ def test_discovered_and_calibrated_inputs_are_used_and_the_operator_wins() -> No
     assert m.options["load"] == 0.5 and "use_timestamps" not in m.options and m.sources["arrivals"] == "operator"
 
 
+def test_a_calibrated_service_time_without_spread_is_replayed_as_deterministic() -> None:
+    """Calibration stores σ 0 when the reads vary no more than the trivial requests; kvsim's lognormal needs
+    σ > 0, so such a model could not be replayed at all: it is the lognormal's σ → 0 limit, deterministic."""
+    from tailtune.simulation.cassandra import CassandraDeployment, prepare, replay
+    from tailtune.simulation.policies import resolve
+    from tailtune.simulation.source import WorkloadSource
+
+    now = time.time()
+    table = WorkloadSource(profile="soundcloud", requests=200).load()
+    for sigma, dist in ((0.0, "deterministic"), (0.5, "lognormal")):
+        model = {"operator": [], "inputs": {
+            "service_time": {"value": {"mean_ms": 0.5, "dist": "lognormal", "sigma": sigma}, "source": "calibrated",
+                             "at": now, "how": "deconvolution"}}}
+        m = build_model("cassandra", {}, {}, model, timestamps=False)
+        assert m.options["demand_dist"] == dist and m.sources["service_time"] == "calibrated"
+        assert any("deterministic" in n for n in m.notes) == (dist == "deterministic")
+        dep = CassandraDeployment.from_dict({**m.options, "servers": 4, "replication": 3})
+        res = replay(prepare(table, dep), dep, resolve("fifo", {}), 0)
+        assert res.requests > 0 and res.p99_ms > 0
+
+
 def test_a_discovered_ring_is_replayed_when_it_fits_the_model() -> None:
     from tailtune.simulation.cassandra import CassandraDeployment
     from tests.simulator.test_ring import NTS_RING
