@@ -11,6 +11,7 @@ earlier part. A trace without timestamps, or whose held-out part is too short fo
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from tailtune.base.settings import Settings
@@ -28,22 +29,116 @@ class Split:
 
 
 def split_source(source: WorkloadSource, fraction: float, settings: Settings, *, min_requests: int) -> Split | None:
-    """The earlier and the held-out later part of `source` (None: no timestamps, no fraction, or too short)."""
-    if not 0.0 < fraction < 1.0 or not source.has_timestamps(settings):
+    """The earlier and the held-out later part of `source` (None: no timestamps, no fraction, or too short).
+
+    Memory: a Parquet-backed source (a dataset, a Parquet trace) is split in one streaming pass, one batch at a
+    time; any other source (a generator profile, a CSV trace) is loaded once and written whole under
+    `TAILTUNE_HOME/samples` first, then split the same way — the table is never held beside a copy of a part."""
+    if not 0.0 < fraction < 1.0:
         return None
-    cut: dict[str, float] = {}
-
-    def early(t0: float, t1: float, _: Any) -> tuple[sampling.Window, ...]:
-        cut["at"], cut["t0"], cut["t1"] = t0 + (1.0 - fraction) * (t1 - t0), t0, t1
-        return (sampling.Window(0, t0, cut["at"]),)
-
-    def late(t0: float, t1: float, _: Any) -> tuple[sampling.Window, ...]:
-        return (sampling.Window(0, t0 + (1.0 - fraction) * (t1 - t0), t1 + max(1e-9, 1e-9 * abs(t1))),)
-
-    late_path, late_info = sampling._write_sample(source, settings, late)
-    if late_info.requests < min_requests:
+    files = sampling._parquet_files(source, settings)
+    if files:
+        if not source.has_timestamps(settings):
+            return None
+    else:
+        whole = _written_whole(source, settings)
+        if whole is None:
+            return None
+        files = [whole]
+    t0, t1 = sampling.parquet_span(files)
+    if not t1 > t0:
         return None
-    early_path, early_info = sampling._write_sample(source, settings, early)
-    record = {"fraction": fraction, "requests": late_info.requests, "tuned_on_requests": early_info.requests,
-              "from_s": cut["at"] - cut["t0"], "to_s": cut["t1"] - cut["t0"]}
+    at = t0 + (1.0 - fraction) * (t1 - t0)
+    early_path, late_path, counts = _split_files(source, files, at, settings)
+    if counts["late"] < min_requests:
+        return None
+    record = {"fraction": fraction, "requests": counts["late"], "tuned_on_requests": counts["early"],
+              "from_s": at - t0, "to_s": t1 - t0}
     return Split(WorkloadSource(trace=str(early_path)), WorkloadSource(trace=str(late_path)), record)
+
+
+def _key(source: WorkloadSource, *extra: Any) -> str:
+    import hashlib
+    import json
+    import os
+
+    stat = os.stat(source.trace) if source.trace is not None else None  # a rewritten file is another trace
+    key = json.dumps([source.as_dict(), [stat.st_size, stat.st_mtime_ns] if stat else None, *extra], sort_keys=True)
+    return hashlib.sha256(key.encode()).hexdigest()[:16]
+
+
+def _written_whole(source: WorkloadSource, settings: Settings) -> Path | None:
+    """`source`'s rows as one Parquet file under `TAILTUNE_HOME/samples` (written once; None: no `ts` column or
+    no spread of it)."""
+    import os
+
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    path = settings.home_dir / "samples" / f"whole-{_key(source)}.parquet"
+    if path.exists():
+        return path
+    table = source.load(settings)
+    if "ts" not in table.column_names:
+        return None
+    span = pc.min_max(table.column("ts")).as_py()
+    if span["min"] is None or not span["max"] > span["min"]:
+        return None
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    pq.write_table(table, tmp, compression="zstd")
+    os.replace(tmp, path)
+    return path
+
+
+def _split_files(source: WorkloadSource, files: list[Path], at: float, settings: Settings,
+                 batch_rows: int = 1 << 20) -> tuple[Path, Path, dict[str, int]]:
+    """Rows with `ts` < `at` to the early file, the rest to the late one, in one pass that holds one batch; the
+    requests in each (a change of `request_id` between consecutive rows, as tuner/sampling.py counts). Written
+    once per source and cut (the counts beside them), renamed into place when complete."""
+    import json
+    import os
+
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    base = settings.home_dir / "samples" / f"split-{_key(source, at)}"
+    early, late, meta = (base.with_name(base.name + s) for s in ("-early.parquet", "-late.parquet", ".json"))
+    if early.exists() and late.exists() and meta.exists():
+        return early, late, json.loads(meta.read_text())
+    base.parent.mkdir(parents=True, exist_ok=True)
+    tmp = {k: p.with_name(f".{p.name}.tmp-{os.getpid()}") for k, p in (("early", early), ("late", late))}
+    writers: dict[str, Any] = {}
+    counts = {"early": 0, "late": 0}
+    last: dict[str, int | None] = {"early": None, "late": None}
+    try:
+        for path in files:
+            pf = pq.ParquetFile(path, pre_buffer=False)
+            for batch in pf.iter_batches(batch_size=batch_rows):
+                ts = batch.column("ts").to_numpy().astype(np.float64)
+                early_mask = ts < at
+                for part, mask in (("early", early_mask), ("late", ~early_mask)):
+                    if not mask.any():
+                        continue
+                    rows = batch.filter(pa.array(mask))
+                    ids = rows.column("request_id").to_numpy().astype(np.int64)
+                    counts[part] += int(np.count_nonzero(ids[1:] != ids[:-1])) + int(
+                        last[part] is None or ids[0] != last[part])
+                    last[part] = int(ids[-1])
+                    if part not in writers:
+                        writers[part] = pq.ParquetWriter(tmp[part], rows.schema, compression="zstd")
+                    writers[part].write_batch(rows)
+        for part in ("early", "late"):
+            if part not in writers:  # an empty part still gets a file with the trace's columns
+                schema = pq.ParquetFile(files[0]).schema_arrow
+                writers[part] = pq.ParquetWriter(tmp[part], schema, compression="zstd")
+        for w in writers.values():
+            w.close()
+        os.replace(tmp["early"], early)
+        os.replace(tmp["late"], late)
+        meta.write_text(json.dumps(counts))
+    finally:
+        for t in tmp.values():
+            t.unlink(missing_ok=True)
+    return early, late, counts

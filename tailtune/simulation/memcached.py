@@ -58,8 +58,9 @@ class MemcachedDeployment:
     server_addresses: str | None = None
     # the client host (docs/chisel.md § Client host): CPUs per client process serving its query threads' client
     # work first come, first served (1: a CPython process, as the shipped client; 0, the default: unbounded, every
-    # query thread in parallel, since the number of application processes is not known); the processes the requests are dealt to round-robin (query threads shared out over them); the
-    # client's CPU work per key of a response (µs)
+    # query thread in parallel, since the number of application processes is not known); the processes the
+    # requests are dealt to round-robin (query threads shared out over them); the client's CPU work per key of a
+    # response (µs)
     client_cpus: int = 0
     client_processes: int = 1
     client_key_us: float = 0.0
