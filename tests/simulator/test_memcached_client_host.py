@@ -85,6 +85,6 @@ def test_client_host_fields_round_trip_through_records_and_cli_args() -> None:
     assert (d["client_cpus"], d["client_processes"], d["client_key_us"]) == (1, 4, 3.5)
     assert MemcachedDeployment.from_dict(d) == dep
     args = dep.cli_args()
-    assert args[args.index("--client-cpus") + 1] == "0"
+    assert args[args.index("--client-cpus") + 1] == "1"
     assert args[args.index("--client-processes") + 1] == "4"
     assert args[args.index("--client-key-us") + 1] == "3.5"
