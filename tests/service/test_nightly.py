@@ -111,7 +111,7 @@ def test_resumed_nightly_decides_and_publishes(svc: Svc, memcached_node: Memcach
     assert verify["reason"] == "no client has reported version 1"
     assert latest["verification"]["status"] == "pending" and latest["verification"]["expected"] == {
         "p50_ms": 0.8, "p95_ms": 2.0, "p99_ms": 4.0, "p99_ci_ms": None, "ci_method": None,
-        "sampling_error_pct": None, "source": f"recommendation of job {job_id}",
+        "sampling_error_pct": None, "calibration_p99_ms": None, "source": f"recommendation of job {job_id}",
     }
 
 
