@@ -57,16 +57,6 @@ def split_source(source: WorkloadSource, fraction: float, settings: Settings, *,
     return Split(WorkloadSource(trace=str(early_path)), WorkloadSource(trace=str(late_path)), record)
 
 
-def _key(source: WorkloadSource, *extra: Any) -> str:
-    import hashlib
-    import json
-    import os
-
-    stat = os.stat(source.trace) if source.trace is not None else None  # a rewritten file is another trace
-    key = json.dumps([source.as_dict(), [stat.st_size, stat.st_mtime_ns] if stat else None, *extra], sort_keys=True)
-    return hashlib.sha256(key.encode()).hexdigest()[:16]
-
-
 def _written_whole(source: WorkloadSource, settings: Settings) -> Path | None:
     """`source`'s rows as one Parquet file under `TAILTUNE_HOME/samples` (written once; None: no `ts` column or
     no spread of it)."""
@@ -75,7 +65,7 @@ def _written_whole(source: WorkloadSource, settings: Settings) -> Path | None:
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    path = settings.home_dir / "samples" / f"whole-{_key(source)}.parquet"
+    path = settings.home_dir / "samples" / f"whole-{sampling.source_key(source)}.parquet"
     if path.exists():
         return path
     table = source.load(settings)
@@ -103,7 +93,7 @@ def _split_files(source: WorkloadSource, files: list[Path], at: float, settings:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    base = settings.home_dir / "samples" / f"split-{_key(source, at)}"
+    base = settings.home_dir / "samples" / f"split-{sampling.source_key(source, at)}"
     early, late, meta = (base.with_name(base.name + s) for s in ("-early.parquet", "-late.parquet", ".json"))
     if early.exists() and late.exists() and meta.exists():
         return early, late, json.loads(meta.read_text())
@@ -123,8 +113,7 @@ def _split_files(source: WorkloadSource, files: list[Path], at: float, settings:
                         continue
                     rows = batch.filter(pa.array(mask))
                     ids = rows.column("request_id").to_numpy().astype(np.int64)
-                    counts[part] += int(np.count_nonzero(ids[1:] != ids[:-1])) + int(
-                        last[part] is None or ids[0] != last[part])
+                    counts[part] += sampling.requests_in(ids, last[part])
                     last[part] = int(ids[-1])
                     if part not in writers:
                         writers[part] = pq.ParquetWriter(tmp[part], rows.schema, compression="zstd")

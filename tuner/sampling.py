@@ -59,9 +59,11 @@ __all__ = [
     "peak_source",
     "plan_windows",
     "request_times",
+    "requests_in",
     "sample_parquet",
     "sample_source",
     "sample_table",
+    "source_key",
 ]
 
 F64 = npt.NDArray[np.float64]
@@ -292,7 +294,7 @@ def sample_parquet(
             if ids.size == 0:
                 continue
             rows_total += ids.size
-            requests_total += int(np.count_nonzero(ids[1:] != ids[:-1])) + int(last_id is None or ids[0] != last_id)
+            requests_total += requests_in(ids, last_id)
             last_id = int(ids[-1])
             lo, hi = min(lo, float(ts.min())), max(hi, float(ts.max()))
             mask = _in_windows(ts, starts, ends)
@@ -427,8 +429,6 @@ def _write_sample(
 ) -> tuple[Path, SampleInfo]:
     """The rows of `source` in `windows(t0, t1, histogram)` (the span and a lazy `ops_histogram`), written once
     to `TAILTUNE_HOME/samples/<hash>.parquet` (the one function here that reads and writes files)."""
-    import hashlib
-    import json
     import os
 
     import pyarrow.parquet as pq
@@ -447,16 +447,33 @@ def _write_sample(
         sample, info = sample_table(table, windows(lo, hi, lambda: ops_histogram(
             ts.to_numpy().astype(np.float64), lo, hi)))  # fmt: skip
         del table, ts
-    stat = os.stat(source.trace) if source.trace is not None else None  # a rewritten file is another trace
-    key = json.dumps([source.as_dict(), [stat.st_size, stat.st_mtime_ns] if stat else None,
-                      [[w.start, w.end] for w in info.windows]], sort_keys=True)  # fmt: skip
-    path = settings.home_dir / "samples" / f"{hashlib.sha256(key.encode()).hexdigest()[:16]}.parquet"
+    path = settings.home_dir / "samples" / f"{source_key(source, [[w.start, w.end] for w in info.windows])}.parquet"
     if not path.exists():  # written next to its place, renamed when complete
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
         pq.write_table(sample, tmp, compression="zstd")
         os.replace(tmp, path)
     return path, info
+
+
+def requests_in(ids: I64, last_id: int | None) -> int:
+    """Requests starting in a batch of `request_id`s that follows one ending with `last_id` (None: the first
+    batch): a change of id between consecutive rows, exact when a request's rows are consecutive."""
+    if ids.size == 0:
+        return 0
+    return int(np.count_nonzero(ids[1:] != ids[:-1])) + int(last_id is None or ids[0] != last_id)
+
+
+def source_key(source: WorkloadSource, *extra: Any) -> str:
+    """A short hash naming what is written from `source` (and `extra`) under `TAILTUNE_HOME/samples`: a trace file
+    rewritten in place (another size or time) is another trace."""
+    import hashlib
+    import json
+    import os
+
+    stat = os.stat(source.trace) if source.trace is not None else None
+    key = json.dumps([source.as_dict(), [stat.st_size, stat.st_mtime_ns] if stat else None, *extra], sort_keys=True)
+    return hashlib.sha256(key.encode()).hexdigest()[:16]
 
 
 def _parquet_files(source: WorkloadSource, settings: Settings) -> list[Path]:
