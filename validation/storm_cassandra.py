@@ -75,18 +75,19 @@ def read_stage_completed(session: Any, hosts: Sequence[Any]) -> int:
 def speculative_retries(nodes: Sequence[Any]) -> int | None:
     """The table's `SpeculativeRetries` counter summed over `nodes`, read over each node's local JMX port with
     the SJK bundled in Cassandra's nodetool; None when it cannot be read."""
-    from tests.servers.cassandra_server import JVM17_OPTIONS
+    from tests.servers.cassandra_server import nodetool
 
     bean = f"org.apache.cassandra.metrics:type=Table,keyspace={KEYSPACE},scope={TABLE},name=SpeculativeRetries"
     total = 0
     for n in nodes:
-        r = subprocess.run(["java", *JVM17_OPTIONS, "-Dlogback.configurationFile=" + str(n.workdir / "logback.xml"),
-                            "-cp", f"{n.lib}/*", "org.apache.cassandra.tools.NodeTool", "-h", "127.0.0.1", "-p",
-                            str(n.jmx_port), "sjk", "mx", "-b", bean, "-mg", "-f", "Count"],
-                           capture_output=True, text=True, timeout=120, check=False)
-        nums = [int(x) for x in r.stdout.split() if x.isdigit()]
-        if r.returncode != 0 or not nums:
-            print(f"  (SpeculativeRetries not read from {n.host}: {(r.stderr or r.stdout).strip()[-300:]})", flush=True)
+        try:
+            out = nodetool(n, "sjk", "mx", "-b", bean, "-mg", "-f", "Count", host="127.0.0.1")
+        except RuntimeError as exc:
+            print(f"  (SpeculativeRetries not read from {n.host}: {str(exc)[-300:]})", flush=True)
+            return None
+        nums = [int(x) for x in out.split() if x.isdigit()]
+        if not nums:
+            print(f"  (SpeculativeRetries not read from {n.host}: {out.strip()[-300:]})", flush=True)
             return None
         total += nums[-1]
     return total

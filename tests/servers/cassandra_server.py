@@ -264,9 +264,11 @@ authorizer: AllowAllAuthorizer
         self.proc = None
 
 
-def nodetool(node: CassandraNode, *args: str, timeout_s: float = 120.0) -> str:
+def nodetool(node: CassandraNode, *args: str, timeout_s: float = 120.0, host: str | None = None) -> str:
     """Run `nodetool ARGS` against the node over its local JMX port (Cassandra's own NodeTool from the jars: there
-    is no nodetool script here), e.g. `nodetool(node, "enablefullquerylog", "--path", DIR)`; its output."""
+    is no nodetool script here), e.g. `nodetool(node, "enablefullquerylog", "--path", DIR)`; its output. `host`:
+    where that port listens when not the node's address (a local JMX port binds the loopback address
+    127.0.0.1 whatever the node's own address is)."""
     r = subprocess.run(
         [
             "java",
@@ -276,7 +278,7 @@ def nodetool(node: CassandraNode, *args: str, timeout_s: float = 120.0) -> str:
             f"{node.lib}/*",
             "org.apache.cassandra.tools.NodeTool",
             "-h",
-            node.host,
+            host or node.host,
             "-p",
             str(node.jmx_port),
             *args,
