@@ -177,14 +177,24 @@ def lognormal_multi_ccdf(k: FloatArray, mu: float, sigma: float) -> FloatArray:
                       dtype=np.float64)
 
 
-def lognormal_multi(sizes: IntArray, requests: IntArray) -> LognormalFit | None:
-    """MLE (μ, σ) of the multi-key part of a multiget-size histogram (`sizes` → number of `requests`)."""
+def _multi_part(sizes: IntArray, requests: IntArray) -> tuple[FloatArray, FloatArray, int] | None:
+    """The multi-key part (sizes ≥ 2) of a multiget-size histogram: sizes, weights, requests; None when fewer than
+    two sizes or requests are left to fit."""
     mask = sizes >= 2
     s = sizes[mask].astype(np.float64)
     w = requests[mask].astype(np.float64)
     n = int(w.sum())
     if s.size < 2 or n < 2:
         return None
+    return s, w, n
+
+
+def lognormal_multi(sizes: IntArray, requests: IntArray) -> LognormalFit | None:
+    """MLE (μ, σ) of the multi-key part of a multiget-size histogram (`sizes` → number of `requests`)."""
+    part = _multi_part(sizes, requests)
+    if part is None:
+        return None
+    s, w, n = part
     ln_hi = np.log(s + 0.5)
     ln_lo = np.log(s - 0.5)
     ln_trunc = math.log(1.5)
@@ -212,12 +222,10 @@ def power_law_multi(sizes: IntArray, requests: IntArray) -> PowerLawFit | None:
     """MLE α of P(k) = k^-α / Σ_{j=2..K} j^-α for the multi-key part of a multiget-size histogram, K = the largest
     size (its maximum-likelihood value). α may be 0 (every size in 2..K equally likely); bounded search in [0, 10].
     """
-    mask = sizes >= 2
-    s = sizes[mask].astype(np.float64)
-    w = requests[mask].astype(np.float64)
-    n = int(w.sum())
-    if s.size < 2 or n < 2:
+    part = _multi_part(sizes, requests)
+    if part is None:
         return None
+    s, w, n = part
     top = int(s.max())
     sum_ln = float(np.sum(w * np.log(s)))
 
