@@ -224,9 +224,28 @@ class Pages:
 
     # --- acting ------------------------------------------------------------------------------------------------
     def click(self, selector: str) -> None:
+        """Click something that changes the page in place (a disclosure, a scripted form)."""
         el = self.css(selector)
         self.d.execute_script("arguments[0].scrollIntoView({block: 'center'})", el)
         el.click()
+        self.settle()
+
+    def submit(self, selector: str) -> None:
+        """Click something that loads another page (a form's post, a link) and wait for that page: the click
+        returns before the server has answered, while the old page still reads as loaded."""
+        from selenium.common.exceptions import StaleElementReferenceException
+
+        old = self.css("html")
+
+        def gone() -> bool:
+            try:
+                old.tag_name  # noqa: B018 - touching the old document fails once it is replaced
+            except StaleElementReferenceException:
+                return True
+            return False
+
+        self.click(selector)
+        self.wait(gone, 60, f"the page after {selector}")
         self.settle()
 
     def fill(self, selector: str, value: str) -> None:
@@ -243,11 +262,11 @@ class Pages:
         self.go("/")
         assert "/login" in self.d.current_url, "a page without a session goes to the sign-in page"
         self.fill("#token", token)
-        self.click("#sign-in")
+        self.submit("#sign-in")
         self.wait(lambda: "/login" not in self.d.current_url, 10, "sign-in")
 
     def sign_out(self) -> None:
-        self.click("#sign-out")
+        self.submit("#sign-out")
         self.wait(lambda: "/login" in self.d.current_url, 10, "sign-out")
 
     def post_without_csrf(self, path: str, fields: dict[str, str]) -> tuple[int, str]:
@@ -349,7 +368,7 @@ def test_console_flow_in_a_real_browser(live: Live, browser: Any, artifacts: Pat
     p.fill("#run-trials", "4")
     p.fill("#run-seeds", "1")
     p.css("#run-publish").click()  # keep it from publishing what it accepts: the versions above stay in charge
-    p.click("#run-submit")
+    p.submit("#run-submit")
     assert "/jobs/" in browser.current_url
     job_id = int(browser.current_url.rstrip("/").rsplit("/", 1)[1])
     p.wait(lambda: "running" in p.text("#job-live") or "succeeded" in p.text("#job-live"), 60, "the job to start")
@@ -365,7 +384,7 @@ def test_console_flow_in_a_real_browser(live: Live, browser: Any, artifacts: Pat
     p.shot("job-done")
 
     # --- its analysis ------------------------------------------------------------------------------------------
-    p.click("#open-analysis")
+    p.submit("#open-analysis")
     assert browser.current_url.endswith(f"/jobs/{job_id}/analysis")
     assert len(p.all("#findings li")) >= 3, p.text()
     assert p.wait(lambda: len(p.all(".plot .main-svg")) >= 3, 20, "the analysis figures")
@@ -380,13 +399,13 @@ def test_console_flow_in_a_real_browser(live: Live, browser: Any, artifacts: Pat
     p.shot("deployment")
     p.shot("deployment", phone=True)
     newest = max(int(b.get_attribute("id").split("-")[1]) for b in p.all("button[id^='publish-']"))
-    p.click(f"#publish-{newest}")
+    p.submit(f"#publish-{newest}")
     assert f"Publishing config version {newest}" in p.text("#flash")
     p.wait(lambda: p.reload(f"/deployments/{dep['id']}") and p.all(f"#v{newest} .s-running-now"), 60,
            f"version {newest} to be published")
     target = MemcachedPublisher("shop-cache", dep["connection"], 2.0)
     assert (target.read_current() or (0, {}))[0] == newest
-    p.click("#rollback-1")
+    p.submit("#rollback-1")
     assert "Rolled back to version 1" in p.text("#flash")
     rolled = newest + 1
     p.wait(lambda: p.reload(f"/deployments/{dep['id']}") and p.all(f"#v{rolled} .s-running-now"), 60,
@@ -404,7 +423,7 @@ def test_console_flow_in_a_real_browser(live: Live, browser: Any, artifacts: Pat
 
     # --- verify the running version on what the clients reported ------------------------------------------------------
     p.go(f"/deployments/{dep['id']}")
-    p.click(f"#verify-{rolled}")
+    p.submit(f"#verify-{rolled}")
     assert f"Verifying config version {rolled}" in p.text("#flash")
     p.wait(lambda: p.all("#job-live > p .s-succeeded"), 60, "the verify job to end")
     outcome = p.text("#verify-outcome")
