@@ -1,5 +1,6 @@
 //! The cluster: N servers × `slots` parallel service slots, a Murmur3-style token ring with RF consecutive
-//! replicas (optional vnodes) or an explicit Cassandra ring ([`crate::ring`]), one-way network latency, M clients.
+//! replicas (optional vnodes) or an explicit Cassandra ring ([`crate::ring`]), one-way network latency, M clients,
+//! and optionally the client ↔ coordinator round trip as a measured distribution ([`Cluster::with_client_rtt`]).
 use std::sync::Arc;
 
 use crate::error::{check_range, SimError};
@@ -93,6 +94,7 @@ pub struct Cluster {
     tokens: Vec<i64>,
     replicas: Vec<u32>,
     placement: Option<Arc<Placement>>,
+    client_rtt: Option<Arc<[u64]>>,
 }
 
 impl Cluster {
@@ -137,6 +139,7 @@ impl Cluster {
             tokens: ring.iter().map(|e| e.0).collect(),
             replicas,
             placement: None,
+            client_rtt: None,
         })
     }
 
@@ -181,7 +184,25 @@ impl Cluster {
             tokens: p.tokens.clone(),
             replicas: p.read.clone(),
             placement: Some(placement),
+            client_rtt: None,
         })
+    }
+
+    /// The cluster with the client ↔ coordinator round trip replayed as a measured distribution: quantiles in
+    /// ns at the equally spaced probabilities 0, 1/(n−1), …, 1 (n ≥ 2, non-decreasing; [`crate::client_rtt`]).
+    /// Each request's reported latency is then the engine's latency less its two constant client hops
+    /// (2 · `net_latency_ns`) plus one draw of the round trip. `None`: the constant hops (the default).
+    pub fn with_client_rtt(mut self, quantiles_ns: Option<Arc<[u64]>>) -> Result<Self, SimError> {
+        if let Some(q) = &quantiles_ns {
+            crate::client_rtt::validate(q)?;
+        }
+        self.client_rtt = quantiles_ns;
+        Ok(self)
+    }
+
+    /// The round trip's quantiles, ns ([`Cluster::with_client_rtt`]); None: the constant client hops.
+    pub fn client_rtt(&self) -> Option<&Arc<[u64]>> {
+        self.client_rtt.as_ref()
     }
 
     /// The explicit ring's placement (None: the evenly spaced or vnodes ring).

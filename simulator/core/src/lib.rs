@@ -2,7 +2,8 @@
 //!
 //! This crate has no Python dependency; `simulator/py` wraps it with PyO3. Model choices: docs/simulator.md.
 //!
-//! - [`cluster`]: servers × slots, Murmur3 token ring with RF consecutive replicas, network latency, clients;
+//! - [`cluster`]: servers × slots, Murmur3 token ring with RF consecutive replicas, network latency, clients
+//!   (with [`client_rtt`]: the client ↔ coordinator round trip as a measured distribution);
 //!   [`ring`]: an explicit Cassandra ring (nodes' tokens, datacenters, racks) placed as Cassandra places replicas.
 //! - [`workload`]: arrivals, opsets and per-op demands materialized from a seed before the replay.
 //! - [`replay`] (one entry point) with a [`ReplayConfig`], returning a [`RunResult`]; [`coordinator`]: its
@@ -16,6 +17,7 @@ pub const MODEL_VERSION: u32 = 2;
 
 pub mod bloom;
 pub mod client_model;
+pub mod client_rtt;
 pub mod cluster;
 pub mod config;
 pub mod coordinator;

@@ -978,27 +978,40 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
 
     /// Request `r` has its last answer (from server `s`): its latency is known; a closed-loop thread thinks, then
     /// issues the next request in workload order.
+    ///
+    /// With a measured client round trip (`client_rtt`), the reported latency is the engine's (after the read
+    /// timeout's clamp) less the two constant client hops, plus the request's drawn round trip; the request is
+    /// complete at its client at arrival + that latency (or `now`, when a draw shorter than the hops would put it
+    /// earlier), which is when its closed-loop thread starts thinking. The coordinator's own figures (its
+    /// latency samples, the timeout, the selectors' feedback) keep the engine's times.
     #[inline(always)]
     fn complete_request(&mut self, r: usize, s: usize, now: u64) {
         let d = self.d;
         let arrived = self.arrived(r);
-        self.latency[r] = now + d - arrived;
-        if self.drop_on() && self.latency[r] > self.read_timeout {
+        let mut latency = now + d - arrived;
+        if self.drop_on() && latency > self.read_timeout {
             // answered by reads that started in time, but after the deadline: the coordinator timed out
-            self.latency[r] = self.read_timeout;
+            latency = self.read_timeout;
             self.timeouts.requests += 1;
         }
-        if self.latency[r] > self.stop_above && r >= self.stop_from {
+        let done = if self.client_rtt.is_empty() {
+            now + d
+        } else {
+            latency = latency.saturating_sub(2 * d) + self.client_rtt[r];
+            (arrived + latency).max(now)
+        };
+        self.latency[r] = latency;
+        if latency > self.stop_above && r >= self.stop_from {
             self.stop_left -= 1;
         }
         if EXT {
-            self.last_done = self.last_done.max(now + d);
+            self.last_done = self.last_done.max(done);
         }
         if self.closed_on() {
             let seq = self.next_seq();
             self.p
                 .ready
-                .push(Reverse((now + d + self.think[r], seq, self.thread_of[r])));
+                .push(Reverse((done + self.think[r], seq, self.thread_of[r])));
         }
         self.p
             .selector

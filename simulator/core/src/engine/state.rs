@@ -348,7 +348,12 @@ pub(super) struct Sim<'a, const EXT: bool, S, R> {
     pub(super) think: Vec<u64>,
     pub(super) arrival_rt: Vec<u64>,
     pub(super) thread_of: Vec<u32>,
+    /// When the last request was complete at its client: the latest reported completion (`Sim::complete_request`).
     pub(super) last_done: u64,
+
+    /// The measured client ↔ coordinator round trip drawn for each request (`Cluster::with_client_rtt`; empty:
+    /// the two constant client hops).
+    pub(super) client_rtt: Vec<u64>,
 }
 
 impl<S: Scheduler, R: ReplicaSelector> Parts<S, R> {
@@ -589,6 +594,9 @@ impl<'a, const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'a, EXT, S, R> {
             arrival_rt: vec![0; per_req(closed_on)],
             thread_of: vec![0; per_req(closed_on)],
             last_done: 0,
+            client_rtt: cluster
+                .client_rtt()
+                .map_or(Vec::new(), |q| crate::client_rtt::draws(q, n_req, rc.seed)),
             tailx,
         }
     }
