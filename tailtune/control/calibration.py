@@ -11,7 +11,11 @@ out of a burst of reads the first few hundred rounds took two to five times as l
   system table: no disk, no replica, the smallest server work a CQL request has), prepared — as the reads below and an
   application's reads are: sent as text, each would add the node's parsing of the CQL, which the reads do not pay —,
   timed client-side. The one-way latency is half their median. It includes the driver's and the server's smallest
-  per-request cost, so it is an upper bound of the wire's; the simulator adds it twice per replica request.
+  per-request cost, so it is an upper bound of the wire's; the simulator adds it twice per replica request. Their
+  whole distribution is stored with it, as 101 quantiles p0..p100 (`rtt_quantiles_ms`), and replayed as the client ↔
+  coordinator round trip each request meets (one draw per request in place of the two constant client hops:
+  docs/model.md § Calibration). The quantiles are of every timed round trip, stalls included: a stall on the client's
+  path is part of what a request meets, not a measurement error.
 * **service time** — as many single-partition reads of the deployment's first table (`SELECT * ... WHERE <partition
   key> = ? LIMIT 1`, consistency ONE), timed client-side, alternating with the trivial round trips (trivial, read,
   trivial, read, ...: both kinds meet the same machine, so a change of the noise while calibrating — another process,
@@ -64,7 +68,9 @@ from tailtune.control.egress import Egress, EgressRefused
 from tailtune.control.errors import Missing
 from tailtune.control.model import ModelTooLarge, check_model_size
 
-__all__ = ["Calibrated", "calibrate_cassandra", "calibrate_deployment", "merge_calibration", "service_time"]
+__all__ = [
+    "Calibrated", "calibrate_cassandra", "calibrate_deployment", "merge_calibration", "rtt_quantiles", "service_time",
+]
 
 BOOTSTRAP = 400
 #: The trivial request: a local system table, no disk, no replica — the smallest server work a CQL request has.
@@ -89,6 +95,12 @@ def _quantile(xs: Sequence[float], q: float) -> float:
     lo = math.floor(pos)
     hi = min(lo + 1, len(s) - 1)
     return s[lo] + (s[hi] - s[lo]) * (pos - lo)
+
+
+def rtt_quantiles(round_trips_ms: Sequence[float]) -> list[float]:
+    """The 101 quantiles p0, p1, ..., p100 of the timed round trips (linear between order statistics), every one
+    kept: a stall on the client's path is part of what a request meets."""
+    return [_quantile(round_trips_ms, i / 100) for i in range(101)]
 
 
 def _trimmed(xs: Sequence[float]) -> list[float]:
@@ -164,8 +176,10 @@ def calibrate_cassandra(
     rtt = statistics.median(trivial)
     found.readings["trivial_round_trip"] = {"reads": len(trivial), "p50_ms": rtt,
                                             "p99_ms": _quantile(trivial, 0.99)}
-    found.put("network", {"one_way_ms": rtt / 2}, f"half the median of {len(trivial)} client-timed trivial round "
-              "trips (SELECT release_version FROM system.local, prepared, one at a time): an upper bound of the wire's",
+    found.put("network", {"one_way_ms": rtt / 2, "rtt_quantiles_ms": rtt_quantiles(trivial)},
+              f"half the median of {len(trivial)} client-timed trivial round trips (SELECT release_version FROM "
+              "system.local, prepared, one at a time): an upper bound of the wire's; their quantiles p0..p100 "
+              "(stalls kept) are the client round trip each replayed request draws",
               uncertainty={"one_way_ms": [v / 2 for v in _interval(trivial, statistics.median)]})
     log(f"network: one way {rtt / 2:.3f} ms (median trivial round trip {rtt:.3f} ms over {len(trivial)})")
     if why is not None:

@@ -143,7 +143,7 @@ class _Builder:
 
 def _cassandra(b: _Builder, timestamps: bool, load: float | None) -> dict[str, Any]:
     from tailtune.base.errors import BadInputError
-    from tailtune.simulation.cassandra import CassandraDeployment, ring_size
+    from tailtune.simulation.cassandra import CassandraDeployment, client_rtt, ring_size
 
     d = CassandraDeployment()
     opts: dict[str, Any] = {
@@ -167,8 +167,10 @@ def _cassandra(b: _Builder, timestamps: bool, load: float | None) -> dict[str, A
     network = b.pick("network", "network_ms", None, f"{d.net_latency_us:g} µs one way")
     if isinstance(network, int | float):
         opts["net_latency_us"] = float(network) * 1000.0
-    elif isinstance(network, Mapping):
+    elif isinstance(network, Mapping):  # calibrated: {"one_way_ms", "rtt_quantiles_ms"}
         opts["net_latency_us"] = float(network["one_way_ms"]) * 1000.0
+        if network.get("rtt_quantiles_ms") is not None:  # the round trip's spread, replayed as measured
+            opts["client_rtt_ms"] = client_rtt(network["rtt_quantiles_ms"], "the calibrated network")
     ring = _found(b.model, "ring", "discovered")
     size, problem = None, None
     if ring is not None:

@@ -21,7 +21,7 @@ import dataclasses
 import json
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, cast
 
@@ -40,8 +40,8 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 __all__ = [
-    "CassandraDeployment", "PreparedTrace", "load_shared", "materialize", "offered_load", "prepare", "replay",
-    "ring_size", "share",
+    "CassandraDeployment", "PreparedTrace", "client_rtt", "load_shared", "materialize", "offered_load", "prepare",
+    "replay", "ring_size", "share",
 ]
 
 
@@ -56,6 +56,11 @@ class CassandraDeployment:
     JSON shape of `kvsim.ring`): replicas are placed as Cassandra places them and read in the local datacenter,
     whose nodes are the servers — `servers` must be their number and `replication` the local datacenter's RF
     (`ring_size`); `vnodes` does not apply.
+
+    `client_rtt_ms`: the client ↔ coordinator round trip as a measured distribution — quantiles, ms, at equally
+    spaced probabilities from 0 to 1 (calibration stores p0..p100 of its trivial round trips): each request's
+    latency is the engine's less the two constant client hops (2 × `net_latency_us`) plus one draw of it
+    (`kvsim.Cluster.client_rtt_us`); None: the two constant hops.
     """
 
     servers: int = 128
@@ -97,6 +102,9 @@ class CassandraDeployment:
     stall_schedule: tuple[tuple[int, float, float], ...] | None = None
     #: The real ring (`kvsim.ring`'s JSON shape); None: evenly spaced tokens (or `vnodes` per server).
     ring: dict[str, Any] | None = None
+    #: The client ↔ coordinator round trip's quantiles, ms, at equally spaced probabilities 0..1 (p0, ..., p100);
+    #: None: two constant hops of `net_latency_us`.
+    client_rtt_ms: tuple[float, ...] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """Every field (JSON-able): what a recommendation records about the deployment it was tuned for (the
@@ -111,6 +119,10 @@ class CassandraDeployment:
             out["stall_schedule"] = [list(x) for x in self.stall_schedule]
         if self.ring is None:
             del out["ring"]
+        if self.client_rtt_ms is None:
+            del out["client_rtt_ms"]
+        else:
+            out["client_rtt_ms"] = list(self.client_rtt_ms)
         if self.server_speeds is not None:
             out["server_speeds"] = list(self.server_speeds)
         return out
@@ -124,6 +136,8 @@ class CassandraDeployment:
         kw = dict(d)
         if kw.get("server_speeds") is not None:
             kw["server_speeds"] = tuple(float(x) for x in kw["server_speeds"])
+        if kw.get("client_rtt_ms") is not None:
+            kw["client_rtt_ms"] = client_rtt(kw["client_rtt_ms"], "deployment")
         if kw.get("stall_schedule") is not None:
             try:
                 kw["stall_schedule"] = tuple((int(x[0]), float(x[1]), float(x[2])) for x in kw["stall_schedule"])
@@ -146,7 +160,7 @@ class CassandraDeployment:
                 out.append("--trace-rate")
             elif isinstance(v, bool):
                 out.append(flag if v else {"use_sizes": "--no-sizes"}.get(f.name, f"--no-{flag[2:]}"))
-            elif f.name == "server_speeds":
+            elif f.name in ("server_speeds", "client_rtt_ms"):
                 out += [flag, ",".join(repr(float(x)) for x in v)]
             elif f.name == "ring":  # the JSON itself (`--ring` takes a file or the JSON)
                 out += [flag, json.dumps(v, separators=(",", ":"), sort_keys=True)]
@@ -176,6 +190,7 @@ class CassandraDeployment:
                     "deployment", f"replication {self.replication}, but the ring's keyspace has RF {rf} in its "
                     f"local datacenter {ring.local_dc!r}: set replication to {rf}", field="replication",
                 )
+        rtt = None if self.client_rtt_ms is None else client_rtt(self.client_rtt_ms, "deployment")
         try:
             return kvsim.Cluster(
                 servers=self.servers,
@@ -186,6 +201,7 @@ class CassandraDeployment:
                 net_latency_us=self.net_latency_us,
                 clients=self.clients,
                 ring=ring,
+                client_rtt_us=None if rtt is None else tuple(x * 1000.0 for x in rtt),
             )
         except (kvsim.ParameterError, OverflowError, TypeError) as exc:
             raise BadInputError.single("deployment", str(exc)) from None
@@ -256,6 +272,30 @@ class CassandraDeployment:
                 field="think_dist",
             )
         return kvsim.ClosedLoop(threads=self.threads, think_ms=self.think_ms, think_dist=self.think_dist)
+
+
+def client_rtt(values: object, where: str) -> tuple[float, ...]:
+    """Round-trip quantiles (`CassandraDeployment.client_rtt_ms`) checked: at least 2 numbers in [0, 1e6] ms,
+    non-decreasing. BadInputError naming `client_rtt_ms` (in `where`) otherwise."""
+
+    def bad(problem: str) -> BadInputError:
+        return BadInputError.single(where, problem, field="client_rtt_ms")
+
+    if isinstance(values, str | bytes) or not isinstance(values, Sequence):
+        raise bad("a list of round-trip quantiles in ms (p0, ..., p100)")
+    try:
+        q = tuple(float(x) for x in values)
+    except (TypeError, ValueError):
+        raise bad("a list of round-trip quantiles in ms (p0, ..., p100)") from None
+    if len(q) < 2:
+        raise bad(f"{len(q)} value(s): need at least 2 quantiles (p0 and p100)")
+    for i, x in enumerate(q):
+        if not (math.isfinite(x) and 0.0 <= x <= 1e6):
+            raise bad(f"value {i} is {x}: need a number of ms in [0, 1e6]")
+    for i in range(1, len(q)):
+        if q[i] < q[i - 1]:
+            raise bad(f"value {i} ({q[i]:g}) is below value {i - 1} ({q[i - 1]:g}): quantiles do not decrease")
+    return q
 
 
 def _ring(doc: Mapping[str, Any], where: str = "deployment") -> kvsim.Ring:

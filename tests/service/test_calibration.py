@@ -4,6 +4,7 @@ the CLI; the tune then replays the calibrated inputs. A node that does not answe
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import statistics
@@ -15,7 +16,7 @@ import pytest
 
 from jobs.handlers import default_handlers
 from jobs.worker import Worker
-from tailtune.control.calibration import service_time
+from tailtune.control.calibration import rtt_quantiles, service_time
 from tailtune.control.model import LOGNORMAL_MIN_SIGMA, build_model
 from tests.servers.cassandra_server import CassandraNode, free_port
 from tests.servers.memcached_server import running_memcached
@@ -94,6 +95,15 @@ def test_calibration_alternates_trivial_requests_and_reads_so_a_drifting_machine
     assert service_time(reads, trivial)["mean_ms"] == pytest.approx(0.3, abs=0.005)
 
 
+def test_the_round_trip_quantiles_keep_every_round_trip_stalls_included() -> None:
+    trips = [0.8 + 0.001 * (i % 97) for i in range(999)] + [50.0]  # one 50 ms stall among 1000
+    q = rtt_quantiles(trips)
+    assert len(q) == 101 and all(a <= b for a, b in itertools.pairwise(q))
+    assert (q[0], q[100]) == (min(trips), 50.0) and q[50] == pytest.approx(statistics.median(trips))
+    # the stall stays in the distribution a replay draws from (the service time's deconvolution cuts it)
+    assert q[99] < 1.0 < q[100]
+
+
 @pytest.mark.slow
 def test_calibrate_a_real_cassandra_node(svc: Svc, cli: Any, cassandra_node: CassandraNode, cql: Any) -> None:
     from cassandra.query import SimpleStatement
@@ -132,6 +142,10 @@ def test_calibrate_a_real_cassandra_node(svc: Svc, cli: Any, cassandra_node: Cas
     whole = statistics.median(times)
     one_way = net["value"]["one_way_ms"]
     assert 0 < one_way < whole and net["uncertainty"]["one_way_ms"][0] <= one_way <= net["uncertainty"]["one_way_ms"][1]
+    # the trivial round trips' distribution, p0..p100, its median twice the one-way latency
+    q = net["value"]["rtt_quantiles_ms"]
+    assert len(q) == 101 and all(a <= b for a, b in itertools.pairwise(q)) and q[0] > 0
+    assert q[50] == pytest.approx(2 * one_way)
     v = st["value"]
     assert v["dist"] == "lognormal" and 0 <= v["sigma"] < 5 and 0 < v["mean_ms"] < whole
     lo, hi = st["uncertainty"]["mean_ms"]
@@ -143,6 +157,7 @@ def test_calibrate_a_real_cassandra_node(svc: Svc, cli: Any, cassandra_node: Cas
     assert m.sources["service_time"] == "calibrated" and m.sources["network"] == "calibrated"
     assert m.options["service_rate"] == pytest.approx(1000.0 / v["mean_ms"])
     assert m.options["net_latency_us"] == pytest.approx(1000.0 * one_way)
+    assert m.options["client_rtt_ms"] == tuple(q)  # replayed as each request's client round trip
     # a lognormal, or its σ → 0 limit when the reads vary no more than the trivial requests (kvsim needs σ > 0)
     assert m.options["demand_dist"] == ("lognormal" if v["sigma"] >= LOGNORMAL_MIN_SIGMA else "deterministic")
     # the CLI measures the same way

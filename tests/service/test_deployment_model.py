@@ -146,6 +146,53 @@ def test_a_calibrated_service_time_without_spread_is_replayed_as_deterministic()
         assert res.requests > 0 and res.p99_ms > 0
 
 
+def test_the_calibrated_round_trip_quantiles_reach_kvsim_and_spread_the_replay() -> None:
+    """Calibration stores the trivial round trips' quantiles with the one-way latency; the model replays them as
+    each request's client round trip: with a service time that has no spread (deterministic) the replay's p99 is
+    then the round trip's tail, not the p50."""
+    import numpy as np
+    import pyarrow as pa
+
+    from tailtune.simulation.cassandra import CassandraDeployment, prepare, replay
+    from tailtune.simulation.policies import resolve
+
+    now = time.time()
+    # p0..p100 of a round trip of about 0.9 ms with a tail to 5 ms from p95 up
+    rtt = [0.7 + 0.004 * i for i in range(95)] + [1.5, 2.0, 3.0, 4.0, 4.7, 6.0]
+    model = {"operator": [], "inputs": {
+        "service_time": {"value": {"mean_ms": 0.3, "dist": "lognormal", "sigma": 0.0}, "source": "calibrated",
+                         "at": now, "how": "deconvolution"},
+        "network": {"value": {"one_way_ms": 0.43, "rtt_quantiles_ms": rtt}, "source": "calibrated", "at": now,
+                    "how": "trivial round trips"}}}
+    m = build_model("cassandra", {}, {}, model, timestamps=False)
+    assert m.options["client_rtt_ms"] == tuple(rtt) and m.options["net_latency_us"] == pytest.approx(430.0)
+    assert m.inputs["network"]["value"]["rtt_quantiles_ms"] == rtt and m.sources["network"] == "calibrated"
+    dep = CassandraDeployment.from_dict({**m.options, "servers": 1, "replication": 1, "load": 0.02})
+    assert dep.cluster().client_rtt_us == pytest.approx([x * 1000.0 for x in rtt])
+    # single-key requests at 2 % load: no queueing, every read 0.3 ms
+    table = pa.table({"request_id": np.arange(4000), "key": [f"k{i}" for i in range(4000)]})
+    spread = replay(prepare(table, dep), dep, resolve("fifo", {}), 0)
+    flat_dep = CassandraDeployment.from_dict({**m.options, "servers": 1, "replication": 1, "load": 0.02,
+                                              "client_rtt_ms": None})
+    flat = replay(prepare(table, flat_dep), flat_dep, resolve("fifo", {}), 0)
+    # the constant hops: p99 = p50 = 0.3 + 2 × 0.43 ms; the round trip: 0.3 ms + its own p50 and p99
+    assert flat.p50_ms == pytest.approx(1.16) and flat.p99_ms == pytest.approx(1.16)
+    assert spread.p50_ms == pytest.approx(0.3 + rtt[50], abs=0.02)
+    assert spread.p99_ms == pytest.approx(0.3 + rtt[99], rel=0.15)
+
+
+@pytest.mark.parametrize("bad", [[2.0, 1.0], [float("nan"), 1.0], [0.9], "0.9"])
+def test_bad_calibrated_round_trip_quantiles_are_refused_naming_the_field(bad: object) -> None:
+    from tailtune.base.errors import BadInputError
+
+    model = {"operator": [], "inputs": {
+        "network": {"value": {"one_way_ms": 0.43, "rtt_quantiles_ms": bad}, "source": "calibrated",
+                    "at": time.time(), "how": "trivial round trips"}}}
+    with pytest.raises(BadInputError) as exc:
+        build_model("cassandra", {}, {}, model, timestamps=False)
+    assert exc.value.problems[0].field == "client_rtt_ms" and "calibrated network" in str(exc.value)
+
+
 def test_a_discovered_ring_is_replayed_when_it_fits_the_model() -> None:
     from tailtune.simulation.cassandra import CassandraDeployment
     from tests.simulator.test_ring import NTS_RING

@@ -185,7 +185,7 @@ pub struct PyCluster {
 #[pymethods]
 impl PyCluster {
     #[new]
-    #[pyo3(signature = (servers, slots, replication, vnodes, service_rate, net_latency_ns, clients, *, ring=None))]
+    #[pyo3(signature = (servers, slots, replication, vnodes, service_rate, net_latency_ns, clients, *, ring=None, client_rtt_ns=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         servers: u32,
@@ -196,6 +196,7 @@ impl PyCluster {
         net_latency_ns: u64,
         clients: u32,
         ring: Option<PyRef<'_, PyRing>>,
+        client_rtt_ns: Option<Vec<u64>>,
     ) -> PyResult<Self> {
         let cfg = ClusterConfig {
             servers,
@@ -209,7 +210,8 @@ impl PyCluster {
         let inner = match ring {
             None => Cluster::new(cfg),
             Some(r) => Cluster::with_placement(cfg, r.placement.clone()),
-        };
+        }
+        .and_then(|c| c.with_client_rtt(client_rtt_ns.map(Into::into)));
         Ok(PyCluster {
             inner: inner.map_err(to_py)?,
         })

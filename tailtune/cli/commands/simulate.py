@@ -26,7 +26,7 @@ CASSANDRA, MEMCACHED = "cassandra", "memcached"
 #: their default (or `--size-aware-cost`), in this order.
 _CASSANDRA_ONLY = (
     "server_speeds", "slow_servers", "slowdown_interval_ms", "write_fraction", "writes_from_op", "client_model",
-    "ring", "stall_schedule",
+    "ring", "stall_schedule", "client_rtt_ms",
 )
 
 
@@ -66,7 +66,8 @@ def _given(kind: str, options: Mapping[str, Any]) -> dict[str, Any]:
         value = options[f.name]
         if value is not None:
             out[f.name] = (_speeds(value) if f.name == "server_speeds" else _ring(value) if f.name == "ring"
-                           else _stall_schedule(value)[0] if f.name == "stall_schedule" else value)
+                           else _stall_schedule(value)[0] if f.name == "stall_schedule"
+                           else _client_rtt(value) if f.name == "client_rtt_ms" else value)
     return out
 
 
@@ -167,6 +168,39 @@ def _ring(text: str | None) -> dict[str, Any] | None:
     if not isinstance(doc, dict):
         raise BadInputError.single(where, "a ring is a JSON object", field="ring")
     return doc
+
+
+def _client_rtt(text: str) -> tuple[float, ...]:
+    """`--client-rtt-ms`: the round trip's quantiles in ms (p0, ..., p100), comma-separated, or the path of a file
+    holding them (separated by commas, spaces or lines; a JSON list too)."""
+    import re
+
+    from tailtune.base.errors import BadInputError
+    from tailtune.simulation.cassandra import client_rtt
+
+    where, body = "--client-rtt-ms", text
+    path = Path(text)
+    if path.is_file():
+        where = text
+        try:
+            body = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise BadInputError.single(
+                "--client-rtt-ms", f"cannot read {text}: {getattr(exc, 'strerror', None) or exc}",
+                field="client_rtt_ms",
+            ) from None
+    values: list[float] = []
+    for part in re.split(r"[\s,\[\]]+", body):
+        if not part:
+            continue
+        try:
+            values.append(float(part))
+        except ValueError:
+            raise BadInputError.single(
+                where, f"{part!r} is not a number of ms (give quantiles p0, ..., p100, comma-separated, "
+                "or a file of them)", field="client_rtt_ms",
+            ) from None
+    return client_rtt(values, where)
 
 
 def _stall_schedule(text: str) -> tuple[tuple[tuple[int, float, float], ...], list[int], str]:
@@ -340,6 +374,15 @@ def register(app: typer.Typer) -> None:
         net_latency_us: Annotated[
             float | None,
             typer.Option("--net-latency-us", help=_default("net_latency_us", "One-way network latency, µs")),
+        ] = None,
+        client_rtt_ms: Annotated[
+            str | None,
+            typer.Option(
+                "--client-rtt-ms",
+                help="The client ↔ coordinator round trip as a measured distribution: its quantiles in ms at equally "
+                "spaced probabilities (p0, ..., p100), comma-separated, or a file of them; each request meets one "
+                "draw in place of two --net-latency-us hops (docs/model.md § Calibration) (default: none).",
+            ),
         ] = None,
         clients: Annotated[int | None, typer.Option("--clients", help=_default("clients", "Clients"))] = None,
         load: Annotated[

@@ -82,7 +82,11 @@ class Cluster:
         clients: int,
         *,
         ring: Ring | None = None,
-    ) -> Self: ...
+        client_rtt_ns: list[int] | None = None,
+    ) -> Self:
+        """`client_rtt_ns`: the client ↔ coordinator round trip's quantiles, ns, at the equally spaced
+        probabilities 0, 1/(n−1), …, 1 (n ≥ 2, non-decreasing): each request's reported latency is the engine's
+        less 2 · `net_latency_ns`, plus one draw of it. ParameterError naming `client_rtt_ns` when invalid."""
     @property
     def groups(self) -> int: ...
     def replica_table(self) -> bytes:

@@ -105,13 +105,42 @@ def tokens_for_utf8(offsets: npt.NDArray[np.int64], data: npt.NDArray[np.uint8])
     return np.frombuffer(raw, dtype=np.int64)
 
 
+def _rtt_quantiles(values: object) -> tuple[float, ...]:
+    """`Cluster.client_rtt_us` checked: at least 2 finite quantiles in [0, 1e9] µs, non-decreasing (a
+    ParameterError naming the field otherwise)."""
+
+    def bad(value: object, valid: str) -> ParameterError:
+        return ParameterError(f"parameter 'client_rtt_us' = {value} is out of range: valid {valid}")
+
+    try:
+        q = tuple(float(x) for x in cast("Sequence[float]", values))
+    except (TypeError, ValueError):
+        raise bad(values, "a list of quantiles, µs") from None
+    if len(q) < 2:
+        raise bad(f"{len(q)} quantiles", "at least 2 quantiles (p0 and p100)")
+    for i, x in enumerate(q):
+        if not (np.isfinite(x) and 0.0 <= x <= 1e9):
+            raise bad(f"[{i}] = {x}", "quantiles in [0, 1e9] µs")
+    for i in range(1, len(q)):
+        if q[i] < q[i - 1]:
+            raise bad(f"[{i}] = {q[i]} < [{i - 1}] = {q[i - 1]}", "non-decreasing quantiles")
+    return q
+
+
 @dataclass(frozen=True)
 class Cluster:
     """N servers × slots, RF consecutive replicas on a Murmur3 ring, one-way network latency, M clients.
 
     With `ring` (`kvsim.Ring`), the ring is the real one: the servers are its local datacenter's nodes (`servers`
     must be their number, `replication` the local datacenter's RF: `Cluster.of_ring` fills both), the replica
-    groups its token ranges, each read from the range's local replicas as Cassandra places them."""
+    groups its token ranges, each read from the range's local replicas as Cassandra places them.
+
+    With `client_rtt_us` (quantiles, µs, at the equally spaced probabilities 0, 1/(n−1), …, 1; n ≥ 2,
+    non-decreasing), the client ↔ coordinator round trip is a measured distribution instead of two constant hops:
+    each request's reported latency is the engine's less 2 × `net_latency_us`, plus one draw of the round trip (one
+    per request, in request order, from its own stream of the seed: every policy meets the same draws). The
+    coordinator never sees it (speculative-retry samples, read timeout, replica selectors keep the engine's times);
+    a closed-loop thread issues its next request once the reported one is complete. docs/simulator.md § Network."""
 
     servers: int = 128
     slots: int = 8
@@ -121,22 +150,28 @@ class Cluster:
     net_latency_us: float = 50.0
     clients: int = 128
     ring: Ring | None = None
+    client_rtt_us: tuple[float, ...] | None = None
     _raw: _kvsim.Cluster = field(init=False, repr=False, compare=False)
 
     @classmethod
     def of_ring(
         cls, ring: Ring, *, slots: int = 8, service_rate: float = 3750.0, net_latency_us: float = 50.0,
-        clients: int = 128,
+        clients: int = 128, client_rtt_us: tuple[float, ...] | None = None,
     ) -> Cluster:
         """A cluster on `ring`, its servers and replication the ring's."""
         return cls(servers=ring.servers, slots=slots, replication=ring.local_replication, service_rate=service_rate,
-                   net_latency_us=net_latency_us, clients=clients, ring=ring)
+                   net_latency_us=net_latency_us, clients=clients, ring=ring, client_rtt_us=client_rtt_us)
 
     def __post_init__(self) -> None:
         if not (self.net_latency_us >= 0.0 and np.isfinite(self.net_latency_us)):
             raise ParameterError(
                 f"parameter 'net_latency_us' = {self.net_latency_us} is out of range: valid ≥ 0"
             )
+        rtt_ns = None
+        if self.client_rtt_us is not None:
+            rtt = _rtt_quantiles(self.client_rtt_us)
+            object.__setattr__(self, "client_rtt_us", rtt)
+            rtt_ns = [round(x * 1000.0) for x in rtt]
         raw = _kvsim.Cluster(
             self.servers,
             self.slots,
@@ -146,6 +181,7 @@ class Cluster:
             round(self.net_latency_us * 1000.0),
             self.clients,
             ring=None if self.ring is None else self.ring._raw,
+            client_rtt_ns=rtt_ns,
         )
         object.__setattr__(self, "_raw", raw)
 
