@@ -40,6 +40,8 @@ def _other(f: Field[Any]) -> Any:
     kind = str(f.type)
     if f.name == "stall_schedule":  # (server, start ms, end ms) each, on the default cluster's servers
         return ((0, 10.0, 20.5), (127, 0.0, 1e3))
+    if f.name == "client_rtt_ms":  # quantiles: non-decreasing
+        return (0.5, 1.0, 2.0)
     if kind.startswith("tuple"):
         return (1.0, 2.0, 0.5)
     if kind.startswith("bool"):
