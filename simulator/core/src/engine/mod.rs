@@ -7,7 +7,9 @@
 //! 1. request arrival at its client — replica choice per opset, tagging by the policy, ops sent;
 //! 2. a request's opsets reach their servers (arrival + one-way latency) — ops enqueued;
 //! 3. an op finishes at a server slot — slot freed, request completes when its last op is done
-//!    (response reaches the client one network latency later).
+//!    (response reaches the client one network latency later; with a measured client round trip,
+//!    `Cluster::with_client_rtt`, the reported latency takes the request's drawn round trip in place of the two
+//!    client hops, the events themselves unchanged).
 //!
 //! Replica selection, TailX and redundancy add client-side timers: held opsets retried, procrastinated opsets
 //! released, speculative retries. Closed-loop clients turn arrivals into "a thread issues its next request".
