@@ -14,18 +14,10 @@ import pytest
 
 from tailtune.base.errors import BadInputError
 from tailtune.simulation import CassandraDeployment
+from tests.simulator.hand_cases import simulate_args, two_requests
 
-# One server, one slot, 1 ms deterministic reads, 50 µs one way, the trace's own times, nothing cut as warm-up.
-_BASE = ("simulate", "--policy", "fifo", "--servers", "1", "--replication", "1", "--slots", "1", "--clients", "1",
-         "--service-rate", "1000", "--demand-dist", "deterministic", "--net-latency-us", "50", "--use-timestamps",
-         "--trace-rate", "--warmup", "0", "--json")
-
-
-def _trace(tmp_path: Path) -> Path:
-    """Two one-key requests, 10 ms apart (no queueing)."""
-    p = tmp_path / "trace.csv"
-    p.write_text("request_id,ts,key\n0,1000.000,a\n1,1000.010,b\n")
-    return p
+_BASE = simulate_args(1)
+_trace = two_requests
 
 
 def test_the_round_trip_replaces_the_two_hops_in_the_reported_latency(cli: Any, tmp_path: Path) -> None:

@@ -13,19 +13,10 @@ import pytest
 from tailtune.base.errors import BadInputError
 from tailtune.simulation import CassandraDeployment
 from tailtune.simulation.stall_schedule import parse_csv, render
+from tests.simulator.hand_cases import simulate_args, two_requests
 
-# Two servers, RF 2 (every key on both), one slot each, 1 ms deterministic reads, 50 µs one way, the trace's own
-# times, nothing cut as warm-up.
-_BASE = ("simulate", "--policy", "fifo", "--servers", "2", "--replication", "2", "--slots", "1", "--clients", "1",
-         "--service-rate", "1000", "--demand-dist", "deterministic", "--net-latency-us", "50", "--use-timestamps",
-         "--trace-rate", "--warmup", "0", "--json")
-
-
-def _trace(tmp_path: Path) -> Path:
-    """Two one-key requests, 10 ms apart, the first at t = 1000 s (the replay's clock starts there)."""
-    p = tmp_path / "trace.csv"
-    p.write_text("request_id,ts,key\n0,1000.000,a\n1,1000.010,b\n")
-    return p
+_BASE = simulate_args(2)
+_trace = two_requests
 
 
 def _schedule(tmp_path: Path, text: str, name: str = "stalls.csv") -> str:
