@@ -1,10 +1,12 @@
-"""Pieces shared by the scripts that drive real Cassandra nodes (`stock_cassandra`, `predicted_cassandra`): the
-table they read, created and loaded the same way, and the trivial round trip (`SELECT release_version FROM
-system.local`, one at a time) that both print as the client's own cost and the machine's noise."""
+"""Pieces shared by the scripts that drive real Cassandra nodes (`stock_cassandra`, `predicted_cassandra`,
+`storm_cassandra`): the table they read, created and loaded the same way; the trivial round trip (`SELECT
+release_version FROM system.local`, one at a time) that they print as the client's own cost and the machine's noise;
+and the table's metrics that only JMX exposes (the speculative retries and the threshold in use)."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -42,3 +44,27 @@ def trivial_round_trips_s(session: Any, reps: int = 300) -> npt.NDArray[np.float
         session.execute(TRIVIAL)
         t[r] = time.perf_counter() - t0
     return t
+
+
+def table_metric(nodes: Sequence[Any], name: str, field: str) -> list[float] | None:
+    """The table's metric `name` (its attribute `field`: `Count` of a counter, `Value` of a gauge) on each of
+    `nodes`, read over the node's local JMX port with the SJK bundled in Cassandra's nodetool (one JVM started per
+    node: call it outside a measured part); None, with the reason printed, when a node does not answer.
+    `SpeculativeRetries` (Count) and `SpeculativeSampleLatencyNanos` (Value, the threshold a coordinator waits
+    before it speculates) exist only over JMX."""
+    from tests.servers.cassandra_server import nodetool
+
+    bean = f"org.apache.cassandra.metrics:type=Table,keyspace={KEYSPACE},scope={TABLE},name={name}"
+    got: list[float] = []
+    for n in nodes:
+        try:
+            out = nodetool(n, "sjk", "mx", "-b", bean, "-mg", "-f", field, host="127.0.0.1")
+        except RuntimeError as exc:
+            print(f"  ({name} not read from {n.host}: {str(exc)[-300:]})", flush=True)
+            return None
+        nums = [x for x in out.split() if x.lstrip("-").isdigit()]
+        if not nums:
+            print(f"  ({name} not read from {n.host}: {out.strip()[-300:]})", flush=True)
+            return None
+        got.append(float(nums[-1]))
+    return got

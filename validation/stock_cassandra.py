@@ -65,7 +65,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from validation.cassandra_common import KEYSPACE, TABLE, create_and_load, trivial_round_trips_s
+from validation.cassandra_common import KEYSPACE, TABLE, create_and_load, table_metric, trivial_round_trips_s
 
 MIN_TOKEN = -(2**63)
 STALLED_NODE = 2  # index of the stalled node (127.0.0.3) in the cluster's nodes
@@ -171,6 +171,10 @@ class RunResult:
     stalls: list[tuple[float, float]] = field(default_factory=list)
     #: (stopped, continued) of each stall, ms from the run's first scheduled arrival (the simulated clock's 0)
     schedule_ms: list[tuple[float, float]] = field(default_factory=list)
+    #: each coordinator's speculation threshold (`SpeculativeSampleLatencyNanos`, ms) before and after the run
+    threshold_ms: tuple[list[float], list[float]] | None = None
+    #: the coordinators' `SpeculativeRetries` during the run (warm-up included)
+    speculative_retries: int | None = None
 
 
 def drive(session: Any, prepared: Any, w: Workload, *, senders: int = 4) -> tuple[
@@ -264,6 +268,7 @@ def run_real(a: argparse.Namespace, w: Workload) -> dict[str, Any]:
             def one(variant: str, stalled: bool) -> RunResult:
                 shown = set_speculative_retry(s, variant)
                 time.sleep(1.0)
+                jmx0 = coordinator_metrics(nodes[:2]) if a.jmx and stalled else None
                 cpu0 = jvm_cpu_s(pids)
                 stalls: list[tuple[float, float]] = []
                 schedule: list[tuple[float, float]] = []
@@ -277,11 +282,17 @@ def run_real(a: argparse.Namespace, w: Workload) -> dict[str, Any]:
                     lat, lag, err, _ = drive(s, sel, w)
                 cpu = jvm_cpu_s(pids) - cpu0
                 r = RunResult(shown, stalled, lat, lag, err, cpu, stalls, schedule)
+                jmx1 = coordinator_metrics(nodes[:2]) if jmx0 is not None else None
+                if jmx0 is not None and jmx1 is not None:
+                    r.threshold_ms = (jmx0[0], jmx1[0])
+                    r.speculative_retries = int(sum(jmx1[1]) - sum(jmx0[1]))
                 m = w.measured
                 print(f"  {shown:>14} stalls={stalled!s:5} p50/p95/p99 = "
                       + " / ".join(f"{x:.2f}" for x in pct(lat[m])) + f" ms, errors {err}, "
                       f"lag p99 {np.nanpercentile(lag[m], 99) * 1e3:.1f} ms, JVM CPU {cpu:.1f} s, "
-                      f"load avg {os.getloadavg()[0]:.1f}", flush=True)
+                      f"load avg {os.getloadavg()[0]:.1f}"
+                      + (f", threshold {_thr(r.threshold_ms)} ms, speculative retries {r.speculative_retries}"
+                         if r.threshold_ms else ""), flush=True)
                 return r
 
             print("JIT warm-up pass (not recorded):", flush=True)
@@ -307,13 +318,34 @@ def run_real(a: argparse.Namespace, w: Workload) -> dict[str, Any]:
     return out
 
 
+def coordinator_metrics(coordinators: Sequence[Any]) -> tuple[list[float], list[float]] | None:
+    """Each coordinator's speculation threshold in ms (`SpeculativeSampleLatencyNanos`) and `SpeculativeRetries`,
+    over JMX (a JVM started per node and metric: call it outside the measured part); None when not read."""
+    thr = table_metric(coordinators, "SpeculativeSampleLatencyNanos", "Value")
+    spec = table_metric(coordinators, "SpeculativeRetries", "Count")
+    return None if thr is None or spec is None else ([x / 1e6 for x in thr], spec)
+
+
+def _thr(t: Sequence[Sequence[float]] | None) -> str:
+    """Thresholds before → after a run, per coordinator: `a/b → c/d` (ms)."""
+    if not t:
+        return "—"
+    return " → ".join("/".join(_ms(x) for x in side) for side in t)
+
+
+def _ms(x: float) -> str:
+    return f"{x:.0f}" if x >= 100 else f"{x:.1f}" if x >= 1 else f"{x:.2f}"
+
+
 def _summary(r: RunResult, w: Workload) -> dict[str, Any]:
     m = w.measured
     return {"variant": r.variant, "stalled": r.stalled, "pct_ms": pct(r.latency_s[m]),
             "errors": r.errors, "unanswered": int(np.isnan(r.latency_s[m]).sum()),
             "lag_ms": pct(r.lag_s[m]), "cpu_s": r.cpu_s, "stalls": len(r.stalls),
             "stall_ms_real": float(np.mean([b - a for a, b in r.stalls]) * 1e3) if r.stalls else 0.0,
-            "stall_schedule_ms": [list(x) for x in r.schedule_ms]}
+            "stall_schedule_ms": [list(x) for x in r.schedule_ms],
+            "threshold_ms": [list(x) for x in r.threshold_ms] if r.threshold_ms else None,
+            "speculative_retries": r.speculative_retries}
 
 
 def trace_schedule(stalls: Sequence[tuple[float, float]], origin: float) -> list[tuple[float, float]]:
@@ -495,6 +527,11 @@ def to_markdown(a: argparse.Namespace, real: dict[str, Any], sim: dict[str, Any]
     lines += ["", "Every real run (measured part; order as run): " + "; ".join(
         f"{r['variant']} {'/'.join(f'{x:.1f}' for x in r['pct_ms'])}" for r in real["runs"]) + " ms (p50/p95/p99).",
         ""]
+    if any(r.get("threshold_ms") for r in real["runs"]):
+        lines += ["Each coordinator's speculation threshold (`SpeculativeSampleLatencyNanos`, ms, 127.0.0.1/127.0.0.2) "
+                  "before → after each run, and the speculative retries the two sent in it (order as run): "
+                  + "; ".join(f"{r['variant']} {_thr(r.get('threshold_ms'))} ({r.get('speculative_retries')})"
+                              for r in real["runs"]) + ".", ""]
     lag = np.asarray([r["lag_ms"] for r in real["runs"]])
     errs = sum(r["errors"] for r in real["runs"])
     una = sum(r["unanswered"] for r in real["runs"])
@@ -530,6 +567,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--random-stalls", action="store_true",
                     help="the model stalls every server at random at a third of node 3's rate instead of replaying "
                     "each run's recorded stalls on node 3's server")
+    ap.add_argument("--jmx", action=argparse.BooleanOptionalAction, default=True,
+                    help="read each coordinator's speculation threshold and speculative retries over JMX before "
+                    "and after every stalled run (a JVM per node and metric, outside the measured part)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--out", type=Path, default=None, help="write the markdown here")
     ap.add_argument("--json-out", type=Path, default=None, help="write every figure here")

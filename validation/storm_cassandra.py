@@ -48,7 +48,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from validation.cassandra_common import KEYSPACE, TABLE, create_and_load
+from validation.cassandra_common import KEYSPACE, TABLE, create_and_load, table_metric
 from validation.stock_cassandra import (
     Workload,
     drive,
@@ -73,24 +73,9 @@ def read_stage_completed(session: Any, hosts: Sequence[Any]) -> int:
 
 
 def speculative_retries(nodes: Sequence[Any]) -> int | None:
-    """The table's `SpeculativeRetries` counter summed over `nodes`, read over each node's local JMX port with
-    the SJK bundled in Cassandra's nodetool; None when it cannot be read."""
-    from tests.servers.cassandra_server import nodetool
-
-    bean = f"org.apache.cassandra.metrics:type=Table,keyspace={KEYSPACE},scope={TABLE},name=SpeculativeRetries"
-    total = 0
-    for n in nodes:
-        try:
-            out = nodetool(n, "sjk", "mx", "-b", bean, "-mg", "-f", "Count", host="127.0.0.1")
-        except RuntimeError as exc:
-            print(f"  (SpeculativeRetries not read from {n.host}: {str(exc)[-300:]})", flush=True)
-            return None
-        nums = [int(x) for x in out.split() if x.isdigit()]
-        if not nums:
-            print(f"  (SpeculativeRetries not read from {n.host}: {out.strip()[-300:]})", flush=True)
-            return None
-        total += nums[-1]
-    return total
+    """The table's `SpeculativeRetries` counter summed over `nodes` (JMX); None when it cannot be read."""
+    got = table_metric(nodes, "SpeculativeRetries", "Count")
+    return None if got is None else int(sum(got))
 
 
 def self_cpu_s() -> float:
