@@ -16,7 +16,7 @@ import pytest
 
 from jobs.handlers import default_handlers
 from jobs.worker import Worker
-from tailtune.control.calibration import rtt_quantiles, service_time
+from tailtune.control.calibration import per_partition_cost, rtt_quantiles, service_time
 from tailtune.control.model import LOGNORMAL_MIN_SIGMA, build_model
 from tests.servers.cassandra_server import CassandraNode, free_port
 from tests.servers.memcached_server import running_memcached
@@ -93,6 +93,24 @@ def test_calibration_alternates_trivial_requests_and_reads_so_a_drifting_machine
     assert order[:4] == ["trivial", "read", "trivial", "read"] and len(order) == 2 * 305  # 5 warm-up rounds
     assert len(trivial) == len(reads) == 300
     assert service_time(reads, trivial)["mean_ms"] == pytest.approx(0.3, abs=0.005)
+
+
+def test_the_per_partition_cost_is_the_difference_of_means_over_the_partitions_beyond_the_first() -> None:
+    # single-partition reads 0.50, 0.52, 0.54, ... ms; 8-partition reads 0.35 ms slower each, and one 40 ms stall
+    single = [0.5 + 0.02 * (i % 5) for i in range(200)]
+    multi = [x + 0.35 for x in single] + [40.0]
+    cost = per_partition_cost(multi, single, 8)
+    assert cost["us"] == pytest.approx(50.0) and cost["slope_us"] == pytest.approx(50.0)  # 350 µs / 7, stall cut
+    assert cost["resolved"] == 1.0 and cost["difference_ms"] == pytest.approx(0.35)
+    # two partitions: the whole difference is the second partition's
+    assert per_partition_cost([x + 0.03 for x in single], single, 2)["us"] == pytest.approx(30.0)
+    # no slower, or faster: not resolved, stored as 0 (the raw slope kept)
+    for shift in (0.0, -0.07):
+        flat = per_partition_cost([x + shift for x in single], single, 8)
+        assert flat["us"] == 0.0 and flat["resolved"] == 0.0
+        assert flat["slope_us"] == pytest.approx(1000.0 * shift / 7)
+    with pytest.raises(ValueError, match="keys is 1"):
+        per_partition_cost(single, single, 1)
 
 
 def test_the_round_trip_quantiles_keep_every_round_trip_stalls_included() -> None:
