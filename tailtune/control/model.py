@@ -3,7 +3,8 @@
 Every input of the simulated cluster comes from one of four sources, in this order of precedence:
 
 * `operator` — a value the operator set explicitly on the deployment (its topology, its connection's servers);
-* `calibrated` — measured by `tailtune deployments calibrate` (service times, network, client overhead);
+* `calibrated` — measured by `tailtune deployments calibrate` (service times, network, per-partition client cost,
+  client overhead);
 * `discovered` — read from the live system by `tailtune deployments discover` (nodes, tokens, replication,
   `concurrent_reads`, memcached's threads);
 * `default` — the simulator's default (Rein's cluster, the Chisel paper's pool): the model then rests on an

@@ -135,7 +135,7 @@ def test_calibrate_a_real_cassandra_node(svc: Svc, cli: Any, cassandra_node: Cas
         return sum(int(r.count) for r in rows)
 
     before = reads_of_items()
-    body = {"name": "calib", "kind": "cassandra", "topology": {"servers": 1},
+    body: dict[str, Any] = {"name": "calib", "kind": "cassandra", "topology": {"servers": 1},
             "connection": {"contact_points": [cassandra_node.host], "port": cassandra_node.port},
             "tables": [f"{KS}.items"]}
     dep = svc.client.post(f"{API}/deployments", json=body, headers=svc.write).json()

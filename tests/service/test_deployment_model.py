@@ -191,7 +191,7 @@ def test_the_calibrated_per_partition_cost_reaches_kvsim() -> None:
     from tailtune.simulation.policies import resolve
 
     now = time.time()
-    model = {"operator": [], "inputs": {
+    model: dict[str, Any] = {"operator": [], "inputs": {
         "service_time": {"value": {"mean_ms": 0.3, "dist": "lognormal", "sigma": 0.0}, "source": "calibrated",
                          "at": now, "how": "deconvolution"},
         "client_key": {"value": {"us": 80.0}, "source": "calibrated", "at": now, "how": "IN reads",
