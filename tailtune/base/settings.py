@@ -224,9 +224,14 @@ class Settings(BaseSettings):
         description="Requests `tailtune deployments calibrate` times, one at a time, for each measurement (trivial "
         "round trips, single-partition reads); the round trips' p99, replayed, rests on 1 % of them.",
     )
+    calibrate_keys: int = Field(
+        default=8, ge=2, le=100,
+        description="Partitions each multi-partition read of `tailtune deployments calibrate` reads at once (`IN`): "
+        "the per-partition client cost is the difference from a single-partition read over this less one.",
+    )
     calibrate_warmup: int = Field(
         default=1000, ge=0, le=100_000,
-        description="Rounds (one trivial request and one read each) `tailtune deployments calibrate` runs uncounted "
+        description="Rounds (one trivial request and one of each read) `tailtune deployments calibrate` runs uncounted "
         "before it times any: the node's and the client's rarely used paths warm up first.",
     )
     discover_profile_reps: int = Field(

@@ -30,9 +30,21 @@ out of a burst of reads the first few hundred rounds took two to five times as l
   fitted service times (a convolution, drawn) against the reads' observed p99 (`fit.error_pct`). A mean the
   difference cannot resolve (≤ 0: the node's work is below the client's noise) is stored as the smallest the
   measurement resolves, with a note. The service rate replayed is 1000 / mean_ms per slot.
-* **uncertainty** — 95 % bootstrap intervals of the one-way network latency (400 resamples of the timed requests)
-  and of the service time's mean (50 resamples, each a whole deconvolution), stored with each input
-  (`uncertainty`).
+* **per-partition client cost** (`client_key`, `{"us": ...}`) — as many reads of `TAILTUNE_CALIBRATE_KEYS`
+  (K) distinct existing partitions of the same table at once (`SELECT * ... WHERE <partition key> IN ? PER
+  PARTITION LIMIT 1`: one row of each, as the single-partition read reads one; the K keys are the table's first K,
+  `SELECT DISTINCT`), consistency ONE, timed client-side in the same rounds (trivial, read, K-partition read, ...),
+  so the machine's drift reaches all three kinds alike. A K-partition read costs the driver (K rows to decode) and
+  the coordinator (K partitions to handle and merge) more than a one-partition read; the cost per partition beyond
+  the first is (mean of the K-partition reads − mean of the single-partition reads) / (K − 1), both without their
+  stalls (as above). The simulator adds (keys − 1) × it to each request's latency: a one-partition read is the
+  baseline the service time already includes. It assumes the cost linear in the partitions and the same at load.
+  A difference the client's noise does not resolve (≤ its standard error) is stored as 0, with a note. A table
+  whose partition key has several columns, or that holds fewer than 2 partitions, is not timed so: nothing is
+  stored, a note says why (fewer than K partitions but at least 2: K is what there is).
+* **uncertainty** — 95 % bootstrap intervals of the one-way network latency (400 resamples of the timed requests),
+  of the service time's mean (50 resamples, each a whole deconvolution) and of the per-partition cost (400
+  resamples of both kinds), stored with each input (`uncertainty`).
 
 **memcached** — the client overhead per request (`client_overhead.us`), measured by the profiler on a scratch key
 range it removes afterwards (`analysis.memcached_profile.profile_address`, as discovery's `--profile-servers`),
@@ -69,7 +81,8 @@ from tailtune.control.errors import Missing
 from tailtune.control.model import ModelTooLarge, check_model_size
 
 __all__ = [
-    "Calibrated", "calibrate_cassandra", "calibrate_deployment", "merge_calibration", "rtt_quantiles", "service_time",
+    "Calibrated", "calibrate_cassandra", "calibrate_deployment", "merge_calibration", "per_partition_cost",
+    "rtt_quantiles", "service_time",
 ]
 
 BOOTSTRAP = 400
@@ -132,6 +145,70 @@ def service_time(reads_ms: Sequence[float], trivial_ms: Sequence[float], *, seed
             "error_pct": 100.0 * (fitted99 - observed99) / observed99 if observed99 > 0 else 0.0}
 
 
+def per_partition_cost(multi_ms: Sequence[float], single_ms: Sequence[float], keys: int) -> dict[str, float]:
+    """The client's and the coordinator's cost per partition beyond the first (module docstring): the difference
+    of the means of the `keys`-partition reads and the single-partition reads (each without its stalls) over
+    keys − 1, in µs (`us`; 0 when the difference is not above its standard error: `resolved` 0), and the raw
+    slope (`slope_us`, whatever its sign)."""
+    if keys < 2:
+        raise ValueError(f"keys is {keys}: the per-partition cost needs reads of at least 2 partitions")
+    m, r = _trimmed(multi_ms), _trimmed(single_ms)
+    diff = statistics.fmean(m) - statistics.fmean(r)
+    floor = statistics.stdev(m) / math.sqrt(len(m)) + statistics.stdev(r) / math.sqrt(len(r))
+    slope = 1000.0 * diff / (keys - 1)
+    resolved = diff > floor
+    return {"us": slope if resolved else 0.0, "slope_us": slope, "resolved": float(resolved),
+            "difference_ms": diff}
+
+
+def _slope_interval(multi_ms: Sequence[float], single_ms: Sequence[float], keys: int) -> list[float]:
+    """95 % bootstrap interval of the per-partition slope (µs): both kinds resampled together."""
+    rng = random.Random(2)
+    draws = sorted(
+        per_partition_cost([rng.choice(multi_ms) for _ in multi_ms], [rng.choice(single_ms) for _ in single_ms],
+                           keys)["slope_us"]
+        for _ in range(BOOTSTRAP)
+    )
+    return [draws[int(0.025 * BOOTSTRAP)], draws[int(0.975 * BOOTSTRAP) - 1]]
+
+
+def multi_reader(cql: _Cql, table: str, keys: int) -> tuple[Callable[[], object] | None, int, str | None]:
+    """One read of up to `keys` distinct partitions of `table` at once (`SELECT * ... WHERE <partition key> IN ?
+    PER PARTITION LIMIT 1` of its first partitions, consistency ONE) as a call, the partitions it reads, and None;
+    or None, 0 and why nothing can be read so (a composite partition key, fewer than 2 partitions). The call raises
+    DiscoveryFailed naming the table when a read fails."""
+    from cassandra import ConsistencyLevel
+    from cassandra.metadata import protect_name
+
+    ks, name = table.split(".", 1)
+    cols = cql.run(
+        "SELECT column_name, kind, position FROM system_schema.columns WHERE keyspace_name = %s AND table_name = %s",
+        (ks, name),
+    )
+    pk = [str(r.column_name) for r in sorted(cols, key=lambda r: int(r.position)) if r.kind == "partition_key"]
+    if len(pk) != 1:
+        return None, 0, (f"{table} has a composite partition key ({', '.join(pk)}): its multi-partition reads are "
+                         "not timed" if pk else f"{table} has no partition key in system_schema.columns")
+    col = protect_name(pk[0])
+    values = [row[0] for row in cql.run(f"SELECT DISTINCT {col} FROM {table} LIMIT {int(keys)}")]
+    if len(values) < 2:
+        return None, 0, f"{table} holds {len(values)} partition(s): a multi-partition read needs at least 2"
+    stmt = cql.session.prepare(f"SELECT * FROM {table} WHERE {col} IN ? PER PARTITION LIMIT 1")
+    stmt.consistency_level = ConsistencyLevel.ONE
+    bound = (values,)
+
+    def read() -> object:
+        try:
+            return cql.session.execute(stmt, bound)
+        except Exception as exc:
+            raise DiscoveryFailed(
+                f"cassandra: timing {len(values)}-partition reads of {table} failed ({type(exc).__name__}: "
+                f"{cql.target.scrub(str(exc))}): check the cluster, or lower TAILTUNE_CALIBRATE_KEYS"
+            ) from None
+
+    return read, len(values), None
+
+
 def _interval(values: Sequence[float], stat: Callable[[Sequence[float]], float], seed: int = 0) -> list[float]:
     """95 % bootstrap interval of `stat` over `values`."""
     rng = random.Random(seed)
@@ -142,7 +219,7 @@ def _interval(values: Sequence[float], stat: Callable[[Sequence[float]], float],
 
 def calibrate_cassandra(
     connection: Mapping[str, Any], tables: Sequence[str], *, egress: Egress, timeout_s: float, reads: int,
-    warmup: int = 1000, log: Callable[[str], None] = lambda _: None,
+    warmup: int = 1000, keys: int = 8, log: Callable[[str], None] = lambda _: None,
 ) -> Calibrated:
     """Measure the network and the service time of a Cassandra cluster (module docstring); raises
     DiscoveryFailed naming the node and what to do."""
@@ -165,12 +242,19 @@ def calibrate_cassandra(
 
         read: Callable[[], object] | None = None
         why: str | None = "the deployment names no table to read (set its tables)"
+        multi: Callable[[], object] | None = None
+        multi_why: str | None = why
+        k = 0
         if tables:
             read, why = probe_reader(cql, tables[0])
-        # the trivial requests and the reads alternate, so both meet the same machine (module docstring)
-        trivial, *rest = timed_rounds([trivial_request] if read is None else [trivial_request, read], reads,
-                                      warmup=warmup)
+            multi_why = why
+            if read is not None:
+                multi, k, multi_why = multi_reader(cql, tables[0], keys)
+        # the trivial requests and the reads alternate, so all kinds meet the same machine (module docstring)
+        kinds = [trivial_request, *(r for r in (read, multi) if r is not None)]
+        trivial, *rest = timed_rounds(kinds, reads, warmup=warmup)
         service = rest[0] if rest else []
+        multi_times = rest[1] if len(rest) > 1 else []
     finally:
         cluster.shutdown()
     rtt = statistics.median(trivial)
@@ -205,6 +289,26 @@ def calibrate_cassandra(
     )
     log(f"service time: mean {fit['mean_ms']:.4f} ms, σ {fit['sigma']:.2f} (lognormal; trivial + fitted p99 "
         f"{fit['p99_fitted_ms']:.3f} ms against {fit['p99_observed_ms']:.3f} ms observed)")
+    if multi_why is not None:
+        found.notes.append(f"per-partition client cost not calibrated: {multi_why}")
+        return found
+    cost = per_partition_cost(multi_times, service, k)
+    found.readings["multi_key"] = {"table": tables[0], "keys": k, "reads": len(multi_times),
+                                   "p50_ms": statistics.median(multi_times), "p99_ms": _quantile(multi_times, 0.99)}
+    if not cost["resolved"]:
+        found.notes.append(f"the {k}-partition reads of {tables[0]} cost no more than the single-partition reads "
+                           f"within the client's noise (slope {cost['slope_us']:.2f} µs a partition): the "
+                           "per-partition client cost is stored as 0")
+    found.put(
+        "client_key", {"us": cost["us"]},
+        f"{len(multi_times)} client-timed {k}-partition reads of {tables[0]} (IN, one row a partition) and as many "
+        f"single-partition reads, alternating (one at a time): the difference of their means (stalls cut) over "
+        f"{k - 1}, the cost of each partition of a request beyond the first",
+        uncertainty={"us": _slope_interval(multi_times, service, k)}, keys=k,
+    )
+    log(f"per-partition client cost: {cost['us']:.2f} µs ({k}-partition reads p50 "
+        f"{found.readings['multi_key']['p50_ms']:.3f} ms against one partition's "
+        f"{found.readings['single_key']['p50_ms']:.3f} ms)")
     return found
 
 
@@ -247,7 +351,8 @@ def calibrate_deployment(db: Database, settings: Settings, deployment_id: int, *
         raise DiscoveryFailed(str(exc), permanent=True) from None
     if kind == "cassandra":
         found = calibrate_cassandra(connection, tables, egress=egress, timeout_s=settings.discover_timeout_s,
-                                    reads=settings.calibrate_reads, warmup=settings.calibrate_warmup, log=log)
+                                    reads=settings.calibrate_reads, warmup=settings.calibrate_warmup,
+                                    keys=settings.calibrate_keys, log=log)
     else:
         found = _calibrate_memcached(connection, egress=egress, timeout_s=settings.discover_timeout_s,
                                      reps=settings.discover_profile_reps, log=log)

@@ -3,7 +3,8 @@
 Every input of the simulated cluster comes from one of four sources, in this order of precedence:
 
 * `operator` — a value the operator set explicitly on the deployment (its topology, its connection's servers);
-* `calibrated` — measured by `tailtune deployments calibrate` (service times, network, client overhead);
+* `calibrated` — measured by `tailtune deployments calibrate` (service times, network, per-partition client cost,
+  client overhead);
 * `discovered` — read from the live system by `tailtune deployments discover` (nodes, tokens, replication,
   `concurrent_reads`, memcached's threads);
 * `default` — the simulator's default (Rein's cluster, the Chisel paper's pool): the model then rests on an
@@ -21,6 +22,7 @@ evaluator's options and the sources recorded in the recommendation's `tuned_for.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -40,7 +42,9 @@ __all__ = [
 #: Where a model input came from (`trace`: the arrival times of the trace being tuned).
 SOURCES = ("operator", "calibrated", "discovered", "default", "trace")
 #: The inputs of a Cassandra deployment's model, each a row of `tuned_for.model_sources`.
-CASSANDRA_INPUTS = ("servers", "slots", "replication", "service_time", "network", "ring", "arrivals")
+CASSANDRA_INPUTS = (
+    "servers", "slots", "replication", "service_time", "network", "client_key", "ring", "arrivals",
+)
 #: The inputs of a memcached deployment's model.
 MEMCACHED_INPUTS = ("servers", "worker_threads", "client_overhead", "arrivals")
 #: The smallest lognormal shape kvsim replays (`demand_sigma` in (0, 10], checked from 1e-6); a calibrated σ
@@ -171,6 +175,14 @@ def _cassandra(b: _Builder, timestamps: bool, load: float | None) -> dict[str, A
         opts["net_latency_us"] = float(network["one_way_ms"]) * 1000.0
         if network.get("rtt_quantiles_ms") is not None:  # the round trip's spread, replayed as measured
             opts["client_rtt_ms"] = client_rtt(network["rtt_quantiles_ms"], "the calibrated network")
+    key = b.pick("client_key", None, None, "no per-partition client cost")
+    if isinstance(key, Mapping):  # calibrated: {"us"}, per partition of a request beyond the first
+        us = key.get("us")
+        if isinstance(us, bool) or not isinstance(us, int | float) or not (math.isfinite(us) and 0.0 <= us <= 1e6):
+            raise BadInputError.single("the calibrated client_key", f"us is {us!r}: need a number of µs in "
+                                       "[0, 1e6]", field="client_key_us")
+        if us > 0:
+            opts["client_key_us"] = float(us)
     ring = _found(b.model, "ring", "discovered")
     size, problem = None, None
     if ring is not None:

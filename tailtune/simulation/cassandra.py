@@ -61,6 +61,11 @@ class CassandraDeployment:
     spaced probabilities from 0 to 1 (calibration stores p0..p100 of its trivial round trips): each request's
     latency is the engine's less the two constant client hops (2 × `net_latency_us`) plus one draw of it
     (`kvsim.Cluster.client_rtt_us`); None: the two constant hops.
+
+    `client_key_us`: the client's and the coordinator's cost per partition of a request beyond the first, µs (the
+    driver decoding its rows, the coordinator handling and merging it; calibration measures it, § Calibration of
+    docs/model.md): each request's latency grows by (keys − 1) × it (`kvsim.Cluster.client_key_us`); 0: none. A
+    one-key read is the baseline: its cost is in the service time.
     """
 
     servers: int = 128
@@ -105,12 +110,16 @@ class CassandraDeployment:
     #: The client ↔ coordinator round trip's quantiles, ms, at equally spaced probabilities 0..1 (p0, ..., p100);
     #: None: two constant hops of `net_latency_us`.
     client_rtt_ms: tuple[float, ...] | None = None
+    #: The client's and the coordinator's cost per partition of a request beyond the first, µs; 0: none.
+    client_key_us: float = 0.0
 
     def as_dict(self) -> dict[str, Any]:
         """Every field (JSON-able): what a recommendation records about the deployment it was tuned for (the
         stall fields only when stalls are on, the ring only when there is one, so records made before they existed
-        read the same)."""
+        read the same; likewise the per-partition cost only when there is one)."""
         out = dataclasses.asdict(self)
+        if not self.client_key_us:
+            del out["client_key_us"]
         if self.stall_rate is None:
             del out["stall_rate"], out["stall_ms"]
         if self.stall_schedule is None:
@@ -191,6 +200,11 @@ class CassandraDeployment:
                     f"local datacenter {ring.local_dc!r}: set replication to {rf}", field="replication",
                 )
         rtt = None if self.client_rtt_ms is None else client_rtt(self.client_rtt_ms, "deployment")
+        key = self.client_key_us
+        if isinstance(key, bool) or not isinstance(key, int | float) or not (math.isfinite(key)
+                                                                             and 0.0 <= key <= 1e6):
+            raise BadInputError.single("deployment", f"client_key_us is {key!r}: need a number of µs in [0, 1e6]",
+                                       field="client_key_us")
         try:
             return kvsim.Cluster(
                 servers=self.servers,
@@ -202,6 +216,7 @@ class CassandraDeployment:
                 clients=self.clients,
                 ring=ring,
                 client_rtt_us=None if rtt is None else tuple(x * 1000.0 for x in rtt),
+                client_key_us=float(key),
             )
         except (kvsim.ParameterError, OverflowError, TypeError) as exc:
             raise BadInputError.single("deployment", str(exc)) from None

@@ -16,7 +16,8 @@ import pytest
 
 from jobs.handlers import default_handlers
 from jobs.worker import Worker
-from tailtune.control.calibration import rtt_quantiles, service_time
+from tailtune.control.calibration import calibrate_cassandra, per_partition_cost, rtt_quantiles, service_time
+from tailtune.control.egress import Egress
 from tailtune.control.model import LOGNORMAL_MIN_SIGMA, build_model
 from tests.servers.cassandra_server import CassandraNode, free_port
 from tests.servers.memcached_server import running_memcached
@@ -95,6 +96,24 @@ def test_calibration_alternates_trivial_requests_and_reads_so_a_drifting_machine
     assert service_time(reads, trivial)["mean_ms"] == pytest.approx(0.3, abs=0.005)
 
 
+def test_the_per_partition_cost_is_the_difference_of_means_over_the_partitions_beyond_the_first() -> None:
+    # single-partition reads 0.50, 0.52, 0.54, ... ms; 8-partition reads 0.35 ms slower each, and one 40 ms stall
+    single = [0.5 + 0.02 * (i % 5) for i in range(200)]
+    multi = [x + 0.35 for x in single] + [40.0]
+    cost = per_partition_cost(multi, single, 8)
+    assert cost["us"] == pytest.approx(50.0) and cost["slope_us"] == pytest.approx(50.0)  # 350 µs / 7, stall cut
+    assert cost["resolved"] == 1.0 and cost["difference_ms"] == pytest.approx(0.35)
+    # two partitions: the whole difference is the second partition's
+    assert per_partition_cost([x + 0.03 for x in single], single, 2)["us"] == pytest.approx(30.0)
+    # no slower, or faster: not resolved, stored as 0 (the raw slope kept)
+    for shift in (0.0, -0.07):
+        flat = per_partition_cost([x + shift for x in single], single, 8)
+        assert flat["us"] == 0.0 and flat["resolved"] == 0.0
+        assert flat["slope_us"] == pytest.approx(1000.0 * shift / 7)
+    with pytest.raises(ValueError, match="keys is 1"):
+        per_partition_cost(single, single, 1)
+
+
 def test_the_round_trip_quantiles_keep_every_round_trip_stalls_included() -> None:
     trips = [0.8 + 0.001 * (i % 97) for i in range(999)] + [50.0]  # one 50 ms stall among 1000
     q = rtt_quantiles(trips)
@@ -108,7 +127,7 @@ def test_the_round_trip_quantiles_keep_every_round_trip_stalls_included() -> Non
 def test_calibrate_a_real_cassandra_node(svc: Svc, cli: Any, cassandra_node: CassandraNode, cql: Any) -> None:
     from cassandra.query import SimpleStatement
 
-    svc.settings.calibrate_reads, svc.settings.calibrate_warmup = 100, 20
+    svc.settings.calibrate_reads, svc.settings.calibrate_warmup, svc.settings.calibrate_keys = 100, 20, 4
 
     def reads_of_items() -> int:
         rows = cql.execute("SELECT count FROM system_views.local_read_latency WHERE keyspace_name = %s AND "
@@ -116,15 +135,16 @@ def test_calibrate_a_real_cassandra_node(svc: Svc, cli: Any, cassandra_node: Cas
         return sum(int(r.count) for r in rows)
 
     before = reads_of_items()
-    body = {"name": "calib", "kind": "cassandra", "topology": {"servers": 1},
+    body: dict[str, Any] = {"name": "calib", "kind": "cassandra", "topology": {"servers": 1},
             "connection": {"contact_points": [cassandra_node.host], "port": cassandra_node.port},
             "tables": [f"{KS}.items"]}
     dep = svc.client.post(f"{API}/deployments", json=body, headers=svc.write).json()
     t0 = time.time()
     job = _calibrate_job(svc, dep["id"])
     assert job["status"] == "succeeded", job["logs"]
-    # the uncounted warm-up rounds (TAILTUNE_CALIBRATE_WARMUP) and the timed ones: one partition read each
-    assert reads_of_items() - before == 20 + 100
+    # the uncounted warm-up rounds (TAILTUNE_CALIBRATE_WARMUP) and the timed ones: one single-partition read and
+    # one read of TAILTUNE_CALIBRATE_KEYS partitions each
+    assert reads_of_items() - before == (20 + 100) * (1 + 4)
     inputs = svc.client.get(f"{API}/deployments/{dep['id']}", headers=svc.read).json()["model"]["inputs"]
     net, st = inputs["network"], inputs["service_time"]
     for entry in (net, st):
@@ -150,6 +170,15 @@ def test_calibrate_a_real_cassandra_node(svc: Svc, cli: Any, cassandra_node: Cas
     assert v["dist"] == "lognormal" and 0 <= v["sigma"] < 5 and 0 < v["mean_ms"] < whole
     lo, hi = st["uncertainty"]["mean_ms"]
     assert lo <= hi and "p99_fitted_ms" in st["fit"]
+    # the 4-partition reads, timed in the same rounds: the per-partition cost with its interval
+    key = inputs["client_key"]
+    assert key["source"] == "calibrated" and key["keys"] == 4 and "4-partition reads" in key["how"]
+    assert key["value"]["us"] >= 0
+    klo, khi = key["uncertainty"]["us"]
+    assert klo <= khi and (key["value"]["us"] == 0 or klo <= key["value"]["us"] <= khi)
+    calibration = svc.client.get(f"{API}/deployments/{dep['id']}", headers=svc.read).json()["model"]["readings"][
+        "calibration"]
+    assert calibration["multi_key"]["reads"] == 100 and calibration["multi_key"]["keys"] == 4
     # the tune replays the calibrated inputs (the operator set servers only)
     m = build_model("cassandra", dep["topology"], dep["connection"],
                     svc.client.get(f"{API}/deployments/{dep['id']}", headers=svc.read).json()["model"],
@@ -158,12 +187,26 @@ def test_calibrate_a_real_cassandra_node(svc: Svc, cli: Any, cassandra_node: Cas
     assert m.options["service_rate"] == pytest.approx(1000.0 / v["mean_ms"])
     assert m.options["net_latency_us"] == pytest.approx(1000.0 * one_way)
     assert m.options["client_rtt_ms"] == tuple(q)  # replayed as each request's client round trip
+    assert m.sources["client_key"] == "calibrated"
+    assert m.options.get("client_key_us", 0.0) == key["value"]["us"]
     # a lognormal, or its σ → 0 limit when the reads vary no more than the trivial requests (kvsim needs σ > 0)
     assert m.options["demand_dist"] == ("lognormal" if v["sigma"] >= LOGNORMAL_MIN_SIGMA else "deterministic")
     # the CLI measures the same way
     r = cli("deployments", "calibrate", "calib", "--json")
     assert r.exit_code == 0, r.stderr
-    assert set(json.loads(r.stdout)["inputs"]) == {"network", "service_time"}
+    assert set(json.loads(r.stdout)["inputs"]) == {"network", "service_time", "client_key"}
+    # a composite partition key, a table of one partition: no per-partition cost, a note why
+    cql.execute(f"CREATE TABLE IF NOT EXISTS {KS}.pairs (a text, b text, v blob, PRIMARY KEY ((a, b)))")
+    cql.execute(f"CREATE TABLE IF NOT EXISTS {KS}.single (k text PRIMARY KEY, v blob)")
+    for i in range(3):
+        cql.execute(f"INSERT INTO {KS}.pairs (a, b, v) VALUES (%s, 'x', 0x00)", (f"a{i}",))
+    cql.execute(f"INSERT INTO {KS}.single (k, v) VALUES ('only', 0x00)")
+    for table, says in (("pairs", "composite partition key (a, b)"), ("single", "holds 1 partition(s)")):
+        found = calibrate_cassandra(body["connection"], [f"{KS}.{table}"], egress=Egress.of(svc.settings),
+                                    timeout_s=10.0, reads=20, warmup=0, keys=4)
+        assert "client_key" not in found.inputs and "service_time" in found.inputs
+        assert any(n.startswith("per-partition client cost not calibrated") and says in n for n in found.notes), \
+            found.notes
 
 
 def test_calibration_of_a_node_down_changes_nothing(svc: Svc, cli: Any) -> None:

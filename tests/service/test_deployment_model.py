@@ -69,10 +69,10 @@ def test_a_cassandra_nightly_replays_the_deployments_cluster(svc: Svc, tmp_path:
     assert (tuned["servers"], tuned["slots"], tuned["replication"], tuned["service_rate"]) == (6, 2, 2, 5000.0)
     assert tuned["use_timestamps"] is True and tuned["load"] is None and tuned["offered_load"] > 0
     assert tuned["model_sources"] == {"servers": "operator", "slots": "operator", "replication": "operator",
-                                      "service_time": "operator", "network": "default", "ring": "default",
-                                      "arrivals": "trace"}
-    assert job["result"]["model"]["defaults"] == ["network", "ring"]
-    assert "rests on the simulator's defaults for network, ring" in job["logs"]
+                                      "service_time": "operator", "network": "default", "client_key": "default",
+                                      "ring": "default", "arrivals": "trace"}
+    assert job["result"]["model"]["defaults"] == ["network", "client_key", "ring"]
+    assert "rests on the simulator's defaults for network, client_key, ring" in job["logs"]
     # the topology changes: the next job's model follows it (the slots left unset fall back to the default)
     r = svc.client.patch(f"{API}/deployments/{dep['id']}",
                          json={"topology": {"servers": 9, "replication": 3, "network_ms": 0.2}}, headers=svc.write)
@@ -113,8 +113,8 @@ def test_discovered_and_calibrated_inputs_are_used_and_the_operator_wins() -> No
     assert m.options["service_rate"] == pytest.approx(2000.0) and m.options["demand_dist"] == "lognormal"
     assert m.options["net_latency_us"] == pytest.approx(100.0)
     assert m.sources == {"servers": "operator", "slots": "discovered", "replication": "discovered",
-                         "service_time": "calibrated", "network": "calibrated", "ring": "default",
-                         "arrivals": "default"}
+                         "service_time": "calibrated", "network": "calibrated", "client_key": "default",
+                         "ring": "default", "arrivals": "default"}
     # the operator's explicit slots win over discovery
     m = build_model("cassandra", {**topo, "slots": 2}, {}, {**model, "operator": ["servers", "slots"]},
                     timestamps=True)
@@ -179,6 +179,46 @@ def test_the_calibrated_round_trip_quantiles_reach_kvsim_and_spread_the_replay()
     assert flat.p50_ms == pytest.approx(1.16) and flat.p99_ms == pytest.approx(1.16)
     assert spread.p50_ms == pytest.approx(0.3 + rtt[50], abs=0.02)
     assert spread.p99_ms == pytest.approx(0.3 + rtt[99], rel=0.15)
+
+
+def test_the_calibrated_per_partition_cost_reaches_kvsim() -> None:
+    """Calibration stores the per-partition client cost (`client_key`, µs); the model replays it: a four-key
+    request takes three times it longer than the engine says, a one-key request nothing more."""
+    import pyarrow as pa
+
+    from tailtune.base.errors import BadInputError
+    from tailtune.simulation.cassandra import CassandraDeployment, prepare, replay
+    from tailtune.simulation.policies import resolve
+
+    now = time.time()
+    model: dict[str, Any] = {"operator": [], "inputs": {
+        "service_time": {"value": {"mean_ms": 0.3, "dist": "lognormal", "sigma": 0.0}, "source": "calibrated",
+                         "at": now, "how": "deconvolution"},
+        "client_key": {"value": {"us": 80.0}, "source": "calibrated", "at": now, "how": "IN reads",
+                       "uncertainty": {"us": [70.0, 90.0]}}}}
+    m = build_model("cassandra", {}, {}, model, timestamps=False)
+    assert m.options["client_key_us"] == 80.0 and m.sources["client_key"] == "calibrated"
+    assert m.inputs["client_key"]["uncertainty"] == {"us": [70.0, 90.0]}
+    dep = CassandraDeployment.from_dict({**m.options, "servers": 1, "replication": 1, "load": 0.01, "slots": 8})
+    assert dep.cluster().client_key_us == 80.0
+    # requests of one key, then of four (parallel on 8 slots): at 1 % load no queueing, every read 0.3 ms
+    flat = {**m.options, "servers": 1, "replication": 1, "load": 0.01, "slots": 8}
+    del flat["client_key_us"]
+    for keys, extra in ((1, 0.0), (4, 0.24)):
+        table = pa.table({"request_id": [i // keys for i in range(400 * keys)],
+                          "key": [f"k{i}" for i in range(400 * keys)]})
+        plain = CassandraDeployment.from_dict(flat)
+        a = replay(prepare(table, plain), plain, resolve("fifo", {}), 0)
+        b = replay(prepare(table, dep), dep, resolve("fifo", {}), 0)
+        assert b.p50_ms == pytest.approx(a.p50_ms + extra, abs=1e-6), keys
+    # without a calibration: the default, no per-partition cost
+    m = build_model("cassandra", {}, {}, {"operator": [], "inputs": {}}, timestamps=False)
+    assert "client_key_us" not in m.options and m.sources["client_key"] == "default"
+    # a bad stored value is refused naming the field
+    bad = {"operator": [], "inputs": {"client_key": {**model["inputs"]["client_key"], "value": {"us": -3.0}}}}
+    with pytest.raises(BadInputError) as exc:
+        build_model("cassandra", {}, {}, bad, timestamps=False)
+    assert exc.value.problems[0].field == "client_key_us"
 
 
 @pytest.mark.parametrize("bad", [[2.0, 1.0], [float("nan"), 1.0], [0.9], "0.9"])

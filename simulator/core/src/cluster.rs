@@ -95,6 +95,7 @@ pub struct Cluster {
     replicas: Vec<u32>,
     placement: Option<Arc<Placement>>,
     client_rtt: Option<Arc<[u64]>>,
+    client_key_ns: u64,
 }
 
 impl Cluster {
@@ -140,6 +141,7 @@ impl Cluster {
             replicas,
             placement: None,
             client_rtt: None,
+            client_key_ns: 0,
         })
     }
 
@@ -185,6 +187,7 @@ impl Cluster {
             replicas: p.read.clone(),
             placement: Some(placement),
             client_rtt: None,
+            client_key_ns: 0,
         })
     }
 
@@ -203,6 +206,24 @@ impl Cluster {
     /// The round trip's quantiles, ns ([`Cluster::with_client_rtt`]); None: the constant client hops.
     pub fn client_rtt(&self) -> Option<&Arc<[u64]>> {
         self.client_rtt.as_ref()
+    }
+
+    /// The cluster with a per-partition client/coordinator cost: each request's reported latency grows by
+    /// (keys − 1) × `ns`, keys being its ops (the driver decoding, the coordinator handling and merging each
+    /// partition beyond the first; a one-key read is the baseline the service time already includes). Like the
+    /// client round trip it is outside the coordinator: no speculative-retry sample, read timeout or selector
+    /// sees it. 0 (the default): none. At most 1e12 ns; the error names `client_key_ns`.
+    pub fn with_client_key(mut self, ns: u64) -> Result<Self, SimError> {
+        if ns > 1_000_000_000_000 {
+            return Err(SimError::param("client_key_ns", ns, "0..=1e12 ns"));
+        }
+        self.client_key_ns = ns;
+        Ok(self)
+    }
+
+    /// The per-partition client/coordinator cost, ns ([`Cluster::with_client_key`]); 0: none.
+    pub fn client_key_ns(&self) -> u64 {
+        self.client_key_ns
     }
 
     /// The explicit ring's placement (None: the evenly spaced or vnodes ring).

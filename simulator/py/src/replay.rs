@@ -185,7 +185,7 @@ pub struct PyCluster {
 #[pymethods]
 impl PyCluster {
     #[new]
-    #[pyo3(signature = (servers, slots, replication, vnodes, service_rate, net_latency_ns, clients, *, ring=None, client_rtt_ns=None))]
+    #[pyo3(signature = (servers, slots, replication, vnodes, service_rate, net_latency_ns, clients, *, ring=None, client_rtt_ns=None, client_key_ns=0))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         servers: u32,
@@ -197,6 +197,7 @@ impl PyCluster {
         clients: u32,
         ring: Option<PyRef<'_, PyRing>>,
         client_rtt_ns: Option<Vec<u64>>,
+        client_key_ns: u64,
     ) -> PyResult<Self> {
         let cfg = ClusterConfig {
             servers,
@@ -211,7 +212,8 @@ impl PyCluster {
             None => Cluster::new(cfg),
             Some(r) => Cluster::with_placement(cfg, r.placement.clone()),
         }
-        .and_then(|c| c.with_client_rtt(client_rtt_ns.map(Into::into)));
+        .and_then(|c| c.with_client_rtt(client_rtt_ns.map(Into::into)))
+        .and_then(|c| c.with_client_key(client_key_ns));
         Ok(PyCluster {
             inner: inner.map_err(to_py)?,
         })

@@ -458,7 +458,9 @@ def register(app: typer.Typer) -> None:
         client_key_us: Annotated[
             float | None,
             typer.Option("--client-key-us", help=_default(
-                "client_key_us", "memcached: client CPU work per key of a response (µs)", MEMCACHED
+                "client_key_us", "Client cost per key, µs — Cassandra: the driver's and the coordinator's work on "
+                "each partition of a request beyond the first, added to its latency (docs/model.md § Calibration); "
+                "memcached: client CPU work per key of a response",
             )),
         ] = None,
         inter_arrival_us: Annotated[

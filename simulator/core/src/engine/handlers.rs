@@ -982,8 +982,10 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
     /// With a measured client round trip (`client_rtt`), the reported latency is the engine's (after the read
     /// timeout's clamp) less the two constant client hops, plus the request's drawn round trip; the request is
     /// complete at its client at arrival + that latency (or `now`, when a draw shorter than the hops would put it
-    /// earlier), which is when its closed-loop thread starts thinking. The coordinator's own figures (its
-    /// latency samples, the timeout, the selectors' feedback) keep the engine's times.
+    /// earlier), which is when its closed-loop thread starts thinking. With a per-partition cost (`client_key`),
+    /// (keys − 1) × it is added to the reported latency (and so to the completion at the client) too, timed out or
+    /// not. The coordinator's own figures (its latency samples, the timeout, the selectors' feedback) keep the
+    /// engine's times.
     #[inline(always)]
     fn complete_request(&mut self, r: usize, s: usize, now: u64) {
         let d = self.d;
@@ -994,10 +996,18 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
             latency = self.read_timeout;
             self.timeouts.requests += 1;
         }
-        let done = if self.client_rtt.is_empty() {
-            now + d
+        // the client's and the coordinator's work on each partition beyond the first (`client_key`)
+        let per_key = if self.client_key == 0 {
+            0
         } else {
-            latency = latency.saturating_sub(2 * d) + self.client_rtt[r];
+            let (a, b) = request_ops(self.wl, r);
+            (b - a).saturating_sub(1) as u64 * self.client_key
+        };
+        let done = if self.client_rtt.is_empty() {
+            latency += per_key;
+            now + d + per_key
+        } else {
+            latency = latency.saturating_sub(2 * d) + self.client_rtt[r] + per_key;
             (arrived + latency).max(now)
         };
         self.latency[r] = latency;

@@ -9,7 +9,8 @@
 //! 3. an op finishes at a server slot — slot freed, request completes when its last op is done
 //!    (response reaches the client one network latency later; with a measured client round trip,
 //!    `Cluster::with_client_rtt`, the reported latency takes the request's drawn round trip in place of the two
-//!    client hops, the events themselves unchanged).
+//!    client hops, the events themselves unchanged; with a per-partition cost, `Cluster::with_client_key`, it
+//!    grows by (keys − 1) × that cost).
 //!
 //! Replica selection, TailX and redundancy add client-side timers: held opsets retried, procrastinated opsets
 //! released, speculative retries. Closed-loop clients turn arrivals into "a thread issues its next request".

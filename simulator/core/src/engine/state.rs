@@ -354,6 +354,9 @@ pub(super) struct Sim<'a, const EXT: bool, S, R> {
     /// The measured client ↔ coordinator round trip drawn for each request (`Cluster::with_client_rtt`; empty:
     /// the two constant client hops).
     pub(super) client_rtt: Vec<u64>,
+    /// The per-partition client/coordinator cost, ns (`Cluster::with_client_key`): (keys − 1) × it is added to
+    /// each request's reported latency; 0: none.
+    pub(super) client_key: u64,
 }
 
 impl<S: Scheduler, R: ReplicaSelector> Parts<S, R> {
@@ -597,6 +600,7 @@ impl<'a, const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'a, EXT, S, R> {
             client_rtt: cluster
                 .client_rtt()
                 .map_or(Vec::new(), |q| crate::client_rtt::draws(q, n_req, rc.seed)),
+            client_key: cluster.client_key_ns(),
             tailx,
         }
     }

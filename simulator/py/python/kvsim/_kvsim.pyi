@@ -83,10 +83,13 @@ class Cluster:
         *,
         ring: Ring | None = None,
         client_rtt_ns: list[int] | None = None,
+        client_key_ns: int = 0,
     ) -> Self:
         """`client_rtt_ns`: the client ↔ coordinator round trip's quantiles, ns, at the equally spaced
         probabilities 0, 1/(n−1), …, 1 (n ≥ 2, non-decreasing): each request's reported latency is the engine's
-        less 2 · `net_latency_ns`, plus one draw of it. ParameterError naming `client_rtt_ns` when invalid."""
+        less 2 · `net_latency_ns`, plus one draw of it. ParameterError naming `client_rtt_ns` when invalid.
+        `client_key_ns`: the per-partition client/coordinator cost, ns: each request's reported latency grows by
+        (keys − 1) × it (0: none; at most 1e12, ParameterError naming `client_key_ns` otherwise)."""
     @property
     def groups(self) -> int: ...
     def replica_table(self) -> bytes:

@@ -10,6 +10,7 @@ processes that map the same files hold one copy of the workload between them.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, cast
@@ -140,7 +141,12 @@ class Cluster:
     each request's reported latency is the engine's less 2 × `net_latency_us`, plus one draw of the round trip (one
     per request, in request order, from its own stream of the seed: every policy meets the same draws). The
     coordinator never sees it (speculative-retry samples, read timeout, replica selectors keep the engine's times);
-    a closed-loop thread issues its next request once the reported one is complete. docs/simulator.md § Network."""
+    a closed-loop thread issues its next request once the reported one is complete. docs/simulator.md § Network.
+
+    With `client_key_us` > 0 (µs, in [0, 1e6]), each request's reported latency grows by (keys − 1) ×
+    `client_key_us`, keys being its ops: the driver's and the coordinator's work on each partition beyond the
+    first (a one-key read is the baseline the service time already includes). Outside the coordinator as the round
+    trip is. docs/simulator.md § Network."""
 
     servers: int = 128
     slots: int = 8
@@ -151,22 +157,28 @@ class Cluster:
     clients: int = 128
     ring: Ring | None = None
     client_rtt_us: tuple[float, ...] | None = None
+    client_key_us: float = 0.0
     _raw: _kvsim.Cluster = field(init=False, repr=False, compare=False)
 
     @classmethod
     def of_ring(
         cls, ring: Ring, *, slots: int = 8, service_rate: float = 3750.0, net_latency_us: float = 50.0,
-        clients: int = 128, client_rtt_us: tuple[float, ...] | None = None,
+        clients: int = 128, client_rtt_us: tuple[float, ...] | None = None, client_key_us: float = 0.0,
     ) -> Cluster:
         """A cluster on `ring`, its servers and replication the ring's."""
         return cls(servers=ring.servers, slots=slots, replication=ring.local_replication, service_rate=service_rate,
-                   net_latency_us=net_latency_us, clients=clients, ring=ring, client_rtt_us=client_rtt_us)
+                   net_latency_us=net_latency_us, clients=clients, ring=ring, client_rtt_us=client_rtt_us,
+                   client_key_us=client_key_us)
 
     def __post_init__(self) -> None:
         if not (self.net_latency_us >= 0.0 and np.isfinite(self.net_latency_us)):
             raise ParameterError(
                 f"parameter 'net_latency_us' = {self.net_latency_us} is out of range: valid ≥ 0"
             )
+        key = self.client_key_us
+        if not (isinstance(key, int | float) and not isinstance(key, bool) and math.isfinite(key)
+                and 0.0 <= key <= 1e6):
+            raise ParameterError(f"parameter 'client_key_us' = {key} is out of range: valid 0 ≤ µs ≤ 1e6")
         rtt_ns = None
         if self.client_rtt_us is not None:
             rtt = _rtt_quantiles(self.client_rtt_us)
@@ -182,6 +194,7 @@ class Cluster:
             self.clients,
             ring=None if self.ring is None else self.ring._raw,
             client_rtt_ns=rtt_ns,
+            client_key_ns=round(key * 1000.0),
         )
         object.__setattr__(self, "_raw", raw)
 
