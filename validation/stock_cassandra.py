@@ -175,6 +175,8 @@ class RunResult:
     threshold_ms: tuple[list[float], list[float]] | None = None
     #: the coordinators' `SpeculativeRetries` during the run (warm-up included)
     speculative_retries: int | None = None
+    #: each coordinator's read-latency histogram p99 after the run (`system_views.coordinator_read_latency`, ms)
+    coordinator_p99_ms: list[float] | None = None
 
 
 def drive(session: Any, prepared: Any, w: Workload, *, senders: int = 4) -> tuple[
@@ -283,6 +285,8 @@ def run_real(a: argparse.Namespace, w: Workload) -> dict[str, Any]:
                 cpu = jvm_cpu_s(pids) - cpu0
                 r = RunResult(shown, stalled, lat, lag, err, cpu, stalls, schedule)
                 jmx1 = coordinator_metrics(nodes[:2]) if jmx0 is not None else None
+                if jmx0 is not None:
+                    r.coordinator_p99_ms = coordinator_p99_ms(s, coords)
                 if jmx0 is not None and jmx1 is not None:
                     r.threshold_ms = (jmx0[0], jmx1[0])
                     r.speculative_retries = int(sum(jmx1[1]) - sum(jmx0[1]))
@@ -291,8 +295,9 @@ def run_real(a: argparse.Namespace, w: Workload) -> dict[str, Any]:
                       + " / ".join(f"{x:.2f}" for x in pct(lat[m])) + f" ms, errors {err}, "
                       f"lag p99 {np.nanpercentile(lag[m], 99) * 1e3:.1f} ms, JVM CPU {cpu:.1f} s, "
                       f"load avg {os.getloadavg()[0]:.1f}"
-                      + (f", threshold {_thr(r.threshold_ms)} ms, speculative retries {r.speculative_retries}"
-                         if r.threshold_ms else ""), flush=True)
+                      + (f", threshold {_thr(r.threshold_ms)} ms, speculative retries {r.speculative_retries}, "
+                         f"coordinator p99 {_thr([r.coordinator_p99_ms or []])} ms" if r.threshold_ms else ""),
+                      flush=True)
                 return r
 
             print("JIT warm-up pass (not recorded):", flush=True)
@@ -326,6 +331,19 @@ def coordinator_metrics(coordinators: Sequence[Any]) -> tuple[list[float], list[
     return None if thr is None or spec is None else ([x / 1e6 for x in thr], spec)
 
 
+def coordinator_p99_ms(session: Any, coordinators: Sequence[str]) -> list[float]:
+    """Each coordinator's p99 of the table's coordinator read-latency histogram — the decaying histogram the
+    percentile threshold is read from — as `system_views.coordinator_read_latency` reports it (Cassandra 5.0 writes
+    seconds in its `_ms` columns, three decimals: 1 ms resolution)."""
+    got = []
+    for addr in coordinators:
+        host = next(h for h in session.cluster.metadata.all_hosts() if str(h.address) == addr)
+        row = session.execute("SELECT p99th_ms FROM system_views.coordinator_read_latency WHERE keyspace_name = %s "
+                              "AND table_name = %s", (KEYSPACE, TABLE), host=host).one()
+        got.append(float(row.p99th_ms) * 1000.0 if row is not None else float("nan"))
+    return got
+
+
 def _thr(t: Sequence[Sequence[float]] | None) -> str:
     """Thresholds before → after a run, per coordinator: `a/b → c/d` (ms)."""
     if not t:
@@ -345,6 +363,7 @@ def _summary(r: RunResult, w: Workload) -> dict[str, Any]:
             "stall_ms_real": float(np.mean([b - a for a, b in r.stalls]) * 1e3) if r.stalls else 0.0,
             "stall_schedule_ms": [list(x) for x in r.schedule_ms],
             "threshold_ms": [list(x) for x in r.threshold_ms] if r.threshold_ms else None,
+            "coordinator_p99_ms": r.coordinator_p99_ms,
             "speculative_retries": r.speculative_retries}
 
 
@@ -532,6 +551,12 @@ def to_markdown(a: argparse.Namespace, real: dict[str, Any], sim: dict[str, Any]
                   "before → after each run, and the speculative retries the two sent in it (order as run): "
                   + "; ".join(f"{r['variant']} {_thr(r.get('threshold_ms'))} ({r.get('speculative_retries')})"
                               for r in real["runs"]) + ".", ""]
+    if any(r.get("coordinator_p99_ms") for r in real["runs"]):
+        lines += ["Each coordinator's read-latency histogram p99 after each run "
+                  "(`system_views.coordinator_read_latency`, 1 ms resolution; the histogram the percentile threshold "
+                  "is read from): "
+                  + "; ".join(f"{r['variant']} {_thr([r.get('coordinator_p99_ms') or []])} ms" for r in real["runs"])
+                  + ".", ""]
     lag = np.asarray([r["lag_ms"] for r in real["runs"]])
     errs = sum(r["errors"] for r in real["runs"])
     una = sum(r["unanswered"] for r in real["runs"])
@@ -579,6 +604,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                     help="only write the workload as the simulator's CSV trace (TRACE.csv of the printed command)")
     a = ap.parse_args(argv)
     a.variants = re.split(r",(?![^(]*\))", a.variants)  # commas outside MIN(...)/MAX(...)
+    if "NEVER" not in (_norm(v) for v in a.variants):
+        ap.error("--variants must include NEVER: the table's ratios are to NEVER's figures")
     w = make_workload(a.rate, a.warmup_s, a.measure_s, a.keys, a.partitions, a.seed)
     if a.write_trace is not None:
         write_trace(w, a.write_trace, a.value_size)
