@@ -218,7 +218,8 @@ NOT_MODELLED = {k.name: k.unmodelled_reason for k in STOCK_KNOBS if not k.modell
 #: The client-side knobs (drivers and multiget shape): table entries with a kvsim `stock` parameter.
 CLIENT_KNOBS = tuple(k for k in STOCK_KNOBS if k.core)
 #: kvsim `stock` parameters a user may also set directly (the threshold rule; see docs/stock-cassandra.md).
-CORE_PARAMS = ("read_timeout_ms", "drop_expired", "spec_refresh_ms", "spec_warm", "window", "spec_histogram")
+CORE_PARAMS = ("read_timeout_ms", "drop_expired", "spec_refresh_ms", "spec_initial_ms", "spec_warm", "window",
+               "spec_histogram")
 
 
 #: The snitch knobs (the `dynamic-snitch` selector's, or `ds`'s).

@@ -18,7 +18,8 @@
 //! `spec_fixed_ms` (whole ms, as Cassandra keeps it).
 //!
 //! Threshold (per coordinator = per client): FIXED is `spec_fixed_ms`; PERCENTILE / MIN / MAX start at half the
-//! read timeout (Cassandra's initial `sampleReadLatency`) and are recomputed every `spec_refresh_ms` of simulated
+//! read timeout (Cassandra's initial `sampleReadLatency`; `spec_initial_ms` instead: the threshold a running
+//! coordinator has when the replay begins) and are recomputed every `spec_refresh_ms` of simulated
 //! time (0 = the read timeout, Cassandra's period) from the coordinator's read latencies (an opset's send → last
 //! answer), as Cassandra reads them: the percentile of a forward-decaying histogram with a 60 s half-life and
 //! ~20 % buckets (`spec_histogram` = 1, [`crate::decaying_histogram`]); `spec_histogram` = 0 takes the exact
@@ -64,6 +65,10 @@ crate::params! {
         read_timeout_ms: f64 = 5000.0, Real(1.0, 1e9, "[1, 1e9] ms"), Search::Fixed;
         /// Period of the threshold update, ms of simulated time; 0 = the read timeout.
         spec_refresh_ms: f64 = 0.0, Real(0.0, 1e9, "[0, 1e9] ms (0 = the read timeout)"), Search::Fixed;
+        /// The threshold each coordinator starts from, ms (PERCENTILE, MIN, MAX); 0 = half the read timeout,
+        /// Cassandra's initial `sampleReadLatency` of a table just opened. A running coordinator's current one is
+        /// its table's `SpeculativeSampleLatencyNanos` (JMX).
+        spec_initial_ms: f64 = 0.0, Real(0.0, 1e9, "[0, 1e9] ms (0 = half the read timeout)"), Search::Fixed;
         /// Warm start: 1 = recompute at the end of the replay's warm-up cut (see the module doc); 0 = Cassandra's rule.
         spec_warm: f64 = 1.0, Rounded(0.0, 1.0, "0 or 1"), Search::Fixed;
         /// Samples of the latency window (the last ones) when `spec_histogram` = 0.
@@ -167,6 +172,15 @@ impl CoordinatorConfig {
 
     pub fn timeout_ns(&self) -> u64 {
         (self.read_timeout_ms * 1e6).round() as u64
+    }
+
+    /// The threshold a coordinator starts from: `spec_initial_ms`, or half the read timeout when it is 0.
+    pub fn initial_ns(&self) -> u64 {
+        if self.spec_initial_ms > 0.0 {
+            (self.spec_initial_ms * 1e6).round() as u64
+        } else {
+            self.timeout_ns() / 2
+        }
     }
 
     pub fn refresh_ns(&self) -> u64 {

@@ -96,6 +96,16 @@ fn percentile_min_max_and_the_warm_start() {
     // update, one read timeout (5 s) in → no retry in this replay.
     let cold = run(&c, &three(), 0.125, &hybrid(2.0, 0.0, 0.0));
     assert_eq!(cold.latency_ns, vec![8 * MS, MS, 16 * MS]);
+    // ... starting from a running coordinator's threshold of 3 ms instead (`spec_initial_ms`): R0 retried at 3 on
+    // server 1 (1 ms) → 4 ms; R1 (1 ms) answered first; R2 retried at 43 on server 1 (2 ms) → 5 ms.
+    let running = run(
+        &c,
+        &three(),
+        0.125,
+        &[&hybrid(2.0, 0.0, 0.0)[..], &[("spec_initial_ms", 3.0)]].concat(),
+    );
+    assert_eq!(running.latency_ns, vec![4 * MS, MS, 5 * MS]);
+    assert_eq!(running.copies.ops, 2);
     // ... with a 10 ms update period instead: R0's answer (8 ms) comes before the first update; R1's answer
     // (21 ms) triggers it over {8, 1}: nearest rank ceil(0.99 × 2) = 2 → 8 ms → R2 as with the warm start.
     let periodic = run(

@@ -82,8 +82,8 @@ impl LatencyEstimator {
     /// `warm_at`: the end of the replay's warm-up cut (used when `spec_warm` = 1).
     pub fn stock(cfg: &CoordinatorConfig, clients: usize, warm_at: u64) -> Self {
         let fixed = matches!(cfg.kind(), coordinator::ALWAYS | coordinator::FIXED);
-        // Cassandra's initial sampleReadLatency, whatever the policy: half the read timeout.
-        let initial = if fixed { None } else { Some(cfg.timeout_ns() / 2) };
+        // Cassandra's initial sampleReadLatency, whatever the policy: half the read timeout (or `spec_initial_ms`).
+        let initial = if fixed { None } else { Some(cfg.initial_ns()) };
         let window = cfg.window as usize;
         LatencyEstimator {
             fixed_ns: if fixed { cfg.threshold(0) } else { None },
