@@ -128,7 +128,11 @@ fn local_run(local: f64, demand_ns: u64, d_ns: u64) -> (Vec<u32>, Vec<u64>) {
         .iter()
         .enumerate()
         .map(|(k, &g)| {
-            let t = if k < 6 { 2 * k as u64 } else { 20 + 2 * (k as u64 - 6) };
+            let t = if k < 6 {
+                2 * k as u64
+            } else {
+                20 + 2 * (k as u64 - 6)
+            };
             (t * MS, vec![(g, vec![demand_ns])])
         })
         .collect();
@@ -216,9 +220,15 @@ fn a_local_coordinator_never_samples_itself() {
     // The update at 100 ms. Client 0: server 0 has no score (0), server 1 2/4, server 2 4/4. Client 1: server 0
     // 9/9, server 1 none (0), server 2 4/9.
     assert_eq!(choose(&mut s, 0, &[1, 2, 0]), Some(0));
-    assert_eq!((s.score(0, 0), s.score(0, 1), s.score(0, 2)), (0.0, 0.5, 1.0));
+    assert_eq!(
+        (s.score(0, 0), s.score(0, 1), s.score(0, 2)),
+        (0.0, 0.5, 1.0)
+    );
     assert_eq!(choose(&mut s, 1, &[0, 1, 2]), Some(1));
-    assert_eq!((s.score(1, 0), s.score(1, 1), s.score(1, 2)), (1.0, 0.0, 4.0 / 9.0));
+    assert_eq!(
+        (s.score(1, 0), s.score(1, 1), s.score(1, 2)),
+        (1.0, 0.0, 4.0 / 9.0)
+    );
     // Client 0 on [2, 0, 1]: [1, 0, 0.5], sorted [0, 0.5, 1]: 1 > 2 · 0 → sorted → server 0 (itself).
     assert_eq!(choose(&mut s, 0, &[2, 0, 1]), Some(0));
     // local = 0: client 0's own server is sampled like the others: 9/9, 2/9, 4/9; on [1, 2, 0]: [2/9, 4/9, 1]

@@ -16,14 +16,13 @@
 //!   `SimpleSnitch`); if at some position the subsnitch-ordered score exceeds the score-sorted one by the factor
 //!   (1 + badness), the replicas are sorted by score (ties keep the subsnitch order); badness 0 always sorts. The
 //!   first replica is read.
-//!
-//! - **Local coordinator** (`local=1`): coordinator c is a node, server `c mod servers` (node 127.0.0.(c+1) on a
-//!   `--vnodes 1` ring). When it is a replica of the partition it reads itself locally: no message, so no sample
-//!   (`receiveTiming` sees only MessagingService responses) — its responses are not fed to its own snitch and it
-//!   never has a score (0.0). It takes part in the choice like any replica: as soon as a remote replica's score
-//!   exceeds 0 · (1 + badness) = 0 (its truncated median ≥ 1 ms), the replicas are sorted and the local one comes
-//!   first. The local read still takes the engine's two network hops (not modelled away). `local=0`: coordinators
-//!   are no servers, every response is sampled.
+//! - **Local coordinator** (`local=1`): coordinator c is a node, server `c mod servers` (on a `--vnodes 1` ring
+//!   server s holds the balanced token of rank s). When it is a replica it reads itself locally: no message, so
+//!   no sample (`receiveTiming` sees only MessagingService responses) — its responses are not fed to its own
+//!   snitch and it never has a score (0.0). It takes part in the choice like any replica: once a replica ahead of
+//!   it in ring order scores above 0 (a truncated median ≥ 1 ms), the replicas are sorted by score and it comes
+//!   first, after only the replicas ahead of it that score 0 too. The local read still takes the engine's two
+//!   network hops (not modelled away). `local=0`: coordinators are no servers, every response is sampled.
 //!
 //! Feedback reaches the coordinator one network latency after the read ends and is applied then; an update at
 //! time T sees the samples that arrived before T.
