@@ -16,9 +16,10 @@ the generator's lag (call − scheduled arrival) is reported apart. Only request
 
 Replica order: with `--dynamic-snitch off` (the default here) the coordinator reads the first replica in ring order
 (SimpleSnitch), so node 3 is the first replica of a third of the partitions. With Cassandra's default dynamic
-snitch on, a coordinator that is itself a replica scores itself 0 (it has no latency samples of itself) and reads
-locally: with RF = 3 on 3 nodes a non-stalled coordinator never reads the stalled node (`--dynamic-snitch on`
-measures that).
+snitch on, a coordinator that is itself a replica has no latency samples of itself (its local reads send no
+message), so its score is missing = 0, and it reads locally as soon as a remote replica's score is above 0 (its
+whole-millisecond median ≥ 1 ms): with RF = 3 on 3 nodes a non-stalled coordinator then never reads the stalled
+node (`--dynamic-snitch on` measures that).
 
 Simulated side (the derivation is printed with the figures): the same trace (request ids, arrival times, keys)
 written as CSV, replayed at its own times (`--use-timestamps --trace-rate`: the simulated clock's 0 is the first
@@ -29,7 +30,10 @@ arrival, as the recorded stalls' offsets); `--servers 3 --replication 3 --vnodes
 coordinator round trip, measured as the median of `SELECT release_version FROM system.local` and printed, is
 outside the coordinator's speculation timer and not added: compare effects, the ratios to NEVER; CPU per read
 less the JVMs' idle CPU), `--warmup` = the warm-up's share of the requests, replica order `round-robin` for the
-SimpleSnitch ring order (each server first for a third of the reads) or the model's `ds` for the dynamic snitch.
+SimpleSnitch ring order (each server first for a third of the reads) or, for the dynamic snitch, the faithful
+`dynamic-snitch` selector with `local=1`: client c is the coordinator on server c (nodes 1 and 2 = servers 0 and 1,
+the mapping below), which reads itself without sampling it, as a Cassandra coordinator does (the local read still
+takes the model's two 50 µs hops).
 Stalls: each real run's recorded schedule, replayed (`--stall-schedule`, one simulation per real run and seed) on
 the simulated server at node 3's ring position. The mapping is by token: node 127.0.0.k has the balanced token
 MIN + ⌊2⁶⁴/3⌋ · (k − 1) (`balanced_tokens`), kvsim's `--vnodes 1` ring gives server s the token
@@ -412,12 +416,14 @@ def sim_commands(a: argparse.Namespace, w: Workload, real: dict[str, Any], trace
     rate_s = 1.0 / a.stall_period_s / 3
     offered = a.rate * a.keys
     warm = float(np.mean(~w.measured))
-    replica = "round-robin" if a.dynamic_snitch == "off" else "ds"
+    # The dynamic snitch: Cassandra's (`dynamic-snitch`), coordinator c being the node of server c (`local=1`).
+    replica = "round-robin" if a.dynamic_snitch == "off" else "dynamic-snitch"
+    local = [] if a.dynamic_snitch == "off" else ["--param", "local=1"]
     common = [
         "tailtune", "simulate", "--policy", "stock", "--trace", str(trace), "--use-timestamps",
         "--servers", "3", "--replication", "3", "--vnodes", "1", "--clients", "2", "--slots", "1",
         "--service-rate", f"{service_rate:.0f}", "--net-latency-us", f"{net_us:.0f}",
-        "--warmup", f"{warm:.4f}", "--param", f"replica={replica}",
+        "--warmup", f"{warm:.4f}", "--param", f"replica={replica}", *local,
     ]
     out: dict[str, Any] = {"cpu_per_read_us": cpu_per_read * 1e6, "service_rate": service_rate,
                            "net_latency_us": net_us, "offered_reads_per_s": offered, "warmup": warm,

@@ -40,6 +40,7 @@ __all__ = [
     "NOT_MODELLED",
     "PATCHED_SPECULATIVE_RETRY",
     "SNITCH_KNOBS",
+    "SNITCH_MODEL_PARAMS",
     "SNITCH_SELECTOR",
     "STOCK_POLICY",
     "STOCK_STRING_PARAMS",
@@ -220,6 +221,9 @@ CLIENT_KNOBS = tuple(k for k in STOCK_KNOBS if k.core)
 #: kvsim `stock` parameters a user may also set directly (the threshold rule; see docs/stock-cassandra.md).
 CORE_PARAMS = ("read_timeout_ms", "drop_expired", "spec_refresh_ms", "spec_initial_ms", "spec_warm", "window",
                "spec_histogram")
+#: `dynamic-snitch` parameters `stock` also takes as `--param` (facts of the modelled cluster, not knobs: never
+#: searched): `local` = 1 makes coordinator c the node of server c mod servers, reading itself unsampled.
+SNITCH_MODEL_PARAMS = ("local",)
 
 
 #: The snitch knobs (the `dynamic-snitch` selector's, or `ds`'s).
@@ -246,12 +250,15 @@ def stock_params(
     """The coordinator knobs of `policy` (Cassandra's and the drivers' names; unset = Cassandra's and that
     driver's defaults from `stock_knobs`, except `speculative_retry`: `99p` for `stock`, `NEVER` for the patched
     policies) → (kvsim's coordinator params, the dynamic-snitch knobs for `snitch_selector_params`: every one for
-    `stock`, the given ones for the others). Unknown knobs, knobs the stated driver lacks and knobs that do not
-    apply are a BadInputError naming the reason."""
+    `stock`, the given ones for the others, and for `stock` the given `SNITCH_MODEL_PARAMS`). Unknown knobs, knobs
+    the stated driver lacks and knobs that do not apply are a BadInputError naming the reason."""
     for k in params:
         if k in NOT_MODELLED:
             raise BadInputError.single(where, f"{k}: {NOT_MODELLED[k]}", field=k)
     known = ("speculative_retry", "driver", *SNITCH_DEFAULTS, *(k.name for k in CLIENT_KNOBS), *CORE_PARAMS, "replica")
+    stock = policy == STOCK_POLICY
+    if stock:
+        known = (*known, *SNITCH_MODEL_PARAMS)
     unknown = sorted(k for k in params if k not in known)
     if unknown:
         raise BadInputError.single(
@@ -259,7 +266,6 @@ def stock_params(
             f"unknown parameter {unknown[0]!r} for policy {policy!r}: valid are {', '.join(known)}",
             field=unknown[0],
         )
-    stock = policy == STOCK_POLICY
     text = params.get("speculative_retry", DEFAULT_SPECULATIVE_RETRY if stock else PATCHED_SPECULATIVE_RETRY)
     if not isinstance(text, str):
         raise BadInputError.single(where, f"speculative_retry must be text, got {text!r}", field="speculative_retry")
@@ -292,6 +298,15 @@ def stock_params(
     snitch = {k: _number(params.get(k, v), k, where) for k, v in SNITCH_DEFAULTS.items() if stock or k in params}
     if "read_timeout_ms" in core:
         snitch["read_timeout_ms"] = core["read_timeout_ms"]
+    for k in SNITCH_MODEL_PARAMS:
+        if k in params:
+            replica = params.get("replica", SNITCH_SELECTOR)
+            if replica != SNITCH_SELECTOR:
+                raise BadInputError.single(
+                    where, f"{k} is a parameter of the {SNITCH_SELECTOR} selector, and replicas are chosen by "
+                    f"{replica!r}: add --param replica={SNITCH_SELECTOR}", field=k,
+                )
+            snitch[k] = _number(params[k], k, where)
     return core, snitch
 
 
@@ -314,6 +329,8 @@ def snitch_selector_params(snitch: dict[str, float], replica: str) -> dict[str, 
             out["reset_s"] = reset / 1000.0
     if replica == SNITCH_SELECTOR and "read_timeout_ms" in snitch:
         out["timeout_ms"] = snitch["read_timeout_ms"]
+    if replica == SNITCH_SELECTOR:
+        out |= {k: snitch[k] for k in SNITCH_MODEL_PARAMS if k in snitch}
     return out
 
 

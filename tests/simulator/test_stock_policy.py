@@ -5,6 +5,7 @@ reason, and stalls are part of the deployment."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import kvsim
@@ -242,3 +243,42 @@ def test_a_driver_execution_may_read_an_opset_the_selector_holds() -> None:
     lat = np.asarray(execs.latency_ms)
     assert lat.size == 3000 and np.all(np.isfinite(lat)) and np.all(lat > 0)
     assert execs.p99_ms < 1000.0  # far below the 5 s read timeout: C3's estimates stay sane
+
+
+# ------------------------------------------------------------------- the dynamic snitch with local coordinators
+def test_local_coordinators_read_themselves_and_never_the_stalled_replica(cli: Any, tmp_path: Path) -> None:
+    """3 servers, RF 3, two coordinators, one-key requests 10 ms apart (no read waits for another); server 2
+    stopped 500 ms of every 2 s. `local=1`: coordinator c is server
+    c, reads itself unsampled (score 0) and, its remote replicas scoring 1 (1.1 ms reads sampled as 1 ms), reads
+    itself from the first score update on: the stalls never reach a request. `local=0`: every replica scores 1,
+    the ring order reads server 2 for a third of the keys, stalls included."""
+    trace = tmp_path / "trace.csv"
+    trace.write_text("request_id,ts,key\n" + "".join(f"{i},{i * 0.01:.2f},k{i}\n" for i in range(1200)))
+    stalls = tmp_path / "stalls.csv"
+    stalls.write_text("server,start_ms,end_ms\n" + "".join(f"2,{t},{t + 500}\n" for t in range(1000, 12000, 2000)))
+    base = ("simulate", "--policy", "stock", "--json", "--trace", str(trace), "--use-timestamps", "--trace-rate",
+            "--warmup", "0", "--servers", "3", "--replication", "3", "--vnodes", "1", "--clients", "2", "--slots", "1",
+            "--service-rate", "1000", "--demand-dist", "deterministic", "--net-latency-us", "50",
+            "--param", "speculative_retry=NEVER")
+    calm = _sim_args(cli, *base)
+    local = _sim_args(cli, *base, "--stall-schedule", str(stalls), "--param", "local=1")
+    remote = _sim_args(cli, *base, "--stall-schedule", str(stalls), "--param", "replica=dynamic-snitch",
+                       "--param", "local=0")
+    assert (calm["replica"], local["replica_params"]["local"], remote["replica_params"]["local"]) == (
+        "dynamic-snitch", 1.0, 0.0)
+    # every request: one 1 ms read and two 50 µs hops, stalls or not
+    assert calm["p99_ms"] == pytest.approx(1.1)
+    assert local["p99_ms"] == pytest.approx(1.1)
+    assert local["p999_ms"] == pytest.approx(1.1)
+    assert remote["p99_ms"] > 100.0
+
+
+def test_local_is_a_parameter_of_the_dynamic_snitch_only() -> None:
+    assert resolve("stock", {"local": 1}).replica_params["local"] == 1.0
+    assert "local" not in resolve("stock", {}).replica_params
+    with pytest.raises(BadInputError, match="local is a parameter of the dynamic-snitch selector, and replicas "
+                       "are chosen by 'ds': add --param replica=dynamic-snitch") as info:
+        resolve("stock", {"replica": "ds", "local": 1})
+    assert "field 'local'" in str(info.value)
+    with pytest.raises(BadInputError, match="unknown parameter 'local' for policy 'rein'"):
+        resolve("rein", {"speculative_retry": "99p", "local": 1})
