@@ -174,6 +174,7 @@ def _notes(system: Mapping[str, Any]) -> list[str]:
     inp = system["model"]["after"]["inputs"]
     net = inp.get("network", {})
     svc = inp.get("service_time", {})
+    key = inp.get("client_key", {})
     noise = np.asarray([r["noise_ms"] for r in system["runs"]])
     lag = np.asarray([r["lag_ms"] for r in system["runs"]])
     out = [
@@ -189,6 +190,12 @@ def _notes(system: Mapping[str, Any]) -> list[str]:
                    + (f"; service time mean {svc['value']['mean_ms']:.3f} ms "
                       f"[{svc['uncertainty']['mean_ms'][0]:.3f}, {svc['uncertainty']['mean_ms'][1]:.3f}], lognormal "
                       f"σ {svc['value']['sigma']:.2f} (fit p99 error {svc['fit']['error_pct']:+.0f}%)" if svc else "")
+                   + (f"; round trip p50/p99 {net['value']['rtt_quantiles_ms'][50]:.3f} / "
+                      f"{net['value']['rtt_quantiles_ms'][99]:.3f} ms (replayed as each request's)"
+                      if net["value"].get("rtt_quantiles_ms") else "")
+                   + (f"; per-partition cost {key['value']['us']:.0f} µs [{key['uncertainty']['us'][0]:.0f}, "
+                      f"{key['uncertainty']['us'][1]:.0f}] (from {key.get('keys', '?')}-partition reads)"
+                      if key and key.get("value") else "")
                    + f"; discovered {system['model']['after']['options']['servers']} server(s), "
                    f"{system['model']['after']['options']['slots']} slots (concurrent_reads), RF "
                    f"{system['model']['after']['options']['replication']}; offered load to the model "
