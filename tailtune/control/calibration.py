@@ -73,6 +73,7 @@ from tailtune.control.discovery import (
     _Cql,
     discover_memcached,
     open_session,
+    partition_key,
     probe_reader,
     timed_rounds,
 )
@@ -180,12 +181,7 @@ def multi_reader(cql: _Cql, table: str, keys: int) -> tuple[Callable[[], object]
     from cassandra import ConsistencyLevel
     from cassandra.metadata import protect_name
 
-    ks, name = table.split(".", 1)
-    cols = cql.run(
-        "SELECT column_name, kind, position FROM system_schema.columns WHERE keyspace_name = %s AND table_name = %s",
-        (ks, name),
-    )
-    pk = [str(r.column_name) for r in sorted(cols, key=lambda r: int(r.position)) if r.kind == "partition_key"]
+    pk = partition_key(cql, table)
     if len(pk) != 1:
         return None, 0, (f"{table} has a composite partition key ({', '.join(pk)}): its multi-partition reads are "
                          "not timed" if pk else f"{table} has no partition key in system_schema.columns")

@@ -273,6 +273,16 @@ def _combine(per_node: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
     return out
 
 
+def partition_key(cql: _Cql, table: str) -> list[str]:
+    """The partition key columns of `table` (`keyspace.name`), in order, from `system_schema.columns`."""
+    ks, name = table.split(".", 1)
+    cols = cql.run(
+        "SELECT column_name, kind, position FROM system_schema.columns WHERE keyspace_name = %s AND table_name = %s",
+        (ks, name),
+    )
+    return [str(r.column_name) for r in sorted(cols, key=lambda r: int(r.position)) if r.kind == "partition_key"]
+
+
 def probe_reader(cql: _Cql, table: str) -> tuple[Callable[[], object] | None, str | None]:
     """One single-partition read of `table` (`SELECT * ... WHERE <partition key> = ? LIMIT 1` of its first
     partition, consistency ONE) as a call, and None; or None and why nothing can be read. The call raises
@@ -280,12 +290,7 @@ def probe_reader(cql: _Cql, table: str) -> tuple[Callable[[], object] | None, st
     from cassandra import ConsistencyLevel
     from cassandra.metadata import protect_name
 
-    ks, name = table.split(".", 1)
-    cols = cql.run(
-        "SELECT column_name, kind, position FROM system_schema.columns WHERE keyspace_name = %s AND table_name = %s",
-        (ks, name),
-    )
-    keys = [str(r.column_name) for r in sorted(cols, key=lambda r: int(r.position)) if r.kind == "partition_key"]
+    keys = partition_key(cql, table)
     if not keys:
         return None, f"{table} has no partition key in system_schema.columns"
     quoted = ", ".join(protect_name(k) for k in keys)

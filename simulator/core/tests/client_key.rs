@@ -6,10 +6,10 @@ mod common;
 
 use std::sync::Arc;
 
-use common::{single_slot_cluster, MS};
-use kvsim_core::client_model::{ClosedLoop, ThinkDist};
-use kvsim_core::replica::SelectorConfig;
-use kvsim_core::{replay, ClientModel, Cluster, ClusterConfig, ReplayConfig, RunResult, Workload};
+use common::{
+    assert_same_engine, busy_cluster, busy_stock, closed_one_thread, single_slot_cluster, Lcg, MS,
+};
+use kvsim_core::{replay, Cluster, ReplayConfig, RunResult, Workload};
 
 fn go(c: &Cluster, wl: &Workload, policy: &str) -> RunResult {
     let cfg = ReplayConfig {
@@ -90,29 +90,16 @@ fn the_cost_stays_outside_the_coordinator() {
     // 6 servers × 2 slots, RF 3, two clients, stock with its p99 speculative retry, read timeouts and the dynamic
     // snitch, open loop, requests of 1 to 6 keys. The cost changes nothing inside the engine: the same extra reads,
     // timeouts, served ops and events; each request's latency moves by exactly (keys − 1) × the cost.
-    let c = Cluster::new(ClusterConfig {
-        servers: 6,
-        slots: 2,
-        replication: 3,
-        vnodes: 4,
-        service_rate: 5000.0,
-        net_latency_ns: 50_000,
-        clients: 2,
-    })
-    .unwrap();
+    let c = busy_cluster();
     let mut parts = Vec::new();
     let mut keys = Vec::new();
-    let mut x: u64 = 11;
+    let mut lcg = Lcg(11);
     for r in 0..3000u64 {
         let mut opsets = Vec::new();
-        x = x
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
+        let x = lcg.next();
         let n = 1 + (x >> 50) % 6;
         for _ in 0..n {
-            x = x
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
+            let x = lcg.next();
             let demand = 100_000 + (x >> 40) % 900_000;
             opsets.push((((x >> 33) % c.groups() as u64) as u32, vec![demand]));
         }
@@ -120,43 +107,11 @@ fn the_cost_stays_outside_the_coordinator() {
         parts.push((r * 150_000, opsets));
     }
     let wl = Workload::from_parts(&parts, 2);
-    let rc = |c: &Cluster| {
-        let params: Vec<(String, f64)> = [("read_timeout_ms", 2.5), ("drop_expired", 1.0)]
-            .iter()
-            .map(|(k, v)| (k.to_string(), *v))
-            .collect();
-        let cfg = ReplayConfig {
-            warmup: 0.0,
-            seed: 9,
-            selector: SelectorConfig::build("dynamic-snitch", &[("update_ms".into(), 1.0)])
-                .unwrap(),
-            ..ReplayConfig::build("stock", &params).unwrap()
-        };
-        replay(c, &wl, &cfg).unwrap()
-    };
+    let rc = |c: &Cluster| busy_stock(c, &wl, 2.5);
     let cost = 123_456;
     let base = rc(&c);
     let with = rc(&keyed(&c, cost));
-    assert!(base.copies.ops > 0, "the threshold speculates");
-    assert!(base.timeouts.requests > 0, "some requests time out");
-    assert_eq!(
-        (
-            with.copies.ops,
-            with.copies.wins,
-            with.timeouts.requests,
-            with.timeouts.dropped_reads
-        ),
-        (
-            base.copies.ops,
-            base.copies.wins,
-            base.timeouts.requests,
-            base.timeouts.dropped_reads
-        )
-    );
-    assert_eq!(
-        (with.served_ops, with.events),
-        (base.served_ops, base.events)
-    );
+    assert_same_engine(&base, &with);
     let moved: Vec<u64> = base
         .latency_ns
         .iter()
@@ -173,18 +128,7 @@ fn a_closed_loop_thread_waits_for_the_reported_completion() {
     let c = single_slot_cluster(4, 1, MS / 2);
     let four: Vec<(u32, Vec<u64>)> = (0..4).map(|g| (g, vec![MS])).collect();
     let wl = Workload::from_parts(&[(0, four.clone()), (0, four.clone()), (0, four)], 1);
-    let closed = |c: &Cluster| {
-        let cfg = ReplayConfig {
-            warmup: 0.0,
-            client: ClientModel::Closed(ClosedLoop {
-                threads: 1,
-                think_ns: 0,
-                think: ThinkDist::Fixed,
-            }),
-            ..ReplayConfig::build("fifo", &[]).unwrap()
-        };
-        replay(c, &wl, &cfg).unwrap()
-    };
+    let closed = |c: &Cluster| closed_one_thread(c, &wl);
     let base = closed(&c);
     assert_eq!(base.arrival_ns, vec![0, 2 * MS, 4 * MS]);
     let r = closed(&keyed(&c, MS));

@@ -5,12 +5,12 @@ mod common;
 
 use std::sync::Arc;
 
-use common::{single_slot_cluster, MS};
-use kvsim_core::client_model::{ClosedLoop, ThinkDist};
+use common::{
+    assert_same_engine, busy_cluster, busy_stock, closed_one_thread, single_slot_cluster, Lcg, MS,
+};
 use kvsim_core::client_rtt::STREAM_CLIENT_RTT;
-use kvsim_core::replica::SelectorConfig;
 use kvsim_core::rng::Rng;
-use kvsim_core::{replay, ClientModel, Cluster, ClusterConfig, ReplayConfig, RunResult, Workload};
+use kvsim_core::{replay, Cluster, ReplayConfig, RunResult, Workload};
 
 fn with_rtt(c: &Cluster, q: &[u64]) -> Cluster {
     c.clone().with_client_rtt(Some(Arc::from(q))).unwrap()
@@ -93,22 +93,11 @@ fn the_round_trip_stays_outside_the_coordinator() {
     // 6 servers × 2 slots, RF 3, two clients, stock with its p99 speculative retry, read timeouts and the dynamic
     // snitch, open loop. The draws change nothing inside the engine: the same extra reads, timeouts, served ops
     // and events; each request's latency moves by exactly its draw less the two hops.
-    let c = Cluster::new(ClusterConfig {
-        servers: 6,
-        slots: 2,
-        replication: 3,
-        vnodes: 4,
-        service_rate: 5000.0,
-        net_latency_ns: 50_000,
-        clients: 2,
-    })
-    .unwrap();
+    let c = busy_cluster();
     let mut parts = Vec::new();
-    let mut x: u64 = 11;
+    let mut lcg = Lcg(11);
     for r in 0..4000u64 {
-        x = x
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
+        let x = lcg.next();
         let demand = 100_000 + (x >> 40) % 900_000;
         parts.push((
             r * 60_000,
@@ -117,42 +106,10 @@ fn the_round_trip_stays_outside_the_coordinator() {
     }
     let wl = Workload::from_parts(&parts, 2);
     let q: Vec<u64> = vec![30_000, 200_000, 400_000, 5 * MS];
-    let rc = |c: &Cluster| {
-        let params: Vec<(String, f64)> = [("read_timeout_ms", 2.0), ("drop_expired", 1.0)]
-            .iter()
-            .map(|(k, v)| (k.to_string(), *v))
-            .collect();
-        let cfg = ReplayConfig {
-            warmup: 0.0,
-            seed: 9,
-            selector: SelectorConfig::build("dynamic-snitch", &[("update_ms".into(), 1.0)])
-                .unwrap(),
-            ..ReplayConfig::build("stock", &params).unwrap()
-        };
-        replay(c, &wl, &cfg).unwrap()
-    };
+    let rc = |c: &Cluster| busy_stock(c, &wl, 2.0);
     let base = rc(&c);
     let with = rc(&with_rtt(&c, &q));
-    assert!(base.copies.ops > 0, "the threshold speculates");
-    assert!(base.timeouts.requests > 0, "some requests time out");
-    assert_eq!(
-        (
-            with.copies.ops,
-            with.copies.wins,
-            with.timeouts.requests,
-            with.timeouts.dropped_reads
-        ),
-        (
-            base.copies.ops,
-            base.copies.wins,
-            base.timeouts.requests,
-            base.timeouts.dropped_reads
-        )
-    );
-    assert_eq!(
-        (with.served_ops, with.events),
-        (base.served_ops, base.events)
-    );
+    assert_same_engine(&base, &with);
     let draws = kvsim_core::client_rtt::draws(&Arc::from(q), wl.requests(), 9);
     let moved: Vec<u64> = base
         .latency_ns
@@ -176,18 +133,7 @@ fn a_closed_loop_thread_waits_for_the_reported_completion() {
         ],
         1,
     );
-    let closed = |c: &Cluster| {
-        let cfg = ReplayConfig {
-            warmup: 0.0,
-            client: ClientModel::Closed(ClosedLoop {
-                threads: 1,
-                think_ns: 0,
-                think: ThinkDist::Fixed,
-            }),
-            ..ReplayConfig::build("fifo", &[]).unwrap()
-        };
-        replay(c, &wl, &cfg).unwrap()
-    };
+    let closed = |c: &Cluster| closed_one_thread(c, &wl);
     let base = closed(&c);
     assert_eq!(base.arrival_ns, vec![0, 2 * MS, 4 * MS]);
     let r = closed(&with_rtt(&c, &[3 * MS, 3 * MS]));

@@ -3,7 +3,7 @@ mod common;
 
 use common::{cluster, MS};
 use kvsim_core::server_model::ServerModelConfig;
-use kvsim_core::{replay, Cluster, ClusterConfig, ReplayConfig, RunResult, Workload};
+use kvsim_core::{replay, Cluster, ReplayConfig, RunResult, Workload};
 
 /// `stock` with `speculative_retry` encoded as the Python layer does (kind, percentile, fixed ms) and extra
 /// params; server 0 runs at `slow` speed.
@@ -143,16 +143,7 @@ fn a_fixed_threshold_above_the_read_timeout_never_speculates() {
 fn speculative_retry_pays_under_stalls_and_the_extra_reads_are_load() {
     use kvsim_core::server_model::Stalls;
     // 6 servers × 2 slots, RF 3, 200 µs reads at ~40% load, every server stalls once a second for 30 ms.
-    let c = Cluster::new(ClusterConfig {
-        servers: 6,
-        slots: 2,
-        replication: 3,
-        vnodes: 4,
-        service_rate: 5000.0,
-        net_latency_ns: 50_000,
-        clients: 2,
-    })
-    .unwrap();
+    let c = common::busy_cluster();
     let mut parts = Vec::new();
     let mut x: u64 = 11;
     for r in 0..20_000u64 {
