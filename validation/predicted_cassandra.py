@@ -34,11 +34,13 @@ Steps, per system:
    so only the model's inputs differ; warm-up = the warm-up's share of the requests; `--sim-seeds` seeds (mean,
    min–max). **What the predicted latency includes:** the simulator's client is the coordinator; a request's
    latency is one-way network + queueing + service of its ops (in parallel on the slots) + one-way network. With
-   the calibrated network, one way = half the median trivial round trip, so the prediction contains the
-   client → coordinator round trip as calibration measured it (driver and smallest server cost included); the
-   service time is the single-partition read less that trivial request (for the cluster: the coordinator's
-   forwarding to a non-local first replica included, in the proportion the calibration's reads met it). Nothing
-   is added or adjusted here; the default model's network is the simulator's 50 µs one way (no client hop).
+   the calibrated model the two one-way hops are replaced by a round trip drawn per request from the calibration's
+   trivial round trips (client → coordinator, driver and smallest server cost included), and each partition
+   beyond the first adds the calibrated per-partition cost (8-partition reads less single-partition reads, over
+   7); the service time is the single-partition read less the trivial request (for the cluster: the
+   coordinator's forwarding to a non-local first replica included, in the proportion the calibration's reads met
+   it). Nothing is added or adjusted here; the default model's network is the simulator's 50 µs one way (no
+   client hop).
 
 Output: a markdown table (system, load, percentile, predicted before / after, observed median with min–max,
 errors in %, the goal's verdict) and noise lines; `--json-out` keeps every figure.
