@@ -75,6 +75,7 @@ from tailtune.control.discovery import (
     open_session,
     partition_key,
     probe_reader,
+    statement_reader,
     timed_rounds,
 )
 from tailtune.control.egress import Egress, EgressRefused
@@ -191,18 +192,8 @@ def multi_reader(cql: _Cql, table: str, keys: int) -> tuple[Callable[[], object]
         return None, 0, f"{table} holds {len(values)} partition(s): a multi-partition read needs at least 2"
     stmt = cql.session.prepare(f"SELECT * FROM {table} WHERE {col} IN ? PER PARTITION LIMIT 1")
     stmt.consistency_level = ConsistencyLevel.ONE
-    bound = (values,)
-
-    def read() -> object:
-        try:
-            return cql.session.execute(stmt, bound)
-        except Exception as exc:
-            raise DiscoveryFailed(
-                f"cassandra: timing {len(values)}-partition reads of {table} failed ({type(exc).__name__}: "
-                f"{cql.target.scrub(str(exc))}): check the cluster, or lower TAILTUNE_CALIBRATE_KEYS"
-            ) from None
-
-    return read, len(values), None
+    return statement_reader(cql, stmt, (values,), f"{len(values)}-partition reads of {table}",
+                            "check the cluster, or lower TAILTUNE_CALIBRATE_KEYS"), len(values), None
 
 
 def _interval(values: Sequence[float], stat: Callable[[Sequence[float]], float], seed: int = 0) -> list[float]:

@@ -283,6 +283,21 @@ def partition_key(cql: _Cql, table: str) -> list[str]:
     return [str(r.column_name) for r in sorted(cols, key=lambda r: int(r.position)) if r.kind == "partition_key"]
 
 
+def statement_reader(cql: _Cql, stmt: Any, args: Any, what: str, fix: str) -> Callable[[], object]:
+    """`stmt` with `args` as a call that raises DiscoveryFailed naming `what` was being timed and `fix` (the driver's
+    error scrubbed of the target's secrets)."""
+
+    def read() -> object:
+        try:
+            return cql.session.execute(stmt, args)
+        except Exception as exc:
+            raise DiscoveryFailed(
+                f"cassandra: timing {what} failed ({type(exc).__name__}: {cql.target.scrub(str(exc))}): {fix}"
+            ) from None
+
+    return read
+
+
 def probe_reader(cql: _Cql, table: str) -> tuple[Callable[[], object] | None, str | None]:
     """One single-partition read of `table` (`SELECT * ... WHERE <partition key> = ? LIMIT 1` of its first
     partition, consistency ONE) as a call, and None; or None and why nothing can be read. The call raises
@@ -301,17 +316,8 @@ def probe_reader(cql: _Cql, table: str) -> tuple[Callable[[], object] | None, st
     stmt = cql.session.prepare(f"SELECT * FROM {table} WHERE {where} LIMIT 1")
     stmt.consistency_level = ConsistencyLevel.ONE
     key = tuple(first[0])
-
-    def read() -> object:
-        try:
-            return cql.session.execute(stmt, key)
-        except Exception as exc:
-            raise DiscoveryFailed(
-                f"cassandra: timing single-key reads of {table} failed ({type(exc).__name__}: "
-                f"{cql.target.scrub(str(exc))}): check the cluster, or set TAILTUNE_DISCOVER_PROBE_READS=0"
-            ) from None
-
-    return read, None
+    return statement_reader(cql, stmt, key, f"single-key reads of {table}",
+                            "check the cluster, or set TAILTUNE_DISCOVER_PROBE_READS=0"), None
 
 
 def timed_rounds(requests: Sequence[Callable[[], object]], rounds: int, *, warmup: int = 5,
