@@ -218,9 +218,10 @@ SNITCH_DEFAULTS = {k.name: float(k.default) for k in STOCK_KNOBS if k.applied ==
 NOT_MODELLED = {k.name: k.unmodelled_reason for k in STOCK_KNOBS if not k.modelled}
 #: The client-side knobs (drivers and multiget shape): table entries with a kvsim `stock` parameter.
 CLIENT_KNOBS = tuple(k for k in STOCK_KNOBS if k.core)
-#: kvsim `stock` parameters a user may also set directly (the threshold rule; see docs/stock-cassandra.md).
+#: kvsim `stock` parameters a user may also set directly (the threshold rule, the drop rule, paged `IN` queries;
+#: see docs/stock-cassandra.md).
 CORE_PARAMS = ("read_timeout_ms", "drop_expired", "spec_refresh_ms", "spec_initial_ms", "spec_warm", "window",
-               "spec_histogram")
+               "spec_histogram", "paged")
 #: `dynamic-snitch` parameters `stock` also takes as `--param` (facts of the modelled cluster, not knobs: never
 #: searched): `local` = 1 makes coordinator c the node of server c mod servers, reading itself unsampled.
 SNITCH_MODEL_PARAMS = ("local",)

@@ -149,6 +149,22 @@ def test_expired_reads_are_dropped_and_requests_time_out(cli: Any) -> None:
     assert calm["timeouts"] == {"requests": 0, "dropped_reads": 0}
 
 
+def test_paged_in_queries_read_one_partition_at_a_time(cli: Any) -> None:
+    # paged=1: a multiget's partitions are read one after another (the same reads, longer requests); a 99p
+    # coordinator and the read timeout's drops run with it; an out-of-range value is refused naming the field
+    never = ("--param", "speculative_retry=NEVER")
+    parallel = _sim(cli, *never)
+    paged = _sim(cli, *never, "--param", "paged=1")
+    assert paged["params"]["paged"] == 1.0
+    assert paged["ops"] == parallel["ops"] == parallel["workload_ops"]
+    assert paged["mean_ms"] > 2 * parallel["mean_ms"]
+    p99 = _sim(cli, "--param", "paged=1", "--stall-rate", "1", "--stall-ms", "50", "--param", "read_timeout_ms=20")
+    assert p99["extra_reads"] > 0
+    assert p99["timeouts"]["requests"] > 0 and p99["p999_ms"] == 20.0
+    r = cli(*_BASE, "--param", "paged=2")
+    assert r.exit_code != 0 and "paged" in r.stderr
+
+
 def test_stall_fields_stay_out_of_old_records() -> None:
     assert "stall_rate" not in CassandraDeployment().as_dict()
     d = CassandraDeployment(stall_rate=2.0, stall_ms=20.0)

@@ -30,6 +30,11 @@
 //! period. `spec_warm` = 0 is Cassandra's rule as it is. A threshold above the read timeout means no speculation
 //! (`shouldSpeculateAndMaybeWait`), so `MAX(99p,100000ms)` ≡ `NEVER`. ALWAYS sends the extra read at once.
 //!
+//! Paged `IN` queries (`paged` = 1; `MultiPartitionPager`): the request's ops are read one at a time, in op
+//! order — op k+1 leaves when op k's first answer reaches the coordinator, each op's latency (its send → its
+//! first answer) is one threshold sample and its retry timer runs from its own send (engine: `page_send`,
+//! `page_answer`). Off (0, the default) a query's ops are read at once and its latency is sampled once per key.
+//!
 //! Read timeouts (`drop_expired` = 1; `stock`, and any policy given a coordinator parameter): a read message
 //! expires `read_timeout_ms` after the coordinator sent it; a replica whose stage reaches an expired read drops
 //! it unserved (`InboundMessageHandler.ProcessMessage.run`: `onExpired` when the start is after
@@ -94,6 +99,10 @@ crate::params! {
         /// timeout when its turn comes, and a request unanswered by its deadline is answered with a timeout
         /// (see the module doc); 0 = every read is served, however late (the papers' model).
         drop_expired: f64 = 0.0, Rounded(0.0, 1.0, "0 or 1"), Search::Fixed;
+        /// Paged `IN` queries (the driver's fetch size below the query's LIMIT): 1 = the coordinator reads the
+        /// query's partitions one at a time (Cassandra's `MultiPartitionPager`), each its own read with its own
+        /// latency sample and speculative retry; 0 = all at once.
+        paged: f64 = 0.0, Rounded(0.0, 1.0, "0 or 1"), Search::Fixed;
     }
     validate = validate_coordinator;
 }
@@ -113,6 +122,21 @@ fn validate_coordinator(c: &CoordinatorConfig) -> Result<(), SimError> {
             c.chunk,
             "0 or 1 with shape 1 (per-partition: one key per query)",
         ));
+    }
+    if c.paged() {
+        // Paging reads the `in` shape's one query of every key, with one driver execution.
+        let bad = if c.per_partition() {
+            Some(("shape", c.shape, "0 (in) with paged 1"))
+        } else if c.chunk >= 0.5 {
+            Some(("chunk", c.chunk, "0 (one query of every key) with paged 1"))
+        } else if c.hedges() {
+            Some(("se_max", c.se_max, "1 (no driver executions) with paged 1"))
+        } else {
+            None
+        };
+        if let Some((name, value, valid)) = bad {
+            return Err(SimError::param(name, value, valid));
+        }
     }
     Ok(())
 }
@@ -158,7 +182,16 @@ impl CoordinatorConfig {
     /// The replay runs the coordinator's client side (queries, speculative retry, driver executions or routing).
     /// Off, the replay is the policy's own; `chunk` alone changes nothing (queries matter only to the others).
     pub fn active(&self) -> bool {
-        self.speculates() || self.hedges() || self.per_partition() || self.drops_expired()
+        self.speculates()
+            || self.hedges()
+            || self.per_partition()
+            || self.drops_expired()
+            || self.paged()
+    }
+
+    /// Paged `IN` queries: the query's partitions are read one at a time.
+    pub fn paged(&self) -> bool {
+        self.paged >= 0.5
     }
 
     /// Replicas drop expired reads and requests time out at the read timeout.

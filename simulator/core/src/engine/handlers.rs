@@ -6,7 +6,9 @@
 //! written as one, so the split costs no speed (bench/sim_callgrind/HANDLERS.md).
 use std::cmp::Reverse;
 
-use super::state::{Sent, Sim, COPY_OPSET, DRV_BATCH, DRV_TIMER, LATE_OPSET, NOT_SENT};
+use super::state::{
+    Sent, Sim, COPY_OPSET, DRV_BATCH, DRV_TIMER, LATE_OPSET, NOT_SENT, PAGE_SEND, PAGE_TIMER,
+};
 use crate::held::Held;
 use crate::policy::stock_driver::{input_order, request_ops};
 use crate::policy::{QItem, Scheduler, Tag, TagCtx};
@@ -198,6 +200,13 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
             self.place_opset(o, client, now);
         }
         self.tag_request(r, o0, o1, now);
+        if self.page_on() {
+            // Paged: the first partition's read now, the others one at a time (`page_answer`).
+            if o1 > o0 {
+                self.page_send(r, wl.opset_ops[o0] as usize, now);
+            }
+            return now;
+        }
         let key = event_key(now + self.d, self.next_seq());
         self.p.at_servers.push_back((key, r as u32));
         if self.redundant() {
@@ -423,6 +432,63 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
         now
     }
 
+    /// Paged: the coordinator sends the read of op `op` (request `r`'s next partition) to its opset's replica
+    /// now, and arms its own speculative retry.
+    #[inline(always)]
+    fn page_send(&mut self, r: usize, op: usize, now: u64) {
+        let o = self.opset_of(op);
+        let s = self.opset_server[o];
+        if self.sent_on() {
+            self.sent_at[o] = now;
+        }
+        let sc = self.p.stock.as_mut().expect("stock client");
+        sc.page_at[r] = now;
+        sc.sends.push_back((op as u32, o as u32, s));
+        let key = event_key(now + self.d, self.next_seq());
+        self.p.at_servers.push_back((key, DRV_BATCH | 1));
+        let client = self.wl.client[r] as usize;
+        if let Some(t) = self.p.spec.as_ref().and_then(|e| e.timeout_ns(client)) {
+            let key = event_key(now + t, self.next_seq());
+            self.p.spec_q.push(client, key, op as u32 | PAGE_TIMER);
+        }
+    }
+
+    /// Paged: op `op` of request `r` has its first answer at the coordinator at `at`: its latency is one
+    /// threshold sample, and the next partition's read leaves then.
+    #[inline(always)]
+    fn page_answer(&mut self, op: usize, r: usize, at: u64) {
+        let client = self.wl.client[r] as usize;
+        let sent = self.p.stock.as_ref().expect("stock client").page_at[r];
+        if let Some(e) = self.p.spec.as_mut() {
+            e.observe_at(client, at - sent, at);
+        }
+        let (_, b) = request_ops(self.wl, r);
+        if op + 1 < b {
+            let key = event_key(at, self.next_seq());
+            self.p.spec_q.push(client, key, (op + 1) as u32 | PAGE_SEND);
+        }
+    }
+
+    /// Paged: the coordinator retry of op `op`'s read: unless answered (or its request timed out), the read goes
+    /// to the next replica of its opset's group.
+    #[inline(always)]
+    fn page_retry(&mut self, op: usize, now: u64) {
+        let o = self.opset_of(op);
+        let r = self.wl.opset_req[o] as usize;
+        if (self.drop_on() && self.timed_out[r]) || self.answered_at.at(op, self.arrived(r)) <= now
+        {
+            return;
+        }
+        let c = self.copy_server(o);
+        self.copied.set(op);
+        self.outstanding[c as usize] += 1;
+        self.copies.ops += 1;
+        let sc = self.p.stock.as_mut().expect("stock client");
+        sc.sends.push_back((op as u32 + self.n_ops32, o as u32, c));
+        let key = event_key(now + self.d, self.next_seq());
+        self.p.at_servers.push_back((key, DRV_BATCH | 1));
+    }
+
     /// A query of one key (`StockClient::per_key`), op `op` of request `r`, is over by `now`: its answer has
     /// reached the client, or its request was answered with a timeout.
     #[inline(always)]
@@ -467,6 +533,9 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
             );
             self.p.sched.enqueue(s, item);
             self.mark_dirty(s);
+            if let Some(rec) = self.rec.as_mut().filter(|_| id < self.n_ops32) {
+                rec.enqueue[op] = now; // a paged read (an execution's reads are copies)
+            }
         }
     }
 
@@ -670,6 +739,18 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
         if o & DRV_TIMER != 0 {
             return self.on_execution(now, o & !DRV_TIMER);
         }
+        if self.page_on() && o & PAGE_SEND != 0 {
+            let op = (o & !PAGE_SEND) as usize;
+            let r = self.wl.opset_req[self.opset_of(op)] as usize;
+            if !(self.drop_on() && self.timed_out[r]) {
+                self.page_send(r, op, now);
+            }
+            return now;
+        }
+        if self.page_on() && o & PAGE_TIMER != 0 {
+            self.page_retry((o & !PAGE_TIMER) as usize, now);
+            return now;
+        }
         let o = o as usize;
         let wl = self.wl;
         if self.drop_on() && self.timed_out[wl.opset_req[o] as usize] {
@@ -866,6 +947,9 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
             self.first_answer(op, o, r, is_copy, st, now);
         }
         if first {
+            if self.page_on() {
+                self.page_answer(op, r, now + self.d);
+            }
             self.remaining[r] -= 1;
             if self.remaining[r] == 0 {
                 self.complete_request(r, s, now);
@@ -931,7 +1015,9 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
         self.copies.wins += (is_copy && !self.is_write(op)) as u64;
         let redundant = self.redundant();
         if self.sq_on() {
-            self.query_answer(op, r, now + d);
+            if !self.page_on() {
+                self.query_answer(op, r, now + d);
+            }
         } else if let Some(e) = self.p.spec.as_mut().filter(|_| redundant) {
             self.opset_left[o] -= 1;
             if self.opset_left[o] == 0 {
@@ -1067,7 +1153,13 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
             let sent = self.arrived(r);
             let sample = now - sent;
             let sc = self.p.stock.as_mut().expect("stock client");
-            if sc.per_key {
+            if sc.paged {
+                // The partition read in flight, from its own send.
+                let sample = now - sc.page_at[r];
+                if let Some(e) = self.p.spec.as_mut() {
+                    e.observe_at(client, sample, now);
+                }
+            } else if sc.per_key {
                 // The keys not answered yet (a coordinator retry makes the engine keep every op's first answer;
                 // without one nothing reads a query's end but the driver's executions, from `answered_at`).
                 if let Some(e) = self.p.spec.as_mut() {

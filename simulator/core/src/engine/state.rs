@@ -12,7 +12,7 @@ use crate::held::HeldOpsets;
 use crate::policy::speculative::LatencyEstimator;
 use crate::policy::stock_driver::StockClient;
 use crate::policy::{PolicyConfig, Scheduler, Tag, TagFields, TailxConfig};
-use crate::replica::ReplicaSelector;
+use crate::replica::{ReplicaSelector, SelectorConfig};
 use crate::result::{CopyStats, HeldStats, OpRecords, RunResult, TimeoutStats, WriteStats};
 use crate::runs::RunQueue;
 use crate::server_model::ServerModel;
@@ -188,6 +188,10 @@ pub(super) const DRV_BATCH: u32 = 1 << 29;
 /// A `spec_q` value that is a driver speculative-execution timer, of the armed execution (`StockClient::execs`)
 /// in its other bits (else: an opset's coordinator retry).
 pub(super) const DRV_TIMER: u32 = 1 << 31;
+/// A `spec_q` value (paged `IN` queries) that sends the read of the op in its other bits.
+pub(super) const PAGE_SEND: u32 = 1 << 30;
+/// A `spec_q` value (paged `IN` queries) that is the coordinator retry of the op in its other bits.
+pub(super) const PAGE_TIMER: u32 = 1 << 29;
 /// A `sent_at` value: the opset has not been sent by its client (held by the selector). A driver speculative
 /// execution may still read its keys (`in` shape): such a read's response time is counted from the execution's
 /// send, `d` before the read reached its server.
@@ -281,6 +285,8 @@ pub(super) struct Sim<'a, const EXT: bool, S, R> {
     pub(super) closed_on: bool,
     /// Read timeouts: replicas drop expired reads, requests time out (`CoordinatorConfig::drop_expired`).
     pub(super) drop_on: bool,
+    /// Paged `IN` queries: a request's ops are read one at a time (`StockClient::paged`).
+    pub(super) page_on: bool,
     /// The read timeout, ns.
     pub(super) read_timeout: u64,
     /// The stop rule (`ReplayConfig::stop`): measured requests are those from `stop_from` on; the replay stops
@@ -390,7 +396,8 @@ impl<S: Scheduler, R: ReplicaSelector> Parts<S, R> {
         };
         // The coordinator's client side (a retry needs a second replica: with RF 1 only the driver's part acts).
         let coordinator_retry = spec.is_some() && !matches!(policy, PolicyConfig::Speculative(_));
-        let stock = if EXT && (coordinator_retry || co.hedges() || co.per_partition()) {
+        let stock = if EXT && (coordinator_retry || co.hedges() || co.per_partition() || co.paged())
+        {
             Some(StockClient::new(
                 co,
                 wl,
@@ -404,6 +411,27 @@ impl<S: Scheduler, R: ReplicaSelector> Parts<S, R> {
         };
         let hedge = stock.as_ref().is_some_and(|s| s.hedge);
         let copies_needed = EXT && (matches!(policy, PolicyConfig::Duplicate(_)) || spec.is_some());
+        if EXT && co.paged() {
+            let why = if a.tailx.is_some() {
+                Some("a policy that delays opsets (TailX)")
+            } else if matches!(
+                rc.selector,
+                SelectorConfig::C3(_) | SelectorConfig::Heron(_)
+            ) {
+                Some("a replica selector that holds opsets (c3, heron)")
+            } else if rc.writes.iter().any(|&w| w) {
+                Some("writes (a paged query reads)")
+            } else if wl.ops() >= PAGE_TIMER as usize {
+                Some("2^29 ops or more")
+            } else {
+                None
+            };
+            if let Some(why) = why {
+                return Err(SimError::BadInput(format!(
+                    "coordinator parameter paged: 1 does not run with {why}"
+                )));
+            }
+        }
         if copies_needed && cfg.replication < 2 {
             return Err(SimError::BadInput(format!(
                 "policy '{}' needs replication >= 2 (a second replica to send copies to)",
@@ -425,7 +453,7 @@ impl<S: Scheduler, R: ReplicaSelector> Parts<S, R> {
             retries: BinaryHeap::new(),
             delay_q: BinaryHeap::new(),
             // Sources: the clients' coordinator retries, then their driver executions.
-            spec_q: RunQueue::new(if spec.is_some() || hedge {
+            spec_q: RunQueue::new(if spec.is_some() || hedge || co.paged() {
                 2 * cfg.clients as usize
             } else {
                 0
@@ -485,6 +513,7 @@ impl<'a, const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'a, EXT, S, R> {
         let closed = if EXT { rc.client.closed() } else { None };
         let closed_on = EXT && closed.is_some();
         let drop_on = EXT && rc.coordinator.drops_expired();
+        let page_on = EXT && p.stock.as_ref().is_some_and(|s| s.paged);
         let all_free: u64 = if cfg.slots == 64 {
             u64::MAX
         } else {
@@ -522,6 +551,7 @@ impl<'a, const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'a, EXT, S, R> {
             multi: redundant || write_on,
             closed_on,
             drop_on,
+            page_on,
             read_timeout: rc.coordinator.timeout_ns(),
             stop_above: rc.stop.map_or(u64::MAX, |r| r.above_ns),
             stop_from: ((rc.warmup * n_req as f64).floor() as usize).min(n_req.saturating_sub(1)),
@@ -657,6 +687,10 @@ impl<'a, const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'a, EXT, S, R> {
     #[inline(always)]
     pub(super) fn drop_on(&self) -> bool {
         EXT && self.drop_on
+    }
+    #[inline(always)]
+    pub(super) fn page_on(&self) -> bool {
+        EXT && self.page_on
     }
 
     /// The result once every event has been applied.

@@ -393,6 +393,10 @@ pub struct StockClient {
     /// and its keys in input order (the order their executions are armed in).
     pub req_plans: Vec<u32>,
     pub order: Vec<(u32, u32)>,
+    /// Paged `IN` queries: each request's ops are read one at a time, in op order.
+    pub paged: bool,
+    /// Paged: per request, when its partition read in flight was sent (its latency sample's start).
+    pub page_at: Vec<u64>,
 }
 
 impl StockClient {
@@ -424,6 +428,8 @@ impl StockClient {
             plan_buf: Vec::with_capacity(rf),
             req_plans: Vec::new(),
             order: Vec::new(),
+            paged: cfg.paged(),
+            page_at: vec![0; if cfg.paged() { wl.requests() } else { 0 }],
         }
     }
 
