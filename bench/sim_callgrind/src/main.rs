@@ -287,6 +287,7 @@ fn ext(args: &[String]) {
         speeds: ServerModelConfig::slow_servers(128, 8, 3.0).expect("speeds"),
         slowdown: None,
         stalls: None,
+        ..ServerModelConfig::default()
     };
     let slowdown = ServerModelConfig {
         speeds: Vec::new(),
@@ -297,6 +298,7 @@ fn ext(args: &[String]) {
             duration_ns: 10_000_000,
         }),
         stalls: None,
+        ..ServerModelConfig::default()
     };
     let closed = ClosedLoop {
         threads: 96,
@@ -318,6 +320,7 @@ fn ext(args: &[String]) {
             speeds: speeds.speeds.clone(),
             slowdown: slowdown.slowdown.clone(),
             stalls: None,
+            ..ServerModelConfig::default()
         },
         write: writes.clone(),
         closed: Some(closed.clone()),
@@ -425,6 +428,7 @@ fn stock_cases(args: &[String]) {
             speeds: Vec::new(),
             slowdown: None,
             stalls: Some(Stalls { rate_per_s: 2.0, duration_ns: 20_000_000 }),
+            ..ServerModelConfig::default()
         },
         ..base.clone()
     };
@@ -433,6 +437,7 @@ fn stock_cases(args: &[String]) {
             speeds: ServerModelConfig::slow_servers(128, 8, 3.0).expect("speeds"),
             slowdown: None,
             stalls: None,
+            ..ServerModelConfig::default()
         },
         ..base.clone()
     };
