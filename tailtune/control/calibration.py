@@ -127,13 +127,19 @@ def _trimmed(xs: Sequence[float]) -> list[float]:
     return kept if len(kept) >= 2 else list(xs)
 
 
+def _difference(more: Sequence[float], less: Sequence[float]) -> tuple[float, float]:
+    """The difference of the means of two samples (stalls already cut) and the smallest difference they resolve:
+    the sum of the means' standard errors."""
+    floor = statistics.stdev(less) / math.sqrt(len(less)) + statistics.stdev(more) / math.sqrt(len(more))
+    return statistics.fmean(more) - statistics.fmean(less), floor
+
+
 def service_time(reads_ms: Sequence[float], trivial_ms: Sequence[float], *, seed: int = 0) -> dict[str, float]:
     """The node's service time of a read by deconvolution by moments (see the module docstring): mean, σ of the
     lognormal with that mean and variance, whether the mean was resolved, and the fit's p99 check."""
     r, t = _trimmed(reads_ms), _trimmed(trivial_ms)
-    mean = statistics.fmean(r) - statistics.fmean(t)
+    mean, floor = _difference(r, t)
     var = statistics.variance(r) - statistics.variance(t)
-    floor = statistics.stdev(t) / math.sqrt(len(t)) + statistics.stdev(r) / math.sqrt(len(r))
     resolved = mean > floor
     mean = max(mean, floor, 1e-6)
     sigma = math.sqrt(math.log1p(max(var, 0.0) / (mean * mean)))
@@ -154,9 +160,7 @@ def per_partition_cost(multi_ms: Sequence[float], single_ms: Sequence[float], ke
     slope (`slope_us`, whatever its sign)."""
     if keys < 2:
         raise ValueError(f"keys is {keys}: the per-partition cost needs reads of at least 2 partitions")
-    m, r = _trimmed(multi_ms), _trimmed(single_ms)
-    diff = statistics.fmean(m) - statistics.fmean(r)
-    floor = statistics.stdev(m) / math.sqrt(len(m)) + statistics.stdev(r) / math.sqrt(len(r))
+    diff, floor = _difference(_trimmed(multi_ms), _trimmed(single_ms))
     slope = 1000.0 * diff / (keys - 1)
     resolved = diff > floor
     return {"us": slope if resolved else 0.0, "slope_us": slope, "resolved": float(resolved),
