@@ -22,7 +22,6 @@ evaluator's options and the sources recorded in the recommendation's `tuned_for.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -147,7 +146,7 @@ class _Builder:
 
 def _cassandra(b: _Builder, timestamps: bool, load: float | None) -> dict[str, Any]:
     from tailtune.base.errors import BadInputError
-    from tailtune.simulation.cassandra import CassandraDeployment, client_rtt, ring_size
+    from tailtune.simulation.cassandra import CassandraDeployment, client_key, client_rtt, ring_size
 
     d = CassandraDeployment()
     opts: dict[str, Any] = {
@@ -177,12 +176,9 @@ def _cassandra(b: _Builder, timestamps: bool, load: float | None) -> dict[str, A
             opts["client_rtt_ms"] = client_rtt(network["rtt_quantiles_ms"], "the calibrated network")
     key = b.pick("client_key", None, None, "no per-partition client cost")
     if isinstance(key, Mapping):  # calibrated: {"us"}, per partition of a request beyond the first
-        us = key.get("us")
-        if isinstance(us, bool) or not isinstance(us, int | float) or not (math.isfinite(us) and 0.0 <= us <= 1e6):
-            raise BadInputError.single("the calibrated client_key", f"us is {us!r}: need a number of µs in "
-                                       "[0, 1e6]", field="client_key_us")
+        us = client_key(key.get("us"), "the calibrated client_key", "us")
         if us > 0:
-            opts["client_key_us"] = float(us)
+            opts["client_key_us"] = us
     ring = _found(b.model, "ring", "discovered")
     size, problem = None, None
     if ring is not None:

@@ -40,8 +40,8 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 __all__ = [
-    "CassandraDeployment", "PreparedTrace", "client_rtt", "load_shared", "materialize", "offered_load", "prepare",
-    "replay", "ring_size", "share",
+    "CassandraDeployment", "PreparedTrace", "client_key", "client_rtt", "load_shared", "materialize",
+    "offered_load", "prepare", "replay", "ring_size", "share",
 ]
 
 
@@ -200,11 +200,7 @@ class CassandraDeployment:
                     f"local datacenter {ring.local_dc!r}: set replication to {rf}", field="replication",
                 )
         rtt = None if self.client_rtt_ms is None else client_rtt(self.client_rtt_ms, "deployment")
-        key = self.client_key_us
-        if isinstance(key, bool) or not isinstance(key, int | float) or not (math.isfinite(key)
-                                                                             and 0.0 <= key <= 1e6):
-            raise BadInputError.single("deployment", f"client_key_us is {key!r}: need a number of µs in [0, 1e6]",
-                                       field="client_key_us")
+        key = client_key(self.client_key_us, "deployment", "client_key_us")
         try:
             return kvsim.Cluster(
                 servers=self.servers,
@@ -216,7 +212,7 @@ class CassandraDeployment:
                 clients=self.clients,
                 ring=ring,
                 client_rtt_us=None if rtt is None else tuple(x * 1000.0 for x in rtt),
-                client_key_us=float(key),
+                client_key_us=key,
             )
         except (kvsim.ParameterError, OverflowError, TypeError) as exc:
             raise BadInputError.single("deployment", str(exc)) from None
@@ -287,6 +283,16 @@ class CassandraDeployment:
                 field="think_dist",
             )
         return kvsim.ClosedLoop(threads=self.threads, think_ms=self.think_ms, think_dist=self.think_dist)
+
+
+def client_key(value: object, where: str, name: str) -> float:
+    """A per-partition client cost (`CassandraDeployment.client_key_us`) checked: a number of µs in [0, 1e6];
+    BadInputError naming `client_key_us` (`name` in the message, `where` as the place) otherwise."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not (math.isfinite(value)
+                                                                             and 0.0 <= value <= 1e6):
+        raise BadInputError.single(where, f"{name} is {value!r}: need a number of µs in [0, 1e6]",
+                                   field="client_key_us")
+    return float(value)
 
 
 def client_rtt(values: object, where: str) -> tuple[float, ...]:
