@@ -168,10 +168,10 @@ class Egress:
         """(load balancing policy, address translator) for the Cassandra driver: it connects to no host (a
         contact point or a peer it discovers) whose address the rules do not allow, and it translates no address
         (the one the cluster reports is the one checked)."""
-        from cassandra.policies import AddressTranslator, HostFilterPolicy, RoundRobinPolicy
+        from cassandra.policies import HostFilterPolicy, IdentityTranslator, RoundRobinPolicy
 
         egress = self
-        return HostFilterPolicy(RoundRobinPolicy(), lambda host: egress.allows(str(host.address))), AddressTranslator()
+        return HostFilterPolicy(RoundRobinPolicy(), lambda host: egress.allows(str(host.address))), IdentityTranslator()
 
     def jvm_options(self, endpoints: Sequence[tuple[str, int]] = ()) -> list[str]:
         """Options for a JVM tailtune starts to reach `endpoints` ((address, port) pairs, each an address
