@@ -1,6 +1,7 @@
 """Readiness checks. `ready` needs the DB, a live worker, the MLflow store, the Optuna storage and enough free
-space under TAILTUNE_HOME (`min_free_bytes`); targets are reported alongside. Every detail is redacted (no
-passwords) and every check is read-only (nothing is created).
+space under TAILTUNE_HOME (`min_free_bytes`); targets are reported alongside, each probed through the egress check
+(`Egress.connect`: a name resolved once, checked, connected to at the checked address). Every detail is redacted
+(no passwords) and every check is read-only (nothing is created).
 """
 
 from __future__ import annotations
