@@ -1,6 +1,7 @@
 """Readiness checks. `ready` needs the DB, a live worker, the MLflow store, the Optuna storage and enough free
-space under TAILTUNE_HOME (`min_free_bytes`); targets are reported alongside. Every detail is redacted (no
-passwords) and every check is read-only (nothing is created).
+space under TAILTUNE_HOME (`min_free_bytes`); targets are reported alongside, each probed through the egress check
+(`Egress.connect`: a name resolved once, checked, connected to at the checked address). Every detail is redacted
+(no passwords) and every check is read-only (nothing is created).
 """
 
 from __future__ import annotations
@@ -8,7 +9,6 @@ from __future__ import annotations
 import base64
 import ipaddress
 import os
-import socket
 import time
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
@@ -22,7 +22,7 @@ from tailtune.base.db_url import normalize_url
 from tailtune.base.secrets import redact_url, scrub_fragments, url_secrets
 from tailtune.base.settings import Settings
 from tailtune.control.db import Database, DeploymentRow, WorkerRow
-from tailtune.control.egress import Egress, EgressRefused
+from tailtune.control.egress import Egress, EgressRefused, EgressUnresolved
 from tailtune.control.redact import public, redact, settings_secrets
 from tailtune.control.storage import free_bytes
 
@@ -143,24 +143,30 @@ def check_optuna(settings: Settings) -> Check:
     return check_store("optuna", settings.resolved_optuna_storage)
 
 
-def _tcp(name: str, endpoints: list[tuple[str, int]], timeout: float) -> Check:
-    bad = []
-    for host, port in endpoints:
-        try:
-            socket.create_connection((host, port), timeout=timeout).close()
-        except OSError as exc:
-            bad.append(f"{host}:{port} ({redact(str(exc))})")
+def _reach(egress: Egress, name: str, endpoints: list[tuple[str, int]], timeout: float) -> Check:
+    """One deployment's endpoints, each connected to through the egress check (`Egress.connect`: resolved
+    once, checked, connected to at the checked address); one outside the allowed networks is reported, never
+    connected to."""
     if not endpoints:
         return Check(name=name, ok=False, detail="no endpoints configured")
+    outside, bad = [], []
+    for host, port in endpoints:
+        try:
+            egress.connect(host, port, timeout).close()
+        except EgressUnresolved as exc:
+            bad.append(f"{host}:{port} ({redact(str(exc))})")
+        except EgressRefused:
+            outside.append(f"{host}:{port}")
+        except OSError as exc:
+            bad.append(f"{host}:{port} ({redact(str(exc))})")
+    if outside:
+        return Check(name=name, ok=False, detail="outside TAILTUNE_CONNECT_NETWORKS: " + ", ".join(outside))
     return Check(name=name, ok=not bad, detail="unreachable: " + ", ".join(bad) if bad else "reachable")
 
 
-def _inside(egress: Egress, host: str, port: int) -> bool:
-    try:
-        egress.resolve(host, port)
-    except EgressRefused:
-        return False
-    return True
+def _endpoint(server: str) -> tuple[str, int]:
+    host, _, port = server.rpartition(":")
+    return host.strip("[]"), int(port)
 
 
 def check_targets(db: Database, timeout: float = 1.0, egress: Egress | None = None) -> list[Check]:
@@ -170,24 +176,16 @@ def check_targets(db: Database, timeout: float = 1.0, egress: Egress | None = No
     with db.session() as s:
         deps = [(d.name, d.kind, dict(d.connection)) for d in s.scalars(select(DeploymentRow))]
     jobs: list[tuple[str, list[tuple[str, int]]]] = []
-    refused: list[Check] = []
     for name, kind, conn in deps:
         if kind == "cassandra":
-            eps = [(h, int(conn.get("port", 9042))) for h in conn.get("contact_points", [])]
+            eps = [(str(h), int(conn.get("port", 9042))) for h in conn.get("contact_points", [])]
         else:
-            eps = [
-                (s.rpartition(":")[0].strip("[]"), int(s.rpartition(":")[2])) for s in conn.get("servers", [])
-            ]
-        outside = [f"{h}:{p}" for h, p in eps if not _inside(egress, h, p)]
-        if outside:
-            refused.append(Check(name=f"{name} ({kind})", ok=False,
-                                 detail="outside TAILTUNE_CONNECT_NETWORKS: " + ", ".join(outside)))
-            continue
+            eps = [_endpoint(str(s)) for s in conn.get("servers", [])]
         jobs.append((f"{name} ({kind})", eps))
     if not jobs:
-        return refused
+        return []
     with ThreadPoolExecutor(max_workers=min(8, len(jobs))) as pool:
-        return refused + list(pool.map(lambda j: _tcp(j[0], j[1], timeout), jobs))
+        return list(pool.map(lambda j: _reach(egress, j[0], j[1], timeout), jobs))
 
 
 def check_disk(settings: Settings) -> Check:

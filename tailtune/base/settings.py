@@ -55,8 +55,9 @@ class Settings(BaseSettings):
     )
     connect_networks: list[str] = Field(
         default_factory=list,
-        description="Networks (CIDRs) the worker may connect to for publishing and discovery; empty: any. The API "
-        "refuses an address outside them, the worker each host name that resolves outside them.",
+        description="Networks (CIDRs) the service and the worker may connect to for a deployment (readiness, "
+        "discovery, calibration, capture, publishing); empty: any. The API refuses an address outside them; a host "
+        "name is resolved once, refused when any address is outside, and connected to at the checked address.",
     )
     publish_attempts: int = Field(default=4, description="Attempts of one publish to one target.")
     publish_backoff_s: float = Field(default=0.5, description="Publish retry backoff: base * 2**(n-1) s.")

@@ -40,6 +40,7 @@ from typing import Any, BinaryIO, Final
 
 from ingest.mcwatch import SKIPPED, WATCH_COMMAND, Grouper, LineProblem, parse_line
 from tailtune.base.errors import BadInputError, TailtuneError
+from tailtune.control.egress import Egress, EgressRefused
 
 __all__ = [
     "CaptureFailed",
@@ -153,8 +154,8 @@ class _Server:
 
 def _connect(target: CaptureTarget, timeout_s: float) -> socket.socket:
     try:
-        sock = socket.create_connection((target.host, target.port), timeout=timeout_s)
-    except OSError as exc:
+        sock = Egress().connect(target.host, target.port, timeout_s)  # a name is resolved once, here
+    except (OSError, EgressRefused) as exc:
         raise CaptureFailed(f"memcached {target.label}: cannot connect: {exc}", permanent=False) from None
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     return sock

@@ -2,7 +2,8 @@
 
 Every connection goes through the operator's egress rules (`tailtune.control.egress`): the contact points are
 resolved and checked by `Egress.resolve` (the driver is given the checked addresses), the password is read only
-through `Egress.read_password`, and the driver ignores any peer it discovers outside the allowed networks. Error
+through `Egress.read_password`, and the driver connects to no host, contact point or discovered peer, that the
+check does not allow (`Egress.cassandra_policies`). Error
 texts are scrubbed of the password wherever it appears.
 """
 
@@ -89,15 +90,13 @@ class CqlTarget:
         ConnectFailed naming each contact point's error."""
         from cassandra import ConsistencyLevel
         from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile, NoHostAvailable
-        from cassandra.policies import HostFilterPolicy, RoundRobinPolicy
-
         port = self.port
         points = self.contact_points()
-        egress = self.egress
-        # peers the driver discovers (system.peers) outside the allowed networks are never connected to
-        balancing = HostFilterPolicy(RoundRobinPolicy(), lambda host: egress.allows(str(host.address)))
+        # peers the driver discovers (system.peers) outside the allowed networks are never connected to, and
+        # no address is translated: the driver connects where the check looked
+        balancing, translator = self.egress.cassandra_policies()
         profile = ExecutionProfile(
-            load_balancing_policy=balancing if egress.networks else RoundRobinPolicy(),
+            load_balancing_policy=balancing,
             request_timeout=self.timeout_s,
             consistency_level=getattr(ConsistencyLevel, consistency),
             serial_consistency_level=ConsistencyLevel.SERIAL,
@@ -112,6 +111,7 @@ class CqlTarget:
             points,
             **auth,
             port=port,
+            address_translator=translator,
             protocol_version=5,
             execution_profiles={EXEC_PROFILE_DEFAULT: profile},
             connect_timeout=self.timeout_s,

@@ -9,11 +9,21 @@ in with the password it names. Two rules keep a write token from turning the wor
   environment (the metadata database URL, cloud credentials, ...) is not the API's to name. The API refuses
   the rest with a 422, and the worker checks again before it reads a variable (a row written before the rule,
   or straight into the database, is refused the same way, and the variable is never read).
-* **Which hosts.** `TAILTUNE_CONNECT_NETWORKS` (CIDRs; empty: any) lists the networks the worker may connect
-  to for publishing and discovery. The API refuses an address literal outside them; the worker resolves each
-  host name itself, refuses it when any of its addresses is outside, and connects to the addresses it
-  checked (a name that resolves differently a moment later cannot redirect it). The Cassandra driver also
-  ignores any peer it discovers outside them.
+* **Which hosts.** `TAILTUNE_CONNECT_NETWORKS` (CIDRs; empty: any) lists the networks the service and the
+  worker may connect to for a deployment (readiness, discovery, calibration, capture, publishing). The API
+  refuses an address literal outside them. Every connection is opened through one check, `Egress.resolve`:
+  a host name is resolved once, refused when any of its addresses is outside, and connected to at the
+  addresses checked (a name that resolves differently a moment later cannot redirect it). On top of it:
+
+  - Python sockets: `Egress.connect` (readiness, capture, the publisher's ping); a client library that takes
+    an address (pymemcache) is given `resolve`'s address, never the name.
+  - The Cassandra driver: `Egress.cassandra_policies` — the contact points are the checked addresses, and the
+    driver connects to no host the check does not allow (a node filter over every host, peers it discovers
+    included) at the address the cluster reports (no address translation by name).
+  - A JVM tailtune starts: `Egress.jvm_options` — a security policy (`tailtune.base.jvm_sandbox`) under which
+    it may connect only to the checked addresses and ports it is given (none: no connection at all, the full
+    query log reader) and resolve no name. A JMX client's RMI stub names the host and port to connect back to;
+    one naming another host or port is refused inside the JVM.
 """
 
 from __future__ import annotations
@@ -21,16 +31,19 @@ from __future__ import annotations
 import ipaddress
 import os
 import socket
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from tailtune.base.errors import TailtuneError
+from tailtune.base.jvm_sandbox import sandbox_options
 from tailtune.base.settings import Settings
 
 __all__ = [
     "PASSWORD_ENV_PREFIX",
     "Egress",
     "EgressRefused",
+    "EgressUnresolved",
 ]
 
 #: The environment variables a deployment may name as its password's holder, besides the operator's list.
@@ -40,6 +53,10 @@ IpNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 class EgressRefused(TailtuneError):
     """The worker will not read this variable or connect to this host (a rule of `tailtune.control.egress`)."""
+
+
+class EgressUnresolved(EgressRefused):
+    """A host name that does not resolve (nothing is connected to; it may resolve later)."""
 
 
 def _literal(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
@@ -115,20 +132,55 @@ class Egress:
         )
 
     def resolve(self, host: str, port: int) -> list[str]:
-        """Worker side: the addresses of `host` the worker will connect to, every one checked; raises
-        EgressRefused when any is outside the allowed networks (a name half inside is refused whole)."""
+        """The one egress check: the addresses of `host` the service or the worker will connect to, every one
+        checked. A name is resolved here, once; raises EgressRefused when it does not resolve or when any of its
+        addresses is outside the allowed networks (a name half inside is refused whole). Connect to what it
+        returns, never to the name again."""
         literal = _literal(host)
         if literal is not None:
             addresses = [str(literal)]
-        elif not self.networks:
-            return [host]  # no rule: the client library resolves as usual
         else:
             try:
                 infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-            except OSError as exc:
-                raise EgressRefused(f"{host}: cannot resolve ({exc})") from None
+            except (OSError, UnicodeError) as exc:
+                raise EgressUnresolved(f"{host}: cannot resolve ({exc})") from None
             addresses = sorted({str(info[4][0]) for info in infos})
+            if not addresses:
+                raise EgressUnresolved(f"{host}: cannot resolve (no address)")
         bad = [a for a in addresses if not self.allows(a)]
         if bad:
             raise EgressRefused(self._outside(host, bad))
         return addresses
+
+    def connect(self, host: str, port: int, timeout_s: float) -> socket.socket:
+        """A TCP connection to `host`:`port` at an address `resolve` checked (each in turn until one answers).
+        Raises EgressRefused (the check), OSError (the last address's failure to connect)."""
+        failure: OSError | None = None
+        for address in self.resolve(host, port):
+            try:
+                return socket.create_connection((address, port), timeout=timeout_s)
+            except OSError as exc:
+                failure = exc
+        assert failure is not None
+        raise failure
+
+    def cassandra_policies(self) -> tuple[Any, Any]:
+        """(load balancing policy, address translator) for the Cassandra driver: it connects to no host (a
+        contact point or a peer it discovers) whose address the rules do not allow, and it translates no address
+        (the one the cluster reports is the one checked)."""
+        from cassandra.policies import HostFilterPolicy, IdentityTranslator, RoundRobinPolicy
+
+        egress = self
+        return HostFilterPolicy(RoundRobinPolicy(), lambda host: egress.allows(str(host.address))), IdentityTranslator()
+
+    def jvm_options(self, endpoints: Sequence[tuple[str, int]] = ()) -> list[str]:
+        """Options for a JVM tailtune starts to reach `endpoints` ((address, port) pairs, each an address
+        `resolve` returned: checked again here): under them it may connect to those endpoints only, resolve no
+        name, and one naming another host or port (a JMX client's RMI stub) is refused inside the JVM
+        (`tailtune.base.jvm_sandbox`). None: no connection at all."""
+        for address, _ in endpoints:
+            if _literal(address) is None:
+                raise EgressRefused(f"{address}: a JVM is given a checked address, never a name")
+            if not self.allows(address):
+                raise EgressRefused(self._outside(address))
+        return sandbox_options(endpoints)

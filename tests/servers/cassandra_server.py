@@ -23,12 +23,15 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from tailtune.control.egress import Egress
+
 __all__ = [
     "DEFAULT_VERSION",
     "CassandraNode",
     "cache_dir",
     "fetch_jars",
     "free_port",
+    "jmx_tool",
     "nodetool",
     "running_cassandra",
 ]
@@ -201,6 +204,7 @@ authorizer: AllowAllAuthorizer
             f"-Dcassandra.logdir={d / 'logs'}",
             f"-Dlogback.configurationFile={d / 'logback.xml'}",
             f"-Dcassandra.jmx.local.port={self.jmx_port}",
+            f"-Dcom.sun.management.jmxremote.rmi.port={self.jmx_port}",  # the connector on the registry's port
             "-Dcassandra.ring_delay_ms=1000",
             "-Dcassandra.skip_wait_for_gossip_to_settle=0",
             "-Dcassandra-foreground=yes",
@@ -269,18 +273,31 @@ def nodetool(node: CassandraNode, *args: str, timeout_s: float = 120.0, host: st
     is no nodetool script here), e.g. `nodetool(node, "enablefullquerylog", "--path", DIR)`; its output. `host`:
     where that port listens when not the node's address (a local JMX port binds the loopback address
     127.0.0.1 whatever the node's own address is)."""
+    return jmx_tool(node.lib, host or node.host, node.jmx_port, *args, timeout_s=timeout_s,
+                    logback=node.workdir / "logback.xml")
+
+
+def jmx_tool(lib: Path, host: str, port: int, *args: str, timeout_s: float = 120.0,
+             logback: Path | None = None) -> str:
+    """Cassandra's NodeTool (from the jars in `lib`) over JMX at `host`:`port`; its output. The JVM is pinned
+    to the address the egress check resolved `host` to and to `port` (`Egress.jvm_options`): the RMI stub the
+    server sends names where to connect back to, and one naming another host or port is refused (the node
+    exports its JMX connector on its registry's port, `com.sun.management.jmxremote.rmi.port`)."""
+    egress = Egress()
+    address = egress.resolve(host, port)[0]
     r = subprocess.run(
         [
             "java",
             *JVM17_OPTIONS,
-            "-Dlogback.configurationFile=" + str(node.workdir / "logback.xml"),
+            *egress.jvm_options([(address, port)]),
+            *([f"-Dlogback.configurationFile={logback}"] if logback else []),
             "-cp",
-            f"{node.lib}/*",
+            f"{lib}/*",
             "org.apache.cassandra.tools.NodeTool",
             "-h",
-            host or node.host,
+            address,
             "-p",
-            str(node.jmx_port),
+            str(port),
             *args,
         ],
         capture_output=True,

@@ -28,6 +28,7 @@ from typing import IO, Any, ClassVar, Final
 from ingest.formats.cassandra_fql.records import UNSET, QueryLogReader, Record, Statement, Value
 from ingest.formats.head import Head
 from tailtune.base.errors import BadInputError, TailtuneError
+from tailtune.base.jvm_sandbox import sandbox_options
 
 __all__ = [
     "CassandraFqlReader",
@@ -212,6 +213,7 @@ class CassandraFqlReader(QueryLogReader):
         command = [
             java,
             *JVM_OPTIONS,
+            *sandbox_options(),  # it reads files only: no connection, no name resolved (tailtune.base.jvm_sandbox)
             f"-Dlogback.configurationFile={classes / 'logback.xml'}",
             "-cp",
             f"{classes}{os.pathsep}{lib}/*",
