@@ -372,7 +372,9 @@ def capture_memcached(
                     on_progress(tally.progress(elapsed, writer))
             result.seconds = round(time.monotonic() - t0, 3)
             for server in servers:
-                _finish_line(server, writer, stop if result.stopped != "interrupted" else None)
+                left = max_bytes - sum(sv.reader.received for sv in servers if sv.reader is not None)
+                _finish_line(server, writer, stop if result.stopped != "interrupted" else None,
+                             max(0, left) if max_bytes else None)
             tally.wait_caught_up()  # the trailer needs every `skipped=` line counted
             for server in servers:
                 for raw in _trailer(server, tally.skipped[server.tag], timeout_s, stats_caps):
@@ -401,9 +403,10 @@ def capture_memcached(
     return result
 
 
-def _finish_line(server: _Server, writer: _Writer, stop: threading.Event | None) -> None:
+def _finish_line(server: _Server, writer: _Writer, stop: threading.Event | None, budget: int | None) -> None:
     """A line the stop cut in two: its rest is read (it is on its way) for at most `_FINISH_S`, within the line
-    cap, so the file holds no cut line; what does not come in time is not written."""
+    cap and the `budget` of bytes the byte cap leaves (None: none), so the file holds no cut line; what does not
+    come in time or within the caps is not written."""
     reader = server.reader
     if reader is None or not reader.pending:
         return
@@ -411,6 +414,8 @@ def _finish_line(server: _Server, writer: _Writer, stop: threading.Event | None)
         reader.drop_partial()
         return
     reader.sock, reader.deadline, reader.stop = server.watch, time.monotonic() + _FINISH_S, stop
+    if budget is not None:
+        reader.caps = LineCaps(max_bytes=reader.received + budget, max_line=reader.caps.max_line)
     try:
         while reader.pending:
             reader.fill()
