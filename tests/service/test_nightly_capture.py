@@ -165,8 +165,8 @@ def test_nightly_capture_of_an_unreachable_server_is_retried(svc: Svc) -> None:
 def _capture_job(svc: Svc, server: HostileMemcached, duration_s: float) -> int:
     dep = svc.client.post(f"{API}/deployments", json=memcached_deployment(f"mc-hostile-{server.port}",
                                                                           [server.address]), headers=svc.write)
-    job = svc.client.post(f"{API}/jobs", json={"deployment_id": dep.json()["id"], "capture": {"duration_s": duration_s}},
-                          headers=svc.write)
+    body = {"deployment_id": dep.json()["id"], "capture": {"duration_s": duration_s}}
+    job = svc.client.post(f"{API}/jobs", json=body, headers=svc.write)
     return int(job.json()["id"])
 
 
