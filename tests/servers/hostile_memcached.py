@@ -16,12 +16,15 @@ from tests.servers.cassandra_server import free_port
 __all__ = ["HostileMemcached", "hostile_memcached"]
 
 _CHUNK = b"x" * 65536
+#: Well-formed watch lines, sent without end by the "flood" watch (a disk filler).
+_LINES = b"".join(b"ts=1700000000.%06d gid=%d type=item_get key=k%d status=found clsid=1 cfd=9 size=10\n" % (i, i, i)
+                  for i in range(500))
 
 
 @dataclass
 class HostileMemcached:
     """`watch`: "endless-line" (OK, then bytes without a newline, as fast as they are read, or one chunk every
-    `trickle_s` seconds), "ok" (OK, then silence); `stats`: "endless" (STAT lines, never END) or the STAT lines
+    `trickle_s` seconds), "flood" (OK, then well-formed lines as fast as they are read), "ok" (OK, then silence); `stats`: "endless" (STAT lines, never END) or the STAT lines
     of `stats` (and `settings` for `stats settings`) then END."""
 
     watch: str = "endless-line"
@@ -84,6 +87,8 @@ class HostileMemcached:
                     while not self._stop.is_set():
                         if self.watch == "endless-line":
                             self._send(conn, _CHUNK)
+                        elif self.watch == "flood":
+                            self._send(conn, _LINES)
                         if self.watch == "ok" or self.trickle_s:
                             time.sleep(self.trickle_s or 0.05)
                     return
