@@ -24,8 +24,9 @@ _LINES = b"".join(b"ts=1700000000.%06d gid=%d type=item_get key=k%d status=found
 @dataclass
 class HostileMemcached:
     """`watch`: "endless-line" (OK, then bytes without a newline, as fast as they are read, or one chunk every
-    `trickle_s` seconds), "flood" (OK, then well-formed lines as fast as they are read), "ok" (OK, then silence); `stats`: "endless" (STAT lines, never END) or the STAT lines
-    of `stats` (and `settings` for `stats settings`) then END."""
+    `trickle_s` seconds), "flood" (OK, then well-formed lines as fast as they are read), "ok" (OK, then
+    silence); `stats`: "endless" (STAT lines, never END) or the STAT lines of `stats` (and `settings` for
+    `stats settings`) then END."""
 
     watch: str = "endless-line"
     stats_mode: str = "normal"
