@@ -19,11 +19,19 @@ from sqlalchemy import select
 
 from jobs.context import JobContext, JobFailed
 from tailtune.base.errors import BadInputError
-from tailtune.control.capture import CaptureFailed, CaptureTarget, capture_memcached, parse_server
+from tailtune.control.capture import (
+    CaptureDiskFull,
+    CaptureFailed,
+    CaptureTarget,
+    capture_memcached,
+    parse_server,
+    stats_caps,
+)
 from tailtune.control.common import now
 from tailtune.control.db import DeploymentRow, TraceRow
 from tailtune.control.egress import Egress, EgressRefused
 from tailtune.control.jobspec import CaptureOptions
+from tailtune.control.storage import storage_full
 
 __all__ = ["capture_trace"]
 
@@ -87,8 +95,12 @@ def capture_trace(ctx: JobContext, dep_id: int, opts: CaptureOptions) -> tuple[i
                 stop=stop,
                 timeout_s=ctx.settings.capture_timeout_s,
                 max_bytes=ctx.settings.capture_max_bytes,
+                max_line=ctx.settings.capture_max_line_bytes,
+                stats_caps=stats_caps(ctx.settings),
                 gap_us=ctx.settings.memcached_watch_gap_us,
             )
+    except CaptureDiskFull as exc:  # the path as the API shows paths: relative to TAILTUNE_HOME
+        raise JobFailed(f"capture: {storage_full(ctx.settings, exc.cause, exc.path)}") from None
     except CaptureFailed as exc:
         if exc.permanent:
             raise JobFailed(f"capture: {exc}") from None

@@ -9,8 +9,11 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from tailtune.base.errors import BadInputError
+from tailtune.control.capture import parse_server
 from tailtune.control.common import NAME_PATTERN, to_dt
 from tailtune.control.db import DeploymentRow
+from tailtune.control.model import INPUT_RANGES
 
 __all__ = [
     "DRIVERS",
@@ -90,14 +93,19 @@ class _Body(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
+_R = INPUT_RANGES  # the one declaration of the model inputs' ranges (discovery and calibration check the same)
+
+
 class Topology(_Body):
-    servers: int = Field(ge=1, le=100_000)
-    slots: int = Field(default=1, ge=1, le=1024, description="Concurrent requests per server.")
-    replication: int = Field(default=1, ge=1, le=16)
-    service_rate_per_s: float | None = Field(
-        default=None, gt=0, description="Ops per second one slot serves."
+    servers: int = Field(ge=_R["servers"].low, le=_R["servers"].high)
+    slots: int = Field(
+        default=1, ge=_R["slots"].low, le=_R["slots"].high, description="Concurrent requests per server."
     )
-    network_ms: float = Field(default=0.0, ge=0, le=60_000)
+    replication: int = Field(default=1, ge=_R["replication"].low, le=_R["replication"].high)
+    service_rate_per_s: float | None = Field(
+        default=None, gt=_R["service_rate_per_s"].low, description="Ops per second one slot serves."
+    )
+    network_ms: float = Field(default=0.0, ge=_R["network_ms"].low, le=_R["network_ms"].high)
 
     @model_validator(mode="after")
     def _rf(self) -> Topology:
@@ -140,6 +148,10 @@ class Connection(_Body):
         for s in v:
             if not _HOSTPORT.match(s):
                 raise ValueError(f"{s!r} is not host:port")
+            try:
+                parse_server(s)  # the worker's own reading of it: the port in 1..65535
+            except BadInputError:
+                raise ValueError(f"{s!r} is not host:port with a port in 1..65535") from None
         return v
 
 

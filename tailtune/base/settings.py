@@ -326,6 +326,21 @@ class Settings(BaseSettings):
         description="A capture stops once its file holds this many bytes (the rest is not captured; said so); "
         "0: none.",
     )
+    capture_max_line_bytes: int = Field(
+        default=64 * 1024, ge=1024, le=64 * 1024**2,
+        description="Longest line of a memcached watch stream a capture accepts (memcached's are a few hundred "
+        "bytes): a server sending a longer one fails the capture, naming it.",
+    )
+    memcached_stats_max_bytes: int = Field(
+        default=1024**2, ge=4096, le=1024**3,
+        description="Most bytes of one memcached `stats` reply that capture, discovery and calibration read (a "
+        "stock server's is a few KiB); a longer reply fails the read, naming the server. Its lines are at most "
+        "`capture_max_line_bytes`, and the whole reply arrives within the caller's timeout.",
+    )
+    memcached_stats_max_lines: int = Field(
+        default=10_000, ge=100, le=10_000_000,
+        description="Most lines of one memcached `stats` reply (a stock server sends about 100).",
+    )
     #: This process's own scratch folder under home/tmp, once `tailtune.control.scratch.claim_scratch` made it
     #: (not an environment variable): what a killed process leaves there is swept by the next start-up.
     _scratch: Path | None = PrivateAttr(default=None)

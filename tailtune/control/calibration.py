@@ -66,11 +66,14 @@ from typing import Any
 
 from sqlalchemy import select
 
+from tailtune.base.linereader import LineCaps
 from tailtune.base.settings import Settings
+from tailtune.control.capture import stats_caps
 from tailtune.control.db import Database, DeploymentRow
 from tailtune.control.discovery import (
     DiscoveryFailed,
     _Cql,
+    checked,
     discover_memcached,
     open_session,
     partition_key,
@@ -251,7 +254,9 @@ def calibrate_cassandra(
     rtt = statistics.median(trivial)
     found.readings["trivial_round_trip"] = {"reads": len(trivial), "p50_ms": rtt,
                                             "p99_ms": _quantile(trivial, 0.99)}
-    found.put("network", {"one_way_ms": rtt / 2, "rtt_quantiles_ms": rtt_quantiles(trivial)},
+    where = f"cassandra {', '.join(target.contact_points())}: calibration"
+    found.put("network", {"one_way_ms": checked("network_ms", rtt / 2, where, "network.one_way_ms"),
+                          "rtt_quantiles_ms": rtt_quantiles(trivial)},
               f"half the median of {len(trivial)} client-timed trivial round trips (SELECT release_version FROM "
               "system.local, prepared, one at a time): an upper bound of the wire's; their quantiles p0..p100 "
               "(stalls kept) are the client round trip each replayed request draws",
@@ -261,6 +266,8 @@ def calibrate_cassandra(
         found.notes.append(f"service time not calibrated: {why}")
         return found
     fit = service_time(service, trivial)
+    mean_ms = fit["mean_ms"]
+    checked("service_rate_per_s", 1000.0 / mean_ms if mean_ms > 0 else math.inf, where, "service_time.mean_ms")
     found.readings["single_key"] = {"table": tables[0], "reads": len(service), "p50_ms": statistics.median(service),
                                     "p99_ms": _quantile(service, 0.99)}
     if not fit["resolved"]:
@@ -304,9 +311,9 @@ def calibrate_cassandra(
 
 
 def _calibrate_memcached(connection: Mapping[str, Any], *, egress: Egress, timeout_s: float, reps: int,
-                         log: Callable[[str], None]) -> Calibrated:
+                         caps: LineCaps, log: Callable[[str], None]) -> Calibrated:
     found = discover_memcached(connection, egress=egress, timeout_s=timeout_s, profile_servers=True,
-                               profile_reps=reps, log=log)
+                               profile_reps=reps, caps=caps, log=log)
     out = Calibrated("memcached", found.at, readings={"profile": found.readings.get("profile")})
     entry = found.inputs.get("client_overhead")
     if entry is None:
@@ -346,7 +353,7 @@ def calibrate_deployment(db: Database, settings: Settings, deployment_id: int, *
                                     keys=settings.calibrate_keys, log=log)
     else:
         found = _calibrate_memcached(connection, egress=egress, timeout_s=settings.discover_timeout_s,
-                                     reps=settings.discover_profile_reps, log=log)
+                                     reps=settings.discover_profile_reps, caps=stats_caps(settings), log=log)
     with db.session() as s:
         row = s.scalar(select(DeploymentRow).where(DeploymentRow.id == deployment_id).with_for_update())
         if row is None:

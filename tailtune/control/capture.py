@@ -18,9 +18,16 @@ What the watch loses is counted, never hidden:
   line — only when this capture is the server's only watcher (the counter is server-wide).
 
 The capture stops after `duration_s`, when `stop` is set (Ctrl-C in the CLI, a cancel in the worker), when the
-file reaches `max_bytes`, or when every server closed its watch; in each case it keeps what it wrote: the file is
-written next to `out` under a hidden name and renamed into place when the capture ends. It fails (and leaves
-nothing) only when it could not start: a server that cannot be reached or refuses the watch.
+bytes received from the servers reach `max_bytes` (an unfinished line's included), or when every server closed its
+watch; in each case it keeps what it wrote: the file is written next to `out` under a hidden name and renamed into
+place when the capture ends. It fails (and leaves nothing) when it could not start (a server that cannot be
+reached or refuses the watch), when a server sends a line longer than `max_line` (`CaptureLineTooLong`: no
+memcached does), and when the disk is full (`CaptureDiskFull`: the path and the bytes free).
+
+Every read goes through one capped reader (`tailtune.base.linereader`): the watch streams' and the `stats`
+replies' (bytes, lines, and a deadline: `timeout_s` for a reply, and the rest of a line the stop cut in two is
+awaited at most `_FINISH_S`), so a server that never ends a line or a reply holds neither the memory nor the time
+of the capture.
 """
 
 from __future__ import annotations
@@ -40,21 +47,35 @@ from typing import Any, BinaryIO, Final
 
 from ingest.mcwatch import SKIPPED, WATCH_COMMAND, Grouper, LineProblem, parse_line
 from tailtune.base.errors import BadInputError, TailtuneError
+from tailtune.base.linereader import LineCaps, LineReader, WireLimit
+from tailtune.base.settings import Settings
 from tailtune.control.egress import Egress, EgressRefused
+from tailtune.control.storage import DISK_FULL_ERRNOS, free_bytes
 
 __all__ = [
+    "STATS_CAPS",
+    "CaptureDiskFull",
     "CaptureFailed",
+    "CaptureLineTooLong",
     "CaptureProgress",
     "CaptureResult",
     "CaptureTarget",
     "capture_memcached",
     "parse_server",
+    "read_stats",
+    "stats_caps",
 ]
 
 _RECV: Final = 1 << 20
 #: How often the progress callback is called at most, seconds.
 _PROGRESS_EVERY_S: Final = 0.2
 _POLL_S: Final = 0.2
+#: The longest wait for the rest of a line the stop cut in two, seconds (it is on its way, or it is not coming).
+_FINISH_S: Final = 1.0
+#: The caps of one `stats` reply when the caller names none (the settings' defaults).
+STATS_CAPS: Final = LineCaps(max_bytes=1024**2, max_line=64 * 1024, max_lines=10_000)
+#: The longest line of a watch stream when the caller names none (`TAILTUNE_CAPTURE_MAX_LINE_BYTES`'s default).
+_MAX_LINE: Final = 64 * 1024
 
 
 class CaptureFailed(TailtuneError):
@@ -64,6 +85,31 @@ class CaptureFailed(TailtuneError):
     def __init__(self, message: str, *, permanent: bool, hint: str | None = None) -> None:
         super().__init__(message, hint=hint)
         self.permanent = permanent
+
+
+class CaptureLineTooLong(CaptureFailed):
+    """A server sent a watch line longer than the cap (`TAILTUNE_CAPTURE_MAX_LINE_BYTES`): the capture ends and
+    keeps nothing."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, permanent=True,
+                         hint="no memcached sends such lines: check connection.servers names memcached servers")
+
+
+class CaptureDiskFull(CaptureFailed):
+    """The capture's file found its filesystem full: the path and the bytes free there; nothing is kept."""
+
+    def __init__(self, path: Path, cause: OSError) -> None:
+        try:
+            free: int | None = free_bytes(path)
+        except OSError:
+            free = None
+        left = f"{free} bytes free" if free is not None else "free space unknown"
+        super().__init__(f"cannot write the capture {path}: no space left on its filesystem ({left})",
+                         permanent=True)
+        self.path = path
+        self.free_bytes = free
+        self.cause = cause
 
 
 @dataclass(frozen=True)
@@ -139,7 +185,8 @@ class _Server:
         self.prefix = f"server={target.label} ".encode() if several else b""
         self.watch: socket.socket | None = None
         self.stats: socket.socket | None = None
-        self.partial = b""
+        #: The watch stream's reader (its unfinished line, the bytes received), once the watch is on.
+        self.reader: LineReader | None = None
         self.before: dict[str, str] = {}
         self.skipped_seen = 0
         self.closed = False
@@ -161,49 +208,61 @@ def _connect(target: CaptureTarget, timeout_s: float) -> socket.socket:
     return sock
 
 
-def _read_until(sock: socket.socket, end: bytes, label: str, what: str, limit: int = 1 << 20) -> bytes:
-    buf = b""
-    while end not in buf:
-        try:
-            data = sock.recv(65536)
-        except OSError as exc:
-            raise CaptureFailed(f"memcached {label}: {what}: {exc}", permanent=False) from None
-        if not data:
-            raise CaptureFailed(f"memcached {label}: {what}: the server closed the connection", permanent=False)
-        buf += data
-        if len(buf) > limit:
-            raise CaptureFailed(f"memcached {label}: {what}: no end in {limit:,} bytes", permanent=True)
-    return buf
-
-
-def _stats(server: _Server) -> dict[str, str]:
-    sock = server.stats
-    assert sock is not None
-    label = server.target.label
-    sock.sendall(b"stats\r\n")
-    reply = _read_until(sock, b"END\r\n", label, "stats")
+def read_stats(
+    sock: socket.socket, label: str, *, timeout_s: float, caps: LineCaps = STATS_CAPS, what: str = "stats",
+    stop: threading.Event | None = None,
+) -> dict[str, str]:
+    """Send `stats` (or `stats settings`: `what`) on `sock` and read the `STAT name value` lines up to `END`,
+    within `caps` and `timeout_s` for the whole reply. WireLimit (naming `memcached LABEL: what`) otherwise."""
+    sock.sendall(what.encode() + b"\r\n")
+    reader = LineReader(f"memcached {label}: {what}", caps, sock=sock, deadline=time.monotonic() + timeout_s,
+                        stop=stop)
     out: dict[str, str] = {}
-    for line in reply.decode("ascii", errors="replace").splitlines():
-        parts = line.split(" ", 2)
+    for line in reader.read_until(b"END"):
+        parts = line.decode("ascii", errors="replace").split(" ", 2)
         if len(parts) == 3 and parts[0] == "STAT":
             out[parts[1]] = parts[2]
+        elif parts[0] in ("ERROR", "CLIENT_ERROR", "SERVER_ERROR"):
+            raise WireLimit(f"memcached {label}: {what}: {line[:200]!r}", limit="closed")
     return out
+
+
+def stats_caps(settings: Settings) -> LineCaps:
+    """The caps of one `stats` reply (`TAILTUNE_MEMCACHED_STATS_MAX_BYTES`, `..._MAX_LINES`; lines at most
+    `TAILTUNE_CAPTURE_MAX_LINE_BYTES`)."""
+    return LineCaps(max_bytes=settings.memcached_stats_max_bytes, max_line=settings.capture_max_line_bytes,
+                    max_lines=settings.memcached_stats_max_lines)
+
+
+def _stats(server: _Server, timeout_s: float, caps: LineCaps) -> dict[str, str]:
+    assert server.stats is not None
+    try:
+        return read_stats(server.stats, server.target.label, timeout_s=timeout_s, caps=caps)
+    except OSError as exc:
+        raise CaptureFailed(f"memcached {server.target.label}: stats: {exc}", permanent=False) from None
+    except WireLimit as exc:
+        raise CaptureFailed(str(exc), permanent=exc.permanent) from None
 
 
 def _counter(stats: dict[str, str], name: str) -> int:
     value = stats.get(name, "0")
-    return int(value) if value.isdigit() else 0
+    return int(value) if value.isdigit() and len(value) <= 20 else 0
 
 
-def _start_watch(server: _Server, timeout_s: float) -> bytes:
-    """Issue the watch; returns what followed its `OK` in the same reads (the first log lines)."""
+def _start_watch(server: _Server, timeout_s: float, caps: LineCaps, stop: threading.Event) -> None:
+    """Issue the watch and read its `OK`; what followed it in the same reads stays in the server's reader."""
     label = server.target.label
     sock = _connect(server.target, timeout_s)
     server.watch = sock
-    sock.sendall(WATCH_COMMAND)
-    reply = _read_until(sock, b"\n", label, "watch")
-    first, _, rest = reply.partition(b"\n")
-    answer = first.rstrip(b"\r").decode("ascii", errors="replace")
+    reader = LineReader(f"memcached {label}: watch", caps, sock=sock, deadline=time.monotonic() + timeout_s,
+                        stop=stop)
+    try:
+        sock.sendall(WATCH_COMMAND)
+        answer = reader.readline().decode("ascii", errors="replace")
+    except OSError as exc:
+        raise CaptureFailed(f"memcached {label}: watch: {exc}", permanent=False) from None
+    except WireLimit as exc:
+        raise CaptureFailed(str(exc), permanent=exc.permanent) from None
     if answer != "OK":
         hint = None
         if "not allowed" in answer:
@@ -214,7 +273,8 @@ def _start_watch(server: _Server, timeout_s: float) -> bytes:
             hint=hint,
         )
     sock.setblocking(False)
-    return rest
+    reader.deadline = None  # the capture's loop keeps the time from here
+    server.reader = reader
 
 
 def capture_memcached(
@@ -225,13 +285,15 @@ def capture_memcached(
     stop: threading.Event | None = None,
     timeout_s: float = 10.0,
     max_bytes: int = 0,
+    max_line: int = _MAX_LINE,
+    stats_caps: LineCaps = STATS_CAPS,
     gap_us: int = 3,
     on_ready: Callable[[], None] | None = None,
     on_progress: Callable[[CaptureProgress], None] | None = None,
 ) -> CaptureResult:
-    """Capture the servers' watch into `out` until `duration_s` passed, `stop` is set, `out` holds `max_bytes`
-    (0: no cap) or every server closed its watch (see the module doc). `on_ready` is called once every watch is
-    on; `on_progress` about every 0.2 s."""
+    """Capture the servers' watch into `out` until `duration_s` passed, `stop` is set, `max_bytes` were received
+    (0: no cap) or every server closed its watch (see the module doc); a line longer than `max_line` fails it
+    (`CaptureLineTooLong`). `on_ready` is called once every watch is on; `on_progress` about every 0.2 s."""
     if not targets:
         raise BadInputError.single("command line", "no server to capture", field="server")
     if duration_s is not None and not duration_s > 0:
@@ -243,6 +305,7 @@ def capture_memcached(
     tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
     started_at = datetime.now(UTC).isoformat(timespec="seconds")
     result = CaptureResult(str(out), [t.label for t in targets], started_at, 0.0, "duration", gap_us=gap_us)
+    watch_caps = LineCaps(max_bytes=0, max_line=max_line)
     sel = selectors.DefaultSelector()
     tally: _Tally | None = None
     try:
@@ -250,15 +313,16 @@ def capture_memcached(
             out.parent.mkdir(parents=True, exist_ok=True)
             fh: BinaryIO = tmp.open("wb")
         except OSError as exc:
+            if exc.errno in DISK_FULL_ERRNOS:
+                raise CaptureDiskFull(out, exc) from None
             raise BadInputError.single(str(out), f"cannot write the capture: {exc}", field="out") from None
         with fh:
-            writer = _Writer(fh)
+            writer = _Writer(fh, out)
             writer.comment(f"tailtune capture memcached {' '.join(result.servers)} started {started_at}")
-            first: dict[int, bytes] = {}
             for i, server in enumerate(servers):
                 server.stats = _connect(server.target, timeout_s)
-                server.before = _stats(server)
-                first[i] = _start_watch(server, timeout_s)
+                server.before = _stats(server, timeout_s, stats_caps)
+                _start_watch(server, timeout_s, watch_caps, stop)
                 assert server.watch is not None
                 sel.register(server.watch, selectors.EVENT_READ, i)
             tally = _Tally(tmp, gap_us)
@@ -267,8 +331,8 @@ def capture_memcached(
             if on_ready is not None:
                 on_ready()
             t0 = time.monotonic()
-            for i, data in first.items():
-                writer.feed(servers[i], data)
+            for server in servers:
+                writer.feed(server, b"")
             last_progress = 0.0
             while True:
                 elapsed = time.monotonic() - t0
@@ -277,7 +341,8 @@ def capture_memcached(
                     break
                 if duration_s is not None and elapsed >= duration_s:
                     break
-                if max_bytes and writer.bytes >= max_bytes:
+                left = max_bytes - sum(sv.reader.received for sv in servers if sv.reader is not None)
+                if max_bytes and (left <= 0 or writer.bytes >= max_bytes):
                     result.stopped = "size cap"
                     break
                 if not sel.get_map():
@@ -288,7 +353,7 @@ def capture_memcached(
                     server = servers[key.data]
                     assert server.watch is not None
                     try:
-                        data = server.watch.recv(_RECV)
+                        data = server.watch.recv(min(_RECV, left) if max_bytes else _RECV)
                     except (BlockingIOError, InterruptedError):
                         continue
                     except OSError:
@@ -299,15 +364,21 @@ def capture_memcached(
                         result.closed.append(server.target.label)
                         continue
                     writer.feed(server, data)
+                    if max_bytes:
+                        left -= len(data)
+                        if left <= 0:
+                            break
                 if on_progress is not None and elapsed - last_progress >= _PROGRESS_EVERY_S:
                     last_progress = elapsed
                     on_progress(tally.progress(elapsed, writer))
             result.seconds = round(time.monotonic() - t0, 3)
             for server in servers:
-                _finish_line(server, writer, timeout_s)
+                left = max_bytes - sum(sv.reader.received for sv in servers if sv.reader is not None)
+                _finish_line(server, writer, stop if result.stopped != "interrupted" else None,
+                             max(0, left) if max_bytes else None)
             tally.wait_caught_up()  # the trailer needs every `skipped=` line counted
             for server in servers:
-                for raw in _trailer(server, tally.skipped[server.tag]):
+                for raw in _trailer(server, tally.skipped[server.tag], timeout_s, stats_caps):
                     writer.feed(server, raw)
             tally.wait_caught_up()
             writer.comment(
@@ -333,28 +404,35 @@ def capture_memcached(
     return result
 
 
-def _finish_line(server: _Server, writer: _Writer, timeout_s: float) -> None:
-    """A line the stop cut in two: its rest is read (it is on its way), so the file holds no cut line."""
-    if not server.partial or server.closed or server.watch is None:
+def _finish_line(server: _Server, writer: _Writer, stop: threading.Event | None, budget: int | None) -> None:
+    """A line the stop cut in two: its rest is read (it is on its way) for at most `_FINISH_S`, within the line
+    cap and the `budget` of bytes the byte cap leaves (None: none), so the file holds no cut line; what does not
+    come in time or within the caps is not written."""
+    reader = server.reader
+    if reader is None or not reader.pending:
         return
-    server.watch.settimeout(timeout_s)
-    while server.partial:
-        try:
-            data = server.watch.recv(_RECV)
-        except OSError:
-            data = b""
-        if not data:  # gone: the cut line is not written
-            server.partial = b""
-            return
-        writer.feed(server, data)
+    if server.closed or server.watch is None:
+        reader.drop_partial()
+        return
+    reader.sock, reader.deadline, reader.stop = server.watch, time.monotonic() + _FINISH_S, stop
+    if budget is not None:
+        reader.caps = LineCaps(max_bytes=reader.received + budget, max_line=reader.caps.max_line)
+    try:
+        while reader.pending:
+            reader.fill()
+            writer.feed(server, b"")
+    except (OSError, WireLimit) as exc:
+        if isinstance(exc, WireLimit) and exc.limit == "line":
+            raise CaptureLineTooLong(str(exc)) from None
+        reader.drop_partial()  # gone, or not in time: the cut line is not written
 
 
-def _trailer(server: _Server, skipped_seen: int) -> list[bytes]:
+def _trailer(server: _Server, skipped_seen: int, timeout_s: float, caps: LineCaps) -> list[bytes]:
     """After the stream: what memcached lost that the stream did not say (see the module doc)."""
     if server.stats is None:
         return []
     try:
-        after = _stats(server)
+        after = _stats(server, timeout_s, caps)
     except CaptureFailed:
         return []  # the server went away: its losses after that cannot be known (it is in `closed`)
     extra: list[bytes] = []
@@ -369,10 +447,12 @@ def _trailer(server: _Server, skipped_seen: int) -> list[bytes]:
 
 
 class _Writer:
-    """Writes the watch streams' lines as they arrive: the capture's hot path, bytes only (no parsing)."""
+    """Writes the watch streams' lines as they arrive: the capture's hot path, bytes only (no parsing). Each
+    server's reader holds its unfinished line (no copy of it per read)."""
 
-    def __init__(self, fh: BinaryIO) -> None:
+    def __init__(self, fh: BinaryIO, out: Path) -> None:
         self.fh = fh
+        self.out = out
         self.bytes = 0
         self.lines = 0
         self.tally: _Tally | None = None
@@ -381,22 +461,34 @@ class _Writer:
         self._write(f"# {text}\n".encode())
 
     def feed(self, server: _Server, data: bytes) -> None:
-        buf = server.partial + data
-        cut = buf.rfind(b"\n")
-        if cut < 0:
-            server.partial = buf
-            return
-        server.partial = buf[cut + 1 :]
-        if server.prefix:
-            block = b"".join(server.prefix + ln + b"\n" for ln in buf[:cut].split(b"\n"))
+        """`data` from `server`'s watch (or of its trailer): its complete lines are written."""
+        reader = server.reader
+        if reader is None:  # no stream (cannot happen once the watch is on): the trailer's own lines
+            block = data
         else:
-            block = buf[: cut + 1]
+            try:
+                if data:
+                    reader.take(data)
+            except WireLimit as exc:
+                raise CaptureLineTooLong(str(exc)) from None
+            block = reader.complete()
+        if not block:
+            return
+        if server.prefix:
+            block = b"".join(server.prefix + ln + b"\n" for ln in block[:-1].split(b"\n"))
         self.lines += block.count(b"\n")
         self._write(block)
 
     def _write(self, block: bytes) -> None:
-        self.fh.write(block)
-        self.fh.flush()  # on disk as it comes (under the hidden name until the capture ends), for the tally too
+        try:
+            self.fh.write(block)
+            self.fh.flush()  # on disk as it comes (under the hidden name until the capture ends), for the tally too
+        except OSError as exc:
+            if exc.errno in DISK_FULL_ERRNOS:
+                with contextlib.suppress(OSError):  # its buffer cannot be written either
+                    self.fh.close()
+                raise CaptureDiskFull(self.out, exc) from None
+            raise
         self.bytes += len(block)
         if self.tally is not None:
             self.tally.wrote(self.bytes)

@@ -25,10 +25,18 @@ multigets of 1..200 keys on a scratch key range it deletes afterwards → `clien
 Every read happens first; the model is written in one transaction at the end, so a failure (a node down, a
 login refused, a missing permission, an unsupported version) leaves the deployment as it was, and is one line
 naming the node and what to do (`DiscoveryFailed`).
+
+What a live system reports is not trusted: every model input read goes through the ranges an operator's value
+goes through (`tailtune.control.model.INPUT_RANGES`), every number is parsed as one (tokens within their
+partitioner's range, a release version of short numbers), and a value that fails is a permanent
+`DiscoveryFailed` naming the node and the field. memcached's `stats` replies are read within
+`TAILTUNE_MEMCACHED_STATS_MAX_BYTES` / `_MAX_LINES` and the timeout (`tailtune.control.capture.read_stats`).
 """
 
 from __future__ import annotations
 
+import math
+import socket
 import statistics
 import time
 import uuid
@@ -40,22 +48,26 @@ from typing import Any
 from sqlalchemy import select
 
 from tailtune.base.errors import BadInputError, TailtuneError
+from tailtune.base.linereader import LineCaps, WireLimit
 from tailtune.base.settings import Settings
+from tailtune.control.capture import STATS_CAPS, parse_server, read_stats, stats_caps
 from tailtune.control.cql import ConnectFailed, CqlTarget, PasswordMissing
 from tailtune.control.db import Database, DeploymentRow
 from tailtune.control.egress import Egress, EgressRefused
 from tailtune.control.errors import Missing
-from tailtune.control.model import ModelTooLarge, check_model_size
+from tailtune.control.model import ModelTooLarge, check_input, check_model_size
 
 __all__ = [
     "LATENCY_TABLES",
     "Discovered",
     "DiscoveryFailed",
+    "checked",
     "discover",
     "discover_cassandra",
     "discover_deployment",
     "discover_memcached",
     "merge_model",
+    "refused",
 ]
 
 #: The node settings read from `system_views.settings`.
@@ -75,6 +87,10 @@ LATENCY_SECONDS_RELEASES = ("5.0",)
 #: Partitioners whose tokens are integers.
 INTEGER_PARTITIONERS = ("Murmur3Partitioner", "RandomPartitioner")
 MIN_RELEASE = (4, 0)
+#: Token ranges of the integer partitioners.
+TOKEN_RANGES = {"Murmur3Partitioner": (-(2**63), 2**63 - 1), "RandomPartitioner": (0, 2**127)}
+#: The most digits of an integer read from a live system (2^127 has 39).
+_DIGITS_MAX = 40
 
 
 class DiscoveryFailed(TailtuneError):
@@ -104,35 +120,91 @@ class Discovered:
         self.inputs[name] = {"value": value, "source": "discovered", "at": self.at, "how": how}
 
 
+# --- what a live system reports, checked ----------------------------------------------------------------------
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:40] + "…"
+
+
+def refused(node: str, field_: str, problem: str) -> DiscoveryFailed:
+    """A value a live system reported that the model cannot take: permanent (reading again reads it again)."""
+    return DiscoveryFailed(
+        f"{node}: field '{field_}': {problem}: the live system reports a value the model does not accept "
+        "(check the node; an operator's value in the deployment's topology takes precedence)",
+        permanent=True,
+    )
+
+
+def checked(name: str, value: Any, node: str, field_: str | None = None) -> Any:
+    """`value` as model input `name`, within the operator's range (`INPUT_RANGES`); else `refused`."""
+    problem = check_input(name, value)
+    if problem is not None:
+        raise refused(node, field_ or name, problem)
+    return value
+
+
+def _integer(text: Any, node: str, field_: str) -> int:
+    """An integer as a live system writes one (ASCII digits, a sign, at most 40 digits); else `refused`."""
+    if isinstance(text, int) and not isinstance(text, bool):
+        if len(str(abs(text))) > _DIGITS_MAX:
+            raise refused(node, field_, f"expected an integer of at most {_DIGITS_MAX} digits, got {_shown(text)}")
+        return text
+    t = str(text).strip()
+    digits = t[1:] if t[:1] in ("-", "+") else t
+    if not (digits.isascii() and digits.isdigit()) or len(digits) > _DIGITS_MAX:
+        raise refused(node, field_, f"expected an integer of at most {_DIGITS_MAX} digits, got {_shown(text)}")
+    return int(t)
+
+
 # --- Cassandra ----------------------------------------------------------------------------------------------
 def _short_class(name: str) -> str:
     return str(name).rsplit(".", 1)[-1]
 
 
-def _rf(text: Any) -> int:
-    """A replication factor as Cassandra stores it: "3", or "3/1" (3 replicas, 1 transient)."""
-    return int(str(text).split("/", 1)[0])
+def _rf(text: Any, node: str, field_: str) -> int:
+    """A replication factor as Cassandra stores it: "3", or "3/1" (3 replicas, 1 transient); 0 (a datacenter
+    without replicas) up to the model's most; else `refused`."""
+    rf = _integer(str(text).split("/", 1)[0], node, field_)
+    high = check_input("replication", rf)
+    if rf != 0 and high is not None:
+        raise refused(node, field_, high)
+    return rf
 
 
-def parse_strategy(replication: Mapping[str, Any]) -> dict[str, Any]:
-    """`system_schema.keyspaces.replication` as the ring's `strategy`."""
+def parse_strategy(replication: Mapping[str, Any], where: str = "cassandra") -> dict[str, Any]:
+    """`system_schema.keyspaces.replication` as the ring's `strategy`; a factor that is not one is `refused`,
+    naming `where` and the field."""
     cls = _short_class(str(replication.get("class", "")))
     if cls == "SimpleStrategy":
-        return {"class": cls, "replication_factor": _rf(replication.get("replication_factor", 1))}
+        return {"class": cls, "replication_factor": _rf(replication.get("replication_factor", 1), where,
+                                                        "replication.replication_factor")}
     if cls == "NetworkTopologyStrategy":
-        return {"class": cls, "replication": {str(k): _rf(v) for k, v in sorted(replication.items()) if k != "class"}}
+        return {"class": cls, "replication": {str(k): _rf(v, where, f"replication.{_shown(str(k))[1:-1]}")
+                                              for k, v in sorted(replication.items()) if k != "class"}}
     return {"class": cls}
 
 
-def _release(text: str) -> tuple[int, int]:
-    parts = [*(int("".join(ch for ch in p if ch.isdigit()) or 0) for p in str(text).split(".")[:2]), 0, 0]
+def _release(text: str, node: str = "cassandra") -> tuple[int, int]:
+    parts = []
+    for p in str(text).split(".")[:2]:
+        digits = "".join(ch for ch in p if ch.isascii() and ch.isdigit())
+        if len(digits) > 9:
+            raise refused(node, "release_version", f"not a Cassandra release version: {_shown(text)}")
+        parts.append(int(digits or 0))
+    parts += [0, 0]
     return parts[0], parts[1]
 
 
-def _tokens(values: Iterable[Any], integers: bool) -> list[Any]:
-    if integers:
-        return sorted(int(t) for t in values)
-    return sorted(str(t) for t in values)
+def _tokens(values: Iterable[Any], partitioner: str, node: str) -> list[Any]:
+    bounds = TOKEN_RANGES.get(partitioner)
+    if partitioner not in INTEGER_PARTITIONERS:
+        return sorted(str(t) for t in values)
+    tokens = sorted(_integer(t, node, "tokens") for t in values)
+    if bounds is not None and tokens and (tokens[0] < bounds[0] or tokens[-1] > bounds[1]):
+        bad = tokens[0] if tokens[0] < bounds[0] else tokens[-1]
+        raise refused(node, "tokens", f"{_shown(bad)} is outside the {partitioner}'s range "
+                                      f"[{bounds[0]}, {bounds[1]}]")
+    return tokens
 
 
 def _fmt_node(address: str, port: int) -> str:
@@ -431,14 +503,15 @@ def _read_cassandra(
         raise DiscoveryFailed(f"cassandra node {contact_name}: system.local is empty: is the node still starting?")
     me = local[0]
     release = str(me.release_version)
-    if _release(release) < MIN_RELEASE:
+    if _release(release, f"cassandra node {contact_name}") < MIN_RELEASE:
         raise DiscoveryFailed(
             f"cassandra node {contact_name} runs Cassandra {release}: discovery needs 4.0 or newer "
             "(system.peers_v2, system_views)",
             permanent=True,
         )
     partitioner = str(me.partitioner)
-    integers = _short_class(partitioner) in INTEGER_PARTITIONERS
+    short = _short_class(partitioner)
+    integers = short in INTEGER_PARTITIONERS
     peers = cql.run(
         "SELECT peer, peer_port, native_address, native_port, host_id, data_center, rack, tokens, release_version "
         "FROM system.peers_v2", host=contact, node=contact_name,
@@ -447,12 +520,14 @@ def _read_cassandra(
     nodes: list[dict[str, Any]] = [
         {"address": str(me.broadcast_address or me.rpc_address), "native_address": str(me.rpc_address),
          "dc": local_dc, "rack": str(me.rack), "host_id": str(me.host_id), "release_version": release,
-         "tokens": _tokens(me.tokens or (), integers)}
+         "tokens": _tokens(me.tokens or (), short, f"cassandra node {contact_name} (system.local)")}
     ]
     for p in peers:
+        peer = f"cassandra node {contact_name} (system.peers_v2 row of {_shown(str(p.peer))[1:-1]})"
+        _release(str(p.release_version), peer)
         nodes.append({"address": str(p.peer), "native_address": str(p.native_address or p.peer),
                       "dc": str(p.data_center), "rack": str(p.rack), "host_id": str(p.host_id),
-                      "release_version": str(p.release_version), "tokens": _tokens(p.tokens or (), integers)})
+                      "release_version": str(p.release_version), "tokens": _tokens(p.tokens or (), short, peer)})
     nodes.sort(key=lambda n: (n["dc"], n["address"]))
     log(f"cassandra {release}: {len(nodes)} node(s) ({', '.join(sorted({n['dc'] for n in nodes}))}), "
         f"contact {contact_name} in {local_dc}")
@@ -468,7 +543,8 @@ def _read_cassandra(
                 "(tailtune deployments set NAME --table keyspace.table)", permanent=True,
             )
         keyspaces[ks] = {"replication": {str(k): str(v) for k, v in dict(rows[0].replication).items()},
-                         "strategy": parse_strategy(dict(rows[0].replication))}
+                         "strategy": parse_strategy(dict(rows[0].replication),
+                                                    f"cassandra node {contact_name}: keyspace {ks}")}
     spec: dict[str, str] = {}
     for table in tables:
         ks, name = table.split(".", 1)
@@ -555,15 +631,20 @@ def _read_cassandra(
     # --- inputs --------------------------------------------------------------------------------------------
     strategy = keyspaces[tables[0].split(".", 1)[0]]["strategy"] if tables else None
     in_dc = [n for n in nodes if n["dc"] == local_dc]
+    ring_where = f"cassandra node {contact_name}: system.local + system.peers_v2"
     if strategy is not None and strategy["class"] == "SimpleStrategy":
-        found.put("servers", len(nodes), "system.local + system.peers_v2: every node of the ring (SimpleStrategy "
+        servers = checked("servers", len(nodes), ring_where)
+        found.put("servers", servers, "system.local + system.peers_v2: every node of the ring (SimpleStrategy "
                   "places replicas on the next nodes clockwise, whatever their datacenter)")
     else:
-        found.put("servers", len(in_dc), f"system.local + system.peers_v2: the nodes of datacenter {local_dc}, the "
+        servers = checked("servers", len(in_dc), ring_where)
+        found.put("servers", servers, f"system.local + system.peers_v2: the nodes of datacenter {local_dc}, the "
                   "contact point's (reads stay in the local datacenter)")
     reads = contact_settings.get("concurrent_reads")
-    if reads is not None and str(reads).strip().isdigit() and int(str(reads)) > 0:
-        found.put("slots", int(str(reads)), f"system_views.settings concurrent_reads of {contact_name}")
+    if reads is not None:
+        where = f"cassandra node {contact_name}: system_views.settings"
+        slots = checked("slots", _integer(reads, where, "concurrent_reads"), where, "concurrent_reads")
+        found.put("slots", slots, f"system_views.settings concurrent_reads of {contact_name}")
         others = {a: s.get("concurrent_reads") for a, s in settings_by_node.items()
                   if str(s.get("concurrent_reads")) != str(reads)}
         if others:
@@ -581,6 +662,7 @@ def _read_cassandra(
         rf = (strategy.get("replication_factor") if strategy["class"] == "SimpleStrategy"
               else (strategy.get("replication") or {}).get(local_dc))
         if isinstance(rf, int) and rf >= 1:
+            checked("replication", rf, f"cassandra node {contact_name}: keyspace {ks0}")
             how = (f"system_schema.keyspaces replication of {ks0} (SimpleStrategy replication_factor)"
                    if strategy["class"] == "SimpleStrategy"
                    else f"system_schema.keyspaces replication of {ks0} (NetworkTopologyStrategy, datacenter "
@@ -609,20 +691,43 @@ def _read_cassandra(
 
 
 # --- memcached ----------------------------------------------------------------------------------------------
-def _plain(value: Any) -> Any:
-    if isinstance(value, bytes):
-        text = value.decode(errors="replace")
+def _plain(text: str) -> Any:
+    """A `stats` value as a reading: an integer or a finite number when it reads as one (at most 40 digits),
+    else the text."""
+    if len(text) <= _DIGITS_MAX:
         for cast in (int, float):
             try:
-                return cast(text)
+                value = cast(text)
             except ValueError:
-                pass
-        return text
-    return value
+                continue
+            if not isinstance(value, float) or math.isfinite(value):
+                return value
+    return text
 
 
-def _stats(raw: Mapping[Any, Any]) -> dict[str, Any]:
-    return {(k.decode() if isinstance(k, bytes) else str(k)): _plain(v) for k, v in raw.items()}
+def _server_stats(server: str, address: str, port: int, timeout_s: float,
+                  caps: LineCaps) -> tuple[dict[str, str], dict[str, str]]:
+    """`stats` and `stats settings` of one server, each reply within `caps` and `timeout_s`."""
+    hint = f"check the server is up and answers within TAILTUNE_DISCOVER_TIMEOUT_S ({timeout_s:g} s)"
+    try:
+        sock = socket.create_connection((address, port), timeout=timeout_s)
+    except ConnectionRefusedError:
+        raise DiscoveryFailed(
+            f"memcached {server}: connection refused — no server listens there: start it, or fix connection.servers"
+        ) from None
+    except OSError as exc:
+        raise DiscoveryFailed(f"memcached {server}: {type(exc).__name__}: {exc}: {hint}") from None
+    with sock:
+        try:
+            return (read_stats(sock, server, timeout_s=timeout_s, caps=caps),
+                    read_stats(sock, server, timeout_s=timeout_s, caps=caps, what="stats settings"))
+        except WireLimit as exc:
+            if exc.permanent:
+                raise DiscoveryFailed(f"{exc}: is it a memcached server? (TAILTUNE_MEMCACHED_STATS_MAX_BYTES, "
+                                      "TAILTUNE_MEMCACHED_STATS_MAX_LINES)", permanent=True) from None
+            raise DiscoveryFailed(f"{exc}: {hint}") from None
+        except OSError as exc:
+            raise DiscoveryFailed(f"memcached {server}: {type(exc).__name__}: {exc}: {hint}") from None
 
 
 def discover_memcached(
@@ -632,39 +737,35 @@ def discover_memcached(
     timeout_s: float,
     profile_servers: bool = False,
     profile_reps: int = 20,
+    caps: LineCaps = STATS_CAPS,
     log: Callable[[str], None] = lambda _: None,
 ) -> Discovered:
-    """Read every server's `stats` and `stats settings`; with `profile_servers` also profile the first server on
-    a scratch key range (written, then deleted). Raises DiscoveryFailed."""
-    from pymemcache.client.base import Client
+    """Read every server's `stats` and `stats settings` (each reply within `caps`); with `profile_servers` also
+    profile the first server on a scratch key range (written, then deleted). Raises DiscoveryFailed."""
     from pymemcache.exceptions import MemcacheError
 
     found = Discovered("memcached", time.time())
     servers: dict[str, dict[str, Any]] = {}
     addresses: dict[str, tuple[str, int]] = {}
+    threads: dict[str, int] = {}
     for server in connection.get("servers", []):
-        host, _, port_text = str(server).rpartition(":")
-        host, port = host.strip("[]"), int(port_text)
+        try:
+            host, port = parse_server(str(server), "connection.servers", "servers")
+        except BadInputError as exc:  # a server the API would not have accepted (written straight into the DB)
+            raise DiscoveryFailed(f"memcached {str(server)[:300]!r}: {exc}", permanent=True) from None
         try:
             address = egress.resolve(host, port)[0]
         except EgressRefused as exc:
             raise DiscoveryFailed(f"memcached {server}: {exc}", permanent=True) from None
         addresses[str(server)] = (address, port)
-        client = Client((address, port), connect_timeout=timeout_s, timeout=timeout_s)
-        try:
-            stats, settings = _stats(client.stats()), _stats(client.stats("settings"))
-        except ConnectionRefusedError:
-            raise DiscoveryFailed(
-                f"memcached {server}: connection refused — no server listens there: start it, or fix "
-                "connection.servers"
-            ) from None
-        except (OSError, MemcacheError) as exc:
-            raise DiscoveryFailed(
-                f"memcached {server}: {type(exc).__name__}: {exc}: check the server is up and answers within "
-                f"TAILTUNE_DISCOVER_TIMEOUT_S ({timeout_s:g} s)"
-            ) from None
-        finally:
-            client.close()
+        raw_stats, raw_settings = _server_stats(str(server), address, port, timeout_s, caps)
+        stats = {k: _plain(v) for k, v in raw_stats.items()}
+        settings = {k: _plain(v) for k, v in raw_settings.items()}
+        raw_threads = raw_stats.get("threads", raw_settings.get("num_threads"))
+        if raw_threads is not None:
+            where = f"memcached {server}: stats"
+            threads[str(server)] = checked("worker_threads", _integer(raw_threads, where, "threads"), where,
+                                           "threads")
         servers[str(server)] = {
             "version": stats.get("version"),
             "threads": stats.get("threads", settings.get("num_threads")),
@@ -674,10 +775,9 @@ def discover_memcached(
             "stats": stats,
             "settings": settings,
         }
-        log(f"memcached {server}: version {stats.get('version')}, {servers[str(server)]['threads']} threads")
+        log(f"memcached {server}: version {_shown(stats.get('version'))}, {_shown(raw_threads)} threads")
     found.readings["servers"] = servers
     found.readings["how"] = "memcached `stats` and `stats settings` of every server"
-    threads = {s: v["threads"] for s, v in servers.items() if isinstance(v["threads"], int) and v["threads"] > 0}
     if threads:
         common = Counter(threads.values()).most_common(1)[0][0]
         first = next(s for s, t in threads.items() if t == common)
@@ -705,8 +805,9 @@ def discover_memcached(
         # the per-request part of a round trip: the smallest multigets' median less their keys' share (the slope
         # of round trip against keys per request); the fit's intercept alone is noisier (it can come out < 0)
         k0 = profile.ks[0]
-        us = max(0.0, profile.total_us[0] - profile.total.slope * k0)
-        found.put("client_overhead", {"us": round(us, 3)},
+        us = checked("client_overhead_us", round(max(0.0, profile.total_us[0] - profile.total.slope * k0), 3),
+                     f"memcached {server}: the profile", "client_overhead.us")
+        found.put("client_overhead", {"us": us},
                   f"analysis.memcached_profile on {server}: the per-request client/server overhead, i.e. the median "
                   f"round trip of a {k0}-key multiget less {k0} × the per-key slope of round trip against keys per "
                   f"request (K = {k0}..{profile.ks[-1]}, {profile_reps} sequential multigets each), on scratch keys "
@@ -735,7 +836,8 @@ def discover(
         return discover_cassandra(connection, tables, egress=egress, timeout_s=settings.discover_timeout_s,
                                   probe_reads=settings.discover_probe_reads, server=server, log=log)
     return discover_memcached(connection, egress=egress, timeout_s=settings.discover_timeout_s,
-                              profile_servers=profile_servers, profile_reps=settings.discover_profile_reps, log=log)
+                              profile_servers=profile_servers, profile_reps=settings.discover_profile_reps,
+                              caps=stats_caps(settings), log=log)
 
 
 def merge_model(model: Mapping[str, Any] | None, found: Discovered) -> dict[str, Any]:

@@ -22,18 +22,22 @@ evaluator's options and the sources recorded in the recommendation's `tuned_for.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = [
     "CASSANDRA_INPUTS",
+    "INPUT_RANGES",
     "LOGNORMAL_MIN_SIGMA",
     "MEMCACHED_INPUTS",
     "SOURCES",
     "DeploymentModel",
+    "InputRange",
     "ModelTooLarge",
     "build_model",
+    "check_input",
     "check_model_size",
     "operator_fields",
 ]
@@ -52,6 +56,54 @@ LOGNORMAL_MIN_SIGMA = 1e-6
 #: Topology fields → the model input each sets.
 _TOPOLOGY_INPUT = {"servers": "servers", "slots": "slots", "replication": "replication",
                    "service_rate_per_s": "service_time", "network_ms": "network"}
+
+
+@dataclass(frozen=True)
+class InputRange:
+    """The values a model input may take: [low, high] (`low` excluded when `low_open`), whole when `integer`."""
+
+    low: float
+    high: float
+    integer: bool
+    low_open: bool = False
+
+    def problem(self, value: object) -> str | None:
+        """Why `value` is not in the range (None: it is)."""
+        kind = "an integer" if self.integer else "a number"
+        shown = repr(value) if not isinstance(value, str | bytes) or len(value) <= 40 else repr(value[:40]) + "…"
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return f"expected {kind}, got {shown}"
+        if self.integer and not isinstance(value, int):
+            return f"expected an integer, got {shown}"
+        if isinstance(value, float) and not math.isfinite(value):
+            return f"expected a finite number, got {shown}"
+        low_ok = value > self.low if self.low_open else value >= self.low
+        if not low_ok or value > self.high:
+            lo = "(" if self.low_open else "["
+            hi = "]" if math.isfinite(self.high) else ")"
+            bound = f"{self.high:g}" if math.isfinite(self.high) else "inf"
+            shown = shown if len(shown) <= 40 else shown[:40] + "…"
+            return f"{shown} is out of range {lo}{self.low:g}, {bound}{hi}"
+        return None
+
+
+#: The ranges of the model inputs: one declaration for what an operator sets (the API's topology,
+#: `service/deployments/schemas.py`) and what discovery and calibration read from a live system
+#: (`tailtune.control.discovery`, `tailtune.control.calibration`), so neither can store a value the other refuses.
+INPUT_RANGES: dict[str, InputRange] = {
+    "servers": InputRange(1, 100_000, True),
+    "slots": InputRange(1, 1024, True),
+    "replication": InputRange(1, 16, True),
+    "service_rate_per_s": InputRange(0, math.inf, False, low_open=True),
+    "network_ms": InputRange(0, 60_000, False),
+    "worker_threads": InputRange(1, 1024, True),
+    "client_overhead_us": InputRange(0, 1e6, False),
+}
+
+
+def check_input(name: str, value: object) -> str | None:
+    """Why `value` is not a valid `name` (an `INPUT_RANGES` key), None when it is."""
+    return INPUT_RANGES[name].problem(value)
 
 
 class ModelTooLarge(ValueError):

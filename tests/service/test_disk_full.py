@@ -163,3 +163,41 @@ def test_a_full_database_server_is_told_from_other_database_errors() -> None:
     full = OperationalError("INSERT ...", {}, psycopg.errors.DiskFull("could not extend file"))
     other = OperationalError("INSERT ...", {}, psycopg.errors.AdminShutdown("terminating connection"))
     assert disk_full_cause(full) is full.orig and disk_full_cause(other) is None
+
+
+def test_a_capture_on_a_full_disk_names_the_path_and_the_free_bytes(svc: Svc) -> None:
+    import threading
+
+    from jobs import nightly
+    from jobs.context import JobContext
+    from jobs.worker import Worker
+    from tailtune.control.capture import CaptureDiskFull, CaptureTarget, capture_memcached
+    from tests.servers.hostile_memcached import hostile_memcached
+
+    def ingest_only(ctx: JobContext) -> dict[str, Any]:
+        assert ctx.deployment_id is not None
+        dep_id = ctx.deployment_id
+        return ctx.step("ingest", lambda: nightly._step_ingest(ctx, dep_id))
+
+    with hostile_memcached(watch="flood") as server:  # well-formed watch lines as fast as they are read
+        # the capture itself: the error names the file and the bytes free, and nothing is left
+        out = svc.home / "captures" / "cap.log"
+        with pytest.raises(CaptureDiskFull) as caught:
+            capture_memcached([CaptureTarget(server.address, server.host, server.port)], out, duration_s=60,
+                              stop=threading.Event())
+        assert caught.value.permanent and caught.value.path == out
+        assert f"cannot write the capture {out}: no space left on its filesystem (" in str(caught.value)
+        assert "bytes free" in str(caught.value) and caught.value.free_bytes is not None
+        assert list(out.parent.iterdir()) == []
+        # a job's capture: failed for good, the path relative to TAILTUNE_HOME, nothing left behind
+        dep = svc.client.post(f"{API}/deployments", json=memcached_deployment("mc-full", [server.address]),
+                              headers=svc.write).json()
+        job = svc.client.post(f"{API}/jobs", json={"deployment_id": dep["id"], "capture": {"duration_s": 60}},
+                              headers=svc.write).json()
+        worker = Worker(svc.settings, svc.db, "w-full", handlers={"nightly": ingest_only}, schedule=False)
+        assert worker.run_once() == "failed"
+    got = svc.client.get(f"{API}/jobs/{job['id']}", headers=svc.read).json()
+    assert got["attempts"] == 1, got
+    assert "capture: no space left on the filesystem holding TAILTUNE_HOME/uploads/" in got["error"], got["error"]
+    assert "bytes free" in got["error"] and str(svc.home) not in got["error"]
+    assert _leftovers(svc) == [] and svc.client.get(f"{API}/traces", headers=svc.read).json() == []

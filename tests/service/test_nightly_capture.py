@@ -17,6 +17,7 @@ from jobs.context import JobContext
 from jobs.scheduler import tick
 from jobs.worker import Worker
 from tailtune.control.db import TraceRow
+from tests.servers.hostile_memcached import HostileMemcached, hostile_memcached
 from tests.servers.memcached_server import running_memcached
 from tests.service.conftest import Svc, cassandra_deployment, memcached_deployment
 from validation.memcached_capture import compare, plan, populate, run_client, shared_sizes, stats
@@ -159,3 +160,64 @@ def test_nightly_capture_of_an_unreachable_server_is_retried(svc: Svc) -> None:
     got = svc.client.get(f"{API}/jobs/{job['id']}", headers=svc.read).json()
     assert got["attempts"] == 1 and "memcached 127.0.0.1:1: cannot connect" in got["error"]
     assert svc.client.get(f"{API}/traces", headers=svc.read).json() == []
+
+
+def _capture_job(svc: Svc, server: HostileMemcached, duration_s: float) -> int:
+    dep = svc.client.post(f"{API}/deployments", json=memcached_deployment(f"mc-hostile-{server.port}",
+                                                                          [server.address]), headers=svc.write)
+    body = {"deployment_id": dep.json()["id"], "capture": {"duration_s": duration_s}}
+    job = svc.client.post(f"{API}/jobs", json=body, headers=svc.write)
+    return int(job.json()["id"])
+
+
+def _work(svc: Svc, within_s: float) -> tuple[list[str], float]:
+    """One job run by a real worker in a thread: its outcome and how long it took (the test fails when it still
+    runs after `within_s`)."""
+    worker = Worker(svc.settings, svc.db, "w-hostile", handlers={"nightly": _ingest_only}, schedule=False)
+    outcome: list[str] = []
+    t0 = time.monotonic()
+    thread = threading.Thread(target=lambda: outcome.append(str(worker.run_once())), daemon=True)
+    thread.start()
+    thread.join(within_s)
+    assert not thread.is_alive(), f"the job still runs after {within_s} s"
+    return outcome, time.monotonic() - t0
+
+
+def test_a_job_capturing_an_endless_line_is_cancelled_promptly(svc: Svc) -> None:
+    svc.settings.capture_max_line_bytes = 64 * 1024**2  # the line cap far away: the cancel must stop it
+    with hostile_memcached(watch="endless-line", trickle_s=0.1) as server:
+        job_id = _capture_job(svc, server, 600)
+
+        def cancel() -> None:
+            while svc.client.get(f"{API}/jobs/{job_id}", headers=svc.read).json()["status"] != "running":
+                time.sleep(0.05)
+            time.sleep(1.0)  # mid-capture
+            assert svc.client.post(f"{API}/jobs/{job_id}/cancel", headers=svc.write).status_code == 200
+
+        canceller = threading.Thread(target=cancel, daemon=True)
+        canceller.start()
+        outcome, took = _work(svc, 20)
+        canceller.join(5)
+    got = svc.client.get(f"{API}/jobs/{job_id}", headers=svc.read).json()
+    assert outcome == ["cancelled"] and got["status"] == "cancelled" and took < 10, (outcome, got, took)
+    assert svc.client.get(f"{API}/traces", headers=svc.read).json() == []
+    assert list((svc.settings.home_dir / "uploads").glob("*")) == []
+
+
+def test_a_job_capturing_an_endless_line_ends_at_its_time_budget(svc: Svc) -> None:
+    svc.settings.capture_max_line_bytes = 64 * 1024**2
+    svc.settings.job_time_budget_s = 2.0
+    with hostile_memcached(watch="endless-line", trickle_s=0.1) as server:
+        job_id = _capture_job(svc, server, 600)
+        outcome, took = _work(svc, 20)
+    got = svc.client.get(f"{API}/jobs/{job_id}", headers=svc.read).json()
+    assert outcome == ["failed"] and "time budget" in got["error"] and took < 10, (outcome, got, took)
+
+
+def test_a_job_capturing_an_endless_line_fails_at_the_line_cap_for_good(svc: Svc) -> None:
+    with hostile_memcached(watch="endless-line") as server:
+        job_id = _capture_job(svc, server, 600)
+        outcome, took = _work(svc, 20)
+    got = svc.client.get(f"{API}/jobs/{job_id}", headers=svc.read).json()
+    assert outcome == ["failed"] and got["attempts"] == 1 and took < 10, (outcome, got, took)
+    assert f"capture: memcached {server.address}: watch: a line longer than 65,536 bytes" in got["error"]

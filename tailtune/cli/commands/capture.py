@@ -83,7 +83,7 @@ def memcached(
     from ingest.limits import parse_size
     from tailtune.base.console import counts_progress, err_console, print_json
     from tailtune.base.settings import get_settings
-    from tailtune.control.capture import CaptureProgress, CaptureTarget, capture_memcached, parse_server
+    from tailtune.control.capture import CaptureProgress, CaptureTarget, capture_memcached, parse_server, stats_caps
 
     settings = get_settings()
     targets = [CaptureTarget(s, *parse_server(s)) for s in servers]
@@ -116,6 +116,8 @@ def memcached(
             stop=stop,
             timeout_s=settings.capture_timeout_s,
             max_bytes=cap,
+            max_line=settings.capture_max_line_bytes,
+            stats_caps=stats_caps(settings),
             gap_us=settings.memcached_watch_gap_us,
             on_ready=ready,
             on_progress=show,
