@@ -9,6 +9,9 @@ in with the password it names. Two rules keep a write token from turning the wor
   environment (the metadata database URL, cloud credentials, ...) is not the API's to name. The API refuses
   the rest with a 422, and the worker checks again before it reads a variable (a row written before the rule,
   or straight into the database, is refused the same way, and the variable is never read).
+* **Whose variable.** A password variable is sent only for the deployment, login and contact points an admin
+  token bound it to (`tailtune.control.grants`): the worker acts on one deployment with `Egress.bound(grant)`,
+  and a connection naming a variable without that binding is refused before any connection is made.
 * **Which hosts.** `TAILTUNE_CONNECT_NETWORKS` (CIDRs; empty: any) lists the networks the worker may connect
   to for publishing and discovery. The API refuses an address literal outside them; the worker resolves each
   host name itself, refuses it when any of its addresses is outside, and connects to the addresses it
@@ -22,7 +25,8 @@ import ipaddress
 import os
 import socket
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
 from tailtune.base.errors import TailtuneError
 from tailtune.base.settings import Settings
@@ -55,6 +59,9 @@ class Egress:
 
     password_envs: frozenset[str] = frozenset()
     networks: tuple[IpNetwork, ...] = ()
+    #: The admin's binding of the password of the deployment the worker acts on (`tailtune.control.grants`);
+    #: None: no password may be sent.
+    password_grant: Any = None
 
     @classmethod
     def of(cls, settings: Settings) -> Egress:
@@ -67,6 +74,10 @@ class Egress:
                     f"TAILTUNE_CONNECT_NETWORKS: {text!r} is not a network (CIDR such as 10.0.0.0/8): {exc}"
                 ) from None
         return cls(frozenset(settings.password_envs), tuple(nets))
+
+    def bound(self, grant: Any) -> Egress:
+        """These rules for one deployment whose password an admin bound as `grant` (None: not bound)."""
+        return replace(self, password_grant=grant)
 
     # --- which variable ------------------------------------------------------------------------------------
     def password_env_problem(self, name: str) -> str | None:
