@@ -60,7 +60,8 @@ class CqlTarget:
         name = self.connection.get("password_env")
         if not self.username or not name:
             return None
-        problem = password_grant_problem(self.connection, self.egress.password_grant)
+        problem = self.egress.password_env_problem(str(name)) or password_grant_problem(
+            self.connection, self.egress.password_grant)
         if problem is not None:
             raise EgressRefused(f"connection.password_env: {problem}")
         value = self.egress.read_password(str(name))

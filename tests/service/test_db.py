@@ -40,6 +40,7 @@ TABLES = {
     "analyses",
     "api_tokens",
     "config_versions",
+    "deployment_grants",
     "deployments",
     "jobs",
     "observations",
