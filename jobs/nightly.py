@@ -28,6 +28,7 @@ from tailtune.control.common import now
 from tailtune.control.db import AnalysisRow, ConfigVersionRow, Database, DeploymentRow, TraceRow
 from tailtune.control.egress import Egress
 from tailtune.control.errors import Invalid
+from tailtune.control.grants import PASSWORD, granted
 from tailtune.control.jobspec import NightlyOptions, TuneOptions, check_nightly
 from tailtune.control.model import DeploymentModel, build_model
 from tailtune.control.redact import public
@@ -305,6 +306,7 @@ def publish_version(ctx: JobContext, deployment_id: int, version: int) -> dict[s
         if dep is None or row is None:
             raise JobFailed(f"deployment {deployment_id} version {version} not found")
         kind, name, conn, config = dep.kind, dep.name, dict(dep.connection), dict(row.config)
+        grant = granted(s, deployment_id, PASSWORD)
         tables, driver, server = list(dep.tables or []), dep.driver or "java4", dep.server or "stock"
         newest = _newest_published(s, deployment_id, kind)
         head = (newest.version, dict(newest.config)) if newest is not None and newest.version > version else None
@@ -325,7 +327,7 @@ def publish_version(ctx: JobContext, deployment_id: int, version: int) -> dict[s
         kind, name, conn, ctx.settings.publish_timeout_s,
         memcached_item_max_bytes=ctx.settings.memcached_item_max_bytes,
         memcached_stale_versions_max=ctx.settings.memcached_stale_versions_max,
-        tables=tables, driver=driver, server=server, egress=Egress.of(ctx.settings),
+        tables=tables, driver=driver, server=server, egress=Egress.of(ctx.settings).bound(grant),
     )
     try:
         outcome = publish_with_retry(

@@ -16,6 +16,7 @@ from tailtune.control.configs import get_version, latest
 from tailtune.control.db import DeploymentRow
 from tailtune.control.egress import Egress
 from tailtune.control.errors import Missing
+from tailtune.control.grants import PASSWORD, granted
 from tailtune.control.publishers import CassandraPublisher
 from tailtune.control.redact import public
 from tailtune.control.verify import FINAL, verify_version
@@ -30,7 +31,7 @@ def server_latency(ctx: JobContext, dep: dict[str, Any]) -> dict[str, Any] | Non
         return None
     publisher = CassandraPublisher(
         dep["name"], dep["connection"], ctx.settings.publish_timeout_s, tables=dep["tables"], driver=dep["driver"],
-        server=dep["server"], egress=Egress.of(ctx.settings),
+        server=dep["server"], egress=Egress.of(ctx.settings).bound(dep["password_grant"]),
     )
     try:
         return publisher.read_latency()
@@ -48,7 +49,8 @@ def verify_deployment(
         if row is None:
             raise JobFailed(f"deployment {deployment_id} no longer exists")
         dep = {"name": row.name, "kind": row.kind, "connection": dict(row.connection),
-               "server": row.server or "stock", "driver": row.driver or "java4", "tables": list(row.tables or [])}
+               "server": row.server or "stock", "driver": row.driver or "java4", "tables": list(row.tables or []),
+               "password_grant": granted(s, deployment_id, PASSWORD)}
         try:
             target = latest(s, deployment_id) if version is None else get_version(s, deployment_id, version)
         except Missing as exc:

@@ -1,8 +1,11 @@
 """Bearer-token auth. Tokens are stored only as SHA-256 hashes (DB table `api_tokens` or
 `TAILTUNE_API_TOKENS`).
 
-Scopes: `read` allows GET/HEAD; `write` allows everything. Reads from 127.0.0.1/::1 need no token when
-`open_reads_on_localhost` is set (the embedded default).
+Scopes: `read` allows GET/HEAD; `report` only reports observations, for the deployments the token names;
+`write` allows everything but the admin-only attributes of a deployment (`tailtune.control.grants`); `admin`
+allows those too, and is minted only by `tailtune serve --create-token admin` on the service host (never by a
+route, never from `TAILTUNE_API_TOKENS`). Reads from 127.0.0.1/::1 need no token when `open_reads_on_localhost`
+is set (the embedded default).
 """
 
 from __future__ import annotations
@@ -11,27 +14,36 @@ import hashlib
 import secrets
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from fastapi import Request
 from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from service.errors import Forbidden, Invalid, Unauthorized
 from tailtune.base.errors import BadInputError
 from tailtune.base.settings import Settings
-from tailtune.control.db import ApiTokenRow, Database
+from tailtune.control.db import ApiTokenRow, Database, DeploymentRow
 
 __all__ = [
+    "CLI",
     "SCOPES",
+    "SETTINGS_SCOPES",
     "Principal",
     "authenticate",
+    "check_report_for",
     "create_token",
     "hash_token",
     "principal_for_token",
     "quick_read_principal",
 ]
 
-SCOPES = ("read", "write", "report")
+SCOPES = ("read", "write", "report", "admin")
+#: The scopes a `TAILTUNE_API_TOKENS` entry may have (an admin token is minted on the service host only).
+SETTINGS_SCOPES = ("read", "write", "report")
+#: What may write: everything but a deployment's admin-only attributes (write), or those too (admin).
+_WRITERS = ("write", "admin")
 LOCALHOSTS = frozenset({"127.0.0.1", "::1", "localhost"})
 _CACHE_S = 2.0
 
@@ -40,21 +52,44 @@ _CACHE_S = 2.0
 class Principal:
     name: str
     scope: str
+    #: A report token's deployments (names); None: not restricted.
+    deployments: frozenset[str] | None = None
+
+    @property
+    def admin(self) -> bool:
+        return self.scope == "admin"
+
+
+#: Who `tailtune deployments create|set` acts as: a writer (an admin-only attribute is set with an admin token
+#: through the API, the one privileged path).
+CLI = Principal("cli", "write")
 
 
 def hash_token(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
-def create_token(db: Database, name: str, scope: str) -> str:
-    """Create a token, store its hash, and return the token itself (shown once, never stored)."""
+def create_token(db: Database, name: str, scope: str, deployments: Sequence[str] | None = None) -> str:
+    """Create a token, store its hash, and return the token itself (shown once, never stored). `deployments`:
+    the deployments (names, each registered) a report token may report for; None: any."""
     if scope not in SCOPES:
         raise Invalid(f"scope must be one of {', '.join(SCOPES)}", field="scope")
     if not 0 < len(name) <= 100:  # api_tokens.name is VARCHAR(100): PostgreSQL enforces it
         raise BadInputError.single("command line", "token name must be 1..100 characters", field="token-name")
+    if deployments is not None and scope != "report":
+        raise BadInputError.single("command line", "only a report token is bound to deployments", field="deployment")
     token = "tt_" + secrets.token_urlsafe(32)
     with db.session() as s:
-        s.add(ApiTokenRow(name=name, scope=scope, sha256=hash_token(token), created_at=time.time()))
+        names = None if deployments is None else sorted(set(deployments))
+        if names is not None:
+            known = set(s.scalars(select(DeploymentRow.name).where(DeploymentRow.name.in_(names))).all())
+            missing = [n for n in names if n not in known]
+            if not names or missing:
+                raise BadInputError.single(
+                    "command line", f"no deployment named {', '.join(map(repr, missing))}" if missing else
+                    "name at least one deployment", field="deployment")
+        s.add(ApiTokenRow(name=name, scope=scope, sha256=hash_token(token), created_at=time.time(),
+                          deployments=names))
     _cache.clear()
     return token
 
@@ -98,7 +133,7 @@ class _TokenCache:
             if hit is None or time.monotonic() - hit[0] > _CACHE_S:
                 with db.session() as s:
                     rows = s.scalars(select(ApiTokenRow)).all()
-                    table = {r.sha256: Principal(r.name, r.scope) for r in rows}
+                    table = {r.sha256: Principal(r.name, r.scope, _names(r.deployments)) for r in rows}
                 self.reloads += 1
                 hit = (time.monotonic(), table)
                 with self._lock:
@@ -109,11 +144,21 @@ class _TokenCache:
 _cache = _TokenCache()
 
 
+def _names(stored: object) -> frozenset[str] | None:
+    return frozenset(str(n) for n in stored) if isinstance(stored, list) else None
+
+
 def _from_settings(settings: Settings, digest: str) -> Principal | None:
+    """An entry `SCOPE:SHA256HEX`, or `report:SHA256HEX:NAME[+NAME...]` for a report token bound to those
+    deployments."""
     for entry in settings.api_tokens:
-        scope, _, hexdigest = entry.partition(":")
-        if scope in SCOPES and secrets.compare_digest(hexdigest.strip().lower(), digest):
-            return Principal("settings", scope)
+        scope, _, rest = entry.partition(":")
+        hexdigest, bound, names = rest.partition(":")
+        if scope in SETTINGS_SCOPES and secrets.compare_digest(hexdigest.strip().lower(), digest):
+            if bound and scope != "report":
+                return None  # only a report token is bound to deployments: a malformed entry grants nothing
+            deployments = frozenset(n.strip() for n in names.split("+") if n.strip()) if bound else None
+            return Principal("settings", scope, deployments)
     return None
 
 
@@ -153,8 +198,18 @@ def authenticate(request: Request, settings: Settings, db: Database, *, scope: s
         raise Unauthorized("unknown token", field="Authorization")
     if principal.scope == "report" and scope != "report":
         raise Forbidden("this token may only report observations", field="Authorization")
-    if scope == "report" and principal.scope not in ("report", "write"):
+    if scope == "report" and principal.scope not in ("report", *_WRITERS):
         raise Forbidden("the request needs a report or write token", field="Authorization")
-    if scope == "write" and principal.scope != "write":
+    if scope == "write" and principal.scope not in _WRITERS:
         raise Forbidden("this token has read scope; the request needs write scope", field="Authorization")
     return principal
+
+
+def check_report_for(principal: Principal, s: Session, deployment_id: int) -> None:
+    """Refuse (403 naming `deployment_id`) a report token's report for a deployment it is not bound to."""
+    if principal.deployments is None:
+        return
+    name = s.scalar(select(DeploymentRow.name).where(DeploymentRow.id == deployment_id))
+    if name is None or name not in principal.deployments:
+        allowed = ", ".join(sorted(principal.deployments)) or "none"
+        raise Forbidden(f"this report token may report only for deployments {allowed}", field="deployment_id")

@@ -17,8 +17,10 @@ router = APIRouter(prefix="/deployments", tags=["deployments"])
 
 
 @router.post("", status_code=status.HTTP_201_CREATED)
-def create(body: DeploymentCreate, s: SessionDep, settings: SettingsDep, _: WriteAuth) -> DeploymentOut:
-    return DeploymentOut.of(service.create(s, settings, body))
+def create(body: DeploymentCreate, s: SessionDep, settings: SettingsDep, who: WriteAuth) -> DeploymentOut:
+    """Register a deployment. Its admin-only attributes (a password variable: docs/operations.md § Security)
+    need an admin token."""
+    return DeploymentOut.of(service.create(s, settings, body, who))
 
 
 @router.get("")
@@ -36,9 +38,10 @@ def show(deployment_id: PathId, s: SessionDep, _: ReadAuth) -> DeploymentOut:
 
 @router.patch("/{deployment_id}")
 def patch(
-    deployment_id: PathId, body: DeploymentPatch, s: SessionDep, settings: SettingsDep, _: WriteAuth
+    deployment_id: PathId, body: DeploymentPatch, s: SessionDep, settings: SettingsDep, who: WriteAuth
 ) -> DeploymentOut:
-    return DeploymentOut.of(service.patch(s, settings, deployment_id, body))
+    """Update a deployment; setting or changing an admin-only attribute needs an admin token."""
+    return DeploymentOut.of(service.patch(s, settings, deployment_id, body, who))
 
 
 @router.delete("/{deployment_id}", status_code=status.HTTP_204_NO_CONTENT)

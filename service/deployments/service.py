@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from service.auth import Principal
 from service.deployments.schemas import DeploymentCreate, DeploymentPatch
 from service.errors import Conflict, Invalid, Missing
 from tailtune.base.settings import Settings
@@ -14,7 +15,8 @@ from tailtune.control.common import now
 from tailtune.control.configs import validate_config
 from tailtune.control.db import DeploymentRow
 from tailtune.control.egress import Egress, EgressRefused
-from tailtune.control.model import operator_fields
+from tailtune.control.grants import check_and_record
+from tailtune.control.model import declared_fields
 
 __all__ = ["create", "delete", "get", "get_by_name", "list_all", "patch"]
 
@@ -52,7 +54,12 @@ def _check_egress(settings: Settings, connection: dict[str, object]) -> None:
             raise Invalid(problem, field=f"connection.servers[{i}]")
 
 
-def create(s: Session, settings: Settings, body: DeploymentCreate) -> DeploymentRow:
+def _document(row: DeploymentRow) -> dict[str, object]:
+    """The deployment as `tailtune.control.grants` reads its admin-only attributes."""
+    return {"kind": row.kind, "connection": dict(row.connection or {})}
+
+
+def create(s: Session, settings: Settings, body: DeploymentCreate, who: Principal) -> DeploymentRow:
     if body.current_config is not None:
         validate_config(
             body.current_config,
@@ -64,6 +71,8 @@ def create(s: Session, settings: Settings, body: DeploymentCreate) -> Deployment
     _check_egress(settings, body.connection.model_dump())
     if s.scalar(select(DeploymentRow.id).where(DeploymentRow.name == body.name)) is not None:
         raise Conflict(f"deployment {body.name!r} already exists", field="name")
+    doc = {"kind": body.kind, "connection": body.connection.model_dump()}
+    check_and_record(s, None, doc, admin=who.admin, by=who.name)
     row = DeploymentRow(
         name=body.name,
         kind=body.kind,
@@ -79,10 +88,11 @@ def create(s: Session, settings: Settings, body: DeploymentCreate) -> Deployment
         server=body.server,
         driver=body.driver,
         tables=list(body.tables),
-        model={"operator": operator_fields(body.topology.model_dump(), body.topology.model_fields_set)},
+        model={"declared": declared_fields(body.topology.model_dump(), body.topology.model_fields_set)},
     )
     s.add(row)
     s.flush()
+    check_and_record(s, row.id, doc, admin=who.admin, by=who.name)
     return row
 
 
@@ -104,7 +114,7 @@ def list_all(s: Session, *, limit: int = 100, offset: int = 0) -> Sequence[Deplo
     return s.scalars(select(DeploymentRow).order_by(DeploymentRow.id).limit(limit).offset(offset)).all()
 
 
-def patch(s: Session, settings: Settings, deployment_id: int, body: DeploymentPatch) -> DeploymentRow:
+def patch(s: Session, settings: Settings, deployment_id: int, body: DeploymentPatch, who: Principal) -> DeploymentRow:
     row = get(s, deployment_id)
     fields = body.model_dump(exclude_unset=True)
     if fields.get("current_config") is not None:
@@ -116,6 +126,8 @@ def patch(s: Session, settings: Settings, deployment_id: int, body: DeploymentPa
     if fields.get("connection") is not None:
         _check_connection(row.kind, fields["connection"])
         _check_egress(settings, fields["connection"])
+        doc = {**_document(row), "connection": fields["connection"]}
+        check_and_record(s, row.id, doc, admin=who.admin, by=who.name, record=False)
     for key in ("timezone", "topology", "connection", "objective", "constraints", "server", "driver", "tables"):
         if key in fields and fields[key] is None:
             raise Invalid("must not be null (only current_config can be cleared)", field=key)
@@ -126,11 +138,12 @@ def patch(s: Session, settings: Settings, deployment_id: int, body: DeploymentPa
             if fields.get(key, default) != default:
                 raise Invalid("only a cassandra deployment has a server kind and a driver", field=key)
     if body.topology is not None:
-        row.model = {**(row.model or {}),
-                     "operator": operator_fields(fields["topology"], body.topology.model_fields_set)}
+        model = {k: v for k, v in (row.model or {}).items() if k != "operator"}  # the key's former name
+        row.model = {**model, "declared": declared_fields(fields["topology"], body.topology.model_fields_set)}
     for key, value in fields.items():
         setattr(row, key, value)
     s.flush()
+    check_and_record(s, row.id, _document(row), admin=who.admin, by=who.name)
     return row
 
 

@@ -7,6 +7,7 @@ from typing import Any
 
 from fastapi import APIRouter
 
+from service.auth import check_report_for
 from service.deps import ReadAuth, ReportAuth, SessionDep
 from service.params import PathId
 from tailtune.control import observations
@@ -17,9 +18,10 @@ router = APIRouter(prefix="/deployments", tags=["observations"])
 
 
 @router.post("/{deployment_id}/observations")
-def report(deployment_id: PathId, body: dict[str, Any], s: SessionDep, _: ReportAuth) -> dict[str, int]:
+def report(deployment_id: PathId, body: dict[str, Any], s: SessionDep, who: ReportAuth) -> dict[str, int]:
     """Store a `tailtune_client` report (schema `tailtune.client.observations/1`); a resent window replaces
-    the earlier one."""
+    the earlier one. A report token reports only for the deployments it is bound to."""
+    check_report_for(who, s, deployment_id)
     return {"stored": observations.record(s, deployment_id, body)}
 
 

@@ -35,7 +35,8 @@ class Settings(BaseSettings):
     api_port: int = Field(default=8000, description="Port `tailtune serve` binds.")
     api_tokens: list[str] = Field(
         default_factory=list,
-        description="Extra API tokens as 'SCOPE:SHA256HEX' (scope read|write; the hash, never the token).",
+        description="Extra API tokens as 'SCOPE:SHA256HEX' (scope read|write|report; the hash, never the token); "
+        "a report token bound to deployments as 'report:SHA256HEX:NAME+NAME'.",
     )
     open_reads_on_localhost: bool = Field(
         default=True, description="Allow GETs from 127.0.0.1/::1 without a token (embedded default)."

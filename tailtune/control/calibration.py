@@ -83,6 +83,7 @@ from tailtune.control.discovery import (
 )
 from tailtune.control.egress import Egress, EgressRefused
 from tailtune.control.errors import Missing
+from tailtune.control.grants import PASSWORD, granted
 from tailtune.control.model import ModelTooLarge, check_model_size
 
 __all__ = [
@@ -343,8 +344,9 @@ def calibrate_deployment(db: Database, settings: Settings, deployment_id: int, *
         if row is None:
             raise Missing(f"deployment {deployment_id} not found", field="deployment_id")
         name, kind, connection, tables = row.name, row.kind, dict(row.connection), list(row.tables or [])
+        grant = granted(s, deployment_id, PASSWORD)
     try:
-        egress = Egress.of(settings)
+        egress = Egress.of(settings).bound(grant)
     except EgressRefused as exc:
         raise DiscoveryFailed(str(exc), permanent=True) from None
     if kind == "cassandra":

@@ -2,9 +2,10 @@
 
 Every connection goes through the operator's egress rules (`tailtune.control.egress`): the contact points are
 resolved and checked by `Egress.resolve` (the driver is given the checked addresses), the password is read only
-through `Egress.read_password`, and the driver connects to no host, contact point or discovered peer, that the
-check does not allow (`Egress.cassandra_policies`). Error
-texts are scrubbed of the password wherever it appears.
+through `Egress.read_password` and only for the login and contact points an admin bound it to
+(`tailtune.control.grants`, checked before any connection), and the driver connects to no host, contact point
+or discovered peer that the check does not allow (`Egress.cassandra_policies`). Error texts are scrubbed of the
+password wherever it appears.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 
 from tailtune.base.errors import TailtuneError
 from tailtune.control.egress import Egress, EgressRefused
+from tailtune.control.grants import password_grant_problem
 from tailtune.control.redact import redact
 
 __all__ = ["ConnectFailed", "CqlTarget", "PasswordMissing"]
@@ -54,10 +56,15 @@ class CqlTarget:
 
     def password(self) -> str | None:
         """The password from the variable `connection.password_env` names (never stored), read only when the
-        egress rule allows that name: EgressRefused otherwise, PasswordMissing when it is unset."""
+        egress rule allows that name and an admin bound it to this login and these contact points: EgressRefused
+        otherwise, PasswordMissing when it is unset."""
         name = self.connection.get("password_env")
         if not self.username or not name:
             return None
+        problem = self.egress.password_env_problem(str(name)) or password_grant_problem(
+            self.connection, self.egress.password_grant)
+        if problem is not None:
+            raise EgressRefused(f"connection.password_env: {problem}")
         value = self.egress.read_password(str(name))
         if not value:
             raise PasswordMissing(
@@ -90,6 +97,7 @@ class CqlTarget:
         ConnectFailed naming each contact point's error."""
         from cassandra import ConsistencyLevel
         from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile, NoHostAvailable
+        password = self.password()  # before any name is resolved or host reached
         port = self.port
         points = self.contact_points()
         # peers the driver discovers (system.peers) outside the allowed networks are never connected to, and
@@ -101,7 +109,6 @@ class CqlTarget:
             consistency_level=getattr(ConsistencyLevel, consistency),
             serial_consistency_level=ConsistencyLevel.SERIAL,
         )
-        password = self.password()
         auth: dict[str, Any] = {}
         if password is not None:
             from cassandra.auth import PlainTextAuthProvider

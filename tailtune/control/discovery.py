@@ -55,6 +55,7 @@ from tailtune.control.cql import ConnectFailed, CqlTarget, PasswordMissing
 from tailtune.control.db import Database, DeploymentRow
 from tailtune.control.egress import Egress, EgressRefused
 from tailtune.control.errors import Missing
+from tailtune.control.grants import PASSWORD, granted
 from tailtune.control.model import ModelTooLarge, check_input, check_model_size
 
 __all__ = [
@@ -826,10 +827,13 @@ def discover(
     *,
     server: str = "stock",
     profile_servers: bool = False,
+    password_grant: Any = None,
     log: Callable[[str], None] = lambda _: None,
 ) -> Discovered:
+    """What the deployment's live system reports; `password_grant` is the admin's binding of its password
+    (`tailtune.control.grants.granted`), without which no password is sent."""
     try:
-        egress = Egress.of(settings)
+        egress = Egress.of(settings).bound(password_grant)
     except EgressRefused as exc:
         raise DiscoveryFailed(str(exc), permanent=True) from None
     if kind == "cassandra":
@@ -841,7 +845,7 @@ def discover(
 
 
 def merge_model(model: Mapping[str, Any] | None, found: Discovered) -> dict[str, Any]:
-    """The deployment's model with what `found` read: `operator` kept as is; each discovered input replaces the
+    """The deployment's model with what `found` read: `declared` kept as is; each discovered input replaces the
     discovered one of its name (a calibrated one is kept: calibration wins); an input discovery looked for and
     did not find drops its stale discovered value; readings replaced key by key."""
     old = dict(model or {})
@@ -879,7 +883,9 @@ def discover_deployment(
             raise Missing(f"deployment {deployment_id} not found", field="deployment_id")
         name, kind, connection = row.name, row.kind, dict(row.connection)
         tables, server, driver = list(row.tables or []), row.server or "stock", row.driver or "java4"
-    found = discover(kind, connection, tables, settings, server=server, profile_servers=profile_servers, log=log)
+        grant = granted(s, deployment_id, PASSWORD)
+    found = discover(kind, connection, tables, settings, server=server, profile_servers=profile_servers,
+                     password_grant=grant, log=log)
     config = found.current_config
     if config is not None:
         try:

@@ -1,7 +1,7 @@
 """What the worker may send, and where: the rules between a write token and the worker's secrets.
 
 A deployment is written through the API (a write token), and the worker then connects where it says and logs
-in with the password it names. Two rules keep a write token from turning the worker into a courier:
+in with the password it names. Three rules keep a write token from turning the worker into a courier:
 
 * **Which variable.** `connection.password_env` names the environment variable that holds a Cassandra
   password. Only names under `TAILTUNE_CASSANDRA_PASSWORD_` (for example `TAILTUNE_CASSANDRA_PASSWORD_ORDERS`)
@@ -9,6 +9,9 @@ in with the password it names. Two rules keep a write token from turning the wor
   environment (the metadata database URL, cloud credentials, ...) is not the API's to name. The API refuses
   the rest with a 422, and the worker checks again before it reads a variable (a row written before the rule,
   or straight into the database, is refused the same way, and the variable is never read).
+* **Whose variable.** A password variable is sent only for the deployment, login and contact points an admin
+  token bound it to (`tailtune.control.grants`): the worker acts on one deployment with `Egress.bound(grant)`,
+  and a connection naming a variable without that binding is refused before any connection is made.
 * **Which hosts.** `TAILTUNE_CONNECT_NETWORKS` (CIDRs; empty: any) lists the networks the service and the
   worker may connect to for a deployment (readiness, discovery, calibration, capture, publishing). The API
   refuses an address literal outside them. Every connection is opened through one check, `Egress.resolve`:
@@ -32,7 +35,7 @@ import ipaddress
 import os
 import socket
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from tailtune.base.errors import TailtuneError
@@ -72,6 +75,9 @@ class Egress:
 
     password_envs: frozenset[str] = frozenset()
     networks: tuple[IpNetwork, ...] = ()
+    #: The admin's binding of the password of the deployment the worker acts on (`tailtune.control.grants`);
+    #: None: no password may be sent.
+    password_grant: Any = None
 
     @classmethod
     def of(cls, settings: Settings) -> Egress:
@@ -84,6 +90,10 @@ class Egress:
                     f"TAILTUNE_CONNECT_NETWORKS: {text!r} is not a network (CIDR such as 10.0.0.0/8): {exc}"
                 ) from None
         return cls(frozenset(settings.password_envs), tuple(nets))
+
+    def bound(self, grant: Any) -> Egress:
+        """These rules for one deployment whose password an admin bound as `grant` (None: not bound)."""
+        return replace(self, password_grant=grant)
 
     # --- which variable ------------------------------------------------------------------------------------
     def password_env_problem(self, name: str) -> str | None:

@@ -2,7 +2,8 @@
 
 Every input of the simulated cluster comes from one of four sources, in this order of precedence:
 
-* `operator` — a value the operator set explicitly on the deployment (its topology, its connection's servers);
+* `declared` — a value the deployment declares explicitly (its topology, its connection's servers), as whoever
+  registered or updated it (a write token) gave it — a statement about the cluster, not a privilege;
 * `calibrated` — measured by `tailtune deployments calibrate` (service times, network, per-partition client cost,
   client overhead);
 * `discovered` — read from the live system by `tailtune deployments discover` (nodes, tokens, replication,
@@ -12,12 +13,13 @@ Every input of the simulated cluster comes from one of four sources, in this ord
 
 A Cassandra trace with timestamps is replayed on its own arrival times (`arrivals` from the `trace`; the load is
 what it offers the model's capacity, reported as `offered_load`); a what-if `load` replaces them with Poisson
-arrivals at that load (`operator`).
+arrivals at that load (`declared`).
 
 The deployment row keeps what discovery and calibration found in its `model` column:
 `{"inputs": {name: {"value": ..., "source": "discovered"|"calibrated", "at": epoch_s, "how": text}},
-"readings": {...}, "operator": [topology fields the operator set]}`. `build_model` turns the row into the
-evaluator's options and the sources recorded in the recommendation's `tuned_for.model_sources`.
+"readings": {...}, "declared": [topology fields given explicitly]}`. `build_model` turns the row into the
+evaluator's options and the sources recorded in the recommendation's `tuned_for.model_sources`. A model stored
+under the key's former name, `operator`, is read the same.
 """
 
 from __future__ import annotations
@@ -39,11 +41,11 @@ __all__ = [
     "build_model",
     "check_input",
     "check_model_size",
-    "operator_fields",
+    "declared_fields",
 ]
 
 #: Where a model input came from (`trace`: the arrival times of the trace being tuned).
-SOURCES = ("operator", "calibrated", "discovered", "default", "trace")
+SOURCES = ("declared", "calibrated", "discovered", "default", "trace")
 #: The inputs of a Cassandra deployment's model, each a row of `tuned_for.model_sources`.
 CASSANDRA_INPUTS = (
     "servers", "slots", "replication", "service_time", "network", "client_key", "ring", "arrivals",
@@ -124,9 +126,9 @@ def check_model_size(model: Mapping[str, Any], max_bytes: int) -> None:
         )
 
 
-def operator_fields(topology: Mapping[str, Any], fields_set: set[str] | None = None) -> list[str]:
-    """The topology fields the operator set: those given explicitly (`fields_set`), or — unknown — every field
-    with a value."""
+def declared_fields(topology: Mapping[str, Any], fields_set: set[str] | None = None) -> list[str]:
+    """The topology fields the deployment declares: those given explicitly (`fields_set`), or — unknown — every
+    field with a value."""
     names = fields_set if fields_set is not None else {k for k, v in topology.items() if v is not None}
     return sorted(n for n in names if n in _TOPOLOGY_INPUT and topology.get(n) is not None)
 
@@ -169,18 +171,18 @@ class _Builder:
     def __init__(self, topology: Mapping[str, Any], model: Mapping[str, Any]) -> None:
         self.topology = topology
         self.model = model
-        ops = model.get("operator")
-        self.operator = set(ops) if isinstance(ops, list) else set(operator_fields(topology))
+        ops = model.get("declared", model.get("operator"))  # `operator`: the key's former name
+        self.declared = set(ops) if isinstance(ops, list) else set(declared_fields(topology))
         self.sources: dict[str, str] = {}
         self.inputs: dict[str, dict[str, Any]] = {}
         self.notes: list[str] = []
 
     def pick(self, name: str, topo_field: str | None, default: Any, how_default: str) -> Any:
-        """The value of input `name`: the operator's topology field, else calibrated, else discovered, else the
+        """The value of input `name`: the declared topology field, else calibrated, else discovered, else the
         default; records its source."""
-        if topo_field is not None and topo_field in self.operator and self.topology.get(topo_field) is not None:
+        if topo_field is not None and topo_field in self.declared and self.topology.get(topo_field) is not None:
             value = self.topology[topo_field]
-            self.set(name, value, "operator", how=f"topology.{topo_field}")
+            self.set(name, value, "declared", how=f"topology.{topo_field}")
             return value
         for source in ("calibrated", "discovered"):
             entry = _found(self.model, name, source)
@@ -207,7 +209,7 @@ def _cassandra(b: _Builder, timestamps: bool, load: float | None) -> dict[str, A
         "replication": int(b.pick("replication", "replication", d.replication, "RF 3")),
     }
     service = b.pick("service_time", "service_rate_per_s", None, f"{d.service_rate:g} ops/s per slot, exponential")
-    if isinstance(service, int | float):  # the operator's rate (ops/s per slot)
+    if isinstance(service, int | float):  # the declared rate (ops/s per slot)
         opts["service_rate"] = float(service)
     elif isinstance(service, Mapping):  # calibrated: {"mean_ms", "dist", "sigma"}
         opts["service_rate"] = 1000.0 / float(service["mean_ms"])
@@ -252,7 +254,7 @@ def _cassandra(b: _Builder, timestamps: bool, load: float | None) -> dict[str, A
         b.set("ring", None, "default", how="evenly spaced tokens, replicas the next servers clockwise")
     if load is not None:
         opts["load"] = float(load)
-        b.set("arrivals", f"Poisson at load {load:g}", "operator", how="--load (a what-if)")
+        b.set("arrivals", f"Poisson at load {load:g}", "declared", how="--load (a what-if)")
     elif timestamps:
         opts["use_timestamps"], opts["load"] = True, None
         b.set("arrivals", "the trace's own arrival times", "trace", how="the trace's ts column")
@@ -269,7 +271,7 @@ def _memcached(b: _Builder, connection: Mapping[str, Any], timestamps: bool) -> 
     opts: dict[str, Any] = {}
     if servers:
         opts.update(servers=len(servers), pool="sharded", server_addresses=",".join(servers))
-        b.set("servers", servers, "operator", how="connection.servers, hashed as tailtune-client hashes them")
+        b.set("servers", servers, "declared", how="connection.servers, hashed as tailtune-client hashes them")
     else:
         b.set("servers", d.servers, "default", how="the Chisel paper's pool")
     opts["worker_threads"] = int(b.pick("worker_threads", None, d.worker_threads, "memcached's default -t 4"))

@@ -63,7 +63,7 @@ def test_tune_a_deployment_replays_its_model(cli: Any, tmp_path: Path) -> None:
     r = cli(*args, "--load", "0.4")
     assert r.exit_code == 0, r.stderr
     tuned = json.loads(r.stdout)["tuned_for"]
-    assert tuned["load"] == 0.4 and not tuned["use_timestamps"] and tuned["model_sources"]["arrivals"] == "operator"
+    assert tuned["load"] == 0.4 and not tuned["use_timestamps"] and tuned["model_sources"]["arrivals"] == "declared"
     r = cli("tune", "--deployment", "nope", "--profile", "soundcloud", "--requests", "100")
     assert r.exit_code == 3 and "deployment 'nope' not found" in r.stderr
 

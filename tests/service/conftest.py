@@ -96,6 +96,12 @@ def svc(tailtune_home: Path, database_url: str, monkeypatch: pytest.MonkeyPatch)
     db.dispose()
 
 
+def admin_headers(svc: Svc) -> dict[str, str]:
+    """An admin token's header (as `tailtune serve --create-token admin` mints one): it may bind a deployment's
+    password variable (tailtune.control.grants)."""
+    return {"Authorization": f"Bearer {create_token(svc.db, 'test-admin', 'admin')}"}
+
+
 @pytest.fixture(scope="session")
 def memcached_node() -> Iterator[MemcachedNode]:
     if shutil.which("memcached") is None:

@@ -385,7 +385,7 @@ def _rec(cdfs: bool) -> dict[str, Any]:
                      "p999_ms": 3.0},
         "confirmation": {"metric": "p99", "improvement_pct": 20.0, "interval_pct": [10.0, 30.0], "p_value": 0.001},
         "study": "tailtune-web-job1", "source": "dataset:ds1",
-        "tuned_for": {"model_sources": {"servers": "operator", "worker_threads": "discovered"}},
+        "tuned_for": {"model_sources": {"servers": "declared", "worker_threads": "discovered"}},
     }
     if cdfs:
         rec["cdfs"] = {"seed": 0, "warmup": 0.1, "curves": [
@@ -478,7 +478,7 @@ def test_the_model_table_has_every_input_with_its_source(svc: Svc) -> None:
     sign_in(svc, svc.read)
     table = svc.client.get(f"/deployments/{dep['id']}").text.split('id="model-table"', 1)[1].split("</table>")[0]
     rows = re.findall(r'<th scope="row">(\w+)</th>.*?s-(\w+)">', table, flags=re.S)
-    assert rows == [("servers", "operator"), ("worker_threads", "default"), ("client_overhead", "default"),
+    assert rows == [("servers", "declared"), ("worker_threads", "default"), ("client_overhead", "default"),
                     ("arrivals", "trace")]
     assert "s-discovered" in table  # what the last tune used, beside what the next one would
 

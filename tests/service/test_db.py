@@ -40,6 +40,7 @@ TABLES = {
     "analyses",
     "api_tokens",
     "config_versions",
+    "deployment_grants",
     "deployments",
     "jobs",
     "observations",
@@ -72,7 +73,7 @@ def test_migrations_up_from_empty_down_and_up(database_url: str, db_backend: str
         db_again.dispose()
         assert set(inspect(db.engine).get_table_names()) == TABLES
         with db.engine.connect() as c:
-            assert c.scalar(text("SELECT version_num FROM alembic_version")) == _head() == "0008"
+            assert c.scalar(text("SELECT version_num FROM alembic_version")) == _head() == "0009"
             assert compare_metadata(MigrationContext.configure(c), Base.metadata) == []  # models = migrations
         cfg = Config()
         cfg.set_main_option("script_location", str(MIGRATIONS))
@@ -218,7 +219,7 @@ def test_upgrade_to_autoincrement_keeps_every_row(tmp_path: Path) -> None:
     db = Database(url)  # migrates to head
     try:
         with db.engine.connect() as c:
-            assert c.scalar(text("SELECT version_num FROM alembic_version")) == "0008"
+            assert c.scalar(text("SELECT version_num FROM alembic_version")) == "0009"
             for table in ("deployments", "config_versions", "schedules"):
                 assert c.scalar(text(f"SELECT count(*) FROM {table}")) == 1, table
             # 0005: existing deployments read as stock, java4, no tables; existing versions apply to nothing known
@@ -229,7 +230,9 @@ def test_upgrade_to_autoincrement_keeps_every_row(tmp_path: Path) -> None:
             )
             assert c.scalar(text("SELECT applies_to FROM config_versions")) is None
             # 0006: what an existing deployment stored in its topology stays the operator's
-            assert json.loads(c.scalar(text("SELECT model FROM deployments"))) == {"operator": ["servers", "slots"]}
+            # (0009 renames the model's `operator` to `declared`)
+            assert json.loads(c.scalar(text("SELECT model FROM deployments"))) == {"declared": ["servers", "slots"]}
+            assert c.scalar(text("SELECT count(*) FROM deployment_grants")) == 0  # 0009: nothing bound yet
             assert c.scalar(text("SELECT verification FROM config_versions")) is None  # 0007: never checked
             # 0008: an existing schedule takes its traces from uploads, as before
             assert c.scalar(text("SELECT capture FROM schedules")) is None

@@ -63,13 +63,13 @@ def test_a_cassandra_nightly_replays_the_deployments_cluster(svc: Svc, tmp_path:
             "topology": {"servers": 6, "slots": 2, "replication": 2, "service_rate_per_s": 5000.0},
             "connection": {"contact_points": ["127.0.0.1"], "port": 9042}, "server": "rein-patched"}
     dep = svc.client.post(f"{API}/deployments", json=body, headers=svc.write).json()
-    assert dep["model"]["operator"] == ["replication", "servers", "service_rate_per_s", "slots"]
+    assert dep["model"]["declared"] == ["replication", "servers", "service_rate_per_s", "slots"]
     job = _nightly(svc, dep["id"], dataset, summary)
     tuned = job["result"]["recommendation"]["tuned_for"]
     assert (tuned["servers"], tuned["slots"], tuned["replication"], tuned["service_rate"]) == (6, 2, 2, 5000.0)
     assert tuned["use_timestamps"] is True and tuned["load"] is None and tuned["offered_load"] > 0
-    assert tuned["model_sources"] == {"servers": "operator", "slots": "operator", "replication": "operator",
-                                      "service_time": "operator", "network": "default", "client_key": "default",
+    assert tuned["model_sources"] == {"servers": "declared", "slots": "declared", "replication": "declared",
+                                      "service_time": "declared", "network": "default", "client_key": "default",
                                       "ring": "default", "arrivals": "trace"}
     assert job["result"]["model"]["defaults"] == ["network", "client_key", "ring"]
     assert "rests on the simulator's defaults for network, client_key, ring" in job["logs"]
@@ -80,7 +80,7 @@ def test_a_cassandra_nightly_replays_the_deployments_cluster(svc: Svc, tmp_path:
     tuned = _nightly(svc, dep["id"], dataset, summary)["result"]["recommendation"]["tuned_for"]
     assert (tuned["servers"], tuned["slots"], tuned["replication"]) == (9, 8, 3)
     assert tuned["net_latency_us"] == pytest.approx(200.0) and tuned["service_rate"] == 3750.0
-    assert tuned["model_sources"]["slots"] == "default" and tuned["model_sources"]["network"] == "operator"
+    assert tuned["model_sources"]["slots"] == "default" and tuned["model_sources"]["network"] == "declared"
 
 
 @pytest.mark.slow
@@ -93,14 +93,14 @@ def test_a_memcached_nightly_replays_the_deployments_servers(svc: Svc, tmp_path:
     tuned = _nightly(svc, dep["id"], dataset, summary)["result"]["recommendation"]["tuned_for"]
     assert tuned["servers"] == 3 and tuned["pool"] == "sharded"
     assert tuned["server_addresses"] == ",".join(servers)
-    assert tuned["model_sources"]["servers"] == "operator"
+    assert tuned["model_sources"]["servers"] == "declared"
     assert tuned["model_sources"]["worker_threads"] == "default"
     assert tuned["model"]["inputs"]["servers"]["value"] == servers
 
 
-def test_discovered_and_calibrated_inputs_are_used_and_the_operator_wins() -> None:
+def test_discovered_and_calibrated_inputs_are_used_and_the_declared_win() -> None:
     now = time.time()
-    model = {"operator": ["servers"], "inputs": {
+    model = {"operator": ["servers"], "inputs": {  # `operator`: the key's former name, still read
         "slots": {"value": 32, "source": "discovered", "at": now, "how": "system_views.settings concurrent_reads"},
         "replication": {"value": 3, "source": "discovered", "at": now, "how": "system_schema.keyspaces"},
         "service_time": {"value": {"mean_ms": 0.5, "dist": "lognormal", "sigma": 0.8}, "source": "calibrated",
@@ -112,17 +112,17 @@ def test_discovered_and_calibrated_inputs_are_used_and_the_operator_wins() -> No
     assert (m.options["servers"], m.options["slots"], m.options["replication"]) == (4, 32, 3)
     assert m.options["service_rate"] == pytest.approx(2000.0) and m.options["demand_dist"] == "lognormal"
     assert m.options["net_latency_us"] == pytest.approx(100.0)
-    assert m.sources == {"servers": "operator", "slots": "discovered", "replication": "discovered",
+    assert m.sources == {"servers": "declared", "slots": "discovered", "replication": "discovered",
                          "service_time": "calibrated", "network": "calibrated", "client_key": "default",
                          "ring": "default", "arrivals": "default"}
     # the operator's explicit slots win over discovery
     m = build_model("cassandra", {**topo, "slots": 2}, {}, {**model, "operator": ["servers", "slots"]},
                     timestamps=True)
-    assert m.options["slots"] == 2 and m.sources["slots"] == "operator" and m.sources["arrivals"] == "trace"
+    assert m.options["slots"] == 2 and m.sources["slots"] == "declared" and m.sources["arrivals"] == "trace"
     assert m.options["use_timestamps"] is True and m.options["load"] is None
     # a what-if load replaces the trace's arrivals
     m = build_model("cassandra", topo, {}, model, timestamps=True, load=0.5)
-    assert m.options["load"] == 0.5 and "use_timestamps" not in m.options and m.sources["arrivals"] == "operator"
+    assert m.options["load"] == 0.5 and "use_timestamps" not in m.options and m.sources["arrivals"] == "declared"
 
 
 def test_a_calibrated_service_time_without_spread_is_replayed_as_deterministic() -> None:
@@ -135,7 +135,7 @@ def test_a_calibrated_service_time_without_spread_is_replayed_as_deterministic()
     now = time.time()
     table = WorkloadSource(profile="soundcloud", requests=200).load()
     for sigma, dist in ((0.0, "deterministic"), (0.5, "lognormal")):
-        model = {"operator": [], "inputs": {
+        model = {"declared": [], "inputs": {
             "service_time": {"value": {"mean_ms": 0.5, "dist": "lognormal", "sigma": sigma}, "source": "calibrated",
                              "at": now, "how": "deconvolution"}}}
         m = build_model("cassandra", {}, {}, model, timestamps=False)
@@ -159,7 +159,7 @@ def test_the_calibrated_round_trip_quantiles_reach_kvsim_and_spread_the_replay()
     now = time.time()
     # p0..p100 of a round trip of about 0.9 ms with a tail to 5 ms from p95 up
     rtt = [0.7 + 0.004 * i for i in range(95)] + [1.5, 2.0, 3.0, 4.0, 4.7, 6.0]
-    model = {"operator": [], "inputs": {
+    model = {"declared": [], "inputs": {
         "service_time": {"value": {"mean_ms": 0.3, "dist": "lognormal", "sigma": 0.0}, "source": "calibrated",
                          "at": now, "how": "deconvolution"},
         "network": {"value": {"one_way_ms": 0.43, "rtt_quantiles_ms": rtt}, "source": "calibrated", "at": now,
@@ -191,7 +191,7 @@ def test_the_calibrated_per_partition_cost_reaches_kvsim() -> None:
     from tailtune.simulation.policies import resolve
 
     now = time.time()
-    model: dict[str, Any] = {"operator": [], "inputs": {
+    model: dict[str, Any] = {"declared": [], "inputs": {
         "service_time": {"value": {"mean_ms": 0.3, "dist": "lognormal", "sigma": 0.0}, "source": "calibrated",
                          "at": now, "how": "deconvolution"},
         "client_key": {"value": {"us": 80.0}, "source": "calibrated", "at": now, "how": "IN reads",
@@ -212,10 +212,10 @@ def test_the_calibrated_per_partition_cost_reaches_kvsim() -> None:
         b = replay(prepare(table, dep), dep, resolve("fifo", {}), 0)
         assert b.p50_ms == pytest.approx(a.p50_ms + extra, abs=1e-6), keys
     # without a calibration: the default, no per-partition cost
-    m = build_model("cassandra", {}, {}, {"operator": [], "inputs": {}}, timestamps=False)
+    m = build_model("cassandra", {}, {}, {"declared": [], "inputs": {}}, timestamps=False)
     assert "client_key_us" not in m.options and m.sources["client_key"] == "default"
     # a bad stored value is refused naming the field
-    bad = {"operator": [], "inputs": {"client_key": {**model["inputs"]["client_key"], "value": {"us": -3.0}}}}
+    bad = {"declared": [], "inputs": {"client_key": {**model["inputs"]["client_key"], "value": {"us": -3.0}}}}
     with pytest.raises(BadInputError) as exc:
         build_model("cassandra", {}, {}, bad, timestamps=False)
     assert exc.value.problems[0].field == "client_key_us"
@@ -225,7 +225,7 @@ def test_the_calibrated_per_partition_cost_reaches_kvsim() -> None:
 def test_bad_calibrated_round_trip_quantiles_are_refused_naming_the_field(bad: object) -> None:
     from tailtune.base.errors import BadInputError
 
-    model = {"operator": [], "inputs": {
+    model = {"declared": [], "inputs": {
         "network": {"value": {"one_way_ms": 0.43, "rtt_quantiles_ms": bad}, "source": "calibrated",
                     "at": time.time(), "how": "trivial round trips"}}}
     with pytest.raises(BadInputError) as exc:
@@ -240,7 +240,7 @@ def test_a_discovered_ring_is_replayed_when_it_fits_the_model() -> None:
     now = time.time()
 
     def model(ring: Any, servers: int = 6) -> dict[str, Any]:
-        return {"operator": [], "inputs": {
+        return {"declared": [], "inputs": {
             "servers": {"value": servers, "source": "discovered", "at": now, "how": "system.peers"},
             "replication": {"value": 3, "source": "discovered", "at": now, "how": "system_schema.keyspaces"},
             "ring": {"value": ring, "source": "discovered", "at": now, "how": "system.local / system.peers tokens"},
@@ -264,13 +264,13 @@ def test_a_deployment_row_without_model_keeps_its_topology_as_the_operators(svc:
     body = {"name": "model-legacy", "kind": "cassandra", "topology": {"servers": 5},
             "connection": {"contact_points": ["127.0.0.1"]}}
     dep = svc.client.post(f"{API}/deployments", json=body, headers=svc.write).json()
-    assert dep["model"]["operator"] == ["servers"]  # slots, replication left to the model's other sources
+    assert dep["model"]["declared"] == ["servers"]  # slots, replication left to the model's other sources
     with svc.db.session() as s:
         row = s.get(DeploymentRow, dep["id"])
         assert row is not None
         row.model = {}
     m = build_model("cassandra", dep["topology"], dep["connection"], {}, timestamps=False)
-    assert m.sources["slots"] == "operator" and m.options["slots"] == 1  # unknown: every stored field is operator's
+    assert m.sources["slots"] == "declared" and m.options["slots"] == 1  # unknown: every stored field is operator's
 
 
 def test_a_model_too_large_to_store_is_refused() -> None:

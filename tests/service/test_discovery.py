@@ -20,7 +20,7 @@ from tailtune.control.egress import PASSWORD_ENV_PREFIX
 from tailtune.control.model import build_model
 from tests.servers.cassandra_server import CassandraNode, free_port
 from tests.servers.memcached_server import running_memcached
-from tests.service.conftest import Svc, memcached_deployment
+from tests.service.conftest import Svc, admin_headers, memcached_deployment
 from tests.service.fake_cql import FakeCqlServer
 
 API = "/api/v1"
@@ -33,8 +33,8 @@ def _worker(svc: Svc) -> Worker:
     return Worker(svc.settings, svc.db, "w-discover", handlers=default_handlers(), schedule=False)
 
 
-def _create(svc: Svc, body: dict[str, Any]) -> dict[str, Any]:
-    r = svc.client.post(f"{API}/deployments", json=body, headers=svc.write)
+def _create(svc: Svc, body: dict[str, Any], headers: dict[str, str] | None = None) -> dict[str, Any]:
+    r = svc.client.post(f"{API}/deployments", json=body, headers=headers or svc.write)
     assert r.status_code == 201, r.text
     out: dict[str, Any] = r.json()
     return out
@@ -114,7 +114,7 @@ def test_discover_a_real_cassandra_node(svc: Svc, cli: Any, cassandra_node: Cass
     assert job["status"] == "succeeded", job["error"]
     got = _get(svc, dep["id"])
     model = got["model"]
-    assert model["operator"] == ["servers"]  # as the deployment was created: kept
+    assert model["declared"] == ["servers"]  # as the deployment was created: kept
     inputs = model["inputs"]
     assert job["result"]["inputs"] == inputs
 
@@ -165,7 +165,7 @@ def test_discover_a_real_cassandra_node(svc: Svc, cli: Any, cassandra_node: Cass
 
     # the model a tune replays: the operator's servers, the discovered slots and replication
     built = build_model("cassandra", got["topology"], got["connection"], model, timestamps=False)
-    assert built.sources["servers"] == "operator" and built.sources["slots"] == "discovered"
+    assert built.sources["servers"] == "declared" and built.sources["slots"] == "discovered"
     assert built.options["slots"] == int(reads) and built.options["replication"] == 1
 
     # the CLI: the same discovery, as JSON; an operator's current_config is never replaced
@@ -190,7 +190,7 @@ def test_a_refused_login_is_one_line_and_changes_nothing(svc: Svc, monkeypatch: 
         body = {"name": "disc-login", "kind": "cassandra", "topology": {"servers": 3},
                 "connection": {"contact_points": ["127.0.0.1"], "port": fake.port, "username": "tailtune",
                                "password_env": f"{PASSWORD_ENV_PREFIX}DISC"}, "tables": ["shop.carts"]}
-        dep = _create(svc, body)
+        dep = _create(svc, body, admin_headers(svc))  # the admin binds the password variable
         before = _get(svc, dep["id"])
         job = _discover_job(svc, dep["id"])
         assert secret.encode() in fake.received()  # it was a real login attempt
@@ -317,7 +317,7 @@ def test_strategies_and_the_merge_rules() -> None:
         "class": "SimpleStrategy", "replication_factor": 3}
     assert parse_strategy({"class": "org.apache.cassandra.locator.NetworkTopologyStrategy", "dc2": "2",
                            "dc1": "3/1"}) == {"class": "NetworkTopologyStrategy", "replication": {"dc1": 3, "dc2": 2}}
-    old = {"operator": ["servers"],
+    old = {"declared": ["servers"],
            "inputs": {"service_time": {"value": {"mean_ms": 1.0}, "source": "calibrated", "at": 1.0, "how": "c"},
                       "client_overhead": {"value": {"us": 5.0}, "source": "calibrated", "at": 1.0, "how": "c"},
                       "ring": {"value": {"nodes": []}, "source": "discovered", "at": 1.0, "how": "old"}},
@@ -326,7 +326,7 @@ def test_strategies_and_the_merge_rules() -> None:
     found.put("slots", 8, "system_views.settings")
     found.put("client_overhead", {"us": 9.0}, "profile")
     merged = merge_model(old, found)
-    assert merged["operator"] == ["servers"]
+    assert merged["declared"] == ["servers"]
     assert merged["inputs"]["slots"]["value"] == 8
     assert merged["inputs"]["client_overhead"]["source"] == "calibrated"  # calibration wins
     assert merged["inputs"]["service_time"] == old["inputs"]["service_time"]  # type: ignore[index]

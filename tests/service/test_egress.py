@@ -13,7 +13,7 @@ from jobs.handlers import default_handlers
 from jobs.worker import Worker
 from tailtune.control.db import DeploymentRow
 from tailtune.control.egress import PASSWORD_ENV_PREFIX, Egress
-from tests.service.conftest import Svc, cassandra_deployment, memcached_deployment
+from tests.service.conftest import Svc, admin_headers, cassandra_deployment, memcached_deployment
 from tests.service.fake_cql import FakeCqlServer
 
 API = "/api/v1"
@@ -29,7 +29,7 @@ def _run(svc: Svc, n: int = 1) -> list[str | None]:
 def _deployment(svc: Svc, name: str, port: int, password_env: str) -> dict[str, Any]:
     body = cassandra_deployment(name, port)
     body["connection"] = {**body["connection"], "username": "tailtune", "password_env": password_env}  # type: ignore[dict-item]
-    r = svc.client.post(f"{API}/deployments", json=body, headers=svc.write)
+    r = svc.client.post(f"{API}/deployments", json=body, headers=admin_headers(svc))  # the admin binds it
     assert r.status_code == 201, r.text
     dep: dict[str, Any] = r.json()
     return dep
@@ -54,7 +54,7 @@ def test_the_api_refuses_every_variable_outside_the_rule(svc: Svc, monkeypatch: 
     dep = _deployment(svc, "egress-ok", 9042, f"{PASSWORD_ENV_PREFIX}ORDERS")
     r = svc.client.patch(f"{API}/deployments/{dep['id']}",
                          json={"connection": {**dep["connection"], "password_env": "TAILTUNE_DATABASE_URL"}},
-                         headers=svc.write)
+                         headers=admin_headers(svc))
     assert r.status_code == 422 and r.json()["field"] == "connection.password_env", r.text
     # the operator can allow a name of their own
     svc.settings.password_envs = ["LEGACY_CASSANDRA_PW"]
@@ -113,7 +113,7 @@ def test_the_worker_connects_only_inside_the_allowed_networks(
         # a host name passes the API (it resolves on the worker's side) and is refused there
         body["connection"] = {**body["connection"], "contact_points": ["localhost"],  # type: ignore[dict-item]
                               "username": "tailtune", "password_env": f"{PASSWORD_ENV_PREFIX}FAKE"}
-        r = svc.client.post(f"{API}/deployments", json=body, headers=svc.write)
+        r = svc.client.post(f"{API}/deployments", json=body, headers=admin_headers(svc))
         assert r.status_code == 201, r.text
         dep = r.json()
         _publish(svc, dep["id"])

@@ -11,10 +11,12 @@ import pytest
 
 from jobs.handlers import default_handlers
 from jobs.worker import Worker
+from tailtune.control.egress import Egress
+from tailtune.control.grants import password_binding
 from tailtune.control.publishers import CassandraPublisher, PublishRejected
 from tailtune.control.publishers.cassandra import TableOptionsFailed
 from tests.servers.cassandra_server import CassandraNode
-from tests.service.conftest import Svc, cassandra_deployment
+from tests.service.conftest import Svc, admin_headers, cassandra_deployment
 
 API = "/api/v1"
 KS = "tt_shop"
@@ -237,7 +239,7 @@ def test_credentials_never_leave_the_worker(
     texts = []
     deps = []
     for body in (ok_body, down_body):
-        r = svc.client.post(f"{API}/deployments", json=body, headers=svc.write)
+        r = svc.client.post(f"{API}/deployments", json=body, headers=admin_headers(svc))  # binds the password
         assert r.status_code == 201, r.text
         deps.append(r.json())
         texts.append(r.text)
@@ -252,6 +254,7 @@ def test_credentials_never_leave_the_worker(
     assert deps[0]["connection"]["password_env"] == "TAILTUNE_CASSANDRA_PASSWORD_SHOP"
     assert all(secret not in t for t in texts)
     monkeypatch.delenv("TAILTUNE_CASSANDRA_PASSWORD_SHOP")
-    pub = CassandraPublisher("shop-auth", {**_conn(cassandra_node), **conn}, 5.0)
+    bound = {**_conn(cassandra_node), **conn}
+    pub = CassandraPublisher("shop-auth", bound, 5.0, egress=Egress().bound(password_binding(bound)))
     with pytest.raises(Exception, match="TAILTUNE_CASSANDRA_PASSWORD_SHOP, which is not set"):
         pub.ping()

@@ -115,6 +115,7 @@ def create(
     """Register a deployment from a JSON file (name, kind, topology, connection, server, driver, tables, ...)."""
     import json
 
+    from service.auth import CLI
     from service.deployments import service
     from service.deployments.schemas import DeploymentCreate
     from tailtune.base.settings import get_settings
@@ -122,7 +123,7 @@ def create(
     try:
         body = DeploymentCreate.model_validate(json.loads(file.read_text()))
         with _db().session() as s:
-            doc = _out(service.create(s, get_settings(), body))
+            doc = _out(service.create(s, get_settings(), body, CLI))
     except Exception as exc:  # JSON, validation and control-plane errors
         raise _fail(exc, str(file)) from None
     _print(doc, as_json)
@@ -140,6 +141,7 @@ def set_fields(
     as_json: Annotated[bool, _JSON] = False,
 ) -> None:
     """Change a Cassandra deployment's server, driver or tables."""
+    from service.auth import CLI
     from service.deployments import service
     from service.deployments.schemas import DeploymentPatch
     from tailtune.base.settings import get_settings
@@ -157,7 +159,7 @@ def set_fields(
         body = DeploymentPatch.model_validate(fields)
         with _db().session() as s:
             dep = service.get_by_name(s, name)
-            doc = _out(service.patch(s, get_settings(), dep.id, body))
+            doc = _out(service.patch(s, get_settings(), dep.id, body, CLI))
     except Exception as exc:
         raise _fail(exc, "deployment") from None
     _print(doc, as_json)

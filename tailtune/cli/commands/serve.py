@@ -16,7 +16,15 @@ def serve(
     port: Annotated[int | None, typer.Option("--port", help="Port (default: TAILTUNE_API_PORT).")] = None,
     create_token: Annotated[
         str | None,
-        typer.Option("--create-token", help="Create an API token of scope read|write, print it, exit."),
+        typer.Option(
+            "--create-token",
+            help="Create an API token of scope read|write|report|admin, print it, exit (admin: also the "
+            "deployments' admin-only attributes, docs/operations.md § Security).",
+        ),
+    ] = None,
+    deployment: Annotated[
+        str | None,
+        typer.Option("--deployment", help="With --create-token report: the deployments NAME[,NAME] it reports for."),
     ] = None,
     token_name: Annotated[str, typer.Option("--token-name", help="Label of the created token.")] = "cli",
     as_json: Annotated[bool, typer.Option("--json", help="With --create-token: print JSON.")] = False,
@@ -36,10 +44,18 @@ def serve(
         from tailtune.control.db import database_for
 
         if create_token not in SCOPES:
-            raise BadInputError.single("command line", "must be read or write", field="create-token")
-        token = make(database_for(settings.resolved_database_url), token_name, create_token)
+            raise BadInputError.single("command line", f"must be one of {', '.join(SCOPES)}", field="create-token")
+        if create_token == "report" and deployment is None:
+            raise BadInputError.single(
+                "command line", "a report token is bound to the deployments it reports for: --deployment NAME[,NAME]",
+                field="deployment")
+        names = None if deployment is None else [n.strip() for n in deployment.split(",")]
+        token = make(database_for(settings.resolved_database_url), token_name, create_token, names)
         if as_json:
-            print_json({"token": token, "scope": create_token, "name": token_name})
+            shown: dict[str, object] = {"token": token, "scope": create_token, "name": token_name}
+            if names is not None:
+                shown["deployments"] = sorted(set(names))
+            print_json(shown)
         else:
             out_console.print(token, highlight=False)
         return

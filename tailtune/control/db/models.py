@@ -16,6 +16,7 @@ __all__ = [
     "ApiTokenRow",
     "Base",
     "ConfigVersionRow",
+    "DeploymentGrantRow",
     "DeploymentRow",
     "JobRow",
     "ScheduleRow",
@@ -56,7 +57,7 @@ class DeploymentRow(Base):
     #: The tables a stock config's per-table options (speculative_retry) are applied to, as `keyspace.table`.
     tables: Mapped[list[Any]] = mapped_column(JSON, default=list, server_default="[]")
     #: The deployment's model as found on the live system (`tailtune.control.model`): `inputs` (name → value,
-    #: source, time), `readings` (what discovery read), `operator` (the topology fields the operator set).
+    #: source, time), `readings` (what discovery read), `declared` (the topology fields the deployment declares).
     model: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict, server_default="{}")
 
 
@@ -193,9 +194,26 @@ class ApiTokenRow(Base):
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     name: Mapped[str] = mapped_column(String(100))
-    scope: Mapped[str] = mapped_column(String(8))  # read | write | report
+    scope: Mapped[str] = mapped_column(String(8))  # read | write | report | admin
     sha256: Mapped[str] = mapped_column(String(64), unique=True)
     created_at: Mapped[float] = mapped_column(Float)
+    #: A report token's deployments (names) it may report for; None: any (tokens of the other scopes).
+    deployments: Mapped[list[Any] | None] = mapped_column(JSON, nullable=True)
+
+
+class DeploymentGrantRow(Base):
+    """An admin-only attribute of a deployment as an admin token set it (`tailtune.control.grants`): what the
+    worker checks the deployment's row against before it acts on the attribute."""
+
+    __tablename__ = "deployment_grants"
+    __table_args__ = (UniqueConstraint("deployment_id", "attribute"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    deployment_id: Mapped[int] = mapped_column(ForeignKey("deployments.id", ondelete="CASCADE"), index=True)
+    attribute: Mapped[str] = mapped_column(String(64))
+    value: Mapped[Any] = mapped_column(JSON)
+    granted_by: Mapped[str] = mapped_column(String(100))
+    granted_at: Mapped[float] = mapped_column(Float)
 
 
 class WorkerRow(Base):
