@@ -313,10 +313,13 @@ def publish_version(ctx: JobContext, deployment_id: int, version: int) -> dict[s
                 ConfigVersionRow.deployment_id == deployment_id
             )
         ).all()
+        live = s.execute(select(DeploymentRow.id, DeploymentRow.nonce)).all()
         known = Known(
             deployment_id,
             {int(v): dict(c) for v, c in versions},
-            frozenset(s.scalars(select(DeploymentRow.id)).all()),
+            frozenset(int(i) for i, _ in live),
+            identity=dep.identity,
+            live_identities=frozenset(DeploymentRow.identity_of(int(i), n) for i, n in live),
         )
         dep.publish_status = "publishing"
     if head is not None:

@@ -108,6 +108,10 @@ class Known:
     versions: Mapping[int, Mapping[str, Any]]
     #: The ids of every deployment the DB holds (a document of one of them under this name is not a leftover).
     live_ids: frozenset[int] = field(default_factory=frozenset)
+    #: The deployment's identity (`DeploymentRow.identity`: id + creation nonce); Cassandra keys its rows by it.
+    identity: str = ""
+    #: The identities of every deployment the DB holds (rows of any other identity are a deleted deployment's).
+    live_identities: frozenset[str] = field(default_factory=frozenset)
 
     def config(self, version: int) -> dict[str, Any]:
         """The config the DB holds for `version`; ValueError if it made none (a caller's mistake)."""
