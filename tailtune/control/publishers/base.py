@@ -18,12 +18,13 @@ take this document, e.g. too large for memcached) are not retried.
 
 from __future__ import annotations
 
-import json
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
+
+from tailtune_client.config import canonical
 
 from tailtune.base.errors import TailtuneError
 from tailtune.control.egress import Egress
@@ -126,7 +127,7 @@ def document(deployment: str, version: int, config: Mapping[str, Any], *, deploy
     doc: dict[str, Any] = {"deployment": deployment, "version": version, "config": config}
     if deployment_id is not None:
         doc["deployment_id"] = deployment_id
-    return json.dumps(doc, sort_keys=True, separators=(",", ":"))
+    return canonical(doc).decode()
 
 
 class Publisher(ABC):
