@@ -532,6 +532,9 @@ class Client:
 
     def _payload(self, window: list[Observation], start: float, end: float) -> ReportJson:
         status = self._config_status()
+        config: dict[str, Any] = {"version": status["version"], "mode": status["mode"], "params": status["params"]}
+        if status["forged"] and status["forged"]["count"]:
+            config["forged"] = status["forged"]  # pool documents ignored as not the publisher's
         return {
             "schema": REPORT_SCHEMA,
             "client": self._client_info(),
@@ -539,8 +542,7 @@ class Client:
             "deployment_id": status["deployment_id"],
             "pool": {"kind": "sharded", "hashing": "rendezvous-murmur3", "servers": len(self.servers)},
             "window": {"start": start, "end": end},
-            "config": {"version": status["version"], "mode": status["mode"], "params": status["params"],
-                       "forged": status["forged"]},
+            "config": config,
             "observations": [o.to_json() for o in window if not o.empty()],
         }
 
