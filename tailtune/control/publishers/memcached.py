@@ -21,10 +21,15 @@ server's current document (and a version key that is already there) is one of:
   and that deployment's version keys v1..vN (N its current version, at most `stale_versions_max`) whose
   documents carry its id are deleted from that server. Deleting a deployment leaves its keys in place (running
   applications keep their last config); a new deployment of the same name takes them over on its first publish;
+* **ours, without the MAC** — ours but with no MAC, or another key's: rewritten with the MAC when next written;
 * **foreign** — anything else (a version or config the DB never made under this deployment's id, a document
-  without the id that is not ours, another live or unknown deployment's id, not a document at all): that
-  server is a conflict. It is not written to, what it holds is never copied to another server, the other
-  servers still get the version, and the publish raises `PublishConflict` naming the server and what it holds.
+  without the id that is not ours, another live or unknown deployment's id, not a document at all): forged, since
+  memcached has no authentication and any cache client can write these keys. It is replaced by ours (never
+  copied to another server, never taken as a version), and what it held is returned in
+  `PublishOutcome.applied["replaced_forged"]` (server → what), which the publish job records and logs.
+
+With `config_key_env` naming a variable, every document carries `mac`: HMAC-SHA256 with that variable's value over
+its canonical encoding (`tailtune_client.config.signed`), which a client reading the pool verifies.
 """
 
 from __future__ import annotations
