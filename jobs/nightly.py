@@ -315,10 +315,13 @@ def publish_version(ctx: JobContext, deployment_id: int, version: int) -> dict[s
                 ConfigVersionRow.deployment_id == deployment_id
             )
         ).all()
+        live = s.execute(select(DeploymentRow.id, DeploymentRow.nonce)).all()
         known = Known(
             deployment_id,
             {int(v): dict(c) for v, c in versions},
-            frozenset(s.scalars(select(DeploymentRow.id)).all()),
+            frozenset(int(i) for i, _ in live),
+            identity=dep.identity,
+            live_identities=frozenset(DeploymentRow.identity_of(int(i), n) for i, n in live),
         )
         dep.publish_status = "publishing"
     if head is not None:
@@ -327,6 +330,7 @@ def publish_version(ctx: JobContext, deployment_id: int, version: int) -> dict[s
         kind, name, conn, ctx.settings.publish_timeout_s,
         memcached_item_max_bytes=ctx.settings.memcached_item_max_bytes,
         memcached_stale_versions_max=ctx.settings.memcached_stale_versions_max,
+        memcached_config_key_env=ctx.settings.memcached_config_key_env,
         tables=tables, driver=driver, server=server, egress=Egress.of(ctx.settings).bound(grant),
     )
     try:
@@ -351,6 +355,8 @@ def publish_version(ctx: JobContext, deployment_id: int, version: int) -> dict[s
         if isinstance(exc, PublishConflict | PublishRejected):
             raise JobFailed(str(exc)) from exc
         raise
+    for server, what in ((outcome.applied or {}).get("replaced_forged") or {}).items():
+        ctx.log(f"{kind} {server}: replaced content tailtune never made for this deployment: {what}")
     with ctx.db.session() as s:
         dep = s.scalar(select(DeploymentRow).where(DeploymentRow.id == deployment_id).with_for_update())
         row = s.scalar(

@@ -131,6 +131,12 @@ class Settings(BaseSettings):
         description="Most version keys (v1..vN) of a deleted same-name deployment a memcached publish removes from "
         "a server still holding that deployment's current key.",
     )
+    memcached_config_key_env: str = Field(
+        default="",
+        description="The environment variable (of the worker) holding the key memcached config documents are MACed "
+        "with (HMAC-SHA256, at least 16 bytes); clients reading the config from the pool are given the same key. "
+        "Empty: documents carry no MAC, and only clients polling the API's config can run them.",
+    )
     tune_max_trials: int = Field(default=1000, description="Largest `tune.trials` of a job.")
     tune_max_seeds: int = Field(default=20, description="Largest `tune.seeds` of a job.")
     tune_max_timeout_s: float = Field(default=86400.0, description="Largest `tune.timeout_s` of a job.")

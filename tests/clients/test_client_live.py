@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 import threading
 import time
@@ -10,7 +11,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from tailtune_client.config import MemcachedConfigSource
+from pymemcache.client.base import Client as PmClient
+from tailtune_client.config import MemcachedConfigSource, current_key
 from tailtune_client.memcached import Client
 
 from jobs.handlers import default_handlers
@@ -22,6 +24,14 @@ from tuner.recommend import render_memcached
 from tuner.space import Candidate
 
 API = "/api/v1"
+#: The memcached publisher's MAC key, in the variable TAILTUNE_MEMCACHED_CONFIG_KEY_ENV names.
+KEY_ENV, KEY = "TT_TEST_MC_CONFIG_KEY", "a-test-key-for-the-memcached-configs"
+
+
+@pytest.fixture
+def config_key(monkeypatch: pytest.MonkeyPatch) -> str:
+    monkeypatch.setenv(KEY_ENV, KEY)
+    return KEY
 
 
 def _stored(policy: str, params: dict[str, int]) -> dict[str, Any]:
@@ -86,12 +96,12 @@ def _serve_while_checking(client: Client, publish_v2: Callable[[], object]) -> d
     return dict(client.stats())
 
 
-def test_publisher_v2_picked_up_live(nodes: list[MemcachedNode]) -> None:
+def test_publisher_v2_picked_up_live(nodes: list[MemcachedNode], config_key: str) -> None:
     servers = [n.address for n in nodes]
-    pub = MemcachedPublisher("client-live", {"servers": servers}, 2.0)
+    pub = MemcachedPublisher("client-live", {"servers": servers}, 2.0, config_key_env=KEY_ENV)
     known = Known(11, {1: V1, 2: V2}, frozenset({11}))
     pub.publish(1, V1, known=known)
-    with Client(servers, deployment="client-live", poll_interval=0.05) as client:
+    with Client(servers, deployment="client-live", config_key=config_key, poll_interval=0.05) as client:
         assert (client.config.version, client.config.mode) == (1, "batching")
         assert (client.config.deployment, client.config.deployment_id) == ("client-live", 11)
         stats = _serve_while_checking(client, lambda: pub.publish(2, V2, known=known))
@@ -129,7 +139,7 @@ def test_service_config_endpoint_polled_with_etag(svc: Svc, served: str, nodes: 
 
 
 def test_memcached_source_reads_what_the_publish_job_wrote_for_a_recreated_deployment(
-    svc: Svc, nodes: list[MemcachedNode]
+    svc: Svc, nodes: list[MemcachedNode], config_key: str
 ) -> None:
     """The publish job's document (which carries the deployment id) is what the client reads; after a deployment
     is deleted and one of the same name is created, the client gets the new one's v1, not the deleted one's v2."""
@@ -150,7 +160,8 @@ def test_memcached_source_reads_what_the_publish_job_wrote_for_a_recreated_deplo
             assert dep["publish_status"] == "ok", dep["publish_error"]
         return dep_id
 
-    source = MemcachedConfigSource("client-reused", [(n.host, n.port) for n in nodes], 2.0)
+    svc.settings.memcached_config_key_env = KEY_ENV
+    source = MemcachedConfigSource("client-reused", [(n.host, n.port) for n in nodes], 2.0, key=config_key)
     try:
         old = deploy_and_publish(V1, V2)
         cfg = source.fetch()
@@ -162,3 +173,59 @@ def test_memcached_source_reads_what_the_publish_job_wrote_for_a_recreated_deplo
         assert cfg.deployment == "client-reused" and new != old
     finally:
         source.close()
+
+
+def test_a_forged_current_document_is_ignored_by_clients_and_replaced_by_the_next_publish(
+    svc: Svc, nodes: list[MemcachedNode], config_key: str
+) -> None:
+    """A hand-written `current` document on one server of two (version 2^62, a foreign deployment id, split_keys
+    4294967295): clients reading the pool ignore it and report it; the next publish replaces it (recorded, never
+    a conflict), and the clients follow that version."""
+    svc.settings.memcached_config_key_env = KEY_ENV
+    svc.settings.job_max_attempts = 1
+    pool = nodes[:2]
+    servers = [n.address for n in pool]
+    r = svc.client.post(f"{API}/deployments", json=memcached_deployment("client-forged", servers), headers=svc.write)
+    assert r.status_code == 201, r.text
+    dep_id = int(r.json()["id"])
+    w = Worker(svc.settings, svc.db, "w-forged", handlers=default_handlers(), schedule=False)
+
+    def publish(config: dict[str, Any]) -> dict[str, Any]:
+        r = svc.client.post(f"{API}/configs/{dep_id}/versions", json={"config": config}, headers=svc.write)
+        assert r.status_code == 201, r.text
+        while w.run_once() is not None:
+            pass
+        return dict(svc.client.get(f"{API}/deployments/{dep_id}", headers=svc.read).json())
+
+    assert publish(V1)["publish_status"] == "ok"
+    forged = _stored("chisel", {"split_keys": 4294967295, "merge": 1, "elephant_threshold": 2})
+    doc = {"deployment": "client-forged", "deployment_id": 987654, "version": 2**62, "config": forged}
+    c = PmClient((pool[1].host, pool[1].port), default_noreply=False)
+    try:
+        c.set(current_key("client-forged"), json.dumps(doc, sort_keys=True, separators=(",", ":")).encode())
+    finally:
+        c.close()
+    clients = [
+        Client(servers, deployment="client-forged", config_key=config_key, poll_interval=0) for _ in range(2)
+    ]
+    try:
+        for client in clients:
+            stats = client.stats()
+            assert (stats["config_version"], stats["mode"]) == (1, "batching")
+            got = stats["config"]["forged"]
+            assert got is not None and got["count"] == 1 and list(got["servers"]) == [servers[1]]
+            assert "no MAC" in got["servers"][servers[1]]
+        dep = publish(V2)
+        assert (dep["publish_status"], dep["publish_error"]) == ("ok", None)
+        assert dep["current_config"] == V2
+        ver = svc.client.get(f"{API}/configs/{dep_id}/versions/2", headers=svc.read).json()
+        replaced = ver["published"]["memcached"]["replaced_forged"]
+        assert list(replaced) == [servers[1]] and str(2**62) in replaced[servers[1]]
+        for client in clients:
+            assert client.refresh_config() is True
+            assert (client.config.version, client.config.mode, client.config.split_keys) == (2, "chisel", 8)
+            assert client.stats()["config"]["forged"] == {"count": 1, "servers": {}}
+        assert KEY not in json.dumps(ver) and KEY not in json.dumps(dep)
+    finally:
+        for client in clients:
+            client.close()

@@ -13,8 +13,14 @@ import pytest
 
 from jobs.handlers import default_handlers
 from jobs.worker import Worker
-from tailtune.control.publishers import CassandraPublisher, PublishConflict, PublishFailed, publish_with_retry
-from tailtune.control.publishers.cassandra import NODE_QUERY
+from tailtune.control.publishers import (
+    CassandraPublisher,
+    Known,
+    PublishConflict,
+    PublishFailed,
+    publish_with_retry,
+)
+from tailtune.control.publishers.cassandra import NODE_QUERY, VERSIONS_TABLE
 from tests.servers.cassandra_server import CassandraNode
 from tests.service.conftest import Svc, cassandra_deployment
 
@@ -58,7 +64,7 @@ def test_lwt_versions_and_the_node_query(cassandra_node: CassandraNode, session:
     }
     versions = [
         r.version
-        for r in session.execute("SELECT version FROM tt_lwt.config_versions WHERE deployment = 'cass-a'")
+        for r in session.execute(f"SELECT version FROM tt_lwt.{VERSIONS_TABLE} WHERE deployment_uid = 'name:cass-a'")
     ]
     assert versions == [3, 2, 1]  # every version kept, newest first
     with pytest.raises(PublishConflict):
@@ -160,3 +166,65 @@ def test_a_wiped_current_row_gets_the_newest_version_back(cassandra_node: Cassan
     session.execute("DELETE FROM tt_wiped.config_current WHERE deployment = 'cass-wiped'")
     out = pub.publish(1, {"policy": "fifo", "params": {}}, head=(2, v2))
     assert out.current_version == 2 and pub.read_current() == (2, v2)
+
+
+def _node_reads(session: Any, ks: str, name: str) -> tuple[int, dict[str, Any]] | None:
+    row = session.execute(session.prepare(NODE_QUERY.format(ks=ks)), (name,)).one()
+    return None if row is None else (int(row.version), json.loads(row.config)["config"])
+
+
+def test_a_recreated_deployment_takes_over_from_the_deleted_one(
+    svc: Svc, cassandra_node: CassandraNode, session: Any
+) -> None:
+    """Rows are keyed by the deployment's identity (id + creation nonce): a deleted and recreated `cas1` is not
+    taken for the old one. Its v1 is what the nodes read (the old deployment's v3 is fenced, its version rows
+    deleted), and its v3 is published, not a conflict with the old v3."""
+    svc.settings.job_max_attempts = 1
+    svc.settings.publish_timeout_s = 10.0
+    w = Worker(svc.settings, svc.db, "w-recreate", handlers=default_handlers(), schedule=False)
+    spec = cassandra_deployment("cas1", cassandra_node.port, keyspace="tt_recreate")
+
+    def publish(dep_id: int, k: int) -> int:
+        r = svc.client.post(
+            f"{API}/configs/{dep_id}/versions", json={"config": {"policy": "rein", "params": {"k": k}}},
+            headers=svc.write,
+        )
+        assert r.status_code == 201, r.text
+        assert w.run_once() == "succeeded"
+        assert svc.client.get(f"{API}/deployments/{dep_id}", headers=svc.read).json()["publish_status"] == "ok"
+        return int(r.json()["version"])
+
+    old = svc.client.post(f"{API}/deployments", json=spec, headers=svc.write).json()
+    versions = [publish(old["id"], k) for k in (1, 2, 3)]
+    assert _node_reads(session, "tt_recreate", "cas1") == (versions[-1], {"policy": "rein", "params": {"k": 3}})
+    assert svc.client.delete(f"{API}/deployments/{old['id']}", headers=svc.write).status_code == 204
+    new = svc.client.post(f"{API}/deployments", json=spec, headers=svc.write).json()
+    assert new["id"] != old["id"]
+    first = publish(new["id"], 11)
+    assert first == versions[0]  # the new deployment's versions start again
+    assert _node_reads(session, "tt_recreate", "cas1") == (first, {"policy": "rein", "params": {"k": 11}})
+    assert publish(new["id"], 12) == versions[1]
+    assert publish(new["id"], 13) == versions[2]  # the old deployment's v3 is no conflict
+    assert _node_reads(session, "tt_recreate", "cas1") == (versions[2], {"policy": "rein", "params": {"k": 13}})
+    uids = {r.deployment_uid for r in session.execute(f"SELECT deployment_uid FROM tt_recreate.{VERSIONS_TABLE}")}
+    assert len(uids) == 1 and next(iter(uids)).startswith(f"{new['id']}.")  # the deleted one's rows are gone
+
+
+def test_rows_of_a_live_deployment_are_never_taken_over(cassandra_node: CassandraNode, session: Any) -> None:
+    """Another live identity's current row is a conflict; an identity with the same id and another nonce (the id
+    given again by another metadata DB) is not live and is fenced."""
+    conn = _conn(cassandra_node, "tt_identity")
+    pub = CassandraPublisher("cas-id", conn, 10.0)
+    cfg = {"policy": "fifo", "params": {}}
+    first = Known(7, {1: cfg}, frozenset({7}), identity="7.aaaa", live_identities=frozenset({"7.aaaa"}))
+    assert pub.publish(1, cfg, known=first).advanced
+    other = Known(8, {1: cfg}, frozenset({7, 8}), identity="8.bbbb", live_identities=frozenset({"7.aaaa", "8.bbbb"}))
+    with pytest.raises(PublishConflict, match=r"live deployment 7\.aaaa"):
+        pub.publish(1, cfg, known=other)
+    reused = Known(7, {1: {"policy": "rein", "params": {"k": 2}}}, frozenset({7}), identity="7.cccc",
+                   live_identities=frozenset({"7.cccc"}))
+    out = pub.publish(1, {"policy": "rein", "params": {"k": 2}}, known=reused)
+    assert out.applied is not None and out.applied["replaced_deleted_deployment"] == {
+        "deployment_uid": "7.aaaa", "version": 1
+    }
+    assert _node_reads(session, "tt_identity", "cas-id") == (1, {"policy": "rein", "params": {"k": 2}})

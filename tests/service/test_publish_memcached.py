@@ -15,7 +15,7 @@ from pymemcache.client.base import Client
 
 from jobs.handlers import default_handlers
 from jobs.worker import Worker
-from tailtune.control.publishers import Known, MemcachedPublisher, PublishConflict, PublishFailed, publish_with_retry
+from tailtune.control.publishers import Known, MemcachedPublisher, PublishFailed, publish_with_retry
 from tailtune.control.publishers.memcached import current_key, version_key
 from tests.servers.memcached_server import MemcachedNode
 from tests.service.conftest import Svc, memcached_deployment
@@ -62,8 +62,12 @@ def test_versions_only_move_forward(memcached_node: MemcachedNode) -> None:
         "version": 1,
         "config": c1,
     }
-    with pytest.raises(PublishConflict, match="v1 holds version 1 with a config tailtune did not make"):
-        pub.publish(1, {"policy": "other"}, known=_known(5, {1: {"policy": "other"}, 2: c2}))  # immutable
+    # a version key the DB did not make (the DB is the source of truth): replaced, and said so
+    out = pub.publish(1, {"policy": "other"}, known=_known(5, {1: {"policy": "other"}, 2: c2}))
+    assert out.applied is not None and "v1 holds version 1 with a config tailtune did not make" in (
+        out.applied["replaced_forged"][memcached_node.address]
+    )
+    assert _get(memcached_node, version_key("mc-forward", 1))["config"] == {"policy": "other"}  # type: ignore[index]
     with pytest.raises(ValueError, match="no version 3"):
         pub.publish(3, c2, known=known)  # only versions the DB made are published
     with pytest.raises(ValueError, match="no version 9"):
@@ -325,11 +329,11 @@ def test_a_recreated_deployment_never_serves_the_deleted_ones_versions(
 
 
 @pytest.mark.parametrize("forged", ["copied", "bare"])
-def test_a_version_tailtune_never_made_is_a_conflict_never_copied(
+def test_a_version_tailtune_never_made_is_replaced_never_copied(
     svc: Svc, memcached_node: MemcachedNode, forged: str
 ) -> None:
-    """A `current` document with version 999 written to one server by someone else: the next publish reports
-    a conflict naming that server, leaves it alone, and the other server gets the new version, not 999."""
+    """A `current` document with version 999 written to one server by someone else (any cache client can): the
+    next publish replaces it, records and logs what it replaced, and no server ever gets 999."""
     other = MemcachedNode()
     other.start()
     try:
@@ -346,28 +350,16 @@ def test_a_version_tailtune_never_made_is_a_conflict_never_copied(
         _put(other, current_key(name), bad)
         svc.settings.job_max_attempts = 1
         job = _publish_now(svc, dep, {"config": V2})
-        assert job["status"] == "failed" and other.address in str(job["error"]), job["error"]
-        assert "999" in str(job["error"]) and memcached_node.address not in str(job["error"]).split("updated")[0]
-        d = svc.client.get(f"{API}/deployments/{dep}", headers=svc.read).json()
-        assert d["publish_status"] == "conflict", d
-        assert other.address in d["publish_error"] and "999" in d["publish_error"]
-        assert _raw(other, current_key(name)) == bad  # not overwritten
-        got = _get(memcached_node, current_key(name))
-        assert got is not None and (got["version"], got["config"]) == (2, V2)  # ours, never 999
-        assert _raw(other, version_key(name, 2)) is None  # the conflicting server was not written to
-        assert d["current_config"] == V1  # the record says what every server serves: v2 did not reach all
-        ver = svc.client.get(f"{API}/configs/{dep}/versions/2", headers=svc.read).json()
-        assert "memcached" not in ver["published"]
-        # the operator removes the foreign document; the next publish completes
-        c = Client((other.host, other.port))
-        c.delete(current_key(name))
-        c.close()
-        job = _publish_now(svc, dep, {"version": 2}, "publish")
         assert job["status"] == "succeeded", job["error"]
-        assert svc.client.get(f"{API}/deployments/{dep}", headers=svc.read).json()["publish_status"] == "ok"
+        assert f"memcached {other.address}: replaced content tailtune never made" in str(job["logs"])
+        d = svc.client.get(f"{API}/deployments/{dep}", headers=svc.read).json()
+        assert (d["publish_status"], d["current_config"]) == ("ok", V2)
         for n in (memcached_node, other):
             got = _get(n, current_key(name))
-            assert got is not None and (got["version"], got["config"]) == (2, V2)
+            assert got is not None and (got["version"], got["config"]) == (2, V2)  # ours, never 999
+        ver = svc.client.get(f"{API}/configs/{dep}/versions/2", headers=svc.read).json()
+        replaced = ver["published"]["memcached"]["replaced_forged"]
+        assert list(replaced) == [other.address] and "holds version 999" in replaced[other.address]
     finally:
         other.close()
 
@@ -393,7 +385,7 @@ def _doc(name: str, version: int, config: Mapping[str, object], deployment_id: i
     ],
     ids=["live-id", "newer-id", "other-name", "unmade-version", "other-config", "no-id", "not-json", "no-version"],
 )
-def test_content_the_db_never_made_is_a_conflict_on_that_server_only(
+def test_content_the_db_never_made_is_replaced_on_that_server_and_reported(
     memcached_node: MemcachedNode, held: bytes, why: str
 ) -> None:
     other = MemcachedNode()
@@ -405,12 +397,12 @@ def test_content_the_db_never_made_is_a_conflict_on_that_server_only(
         _put(other, current_key(name), held)
         pub = MemcachedPublisher(name, {"servers": [memcached_node.address, other.address]}, 1.0)
         known = _known(7, {1: V1}, 3)  # deployment 3 is live (another name): its id here is no leftover
-        with pytest.raises(PublishConflict) as err:
-            pub.publish(1, V1, known=known)
-        assert err.value.servers.keys() == {other.address} and err.value.updated == [memcached_node.address]
-        assert why in err.value.servers[other.address] and other.address in str(err.value)
-        assert _raw(other, current_key(name)) == held and _raw(other, version_key(name, 1)) is None
-        assert _raw(memcached_node, current_key(name)) == _doc(name, 1, V1, 7)
+        out = pub.publish(1, V1, known=known)
+        assert out.applied is not None and out.applied["replaced_forged"].keys() == {other.address}
+        assert why in out.applied["replaced_forged"][other.address]
+        for n in (memcached_node, other):
+            assert _raw(n, current_key(name)) == _doc(name, 1, V1, 7)
+            assert _raw(n, version_key(name, 1)) == _doc(name, 1, V1, 7)
     finally:
         other.close()
 
@@ -441,3 +433,34 @@ def test_keys_of_a_deleted_deployment_are_replaced_and_ours_without_the_id_adopt
     assert (out.current_version, out.advanced) == (2, False)
     assert _raw(memcached_node, current_key(legacy)) == _doc(legacy, 2, V2, 8)
     assert _raw(memcached_node, version_key(legacy, 1)) == _doc(legacy, 1, V1, 8)
+
+
+def test_documents_carry_the_mac_of_the_config_key(
+    memcached_node: MemcachedNode, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With TAILTUNE_MEMCACHED_CONFIG_KEY_ENV naming a variable, every document carries the MAC a pool client
+    verifies; ours written before (no MAC) is rewritten with it; a missing or short key refuses the publish,
+    naming the variable and never its value."""
+    from tailtune_client.config import MemcachedConfigSource, signed
+
+    from tailtune.control.publishers import PublishRejected
+
+    name, servers = "mc-mac", {"servers": [memcached_node.address]}
+    known = _known(12, {1: V1, 2: V2})
+    MemcachedPublisher(name, servers, 1.0).publish(1, V1, known=known)  # no key yet: no MAC
+    pub = MemcachedPublisher(name, servers, 1.0, config_key_env="TT_MAC_KEY")
+    for value, why in (("", "is not set"), ("short-key-value", "is shorter than 16 bytes")):
+        monkeypatch.setenv("TT_MAC_KEY", value)
+        with pytest.raises(PublishRejected, match=f"TT_MAC_KEY .*{why}") as err:
+            pub.publish(2, V2, known=known)
+        assert not value or value not in str(err.value)
+    key = "0123456789abcdef-the-real-one"
+    monkeypatch.setenv("TT_MAC_KEY", key)
+    out = pub.publish(2, V2, known=known)
+    assert (out.current_version, out.applied) == (2, None)
+    assert _raw(memcached_node, current_key(name)) == signed(json.loads(_doc(name, 2, V2, 12)), key.encode())
+    assert pub.publish(1, V1, known=known).current_version == 2  # v1's key rewritten with the MAC
+    assert _raw(memcached_node, version_key(name, 1)) == signed(json.loads(_doc(name, 1, V1, 12)), key.encode())
+    source = MemcachedConfigSource(name, [(memcached_node.host, memcached_node.port)], 1.0, key=key)
+    cfg = source.fetch()
+    assert cfg is not None and (cfg.version, cfg.deployment_id) == (2, 12) and source.forged["count"] == 0

@@ -22,36 +22,62 @@ step promotes or rolls back the canary with one).
 
 Sources: `HttpConfigSource` (the service, `Authorization: Bearer`, ETag / If-None-Match polling) and
 `MemcachedConfigSource` (the `tailtune:cfg:<deployment>:current` key the memcached publisher writes to every
-server of the pool; the highest version any server holds wins).
+server of the pool; only documents carrying the publisher's MAC, made with the config key both are given, that
+name this deployment are adopted; of those the highest version wins; the others are ignored and reported).
+
+Every value is range-checked: a chisel key within `CHISEL_MAX`, a version and a deployment id within
+[0, `VERSION_MAX`].
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
+import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, TypedDict, TypeVar
 
 import httpx
 
 __all__ = [
     "CHISEL_KEYS",
+    "CHISEL_MAX",
+    "KEY_MIN_BYTES",
+    "MAC_FIELD",
     "MODES",
+    "VERSION_MAX",
     "ConfigError",
     "ConfigSource",
     "ConfigSourceError",
+    "ForgedStatus",
     "HttpConfigSource",
     "MemcachedConfig",
     "MemcachedConfigSource",
     "canary_fraction",
+    "canonical",
     "current_key",
+    "document_mac",
     "json_object",
     "parse_config",
+    "signed",
 ]
 
 MODES = ("batching", "chisel")
 #: The keys a chisel config must carry (no defaults in the client).
 CHISEL_KEYS = ("elephant_threshold", "merge", "split_keys")
+#: The largest value the client runs for each chisel key (keys per request, keys per chunk, mice per query).
+CHISEL_MAX = {"elephant_threshold": 1_000_000, "merge": 1024, "split_keys": 1_000_000}
+#: The largest config version and deployment id a document may carry (the metadata DB's integer columns).
+VERSION_MAX = 2**31 - 1
+#: The field of a memcached publisher's document that holds its MAC (`document_mac`).
+MAC_FIELD = "mac"
+_MAC_SCHEME = "hmac-sha256:"
+#: The shortest key a memcached config source (and the publisher) accepts.
+KEY_MIN_BYTES = 16
+
+_log = logging.getLogger("tailtune_client.config")
 
 
 _T = TypeVar("_T")
@@ -100,6 +126,30 @@ class MemcachedConfig:
         return {"elephant_threshold": self.elephant_threshold, "merge": self.merge, "split_keys": self.split_keys}
 
 
+def canonical(doc: Mapping[str, Any]) -> bytes:
+    """The canonical encoding of a document: JSON, keys sorted, no spaces, ASCII. What the publisher stores and
+    what a MAC is computed over."""
+    return json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
+
+
+def document_mac(doc: Mapping[str, Any], key: bytes) -> str:
+    """`hmac-sha256:<hex>`: HMAC-SHA256 with `key` over the canonical encoding of `doc` without its MAC field."""
+    body = {k: v for k, v in doc.items() if k != MAC_FIELD}
+    return _MAC_SCHEME + hmac.new(key, canonical(body), hashlib.sha256).hexdigest()
+
+
+def signed(doc: Mapping[str, Any], key: bytes) -> bytes:
+    """`doc` with its MAC, canonically encoded: what the memcached publisher stores."""
+    return canonical({**doc, MAC_FIELD: document_mac(doc, key)})
+
+
+def _check_key(key: bytes | str) -> bytes:
+    raw = key.encode() if isinstance(key, str) else bytes(key)
+    if len(raw) < KEY_MIN_BYTES:
+        raise ConfigError(f"config_key must be at least {KEY_MIN_BYTES} bytes, got {len(raw)}")
+    return raw
+
+
 def current_key(deployment: str) -> str:
     """The key the memcached publisher keeps the current version under (on every server of the pool)."""
     return f"tailtune:cfg:{deployment}:current"
@@ -142,9 +192,23 @@ def _positive_int(block: Mapping[str, Any], name: str, where: str) -> int:
             f"{where}: memcached_client.{name} is missing (mode 'chisel' needs {need}; the client has no defaults)"
         )
     value = block[name]
-    if isinstance(value, bool) or not isinstance(value, int | float) or int(value) != value or value < 1:
-        raise ConfigError(f"{where}: memcached_client.{name} must be an integer >= 1, got {value!r}")
+    top = CHISEL_MAX[name]
+    if (
+        isinstance(value, bool) or not isinstance(value, int | float) or not 1 <= value <= top
+        or int(value) != value
+    ):
+        raise ConfigError(f"{where}: memcached_client.{name} must be an integer in [1, {top}], got {value!r}")
     return int(value)
+
+
+def _id_field(doc: Mapping[str, Any], name: str) -> int | None:
+    """An envelope's `version` / `deployment_id`: None when absent, else an integer in [0, VERSION_MAX]."""
+    value = doc.get(name)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= VERSION_MAX:
+        raise ConfigError(f"config {name} must be an integer in [0, {VERSION_MAX}], got {value!r}")
+    return value
 
 
 def json_object(doc: Mapping[str, Any] | str | bytes) -> Mapping[str, Any]:
@@ -168,17 +232,12 @@ def parse_config(doc: Mapping[str, Any] | str | bytes) -> MemcachedConfig:
     body: Mapping[str, Any] = doc
     if "memcached_client" not in doc and isinstance(doc.get("config"), Mapping):
         body = doc["config"]
-        raw_version = doc.get("version")
-        if raw_version is not None:
-            if isinstance(raw_version, bool) or not isinstance(raw_version, int):
-                raise ConfigError(f"config version must be an integer, got {raw_version!r}")
-            version = raw_version
+        version = _id_field(doc, "version")
         if isinstance(doc.get("deployment"), str):
             deployment = doc["deployment"]
-        if isinstance(doc.get("deployment_id"), int) and not isinstance(doc.get("deployment_id"), bool):
-            deployment_id = doc["deployment_id"]
+        deployment_id = _id_field(doc, "deployment_id")
     elif isinstance(doc.get("version"), int) and not isinstance(doc.get("version"), bool):
-        version = int(doc["version"])
+        version = _id_field(doc, "version")
     where = "config" if version is None else f"config version {version}"
     block = _find_block(body)
     if block is None:
@@ -258,17 +317,48 @@ class HttpConfigSource(ConfigSource):
         self._http.close()
 
 
+class ForgedStatus(TypedDict):
+    """What a `MemcachedConfigSource` ignored: documents that failed verification (see its doc)."""
+
+    #: Documents ignored since the client started (each distinct document on each server counted once).
+    count: int
+    #: server → why its current document was ignored, as of the last check (empty: none).
+    servers: dict[str, str]
+
+
 class MemcachedConfigSource(ConfigSource):
-    """The publisher's `tailtune:cfg:<deployment>:current` key, read from every server; the highest version wins
-    (a restarted server that lost the key, or one a publish has not reached yet, does not hold the client back).
+    """The publisher's `tailtune:cfg:<deployment>:current` key, read from every server of the pool.
+
+    memcached has no authentication, so any cache client can write that key: a document is adopted only once it
+    is verified. It must carry the MAC the publisher computes with the key this source is configured with
+    (`document_mac`, HMAC-SHA256 over the canonical encoding), name this deployment (and `deployment_id`, when
+    the source is given one) and hold a config the client runs (every value in range, `parse_config`). Any other
+    document is ignored and reported: counted once per distinct document and server, logged once (warning,
+    logger `tailtune_client.config`), and named in `forged` (server → why), which the client's stats and reports
+    carry. Of the verified documents the newest deployment's (the highest `deployment_id`: a deleted same-name
+    deployment's leftovers lose) highest version wins (a restarted server that lost the key, or one a publish has
+    not reached yet, does not hold the client back).
     """
 
-    def __init__(self, deployment: str, servers: Sequence[tuple[str, int]], timeout_s: float) -> None:
+    def __init__(
+        self,
+        deployment: str,
+        servers: Sequence[tuple[str, int]],
+        timeout_s: float,
+        *,
+        key: bytes | str,
+        deployment_id: int | None = None,
+    ) -> None:
+        self.deployment = deployment
         self.key = current_key(deployment)
         self.servers = list(servers)
         self.timeout_s = timeout_s
+        self.deployment_id = deployment_id
         self.description = f"memcached key {self.key}"
+        self._mac_key = _check_key(key)
         self._last: bytes | None = None
+        self._seen_forged: set[tuple[str, str]] = set()
+        self.forged: ForgedStatus = {"count": 0, "servers": {}}
 
     def _read(self, server: tuple[str, int]) -> bytes | None:
         from pymemcache.client.base import Client as PmClient
@@ -280,33 +370,69 @@ class MemcachedConfigSource(ConfigSource):
             client.close()
         return value if isinstance(value, bytes) else None
 
+    def verify(self, raw: bytes) -> MemcachedConfig:
+        """The config of a document read from the pool; `ConfigError` says why it is not the publisher's."""
+        doc = json_object(raw)
+        mac = doc.get(MAC_FIELD)
+        if not isinstance(mac, str):
+            raise ConfigError("no MAC (not written by the publisher, or by one without the config key)")
+        if not hmac.compare_digest(mac, document_mac(doc, self._mac_key)):
+            raise ConfigError("bad MAC (not written by the publisher with this config key)")
+        if doc.get("deployment") != self.deployment:
+            raise ConfigError(f"names deployment {doc.get('deployment')!r}, not {self.deployment!r}")
+        cfg = parse_config(doc)
+        if cfg.version is None or cfg.deployment_id is None:
+            raise ConfigError("no version or deployment_id")
+        if self.deployment_id is not None and cfg.deployment_id != self.deployment_id:
+            raise ConfigError(f"names deployment id {cfg.deployment_id}, not {self.deployment_id}")
+        return cfg
+
+    def forged_status(self) -> ForgedStatus:
+        """A copy of `forged`, for stats and reports."""
+        return {"count": self.forged["count"], "servers": dict(self.forged["servers"])}
+
+    def _forged(self, where: str, raw: bytes, why: str) -> None:
+        self.forged["servers"][where] = why
+        seen = (where, hashlib.sha256(raw).hexdigest())
+        if seen not in self._seen_forged:
+            self._seen_forged.add(seen)
+            self.forged["count"] += 1
+            _log.warning("%s on %s: ignored a document that is not the publisher's: %s", self.key, where, why)
+
     def fetch(self) -> MemcachedConfig | None:
         from pymemcache.exceptions import MemcacheError
 
-        best: tuple[int, bytes] | None = None
+        best: tuple[tuple[int, int], bytes, MemcachedConfig] | None = None
         errors: list[str] = []
         answered = 0
+        self.forged["servers"] = {}
         for server in self.servers:
+            where = f"{server[0]}:{server[1]}"
             try:
                 raw = self._read(server)
             except (OSError, MemcacheError) as exc:
-                errors.append(f"{server[0]}:{server[1]}: {type(exc).__name__}: {exc}")
+                errors.append(f"{where}: {type(exc).__name__}: {exc}")
                 continue
             answered += 1
             if raw is None:
                 continue
             try:
-                version = int(json.loads(raw)["version"])
-            except (ValueError, KeyError, TypeError) as exc:
-                raise ConfigError(f"{self.key}: not a published document: {exc}") from exc
-            if best is None or version > best[0]:
-                best = (version, raw)
+                cfg = self.verify(raw)
+            except ConfigError as exc:
+                self._forged(where, raw, str(exc))
+                continue
+            assert cfg.deployment_id is not None and cfg.version is not None
+            rank = (cfg.deployment_id, cfg.version)
+            if best is None or rank > best[0]:
+                best = (rank, raw, cfg)
         if best is None:
             if not answered:
                 raise ConfigSourceError(f"{self.description}: no server answered ({'; '.join(errors)})")
+            if self.forged["servers"]:
+                what = "; ".join(f"{s}: {why}" for s, why in self.forged["servers"].items())
+                raise ConfigSourceError(f"{self.description}: no verified document (ignored: {what})")
             raise ConfigSourceError(f"{self.description}: nothing published yet")
         if best[1] == self._last:
             return None
-        cfg = parse_config(best[1])
         self._last = best[1]
-        return cfg
+        return best[2]

@@ -213,6 +213,10 @@ class Client:
     token: bearer token for `config_url` (and the default for `report_to`).
     deployment: the deployment's name; without `config_url` the client reads the config from the memcached
         publisher's key `tailtune:cfg:<deployment>:current` on the pool. Reports name it.
+    config_key: the key the memcached publisher MACs its documents with (the value of the variable its
+        `TAILTUNE_MEMCACHED_CONFIG_KEY_ENV` names); required to read the config from the pool: documents
+        without its MAC, or naming another deployment, are ignored and reported (`MemcachedConfigSource`).
+    deployment_id: the deployment's id in the service; when given, pool documents of another id are ignored.
     poll_interval: seconds between config checks by the background thread (0 or None: no thread; call
         `refresh_config()` yourself).
     connect_timeout, timeout: socket connect and read/write timeouts per query (seconds).
@@ -236,6 +240,8 @@ class Client:
         config_url: str | None = None,
         token: str | None = None,
         deployment: str | None = None,
+        config_key: bytes | str | None = None,
+        deployment_id: int | None = None,
         poll_interval: float | None = 10.0,
         connect_timeout: float = 0.5,
         timeout: float = 1.0,
@@ -276,7 +282,15 @@ class Client:
         if config_url:
             source = HttpConfigSource(config_url, token, timeout_s=max(connect_timeout + timeout, 2.0))
         elif deployment:
-            source = MemcachedConfigSource(deployment, [_address(s) for s in names], connect_timeout + timeout)
+            if config_key is None:
+                raise ConfigError(
+                    "deployment= without config_url= needs config_key= (the memcached publisher's key): memcached "
+                    "has no authentication, so a config read from the pool must be verified"
+                )
+            source = MemcachedConfigSource(
+                deployment, [_address(s) for s in names], connect_timeout + timeout, key=config_key,
+                deployment_id=deployment_id,
+            )
         if source is None and initial is None:
             raise ConfigError("no config: give config=, config_url= or deployment= (the client has no defaults)")
         self._config = _ConfigState(initial, source, "config= argument")
@@ -471,6 +485,7 @@ class Client:
                 "last_error": st.last_error,
                 "last_error_at": st.last_error_at,
                 "canary": st.canary(),
+                "forged": st.source.forged_status() if isinstance(st.source, MemcachedConfigSource) else None,
             }
 
     def stats(self) -> Stats:
@@ -517,6 +532,9 @@ class Client:
 
     def _payload(self, window: list[Observation], start: float, end: float) -> ReportJson:
         status = self._config_status()
+        config: dict[str, Any] = {"version": status["version"], "mode": status["mode"], "params": status["params"]}
+        if status["forged"] and status["forged"]["count"]:
+            config["forged"] = status["forged"]  # pool documents ignored as not the publisher's
         return {
             "schema": REPORT_SCHEMA,
             "client": self._client_info(),
@@ -524,7 +542,7 @@ class Client:
             "deployment_id": status["deployment_id"],
             "pool": {"kind": "sharded", "hashing": "rendezvous-murmur3", "servers": len(self.servers)},
             "window": {"start": start, "end": end},
-            "config": {"version": status["version"], "mode": status["mode"], "params": status["params"]},
+            "config": config,
             "observations": [o.to_json() for o in window if not o.empty()],
         }
 

@@ -19,6 +19,7 @@ from typing import Any, TypedDict
 
 import httpx
 
+from tailtune_client.config import ForgedStatus
 from tailtune_client.histogram import SIZE_CLASSES, HistogramJson, LogHistogram
 
 __all__ = [
@@ -71,6 +72,8 @@ class ConfigStatus(TypedDict):
     last_error: str | None
     last_error_at: float | None
     canary: CanaryStatus | None
+    #: Pool documents the config source ignored as not the publisher's (None: the source is not the pool).
+    forged: ForgedStatus | None
 
 
 class ServerStats(TypedDict):

@@ -10,10 +10,12 @@ import time
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pymemcache.client.base import Client as PmClient
 from ttc_support import ConfigService, Memcached
 
-from tailtune_client.config import ConfigError, current_key, parse_config
+from tailtune_client.config import ConfigError, current_key, parse_config, signed
 from tailtune_client.memcached import Client, server_for
 
 V1 = {"mode": "batching"}
@@ -186,26 +188,36 @@ def test_service_down_keeps_last_good_config_and_says_so(pool: list[Memcached], 
         Client(addrs, config_url=service.config_url, poll_interval=0)
 
 
-def _publish_to_memcached(addrs: list[str], deployment: str, version: int, block: dict[str, Any]) -> None:
-    """What the memcached publisher writes: the canonical document under the current key on every server."""
+KEY = b"client-test-key-0123456789"
+
+
+def _publish_to_memcached(
+    addrs: list[str], deployment: str, version: int, block: dict[str, Any], *, key: bytes | None = KEY,
+    deployment_id: int = 3, raw: bytes | None = None,
+) -> bytes:
+    """What the memcached publisher writes (the canonical document with its MAC under the current key on every
+    server), or `raw` instead; returns what was written."""
     stored = {"policy": block["mode"], "params": {k: v for k, v in block.items() if k != "mode"},
               "target": {"json": {"memcached_client": block}}}
-    doc = json.dumps({"deployment": deployment, "version": version, "config": stored}, sort_keys=True,
-                     separators=(",", ":"))
+    body = {"deployment": deployment, "deployment_id": deployment_id, "version": version, "config": stored}
+    doc = raw if raw is not None else (
+        signed(body, key) if key is not None else json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
+    )
     for a in addrs:
         host, _, port = a.rpartition(":")
         c = PmClient((host, int(port)), default_noreply=False)
         try:
-            c.set(current_key(deployment), doc.encode())
+            c.set(current_key(deployment), doc)
         finally:
             c.close()
+    return doc
 
 
 def test_config_from_the_publishers_memcached_key(pool: list[Memcached]) -> None:
     addrs = [n.address for n in pool]
     _publish_to_memcached(addrs, "web", 4, V1)
     _publish_to_memcached(addrs[:1], "web", 5, V2)  # a publish that has reached one server so far
-    with Client(addrs, deployment="web", poll_interval=0.05) as client:
+    with Client(addrs, deployment="web", config_key=KEY, poll_interval=0.05) as client:
         stats = client.stats()
         assert (stats["config_version"], stats["mode"], stats["config"]["deployment"]) == (5, "chisel", "web")
         assert stats["config"]["source"] == "memcached key tailtune:cfg:web:current"
@@ -220,3 +232,88 @@ def test_config_from_the_publishers_memcached_key(pool: list[Memcached]) -> None
         stats = client.stats()
         assert stats["config_version"] == 6 and stats["config"]["stale"]
         assert "no server answered" in (stats["last_config_error"] or "")
+
+
+FORGED_BLOCK = {"mode": "chisel", "elephant_threshold": 2, "merge": 1, "split_keys": 4294967295}
+
+
+@pytest.mark.parametrize(
+    ("forge", "why"),
+    [
+        ({"key": None, "version": 2**62, "deployment_id": 999}, "no MAC"),
+        ({"key": b"not-the-publishers-key-000"}, "bad MAC"),
+        ({"deployment": "shop"}, "names deployment 'shop', not 'web'"),
+        ({"deployment_id": 4}, "names deployment id 4, not 3"),
+        ({"block": FORGED_BLOCK}, "split_keys must be an integer in [1, 1000000], got 4294967295"),
+        ({"version": 2**62}, "version must be an integer in [0, 2147483647]"),
+        ({"raw": b"\xff not json"}, "not JSON"),
+    ],
+    ids=["unsigned", "other-key", "other-name", "other-id", "split-keys", "version", "not-json"],
+)
+def test_a_forged_document_on_one_server_is_ignored_and_reported(
+    pool: list[Memcached], forge: dict[str, Any], why: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """memcached has no authentication: any cache client can write the current key on one server. The client
+    adopts only the publisher's documents (its MAC with the configured key, this deployment's name and id, values
+    in range); the forged one is ignored, logged once, and named in the stats and the report."""
+    addrs = [n.address for n in pool[:2]]
+    _publish_to_memcached(addrs, "web", 4, V2)
+    block = forge.pop("block", V1)
+    raw = forge.pop("raw", None)
+    args: dict[str, Any] = {"key": KEY, "deployment_id": 3, "version": 5, **forge}
+    name = args.pop("deployment", "web")
+    if raw is None:
+        stored = {"policy": block["mode"], "params": {k: v for k, v in block.items() if k != "mode"},
+                  "target": {"json": {"memcached_client": block}}}
+        body = {"deployment": name, "deployment_id": args["deployment_id"], "version": args["version"],
+                "config": stored}
+        raw = signed(body, args["key"]) if args["key"] else json.dumps(body).encode()
+    _publish_to_memcached(addrs[1:], "web", 0, V1, raw=raw)
+    caplog.set_level("WARNING", logger="tailtune_client.config")
+    with Client(addrs, deployment="web", deployment_id=3, config_key=KEY, poll_interval=0) as client:
+        client.refresh_config()
+        client.refresh_config()
+        stats = client.stats()
+        assert (stats["config_version"], stats["mode"]) == (4, "chisel")
+        assert client.config.split_keys == 4
+        forged = stats["config"]["forged"]
+        assert forged is not None and forged["count"] == 1 and forged["servers"].keys() == {addrs[1]}
+        assert why in forged["servers"][addrs[1]]
+        assert client.report()["config"]["forged"] == forged
+        logged = [r.getMessage() for r in caplog.records if "ignored a document" in r.getMessage()]
+        assert len(logged) == 1 and addrs[1] in logged[0]
+        # the publisher's next version, on both servers, is followed
+        _publish_to_memcached(addrs, "web", 6, V1)
+        assert client.refresh_config() is True
+        assert client.stats()["config_version"] == 6 and client.stats()["config"]["forged"] == {
+            "count": 1, "servers": {}
+        }
+
+
+def test_a_pool_source_needs_the_config_key(pool: list[Memcached]) -> None:
+    addrs = [n.address for n in pool[:1]]
+    _publish_to_memcached(addrs, "web", 1, V1, key=None)
+    with pytest.raises(ConfigError, match="needs config_key="):
+        Client(addrs, deployment="web", poll_interval=0)
+    with pytest.raises(ConfigError, match="at least 16 bytes"):
+        Client(addrs, deployment="web", config_key="short", poll_interval=0)
+    with pytest.raises(ConfigError, match=r"no verified document \(ignored: .*no MAC"):
+        Client(addrs, deployment="web", config_key=KEY, poll_interval=0)  # unsigned: never adopted
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(
+    key=st.sampled_from(["elephant_threshold", "merge", "split_keys"]),
+    value=st.one_of(st.integers(-2, 2**64), st.floats(allow_nan=True), st.booleans(), st.text(max_size=3)),
+)
+def test_every_chisel_value_is_range_checked(key: str, value: Any) -> None:
+    block: dict[str, Any] = {"mode": "chisel", "elephant_threshold": 10, "merge": 2, "split_keys": 4, key: value}
+    top = {"elephant_threshold": 1_000_000, "merge": 1024, "split_keys": 1_000_000}[key]
+    ok = (
+        not isinstance(value, bool) and isinstance(value, int | float) and 1 <= value <= top and int(value) == value
+    )
+    if ok:
+        assert getattr(parse_config({"memcached_client": block}), key) == int(value)
+    else:
+        with pytest.raises(ConfigError, match=f"memcached_client.{key} must be an integer in"):
+            parse_config({"memcached_client": block})

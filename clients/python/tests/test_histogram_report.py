@@ -59,7 +59,8 @@ def test_stats_and_report_payload(pool: list[Memcached], service: ConfigService)
     addrs = [n.address for n in pool]
     keys = [f"r:{i}" for i in range(200)]
     sizes = [1] * 20 + [5] * 10 + [30] * 6 + [120] * 4
-    with Client(addrs, config=CHISEL, deployment="web", poll_interval=0, token=service.token) as client:
+    with Client(addrs, config=CHISEL, deployment="web", config_key="web-test-key-0123456789", poll_interval=0,
+                token=service.token) as client:
         client.set_many({k: b"v" for k in keys})
         for n in sizes:
             client.get_many(keys[:n])

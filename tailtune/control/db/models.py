@@ -6,6 +6,7 @@ models; `tests/service/test_db.py` checks they agree).
 
 from __future__ import annotations
 
+import secrets
 from typing import Any, ClassVar
 
 from sqlalchemy import JSON, BigInteger, Boolean, Float, ForeignKey, Integer, String, Text, UniqueConstraint
@@ -59,6 +60,17 @@ class DeploymentRow(Base):
     #: The deployment's model as found on the live system (`tailtune.control.model`): `inputs` (name → value,
     #: source, time), `readings` (what discovery read), `declared` (the topology fields the deployment declares).
     model: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict, server_default="{}")
+    #: Drawn at creation; with the id, the deployment's identity (what its published Cassandra rows are keyed by).
+    nonce: Mapped[str] = mapped_column(String(32), default=lambda: secrets.token_hex(8), server_default="")
+
+    @property
+    def identity(self) -> str:
+        """`<id>.<nonce>`: never the same for two deployments, even of the same name or id (see `nonce`)."""
+        return self.identity_of(self.id, self.nonce)
+
+    @staticmethod
+    def identity_of(deployment_id: int, nonce: str) -> str:
+        return f"{deployment_id}.{nonce}"
 
 
 class TraceRow(Base):

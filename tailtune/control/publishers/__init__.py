@@ -56,12 +56,14 @@ def publisher_for(
     *,
     memcached_item_max_bytes: int = 1024**2,
     memcached_stale_versions_max: int = 10_000,
+    memcached_config_key_env: str = "",
     tables: Sequence[str] = (),
     driver: str = "java4",
     server: str = "stock",
     egress: Egress | None = None,
 ) -> Publisher:
     """The publisher of a deployment's target; `tables`, `driver` and `server` are the deployment's (Cassandra);
+    `memcached_config_key_env` the variable holding the key memcached documents are MACed with;
     `egress` the operator's rules of what the worker may read and reach (default: the password-variable rule
     alone)."""
     if kind == MemcachedPublisher.kind:
@@ -71,6 +73,7 @@ def publisher_for(
             timeout_s,
             item_max_bytes=memcached_item_max_bytes,
             stale_versions_max=memcached_stale_versions_max,
+            config_key_env=memcached_config_key_env,
             egress=egress,
         )
     return PUBLISHERS[kind](

@@ -18,12 +18,13 @@ take this document, e.g. too large for memcached) are not retried.
 
 from __future__ import annotations
 
-import json
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
+
+from tailtune_client.config import canonical
 
 from tailtune.base.errors import TailtuneError
 from tailtune.control.egress import Egress
@@ -108,6 +109,10 @@ class Known:
     versions: Mapping[int, Mapping[str, Any]]
     #: The ids of every deployment the DB holds (a document of one of them under this name is not a leftover).
     live_ids: frozenset[int] = field(default_factory=frozenset)
+    #: The deployment's identity (`DeploymentRow.identity`: id + creation nonce); Cassandra keys its rows by it.
+    identity: str = ""
+    #: The identities of every deployment the DB holds (rows of any other identity are a deleted deployment's).
+    live_identities: frozenset[str] = field(default_factory=frozenset)
 
     def config(self, version: int) -> dict[str, Any]:
         """The config the DB holds for `version`; ValueError if it made none (a caller's mistake)."""
@@ -122,7 +127,7 @@ def document(deployment: str, version: int, config: Mapping[str, Any], *, deploy
     doc: dict[str, Any] = {"deployment": deployment, "version": version, "config": config}
     if deployment_id is not None:
         doc["deployment_id"] = deployment_id
-    return json.dumps(doc, sort_keys=True, separators=(",", ":"))
+    return canonical(doc).decode()
 
 
 class Publisher(ABC):

@@ -1,10 +1,14 @@
-"""Cassandra target: `<keyspace>.config_versions` (one immutable row per version) +
-`<keyspace>.config_current`.
+"""Cassandra target: `<keyspace>.deployment_config_versions` (one immutable row per version, keyed by the
+deployment's identity) + `<keyspace>.config_current` (keyed by the name nodes query, recording the identity).
 
-Both are created if missing. Rows are written with lightweight transactions: a version row with `INSERT ... IF
-NOT EXISTS`; the current row with `INSERT ... IF NOT EXISTS`, else `UPDATE ... IF version < ?` — so an older
-version never overwrites a newer one, whatever the order of publishers. The whole config is one text column of
-one row: readers never see half of it. Nodes read their config with
+Both are created if missing. The identity (`Known.identity`: the deployment's id and its creation nonce) keeps a
+deleted deployment's rows apart from a new one of the same name: its version rows are in another partition, and
+its current row is fenced — a current row whose identity is not live is replaced whatever its version (and that
+identity's version rows deleted); one of another live identity is a conflict. Rows are written with lightweight
+transactions: a version row with `INSERT ... IF NOT EXISTS`; the current row with `INSERT ... IF NOT EXISTS`, else
+`UPDATE ... IF deployment_uid = ? AND version < ?` — so an older version never overwrites a newer one, whatever
+the order of publishers. The whole config is one text column of one row: readers never see half of it. Nodes read
+their config with
 
     SELECT version, config FROM <keyspace>.config_current WHERE deployment = ?;
 
@@ -59,6 +63,7 @@ __all__ = [
     "NODE_QUERY",
     "SNITCH_SETTINGS",
     "TABLE_QUERY",
+    "VERSIONS_TABLE",
     "CassandraPublisher",
     "TableOptionsFailed",
     "apply_speculative_retry",
@@ -69,6 +74,8 @@ __all__ = [
 ]
 
 NODE_QUERY = "SELECT version, config FROM {ks}.config_current WHERE deployment = ?"
+#: The immutable version rows, one partition per deployment identity (id + creation nonce).
+VERSIONS_TABLE = "deployment_config_versions"
 #: How the publisher reads a table's option back (Cassandra's normalised text).
 TABLE_QUERY = "SELECT speculative_retry FROM system_schema.tables WHERE keyspace_name = %s AND table_name = %s"
 #: The node settings read (never written) from `system_views.settings` and recorded with the version.
@@ -256,10 +263,13 @@ def schema_cql(keyspace: str, replication_factor: int) -> list[str]:
     return [
         f"CREATE KEYSPACE IF NOT EXISTS {keyspace} WITH replication = "
         f"{{'class': 'SimpleStrategy', 'replication_factor': {replication_factor}}}",
-        f"CREATE TABLE IF NOT EXISTS {keyspace}.config_versions (deployment text, version int, config text, "
-        "PRIMARY KEY ((deployment), version)) WITH CLUSTERING ORDER BY (version DESC)",
+        f"CREATE TABLE IF NOT EXISTS {keyspace}.{VERSIONS_TABLE} (deployment_uid text, version int, "
+        "deployment text, config text, PRIMARY KEY ((deployment_uid), version)) WITH CLUSTERING ORDER BY "
+        "(version DESC)",
         f"CREATE TABLE IF NOT EXISTS {keyspace}.config_current (deployment text PRIMARY KEY, version int, "
-        "config text)",
+        "config text, deployment_uid text)",
+        # a current table made before rows carried the identity
+        f"ALTER TABLE {keyspace}.config_current ADD IF NOT EXISTS deployment_uid text",
     ]
 
 
@@ -296,10 +306,13 @@ class CassandraPublisher(Publisher):
     def publish(
         self, version: int, config: dict[str, Any], *, head: Head | None = None, known: Known | None = None
     ) -> PublishOutcome:
-        """Write the version row (immutable), apply the effective config's table options (all tables or none),
-        then move the current row forward; when the current row cannot be written the tables are reverted.
-        `known` is not used: the rows are checked against the version's own document only."""
+        """Write the version row (immutable, under the deployment's identity), apply the effective config's table
+        options (all tables or none), then move the current row forward; when the current row cannot be written
+        the tables are reverted. `known` gives the identity and the live ones (without it the identity is the
+        name's and no other identity's current row is taken over)."""
         doc = document(self.deployment, version, config)
+        uid = self._identity(known)
+        live = known.live_identities if known is not None else frozenset()
         # the current row moves to the newest version known: a republished older version (or a wiped table)
         # gets the newest the control plane published, never the older one
         cur_v, cur_doc, cur_config = (
@@ -320,14 +333,14 @@ class CassandraPublisher(Publisher):
                 return session.execute(cql, args).one()
 
             row = lwt(
-                f"INSERT INTO {ks}.config_versions (deployment, version, config) VALUES (%s, %s, %s) "
-                "IF NOT EXISTS",
-                (self.deployment, version, doc),
+                f"INSERT INTO {ks}.{VERSIONS_TABLE} (deployment_uid, version, deployment, config) "
+                "VALUES (%s, %s, %s, %s) IF NOT EXISTS",
+                (uid, version, self.deployment, doc),
             )
             if not row.applied and row.config != doc:
                 raise PublishConflict(
-                    f"cassandra: {ks}.config_versions holds a different config for "
-                    f"{self.deployment} v{version}"
+                    f"cassandra: {ks}.{VERSIONS_TABLE} holds a different config for "
+                    f"{self.deployment} v{version} (deployment {uid})"
                 )
             applied: dict[str, Any] = {}
             latency = self._latency(cluster, session)
@@ -340,16 +353,22 @@ class CassandraPublisher(Publisher):
             if snitch:
                 applied["snitch"] = snitch
             try:
-                outcome = self._move_current(lwt, ks, version, cur_v, cur_doc)
+                outcome, fenced = self._move_current(session, lwt, ks, version, cur_v, cur_doc, uid, live)
             except BaseException:
                 if changed:
                     revert_speculative_retry(session, changed)
                 raise
+            if fenced is not None:
+                applied["replaced_deleted_deployment"] = fenced
             return PublishOutcome(outcome.version, outcome.advanced, outcome.current_version, applied or None)
         except self._transient() as exc:
             raise TargetUnavailable(f"cassandra: {type(exc).__name__}: {self._scrub(str(exc))}") from None
         finally:
             cluster.shutdown()
+
+    def _identity(self, known: Known | None) -> str:
+        """What the rows are keyed by: the deployment's identity (id + nonce), else one made from the name."""
+        return known.identity if known is not None and known.identity else f"name:{self.deployment}"
 
     def _latency(self, cluster: Any, session: Any) -> dict[str, Any]:
         """The tables' coordinator read latency on every allowed node (stock deployments with tables; else {})."""
@@ -381,22 +400,53 @@ class CassandraPublisher(Publisher):
         except BadInputError as exc:
             raise PublishRejected(f"cassandra: {exc}") from None
 
-    def _move_current(self, lwt: Any, ks: str, version: int, cur_v: int, cur_doc: str) -> PublishOutcome:
+    def _move_current(
+        self, session: Any, lwt: Any, ks: str, version: int, cur_v: int, cur_doc: str, uid: str,
+        live: frozenset[str],
+    ) -> tuple[PublishOutcome, dict[str, Any] | None]:
+        """Move the current row (keyed by the name nodes query) forward to `cur_v` under `uid`. A row of another
+        identity that is not live (a deleted deployment of the same name, or one written before rows carried the
+        identity) is fenced: replaced whatever its version, and that identity's version rows are deleted.
+        Returns the outcome and, when a row was fenced, what it held."""
         row = lwt(
-            f"INSERT INTO {ks}.config_current (deployment, version, config) VALUES (%s, %s, %s) IF NOT EXISTS",
-            (self.deployment, cur_v, cur_doc),
+            f"INSERT INTO {ks}.config_current (deployment, deployment_uid, version, config) "
+            "VALUES (%s, %s, %s, %s) IF NOT EXISTS",
+            (self.deployment, uid, cur_v, cur_doc),
         )
         if row.applied:
-            return PublishOutcome(version, True, cur_v)
+            return PublishOutcome(version, True, cur_v), None
         for _ in range(20):
+            held_uid, held_v = getattr(row, "deployment_uid", None), getattr(row, "version", None)
+            if held_uid == uid:
+                row = lwt(
+                    f"UPDATE {ks}.config_current SET version = %s, config = %s WHERE deployment = %s "
+                    "IF deployment_uid = %s AND version < %s",
+                    (cur_v, cur_doc, self.deployment, uid, cur_v),
+                )
+                if row.applied:
+                    return PublishOutcome(version, True, cur_v), None
+                if row.deployment_uid == uid and row.version is not None and int(row.version) >= cur_v:
+                    return PublishOutcome(version, False, int(row.version)), None
+                continue
+            if held_uid is not None and held_uid in live:
+                raise PublishConflict(
+                    f"cassandra: {ks}.config_current for {self.deployment} holds version {held_v} of live "
+                    f"deployment {held_uid}, not of {uid}"
+                )
             row = lwt(
-                f"UPDATE {ks}.config_current SET version = %s, config = %s WHERE deployment = %s IF version < %s",
-                (cur_v, cur_doc, self.deployment, cur_v),
+                f"UPDATE {ks}.config_current SET deployment_uid = %s, version = %s, config = %s "
+                "WHERE deployment = %s IF deployment_uid = %s",
+                (uid, cur_v, cur_doc, self.deployment, held_uid),
             )
             if row.applied:
-                return PublishOutcome(version, True, cur_v)
-            if row.version is not None and int(row.version) >= cur_v:
-                return PublishOutcome(version, False, int(row.version))
+                if held_uid is not None:
+                    session.execute(f"DELETE FROM {ks}.{VERSIONS_TABLE} WHERE deployment_uid = %s", (held_uid,))
+                return PublishOutcome(version, True, cur_v), {"deployment_uid": held_uid, "version": held_v}
+            row = session.execute(
+                f"SELECT deployment_uid, version FROM {ks}.config_current WHERE deployment = %s", (self.deployment,)
+            ).one()
+            if row is None:  # deleted meanwhile
+                return self._move_current(session, lwt, ks, version, cur_v, cur_doc, uid, live)
         raise TargetUnavailable("cassandra: config_current kept changing")
 
     def read_current(self) -> tuple[int, dict[str, Any]] | None:

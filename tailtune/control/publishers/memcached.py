@@ -21,25 +21,32 @@ server's current document (and a version key that is already there) is one of:
   and that deployment's version keys v1..vN (N its current version, at most `stale_versions_max`) whose
   documents carry its id are deleted from that server. Deleting a deployment leaves its keys in place (running
   applications keep their last config); a new deployment of the same name takes them over on its first publish;
+* **ours, without the MAC** — ours but with no MAC, or another key's: rewritten with the MAC when next written;
 * **foreign** — anything else (a version or config the DB never made under this deployment's id, a document
-  without the id that is not ours, another live or unknown deployment's id, not a document at all): that
-  server is a conflict. It is not written to, what it holds is never copied to another server, the other
-  servers still get the version, and the publish raises `PublishConflict` naming the server and what it holds.
+  without the id that is not ours, another live or unknown deployment's id, not a document at all): forged, since
+  memcached has no authentication and any cache client can write these keys. It is replaced by ours (never
+  copied to another server, never taken as a version), and what it held is returned in
+  `PublishOutcome.applied["replaced_forged"]` (server → what), which the publish job records and logs.
+
+With `config_key_env` naming a variable, every document carries `mac`: HMAC-SHA256 with that variable's value over
+its canonical encoding (`tailtune_client.config.signed`), which a client reading the pool verifies.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import socket
 from dataclasses import dataclass
 from typing import Any, TypeGuard
+
+from tailtune_client.config import KEY_MIN_BYTES, MAC_FIELD, canonical, signed
 
 from tailtune.control.egress import Egress, EgressRefused
 from tailtune.control.publishers.base import (
     Head,
     Known,
     PartialPublish,
-    PublishConflict,
     Publisher,
     PublishOutcome,
     PublishRejected,
@@ -53,6 +60,8 @@ __all__ = ["MemcachedPublisher", "current_key", "version_key"]
 _SCAN_CHUNK = 100
 #: CAS rounds on one key before the server counts as unavailable (the publish is retried).
 _CAS_ROUNDS = 100
+#: The most of a forged document's description recorded (it is written by whoever forged it).
+_WHY_MAX = 300
 
 
 def current_key(deployment: str) -> str:
@@ -84,10 +93,6 @@ class _Held:
     why: str = ""
 
 
-class _Conflict(Exception):
-    """One server holds content the DB never made for this deployment (collected, not raised to the caller)."""
-
-
 class MemcachedPublisher(Publisher):
     kind = "memcached"
 
@@ -102,11 +107,15 @@ class MemcachedPublisher(Publisher):
         *,
         item_max_bytes: int = 1024**2,
         stale_versions_max: int = 10_000,
+        config_key_env: str = "",
         egress: Egress | None = None,
     ) -> None:
         super().__init__(deployment, connection, timeout_s, egress=egress)
         self.item_max_bytes = item_max_bytes
         self.stale_versions_max = stale_versions_max
+        #: The environment variable holding the key documents are MACed with ("" : documents carry no MAC).
+        self.config_key_env = config_key_env
+        self._key: bytes | None = None
 
     def _address(self, server: str) -> tuple[str, int]:
         """Where the publisher connects for `server`: its first address, checked against the egress rules."""
@@ -127,8 +136,27 @@ class MemcachedPublisher(Publisher):
         return list(self.connection.get("servers", []))
 
     # --- what a key holds ---------------------------------------------------------------------------------
+    def _config_key(self) -> bytes | None:
+        """The MAC key from `config_key_env` (None when no variable is named); its value is never shown."""
+        if not self.config_key_env:
+            return None
+        value = os.environ.get(self.config_key_env, "")
+        if len(value.encode()) < KEY_MIN_BYTES:
+            what = "is not set" if not value else f"is shorter than {KEY_MIN_BYTES} bytes"
+            raise PublishRejected(
+                f"memcached: the config key variable {self.config_key_env} (TAILTUNE_MEMCACHED_CONFIG_KEY_ENV) {what}"
+            )
+        return value.encode()
+
+    def _unsigned(self, known: Known, version: int) -> dict[str, Any]:
+        doc: dict[str, Any] = json.loads(
+            document(self.deployment, version, known.config(version), deployment_id=known.deployment_id)
+        )
+        return doc
+
     def _doc(self, known: Known, version: int) -> bytes:
-        return document(self.deployment, version, known.config(version), deployment_id=known.deployment_id).encode()
+        doc = self._unsigned(known, version)
+        return canonical(doc) if self._key is None else signed(doc, self._key)
 
     def _judge(self, raw: bytes | None, known: Known, *, key_version: int | None = None) -> _Held:
         """Classify a stored document (see the module doc). `key_version`: the key is that version's key."""
@@ -155,6 +183,8 @@ class MemcachedPublisher(Publisher):
         if _is_int(owner) and owner == known.deployment_id:
             if made and doc == json.loads(self._doc(known, version)):
                 return _Held("ours", version)
+            if made and {k: v for k, v in doc.items() if k != MAC_FIELD} == self._unsigned(known, version):
+                return _Held("legacy", version)  # ours, with no MAC or another key's: rewritten
             what = "with a config tailtune did not make for" if made else "which tailtune never made for"
             return _Held("foreign", version, why=f"holds version {version} {what} {ours}")
         if (
@@ -182,6 +212,7 @@ class MemcachedPublisher(Publisher):
             raise ValueError("memcached: a publish needs what the metadata DB knows of the deployment (known)")
         if dict(known.config(version)) != config:
             raise ValueError(f"memcached: version {version} is not the config the metadata DB holds for it")
+        self._key = self._config_key()
         doc = self._doc(known, version)
         limit = self.item_max_bytes - self.ITEM_OVERHEAD
         if len(doc) > limit:
@@ -190,7 +221,7 @@ class MemcachedPublisher(Publisher):
                 f"{limit} (memcached_item_max_bytes {self.item_max_bytes} less overhead)"
             )
         failed: dict[str, str] = {}
-        conflicts: dict[str, str] = {}
+        forged: dict[str, str] = {}
         held: dict[str, _Held] = {}
         for server in self._servers():
             try:
@@ -198,10 +229,7 @@ class MemcachedPublisher(Publisher):
             except (OSError, TargetUnavailable) as exc:
                 failed[server] = str(exc)
                 continue
-            if seen.kind == "foreign":
-                conflicts[server] = f"{current_key(self.deployment)} {seen.why}"
-            else:
-                held[server] = seen
+            held[server] = seen
         target_v = version
         if head is not None:
             known.config(head[0])  # the DB made it, or this is a caller's mistake
@@ -213,28 +241,18 @@ class MemcachedPublisher(Publisher):
         advanced = False
         updated: list[str] = []
         for server, seen in held.items():
+            replaced: list[str] = []
             try:
-                cur, adv = self._publish_one(server, version, doc, target_v, known, seen)
-            except _Conflict as exc:
-                conflicts[server] = str(exc)
-                continue
+                cur, adv = self._publish_one(server, version, doc, target_v, known, seen, replaced)
             except (OSError, TargetUnavailable) as exc:
                 failed[server] = str(exc)
                 continue
+            finally:
+                if replaced:
+                    forged[server] = "; ".join(replaced)
             currents.append(cur)
             advanced = advanced or adv
             updated.append(server)
-        if conflicts:
-            what = "; ".join(f"{s}: {why}" for s, why in conflicts.items())
-            tail = f"; updated {', '.join(updated) or 'none'}"
-            if failed:
-                tail += "; failed " + ", ".join(f"{s} ({why})" for s, why in failed.items())
-            raise PublishConflict(
-                f"memcached: version {version} not published to {', '.join(conflicts)}, which hold content "
-                f"tailtune never made for this deployment (left as it is; remove it to publish there): {what}{tail}",
-                servers=conflicts,
-                updated=updated,
-            )
         if failed:
             bad = ", ".join(f"{s} ({why})" for s, why in failed.items())
             if not updated:
@@ -244,7 +262,8 @@ class MemcachedPublisher(Publisher):
                 updated=updated,
                 failed=failed,
             )
-        return PublishOutcome(version, advanced, min(currents, default=target_v))
+        applied = {"replaced_forged": forged} if forged else None
+        return PublishOutcome(version, advanced, min(currents, default=target_v), applied)
 
     def _read(self, server: str) -> bytes | None:
         from pymemcache.exceptions import MemcacheError
@@ -261,16 +280,17 @@ class MemcachedPublisher(Publisher):
         return None if raw is None else bytes(raw)
 
     def _publish_one(
-        self, server: str, version: int, doc: bytes, target_v: int, known: Known, seen: _Held
+        self, server: str, version: int, doc: bytes, target_v: int, known: Known, seen: _Held, replaced: list[str]
     ) -> tuple[int, bool]:
+        """Write one server; what a forged key held before it was replaced is appended to `replaced`."""
         from pymemcache.exceptions import MemcacheError, MemcacheServerError
 
         client = self._client(server)
         try:
             if seen.kind == "stale":
                 self._drop_stale(client, known, seen)
-            self._write_version(client, server, version, doc, known)
-            return self._move_current(client, server, target_v, known)
+            self._write_version(client, server, version, doc, known, replaced)
+            return self._move_current(client, server, target_v, known, replaced)
         except MemcacheServerError as exc:
             if "too large" in str(exc).lower():
                 raise PublishRejected(f"memcached {server}: the config is too large for this server ({exc})") from exc
@@ -293,9 +313,11 @@ class MemcachedPublisher(Publisher):
                 if judged.kind == "stale" and judged.owner == seen.owner:
                     client.delete(key, noreply=False)
 
-    def _write_version(self, client: Any, server: str, version: int, doc: bytes, known: Known) -> None:
-        """`add` the version key; one that is there already must be ours (a deleted deployment's or ours
-        without the id is replaced by CAS; anything else is a conflict)."""
+    def _write_version(
+        self, client: Any, server: str, version: int, doc: bytes, known: Known, replaced: list[str]
+    ) -> None:
+        """`add` the version key; one that is there already and is not ours (a deleted deployment's, ours
+        without the id or the MAC, a forged one) is replaced by CAS."""
         vkey = version_key(self.deployment, version)
         for _ in range(_CAS_ROUNDS):
             if client.add(vkey, doc, noreply=False):
@@ -306,15 +328,18 @@ class MemcachedPublisher(Publisher):
             there = self._judge(bytes(existing), known, key_version=version)
             if there.kind == "ours":
                 return
-            if there.kind == "foreign":
-                raise _Conflict(f"{vkey} {there.why}")
             if client.cas(vkey, doc, token, noreply=False):
+                if there.kind == "foreign":
+                    replaced.append(f"{vkey} {there.why}"[:_WHY_MAX])
                 return
         raise TargetUnavailable(f"memcached {server}: {vkey} kept changing ({_CAS_ROUNDS} CAS races lost)")
 
-    def _move_current(self, client: Any, server: str, target_v: int, known: Known) -> tuple[int, bool]:
-        """Move the current key forward to `target_v` (a deleted deployment's document is replaced whatever its
-        version; ours written without the id is rewritten with it). Returns (version now current, advanced)."""
+    def _move_current(
+        self, client: Any, server: str, target_v: int, known: Known, replaced: list[str]
+    ) -> tuple[int, bool]:
+        """Move the current key forward to `target_v` (a deleted deployment's or a forged document is replaced
+        whatever its version; ours written without the id or the MAC is rewritten with them). Returns (version
+        now current, advanced)."""
         ckey = current_key(self.deployment)
         for _ in range(_CAS_ROUNDS):
             value, token = client.gets(ckey)
@@ -323,13 +348,13 @@ class MemcachedPublisher(Publisher):
                     return target_v, True
                 continue
             there = self._judge(bytes(value), known)
-            if there.kind == "foreign":  # written between the two passes
-                raise _Conflict(f"{ckey} {there.why}")
             if there.kind == "ours" and there.version >= target_v:
                 return there.version, False
             new_v = max(there.version, target_v) if there.kind == "legacy" else target_v
             if client.cas(ckey, self._doc(known, new_v), token, noreply=False):
-                return new_v, there.kind == "stale" or there.version < new_v
+                if there.kind == "foreign":
+                    replaced.append(f"{ckey} {there.why}"[:_WHY_MAX])
+                return new_v, there.kind in ("stale", "foreign") or there.version < new_v
         raise TargetUnavailable(f"memcached {server}: {ckey} kept changing ({_CAS_ROUNDS} CAS races lost)")
 
     def read_current(self) -> tuple[int, dict[str, Any]] | None:
