@@ -243,7 +243,7 @@ def ingest(
         )
     summary = dataset_summary(info)
     for warning in summary["warnings"]:
-        err_console.print(f"[bold yellow]warning:[/] {escape(warning)}", highlight=False)
+        err_console.print(f"[bold yellow]warning:[/] {escape(warning)}", highlight=False, soft_wrap=True)
     if as_json:
         print_json(summary)
         return
