@@ -106,7 +106,16 @@ public final class FqlReader
                 if (walk.unfinished != null)
                     break;
             }
-            if (walk.unfinished != null)
+            if (walk.unfinished == null)
+            {
+                // a .cq4 file chronicle does not list as a cycle of this log would be left out unread
+                File[] files = dir.listFiles((d, n) -> n.endsWith(SingleChronicleQueue.SUFFIX));
+                for (File f : files == null ? new File[0] : files)
+                    if (!walk.walked.contains(f.getName()))
+                        throw new BadLog(f.getName(), -1, "not a cycle file of this log (its name does not follow the "
+                                                          + "log's roll cycle, " + queue.rollCycle() + ")");
+            }
+            else
                 out.append(walk.unfinished).append('\n');
         }
         catch (BadLog e)
@@ -148,6 +157,7 @@ public final class FqlReader
     {
         private final Writer out;
         private final StringBuilder line = new StringBuilder(256);
+        final java.util.Set<String> walked = new java.util.HashSet<>();
         long record;
         String file;
         long offset = -1;
@@ -161,6 +171,7 @@ public final class FqlReader
         void cycle(SingleChronicleQueue queue, SingleChronicleQueueStore store, boolean lastCycle) throws IOException
         {
             file = store.file().getName();
+            walked.add(file);
             offset = -1;
             long size = store.file().length();
             long writePosition = store.writePosition();
@@ -217,7 +228,8 @@ public final class FqlReader
                 {
                     String what = "the record is not complete (its header's not-ready bit is set)";
                     if (pos <= writePosition)
-                        throw bad(pos, what + " at or before the log's write position: the writer had completed it" + wp);
+                        throw bad(pos, what + " at or before the log's write position: the writer had completed it"
+                                       + wp);
                     if (!lastCycle)
                         throw bad(pos, what + " in a cycle file the log has rolled over from");
                     long end;
