@@ -301,6 +301,7 @@ def ingest_file(
             "sorted_on_ingest": sort_policy is UnsortedPolicy.SORT,
             "errors": sink.summary(),
             "notes": reader.notes,
+            "warnings": reader.warnings,
             "parquet_files": [f.name for f in files],
             "ingest_seconds": round(time.perf_counter() - started, 3),
         }

@@ -90,10 +90,14 @@ class ErrorSink:
         for line, problem in zip(lines.tolist(), problems, strict=True):
             self._pending.append(InputProblem(self.file_label, int(line), field, problem))
 
-    def fatal(self, line: int | None, field: str | None, problem: str, *, hint: str | None = None) -> BadInputError:
-        """An error that no policy skips (missing column, unsorted input, ...): raise what this returns."""
+    def fatal(
+        self, line: int | None, field: str | None, problem: str, *, hint: str | None = None, file: str | None = None
+    ) -> BadInputError:
+        """An error that no policy skips (missing column, unsorted input, ...): raise what this returns. `file`
+        names a file inside the input when it is a directory (a full query log's cycle file)."""
         self.flush(rows_dropped=0)
-        return BadInputError([*self.problems, InputProblem(self.file_label, line, field, problem)], hint=hint)
+        where = self.file_label if file is None else file
+        return BadInputError([*self.problems, InputProblem(where, line, field, problem)], hint=hint)
 
     def flush(self, *, rows_dropped: int) -> None:
         """End of a chunk: order its problems by line; stop when `fail` has collected enough of them."""

@@ -121,6 +121,9 @@ class TraceReader(ABC):
         self.sink = sink
         self.layout: str | None = None  # a variant detected inside the format (e.g. Meta KV 202401)
         self.notes: list[str] = []
+        #: What the user must know about the dataset (a log ingested only up to where its writer was): the manifest's
+        #: `warnings`, printed by `tailtune ingest`.
+        self.warnings: list[str] = []
 
     @abstractmethod
     def columns(self) -> list[str]:
@@ -141,8 +144,10 @@ class TraceReader(ABC):
         """The reader's own options that change the result (they enter `ingest_options` and the dataset id)."""
         return {}
 
-    def fatal(self, line: int | None, field: str | None, problem: str, *, hint: str | None = None) -> Exception:
-        return self.sink.fatal(line, field, problem, hint=hint)
+    def fatal(
+        self, line: int | None, field: str | None, problem: str, *, hint: str | None = None, file: str | None = None
+    ) -> Exception:
+        return self.sink.fatal(line, field, problem, hint=hint, file=file)
 
 
 def map_header(names: list[str], mapping: Mapping[str, str], sink: ErrorSink) -> dict[str, str]:

@@ -7,12 +7,24 @@
  * Usage: java -cp <classes>:<cassandra lib>/* FqlReader DIR [ROLL_CYCLE]   (the roll cycle: the log's own)
  *
  * A record (docs/formats.md § cassandra-fql):
- *   {"record": N, "type": "single-query"|"batch", "start_ms": ..., "protocol": ..., "keyspace": ...|null,
- *    "query": "...", "values": [V, ...]}                                   (single-query)
+ *   {"record": N, "file": "<cycle file>", "offset": B, "type": "single-query"|"batch", "start_ms": ...,
+ *    "protocol": ..., "keyspace": ...|null, "query": "...", "values": [V, ...]}               (single-query)
  *   {..., "batch_type": "LOGGED", "queries": ["...", ...], "batch_values": [[V, ...], ...]}   (batch)
  * V is the bound value in hex, null for a null value, "unset" for an unset one; "names" lists the value names
- * when the client bound values by name. N counts records from 1 in the order the log holds them. A record that
- * cannot be read ends the output with {"error": "...", "record": N} and exit status 3.
+ * when the client bound values by name. N counts records from 1 in the order the log holds them; B is the byte
+ * offset of the record's header in its file.
+ *
+ * The cycle files are walked document by document, as chronicle lays them out (chronicle-wire's header: a 32-bit
+ * little-endian word, NOT_COMPLETE 0x80000000, META_DATA 0x40000000, the length in the low 30 bits; documents
+ * aligned to 4 bytes when the store's data version says so; END_OF_DATA closes a cycle), against the store's own
+ * write position (the header `writePosition`: the offset of the last record the writer completed). A log that
+ * cannot be read whole ends the output with {"error": "...", "record": N, "file": ..., "offset": B} and exit
+ * status 3: a header that is zero or an end-of-data marker at or before the write position (a hole), a record
+ * that is not complete at or before the write position or before another record, a file that ends inside a record
+ * or before its write position, a metadata document that is not one of chronicle's own (a record with its
+ * metadata bit set), a record that cannot be read. A log still being written (its last record not complete, after
+ * the write position, in the last cycle) ends with {"unfinished": {"file": ..., "offset": B, "bytes": L}}
+ * (L: the bytes from that record's header to the end of what was written) and exit status 0.
  *
  * Anything the libraries log goes to standard error: standard output carries the records only.
  */
@@ -29,14 +41,19 @@ import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.NavigableSet;
 
-import net.openhft.chronicle.queue.ChronicleQueue;
-import net.openhft.chronicle.queue.ExcerptTailer;
+import net.openhft.chronicle.bytes.BytesUtil;
+import net.openhft.chronicle.bytes.MappedBytes;
 import net.openhft.chronicle.queue.RollCycles;
+import net.openhft.chronicle.queue.impl.single.MetaDataKeys;
+import net.openhft.chronicle.queue.impl.single.SingleChronicleQueue;
 import net.openhft.chronicle.queue.impl.single.SingleChronicleQueueBuilder;
-import net.openhft.chronicle.wire.DocumentContext;
+import net.openhft.chronicle.queue.impl.single.SingleChronicleQueueStore;
 import net.openhft.chronicle.wire.ValueIn;
+import net.openhft.chronicle.wire.Wire;
 import net.openhft.chronicle.wire.WireIn;
+import net.openhft.chronicle.wire.Wires;
 import org.apache.cassandra.fql.FullQueryLogger;
 import org.apache.cassandra.utils.binlog.BinLog;
 
@@ -64,58 +81,251 @@ public final class FqlReader
             System.exit(2);
         }
         File dir = new File(args[0]);
-        long record = 0;
+        Walk walk = new Walk(out);
         int status = 0;
         SingleChronicleQueueBuilder builder = SingleChronicleQueueBuilder.single(dir).readOnly(true);
         if (args.length == 2)
             builder.rollCycle(RollCycles.valueOf(args[1]));
-        try (ChronicleQueue queue = builder.build())
+        try (SingleChronicleQueue queue = builder.build())
         {
-            ExcerptTailer tailer = queue.createTailer();
-            StringBuilder line = new StringBuilder(256);
-            while (true)
+            NavigableSet<Long> cycles = queue.listCyclesBetween(queue.firstCycle(), queue.lastCycle());
+            long last = cycles.isEmpty() ? -1 : cycles.last();
+            for (long cycle : cycles)
             {
-                try (DocumentContext dc = tailer.readingDocument())
+                SingleChronicleQueueStore store = queue.storeForCycle((int) cycle, queue.epoch(), false, null);
+                if (store == null)
+                    throw new BadLog(null, -1, "the file of cycle " + cycle + " cannot be opened");
+                try
                 {
-                    if (!dc.isPresent())
-                        break;
-                    if (dc.isMetaData())
-                        continue;
-                    record++;
-                    line.setLength(0);
-                    readRecord(dc.wire(), record, line);
-                    out.append(line).append('\n');
+                    walk.cycle(queue, store, cycle == last);
                 }
+                finally
+                {
+                    queue.closeStore(store);
+                }
+                if (walk.unfinished != null)
+                    break;
             }
+            if (walk.unfinished == null)
+            {
+                // a .cq4 file chronicle does not list as a cycle of this log would be left out unread
+                File[] files = dir.listFiles((d, n) -> n.endsWith(SingleChronicleQueue.SUFFIX));
+                for (File f : files == null ? new File[0] : files)
+                    if (!walk.walked.contains(f.getName()))
+                        throw new BadLog(f.getName(), -1, "not a cycle file of this log (its name does not follow the "
+                                                          + "log's roll cycle, " + queue.rollCycle() + ")");
+            }
+            else
+                out.append(walk.unfinished).append('\n');
+        }
+        catch (BadLog e)
+        {
+            status = 3;
+            error(out, e.getMessage(), walk.record, e.file, e.offset);
         }
         catch (BadRecord e)
         {
             status = 3;
-            error(out, "cannot read the record: " + e.getMessage(), record);
+            error(out, "cannot read the record: " + e.getMessage(), walk.record, walk.file, walk.offset);
         }
         catch (Throwable e) // chronicle throws checked exceptions it does not declare (a damaged file)
         {
             status = 3;
-            error(out, "cannot read the log: " + e, record);
+            error(out, "cannot read the log: " + e, walk.record, walk.file, walk.offset);
         }
         out.flush();
         stdout.flush();
         System.exit(status);
     }
 
-    private static void error(Writer out, String message, long record) throws IOException
+    /** A log that cannot be read whole: where (the cycle file, the byte offset of the document's header) and why. */
+    private static final class BadLog extends RuntimeException
+    {
+        final String file;
+        final long offset;
+
+        BadLog(String file, long offset, String message)
+        {
+            super(message);
+            this.file = file;
+            this.offset = offset;
+        }
+    }
+
+    /** The walk over the cycle files' documents; prints each data record. */
+    private static final class Walk
+    {
+        private final Writer out;
+        private final StringBuilder line = new StringBuilder(256);
+        final java.util.Set<String> walked = new java.util.HashSet<>();
+        long record;
+        String file;
+        long offset = -1;
+        String unfinished;
+
+        Walk(Writer out)
+        {
+            this.out = out;
+        }
+
+        void cycle(SingleChronicleQueue queue, SingleChronicleQueueStore store, boolean lastCycle) throws IOException
+        {
+            file = store.file().getName();
+            walked.add(file);
+            offset = -1;
+            long size = store.file().length();
+            long writePosition = store.writePosition();
+            boolean padding = store.dataVersion() > 0;
+            MappedBytes bytes = store.bytes();
+            try
+            {
+                Wire wire = queue.wireType().apply(bytes);
+                walk(bytes, wire, size, writePosition, padding, lastCycle);
+            }
+            finally
+            {
+                bytes.releaseLast();
+            }
+        }
+
+        private BadLog bad(long at, String message)
+        {
+            return new BadLog(file, at, message);
+        }
+
+        private void walk(MappedBytes bytes, Wire wire, long size, long writePosition, boolean padding,
+                          boolean lastCycle) throws IOException
+        {
+            String wp = " (the log's write position, its last complete record, is byte " + writePosition + ")";
+            StringBuilder name = new StringBuilder();
+            long pos = 0;
+            while (true)
+            {
+                if (padding)
+                    pos += BytesUtil.padOffset(pos);
+                offset = pos;
+                if (pos + Wires.SPB_HEADER_SIZE > size)
+                {
+                    if (pos <= writePosition)
+                        throw bad(pos, "the file ends at byte " + size + ", before its last record" + wp);
+                    return; // the file ends where its records do
+                }
+                int header = bytes.readVolatileInt(pos);
+                if (header == Wires.NOT_INITIALIZED)
+                {
+                    if (pos <= writePosition)
+                        throw bad(pos, "no record header here (zero bytes): a hole in the log before its end" + wp);
+                    return; // the end of what was written
+                }
+                if (header == Wires.END_OF_DATA)
+                {
+                    if (pos <= writePosition)
+                        throw bad(pos, "an end-of-data marker before the log's last record" + wp);
+                    return; // the cycle's end-of-file marker
+                }
+                int length = Wires.lengthOf(header);
+                if ((header & Wires.NOT_COMPLETE) != 0)
+                {
+                    String what = "the record is not complete (its header's not-ready bit is set)";
+                    if (pos <= writePosition)
+                        throw bad(pos, what + " at or before the log's write position: the writer had completed it"
+                                       + wp);
+                    if (!lastCycle)
+                        throw bad(pos, what + " in a cycle file the log has rolled over from");
+                    long end;
+                    if (length == Wires.UNKNOWN_LENGTH)
+                        end = writtenEnd(bytes, pos, size);
+                    else
+                    {
+                        end = Math.min(size, pos + Wires.SPB_HEADER_SIZE + length);
+                        long next = end + (padding ? BytesUtil.padOffset(end) : 0);
+                        if (next + Wires.SPB_HEADER_SIZE <= size && bytes.readVolatileInt(next) != 0)
+                            throw bad(pos, what + ", and it is not the last record: another follows at byte "
+                                           + next);
+                    }
+                    StringBuilder sb = new StringBuilder("{\"unfinished\": {\"file\": ");
+                    string(sb, file);
+                    sb.append(", \"offset\": ").append(pos).append(", \"bytes\": ").append(end - pos).append("}}");
+                    unfinished = sb.toString();
+                    return;
+                }
+                long start = pos + Wires.SPB_HEADER_SIZE;
+                if (start + length > size)
+                    throw bad(pos, "the file ends at byte " + size + ", inside this record of " + length + " bytes");
+                bytes.readPositionRemaining(start, length);
+                if ((header & Wires.META_DATA) != 0)
+                {
+                    name.setLength(0);
+                    wire.readEventName(name);
+                    if (!chronicleMetaData(name, pos))
+                        throw bad(pos, "a metadata document that is not chronicle's own ('" + printable(name)
+                                       + "'; a record with its header's metadata bit set?)");
+                }
+                else
+                {
+                    record++;
+                    line.setLength(0);
+                    line.append("{\"record\": ").append(record).append(", \"file\": ");
+                    string(line, file);
+                    line.append(", \"offset\": ").append(pos);
+                    readRecord(wire, record, line);
+                    out.append(line).append('\n');
+                }
+                pos = start + length;
+            }
+        }
+
+        /** Chronicle's own metadata: the store's header first, then index documents (MetaDataKeys). */
+        private static boolean chronicleMetaData(CharSequence name, long pos)
+        {
+            String n = name.toString();
+            if (pos == 0)
+                return MetaDataKeys.header.name().equals(n);
+            return MetaDataKeys.index2index.name().equals(n) || MetaDataKeys.index.name().equals(n)
+                   || MetaDataKeys.roll.name().equals(n);
+        }
+
+        /** The end of what was written after `pos`: past its last non-zero byte (the file may be preallocated). */
+        private static long writtenEnd(MappedBytes bytes, long pos, long size)
+        {
+            long end = pos + Wires.SPB_HEADER_SIZE;
+            for (long p = end; p < size; p++)
+                if (bytes.readByte(p) != 0)
+                    end = p + 1;
+            return end;
+        }
+
+        private static String printable(CharSequence s)
+        {
+            StringBuilder sb = new StringBuilder();
+            for (int i = 0; i < s.length() && i < 64; i++)
+            {
+                char c = s.charAt(i);
+                sb.append(c >= 0x20 && c < 0x7f ? c : '?');
+            }
+            return sb.toString();
+        }
+    }
+
+    private static void error(Writer out, String message, long record, String file, long offset) throws IOException
     {
         StringBuilder sb = new StringBuilder();
         sb.append("{\"error\": ");
         string(sb, message);
-        sb.append(", \"record\": ").append(record).append('}');
+        sb.append(", \"record\": ").append(record).append(", \"file\": ");
+        string(sb, file);
+        sb.append(", \"offset\": ");
+        if (offset < 0)
+            sb.append("null");
+        else
+            sb.append(offset);
+        sb.append('}');
         out.append(sb).append('\n');
     }
 
     private static void readRecord(WireIn wire, long record, StringBuilder sb)
     {
         StringBuilder name = new StringBuilder();
-        sb.append("{\"record\": ").append(record);
         String type = null;
         byte[] options = null;
         int protocol = -1;

@@ -9,7 +9,10 @@ too). The jars are the ones the project's setup fetches (cassandra-all 5.0.x fro
 of a Cassandra 4.1+ installation (`TAILTUNE_CASSANDRA_LIB`). Reading needs a JDK 17 (`openjdk-17-jdk-headless`).
 
 Line numbers of its problems are the records' numbers: the n-th record of the log (metadata documents not
-counted) is line n.
+counted) is line n. A log that cannot be read whole (a hole, a record not complete before the store's write
+position, a file cut short, a record with its metadata bit set, a record that cannot be read) is refused naming the
+cycle file and the byte offset of the document; a log still being written (its last record not complete, after the
+write position) is read up to its last complete record, with a warning (`warnings`).
 """
 
 from __future__ import annotations
@@ -247,13 +250,38 @@ class CassandraFqlReader(QueryLogReader):
             if not isinstance(obj, dict):
                 raise self.fatal(number, None, "the log reader printed what is not a record")
             if "error" in obj:
-                line = int(obj.get("record") or 0) or None
-                hint = "the log is damaged, or was still being written: disable it first"
-                raise self.fatal(line, None, str(obj["error"]), hint=hint)
+                raise self._damaged(obj, label)
+            if "unfinished" in obj:
+                self._unfinished(obj["unfinished"], label)
+                continue
             try:
                 yield self._record(obj)
             except (KeyError, TypeError, ValueError) as exc:
                 raise self.fatal(number, None, f"unexpected record from the log reader: {exc}") from None
+
+    def _damaged(self, obj: dict[str, Any], label: str) -> Exception:
+        """The reader's account of a log it cannot read whole: the cycle file and the byte offset of the document."""
+        name, offset, done = obj.get("file"), obj.get("offset"), int(obj.get("record") or 0)
+        where = f"{label.rstrip('/')}/{name}" if isinstance(name, str) else None
+        after = f"after record {done:,}" if done else "before its first record"
+        at = f"byte {offset} ({after}): " if isinstance(offset, int) else ""
+        hint = (
+            "the log is damaged (the dataset would silently miss what follows): ingest an intact copy, or the "
+            "text of `fqltool dump` of what can be read"
+        )
+        return self.fatal(None, None, f"{at}{obj['error']}", hint=hint, file=where)
+
+    def _unfinished(self, obj: Any, label: str) -> None:
+        """A log still being written: its last record not complete, after the write position (a warning)."""
+        if not isinstance(obj, dict):
+            raise self.fatal(None, None, "unexpected end of the log from the log reader")
+        name, offset, left = obj.get("file"), obj.get("offset"), obj.get("bytes")
+        left = f"{left:,}" if isinstance(left, int) else "?"
+        self.warnings.append(
+            f"{label.rstrip('/')}/{name}: the log is still being written: ingested up to its last complete record; "
+            f"the record at byte {offset} is not complete yet ({left} bytes left out). Run "
+            "`nodetool disablefullquerylog` and ingest it again for the whole log"
+        )
 
     @staticmethod
     def _record(obj: dict[str, Any]) -> Record:

@@ -48,6 +48,7 @@ def dataset_summary(info: DatasetInfo) -> dict[str, Any]:
         "has_value_size": m["has_value_size"],
         "has_latency": m["has_latency"],
         "skipped_rows": m["errors"]["skipped_rows"],
+        "warnings": list(m.get("warnings", [])),
     }
 
 
@@ -185,6 +186,8 @@ def ingest(
     Caps (docs/operations.md § Limits): a local file gets the line and column caps of the settings and no cap on
     decompressed bytes, compression ratio or rows, unless given here; --upload-limits starts from the service's.
     """
+    from rich.markup import escape
+
     from ingest.limits import Limits, parse_size
     from ingest.pipeline import ingest_file
     from ingest.sniff import sniff
@@ -239,6 +242,8 @@ def ingest(
             limits=limits,
         )
     summary = dataset_summary(info)
+    for warning in summary["warnings"]:
+        err_console.print(f"[bold yellow]warning:[/] {escape(warning)}", highlight=False, soft_wrap=True)
     if as_json:
         print_json(summary)
         return
