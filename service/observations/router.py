@@ -7,7 +7,7 @@ from typing import Any
 
 from fastapi import APIRouter
 
-from service.deps import ReadAuth, ReportAuth, SessionDep
+from service.deps import ReadAuth, ReportAuth, SessionDep, SettingsDep
 from service.params import PathId
 from tailtune.control import observations
 
@@ -17,13 +17,16 @@ router = APIRouter(prefix="/deployments", tags=["observations"])
 
 
 @router.post("/{deployment_id}/observations")
-def report(deployment_id: PathId, body: dict[str, Any], s: SessionDep, _: ReportAuth) -> dict[str, int]:
-    """Store a `tailtune_client` report (schema `tailtune.client.observations/1`); a resent window replaces
-    the earlier one."""
-    return {"stored": observations.record(s, deployment_id, body)}
+def report(
+    deployment_id: PathId, body: dict[str, Any], s: SessionDep, settings: SettingsDep, _: ReportAuth
+) -> dict[str, int]:
+    """Store a `tailtune_client` report (schema `tailtune.client.observations/1`), checked whole against the
+    client's histogram scheme (422 naming the field); a resent window replaces the earlier one."""
+    return {"stored": observations.record(s, deployment_id, body, settings)}
 
 
 @router.get("/{deployment_id}/observations")
 def expected_vs_observed(deployment_id: PathId, s: SessionDep, _: ReadAuth) -> list[dict[str, Any]]:
-    """Per config version: expected (from the tuning job behind it) vs observed (all clients merged)."""
+    """Per config version: expected (from the tuning job behind it) vs observed (all clients merged); version 0
+    is the clients' bootstrap config; `skipped` counts stored rows that could not be read (left out)."""
     return observations.summary(s, deployment_id)
