@@ -238,7 +238,8 @@ class TunedProfiles:
 
     The first config is fetched in the constructor (`ConfigSourceError` when the service does not answer with
     one, unless `config` — a bootstrap config, any shape `parse_driver_settings` reads — is given: then that runs,
-    reported with `config_version` null, until the service has a published version); `refresh()` (or the poller, every `poll_interval` s) picks newer versions up. A version with
+    reported with `config_version` null, until the service has a published version); `refresh()` (or the
+    poller, every `poll_interval` s) picks newer versions up. A version with
     `canary_fraction` f < 1 goes to the canary profile and runs on a random f of the requests while the version
     before it keeps the stable profile and the rest; a version without it replaces both. A client that starts
     while a canary is published has no version before it and runs the canary on every request, unless `stable`
