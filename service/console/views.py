@@ -126,6 +126,8 @@ class Card:
     timeline: dict[str, Any] | None
     observed: int
     points: list[dict[str, Any]]
+    #: Stored report rows of those windows no reader can use (left out; `skipped_note` says so).
+    skipped_note: str | None
 
 
 def _versions(s: Session, dep: DeploymentRow, limit: int = 100) -> Sequence[ConfigVersionRow]:
@@ -141,7 +143,7 @@ def card(s: Session, dep: DeploymentRow) -> Card:
     last = recent[0] if recent else None
     pending = traces.list_all(s, dep.id, limit=200)
     since = last.job.created_at if last is not None else 0.0
-    points = observations.timeline(s, dep.id, limit=200)
+    points, skipped = observations.timeline(s, dep.id, limit=200)
     return Card(
         dep=dep,
         latest=latest,
@@ -153,6 +155,7 @@ def card(s: Session, dep: DeploymentRow) -> Card:
         timeline=charts.timeline_figure(points, small=True) if points else None,
         observed=len(points),
         points=points,
+        skipped_note=observations.skipped_note(skipped),
     )
 
 

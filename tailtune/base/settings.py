@@ -279,6 +279,10 @@ class Settings(BaseSettings):
         description="Checks of one version the worker schedules by itself while it is pending (the nightly job "
         "still re-checks it after that).",
     )
+    report_max_observations: int = Field(
+        default=100, ge=1, le=10_000,
+        description="Most observations (config versions) one client report may carry; more: 422.",
+    )
 
     # --- drift: a nightly job skips its study when nothing moved (docs/drift.md says why each value) ----------
     drift_multiget_ks: float = Field(

@@ -57,6 +57,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
+from tailtune_client.histogram import BUCKETS, LogHistogram, bucket_mid_us
 
 from tailtune.base.settings import Settings
 from tailtune.control.common import now
@@ -64,7 +65,16 @@ from tailtune.control.configs import add_version, get_version, latest, rollback,
 from tailtune.control.configs_cache import latest_cache
 from tailtune.control.db import ConfigVersionRow, DeploymentRow, JobRow, ObservationRow
 from tailtune.control.errors import Missing
-from tailtune.control.observations import LAST_BUCKET, figures, merge_histograms, percentile_ms
+from tailtune.control.observations import (
+    BOOTSTRAP_VERSION,
+    Reported,
+    by_version,
+    figures,
+    merged,
+    percentile_ms,
+    readable,
+    skipped_note,
+)
 from tailtune.control.queue import enqueue
 
 __all__ = [
@@ -136,38 +146,27 @@ def expected_band(expected: Mapping[str, Any], model_error_pct: float) -> tuple[
 def _centers_us() -> Any:
     import numpy as np
 
-    out = np.empty(LAST_BUCKET + 1)
-    for b in range(LAST_BUCKET + 1):
-        if b == 0:
-            out[b] = 0.5
-            continue
-        lo = 10 ** ((b - 1) / 20)
-        out[b] = lo if b >= LAST_BUCKET else math.sqrt(lo * 10 ** (b / 20))
-    return out
+    return np.array([bucket_mid_us(b) for b in range(BUCKETS)])
 
 
-def _dense(h: Mapping[str, Any]) -> Any:
+#: The most requests one bootstrap resample draws: beyond it the resampled p99 moves by far less than a bucket.
+RESAMPLE_MAX = 2**31
+
+
+def _resampled_quantiles(counts: Sequence[int], q: float, resamples: int, rng: Any) -> Any:
     import numpy as np
 
-    out = np.zeros(LAST_BUCKET + 1, dtype=np.int64)
-    for b, c in h["counts"]:
-        out[min(max(int(b), 0), LAST_BUCKET)] += int(c)
-    return out
-
-
-def _resampled_quantiles(counts: Any, q: float, resamples: int, rng: Any) -> Any:
-    import numpy as np
-
-    n = int(counts.sum())
-    draws = rng.multinomial(n, counts / n, size=resamples)
+    weights = np.array(counts, dtype=np.float64)
+    n = min(int(sum(counts)), RESAMPLE_MAX)
+    draws = rng.multinomial(n, weights / weights.sum(), size=resamples)
     rank = max(1, math.ceil(q * n))
     idx = np.argmax(np.cumsum(draws, axis=1) >= rank, axis=1)
     return _centers_us()[idx]
 
 
 def p99_ratio_test(
-    before: Mapping[str, Any],
-    after: Mapping[str, Any],
+    before: LogHistogram,
+    after: LogHistogram,
     *,
     alpha: float,
     margin_pct: float,
@@ -179,8 +178,8 @@ def p99_ratio_test(
     import numpy as np
 
     rng = np.random.default_rng(seed)
-    b, a = _dense(before), _dense(after)
-    ratios = _resampled_quantiles(a, 0.99, resamples, rng) / _resampled_quantiles(b, 0.99, resamples, rng)
+    ratios = (_resampled_quantiles(after.counts, 0.99, resamples, rng)
+              / _resampled_quantiles(before.counts, 0.99, resamples, rng))
     threshold = 1.0 + margin_pct / 100.0
     p = (1 + int(np.count_nonzero(ratios <= threshold))) / (resamples + 1)
     p_before, p_after = percentile_ms(before, 0.99), percentile_ms(after, 0.99)
@@ -259,26 +258,23 @@ def is_canary(config: Mapping[str, Any]) -> bool:
     return isinstance(f, int | float) and not isinstance(f, bool) and 0 < f < 1
 
 
-def _observations(s: Session, deployment_id: int) -> dict[int, list[ObservationRow]]:
+def _observations(s: Session, deployment_id: int) -> tuple[dict[int, list[Reported]], int]:
+    """The readable reports per version, and how many stored rows were skipped (unreadable)."""
     rows = s.scalars(select(ObservationRow).where(ObservationRow.deployment_id == deployment_id)).all()
-    out: dict[int, list[ObservationRow]] = {}
-    for r in rows:
-        out.setdefault(r.config_version, []).append(r)
-    return out
+    reported, skipped = readable(rows)
+    return by_version(reported), skipped
 
 
-def _merged(rows: Sequence[ObservationRow]) -> dict[str, Any]:
-    return merge_histograms([r.observation.get("all") or {} for r in rows])
-
-
-def _client_figures(rows: Sequence[ObservationRow], version: int) -> dict[str, Any]:
-    out = {"version": version, **figures(_merged(rows))}
-    out["failed_requests"] = sum(int(r.observation.get("failed_requests", 0)) for r in rows)
+def _client_figures(rows: Sequence[Reported], version: int) -> dict[str, Any]:
+    out = {"version": version, **figures(merged(rows))}
+    out["failed_requests"] = sum(r.obs.failed_requests for r in rows)
     out["clients"] = len({r.client_id for r in rows})
+    if version == BOOTSTRAP_VERSION:
+        out["bootstrap"] = True  # the clients' own config, before tailtune published one
     return out
 
 
-def _concurrent(ref: Sequence[ObservationRow], rows: Sequence[ObservationRow]) -> list[ObservationRow]:
+def _concurrent(ref: Sequence[Reported], rows: Sequence[Reported]) -> list[Reported]:
     start, end = min(r.window_start for r in rows), max(r.window_end for r in rows)
     return [r for r in ref if r.window_end > start and r.window_start < end]
 
@@ -290,9 +286,10 @@ def _status_of(row: ConfigVersionRow) -> str | None:
 
 
 def _reference(
-    s: Session, deployment_id: int, version: int, obs: Mapping[int, Sequence[ObservationRow]]
+    s: Session, deployment_id: int, version: int, obs: Mapping[int, Sequence[Reported]]
 ) -> int | None:
-    """The newest earlier version the clients reported, not itself rolled back: what the system did before."""
+    """The newest earlier version the clients reported, not itself rolled back: what the system did before
+    (version 0: the clients' bootstrap config, when they reported nothing else before)."""
     known = set(
         s.scalars(
             select(ConfigVersionRow.version).where(
@@ -302,8 +299,10 @@ def _reference(
     )
     for v in sorted((v for v in obs if v in known), reverse=True):
         row = get_version(s, deployment_id, v)
-        if _status_of(row) != "rolled_back" and figures(_merged(obs[v]))["requests"] > 0:
+        if _status_of(row) != "rolled_back" and merged(obs[v]).n > 0:
             return v
+    if version > BOOTSTRAP_VERSION and merged(obs.get(BOOTSTRAP_VERSION, [])).n > 0:
+        return BOOTSTRAP_VERSION
     return None
 
 
@@ -334,7 +333,9 @@ def _judge(
                 published.get("latency"), server, margin_pct=settings.verify_min_regression_pct
             ) or {"before": published.get("latency"), "after": dict(server),
                   "note": "no coordinator latency was read before the publish: nothing to compare with"}
-    obs = _observations(s, dep.id)
+    obs, skipped = _observations(s, dep.id)
+    if skipped:
+        out["skipped"], out["note"] = skipped, skipped_note(skipped)
     mine = obs.get(row.version, [])
     after = _client_figures(mine, row.version) if mine else None
     if after is not None and after["requests"] > 0:
@@ -369,7 +370,7 @@ def _judge(
 
 def _judge_clients(
     s: Session, settings: Settings, dep: DeploymentRow, row: ConfigVersionRow,
-    obs: Mapping[int, Sequence[ObservationRow]], after: dict[str, Any], out: dict[str, Any],
+    obs: Mapping[int, Sequence[Reported]], after: dict[str, Any], out: dict[str, Any],
 ) -> dict[str, Any]:
     need = settings.verify_min_requests
     out["after"] = after
@@ -382,26 +383,29 @@ def _judge_clients(
     if ref is not None:
         ref_rows = list(obs[ref])
         concurrent = _concurrent(ref_rows, mine)
-        use = concurrent if concurrent and figures(_merged(concurrent))["requests"] >= need else ref_rows
+        use = concurrent if concurrent and merged(concurrent).n >= need else ref_rows
         before = _client_figures(use, ref)
         before["windows"] = "concurrent" if use is concurrent else "all"
         out["before"], out["reference_version"] = before, ref
         if before["requests"] < need:
             return {**out, "status": "pending", "reason": f"{before['requests']} requests of the version before "
                     f"(version {ref}) reported; at least {need} needed (verify_min_requests)"}
-        test = p99_ratio_test(_merged(use), _merged(mine), alpha=settings.verify_alpha,
+        test = p99_ratio_test(merged(use), merged(mine), alpha=settings.verify_alpha,
                               margin_pct=settings.verify_min_regression_pct,
                               resamples=settings.verify_bootstrap_resamples)
         out["test"] = test
         if test["worse"]:
             worse_reason = (
-                f"worse than version {ref}: p99 {after['p99_ms']:.3f} ms vs {before['p99_ms']:.3f} ms "
+                f"worse than {_name(ref)}: p99 {after['p99_ms']:.3f} ms vs {before['p99_ms']:.3f} ms "
                 f"(x{test['ratio']:.2f}; one-sided bootstrap p = {test['p_value']:.3g} < alpha {test['alpha']:g} "
                 f"against 'at most x{1 + test['margin_pct'] / 100:g}')"
             )
+            if ref == BOOTSTRAP_VERSION:  # the clients' own config: tailtune never published it
+                return {**out, "status": "unexpected", "reason": worse_reason + "; no published version before "
+                        "it to roll back to"}
             return {**out, "status": "rolled_back", "reason": worse_reason}
     not_worse = (
-        f"not worse than version {ref} (p99 {after['p99_ms']:.3f} ms vs {out['before']['p99_ms']:.3f} ms, "
+        f"not worse than {_name(ref)} (p99 {after['p99_ms']:.3f} ms vs {out['before']['p99_ms']:.3f} ms, "
         f"p = {out['test']['p_value']:.3g})" if ref is not None else "no earlier version reported to compare with"
     )
     expected = out["expected"]
@@ -416,6 +420,12 @@ def _judge_clients(
     where = (f"p99 {after['p99_ms']:.3f} ms {'within' if within else 'outside'} the expected "
              f"{expected['p99_ms']:.3f} ms band [{lo:.3f}, {hi:.3f}]")
     return {**out, "status": "verified" if within else "unexpected", "reason": f"{not_worse}; {where}"}
+
+
+def _name(version: int) -> str:
+    if version == BOOTSTRAP_VERSION:
+        return f"version {version} (the clients' bootstrap config, before tailtune)"
+    return f"version {version}"
 
 
 def _enqueue_check(s: Session, settings: Settings, deployment_id: int, version: int, n: int) -> int | None:

@@ -503,7 +503,7 @@ def test_timeline_merges_the_clients_of_each_window(svc: Svc) -> None:
             observations.record(s, dep["id"], {
                 "schema": observations.SCHEMA, "client": {"id": client}, "window": {"start": start, "end": start + 60},
                 "observations": [{"config_version": 1, "all": _hist(lat)}]})
-        points = observations.timeline(s, dep["id"])
+        points = observations.timeline(s, dep["id"]).points
     assert [(p["window_start"], p["clients"], p["requests"]) for p in points] == [(100.0, 2, 200), (700.0, 1, 100)]
     assert points[0]["observed_p99_ms"] == pytest.approx(1.0, rel=0.07)
     assert points[1]["observed_p99_ms"] == pytest.approx(2.0, rel=0.07)

@@ -11,6 +11,7 @@ import time
 from typing import Any
 
 import pytest
+from tailtune_client.histogram import LogHistogram
 from tailtune_client.report import REPORT_SCHEMA, Observation
 
 from jobs.handlers import default_handlers
@@ -85,13 +86,13 @@ def _versions(svc: Svc, dep_id: int) -> dict[int, dict[str, Any]]:
 
 
 # --- the test and the band ----------------------------------------------------------------------------------
-def _hist(samples: list[float]) -> dict[str, Any]:
+def _hist(samples: list[float]) -> LogHistogram:
     return merge_histograms([_obs(1, samples)["all"]])
 
 
 def test_p99_ratio_test_is_one_sided_and_repeatable() -> None:
     base = _hist(_samples(1, 600, 500.0))
-    def test(before: dict[str, Any], after: dict[str, Any], margin_pct: float = 10.0) -> dict[str, Any]:
+    def test(before: LogHistogram, after: LogHistogram, margin_pct: float = 10.0) -> dict[str, Any]:
         return p99_ratio_test(before, after, alpha=0.05, margin_pct=margin_pct, resamples=2000)
 
     worse = test(base, _hist(_samples(2, 600, 1500.0)))

@@ -237,7 +237,9 @@ class TunedProfiles:
         profiles.report_to(OBSERVATIONS_URL, REPORT_TOKEN)
 
     The first config is fetched in the constructor (`ConfigSourceError` when the service does not answer with
-    one); `refresh()` (or the poller, every `poll_interval` s) picks newer versions up. A version with
+    one, unless `config` — a bootstrap config, any shape `parse_driver_settings` reads — is given: then that runs,
+    reported with `config_version` null, until the service has a published version); `refresh()` (or the
+    poller, every `poll_interval` s) picks newer versions up. A version with
     `canary_fraction` f < 1 goes to the canary profile and runs on a random f of the requests while the version
     before it keeps the stable profile and the rest; a version without it replaces both. A client that starts
     while a canary is published has no version before it and runs the canary on every request, unless `stable`
@@ -255,8 +257,10 @@ class TunedProfiles:
         poll_interval: float | None = 10.0,
         stable: Mapping[str, Any] | str | bytes | None = None,
         deployment: str | None = None,
+        config: Mapping[str, Any] | str | bytes | None = None,
         **profile_kwargs: Any,
     ) -> None:
+        bootstrap = parse_driver_settings(config) if config is not None else None
         self._source = HttpConfigSource(config_url, token, timeout_s)
         self.token = token
         self.deployment = deployment
@@ -267,6 +271,11 @@ class TunedProfiles:
         self.last_error: str | None = None
         try:
             first = fetch_settings(self._source)
+        except ConfigSourceError as exc:
+            if bootstrap is None:
+                self._source.close()
+                raise
+            first, self.last_error = bootstrap, str(exc)
         except BaseException:
             self._source.close()
             raise

@@ -3,11 +3,13 @@
 The README documents both shapes. An observation is one config version's figures (requests, errors, queries,
 latency histograms per size class); a report is the observations of one window (since the last report the
 service accepted) plus who sent it. `Recorder` keeps both tallies for a client (the memcached client and the
-Cassandra driver profiles); sending is `post_report`: never raises, returns (ok, error).
+Cassandra driver profiles); sending is `post_report`: never raises, returns (ok, error). A report the service
+refuses (a 4xx other than 408/425/429) would be refused again: its window is dropped, logged once, and counted.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import socket
@@ -20,7 +22,7 @@ from typing import Any, TypedDict
 import httpx
 
 from tailtune_client.config import ForgedStatus
-from tailtune_client.histogram import SIZE_CLASSES, HistogramJson, LogHistogram
+from tailtune_client.histogram import SIZE_CLASSES, HistogramJson, LogHistogram, SchemeError, checked_count
 
 __all__ = [
     "REPORT_SCHEMA",
@@ -38,6 +40,9 @@ __all__ = [
 ]
 
 REPORT_SCHEMA = "tailtune.client.observations/1"
+#: 4xx answers that say "later" rather than "never": the window is kept for the next report.
+RETRY_STATUSES = frozenset({408, 425, 429})
+_log = logging.getLogger("tailtune_client.report")
 
 
 class ClientInfo(TypedDict):
@@ -141,6 +146,57 @@ class Observation:
     queries: int = 0
     merged_queries: int = 0
     classes: dict[str, LogHistogram] = field(default_factory=lambda: {c[0]: LogHistogram() for c in SIZE_CLASSES})
+    #: All requests' histogram as a document gave it (`from_json`); None: the merge of `classes`.
+    total: LogHistogram | None = None
+
+    @classmethod
+    def from_json(cls, doc: Any, field: str = "observation") -> Observation:
+        """Back from `to_json()` (what a report carries), strictly: `config_version` null or an integer from 0 to
+        2^63 − 1, `mode` a string, `params` string → integer, the counters counts, `classes` the size classes'
+        histograms and `all` a histogram (`LogHistogram.from_json`); each may be left out (empty). `SchemeError`
+        names the first field that is not so."""
+        if not isinstance(doc, Mapping):
+            raise SchemeError(field, "must be an object (an observation)")
+        version = doc.get("config_version")
+        if version is not None and (isinstance(version, bool) or not isinstance(version, int)
+                                    or not 0 <= version < 2**63):
+            raise SchemeError(f"{field}.config_version", "must be null (a bootstrap config) or an integer from 0 "
+                              f"to 2^63 - 1, got {version!r:.40}")
+        mode = doc.get("mode", "")
+        if not isinstance(mode, str) or len(mode) > _NAME_MAX:
+            raise SchemeError(f"{field}.mode", f"must be a string of at most {_NAME_MAX} characters")
+        raw_params = doc.get("params", {})
+        if not isinstance(raw_params, Mapping) or len(raw_params) > _NAME_MAX:
+            raise SchemeError(f"{field}.params", f"must be an object of at most {_NAME_MAX} name: integer pairs")
+        params: dict[str, int] = {}
+        for k, v in raw_params.items():
+            if (not isinstance(k, str) or len(k) > _NAME_MAX or isinstance(v, bool) or not isinstance(v, int)
+                    or not -(2**63) <= v < 2**63):
+                raise SchemeError(f"{field}.params.{str(k)[:_NAME_MAX]}", "must be a 64-bit integer")
+            params[k] = v
+        out = cls(version, mode, params)
+        for name in _COUNTERS:
+            setattr(out, name, checked_count(doc.get(name, 0), f"{field}.{name}"))
+        classes = doc.get("classes", {})
+        if not isinstance(classes, Mapping):
+            raise SchemeError(f"{field}.classes", "must be an object of size class: histogram")
+        for name, hist in classes.items():
+            if name not in out.classes:
+                raise SchemeError(f"{field}.classes", f"{str(name)[:_NAME_MAX]!r} is not a size class (one of "
+                                  f"{', '.join(out.classes)})")
+            out.classes[name] = LogHistogram.from_json(hist, f"{field}.classes.{name}")
+        if doc.get("all") is not None:
+            out.total = LogHistogram.from_json(doc["all"], f"{field}.all")
+        return out
+
+    def histogram(self) -> LogHistogram:
+        """All requests: `total` when a document gave it, else the classes merged."""
+        if self.total is not None:
+            return self.total.copy()
+        total = LogHistogram()
+        for h in self.classes.values():
+            total.merge(h)
+        return total
 
     def copy(self) -> Observation:
         return Observation(
@@ -154,6 +210,7 @@ class Observation:
             self.queries,
             self.merged_queries,
             {k: h.copy() for k, h in self.classes.items()},
+            None if self.total is None else self.total.copy(),
         )
 
     def merge(self, other: Observation) -> None:
@@ -166,14 +223,15 @@ class Observation:
         self.merged_queries += other.merged_queries
         for k, h in other.classes.items():
             self.classes[k].merge(h)
+        if self.total is not None or other.total is not None:
+            self.total = self.histogram()
+            self.total.merge(other.histogram())
 
     def empty(self) -> bool:
         return self.requests == 0 and self.failed_requests == 0 and self.queries == 0
 
     def to_json(self) -> ObservationJson:
-        total = LogHistogram()
-        for h in self.classes.values():
-            total.merge(h)
+        total = self.histogram()
         if total.n == 0:
             total.min_us, total.max_us = math.inf, 0.0
         return {
@@ -197,6 +255,8 @@ def client_info(client_id: str, version: str) -> ClientInfo:
             "pid": os.getpid()}
 
 
+_NAME_MAX = 64
+_COUNTERS = ("requests", "failed_requests", "missing_keys_on_error", "keys", "queries", "merged_queries")
 ObsKey = tuple[int | None, str, tuple[tuple[str, int], ...]]
 #: Builds a report from the observations of a window, its start and its end.
 PayloadFn = Callable[[list[Observation], float, float], Mapping[str, Any]]
@@ -216,6 +276,9 @@ class Recorder:
         self._sent = 0
         self._error: str | None = None
         self._last_at: float | None = None
+        self._dropped = 0
+        self._dropped_requests = 0
+        self._logged: set[int] = set()
 
     def observations(self, version: int | None, mode: str, params: Mapping[str, int]) -> tuple[
         Observation, Observation
@@ -237,7 +300,8 @@ class Recorder:
     def reports(self) -> dict[str, Any]:
         with self.lock:
             return {"sent": self._sent, "last_at": self._last_at, "last_error": self._error,
-                    "window_start": self._window_start}
+                    "window_start": self._window_start, "dropped": self._dropped,
+                    "dropped_requests": self._dropped_requests}
 
     def window(self) -> tuple[list[Observation], float]:
         """A copy of the observations since the last accepted report, and when that window started."""
@@ -245,14 +309,16 @@ class Recorder:
             return [o.copy() for o in self._win.values()], self._window_start
 
     def send(self, url: str, token: str | None, timeout: float, payload: PayloadFn) -> bool:
-        """POST the window's report (`payload(observations, start, end)`); True when accepted. On failure the
-        observations rejoin the next window, which starts where this one did. Never raises for I/O."""
+        """POST the window's report (`payload(observations, start, end)`); True when accepted. When the service
+        refuses it (a 4xx but 408/425/429) the window is dropped (logged once per status, counted in `reports()`);
+        on any other failure its observations rejoin the next window, which starts where this one did. Never
+        raises for I/O."""
         with self._send_lock:
             with self.lock:
                 sending, self._win = self._win, {}
                 start, end = self._window_start, time.time()
                 self._window_start = end
-            ok, error = post_report(url, payload(list(sending.values()), start, end), token, timeout)
+            ok, error, status = _post(url, payload(list(sending.values()), start, end), token, timeout)
             with self.lock:
                 self._last_at = time.time()
                 if ok:
@@ -260,6 +326,14 @@ class Recorder:
                     self._error = None
                     return True
                 self._error = error
+                if status is not None and 400 <= status < 500 and status not in RETRY_STATUSES:
+                    self._dropped += 1
+                    self._dropped_requests += sum(o.requests for o in sending.values())
+                    if status not in self._logged:
+                        self._logged.add(status)
+                        _log.warning("report refused, window dropped (not resent; later refusals with HTTP %d "
+                                     "are counted in stats()['reports']['dropped']): %s", status, error)
+                    return False
                 for key, obs in sending.items():  # not accepted: what was in flight rejoins the window
                     if key in self._win:
                         obs.merge(self._win[key])
@@ -270,14 +344,22 @@ class Recorder:
 
 def post_report(url: str, payload: Mapping[str, Any], token: str | None, timeout_s: float) -> tuple[bool, str | None]:
     """POST the payload as JSON; (True, None) on a 2xx answer, else (False, why). Never raises for I/O."""
+    ok, error, _ = _post(url, payload, token, timeout_s)
+    return ok, error
+
+
+def _post(url: str, payload: Mapping[str, Any], token: str | None, timeout_s: float) -> tuple[
+    bool, str | None, int | None
+]:
+    """`post_report` with the answer's HTTP status (None when there was no answer)."""
     headers = {"Content-Type": "application/json"}
     if token:
         headers["Authorization"] = f"Bearer {token}"
     try:
         resp = httpx.post(url, json=dict(payload), headers=headers, timeout=timeout_s)
     except httpx.HTTPError as exc:
-        return False, f"POST {url}: {type(exc).__name__}: {exc}"
+        return False, f"POST {url}: {type(exc).__name__}: {exc}", None
     if 200 <= resp.status_code < 300:
-        return True, None
+        return True, None, resp.status_code
     detail = resp.text[:200].strip()
-    return False, f"POST {url}: HTTP {resp.status_code}{': ' + detail if detail else ''}"
+    return False, f"POST {url}: HTTP {resp.status_code}{': ' + detail if detail else ''}", resp.status_code
