@@ -7,9 +7,9 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
-from tailtune.control.common import NAME_PATTERN, to_dt
+from tailtune.control.common import NAME_PATTERN, RequestBody, to_dt
 from tailtune.control.db import DeploymentRow
 
 __all__ = [
@@ -84,13 +84,7 @@ def check_timezone(value: str) -> str:
     return value
 
 
-class _Body(BaseModel):
-    """Request bodies: unknown fields are refused, and so are NaN/Infinity (Python's JSON parser takes them)."""
-
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
-
-
-class Topology(_Body):
+class Topology(RequestBody):
     servers: int = Field(ge=1, le=100_000)
     slots: int = Field(default=1, ge=1, le=1024, description="Concurrent requests per server.")
     replication: int = Field(default=1, ge=1, le=16)
@@ -106,7 +100,7 @@ class Topology(_Body):
         return self
 
 
-class Connection(_Body):
+class Connection(RequestBody):
     """Cassandra: contact_points + port + keyspace (+ username and password_env when the cluster authenticates).
     memcached: servers as host:port."""
 
@@ -143,12 +137,12 @@ class Connection(_Body):
         return v
 
 
-class Objective(_Body):
+class Objective(RequestBody):
     metric: Literal["p50", "p95", "p99", "p999", "mean"] = "p99"
     min_improvement: float = Field(default=0.02, ge=0, le=1, description="Relative gain needed to accept.")
 
 
-class Constraints(_Body):
+class Constraints(RequestBody):
     max_p50_ms: float | None = Field(default=None, gt=0)
     max_p99_ms: float | None = Field(default=None, gt=0)
     policies: list[PolicyName] | None = Field(
@@ -156,7 +150,7 @@ class Constraints(_Body):
     )
 
 
-class DeploymentCreate(_Body):
+class DeploymentCreate(RequestBody):
     name: str = Field(pattern=NAME_PATTERN)
     kind: Literal["cassandra", "memcached"]
     timezone: str = "UTC"
@@ -202,7 +196,7 @@ class DeploymentCreate(_Body):
         return self
 
 
-class DeploymentPatch(_Body):
+class DeploymentPatch(RequestBody):
     timezone: str | None = None
     topology: Topology | None = None
     connection: Connection | None = None
@@ -224,12 +218,11 @@ class DeploymentPatch(_Body):
         return None if v is None else check_tables(v)
 
 
-class DiscoverRequest(_Body):
+class DiscoverRequest(RequestBody):
     """POST /deployments/{id}/discover."""
 
     profile_servers: bool = Field(
         default=False,
-        strict=True,
         description="memcached: also profile the first server (multigets of 1..200 keys on scratch keys, deleted "
         "afterwards) for the client_overhead input. It writes to the server.",
     )
