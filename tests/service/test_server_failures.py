@@ -139,7 +139,7 @@ def test_with_postgresql_down_every_route_answers_503_with_the_reason(
     finally:
         client.close()
     stoppable_postgres.stop()
-    for method, path, body in (
+    requests: list[tuple[str, str, dict[str, object] | None]] = [
         ("GET", f"{API}/jobs", None),
         ("GET", f"{API}/jobs/1", None),
         ("GET", f"{API}/deployments", None),
@@ -149,7 +149,8 @@ def test_with_postgresql_down_every_route_answers_503_with_the_reason(
         ("POST", f"{API}/jobs", {"deployment_id": 1}),
         ("GET", f"{API}/traces", None),
         ("GET", f"{API}/configs/1/versions", None),
-    ):
+    ]
+    for method, path, body in requests:
         client = KeepAlive(api_server.port, _token(svc))
         try:
             ans = client.request(method, path, body)
