@@ -1,5 +1,7 @@
 """Writes one characterization (summary.json, tables/*.parquet, report.html) into a directory atomically:
-everything goes to a staging directory first, which then replaces the target with renames."""
+everything goes to a staging directory first, which then replaces the target with renames. A write that fails
+(a full disk) names the output file it was writing (`OSError.filename`: `out/report.html`), which neither
+Python's nor Arrow's write errors do themselves."""
 
 from __future__ import annotations
 
@@ -35,20 +37,30 @@ def write_outputs(
     import pyarrow.parquet as pq
 
     stage = staging_dir(out, tmp_dir)
+    writing = out
     try:
         (stage / "tables").mkdir()
         for name, df in tables.items():
             table = pa.Table.from_pandas(df, preserve_index=False)
+            writing = out / "tables" / f"{name}.parquet"
             pq.write_table(table, stage / "tables" / f"{name}.parquet")
+        writing = out / "report.html"
         (stage / "report.html").write_text(report_html, encoding="utf-8")
         text = json.dumps(doc, indent=2, allow_nan=False) + "\n"
+        writing = out / "summary.json"
         (stage / "summary.json").write_text(text, encoding="utf-8")
+        writing = out
         old = out.parent / f".{out.name}.old-{uuid.uuid4().hex[:8]}"
         if out.exists():
             out.rename(old)
         stage.rename(out)
         if old.exists():
             shutil.rmtree(old, ignore_errors=True)
+    except OSError as exc:
+        shutil.rmtree(stage, ignore_errors=True)
+        if exc.filename is None:
+            exc.filename = str(writing)
+        raise
     except BaseException:
         shutil.rmtree(stage, ignore_errors=True)
         raise

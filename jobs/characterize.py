@@ -86,6 +86,7 @@ def run(
     from analysis.report import render_report
     from analysis.summary import build_summary
     from tailtune.base.errors import BadInputError
+    from tailtune.control.storage import raise_if_disk_full
 
     opts = replace(opts or Options(), fanout_requests=settings.analysis_fanout_requests)
     if opts.servers < 1:
@@ -100,7 +101,11 @@ def run(
         on_step(REPORT_STEP)
     doc = build_summary(c)
     tables = c.tables()
-    write_outputs(out, settings.tmp_dir, doc, tables, render_report(doc, tables))
+    try:
+        write_outputs(out, settings.tmp_dir, doc, tables, render_report(doc, tables))
+    except OSError as exc:
+        raise_if_disk_full(exc, settings)
+        raise
     return doc
 
 

@@ -44,6 +44,7 @@ from tailtune.base.errors import BadInputError
 from tailtune.base.settings import Settings
 from tailtune.control.db import Database, JobRow, WorkerRow
 from tailtune.control.redact import public
+from tailtune.control.storage import DiskFull, raise_if_disk_full
 
 __all__ = ["Finalizer", "Worker"]
 
@@ -224,6 +225,10 @@ class Worker:
         return status
 
     def _failed(self, ctx: JobContext, job: JobRow, exc: Exception) -> str:
+        try:  # a full disk anywhere in the job: the path and the bytes free, not a bare [Errno 28]
+            raise_if_disk_full(exc, self.settings)
+        except DiskFull as full:
+            exc = full
         message = public(f"{type(exc).__name__}: {exc}", self.settings)
         permanent = isinstance(exc, (BadInputError, JobFailed)) or getattr(exc, "permanent", False)
         if not isinstance(exc, BadInputError | JobFailed):  # the traceback goes to the process log only

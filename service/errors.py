@@ -1,6 +1,9 @@
 """Domain errors of the service and the one handler that maps them (and tailtune errors) to 4xx JSON.
 
-Every error body is `{"error": CODE, "detail": MESSAGE, "field": FIELD-or-null, "problems": [...]}`.
+Every error body is `{"error": CODE, "detail": MESSAGE, "field": FIELD-or-null, "problems": [...]}`. A metadata
+DB that cannot be reached is a 503 with its one-line reason (what readiness reports), on every route. An
+unexpected error is a 500 with `Connection: close`: the server closes a connection after an unhandled error, so a
+keep-alive client is told rather than finding the connection gone.
 """
 
 from __future__ import annotations
@@ -11,7 +14,8 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from tailtune.base.errors import BadInputError, NotFoundError, TailtuneError
@@ -26,7 +30,9 @@ from tailtune.control.errors import (
     RequestTimeout,
     ServiceError,
     Unauthorized,
+    Unavailable,
 )
+from tailtune.control.redact import redact
 from tailtune.control.storage import disk_full_cause, storage_full
 
 __all__ = [
@@ -40,8 +46,11 @@ __all__ = [
     "RequestTimeout",
     "ServiceError",
     "Unauthorized",
+    "Unavailable",
+    "db_unavailable",
     "error_body",
     "install_error_handlers",
+    "one_line",
 ]
 
 log = logging.getLogger("tailtune.api")
@@ -62,6 +71,7 @@ HTTP_CODES = {
     422: "invalid",
     429: "too_many_requests",
     431: "too_large",
+    503: "unavailable",
     507: "insufficient_storage",
 }
 
@@ -78,11 +88,30 @@ def _field_of(loc: tuple[Any, ...] | list[Any]) -> str:
     return ".".join(parts) or "body"
 
 
+def one_line(exc: BaseException) -> str:
+    """One line about a failure (the DB driver's own message when there is one), without credentials."""
+    first = (str(getattr(exc, "orig", None) or exc).strip().splitlines() or [""])[0]
+    return redact(f"{type(exc).__name__}: {first}")[:500]
+
+
+def db_unavailable(exc: BaseException) -> Unavailable | None:
+    """The 503 for an error that says the metadata DB cannot be reached or answer now (refused, lost or timed-out
+    connection, a pool with no free connection), else None."""
+    if isinstance(exc, OperationalError) or (isinstance(exc, DBAPIError) and exc.connection_invalidated):
+        return Unavailable(f"the metadata DB is unavailable: {one_line(exc)}")
+    if isinstance(exc, PoolTimeout):
+        return Unavailable(f"the metadata DB is unavailable: no free connection ({one_line(exc)})")
+    return None
+
+
 async def _service_error(_: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, ServiceError)
     headers = {"WWW-Authenticate": "Bearer"} if isinstance(exc, Unauthorized) else None
     if isinstance(exc, RequestTimeout):  # the client stalled: free its connection
         headers = {"Connection": "close"}
+    if isinstance(exc, Unavailable):
+        log.warning("%s", exc.detail)
+        headers = {"Retry-After": "5"}
     problems = None
     if isinstance(exc, InsufficientStorage):
         log.warning("disk full: %s", exc.detail)
@@ -94,11 +123,8 @@ async def _service_error(_: Request, exc: Exception) -> JSONResponse:
 
 async def _write_error(request: Request, exc: Exception) -> JSONResponse:
     """An OSError or a database error: 507 when it is a full disk (ENOSPC, EDQUOT, SQLite's or PostgreSQL's
-    disk full), else an internal error."""
-    cause = disk_full_cause(exc)
-    if cause is None:
-        return await _internal_error(request, exc)
-    return await _service_error(request, storage_full(get_settings(), cause))
+    disk full), 503 when the metadata DB cannot be reached, else an internal error."""
+    return await _internal_error(request, exc)
 
 
 async def _http_error(_: Request, exc: Exception) -> JSONResponse:
@@ -122,8 +148,12 @@ async def _internal_error(request: Request, exc: Exception) -> JSONResponse:
     cause = disk_full_cause(exc)
     if cause is not None:
         return await _service_error(request, storage_full(get_settings(), cause))
+    unavailable = db_unavailable(exc)
+    if unavailable is not None:
+        return await _service_error(request, unavailable)
     log.error("%s %s failed", request.method, request.url.path, exc_info=exc)
-    return JSONResponse(error_body("internal", "internal error; the server log has the details", None), status_code=500)
+    body = error_body("internal", "internal error; the server log has the details", None)
+    return JSONResponse(body, status_code=500, headers={"Connection": "close"})
 
 
 async def _validation_error(_: Request, exc: Exception) -> JSONResponse:
@@ -157,3 +187,4 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(TailtuneError, _tailtune_error)
     app.add_exception_handler(OSError, _write_error)
     app.add_exception_handler(DBAPIError, _write_error)
+    app.add_exception_handler(PoolTimeout, _write_error)

@@ -5,18 +5,16 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, Field, model_validator
 
-from tailtune.control.common import DbId, to_dt
+from tailtune.control.common import DbId, RequestBody, to_dt
 from tailtune.control.db import AnalysisRow
 
 __all__ = ["AnalysisCreate", "AnalysisOut"]
 
 
-class AnalysisCreate(BaseModel):
+class AnalysisCreate(RequestBody):
     """Analyze one trace (by trace id) or one stored dataset (by dataset id)."""
-
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     trace_id: DbId | None = None
     dataset_id: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_-]{4,64}$")

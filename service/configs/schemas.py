@@ -5,9 +5,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
-from tailtune.control.common import DbId, to_dt
+from tailtune.control.common import DbId, RequestBody, to_dt
 from tailtune.control.configs import ConfigDiff
 from tailtune.control.db import ConfigVersionRow
 
@@ -46,10 +46,8 @@ class ConfigOut(BaseModel):
         )
 
 
-class ConfigCreate(BaseModel):
+class ConfigCreate(RequestBody):
     """A manually accepted config: becomes the next version and (by default) is published."""
-
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     config: dict[str, Any] = Field(
         description="{'policy': NAME, 'params': {...}}: a policy of the deployment's kind and its parameters."
@@ -58,15 +56,11 @@ class ConfigCreate(BaseModel):
     publish: bool = True
 
 
-class PublishRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class PublishRequest(RequestBody):
     version: DbId | None = Field(default=None, description="Default: the latest version.")
 
 
-class RollbackRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class RollbackRequest(RequestBody):
     version: DbId = Field(description="The earlier version whose config becomes the new latest version.")
     note: str | None = Field(default=None, max_length=2000)
     publish: bool = True

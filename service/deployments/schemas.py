@@ -7,11 +7,11 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
 from tailtune.base.errors import BadInputError
 from tailtune.control.capture import parse_server
-from tailtune.control.common import NAME_PATTERN, to_dt
+from tailtune.control.common import NAME_PATTERN, RequestBody, to_dt
 from tailtune.control.db import DeploymentRow
 from tailtune.control.model import INPUT_RANGES
 
@@ -87,16 +87,10 @@ def check_timezone(value: str) -> str:
     return value
 
 
-class _Body(BaseModel):
-    """Request bodies: unknown fields are refused, and so are NaN/Infinity (Python's JSON parser takes them)."""
-
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
-
-
 _R = INPUT_RANGES  # the one declaration of the model inputs' ranges (discovery and calibration check the same)
 
 
-class Topology(_Body):
+class Topology(RequestBody):
     servers: int = Field(ge=_R["servers"].low, le=_R["servers"].high)
     slots: int = Field(
         default=1, ge=_R["slots"].low, le=_R["slots"].high, description="Concurrent requests per server."
@@ -114,7 +108,7 @@ class Topology(_Body):
         return self
 
 
-class Connection(_Body):
+class Connection(RequestBody):
     """Cassandra: contact_points + port + keyspace (+ username and password_env when the cluster authenticates).
     memcached: servers as host:port."""
 
@@ -155,12 +149,12 @@ class Connection(_Body):
         return v
 
 
-class Objective(_Body):
+class Objective(RequestBody):
     metric: Literal["p50", "p95", "p99", "p999", "mean"] = "p99"
     min_improvement: float = Field(default=0.02, ge=0, le=1, description="Relative gain needed to accept.")
 
 
-class Constraints(_Body):
+class Constraints(RequestBody):
     max_p50_ms: float | None = Field(default=None, gt=0)
     max_p99_ms: float | None = Field(default=None, gt=0)
     policies: list[PolicyName] | None = Field(
@@ -168,7 +162,7 @@ class Constraints(_Body):
     )
 
 
-class DeploymentCreate(_Body):
+class DeploymentCreate(RequestBody):
     name: str = Field(pattern=NAME_PATTERN)
     kind: Literal["cassandra", "memcached"]
     timezone: str = "UTC"
@@ -214,7 +208,7 @@ class DeploymentCreate(_Body):
         return self
 
 
-class DeploymentPatch(_Body):
+class DeploymentPatch(RequestBody):
     timezone: str | None = None
     topology: Topology | None = None
     connection: Connection | None = None
@@ -236,12 +230,11 @@ class DeploymentPatch(_Body):
         return None if v is None else check_tables(v)
 
 
-class DiscoverRequest(_Body):
+class DiscoverRequest(RequestBody):
     """POST /deployments/{id}/discover."""
 
     profile_servers: bool = Field(
         default=False,
-        strict=True,
         description="memcached: also profile the first server (multigets of 1..200 keys on scratch keys, deleted "
         "afterwards) for the client_overhead input. It writes to the server.",
     )

@@ -17,6 +17,7 @@ from urllib.parse import unquote
 
 from sqlalchemy import func, select, text
 
+from service.errors import one_line
 from service.health.schemas import Check, Readiness
 from tailtune.base.db_url import normalize_url
 from tailtune.base.secrets import redact_url, scrub_fragments, url_secrets
@@ -48,9 +49,8 @@ def check_db(db: Database) -> Check:
 
 
 def _why(exc: BaseException) -> str:
-    """One line about a failure, without credentials."""
-    first = (str(getattr(exc, "orig", None) or exc).strip().splitlines() or [""])[0]
-    return redact(f"{type(exc).__name__}: {first}")[:500]
+    """One line about a failure, without credentials (the API's errors say the same: `service.errors.one_line`)."""
+    return one_line(exc)
 
 
 def check_worker(db: Database, settings: Settings) -> Check:

@@ -5,25 +5,23 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
-from tailtune.control.common import DbId, to_dt
+from tailtune.control.common import DbId, RequestBody, to_dt
 from tailtune.control.db import JobRow
 from tailtune.control.jobspec import DATASET_ID_PATTERN, MAX_TRACES, CaptureOptions, TuneOptions
 
 __all__ = ["JobCreate", "JobOut", "JobSummary"]
 
 
-class JobCreate(BaseModel):
+class JobCreate(RequestBody):
     """Run the nightly pipeline now for one deployment (on its newest trace(s) unless datasets are given or a
     capture is asked for)."""
-
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     deployment_id: DbId
     kind: Literal["nightly"] = "nightly"
     traces: int = Field(
-        default=1, ge=1, le=MAX_TRACES, strict=True, description="How many of the newest ready traces to use."
+        default=1, ge=1, le=MAX_TRACES, description="How many of the newest ready traces to use."
     )
     dataset_ids: list[Annotated[str, Field(pattern=DATASET_ID_PATTERN)]] | None = Field(
         default=None, max_length=MAX_TRACES, description="Explicit dataset ids instead of the newest."
@@ -35,7 +33,6 @@ class JobCreate(BaseModel):
     )
     force: bool = Field(
         default=False,
-        strict=True,
         description="Re-tune even when the workload has not moved since the running config's study "
         "(otherwise such a job skips its study: docs/drift.md).",
     )

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, Field, field_validator
 
 from service.deployments.schemas import check_timezone
-from tailtune.control.common import DbId, to_dt
+from tailtune.control.common import DbId, RequestBody, to_dt
 from tailtune.control.db import ScheduleRow
 from tailtune.control.jobspec import CaptureOptions
 
@@ -19,18 +19,20 @@ CRON_MAX = 100
 
 
 def check_cron(expr: str) -> str:
-    from croniter import croniter
+    from croniter import CroniterError, croniter
 
     if len(expr) > CRON_MAX:  # schedules.cron is VARCHAR(100): PostgreSQL enforces it
         raise ValueError(f"a cron expression has at most {CRON_MAX} characters")
     if len(expr.split()) != 5 or not croniter.is_valid(expr):
         raise ValueError(f"{expr!r} is not a 5-field cron expression (minute hour day month weekday)")
+    try:  # valid fields that no date matches (day 31 of February): croniter finds no next time
+        croniter(expr, 0.0).get_next(float)
+    except CroniterError:
+        raise ValueError(f"{expr!r} never fires: no date has that day in that month") from None
     return expr
 
 
-class ScheduleCreate(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class ScheduleCreate(RequestBody):
     deployment_id: DbId
     cron: str = NIGHTLY
     timezone: str | None = Field(default=None, description="IANA zone; default: the deployment's time zone.")
@@ -53,9 +55,7 @@ class ScheduleCreate(BaseModel):
         return None if v is None else check_timezone(v)
 
 
-class SchedulePatch(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class SchedulePatch(RequestBody):
     cron: str | None = None
     timezone: str | None = None
     traces: int | None = Field(default=None, ge=1, le=20)

@@ -8,12 +8,12 @@ latency, and records the outcome on the version (`GET /api/v1/configs/{id}/versi
 from __future__ import annotations
 
 from fastapi import APIRouter, status
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from service.deps import SessionDep, SettingsDep, WriteAuth
 from service.jobs.schemas import JobOut
 from service.params import PathId
-from tailtune.control.common import DbId
+from tailtune.control.common import DbId, RequestBody
 from tailtune.control.verify import schedule_verify
 
 __all__ = ["VerifyRequest", "router"]
@@ -21,9 +21,7 @@ __all__ = ["VerifyRequest", "router"]
 router = APIRouter(prefix="/deployments", tags=["verify"])
 
 
-class VerifyRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class VerifyRequest(RequestBody):
     version: DbId | None = Field(default=None, description="The version to check; default: the latest.")
 
 

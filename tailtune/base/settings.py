@@ -1,14 +1,78 @@
-"""The one settings class. Every setting is an environment variable `TAILTUNE_<NAME>` (see docs/operations.md)."""
+"""The one settings class. Every setting is an environment variable `TAILTUNE_<NAME>` (see docs/operations.md).
+
+A list setting takes the plain comma-separated form (`10.20.0.0/16,10.30.0.0/16`) or a JSON list
+(`["10.20.0.0/16"]`). A malformed setting fails `get_settings()` with one `SettingsInvalid` line naming the
+variable and the form it expects (never its value: it may be a credential).
+"""
 
 from __future__ import annotations
 
+import json
+import types
+import typing
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
-from pydantic import Field, PrivateAttr
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import Field, PrivateAttr, ValidationError
+from pydantic.fields import FieldInfo
+from pydantic_settings import (
+    BaseSettings,
+    EnvSettingsSource,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    SettingsError,
+)
 
-__all__ = ["Settings", "get_settings"]
+from tailtune.base.errors import TailtuneError
+
+__all__ = ["ENV_PREFIX", "Settings", "SettingsInvalid", "expected_form", "get_settings", "load_settings", "split_list"]
+
+ENV_PREFIX = "TAILTUNE_"
+
+
+class SettingsInvalid(TailtuneError):
+    """A `TAILTUNE_*` variable that does not parse (exit code 2: bad input)."""
+
+    exit_code = 2
+
+
+def split_list(raw: str) -> list[str]:
+    """A list setting's value: a JSON list when it starts with `[`, else comma-separated items (spaces around an
+    item dropped, empty items ignored: `""` is the empty list)."""
+    text = raw.strip()
+    if text.startswith("["):
+        value = json.loads(text)
+        if not isinstance(value, list):
+            raise ValueError("not a JSON list")
+        return value
+    return [item.strip() for item in text.split(",") if item.strip()]
+
+
+def _is_list(annotation: Any) -> bool:
+    return typing.get_origin(annotation) in (list, tuple, set, frozenset)
+
+
+def expected_form(annotation: Any) -> str:
+    """What a setting of this type is written as, for the error of a malformed one."""
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType) and len(args) == 1:
+        return expected_form(args[0])
+    if _is_list(annotation):
+        return "a comma-separated list (a,b) or a JSON list ([\"a\", \"b\"])"
+    if typing.get_origin(annotation) is typing.Literal:
+        return "one of " + ", ".join(str(a) for a in typing.get_args(annotation))
+    forms = {bool: "true or false", int: "an integer", float: "a number", Path: "a path", str: "a string"}
+    return forms.get(annotation, "a value") if isinstance(annotation, type) else "a value"
+
+
+class _EnvSource(EnvSettingsSource):
+    """The environment, with list settings in the plain comma-separated form as well as JSON."""
+
+    def decode_complex_value(self, field_name: str, field: FieldInfo, value: Any) -> Any:
+        if isinstance(value, str) and _is_list(field.annotation):
+            return split_list(value)
+        return super().decode_complex_value(field_name, field, value)
 
 
 class Settings(BaseSettings):
@@ -17,7 +81,18 @@ class Settings(BaseSettings):
     Every path default lives under `home`, so `TAILTUNE_HOME=/tmp/x` isolates a whole installation.
     """
 
-    model_config = SettingsConfigDict(env_prefix="TAILTUNE_", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore")
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return init_settings, _EnvSource(settings_cls), dotenv_settings, file_secret_settings
 
     home: Path = Field(default=Path(".tailtune"), description="Root of datasets, metadata DB, MLflow, Optuna.")
     database_url: str | None = Field(default=None, description="SQLAlchemy URL of the metadata DB.")
@@ -384,5 +459,30 @@ class Settings(BaseSettings):
 
 @lru_cache(maxsize=1)
 def get_settings() -> Settings:
-    """The process-wide settings (cached; tests clear the cache with `get_settings.cache_clear()`)."""
-    return Settings()
+    """The process-wide settings (cached; tests clear the cache with `get_settings.cache_clear()`); a malformed
+    variable raises `SettingsInvalid`."""
+    return load_settings()
+
+
+def _variable(field: str) -> str:
+    return ENV_PREFIX + field.upper()
+
+
+def load_settings() -> Settings:
+    """`Settings()` from the environment, or one `SettingsInvalid` line naming the first malformed variable."""
+    try:
+        return Settings()
+    except SettingsError as exc:  # a list setting that is neither JSON nor a plain list
+        field = exc.args[0].split('"')[1] if exc.args and exc.args[0].count('"') >= 2 else ""
+        info = Settings.model_fields.get(field)
+        form = expected_form(info.annotation) if info is not None else "a valid value"
+        raise SettingsInvalid(f"{_variable(field)}: malformed; expected {form}") from None
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        field = str(err["loc"][0]) if err.get("loc") else ""
+        info = Settings.model_fields.get(field)
+        form = expected_form(info.annotation) if info is not None else "a valid value"
+        problem = str(err.get("msg", "invalid"))
+        if info is not None and _is_list(info.annotation) and len(err["loc"]) > 1:
+            problem = f"item {err['loc'][1]}: {problem}"
+        raise SettingsInvalid(f"{_variable(field)}: {problem}; expected {form}") from None

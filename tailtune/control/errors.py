@@ -14,6 +14,7 @@ __all__ = [
     "RequestTimeout",
     "ServiceError",
     "Unauthorized",
+    "Unavailable",
 ]
 
 
@@ -65,6 +66,13 @@ class RequestTimeout(ServiceError):
 
     status_code = 408
     code = "timeout"
+
+
+class Unavailable(ServiceError):
+    """A service the request needs (the metadata DB) cannot be reached now; the client may retry."""
+
+    status_code = 503
+    code = "unavailable"
 
 
 class InsufficientStorage(ServiceError):

@@ -13,6 +13,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from tailtune.base.settings import Settings
+from tailtune.control.common import RequestBody
 from tailtune.control.errors import Invalid
 
 __all__ = [
@@ -30,28 +31,22 @@ __all__ = [
 MAX_TRACES = 20
 DATASET_ID_PATTERN = r"^[A-Za-z0-9_-]{4,64}$"
 
-StrictPositiveInt = Annotated[int, Field(strict=True, ge=1)]
 
-
-class TuneOptions(BaseModel):
+class TuneOptions(RequestBody):
     """The tuner's options of a nightly job (unknown names are refused: a typo must not be ignored)."""
 
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
-
-    trials: StrictPositiveInt = Field(default=50, description="Optuna trials (at most tune_max_trials).")
-    seeds: StrictPositiveInt = Field(default=3, description="Seeds per trial (at most tune_max_seeds).")
-    timeout_s: Annotated[float, Field(strict=True, gt=0)] | None = Field(
+    trials: int = Field(default=50, ge=1, description="Optuna trials (at most tune_max_trials).")
+    seeds: int = Field(default=3, ge=1, description="Seeds per trial (at most tune_max_seeds).")
+    timeout_s: Annotated[float, Field(gt=0)] | None = Field(
         default=None, description="Wall-clock budget of the study, seconds (at most tune_max_timeout_s)."
     )
 
 
-class CaptureOptions(BaseModel):
+class CaptureOptions(RequestBody):
     """Take the nightly job's trace from a capture of the deployment's memcached servers instead of an upload."""
 
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
-
-    duration_s: Annotated[float, Field(strict=True, gt=0)] = Field(
-        description="How long the worker watches the servers, seconds (at most capture_max_duration_s)."
+    duration_s: float = Field(
+        gt=0, description="How long the worker watches the servers, seconds (at most capture_max_duration_s)."
     )
 
 

@@ -12,11 +12,12 @@ import os
 import sqlite3
 from pathlib import Path
 
+from tailtune.base.errors import TailtuneError
 from tailtune.base.settings import Settings
 from tailtune.control.errors import InsufficientStorage
 from tailtune.control.redact import public
 
-__all__ = ["DISK_FULL_ERRNOS", "disk_full_cause", "free_bytes", "storage_full"]
+__all__ = ["DISK_FULL_ERRNOS", "DiskFull", "disk_full_cause", "free_bytes", "raise_if_disk_full", "storage_full"]
 
 DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
 _SQLITE_FULL = 13  # the primary result code; extended codes keep it in the low byte
@@ -98,3 +99,22 @@ def storage_full(
         path=shown,
         free_bytes=free,
     )
+
+
+class DiskFull(TailtuneError):
+    """A job's or a command's write found its filesystem full: the message names the path and the bytes free
+    (the `InsufficientStorage` an API answer would carry)."""
+
+    def __init__(self, full: InsufficientStorage) -> None:
+        super().__init__(full.detail)
+        self.path = full.path
+        self.free_bytes = full.free_bytes
+
+
+def raise_if_disk_full(exc: BaseException, settings: Settings) -> None:
+    """Raise `DiskFull` from `exc` when a full disk is in its chain; else return (the caller re-raises `exc`)."""
+    if isinstance(exc, DiskFull):
+        return
+    cause = disk_full_cause(exc)
+    if cause is not None:
+        raise DiskFull(storage_full(settings, cause)) from exc

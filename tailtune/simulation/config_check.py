@@ -433,7 +433,7 @@ def check_config(config: object, kind: str, *, max_depth: int, driver: str | Non
         raise BadInputError.single("config", "must be an object", field="config.target")
     if "canary_fraction" in config:
         f = config["canary_fraction"]
-        if isinstance(f, bool) or not isinstance(f, int | float) or not (math.isfinite(f) and 0 < f <= 1):
+        if not _number(f) or not 0 < f <= 1:
             raise BadInputError.single("config", f"must be a number in (0, 1], got {_shown(f)}",
                                        field="config.canary_fraction")
     policies = all_policies().get(kind)

@@ -201,3 +201,59 @@ def test_a_capture_on_a_full_disk_names_the_path_and_the_free_bytes(svc: Svc) ->
     assert "capture: no space left on the filesystem holding TAILTUNE_HOME/uploads/" in got["error"], got["error"]
     assert "bytes free" in got["error"] and str(svc.home) not in got["error"]
     assert _leftovers(svc) == [] and svc.client.get(f"{API}/traces", headers=svc.read).json() == []
+
+
+def test_an_analysis_on_a_full_disk_names_the_file_and_the_free_bytes(tailtune_home: Path) -> None:
+    """The analysis's writer (`analysis.output.write_outputs`, what `tailtune analyze` and the analysis job
+    write with) on the full tmpfs: a `DiskFull` naming the output file and the bytes free, nothing left."""
+    import pandas as pd
+
+    from analysis.output import write_outputs
+    from tailtune.control.storage import DiskFull, raise_if_disk_full
+
+    settings = get_settings()
+    out = settings.home_dir / "analyses" / "a1"
+    _fill(tailtune_home, leave=64 * 1024)
+    tables = {"per_key": pd.DataFrame({"k": range(200_000), "n": range(200_000)})}  # about 3 MiB of Parquet
+    with pytest.raises(OSError) as raised:
+        write_outputs(out, settings.tmp_dir, {"schema": "x"}, tables, "<html></html>")
+    assert raised.value.errno == errno.ENOSPC and raised.value.filename == str(out / "tables" / "per_key.parquet")
+    with pytest.raises(DiskFull) as full:
+        raise_if_disk_full(raised.value, settings)
+    message = str(full.value)
+    assert "[Errno 28]" not in message and "\n" not in message
+    where = "TAILTUNE_HOME/analyses/a1/tables/per_key.parquet"
+    assert message.startswith(f"no space left on the filesystem holding {where}: ")
+    assert f"{full.value.free_bytes} bytes free" in message and 0 <= (full.value.free_bytes or 0) <= 128 * 1024
+    assert not out.exists() and list(settings.tmp_dir.iterdir()) == []
+
+
+def test_a_job_that_fills_the_disk_names_the_path_and_the_free_bytes(svc: Svc) -> None:
+    """Any step of a job (here one that writes a file bigger than what is free, for real): the job's error names
+    the filesystem (the file, when the error has it) and the bytes free, not a bare `OSError: [Errno 28]`."""
+    from jobs.context import JobContext
+    from jobs.worker import Worker
+    from tailtune.control.db import JobRow
+    from tailtune.control.queue import enqueue
+
+    def fills(ctx: JobContext) -> dict[str, Any]:
+        path = svc.home / "scratch.bin"
+        try:
+            with path.open("wb") as fh:
+                fh.write(b"\0" * (2 * 1024**2))
+        finally:  # what a step does: nothing half-written (and room again for the job's own record)
+            path.unlink(missing_ok=True)
+        return {}
+
+    _fill(svc.home, leave=512 * 1024)  # room for the DB's writes, not for the step's 2 MiB
+    with svc.db.session() as s:
+        job_id = enqueue(s, svc.settings, "analyze", {}, max_attempts=1).id
+    worker = Worker(svc.settings, svc.db, "w-full", handlers={"analyze": fills}, schedule=False)
+    assert worker.run_once() == "failed"
+    with svc.db.session() as s:
+        job = s.get(JobRow, job_id)
+        assert job is not None and job.error is not None
+        error = job.error
+    assert "[Errno 28]" not in error, error
+    assert error.startswith("DiskFull: no space left on the filesystem holding TAILTUNE_HOME: "), error
+    assert "bytes free" in error and str(svc.home) not in error
