@@ -16,6 +16,8 @@ every client's work, so P_S is only the profiled queries' cost on a server nobod
 
 from __future__ import annotations
 
+import math
+import socket
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -24,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from tailtune.base.errors import TailtuneError
+from tailtune.base.linereader import STATS_CAPS, LineCaps, read_stats
 
 __all__ = [
     "DEFAULT_KS",
@@ -124,9 +127,24 @@ def populate(host: str, port: int, n_keys: int, value_size: int, key_prefix: str
     return keys
 
 
-def _server_cpu_s(client: Any) -> float:
-    stats = client.stats()
-    return float(stats[b"rusage_user"]) + float(stats[b"rusage_system"])
+def _server_cpu_s(host: str, port: int, caps: LineCaps = STATS_CAPS) -> float:
+    """The server's CPU seconds so far (`rusage_user` + `rusage_system` of `stats`), read within `caps` and a
+    5 s deadline (`tailtune.base.linereader.read_stats`): a server that streams an endless reply costs no more."""
+    label = f"{host}:{port}"
+    try:
+        with socket.create_connection((host, port), timeout=5.0) as sock:
+            stats = read_stats(sock, label, timeout_s=5.0, caps=caps)
+    except OSError as exc:
+        raise TailtuneError(f"memcached at {label}: stats: {exc.strerror or exc}") from exc
+    try:
+        cpu = float(stats["rusage_user"]) + float(stats["rusage_system"])
+    except (KeyError, ValueError):
+        raise TailtuneError(f"memcached at {label}: stats: field 'rusage_user'/'rusage_system': missing or not a "
+                            "number: is it a memcached server?") from None
+    if not math.isfinite(cpu) or cpu < 0:
+        raise TailtuneError(f"memcached at {label}: stats: field 'rusage_user'/'rusage_system': {cpu} is not a "
+                            "CPU time")
+    return cpu
 
 
 def profile_memcached(
@@ -137,9 +155,11 @@ def profile_memcached(
     value_size: int = 100,
     warmup: int = 5,
     key_prefix: str = KEY_PREFIX,
+    caps: LineCaps = STATS_CAPS,
 ) -> MemcachedProfile:
     """Measure T_S and P_S of the memcached at `host`:`port` for every K in `ks` (`reps` sequential multigets
-    each, on keys `key_prefix`0.. after storing `max(ks)` of them) and fit both lines."""
+    each, on keys `key_prefix`0.. after storing `max(ks)` of them) and fit both lines; its `stats` replies are
+    read within `caps`."""
     if not ks or min(ks) < 1:
         raise ValueError("ks: needs multiget sizes >= 1")
     if reps < 1:
@@ -153,7 +173,7 @@ def profile_memcached(
             batch = keys[:k]
             for _ in range(warmup):
                 client.get_many(batch)
-            cpu0 = _server_cpu_s(client)
+            cpu0 = _server_cpu_s(host, port, caps)
             times = np.empty(reps)
             for r in range(reps):
                 t0 = time.perf_counter()
@@ -161,7 +181,7 @@ def profile_memcached(
                 times[r] = time.perf_counter() - t0
                 if len(got) != k:
                     raise TailtuneError(f"memcached returned {len(got)} of {k} keys (evicted?)")
-            cpu1 = _server_cpu_s(client)
+            cpu1 = _server_cpu_s(host, port, caps)
             totals.append(float(np.median(times)) * 1e6)
             procs.append(max(0.0, (cpu1 - cpu0) / reps * 1e6))
     finally:
@@ -188,11 +208,12 @@ def profile_address(
     ks: Sequence[int] = DEFAULT_KS,
     reps: int = 50,
     value_size: int = 100,
+    caps: LineCaps = STATS_CAPS,
 ) -> MemcachedProfile:
     """Profile the memcached already running at `host`:`port` on a scratch key range (`key_prefix`0 ..
     `key_prefix`{max(ks) - 1}), which is deleted afterwards whatever happens."""
     try:
-        return profile_memcached(host, port, ks, reps=reps, value_size=value_size, key_prefix=key_prefix)
+        return profile_memcached(host, port, ks, reps=reps, value_size=value_size, key_prefix=key_prefix, caps=caps)
     finally:
         client = _client(host, port)
         try:

@@ -20,7 +20,7 @@ from typing import Final
 
 from tailtune.base.errors import TailtuneError
 
-__all__ = ["LIMITS", "LineCaps", "LineReader", "WireLimit"]
+__all__ = ["LIMITS", "STATS_CAPS", "LineCaps", "LineReader", "WireLimit", "read_stats"]
 
 #: What `WireLimit.limit` names.
 LIMITS: Final = ("bytes", "line", "lines", "deadline", "stopped", "closed")
@@ -177,3 +177,26 @@ class LineReader:
             lines.append(line)
             if self.caps.max_lines and len(lines) > self.caps.max_lines:
                 raise WireLimit(f"{self.what}: more than {self.caps.max_lines:,} lines", limit="lines")
+
+
+#: The caps of one `stats` reply when the caller names none (the settings' defaults).
+STATS_CAPS: Final = LineCaps(max_bytes=1024**2, max_line=64 * 1024, max_lines=10_000)
+
+
+def read_stats(
+    sock: socket.socket, label: str, *, timeout_s: float, caps: LineCaps = STATS_CAPS, what: str = "stats",
+    stop: threading.Event | None = None,
+) -> dict[str, str]:
+    """Send `stats` (or `stats settings`: `what`) on `sock` and read the `STAT name value` lines up to `END`,
+    within `caps` and `timeout_s` for the whole reply. WireLimit (naming `memcached LABEL: what`) otherwise."""
+    sock.sendall(what.encode() + b"\r\n")
+    reader = LineReader(f"memcached {label}: {what}", caps, sock=sock, deadline=time.monotonic() + timeout_s,
+                        stop=stop)
+    out: dict[str, str] = {}
+    for line in reader.read_until(b"END"):
+        parts = line.decode("ascii", errors="replace").split(" ", 2)
+        if len(parts) == 3 and parts[0] == "STAT":
+            out[parts[1]] = parts[2]
+        elif parts[0] in ("ERROR", "CLIENT_ERROR", "SERVER_ERROR"):
+            raise WireLimit(f"memcached {label}: {what}: {line[:200]!r}", limit="closed")
+    return out

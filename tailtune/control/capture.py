@@ -47,7 +47,7 @@ from typing import Any, BinaryIO, Final
 
 from ingest.mcwatch import SKIPPED, WATCH_COMMAND, Grouper, LineProblem, parse_line
 from tailtune.base.errors import BadInputError, TailtuneError
-from tailtune.base.linereader import LineCaps, LineReader, WireLimit
+from tailtune.base.linereader import STATS_CAPS, LineCaps, LineReader, WireLimit, read_stats
 from tailtune.base.settings import Settings
 from tailtune.control.egress import Egress, EgressRefused
 from tailtune.control.storage import DISK_FULL_ERRNOS, free_bytes
@@ -72,8 +72,6 @@ _PROGRESS_EVERY_S: Final = 0.2
 _POLL_S: Final = 0.2
 #: The longest wait for the rest of a line the stop cut in two, seconds (it is on its way, or it is not coming).
 _FINISH_S: Final = 1.0
-#: The caps of one `stats` reply when the caller names none (the settings' defaults).
-STATS_CAPS: Final = LineCaps(max_bytes=1024**2, max_line=64 * 1024, max_lines=10_000)
 #: The longest line of a watch stream when the caller names none (`TAILTUNE_CAPTURE_MAX_LINE_BYTES`'s default).
 _MAX_LINE: Final = 64 * 1024
 
@@ -206,25 +204,6 @@ def _connect(target: CaptureTarget, timeout_s: float) -> socket.socket:
         raise CaptureFailed(f"memcached {target.label}: cannot connect: {exc}", permanent=False) from None
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     return sock
-
-
-def read_stats(
-    sock: socket.socket, label: str, *, timeout_s: float, caps: LineCaps = STATS_CAPS, what: str = "stats",
-    stop: threading.Event | None = None,
-) -> dict[str, str]:
-    """Send `stats` (or `stats settings`: `what`) on `sock` and read the `STAT name value` lines up to `END`,
-    within `caps` and `timeout_s` for the whole reply. WireLimit (naming `memcached LABEL: what`) otherwise."""
-    sock.sendall(what.encode() + b"\r\n")
-    reader = LineReader(f"memcached {label}: {what}", caps, sock=sock, deadline=time.monotonic() + timeout_s,
-                        stop=stop)
-    out: dict[str, str] = {}
-    for line in reader.read_until(b"END"):
-        parts = line.decode("ascii", errors="replace").split(" ", 2)
-        if len(parts) == 3 and parts[0] == "STAT":
-            out[parts[1]] = parts[2]
-        elif parts[0] in ("ERROR", "CLIENT_ERROR", "SERVER_ERROR"):
-            raise WireLimit(f"memcached {label}: {what}: {line[:200]!r}", limit="closed")
-    return out
 
 
 def stats_caps(settings: Settings) -> LineCaps:

@@ -797,7 +797,7 @@ def discover_memcached(
         prefix = f"tailtune:discover:{uuid.uuid4().hex[:12]}:"
         log(f"memcached {server}: profiling multigets on scratch keys {prefix}* (deleted afterwards)")
         try:
-            profile = profile_address(address, port, key_prefix=prefix, reps=profile_reps)
+            profile = profile_address(address, port, key_prefix=prefix, reps=profile_reps, caps=caps)
         except (OSError, MemcacheError, TailtuneError) as exc:
             raise DiscoveryFailed(
                 f"memcached {server}: profiling failed ({type(exc).__name__}: {exc}): check the server has room "

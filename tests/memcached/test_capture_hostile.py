@@ -122,3 +122,22 @@ def test_the_reader_splits_lines_however_they_arrive() -> None:
     with pytest.raises(WireLimit) as caught:
         reader.take(b"q")
     assert caught.value.limit == "line"
+
+
+def test_the_profilers_stats_reads_are_capped_and_checked() -> None:
+    """The multiget profiler (discovery's `--profile-servers`, calibration) reads the server's CPU from `stats`
+    through the same capped reader: an endless reply ends at the cap, a crafted value is refused naming it."""
+    from analysis.memcached_profile import _server_cpu_s
+    from tailtune.base.errors import TailtuneError
+
+    caps = LineCaps(max_bytes=64 * 1024, max_line=4096, max_lines=1000)
+    with hostile_memcached(stats_mode="endless") as server, pytest.raises(WireLimit) as caught:
+        _server_cpu_s(server.host, server.port, caps)
+    assert caught.value.permanent and server.sent < 64 * caps.max_bytes
+    for value in ("inf", "-1", "x" * 5000):
+        stats = {"version": "1.6.21", "rusage_user": value, "rusage_system": "0.5"}
+        with hostile_memcached(stats=stats) as server, pytest.raises(TailtuneError) as bad:
+            _server_cpu_s(server.host, server.port, caps)
+        assert "field 'rusage_user'/'rusage_system'" in str(bad.value)
+    with hostile_memcached(stats={"rusage_user": "1.25", "rusage_system": "0.5"}) as server:
+        assert _server_cpu_s(server.host, server.port, caps) == 1.75
