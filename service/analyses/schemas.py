@@ -9,6 +9,7 @@ from pydantic import BaseModel, Field, model_validator
 
 from tailtune.control.common import DbId, RequestBody, to_dt
 from tailtune.control.db import AnalysisRow
+from tailtune.control.model import INPUT_RANGES
 
 __all__ = ["AnalysisCreate", "AnalysisOut"]
 
@@ -18,8 +19,8 @@ class AnalysisCreate(RequestBody):
 
     trace_id: DbId | None = None
     dataset_id: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_-]{4,64}$")
-    servers: int = Field(default=16, ge=1, le=100_000)
-    replication: int = Field(default=3, ge=1, le=16)
+    servers: int = Field(default=16, ge=INPUT_RANGES["servers"].low, le=INPUT_RANGES["servers"].high)
+    replication: int = Field(default=3, ge=INPUT_RANGES["replication"].low, le=INPUT_RANGES["replication"].high)
 
     @model_validator(mode="after")
     def _one_source(self) -> AnalysisCreate:
