@@ -14,7 +14,17 @@ import uvicorn
 from service.main import create_app
 from tests.service.conftest import Svc, database_url, db_backend, svc
 
-__all__ = ["database_url", "db_backend", "served", "svc"]
+__all__ = ["KEY", "KEY_ENV", "config_key", "database_url", "db_backend", "served", "svc"]
+
+#: The memcached publisher's MAC key, in the variable TAILTUNE_MEMCACHED_CONFIG_KEY_ENV names.
+KEY_ENV, KEY = "TT_TEST_MC_CONFIG_KEY", "a-test-key-for-the-memcached-configs"
+
+
+@pytest.fixture
+def config_key(monkeypatch: pytest.MonkeyPatch) -> str:
+    """The publisher's key in its variable (the test names `KEY_ENV` in the settings it publishes with)."""
+    monkeypatch.setenv(KEY_ENV, KEY)
+    return KEY
 
 
 def _free_port() -> int:

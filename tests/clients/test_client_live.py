@@ -18,22 +18,13 @@ from tailtune_client.memcached import Client
 from jobs.handlers import default_handlers
 from jobs.worker import Worker
 from tailtune.control.publishers import Known, MemcachedPublisher
+from tests.clients.conftest import KEY, KEY_ENV
 from tests.servers.memcached_server import MemcachedNode
 from tests.service.conftest import Svc, memcached_deployment
 from tuner.recommend import render_memcached
 from tuner.space import Candidate
 
 API = "/api/v1"
-#: The memcached publisher's MAC key, in the variable TAILTUNE_MEMCACHED_CONFIG_KEY_ENV names.
-KEY_ENV, KEY = "TT_TEST_MC_CONFIG_KEY", "a-test-key-for-the-memcached-configs"
-
-
-@pytest.fixture
-def config_key(monkeypatch: pytest.MonkeyPatch) -> str:
-    monkeypatch.setenv(KEY_ENV, KEY)
-    return KEY
-
-
 def _stored(policy: str, params: dict[str, int]) -> dict[str, Any]:
     """A config version as the nightly job stores an accepted recommendation (`Recommendation.config()`)."""
     return {"policy": policy, "params": params, "target": render_memcached(Candidate(policy, dict(params)))}

@@ -16,6 +16,7 @@ from jobs.worker import Worker
 from service.auth import create_token
 from tailtune.control.db import ConfigVersionRow
 from tailtune.control.verify import expectation
+from tests.clients.conftest import KEY_ENV
 from tests.servers.memcached_server import MemcachedNode
 from tests.service.conftest import Svc, memcached_deployment
 
@@ -42,8 +43,10 @@ def memcached_node() -> Iterator[MemcachedNode]:
 
 
 class Setup:
-    def __init__(self, svc: Svc, served: str, node: MemcachedNode, name: str) -> None:
+    def __init__(self, svc: Svc, served: str, node: MemcachedNode, name: str, key: str) -> None:
         svc.settings.verify_min_requests = 100
+        svc.settings.memcached_config_key_env = KEY_ENV  # the publisher MACs what clients read from the pool
+        self.key = key
         self.svc, self.name, self.server = svc, name, node.address
         r = svc.client.post(f"{API}/deployments", json=memcached_deployment(name, [node.address]), headers=svc.write)
         assert r.status_code == 201, r.text
@@ -75,8 +78,8 @@ class Setup:
         return {int(r["version"]): r for r in rows}
 
     def client(self) -> Client:
-        c = Client([self.server], deployment=self.name, poll_interval=0, token=self.reporter,
-                   connections_per_server=1)
+        c = Client([self.server], deployment=self.name, config_key=self.key, poll_interval=0,
+                   token=self.reporter, connections_per_server=1)
         c.set_many({k: k.encode() for k in KEYS})
         return c
 
@@ -92,9 +95,9 @@ def _requests(client: Client) -> dict[int | None, int]:
 
 
 def test_a_worse_version_is_rolled_back_and_a_good_one_verified(
-    svc: Svc, served: str, memcached_node: MemcachedNode
+    svc: Svc, served: str, memcached_node: MemcachedNode, config_key: str
 ) -> None:
-    t = Setup(svc, served, memcached_node, "verify-live")
+    t = Setup(svc, served, memcached_node, "verify-live", config_key)
     v1 = t.publish(WORSE)
     with t.client() as c:
         assert c.config.version == v1
@@ -140,9 +143,9 @@ def test_a_worse_version_is_rolled_back_and_a_good_one_verified(
 
 
 def test_a_canary_runs_both_versions_reports_both_and_is_promoted_or_rolled_back(
-    svc: Svc, served: str, memcached_node: MemcachedNode
+    svc: Svc, served: str, memcached_node: MemcachedNode, config_key: str
 ) -> None:
-    t = Setup(svc, served, memcached_node, "canary-live")
+    t = Setup(svc, served, memcached_node, "canary-live", config_key)
     v1 = t.publish(WORSE)
     with t.client() as c:
         _drive(c, 20)

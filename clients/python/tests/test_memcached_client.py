@@ -260,7 +260,7 @@ def test_config_without_a_chisel_key_is_an_error_naming_it(pool: list[Memcached]
     addrs = [pool[0].address]
     with pytest.raises(ConfigError, match=r"memcached_client\.split_keys is missing"):
         Client(addrs, config={"memcached_client": {"mode": "chisel", "elephant_threshold": 50, "merge": 2}})
-    with pytest.raises(ConfigError, match=r"memcached_client\.merge must be an integer >= 1"):
+    with pytest.raises(ConfigError, match=r"memcached_client\.merge must be an integer in \[1, 1024\]"):
         Client(addrs, config=chisel(50, 10, 0))
     with pytest.raises(ConfigError, match="mode must be one of"):
         Client(addrs, config={"memcached_client": {"mode": "fifo"}})
