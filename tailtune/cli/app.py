@@ -139,6 +139,9 @@ def _unexpected(exc: Exception, args: list[str]) -> tuple[int, str]:
         return 2, f"{where}{exc.strerror or short(exc)}"
     if isinstance(exc, OverflowError) and (line := _too_large(args)) is not None:
         return 2, line
+    kvsim = sys.modules.get("kvsim")
+    if kvsim is not None and isinstance(exc, kvsim.ParameterError):  # the simulator's own range check of an input
+        return 2, short(exc)
     if isinstance(exc, ValueError) and "null byte" in str(exc):
         return 2, "a path or name contains a NUL byte"
     return 1, f"internal error: {type(exc).__name__}: {short(exc)} (run with --debug for the traceback)"
