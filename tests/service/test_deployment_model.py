@@ -281,3 +281,25 @@ def test_a_model_too_large_to_store_is_refused() -> None:
     check_model_size(model, 8 * 1024**2)
     with pytest.raises(ModelTooLarge, match="TAILTUNE_MODEL_MAX_BYTES"):
         check_model_size(model, 100_000)
+
+
+@pytest.mark.slow
+def test_a_nightly_result_carries_the_held_out_verdict_and_paths_relative_to_home(svc: Svc, tmp_path: Path) -> None:
+    """`result.recommendation` has the verdict's reason and its held-out confirmation, and names the held-out
+    sample and the reproduce inputs relative to TAILTUNE_HOME (no server path in the answer)."""
+    dataset, summary = _dataset(svc, tmp_path, "soundcloud")
+    body = {"name": "model-verdict", "kind": "cassandra", "topology": {"servers": 6, "replication": 2},
+            "connection": {"contact_points": ["127.0.0.1"], "port": 9042}}
+    dep = svc.client.post(f"{API}/deployments", json=body, headers=svc.write).json()
+    job = _nightly(svc, dep["id"], dataset, summary)
+    rec = job["result"]["recommendation"]
+    tune = next(s["output"] for s in job["steps"] if s["name"] == "tune")
+    assert rec["reason"] and rec["reason"] == tune["reason"]
+    assert "confirmation" in rec and rec["confirmation"] == tune["confirmation"]
+    assert rec["p_value"] == tune["p_value"] and rec["improvement_pct"] == tune["improvement_pct"]
+    home = str(svc.settings.home_dir.resolve())
+    assert home not in json.dumps(job["result"]) and home not in json.dumps(job["steps"])
+    trace = rec["tuned_for"]["source"].get("trace")
+    if trace is not None:  # the held-out split's earlier part: a sample under TAILTUNE_HOME
+        assert not trace.startswith("/") and (svc.settings.home_dir / trace).is_file()
+    assert rec["reproduce"] and all(home not in cmd for cmd in rec["reproduce"])
