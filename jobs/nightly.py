@@ -484,7 +484,8 @@ def _step_tune(
         ) from None
     ctx.set_mlflow_run_id(rec.mlflow_run_id)
     clean: dict[str, Any] = json.loads(json.dumps(rec.to_json(), default=str))
-    return _relative_paths(ctx, clean)
+    relative: dict[str, Any] = _relative_paths(ctx, clean)
+    return relative
 
 
 def _relative_paths(ctx: JobContext, doc: Any) -> Any:

@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import APIRouter, Response, status
 
 from service.deps import DbDep, ReadAuth, SettingsDep
@@ -28,7 +30,7 @@ def ready(db: DbDep, settings: SettingsDep, response: Response, _: ReadAuth) -> 
     return result
 
 
-_READY = {503: {"model": Readiness}}
+_READY: dict[int | str, dict[str, Any]] = {503: {"model": Readiness}}
 for _path in ("", "/live"):
     router.add_api_route(_path, live, methods=["GET"])
 router.add_api_route("/ready", ready, methods=["GET"], responses=_READY)
