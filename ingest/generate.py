@@ -96,6 +96,16 @@ def _check_run(requests: int, seed: int, rate: float, batch_requests: int) -> No
     problems = []
     if isinstance(requests, bool) or not isinstance(requests, int) or requests < 1:
         problems.append(InputProblem("--requests", None, "requests", f"expected a positive integer, got {requests}"))
+    else:
+        from tailtune.base.settings import get_settings
+
+        cap = get_settings().ingest_max_rows  # a request is at least one row of the trace
+        if cap and requests > cap:
+            shown = str(requests) if requests < 10**30 else f"an integer of {len(str(requests))} digits"
+            problems.append(InputProblem(
+                "--requests", None, "requests",
+                f"{shown} is more than a trace may hold (TAILTUNE_INGEST_MAX_ROWS {cap:,} rows)",
+            ))
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         problems.append(InputProblem("--seed", None, "seed", f"expected a non-negative integer, got {seed}"))
     if not (isinstance(rate, int | float) and rate > 0 and np.isfinite(rate)):

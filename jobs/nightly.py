@@ -492,7 +492,21 @@ def _step_tune(
         ) from None
     ctx.set_mlflow_run_id(rec.mlflow_run_id)
     clean: dict[str, Any] = json.loads(json.dumps(rec.to_json(), default=str))
-    return clean
+    relative: dict[str, Any] = _relative_paths(ctx, clean)
+    return relative
+
+
+def _relative_paths(ctx: JobContext, doc: Any) -> Any:
+    """`doc` with every path under TAILTUNE_HOME written relative to it (the held-out sample in
+    `tuned_for.source.trace`, the files the `reproduce` commands name), as every path in a job's answer is."""
+    root = str(ctx.settings.home_dir.resolve())
+    if isinstance(doc, str):
+        return doc.replace(root + "/", "")
+    if isinstance(doc, dict):
+        return {k: _relative_paths(ctx, v) for k, v in doc.items()}
+    if isinstance(doc, list):
+        return [_relative_paths(ctx, v) for v in doc]
+    return doc
 
 
 def _step_decide(
@@ -568,7 +582,7 @@ def run_nightly(ctx: JobContext) -> dict[str, Any]:
     out_dir = ctx.settings.home_dir / "analyses" / f"job-{ctx.job_id}"
     # the analysis's fan-out is computed on the deployment's model (its servers and replication, wherever from)
     shape = _model(dep, timestamps=False).options
-    servers = int(shape.get("servers", dep["topology"]["servers"]))
+    servers = int(shape.get("servers") or dep["topology"].get("servers") or 1)
     replication = int(shape.get("replication", 1))
     ana = ctx.step("analyze", lambda: _characterize(ctx, dataset_id, out_dir, servers, replication))
     # drift: has the workload moved since the study the running config comes from? No → skip the study
@@ -594,11 +608,16 @@ def run_nightly(ctx: JobContext) -> dict[str, Any]:
             "policy": recommendation.policy,
             "params": recommendation.params,
             "verdict": recommendation.verdict,
+            "reason": recommendation.reason,
+            "p_value": recommendation.p_value,
+            "improvement_pct": recommendation.improvement_pct,
+            "confirmation": recommendation.confirmation,
             "expected": recommendation.expected,
             "baseline": recommendation.baseline,
             "study": recommendation.study,
             "mlflow_run_id": recommendation.mlflow_run_id,
             "tuned_for": recommendation.tuned_for,
+            "reproduce": recommendation.reproduce,
         },
         "model": {"sources": recommendation.tuned_for.get("model_sources", {}),
                   "defaults": [k for k, v in recommendation.tuned_for.get("model_sources", {}).items()

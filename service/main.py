@@ -20,6 +20,7 @@ from service.deployments.router import router as deployments
 from service.deps import database_for
 from service.errors import install_error_handlers
 from service.guard import RequestGuard
+from service.health.router import probes
 from service.health.router import router as health
 from service.jobs.router import router as jobs
 from service.observations.router import router as observations
@@ -93,6 +94,7 @@ def create_app(settings: Settings | None = None, *, fast_path: bool = True) -> F
     for router in (traces, analyses, deployments, observations, verify, jobs, schedules, configs, health):
         api.include_router(router)
     app.include_router(api)
+    app.include_router(probes)  # /health/live, /health/ready, /livez, /readyz at the root
     _add_docs(app)
     app.include_router(console)
     install_error_handlers(app)

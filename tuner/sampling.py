@@ -456,6 +456,22 @@ def _write_sample(
     return path, info
 
 
+def write_input(kind: str, text: str, settings: Settings) -> Path:
+    """A `reproduce` input too long for a command line (a measured round trip's quantiles), written once to
+    `TAILTUNE_HOME/samples/<kind>-<hash>.txt` beside the samples the same commands replay (renamed into place when
+    complete); the same text is the same file."""
+    import hashlib
+    import os
+
+    path = settings.home_dir / "samples" / f"{kind}-{hashlib.sha256(text.encode()).hexdigest()[:16]}.txt"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    return path
+
+
 def requests_in(ids: I64, last_id: int | None) -> int:
     """Requests starting in a batch of `request_id`s that follows one ending with `last_id` (None: the first
     batch): a change of id between consecutive rows, exact when a request's rows are consecutive."""

@@ -7,7 +7,14 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import BaseModel, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    Field,
+    SerializerFunctionWrapHandler,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from tailtune.base.errors import BadInputError
 from tailtune.control.capture import parse_server
@@ -91,7 +98,10 @@ _R = INPUT_RANGES  # the one declaration of the model inputs' ranges (discovery 
 
 
 class Topology(RequestBody):
-    servers: int = Field(ge=_R["servers"].low, le=_R["servers"].high)
+    """What the operator states about the cluster; every field may be left out (discovery reads the live system's,
+    the model's defaults fill the rest, and the answer says which is which)."""
+
+    servers: int | None = Field(default=None, ge=_R["servers"].low, le=_R["servers"].high)
     slots: int = Field(
         default=1, ge=_R["slots"].low, le=_R["slots"].high, description="Concurrent requests per server."
     )
@@ -103,7 +113,7 @@ class Topology(RequestBody):
 
     @model_validator(mode="after")
     def _rf(self) -> Topology:
-        if self.replication > self.servers:
+        if self.servers is not None and self.replication > self.servers:
             raise ValueError("replication must not exceed servers")
         return self
 
@@ -166,7 +176,11 @@ class DeploymentCreate(RequestBody):
     name: str = Field(pattern=NAME_PATTERN)
     kind: Literal["cassandra", "memcached"]
     timezone: str = "UTC"
-    topology: Topology
+    topology: Topology = Field(
+        default_factory=Topology,
+        description="Optional: `tailtune deployments discover` reads servers, replication and slots from the "
+        "connection; what is left out is shown as discovered or as a default.",
+    )
     connection: Connection
     objective: Objective = Field(default_factory=Objective)
     constraints: Constraints = Field(default_factory=Constraints)
@@ -256,20 +270,44 @@ class DeploymentOut(BaseModel):
     server: str
     driver: str
     tables: list[str]
+    sources: dict[str, str] = Field(
+        default_factory=dict,
+        description="Where each shown topology value (and a cassandra deployment's server and driver) comes from: "
+        "declared, discovered, calibrated or default (tailtune.control.model.SOURCES).",
+    )
+    defaults: list[str] = Field(default_factory=list, description="The fields of `sources` left at a default.")
     model: dict[str, Any] = Field(
         default_factory=dict,
         description="The deployment's model as found on the live system: inputs (value, source, time), readings, "
         "and the topology fields the operator set (docs/operations.md § The deployment's model).",
     )
 
+    @model_serializer(mode="wrap")
+    def _kind_fields(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        out: dict[str, Any] = handler(self)
+        if self.kind != "cassandra":  # a server kind, a driver and tables are a cassandra deployment's only
+            for key in ("server", "driver", "tables"):
+                out.pop(key, None)
+        return out
+
     @classmethod
     def of(cls, r: DeploymentRow) -> DeploymentOut:
+        from tailtune.control.model import shown_topology
+
+        topology, sources = shown_topology(r.kind, r.topology or {}, r.connection or {}, r.model or {})
+        if r.kind == "cassandra":
+            given = set((r.model or {}).get("given") or ())
+            for key, default in (("server", "stock"), ("driver", "java4")):
+                value = getattr(r, key) or default
+                sources[key] = "declared" if key in given or value != default else "default"
         return cls(
             id=r.id,
             name=r.name,
             kind=r.kind,
             timezone=r.timezone,
-            topology=r.topology,
+            topology=topology,
+            sources=sources,
+            defaults=[k for k, v in sources.items() if v == "default"],
             connection=r.connection,
             objective=r.objective,
             constraints=r.constraints,

@@ -77,7 +77,7 @@ def create(s: Session, settings: Settings, body: DeploymentCreate, who: Principa
         name=body.name,
         kind=body.kind,
         timezone=body.timezone,
-        topology=body.topology.model_dump(),
+        topology=body.topology.model_dump(exclude_unset=True),  # what the operator said, nothing more
         connection=body.connection.model_dump(),
         objective=body.objective.model_dump(),
         constraints=body.constraints.model_dump(),
@@ -88,7 +88,8 @@ def create(s: Session, settings: Settings, body: DeploymentCreate, who: Principa
         server=body.server,
         driver=body.driver,
         tables=list(body.tables),
-        model={"declared": declared_fields(body.topology.model_dump(), body.topology.model_fields_set)},
+        model={"declared": declared_fields(body.topology.model_dump(), body.topology.model_fields_set),
+               "given": sorted({"server", "driver"} & body.model_fields_set)},
     )
     s.add(row)
     s.flush()

@@ -6,6 +6,9 @@ Command modules import their heavy dependencies (pyarrow, pyspark, optuna, ...) 
 
 from __future__ import annotations
 
+import errno
+import math
+import re
 import sys
 from typing import Annotated
 
@@ -41,8 +44,14 @@ for _register in COMMANDS:
     _register(app)
 
 
+def _elide(text: str) -> str:
+    """`text` with every run of more than 200 characters without a space shortened in the middle (a 5000-character
+    path or number on the command line is named, not echoed whole)."""
+    return re.sub(r"\S{201,}", lambda m: f"{m[0][:120]}…{m[0][-60:]}", text)
+
+
 def _report(exc: TailtuneError) -> None:
-    for i, line in enumerate(str(exc).splitlines()):
+    for i, line in enumerate(_elide(str(exc)).splitlines()):
         prefix = "error: " if i == 0 else "       "
         err_console.print(f"[bold red]{prefix}[/]{escape(line)}", highlight=False, markup=True, soft_wrap=True)
     if exc.hint:
@@ -58,7 +67,7 @@ def _usage_line(exc: typer.TyperException | click.ClickException, args: list[str
         sub = next((a for a in args if not a.startswith("-")), None)
         if sub in names:
             path = f"tailtune {sub}"
-    message = " ".join(exc.format_message().split())
+    message = _elide(" ".join(exc.format_message().split()))
     return f"{path}: {message[:1].lower()}{message[1:]} (see '{path} --help')"
 
 
@@ -88,6 +97,54 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt:
         err_console.print("interrupted")
         sys.exit(130)
+    except Exception as exc:  # not an expected error: still one line (the traceback with --debug)
+        if _state["debug"] or debug:
+            raise
+        code, line = _unexpected(exc, args)
+        err_console.print(f"[bold red]error:[/] {escape(line)}", highlight=False, markup=True, soft_wrap=True)
+        sys.exit(code)
+
+
+#: OS errors that an input names (a path too long, missing, a folder, not allowed): bad input, exit 2.
+_INPUT_ERRNOS = frozenset(
+    getattr(errno, n) for n in ("ENAMETOOLONG", "ENOENT", "ENOTDIR", "EISDIR", "EACCES", "EPERM", "ELOOP", "EINVAL")
+)
+
+
+def _too_large(args: list[str]) -> str | None:
+    """The option whose number is too large for the machine's integers or floats (what an OverflowError came from)."""
+    for i, arg in enumerate(args):
+        try:
+            big = abs(int(arg)) >= 2**63
+        except ValueError:
+            try:
+                big = not math.isfinite(float(arg))
+            except ValueError:
+                big = False
+        if big and arg.lower().lstrip("+-") not in ("nan",):
+            option = args[i - 1] if i > 0 and args[i - 1].startswith("-") else "command line"
+            return f"{option}: {_elide(arg)} is too large a number (at most 2^63 - 1, or a finite float)"
+    return None
+
+
+def _unexpected(exc: Exception, args: list[str]) -> tuple[int, str]:
+    """The exit code and the one line of an exception no command turned into a TailtuneError: a path the input
+    named that the OS refuses (or a NUL byte in one), a number too large for the machine, are bad input (2);
+    anything else an internal error (1)."""
+    def short(value: object) -> str:
+        return _elide(" ".join(str(value).split()))
+
+    if isinstance(exc, OSError) and exc.errno in _INPUT_ERRNOS:
+        where = f"{short(exc.filename)}: " if exc.filename is not None else ""
+        return 2, f"{where}{exc.strerror or short(exc)}"
+    if isinstance(exc, OverflowError) and (line := _too_large(args)) is not None:
+        return 2, line
+    kvsim = sys.modules.get("kvsim")
+    if kvsim is not None and isinstance(exc, kvsim.ParameterError):  # the simulator's own range check of an input
+        return 2, short(exc)
+    if isinstance(exc, ValueError) and "null byte" in str(exc):
+        return 2, "a path or name contains a NUL byte"
+    return 1, f"internal error: {type(exc).__name__}: {short(exc)} (run with --debug for the traceback)"
 
 
 if __name__ == "__main__":

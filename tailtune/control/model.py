@@ -42,6 +42,7 @@ __all__ = [
     "check_input",
     "check_model_size",
     "declared_fields",
+    "shown_topology",
 ]
 
 #: Where a model input came from (`trace`: the arrival times of the trace being tuned).
@@ -299,3 +300,22 @@ def build_model(
     sources = {name: b.sources[name] for name in order if name in b.sources}
     inputs = {name: b.inputs[name] for name in order if name in b.inputs}
     return DeploymentModel(kind, opts, sources, inputs, b.notes)
+
+
+def shown_topology(
+    kind: str, topology: Mapping[str, Any], connection: Mapping[str, Any], model: Mapping[str, Any]
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """The topology a deployment's answer shows — the values its tune replays (the operator's, else calibrated,
+    else discovered, else the model's default) — and the source of each (`topology.<field>` → source). A
+    memcached deployment's topology is its servers (its connection's); the Cassandra-only fields are not shown."""
+    m = build_model(kind, topology, connection, model, timestamps=False)
+    o = m.options
+    if kind != "cassandra":
+        return {"servers": o.get("servers", 1)}, {"topology.servers": m.sources["servers"]}
+    from tailtune.simulation.cassandra import CassandraDeployment
+
+    d = CassandraDeployment()
+    values = {"servers": o["servers"], "slots": o["slots"], "replication": o["replication"],
+              "service_rate_per_s": o.get("service_rate", d.service_rate),
+              "network_ms": o.get("net_latency_us", d.net_latency_us) / 1000.0}
+    return values, {f"topology.{k}": m.sources[_TOPOLOGY_INPUT[k]] for k in values}

@@ -269,8 +269,9 @@ def test_a_deployment_row_without_model_keeps_its_topology_as_the_operators(svc:
         row = s.get(DeploymentRow, dep["id"])
         assert row is not None
         row.model = {}
-    m = build_model("cassandra", dep["topology"], dep["connection"], {}, timestamps=False)
-    assert m.sources["slots"] == "declared" and m.options["slots"] == 1  # unknown: every stored field is operator's
+    legacy = {"servers": 5, "slots": 1, "replication": 1}  # what rows stored before only the given fields were kept
+    m = build_model("cassandra", legacy, dep["connection"], {}, timestamps=False)
+    assert m.sources["slots"] == "declared" and m.options["slots"] == 1  # unknown: every stored field is declared
 
 
 def test_a_model_too_large_to_store_is_refused() -> None:
@@ -281,3 +282,58 @@ def test_a_model_too_large_to_store_is_refused() -> None:
     check_model_size(model, 8 * 1024**2)
     with pytest.raises(ModelTooLarge, match="TAILTUNE_MODEL_MAX_BYTES"):
         check_model_size(model, 100_000)
+
+
+@pytest.mark.slow
+def test_a_nightly_result_carries_the_held_out_verdict_and_paths_relative_to_home(svc: Svc, tmp_path: Path) -> None:
+    """`result.recommendation` has the verdict's reason and its held-out confirmation, and names the held-out
+    sample and the reproduce inputs relative to TAILTUNE_HOME (no server path in the answer)."""
+    dataset, summary = _dataset(svc, tmp_path, "soundcloud")
+    body = {"name": "model-verdict", "kind": "cassandra", "topology": {"servers": 6, "replication": 2},
+            "connection": {"contact_points": ["127.0.0.1"], "port": 9042}}
+    dep = svc.client.post(f"{API}/deployments", json=body, headers=svc.write).json()
+    job = _nightly(svc, dep["id"], dataset, summary)
+    rec = job["result"]["recommendation"]
+    tune = next(s["output"] for s in job["steps"] if s["name"] == "tune")
+    assert rec["reason"] and rec["reason"] == tune["reason"]
+    assert "confirmation" in rec and rec["confirmation"] == tune["confirmation"]
+    assert rec["p_value"] == tune["p_value"] and rec["improvement_pct"] == tune["improvement_pct"]
+    home = str(svc.settings.home_dir.resolve())
+    assert home not in json.dumps(job["result"]) and home not in json.dumps(job["steps"])
+    trace = rec["tuned_for"]["source"].get("trace")
+    if trace is not None:  # the held-out split's earlier part: a sample under TAILTUNE_HOME
+        assert not trace.startswith("/") and (svc.settings.home_dir / trace).is_file()
+    assert rec["reproduce"] and all(home not in cmd for cmd in rec["reproduce"])
+
+
+def test_registration_needs_no_topology_and_the_answer_says_what_is_a_default(svc: Svc) -> None:
+    body = {"name": "bare-c", "kind": "cassandra", "connection": {"contact_points": ["127.0.0.1"]}}
+    r = svc.client.post(f"{API}/deployments", json=body, headers=svc.write)
+    assert r.status_code == 201, r.text
+    dep = r.json()
+    assert dep["sources"]["topology.servers"] == "default" and "topology.slots" in dep["defaults"]
+    assert dep["sources"]["server"] == "default" and "driver" in dep["defaults"]
+    assert dep["topology"]["slots"] == 8  # the value a tune replays, marked a default (not slots 1 "as said")
+    with svc.db.session() as s:
+        row = s.get(DeploymentRow, dep["id"])
+        assert row is not None and row.topology == {}
+        row.model = {**row.model, "inputs": {"servers": {"value": 3, "source": "discovered", "at": 1.0, "how": "x"},
+                                             "replication": {"value": 3, "source": "discovered", "at": 1.0,
+                                                             "how": "x"}}}
+    dep = svc.client.get(f"{API}/deployments/{dep['id']}", headers=svc.read).json()
+    assert (dep["topology"]["servers"], dep["topology"]["replication"]) == (3, 3)
+    assert dep["sources"]["topology.servers"] == "discovered" and "topology.servers" not in dep["defaults"]
+    body = {"name": "given-c", "kind": "cassandra", "topology": {"servers": 4, "slots": 2},
+            "connection": {"contact_points": ["127.0.0.1"]}, "driver": "java4"}
+    dep = svc.client.post(f"{API}/deployments", json=body, headers=svc.write).json()
+    assert dep["sources"]["topology.slots"] == "declared" and dep["sources"]["driver"] == "declared"
+    assert dep["sources"]["topology.replication"] == "default"
+
+
+def test_a_memcached_answer_has_no_cassandra_fields(svc: Svc) -> None:
+    body = {"name": "bare-m", "kind": "memcached", "connection": {"servers": ["10.1.0.5:11211", "10.1.0.6:11211"]}}
+    r = svc.client.post(f"{API}/deployments", json=body, headers=svc.write)
+    assert r.status_code == 201, r.text
+    for dep in (r.json(), svc.client.get(f"{API}/deployments/{r.json()['id']}", headers=svc.read).json()):
+        assert not {"server", "driver", "tables"} & set(dep)
+        assert dep["topology"] == {"servers": 2} and dep["sources"] == {"topology.servers": "declared"}

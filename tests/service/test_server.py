@@ -172,3 +172,18 @@ def test_a_stalled_head_is_answered_408_and_a_silent_connection_closed(api_serve
     assert "api_read_timeout_s" in str(body["detail"])
     with socket.create_connection(("127.0.0.1", api_server.port), timeout=BOUND_S) as conn:
         assert _read_to_eof(conn) == b""  # nothing was asked: closed without an answer
+
+
+def test_probes_are_served_at_the_root_and_under_the_api(svc: Svc, api_server: Server) -> None:
+    """`/health/live`, `/health/ready`, `/livez`, `/readyz` at the root answer as `/api/v1/health[/ready]` do, over
+    the real server (fast path and guard included); readiness takes the same read auth wherever it is served."""
+    with httpx.Client(base_url=f"http://127.0.0.1:{api_server.port}", timeout=BOUND_S) as c:
+        for path in ("/health/live", "/livez", f"{API}/health", f"{API}/health/live"):
+            r = c.get(path)
+            assert r.status_code == 200 and r.json() == {"status": "ok"}, path
+        want = c.get(f"{API}/health/ready", headers=svc.read)
+        assert want.status_code in (200, 503)
+        for path in ("/health/ready", "/readyz"):
+            r = c.get(path, headers=svc.read)
+            assert r.status_code == want.status_code, path
+            assert {k["name"] for k in r.json()["checks"]} == {k["name"] for k in want.json()["checks"]}

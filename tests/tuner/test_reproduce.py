@@ -164,3 +164,31 @@ def test_patched_recommendation_with_stock_knobs_reproduces(tmp_path: Path) -> N
         assert args[args.index("--policy") + 1] == "rein"
         got = _simulate(args, tmp_path)
         assert {k: got[k] for k in METRICS} == {k: figures[k] for k in METRICS}
+
+
+def test_a_calibrated_deployments_reproduce_commands_run_as_printed(tailtune_home: Path) -> None:
+    """A calibrated round trip (101 quantiles) is written next to the other reproduce inputs, under
+    `TAILTUNE_HOME/samples`, and the command names that file: it runs as printed, in a fresh process."""
+    rtt = [round(0.2 + 0.004 * i + (0.5 if i > 97 else 0.0), 6) for i in range(101)]
+    req = TuneRequest(source=WorkloadSource(profile="bimodal", requests=1000), deployment="cassandra", trials=3,
+                      seeds=1, storage="memory", mlflow=False, plots=False, policies=("heron",),
+                      evaluator_options={"servers": 16, "client_rtt_ms": rtt})
+    rec = run_tune(req)
+    assert rec.tuned_for["client_rtt_ms"] == rtt
+    (cmd,) = rec.reproduce
+    args = shlex.split(cmd)
+    path = Path(args[args.index("--client-rtt-ms") + 1])
+    assert path.parent == tailtune_home / "samples" and path.is_file()
+    assert [float(x) for x in path.read_text().split()] == rtt
+    assert len(cmd) < 1000
+    got = _simulate(args, tailtune_home)
+    assert {k: got[k] for k in METRICS} == {k: rec.expected["per_seed"][0][k] for k in METRICS}
+
+
+def test_quantiles_inline_or_a_path_of_any_length_are_one_clear_line(cli: Any, tmp_path: Path) -> None:
+    base = ["simulate", "--profile", "bimodal", "--requests", "50", "--policy", "fifo"]
+    rtt = ",".join(repr(0.2 + 0.004 * i) for i in range(101))  # inline, as a user may still give them
+    assert cli(*base, "--client-rtt-ms", rtt, "--json").exit_code == 0
+    res = cli(*base, "--client-rtt-ms", str(tmp_path / ("q" * 5000)))
+    assert res.exit_code == 2 and "--client-rtt-ms" in res.stderr and "cannot read" in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1

@@ -214,8 +214,15 @@ class KvsimCassandraEvaluator(Evaluator):
 
     def simulate_args(self, candidate: Candidate, seed: int) -> list[str]:
         params = [a for k, v in sorted(candidate.params.items()) for a in ("--param", f"{k}={v}")]
-        return ["simulate", *self.source.cli_args(), *self.setup.cli_args(), "--policy", candidate.policy,
-                *params, "--seed", str(seed)]
+        setup = self.setup.cli_args()
+        if "--client-rtt-ms" in setup:  # a measured round trip's quantiles: a file, not 101 numbers inline
+            from tailtune.base.settings import get_settings
+            from tuner.sampling import write_input
+
+            i = setup.index("--client-rtt-ms") + 1
+            setup[i] = str(write_input("client-rtt-ms", setup[i].replace(",", "\n") + "\n", get_settings()))
+        return ["simulate", *self.source.cli_args(), *setup, "--policy", candidate.policy, *params,
+                "--seed", str(seed)]
 
 
 def _metrics(r: kvsim.Result) -> Metrics:

@@ -4,6 +4,7 @@ shows as a `memcached-watch` trace file (`tailtune.control.capture`; docs/format
 
 from __future__ import annotations
 
+import math
 import signal
 import threading
 from pathlib import Path
@@ -85,6 +86,11 @@ def memcached(
     from tailtune.base.settings import get_settings
     from tailtune.control.capture import CaptureProgress, CaptureTarget, capture_memcached, parse_server, stats_caps
 
+    if duration is not None and not (math.isfinite(duration) and duration > 0):
+        from tailtune.base.errors import BadInputError
+
+        raise BadInputError.single("--duration", f"{duration:g} is not a number of seconds (> 0, finite)",
+                                   field="duration")
     settings = get_settings()
     targets = [CaptureTarget(s, *parse_server(s)) for s in servers]
     cap = settings.capture_max_bytes if max_bytes is None else parse_size(max_bytes, "--max-bytes")

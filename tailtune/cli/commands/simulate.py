@@ -179,14 +179,13 @@ def _client_rtt(text: str) -> tuple[float, ...]:
     from tailtune.simulation.cassandra import client_rtt
 
     where, body = "--client-rtt-ms", text
-    path = Path(text)
-    if path.is_file():
-        where = text
+    if not re.fullmatch(r"[\s,\[\]0-9eE.+\-]*", text):  # not numbers: the path of a file of them
+        where = text if len(text) <= 200 else text[:200] + "…"
         try:
-            body = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
+            body = Path(text).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
             raise BadInputError.single(
-                "--client-rtt-ms", f"cannot read {text}: {getattr(exc, 'strerror', None) or exc}",
+                "--client-rtt-ms", f"cannot read {where}: {getattr(exc, 'strerror', None) or exc}",
                 field="client_rtt_ms",
             ) from None
     values: list[float] = []
@@ -196,8 +195,9 @@ def _client_rtt(text: str) -> tuple[float, ...]:
         try:
             values.append(float(part))
         except ValueError:
+            shown = part if len(part) <= 40 else part[:40] + "…"
             raise BadInputError.single(
-                where, f"{part!r} is not a number of ms (give quantiles p0, ..., p100, comma-separated, "
+                where, f"{shown!r} is not a number of ms (give quantiles p0, ..., p100, comma-separated, "
                 "or a file of them)", field="client_rtt_ms",
             ) from None
     return client_rtt(values, where)
