@@ -29,7 +29,7 @@ from tailtune.control.capture import (
 )
 from tailtune.control.common import now
 from tailtune.control.db import DeploymentRow, TraceRow
-from tailtune.control.egress import Egress, EgressRefused
+from tailtune.control.egress import Egress, EgressRefused, EgressUnresolved
 from tailtune.control.jobspec import CaptureOptions
 from tailtune.control.storage import storage_full
 
@@ -45,6 +45,8 @@ def _targets(ctx: JobContext, servers: list[str]) -> list[CaptureTarget]:
         try:
             host, port = parse_server(server)
             address = egress.resolve(host, port)[0]
+        except EgressUnresolved as exc:  # it may resolve later: the job is retried
+            raise CaptureFailed(f"memcached {server}: {exc}", permanent=False) from None
         except EgressRefused as exc:
             raise JobFailed(f"capture: memcached {server}: {exc}") from None
         except BadInputError:  # a server the API would not have accepted (written straight into the DB)

@@ -88,8 +88,8 @@ class CqlTarget:
         for host in self.connection.get("contact_points", []):
             try:
                 points += [a for a in self.egress.resolve(str(host), self.port) if a not in points]
-            except EgressRefused as exc:
-                raise EgressRefused(f"contact point {exc}") from None
+            except EgressRefused as exc:  # the same kind (a name that does not resolve may resolve later)
+                raise type(exc)(f"contact point {exc}") from None
         return points
 
     def connect(self, *, consistency: str = "QUORUM") -> tuple[Any, Any]:

@@ -256,7 +256,7 @@ def open_session(connection: Mapping[str, Any], egress: Egress, timeout_s: float
     try:
         cluster, session = target.connect(consistency="ONE")
     except EgressRefused as exc:
-        raise DiscoveryFailed(f"cassandra: {exc}", permanent=True) from None
+        raise DiscoveryFailed(f"cassandra: {exc}", permanent=exc.permanent) from None
     except PasswordMissing as exc:
         raise DiscoveryFailed(
             f"cassandra: {exc}: set it in the environment of the process that connects (the worker, or this shell)",
@@ -757,7 +757,7 @@ def discover_memcached(
         try:
             address = egress.resolve(host, port)[0]
         except EgressRefused as exc:
-            raise DiscoveryFailed(f"memcached {server}: {exc}", permanent=True) from None
+            raise DiscoveryFailed(f"memcached {server}: {exc}", permanent=exc.permanent) from None
         addresses[str(server)] = (address, port)
         raw_stats, raw_settings = _server_stats(str(server), address, port, timeout_s, caps)
         stats = {k: _plain(v) for k, v in raw_stats.items()}

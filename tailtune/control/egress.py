@@ -55,11 +55,16 @@ IpNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 
 class EgressRefused(TailtuneError):
-    """The worker will not read this variable or connect to this host (a rule of `tailtune.control.egress`)."""
+    """The worker will not read this variable or connect to this host (a rule of `tailtune.control.egress`).
+    `permanent`: another try would be refused the same way."""
+
+    permanent: bool = True
 
 
 class EgressUnresolved(EgressRefused):
-    """A host name that does not resolve (nothing is connected to; it may resolve later)."""
+    """A host name that does not resolve (nothing is connected to; it may resolve later: not permanent)."""
+
+    permanent = False
 
 
 def _literal(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:

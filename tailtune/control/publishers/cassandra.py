@@ -41,7 +41,7 @@ from typing import Any
 
 from tailtune.base.errors import BadInputError
 from tailtune.control.cql import ConnectFailed, CqlTarget, PasswordMissing
-from tailtune.control.egress import EgressRefused
+from tailtune.control.egress import EgressRefused, EgressUnresolved
 from tailtune.control.publishers.base import (
     Head,
     Known,
@@ -291,6 +291,8 @@ class CassandraPublisher(Publisher):
     def _connect(self) -> tuple[Any, Any]:
         try:
             return self._target().connect()
+        except EgressUnresolved as exc:  # it may resolve later: worth retrying
+            raise TargetUnavailable(f"cassandra: {exc}") from None
         except EgressRefused as exc:
             raise PublishRejected(f"cassandra: {exc}") from None
         except PasswordMissing as exc:

@@ -42,7 +42,7 @@ from typing import Any, TypeGuard
 
 from tailtune_client.config import KEY_MIN_BYTES, MAC_FIELD, canonical, signed
 
-from tailtune.control.egress import Egress, EgressRefused
+from tailtune.control.egress import Egress, EgressRefused, EgressUnresolved
 from tailtune.control.publishers.base import (
     Head,
     Known,
@@ -122,6 +122,8 @@ class MemcachedPublisher(Publisher):
         host, port = _hostport(server)
         try:
             return self.egress.resolve(host, port)[0], port
+        except EgressUnresolved as exc:  # it may resolve later: worth retrying
+            raise TargetUnavailable(f"memcached {server}: {exc}") from None
         except EgressRefused as exc:
             raise PublishRejected(f"memcached {server}: {exc}") from None
 
