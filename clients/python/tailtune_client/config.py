@@ -67,8 +67,9 @@ __all__ = [
 MODES = ("batching", "chisel")
 #: The keys a chisel config must carry (no defaults in the client).
 CHISEL_KEYS = ("elephant_threshold", "merge", "split_keys")
-#: The largest value the client runs for each chisel key (keys per request, keys per chunk, mice per query).
-CHISEL_MAX = {"elephant_threshold": 1_000_000, "merge": 1024, "split_keys": 1_000_000}
+#: The largest value the client runs for each chisel key (keys per request, keys per chunk, mice per query);
+#: `split_keys` 2^32 - 1 is the simulator's "no split" (its default: a chunk no request reaches).
+CHISEL_MAX = {"elephant_threshold": 1_000_000, "merge": 1024, "split_keys": 2**32 - 1}
 #: The largest config version and deployment id a document may carry (the metadata DB's integer columns).
 VERSION_MAX = 2**31 - 1
 #: The field of a memcached publisher's document that holds its MAC (`document_mac`).

@@ -234,7 +234,7 @@ def test_config_from_the_publishers_memcached_key(pool: list[Memcached]) -> None
         assert "no server answered" in (stats["last_config_error"] or "")
 
 
-FORGED_BLOCK = {"mode": "chisel", "elephant_threshold": 2, "merge": 1, "split_keys": 4294967295}
+FORGED_BLOCK = {"mode": "chisel", "elephant_threshold": 2, "merge": 1, "split_keys": 2**32}
 
 
 @pytest.mark.parametrize(
@@ -244,7 +244,7 @@ FORGED_BLOCK = {"mode": "chisel", "elephant_threshold": 2, "merge": 1, "split_ke
         ({"key": b"not-the-publishers-key-000"}, "bad MAC"),
         ({"deployment": "shop"}, "names deployment 'shop', not 'web'"),
         ({"deployment_id": 4}, "names deployment id 4, not 3"),
-        ({"block": FORGED_BLOCK}, "split_keys must be an integer in [1, 1000000], got 4294967295"),
+        ({"block": FORGED_BLOCK}, "split_keys must be an integer in [1, 4294967295], got 4294967296"),
         ({"version": 2**62}, "version must be an integer in [0, 2147483647]"),
         ({"raw": b"\xff not json"}, "not JSON"),
     ],
@@ -308,7 +308,7 @@ def test_a_pool_source_needs_the_config_key(pool: list[Memcached]) -> None:
 )
 def test_every_chisel_value_is_range_checked(key: str, value: Any) -> None:
     block: dict[str, Any] = {"mode": "chisel", "elephant_threshold": 10, "merge": 2, "split_keys": 4, key: value}
-    top = {"elephant_threshold": 1_000_000, "merge": 1024, "split_keys": 1_000_000}[key]
+    top = {"elephant_threshold": 1_000_000, "merge": 1024, "split_keys": 2**32 - 1}[key]
     ok = (
         not isinstance(value, bool) and isinstance(value, int | float) and 1 <= value <= top and int(value) == value
     )
