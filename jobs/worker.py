@@ -40,7 +40,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from jobs.context import Handler, JobCancelled, JobContext, JobFailed, JobOverBudget, LeaseLost
-from tailtune.base.errors import BadInputError
+from tailtune.base.errors import BadInputError, TailtuneError
 from tailtune.base.settings import Settings
 from tailtune.control.db import Database, JobRow, WorkerRow
 from tailtune.control.redact import public
@@ -225,10 +225,11 @@ class Worker:
         return status
 
     def _failed(self, ctx: JobContext, job: JobRow, exc: Exception) -> str:
-        try:  # a full disk anywhere in the job: the path and the bytes free, not a bare [Errno 28]
-            raise_if_disk_full(exc, self.settings)
-        except DiskFull as full:
-            exc = full
+        if not isinstance(exc, TailtuneError):  # a step's own error already says what it could not write
+            try:  # a full disk anywhere in the job: the path and the bytes free, not a bare [Errno 28]
+                raise_if_disk_full(exc, self.settings)
+            except DiskFull as full:
+                exc = full
         message = public(f"{type(exc).__name__}: {exc}", self.settings)
         permanent = isinstance(exc, (BadInputError, JobFailed)) or getattr(exc, "permanent", False)
         if not isinstance(exc, BadInputError | JobFailed):  # the traceback goes to the process log only
