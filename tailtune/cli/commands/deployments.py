@@ -26,11 +26,12 @@ def _db() -> Any:
 
 
 def _fail(exc: Exception, where: str) -> Exception:
-    """A control-plane or validation error as the CLI's one-line error (2: bad input, 3: not found)."""
+    """A control-plane or validation error as the CLI's one-line error about the input `where` (2: bad input,
+    3: not found)."""
     from pydantic import ValidationError
 
-    from tailtune.base.errors import BadInputError, InputProblem, NotFoundError
-    from tailtune.control.errors import Missing, ServiceError
+    from tailtune.base.errors import BadInputError, InputProblem
+    from tailtune.control.errors import ServiceError
 
     if isinstance(exc, ValidationError):
         problems = [
@@ -38,11 +39,8 @@ def _fail(exc: Exception, where: str) -> Exception:
             for e in exc.errors()
         ]
         return BadInputError(problems)
-    if isinstance(exc, Missing):
-        return NotFoundError(exc.detail)
-    if isinstance(exc, ServiceError):  # its detail may start with the field ("config.params.k: ...")
-        detail = exc.detail.removeprefix(f"{exc.field}: ") if exc.field else exc.detail
-        return BadInputError([InputProblem(where, None, exc.field, detail)])
+    if isinstance(exc, ServiceError):
+        return exc.at(where)
     if isinstance(exc, ValueError):  # not JSON
         return BadInputError([InputProblem(where, None, None, str(exc))])
     return exc
