@@ -16,7 +16,7 @@ from tailtune.base.settings import get_settings
 from tuner.tune import TuneRequest
 
 #: What each caller chooses about how the study runs (not what it tunes): normalised before the comparison.
-_HOW = {"study": None, "storage": None, "timeout_s": None, "jobs": 1, "mlflow": True, "plots": True, "cdf_points": 0}
+_HOW: dict[str, Any] = {"study": None, "storage": None, "timeout_s": None, "jobs": 1, "mlflow": True, "plots": True, "cdf_points": 0}
 
 
 class _Captured(TailtuneError):
@@ -37,7 +37,8 @@ def captured(monkeypatch: pytest.MonkeyPatch) -> list[TuneRequest]:
 
 def _dataset(cli: Any, tmp_path: Path) -> str:
     trace = tmp_path / "t.parquet"
-    assert cli("generate", "--profile", "soundcloud", "--requests", "400", "--seed", "1", "--out", str(trace)).exit_code == 0
+    r = cli("generate", "--profile", "soundcloud", "--requests", "400", "--seed", "1", "--out", str(trace))
+    assert r.exit_code == 0, r.stderr
     r = cli("ingest", str(trace), "--json")
     assert r.exit_code == 0, r.stderr
     return str(json.loads(r.stdout)["id"])
@@ -69,7 +70,8 @@ def _nightly_request(dep_name: str, dataset: str, summary: Path, captured: list[
     Worker(settings, db, "w-req", handlers=default_handlers(), schedule=False).run_once()
     with db.session() as s:
         row = s.get(JobRow, job_id)
-        assert row is not None and row.error is not None and "captured" in row.error, row.error
+        assert row is not None and row.error is not None
+        assert "captured" in row.error, row.error
     db.dispose()
     assert len(captured) == before + 1
     return captured[-1]
