@@ -31,7 +31,7 @@ from tailtune.control.errors import Invalid
 from tailtune.control.grants import PASSWORD, granted
 from tailtune.control.jobspec import NightlyOptions, TuneOptions, check_nightly
 from tailtune.control.redact import public
-from tailtune.control.tune_request import deployment_model, deployment_record
+from tailtune.control.tune_request import deployment_model, deployment_record, deployment_tune
 from tuner.recommendation import Recommendation, accept
 
 __all__ = [
@@ -433,18 +433,17 @@ def _step_tune(
     import json
 
     try:
-        from tailtune.control.tune_request import tune_request
         from tailtune.simulation.source import WorkloadSource
-        from tuner.tune import run_tune
+        from tuner.tune import TuneRequest, run_tune
     except ImportError as exc:
         raise JobFailed(f"the tuner is not available: {exc}") from exc
     study = f"tailtune-{dep['name']}-job{ctx.job_id}"
     ctx.log(f"tuning dataset {dataset_id} (study {study}; resumes from its storage if it exists)")
     summary = json.loads(_in_home(ctx, summary_path).read_text())
-    tune = tune_request(
-        dep,
+    tune = deployment_tune(dep, timestamps=_has_timestamps(summary))
+    req = TuneRequest.for_deployment(
         WorkloadSource(dataset=dataset_id),
-        timestamps=_has_timestamps(summary),
+        tune.fields,
         trials=opts.trials,
         seeds=opts.seeds,
         objective=str(dep["objective"].get("metric", "p99")),
@@ -462,7 +461,6 @@ def _step_tune(
         ctx.log(f"model: {note}")
     for note in tune.notes:
         ctx.log(f"note: {note}")
-    req = tune.request
     try:
         # between two trials, a cancel (or the time budget) stops the study: no further trial starts
         rec = run_tune(req, settings=ctx.settings, on_progress=lambda *_: ctx.check_cancel())

@@ -7,23 +7,21 @@ CLI's options) and adds how the study runs (trials, seeds, objective, study name
 scheduler: the deployment's current config naming a patched policy (the default `fifo` included) is left out —
 the current config is then Cassandra's and the driver's defaults — and a note says so. A current config the
 caller names is the caller's: the tuner refuses a patched one on a stock server.
+
+The fields are plain data (the control plane imports no tuner): `tuner.tune.TuneRequest.for_deployment` makes the
+request of them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tailtune.control.db import DeploymentRow
 from tailtune.control.model import DeploymentModel, build_model
 
-if TYPE_CHECKING:  # the tuner is imported by who tunes (the worker reports a tuner it cannot import)
-    from tailtune.simulation.source import WorkloadSource
-    from tuner.space import Candidate
-    from tuner.tune import TuneRequest
-
-__all__ = ["DeploymentTune", "deployment_model", "deployment_record", "tune_request"]
+__all__ = ["DeploymentTune", "deployment_model", "deployment_record", "deployment_tune"]
 
 
 def deployment_record(row: DeploymentRow) -> dict[str, Any]:
@@ -51,44 +49,38 @@ def deployment_model(dep: Mapping[str, Any], *, timestamps: bool, load: float | 
 
 @dataclass(frozen=True)
 class DeploymentTune:
-    """The request, the model it replays, the model's warning (None when no input rests on a default) and what the
-    request leaves out of the deployment, and why."""
+    """The `TuneRequest` fields of a deployment's tune (`TuneRequest.for_deployment`), the model it replays, the
+    model's warning (None when no input rests on a default) and what the request leaves out of the deployment, and
+    why."""
 
-    request: TuneRequest
+    fields: dict[str, Any]
     model: DeploymentModel
     warning: str | None
     notes: tuple[str, ...]
 
 
-def tune_request(
+def deployment_tune(
     dep: Mapping[str, Any],
-    source: WorkloadSource,
     *,
     timestamps: bool,
     load: float | None = None,
     server: str | None = None,
     driver: str | None = None,
     tables: Sequence[str] = (),
-    current: Candidate | None = None,
+    current: Mapping[str, Any] | None = None,
     evaluator_options: Mapping[str, Any] | None = None,
-    **run: Any,
 ) -> DeploymentTune:
-    """The tune of deployment `dep` (`deployment_record`) on `source`. `timestamps`: the trace's own arrivals can
-    be replayed; `load`: a what-if offered load instead. `server`, `driver`, `tables` and `current` replace the
-    deployment's (None or empty: the deployment's); `evaluator_options` go over the model's (a stall rate, ...);
-    `run` are the other fields of the `TuneRequest` (trials, seeds, objective, study, ...)."""
-    from tuner.space import Candidate
-    from tuner.tune import TuneRequest
-
+    """The tune of deployment `dep` (`deployment_record`). `timestamps`: the trace's own arrivals can be replayed;
+    `load`: a what-if offered load instead. `server`, `driver`, `tables` and `current` (`{policy, params}`) replace
+    the deployment's (None or empty: the deployment's); `evaluator_options` go over the model's (a stall rate,
+    ...)."""
     kind = str(dep["kind"])
-    cassandra = kind == "cassandra"
-    server = server or (str(dep.get("server") or "stock") if cassandra else None)
+    server = server or (str(dep.get("server") or "stock") if kind == "cassandra" else None)
     notes: list[str] = []
     if current is None and dep.get("current_config"):
-        cfg = dep["current_config"]
-        current = Candidate(str(cfg["policy"]), dict(cfg.get("params") or {}))
-        if server == "stock" and current.policy != "stock":
-            notes.append(f"the deployment's current config {current.policy!r} needs a patched server: a stock "
+        current = dep["current_config"]
+        if server == "stock" and current["policy"] != "stock":
+            notes.append(f"the deployment's current config {current['policy']!r} needs a patched server: a stock "
                          "server runs no scheduler, so the current config replayed is Cassandra's and the driver's "
                          "defaults")
             current = None
@@ -97,15 +89,13 @@ def tune_request(
     warning = model.warning(str(dep["name"]))
     if warning is not None:
         record["warning"] = warning
-    request = TuneRequest(
-        source=source,
-        deployment=kind,
-        current=current,
-        evaluator_options={**model.options, **(evaluator_options or {})},
-        model=record,
-        server=server,
-        driver=driver or str(dep.get("driver") or "java4"),
-        tables=tuple(tables or dep.get("tables") or ()),
-        **run,
-    )
-    return DeploymentTune(request, model, warning, tuple(notes))
+    fields = {
+        "deployment": kind,
+        "current": None if current is None else {"policy": current["policy"], "params": current.get("params")},
+        "evaluator_options": {**model.options, **(evaluator_options or {})},
+        "model": record,
+        "server": server,
+        "driver": driver or str(dep.get("driver") or "java4"),
+        "tables": tuple(tables or dep.get("tables") or ()),
+    }
+    return DeploymentTune(fields, model, warning, tuple(notes))

@@ -135,15 +135,16 @@ def tune(
     }
     if deployment is not None:
         tune = _deployment_tune(
-            deployment, source, load=load, server=server, driver=None if driver == "java4" else driver,
-            tables=table or (), current=current_cand,
-            evaluator_options={k: v for k, v in ev_opts.items() if k != "load"}, **run,
+            deployment, source, load=load, server=server,
+            driver=None if driver == "java4" else driver, tables=table or (),
+            current=None if current_cand is None else {"policy": current_cand.policy, "params": current_cand.params},
+            evaluator_options={k: v for k, v in ev_opts.items() if k != "load"},
         )
         if tune.warning is not None:
             err_console.print(f"[yellow]warning:[/] {tune.warning}")
         for note in tune.notes:
             err_console.print(f"note: {note}", highlight=False, markup=False)
-        req = tune.request
+        req = TuneRequest.for_deployment(source, tune.fields, **run)
     else:
         req = TuneRequest(
             source=source, deployment=store, current=current_cand, evaluator_options=ev_opts, server=server,
@@ -171,7 +172,7 @@ def _deployment_tune(name: str, source: WorkloadSource, **options: Any) -> Deplo
     from tailtune.base.settings import get_settings
     from tailtune.control.db import database_for
     from tailtune.control.deployments import get_by_name
-    from tailtune.control.tune_request import deployment_record, tune_request
+    from tailtune.control.tune_request import deployment_record, deployment_tune
 
     db = database_for(get_settings().resolved_database_url)
     try:
@@ -179,7 +180,7 @@ def _deployment_tune(name: str, source: WorkloadSource, **options: Any) -> Deplo
             dep = deployment_record(get_by_name(s, name))
     finally:
         db.dispose()
-    return tune_request(dep, source, timestamps=source.has_timestamps(), **options)
+    return deployment_tune(dep, timestamps=source.has_timestamps(), **options)
 
 
 def _print_text(doc: dict[str, Any]) -> None:
