@@ -16,7 +16,9 @@ from tailtune.base.settings import get_settings
 from tuner.tune import TuneRequest
 
 #: What each caller chooses about how the study runs (not what it tunes): normalised before the comparison.
-_HOW: dict[str, Any] = {"study": None, "storage": None, "timeout_s": None, "jobs": 1, "mlflow": True, "plots": True, "cdf_points": 0}
+_HOW: dict[str, Any] = {
+    "study": None, "storage": None, "timeout_s": None, "jobs": 1, "mlflow": True, "plots": True, "cdf_points": 0,
+}
 
 
 class _Captured(TailtuneError):
