@@ -30,8 +30,8 @@ from tailtune.control.egress import Egress
 from tailtune.control.errors import Invalid
 from tailtune.control.grants import PASSWORD, granted
 from tailtune.control.jobspec import NightlyOptions, TuneOptions, check_nightly
-from tailtune.control.model import DeploymentModel, build_model
 from tailtune.control.redact import public
+from tailtune.control.tune_request import deployment_model, deployment_record, deployment_tune
 from tuner.recommendation import Recommendation, accept
 
 __all__ = [
@@ -421,11 +421,6 @@ def _step_ingest(ctx: JobContext, dep_id: int) -> dict[str, Any]:
     return {"traces": traces, "datasets": [ingest_trace(ctx, t) for t in traces]}
 
 
-def _model(dep: dict[str, Any], *, timestamps: bool) -> DeploymentModel:
-    """What a tune of this deployment replays: its own cluster (tailtune.control.model)."""
-    return build_model(str(dep["kind"]), dep["topology"], dep["connection"], dep["model"], timestamps=timestamps)
-
-
 def _has_timestamps(summary: dict[str, Any]) -> bool:
     """Does the analysed trace carry arrival times that span some time (its own arrivals can be replayed)?"""
     arrivals = summary.get("arrivals") or {}
@@ -439,49 +434,33 @@ def _step_tune(
 
     try:
         from tailtune.simulation.source import WorkloadSource
-        from tuner.space import Candidate
         from tuner.tune import TuneRequest, run_tune
     except ImportError as exc:
         raise JobFailed(f"the tuner is not available: {exc}") from exc
-    current = dep["current_config"]
-    cand = Candidate(str(current["policy"]), dict(current.get("params") or {})) if current else None
-    cassandra = dep["kind"] == "cassandra"
-    server = str(dep.get("server") or "stock") if cassandra else None
-    if server == "stock" and cand is not None and cand.policy != "stock":
-        # a stock node runs no scheduler: a patched config as "current" (the default fifo included) means
-        # Cassandra's and the driver's defaults
-        cand = None
     study = f"tailtune-{dep['name']}-job{ctx.job_id}"
     ctx.log(f"tuning dataset {dataset_id} (study {study}; resumes from its storage if it exists)")
     summary = json.loads(_in_home(ctx, summary_path).read_text())
-    model = _model(dep, timestamps=_has_timestamps(summary))
-    ctx.log("model: " + ", ".join(f"{k} {v}" for k, v in model.sources.items()))
-    warning = model.warning(str(dep["name"]))
-    record = model.record()
-    if warning is not None:
-        ctx.log(f"warning: {warning}")
-        record["warning"] = warning
-    for note in model.notes:
-        ctx.log(f"model: {note}")
-    req = TuneRequest(
-        source=WorkloadSource(dataset=dataset_id),
-        deployment=dep["kind"],
+    tune = deployment_tune(dep, timestamps=_has_timestamps(summary))
+    req = TuneRequest.for_deployment(
+        WorkloadSource(dataset=dataset_id),
+        tune.fields,
         trials=opts.trials,
         seeds=opts.seeds,
         objective=str(dep["objective"].get("metric", "p99")),
         timeout_s=opts.timeout_s,
         study=study,
-        current=cand,
         policies=tuple(dep["constraints"]["policies"]) if dep["constraints"].get("policies") else None,
         summary=summary,
-        evaluator_options=model.options,
-        model=record,
         plots=False,
-        server=server,
-        driver=str(dep.get("driver") or "java4"),
-        tables=tuple(dep.get("tables") or ()),
         cdf_points=ctx.settings.nightly_cdf_points,
     )
+    ctx.log("model: " + ", ".join(f"{k} {v}" for k, v in tune.model.sources.items()))
+    if tune.warning is not None:
+        ctx.log(f"warning: {tune.warning}")
+    for note in tune.model.notes:
+        ctx.log(f"model: {note}")
+    for note in tune.notes:
+        ctx.log(f"note: {note}")
     try:
         # between two trials, a cancel (or the time budget) stops the study: no further trial starts
         rec = run_tune(req, settings=ctx.settings, on_progress=lambda *_: ctx.check_cancel())
@@ -564,24 +543,12 @@ def run_nightly(ctx: JobContext) -> dict[str, Any]:
         row = s.get(DeploymentRow, dep_id)
         if row is None:
             raise JobFailed(f"deployment {dep_id} no longer exists")
-        dep: dict[str, Any] = {
-            "name": row.name,
-            "kind": row.kind,
-            "topology": dict(row.topology),
-            "objective": dict(row.objective),
-            "constraints": dict(row.constraints),
-            "current_config": row.current_config,
-            "server": row.server or "stock",
-            "driver": row.driver or "java4",
-            "tables": list(row.tables or []),
-            "connection": dict(row.connection),
-            "model": dict(row.model or {}),
-        }
+        dep = deployment_record(row)
     ing = ctx.step("ingest", lambda: _step_ingest(ctx, dep_id))
     dataset_id = str(ing["datasets"][0])
     out_dir = ctx.settings.home_dir / "analyses" / f"job-{ctx.job_id}"
     # the analysis's fan-out is computed on the deployment's model (its servers and replication, wherever from)
-    shape = _model(dep, timestamps=False).options
+    shape = deployment_model(dep, timestamps=False).options
     servers = int(shape.get("servers") or dep["topology"].get("servers") or 1)
     replication = int(shape.get("replication", 1))
     ana = ctx.step("analyze", lambda: _characterize(ctx, dataset_id, out_dir, servers, replication))

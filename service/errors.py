@@ -1,4 +1,4 @@
-"""Domain errors of the service and the one handler that maps them (and tailtune errors) to 4xx JSON.
+"""The domain errors of the control plane and the one handler that maps every `TailtuneError` to 4xx JSON.
 
 Every error body is `{"error": CODE, "detail": MESSAGE, "field": FIELD-or-null, "problems": [...]}`. A metadata
 DB that cannot be reached is a 503 with its one-line reason (what readiness reports), on every route. An
@@ -104,8 +104,7 @@ def db_unavailable(exc: BaseException) -> Unavailable | None:
     return None
 
 
-async def _service_error(_: Request, exc: Exception) -> JSONResponse:
-    assert isinstance(exc, ServiceError)
+def _service_answer(exc: ServiceError) -> JSONResponse:
     headers = {"WWW-Authenticate": "Bearer"} if isinstance(exc, Unauthorized) else None
     if isinstance(exc, RequestTimeout):  # the client stalled: free its connection
         headers = {"Connection": "close"}
@@ -147,10 +146,10 @@ async def _internal_error(request: Request, exc: Exception) -> JSONResponse:
     its chain is still a 507)."""
     cause = disk_full_cause(exc)
     if cause is not None:
-        return await _service_error(request, storage_full(get_settings(), cause))
+        return _service_answer(storage_full(get_settings(), cause))
     unavailable = db_unavailable(exc)
     if unavailable is not None:
-        return await _service_error(request, unavailable)
+        return _service_answer(unavailable)
     log.error("%s %s failed", request.method, request.url.path, exc_info=exc)
     body = error_body("internal", "internal error; the server log has the details", None)
     return JSONResponse(body, status_code=500, headers={"Connection": "close"})
@@ -167,7 +166,10 @@ async def _validation_error(_: Request, exc: Exception) -> JSONResponse:
 
 
 async def _tailtune_error(_: Request, exc: Exception) -> JSONResponse:
+    """An expected error: a domain error with its status, code and field; bad input (422), not found (404)."""
     assert isinstance(exc, TailtuneError)
+    if isinstance(exc, ServiceError):
+        return _service_answer(exc)
     if isinstance(exc, BadInputError):
         problems = [
             {"file": p.file, "line": p.line, "field": p.field, "problem": p.problem} for p in exc.problems
@@ -182,7 +184,6 @@ def install_error_handlers(app: FastAPI) -> None:
     """One mapping from every expected error type to a 4xx JSON answer naming the field."""
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(Exception, _internal_error)
-    app.add_exception_handler(ServiceError, _service_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(TailtuneError, _tailtune_error)
     app.add_exception_handler(OSError, _write_error)

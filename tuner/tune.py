@@ -93,6 +93,15 @@ class TuneRequest:
     #: other server kind's best), each one more replay of the first seed; 0: none (`tune --json` records none).
     cdf_points: int = 0
 
+    @classmethod
+    def for_deployment(cls, source: WorkloadSource, fields: Mapping[str, Any], **run: Any) -> TuneRequest:
+        """A registered deployment's request: `fields` as `tailtune.control.tune_request` makes them (its kind,
+        server, driver, tables, model and evaluator options, and its current config `{policy, params}` or None),
+        `run` the other fields (trials, seeds, objective, study, ...)."""
+        current = fields.get("current")
+        cand = Candidate(str(current["policy"]), dict(current.get("params") or {})) if current else None
+        return cls(source=source, **{**fields, "current": cand}, **run)
+
 
 def _model_record(req: TuneRequest) -> dict[str, Any]:
     """`tuned_for`'s model fields: each input's source, and the record behind it (a deployment's tune only)."""

@@ -266,7 +266,7 @@ class ConsoleRoute(APIRoute):
                     return Response(status_code=204, headers={"HX-Redirect": "/login"})
                 target = request.url.path if request.method == "GET" else _back(request)
                 return RedirectResponse(f"/login?next={quote(target, safe='/')}", status_code=303)
-            except (ServiceError, TailtuneError, RequestValidationError) as exc:
+            except (TailtuneError, RequestValidationError) as exc:
                 status, message, lines = _detail(exc)
                 if script:
                     field = exc.field if isinstance(exc, ServiceError) else None

@@ -21,8 +21,8 @@ from service.traces import service as traces
 from tailtune.control import configs, observations
 from tailtune.control import queue as jobs
 from tailtune.control.db import ConfigVersionRow, DeploymentRow, JobRow, TraceRow
-from tailtune.control.model import build_model
 from tailtune.control.schedules import next_slot
+from tailtune.control.tune_request import deployment_model, deployment_record
 
 __all__ = [
     "FINAL",
@@ -237,10 +237,10 @@ def evidence(s: Session, deployment_id: int) -> Evidence | None:
 
 
 def model_rows(dep: DeploymentRow, last: Mapping[str, Any] | None) -> tuple[list[dict[str, Any]], list[str]]:
-    """Each input of the deployment's model as the next tune builds it (`tailtune.control.model.build_model`:
+    """Each input of the deployment's model as the next tune builds it (`tailtune.control.tune_request`:
     value, source, how, when found) beside the source the newest tune recorded (`tuned_for.model_sources`);
     and the model's notes. Arrivals are shown for a trace with timestamps (the usual case)."""
-    model = build_model(dep.kind, dep.topology or {}, dep.connection or {}, dep.model or {}, timestamps=True)
+    model = deployment_model(deployment_record(dep), timestamps=True)
     tuned_for = (last or {}).get("tuned_for") or {}
     used = tuned_for.get("model_sources") or {}
     rows = []

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Response, status
 
-from service.deployments import service
-from service.deployments.schemas import DeploymentCreate, DeploymentOut, DeploymentPatch, DiscoverRequest
 from service.deps import ReadAuth, SessionDep, SettingsDep, WriteAuth
 from service.jobs.schemas import JobOut
 from service.params import DEFAULT_PAGE, Limit, Offset, PathId, page
+from tailtune.control import deployments
+from tailtune.control.deployment_spec import DeploymentCreate, DeploymentOut, DeploymentPatch, DiscoverRequest
 from tailtune.control.queue import enqueue
 
 __all__ = ["router"]
@@ -20,7 +20,7 @@ router = APIRouter(prefix="/deployments", tags=["deployments"])
 def create(body: DeploymentCreate, s: SessionDep, settings: SettingsDep, who: WriteAuth) -> DeploymentOut:
     """Register a deployment. Its admin-only attributes (a password variable: docs/operations.md § Security)
     need an admin token."""
-    return DeploymentOut.of(service.create(s, settings, body, who))
+    return DeploymentOut.of(deployments.create(s, settings, body, who))
 
 
 @router.get("")
@@ -28,12 +28,12 @@ def list_all(
     s: SessionDep, settings: SettingsDep, _: ReadAuth, limit: Limit = DEFAULT_PAGE, offset: Offset = 0
 ) -> list[DeploymentOut]:
     limit, offset = page(limit, offset, settings.api_max_list)
-    return [DeploymentOut.of(r) for r in service.list_all(s, limit=limit, offset=offset)]
+    return [DeploymentOut.of(r) for r in deployments.list_all(s, limit=limit, offset=offset)]
 
 
 @router.get("/{deployment_id}")
 def show(deployment_id: PathId, s: SessionDep, _: ReadAuth) -> DeploymentOut:
-    return DeploymentOut.of(service.get(s, deployment_id))
+    return DeploymentOut.of(deployments.get(s, deployment_id))
 
 
 @router.patch("/{deployment_id}")
@@ -41,12 +41,12 @@ def patch(
     deployment_id: PathId, body: DeploymentPatch, s: SessionDep, settings: SettingsDep, who: WriteAuth
 ) -> DeploymentOut:
     """Update a deployment; setting or changing an admin-only attribute needs an admin token."""
-    return DeploymentOut.of(service.patch(s, settings, deployment_id, body, who))
+    return DeploymentOut.of(deployments.patch(s, settings, deployment_id, body, who))
 
 
 @router.delete("/{deployment_id}", status_code=status.HTTP_204_NO_CONTENT)
 def delete(deployment_id: PathId, s: SessionDep, _: WriteAuth) -> Response:
-    service.delete(s, deployment_id)
+    deployments.delete(s, deployment_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
@@ -56,7 +56,7 @@ def discover(
 ) -> JobOut:
     """Read the deployment's live system and store its model: a `discover` job the worker runs (the API itself
     connects to no host); `GET /jobs/{id}` shows what was found, `GET /deployments/{id}` the stored model."""
-    service.get(s, deployment_id)
+    deployments.get(s, deployment_id)
     payload = (body or DiscoverRequest()).model_dump()
     return JobOut.of(enqueue(s, settings, "discover", payload, deployment_id=deployment_id))
 
@@ -65,5 +65,5 @@ def discover(
 def calibrate(deployment_id: PathId, s: SessionDep, settings: SettingsDep, _: WriteAuth) -> JobOut:
     """Measure the deployment's service time and network (Cassandra) or client overhead (memcached) and store them
     as calibrated model inputs: a `calibrate` job the worker runs (the API connects to no host)."""
-    service.get(s, deployment_id)
+    deployments.get(s, deployment_id)
     return JobOut.of(enqueue(s, settings, "calibrate", {}, deployment_id=deployment_id))

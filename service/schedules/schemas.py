@@ -6,9 +6,9 @@ from datetime import datetime
 
 from pydantic import BaseModel, Field, field_validator
 
-from service.deployments.schemas import check_timezone
 from tailtune.control.common import DbId, RequestBody, to_dt
 from tailtune.control.db import ScheduleRow
+from tailtune.control.deployment_spec import check_timezone
 from tailtune.control.jobspec import CaptureOptions
 
 __all__ = ["CRON_MAX", "NIGHTLY", "ScheduleCreate", "ScheduleOut", "SchedulePatch", "check_cron"]

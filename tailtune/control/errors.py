@@ -1,8 +1,12 @@
-"""Domain errors of the control plane (API and worker alike): an HTTP-like status, a machine code, a message
-and the field at fault. `service/errors.py` maps them to JSON answers; the worker records them on the job.
+"""Domain errors of the control plane (API, worker and CLI alike): an HTTP-like status, a machine code, a message
+and the field at fault. They are `TailtuneError`s: `service/errors.py` maps them to JSON answers, the worker
+records them on the job, the CLI prints them as one line and exits with their code (2: the request is wrong,
+3: not found, 1: the environment failed).
 """
 
 from __future__ import annotations
+
+from tailtune.base.errors import InputProblem, NotFoundError, TailtuneError
 
 __all__ = [
     "Conflict",
@@ -18,17 +22,25 @@ __all__ = [
 ]
 
 
-class ServiceError(Exception):
-    """Base of the service's domain errors: a status code, a machine code, a message and the field at fault.
-    """
+class ServiceError(TailtuneError):
+    """Base of the control plane's domain errors: a status code, a machine code, a message and the field at
+    fault."""
 
     status_code = 400
     code = "bad_request"
+    exit_code = 2
 
     def __init__(self, detail: str, *, field: str | None = None) -> None:
         super().__init__(detail)
         self.detail = detail
         self.field = field
+
+    def at(self, where: str) -> ServiceError:
+        """This error told about the input `where` (a file, `deployment`): `WHERE: field 'x': problem`, the
+        field left out of the problem when the detail starts with it."""
+        detail = self.detail.removeprefix(f"{self.field}: ") if self.field else self.detail
+        self.message = str(InputProblem(where, None, self.field, detail))
+        return self
 
 
 class Invalid(ServiceError):
@@ -36,9 +48,14 @@ class Invalid(ServiceError):
     code = "invalid"
 
 
-class Missing(ServiceError):
+class Missing(ServiceError, NotFoundError):
     status_code = 404
     code = "not_found"
+    exit_code = 3
+
+    def at(self, where: str) -> ServiceError:
+        """What is missing is not a place in the input: the message stays as it is."""
+        return self
 
 
 class Conflict(ServiceError):
@@ -73,6 +90,7 @@ class Unavailable(ServiceError):
 
     status_code = 503
     code = "unavailable"
+    exit_code = 1
 
 
 class InsufficientStorage(ServiceError):
@@ -80,6 +98,7 @@ class InsufficientStorage(ServiceError):
 
     status_code = 507
     code = "insufficient_storage"
+    exit_code = 1
 
     def __init__(self, detail: str, *, path: str, free_bytes: int | None) -> None:
         super().__init__(detail)

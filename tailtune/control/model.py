@@ -91,7 +91,7 @@ class InputRange:
 
 
 #: The ranges of the model inputs: one declaration for what an operator sets (the API's topology,
-#: `service/deployments/schemas.py`) and what discovery and calibration read from a live system
+#: `tailtune/control/deployment_spec.py`) and what discovery and calibration read from a live system
 #: (`tailtune.control.discovery`, `tailtune.control.calibration`), so neither can store a value the other refuses.
 INPUT_RANGES: dict[str, InputRange] = {
     "servers": InputRange(1, 100_000, True),

@@ -289,7 +289,7 @@ def test_if_none_match_compares_weakly_on_the_route_and_the_fast_path(svc: Svc) 
 def test_failed_auth_is_cheap_and_bounded(svc: Svc, monkeypatch) -> None:
     """A flood of wrong tokens does not reach the DB: the token table is read at most once per cache period,
     whatever the rate (counted, not timed)."""
-    from service import auth
+    from tailtune.control import tokens as auth
 
     monkeypatch.setattr(auth, "_CACHE_S", 3600.0)
     auth._cache.clear()

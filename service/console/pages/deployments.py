@@ -12,8 +12,6 @@ from pydantic import ValidationError
 from service.console import charts, views
 from service.console.render import ConsoleRoute, fragment, page
 from service.console.session import ViewerDep, WriterDep, set_flash
-from service.deployments import service as deployments
-from service.deployments.schemas import DiscoverRequest, check_timezone
 from service.deps import SessionDep, SettingsDep
 from service.errors import Invalid
 from service.jobs.schemas import JobCreate
@@ -21,9 +19,10 @@ from service.params import PathId
 from service.schedules import service as schedules
 from service.schedules.schemas import CRON_MAX, ScheduleCreate, SchedulePatch, check_cron
 from tailtune.base.settings import Settings
-from tailtune.control import configs
+from tailtune.control import configs, deployments
 from tailtune.control import queue as jobs
 from tailtune.control.common import MAX_ID, now
+from tailtune.control.deployment_spec import DiscoverRequest, check_timezone
 from tailtune.control.jobspec import check_tune
 from tailtune.control.verify import schedule_verify
 

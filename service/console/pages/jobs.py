@@ -11,9 +11,9 @@ from fastapi.responses import RedirectResponse
 from service.console import charts, views
 from service.console.render import ConsoleRoute, fragment, page
 from service.console.session import ViewerDep, WriterDep, set_flash
-from service.deployments import service as deployments
 from service.deps import SessionDep, SettingsDep
 from service.params import OptionalIdQuery, PathId
+from tailtune.control import deployments
 from tailtune.control import queue as jobs
 from tailtune.control.db import JobRow
 from tailtune.control.queue import JOB_KINDS, JOB_STATUSES, NOT_RETRIED

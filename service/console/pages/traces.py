@@ -19,12 +19,12 @@ from service.console.session import (
     check_origin,
     set_flash,
 )
-from service.deployments import service as deployments
 from service.deps import DbDep, SessionDep, SettingsDep
 from service.errors import Forbidden
 from service.params import OptionalIdQuery
 from service.traces import service as traces
 from service.traces.upload import receive_upload
+from tailtune.control import deployments
 
 __all__ = ["UPLOAD_PATH", "router"]
 

@@ -26,11 +26,12 @@ def _db() -> Any:
 
 
 def _fail(exc: Exception, where: str) -> Exception:
-    """A control-plane or validation error as the CLI's one-line error (2: bad input, 3: not found)."""
+    """A control-plane or validation error as the CLI's one-line error about the input `where` (2: bad input,
+    3: not found)."""
     from pydantic import ValidationError
 
-    from tailtune.base.errors import BadInputError, InputProblem, NotFoundError
-    from tailtune.control.errors import Missing, ServiceError
+    from tailtune.base.errors import BadInputError, InputProblem
+    from tailtune.control.errors import ServiceError
 
     if isinstance(exc, ValidationError):
         problems = [
@@ -38,18 +39,15 @@ def _fail(exc: Exception, where: str) -> Exception:
             for e in exc.errors()
         ]
         return BadInputError(problems)
-    if isinstance(exc, Missing):
-        return NotFoundError(exc.detail)
-    if isinstance(exc, ServiceError):  # its detail may start with the field ("config.params.k: ...")
-        detail = exc.detail.removeprefix(f"{exc.field}: ") if exc.field else exc.detail
-        return BadInputError([InputProblem(where, None, exc.field, detail)])
+    if isinstance(exc, ServiceError):
+        return exc.at(where)
     if isinstance(exc, ValueError):  # not JSON
         return BadInputError([InputProblem(where, None, None, str(exc))])
     return exc
 
 
 def _out(row: Any) -> dict[str, Any]:
-    from service.deployments.schemas import DeploymentOut
+    from tailtune.control.deployment_spec import DeploymentOut
 
     return DeploymentOut.of(row).model_dump(mode="json")
 
@@ -78,11 +76,11 @@ def list_deployments(as_json: Annotated[bool, _JSON] = False) -> None:
     """All deployments, by id."""
     from rich.table import Table
 
-    from service.deployments import service
     from tailtune.base.console import out_console, print_json
+    from tailtune.control import deployments
 
     with _db().session() as s:
-        docs = [_out(r) for r in service.list_all(s, limit=10_000)]
+        docs = [_out(r) for r in deployments.list_all(s, limit=10_000)]
     if as_json:
         print_json(docs)
         return
@@ -97,11 +95,11 @@ def list_deployments(as_json: Annotated[bool, _JSON] = False) -> None:
 @_app.command("show")
 def show(name: str, as_json: Annotated[bool, _JSON] = False) -> None:
     """One deployment by name."""
-    from service.deployments import service
+    from tailtune.control import deployments
 
     try:
         with _db().session() as s:
-            doc = _out(service.get_by_name(s, name))
+            doc = _out(deployments.get_by_name(s, name))
     except Exception as exc:
         raise _fail(exc, "deployment") from None
     _print(doc, as_json)
@@ -115,15 +113,15 @@ def create(
     """Register a deployment from a JSON file (name, kind, topology, connection, server, driver, tables, ...)."""
     import json
 
-    from service.auth import CLI
-    from service.deployments import service
-    from service.deployments.schemas import DeploymentCreate
     from tailtune.base.settings import get_settings
+    from tailtune.control import deployments
+    from tailtune.control.deployment_spec import DeploymentCreate
+    from tailtune.control.tokens import CLI
 
     try:
         body = DeploymentCreate.model_validate(json.loads(file.read_text()))
         with _db().session() as s:
-            doc = _out(service.create(s, get_settings(), body, CLI))
+            doc = _out(deployments.create(s, get_settings(), body, CLI))
     except Exception as exc:  # JSON, validation and control-plane errors
         raise _fail(exc, str(file)) from None
     _print(doc, as_json)
@@ -141,10 +139,10 @@ def set_fields(
     as_json: Annotated[bool, _JSON] = False,
 ) -> None:
     """Change a Cassandra deployment's server, driver or tables."""
-    from service.auth import CLI
-    from service.deployments import service
-    from service.deployments.schemas import DeploymentPatch
     from tailtune.base.settings import get_settings
+    from tailtune.control import deployments
+    from tailtune.control.deployment_spec import DeploymentPatch
+    from tailtune.control.tokens import CLI
 
     fields: dict[str, Any] = {}
     if server is not None:
@@ -158,8 +156,8 @@ def set_fields(
     try:
         body = DeploymentPatch.model_validate(fields)
         with _db().session() as s:
-            dep = service.get_by_name(s, name)
-            doc = _out(service.patch(s, get_settings(), dep.id, body, CLI))
+            dep = deployments.get_by_name(s, name)
+            doc = _out(deployments.patch(s, get_settings(), dep.id, body, CLI))
     except Exception as exc:
         raise _fail(exc, "deployment") from None
     _print(doc, as_json)
@@ -182,9 +180,9 @@ def discover(
     read latencies; memcached's threads) with its own connection, and store it as the deployment's model."""
     from rich.table import Table
 
-    from service.deployments import service
     from tailtune.base.console import out_console, print_json
     from tailtune.base.settings import get_settings
+    from tailtune.control import deployments
     from tailtune.control.discovery import discover_deployment
     from tailtune.control.errors import ServiceError
 
@@ -193,7 +191,7 @@ def discover(
     log = (lambda _: None) if as_json else (lambda line: out_console.print(line, highlight=False, markup=False))
     try:
         with db.session() as s:
-            dep_id = service.get_by_name(s, name).id
+            dep_id = deployments.get_by_name(s, name).id
         result = discover_deployment(db, settings, dep_id, profile_servers=profile_servers, log=log)
     except ServiceError as exc:  # not found (or deleted meanwhile)
         raise _fail(exc, "deployment") from None
@@ -217,9 +215,9 @@ def calibrate(name: str, as_json: Annotated[bool, _JSON] = False) -> None:
     overhead (memcached: the profiler on scratch keys) and store them as its calibrated model inputs."""
     from rich.table import Table
 
-    from service.deployments import service
     from tailtune.base.console import out_console, print_json
     from tailtune.base.settings import get_settings
+    from tailtune.control import deployments
     from tailtune.control.calibration import calibrate_deployment
     from tailtune.control.errors import ServiceError
 
@@ -227,7 +225,7 @@ def calibrate(name: str, as_json: Annotated[bool, _JSON] = False) -> None:
     log = (lambda _: None) if as_json else (lambda line: out_console.print(line, highlight=False, markup=False))
     try:
         with db.session() as s:
-            dep_id = service.get_by_name(s, name).id
+            dep_id = deployments.get_by_name(s, name).id
         result = calibrate_deployment(db, get_settings(), dep_id, log=log)
     except ServiceError as exc:
         raise _fail(exc, "deployment") from None

@@ -39,9 +39,9 @@ def serve(
 
     settings = get_settings()
     if create_token is not None:
-        from service.auth import SCOPES
-        from service.auth import create_token as make
         from tailtune.control.db import database_for
+        from tailtune.control.tokens import SCOPES
+        from tailtune.control.tokens import create_token as make
 
         if create_token not in SCOPES:
             raise BadInputError.single("command line", f"must be one of {', '.join(SCOPES)}", field="create-token")

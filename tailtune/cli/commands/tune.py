@@ -4,9 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+
+if TYPE_CHECKING:
+    from tailtune.control.tune_request import DeploymentTune
+    from tailtune.simulation.source import WorkloadSource
 
 __all__ = ["peak_check_line", "register"]
 
@@ -94,10 +98,9 @@ def tune(
 
     from tailtune.base.console import err_console, print_json, progress
     from tailtune.base.errors import BadInputError
-    from tailtune.control.model import build_model
     from tailtune.simulation.source import WorkloadSource
     from tuner.sampling import SamplingSpec
-    from tuner.space import Candidate, parse_override
+    from tuner.space import parse_override
     from tuner.tune import TuneRequest, parse_candidate, run_tune
 
     source = WorkloadSource(
@@ -120,38 +123,36 @@ def tune(
             raise BadInputError.single("--use-timestamps", "only the cassandra store replays trace timestamps",
                                        field="use_timestamps")
         ev_opts["use_timestamps"] = True
-    model_record: dict[str, Any] | None = None
     current_cand = parse_candidate(current) if current else None
-    if deployment is not None:
-        row = _deployment_row(deployment)
-        store, server = row["kind"], server or (row["server"] if row["kind"] == "cassandra" else None)
-        driver = row["driver"] if driver == "java4" else driver
-        table = table or list(row["tables"])
-        if current_cand is None and row["current_config"]:  # the deployment's, as its nightly job takes it
-            cfg = row["current_config"]
-            current_cand = Candidate(str(cfg["policy"]), dict(cfg.get("params") or {}))
-        model = build_model(store, row["topology"], row["connection"], row["model"],
-                            timestamps=source.has_timestamps(), load=load)
-        ev_opts = {**model.options, **{k: v for k, v in ev_opts.items() if k != "load"}}
-        model_record = model.record()
-        warning = model.warning(deployment)
-        if warning is not None:
-            model_record["warning"] = warning
-            err_console.print(f"[yellow]warning:[/] {warning}")
     spec = SamplingSpec(fraction=sample_fraction, target_error_pct=target_error, strata=strata, seed=sample_seed)
     sampling = spec if sample_fraction is not None or target_error is not None else None
-    req = TuneRequest(
-        source=source, deployment=store, trials=trials, seeds=seeds, objective=objective,
-        constraints=tuple(constraint or ()), timeout_s=timeout, jobs=jobs, study=study, storage=storage,
-        current=current_cand,
-        policies=tuple(p.strip() for p in policies.split(",") if p.strip()) if policies else None,
-        overrides=overrides, summary=summary_doc, evaluator_options=ev_opts, mlflow=not no_mlflow,
-        server=server, driver=driver, tables=tuple(table or ()), alternative_trials=alternative_trials,
-        sampling=sampling, model=model_record,
-    )
+    run: dict[str, Any] = {
+        "trials": trials, "seeds": seeds, "objective": objective, "constraints": tuple(constraint or ()),
+        "timeout_s": timeout, "jobs": jobs, "study": study, "storage": storage,
+        "policies": tuple(p.strip() for p in policies.split(",") if p.strip()) if policies else None,
+        "overrides": overrides, "summary": summary_doc, "mlflow": not no_mlflow,
+        "alternative_trials": alternative_trials, "sampling": sampling,
+    }
+    if deployment is not None:
+        tune = _deployment_tune(
+            deployment, source, load=load, server=server,
+            driver=None if driver == "java4" else driver, tables=table or (),
+            current=None if current_cand is None else {"policy": current_cand.policy, "params": current_cand.params},
+            evaluator_options={k: v for k, v in ev_opts.items() if k != "load"},
+        )
+        if tune.warning is not None:
+            err_console.print(f"[yellow]warning:[/] {tune.warning}")
+        for note in tune.notes:
+            err_console.print(f"note: {note}", highlight=False, markup=False)
+        req = TuneRequest.for_deployment(source, tune.fields, **run)
+    else:
+        req = TuneRequest(
+            source=source, deployment=store, current=current_cand, evaluator_options=ev_opts, server=server,
+            driver=driver, tables=tuple(table or ()), **run,
+        )
     with progress(transient=True) as bar:
         task = bar.add_task("tuning", total=trials + (alternative_trials if alternative_trials is not None
-                                                        else trials if store == "cassandra" else 0))
+                                                        else trials if req.deployment == "cassandra" else 0))
 
         def on_progress(done: int, total: int, best: float | None) -> None:
             best_s = f"best {best:.3f} ms" if best is not None else "best -"
@@ -165,25 +166,21 @@ def tune(
     _print_text(doc)
 
 
-def _deployment_row(name: str) -> dict[str, Any]:
-    """The registered deployment `name` (the metadata DB of TAILTUNE_DATABASE_URL), as plain data."""
-    from service.deployments.service import get_by_name
-    from tailtune.base.errors import NotFoundError
+def _deployment_tune(name: str, source: WorkloadSource, **options: Any) -> DeploymentTune:
+    """The tune of the registered deployment `name` (the metadata DB of TAILTUNE_DATABASE_URL) on `source`, as its
+    nightly job builds it (`tailtune.control.tune_request`)."""
     from tailtune.base.settings import get_settings
     from tailtune.control.db import database_for
-    from tailtune.control.errors import Missing
+    from tailtune.control.deployments import get_by_name
+    from tailtune.control.tune_request import deployment_record, deployment_tune
 
     db = database_for(get_settings().resolved_database_url)
     try:
         with db.session() as s:
-            row = get_by_name(s, name)
-            return {"kind": row.kind, "topology": dict(row.topology), "connection": dict(row.connection),
-                    "model": dict(row.model or {}), "server": row.server or "stock", "driver": row.driver or "java4",
-                    "tables": list(row.tables or []), "current_config": row.current_config}
-    except Missing:
-        raise NotFoundError(f"deployment {name!r} not found (tailtune deployments list)") from None
+            dep = deployment_record(get_by_name(s, name))
     finally:
         db.dispose()
+    return deployment_tune(dep, timestamps=source.has_timestamps(), **options)
 
 
 def _print_text(doc: dict[str, Any]) -> None:

@@ -1,4 +1,5 @@
-"""Request/response bodies of /api/v1/deployments."""
+"""The bodies of a deployment: what registers (`DeploymentCreate`) and changes (`DeploymentPatch`) one, and how it
+is shown (`DeploymentOut`) — by /api/v1/deployments and `tailtune deployments` alike."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Deployments: register, list, show, update, delete."""
+"""Deployments: register, list, show, update, delete — with the same checks for the API and the CLI."""
 
 from __future__ import annotations
 
@@ -7,16 +7,16 @@ from collections.abc import Sequence
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from service.auth import Principal
-from service.deployments.schemas import DeploymentCreate, DeploymentPatch
-from service.errors import Conflict, Invalid, Missing
 from tailtune.base.settings import Settings
 from tailtune.control.common import now
 from tailtune.control.configs import validate_config
 from tailtune.control.db import DeploymentRow
+from tailtune.control.deployment_spec import DeploymentCreate, DeploymentPatch
 from tailtune.control.egress import Egress, EgressRefused
+from tailtune.control.errors import Conflict, Invalid, Missing
 from tailtune.control.grants import check_and_record
 from tailtune.control.model import declared_fields
+from tailtune.control.tokens import Principal
 
 __all__ = ["create", "delete", "get", "get_by_name", "list_all", "patch"]
 
