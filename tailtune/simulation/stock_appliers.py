@@ -2,11 +2,13 @@
 value someone wrote to kvsim's parameters, to the rendering an operator applies, to what the Cassandra publisher
 writes and reads back. The knobs' names live in their rows only; an applier reads the rows of its kind.
 
-| applier | rows (`applied`) | kvsim | rendering | publish → read back |
-|---|---|---|---|---|
-| `TableOption` (`TABLE`) | `cql` | the coordinator section | `ALTER TABLE ... WITH` (`cql`) | `ALTER TABLE` → `system_schema.tables` |
-| `SnitchSetting` (`SNITCH`) | `jmx` | the snitch selector's parameters | `yaml`, `jmx` | never written → `system_views.settings` |
-| `ClientSetting` (`CLIENT`) | `driver`, `client-code` | the coordinator section | `driver` (Java profile, Python settings), notes | carried in the config's `target`: the application's driver reads it |
+- `TableOption` (`TABLE`; rows `cql`): kvsim's coordinator section; rendered as `ALTER TABLE ... WITH` (`cql`);
+  published by `ALTER TABLE` on every table, read back from `system_schema.tables`.
+- `SnitchSetting` (`SNITCH`; rows `jmx`): the snitch selectors' parameters; rendered as cassandra.yaml lines
+  (`yaml`) and the live JMX operation (`jmx`); never written by tailtune, read from `system_views.settings`.
+- `ClientSetting` (`CLIENT`; rows `driver`, `client-code`): kvsim's coordinator section; rendered as the Java
+  driver's profile and the Python settings (`driver`) and notes; published inside the config's `target`, where
+  the application's driver reads it.
 
 **The contract** (`StockApplier`; `tests/simulator/test_stock_appliers.py` checks it for every row):
 
@@ -27,6 +29,7 @@ writes and reads back. The knobs' names live in their rows only; an applier read
 
 from __future__ import annotations
 
+import contextlib
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
@@ -232,15 +235,20 @@ class TableOption(StockApplier):
     def read_back(self, knob: StockKnob) -> ReadBack | None:
         return ReadBack(self.SOURCE, knob.name)
 
+    def read(self, knob: StockKnob, shown: object, *, where: str) -> Any:
+        """What `system_schema.tables` shows (text; a number for a numeric option), parsed."""
+        if knob.grammar is None and knob.kind in ("int", "float") and isinstance(shown, str):
+            with contextlib.suppress(ValueError):
+                shown = int(shown) if knob.kind == "int" else float(shown)
+        return self.parse(knob, shown, where=where)
+
     def same(self, knob: StockKnob, shown: object, value: Any) -> bool:
         if shown is None:
             return False
-        if knob.grammar is None and knob.kind in ("int", "float") and isinstance(shown, str):
-            try:
-                shown = float(shown)
-            except ValueError:
-                return False
-        return super().same(knob, shown, value)
+        try:
+            return bool(self.read(knob, shown, where="read back") == value)
+        except BadInputError:
+            return False
 
     def render(self, params: Mapping[str, Any], ctx: RenderContext) -> Rendered:
         values = {k.name: self.text(k, self.parse(k, _text(k, _value(params, k, ctx.driver)), where=RENDER_WHERE))

@@ -20,8 +20,8 @@
 Knob names, defaults and which driver has which knob: `tailtune.simulation.stock_knobs`; each part is rendered
 by the knobs' applier (`tailtune.simulation.stock_appliers`: `cql` by the table options', `yaml` and `jmx` by the
 snitch settings', `driver` by the client settings'), and the notes follow in that order after the idempotence
-note. A knob the driver lacks is refused with the reason (BadInputError). Exact texts: tests/simulator/test_stock_render.py; the choices:
-docs/applying-stock.md.
+note. A knob the driver lacks is refused with the reason (BadInputError). Exact texts:
+tests/simulator/test_stock_render.py; the choices: docs/applying-stock.md.
 """
 
 from __future__ import annotations
