@@ -24,7 +24,7 @@ writes and reads back. The knobs' names live in their rows only; an applier read
 - `read_back(knob)` names where a live node shows the value (`ReadBack`: `system_schema.tables` per table, or
   `system_views.settings` per node), None when only the application has it; `same(knob, shown, value)` says
   whether what a node shows is the parsed value (Cassandra normalises the text it stores), False for what does
-  not parse.
+  not parse — for the appliers whose knobs the publisher writes (`writes`).
 """
 
 from __future__ import annotations
@@ -148,6 +148,8 @@ class StockApplier(ABC):
 
     #: The `applied` values of the rows this applier handles.
     applied: ClassVar[tuple[Applied, ...]]
+    #: Whether the Cassandra publisher writes its knobs live (and checks them with `same` after reading back).
+    writes: ClassVar[bool] = False
 
     def knobs(self) -> tuple[StockKnob, ...]:
         """The rows of this applier, in the table's order."""
@@ -193,6 +195,7 @@ class TableOption(StockApplier):
     `to_core` (or `core`) parameters; the publisher records each table's value under the row's `record`."""
 
     applied = ("cql",)
+    writes = True
     SOURCE = "system_schema.tables"
 
     def parse(self, knob: StockKnob, value: object, *, where: str) -> Any:
