@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from tailtune.base.errors import BadInputError, InputProblem
+from tailtune.simulation.speculative_retry import speculative_retry_choices
 
 __all__ = [
     "DEPLOYMENTS",
@@ -407,49 +408,11 @@ def cassandra_space(summary: Mapping[str, Any] | None = None) -> SearchSpace:
 
 
 # ------------------------------------------------------------------------------------------------ stock cassandra
-#: speculative_retry values the stock search draws from (besides NEVER and ALWAYS): percentiles, fixed times, and
-#: MIN/MAX of the middle percentiles with the middle fixed times.
-SPEC_PERCENTILES: tuple[float, ...] = (50.0, 75.0, 90.0, 95.0, 99.0, 99.9)
-SPEC_FIXED_MS: tuple[int, ...] = (1, 2, 5, 10, 20, 50, 100)
-SPEC_HYBRID = ((90.0, 95.0, 99.0), (2, 5, 10, 20))
-
-
-def _pct(p: float) -> str:
-    return f"{p:g}p"
-
-
-def speculative_retry_choices() -> tuple[str, ...]:
-    """Every `speculative_retry` text the stock search may try, in Cassandra's normalised spelling: `NEVER`,
-    `ALWAYS`, `<X>p` for X in SPEC_PERCENTILES, `<Y>ms` for Y in SPEC_FIXED_MS, and `MIN(<X>p,<Y>ms)` /
-    `MAX(<X>p,<Y>ms)` over SPEC_HYBRID."""
-    pcts, fixed = SPEC_HYBRID
-    hybrid = [f"{f}({_pct(p)},{y}ms)" for f in ("MIN", "MAX") for p in pcts for y in fixed]
-    return ("NEVER", "ALWAYS", *(_pct(p) for p in SPEC_PERCENTILES), *(f"{y}ms" for y in SPEC_FIXED_MS), *hybrid)
-
-
-#: Values an operator would write for the dynamic snitch's settings (cassandra.yaml / JMX) rather than any point
-#: of their ranges: the badness threshold in steps of 0.1, the intervals on round values.
-SNITCH_GRID: dict[str, tuple[ParamValue, ...]] = {
-    "dynamic_snitch_update_interval": (10, 20, 50, 100, 200, 500, 1000),
-    "dynamic_snitch_reset_interval": (10_000, 60_000, 120_000, 300_000, 600_000),
-    "dynamic_snitch_badness_threshold": tuple(round(0.1 * i, 1) for i in range(21)),
-}
-#: The application's and the drivers' knobs on the values a developer writes: keys per `IN` query (0 = all of
-#: the multiget in one query), the driver's speculative-execution delay in ms.
-CLIENT_GRID: dict[str, tuple[ParamValue, ...]] = {
-    "multiget.chunk": (0, 1, 2, 4, 8, 16, 32, 64),
-    "driver.speculative_execution.delay": (1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0),
-}
-
-
 def _knob_param(k: Any) -> Param:
-    if k.name == "speculative_retry":
-        return Param(k.name, "cat", choices=speculative_retry_choices())
+    """A stock knob's search: its row's `grid` (values an operator would write), else its choices or its range."""
     when = tuple(getattr(k, "only_with", ()) or ())
-    if k.name in SNITCH_GRID:
-        return Param(k.name, "cat", choices=SNITCH_GRID[k.name])
-    if k.name in CLIENT_GRID:
-        return Param(k.name, "cat", choices=CLIENT_GRID[k.name], when=when)
+    if k.grid:
+        return Param(k.name, "cat", choices=tuple(k.grid), when=when)
     if k.kind in ("bool", "choice") or k.choices:
         return Param(k.name, "cat", choices=tuple(k.choices or (0, 1)), when=when)
     kind: Kind = "int" if k.kind == "int" else "float"

@@ -254,33 +254,30 @@ def rollback(
 ) -> ConfigVersionRow:
     """Rolling back = a new latest version carrying an earlier version's config (targets only move forward).
 
-    Cassandra: when that config does not set the tables' speculative_retry itself, the new version names, in
-    `target.table_options`, the value each of the deployment's tables had while `version` was current (from
+    Cassandra: for each table option (`speculative_retry`) that config does not set itself, the new version names,
+    in `target.table_options`, the value each of the deployment's tables had while `version` was current (from
     what the publisher recorded: the `after` of the newest published version up to it, else the `before` of
-    the first later one that changed the table), so publishing the rollback restores them.
+    the first later one that changed the table), so publishing the rollback restores them
+    (`tailtune.control.publishers.stock.restore_options`).
 
     A rollback runs on every request: the earlier config's `canary_fraction`, if any, is not copied.
     """
-    from tailtune.control.publishers.stock import TABLE_OPTIONS, restore_map, sets_table_options
+    from tailtune.control.publishers.stock import TABLE_OPTIONS, restore_options
 
     old = get_version(s, deployment_id, version)
     dep = _deployment(s, deployment_id)
     config = {k: v for k, v in old.config.items() if k != "canary_fraction"}
-    if dep.kind == "cassandra" and dep.tables and not sets_table_options(config):
+    if dep.kind == "cassandra" and dep.tables:
         records = s.execute(
             select(ConfigVersionRow.version, ConfigVersionRow.published).where(
                 ConfigVersionRow.deployment_id == deployment_id
             )
         ).all()
-        restore = restore_map(
-            ((v, (p or {}).get("cassandra", {})) for v, p in records), version, list(dep.tables)
+        options = restore_options(
+            config, ((v, (p or {}).get("cassandra", {})) for v, p in records), version, list(dep.tables)
         )
-        known = dict((config.get("target") or {}).get(TABLE_OPTIONS) or {})
-        restore = {t: v for t, v in restore.items() if t not in known}
-        if restore:
-            target = dict(config.get("target") or {})
-            target[TABLE_OPTIONS] = {**known, **{t: {"speculative_retry": v} for t, v in restore.items()}}
-            config["target"] = target
+        if options is not None:
+            config["target"] = {**(config.get("target") or {}), TABLE_OPTIONS: options}
     return add_version(
         s,
         deployment_id,

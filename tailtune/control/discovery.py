@@ -9,9 +9,9 @@ Cassandra, over CQL (the publisher's connection: `tailtune.control.cql`, under t
   replication_factor, or for NetworkTopologyStrategy the contact point's datacenter's; the per-datacenter map
   stays in the ring);
 * each node's `concurrent_reads` (`system_views.settings`) → `slots`, and its snitch settings (a reading);
-* each table's `speculative_retry` (`system_schema.tables`), which becomes the deployment's `current_config`
-  (`{"policy": "stock", "params": {"speculative_retry": ...}}`) on a stock server whose current config nobody
-  else set;
+* each table's options (`system_schema.tables`: the table options' applier, `stock_appliers.TABLE`, today
+  `speculative_retry`), which become the deployment's `current_config` (`{"policy": "stock", "params":
+  {"speculative_retry": ...}}`) on a stock server whose current config nobody else set;
 * the read latencies each node reports per table (`system_views.local_read_latency`,
   `system_views.coordinator_read_latency`). Cassandra 5.0 fills their `*_ms` columns with its microsecond
   histograms multiplied by 1e-6, i.e. seconds, rounded to three decimals: the figures are converted to ms
@@ -57,6 +57,7 @@ from tailtune.control.egress import Egress, EgressRefused
 from tailtune.control.errors import Missing
 from tailtune.control.grants import PASSWORD, granted
 from tailtune.control.model import ModelTooLarge, check_input, check_model_size
+from tailtune.simulation.stock_appliers import SNITCH, TABLE
 
 __all__ = [
     "LATENCY_TABLES",
@@ -71,15 +72,8 @@ __all__ = [
     "refused",
 ]
 
-#: The node settings read from `system_views.settings`.
-SETTINGS = (
-    "concurrent_reads",
-    "endpoint_snitch",
-    "dynamic_snitch",
-    "dynamic_snitch_update_interval",
-    "dynamic_snitch_reset_interval",
-    "dynamic_snitch_badness_threshold",
-)
+#: The node settings read from `system_views.settings`: `concurrent_reads` and the snitch's.
+SETTINGS = ("concurrent_reads", *SNITCH.settings())
 #: reading name → the virtual table it comes from.
 LATENCY_TABLES = {"local": "system_views.local_read_latency", "coordinator": "system_views.coordinator_read_latency"}
 #: Releases whose latency tables' unit was read in Cassandra's source and checked against client-side timing
@@ -437,23 +431,32 @@ def _probe(cql: _Cql, table: str, reads: int) -> dict[str, Any]:
     }
 
 
-def _stock_config(tables: Mapping[str, str], notes: list[str]) -> dict[str, Any] | None:
-    """The stock config the tables' speculative_retry amount to: the most common value in params; when the
-    tables differ, each table's in target.table_options."""
-    from tailtune.simulation.stock import parse_speculative_retry
+def _stock_config(tables: Mapping[str, Mapping[str, str]], notes: list[str]) -> dict[str, Any] | None:
+    """The stock config the tables' options amount to: each option's most common value in params; when the
+    tables differ in an option, each table's value of it in target.table_options."""
+    from tailtune.simulation.config_check import TABLE_OPTIONS
+    from tailtune.simulation.stock_appliers import TABLE
 
+    rows = {k.name: k for k in TABLE.knobs()}
     try:
-        rendered = {t: parse_speculative_retry(v, where=f"speculative_retry of {t}").render()
-                    for t, v in tables.items()}
+        rendered = {t: {n: TABLE.text(rows[n], TABLE.read(rows[n], v, where=f"{n} of {t}")) for n, v in opts.items()}
+                    for t, opts in tables.items()}
     except BadInputError as exc:
         notes.append(f"current_config not derived: {exc.problems[0].problem}")
         return None
     if not rendered:
         return None
-    common = Counter(rendered.values()).most_common(1)[0][0]
-    config: dict[str, Any] = {"policy": "stock", "params": {"speculative_retry": common}}
-    if len(set(rendered.values())) > 1:
-        config["target"] = {"table_options": {t: {"speculative_retry": v} for t, v in rendered.items()}}
+    params: dict[str, Any] = {}
+    explicit: dict[str, dict[str, str]] = {t: {} for t in rendered}
+    for name in rows:
+        values = {t: opts[name] for t, opts in rendered.items()}
+        params[name] = Counter(values.values()).most_common(1)[0][0]
+        if len(set(values.values())) > 1:
+            for t, v in values.items():
+                explicit[t][name] = v
+    config: dict[str, Any] = {"policy": "stock", "params": params}
+    if any(explicit.values()):
+        config["target"] = {TABLE_OPTIONS: {t: opts for t, opts in explicit.items() if opts}}
     return config
 
 
@@ -546,17 +549,16 @@ def _read_cassandra(
         keyspaces[ks] = {"replication": {str(k): str(v) for k, v in dict(rows[0].replication).items()},
                          "strategy": parse_strategy(dict(rows[0].replication),
                                                     f"cassandra node {contact_name}: keyspace {ks}")}
-    spec: dict[str, str] = {}
+    options: dict[str, dict[str, str]] = {}
     for table in tables:
         ks, name = table.split(".", 1)
-        rows = cql.run("SELECT speculative_retry FROM system_schema.tables WHERE keyspace_name = %s AND "
-                       "table_name = %s", (ks, name), host=contact, node=contact_name)
+        rows = cql.run(TABLE.select(TABLE.names()), (ks, name), host=contact, node=contact_name)
         if not rows:
             raise DiscoveryFailed(
                 f"cassandra: table {table} does not exist (no row in system_schema.tables): fix the deployment's "
                 "tables (tailtune deployments set NAME --table keyspace.table)", permanent=True,
             )
-        spec[table] = str(rows[0].speculative_retry)
+        options[table] = {n: str(getattr(rows[0], n)) for n in TABLE.names()}
 
     # --- every node's settings and latencies -----------------------------------------------------------------
     settings_by_node: dict[str, dict[str, Any]] = {}
@@ -615,7 +617,7 @@ def _read_cassandra(
         latency_tables[table] = entry
     found.readings["latency"] = {"unit": "ms" if verified else None, "resolution_ms": 1.0 if verified else None,
                                  "how": how_latency, "tables": latency_tables}
-    found.readings["tables"] = {t: {"speculative_retry": v} for t, v in spec.items()}
+    found.readings["tables"] = options
     contact_settings = settings_by_node.get(str(contact.address), {})
     snitch = {k: v for k, v in contact_settings.items() if k != "concurrent_reads"}
     found.readings["settings"] = {
@@ -687,8 +689,8 @@ def _read_cassandra(
             found.notes.append(f"the ring is not modelled: partitioner {_short_class(partitioner)} / strategy "
                                f"{strategy['class']} (integer tokens and SimpleStrategy or NetworkTopologyStrategy "
                                "are)")
-    if server == "stock" and spec:
-        found.current_config = _stock_config(spec, found.notes)
+    if server == "stock" and options:
+        found.current_config = _stock_config(options, found.notes)
 
 
 # --- memcached ----------------------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ a stored config (the nightly's baseline) and the clients that run it meet only v
 - **The target** (`check_config`). memcached: the `memcached_client` block the client runs — the target's, else
   `{"mode": policy, **params}`, as `tailtune_client.config.parse_config` finds it — must be complete and valid
   (the client has no defaults); the client's own parser runs last, so what it refuses is refused here. Cassandra:
-  `target.table_options` (Cassandra's `speculative_retry` grammar) and `target.driver.python` as
+  `target.table_options` (each table option's row: `speculative_retry`'s grammar) and `target.driver.python` as
   `tailtune_client.cassandra` reads it.
 
 Errors are `BadInputError`s naming the field: `config.params.k` for a config (file `config`), the parameter for
@@ -31,8 +31,9 @@ from typing import TYPE_CHECKING, Any
 from tailtune.base.errors import BadInputError
 from tailtune.simulation.memcached import MEMCACHED_POLICIES
 from tailtune.simulation.policies import NO_COORDINATOR, STRING_PARAMS, resolve
-from tailtune.simulation.stock import CLIENT_KNOBS, STOCK_POLICY, parse_speculative_retry
-from tailtune.simulation.stock_knobs import DRIVER_DEFAULT, DRIVERS, driver_refusal, knob
+from tailtune.simulation.stock import STOCK_POLICY
+from tailtune.simulation.stock_appliers import SNITCH, TABLE, applier
+from tailtune.simulation.stock_knobs import DRIVER_DEFAULT, DRIVERS, STOCK_KNOBS, driver_refusal, knob
 
 if TYPE_CHECKING:
     from kvsim import ParamSpec, PolicySpec
@@ -49,14 +50,6 @@ NAME_MAX = 64
 TABLE_OPTIONS = "table_options"
 #: The longest key of a path in an error (the rest is cut).
 _KEY_SHOWN = 64
-#: The snitch knobs → the selector parameters they set (`stock.snitch_selector_params`).
-_SNITCH_PARAMS = {
-    "badness": "dynamic_snitch_badness_threshold",
-    "update_ms": "dynamic_snitch_update_interval",
-    "reset_ms": "dynamic_snitch_reset_interval",
-    "reset_s": "dynamic_snitch_reset_interval",
-    "timeout_ms": "read_timeout_ms",
-}
 
 
 @dataclass(frozen=True)
@@ -264,10 +257,11 @@ def _cassandra_values(
 def _origins(params: Mapping[str, Any], replica_params: Mapping[str, Any]) -> tuple[dict[str, str], dict[str, str]]:
     """kvsim parameter → the name the user gave that sets it, for the queue's (coordinator's) and the selector's
     parameters (names the user gave directly are their own)."""
-    queue = {kn.core: kn.name for kn in CLIENT_KNOBS if kn.name in params}
-    if "speculative_retry" in params:
-        queue.update(dict.fromkeys(("spec_kind", "spec_percentile", "spec_fixed_ms"), "speculative_retry"))
-    selector = {core: name for core, name in _SNITCH_PARAMS.items() if name in params}
+    queue: dict[str, str] = {}
+    for kn in STOCK_KNOBS:
+        if kn.name in params and applier(kn) is not SNITCH:
+            queue.update(dict.fromkeys(applier(kn).kvsim_names(kn), kn.name))
+    selector = {core: name for core, name in SNITCH.origins().items() if name in params}
     for name in params:
         queue[name] = selector[name] = name
     selector.update({name: name for name in replica_params})
@@ -349,21 +343,21 @@ def _cassandra_target(config: Mapping[str, Any], driver: str | None) -> None:
     options = target.get(TABLE_OPTIONS)
     field = f"config.target.{TABLE_OPTIONS}"
     if options is not None:
+        rows = {k.name: k for k in TABLE.knobs()}
         if not isinstance(options, dict) or not all(
-            isinstance(v, dict) and set(v) <= {"speculative_retry"} for v in options.values()
+            isinstance(v, dict) and set(v) <= set(rows) for v in options.values()
         ):
-            raise BadInputError.single("config", 'must be {"keyspace.table": {"speculative_retry": TEXT}}', field=field)
+            shape = ", ".join(f'"{name}": {row.kind.upper()}' for name, row in rows.items())
+            raise BadInputError.single("config", f'must be {{"keyspace.table": {{{shape}}}}}', field=field)
         for table, opts in options.items():
-            if "speculative_retry" not in opts:
-                continue
-            here = f"{_child(field, table)}.speculative_retry"
-            text = opts["speculative_retry"]
-            if not isinstance(text, str) or not 0 < len(text) <= NAME_MAX:
-                raise BadInputError.single("config", f"must be text (1..{NAME_MAX} characters)", field=here)
-            try:
-                parse_speculative_retry(text, where="config")
-            except BadInputError as exc:
-                raise BadInputError.single("config", exc.problems[0].problem, field=here) from None
+            for name, value in opts.items():
+                here = f"{_child(field, table)}.{name}"
+                if rows[name].kind == "text" and (not isinstance(value, str) or not 0 < len(value) <= NAME_MAX):
+                    raise BadInputError.single("config", f"must be text (1..{NAME_MAX} characters)", field=here)
+                try:
+                    TABLE.parse(rows[name], value, where="config")
+                except BadInputError as exc:
+                    raise BadInputError.single("config", exc.problems[0].problem, field=here) from None
     drv = _effective_driver(config.get("params") or {}, driver)
     rendered = target.get("driver")
     if "driver" in target and not isinstance(rendered, dict):

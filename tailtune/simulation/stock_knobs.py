@@ -22,8 +22,15 @@ current setting whatever policy object it configured.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
+
+from tailtune.simulation.speculative_retry import (
+    parse_speculative_retry,
+    spec_core_params,
+    speculative_retry_choices,
+)
 
 __all__ = [
     "DRIVERS",
@@ -79,6 +86,26 @@ class StockKnob:
     #: The valid values of a number (`int`, `float`): inclusive bounds, as the driver or Cassandra accepts them.
     valid_low: float | None = None
     valid_high: float | None = None
+    #: Values an operator would write (cassandra.yaml, a driver's configuration, query code) rather than any point
+    #: of the range: the tuner searches these instead of `low`..`high` (a `text` knob's search is always a grid).
+    grid: tuple[int | float | str, ...] = ()
+    #: `text`: the grammar, `(text, *, where) -> value` (a value with Cassandra's `==` and `render()`, the
+    #: normalised text), raising BadInputError for what Cassandra refuses.
+    grammar: Callable[..., Any] | None = None
+    #: A value of the grammar → the kvsim parameters it sets (instead of `core`).
+    to_core: Callable[[Any], dict[str, float]] | None = None
+    #: `cql`: the key under a version's `published.cassandra` where the publisher records each table's value
+    #: before and after (`{"ks.t": {"before": TEXT, "after": TEXT}}`; a rollback restores from it).
+    record: str = ""
+    #: `jmx`: the kvsim selectors' parameters the setting is (selector, parameter, divisor: the parameter = the
+    #: value / divisor), and its place among the interval and threshold arguments of the live JMX operation
+    #: (`updateSnitch`) and the yaml lines; `unit`: the unit its yaml line writes after the value.
+    selector_params: tuple[tuple[str, str, float], ...] = ()
+    jmx_arg: int = 0
+    unit: str = ""
+    #: `driver`: its key in the rendered driver settings (`stock_driver_settings`), which the Java profile and
+    #: the Python settings read.
+    setting: str = ""
 
     def default_for(self, driver: str) -> int | float | str:
         return dict(self.driver_defaults).get(driver, self.default)
@@ -127,6 +154,10 @@ STOCK_KNOBS: tuple[StockKnob, ...] = (
         "text",
         "99p",
         "cql",
+        grid=speculative_retry_choices(),
+        grammar=parse_speculative_retry,
+        to_core=spec_core_params,
+        record="tables",
         doc="per table; ALTER TABLE ks.t WITH speculative_retry = '...'",
     ),
     StockKnob(
@@ -137,15 +168,22 @@ STOCK_KNOBS: tuple[StockKnob, ...] = (
         low=0.0,
         high=2.0,
         valid_low=0.0,
+        grid=tuple(round(0.1 * i, 1) for i in range(21)),
+        selector_params=(("dynamic-snitch", "badness", 1.0), ("ds", "badness", 1.0)),
+        jmx_arg=2,
         doc="cassandra.yaml; live over JMX StorageServiceMBean.updateSnitch (not persisted)",
     ),
     StockKnob(
         "dynamic_snitch_update_interval", "int", 100, "jmx", low=10, high=1000, log=True,
-        valid_low=1, valid_high=JAVA_INT_MAX, doc="ms",
+        valid_low=1, valid_high=JAVA_INT_MAX, grid=(10, 20, 50, 100, 200, 500, 1000),
+        selector_params=(("dynamic-snitch", "update_ms", 1.0), ("ds", "update_ms", 1.0)), jmx_arg=0, unit="ms",
+        doc="ms",
     ),
     StockKnob(
         "dynamic_snitch_reset_interval", "int", 600_000, "jmx", low=10_000, high=600_000, log=True,
-        valid_low=1, valid_high=JAVA_INT_MAX, doc="ms",
+        valid_low=1, valid_high=JAVA_INT_MAX, grid=(10_000, 60_000, 120_000, 300_000, 600_000),
+        selector_params=(("dynamic-snitch", "reset_ms", 1.0), ("ds", "reset_s", 1000.0)), jmx_arg=1, unit="ms",
+        doc="ms",
     ),
     StockKnob(
         "driver.speculative_execution.delay",
@@ -157,7 +195,9 @@ STOCK_KNOBS: tuple[StockKnob, ...] = (
         log=True,
         valid_low=0.0,
         valid_high=JAVA_INT_MAX,
+        grid=(1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0),
         core="se_delay_ms",
+        setting="delay_ms",
         doc="ms between executions (ConstantSpeculativeExecutionPolicy; Java reference.conf's example: 100 ms); "
         "acts when max_executions > 1, on reads marked idempotent (assumed then)",
     ),
@@ -171,6 +211,7 @@ STOCK_KNOBS: tuple[StockKnob, ...] = (
         valid_low=1,
         valid_high=JAVA_INT_MAX,
         core="se_max",
+        setting="max_executions",
         doc="counting the first execution (Java's max-executions; Python's max_attempts = this - 1); "
         "1 = no speculative execution",
     ),
@@ -183,6 +224,7 @@ STOCK_KNOBS: tuple[StockKnob, ...] = (
         lacks="the Python driver has no slow-replica avoidance (only the Java driver 4's DefaultLoadBalancingPolicy)",
         choices=(0, 1),
         core="slow_avoid",
+        setting="slow_replica_avoidance",
         doc="basic.load-balancing-policy.slow-replica-avoidance; acts with 3 or more replicas, per-partition queries",
     ),
     StockKnob(
@@ -195,6 +237,7 @@ STOCK_KNOBS: tuple[StockKnob, ...] = (
         driver_defaults=(("python", 0),),
         choices=(0, 1),
         core="shuffle",
+        setting="shuffle_replicas",
         doc="TokenAwarePolicy(..., shuffle_replicas=); acts on per-partition queries",
     ),
     StockKnob(
@@ -217,6 +260,7 @@ STOCK_KNOBS: tuple[StockKnob, ...] = (
         log=True,
         valid_low=0,
         valid_high=JAVA_INT_MAX,
+        grid=(0, 1, 2, 4, 8, 16, 32, 64),
         core="chunk",
         only_with=(("multiget.shape", "in"),),
         doc="keys per IN query; 0 = all the multiget's keys (per-partition: 1 key per query, no chunk)",

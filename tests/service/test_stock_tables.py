@@ -9,15 +9,20 @@ import pytest
 
 from tailtune.base.errors import BadInputError
 from tailtune.control.publishers.stock import (
-    desired_speculative_retry,
+    desired_table_options,
     merge_record,
     restore_map,
     sets_table_options,
 )
-from tailtune.simulation.stock import parse_speculative_retry
+from tailtune.simulation.stock import SpeculativeRetry, parse_speculative_retry
 from tests.service.conftest import Svc, cassandra_deployment
 
 T = ["ks.a", "ks.b"]
+
+
+def desired_speculative_retry(config: dict[str, Any], tables: list[str]) -> dict[str, SpeculativeRetry]:
+    """The speculative_retry `config` asks of each table (`desired_table_options`, one option)."""
+    return {t: opts["speculative_retry"] for t, opts in desired_table_options(config, tables).items()}
 
 
 def test_which_configs_set_the_tables() -> None:

@@ -12,13 +12,15 @@ their config with
 
     SELECT version, config FROM <keyspace>.config_current WHERE deployment = ?;
 
-A config that sets table options (a `stock` config, or params with `speculative_retry`; see
-`tailtune.control.publishers.stock`) is also applied live to each table of the deployment, between the version
-row and the current row: `ALTER TABLE ks.t WITH speculative_retry = '...'`, read back from
+A config that sets table options (a `stock` config, or params with a table option such as `speculative_retry`;
+see `tailtune.control.publishers.stock`) is also applied live to each table of the deployment, between the
+version row and the current row: `ALTER TABLE ks.t WITH option = '...'` (the statement, the read-back query and
+the comparison are the table options' applier's, `tailtune.simulation.stock_appliers.TABLE`), read back from
 `system_schema.tables` and compared as parsed forms (Cassandra normalises the text). All tables or none: a
 missing table stops the publish before any change; a failed ALTER or read-back reverts the tables already
 changed, and the error names the table and why. Each table's value before and after is returned in
-`PublishOutcome.applied["tables"]` (recorded with the version; a rollback restores from it). The snitch settings
+`PublishOutcome.applied` under the option's `record` (`"tables"` for `speculative_retry`; recorded with the
+version; a rollback restores from it). The snitch settings
 are only read (`system_views.settings`), never written: see docs/applying-stock.md.
 
 A stock deployment's tables also get their coordinator read latency read from every node
@@ -37,6 +39,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tailtune.base.errors import BadInputError
@@ -52,9 +55,9 @@ from tailtune.control.publishers.base import (
     TargetUnavailable,
     document,
 )
-from tailtune.control.publishers.stock import desired_speculative_retry
+from tailtune.control.publishers.stock import desired_table_options
 from tailtune.control.redact import redact
-from tailtune.simulation.stock import SpeculativeRetry, parse_speculative_retry
+from tailtune.simulation.stock_appliers import SNITCH, TABLE
 
 __all__ = [
     "LATENCY_NOTE",
@@ -62,30 +65,21 @@ __all__ = [
     "LATENCY_UNIT",
     "NODE_QUERY",
     "SNITCH_SETTINGS",
-    "TABLE_QUERY",
     "VERSIONS_TABLE",
     "CassandraPublisher",
     "TableOptionsFailed",
-    "apply_speculative_retry",
+    "apply_table_options",
     "read_coordinator_latency",
     "read_snitch",
-    "revert_speculative_retry",
+    "revert_table_options",
     "schema_cql",
 ]
 
 NODE_QUERY = "SELECT version, config FROM {ks}.config_current WHERE deployment = ?"
 #: The immutable version rows, one partition per deployment identity (id + creation nonce).
 VERSIONS_TABLE = "deployment_config_versions"
-#: How the publisher reads a table's option back (Cassandra's normalised text).
-TABLE_QUERY = "SELECT speculative_retry FROM system_schema.tables WHERE keyspace_name = %s AND table_name = %s"
 #: The node settings read (never written) from `system_views.settings` and recorded with the version.
-SNITCH_SETTINGS = (
-    "endpoint_snitch",
-    "dynamic_snitch",
-    "dynamic_snitch_update_interval",
-    "dynamic_snitch_reset_interval",
-    "dynamic_snitch_badness_threshold",
-)
+SNITCH_SETTINGS = SNITCH.settings()
 
 
 #: Where the coordinator read latency per table comes from, the unit its `*_ms` columns really hold, and why.
@@ -97,84 +91,97 @@ LATENCY_NOTE = (
     "to 3 decimals (a resolution of 1 ms)"
 )
 _LATENCY_QUERY = f"SELECT * FROM {LATENCY_TABLE} WHERE keyspace_name = %s AND table_name = %s"
+_OPTIONS = {k.name: k for k in TABLE.knobs()}
 
 
 class TableOptionsFailed(PublishRejected):
     """Setting the tables' options failed: names the table and why, and says what was reverted."""
 
 
-def _read_spec(session: Any, table: str) -> str | None:
+def _read_options(session: Any, table: str, names: Sequence[str]) -> dict[str, str] | None:
+    """The options `names` of `table` as `system_schema.tables` shows them (None: no such table)."""
     ks, name = table.split(".", 1)
-    row = session.execute(TABLE_QUERY, (ks, name)).one()
-    return None if row is None else str(row.speculative_retry)
+    row = session.execute(TABLE.select(names), (ks, name)).one()
+    return None if row is None else {n: str(getattr(row, n)) for n in names}
 
 
-def _alter(session: Any, table: str, text: str) -> None:
-    quoted = text.replace("'", "''")  # a CQL string literal: a quote inside is doubled
-    session.execute(f"ALTER TABLE {table} WITH speculative_retry = '{quoted}'")
+def _differs(shown: Mapping[str, str] | None, want: Mapping[str, Any]) -> str | None:
+    """The first option of `want` that `shown` (read back) does not show (None: every one is as wanted)."""
+    for name, value in want.items():
+        if shown is None or not TABLE.same(_OPTIONS[name], shown.get(name), value):
+            return name
+    return None
 
 
-def _same(text: str | None, want: SpeculativeRetry) -> bool:
-    if text is None:
-        return False
-    try:
-        return parse_speculative_retry(text) == want
-    except BadInputError:
-        return False
-
-
-def revert_speculative_retry(session: Any, before: dict[str, str]) -> dict[str, str]:
-    """Put each table back to its `before` text; returns the tables that could not be reverted, with why."""
+def revert_table_options(session: Any, before: dict[str, dict[str, str]]) -> dict[str, str]:
+    """Put each table's options back to their `before` texts; returns the tables that could not be reverted,
+    with why."""
     failed: dict[str, str] = {}
-    for table, text in before.items():
+    for table, texts in before.items():
         try:
-            _alter(session, table, text)
-            back = _read_spec(session, table)
-            if not _same(back, parse_speculative_retry(text)):
-                failed[table] = f"reads back {back!r} after the revert to {text!r}"
+            session.execute(TABLE.alter(table, texts))
+            back = _read_options(session, table, list(texts))
+            want = {n: TABLE.parse(_OPTIONS[n], text, where=n) for n, text in texts.items()}
+            wrong = _differs(back, want)
+            if wrong is not None:
+                shown = None if back is None else back[wrong]
+                failed[table] = f"reads back {shown!r} after the revert to {texts[wrong]!r}"
         except Exception as exc:
             failed[table] = f"{type(exc).__name__}: {redact(str(exc))}"
     return failed
 
 
-def apply_speculative_retry(
-    session: Any, desired: dict[str, SpeculativeRetry]
-) -> tuple[dict[str, dict[str, str]], dict[str, str]]:
-    """All tables or none: every table must exist (checked before any change); each table whose parsed
-    speculative_retry differs from the desired one gets `ALTER TABLE ... WITH speculative_retry = '...'` and is
-    read back from system_schema.tables, where the parsed forms must be equal (Cassandra normalises the text).
-    On the first failure the tables already changed are reverted and TableOptionsFailed (not retried) or
-    TargetUnavailable (retried: the cluster did not answer) names the table and why.
+def apply_table_options(
+    session: Any, desired: dict[str, dict[str, Any]]
+) -> tuple[dict[str, dict[str, dict[str, str]]], dict[str, dict[str, str]]]:
+    """All tables or none: every table must exist (checked before any change); each table whose parsed options
+    differ from the desired ones gets `ALTER TABLE ... WITH option = '...'` and is read back from
+    system_schema.tables, where the parsed forms must be equal (Cassandra normalises the text). On the first
+    failure the tables already changed are reverted and TableOptionsFailed (not retried) or TargetUnavailable
+    (retried: the cluster did not answer) names the table and why.
 
-    Returns ({table: {"before": text, "after": text}}, {changed table: before text})."""
+    Returns ({record: {table: {"before": text, "after": text}}} — each option under its row's `record` —,
+    {changed table: {option: before text}})."""
     from cassandra import DriverException, RequestExecutionException
 
-    before: dict[str, str] = {}
+    before: dict[str, dict[str, str]] = {}
     missing: list[str] = []
-    for table in desired:
-        text = _read_spec(session, table)
-        if text is None:
+    for table, want in desired.items():
+        shown = _read_options(session, table, list(want))
+        if shown is None:
             missing.append(table)
         else:
-            before[table] = text
+            before[table] = shown
     if missing:
         what = f"table {missing[0]} does not" if len(missing) == 1 else f"tables {', '.join(missing)} do not"
         raise TableOptionsFailed(
             f"cassandra: {what} exist (no row in system_schema.tables); no table was changed"
         )
-    record: dict[str, dict[str, str]] = {}
-    changed: dict[str, str] = {}
+    record: dict[str, dict[str, dict[str, str]]] = {}
+    changed: dict[str, dict[str, str]] = {}
+
+    def keep(table: str, name: str, after: str) -> None:
+        record.setdefault(_OPTIONS[name].record, {})[table] = {"before": before[table][name], "after": after}
+
     for table, want in desired.items():
-        text = want.render()
-        if _same(before[table], want):
-            record[table] = {"before": before[table], "after": before[table]}
+        alter = {n: v for n, v in want.items() if not TABLE.same(_OPTIONS[n], before[table][n], v)}
+        for name in want:
+            if name not in alter:
+                keep(table, name, before[table][name])
+        if not alter:
             continue
+        texts = {n: TABLE.text(_OPTIONS[n], v) for n, v in alter.items()}
         transient = False
-        changed[table] = before[table]  # an ALTER that timed out may still apply: it is reverted with the rest
+        changed[table] = {n: before[table][n] for n in alter}  # an ALTER that timed out may still apply
+        back: dict[str, str] | None = None
         try:
-            _alter(session, table, text)
-            back = _read_spec(session, table)
-            why = None if _same(back, want) else f"system_schema.tables shows {back!r} after setting {text!r}"
+            session.execute(TABLE.alter(table, texts))
+            back = _read_options(session, table, list(alter))
+            wrong = _differs(back, alter)
+            why = None if wrong is None else (
+                f"system_schema.tables shows {None if back is None else back[wrong]!r} after setting "
+                f"{texts[wrong]!r}"
+            )
         except (RequestExecutionException, OSError) as exc:
             transient, why = True, f"{type(exc).__name__}: {redact(str(exc))}"
         except DriverException as exc:
@@ -183,16 +190,17 @@ def apply_speculative_retry(
             if not transient:  # refused by Cassandra: the table was not changed
                 del changed[table]
         if why is None:
-            record[table] = {"before": before[table], "after": back or text}
+            for name in alter:
+                keep(table, name, (back or {}).get(name) or texts[name])
             continue
-        not_reverted = revert_speculative_retry(session, changed)
+        not_reverted = revert_table_options(session, changed)
         reverted = [t for t in changed if t not in not_reverted]
         tail = (
             f"; reverted {', '.join(reverted)}" if reverted else "; no other table had been changed"
         ) + (
             "; could not revert " + ", ".join(f"{t} ({w})" for t, w in not_reverted.items()) if not_reverted else ""
         )
-        message = f"cassandra: speculative_retry of {table} failed: {why}{tail}"
+        message = f"cassandra: {', '.join(alter)} of {table} failed: {why}{tail}"
         if transient:
             raise TargetUnavailable(message)
         raise TableOptionsFailed(message)
@@ -325,7 +333,7 @@ class CassandraPublisher(Publisher):
         desired = self._desired(cur_config)
         cluster, session = self._connect()
         ks = self.keyspace
-        changed: dict[str, str] = {}
+        changed: dict[str, dict[str, str]] = {}
         try:
             rf = 1 if len(self.connection.get("contact_points", [])) < 3 else 3
             for cql in schema_cql(ks, rf):
@@ -349,8 +357,8 @@ class CassandraPublisher(Publisher):
             if latency:
                 applied["latency"] = latency
             if desired:
-                tables, changed = apply_speculative_retry(session, desired)
-                applied["tables"] = tables
+                records, changed = apply_table_options(session, desired)
+                applied.update(records)
             snitch = read_snitch(session, cur_config)
             if snitch:
                 applied["snitch"] = snitch
@@ -358,7 +366,7 @@ class CassandraPublisher(Publisher):
                 outcome, fenced = self._move_current(session, lwt, ks, version, cur_v, cur_doc, uid, live)
             except BaseException:
                 if changed:
-                    revert_speculative_retry(session, changed)
+                    revert_table_options(session, changed)
                 raise
             if fenced is not None:
                 applied["replaced_deleted_deployment"] = fenced
@@ -396,9 +404,9 @@ class CassandraPublisher(Publisher):
         finally:
             cluster.shutdown()
 
-    def _desired(self, config: dict[str, Any]) -> dict[str, SpeculativeRetry]:
+    def _desired(self, config: dict[str, Any]) -> dict[str, dict[str, Any]]:
         try:
-            return desired_speculative_retry(config, self.tables)
+            return desired_table_options(config, self.tables)
         except BadInputError as exc:
             raise PublishRejected(f"cassandra: {exc}") from None
 
