@@ -222,7 +222,7 @@ def replay(
                                    field="pool")
     shards = shards_for(trace, deployment, n, where) if deployment.pool == "sharded" else None
     try:
-        pool = chisel.MemcachedDeployment(
+        pool = chisel.MemcachedSetup(
             servers=deployment.servers,
             worker_threads=deployment.worker_threads,
             query_threads=deployment.query_threads,

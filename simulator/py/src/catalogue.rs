@@ -1,6 +1,7 @@
 //! Binding of the policy and selector catalogues (the core's registries): every policy's and selector's name, event
 //! loop and parameters with their defaults, valid ranges and search ranges. `kvsim.policy_specs()` and friends
-//! turn these dicts into typed `PolicySpec` / `ParamSpec` objects.
+//! turn these dicts into typed `PolicySpec` / `ParamSpec` objects. And the cluster's defaults (`ClusterConfig`):
+//! the one statement of them, which `kvsim.Cluster`, tailtune's deployments and its API read.
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
@@ -10,10 +11,10 @@ use kvsim_core::params::{Domain, ParamSpec, Search};
 use kvsim_core::policy::Loop;
 use kvsim_core::replica::SelectorConfig;
 use kvsim_core::{
-    CoordinatorConfig, PolicyConfig, POLICIES, POLICY_NAMES, REPLICA_NAMES, SELECTORS,
+    ClusterConfig, CoordinatorConfig, PolicyConfig, POLICIES, POLICY_NAMES, REPLICA_NAMES, SELECTORS,
 };
 
-use crate::replay::to_py;
+use crate::errors::to_py;
 
 fn param_dict<'py>(py: Python<'py>, s: &ParamSpec) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
@@ -162,6 +163,40 @@ fn replica_defaults(name: &str) -> PyResult<Vec<(&'static str, f64)>> {
     Ok(SelectorConfig::from_name(name).map_err(to_py)?.params())
 }
 
+/// The simulated cluster's defaults: the core's `ClusterConfig::default()` (Rein's cluster).
+#[pyclass(module = "kvsim._kvsim", name = "ClusterConfig", frozen, get_all)]
+pub struct PyClusterConfig {
+    /// Servers.
+    servers: u32,
+    /// Parallel service slots per server.
+    slots: u32,
+    /// Replicas per key (RF).
+    replication: u32,
+    /// Tokens per server; 0 or 1 = one evenly spaced token per server.
+    vnodes: u32,
+    /// Mean service rate of one slot, ops/s.
+    service_rate: f64,
+    /// One-way network latency client ↔ server, ns.
+    net_latency_ns: u64,
+    /// Clients.
+    clients: u32,
+}
+
+/// The simulated cluster's defaults (the core's `ClusterConfig::default()`).
+#[pyfunction]
+fn cluster_defaults() -> PyClusterConfig {
+    let d = ClusterConfig::default();
+    PyClusterConfig {
+        servers: d.servers,
+        slots: d.slots,
+        replication: d.replication,
+        vnodes: d.vnodes,
+        service_rate: d.service_rate,
+        net_latency_ns: d.net_latency_ns,
+        clients: d.clients,
+    }
+}
+
 /// Registers the catalogue on the extension module.
 pub fn register_catalogue(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(policy_specs, m)?)?;
@@ -173,5 +208,7 @@ pub fn register_catalogue(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(coordinator_spec, m)?)?;
     m.add_function(wrap_pyfunction!(replica_names, m)?)?;
     m.add_function(wrap_pyfunction!(replica_defaults, m)?)?;
+    m.add_class::<PyClusterConfig>()?;
+    m.add_function(wrap_pyfunction!(cluster_defaults, m)?)?;
     Ok(())
 }

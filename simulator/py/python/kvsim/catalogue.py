@@ -1,6 +1,7 @@
 """The catalogue of policies and replica selectors, read from the core's registries: every policy's and selector's
 parameters with their meaning, default, valid range and the range a tuner searches. The CLI's help and the
-tuner's search spaces enumerate from here.
+tuner's search spaces enumerate from here. And the simulated cluster's defaults (`cluster_defaults()`), which
+`kvsim.Cluster` and tailtune's deployments read.
 
     >>> spec = kvsim.policy_spec("rein")
     >>> spec.param("k").search
@@ -14,15 +15,17 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, cast
 
 from kvsim import _kvsim
-from kvsim._kvsim import ParameterError
+from kvsim._kvsim import ClusterConfig, ParameterError
 
 if TYPE_CHECKING:
     from kvsim._kvsim import RawComponentSpec, RawParamSpec
 
 __all__ = [
+    "ClusterConfig",
     "ParamSpec",
     "PolicySpec",
     "SearchSpec",
+    "cluster_defaults",
     "coordinator_defaults",
     "coordinator_spec",
     "memcached_policy_specs",
@@ -209,3 +212,9 @@ def replica_names() -> list[str]:
 def replica_defaults(name: str) -> dict[str, float]:
     """Default parameters of a replica selector (raises ParameterError for an unknown name)."""
     return dict(_kvsim.replica_defaults(name))
+
+
+def cluster_defaults() -> ClusterConfig:
+    """The simulated cluster's defaults, the core's (`ClusterConfig::default()`, Rein's cluster; the network in ns):
+    the one statement of them, which `kvsim.Cluster` (in µs) and tailtune's deployments read."""
+    return _kvsim.cluster_defaults()
