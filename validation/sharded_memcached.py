@@ -213,8 +213,7 @@ def run(
     arrivals, µs); `overhead_reps`: calls per median of the client-overhead measurement; `start_delay_s`: how
     long after a replay's processes are started its first request is due (they connect and warm up meanwhile)."""
     import kvsim
-    from kvsim.chisel import MemcachedSetup
-    from kvsim.chisel import ServiceProfile
+    from kvsim.chisel import MemcachedSetup, ServiceProfile
     from tailtune_client.memcached import Client
 
     from analysis.memcached_profile import profile_memcached

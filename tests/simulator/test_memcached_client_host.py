@@ -7,8 +7,7 @@ from __future__ import annotations
 import kvsim
 import numpy as np
 import pytest
-from kvsim.chisel import MemcachedSetup
-from kvsim.chisel import ServiceProfile
+from kvsim.chisel import MemcachedSetup, ServiceProfile
 
 from tailtune.simulation import memcached
 from tailtune.simulation.memcached import MemcachedDeployment, MemcachedTrace

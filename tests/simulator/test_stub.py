@@ -7,7 +7,7 @@ from __future__ import annotations
 import ast
 import importlib.util
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -70,7 +70,7 @@ def _typed_dicts() -> dict[str, set[str]]:
 TYPED = _typed_dicts()
 
 
-def _check(shape: str, value: dict[str, Any]) -> None:
+def _check(shape: str, value: Mapping[str, Any]) -> None:
     assert set(value) == TYPED[shape], shape
 
 
@@ -103,11 +103,11 @@ def test_the_records_have_the_keys_the_stub_declares(monkeypatch: pytest.MonkeyP
 
     for spec in (*_kvsim.policy_specs(), *_kvsim.replica_specs(), *_kvsim.memcached_policy_specs(),
                  _kvsim.coordinator_spec()):
-        _check("RawComponentSpec", dict(spec))
+        _check("RawComponentSpec", spec)
         for p in spec["params"]:
-            _check("RawParamSpec", dict(p))
+            _check("RawParamSpec", p)
             if p["search"] is not None:
-                _check("RawSearch", dict(p["search"]))
+                _check("RawSearch", p["search"])
 
     seen = _spy(monkeypatch, kvsim.memcached, "replay_memcached_raw")
     kvsim.memcached.replay([2, 5, 1, 8], [0.0, 10.0, 20.0, 30.0], kvsim.MemcachedConfig(policy="batching"))
