@@ -101,14 +101,6 @@ def test_the_records_have_the_keys_the_stub_declares(monkeypatch: pytest.MonkeyP
                        ("timeouts", "RawTimeouts"), ("records", "RawRecords")):
         _check(shape, raw[key])
 
-    for spec in (*_kvsim.policy_specs(), *_kvsim.replica_specs(), *_kvsim.memcached_policy_specs(),
-                 _kvsim.coordinator_spec()):
-        _check("RawComponentSpec", spec)
-        for p in spec["params"]:
-            _check("RawParamSpec", p)
-            if p["search"] is not None:
-                _check("RawSearch", p["search"])
-
     seen = _spy(monkeypatch, kvsim.memcached, "replay_memcached_raw")
     kvsim.memcached.replay([2, 5, 1, 8], [0.0, 10.0, 20.0, 30.0], kvsim.MemcachedConfig(policy="batching"))
     (mc,) = seen
