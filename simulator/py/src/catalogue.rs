@@ -12,7 +12,8 @@ use kvsim_core::params::{Domain, ParamSpec, Search};
 use kvsim_core::policy::Loop;
 use kvsim_core::replica::SelectorConfig;
 use kvsim_core::{
-    ClusterConfig, CoordinatorConfig, PolicyConfig, POLICIES, POLICY_NAMES, REPLICA_NAMES, SELECTORS,
+    ClusterConfig, CoordinatorConfig, PolicyConfig, POLICIES, POLICY_NAMES, REPLICA_NAMES,
+    SELECTORS,
 };
 
 use crate::errors::{to_py, ParameterError};
@@ -221,7 +222,11 @@ fn record_repr(obj: &Bound<'_, PyAny>, name: &str, fields: &[&str]) -> PyResult<
     Ok(format!("{name}({})", parts.join(", ")))
 }
 
-fn component(name: &'static str, event_loop: Option<Loop>, params: &[ParamSpec]) -> PyComponentSpec {
+fn component(
+    name: &'static str,
+    event_loop: Option<Loop>,
+    params: &[ParamSpec],
+) -> PyComponentSpec {
     let (fast_loop, loop_note) = match event_loop {
         Some(Loop::Fast) => (true, ""),
         Some(Loop::Generic(why)) => (false, why),

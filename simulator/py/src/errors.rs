@@ -41,7 +41,6 @@ pub(crate) fn to_py(e: SimError) -> PyErr {
     }
 }
 
-
 /// Registers the exceptions on the extension module.
 pub fn register_errors(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();

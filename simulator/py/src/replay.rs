@@ -14,8 +14,8 @@ use kvsim_core::replica::SelectorConfig;
 use kvsim_core::server_model::{ServerModelConfig, Slowdown, Stalls};
 use kvsim_core::stall_schedule::{StallInterval, StallSchedule};
 use kvsim_core::{
-    replay, Arrivals, ClientModel, Cluster, ClusterConfig, Column, Draws, ReplayConfig, SizeClasses,
-    StopRule, Workload, WorkloadLayout, WorkloadSpec,
+    replay, Arrivals, ClientModel, Cluster, ClusterConfig, Column, Draws, ReplayConfig,
+    SizeClasses, StopRule, Workload, WorkloadLayout, WorkloadSpec,
 };
 
 use crate::buffers::{bytes_of, column_of, vec_of};
