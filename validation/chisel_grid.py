@@ -17,7 +17,7 @@ import time
 from typing import Any
 
 import numpy as np
-from kvsim.chisel import MemcachedDeployment, SizeMix, grid_search
+from kvsim.chisel import MemcachedSetup, SizeMix, grid_search
 from kvsim.memcached import MemcachedConfig, replay
 
 INTERARRIVALS = (50, 60, 70, 90, 120, 200, 300, 400, 500, 600, 700, 800, 900, 1000, 1100)
@@ -38,7 +38,7 @@ def scenario(
     mice: int, ratio: int, a_us: float, overhead: float, n: int, cv: float, seed: int
 ) -> dict[str, Any]:
     sizes, arr = workload(mice, ratio, a_us, n, seed)
-    dep = MemcachedDeployment(query_threads=THREADS, client_overhead_us=overhead)
+    dep = MemcachedSetup(query_threads=THREADS, client_overhead_us=overhead)
     levels = grid_search(SizeMix.mice_elephant(mice, ratio, a_us), dep)
     run = dataclasses.replace(dep, service_cv=cv)
     b = replay(sizes, arr, MemcachedConfig(policy="batching", deployment=run, seed=seed))
@@ -139,7 +139,7 @@ def optimality(n: int, cv: float, seed: int) -> list[dict[str, Any]]:
         (m, r, a, o) for m in MICE for r in RATIOS for a in (50, 70, 120, 300, 1000) for o in (0.0, 180.0)
     ):
         sizes, arr = workload(m, ratio, a, n, seed + 1000 + i)
-        dep = MemcachedDeployment(query_threads=THREADS, client_overhead_us=o)
+        dep = MemcachedSetup(query_threads=THREADS, client_overhead_us=o)
         lv = grid_search(SizeMix.mice_elephant(m, ratio, a), dep)
         run = dataclasses.replace(dep, service_cv=cv)
         sims = {

@@ -19,7 +19,7 @@ import time
 from typing import Any
 
 import numpy as np
-from kvsim.chisel import MemcachedDeployment, ServiceProfile, SizeMix, grid_search
+from kvsim.chisel import MemcachedSetup, ServiceProfile, SizeMix, grid_search
 
 from analysis.memcached_profile import profile_memcached
 from tests.servers.memcached_loadgen import mice_elephant_workload, run_loadgen
@@ -47,7 +47,7 @@ def main() -> None:
               f"(R² {prof.processing.r2:.3f}),"
               f" N_S = {c:.1f} + {d:.2f}K µs (R² {prof.network.r2:.3f}), T_S = {prof.total.intercept:.1f} + "
               f"{prof.total.slope:.2f}K µs (R² {prof.total.r2:.3f})")
-        dep = MemcachedDeployment(
+        dep = MemcachedSetup(
             servers=1, worker_threads=4, query_threads=THREADS, profile=ServiceProfile(a, b, c, d)
         )
         print(f"load average before: {os.getloadavg()}")

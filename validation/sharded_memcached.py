@@ -213,8 +213,7 @@ def run(
     arrivals, µs); `overhead_reps`: calls per median of the client-overhead measurement; `start_delay_s`: how
     long after a replay's processes are started its first request is due (they connect and warm up meanwhile)."""
     import kvsim
-    from kvsim.chisel import MemcachedDeployment as KDeployment
-    from kvsim.chisel import ServiceProfile
+    from kvsim.chisel import MemcachedSetup, ServiceProfile
     from tailtune_client.memcached import Client
 
     from analysis.memcached_profile import profile_memcached
@@ -258,11 +257,11 @@ def run(
                 profile = ServiceProfile(*coeffs)
                 models = {
                     # every query thread's client work in parallel, one process holding all the threads
-                    "before": KDeployment(servers=servers, worker_threads=worker_threads,
+                    "before": MemcachedSetup(servers=servers, worker_threads=worker_threads,
                                           query_threads=servers * connections * processes,
                                           client_overhead_us=overhead, profile=profile),
                     # the client host: `processes` CPython processes, one CPU each, the per-key parse on it
-                    "after": KDeployment(servers=servers, worker_threads=worker_threads,
+                    "after": MemcachedSetup(servers=servers, worker_threads=worker_threads,
                                          query_threads=servers * connections * processes,
                                          client_overhead_us=overhead,
                                          profile=ServiceProfile(coeffs[0], coeffs[1], coeffs[2], 0.0),
@@ -272,7 +271,7 @@ def run(
                 def sim(model: str, policy: str, params: dict[str, int], rep: int,
                         shards: kvsim.memcached.Shards = shards, arrivals: npt.NDArray[np.float64] = arrivals,
                         sizes: npt.NDArray[np.int64] = trace.sizes,
-                        models: dict[str, KDeployment] = models) -> Any:
+                        models: dict[str, MemcachedSetup] = models) -> Any:
                     return kvsim.memcached.replay(sizes, arrivals, kvsim.MemcachedConfig(
                         policy=policy, params=params, deployment=models[model], seed=rep, shards=shards))
 

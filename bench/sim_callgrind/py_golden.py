@@ -19,7 +19,7 @@ from typing import Any
 import kvsim
 import numpy as np
 from kvsim import memcached
-from kvsim.chisel import MemcachedDeployment
+from kvsim.chisel import MemcachedSetup
 from kvsim.memcached import MemcachedConfig, MemcachedResult
 from kvsim.types import DemandInfo
 
@@ -126,7 +126,7 @@ def cases() -> dict[str, Callable[[], Any]]:
     for pol, params in (("batching", None), ("chisel", None), ("chisel", {"split_keys": 25, "merge": 2}),
                         ("chisel", {"split_chunks": 4, "merge": 3, "elephant_threshold": 20})):
         key = f"memcached/{pol}-{json.dumps(params, sort_keys=True)}"
-        dep = MemcachedDeployment(setup_us=10.0, service_cv=0.3)
+        dep = MemcachedSetup(setup_us=10.0, service_cv=0.3)
         out[key] = functools.partial(
             lambda po, pa, d: _mc(
                 memcached.replay(msizes, marr, MemcachedConfig(policy=po, params=pa or {}, deployment=d, seed=4))
@@ -135,7 +135,7 @@ def cases() -> dict[str, Callable[[], Any]]:
             params,
             dep,
         )
-        three = MemcachedDeployment(servers=3)
+        three = MemcachedSetup(servers=3)
         out[key + "-summary"] = functools.partial(
             lambda po, pa, d: _clean(
                 dict(memcached.replay(msizes, marr, MemcachedConfig(policy=po, params=pa or {}, deployment=d,

@@ -21,7 +21,7 @@ from tailtune.base.errors import BadInputError
 from tailtune.control.capture import parse_server
 from tailtune.control.common import NAME_PATTERN, RequestBody, to_dt
 from tailtune.control.db import DeploymentRow
-from tailtune.control.model import INPUT_RANGES
+from tailtune.control.model import INPUT_RANGES, topology_default
 
 __all__ = [
     "DRIVERS",
@@ -96,25 +96,29 @@ def check_timezone(value: str) -> str:
 
 
 _R = INPUT_RANGES  # the one declaration of the model inputs' ranges (discovery and calibration check the same)
+_D = topology_default  # the model's defaults (the simulator's), the one declaration of them
 
 
 class Topology(RequestBody):
     """What the operator states about the cluster; every field may be left out (discovery reads the live system's,
-    the model's defaults fill the rest, and the answer says which is which)."""
+    the model's defaults fill the rest, and the answer says which is which). A field's default is the model's
+    (`topology_default`: the simulator's), shown here and never stored: only the fields given are declared."""
 
-    servers: int | None = Field(default=None, ge=_R["servers"].low, le=_R["servers"].high)
+    servers: int | None = Field(default=_D("servers"), ge=_R["servers"].low, le=_R["servers"].high)
     slots: int = Field(
-        default=1, ge=_R["slots"].low, le=_R["slots"].high, description="Concurrent requests per server."
+        default=_D("slots"), ge=_R["slots"].low, le=_R["slots"].high, description="Concurrent requests per server."
     )
-    replication: int = Field(default=1, ge=_R["replication"].low, le=_R["replication"].high)
+    replication: int = Field(default=_D("replication"), ge=_R["replication"].low, le=_R["replication"].high)
     service_rate_per_s: float | None = Field(
-        default=None, gt=_R["service_rate_per_s"].low, description="Ops per second one slot serves."
+        default=_D("service_rate_per_s"), gt=_R["service_rate_per_s"].low, description="Ops per second one slot serves."
     )
-    network_ms: float = Field(default=0.0, ge=_R["network_ms"].low, le=_R["network_ms"].high)
+    network_ms: float = Field(default=_D("network_ms"), ge=_R["network_ms"].low, le=_R["network_ms"].high)
 
     @model_validator(mode="after")
     def _rf(self) -> Topology:
-        if self.servers is not None and self.replication > self.servers:
+        given = self.model_fields_set
+        if "servers" in given and "replication" in given and self.servers is not None \
+                and self.replication > self.servers:
             raise ValueError("replication must not exceed servers")
         return self
 

@@ -35,6 +35,7 @@ __all__ = [
     "LOGNORMAL_MIN_SIGMA",
     "MEMCACHED_INPUTS",
     "SOURCES",
+    "TOPOLOGY_FIELDS",
     "DeploymentModel",
     "InputRange",
     "ModelTooLarge",
@@ -43,6 +44,7 @@ __all__ = [
     "check_model_size",
     "declared_fields",
     "shown_topology",
+    "topology_default",
 ]
 
 #: Where a model input came from (`trace`: the arrival times of the trace being tuned).
@@ -56,9 +58,30 @@ MEMCACHED_INPUTS = ("servers", "worker_threads", "client_overhead", "arrivals")
 #: The smallest lognormal shape kvsim replays (`demand_sigma` in (0, 10], checked from 1e-6); a calibrated σ
 #: below it is replayed as deterministic demands.
 LOGNORMAL_MIN_SIGMA = 1e-6
-#: Topology fields → the model input each sets.
-_TOPOLOGY_INPUT = {"servers": "servers", "slots": "slots", "replication": "replication",
-                   "service_rate_per_s": "service_time", "network_ms": "network"}
+#: The API's topology fields (their names are contracts) → the model input each sets, the `CassandraDeployment`
+#: field it is and the factor from the topology's unit to the field's: the one map between the two sets of names.
+TOPOLOGY_FIELDS: dict[str, tuple[str, str, float]] = {
+    "servers": ("servers", "servers", 1.0),
+    "slots": ("slots", "slots", 1.0),
+    "replication": ("replication", "replication", 1.0),
+    "service_rate_per_s": ("service_time", "service_rate", 1.0),
+    "network_ms": ("network", "net_latency_us", 1000.0),
+}
+_TOPOLOGY_INPUT = {name: model_input for name, (model_input, _, _) in TOPOLOGY_FIELDS.items()}
+
+
+def topology_default(name: str) -> Any:
+    """The model's default of topology field `name`, in the topology's unit: `CassandraDeployment`'s (the
+    simulator's), so the API states no default of its own."""
+    from tailtune.simulation.cassandra import CassandraDeployment
+
+    return _in_topology_unit(name, CassandraDeployment.__dataclass_fields__[TOPOLOGY_FIELDS[name][1]].default)
+
+
+def _in_topology_unit(name: str, value: Any) -> Any:
+    """A `CassandraDeployment` field's `value` in topology field `name`'s unit."""
+    factor = TOPOLOGY_FIELDS[name][2]
+    return value if factor == 1.0 else value / factor
 
 
 @dataclass(frozen=True)
@@ -206,8 +229,8 @@ def _cassandra(b: _Builder, timestamps: bool, load: float | None) -> dict[str, A
     d = CassandraDeployment()
     opts: dict[str, Any] = {
         "servers": int(b.pick("servers", "servers", d.servers, "Rein's cluster")),
-        "slots": int(b.pick("slots", "slots", d.slots, "Rein's 8 slots per server")),
-        "replication": int(b.pick("replication", "replication", d.replication, "RF 3")),
+        "slots": int(b.pick("slots", "slots", d.slots, f"Rein's {d.slots} slots per server")),
+        "replication": int(b.pick("replication", "replication", d.replication, f"RF {d.replication}")),
     }
     service = b.pick("service_time", "service_rate_per_s", None, f"{d.service_rate:g} ops/s per slot, exponential")
     if isinstance(service, int | float):  # the declared rate (ops/s per slot)
@@ -312,10 +335,6 @@ def shown_topology(
     o = m.options
     if kind != "cassandra":
         return {"servers": o.get("servers", 1)}, {"topology.servers": m.sources["servers"]}
-    from tailtune.simulation.cassandra import CassandraDeployment
-
-    d = CassandraDeployment()
-    values = {"servers": o["servers"], "slots": o["slots"], "replication": o["replication"],
-              "service_rate_per_s": o.get("service_rate", d.service_rate),
-              "network_ms": o.get("net_latency_us", d.net_latency_us) / 1000.0}
+    values = {name: _in_topology_unit(name, o[field_name]) if field_name in o else topology_default(name)
+              for name, (_, field_name, _) in TOPOLOGY_FIELDS.items()}
     return values, {f"topology.{k}": m.sources[_TOPOLOGY_INPUT[k]] for k in values}

@@ -45,11 +45,18 @@ __all__ = [
 ]
 
 
+def _cluster_default(name: str) -> Any:
+    """`kvsim.Cluster`'s default of its field `name`: the simulator's, stated once (`kvsim.cluster_defaults()`)."""
+    from kvsim.replay import Cluster
+
+    return Cluster.__dataclass_fields__[name].default
+
+
 @dataclass(frozen=True)
 class CassandraDeployment:
     """The simulated cluster and how it is driven (everything but the trace, the policy and the seed).
 
-    Defaults: Rein's 128 servers × 8 slots, RF 3, 3750 ops/s per slot, 50 µs one-way network, 75% load, 10%
+    Defaults: the simulator's cluster (`kvsim.Cluster`'s, which are the core's: Rein's cluster), 75% load, 10%
     warm-up, Poisson arrivals, exponential demands, every server at speed 1, reads only, evenly spaced tokens.
 
     `ring`: the real ring (nodes' tokens, datacenters and racks, the keyspace's strategy, the local datacenter; the
@@ -68,13 +75,13 @@ class CassandraDeployment:
     one-key read is the baseline: its cost is in the service time.
     """
 
-    servers: int = 128
-    slots: int = 8
-    replication: int = 3
-    vnodes: int = 1
-    service_rate: float = 3750.0
-    net_latency_us: float = 50.0
-    clients: int = 128
+    servers: int = _cluster_default("servers")
+    slots: int = _cluster_default("slots")
+    replication: int = _cluster_default("replication")
+    vnodes: int = _cluster_default("vnodes")
+    service_rate: float = _cluster_default("service_rate")
+    net_latency_us: float = _cluster_default("net_latency_us")
+    clients: int = _cluster_default("clients")
     #: Offered load, a fraction of the servers' capacity; None: the trace's own arrival times as they are (with
     #: `use_timestamps`), the load being what the trace offers (`offered_load`).
     load: float | None = 0.75

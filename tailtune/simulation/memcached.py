@@ -42,16 +42,24 @@ MEMCACHED_POLICIES = ("batching", "chisel")
 MEMCACHED_POOLS = ("replica", "sharded")
 
 
+def _setup_default(name: str) -> Any:
+    """`kvsim.chisel.MemcachedSetup`'s default of its field `name`: the simulator's, stated once."""
+    from kvsim.chisel import MemcachedSetup
+
+    return MemcachedSetup.__dataclass_fields__[name].default
+
+
 @dataclass(frozen=True)
 class MemcachedDeployment:
-    """A memcached pool (default: the Chisel paper's 2 servers × 4 worker threads)."""
+    """A memcached pool (default: the simulator's, `kvsim.chisel.MemcachedSetup`: the Chisel paper's 2 servers × 4
+    worker threads)."""
 
-    servers: int = 2
-    worker_threads: int = 4
-    query_threads: int | None = None
-    client_overhead_us: float = 0.0
-    setup_us: float = 0.0
-    service_cv: float = 0.0
+    servers: int = _setup_default("servers")
+    worker_threads: int = _setup_default("worker_threads")
+    query_threads: int | None = _setup_default("query_threads")
+    client_overhead_us: float = _setup_default("client_overhead_us")
+    setup_us: float = _setup_default("setup_us")
+    service_cv: float = _setup_default("service_cv")
     inter_arrival_us: float | None = None  # None: the trace's own arrival times
     pool: str = "replica"  # or "sharded"
     # sharded pool: the servers' "host:port" names the client hashes, comma-separated (None: 127.0.0.1:11211, …)
@@ -61,9 +69,9 @@ class MemcachedDeployment:
     # query thread in parallel, since the number of application processes is not known); the processes the
     # requests are dealt to round-robin (query threads shared out over them); the client's CPU work per key of a
     # response (µs)
-    client_cpus: int = 0
-    client_processes: int = 1
-    client_key_us: float = 0.0
+    client_cpus: int = _setup_default("client_cpus")
+    client_processes: int = _setup_default("client_processes")
+    client_key_us: float = _setup_default("client_key_us")
 
     def addresses(self) -> tuple[str, ...]:
         """The servers' names as the client hashes them (`host:port`), one per server."""
@@ -222,7 +230,7 @@ def replay(
                                    field="pool")
     shards = shards_for(trace, deployment, n, where) if deployment.pool == "sharded" else None
     try:
-        pool = chisel.MemcachedDeployment(
+        pool = chisel.MemcachedSetup(
             servers=deployment.servers,
             worker_threads=deployment.worker_threads,
             query_threads=deployment.query_threads,

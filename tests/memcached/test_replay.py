@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pytest
 from kvsim.chisel import (
-    MemcachedDeployment,
+    MemcachedSetup,
     ServiceProfile,
     SizeMix,
     grid_search,
@@ -32,7 +32,7 @@ def mice_elephant(
 
 def test_merge_of_two_mice_exact() -> None:
     # mouse 1 at 0, setup 10 µs; mouse 2 at 4 µs is piggybacked: 10 + 5 + 11 + 25 = 51 µs
-    dep = MemcachedDeployment(servers=1, worker_threads=1, query_threads=1, setup_us=10.0, profile=SIMPLE)
+    dep = MemcachedSetup(servers=1, worker_threads=1, query_threads=1, setup_us=10.0, profile=SIMPLE)
     cfg = MemcachedConfig(policy="chisel", params={"split_keys": 50, "merge": 2}, deployment=dep)
     r = replay([5, 5], [0.0, 4e-6], cfg)
     assert r.latencies_ms * 1e3 == pytest.approx([51.0, 47.0])
@@ -42,7 +42,7 @@ def test_merge_of_two_mice_exact() -> None:
 
 def test_split_over_two_threads_exact() -> None:
     # 100 keys in 2 chunks on 2 threads and 2 servers: 11 + 150 = 161 µs; batching: 311 µs
-    dep = MemcachedDeployment(servers=2, worker_threads=1, query_threads=2, profile=SIMPLE)
+    dep = MemcachedSetup(servers=2, worker_threads=1, query_threads=2, profile=SIMPLE)
     first = np.array([0], dtype=np.uint32)
     c = replay([100], [0.0], MemcachedConfig(policy="chisel", params={"split_chunks": 2, "merge": 1}, deployment=dep,
                                               server_of=first))
@@ -54,7 +54,7 @@ def test_split_over_two_threads_exact() -> None:
 
 def test_replay_is_deterministic_and_seeded() -> None:
     sizes, arr = mice_elephant(5, 9, 200.0, 3000, seed=3)
-    dep = MemcachedDeployment(service_cv=0.2, query_threads=8)
+    dep = MemcachedSetup(service_cv=0.2, query_threads=8)
     cfg = MemcachedConfig(policy="chisel", params={"split_keys": 25, "merge": 2}, deployment=dep, seed=1)
     a = replay(sizes, arr, cfg)
     b = replay(sizes, arr, cfg)
@@ -71,7 +71,7 @@ def test_analyzer_prediction_within_20_percent_of_simulation(
 ) -> None:
     """Stated tolerance: the analyzer's mean is within 20% of the replay's for A >= 120 µs - docs/chisel.md"""
     sizes, arr = mice_elephant(mice, ratio, interarrival, 20000, seed=11)
-    dep = MemcachedDeployment(query_threads=8, client_overhead_us=overhead)
+    dep = MemcachedSetup(query_threads=8, client_overhead_us=overhead)
     levels = grid_search(SizeMix.mice_elephant(mice, ratio, interarrival), dep)
     chisel = replay(sizes, arr, MemcachedConfig(policy="chisel", params=levels.params(), deployment=dep, seed=5))
     batching = replay(sizes, arr, MemcachedConfig(policy="batching", deployment=dep, seed=5))
@@ -85,7 +85,7 @@ def test_low_load_gains_match_the_independent_model() -> None:
     # low load, no overhead, 8 query threads: p95 cut by well over half, mean by >= 15%, median unchanged
     for mice, ratio in ((1, 5), (5, 9), (10, 9)):
         sizes, arr = mice_elephant(mice, ratio, 1000.0, 10000, seed=7)
-        dep = MemcachedDeployment(query_threads=8)
+        dep = MemcachedSetup(query_threads=8)
         levels = grid_search(SizeMix.mice_elephant(mice, ratio, 1000.0), dep)
         c = replay(sizes, arr, MemcachedConfig(policy="chisel", params=levels.params(), deployment=dep))
         b = replay(sizes, arr, MemcachedConfig(policy="batching", deployment=dep))
@@ -97,7 +97,7 @@ def test_low_load_gains_match_the_independent_model() -> None:
 
 def test_without_params_chisel_uses_the_analyzer_levels() -> None:
     sizes, arr = mice_elephant(5, 9, 300.0, 4000, seed=2)
-    dep = MemcachedDeployment(query_threads=8)
+    dep = MemcachedSetup(query_threads=8)
     out: dict[str, Any] = replay(sizes, arr, MemcachedConfig(policy="chisel", deployment=dep)).to_json()
     assert set(out) == SIMULATE_KEYS
     levels = grid_search(SizeMix.from_requests(sizes, arr), dep)
@@ -140,7 +140,7 @@ def test_bad_inputs_are_rejected() -> None:
     with pytest.raises(ValueError, match="non-decreasing"):
         replay([5, 5], [1.0, 0.0], MemcachedConfig(policy="batching"))
     with pytest.raises(ValueError, match="query_threads"):
-        replay([5], [0.0], MemcachedConfig(policy="batching", deployment=MemcachedDeployment(query_threads=0)))
+        replay([5], [0.0], MemcachedConfig(policy="batching", deployment=MemcachedSetup(query_threads=0)))
 
 
 def test_requests_from_long_format() -> None:
@@ -160,7 +160,7 @@ def test_generated_mice_elephant_trace_replays() -> None:
         table.column("request_id").to_numpy(), table.column("ts").to_numpy()
     )
     assert sizes.size == 3000 and set(np.unique(sizes).tolist()) <= {5, 100}
-    dep = MemcachedDeployment(query_threads=8)
+    dep = MemcachedSetup(query_threads=8)
     out: dict[str, Any] = replay(sizes, arrivals, MemcachedConfig(policy="chisel", deployment=dep)).to_json()
     base: dict[str, Any] = replay(sizes, arrivals, MemcachedConfig(policy="batching", deployment=dep)).to_json()
     assert out["requests"] == 3000

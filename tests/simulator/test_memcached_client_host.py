@@ -7,8 +7,7 @@ from __future__ import annotations
 import kvsim
 import numpy as np
 import pytest
-from kvsim.chisel import MemcachedDeployment as KDeployment
-from kvsim.chisel import ServiceProfile
+from kvsim.chisel import MemcachedSetup, ServiceProfile
 
 from tailtune.simulation import memcached
 from tailtune.simulation.memcached import MemcachedDeployment, MemcachedTrace
@@ -18,7 +17,7 @@ SIMPLE = ServiceProfile(1.0, 1.0, 10.0, 2.0)
 
 
 def _kvsim(cpus: int, processes: int = 1, key_us: float = 0.0) -> kvsim.memcached.MemcachedResult:
-    dep = KDeployment(servers=3, worker_threads=1, query_threads=3 * processes, client_overhead_us=100.0,
+    dep = MemcachedSetup(servers=3, worker_threads=1, query_threads=3 * processes, client_overhead_us=100.0,
                       profile=SIMPLE, client_cpus=cpus, client_processes=processes, client_key_us=key_us)
     shards = kvsim.memcached.shards_from_keys([0, 3], [0, 1, 2])
     return kvsim.memcached.replay([3], [0.0], kvsim.MemcachedConfig(policy="batching", deployment=dep,
@@ -39,11 +38,11 @@ def test_kvsim_client_cpus_serialize_the_overhead() -> None:
 
 def test_kvsim_rejects_a_bad_client_host() -> None:
     with pytest.raises(ValueError, match="client_processes"):
-        KDeployment(client_processes=0).validate()
+        MemcachedSetup(client_processes=0).validate()
     with pytest.raises(ValueError, match="client_cpus"):
-        KDeployment(client_cpus=-1).validate()
+        MemcachedSetup(client_cpus=-1).validate()
     with pytest.raises(ValueError, match="client_key_us"):
-        KDeployment(client_key_us=-1.0).validate()
+        MemcachedSetup(client_key_us=-1.0).validate()
 
 
 def _trace(names: tuple[str, ...]) -> MemcachedTrace:

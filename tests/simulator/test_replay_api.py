@@ -115,7 +115,7 @@ def test_typed_memcached_replay_is_deterministic_and_reports_its_figures() -> No
     rng = np.random.default_rng(1)
     sizes = np.where(rng.random(300) < 0.1, 120, 4)
     arr = np.cumsum(rng.exponential(50e-6, 300))
-    dep = kvsim.chisel.MemcachedDeployment(servers=2, setup_us=5.0, service_cv=0.2)
+    dep = kvsim.chisel.MemcachedSetup(servers=2, setup_us=5.0, service_cv=0.2)
     cfg = MemcachedConfig(policy="chisel", params={"split_keys": 30, "merge": 2}, deployment=dep, seed=4)
     typed = memcached.replay(sizes, arr, cfg)
     again = memcached.replay(sizes, arr, MemcachedConfig(policy="chisel", params={"split_keys": 30, "merge": 2},

@@ -2,7 +2,9 @@
 //! package's (`simulator/py/python/kvsim`).
 use pyo3::prelude::*;
 
+mod buffers;
 mod catalogue;
+mod errors;
 mod memcached;
 mod models;
 mod replay;
@@ -17,6 +19,7 @@ fn model_version() -> u32 {
 #[pymodule]
 fn _kvsim(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(model_version, m)?)?;
+    errors::register_errors(m)?;
     replay::register_replay(m)?;
     catalogue::register_catalogue(m)?;
     models::register_models(m)?;

@@ -7,7 +7,7 @@ use kvsim_core::memcached::{
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use crate::replay::{KvsimError, ParameterError};
+use crate::errors::{KvsimError, ParameterError};
 
 fn policy_from(
     name: &str,

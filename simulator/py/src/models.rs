@@ -6,7 +6,9 @@ use kvsim_core::bloom::build_large_filter;
 use kvsim_core::demand::DemandModel;
 use kvsim_core::server_model::ServerModelConfig;
 
-use crate::replay::{bytes_of, server_model, to_py, vec_of};
+use crate::buffers::{bytes_of, vec_of};
+use crate::errors::to_py;
+use crate::replay::server_model;
 
 /// (t0_s, bandwidth_bps) of the default size → demand calibration for a slot rate.
 #[pyfunction]

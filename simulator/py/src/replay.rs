@@ -4,9 +4,6 @@
 //! wrapped by numpy on the Python side), so no per-element Python objects are made; read-only arrays (memory-
 //! mapped files) can be borrowed as they are (`from_arrays`), so processes that map one file share its pages.
 //! The typed API is the Python package's (`kvsim.replay`, `kvsim.ReplayConfig`).
-use pyo3::buffer::{Element, PyBuffer};
-use pyo3::create_exception;
-use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 
@@ -17,80 +14,13 @@ use kvsim_core::replica::SelectorConfig;
 use kvsim_core::server_model::{ServerModelConfig, Slowdown, Stalls};
 use kvsim_core::stall_schedule::{StallInterval, StallSchedule};
 use kvsim_core::{
-    replay, Arrivals, ClientModel, Cluster, ClusterConfig, Column, Draws, ReplayConfig, SimError,
+    replay, Arrivals, ClientModel, Cluster, ClusterConfig, Column, Draws, ReplayConfig,
     SizeClasses, StopRule, Workload, WorkloadLayout, WorkloadSpec,
 };
-use std::sync::Arc;
 
+use crate::buffers::{bytes_of, column_of, vec_of};
+use crate::errors::{to_py, WorkloadError};
 use crate::ring::PyRing;
-
-create_exception!(
-    _kvsim,
-    KvsimError,
-    PyValueError,
-    "Base of kvsim's errors (a ValueError)."
-);
-create_exception!(
-    _kvsim,
-    ParameterError,
-    KvsimError,
-    "A parameter is out of range; the message names it."
-);
-create_exception!(
-    _kvsim,
-    RingError,
-    ParameterError,
-    "An explicit token ring is invalid; the message names the part at fault."
-);
-create_exception!(
-    _kvsim,
-    WorkloadError,
-    KvsimError,
-    "The workload arrays are inconsistent."
-);
-
-pub(crate) fn to_py(e: SimError) -> PyErr {
-    match e {
-        SimError::BadParam { .. } | SimError::UnknownParam { .. } => {
-            ParameterError::new_err(e.to_string())
-        }
-        SimError::BadInput(_) => WorkloadError::new_err(e.to_string()),
-        SimError::BadRing { .. } => RingError::new_err(e.to_string()),
-    }
-}
-
-pub(crate) fn vec_of<T: Element + Copy>(
-    py: Python<'_>,
-    obj: &Bound<'_, PyAny>,
-    what: &str,
-) -> PyResult<Vec<T>> {
-    let buf: PyBuffer<T> = PyBuffer::get(obj).map_err(|e| {
-        WorkloadError::new_err(format!(
-            "{what}: expected a contiguous array of the right dtype ({e})"
-        ))
-    })?;
-    buf.to_vec(py)
-}
-
-/// A column borrowed from a read-only, C-contiguous buffer of `obj` (no copy: the column holds the buffer).
-pub(crate) fn column_of<T: Element + Copy + Send + Sync>(
-    obj: &Bound<'_, PyAny>,
-    what: &str,
-) -> PyResult<Column<T>> {
-    let buf: PyBuffer<T> = PyBuffer::get(obj).map_err(|e| {
-        WorkloadError::new_err(format!(
-            "{what}: expected a contiguous array of the right dtype ({e})"
-        ))
-    })?;
-    if !buf.readonly() || !buf.is_c_contiguous() {
-        return Err(WorkloadError::new_err(format!(
-            "{what}: a borrowed array must be read-only and C-contiguous"
-        )));
-    }
-    let (ptr, len) = (buf.buf_ptr() as *const T, buf.item_count());
-    // SAFETY: the buffer is read-only and held by the column, so its memory stays valid and unchanged.
-    Ok(unsafe { Column::borrowed(ptr, len, Arc::new(buf)) })
-}
 
 /// A read-only array borrowed as it is, any other one copied.
 fn column_or_copy(py: Python<'_>, obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Column<f64>> {
@@ -128,13 +58,6 @@ fn arrivals_of(
             load: load.unwrap_or(0.75),
         },
     })
-}
-
-pub(crate) fn bytes_of<'py, T: Copy>(py: Python<'py>, v: &[T]) -> Bound<'py, PyBytes> {
-    // SAFETY: plain-old-data numeric slices reinterpreted as bytes (native endianness, read by numpy).
-    let b =
-        unsafe { std::slice::from_raw_parts(v.as_ptr() as *const u8, std::mem::size_of_val(v)) };
-    PyBytes::new(py, b)
 }
 
 /// Ring tokens (int64) of integer key ids: Murmur3 of their 8 little-endian bytes.
@@ -177,6 +100,12 @@ fn tokens_from_utf8<'py>(
     Ok(bytes_of(py, &t))
 }
 
+/// N servers × slots, RF replicas on a token ring (evenly spaced, `vnodes` per server, or `ring`), one-way network
+/// latency, M clients. `client_rtt_ns`: the client ↔ coordinator round trip's quantiles, ns, at the equally spaced
+/// probabilities 0, 1/(n−1), …, 1 (n ≥ 2, non-decreasing): each request's reported latency is the engine's less
+/// 2 · `net_latency_ns`, plus one draw of it. ParameterError naming `client_rtt_ns` when invalid. `client_key_ns`:
+/// the per-partition client/coordinator cost, ns: each request's reported latency grows by (keys − 1) × it (0:
+/// none; at most 1e12, ParameterError naming `client_key_ns` otherwise).
 #[pyclass(module = "kvsim._kvsim", name = "Cluster", frozen)]
 pub struct PyCluster {
     inner: Cluster,
@@ -219,12 +148,13 @@ impl PyCluster {
         })
     }
 
+    /// Replica groups: the ring's token ranges.
     #[getter]
     fn groups(&self) -> usize {
         self.inner.groups()
     }
 
-    /// Replica table (groups × RF, uint32) as bytes.
+    /// Replica table (groups × RF, uint32, primary first) as bytes.
     fn replica_table<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
         bytes_of(py, self.inner.replica_table())
     }
@@ -272,6 +202,8 @@ macro_rules! pymethods_with_counts {
     };
 }
 
+/// The seed-independent part of a workload on a cluster (requests grouped into opsets by replica group), built
+/// once and shared by every seed's draws.
 #[pyclass(module = "kvsim._kvsim", name = "WorkloadLayout", frozen)]
 pub struct PyWorkloadLayout {
     cluster: Cluster,
@@ -318,7 +250,7 @@ pymethods_with_counts! {
             Ok(PyWorkloadLayout { cluster: c, inner })
         }
 
-        /// A layout over read-only arrays (borrowed, not copied), named as `arrays()` names them.
+        /// A layout over read-only, C-contiguous arrays (borrowed, not copied), named as `arrays()` names them.
         #[staticmethod]
         fn from_arrays(cluster: &PyCluster, arrays: &Bound<'_, PyDict>) -> PyResult<Self> {
             let get = |k: &str| -> PyResult<Bound<'_, PyAny>> {
@@ -352,6 +284,7 @@ pymethods_with_counts! {
             })
         }
 
+        /// Bytes of the arrays as stored.
         #[getter]
         fn nbytes(&self) -> usize {
             self.inner.stored_bytes()
@@ -379,6 +312,7 @@ pymethods_with_counts! {
     }
 }
 
+/// A layout and one seed's draws (arrivals, demands): what a replay reads, replayed under many configs.
 #[pyclass(module = "kvsim._kvsim", name = "Workload", frozen)]
 pub struct PyWorkload {
     pub(crate) cluster: Cluster,
@@ -544,7 +478,7 @@ pymethods_with_counts! {
             self.layout.stored_bytes() + self.draws.stored_bytes()
         }
 
-        /// The materialized arrays as bytes (dtype in the key's comment of the .pyi).
+        /// The materialized arrays as bytes (their dtypes: `WorkloadArrays`).
         fn arrays<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
             let d = PyDict::new(py);
             let w = &self.inner;
@@ -689,7 +623,7 @@ impl NativeConfig<'_> {
     }
 }
 
-/// Replays `workload` as `config` says (GIL released); returns the result as a dict (see `_kvsim.pyi`).
+/// Replays `workload` as `config` says (GIL released); returns the result as a dict (`RawResult`).
 #[pyfunction(name = "replay")]
 fn replay_native<'py>(
     py: Python<'py>,
@@ -772,7 +706,6 @@ fn result_dict<'py>(py: Python<'py>, res: &kvsim_core::RunResult) -> PyResult<Bo
 
 /// Registers the replay API on the extension module.
 pub fn register_replay(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    let py = m.py();
     m.add_class::<PyCluster>()?;
     m.add_class::<PyWorkload>()?;
     m.add_class::<PyWorkloadLayout>()?;
@@ -780,10 +713,6 @@ pub fn register_replay(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(tokens_from_strings, m)?)?;
     m.add_function(wrap_pyfunction!(tokens_from_utf8, m)?)?;
     m.add_function(wrap_pyfunction!(replay_native, m)?)?;
-    m.add("KvsimError", py.get_type::<KvsimError>())?;
-    m.add("ParameterError", py.get_type::<ParameterError>())?;
-    m.add("RingError", py.get_type::<RingError>())?;
     m.add_class::<PyRing>()?;
-    m.add("WorkloadError", py.get_type::<WorkloadError>())?;
     Ok(())
 }

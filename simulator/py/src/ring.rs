@@ -7,8 +7,12 @@ use pyo3::types::PyBytes;
 
 use kvsim_core::ring::{Placement, Ring, RingNode, Strategy};
 
-use crate::replay::{bytes_of, to_py, vec_of, RingError};
+use crate::buffers::{bytes_of, vec_of};
+use crate::errors::{to_py, RingError};
 
+/// An explicit ring, its replicas placed on construction (`RingError` when it is invalid). Node i is in datacenter
+/// `dcs[i]`, rack `racks[i]` and owns `tokens[i]`; exactly one of `replication_factor` (SimpleStrategy) or
+/// `replication` ([(dc, RF), ...]: NetworkTopologyStrategy).
 #[pyclass(module = "kvsim._kvsim", name = "Ring", frozen)]
 pub struct PyRing {
     pub(crate) placement: Arc<Placement>,

@@ -14,9 +14,11 @@ from typing import TYPE_CHECKING, Any
 
 from kvsim._kvsim import KvsimError, ParameterError, RingError, WorkloadError, model_version
 from kvsim.catalogue import (
+    ClusterConfig,
     ParamSpec,
     PolicySpec,
     SearchSpec,
+    cluster_defaults,
     coordinator_defaults,
     coordinator_spec,
     memcached_policy_specs,
@@ -88,6 +90,7 @@ __all__ = [
     "BloomInfo",
     "ClosedLoop",
     "Cluster",
+    "ClusterConfig",
     "DemandModel",
     "KvsimError",
     "MemcachedConfig",
@@ -106,6 +109,7 @@ __all__ = [
     "Workload",
     "WorkloadError",
     "WorkloadLayout",
+    "cluster_defaults",
     "coordinator_defaults",
     "coordinator_spec",
     "default_thr_l",

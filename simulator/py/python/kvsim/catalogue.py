@@ -1,6 +1,7 @@
 """The catalogue of policies and replica selectors, read from the core's registries: every policy's and selector's
 parameters with their meaning, default, valid range and the range a tuner searches. The CLI's help and the
-tuner's search spaces enumerate from here.
+tuner's search spaces enumerate from here. And the simulated cluster's defaults (`cluster_defaults()`), which
+`kvsim.Cluster` and tailtune's deployments read.
 
     >>> spec = kvsim.policy_spec("rein")
     >>> spec.param("k").search
@@ -11,18 +12,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, cast
+from typing import Literal
 
 from kvsim import _kvsim
-from kvsim._kvsim import ParameterError
-
-if TYPE_CHECKING:
-    from kvsim._kvsim import RawComponentSpec, RawParamSpec
+from kvsim._kvsim import ClusterConfig, ComponentSpec, ParameterError, ParamSpec, SearchSpec
 
 __all__ = [
+    "ClusterConfig",
     "ParamSpec",
     "PolicySpec",
     "SearchSpec",
+    "cluster_defaults",
     "coordinator_defaults",
     "coordinator_spec",
     "memcached_policy_specs",
@@ -40,42 +40,10 @@ Kind = Literal["policy", "replica selector", "memcached policy", "coordinator se
 
 
 @dataclass(frozen=True, slots=True)
-class SearchSpec:
-    """The range a tuner searches: an `int` or `float` range (optional grid `step`, optional `log` scale) or
-    categorical `choices` — the shape of the tuner's `Param` (kind, low, high, step, log, choices)."""
-
-    kind: Literal["int", "float", "cat"]
-    low: float | None
-    high: float | None
-    step: float | None
-    log: bool
-    choices: tuple[float, ...] | None
-
-
-@dataclass(frozen=True, slots=True)
-class ParamSpec:
-    """One parameter: its meaning, default and valid range (`low`..`high`; `integer`: whole numbers only,
-    `rounded`: rounded to whole numbers), the range as error messages state it (`valid`) and the search range
-    (None = not searched: the tuner keeps the default)."""
-
-    name: str
-    doc: str
-    default: float
-    low: float
-    high: float
-    domain: Literal["real", "integer", "rounded"]
-    valid: str
-    search: SearchSpec | None
-
-    def describe(self) -> str:
-        """`name (valid range)`, as the unknown-parameter errors list it."""
-        return f"{self.name} ({self.valid})"
-
-
-@dataclass(frozen=True, slots=True)
 class PolicySpec:
     """A policy or replica selector of the registry: its name, whether the engine's event loop is monomorphized
-    for it (`fast_loop`; otherwise `loop_note` says why it runs the general loop) and its parameters."""
+    for it (`fast_loop`; otherwise `loop_note` says why it runs the general loop) and its parameters (the
+    binding's `ParamSpec` records, each with its `SearchSpec`)."""
 
     name: str
     kind: Kind
@@ -98,6 +66,11 @@ class PolicySpec:
         """The parameters a tuner searches by default."""
         return tuple(p for p in self.params if p.search is not None)
 
+    @classmethod
+    def of(cls, component: ComponentSpec, kind: Kind) -> PolicySpec:
+        """The registry's `component` as a `kind`."""
+        return cls(component.name, kind, component.fast_loop, component.loop_note, component.params)
+
     def help(self) -> str:
         """One line per parameter: name, default, valid range and meaning (for CLI help)."""
         lines = [f"{self.name}:" if self.params else f"{self.name}: no parameters"]
@@ -105,43 +78,8 @@ class PolicySpec:
         return "\n".join(lines)
 
 
-def _param(d: RawParamSpec) -> ParamSpec:
-    s = d["search"]
-    search = None
-    if s is not None:
-        ch = s["choices"]
-        search = SearchSpec(
-            kind=cast(Literal["int", "float", "cat"], s["kind"]),
-            low=s["low"],
-            high=s["high"],
-            step=s["step"],
-            log=s["log"],
-            choices=None if ch is None else tuple(ch),
-        )
-    return ParamSpec(
-        name=d["name"],
-        doc=d["doc"],
-        default=d["default"],
-        low=d["low"],
-        high=d["high"],
-        domain=cast(Literal["real", "integer", "rounded"], d["domain"]),
-        valid=d["valid"],
-        search=search,
-    )
-
-
-def _spec(e: RawComponentSpec, kind: Kind) -> PolicySpec:
-    return PolicySpec(
-        name=e["name"],
-        kind=kind,
-        fast_loop=e["fast_loop"],
-        loop_note=e["loop_note"],
-        params=tuple(_param(p) for p in e["params"]),
-    )
-
-
-def _specs(raw: Sequence[RawComponentSpec], kind: Kind) -> list[PolicySpec]:
-    return [_spec(e, kind) for e in raw]
+def _specs(raw: Sequence[ComponentSpec], kind: Kind) -> list[PolicySpec]:
+    return [PolicySpec.of(e, kind) for e in raw]
 
 
 def policy_specs() -> list[PolicySpec]:
@@ -198,7 +136,7 @@ def coordinator_spec() -> PolicySpec:
     """The coordinator section's parameters (`spec_kind`, `read_timeout_ms`, `se_max`, `chunk`, ...) with their
     queue-policy defaults and valid ranges: what every queue policy but `duplicate` and `speculative` accepts
     besides its own (`coordinator_defaults` gives a policy's starting values)."""
-    return _spec(_kvsim.coordinator_spec(), "coordinator section")
+    return PolicySpec.of(_kvsim.coordinator_spec(), "coordinator section")
 
 
 def replica_names() -> list[str]:
@@ -209,3 +147,9 @@ def replica_names() -> list[str]:
 def replica_defaults(name: str) -> dict[str, float]:
     """Default parameters of a replica selector (raises ParameterError for an unknown name)."""
     return dict(_kvsim.replica_defaults(name))
+
+
+def cluster_defaults() -> ClusterConfig:
+    """The simulated cluster's defaults, the core's (`ClusterConfig::default()`, Rein's cluster; the network in ns):
+    the one statement of them, which `kvsim.Cluster` (in µs) and tailtune's deployments read."""
+    return _kvsim.cluster_defaults()

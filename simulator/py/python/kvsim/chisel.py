@@ -22,7 +22,7 @@ import numpy.typing as npt
 __all__ = [
     "PAPER_PROFILE",
     "ChiselLevels",
-    "MemcachedDeployment",
+    "MemcachedSetup",
     "Prediction",
     "ServiceProfile",
     "SizeMix",
@@ -70,7 +70,7 @@ def query_threads_rule(servers: int, worker_threads: int, client_us: float, serv
 
 
 @dataclass(frozen=True, slots=True)
-class MemcachedDeployment:
+class MemcachedSetup:
     """Client (query threads, overhead, setup) and server pool (servers × worker threads, service profile).
 
     The client host (replay only; the analyzer assumes parallel query threads): `client_cpus` CPUs per client
@@ -242,7 +242,7 @@ def _chunks(keys: int, split_keys: int) -> int:
 
 def predict_mean_latency(
     mix: SizeMix,
-    dep: MemcachedDeployment,
+    dep: MemcachedSetup,
     split_keys: int | None,
     merge: int,
     elephant_threshold: int = DEFAULT_ELEPHANT_THRESHOLD,
@@ -377,7 +377,7 @@ def _max_chunks(eleph: Sequence[tuple[int, float]], split_keys: int) -> int:
     return max((_chunks(k, split_keys) for k, _ in eleph), default=1)
 
 
-def merge_bound(mix: SizeMix, dep: MemcachedDeployment, elephant_threshold: int, cap: int) -> int:
+def merge_bound(mix: SizeMix, dep: MemcachedSetup, elephant_threshold: int, cap: int) -> int:
     """Largest merge level worth searching: 1 + the mice expected to reach a thread while the group's head
     waits and sets up its query under batching (the setup time bounds merging, §III-A), capped at `cap`."""
     base = predict_mean_latency(mix, dep, None, 1, elephant_threshold)
@@ -389,7 +389,7 @@ def merge_bound(mix: SizeMix, dep: MemcachedDeployment, elephant_threshold: int,
 
 def grid_search(
     mix: SizeMix,
-    dep: MemcachedDeployment,
+    dep: MemcachedSetup,
     elephant_threshold: int = DEFAULT_ELEPHANT_THRESHOLD,
     max_chunks: int | None = None,
     max_merge: int = DEFAULT_MAX_MERGE,

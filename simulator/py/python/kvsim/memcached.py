@@ -16,7 +16,7 @@ from kvsim._kvsim import ParameterError, replay_memcached_raw
 from kvsim.catalogue import memcached_policy_specs
 from kvsim.chisel import (
     DEFAULT_ELEPHANT_THRESHOLD,
-    MemcachedDeployment,
+    MemcachedSetup,
     SizeMix,
     grid_search,
 )
@@ -84,7 +84,7 @@ class MemcachedConfig:
 
     policy: str = "chisel"
     params: Mapping[str, int] = field(default_factory=dict)
-    deployment: MemcachedDeployment = field(default_factory=MemcachedDeployment)
+    deployment: MemcachedSetup = field(default_factory=MemcachedSetup)
     seed: int = 0
     server_of: npt.NDArray[np.uint32] | None = field(default=None, repr=False)
     shards: Shards | None = field(default=None, repr=False)

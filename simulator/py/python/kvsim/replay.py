@@ -128,9 +128,16 @@ def _rtt_quantiles(values: object) -> tuple[float, ...]:
     return q
 
 
+#: The cluster's defaults: the core's (`ClusterConfig::default()`, Rein's cluster), the one statement of them.
+_DEFAULT = _kvsim.cluster_defaults()
+_DEFAULT_NET_US = _DEFAULT.net_latency_ns / 1000.0
+
+
 @dataclass(frozen=True)
 class Cluster:
-    """N servers × slots, RF consecutive replicas on a Murmur3 ring, one-way network latency, M clients.
+    """N servers × slots, RF consecutive replicas on a Murmur3 ring, one-way network latency, M clients; the
+    defaults are the core's (`kvsim.cluster_defaults()`: Rein's 128 servers × 8 slots, RF 3, 3750 ops/s per slot,
+    50 µs, 128 clients).
 
     With `ring` (`kvsim.Ring`), the ring is the real one: the servers are its local datacenter's nodes (`servers`
     must be their number, `replication` the local datacenter's RF: `Cluster.of_ring` fills both), the replica
@@ -148,13 +155,13 @@ class Cluster:
     first (a one-key read is the baseline the service time already includes). Outside the coordinator as the round
     trip is. docs/simulator.md § Network."""
 
-    servers: int = 128
-    slots: int = 8
-    replication: int = 3
-    vnodes: int = 1
-    service_rate: float = 3750.0
-    net_latency_us: float = 50.0
-    clients: int = 128
+    servers: int = _DEFAULT.servers
+    slots: int = _DEFAULT.slots
+    replication: int = _DEFAULT.replication
+    vnodes: int = _DEFAULT.vnodes
+    service_rate: float = _DEFAULT.service_rate
+    net_latency_us: float = _DEFAULT_NET_US
+    clients: int = _DEFAULT.clients
     ring: Ring | None = None
     client_rtt_us: tuple[float, ...] | None = None
     client_key_us: float = 0.0
@@ -162,8 +169,9 @@ class Cluster:
 
     @classmethod
     def of_ring(
-        cls, ring: Ring, *, slots: int = 8, service_rate: float = 3750.0, net_latency_us: float = 50.0,
-        clients: int = 128, client_rtt_us: tuple[float, ...] | None = None, client_key_us: float = 0.0,
+        cls, ring: Ring, *, slots: int = _DEFAULT.slots, service_rate: float = _DEFAULT.service_rate,
+        net_latency_us: float = _DEFAULT_NET_US, clients: int = _DEFAULT.clients,
+        client_rtt_us: tuple[float, ...] | None = None, client_key_us: float = 0.0,
     ) -> Cluster:
         """A cluster on `ring`, its servers and replication the ring's."""
         return cls(servers=ring.servers, slots=slots, replication=ring.local_replication, service_rate=service_rate,
