@@ -1,5 +1,5 @@
-"""The service fixtures (metadata DB, tokens, app) and the real single-node Cassandra for the client's tests against
-the real service."""
+"""The app on a real socket and the memcached publisher's key, for the client's tests against the real service (the
+app's fixtures, metadata DB and tokens, are tests/app_fixtures.py)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ import pytest
 import uvicorn
 
 from service.main import create_app
-from tests.service.conftest import Svc, database_url, db_backend, svc
+from tests.app_fixtures import Svc
 
-__all__ = ["KEY", "KEY_ENV", "config_key", "database_url", "db_backend", "served", "svc"]
+__all__ = ["KEY", "KEY_ENV", "config_key", "served"]
 
 #: The memcached publisher's MAC key, in the variable TAILTUNE_MEMCACHED_CONFIG_KEY_ENV names.
 KEY_ENV, KEY = "TT_TEST_MC_CONFIG_KEY", "a-test-key-for-the-memcached-configs"

@@ -31,8 +31,8 @@ from service.auth import create_token
 from tailtune.base.settings import Settings, get_settings
 from tailtune.control.db import Database, database_for
 from tailtune.control.publishers import MemcachedPublisher
+from tests.app_fixtures import FAST_ENV
 from tests.servers.memcached_server import MemcachedNode
-from tests.service.conftest import FAST_ENV
 
 pytestmark = [
     pytest.mark.slow,

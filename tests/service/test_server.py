@@ -23,8 +23,8 @@ from sqlalchemy import func, select
 from service.server import server_config
 from tailtune.base.settings import Settings, get_settings
 from tailtune.control.db import TraceRow
+from tests.app_fixtures import Svc, memcached_deployment
 from tests.servers.cassandra_server import free_port
-from tests.service.conftest import Svc, memcached_deployment
 
 API = "/api/v1"
 BOUND_S = 30.0  # the longest any exchange may take before the test fails
