@@ -37,6 +37,7 @@ FAST_ENV = {
     "TAILTUNE_PUBLISH_TIMEOUT_S": "1.5",
     "TAILTUNE_PUBLISH_ATTEMPTS": "3",
     "TAILTUNE_OPEN_READS_ON_LOCALHOST": "true",
+    "TAILTUNE_SELFTEST_JOBS": "true",  # the tests' job kind (production leaves it off)
     # TestClient sends `Host: testserver`
     "TAILTUNE_API_ALLOWED_HOSTS": '["localhost", "127.0.0.1", "::1", "testserver"]',
 }
