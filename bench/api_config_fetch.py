@@ -1,12 +1,13 @@
 """Config fetch under open-loop load: GET /api/v1/configs/{id} at a fixed rate on loopback, latency
 percentiles.
 
-Starts `tailtune serve` (uvicorn, one process) on a free port with a throw-away TAILTUNE_HOME, registers one
-deployment with one config version, then fires requests at `--rate` req/s for `--seconds` over keep-alive
-HTTP/1.1 connections (raw asyncio sockets: a light client on a 2-core machine). Latency is measured from each
-request's *scheduled* send time (no coordinated omission). Half the requests send If-None-Match (→ 304).
+Starts `tailtune serve` (uvicorn, one process; the test kit's `tests.servers.tailtune_service.running_serve`) on a
+free port with a throw-away TAILTUNE_HOME, registers one deployment with one config version, then fires requests at
+`--rate` req/s for `--seconds` over keep-alive HTTP/1.1 connections (raw asyncio sockets: a light client on a
+2-core machine). Latency is measured from each request's *scheduled* send time (no coordinated omission). Half the
+requests send If-None-Match (→ 304).
 
-    .venv/bin/python bench/api_config_fetch.py --rate 1000 --seconds 20
+    PYTHONPATH=. .venv/bin/python bench/api_config_fetch.py --rate 1000 --seconds 20
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ import asyncio
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 import tempfile
@@ -25,13 +25,10 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from tests.servers.cassandra_server import free_port
+from tests.servers.tailtune_service import running_serve
+
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def call(url: str, method: str = "GET", body: object | None = None, token: str | None = None) -> object:
@@ -171,23 +168,11 @@ def main() -> int:
         text=True,
     ).stdout
     token = json.loads(tok)["token"]
-    server = subprocess.Popen(
-        [sys.executable, "-m", "tailtune", "serve", "--port", str(port)],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    if a.priority:
-        os.setpriority(os.PRIO_PROCESS, server.pid, -a.priority)
-        os.setpriority(os.PRIO_PROCESS, 0, -a.priority)
-    try:
+    with running_serve(env, port) as server:
+        if a.priority:
+            os.setpriority(os.PRIO_PROCESS, server.pid, -a.priority)
+            os.setpriority(os.PRIO_PROCESS, 0, -a.priority)
         url = f"http://127.0.0.1:{port}/api/v1"
-        for _ in range(200):
-            try:
-                call(f"{url}/health")
-                break
-            except OSError:
-                time.sleep(0.1)
         dep = call(
             f"{url}/deployments",
             "POST",
@@ -215,9 +200,6 @@ def main() -> int:
             return 0
         lat, codes, wall = asyncio.run(load(port, path, token, etag, a.rate, a.seconds, a.connections))
         server_s, client_s = server_cpu(server.pid) - cpu0, time.process_time() - self0
-    finally:
-        server.terminate()
-        server.wait(timeout=10)
     ms = [x * 1000 for x in lat]
     print(
         json.dumps(

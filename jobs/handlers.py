@@ -7,16 +7,19 @@ import time
 from typing import Any
 
 from jobs import calibrate, discover, nightly, verify
-from jobs.context import Handler, JobContext
+from jobs.context import Handler, JobContext, JobFailed
 from jobs.worker import Finalizer
+from tailtune.control.queue import SELFTEST, SELFTEST_OFF
 
 __all__ = ["default_finalizers", "default_handlers"]
 
 
 def _selftest(ctx: JobContext) -> dict[str, Any]:
     """A job of N sleeping steps that appends to a marker file: for operators' smoke tests and the crash
-    tests.
+    tests. It fails at once where `selftest_jobs` is off (production), as `enqueue` refuses it there.
     """
+    if not ctx.settings.selftest_jobs:
+        raise JobFailed(SELFTEST_OFF)
     n, pause = int(ctx.payload.get("steps", 3)), float(ctx.payload.get("sleep_s", 0.1))
     marker = ctx.payload.get("marker")
     if ctx.attempt <= int(ctx.payload.get("fail_attempts", 0)):
@@ -54,7 +57,7 @@ def default_handlers() -> dict[str, Handler]:
         "nightly": nightly.run_nightly,
         "publish": nightly.run_publish,
         "verify": verify.run_verify,
-        "selftest": _selftest,
+        SELFTEST: _selftest,
         "discover": discover.run_discover,
         "calibrate": calibrate.run_calibrate,
     }

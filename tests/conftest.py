@@ -1,6 +1,8 @@
 """Shared fixtures: an isolated TAILTUNE_HOME per test, the CLI, ../shared/data, one session SparkSession.
 
-Package-specific fixtures live in the conftest.py of each test sub-folder.
+The app's fixtures (`svc`, the metadata-DB backends, `memcached_node`), which tests/service, tests/control,
+tests/jobs and tests/clients share, are the plugin `tests/app_fixtures.py`; the servers the tests start are the test
+kit, `tests/servers/`. Package-specific fixtures live in the conftest.py of each test sub-folder.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ if TYPE_CHECKING:
 # The tests' JVMs (Spark, the Spark standalone cluster, the Cassandra node) run tiny workloads and exit: with the JIT
 # stopped at C1 they spend about a quarter less CPU than with C2 (bench/RESULTS.md § Test suite); nothing else changes.
 os.environ.setdefault("JAVA_TOOL_OPTIONS", "-XX:TieredStopAtLevel=1")
+
+pytest_plugins = ("tests.app_fixtures",)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SHARED_DATA = REPO_ROOT.parent / "shared" / "data"

@@ -124,6 +124,11 @@ class Settings(BaseSettings):
     worker_poll_s: float = Field(default=1.0, description="How often an idle worker looks for jobs.")
     job_max_attempts: int = Field(default=3, description="Attempts of a job before it is marked failed.")
     job_backoff_s: float = Field(default=5.0, description="Job retry backoff: base * 2**(attempt-1) seconds.")
+    selftest_jobs: bool = Field(
+        default=False,
+        description="Accept and run `selftest` jobs (N sleeping steps: the tests' and smoke tests' job kind); "
+        "production leaves it off.",
+    )
     password_envs: list[str] = Field(
         default_factory=list,
         description="Environment variables a deployment's connection.password_env may name besides "

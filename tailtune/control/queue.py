@@ -19,6 +19,8 @@ __all__ = [
     "JOB_KINDS",
     "JOB_STATUSES",
     "NOT_RETRIED",
+    "SELFTEST",
+    "SELFTEST_OFF",
     "cancel_job",
     "enqueue",
     "get_job",
@@ -28,6 +30,10 @@ __all__ = [
 ]
 
 JOB_KINDS = ("ingest", "analyze", "nightly", "publish", "verify", "selftest", "discover", "calibrate")
+#: The tests' and smoke tests' job kind (N sleeping steps, `jobs/handlers.py`): accepted and run only with the
+#: setting `selftest_jobs` on (TAILTUNE_SELFTEST_JOBS=true), which production leaves off.
+SELFTEST = "selftest"
+SELFTEST_OFF = "job kind 'selftest' is off: it runs only with TAILTUNE_SELFTEST_JOBS=true (the tests, smoke tests)"
 JOB_STATUSES = ("queued", "running", "succeeded", "failed", "cancelled")
 #: Kinds a retry cannot run again: an ingest's upload is removed when it fails (upload the trace again).
 NOT_RETRIED = {"ingest": "its upload was removed when it failed: upload the trace again"}
@@ -44,9 +50,11 @@ def enqueue(
     max_attempts: int | None = None,
     run_after: float | None = None,
 ) -> JobRow:
-    """A queued job, due now or at `run_after` (epoch seconds)."""
+    """A queued job, due now or at `run_after` (epoch seconds); `selftest` only with its setting on."""
     if kind not in JOB_KINDS:
         raise Invalid(f"unknown job kind {kind!r}", field="kind")
+    if kind == SELFTEST and not settings.selftest_jobs:
+        raise Invalid(SELFTEST_OFF, field="kind")
     row = JobRow(
         kind=kind,
         deployment_id=deployment_id,

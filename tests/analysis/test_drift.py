@@ -1,5 +1,5 @@
 """Two characterizations compared quantity by quantity (analysis/drift.py): the statistics worked by hand, what
-cannot be compared, the thresholds. No Spark: the nightly tests (tests/service/test_drift.py) compare real
+cannot be compared, the thresholds. No Spark: the nightly tests (tests/jobs/test_drift.py) compare real
 analyses."""
 
 from __future__ import annotations

@@ -1,20 +1,19 @@
-"""The service fixtures (metadata DB, tokens, app) and the real single-node Cassandra for the client's tests against
-the real service."""
+"""The app on a real socket and the memcached publisher's key, for the client's tests against the real service (the
+app's fixtures, metadata DB and tokens, are tests/app_fixtures.py)."""
 
 from __future__ import annotations
 
-import socket
-import threading
-import time
 from collections.abc import Iterator
 
 import pytest
 import uvicorn
 
 from service.main import create_app
-from tests.service.conftest import Svc, database_url, db_backend, svc
+from tests.app_fixtures import Svc
+from tests.servers.cassandra_server import free_port
+from tests.servers.tailtune_service import serving
 
-__all__ = ["KEY", "KEY_ENV", "config_key", "database_url", "db_backend", "served", "svc"]
+__all__ = ["KEY", "KEY_ENV", "config_key", "served"]
 
 #: The memcached publisher's MAC key, in the variable TAILTUNE_MEMCACHED_CONFIG_KEY_ENV names.
 KEY_ENV, KEY = "TT_TEST_MC_CONFIG_KEY", "a-test-key-for-the-memcached-configs"
@@ -27,26 +26,9 @@ def config_key(monkeypatch: pytest.MonkeyPatch) -> str:
     return KEY
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 @pytest.fixture
 def served(svc: Svc) -> Iterator[str]:
     """The service app on a real socket (uvicorn in a thread), sharing the test's metadata DB."""
-    server = uvicorn.Server(uvicorn.Config(create_app(svc.settings), host="127.0.0.1", port=_free_port(),
-                                           log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    try:
-        deadline = time.monotonic() + 30  # a start-up limit, not a timed assertion
-        while not server.started:
-            assert time.monotonic() < deadline, "uvicorn did not start"
-            time.sleep(0.02)
+    config = uvicorn.Config(create_app(svc.settings), host="127.0.0.1", port=free_port(), log_level="warning")
+    with serving(config) as server:
         yield f"http://127.0.0.1:{server.config.port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=30)

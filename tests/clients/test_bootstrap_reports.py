@@ -12,9 +12,9 @@ import pytest
 from tailtune_client.memcached import Client
 
 from service.auth import create_token
+from tests.app_fixtures import Svc, cassandra_deployment, memcached_deployment, memcached_node
 from tests.servers.cassandra_server import CassandraNode
 from tests.servers.memcached_server import MemcachedNode
-from tests.service.conftest import Svc, cassandra_deployment, memcached_deployment, memcached_node
 
 __all__ = ["memcached_node"]
 

@@ -16,8 +16,8 @@ from tailtune_client.cassandra import (
 )
 from tailtune_client.config import ConfigError, HttpConfigSource
 
+from tests.app_fixtures import Svc, cassandra_deployment
 from tests.servers.cassandra_server import CassandraNode
-from tests.service.conftest import Svc, cassandra_deployment
 
 API = "/api/v1"
 STOCK = {

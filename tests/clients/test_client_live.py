@@ -18,9 +18,9 @@ from tailtune_client.memcached import Client
 from jobs.handlers import default_handlers
 from jobs.worker import Worker
 from tailtune.control.publishers import Known, MemcachedPublisher
+from tests.app_fixtures import Svc, memcached_deployment
 from tests.clients.conftest import KEY, KEY_ENV
 from tests.servers.memcached_server import MemcachedNode
-from tests.service.conftest import Svc, memcached_deployment
 from tuner.recommend import render_memcached
 from tuner.space import Candidate
 

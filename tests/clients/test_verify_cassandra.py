@@ -16,8 +16,8 @@ from jobs.worker import Worker
 from service.auth import create_token
 from tailtune.control.configs import add_version
 from tailtune.control.verify import expectation
+from tests.app_fixtures import Svc, cassandra_deployment
 from tests.servers.cassandra_server import CassandraNode
-from tests.service.conftest import Svc, cassandra_deployment
 
 API = "/api/v1"
 KS = "tt_verify"

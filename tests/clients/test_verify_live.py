@@ -16,9 +16,9 @@ from jobs.worker import Worker
 from service.auth import create_token
 from tailtune.control.db import ConfigVersionRow
 from tailtune.control.verify import expectation
+from tests.app_fixtures import Svc, memcached_deployment
 from tests.clients.conftest import KEY_ENV
 from tests.servers.memcached_server import MemcachedNode
-from tests.service.conftest import Svc, memcached_deployment
 
 API = "/api/v1"
 pytestmark = pytest.mark.slow

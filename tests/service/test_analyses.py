@@ -8,7 +8,7 @@ import pytest
 
 from jobs.handlers import default_handlers
 from jobs.worker import Worker
-from tests.service.conftest import Svc
+from tests.app_fixtures import Svc
 
 API = "/api/v1"
 TRACE = "request_id,ts,key,value_size\n" + "".join(

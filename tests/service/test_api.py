@@ -13,7 +13,7 @@ from jobs.handlers import default_handlers
 from jobs.worker import Worker
 from service.main import create_app
 from tailtune.control.db import ApiTokenRow
-from tests.service.conftest import Svc, memcached_deployment
+from tests.app_fixtures import Svc, memcached_deployment
 
 pytestmark = pytest.mark.db_backends  # each test runs on SQLite and on PostgreSQL
 

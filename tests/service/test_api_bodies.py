@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from service.main import create_app
-from tests.service.conftest import Svc, memcached_deployment
+from tests.app_fixtures import Svc, memcached_deployment
 
 API = "/api/v1"
 SHAPE = {"error", "detail", "field", "problems"}

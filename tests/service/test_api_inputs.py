@@ -11,7 +11,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from service.main import create_app
-from tests.service.conftest import Svc, memcached_deployment
+from tests.app_fixtures import Svc, memcached_deployment
 
 pytestmark = pytest.mark.db_backends  # the integer bounds matter most on PostgreSQL (INTEGER is 32-bit)
 

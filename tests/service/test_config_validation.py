@@ -17,7 +17,7 @@ from fastapi.testclient import TestClient
 
 from service.main import create_app
 from tailtune.simulation.registry import all_policies
-from tests.service.conftest import Svc, cassandra_deployment, memcached_deployment
+from tests.app_fixtures import Svc, cassandra_deployment, memcached_deployment
 
 pytestmark = pytest.mark.db_backends
 

@@ -22,7 +22,7 @@ from service.console.render import HTMX, plotly_js, static_files
 from tailtune.control import observations
 from tailtune.control.db import AnalysisRow, JobRow, TraceRow
 from tailtune.control.queue import enqueue
-from tests.service.conftest import Svc, memcached_deployment
+from tests.app_fixtures import Svc, memcached_deployment
 
 API = "/api/v1"
 _CSRF = re.compile(r'name="csrf_token" value="([^"]+)"')

@@ -31,8 +31,9 @@ from service.auth import create_token
 from tailtune.base.settings import Settings, get_settings
 from tailtune.control.db import Database, database_for
 from tailtune.control.publishers import MemcachedPublisher
+from tests.app_fixtures import FAST_ENV
 from tests.servers.memcached_server import MemcachedNode
-from tests.service.conftest import FAST_ENV
+from tests.servers.tailtune_service import serving
 
 pytestmark = [
     pytest.mark.slow,
@@ -62,8 +63,6 @@ def live(
     tailtune_home: Path, memcached_node: MemcachedNode, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[Live]:
     """`tailtune serve` (uvicorn, the server config the CLI runs) on a free 127.0.0.1 port and a worker, in threads."""
-    import uvicorn
-
     from jobs.handlers import default_handlers
     from jobs.worker import Worker
     from service.server import server_config
@@ -80,24 +79,18 @@ def live(
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    server = uvicorn.Server(server_config(settings, host="127.0.0.1", port=port, log_level="warning"))
-    serving = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    serving.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        assert time.monotonic() < deadline and serving.is_alive(), "tailtune serve did not start"
-        time.sleep(0.05)
     stop = threading.Event()
     worker = Worker(settings, db, "browser-test", handlers=default_handlers(), schedule=False)
     working = threading.Thread(target=worker.run, kwargs={"stop": stop}, daemon=True)
-    working.start()
     try:
-        yield Live(f"http://127.0.0.1:{port}", settings, db, write, read, memcached_node, tailtune_home)
+        with serving(server_config(settings, host="127.0.0.1", port=port, log_level="warning"), sockets=[sock]):
+            working.start()
+            try:
+                yield Live(f"http://127.0.0.1:{port}", settings, db, write, read, memcached_node, tailtune_home)
+            finally:
+                stop.set()
+                working.join(timeout=60)
     finally:
-        stop.set()
-        server.should_exit = True
-        working.join(timeout=60)
-        serving.join(timeout=30)
         sock.close()
         db.dispose()
 

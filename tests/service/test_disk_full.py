@@ -18,7 +18,7 @@ from sqlalchemy import func, select
 from tailtune.base.settings import get_settings
 from tailtune.control.db import DeploymentRow, TraceRow
 from tailtune.control.storage import disk_full_cause, free_bytes
-from tests.service.conftest import Svc, memcached_deployment
+from tests.app_fixtures import Svc, memcached_deployment
 
 API = "/api/v1"
 FS_BYTES = 16 * 1024**2

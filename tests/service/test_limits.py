@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.service.conftest import Svc, cassandra_deployment, memcached_deployment
+from tests.app_fixtures import Svc, cassandra_deployment, memcached_deployment
 
 API = "/api/v1"
 

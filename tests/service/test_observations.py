@@ -11,8 +11,8 @@ from service.auth import create_token
 from tailtune.control.configs import add_version
 from tailtune.control.db import JobRow
 from tailtune.control.observations import merge_histograms, percentile_ms
+from tests.app_fixtures import Svc, memcached_deployment
 from tests.servers.memcached_server import MemcachedNode
-from tests.service.conftest import Svc, memcached_deployment
 
 API = "/api/v1"
 EXPECTED = {"p50_ms": 0.25, "p95_ms": 0.6, "p99_ms": 1.2, "mean_ms": 0.3}

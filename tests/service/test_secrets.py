@@ -16,9 +16,9 @@ from jobs.worker import Worker
 from tailtune.base.settings import get_settings
 from tailtune.control.queue import enqueue
 from tailtune.control.redact import install_log_redaction, public, redact
+from tests.app_fixtures import Svc
 from tests.servers.cassandra_server import free_port
 from tests.servers.postgres_server import PostgresServer
-from tests.service.conftest import Svc
 
 API = "/api/v1"
 SECRET = "s3cr3t-pw"

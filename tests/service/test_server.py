@@ -10,21 +10,19 @@ from __future__ import annotations
 
 import json
 import socket
-import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 import httpx
 import pytest
-import uvicorn
 from sqlalchemy import func, select
 
 from service.server import server_config
 from tailtune.base.settings import Settings, get_settings
 from tailtune.control.db import TraceRow
+from tests.app_fixtures import Svc, memcached_deployment
 from tests.servers.cassandra_server import free_port
-from tests.service.conftest import Svc, memcached_deployment
+from tests.servers.tailtune_service import serving
 
 API = "/api/v1"
 BOUND_S = 30.0  # the longest any exchange may take before the test fails
@@ -44,16 +42,8 @@ def api_server(svc: Svc, monkeypatch: pytest.MonkeyPatch) -> Iterator[Server]:
     get_settings.cache_clear()
     settings = get_settings()
     port = free_port()
-    server = uvicorn.Server(server_config(settings, host="127.0.0.1", port=port, log_level="error"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + BOUND_S
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert server.started
-    yield Server(port, settings)
-    server.should_exit = True
-    thread.join(timeout=BOUND_S)
+    with serving(server_config(settings, host="127.0.0.1", port=port, log_level="error"), bound_s=BOUND_S):
+        yield Server(port, settings)
 
 
 @dataclass

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from tailtune.base.settings import get_settings
+from tests.app_fixtures import Svc, memcached_deployment
 from tests.servers.postgres_server import PostgresMissing, PostgresServer
-from tests.service.conftest import Svc, memcached_deployment
 from tests.service.test_server import BOUND_S, Answer, Server, api_server
 
 __all__ = ["api_server"]  # the fixture, used below

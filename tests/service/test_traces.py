@@ -18,8 +18,8 @@ from sqlalchemy import func, select
 from jobs.handlers import default_handlers
 from jobs.worker import Worker
 from tailtune.control.db import JobRow, TraceRow
+from tests.app_fixtures import Svc
 from tests.servers.cassandra_server import free_port
-from tests.service.conftest import Svc
 
 pytestmark = pytest.mark.db_backends  # each test runs on SQLite and on PostgreSQL
 
@@ -170,7 +170,7 @@ def test_twenty_concurrent_uploads_land_intact(svc: Svc, live_server: str) -> No
 
 def test_a_write_is_visible_to_the_next_request(svc: Svc, live_server: str) -> None:
     """The session commits before the response is sent (read-your-writes over a real HTTP server)."""
-    from tests.service.conftest import memcached_deployment
+    from tests.app_fixtures import memcached_deployment
 
     with httpx.Client(base_url=f"{live_server}{API}", headers=svc.write, timeout=30) as c:
         for i in range(15):

@@ -1,7 +1,7 @@
 """SQLAlchemy 2 models of the metadata DB. Times are UNIX epoch seconds (float): portable and easy to compare.
 
 The schema itself is created by the alembic migrations in `tailtune/control/db/migrations` (kept in step with these
-models; `tests/service/test_db.py` checks they agree).
+models; `tests/control/test_db.py` checks they agree).
 """
 
 from __future__ import annotations

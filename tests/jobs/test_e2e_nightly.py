@@ -4,7 +4,7 @@ publish.
 ~2 minutes on the shared 2-core machine (Spark start + tuning): `make test` (scripts/test.sh) sets
 TAILTUNE_E2E=1 so CI runs it; a bare pytest run skips it unless you set it:
 
-    TAILTUNE_E2E=1 .venv/bin/python -m pytest tests/service/test_e2e_nightly.py -q
+    TAILTUNE_E2E=1 .venv/bin/python -m pytest tests/jobs/test_e2e_nightly.py -q
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ import pytest
 from jobs.handlers import default_handlers
 from jobs.worker import Worker
 from tailtune.control.publishers import MemcachedPublisher
+from tests.app_fixtures import Svc
 from tests.servers.memcached_server import MemcachedNode
-from tests.service.conftest import Svc
 
 API = "/api/v1"
 pytestmark = [

@@ -1,6 +1,6 @@
 """A write token cannot make the worker send a secret anywhere: only password variables under the rule are ever
 read, and only hosts inside the operator's networks are connected to. Checked against an attacker's CQL endpoint
-that records every byte it receives (tests/service/fake_cql.py)."""
+that records every byte it receives (tests/servers/fake_cql.py)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from jobs.handlers import default_handlers
 from jobs.worker import Worker
 from tailtune.control.db import DeploymentRow
 from tailtune.control.egress import PASSWORD_ENV_PREFIX, Egress
-from tests.service.conftest import Svc, admin_headers, cassandra_deployment, memcached_deployment
-from tests.service.fake_cql import FakeCqlServer
+from tests.app_fixtures import Svc, admin_headers, cassandra_deployment, memcached_deployment
+from tests.servers.fake_cql import FakeCqlServer
 
 API = "/api/v1"
 SENSITIVE = ("TAILTUNE_DATABASE_URL", "TAILTUNE_OPTUNA_STORAGE", "TAILTUNE_MLFLOW_TRACKING_URI",

@@ -17,7 +17,7 @@ from jobs.handlers import default_finalizers, default_handlers
 from jobs.worker import Worker
 from tailtune.control.db import JobRow
 from tailtune.control.queue import JOB_KINDS, cancel_job, enqueue
-from tests.service.conftest import FAST_ENV, Svc
+from tests.app_fixtures import FAST_ENV, Svc
 
 pytestmark = pytest.mark.db_backends  # each test runs on SQLite and on PostgreSQL
 

@@ -17,7 +17,7 @@ from jobs.handlers import default_handlers
 from jobs.worker import Worker
 from tailtune.control.db import DeploymentRow, JobRow
 from tailtune.control.model import build_model
-from tests.service.conftest import Svc
+from tests.app_fixtures import Svc
 
 API = "/api/v1"
 

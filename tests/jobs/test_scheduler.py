@@ -13,7 +13,7 @@ from sqlalchemy import select, update
 from jobs.scheduler import tick
 from tailtune.control.db import Database, JobRow, ScheduleRow
 from tailtune.control.schedules import latest_slot, next_slot
-from tests.service.conftest import Svc, memcached_deployment
+from tests.app_fixtures import Svc, memcached_deployment
 
 pytestmark = pytest.mark.db_backends  # each test runs on SQLite and on PostgreSQL
 

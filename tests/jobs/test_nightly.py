@@ -11,8 +11,8 @@ from jobs.handlers import default_handlers
 from jobs.worker import Worker
 from tailtune.control.db import JobRow
 from tailtune.control.publishers import MemcachedPublisher
+from tests.app_fixtures import Svc, memcached_deployment
 from tests.servers.memcached_server import MemcachedNode
-from tests.service.conftest import Svc, memcached_deployment
 from tuner.recommendation import Recommendation, accept
 
 pytestmark = pytest.mark.db_backends  # each test runs on SQLite and on PostgreSQL

@@ -19,9 +19,9 @@ from jobs.worker import Worker
 from tailtune.control.calibration import calibrate_cassandra, per_partition_cost, rtt_quantiles, service_time
 from tailtune.control.egress import Egress
 from tailtune.control.model import LOGNORMAL_MIN_SIGMA, build_model
+from tests.app_fixtures import Svc, memcached_deployment
 from tests.servers.cassandra_server import CassandraNode, free_port
 from tests.servers.memcached_server import running_memcached
-from tests.service.conftest import Svc, memcached_deployment
 
 API = "/api/v1"
 KS = "calib_ks"

@@ -21,8 +21,8 @@ from tailtune.control.publishers import (
     publish_with_retry,
 )
 from tailtune.control.publishers.cassandra import NODE_QUERY, VERSIONS_TABLE
+from tests.app_fixtures import Svc, cassandra_deployment
 from tests.servers.cassandra_server import CassandraNode
-from tests.service.conftest import Svc, cassandra_deployment
 
 API = "/api/v1"
 pytestmark = pytest.mark.slow

@@ -18,10 +18,10 @@ from jobs.worker import Worker
 from tailtune.control.discovery import MIN_RELEASE, Discovered, _release, merge_model, parse_strategy
 from tailtune.control.egress import PASSWORD_ENV_PREFIX
 from tailtune.control.model import build_model
+from tests.app_fixtures import Svc, admin_headers, memcached_deployment
 from tests.servers.cassandra_server import CassandraNode, free_port
+from tests.servers.fake_cql import FakeCqlServer
 from tests.servers.memcached_server import running_memcached
-from tests.service.conftest import Svc, admin_headers, memcached_deployment
-from tests.service.fake_cql import FakeCqlServer
 
 API = "/api/v1"
 KS = "disc_ks"

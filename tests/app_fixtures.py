@@ -1,6 +1,9 @@
-"""Service fixtures: an app with an isolated TAILTUNE_HOME and tokens, and real memcached/Cassandra servers.
+"""The app's fixtures, for tests/service, tests/control, tests/jobs and tests/clients (a plugin of tests/conftest.py):
+an app with an isolated TAILTUNE_HOME and tokens, the metadata-DB backends, and a real memcached server; and the
+deployment bodies those tests register.
 
-The servers are session-scoped, bound to free 127.0.0.1 ports, and always stopped (context managers).
+The server is session-scoped, bound to a free 127.0.0.1 port, and always stopped. What the fixtures need of the
+service is imported when a test first uses them, so a run that uses none does not import the app.
 
 Metadata-DB backends: a test (or module, via `pytestmark`) marked `db_backends` runs once per backend in
 `BACKENDS` — SQLite (the default) and PostgreSQL (a fresh database on the session's throw-away server, handed to
@@ -13,17 +16,18 @@ import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
-from fastapi.testclient import TestClient
 
-from service.auth import create_token
-from service.deps import database_for
-from service.main import create_app
 from tailtune.base.settings import Settings, get_settings
-from tailtune.control.db import Database
-from tests.servers.memcached_server import MemcachedNode
-from tests.servers.postgres_server import PostgresServer
+
+if TYPE_CHECKING:
+    from fastapi.testclient import TestClient
+
+    from tailtune.control.db import Database
+    from tests.servers.memcached_server import MemcachedNode
+    from tests.servers.postgres_server import PostgresServer
 
 FAST_ENV = {
     "TAILTUNE_WORKER_LEASE_S": "2",
@@ -33,6 +37,7 @@ FAST_ENV = {
     "TAILTUNE_PUBLISH_TIMEOUT_S": "1.5",
     "TAILTUNE_PUBLISH_ATTEMPTS": "3",
     "TAILTUNE_OPEN_READS_ON_LOCALHOST": "true",
+    "TAILTUNE_SELFTEST_JOBS": "true",  # the tests' job kind (production leaves it off)
     # TestClient sends `Host: testserver`
     "TAILTUNE_API_ALLOWED_HOSTS": '["localhost", "127.0.0.1", "::1", "testserver"]',
 }
@@ -83,6 +88,12 @@ class Svc:
 
 @pytest.fixture
 def svc(tailtune_home: Path, database_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Svc]:
+    from fastapi.testclient import TestClient
+
+    from service.auth import create_token
+    from service.deps import database_for
+    from service.main import create_app
+
     for k, v in FAST_ENV.items():
         monkeypatch.setenv(k, v)
     get_settings.cache_clear()
@@ -99,11 +110,15 @@ def svc(tailtune_home: Path, database_url: str, monkeypatch: pytest.MonkeyPatch)
 def admin_headers(svc: Svc) -> dict[str, str]:
     """An admin token's header (as `tailtune serve --create-token admin` mints one): it may bind a deployment's
     password variable (tailtune.control.grants)."""
+    from service.auth import create_token
+
     return {"Authorization": f"Bearer {create_token(svc.db, 'test-admin', 'admin')}"}
 
 
 @pytest.fixture(scope="session")
 def memcached_node() -> Iterator[MemcachedNode]:
+    from tests.servers.memcached_server import MemcachedNode
+
     if shutil.which("memcached") is None:
         pytest.skip("memcached is not installed (apt-get install -y memcached)")
     node = MemcachedNode()
@@ -112,8 +127,6 @@ def memcached_node() -> Iterator[MemcachedNode]:
         yield node
     finally:
         node.close()
-
-
 
 
 def memcached_deployment(name: str, servers: list[str]) -> dict[str, object]:

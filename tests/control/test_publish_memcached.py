@@ -17,8 +17,8 @@ from jobs.handlers import default_handlers
 from jobs.worker import Worker
 from tailtune.control.publishers import Known, MemcachedPublisher, PublishFailed, publish_with_retry
 from tailtune.control.publishers.memcached import current_key, version_key
+from tests.app_fixtures import Svc, memcached_deployment
 from tests.servers.memcached_server import MemcachedNode
-from tests.service.conftest import Svc, memcached_deployment
 
 API = "/api/v1"
 

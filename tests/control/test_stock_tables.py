@@ -15,7 +15,7 @@ from tailtune.control.publishers.stock import (
     sets_table_options,
 )
 from tailtune.simulation.stock import SpeculativeRetry, parse_speculative_retry
-from tests.service.conftest import Svc, cassandra_deployment
+from tests.app_fixtures import Svc, cassandra_deployment
 
 T = ["ks.a", "ks.b"]
 

@@ -1,5 +1,5 @@
 """What a hostile live system reports to discovery: memcached's `stats` from an attacker posing as memcached (an
-endless STAT stream, crafted values), and — the attacker CQL endpoint (tests/service/fake_cql.py) serving only the
+endless STAT stream, crafted values), and — the attacker CQL endpoint (tests/servers/fake_cql.py) serving only the
 handshake — Cassandra's system tables at the parsing boundary with the values named. Every value is accepted
 within the operator's ranges (`INPUT_RANGES`) or refused for good, naming the node and the field; `stats` replies
 are read within their caps."""
@@ -25,8 +25,8 @@ from tailtune.control.discovery import (
     parse_strategy,
 )
 from tailtune.control.model import INPUT_RANGES
+from tests.app_fixtures import Svc, memcached_deployment
 from tests.servers.hostile_memcached import HostileMemcached, hostile_memcached
-from tests.service.conftest import Svc, memcached_deployment
 
 API = "/api/v1"
 

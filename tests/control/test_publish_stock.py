@@ -15,8 +15,8 @@ from tailtune.control.egress import Egress
 from tailtune.control.grants import password_binding
 from tailtune.control.publishers import CassandraPublisher, PublishRejected
 from tailtune.control.publishers.cassandra import TableOptionsFailed
+from tests.app_fixtures import Svc, admin_headers, cassandra_deployment
 from tests.servers.cassandra_server import CassandraNode
-from tests.service.conftest import Svc, admin_headers, cassandra_deployment
 
 API = "/api/v1"
 KS = "tt_shop"

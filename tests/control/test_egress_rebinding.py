@@ -26,9 +26,9 @@ import pytest
 from jobs.handlers import default_handlers
 from jobs.worker import Worker
 from tailtune.control.egress import Egress, EgressRefused
+from tests.app_fixtures import Svc, cassandra_deployment, memcached_deployment
 from tests.servers.cassandra_server import CassandraNode, fetch_jars, free_port, jmx_tool, nodetool
 from tests.servers.memcached_server import MemcachedNode
-from tests.service.conftest import Svc, cassandra_deployment, memcached_deployment
 
 API = "/api/v1"
 ATTACKER = "127.0.0.2"  # outside the allowed network 127.0.0.1/32 (Linux routes all of 127/8 to the loopback)

@@ -29,8 +29,8 @@ from jobs.worker import Worker
 from tailtune.base.settings import Settings
 from tailtune.control.db import JobRow
 from tailtune.control.queue import enqueue
+from tests.app_fixtures import Svc, memcached_deployment
 from tests.servers.memcached_server import MemcachedNode
-from tests.service.conftest import Svc, memcached_deployment
 
 API = "/api/v1"
 REQUESTS = 2000

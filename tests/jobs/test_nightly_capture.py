@@ -17,9 +17,9 @@ from jobs.context import JobContext
 from jobs.scheduler import tick
 from jobs.worker import Worker
 from tailtune.control.db import TraceRow
+from tests.app_fixtures import Svc, cassandra_deployment, memcached_deployment
 from tests.servers.hostile_memcached import HostileMemcached, hostile_memcached
 from tests.servers.memcached_server import running_memcached
-from tests.service.conftest import Svc, cassandra_deployment, memcached_deployment
 from validation.memcached_capture import compare, plan, populate, run_client, shared_sizes, stats
 
 API = "/api/v1"

@@ -21,7 +21,7 @@ from jobs.handlers import default_finalizers, default_handlers
 from jobs.worker import Worker
 from tailtune.control.db import JobRow, ScheduleRow, TraceRow
 from tailtune.control.queue import enqueue
-from tests.service.conftest import Svc, memcached_deployment
+from tests.app_fixtures import Svc, memcached_deployment
 
 API = "/api/v1"
 GOOD = b"request_id,ts,key,value_size\n" + b"".join(b"%d,%d.0,k%d,10\n" % (i, i, i % 7) for i in range(400))

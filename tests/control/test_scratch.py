@@ -15,7 +15,7 @@ import pytest
 
 from tailtune.base.settings import Settings
 from tailtune.control.scratch import LOCK_SUFFIX, claim_scratch, sweep_orphan_uploads, sweep_tmp
-from tests.service.conftest import FAST_ENV, Svc
+from tests.app_fixtures import FAST_ENV, Svc
 
 
 def _spawn_worker(svc: Svc, name: str) -> subprocess.Popen[bytes]:

@@ -2,7 +2,7 @@
 (tailtune.control.grants): a write token can neither name another deployment's variable nor move a bound
 deployment elsewhere, and a row written straight into the database gets no connection carrying the password.
 A report token reports only for the deployments it is bound to. Against the real service and worker, with an
-attacker's CQL endpoint that records every byte it receives (tests/service/fake_cql.py)."""
+attacker's CQL endpoint that records every byte it receives (tests/servers/fake_cql.py)."""
 
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ from jobs.worker import Worker
 from service.auth import create_token
 from tailtune.control.db import DeploymentGrantRow, DeploymentRow
 from tailtune.control.egress import PASSWORD_ENV_PREFIX
-from tests.service.conftest import Svc, admin_headers, cassandra_deployment, memcached_deployment
-from tests.service.fake_cql import FakeCqlServer
+from tests.app_fixtures import Svc, admin_headers, cassandra_deployment, memcached_deployment
+from tests.servers.fake_cql import FakeCqlServer
 
 API = "/api/v1"
 VAR = f"{PASSWORD_ENV_PREFIX}ORDERS"

@@ -20,8 +20,8 @@ from tailtune.control.configs import add_version
 from tailtune.control.db import JobRow
 from tailtune.control.observations import merge_histograms
 from tailtune.control.verify import expectation, expected_band, p99_ratio_test, server_comparison, verify_version
+from tests.app_fixtures import Svc, memcached_deployment
 from tests.servers.memcached_server import MemcachedNode
-from tests.service.conftest import Svc, memcached_deployment
 
 API = "/api/v1"
 BATCHING = {"policy": "batching", "params": {}}

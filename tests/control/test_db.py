@@ -29,8 +29,8 @@ from tailtune.control.db import (
     normalize_url,
 )
 from tailtune.control.db.session import MIGRATIONS
+from tests.app_fixtures import Svc, memcached_deployment
 from tests.servers.cassandra_server import free_port
-from tests.service.conftest import Svc, memcached_deployment
 
 pytestmark = pytest.mark.db_backends  # each test runs on SQLite and on PostgreSQL
 

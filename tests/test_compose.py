@@ -28,7 +28,7 @@ from tests.servers.cassandra_server import CassandraNode, free_port
 from tests.servers.memcached_server import MemcachedNode
 from tests.servers.postgres_server import PostgresServer
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 VENV_BIN = Path(sys.executable).parent  # the venv the tests run in (the image: /opt/venv/bin)
 SERVICES = {"api", "worker", "spark-master", "spark-worker", "mlflow", "postgres", "cassandra", "memcached"}
 
