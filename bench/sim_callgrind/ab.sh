@@ -13,11 +13,6 @@ here="$(cd "$(dirname "$0")" && pwd)"
 rounds=$1; sels=$2; shares=$3; pols=$4; shift 4
 bins=()
 for core in "$@"; do
-  # a copy outside the workspace needs its workspace keys spelled out (as checksums.sh does)
-  if [[ "$(cd "$core" && pwd)" != "$(cd "$here/../../simulator/core" && pwd)" ]] && grep -q 'workspace = true' "$core/Cargo.toml"; then
-    sed -i 's/edition.workspace = true/edition = "2021"/; s/version.workspace = true/version = "0.1.0"/;
-            s/license.workspace = true/license = "Apache-2.0"/' "$core/Cargo.toml"
-  fi
   # builds the driver against that core and finds its binary
   src="$here"
   if [[ -f "$core/../../bench/sim_callgrind/src/main.rs" ]]; then src="$(cd "$core/../../bench/sim_callgrind" && pwd)"; fi

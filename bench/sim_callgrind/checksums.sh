@@ -12,7 +12,7 @@
 # BEFORE_CORE_DIR: a copy of simulator/core of the reference version, e.g.
 #   git archive HEAD simulator/core | tar -x -C /tmp/ref   →   /tmp/ref/simulator/core
 # (a copy outside the workspace needs edition/version/license spelled out instead of `.workspace = true`:
-# this script patches its Cargo.toml in place when needed).
+# run.sh patches its Cargo.toml in place when needed).
 # Each core is replayed by the driver that came with it: CORE_DIR/../../bench/sim_callgrind when that exists
 # (so `git archive HEAD simulator/core bench/sim_callgrind | tar -x -C /tmp/ref` keeps a reference whose driver
 # speaks the reference core's API), else this directory's driver. The printed case lines are what is compared.
@@ -22,10 +22,6 @@ before="$(cd "$1" && pwd)"; after="$(cd "${2:-$here/../../simulator/core}" && pw
 policies=fifo,rein-sbf,rein-sds,rein,brb-equalmax,brb-unifincr,oracle,tailx,duplicate,speculative
 run_cases() {
   local core="$1"
-  if [[ "$core" != "$(cd "$here/../../simulator/core" && pwd)" ]] && grep -q 'workspace = true' "$core/Cargo.toml"; then
-    sed -i 's/edition.workspace = true/edition = "2021"/; s/version.workspace = true/version = "0.1.0"/;
-            s/license.workspace = true/license = "Apache-2.0"/' "$core/Cargo.toml"
-  fi
   local src="$here"
   if [[ -f "$core/../../bench/sim_callgrind/src/main.rs" ]]; then src="$(cd "$core/../../bench/sim_callgrind" && pwd)"; fi
   SIM_CALLGRIND_SRC="$src" SIM_CALLGRIND_WALL=1 bash "$here/run.sh" 10 fifo "$core" round-robin 0 >/dev/null

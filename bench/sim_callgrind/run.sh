@@ -15,10 +15,25 @@ n="${1:-20000}"; policies="${2:-fifo,rein}"; core="$(cd "${3:-$here/../../simula
 selectors="${4:-round-robin}"; share="${5:-0}"
 work="${TMPDIR:-/tmp}/sim-callgrind-$(echo "$core" | md5sum | cut -c1-8)"
 src="$(cd "${SIM_CALLGRIND_SRC:-$here}" && pwd)"
+root="$(cd "$here/../.." && pwd)"
+# a copy of simulator/core outside this workspace needs its workspace keys spelled out
+if [[ "$core" != "$root/simulator/core" ]] && grep -q 'workspace = true' "$core/Cargo.toml"; then
+  sed -i 's/edition.workspace = true/edition = "2021"/; s/version.workspace = true/version = "0.1.0"/;
+          s/license.workspace = true/license = "Apache-2.0"/' "$core/Cargo.toml"
+fi
+# The driver is built as a copy of its own, a workspace of one against $core: a workspace member's manifest takes
+# the root's package keys and profiles (a driver from before it joined the workspace carries its own). Line-level
+# debug info for callgrind's annotations, as the driver always had.
 rm -rf "$work/src"; mkdir -p "$work/src"
 cp "$src"/src/*.rs "$work/src/"
-sed "s|path = \"../../simulator/core\"|path = \"$core\"|" "$src/Cargo.toml" > "$work/Cargo.toml"
-cargo build --release --quiet --manifest-path "$work/Cargo.toml" --target-dir "$work/target"
+{
+  sed "s|path = \"../../simulator/core\"|path = \"$core\"|" "$src/Cargo.toml"
+  if ! grep -q '^\[workspace\]' "$src/Cargo.toml"; then
+    printf '\n[workspace]\n'; sed -n '/^\[workspace.package\]/,$p' "$root/Cargo.toml"
+  fi
+} > "$work/Cargo.toml"
+cargo build --release --quiet --config profile.release.debug=1 --manifest-path "$work/Cargo.toml" \
+  --target-dir "$work/target"
 bin="$work/target/release/sim-callgrind"
 if [[ -n "${SIM_CALLGRIND_WALL:-}" ]]; then
   "$bin" "$n" "$policies" "$SIM_CALLGRIND_WALL" "$selectors" "$share"

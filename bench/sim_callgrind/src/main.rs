@@ -195,7 +195,7 @@ fn workload(cluster: &Cluster, n: usize, large_share: f64, load: f64) -> (Worklo
         for _ in 0..size {
             let key = rng.below(1_000_000);
             tokens.push(token_of_u64(key));
-            large_in.push(every > 0 && key % every == 0);
+            large_in.push(every > 0 && key.is_multiple_of(every));
         }
         offsets.push(tokens.len() as u64);
     }

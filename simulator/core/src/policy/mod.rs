@@ -10,12 +10,17 @@
 //! them) and as the `Policy` enum for those marked `generic` (with the reason). Adding a policy: one file
 //! (config with `params!`, scheduler, `PolicyImpl`, `Scheduler`) and one row here; see docs/simulator.md,
 //! "Adding a policy". A policy whose servers serve FIFO and whose clients tag nothing needs no scheduler of
-//! its own: its row names `Fifo<ItsConfig>` by an alias (`duplicate`, `speculative`, `stock`).
+//! its own: its row names `Fifo<ItsConfig>` by an alias (`duplicate`, `speculative`, `stock`). Neither does a
+//! policy whose servers serve one priority queue: its config implements [`prio::PrioKey`] (the priority its
+//! client gives each op, the starvation boost) and its row names `Prio<ItsConfig>` by an alias (`rein-sbf`,
+//! `rein-sds`, `brb-equalmax`, `brb-unifincr`, `oracle`).
 //!
-//! Each policy lives in its own file; the server-side queue structures they share are in `queues.rs`.
+//! Each policy lives in its own file; the server-side queue structures they share are in `queues.rs`, the
+//! priority-queue policies' scheduler in `prio.rs`.
 use crate::error::SimError;
 use crate::params::{ParamSpec, Params};
 
+pub mod prio;
 pub mod queues;
 pub mod stock_driver;
 

@@ -4,26 +4,12 @@
 //! estimate. Rein's combined scheme with these estimates instead of opset sizes: an op of opset O gets priority
 //! now + e(B) + (e(B) − e(O)) — the request's estimated completion (SBF part) plus the opset's slack (SDS part),
 //! as an absolute time so that requests issued at different times compare. Lowest first at every server.
-use super::queues::PrioQueues;
-use super::{PolicyImpl, QItem, Scheduler, Tag, TagCtx, TagFields};
+use super::prio::{Prio, PrioKey};
+use super::{Tag, TagCtx, TagFields};
 
 crate::params! {
     /// `oracle` has no parameters.
     pub struct OracleConfig for "policy 'oracle'" {}
-}
-
-#[derive(Debug, Clone)]
-pub struct Oracle {
-    q: PrioQueues,
-}
-
-impl PolicyImpl for Oracle {
-    type Config = OracleConfig;
-    fn new(_cfg: &OracleConfig, servers: usize, _ops: usize) -> Self {
-        Oracle {
-            q: PrioQueues::new(servers, 0, None),
-        }
-    }
 }
 
 /// Estimated completion (ns from now) of an opset of `size` ops at a server with `outstanding` ops.
@@ -32,9 +18,10 @@ pub fn oracle_estimate_ns(outstanding: u32, size: u32, slots: u32, service_rate:
     (outstanding as f64 + size as f64) / (slots as f64 * service_rate) * 1e9
 }
 
-impl Scheduler for Oracle {
+impl PrioKey for OracleConfig {
+    const FIELDS: TagFields = TagFields::PRIO;
     #[inline]
-    fn tag(&mut self, ctx: &TagCtx<'_>, tags: &mut [Tag]) {
+    fn key(&self, ctx: &TagCtx<'_>, tags: &mut [Tag]) {
         let mut worst = 0.0f64;
         for (i, &s) in ctx.servers.iter().enumerate() {
             // `outstanding` already includes this request's ops: remove them from the backlog.
@@ -48,16 +35,7 @@ impl Scheduler for Oracle {
             t.prio = base - t.prio;
         }
     }
-    #[inline]
-    fn enqueue(&mut self, server: usize, item: QItem) {
-        self.q.push(server, item);
-    }
-    #[inline]
-    fn pick(&mut self, server: usize, now: u64) -> Option<QItem> {
-        self.q.pop(server, now)
-    }
-    #[inline]
-    fn tag_fields(&self) -> TagFields {
-        TagFields::PRIO
-    }
 }
+
+/// The priority-queue scheduler under the oracle's key.
+pub type Oracle = Prio<OracleConfig>;

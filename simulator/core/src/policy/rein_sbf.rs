@@ -1,9 +1,9 @@
 //! `rein-sbf`: Shortest Bottleneck First on a single priority queue per server (Rein §3.2). Every op of a
-//! request gets the cost of the request's bottleneck opset as priority (lower first); optional starvation boost.
-use super::queues::PrioQueues;
-use super::{
-    boost_ns, bottleneck, PolicyImpl, QItem, Scheduler, Tag, TagCtx, TagFields, BOOST_CHOICES,
-};
+//! request gets the cost of the request's bottleneck opset as priority (lower first: BRB's EqualMax key); optional
+//! starvation boost.
+use super::brb_equalmax::equal_max;
+use super::prio::{Prio, PrioKey};
+use super::{boost_ns, Tag, TagCtx, TagFields, BOOST_CHOICES};
 use crate::params::Search;
 
 crate::params! {
@@ -13,38 +13,16 @@ crate::params! {
     }
 }
 
-#[derive(Debug, Clone)]
-pub struct ReinSbf {
-    q: PrioQueues,
-}
-
-impl PolicyImpl for ReinSbf {
-    type Config = ReinSbfConfig;
-    fn new(cfg: &ReinSbfConfig, servers: usize, ops: usize) -> Self {
-        ReinSbf {
-            q: PrioQueues::new(servers, ops, boost_ns(cfg.boost_after_ms)),
-        }
+impl PrioKey for ReinSbfConfig {
+    const FIELDS: TagFields = TagFields::REQUEST_PRIO;
+    #[inline]
+    fn key(&self, ctx: &TagCtx<'_>, tags: &mut [Tag]) {
+        equal_max(ctx, tags);
+    }
+    fn boost_ns(&self) -> Option<u64> {
+        boost_ns(self.boost_after_ms)
     }
 }
 
-impl Scheduler for ReinSbf {
-    #[inline]
-    fn tag(&mut self, ctx: &TagCtx<'_>, tags: &mut [Tag]) {
-        let (_, cb) = bottleneck(ctx.costs);
-        for t in tags.iter_mut() {
-            t.prio = cb;
-        }
-    }
-    #[inline]
-    fn enqueue(&mut self, server: usize, item: QItem) {
-        self.q.push(server, item);
-    }
-    #[inline]
-    fn pick(&mut self, server: usize, now: u64) -> Option<QItem> {
-        self.q.pop(server, now)
-    }
-    #[inline]
-    fn tag_fields(&self) -> TagFields {
-        TagFields::REQUEST_PRIO
-    }
-}
+/// The priority-queue scheduler under SBF's key.
+pub type ReinSbf = Prio<ReinSbfConfig>;

@@ -1,10 +1,8 @@
 //! `rein-sds`: Slack-Driven Scheduling on a single priority queue per server (Rein §3.2). An op x of opset O gets
 //! priority (cost(x) + slack(x)) / size(O), with cost(x) = cost(O)/size(O) (one op's cost) and
 //! slack(x) = cost(B) − cost(O) (B = the bottleneck opset, whose slack is 0). Lower = served first; optional boost.
-use super::queues::PrioQueues;
-use super::{
-    boost_ns, bottleneck, PolicyImpl, QItem, Scheduler, Tag, TagCtx, TagFields, BOOST_CHOICES,
-};
+use super::prio::{Prio, PrioKey};
+use super::{boost_ns, bottleneck, Tag, TagCtx, TagFields, BOOST_CHOICES};
 use crate::params::Search;
 
 crate::params! {
@@ -21,41 +19,22 @@ pub fn sds_priority(size: u32, cost: f64, cb: f64) -> f64 {
     (cost / n + (cb - cost)) / n
 }
 
-#[derive(Debug, Clone)]
-pub struct ReinSds {
-    q: PrioQueues,
-}
-
-impl PolicyImpl for ReinSds {
-    type Config = ReinSdsConfig;
-    fn new(cfg: &ReinSdsConfig, servers: usize, ops: usize) -> Self {
-        ReinSds {
-            q: PrioQueues::new(servers, ops, boost_ns(cfg.boost_after_ms)),
-        }
-    }
-}
-
-impl Scheduler for ReinSds {
+impl PrioKey for ReinSdsConfig {
+    const FIELDS: TagFields = TagFields::PRIO;
     #[inline]
-    fn tag(&mut self, ctx: &TagCtx<'_>, tags: &mut [Tag]) {
+    fn key(&self, ctx: &TagCtx<'_>, tags: &mut [Tag]) {
         let (_, cb) = bottleneck(ctx.costs);
         for (i, t) in tags.iter_mut().enumerate() {
             t.prio = sds_priority(ctx.sizes[i], ctx.costs[i], cb);
         }
     }
-    #[inline]
-    fn enqueue(&mut self, server: usize, item: QItem) {
-        self.q.push(server, item);
-    }
-    #[inline]
-    fn pick(&mut self, server: usize, now: u64) -> Option<QItem> {
-        self.q.pop(server, now)
-    }
-    #[inline]
-    fn tag_fields(&self) -> TagFields {
-        TagFields::PRIO
+    fn boost_ns(&self) -> Option<u64> {
+        boost_ns(self.boost_after_ms)
     }
 }
+
+/// The priority-queue scheduler under SDS's key.
+pub type ReinSds = Prio<ReinSdsConfig>;
 
 #[cfg(test)]
 mod tests {
