@@ -86,7 +86,7 @@ def memcached(
     from tailtune.base.settings import get_settings
     from tailtune.control.capture import CaptureProgress, CaptureTarget, capture_memcached, parse_server, stats_caps
 
-    if duration is not None and not (math.isfinite(duration) and duration > 0):
+    if duration is not None and not math.isfinite(duration):  # <= 0: capture_memcached says so
         from tailtune.base.errors import BadInputError
 
         raise BadInputError.single("--duration", f"{duration:g} is not a number of seconds (> 0, finite)",

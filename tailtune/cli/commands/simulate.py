@@ -179,7 +179,12 @@ def _client_rtt(text: str) -> tuple[float, ...]:
     from tailtune.simulation.cassandra import client_rtt
 
     where, body = "--client-rtt-ms", text
-    if not re.fullmatch(r"[\s,\[\]0-9eE.+\-]*", text):  # not numbers: the path of a file of them
+    try:
+        is_file = Path(text).is_file()
+    except (OSError, ValueError):  # a name the OS refuses (too long, a NUL byte): not a file
+        is_file = False
+    # a file of them; else a list (numbers, or any text with a comma: each part is checked); else a path
+    if is_file or not (re.fullmatch(r"[\s,\[\]0-9eE.+\-]*", text) or "," in text):
         where = text if len(text) <= 200 else text[:200] + "…"
         try:
             body = Path(text).read_text(encoding="utf-8")
