@@ -35,7 +35,7 @@ import numpy as np
 import numpy.typing as npt
 
 if TYPE_CHECKING:
-    from tailtune.base.settings import Settings
+    from base.settings import Settings
 
 __all__ = [
     "QUANTITIES",

@@ -1,6 +1,6 @@
 """Where the rows come from: a stored dataset (by id), a canonical Parquet file/folder, or a canonical CSV.
 
-Checks happen here, before Spark starts, and fail with `FILE:LINE: field 'x': problem` (tailtune.base.errors).
+Checks happen here, before Spark starts, and fail with `FILE:LINE: field 'x': problem` (base.errors).
 """
 
 from __future__ import annotations
@@ -11,12 +11,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tailtune.base.errors import BadInputError, InputProblem, NotFoundError
+from base.errors import BadInputError, InputProblem, NotFoundError
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from tailtune.base.settings import Settings
+    from base.settings import Settings
 
 __all__ = ["Source", "dataset_source", "file_source", "load"]
 

@@ -25,8 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from tailtune.base.errors import TailtuneError
-from tailtune.base.linereader import STATS_CAPS, LineCaps, read_stats
+from base.errors import TailtuneError
+from base.linereader import STATS_CAPS, LineCaps, read_stats
 
 __all__ = [
     "DEFAULT_KS",
@@ -129,7 +129,7 @@ def populate(host: str, port: int, n_keys: int, value_size: int, key_prefix: str
 
 def _server_cpu_s(host: str, port: int, caps: LineCaps = STATS_CAPS) -> float:
     """The server's CPU seconds so far (`rusage_user` + `rusage_system` of `stats`), read within `caps` and a
-    5 s deadline (`tailtune.base.linereader.read_stats`): a server that streams an endless reply costs no more."""
+    5 s deadline (`base.linereader.read_stats`): a server that streams an endless reply costs no more."""
     label = f"{host}:{port}"
     try:
         with socket.create_connection((host, port), timeout=5.0) as sock:

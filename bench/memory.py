@@ -4,7 +4,7 @@ Builds what one tuner process builds for a generator profile — the canonical t
 seed's workload and the pruning prefix — and one replay, reading after each step the process's memory from
 /proc/self/smaps_rollup (RSS, PSS, USS = private pages) and the size of each array. With `--shared DIR` the trace
 and the workloads come from (or go to) the host-wide store of memory-mapped files in DIR, as the tuner's
-evaluator does (`tailtune.simulation.shared`): run it twice to see what a second process pays.
+evaluator does (`simulation.shared`): run it twice to see what a second process pays.
 
     .venv/bin/python -m bench.memory --profile soundcloud --requests 1000000 --seeds 3 [--shared DIR] [--json]
 
@@ -86,10 +86,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
 
-    from tailtune.simulation import cassandra
-    from tailtune.simulation.cassandra import CassandraDeployment
-    from tailtune.simulation.policies import resolve
-    from tailtune.simulation.source import WorkloadSource
+    from simulation import cassandra
+    from simulation.cassandra import CassandraDeployment
+    from simulation.policies import resolve
+    from simulation.source import WorkloadSource
 
     source = WorkloadSource(profile=args.profile, requests=args.requests)
     dep = CassandraDeployment()
@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     trace = None
     store = None
     if args.shared is not None:
-        from tailtune.simulation import shared
+        from simulation import shared
 
         store = shared.WorkloadStore(args.shared)
         trace = cassandra.load_shared(store)

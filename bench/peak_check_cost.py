@@ -61,9 +61,9 @@ class _Whole(_Counting):
 def main(argv: list[str] | None = None) -> None:
     import optuna
 
+    from base.settings import get_settings
     from ingest.generate import make_profile, write_trace
-    from tailtune.base.settings import get_settings
-    from tailtune.simulation.source import WorkloadSource
+    from simulation.source import WorkloadSource
     from tuner import sampling
     from tuner.evaluators import EvaluatorSpec, build_evaluator
     from tuner.objective import parse_objective

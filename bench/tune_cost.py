@@ -28,8 +28,8 @@ def main() -> None:
     a = ap.parse_args()
     home = tempfile.mkdtemp(prefix="tailtune-bench-cost-")
     os.environ["TAILTUNE_HOME"] = home
-    from tailtune.base.settings import get_settings
-    from tailtune.simulation.source import WorkloadSource
+    from base.settings import get_settings
+    from simulation.source import WorkloadSource
     from tuner.tune import TuneRequest, run_tune
 
     get_settings.cache_clear()

@@ -28,10 +28,10 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from base.errors import BadInputError, InputProblem, TailtuneError
 from ingest.profiles import PROFILES, Profile
 from ingest.profiles.base import OPTION_SOURCE
 from ingest.schema import canonical_schema_for
-from tailtune.base.errors import BadInputError, InputProblem, TailtuneError
 
 __all__ = [
     "BLOCK_REQUESTS",
@@ -97,7 +97,7 @@ def _check_run(requests: int, seed: int, rate: float, batch_requests: int) -> No
     if isinstance(requests, bool) or not isinstance(requests, int) or requests < 1:
         problems.append(InputProblem("--requests", None, "requests", f"expected a positive integer, got {requests}"))
     else:
-        from tailtune.base.settings import get_settings
+        from base.settings import get_settings
 
         cap = get_settings().ingest_max_rows  # a request is at least one row of the trace
         if cap and requests > cap:

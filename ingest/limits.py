@@ -18,8 +18,8 @@ import re
 from dataclasses import dataclass, fields, replace
 from typing import Final, Literal
 
-from tailtune.base.errors import BadInputError
-from tailtune.base.settings import Settings
+from base.errors import BadInputError
+from base.settings import Settings
 
 __all__ = ["RATIO_CHECK_AFTER_BYTES", "LimitName", "Limits", "parse_size"]
 

@@ -17,6 +17,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from base import __version__
+from base.errors import BadInputError, TailtuneError
+from base.settings import Settings, get_settings
 from ingest.formats import AUTO, READERS, format_choices, reader_class
 from ingest.formats.base import Chunk, ReaderOptions, TraceReader, too_many_rows
 from ingest.formats.source import Source
@@ -28,9 +31,6 @@ from ingest.sorting import sorted_chunks
 from ingest.store import DatasetInfo, DatasetStore
 from ingest.validate import ErrorPolicy, ErrorSink, StreamValidator, UnsortedPolicy
 from ingest.writer import BackgroundWriter, DatasetWriter, staging_dir
-from tailtune import __version__
-from tailtune.base.errors import BadInputError, TailtuneError
-from tailtune.base.settings import Settings, get_settings
 
 __all__ = ["Progress", "dataset_id", "ingest_file", "sha256_file"]
 

@@ -12,11 +12,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from base.errors import BadInputError
 from ingest.formats import format_names, readers
 from ingest.formats.head import Head
 from ingest.formats.source import Source
 from ingest.limits import Limits
-from tailtune.base.errors import BadInputError
 
 __all__ = ["Sniffed", "sniff", "sniff_directory", "sniff_source"]
 

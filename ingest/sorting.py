@@ -13,9 +13,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from base.settings import Settings
 from ingest.formats.base import Chunk
 from ingest.writer import staging_dir
-from tailtune.base.settings import Settings
 
 __all__ = ["sorted_chunks"]
 

@@ -11,8 +11,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from tailtune.base.errors import NotFoundError, TailtuneError
-from tailtune.base.settings import Settings, get_settings
+from base.errors import NotFoundError, TailtuneError
+from base.settings import Settings, get_settings
 
 __all__ = ["MANIFEST", "DatasetInfo", "DatasetStore"]
 

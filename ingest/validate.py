@@ -20,7 +20,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tailtune.base.errors import BadInputError, InputProblem
+from base.errors import BadInputError, InputProblem
 
 __all__ = [
     "ErrorPolicy",

@@ -15,7 +15,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from tailtune.base.settings import Settings
+from base.settings import Settings
 
 __all__ = ["BackgroundWriter", "DatasetWriter", "staging_dir"]
 

@@ -1,5 +1,5 @@
 """The `calibrate` job: measure the deployment's service time and network (Cassandra) or client overhead
-(memcached) on the live system and store them as calibrated model inputs (`tailtune.control.calibration`).
+(memcached) on the live system and store them as calibrated model inputs (`control.calibration`).
 
 Like `discover`, the API enqueues it (`POST /api/v1/deployments/{id}/calibrate`) rather than connecting itself to
 hosts a write token named; the worker measures under the egress rules.
@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from control.calibration import calibrate_deployment
+from control.discovery import DiscoveryFailed
+from control.errors import Missing
 from jobs.context import JobContext, JobFailed
-from tailtune.control.calibration import calibrate_deployment
-from tailtune.control.discovery import DiscoveryFailed
-from tailtune.control.errors import Missing
 
 __all__ = ["run_calibrate"]
 

@@ -1,8 +1,8 @@
 """The nightly job's capture: its trace taken from the deployment's memcached servers instead of an upload.
 
 `capture_trace` watches every server of `connection.servers` for `capture.duration_s` seconds into one
-memcached-watch file (`tailtune.control.capture`), connecting only to addresses the egress rules allow
-(`tailtune.control.egress`, resolved by the worker), and registers the file as a trace of the deployment (name
+memcached-watch file (`control.capture`), connecting only to addresses the egress rules allow
+(`control.egress`, resolved by the worker), and registers the file as a trace of the deployment (name
 `capture-job<id>`, format `memcached-watch`), which the ingest step then ingests like an upload. A retried step
 reuses the trace of its job's earlier attempt unless that one failed; a cancel stops the capture at once and keeps
 nothing.
@@ -17,9 +17,8 @@ from typing import Any
 
 from sqlalchemy import select
 
-from jobs.context import JobContext, JobFailed
-from tailtune.base.errors import BadInputError
-from tailtune.control.capture import (
+from base.errors import BadInputError
+from control.capture import (
     CaptureDiskFull,
     CaptureFailed,
     CaptureTarget,
@@ -27,11 +26,12 @@ from tailtune.control.capture import (
     parse_server,
     stats_caps,
 )
-from tailtune.control.common import now
-from tailtune.control.db import DeploymentRow, TraceRow
-from tailtune.control.egress import Egress, EgressRefused, EgressUnresolved
-from tailtune.control.jobspec import CaptureOptions
-from tailtune.control.storage import storage_full
+from control.common import now
+from control.db import DeploymentRow, TraceRow
+from control.egress import Egress, EgressRefused, EgressUnresolved
+from control.jobspec import CaptureOptions
+from control.storage import storage_full
+from jobs.context import JobContext, JobFailed
 
 __all__ = ["capture_trace"]
 

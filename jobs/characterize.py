@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from analysis.pipeline import Options
-    from tailtune.base.settings import Settings
+    from base.settings import Settings
 
 __all__ = ["REPORT_STEP", "main", "run", "spark_session"]
 
@@ -85,8 +85,8 @@ def run(
     from analysis.pipeline import Options, characterize
     from analysis.report import render_report
     from analysis.summary import build_summary
-    from tailtune.base.errors import BadInputError
-    from tailtune.control.storage import raise_if_disk_full
+    from base.errors import BadInputError
+    from control.storage import raise_if_disk_full
 
     opts = replace(opts or Options(), fanout_requests=settings.analysis_fanout_requests)
     if opts.servers < 1:
@@ -111,8 +111,8 @@ def run(
 
 def main(argv: list[str] | None = None) -> int:
     from analysis.pipeline import Options
-    from tailtune.base.errors import TailtuneError
-    from tailtune.base.settings import get_settings
+    from base.errors import TailtuneError
+    from base.settings import get_settings
 
     ap = argparse.ArgumentParser(prog="python -m jobs.characterize", description=__doc__)
     ap.add_argument("file", nargs="?", help="canonical Parquet/CSV file (or folder of Parquet files)")

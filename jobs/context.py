@@ -13,10 +13,10 @@ from typing import Any
 
 from sqlalchemy import and_, select, update
 
-from tailtune.base.errors import TailtuneError
-from tailtune.base.settings import Settings
-from tailtune.control.db import Database, JobRow
-from tailtune.control.redact import public
+from base.errors import TailtuneError
+from base.settings import Settings
+from control.db import Database, JobRow
+from control.redact import public
 
 __all__ = ["Handler", "JobCancelled", "JobContext", "JobFailed", "JobOverBudget", "LeaseLost"]
 

@@ -1,4 +1,4 @@
-"""The `discover` job: read the deployment's live system and store its model (`tailtune.control.discovery`).
+"""The `discover` job: read the deployment's live system and store its model (`control.discovery`).
 
 The API enqueues it (`POST /api/v1/deployments/{id}/discover`) rather than connecting itself to hosts a write
 token named; the worker connects under the egress rules. A refused login, a missing permission, a rule or an
@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from control.discovery import DiscoveryFailed, discover_deployment
+from control.errors import Missing
 from jobs.context import JobContext, JobFailed
-from tailtune.control.discovery import DiscoveryFailed, discover_deployment
-from tailtune.control.errors import Missing
 
 __all__ = ["run_discover"]
 

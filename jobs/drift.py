@@ -27,13 +27,13 @@ from typing import Any
 from sqlalchemy import select
 
 from analysis.drift import Characterization, Thresholds, compare
+from control.db import ConfigVersionRow, JobRow
 from jobs.context import JobContext, JobFailed
-from tailtune.control.db import ConfigVersionRow, JobRow
 
 __all__ = ["basis", "check", "config_sha", "inputs_of", "kept", "skip_study", "step"]
 
 #: The deployment's fields a study depends on besides the trace and the running config (`model`: the options of
-#: the deployment's model the nightly builds, `tailtune.control.model`).
+#: the deployment's model the nightly builds, `control.model`).
 INPUTS = ("kind", "server", "driver", "tables", "objective", "constraints", "model")
 
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from control.queue import SELFTEST, SELFTEST_OFF
 from jobs import calibrate, discover, nightly, verify
 from jobs.context import Handler, JobContext, JobFailed
 from jobs.worker import Finalizer
-from tailtune.control.queue import SELFTEST, SELFTEST_OFF
 
 __all__ = ["default_finalizers", "default_handlers"]
 
@@ -50,7 +50,7 @@ def _wait_for_stop(ctx: JobContext) -> dict[str, Any]:
 
 
 def default_handlers() -> dict[str, Handler]:
-    """Every job kind of `tailtune.control.queue.JOB_KINDS` and its handler."""
+    """Every job kind of `control.queue.JOB_KINDS` and its handler."""
     return {
         "ingest": nightly.run_ingest,
         "analyze": nightly.run_analyze,

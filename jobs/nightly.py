@@ -18,20 +18,20 @@ from typing import Any
 
 from sqlalchemy import select, update
 
+from base.errors import BadInputError
+from base.settings import Settings
+from control.common import now
+from control.db import AnalysisRow, ConfigVersionRow, Database, DeploymentRow, TraceRow
+from control.egress import Egress
+from control.errors import Invalid
+from control.grants import PASSWORD, granted
+from control.jobspec import NightlyOptions, TuneOptions, check_nightly
+from control.redact import public
+from control.tune_request import deployment_model, deployment_record, deployment_tune
 from jobs.capture import capture_trace
 from jobs.context import JobCancelled, JobContext, JobFailed
 from jobs.drift import basis, skip_study
 from jobs.drift import step as drift_step
-from tailtune.base.errors import BadInputError
-from tailtune.base.settings import Settings
-from tailtune.control.common import now
-from tailtune.control.db import AnalysisRow, ConfigVersionRow, Database, DeploymentRow, TraceRow
-from tailtune.control.egress import Egress
-from tailtune.control.errors import Invalid
-from tailtune.control.grants import PASSWORD, granted
-from tailtune.control.jobspec import NightlyOptions, TuneOptions, check_nightly
-from tailtune.control.redact import public
-from tailtune.control.tune_request import deployment_model, deployment_record, deployment_tune
 from tuner.recommendation import Recommendation, accept
 
 __all__ = [
@@ -287,7 +287,7 @@ def publish_version(ctx: JobContext, deployment_id: int, version: int) -> dict[s
     `publish_status: partial` and names them; one that found a server holding content tailtune never made for
     this deployment leaves `publish_status: conflict` and names the server (not retried).
     """
-    from tailtune.control.publishers import (
+    from control.publishers import (
         Known,
         PublishConflict,
         PublishFailed,
@@ -365,7 +365,7 @@ def publish_version(ctx: JobContext, deployment_id: int, version: int) -> dict[s
             )
         )
         if row is not None:
-            from tailtune.control.publishers.stock import merge_record
+            from control.publishers.stock import merge_record
 
             record: dict[str, Any] = {"at": now(), "current_version": outcome.current_version}
             record.update(outcome.applied or {})  # cassandra: each table's speculative_retry before/after
@@ -433,7 +433,7 @@ def _step_tune(
     import json
 
     try:
-        from tailtune.simulation.source import WorkloadSource
+        from simulation.source import WorkloadSource
         from tuner.tune import TuneRequest, run_tune
     except ImportError as exc:
         raise JobFailed(f"the tuner is not available: {exc}") from exc
@@ -496,8 +496,8 @@ def _step_decide(
     objective: dict[str, Any],
     rec_json: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    from tailtune.control.configs import add_version
-    from tailtune.control.verify import expectation
+    from control.configs import add_version
+    from control.verify import expectation
 
     ok, reason = accept(rec, constraints, objective)
     ctx.log(f"decision: {'accept' if ok else 'keep current'} — {reason}")

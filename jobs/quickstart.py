@@ -15,11 +15,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from base.console import err_console, library_output_to, out_console
+from base.errors import TailtuneError
+from base.settings import Settings, get_settings
 from ingest.generate import write_trace
 from ingest.pipeline import ingest_file
-from tailtune.base.console import err_console, library_output_to, out_console
-from tailtune.base.errors import TailtuneError
-from tailtune.base.settings import Settings, get_settings
 
 __all__ = ["main", "run"]
 
@@ -73,8 +73,8 @@ DEMO_STALLS = {"stall_rate": 0.5, "stall_ms": 20.0}
 
 
 def _tune(dataset_id: str, trials: int) -> None:
-    from tailtune.base.console import progress
-    from tailtune.simulation.source import WorkloadSource
+    from base.console import progress
+    from simulation.source import WorkloadSource
     from tuner.tune import TuneRequest, run_tune
 
     out_console.print(f"4/4 tune: stock Cassandra knobs, then a patched server's schedulers, {trials} trials × "

@@ -16,11 +16,11 @@ from dataclasses import dataclass
 from sqlalchemy import or_, select, update
 from sqlalchemy.exc import IntegrityError
 
-from tailtune.base.settings import Settings
-from tailtune.control.common import now as clock
-from tailtune.control.db import Database, ScheduleRow
-from tailtune.control.queue import enqueue
-from tailtune.control.schedules import latest_slot, local_time
+from base.settings import Settings
+from control.common import now as clock
+from control.db import Database, ScheduleRow
+from control.queue import enqueue
+from control.schedules import latest_slot, local_time
 
 __all__ = ["Fired", "tick"]
 

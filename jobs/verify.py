@@ -1,4 +1,4 @@
-"""The `verify` job: judge a published version on what the real system now does (`tailtune.control.verify`).
+"""The `verify` job: judge a published version on what the real system now does (`control.verify`).
 
 The worker reads what only it may reach — a stock Cassandra deployment's coordinator read latency, through the
 Cassandra publisher's connection (the egress rules: allowed addresses, allowed password variable) — and hands it
@@ -10,16 +10,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from base.errors import TailtuneError
+from control.configs import get_version, latest
+from control.db import DeploymentRow
+from control.egress import Egress
+from control.errors import Missing
+from control.grants import PASSWORD, granted
+from control.publishers import CassandraPublisher
+from control.redact import public
+from control.verify import FINAL, verify_version
 from jobs.context import JobContext, JobFailed
-from tailtune.base.errors import TailtuneError
-from tailtune.control.configs import get_version, latest
-from tailtune.control.db import DeploymentRow
-from tailtune.control.egress import Egress
-from tailtune.control.errors import Missing
-from tailtune.control.grants import PASSWORD, granted
-from tailtune.control.publishers import CassandraPublisher
-from tailtune.control.redact import public
-from tailtune.control.verify import FINAL, verify_version
 
 __all__ = ["run_verify", "server_latency", "verify_deployment"]
 

@@ -21,7 +21,7 @@
   workers), the finalizer of its kind brings the rows it was working on to an end state (a trace `failed`
   instead of `ingesting` forever, an analysis `failed` instead of `running`).
 * **What clients see.** Job errors, step errors and logs carry no tracebacks, server paths or credentials
-  (`tailtune.control.redact.public`); the process log has the traceback.
+  (`control.redact.public`); the process log has the traceback.
 """
 
 from __future__ import annotations
@@ -39,12 +39,12 @@ from sqlalchemy import and_, or_, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
+from base.errors import BadInputError, TailtuneError
+from base.settings import Settings
+from control.db import Database, JobRow, WorkerRow
+from control.redact import public
+from control.storage import DiskFull, raise_if_disk_full
 from jobs.context import Handler, JobCancelled, JobContext, JobFailed, JobOverBudget, LeaseLost
-from tailtune.base.errors import BadInputError, TailtuneError
-from tailtune.base.settings import Settings
-from tailtune.control.db import Database, JobRow, WorkerRow
-from tailtune.control.redact import public
-from tailtune.control.storage import DiskFull, raise_if_disk_full
 
 __all__ = ["Finalizer", "Worker"]
 

@@ -1,8 +1,8 @@
-"""Bearer-token auth of the API's requests, with the tokens of `tailtune.control.tokens` (stored only as SHA-256
+"""Bearer-token auth of the API's requests, with the tokens of `control.tokens` (stored only as SHA-256
 hashes, in the DB table `api_tokens` or `TAILTUNE_API_TOKENS`).
 
 Scopes: `read` allows GET/HEAD; `report` only reports observations, for the deployments the token names;
-`write` allows everything but the admin-only attributes of a deployment (`tailtune.control.grants`); `admin`
+`write` allows everything but the admin-only attributes of a deployment (`control.grants`); `admin`
 allows those too, and is minted only by `tailtune serve --create-token admin` on the service host (never by a
 route, never from `TAILTUNE_API_TOKENS`). Reads from 127.0.0.1/::1 need no token when `open_reads_on_localhost`
 is set (the embedded default).
@@ -14,10 +14,10 @@ from fastapi import Request
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from base.settings import Settings
+from control.db import Database, DeploymentRow
+from control.tokens import Principal, cached_principal, create_token, hash_token, principal_for_token
 from service.errors import Forbidden, Unauthorized
-from tailtune.base.settings import Settings
-from tailtune.control.db import Database, DeploymentRow
-from tailtune.control.tokens import Principal, cached_principal, create_token, hash_token, principal_for_token
 
 __all__ = [
     "Principal",

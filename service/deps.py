@@ -12,9 +12,9 @@ from typing import Annotated
 from fastapi import Depends, Request
 from sqlalchemy.orm import Session
 
+from base.settings import Settings, get_settings
+from control.db import Database, database_for
 from service.auth import Principal, authenticate
-from tailtune.base.settings import Settings, get_settings
-from tailtune.control.db import Database, database_for
 
 __all__ = [
     "DbDep",

@@ -18,9 +18,9 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from tailtune.base.errors import BadInputError, NotFoundError, TailtuneError
-from tailtune.base.settings import get_settings
-from tailtune.control.errors import (
+from base.errors import BadInputError, NotFoundError, TailtuneError
+from base.settings import get_settings
+from control.errors import (
     Conflict,
     Forbidden,
     InsufficientStorage,
@@ -32,8 +32,8 @@ from tailtune.control.errors import (
     Unauthorized,
     Unavailable,
 )
-from tailtune.control.redact import redact
-from tailtune.control.storage import disk_full_cause, storage_full
+from control.redact import redact
+from control.storage import disk_full_cause, storage_full
 
 __all__ = [
     "HTTP_CODES",

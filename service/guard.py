@@ -20,7 +20,7 @@ import json
 import re
 from typing import Any
 
-from tailtune.base.settings import Settings, get_settings
+from base.settings import Settings, get_settings
 
 __all__ = ["RequestGuard", "host_allowed"]
 

@@ -12,6 +12,7 @@ from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
 from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
 
+from base.settings import Settings, get_settings
 from service.analyses.router import router as analyses
 from service.configs.fastpath import ConfigFastPath
 from service.configs.router import router as configs
@@ -27,7 +28,6 @@ from service.observations.router import router as observations
 from service.schedules.router import router as schedules
 from service.traces.router import router as traces
 from service.verify.router import router as verify
-from tailtune.base.settings import Settings, get_settings
 
 __all__ = ["API_PREFIX", "DOCS_STATIC", "create_app"]
 
@@ -76,7 +76,7 @@ def create_app(settings: Settings | None = None, *, fast_path: bool = True) -> F
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        from tailtune.control.scratch import release_scratch
+        from control.scratch import release_scratch
 
         database_for((settings or get_settings()).resolved_database_url)
         yield

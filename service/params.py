@@ -10,7 +10,7 @@ from typing import Annotated
 
 from fastapi import Path, Query
 
-from tailtune.control.common import MAX_ID
+from control.common import MAX_ID
 
 __all__ = ["DEFAULT_PAGE", "MAX_OFFSET", "Limit", "Offset", "OptionalIdQuery", "PathId", "page"]
 
@@ -26,7 +26,7 @@ Offset = Annotated[int, Query(ge=0, le=MAX_OFFSET, description="How many of the 
 
 def page(limit: int, offset: int, max_list: int) -> tuple[int, int]:
     """(limit, offset) of a listing after checking `limit` against the `api_max_list` setting."""
-    from tailtune.control.errors import Invalid
+    from control.errors import Invalid
 
     if limit > max_list:
         raise Invalid(f"must be at most {max_list} (api_max_list)", field="limit")

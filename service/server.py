@@ -26,10 +26,10 @@ from uvicorn.config import Config
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 from uvicorn.server import ServerState
 
+from base.settings import Settings, get_settings
 from service.configs.fastpath import ConfigFastPath
 from service.errors import HTTP_CODES, error_body
 from service.main import create_app
-from tailtune.base.settings import Settings, get_settings
 
 __all__ = ["ApiHttpProtocol", "server_config"]
 

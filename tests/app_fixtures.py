@@ -20,12 +20,12 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from tailtune.base.settings import Settings, get_settings
+from base.settings import Settings, get_settings
 
 if TYPE_CHECKING:
     from fastapi.testclient import TestClient
 
-    from tailtune.control.db import Database
+    from control.db import Database
     from tests.servers.memcached_server import MemcachedNode
     from tests.servers.postgres_server import PostgresServer
 
@@ -109,7 +109,7 @@ def svc(tailtune_home: Path, database_url: str, monkeypatch: pytest.MonkeyPatch)
 
 def admin_headers(svc: Svc) -> dict[str, str]:
     """An admin token's header (as `tailtune serve --create-token admin` mints one): it may bind a deployment's
-    password variable (tailtune.control.grants)."""
+    password variable (control.grants)."""
     from service.auth import create_token
 
     return {"Authorization": f"Bearer {create_token(svc.db, 'test-admin', 'admin')}"}

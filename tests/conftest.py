@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from tailtune.base.settings import Settings, get_settings
+from base.settings import Settings, get_settings
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

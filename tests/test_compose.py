@@ -23,7 +23,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from tailtune.base.settings import Settings
+from base.settings import Settings
 from tests.servers.cassandra_server import CassandraNode, free_port
 from tests.servers.memcached_server import MemcachedNode
 from tests.servers.postgres_server import PostgresServer

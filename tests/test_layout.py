@@ -51,9 +51,9 @@ def test_memcached_has_one_launcher() -> None:
 
 
 def test_the_control_plane_renders_stock_configs_without_the_tuner() -> None:
-    """The stock rendering lives next to the stock model (tailtune.simulation): tailtune.control needs no tuner."""
+    """The stock rendering lives next to the stock model (simulation): control needs no tuner."""
     import grimp
 
-    graph = grimp.build_graph("tailtune", "tuner", cache_dir=None)
-    assert "tailtune.simulation.stock_render" in graph.modules and "tuner.stock_render" not in graph.modules
-    assert not graph.chain_exists(importer="tailtune.control", imported="tuner", as_packages=True)
+    graph = grimp.build_graph("control", "simulation", "tuner", cache_dir=None)
+    assert "simulation.stock_render" in graph.modules and "tuner.stock_render" not in graph.modules
+    assert not graph.chain_exists(importer="control", imported="tuner", as_packages=True)

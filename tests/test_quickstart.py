@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from base.console import out_console
+from base.settings import get_settings
 from jobs.quickstart import decision_lines, run
-from tailtune.base.console import out_console
-from tailtune.base.settings import get_settings
 
 
 @pytest.mark.slow

@@ -11,7 +11,7 @@ Three parts, each measured, none fitted:
 Combined conservatively (the parts are not independent in any way tailtune can show, so they are added, not
 taken in quadrature): low = min(E − h, C_lo) / (1 + s/100), high = max(E + h, C_hi) × (1 + s/100). Where a part is
 absent it contributes nothing (h = 0, [C_lo, C_hi] = [E, E], s = 0). The verify step's expected band
-(tailtune/control/verify.py) widens the same interval by the model's own error.
+(control/verify.py) widens the same interval by the model's own error.
 """
 
 from __future__ import annotations

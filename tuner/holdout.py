@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tailtune.base.settings import Settings
-from tailtune.simulation.source import WorkloadSource
+from base.settings import Settings
+from simulation.source import WorkloadSource
 from tuner import sampling
 
 __all__ = ["Split", "split_source"]

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from tailtune.base.errors import BadInputError
+from base.errors import BadInputError
 
 __all__ = [
     "METRICS",

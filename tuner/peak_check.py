@@ -46,7 +46,7 @@ from typing import Any, Final
 import numpy as np
 import numpy.typing as npt
 
-from tailtune.simulation.stock_knobs import DRIVER_DEFAULT, EXTRA_READS_OFF, EXTRA_READS_ONLY, knob
+from simulation.stock_knobs import DRIVER_DEFAULT, EXTRA_READS_OFF, EXTRA_READS_ONLY, knob
 from tuner.evaluators import Evaluator
 from tuner.objective import Metrics, Objective
 from tuner.recommend import Verdict, metrics_block, paired_test, rank_trials

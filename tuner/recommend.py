@@ -181,8 +181,8 @@ def _clean(v: Any) -> Any:
 def render_cassandra(cand: Candidate) -> dict[str, Any]:
     """Cassandra: `request_scheduler` block (JSON) and the `scheduler.*` key/values of a Rein-patched node. The
     stock knobs a candidate carries (`driver`, `speculative_retry`, ...) are no scheduler options: they are
-    rendered apart (`tailtune.simulation.stock_render`)."""
-    from tailtune.simulation.stock import COORDINATOR_KNOBS
+    rendered apart (`simulation.stock_render`)."""
+    from simulation.stock import COORDINATOR_KNOBS
 
     scheduler = {k: v for k, v in cand.params.items() if k not in COORDINATOR_KNOBS}
     options = {CASSANDRA_KEYS.get(k, k): _clean(v) for k, v in sorted(scheduler.items())}

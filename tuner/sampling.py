@@ -37,9 +37,9 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tailtune.base.errors import BadInputError
-from tailtune.base.settings import Settings
-from tailtune.simulation.source import WorkloadSource
+from base.errors import BadInputError
+from base.settings import Settings
+from simulation.source import WorkloadSource
 
 __all__ = [
     "CALIBRATED_ON",

@@ -19,8 +19,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from tailtune.base.errors import BadInputError, InputProblem
-from tailtune.simulation.speculative_retry import speculative_retry_choices
+from base.errors import BadInputError, InputProblem
+from simulation.speculative_retry import speculative_retry_choices
 
 __all__ = [
     "DEPLOYMENTS",
@@ -386,7 +386,7 @@ def cassandra_space(summary: Mapping[str, Any] | None = None) -> SearchSpace:
     }
     # Heterogeneous value sizes: Rein / SBF / SDS may cost opsets by estimated demand instead of op count.
     cost = (Param("size_aware_cost", "cat", choices=(0.0, 1.0)),) if _sizes_vary(vs) else ()
-    from tailtune.simulation.registry import NOT_TUNABLE, policy_specs, selector_spec
+    from simulation.registry import NOT_TUNABLE, policy_specs, selector_spec
 
     spaces: list[PolicySpace] = []
     for spec in policy_specs():
@@ -421,8 +421,8 @@ def _knob_param(k: Any) -> Param:
 
 def stock_space(driver: str = "java4") -> SearchSpace:
     """Stock Cassandra: the single policy `stock` over exactly the knobs that stock Cassandra and `driver` have and
-    the simulator models (`tailtune.simulation.stock_knobs.stock_knobs`); `driver` is fixed."""
-    from tailtune.simulation.stock_knobs import DRIVERS, stock_knobs
+    the simulator models (`simulation.stock_knobs.stock_knobs`); `driver` is fixed."""
+    from simulation.stock_knobs import DRIVERS, stock_knobs
 
     if driver not in DRIVERS:
         raise BadInputError.single("command line", f"unknown driver {driver!r} (one of {', '.join(DRIVERS)})",
@@ -436,9 +436,9 @@ def patched_space(space: SearchSpace, driver: str = "java4") -> SearchSpace:
     stock knobs of `driver` after its own (a patched server keeps its coordinator, its driver and the
     application's multiget shape, whatever its scheduler and replica selector), `driver` fixed. The snitch knobs
     go only where a snitch may pick the replicas: entries that search `replica`, asked when it is `ds`. Policies
-    that refuse the knobs (`tailtune.simulation.policies.NO_COORDINATOR`) keep their space."""
-    from tailtune.simulation.policies import NO_COORDINATOR
-    from tailtune.simulation.stock import SNITCH_KNOBS
+    that refuse the knobs (`simulation.policies.NO_COORDINATOR`) keep their space."""
+    from simulation.policies import NO_COORDINATOR
+    from simulation.stock import SNITCH_KNOBS
 
     knobs = stock_space(driver).policies[0].params
     client = tuple(k for k in knobs if k.name not in SNITCH_KNOBS)

@@ -37,9 +37,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tailtune.base.db_url import normalize_url
-from tailtune.base.errors import BadInputError, TailtuneError
-from tailtune.base.secrets import redact_url, scrub, url_secrets
+from base.db_url import normalize_url
+from base.errors import BadInputError, TailtuneError
+from base.secrets import redact_url, scrub, url_secrets
 from tuner.evaluators import Evaluator, EvaluatorSpec, build_evaluator
 from tuner.objective import Metrics, Objective, mean_ci, parse_objective
 from tuner.space import Candidate, SearchSpace

@@ -13,10 +13,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tailtune.base.errors import BadInputError
-from tailtune.base.secrets import redact_url
-from tailtune.base.settings import Settings, get_settings
-from tailtune.simulation.source import WorkloadSource
+from base.errors import BadInputError
+from base.secrets import redact_url
+from base.settings import Settings, get_settings
+from simulation.source import WorkloadSource
 from tuner.confirm import Confirmation, confirm, holdout_seeds
 from tuner.error_bound import combined_bound
 from tuner.evaluators import Evaluator, EvaluatorSpec, build_evaluator
@@ -86,7 +86,7 @@ class TuneRequest:
     #: Cassandra: trials of the other server kind's study (the alternative); None = `trials`, 0 = not searched.
     alternative_trials: int | None = None
     sampling: SamplingSpec | None = None
-    #: A deployment's tune: where each model input came from (`tailtune.control.model`), recorded in `tuned_for`
+    #: A deployment's tune: where each model input came from (`control.model`), recorded in `tuned_for`
     #: as `model_sources` (input → source) and `model` (each input's value, source, time and how).
     model: Mapping[str, Any] | None = None
     #: Points per latency CDF recorded in the recommendation's `cdfs` (current, recommended or best found, the
@@ -95,7 +95,7 @@ class TuneRequest:
 
     @classmethod
     def for_deployment(cls, source: WorkloadSource, fields: Mapping[str, Any], **run: Any) -> TuneRequest:
-        """A registered deployment's request: `fields` as `tailtune.control.tune_request` makes them (its kind,
+        """A registered deployment's request: `fields` as `control.tune_request` makes them (its kind,
         server, driver, tables, model and evaluator options, and its current config `{policy, params}` or None),
         `run` the other fields (trials, seeds, objective, study, ...)."""
         current = fields.get("current")
@@ -146,7 +146,7 @@ def parse_candidate(text: str, source: str = "--current") -> Candidate:
 def stock_defaults(driver: str, current: Mapping[str, Any] | None = None) -> Candidate:
     """The stock candidate with every searched knob at Cassandra's and `driver`'s default, then `current`'s
     values on top (the user's current settings)."""
-    from tailtune.simulation.stock_knobs import stock_knobs
+    from simulation.stock_knobs import stock_knobs
 
     params: dict[str, int | float | str] = {k.name: k.default_for(driver) for k in stock_knobs(driver)}
     params.update({k: v for k, v in (current or {}).items() if k != "driver"})
@@ -162,9 +162,9 @@ def patched_defaults(cand: Candidate, driver: str) -> Candidate:
     driver's default (a patched Cassandra keeps its coordinator: `speculative_retry = 99p`), `driver` stated. The
     snitch knobs stay unset (the selector's own defaults); a candidate of a policy that takes no knobs
     (duplicate, speculative) is returned as it is."""
-    from tailtune.simulation.policies import NO_COORDINATOR
-    from tailtune.simulation.stock import SNITCH_KNOBS
-    from tailtune.simulation.stock_knobs import stock_knobs
+    from simulation.policies import NO_COORDINATOR
+    from simulation.stock import SNITCH_KNOBS
+    from simulation.stock_knobs import stock_knobs
 
     if cand.policy in NO_COORDINATOR or cand.params.get("queue") in NO_COORDINATOR:
         return cand
@@ -337,7 +337,7 @@ def _space_and_baseline(
     the alternative's: that server's defaults)."""
     stock_ov = {k: v for k, v in req.overrides.items() if k.startswith("stock.")}
     if server == "stock":
-        from tailtune.simulation.stock_knobs import DRIVERS
+        from simulation.stock_knobs import DRIVERS
         from tuner.space import stock_space
 
         if req.driver not in DRIVERS:
@@ -370,7 +370,7 @@ def _sample(req: TuneRequest, settings: Settings) -> tuple[TuneRequest, dict[str
     fraction = spec.resolved_fraction() if spec is not None else 1.0
     if spec is None or fraction >= 1.0:
         return req, {}, None
-    from tailtune.simulation.cassandra import CassandraDeployment
+    from simulation.cassandra import CassandraDeployment
     from tuner import sampling
 
     if req.evaluator_options.get("use_timestamps") and req.deployment != "cassandra":
@@ -647,11 +647,11 @@ def _with_alternatives(job: _Job, rec: Recommendation, main_block: dict[str, Any
             "reason": "alternative_trials is 0"},
     }
     render = rec.render
-    from tailtune.simulation.stock import COORDINATOR_KNOBS
+    from simulation.stock import COORDINATOR_KNOBS
 
     knobs = {k: v for k, v in rec.params.items() if k in COORDINATOR_KNOBS}
     if rec.policy == "stock" or knobs:
-        from tailtune.simulation.stock_render import render_stock
+        from simulation.stock_render import render_stock
 
         tables = list(job.req.tables) or ["<keyspace>.<table>"]
         stock = render_stock(knobs if rec.policy != "stock" else rec.params, tables=tables, driver=job.req.driver)

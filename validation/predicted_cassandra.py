@@ -11,8 +11,8 @@ reads a partition's first replica in ring order). Table `tailtune_val.kv (k text
 Steps, per system:
 
 1. **Model.** The deployment is discovered and calibrated with tailtune's own functions — those `tailtune
-   deployments discover` / `calibrate` run (`tailtune.control.discovery.discover`, `merge_model`,
-   `tailtune.control.calibration.calibrate_cassandra`, `merge_calibration`), with `TAILTUNE_CONNECT_NETWORKS`
+   deployments discover` / `calibrate` run (`control.discovery.discover`, `merge_model`,
+   `control.calibration.calibrate_cassandra`, `merge_calibration`), with `TAILTUNE_CONNECT_NETWORKS`
    = 127.0.0.0/8 and the settings' defaults (`calibrate_reads`, `discover_probe_reads`) — after a JIT warm-up
    pass (a closed loop as in step 2) and `--settle-s` idle seconds (calibration measures an idle system).
    `build_model` turns the result into the replay's options ("after"); `build_model` of an empty model gives
@@ -28,7 +28,7 @@ Steps, per system:
    release_version FROM system.local`, one at a time, nothing else running) measure the machine's own noise; the
    JVMs' CPU time per run is reported (utilisation of the box's cores).
 4. **Prediction.** The same trace (request ids, arrival times, keys) replayed by kvsim through
-   `tailtune.simulation.cassandra` with the model's options and the trace's own arrival times, policy `stock` with
+   `simulation.cassandra` with the model's options and the trace's own arrival times, policy `stock` with
    `speculative_retry=NEVER`, `driver=python`, `replica=round-robin` (the dynamic snitch is off: each server is
    the first replica of a third of the partitions, as round-robin reads it) — the same policy before and after,
    so only the model's inputs differ; warm-up = the warm-up's share of the requests; `--sim-seeds` seeds (mean,
@@ -257,10 +257,10 @@ def saturation(session: Any, sel: Any, *, keys: int, partitions: int, seconds: f
 def model_of(hosts: Sequence[str], port: int, log: Any = print) -> dict[str, Any]:
     """Discover and calibrate the deployment with tailtune's functions; the stored model (as the deployment row
     would hold it) and what each step found."""
-    from tailtune.base.settings import Settings
-    from tailtune.control.calibration import calibrate_cassandra, merge_calibration
-    from tailtune.control.discovery import discover, merge_model
-    from tailtune.control.egress import Egress
+    from base.settings import Settings
+    from control.calibration import calibrate_cassandra, merge_calibration
+    from control.discovery import discover, merge_model
+    from control.egress import Egress
 
     settings = Settings(connect_networks=["127.0.0.0/8"])
     connection = {"contact_points": [hosts[0]], "port": port}
@@ -303,7 +303,7 @@ def run_real(a: argparse.Namespace) -> dict[str, Any]:
             print(f"JIT warm-up pass (not counted): {warm['reads_per_s']:.0f} reads/s; {a.settle_s:g} s idle",
                   flush=True)
             time.sleep(a.settle_s)  # calibration measures an idle system (docs/model.md § Calibration)
-            print("discovery and calibration (tailtune.control):", flush=True)
+            print("discovery and calibration (control):", flush=True)
             out["model_found"] = model_of(hosts, port)
             sat = sat_run(a.seed + 101)
             out["saturation"] = sat
@@ -341,7 +341,7 @@ def run_real(a: argparse.Namespace) -> dict[str, Any]:
 # --- the predictions ----------------------------------------------------------------------------------------
 def models(found: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     """The replay options of the model before (no discovery, no calibration) and after, with their sources."""
-    from tailtune.control.model import build_model
+    from control.model import build_model
 
     out = {}
     for name, stored in (("before", None), ("after", found["model"])):
@@ -352,10 +352,10 @@ def models(found: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
 
 def predict(trace: Path, options: Mapping[str, Any], warmup: float, seeds: int) -> tuple[list[list[float]], float]:
     """p50/p95/p99 (ms) of each seed's replay of `trace` on the model `options`; the load the trace offers it."""
-    from tailtune.simulation import cassandra
-    from tailtune.simulation.cassandra import CassandraDeployment
-    from tailtune.simulation.policies import resolve
-    from tailtune.simulation.source import WorkloadSource
+    from simulation import cassandra
+    from simulation.cassandra import CassandraDeployment
+    from simulation.policies import resolve
+    from simulation.source import WorkloadSource
 
     dep = CassandraDeployment.from_dict({**options, "warmup": warmup})
     prepared = cassandra.prepare(WorkloadSource(trace=str(trace)).load(), dep, source=str(trace))

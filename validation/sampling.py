@@ -34,10 +34,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from base.settings import get_settings
 from ingest.generate import make_profile, parse_option_strings, write_trace
 from ingest.profiles.base import Profile
-from tailtune.base.settings import get_settings
-from tailtune.simulation.source import WorkloadSource
+from simulation.source import WorkloadSource
 from tuner.evaluators import EvaluatorSpec, build_evaluator
 from tuner.objective import parse_objective
 from tuner.sampling import SamplingSpec

@@ -217,9 +217,9 @@ def run(
     from tailtune_client.memcached import Client
 
     from analysis.memcached_profile import profile_memcached
-    from tailtune.simulation import memcached
-    from tailtune.simulation.memcached import MemcachedDeployment
-    from tailtune.simulation.source import WorkloadSource
+    from simulation import memcached
+    from simulation.memcached import MemcachedDeployment
+    from simulation.source import WorkloadSource
     from tests.servers.memcached_server import MemcachedNode, running_memcached
 
     started = time.time()

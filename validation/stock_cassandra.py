@@ -402,7 +402,7 @@ def sim_commands(a: argparse.Namespace, w: Workload, real: dict[str, Any], trace
     a run's schedule) and `calibration` (the same without stalls)."""
     import kvsim
 
-    from tailtune.simulation.cassandra import CassandraDeployment
+    from simulation.cassandra import CassandraDeployment
 
     calib = real["calibration"]
     reads = int(w.arrivals.size) * a.keys
@@ -574,7 +574,7 @@ def to_markdown(a: argparse.Namespace, real: dict[str, Any], sim: dict[str, Any]
 
 
 def _norm(v: str) -> str:
-    from tailtune.simulation.stock import parse_speculative_retry
+    from simulation.stock import parse_speculative_retry
 
     return parse_speculative_retry(v).render()
 

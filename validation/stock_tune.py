@@ -17,7 +17,7 @@ import json
 import time
 from typing import Any
 
-from tailtune.simulation.source import WorkloadSource
+from simulation.source import WorkloadSource
 from tuner.tune import TuneRequest, run_tune
 
 #: Stalls as in the quickstart: 0.5 per second per server, 20 ms each (1% of each server's time stalled).

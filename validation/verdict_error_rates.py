@@ -33,10 +33,10 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from tailtune.simulation import cassandra
-from tailtune.simulation.cassandra import CassandraDeployment, PreparedTrace
-from tailtune.simulation.policies import resolve
-from tailtune.simulation.source import WorkloadSource
+from simulation import cassandra
+from simulation.cassandra import CassandraDeployment, PreparedTrace
+from simulation.policies import resolve
+from simulation.source import WorkloadSource
 from tuner.confirm import HOLDOUT_SEED_BASE, confirm
 from tuner.evaluators.base import Evaluator, EvaluatorSpec
 from tuner.objective import Metrics, parse_objective

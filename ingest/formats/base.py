@@ -21,12 +21,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
+from base.errors import BadInputError
 from ingest.formats.head import Head, encoding_problem
 from ingest.formats.source import Source
 from ingest.limits import Limits
 from ingest.schema import CANONICAL_SCHEMA
 from ingest.validate import ErrorSink, Mask, to_float, to_int, to_key, to_text
-from tailtune.base.errors import BadInputError
 
 __all__ = [
     "BLOCK_BYTES",

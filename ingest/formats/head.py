@@ -16,8 +16,8 @@ from collections.abc import Mapping
 from functools import cached_property
 from typing import Any, Final
 
+from base.errors import BadInputError
 from ingest.formats.source import Source
-from tailtune.base.errors import BadInputError
 
 __all__ = ["HEAD_BYTES", "Head", "encoding_problem"]
 

@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, Final
 
+from base.errors import BadInputError
 from ingest.limits import Limits
-from tailtune.base.errors import BadInputError
 
 __all__ = ["COMPRESSIONS", "CountingReader", "Source", "ZstdFrameCheck", "detect_compression"]
 

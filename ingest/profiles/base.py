@@ -15,11 +15,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generic, Self, TypeVar
 
+from base.errors import BadInputError, InputProblem
 from ingest.profiles.popularity import KeyPopularity
 from ingest.profiles.sizes import RequestSizes
 from ingest.profiles.timing import Arrivals, KeyDrift, PoissonArrivals
 from ingest.profiles.values import ValueSizes
-from tailtune.base.errors import BadInputError, InputProblem
 
 __all__ = ["OPTION_SOURCE", "Components", "Profile", "ProfileOptions"]
 

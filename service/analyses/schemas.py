@@ -7,9 +7,9 @@ from typing import Any
 
 from pydantic import BaseModel, Field, model_validator
 
-from tailtune.control.common import DbId, RequestBody, to_dt
-from tailtune.control.db import AnalysisRow
-from tailtune.control.model import INPUT_RANGES
+from control.common import DbId, RequestBody, to_dt
+from control.db import AnalysisRow
+from control.model import INPUT_RANGES
 
 __all__ = ["AnalysisCreate", "AnalysisOut"]
 

@@ -8,12 +8,12 @@ from pathlib import Path
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from base.settings import Settings
+from control.common import now
+from control.db import AnalysisRow, TraceRow
+from control.queue import enqueue
 from service.analyses.schemas import AnalysisCreate
 from service.errors import Conflict, Missing
-from tailtune.base.settings import Settings
-from tailtune.control.common import now
-from tailtune.control.db import AnalysisRow, TraceRow
-from tailtune.control.queue import enqueue
 
 __all__ = ["OUTPUTS", "analysis_dir", "create", "get", "list_all", "output_file"]
 

@@ -11,11 +11,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from base.settings import get_settings
+from control.configs_cache import latest_cache, none_match
 from service.auth import quick_read_principal
 from service.deps import database_for
 from service.guard import host_allowed
-from tailtune.base.settings import get_settings
-from tailtune.control.configs_cache import latest_cache, none_match
 
 __all__ = ["ConfigFastPath"]
 

@@ -7,13 +7,13 @@ from typing import Any
 from fastapi import APIRouter, Query, Request, Response, status
 from fastapi.concurrency import run_in_threadpool
 
+from control import configs as service
+from control.common import MAX_ID
+from control.configs_cache import Latest, etag_of, latest_cache, none_match
+from control.db import Database
 from service.configs.schemas import ConfigCreate, ConfigDiff, ConfigOut, PublishRequest, RollbackRequest
 from service.deps import DbDep, ReadAuth, SessionDep, SettingsDep, WriteAuth
 from service.params import DEFAULT_PAGE, Limit, Offset, PathId, page
-from tailtune.control import configs as service
-from tailtune.control.common import MAX_ID
-from tailtune.control.configs_cache import Latest, etag_of, latest_cache, none_match
-from tailtune.control.db import Database
 
 __all__ = ["router"]
 

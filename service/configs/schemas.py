@@ -7,9 +7,9 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from tailtune.control.common import DbId, RequestBody, to_dt
-from tailtune.control.configs import ConfigDiff
-from tailtune.control.db import ConfigVersionRow
+from control.common import DbId, RequestBody, to_dt
+from control.configs import ConfigDiff
+from control.db import ConfigVersionRow
 
 __all__ = ["ConfigCreate", "ConfigDiff", "ConfigOut", "PublishRequest", "RollbackRequest"]
 
@@ -27,7 +27,7 @@ class ConfigOut(BaseModel):
     #: existed, and for memcached).
     applies_to: dict[str, Any] | None = None
     #: What the verify step found (status, test, before/after/expected figures, reason, at); None before any
-    #: check of a version that stores no expectation (tailtune/control/verify.py).
+    #: check of a version that stores no expectation (control/verify.py).
     verification: dict[str, Any] | None = None
 
     @classmethod

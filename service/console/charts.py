@@ -191,7 +191,7 @@ def _iso(epoch: float) -> str:
 
 
 def timeline_figure(points: Sequence[Mapping[str, Any]], *, small: bool = False) -> dict[str, Any]:
-    """Expected vs observed p99 per report window (`tailtune.control.observations.timeline`)."""
+    """Expected vs observed p99 per report window (`control.observations.timeline`)."""
     xs = [_iso(float(p["window_end"])) for p in points]
     text = [f"config v{p['config_version']}, {p['requests']:,} requests, {p['clients']} client(s)" for p in points]
     data = [
@@ -238,7 +238,7 @@ def optuna_figures(
 
     import optuna
 
-    from tailtune.base.errors import TailtuneError
+    from base.errors import TailtuneError
     from tuner.study import open_storage
 
     notes: list[str] = []

@@ -21,11 +21,11 @@ from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
 from fastapi.routing import APIRoute
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 
+from base.errors import BadInputError, NotFoundError, TailtuneError
+from base.settings import get_settings
 from service.console.session import FLASH_COOKIE, SignInRequired, Viewer, pop_flash, set_flash, viewer_of
 from service.deps import database_for
 from service.errors import HTTP_CODES, Forbidden, ServiceError, error_body
-from tailtune.base.errors import BadInputError, NotFoundError, TailtuneError
-from tailtune.base.settings import get_settings
 
 __all__ = [
     "HEADERS",

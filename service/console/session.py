@@ -25,11 +25,11 @@ from urllib.parse import urlsplit
 
 from fastapi import Depends, Request, Response
 
+from base.settings import Settings
+from control.db import Database
 from service.auth import Principal, principal_for_token
 from service.deps import DbDep, SettingsDep
 from service.errors import Forbidden
-from tailtune.base.settings import Settings
-from tailtune.control.db import Database
 
 __all__ = [
     "CSRF_COOKIE",

@@ -15,14 +15,14 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from control import configs, observations
+from control import queue as jobs
+from control.db import ConfigVersionRow, DeploymentRow, JobRow, TraceRow
+from control.schedules import next_slot
+from control.tune_request import deployment_model, deployment_record
 from service.console import charts
 from service.schedules import service as schedules
 from service.traces import service as traces
-from tailtune.control import configs, observations
-from tailtune.control import queue as jobs
-from tailtune.control.db import ConfigVersionRow, DeploymentRow, JobRow, TraceRow
-from tailtune.control.schedules import next_slot
-from tailtune.control.tune_request import deployment_model, deployment_record
 
 __all__ = [
     "FINAL",
@@ -237,7 +237,7 @@ def evidence(s: Session, deployment_id: int) -> Evidence | None:
 
 
 def model_rows(dep: DeploymentRow, last: Mapping[str, Any] | None) -> tuple[list[dict[str, Any]], list[str]]:
-    """Each input of the deployment's model as the next tune builds it (`tailtune.control.tune_request`:
+    """Each input of the deployment's model as the next tune builds it (`control.tune_request`:
     value, source, how, when found) beside the source the newest tune recorded (`tuned_for.model_sources`);
     and the model's notes. Arrivals are shown for a trace with timestamps (the usual case)."""
     model = deployment_model(deployment_record(dep), timestamps=True)
@@ -264,7 +264,7 @@ def version_rows(s: Session, dep: DeploymentRow, limit: int = 50) -> list[dict[s
 
 
 def next_runs(cron: str, tz: str, after: float, count: int = 5) -> list[float]:
-    """The next `count` slots of a cron expression in a time zone (`tailtune.control.schedules.next_slot`)."""
+    """The next `count` slots of a cron expression in a time zone (`control.schedules.next_slot`)."""
     out: list[float] = []
     at = after
     for _ in range(count):

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Response, status
 
+from control import deployments
+from control.deployment_spec import DeploymentCreate, DeploymentOut, DeploymentPatch, DiscoverRequest
+from control.queue import enqueue
 from service.deps import ReadAuth, SessionDep, SettingsDep, WriteAuth
 from service.jobs.schemas import JobOut
 from service.params import DEFAULT_PAGE, Limit, Offset, PathId, page
-from tailtune.control import deployments
-from tailtune.control.deployment_spec import DeploymentCreate, DeploymentOut, DeploymentPatch, DiscoverRequest
-from tailtune.control.queue import enqueue
 
 __all__ = ["router"]
 

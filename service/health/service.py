@@ -17,15 +17,15 @@ from urllib.parse import unquote
 
 from sqlalchemy import func, select, text
 
+from base.db_url import normalize_url
+from base.secrets import redact_url, scrub_fragments, url_secrets
+from base.settings import Settings
+from control.db import Database, DeploymentRow, WorkerRow
+from control.egress import Egress, EgressRefused, EgressUnresolved
+from control.redact import public, redact, settings_secrets
+from control.storage import free_bytes
 from service.errors import one_line
 from service.health.schemas import Check, Readiness
-from tailtune.base.db_url import normalize_url
-from tailtune.base.secrets import redact_url, scrub_fragments, url_secrets
-from tailtune.base.settings import Settings
-from tailtune.control.db import Database, DeploymentRow, WorkerRow
-from tailtune.control.egress import Egress, EgressRefused, EgressUnresolved
-from tailtune.control.redact import public, redact, settings_secrets
-from tailtune.control.storage import free_bytes
 
 __all__ = [
     "check_db",

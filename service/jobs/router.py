@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from fastapi import APIRouter, status
 
+from control import queue as service
+from control.jobspec import check_capture, check_tune
 from service.deps import ReadAuth, SessionDep, SettingsDep, WriteAuth
 from service.jobs.schemas import JobCreate, JobOut, JobSummary
 from service.params import DEFAULT_PAGE, Limit, Offset, OptionalIdQuery, PathId, page
-from tailtune.control import queue as service
-from tailtune.control.jobspec import check_capture, check_tune
 
 __all__ = ["router"]
 

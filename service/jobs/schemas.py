@@ -7,9 +7,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
-from tailtune.control.common import DbId, RequestBody, to_dt
-from tailtune.control.db import JobRow
-from tailtune.control.jobspec import DATASET_ID_PATTERN, MAX_TRACES, CaptureOptions, TuneOptions
+from control.common import DbId, RequestBody, to_dt
+from control.db import JobRow
+from control.jobspec import DATASET_ID_PATTERN, MAX_TRACES, CaptureOptions, TuneOptions
 
 __all__ = ["JobCreate", "JobOut", "JobSummary"]
 

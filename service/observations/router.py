@@ -7,10 +7,10 @@ from typing import Any
 
 from fastapi import APIRouter
 
+from control import observations
 from service.auth import check_report_for
 from service.deps import ReadAuth, ReportAuth, SessionDep, SettingsDep
 from service.params import PathId
-from tailtune.control import observations
 
 __all__ = ["router"]
 

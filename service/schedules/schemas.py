@@ -6,10 +6,10 @@ from datetime import datetime
 
 from pydantic import BaseModel, Field, field_validator
 
-from tailtune.control.common import DbId, RequestBody, to_dt
-from tailtune.control.db import ScheduleRow
-from tailtune.control.deployment_spec import check_timezone
-from tailtune.control.jobspec import CaptureOptions
+from control.common import DbId, RequestBody, to_dt
+from control.db import ScheduleRow
+from control.deployment_spec import check_timezone
+from control.jobspec import CaptureOptions
 
 __all__ = ["CRON_MAX", "NIGHTLY", "ScheduleCreate", "ScheduleOut", "SchedulePatch", "check_cron"]
 

@@ -7,13 +7,13 @@ from collections.abc import Sequence
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from base.settings import Settings
+from control.common import now
+from control.db import DeploymentRow, ScheduleRow
+from control.jobspec import check_capture, check_capture_kind
+from control.schedules import next_slot
 from service.errors import Missing
 from service.schedules.schemas import ScheduleCreate, ScheduleOut, SchedulePatch
-from tailtune.base.settings import Settings
-from tailtune.control.common import now
-from tailtune.control.db import DeploymentRow, ScheduleRow
-from tailtune.control.jobspec import check_capture, check_capture_kind
-from tailtune.control.schedules import next_slot
 
 __all__ = ["create", "delete", "get", "list_all", "out", "patch"]
 

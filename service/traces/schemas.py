@@ -7,8 +7,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from tailtune.control.common import to_dt
-from tailtune.control.db import TraceRow
+from control.common import to_dt
+from control.db import TraceRow
 
 __all__ = ["TraceDetail", "TraceOut"]
 

@@ -11,14 +11,14 @@ from sqlalchemy import delete as sql_delete
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from base.settings import Settings
+from control.common import MAX_ID, now
+from control.db import AnalysisRow, Database, DeploymentRow, TraceRow
+from control.queue import enqueue, stop_job
 from ingest.formats import format_choices
 from service.errors import Invalid, Missing
 from service.traces.schemas import TraceDetail, TraceOut
 from service.traces.upload import Received
-from tailtune.base.settings import Settings
-from tailtune.control.common import MAX_ID, now
-from tailtune.control.db import AnalysisRow, Database, DeploymentRow, TraceRow
-from tailtune.control.queue import enqueue, stop_job
 
 __all__ = [
     "check_format",

@@ -24,9 +24,9 @@ from python_multipart.exceptions import MultipartParseError
 from python_multipart.multipart import MultipartParser, parse_options_header
 from starlette.requests import ClientDisconnect
 
+from base.settings import Settings
+from control.storage import disk_full_cause, free_bytes, storage_full
 from service.errors import InsufficientStorage, Invalid, PayloadTooLarge, RequestTimeout
-from tailtune.base.settings import Settings
-from tailtune.control.storage import disk_full_cause, free_bytes, storage_full
 
 __all__ = ["FILE_FIELD", "Received", "receive_upload"]
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 from fastapi import APIRouter, status
 from pydantic import Field
 
+from control.common import DbId, RequestBody
+from control.verify import schedule_verify
 from service.deps import SessionDep, SettingsDep, WriteAuth
 from service.jobs.schemas import JobOut
 from service.params import PathId
-from tailtune.control.common import DbId, RequestBody
-from tailtune.control.verify import schedule_verify
 
 __all__ = ["VerifyRequest", "router"]
 

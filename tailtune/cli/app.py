@@ -16,8 +16,8 @@ import click
 import typer
 from rich.markup import escape
 
-from tailtune.base.console import err_console
-from tailtune.base.errors import TailtuneError
+from base.console import err_console
+from base.errors import TailtuneError
 from tailtune.cli.commands import COMMANDS
 
 __all__ = ["app", "main"]

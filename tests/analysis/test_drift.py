@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from analysis.drift import QUANTITIES, Characterization, Thresholds, compare, ks_critical, ks_distance
-from tailtune.base.settings import Settings
+from base.settings import Settings
 
 
 def _h(sizes: list[int], requests: list[int]) -> tuple[Any, Any]:

@@ -15,8 +15,8 @@ from pyspark.sql import SparkSession
 
 from analysis.pipeline import Options
 from analysis.report import plotly_js
+from base.settings import Settings, get_settings
 from jobs.characterize import run
-from tailtune.base.settings import Settings, get_settings
 
 from .conftest import GEN_ALPHA, GEN_MU, GEN_SIGMA, canonical_table, generated_trace
 from .test_report import _summary_keys, _visible_text

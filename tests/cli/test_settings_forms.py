@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tailtune.base.settings import ENV_PREFIX, Settings, SettingsInvalid, _is_list, get_settings, load_settings
+from base.settings import ENV_PREFIX, Settings, SettingsInvalid, _is_list, get_settings, load_settings
 
 LIST_FIELDS = sorted(name for name, f in Settings.model_fields.items() if _is_list(f.annotation))
 NUMBER_FIELDS = sorted(

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 import typer
 
+from simulation import CassandraDeployment, MemcachedDeployment
 from tailtune.cli.commands.simulate import cassandra_deployment, memcached_deployment
-from tailtune.simulation import CassandraDeployment, MemcachedDeployment
 
 DEPLOYMENTS = {"cassandra": CassandraDeployment, "memcached": MemcachedDeployment}
 

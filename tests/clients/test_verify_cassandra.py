@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 from tailtune_client.cassandra import CANARY_PROFILE, STABLE_PROFILE, TunedProfiles
 
+from control.configs import add_version
+from control.verify import expectation
 from jobs.handlers import default_handlers
 from jobs.worker import Worker
 from service.auth import create_token
-from tailtune.control.configs import add_version
-from tailtune.control.verify import expectation
 from tests.app_fixtures import Svc, cassandra_deployment
 from tests.servers.cassandra_server import CassandraNode
 

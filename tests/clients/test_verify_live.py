@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 from tailtune_client.memcached import Client
 
+from control.db import ConfigVersionRow
+from control.verify import expectation
 from jobs.handlers import default_handlers
 from jobs.worker import Worker
 from service.auth import create_token
-from tailtune.control.db import ConfigVersionRow
-from tailtune.control.verify import expectation
 from tests.app_fixtures import Svc, memcached_deployment
 from tests.clients.conftest import KEY_ENV
 from tests.servers.memcached_server import MemcachedNode

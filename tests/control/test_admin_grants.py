@@ -1,5 +1,5 @@
 """A password variable is sent only for the deployment, login and contact points an admin token bound it to
-(tailtune.control.grants): a write token can neither name another deployment's variable nor move a bound
+(control.grants): a write token can neither name another deployment's variable nor move a bound
 deployment elsewhere, and a row written straight into the database gets no connection carrying the password.
 A report token reports only for the deployments it is bound to. Against the real service and worker, with an
 attacker's CQL endpoint that records every byte it receives (tests/servers/fake_cql.py)."""
@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
+from control.db import DeploymentGrantRow, DeploymentRow
+from control.egress import PASSWORD_ENV_PREFIX
 from jobs.handlers import default_handlers
 from jobs.worker import Worker
 from service.auth import create_token
-from tailtune.control.db import DeploymentGrantRow, DeploymentRow
-from tailtune.control.egress import PASSWORD_ENV_PREFIX
 from tests.app_fixtures import Svc, admin_headers, cassandra_deployment, memcached_deployment
 from tests.servers.fake_cql import FakeCqlServer
 

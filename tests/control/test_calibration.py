@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
+from control.calibration import calibrate_cassandra, per_partition_cost, rtt_quantiles, service_time
+from control.egress import Egress
+from control.model import LOGNORMAL_MIN_SIGMA, build_model
 from jobs.handlers import default_handlers
 from jobs.worker import Worker
-from tailtune.control.calibration import calibrate_cassandra, per_partition_cost, rtt_quantiles, service_time
-from tailtune.control.egress import Egress
-from tailtune.control.model import LOGNORMAL_MIN_SIGMA, build_model
 from tests.app_fixtures import Svc, memcached_deployment
 from tests.servers.cassandra_server import CassandraNode, free_port
 from tests.servers.memcached_server import running_memcached
@@ -78,7 +78,7 @@ def test_calibration_alternates_trivial_requests_and_reads_so_a_drifting_machine
     request, 1.2 ms over the calibration) adds the same to both, and the difference of means stays the read's own
     0.3 ms. Timed one kind after the other, the reads would have met a machine 0.6 ms slower than the trivial
     requests did."""
-    from tailtune.control.discovery import timed_rounds
+    from control.discovery import timed_rounds
 
     now = [0.0]
     order: list[str] = []

@@ -13,12 +13,9 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import inspect, select, text
 
-from jobs.handlers import default_handlers
-from jobs.worker import Worker
-from service.auth import create_token
-from tailtune.base.errors import BadInputError
-from tailtune.control.configs import add_version
-from tailtune.control.db import (
+from base.errors import BadInputError
+from control.configs import add_version
+from control.db import (
     Base,
     Database,
     DatabaseUnavailable,
@@ -28,7 +25,10 @@ from tailtune.control.db import (
     WorkerRow,
     normalize_url,
 )
-from tailtune.control.db.session import MIGRATIONS
+from control.db.session import MIGRATIONS
+from jobs.handlers import default_handlers
+from jobs.worker import Worker
+from service.auth import create_token
 from tests.app_fixtures import Svc, memcached_deployment
 from tests.servers.cassandra_server import free_port
 

@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 
+from control.db import DeploymentRow, JobRow
+from control.model import build_model
 from ingest.generate import write_trace
 from ingest.pipeline import ingest_file
 from jobs.handlers import default_handlers
 from jobs.worker import Worker
-from tailtune.control.db import DeploymentRow, JobRow
-from tailtune.control.model import build_model
 from tests.app_fixtures import Svc
 
 API = "/api/v1"
@@ -128,9 +128,9 @@ def test_discovered_and_calibrated_inputs_are_used_and_the_declared_win() -> Non
 def test_a_calibrated_service_time_without_spread_is_replayed_as_deterministic() -> None:
     """Calibration stores σ 0 when the reads vary no more than the trivial requests; kvsim's lognormal needs
     σ > 0, so such a model could not be replayed at all: it is the lognormal's σ → 0 limit, deterministic."""
-    from tailtune.simulation.cassandra import CassandraDeployment, prepare, replay
-    from tailtune.simulation.policies import resolve
-    from tailtune.simulation.source import WorkloadSource
+    from simulation.cassandra import CassandraDeployment, prepare, replay
+    from simulation.policies import resolve
+    from simulation.source import WorkloadSource
 
     now = time.time()
     table = WorkloadSource(profile="soundcloud", requests=200).load()
@@ -153,8 +153,8 @@ def test_the_calibrated_round_trip_quantiles_reach_kvsim_and_spread_the_replay()
     import numpy as np
     import pyarrow as pa
 
-    from tailtune.simulation.cassandra import CassandraDeployment, prepare, replay
-    from tailtune.simulation.policies import resolve
+    from simulation.cassandra import CassandraDeployment, prepare, replay
+    from simulation.policies import resolve
 
     now = time.time()
     # p0..p100 of a round trip of about 0.9 ms with a tail to 5 ms from p95 up
@@ -186,9 +186,9 @@ def test_the_calibrated_per_partition_cost_reaches_kvsim() -> None:
     request takes three times it longer than the engine says, a one-key request nothing more."""
     import pyarrow as pa
 
-    from tailtune.base.errors import BadInputError
-    from tailtune.simulation.cassandra import CassandraDeployment, prepare, replay
-    from tailtune.simulation.policies import resolve
+    from base.errors import BadInputError
+    from simulation.cassandra import CassandraDeployment, prepare, replay
+    from simulation.policies import resolve
 
     now = time.time()
     model: dict[str, Any] = {"declared": [], "inputs": {
@@ -223,7 +223,7 @@ def test_the_calibrated_per_partition_cost_reaches_kvsim() -> None:
 
 @pytest.mark.parametrize("bad", [[2.0, 1.0], [float("nan"), 1.0], [0.9], "0.9"])
 def test_bad_calibrated_round_trip_quantiles_are_refused_naming_the_field(bad: object) -> None:
-    from tailtune.base.errors import BadInputError
+    from base.errors import BadInputError
 
     model = {"declared": [], "inputs": {
         "network": {"value": {"one_way_ms": 0.43, "rtt_quantiles_ms": bad}, "source": "calibrated",
@@ -234,7 +234,7 @@ def test_bad_calibrated_round_trip_quantiles_are_refused_naming_the_field(bad: o
 
 
 def test_a_discovered_ring_is_replayed_when_it_fits_the_model() -> None:
-    from tailtune.simulation.cassandra import CassandraDeployment
+    from simulation.cassandra import CassandraDeployment
     from tests.simulator.test_ring import NTS_RING
 
     now = time.time()
@@ -275,7 +275,7 @@ def test_a_deployment_row_without_model_keeps_its_topology_as_the_operators(svc:
 
 
 def test_a_model_too_large_to_store_is_refused() -> None:
-    from tailtune.control.model import ModelTooLarge, check_model_size
+    from control.model import ModelTooLarge, check_model_size
 
     nodes = [{"address": f"10.0.{i // 250}.{i % 250}", "tokens": list(range(16))} for i in range(2000)]
     model = {"inputs": {"ring": {"value": {"nodes": nodes}, "source": "discovered"}}}

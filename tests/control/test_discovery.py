@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
+from control.discovery import MIN_RELEASE, Discovered, _release, merge_model, parse_strategy
+from control.egress import PASSWORD_ENV_PREFIX
+from control.model import build_model
 from jobs.handlers import default_handlers
 from jobs.worker import Worker
-from tailtune.control.discovery import MIN_RELEASE, Discovered, _release, merge_model, parse_strategy
-from tailtune.control.egress import PASSWORD_ENV_PREFIX
-from tailtune.control.model import build_model
 from tests.app_fixtures import Svc, admin_headers, memcached_deployment
 from tests.servers.cassandra_server import CassandraNode, free_port
 from tests.servers.fake_cql import FakeCqlServer
@@ -210,7 +210,7 @@ def test_a_node_down_is_one_line_and_changes_nothing(svc: Svc, cli: Any) -> None
     dep = _create(svc, body)
     # a model found earlier stays as it was
     with svc.db.session() as s:
-        from tailtune.control.db import DeploymentRow
+        from control.db import DeploymentRow
 
         row = s.get(DeploymentRow, dep["id"])
         assert row is not None

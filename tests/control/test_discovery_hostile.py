@@ -14,8 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tailtune.base.settings import Settings
-from tailtune.control.discovery import (
+from base.settings import Settings
+from control.discovery import (
     DiscoveryFailed,
     _integer,
     _release,
@@ -24,7 +24,7 @@ from tailtune.control.discovery import (
     discover,
     parse_strategy,
 )
-from tailtune.control.model import INPUT_RANGES
+from control.model import INPUT_RANGES
 from tests.app_fixtures import Svc, memcached_deployment
 from tests.servers.hostile_memcached import HostileMemcached, hostile_memcached
 

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
+from control.db import DeploymentRow
+from control.egress import PASSWORD_ENV_PREFIX, Egress
 from jobs.handlers import default_handlers
 from jobs.worker import Worker
-from tailtune.control.db import DeploymentRow
-from tailtune.control.egress import PASSWORD_ENV_PREFIX, Egress
 from tests.app_fixtures import Svc, admin_headers, cassandra_deployment, memcached_deployment
 from tests.servers.fake_cql import FakeCqlServer
 

@@ -1,5 +1,5 @@
 """Every connection the service or the worker opens goes to an address the egress check approved
-(`tailtune.control.egress`): a host name is resolved once, checked, and connected to at the checked address.
+(`control.egress`): a host name is resolved once, checked, and connected to at the checked address.
 
 The attack is DNS rebinding: a name that answers an allowed address to the check and another address to any later
 lookup. The tests' resolver answers the real server's address to the egress check's own lookup and an attacker's
@@ -23,9 +23,9 @@ from typing import Any
 
 import pytest
 
+from control.egress import Egress, EgressRefused
 from jobs.handlers import default_handlers
 from jobs.worker import Worker
-from tailtune.control.egress import Egress, EgressRefused
 from tests.app_fixtures import Svc, cassandra_deployment, memcached_deployment
 from tests.servers.cassandra_server import CassandraNode, fetch_jars, free_port, jmx_tool, nodetool
 from tests.servers.memcached_server import MemcachedNode

@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from tailtune.control.cql import CqlTarget
-from tailtune.control.discovery import DiscoveryFailed, discover_cassandra, discover_memcached
-from tailtune.control.egress import Egress, EgressRefused, EgressUnresolved
-from tailtune.control.publishers.base import PublishRejected, TargetUnavailable
-from tailtune.control.publishers.memcached import MemcachedPublisher
+from control.cql import CqlTarget
+from control.discovery import DiscoveryFailed, discover_cassandra, discover_memcached
+from control.egress import Egress, EgressRefused, EgressUnresolved
+from control.publishers.base import PublishRejected, TargetUnavailable
+from control.publishers.memcached import MemcachedPublisher
 
 GONE = "cache.not-yet.invalid"
 _real = socket.getaddrinfo

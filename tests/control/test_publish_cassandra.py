@@ -11,16 +11,16 @@ from typing import Any
 
 import pytest
 
-from jobs.handlers import default_handlers
-from jobs.worker import Worker
-from tailtune.control.publishers import (
+from control.publishers import (
     CassandraPublisher,
     Known,
     PublishConflict,
     PublishFailed,
     publish_with_retry,
 )
-from tailtune.control.publishers.cassandra import NODE_QUERY, VERSIONS_TABLE
+from control.publishers.cassandra import NODE_QUERY, VERSIONS_TABLE
+from jobs.handlers import default_handlers
+from jobs.worker import Worker
 from tests.app_fixtures import Svc, cassandra_deployment
 from tests.servers.cassandra_server import CassandraNode
 

@@ -13,10 +13,10 @@ from collections.abc import Mapping
 import pytest
 from pymemcache.client.base import Client
 
+from control.publishers import Known, MemcachedPublisher, PublishFailed, publish_with_retry
+from control.publishers.memcached import current_key, version_key
 from jobs.handlers import default_handlers
 from jobs.worker import Worker
-from tailtune.control.publishers import Known, MemcachedPublisher, PublishFailed, publish_with_retry
-from tailtune.control.publishers.memcached import current_key, version_key
 from tests.app_fixtures import Svc, memcached_deployment
 from tests.servers.memcached_server import MemcachedNode
 
@@ -443,7 +443,7 @@ def test_documents_carry_the_mac_of_the_config_key(
     naming the variable and never its value."""
     from tailtune_client.config import MemcachedConfigSource, signed
 
-    from tailtune.control.publishers import PublishRejected
+    from control.publishers import PublishRejected
 
     name, servers = "mc-mac", {"servers": [memcached_node.address]}
     known = _known(12, {1: V1, 2: V2})

@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
+from control.egress import Egress
+from control.grants import password_binding
+from control.publishers import CassandraPublisher, PublishRejected
+from control.publishers.cassandra import TableOptionsFailed
 from jobs.handlers import default_handlers
 from jobs.worker import Worker
-from tailtune.control.egress import Egress
-from tailtune.control.grants import password_binding
-from tailtune.control.publishers import CassandraPublisher, PublishRejected
-from tailtune.control.publishers.cassandra import TableOptionsFailed
 from tests.app_fixtures import Svc, admin_headers, cassandra_deployment
 from tests.servers.cassandra_server import CassandraNode
 

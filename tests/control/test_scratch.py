@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tailtune.base.settings import Settings
-from tailtune.control.scratch import LOCK_SUFFIX, claim_scratch, sweep_orphan_uploads, sweep_tmp
+from base.settings import Settings
+from control.scratch import LOCK_SUFFIX, claim_scratch, sweep_orphan_uploads, sweep_tmp
 from tests.app_fixtures import FAST_ENV, Svc
 
 

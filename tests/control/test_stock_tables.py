@@ -7,14 +7,14 @@ from typing import Any
 
 import pytest
 
-from tailtune.base.errors import BadInputError
-from tailtune.control.publishers.stock import (
+from base.errors import BadInputError
+from control.publishers.stock import (
     desired_table_options,
     merge_record,
     restore_map,
     sets_table_options,
 )
-from tailtune.simulation.stock import SpeculativeRetry, parse_speculative_retry
+from simulation.stock import SpeculativeRetry, parse_speculative_retry
 from tests.app_fixtures import Svc, cassandra_deployment
 
 T = ["ks.a", "ks.b"]

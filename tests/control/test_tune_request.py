@@ -1,5 +1,5 @@
 """One path from a deployment to a `TuneRequest`: `tailtune tune --deployment` and the nightly job build equal
-requests for the same deployment (`tailtune.control.tune_request`), a stock server's patched current config
+requests for the same deployment (`control.tune_request`), a stock server's patched current config
 included (dropped with a note: a stock server runs no scheduler)."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from tailtune.base.errors import TailtuneError
-from tailtune.base.settings import get_settings
+from base.errors import TailtuneError
+from base.settings import get_settings
 from tuner.tune import TuneRequest
 
 #: What each caller chooses about how the study runs (not what it tunes): normalised before the comparison.
@@ -48,10 +48,10 @@ def _dataset(cli: Any, tmp_path: Path) -> str:
 
 def _nightly_request(dep_name: str, dataset: str, summary: Path, captured: list[TuneRequest]) -> TuneRequest:
     """The nightly job's request for `dep_name`, its ingest, analyze and drift steps done by an earlier attempt."""
+    from control.db import DeploymentRow, JobRow, database_for
+    from control.queue import enqueue
     from jobs.handlers import default_handlers
     from jobs.worker import Worker
-    from tailtune.control.db import DeploymentRow, JobRow, database_for
-    from tailtune.control.queue import enqueue
 
     settings = get_settings()
     db = database_for(settings.resolved_database_url)

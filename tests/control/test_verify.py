@@ -14,12 +14,12 @@ import pytest
 from tailtune_client.histogram import LogHistogram
 from tailtune_client.report import REPORT_SCHEMA, Observation
 
+from control.configs import add_version
+from control.db import JobRow
+from control.observations import merge_histograms
+from control.verify import expectation, expected_band, p99_ratio_test, server_comparison, verify_version
 from jobs.handlers import default_handlers
 from jobs.worker import Worker
-from tailtune.control.configs import add_version
-from tailtune.control.db import JobRow
-from tailtune.control.observations import merge_histograms
-from tailtune.control.verify import expectation, expected_band, p99_ratio_test, server_comparison, verify_version
 from tests.app_fixtures import Svc, memcached_deployment
 from tests.servers.memcached_server import MemcachedNode
 

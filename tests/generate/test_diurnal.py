@@ -8,9 +8,9 @@ import numpy.typing as npt
 import pyarrow as pa
 import pytest
 
+from base.errors import BadInputError
 from ingest.generate import BLOCK_REQUESTS, generate_table, make_profile
 from ingest.profiles.timing import CyclicArrivals, KeyDrift
-from tailtune.base.errors import BadInputError
 from tests.generate.helpers import key_ids, request_sizes
 
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from base.settings import Settings
 from ingest.generate import write_trace
-from tailtune.base.settings import Settings
 
 
 @pytest.mark.parametrize("suffix", ["csv.gz", "parquet"])

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
+from base.errors import BadInputError
 from ingest.generate import PROFILES, make_profile, parse_option_strings, write_trace
-from tailtune.base.errors import BadInputError
 from tailtune.cli.commands.generate import PROFILE_NAMES
 
 

@@ -18,7 +18,7 @@ from tests.golden.cases import CASES
 
 
 def _one(name: str, home: Path) -> Any:
-    from tailtune.base.settings import get_settings
+    from base.settings import get_settings
     from tailtune.cli import main
 
     os.environ["TAILTUNE_HOME"] = str(home / name)

@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
+from base.errors import BadInputError, TailtuneError
+from base.settings import Settings
 from ingest.formats.cassandra_fql import cql
 from ingest.formats.cassandra_fql.keys import ValueProblem, compose, decode, from_literal, split_collection
 from ingest.pipeline import ingest_file
-from tailtune.base.errors import BadInputError, TailtuneError
-from tailtune.base.settings import Settings
 from tests.ingest.conftest import snapshot
 from tests.ingest.samples import fql_dump
 
@@ -247,7 +247,7 @@ def test_the_binary_format_without_jars_says_what_to_do(tmp_path, schema, monkey
     log.mkdir()
     (log / "20240101-00.cq4").write_bytes(bytes(128))
     monkeypatch.setenv("TAILTUNE_CASSANDRA_LIB", str(tmp_path / "nolib"))
-    from tailtune.base.settings import get_settings
+    from base.settings import get_settings
 
     get_settings.cache_clear()
     with pytest.raises(TailtuneError, match="needs Cassandra's jars") as err:

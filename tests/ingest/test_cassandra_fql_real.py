@@ -20,9 +20,9 @@ from typing import Any
 
 import pytest
 
+from base.settings import Settings
 from ingest.formats.cassandra_fql.binlog import JVM_OPTIONS, build_reader, default_lib
 from ingest.pipeline import ingest_file
-from tailtune.base.settings import Settings
 from tests.ingest.samples import fql_dump
 from tests.servers.cassandra_server import CassandraNode, nodetool
 

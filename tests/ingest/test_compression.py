@@ -34,7 +34,7 @@ def test_compressed_csv_with_a_misleading_name(write, settings, codec):
 
 
 def test_compressed_error_lines_are_decompressed_lines(write, settings):
-    from tailtune.base.errors import BadInputError
+    from base.errors import BadInputError
 
     p = write("t.csv.gz", gzip.compress(b"ts,key,value_size\n1,a,3\n2,b,-3\n"))
     with pytest.raises(BadInputError) as exc:
@@ -65,7 +65,7 @@ STRICT: dict[str, Callable[[bytes], bytes]] = {
 
 
 def _rejected(path, settings, tailtune_home, *needles: str) -> str:
-    from tailtune.base.errors import BadInputError
+    from base.errors import BadInputError
     from tests.ingest.conftest import snapshot
 
     with pytest.raises(BadInputError) as exc:

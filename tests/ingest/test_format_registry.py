@@ -10,6 +10,7 @@ from typing import Any, ClassVar
 import pytest
 import typer
 
+from base.errors import BadInputError
 from ingest.formats import READERS, format_choices, format_names, reader_class
 from ingest.formats.delimited import CsvReader
 from ingest.formats.head import Head
@@ -17,7 +18,6 @@ from ingest.pipeline import ingest_file
 from ingest.sniff import sniff
 from service.errors import Invalid
 from service.traces.service import check_format
-from tailtune.base.errors import BadInputError
 from tests.ingest.samples import valid_file
 
 ROWS = [(i, f"k{i}", 10 * i + 1) for i in range(12)]

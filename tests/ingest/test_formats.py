@@ -9,10 +9,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from base.errors import BadInputError
 from ingest.pipeline import ingest_file
 from ingest.sniff import sniff
 from ingest.store import DatasetInfo
-from tailtune.base.errors import BadInputError
 
 
 def rows(info: DatasetInfo, *cols: str) -> list[tuple[Any, ...]]:
@@ -73,7 +73,7 @@ def test_jsonl(write, settings):
 
 
 def test_jsonl_error_names_the_physical_line(write, settings):
-    from tailtune.base.errors import BadInputError
+    from base.errors import BadInputError
 
     p = write("t.jsonl", '{"ts": 1, "key": "a"}\n\n{"ts": 2, "key": "b", "value_size": -3}\n{oops\n')
     with pytest.raises(BadInputError) as exc:
@@ -93,7 +93,7 @@ def test_parquet(tmp_path, settings):
 
 
 def test_parquet_negative_size_names_the_row(tmp_path, settings):
-    from tailtune.base.errors import BadInputError
+    from base.errors import BadInputError
 
     p = tmp_path / "t.parquet"
     pq.write_table(pa.table({"ts": [1.0, 2.0], "key": ["a", "b"], "value_size": [3, -3]}), p)
@@ -128,7 +128,7 @@ def test_requests_jsonl_arrays(write, settings):
 
 
 def test_requests_size_count_mismatch(write, settings):
-    from tailtune.base.errors import BadInputError
+    from base.errors import BadInputError
 
     p = write("r.csv", 'ts,keys,sizes\n1,"[""a"",""b""]",[1]\n')
     with pytest.raises(BadInputError) as exc:
@@ -191,7 +191,7 @@ def test_tencent_photo(write, settings):
 
 
 def test_tencent_bad_timestamp(write, settings):
-    from tailtune.base.errors import BadInputError
+    from base.errors import BadInputError
 
     p = write("t.txt", "20160201164604 abc 5 m 1 1 PHONE 3\n2016020116460X abc 5 m 1 1 PHONE 3\n")
     with pytest.raises(BadInputError) as exc:

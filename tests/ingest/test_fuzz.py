@@ -33,14 +33,14 @@ import zstandard
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from base.errors import BadInputError
+from base.settings import Settings, get_settings
 from ingest.formats import format_names, reader_class
 from ingest.formats.base import BLOCK_BYTES
 from ingest.formats.source import detect_compression
 from ingest.limits import Limits
 from ingest.pipeline import ingest_file
 from ingest.store import DatasetStore
-from tailtune.base.errors import BadInputError
-from tailtune.base.settings import Settings, get_settings
 from tests.ingest.samples import valid_file
 
 #: Every format of the registry that reads a file: `valid_file` fails for one it cannot write yet. A format that
@@ -234,8 +234,8 @@ _PROBE = """
 import json, resource, sys
 from pathlib import Path
 from ingest.pipeline import ingest_file
-from tailtune.base.errors import BadInputError
-from tailtune.base.settings import get_settings
+from base.errors import BadInputError
+from base.settings import get_settings
 def peak() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 for warm in sys.argv[3:]:

@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
+from base.errors import BadInputError
 from ingest.pipeline import ingest_file
 from ingest.store import DatasetInfo
-from tailtune.base.errors import BadInputError
 
 
 def rows(info: DatasetInfo, *cols: str) -> list[tuple[Any, ...]]:

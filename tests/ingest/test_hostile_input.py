@@ -184,8 +184,8 @@ def test_archives_and_other_files_are_named(cli, write, tailtune_home, tmp_path)
 
 def test_a_failure_during_a_sort_leaves_no_staging_folder_while_the_error_is_alive(write, settings, tailtune_home):
     """The sort's staging folder goes when the ingest fails, not when the traceback is garbage-collected."""
+    from base.errors import BadInputError
     from ingest.pipeline import ingest_file
-    from tailtune.base.errors import BadInputError
 
     p = write("again.csv", "request_id,ts,key\n0,1,a\n1,2,b\n0,3,c\n")
     with pytest.raises(BadInputError, match="appears again") as exc:

@@ -13,9 +13,9 @@ import pytest
 
 import ingest.formats.parquet
 import ingest.validate
+from base.errors import BadInputError
+from base.settings import Settings
 from ingest.pipeline import ingest_file
-from tailtune.base.errors import BadInputError
-from tailtune.base.settings import Settings
 
 
 def _csv(write: Any, rows: list[tuple[int, float, str]]) -> Path:

@@ -17,9 +17,9 @@ import pyarrow.parquet as pq
 import pytest
 import zstandard
 
+from base.errors import BadInputError
+from base.settings import Settings, get_settings
 from ingest.pipeline import ingest_file
-from tailtune.base.errors import BadInputError
-from tailtune.base.settings import Settings, get_settings
 from tests.ingest.conftest import snapshot
 
 

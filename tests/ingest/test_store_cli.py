@@ -6,9 +6,9 @@ import json
 
 import pytest
 
+from base.errors import NotFoundError
 from ingest.pipeline import dataset_id, ingest_file
 from ingest.store import DatasetStore
-from tailtune.base.errors import NotFoundError
 
 BODY = "request_id,ts,key,value_size\n0,1.0,a,10\n0,1.0,b,20\n1,2.0,a,10\n"
 

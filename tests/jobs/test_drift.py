@@ -20,15 +20,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from base.settings import Settings
+from control.db import JobRow
+from control.queue import enqueue
 from ingest.generate import write_trace
 from ingest.pipeline import ingest_file
 from jobs.context import JobContext
 from jobs.drift import check, config_sha, inputs_of
 from jobs.handlers import default_handlers
 from jobs.worker import Worker
-from tailtune.base.settings import Settings
-from tailtune.control.db import JobRow
-from tailtune.control.queue import enqueue
 from tests.app_fixtures import Svc, memcached_deployment
 from tests.servers.memcached_server import MemcachedNode
 

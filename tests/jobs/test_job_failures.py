@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 from sqlalchemy import select, update
 
+from control.db import JobRow, ScheduleRow, TraceRow
+from control.queue import enqueue
 from jobs.handlers import default_finalizers, default_handlers
 from jobs.worker import Worker
-from tailtune.control.db import JobRow, ScheduleRow, TraceRow
-from tailtune.control.queue import enqueue
 from tests.app_fixtures import Svc, memcached_deployment
 
 API = "/api/v1"
@@ -300,7 +300,7 @@ def test_cancel_reaches_a_running_study(svc: Svc) -> None:
 
 
 def test_an_analysis_given_up_after_lost_workers_fails(svc: Svc) -> None:
-    from tailtune.control.db import AnalysisRow
+    from control.db import AnalysisRow
 
     with svc.db.session() as s:
         row = AnalysisRow(trace_id=None, dataset_id="abcd", options={"servers": 1, "replication": 1},

@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
+from control.db import TraceRow
 from jobs import nightly
 from jobs.context import JobContext
 from jobs.scheduler import tick
 from jobs.worker import Worker
-from tailtune.control.db import TraceRow
 from tests.app_fixtures import Svc, cassandra_deployment, memcached_deployment
 from tests.servers.hostile_memcached import HostileMemcached, hostile_memcached
 from tests.servers.memcached_server import running_memcached

@@ -10,9 +10,9 @@ from datetime import UTC, datetime
 import pytest
 from sqlalchemy import select, update
 
+from control.db import Database, JobRow, ScheduleRow
+from control.schedules import latest_slot, next_slot
 from jobs.scheduler import tick
-from tailtune.control.db import Database, JobRow, ScheduleRow
-from tailtune.control.schedules import latest_slot, next_slot
 from tests.app_fixtures import Svc, memcached_deployment
 
 pytestmark = pytest.mark.db_backends  # each test runs on SQLite and on PostgreSQL

@@ -12,13 +12,13 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import update
 
+from base.settings import Settings, get_settings
+from control.db import JobRow
+from control.errors import Invalid
+from control.queue import SELFTEST, SELFTEST_OFF, enqueue
 from jobs.handlers import default_handlers
 from jobs.worker import Worker
 from service.main import create_app
-from tailtune.base.settings import Settings, get_settings
-from tailtune.control.db import JobRow
-from tailtune.control.errors import Invalid
-from tailtune.control.queue import SELFTEST, SELFTEST_OFF, enqueue
 from tests.app_fixtures import Svc, memcached_deployment
 from tests.service.test_console import sign_in
 

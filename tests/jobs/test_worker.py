@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 from sqlalchemy import update
 
+from control.db import JobRow
+from control.queue import JOB_KINDS, cancel_job, enqueue
 from jobs.handlers import default_finalizers, default_handlers
 from jobs.worker import Worker
-from tailtune.control.db import JobRow
-from tailtune.control.queue import JOB_KINDS, cancel_job, enqueue
 from tests.app_fixtures import FAST_ENV, Svc
 
 pytestmark = pytest.mark.db_backends  # each test runs on SQLite and on PostgreSQL

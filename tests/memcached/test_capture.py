@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from base.settings import Settings
 from ingest.pipeline import ingest_file
-from tailtune.base.settings import Settings
 from tests.servers.memcached_server import running_memcached
 from validation.memcached_capture import LiveCapture, compare, main, plan, populate, run_client, shared_sizes, stats
 

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from tailtune.base.linereader import LineCaps, LineReader, WireLimit
-from tailtune.control.capture import (
+from base.linereader import LineCaps, LineReader, WireLimit
+from control.capture import (
     CaptureFailed,
     CaptureLineTooLong,
     CaptureResult,
@@ -128,7 +128,7 @@ def test_the_profilers_stats_reads_are_capped_and_checked() -> None:
     """The multiget profiler (discovery's `--profile-servers`, calibration) reads the server's CPU from `stats`
     through the same capped reader: an endless reply ends at the cap, a crafted value is refused naming it."""
     from analysis.memcached_profile import _server_cpu_s
-    from tailtune.base.errors import TailtuneError
+    from base.errors import TailtuneError
 
     caps = LineCaps(max_bytes=64 * 1024, max_line=4096, max_lines=1000)
     with hostile_memcached(stats_mode="endless") as server, pytest.raises(WireLimit) as caught:

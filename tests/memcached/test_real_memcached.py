@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from analysis.memcached_profile import fit_line, profile_memcached
-from tailtune.base.errors import TailtuneError
+from base.errors import TailtuneError
 from tests.servers.cassandra_server import free_port
 from tests.servers.memcached_loadgen import QueryPlan, mice_elephant_workload, plan_queries, run_loadgen
 from tests.servers.memcached_server import MemcachedNode

@@ -13,9 +13,9 @@ import pytest
 from pymemcache.client.rendezvous import RendezvousHash
 from tailtune_client.hashing import server_for
 
-from tailtune.base.errors import BadInputError
-from tailtune.simulation import memcached
-from tailtune.simulation.memcached import MemcachedDeployment
+from base.errors import BadInputError
+from simulation import memcached
+from simulation.memcached import MemcachedDeployment
 
 # the paper profile: a query of k keys that does not wait takes N_S + P_S = 85 + 6.5k + 3.3 + 0.6k µs
 A_PLUS_C, B_PLUS_D = 88.3, 7.1

@@ -23,7 +23,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from tailtune.control.egress import Egress
+from control.egress import Egress
 
 __all__ = [
     "DEFAULT_VERSION",

@@ -9,10 +9,10 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import select
 
+from control.db import ApiTokenRow
 from jobs.handlers import default_handlers
 from jobs.worker import Worker
 from service.main import create_app
-from tailtune.control.db import ApiTokenRow
 from tests.app_fixtures import Svc, memcached_deployment
 
 pytestmark = pytest.mark.db_backends  # each test runs on SQLite and on PostgreSQL
@@ -113,7 +113,7 @@ def test_auth_scopes_and_hashed_tokens(svc: Svc) -> None:
 
 
 def test_settings_token_hashes(svc: Svc, monkeypatch) -> None:
-    from tailtune.base.settings import get_settings
+    from base.settings import get_settings
 
     digest = hashlib.sha256(b"from-settings").hexdigest()
     monkeypatch.setenv("TAILTUNE_API_TOKENS", f'["read:{digest}"]')
@@ -238,7 +238,7 @@ def test_health_and_readiness(svc: Svc) -> None:
 
 
 def test_config_fast_path_answers_like_the_route(svc: Svc) -> None:
-    from tailtune.control.configs_cache import latest_cache
+    from control.configs_cache import latest_cache
 
     dep_id = _deployment(svc)
     cfg = {"policy": "chisel", "params": {"split_keys": 1, "merge": 1, "elephant_threshold": 50}}
@@ -265,7 +265,7 @@ def test_config_fast_path_answers_like_the_route(svc: Svc) -> None:
 
 def test_if_none_match_compares_weakly_on_the_route_and_the_fast_path(svc: Svc) -> None:
     """RFC 9110 §13.1.2: If-None-Match uses weak comparison — `W/"x"` matches `"x"`; lists; `*`."""
-    from tailtune.control.configs_cache import latest_cache
+    from control.configs_cache import latest_cache
 
     dep_id = _deployment(svc)
     for v in (1, 2, 3):
@@ -289,7 +289,7 @@ def test_if_none_match_compares_weakly_on_the_route_and_the_fast_path(svc: Svc) 
 def test_failed_auth_is_cheap_and_bounded(svc: Svc, monkeypatch) -> None:
     """A flood of wrong tokens does not reach the DB: the token table is read at most once per cache period,
     whatever the rate (counted, not timed)."""
-    from tailtune.control import tokens as auth
+    from control import tokens as auth
 
     monkeypatch.setattr(auth, "_CACHE_S", 3600.0)
     auth._cache.clear()

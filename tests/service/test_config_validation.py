@@ -16,7 +16,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from service.main import create_app
-from tailtune.simulation.registry import all_policies
+from simulation.registry import all_policies
 from tests.app_fixtures import Svc, cassandra_deployment, memcached_deployment
 
 pytestmark = pytest.mark.db_backends

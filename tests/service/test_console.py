@@ -14,14 +14,14 @@ from typing import Any
 
 import pytest
 
+from control import observations
+from control.db import AnalysisRow, JobRow, TraceRow
+from control.queue import enqueue
 from jobs.handlers import default_handlers
 from jobs.worker import Worker
 from service.auth import create_token
 from service.console import analysis_view, views
 from service.console.render import HTMX, plotly_js, static_files
-from tailtune.control import observations
-from tailtune.control.db import AnalysisRow, JobRow, TraceRow
-from tailtune.control.queue import enqueue
 from tests.app_fixtures import Svc, memcached_deployment
 
 API = "/api/v1"
@@ -269,7 +269,7 @@ def test_verify_a_published_version_again(svc: Svc) -> None:
     csrf = sign_in(svc, svc.write)
     assert 'id="verify-1"' not in svc.client.get(f"/deployments/{dep['id']}").text  # never published: nothing to judge
     with svc.db.session() as s:
-        from tailtune.control.configs import get_version
+        from control.configs import get_version
 
         get_version(s, dep["id"], 1).published = {"memcached": {"at": time.time(), "current_version": 1}}
     page = svc.client.get(f"/deployments/{dep['id']}").text

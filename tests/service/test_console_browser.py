@@ -27,10 +27,10 @@ from typing import Any
 
 import pytest
 
+from base.settings import Settings, get_settings
+from control.db import Database, database_for
+from control.publishers import MemcachedPublisher
 from service.auth import create_token
-from tailtune.base.settings import Settings, get_settings
-from tailtune.control.db import Database, database_for
-from tailtune.control.publishers import MemcachedPublisher
 from tests.app_fixtures import FAST_ENV
 from tests.servers.memcached_server import MemcachedNode
 from tests.servers.tailtune_service import serving

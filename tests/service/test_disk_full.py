@@ -15,9 +15,9 @@ import httpx
 import pytest
 from sqlalchemy import func, select
 
-from tailtune.base.settings import get_settings
-from tailtune.control.db import DeploymentRow, TraceRow
-from tailtune.control.storage import disk_full_cause, free_bytes
+from base.settings import get_settings
+from control.db import DeploymentRow, TraceRow
+from control.storage import disk_full_cause, free_bytes
 from tests.app_fixtures import Svc, memcached_deployment
 
 API = "/api/v1"
@@ -168,10 +168,10 @@ def test_a_full_database_server_is_told_from_other_database_errors() -> None:
 def test_a_capture_on_a_full_disk_names_the_path_and_the_free_bytes(svc: Svc) -> None:
     import threading
 
+    from control.capture import CaptureDiskFull, CaptureTarget, capture_memcached
     from jobs import nightly
     from jobs.context import JobContext
     from jobs.worker import Worker
-    from tailtune.control.capture import CaptureDiskFull, CaptureTarget, capture_memcached
     from tests.servers.hostile_memcached import hostile_memcached
 
     def ingest_only(ctx: JobContext) -> dict[str, Any]:
@@ -209,7 +209,7 @@ def test_an_analysis_on_a_full_disk_names_the_file_and_the_free_bytes(tailtune_h
     import pandas as pd
 
     from analysis.output import write_outputs
-    from tailtune.control.storage import DiskFull, raise_if_disk_full
+    from control.storage import DiskFull, raise_if_disk_full
 
     settings = get_settings()
     out = settings.home_dir / "analyses" / "a1"
@@ -231,10 +231,10 @@ def test_an_analysis_on_a_full_disk_names_the_file_and_the_free_bytes(tailtune_h
 def test_a_job_that_fills_the_disk_names_the_path_and_the_free_bytes(svc: Svc) -> None:
     """Any step of a job (here one that writes a file bigger than what is free, for real): the job's error names
     the filesystem (the file, when the error has it) and the bytes free, not a bare `OSError: [Errno 28]`."""
+    from control.db import JobRow
+    from control.queue import enqueue
     from jobs.context import JobContext
     from jobs.worker import Worker
-    from tailtune.control.db import JobRow
-    from tailtune.control.queue import enqueue
 
     def fills(ctx: JobContext) -> dict[str, Any]:
         path = svc.home / "scratch.bin"

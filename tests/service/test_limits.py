@@ -49,7 +49,7 @@ def test_json_bodies_are_capped(svc: Svc) -> None:
     with svc.db.session() as s:
         from sqlalchemy import func, select
 
-        from tailtune.control.db import JobRow
+        from control.db import JobRow
 
         assert s.scalar(select(func.count()).select_from(JobRow).where(JobRow.kind == "nightly")) == 0
 
@@ -117,9 +117,9 @@ def test_tune_parameters_are_checked_at_the_api(svc: Svc, tune: dict[str, Any], 
 
 def test_a_bad_stored_payload_fails_the_job_before_any_step(svc: Svc) -> None:
     """A payload written before the checks (or by hand) fails at once, naming the job payload, not the CLI."""
+    from control.queue import enqueue
     from jobs.handlers import default_handlers
     from jobs.worker import Worker
-    from tailtune.control.queue import enqueue
 
     dep = _dep(svc)
     with svc.db.session() as s:
@@ -173,7 +173,7 @@ def test_valid_configs_of_both_kinds_are_accepted(svc: Svc) -> None:
 
 
 def test_rollback_to_a_config_that_is_no_longer_valid_is_refused(svc: Svc) -> None:
-    from tailtune.control.db import ConfigVersionRow
+    from control.db import ConfigVersionRow
 
     dep = _dep(svc)
     with svc.db.session() as s:  # a version stored before the vocabulary was checked

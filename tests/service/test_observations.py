@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
+from control.configs import add_version
+from control.db import JobRow
+from control.observations import merge_histograms, percentile_ms
 from service.auth import create_token
-from tailtune.control.configs import add_version
-from tailtune.control.db import JobRow
-from tailtune.control.observations import merge_histograms, percentile_ms
 from tests.app_fixtures import Svc, memcached_deployment
 from tests.servers.memcached_server import MemcachedNode
 
@@ -195,9 +195,9 @@ BAD_ROWS: list[Any] = [
 
 @pytest.mark.db_backends
 def test_rows_no_reader_can_use_are_skipped_and_said_so(svc: Svc) -> None:
-    from tailtune.base.settings import get_settings
-    from tailtune.control.db import ObservationRow
-    from tailtune.control.verify import verify_version
+    from base.settings import get_settings
+    from control.db import ObservationRow
+    from control.verify import verify_version
     from tests.service.test_console import sign_in
 
     dep_id = int(svc.client.post(f"{API}/deployments", json=memcached_deployment("rows", ["127.0.0.1:1"]),
@@ -269,8 +269,8 @@ def test_any_report_document_is_refused_or_readable_by_every_reader(svc: Svc) ->
 
     from hypothesis import HealthCheck, given, settings
 
-    from tailtune.base.settings import get_settings
-    from tailtune.control.verify import verify_version
+    from base.settings import get_settings
+    from control.verify import verify_version
     from tests.service.test_console import sign_in
 
     dep_id = int(svc.client.post(f"{API}/deployments", json=memcached_deployment("fuzz", ["127.0.0.1:1"]),

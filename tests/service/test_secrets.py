@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
+from base.settings import get_settings
+from control.queue import enqueue
+from control.redact import install_log_redaction, public, redact
 from jobs.context import JobContext
 from jobs.worker import Worker
-from tailtune.base.settings import get_settings
-from tailtune.control.queue import enqueue
-from tailtune.control.redact import install_log_redaction, public, redact
 from tests.app_fixtures import Svc
 from tests.servers.cassandra_server import free_port
 from tests.servers.postgres_server import PostgresServer
@@ -148,7 +148,7 @@ def test_readiness_hides_passwords_of_every_printable_character(
     ids=["url-raw", "url-encoded", "http", "libpq-dsn", "query"],
 )
 def test_redact_url_parses_instead_of_guessing(text: str) -> None:
-    from tailtune.base.secrets import redact_url, url_secrets
+    from base.secrets import redact_url, url_secrets
 
     shown = redact_url(text)
     assert "***" in shown

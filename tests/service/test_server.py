@@ -17,9 +17,9 @@ import httpx
 import pytest
 from sqlalchemy import func, select
 
+from base.settings import Settings, get_settings
+from control.db import TraceRow
 from service.server import server_config
-from tailtune.base.settings import Settings, get_settings
-from tailtune.control.db import TraceRow
 from tests.app_fixtures import Svc, memcached_deployment
 from tests.servers.cassandra_server import free_port
 from tests.servers.tailtune_service import serving

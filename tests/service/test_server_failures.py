@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tailtune.base.settings import get_settings
+from base.settings import get_settings
 from tests.app_fixtures import Svc, memcached_deployment
 from tests.servers.postgres_server import PostgresMissing, PostgresServer
 from tests.service.test_server import BOUND_S, Answer, Server, api_server
@@ -73,7 +73,7 @@ def _token(svc: Svc) -> str:
 def test_a_500_says_connection_close_and_a_new_connection_is_served(
     svc: Svc, api_server: Server, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from tailtune.control import queue
+    from control import queue
 
     def broken(*_: object, **__: object) -> object:  # a bug in the route's code
         raise RuntimeError("a bug")

@@ -15,9 +15,9 @@ import httpx
 import pytest
 from sqlalchemy import func, select
 
+from control.db import JobRow, TraceRow
 from jobs.handlers import default_handlers
 from jobs.worker import Worker
-from tailtune.control.db import JobRow, TraceRow
 from tests.app_fixtures import Svc
 from tests.servers.cassandra_server import free_port
 
@@ -71,7 +71,7 @@ def test_multipart_upload_uses_the_client_name_only_as_a_label(svc: Svc) -> None
 
 
 def test_rejected_uploads_leave_nothing(svc: Svc, monkeypatch: pytest.MonkeyPatch) -> None:
-    from tailtune.base.settings import get_settings
+    from base.settings import get_settings
 
     monkeypatch.setenv("TAILTUNE_UPLOAD_MAX_BYTES", "100")
     get_settings.cache_clear()

@@ -11,9 +11,9 @@ from typing import Any
 import kvsim
 import pytest
 
-from tailtune.base.errors import BadInputError
+from base.errors import BadInputError
+from simulation import CassandraDeployment
 from tailtune.cli.commands.simulate import memcached_deployment
-from tailtune.simulation import CassandraDeployment
 
 # One server, one slot, 1 ms deterministic reads, 50 µs one way, the trace's own times, nothing cut as warm-up.
 _BASE = ("simulate", "--policy", "fifo", "--servers", "1", "--replication", "1", "--slots", "1", "--clients", "1",

@@ -12,8 +12,8 @@ import kvsim
 import numpy as np
 import pytest
 
-from tailtune.base.errors import BadInputError
-from tailtune.simulation import CassandraDeployment
+from base.errors import BadInputError
+from simulation import CassandraDeployment
 from tests.simulator.hand_cases import simulate_args, two_requests
 
 _BASE = simulate_args(1)

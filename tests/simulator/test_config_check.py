@@ -1,4 +1,4 @@
-"""The one check of configs and parameters (`tailtune.simulation.config_check`): the tree walk survives any
+"""The one check of configs and parameters (`simulation.config_check`): the tree walk survives any
 depth, every stock knob has a valid range and is refused outside it, the registry's ranges reach every
 parameter, a name a policy has itself is its own, and the memcached check agrees with the client's own parser."""
 
@@ -12,10 +12,10 @@ import kvsim
 import pytest
 from tailtune_client.config import ConfigError, parse_config
 
-from tailtune.base.errors import BadInputError
-from tailtune.simulation import resolve
-from tailtune.simulation.config_check import check_config, check_params, check_tree
-from tailtune.simulation.stock_knobs import JAVA_INT_MAX, STOCK_KNOBS, StockKnob
+from base.errors import BadInputError
+from simulation import resolve
+from simulation.config_check import check_config, check_params, check_tree
+from simulation.stock_knobs import JAVA_INT_MAX, STOCK_KNOBS, StockKnob
 
 
 def _field(exc: pytest.ExceptionInfo[BadInputError]) -> str | None:

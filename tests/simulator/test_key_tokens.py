@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tailtune.simulation.layout import key_tokens
+from simulation.layout import key_tokens
 
 KEYS = ["a", "bb", "ключ", "", "x" * 100, "a", "🙂"]
 

@@ -10,9 +10,9 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from tailtune.simulation import cassandra
-from tailtune.simulation.cassandra import CassandraDeployment
-from tailtune.simulation.layout import _sorted, request_layout
+from simulation import cassandra
+from simulation.cassandra import CassandraDeployment
+from simulation.layout import _sorted, request_layout
 
 
 def _table(rid: list[int] | np.ndarray, ts: Any = None, chunks: int = 1) -> pa.Table:
@@ -115,7 +115,7 @@ def test_random_tables_match_the_sort(seed: int) -> None:
 
 
 def test_prepared_trace_of_a_shuffled_table_equals_the_sorted_one() -> None:
-    from tailtune.simulation.source import load_table
+    from simulation.source import load_table
 
     table = load_table(profile="bimodal", requests=400, seed=3)
     shuffled = table.take(pa.array(np.random.default_rng(0).permutation(table.num_rows)))

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from kvsim.chisel import MemcachedSetup, ServiceProfile
 
-from tailtune.simulation import memcached
-from tailtune.simulation.memcached import MemcachedDeployment, MemcachedTrace
+from simulation import memcached
+from simulation.memcached import MemcachedDeployment, MemcachedTrace
 
 # P_S = 1 + k, N_S = 10 + 2k: a one-key query takes 5 + 2 + 7 = 14 µs after its client work.
 SIMPLE = ServiceProfile(1.0, 1.0, 10.0, 2.0)

@@ -11,9 +11,9 @@ import sys
 import kvsim
 import pytest
 
-from tailtune.simulation import cassandra, resolve
-from tailtune.simulation.cassandra import CassandraDeployment
-from tailtune.simulation.registry import NOT_TUNABLE, all_policies
+from simulation import cassandra, resolve
+from simulation.cassandra import CassandraDeployment
+from simulation.registry import NOT_TUNABLE, all_policies
 from tuner.space import cassandra_space
 
 POLICIES = kvsim.policy_names()
@@ -50,7 +50,7 @@ def test_policy_in_vocabulary_and_tuner_space(name: str) -> None:
 
 @pytest.fixture(scope="module")
 def trace() -> cassandra.PreparedTrace:
-    from tailtune.simulation.source import WorkloadSource
+    from simulation.source import WorkloadSource
 
     dep = CassandraDeployment(servers=8)
     return cassandra.prepare(WorkloadSource(profile="bimodal", requests=300).load(), dep, source="t")

@@ -9,10 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tailtune.simulation import cassandra, shared
-from tailtune.simulation.cassandra import CassandraDeployment
-from tailtune.simulation.policies import resolve
-from tailtune.simulation.source import load_table
+from simulation import cassandra, shared
+from simulation.cassandra import CassandraDeployment
+from simulation.policies import resolve
+from simulation.source import load_table
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/smaps").exists(), reason="Linux /proc needed")
 

@@ -12,9 +12,9 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from tailtune.base.errors import BadInputError
-from tailtune.simulation.cassandra import CassandraDeployment, ring_size
-from tailtune.simulation.layout import key_tokens
+from base.errors import BadInputError
+from simulation.cassandra import CassandraDeployment, ring_size
+from simulation.layout import key_tokens
 
 MURMUR3 = "org.apache.cassandra.dht.Murmur3Partitioner"
 
@@ -177,7 +177,7 @@ def test_as_dict_and_cli_args_carry_the_ring() -> None:
 
 def test_the_replay_reads_only_the_local_replicas() -> None:
     """A replay on the 2-datacenter ring: every op is served by a local replica of its key."""
-    from tailtune.simulation import cassandra, resolve
+    from simulation import cassandra, resolve
 
     dep = CassandraDeployment(servers=6, replication=3, ring=NTS_RING, slots=2, clients=8, load=0.5)
     ks = keys(1200)

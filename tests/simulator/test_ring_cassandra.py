@@ -11,8 +11,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from tailtune.simulation.cassandra import CassandraDeployment, ring_size
-from tailtune.simulation.layout import key_tokens
+from simulation.cassandra import CassandraDeployment, ring_size
+from simulation.layout import key_tokens
 from tests.servers.cassandra_server import CassandraNode
 from tests.simulator.test_ring import keys
 

@@ -1,4 +1,4 @@
-"""Cassandra's `speculative_retry` grammar (tailtune.simulation.stock): exact cases from Cassandra 5.0's
+"""Cassandra's `speculative_retry` grammar (simulation.stock): exact cases from Cassandra 5.0's
 SpeculativeRetryPolicy implementations, and properties (render is a fixed point, parse∘render = id)."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tailtune.base.errors import BadInputError
-from tailtune.simulation.stock import SpeculativeRetry, parse_speculative_retry
+from base.errors import BadInputError
+from simulation.stock import SpeculativeRetry, parse_speculative_retry
 
 
 @pytest.mark.parametrize(

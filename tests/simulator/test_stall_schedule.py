@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from tailtune.base.errors import BadInputError
-from tailtune.simulation import CassandraDeployment
-from tailtune.simulation.stall_schedule import parse_csv, render
+from base.errors import BadInputError
+from simulation import CassandraDeployment
+from simulation.stall_schedule import parse_csv, render
 from tests.simulator.hand_cases import simulate_args, two_requests
 
 _BASE = simulate_args(2)

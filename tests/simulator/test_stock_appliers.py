@@ -1,4 +1,4 @@
-"""The stock appliers' contract (`tailtune.simulation.stock_appliers`), for every row of `STOCK_KNOBS`: parse →
+"""The stock appliers' contract (`simulation.stock_appliers`), for every row of `STOCK_KNOBS`: parse →
 kvsim parameters → rendering → what the publisher writes and reads back → the config check, each from the row
 alone. A row added to the table is checked here without a line of this file changing."""
 
@@ -8,14 +8,14 @@ from typing import Any, get_args
 
 import pytest
 
-from tailtune.base.errors import BadInputError
-from tailtune.control.discovery import SETTINGS
-from tailtune.control.publishers.cassandra import SNITCH_SETTINGS
-from tailtune.control.publishers.stock import desired_table_options
-from tailtune.simulation import resolve
-from tailtune.simulation.config_check import check_params
-from tailtune.simulation.stock_appliers import APPLIERS, SNITCH, TABLE, RenderContext, StockApplier, applier
-from tailtune.simulation.stock_knobs import EXTRA_READS_OFF, EXTRA_READS_ONLY, STOCK_KNOBS, Applied, StockKnob
+from base.errors import BadInputError
+from control.discovery import SETTINGS
+from control.publishers.cassandra import SNITCH_SETTINGS
+from control.publishers.stock import desired_table_options
+from simulation import resolve
+from simulation.config_check import check_params
+from simulation.stock_appliers import APPLIERS, SNITCH, TABLE, RenderContext, StockApplier, applier
+from simulation.stock_knobs import EXTRA_READS_OFF, EXTRA_READS_ONLY, STOCK_KNOBS, Applied, StockKnob
 from tuner.space import stock_space
 
 KNOBS = [pytest.param(k, id=k.name) for k in STOCK_KNOBS]

@@ -12,10 +12,10 @@ import kvsim
 import numpy as np
 import pytest
 
-from tailtune.base.errors import BadInputError
-from tailtune.simulation import CassandraDeployment, resolve
-from tailtune.simulation.stock import NOT_MODELLED
-from tailtune.simulation.stock_knobs import STOCK_KNOBS, stock_knobs
+from base.errors import BadInputError
+from simulation import CassandraDeployment, resolve
+from simulation.stock import NOT_MODELLED
+from simulation.stock_knobs import STOCK_KNOBS, stock_knobs
 
 _BASE = ("simulate", "--profile", "soundcloud", "--requests", "3000", "--policy", "stock", "--json")
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from tailtune.base.errors import BadInputError
-from tailtune.simulation.stock_knobs import EXTRA_READS_ONLY, STOCK_KNOBS, StockKnob
-from tailtune.simulation.stock_render import IDEMPOTENCE_NOTE, SNITCH_NOTE, render_stock
+from base.errors import BadInputError
+from simulation.stock_knobs import EXTRA_READS_ONLY, STOCK_KNOBS, StockKnob
+from simulation.stock_render import IDEMPOTENCE_NOTE, SNITCH_NOTE, render_stock
 
 JAVA_HEAD = (
     "# Java driver 4: an execution profile for the multiget reads (application.conf).\n"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tailtune.simulation.source import WorkloadSource
+from simulation.source import WorkloadSource
 from tuner.evaluators import EvaluatorSpec, build_evaluator
 from tuner.evidence import measured
 from tuner.space import Candidate

@@ -104,9 +104,9 @@ def test_a_replay_too_short_for_batches_decides_nothing() -> None:
 
 
 def test_the_study_never_sees_the_held_out_stretch(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from base.settings import get_settings
     from ingest.generate import write_trace
-    from tailtune.base.settings import get_settings
-    from tailtune.simulation.source import WorkloadSource
+    from simulation.source import WorkloadSource
     from tuner.tune import TuneRequest, run_tune
 
     monkeypatch.setenv("TAILTUNE_HOME", str(tmp_path / "home"))
@@ -134,8 +134,8 @@ def test_the_study_never_sees_the_held_out_stretch(tmp_path: Any, monkeypatch: p
 def test_the_calibrations_interval_bounds_the_expectation(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """A calibrated service time's 95 % interval gives the chosen config's p50/p99 at each end (expected.calibration):
     the slower end expects the slower tail."""
-    from tailtune.base.settings import get_settings
-    from tailtune.simulation.source import WorkloadSource
+    from base.settings import get_settings
+    from simulation.source import WorkloadSource
     from tuner.tune import TuneRequest, run_tune
 
     monkeypatch.setenv("TAILTUNE_HOME", str(tmp_path / "home"))

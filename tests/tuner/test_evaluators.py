@@ -6,7 +6,7 @@ import pytest
 
 pytest.importorskip("kvsim")
 
-from tailtune.base.errors import BadInputError
+from base.errors import BadInputError
 from tuner.evaluators import EvaluatorSpec, KvsimCassandraEvaluator, KvsimMemcachedEvaluator, build_evaluator
 from tuner.space import Candidate
 

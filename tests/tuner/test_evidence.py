@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from tailtune.simulation.source import WorkloadSource
+from simulation.source import WorkloadSource
 from tuner.space import Candidate
 from tuner.tune import TuneRequest, run_tune
 

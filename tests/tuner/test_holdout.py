@@ -10,8 +10,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from tailtune.base.settings import get_settings
-from tailtune.simulation.source import WorkloadSource
+from base.settings import get_settings
+from simulation.source import WorkloadSource
 from tuner.holdout import split_source
 
 

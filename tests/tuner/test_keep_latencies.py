@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tailtune.simulation import cassandra
+from simulation import cassandra
 from tuner.evaluators import KvsimCassandraEvaluator
 from tuner.space import Candidate
 

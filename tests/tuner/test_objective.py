@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from tailtune.base.errors import BadInputError
+from base.errors import BadInputError
 from tuner.objective import Metrics, mean_ci, parse_objective
 
 M = Metrics(p50_ms=1.0, p95_ms=2.0, p99_ms=4.0, p999_ms=8.0, mean_ms=1.5)

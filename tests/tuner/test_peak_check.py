@@ -144,7 +144,7 @@ def _p99(row: dict[str, Any]) -> float:
 def _check_args(tmp_path: Path) -> tuple[Any, ...]:
     import optuna
 
-    from tailtune.simulation.source import WorkloadSource
+    from simulation.source import WorkloadSource
     from tuner.evaluators import EvaluatorSpec, build_evaluator
     from tuner.objective import parse_objective
     from tuner.peak_check import PeakStretch

@@ -52,7 +52,7 @@ def test_study_and_mlflow_runs_on_postgresql(postgres_server, tmp_path):
 
 def test_the_study_stores_no_storage_password(postgres_server):
     """The study's user attributes (read by anyone who reads the storage) and a failed open hold no password."""
-    from tailtune.base.errors import BadInputError
+    from base.errors import BadInputError
     from tuner.study import open_storage
 
     secret = "pw-in-the-url_9f3"

@@ -11,9 +11,9 @@ import pytest
 
 kvsim = pytest.importorskip("kvsim")
 
-from tailtune.base.errors import BadInputError  # noqa: E402
-from tailtune.simulation.layout import request_layout  # noqa: E402
-from tailtune.simulation.source import WorkloadSource  # noqa: E402
+from base.errors import BadInputError  # noqa: E402
+from simulation.layout import request_layout  # noqa: E402
+from simulation.source import WorkloadSource  # noqa: E402
 from tuner.evaluators import KvsimCassandraEvaluator  # noqa: E402
 from tuner.space import Candidate, apply_overrides, cassandra_space  # noqa: E402
 from tuner.tune import TuneRequest, run_tune  # noqa: E402
@@ -141,8 +141,8 @@ def test_study_on_bimodal_trace_tunes_heron_and_tailx(tailtune_home: Any, tmp_pa
     assert best["p99_ms"] == pytest.approx(sum(p99) / 2, rel=1e-12)
     # the study replayed heron and tailx trials, each asking only its own (conditional) parameters and the
     # patched server's stock knobs (the snitch's only with a snitch: tailx with replica=ds)
-    from tailtune.simulation.stock import SNITCH_KNOBS
-    from tailtune.simulation.stock_knobs import stock_knobs
+    from simulation.stock import SNITCH_KNOBS
+    from simulation.stock_knobs import stock_knobs
 
     study = optuna.load_study(study_name=doc["study"], storage=open_storage(journal))
     knobs = {k.name for k in stock_knobs("java4")}

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tailtune.simulation.source import WorkloadSource
+from simulation.source import WorkloadSource
 from tuner.evaluators import KvsimCassandraEvaluator, KvsimMemcachedEvaluator
 from tuner.space import Candidate
 from tuner.tune import TuneRequest, run_tune

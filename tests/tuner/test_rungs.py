@@ -7,7 +7,7 @@ import dataclasses
 import optuna
 import pytest
 
-from tailtune.base.errors import BadInputError
+from base.errors import BadInputError
 from tests.tuner._runner import config as fake_config
 from tests.tuner.fakes import FakeEvaluator
 from tuner.pruning import HalvingPruner

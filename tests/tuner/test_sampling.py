@@ -11,7 +11,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from tailtune.base.errors import BadInputError
+from base.errors import BadInputError
 from tuner.sampling import (
     CALIBRATED_ON,
     CALIBRATION,

@@ -73,7 +73,7 @@ def _worker(spec: dict[str, Any], ready: Any, done: Any) -> None:
 
 
 def test_two_workers_hold_one_copy_of_the_workload(tailtune_home: Path) -> None:
-    from tailtune.simulation.cassandra import PreparedTrace
+    from simulation.cassandra import PreparedTrace
     from tuner.evaluators import EvaluatorSpec, KvsimCassandraEvaluator, build_evaluator
     from tuner.space import Candidate
 

@@ -5,7 +5,7 @@ from typing import Any
 import optuna
 import pytest
 
-from tailtune.base.errors import BadInputError
+from base.errors import BadInputError
 from tuner.space import Candidate, apply_overrides, cassandra_space, memcached_space, parse_override, space_for
 
 

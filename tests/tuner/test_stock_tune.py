@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from tailtune.base.errors import BadInputError
-from tailtune.simulation.source import WorkloadSource
-from tailtune.simulation.stock import parse_speculative_retry
-from tailtune.simulation.stock_knobs import stock_knobs
+from base.errors import BadInputError
+from simulation.source import WorkloadSource
+from simulation.stock import parse_speculative_retry
+from simulation.stock_knobs import stock_knobs
 from tuner.evaluators import EvaluatorSpec, build_evaluator
 from tuner.space import Candidate, cassandra_space, patched_space, speculative_retry_choices, stock_space
 from tuner.tune import TuneRequest, parse_candidate, patched_defaults, run_tune, stock_defaults

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tailtune.base.errors import BadInputError
+from base.errors import BadInputError
 from tests.tuner._runner import config as fake_config
 from tests.tuner.fakes import FakeEvaluator, fake_p99
 from tuner.evaluators import EvaluatorSpec

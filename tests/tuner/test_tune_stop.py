@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from tailtune.base.settings import Settings
-from tailtune.simulation.source import WorkloadSource
+from base.settings import Settings
+from simulation.source import WorkloadSource
 from tuner.tune import TuneRequest, run_tune
 
 

@@ -1,16 +1,16 @@
 """Evaluator for the Cassandra deployment kind: the kvsim fork-join replay (Rust core) of a trace, through the
-simulation layer (`tailtune.simulation.cassandra`) that `tailtune simulate` uses too.
+simulation layer (`simulation.cassandra`) that `tailtune simulate` uses too.
 
 The trace is prepared once (requests grouped, keys hashed, value sizes → demands when they differ); each seed
 materializes one workload that every candidate replays (common random numbers); a prefix workload (first
 `fraction` of the requests) is made on demand for pruning, as a view of the whole one.
 
 Sharing: a trace of at least `SHARE_MIN_OPS` ops goes into a host-wide store of memory-mapped files
-(`tailtune.simulation.shared`, under `TAILTUNE_HOME/tmp/`, named by a digest of the source and the deployment):
+(`simulation.shared`, under `TAILTUNE_HOME/tmp/`, named by a digest of the source and the deployment):
 the first process to prepare it writes the trace, the layout and each seed's draws there, and every other
 evaluator of the same source and deployment on the host — the tuner's worker processes — maps them instead of
 loading the source and materializing its own copy. Candidates use the policy vocabulary of
-`tailtune.simulation.policies` (e.g. `heron` with `queue`, `tailx` with `replica`, `replica` with both).
+`simulation.policies` (e.g. `heron` with `queue`, `tailx` with `replica`, `replica` with both).
 """
 
 from __future__ import annotations
@@ -21,11 +21,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from tailtune.simulation import cassandra
-from tailtune.simulation.cassandra import CassandraDeployment, PreparedTrace
-from tailtune.simulation.policies import REPLICA_POLICY, SELECTOR_POLICIES, resolve
-from tailtune.simulation.registry import NOT_TUNABLE, cassandra_queue_policies
-from tailtune.simulation.source import WorkloadSource
+from simulation import cassandra
+from simulation.cassandra import CassandraDeployment, PreparedTrace
+from simulation.policies import REPLICA_POLICY, SELECTOR_POLICIES, resolve
+from simulation.registry import NOT_TUNABLE, cassandra_queue_policies
+from simulation.source import WorkloadSource
 from tuner.evaluators.base import Evaluator, EvaluatorSpec
 from tuner.objective import Metrics
 from tuner.space import Candidate
@@ -33,7 +33,7 @@ from tuner.space import Candidate
 if TYPE_CHECKING:
     import kvsim
 
-    from tailtune.simulation.shared import WorkloadStore
+    from simulation.shared import WorkloadStore
 
 __all__ = ["SHARE_MIN_OPS", "KvsimCassandraEvaluator"]
 
@@ -78,8 +78,8 @@ class KvsimCassandraEvaluator(Evaluator):
 
         import kvsim
 
-        from tailtune.base.settings import get_settings
-        from tailtune.simulation.shared import WorkloadStore
+        from base.settings import get_settings
+        from simulation.shared import WorkloadStore
 
         doc: dict[str, Any] = {"source": self.source.as_dict(), "deployment": self.setup.as_dict(),
                                "model": kvsim.model_version()}
@@ -105,7 +105,7 @@ class KvsimCassandraEvaluator(Evaluator):
 
     def _replay(self, candidate: Candidate, seed: int, fraction: float,
                 stop: tuple[float, float] | None = None) -> kvsim.Result:
-        from tailtune.base.errors import BadInputError
+        from base.errors import BadInputError
 
         where = f"candidate {candidate.label()}"
         if candidate.policy not in self.policies():
@@ -142,7 +142,7 @@ class KvsimCassandraEvaluator(Evaluator):
         the setting `tune_max_utilisation` (default 0.95) the candidate overloads the cluster. Requests answered
         with a read timeout in more than `tune_max_timeout_fraction` (default 0.1 %) of a replay: the cluster
         cannot serve the candidate."""
-        from tailtune.base.settings import get_settings
+        from base.settings import get_settings
 
         settings = get_settings()
         timed_out = self._timeouts.get(candidate.key(), 0.0)
@@ -216,7 +216,7 @@ class KvsimCassandraEvaluator(Evaluator):
         params = [a for k, v in sorted(candidate.params.items()) for a in ("--param", f"{k}={v}")]
         setup = self.setup.cli_args()
         if "--client-rtt-ms" in setup:  # a measured round trip's quantiles: a file, not 101 numbers inline
-            from tailtune.base.settings import get_settings
+            from base.settings import get_settings
             from tuner.sampling import write_input
 
             i = setup.index("--client-rtt-ms") + 1

@@ -1,5 +1,5 @@
 """Evaluator for the memcached deployment kind: kvsim's memcached replay, client batching vs Chisel, through the
-simulation layer (`tailtune.simulation.memcached`) that `tailtune simulate` uses too.
+simulation layer (`simulation.memcached`) that `tailtune simulate` uses too.
 
 The trace is reduced once to (keys per request, arrival time); each seed draws the request → server mapping
 and the service-time noise (`service_cv`) — and, with `inter_arrival_us`, Poisson arrivals — so every candidate
@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from tailtune.base.errors import BadInputError
-from tailtune.simulation import memcached
-from tailtune.simulation.memcached import MEMCACHED_POLICIES, MemcachedDeployment, MemcachedTrace
-from tailtune.simulation.source import WorkloadSource
+from base.errors import BadInputError
+from simulation import memcached
+from simulation.memcached import MEMCACHED_POLICIES, MemcachedDeployment, MemcachedTrace
+from simulation.source import WorkloadSource
 from tuner.evaluators.base import Evaluator, EvaluatorSpec
 from tuner.objective import Metrics
 from tuner.space import Candidate

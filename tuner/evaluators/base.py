@@ -9,7 +9,7 @@ Contract of every `Evaluator` (the study, the references and the tests rely on i
    two candidates on one seed is a paired sample.
 3. **Prefix**: `fraction` in (0, 1] replays only the first `ceil(fraction × requests)` requests (pruning).
 4. **Errors**: a candidate the evaluator cannot replay (unknown policy, parameter out of range) raises
-   `tailtune.base.errors.BadInputError` naming the parameter; the study turns it into a failed trial.
+   `base.errors.BadInputError` naming the parameter; the study turns it into a failed trial.
 5. **Rebuildable**: `spec()` returns an `EvaluatorSpec` (JSON-able) from which `build_evaluator` makes an equal
    evaluator in another process (parallel workers, Spark executors).
 6. **Stopping**: `evaluate_below(c, seed, p99_ms)` is `evaluate(c, seed)`, or None when the evaluator stopped

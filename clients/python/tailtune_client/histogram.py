@@ -5,8 +5,8 @@ with B = `BUCKETS_PER_DECADE` = 20 (each bucket ~12% wide, so a quantile estimat
 recorded); the last bucket (`LAST_BUCKET` = `BUCKETS - 1`) also holds everything from 10^8 µs (100 s) up. Two
 histograms with the same scheme merge by adding counts bucket by bucket, whichever client or process recorded them.
 
-This module is the one declaration of the scheme: the service (`tailtune.control.observations`,
-`tailtune.control.verify`) imports it, and `LogHistogram.from_json` is the one reader of a histogram document —
+This module is the one declaration of the scheme: the service (`control.observations`,
+`control.verify`) imports it, and `LogHistogram.from_json` is the one reader of a histogram document —
 strict, so what it accepts every reader can merge (`SchemeError` names the field otherwise).
 
 Requests are classed by keys per request (`size_class`): `1`, `2-10`, `11-50`, `51+`. The classes are fixed

@@ -28,10 +28,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any, ClassVar, Final
 
+from base.errors import BadInputError, TailtuneError
+from base.jvm_sandbox import sandbox_options
 from ingest.formats.cassandra_fql.records import UNSET, QueryLogReader, Record, Statement, Value
 from ingest.formats.head import Head
-from tailtune.base.errors import BadInputError, TailtuneError
-from tailtune.base.jvm_sandbox import sandbox_options
 
 __all__ = [
     "CassandraFqlReader",
@@ -216,7 +216,7 @@ class CassandraFqlReader(QueryLogReader):
         command = [
             java,
             *JVM_OPTIONS,
-            *sandbox_options(),  # it reads files only: no connection, no name resolved (tailtune.base.jvm_sandbox)
+            *sandbox_options(),  # it reads files only: no connection, no name resolved (base.jvm_sandbox)
             f"-Dlogback.configurationFile={classes / 'logback.xml'}",
             "-cp",
             f"{classes}{os.pathsep}{lib}/*",
@@ -310,7 +310,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args or args[0] != "build" or len(args) > 2:
         print("usage: python -m ingest.formats.cassandra_fql.binlog build [CASSANDRA_LIB]", file=sys.stderr)
         return 2
-    from tailtune.base.settings import get_settings
+    from base.settings import get_settings
 
     lib = Path(args[1]) if len(args) == 2 else (get_settings().cassandra_lib or default_lib())
     print(build_reader(lib))

@@ -31,12 +31,12 @@ from typing import ClassVar, Final
 import numpy as np
 import pyarrow as pa
 
+from base.errors import BadInputError
 from ingest.formats.base import Chunk, ReaderOptions, TraceReader
 from ingest.formats.cassandra_fql import cql
 from ingest.formats.cassandra_fql.keys import ValueProblem, compose, decode, from_literal, split_collection
 from ingest.formats.source import Source
 from ingest.validate import ErrorSink
-from tailtune.base.errors import BadInputError
 
 __all__ = ["TRUNCATED", "UNSET", "QueryLogReader", "Record", "Statement", "Value", "load_schema", "resolve_tables"]
 

@@ -12,6 +12,9 @@ from fastapi import APIRouter, Form, Request, Response
 from fastapi.responses import FileResponse, RedirectResponse
 from pydantic import ValidationError
 
+from base.settings import Settings
+from control import queue as jobs
+from control.common import MAX_ID
 from service.analyses import service as analyses
 from service.analyses.schemas import AnalysisCreate
 from service.console import analysis_view, views
@@ -20,9 +23,6 @@ from service.console.session import ViewerDep, WriterDep, set_flash
 from service.deps import SessionDep, SettingsDep
 from service.errors import Conflict, Invalid, Missing
 from service.params import PathId
-from tailtune.base.settings import Settings
-from tailtune.control import queue as jobs
-from tailtune.control.common import MAX_ID
 
 __all__ = ["router"]
 

@@ -9,6 +9,13 @@ from fastapi import APIRouter, Form, Query, Request, Response
 from fastapi.responses import RedirectResponse
 from pydantic import ValidationError
 
+from base.settings import Settings
+from control import configs, deployments
+from control import queue as jobs
+from control.common import MAX_ID, now
+from control.deployment_spec import DiscoverRequest, check_timezone
+from control.jobspec import check_tune
+from control.verify import schedule_verify
 from service.console import charts, views
 from service.console.render import ConsoleRoute, fragment, page
 from service.console.session import ViewerDep, WriterDep, set_flash
@@ -18,13 +25,6 @@ from service.jobs.schemas import JobCreate
 from service.params import PathId
 from service.schedules import service as schedules
 from service.schedules.schemas import CRON_MAX, ScheduleCreate, SchedulePatch, check_cron
-from tailtune.base.settings import Settings
-from tailtune.control import configs, deployments
-from tailtune.control import queue as jobs
-from tailtune.control.common import MAX_ID, now
-from tailtune.control.deployment_spec import DiscoverRequest, check_timezone
-from tailtune.control.jobspec import check_tune
-from tailtune.control.verify import schedule_verify
 
 __all__ = ["router"]
 

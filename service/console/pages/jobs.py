@@ -8,15 +8,15 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import RedirectResponse
 
+from control import deployments
+from control import queue as jobs
+from control.db import JobRow
+from control.queue import JOB_KINDS, JOB_STATUSES, NOT_RETRIED
 from service.console import charts, views
 from service.console.render import ConsoleRoute, fragment, page
 from service.console.session import ViewerDep, WriterDep, set_flash
 from service.deps import SessionDep, SettingsDep
 from service.params import OptionalIdQuery, PathId
-from tailtune.control import deployments
-from tailtune.control import queue as jobs
-from tailtune.control.db import JobRow
-from tailtune.control.queue import JOB_KINDS, JOB_STATUSES, NOT_RETRIED
 
 __all__ = ["router"]
 

@@ -9,6 +9,7 @@ from fastapi import APIRouter, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, RedirectResponse
 
+from control import deployments
 from ingest.formats import format_choices
 from service.console.render import ConsoleRoute, fragment, page
 from service.console.session import (
@@ -24,7 +25,6 @@ from service.errors import Forbidden
 from service.params import OptionalIdQuery
 from service.traces import service as traces
 from service.traces.upload import receive_upload
-from tailtune.control import deployments
 
 __all__ = ["UPLOAD_PATH", "router"]
 

@@ -13,7 +13,7 @@
 //! defaults (`99p`). [`build_policy`] sends each named parameter to the policy when it has it, else to this
 //! section; `duplicate` and `speculative` make their own client-side copies and refuse the section.
 //!
-//! The text of `speculative_retry` is parsed by the Python layer (`tailtune.simulation.stock`) and reaches the
+//! The text of `speculative_retry` is parsed by the Python layer (`simulation.stock`) and reaches the
 //! core as numbers: `spec_kind` (0 NEVER, 1 ALWAYS, 2 PERCENTILE, 3 FIXED, 4 MIN, 5 MAX), `spec_percentile`,
 //! `spec_fixed_ms` (whole ms, as Cassandra keeps it).
 //!

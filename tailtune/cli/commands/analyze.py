@@ -23,10 +23,10 @@ def analyze(
 ) -> None:
     """Characterize a trace: multiget sizes, key popularity, value sizes, arrivals, fan-out, slack bounds."""
     from analysis.pipeline import STEPS, Options
+    from base.console import out_console, print_json, progress
+    from base.errors import BadInputError
+    from base.settings import get_settings
     from jobs.characterize import REPORT_STEP, run
-    from tailtune.base.console import out_console, print_json, progress
-    from tailtune.base.errors import BadInputError
-    from tailtune.base.settings import get_settings
 
     if (dataset is None) == (file is None):
         raise BadInputError.single("command line", "give exactly one of --dataset ID or FILE")

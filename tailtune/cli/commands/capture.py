@@ -1,5 +1,5 @@
 """`tailtune capture memcached HOST:PORT [HOST:PORT ...] [--duration S] --out FILE`: record what memcached's watch
-shows as a `memcached-watch` trace file (`tailtune.control.capture`; docs/formats.md § memcached-watch), then
+shows as a `memcached-watch` trace file (`control.capture`; docs/formats.md § memcached-watch), then
 `tailtune ingest FILE`."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 if TYPE_CHECKING:
-    from tailtune.control.capture import CaptureResult
+    from control.capture import CaptureResult
 
 __all__ = ["register"]
 
@@ -36,7 +36,7 @@ def _stop_on_signals(stop: threading.Event) -> dict[int, Any]:
 def _summary(result: CaptureResult) -> None:
     from rich.table import Table
 
-    from tailtune.base.console import out_console
+    from base.console import out_console
 
     table = Table(title="capture", show_header=False, title_justify="left")
     table.add_column(style="bold")
@@ -81,13 +81,13 @@ def memcached(
     never hidden. The keys of one multi-key get/gets become one request when the file is ingested (a heuristic:
     docs/formats.md § memcached-watch).
     """
+    from base.console import counts_progress, err_console, print_json
+    from base.settings import get_settings
+    from control.capture import CaptureProgress, CaptureTarget, capture_memcached, parse_server, stats_caps
     from ingest.limits import parse_size
-    from tailtune.base.console import counts_progress, err_console, print_json
-    from tailtune.base.settings import get_settings
-    from tailtune.control.capture import CaptureProgress, CaptureTarget, capture_memcached, parse_server, stats_caps
 
     if duration is not None and not math.isfinite(duration):  # <= 0: capture_memcached says so
-        from tailtune.base.errors import BadInputError
+        from base.errors import BadInputError
 
         raise BadInputError.single("--duration", f"{duration:g} is not a number of seconds (> 0, finite)",
                                    field="duration")

@@ -24,9 +24,9 @@ def list_datasets(as_json: Annotated[bool, _JSON] = False) -> None:
     """All datasets, oldest first."""
     from rich.table import Table
 
+    from base.console import out_console, print_json
+    from base.settings import get_settings
     from ingest.store import DatasetStore
-    from tailtune.base.console import out_console, print_json
-    from tailtune.base.settings import get_settings
 
     infos = DatasetStore(get_settings()).list()
     if as_json:
@@ -60,9 +60,9 @@ def show(
     as_json: Annotated[bool, _JSON] = False,
 ) -> None:
     """One dataset's summary (--json: its whole manifest)."""
+    from base.console import print_json
+    from base.settings import get_settings
     from ingest.store import DatasetStore
-    from tailtune.base.console import print_json
-    from tailtune.base.settings import get_settings
     from tailtune.cli.commands.ingest import dataset_summary, print_summary
 
     info = DatasetStore(get_settings()).get(dataset)
@@ -78,9 +78,9 @@ def delete(
     as_json: Annotated[bool, _JSON] = False,
 ) -> None:
     """Delete a dataset (its directory under TAILTUNE_HOME/datasets)."""
+    from base.console import out_console, print_json
+    from base.settings import get_settings
     from ingest.store import DatasetStore
-    from tailtune.base.console import out_console, print_json
-    from tailtune.base.settings import get_settings
 
     info = DatasetStore(get_settings()).delete(dataset)
     if as_json:

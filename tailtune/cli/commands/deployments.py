@@ -19,8 +19,8 @@ _JSON = typer.Option("--json", help="Print JSON.")
 
 
 def _db() -> Any:
-    from tailtune.base.settings import get_settings
-    from tailtune.control.db import database_for
+    from base.settings import get_settings
+    from control.db import database_for
 
     return database_for(get_settings().resolved_database_url)
 
@@ -30,8 +30,8 @@ def _fail(exc: Exception, where: str) -> Exception:
     3: not found)."""
     from pydantic import ValidationError
 
-    from tailtune.base.errors import BadInputError, InputProblem
-    from tailtune.control.errors import ServiceError
+    from base.errors import BadInputError, InputProblem
+    from control.errors import ServiceError
 
     if isinstance(exc, ValidationError):
         problems = [
@@ -47,13 +47,13 @@ def _fail(exc: Exception, where: str) -> Exception:
 
 
 def _out(row: Any) -> dict[str, Any]:
-    from tailtune.control.deployment_spec import DeploymentOut
+    from control.deployment_spec import DeploymentOut
 
     return DeploymentOut.of(row).model_dump(mode="json")
 
 
 def _print(doc: dict[str, Any], as_json: bool) -> None:
-    from tailtune.base.console import out_console, print_json
+    from base.console import out_console, print_json
 
     if as_json:
         print_json(doc)
@@ -76,8 +76,8 @@ def list_deployments(as_json: Annotated[bool, _JSON] = False) -> None:
     """All deployments, by id."""
     from rich.table import Table
 
-    from tailtune.base.console import out_console, print_json
-    from tailtune.control import deployments
+    from base.console import out_console, print_json
+    from control import deployments
 
     with _db().session() as s:
         docs = [_out(r) for r in deployments.list_all(s, limit=10_000)]
@@ -95,7 +95,7 @@ def list_deployments(as_json: Annotated[bool, _JSON] = False) -> None:
 @_app.command("show")
 def show(name: str, as_json: Annotated[bool, _JSON] = False) -> None:
     """One deployment by name."""
-    from tailtune.control import deployments
+    from control import deployments
 
     try:
         with _db().session() as s:
@@ -113,10 +113,10 @@ def create(
     """Register a deployment from a JSON file (name, kind, topology, connection, server, driver, tables, ...)."""
     import json
 
-    from tailtune.base.settings import get_settings
-    from tailtune.control import deployments
-    from tailtune.control.deployment_spec import DeploymentCreate
-    from tailtune.control.tokens import CLI
+    from base.settings import get_settings
+    from control import deployments
+    from control.deployment_spec import DeploymentCreate
+    from control.tokens import CLI
 
     try:
         body = DeploymentCreate.model_validate(json.loads(file.read_text()))
@@ -139,10 +139,10 @@ def set_fields(
     as_json: Annotated[bool, _JSON] = False,
 ) -> None:
     """Change a Cassandra deployment's server, driver or tables."""
-    from tailtune.base.settings import get_settings
-    from tailtune.control import deployments
-    from tailtune.control.deployment_spec import DeploymentPatch
-    from tailtune.control.tokens import CLI
+    from base.settings import get_settings
+    from control import deployments
+    from control.deployment_spec import DeploymentPatch
+    from control.tokens import CLI
 
     fields: dict[str, Any] = {}
     if server is not None:
@@ -180,11 +180,11 @@ def discover(
     read latencies; memcached's threads) with its own connection, and store it as the deployment's model."""
     from rich.table import Table
 
-    from tailtune.base.console import out_console, print_json
-    from tailtune.base.settings import get_settings
-    from tailtune.control import deployments
-    from tailtune.control.discovery import discover_deployment
-    from tailtune.control.errors import ServiceError
+    from base.console import out_console, print_json
+    from base.settings import get_settings
+    from control import deployments
+    from control.discovery import discover_deployment
+    from control.errors import ServiceError
 
     settings = get_settings()
     db = _db()
@@ -215,11 +215,11 @@ def calibrate(name: str, as_json: Annotated[bool, _JSON] = False) -> None:
     overhead (memcached: the profiler on scratch keys) and store them as its calibrated model inputs."""
     from rich.table import Table
 
-    from tailtune.base.console import out_console, print_json
-    from tailtune.base.settings import get_settings
-    from tailtune.control import deployments
-    from tailtune.control.calibration import calibrate_deployment
-    from tailtune.control.errors import ServiceError
+    from base.console import out_console, print_json
+    from base.settings import get_settings
+    from control import deployments
+    from control.calibration import calibrate_deployment
+    from control.errors import ServiceError
 
     db = _db()
     log = (lambda _: None) if as_json else (lambda line: out_console.print(line, highlight=False, markup=False))

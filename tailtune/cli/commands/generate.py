@@ -36,9 +36,9 @@ def generate(
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
 ) -> None:
     """Generate a synthetic multiget trace in the canonical long format."""
+    from base.console import print_json, progress
+    from base.settings import get_settings
     from ingest.generate import make_profile, parse_option_strings, write_trace
-    from tailtune.base.console import print_json, progress
-    from tailtune.base.settings import get_settings
 
     options = parse_option_strings(option or [])
     prof = make_profile(profile, options)  # bad profile or option: exit 2 before anything is created
@@ -59,7 +59,7 @@ def generate(
 def _print_summary(s: dict[str, Any]) -> None:
     from rich.table import Table
 
-    from tailtune.base.console import out_console
+    from base.console import out_console
 
     exp = s["expected"]
     table = Table("", "measured", "model", title=f"{s['profile']} trace → {s['out']}", title_justify="left")

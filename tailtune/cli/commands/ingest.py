@@ -14,7 +14,7 @@ __all__ = ["dataset_summary", "register"]
 
 
 def _parse_map(items: list[str]) -> dict[str, str]:
-    from tailtune.base.errors import BadInputError
+    from base.errors import BadInputError
 
     out: dict[str, str] = {}
     for item in items:
@@ -55,7 +55,7 @@ def dataset_summary(info: DatasetInfo) -> dict[str, Any]:
 def print_summary(summary: dict[str, Any], *, title: str) -> None:
     from rich.table import Table
 
-    from tailtune.base.console import out_console
+    from base.console import out_console
 
     table = Table(title=title, show_header=False, title_justify="left")
     table.add_column(style="bold")
@@ -188,11 +188,11 @@ def ingest(
     """
     from rich.markup import escape
 
+    from base.console import err_console, print_json, progress
+    from base.settings import get_settings
     from ingest.limits import Limits, parse_size
     from ingest.pipeline import ingest_file
     from ingest.sniff import sniff
-    from tailtune.base.console import err_console, print_json, progress
-    from tailtune.base.settings import get_settings
 
     settings = get_settings()
     base = Limits.from_settings(settings) if upload_limits else Limits.local(settings)
@@ -209,7 +209,7 @@ def ingest(
     renames = _parse_map(mapping or [])
     if group_window_us is not None:
         if group_window_s is not None:
-            from tailtune.base.errors import BadInputError
+            from base.errors import BadInputError
 
             raise BadInputError.single("command line", "give --group-window-s or --group-window-us, not both")
         group_window_s = group_window_us / 1e6

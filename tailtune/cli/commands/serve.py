@@ -33,15 +33,15 @@ def serve(
     ] = False,
 ) -> None:
     """Run the API (migrating the metadata DB first). Tokens are stored hashed; the token is shown once."""
-    from tailtune.base.console import out_console, print_json
-    from tailtune.base.errors import BadInputError
-    from tailtune.base.settings import get_settings
+    from base.console import out_console, print_json
+    from base.errors import BadInputError
+    from base.settings import get_settings
 
     settings = get_settings()
     if create_token is not None:
-        from tailtune.control.db import database_for
-        from tailtune.control.tokens import SCOPES
-        from tailtune.control.tokens import create_token as make
+        from control.db import database_for
+        from control.tokens import SCOPES
+        from control.tokens import create_token as make
 
         if create_token not in SCOPES:
             raise BadInputError.single("command line", f"must be one of {', '.join(SCOPES)}", field="create-token")
@@ -61,10 +61,10 @@ def serve(
         return
     import uvicorn
 
+    from control.db import database_for
+    from control.redact import install_log_redaction
+    from control.scratch import claim_scratch, sweep_orphan_uploads
     from service.server import server_config
-    from tailtune.control.db import database_for
-    from tailtune.control.redact import install_log_redaction
-    from tailtune.control.scratch import claim_scratch, sweep_orphan_uploads
 
     db = database_for(settings.resolved_database_url)
     claim_scratch(settings, "api")  # this process's scratch; sweeps what killed processes left behind

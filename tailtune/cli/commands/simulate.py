@@ -1,6 +1,6 @@
 """`tailtune simulate`: replay a dataset, trace file or generated profile under one scheduling policy.
 
-The command only reads options: the deployment, the policy and the replay live in `tailtune.simulation`, the
+The command only reads options: the deployment, the policy and the replay live in `simulation`, the
 same code the tuner replays with (so a recommendation's policy and params, given here verbatim with its
 deployment and seeds, reproduce its figures).
 """
@@ -17,7 +17,7 @@ import typer
 if TYPE_CHECKING:
     import kvsim
 
-    from tailtune.simulation import CassandraDeployment, MemcachedDeployment, ParamValue, WorkloadSource
+    from simulation import CassandraDeployment, MemcachedDeployment, ParamValue, WorkloadSource
 
 __all__ = ["cassandra_deployment", "deployment_default", "memcached_deployment", "register"]
 
@@ -31,7 +31,7 @@ _CASSANDRA_ONLY = (
 
 
 def _deployment_class(kind: str) -> type[CassandraDeployment] | type[MemcachedDeployment]:
-    from tailtune.simulation import CassandraDeployment, MemcachedDeployment
+    from simulation import CassandraDeployment, MemcachedDeployment
 
     return CassandraDeployment if kind == CASSANDRA else MemcachedDeployment
 
@@ -73,19 +73,19 @@ def _given(kind: str, options: Mapping[str, Any]) -> dict[str, Any]:
 
 def cassandra_deployment(options: Mapping[str, Any]) -> CassandraDeployment:
     """The Cassandra deployment of `simulate`'s parsed options: the given ones, the class's defaults for the rest."""
-    from tailtune.simulation import CassandraDeployment
+    from simulation import CassandraDeployment
 
     given = _given(CASSANDRA, options)
     if given.get("ring") is not None and ("servers" not in given or "replication" not in given):
-        from tailtune.simulation.cassandra import ring_size
+        from simulation.cassandra import ring_size
 
         ring_servers, ring_rf = ring_size(given["ring"], where="--ring")  # the local datacenter's
         given.setdefault("servers", ring_servers)
         given.setdefault("replication", ring_rf)
     dep = CassandraDeployment(**given)
     if dep.stall_schedule is not None:  # checked against the servers here, to name the file's line
-        from tailtune.base.errors import BadInputError
-        from tailtune.simulation.stall_schedule import check_lines
+        from base.errors import BadInputError
+        from simulation.stall_schedule import check_lines
 
         try:
             dep.server_model()
@@ -97,13 +97,13 @@ def cassandra_deployment(options: Mapping[str, Any]) -> CassandraDeployment:
 
 def memcached_deployment(options: Mapping[str, Any]) -> MemcachedDeployment:
     """The memcached deployment of `simulate`'s parsed options: the given ones, the class's defaults for the rest."""
-    from tailtune.simulation import MemcachedDeployment
+    from simulation import MemcachedDeployment
 
     return MemcachedDeployment(**_given(MEMCACHED, options))
 
 
 def _refuse_cassandra_only(options: Mapping[str, Any], policy: str) -> None:
-    from tailtune.base.errors import BadInputError
+    from base.errors import BadInputError
 
     given = [n for n in _CASSANDRA_ONLY if options[n] is not None and options[n] != deployment_default(n)]
     if options["size_aware_cost"]:
@@ -116,9 +116,9 @@ def _refuse_cassandra_only(options: Mapping[str, Any], policy: str) -> None:
 
 
 def _policy_help() -> str:
-    from tailtune.simulation.memcached import MEMCACHED_POLICIES
-    from tailtune.simulation.policies import REPLICA_POLICY, SELECTOR_POLICIES
-    from tailtune.simulation.registry import cassandra_queue_policies
+    from simulation.memcached import MEMCACHED_POLICIES
+    from simulation.policies import REPLICA_POLICY, SELECTOR_POLICIES
+    from simulation.registry import cassandra_queue_policies
 
     return (
         f"Cassandra: {', '.join(cassandra_queue_policies())}; {', '.join(SELECTOR_POLICIES)} (fifo + that "
@@ -128,14 +128,14 @@ def _policy_help() -> str:
 
 
 def _replica_help() -> str:
-    from tailtune.simulation.registry import replica_selectors
+    from simulation.registry import replica_selectors
 
     names = replica_selectors()
     return ", ".join(f"{n} (default)" if n == "round-robin" else n for n in names) + "."
 
 
 def _speeds(text: str | None) -> tuple[float, ...] | None:
-    from tailtune.base.errors import BadInputError
+    from base.errors import BadInputError
 
     if text is None:
         return None
@@ -151,7 +151,7 @@ def _ring(text: str | None) -> dict[str, Any] | None:
     """`--ring`: the JSON of a ring, or the path of a file holding it."""
     import json
 
-    from tailtune.base.errors import BadInputError
+    from base.errors import BadInputError
 
     if text is None:
         return None
@@ -175,8 +175,8 @@ def _client_rtt(text: str) -> tuple[float, ...]:
     holding them (separated by commas, spaces or lines; a JSON list too)."""
     import re
 
-    from tailtune.base.errors import BadInputError
-    from tailtune.simulation.cassandra import client_rtt
+    from base.errors import BadInputError
+    from simulation.cassandra import client_rtt
 
     where, body = "--client-rtt-ms", text
     try:
@@ -211,7 +211,7 @@ def _client_rtt(text: str) -> tuple[float, ...]:
 def _stall_schedule(text: str) -> tuple[tuple[tuple[int, float, float], ...], list[int], str]:
     """`--stall-schedule`: a CSV file, or the CSV itself (text starting with its header): the stalls, the line of
     each and where they were read."""
-    from tailtune.simulation import stall_schedule
+    from simulation import stall_schedule
 
     if text.lstrip().startswith(",".join(stall_schedule.HEADER)):
         return (*stall_schedule.parse_csv(text, "--stall-schedule"), "--stall-schedule")
@@ -222,8 +222,8 @@ def _run_memcached(
     source: WorkloadSource, deployment: MemcachedDeployment, policy: str, params: dict[str, ParamValue], seed: int,
     as_json: bool,
 ) -> None:
-    from tailtune.base.console import err_console, out_console, print_json
-    from tailtune.simulation import memcached
+    from base.console import err_console, out_console, print_json
+    from simulation import memcached
 
     trace = memcached.prepare(source.load(), source=source.where)
     summary = memcached.replay(trace, deployment, policy, params, seed).to_json()
@@ -240,7 +240,7 @@ def _run_memcached(
 
 
 def _warn(res: kvsim.Result) -> None:
-    from tailtune.base.console import err_console
+    from base.console import err_console
 
     r = res
     if not r.steady_state:
@@ -262,7 +262,7 @@ def _warn(res: kvsim.Result) -> None:
 def _print_table(res: kvsim.Result) -> None:
     from rich.table import Table
 
-    from tailtune.base.console import out_console
+    from base.console import out_console
 
     r = res
     t = Table(title=f"{res.policy_label or r.policy} {res.replica_params if res.policy_label else r.params or ''}")
@@ -302,7 +302,7 @@ def _coordinator_json(out: dict[str, Any], params: dict[str, ParamValue], policy
     """`stock`, or another policy given coordinator knobs: `ops` counts the extra (speculative) reads too
     (`workload_ops` = the trace's own); `speculative_retry` in Cassandra's normalised text (unset: `99p` for
     `stock`, `NEVER` for the others)."""
-    from tailtune.simulation.stock import (
+    from simulation.stock import (
         DEFAULT_SPECULATIVE_RETRY,
         PATCHED_SPECULATIVE_RETRY,
         STOCK_POLICY,
@@ -323,9 +323,9 @@ def _run_cassandra(
     source: WorkloadSource, deployment: CassandraDeployment, policy: str, params: dict[str, ParamValue],
     replica_params: dict[str, ParamValue], seed: int, as_json: bool,
 ) -> None:
-    from tailtune.base.console import print_json
-    from tailtune.simulation import cassandra, resolve
-    from tailtune.simulation.stock import COORDINATOR_KNOBS
+    from base.console import print_json
+    from simulation import cassandra, resolve
+    from simulation.stock import COORDINATOR_KNOBS
 
     resolved = resolve(policy, params, replica_params={k: float(v) for k, v in replica_params.items()},
                        where="--param", names_where="--policy")
@@ -601,12 +601,12 @@ def register(app: typer.Typer) -> None:
         as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
     ) -> None:
         """Replay a workload on the simulated cluster and report latency percentiles."""
-        from tailtune.simulation import (
+        from simulation import (
             MEMCACHED_POLICIES,
             WorkloadSource,
             parse_params,
         )
-        from tailtune.simulation.config_check import check_params
+        from simulation.config_check import check_params
 
         params = parse_params(param or [])
         if policy in MEMCACHED_POLICIES:

@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 if TYPE_CHECKING:
-    from tailtune.control.tune_request import DeploymentTune
-    from tailtune.simulation.source import WorkloadSource
+    from control.tune_request import DeploymentTune
+    from simulation.source import WorkloadSource
 
 __all__ = ["peak_check_line", "register"]
 
@@ -96,9 +96,9 @@ def tune(
     """Tune the scheduler for a trace: best policy and parameters, with evidence vs your current config."""
     import json
 
-    from tailtune.base.console import err_console, print_json, progress
-    from tailtune.base.errors import BadInputError
-    from tailtune.simulation.source import WorkloadSource
+    from base.console import err_console, print_json, progress
+    from base.errors import BadInputError
+    from simulation.source import WorkloadSource
     from tuner.sampling import SamplingSpec
     from tuner.space import parse_override
     from tuner.tune import TuneRequest, parse_candidate, run_tune
@@ -168,11 +168,11 @@ def tune(
 
 def _deployment_tune(name: str, source: WorkloadSource, **options: Any) -> DeploymentTune:
     """The tune of the registered deployment `name` (the metadata DB of TAILTUNE_DATABASE_URL) on `source`, as its
-    nightly job builds it (`tailtune.control.tune_request`)."""
-    from tailtune.base.settings import get_settings
-    from tailtune.control.db import database_for
-    from tailtune.control.deployments import get_by_name
-    from tailtune.control.tune_request import deployment_record, deployment_tune
+    nightly job builds it (`control.tune_request`)."""
+    from base.settings import get_settings
+    from control.db import database_for
+    from control.deployments import get_by_name
+    from control.tune_request import deployment_record, deployment_tune
 
     db = database_for(get_settings().resolved_database_url)
     try:
@@ -187,7 +187,7 @@ def _print_text(doc: dict[str, Any]) -> None:
     """The human view: verdict, the chosen config, then current / best stock / best patched side by side."""
     import json
 
-    from tailtune.base.console import err_console, out_console
+    from base.console import err_console, out_console
 
     color = "green" if doc["verdict"] == "recommend" else "yellow"
     out_console.print(f"[bold {color}]{doc['verdict']}[/]: {doc['reason']}")

@@ -19,12 +19,12 @@ def worker(
     import signal
     import threading
 
+    from base.settings import get_settings
+    from control.db import database_for
+    from control.redact import install_log_redaction
+    from control.scratch import claim_scratch
     from jobs.handlers import default_finalizers, default_handlers
     from jobs.worker import Worker
-    from tailtune.base.settings import get_settings
-    from tailtune.control.db import database_for
-    from tailtune.control.redact import install_log_redaction
-    from tailtune.control.scratch import claim_scratch
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     logging.getLogger("alembic").setLevel(logging.WARNING)

@@ -1,0 +1,288 @@
+"""Config versions: add (manual, tuning, rollback), latest, history, diff, publish jobs."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from pydantic import BaseModel
+from sqlalchemy import func, select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from base.errors import BadInputError
+from base.settings import Settings, get_settings
+from control.common import now
+from control.configs_cache import latest_cache
+from control.db import ConfigVersionRow, DeploymentRow, JobRow
+from control.errors import Invalid, Missing, PayloadTooLarge
+from control.queue import enqueue
+
+__all__ = [
+    "ConfigDiff",
+    "add_version",
+    "applies_to",
+    "config_bytes",
+    "diff",
+    "flatten",
+    "get_version",
+    "history",
+    "latest",
+    "rollback",
+    "schedule_publish",
+    "validate_config",
+    "with_rendering",
+]
+
+
+class ConfigDiff(BaseModel):
+    from_version: int
+    to_version: int
+    added: dict[str, Any]
+    removed: dict[str, Any]
+    changed: dict[str, dict[str, Any]]
+
+
+def config_bytes(config: Any) -> int:
+    """The size of a config as stored and published: canonical JSON."""
+    return len(json.dumps(config, sort_keys=True, separators=(",", ":"), allow_nan=True).encode())
+
+
+def _invalid(exc: BadInputError) -> Invalid:
+    p = exc.problems[0]
+    field = p.field or "config"
+    return Invalid(f"{field}: {p.problem}", field=field)
+
+
+def validate_config(
+    config: Any, kind: str, max_bytes: int, *, driver: str | None = None, max_depth: int | None = None
+) -> dict[str, Any]:
+    """A config must be a tree the stores and the API can hold (no NaN or Infinity, at most `max_depth` levels,
+    default the setting `config_max_depth`: checked first, without recursion), fit in `max_bytes`, and pass the
+    simulation layer's one check (`simulation.config_check.check_config`): a real policy of the
+    deployment's kind with parameters inside the registry's ranges, stock knobs inside their rows and valid for
+    `driver`, a target the clients accept. Raises Invalid (422) / PayloadTooLarge (413) naming the field."""
+    from simulation.config_check import check_config, check_tree
+
+    depth = max_depth if max_depth is not None else get_settings().config_max_depth
+    if not isinstance(config, dict):
+        raise Invalid("config: must be an object", field="config")
+    try:
+        check_tree(config, max_depth=depth)
+        size = config_bytes(config)
+        if size > max_bytes:
+            raise PayloadTooLarge(
+                f"config is {size} bytes; the limit is {max_bytes} (config_max_bytes)", field="config"
+            )
+        return check_config(config, kind, max_depth=depth, driver=driver)
+    except BadInputError as exc:
+        raise _invalid(exc) from None
+
+
+def applies_to(dep: DeploymentRow) -> dict[str, Any] | None:
+    """What a version of `dep` is made for: its server, driver and tables (Cassandra; None for memcached)."""
+    if dep.kind != "cassandra":
+        return None
+    return {"server": dep.server or "stock", "driver": dep.driver or "java4", "tables": list(dep.tables or [])}
+
+
+def with_rendering(config: dict[str, Any], dep: DeploymentRow) -> dict[str, Any]:
+    """A Cassandra config that sets stock knobs without the tuner's rendering gets it in `target` (the CQL,
+    the yaml and JMX lines, the driver's profile and settings, the notes:
+    `simulation.stock_render.render_stock`), so what is published carries what the driver side needs.
+    Configs that have it, and others, are unchanged.
+    """
+    from simulation.stock_knobs import knob
+    from simulation.stock_render import render_stock
+
+    if dep.kind != "cassandra":
+        return config
+    params = config.get("params") or {}
+    stockish = config.get("policy") == "stock" or any(knob(k) is not None for k in params)
+    target = config.get("target") or {}
+    if not stockish or "driver" in target:
+        return config
+    from base.errors import BadInputError
+
+    try:
+        rendered = render_stock(params, tables=list(dep.tables or []), driver=dep.driver or "java4")
+    except BadInputError as exc:
+        p = exc.problems[0]
+        raise Invalid(p.problem, field=f"config.params.{p.field}" if p.field else "config.params") from None
+    return {**config, "target": {**rendered, **target}}
+
+
+def _deployment(s: Session, deployment_id: int) -> DeploymentRow:
+    row = s.get(DeploymentRow, deployment_id)
+    if row is None:
+        raise Missing(f"deployment {deployment_id} not found", field="deployment_id")
+    return row
+
+
+def add_version(
+    s: Session,
+    deployment_id: int,
+    config: dict[str, Any],
+    *,
+    settings: Settings,
+    source: str,
+    job_id: int | None = None,
+    note: str | None = None,
+) -> ConfigVersionRow:
+    """Append the next version (1, 2, ...). Concurrent writers of one deployment queue on its row lock
+    (`SELECT ... FOR UPDATE` on PostgreSQL; SQLite has one writer at a time anyway), and the unique
+    (deployment, version) key is the safety net: a writer that still collides retries with the next number.
+    """
+    dep = s.scalar(select(DeploymentRow).where(DeploymentRow.id == deployment_id).with_for_update())
+    if dep is None:
+        raise Missing(f"deployment {deployment_id} not found", field="deployment_id")
+    validate_config(
+        config, dep.kind, settings.config_max_bytes, driver=dep.driver, max_depth=settings.config_max_depth
+    )
+    config = with_rendering(config, dep)
+    validate_config(
+        config, dep.kind, settings.config_max_bytes, driver=dep.driver, max_depth=settings.config_max_depth
+    )
+    for _ in range(10):
+        version = (
+            s.scalar(
+                select(func.max(ConfigVersionRow.version)).where(
+                    ConfigVersionRow.deployment_id == deployment_id
+                )
+            )
+            or 0
+        ) + 1
+        row = ConfigVersionRow(
+            deployment_id=deployment_id,
+            version=version,
+            config=config,
+            source=source,
+            job_id=job_id,
+            note=note,
+            published={},
+            created_at=now(),
+            applies_to=applies_to(dep),
+        )
+        try:
+            with s.begin_nested():
+                s.add(row)
+                s.flush()
+        except IntegrityError:
+            continue
+        latest_cache.drop(deployment_id)
+        return row
+    raise Invalid("too many concurrent config writes; retry", field="version")
+
+
+def latest(s: Session, deployment_id: int) -> ConfigVersionRow:
+    row = s.scalar(
+        select(ConfigVersionRow)
+        .where(ConfigVersionRow.deployment_id == deployment_id)
+        .order_by(ConfigVersionRow.version.desc())
+        .limit(1)
+    )
+    if row is None:
+        _deployment(s, deployment_id)
+        raise Missing(f"deployment {deployment_id} has no accepted config yet", field="deployment_id")
+    return row
+
+
+def get_version(s: Session, deployment_id: int, version: int) -> ConfigVersionRow:
+    row = s.scalar(
+        select(ConfigVersionRow).where(
+            ConfigVersionRow.deployment_id == deployment_id, ConfigVersionRow.version == version
+        )
+    )
+    if row is None:
+        raise Missing(f"deployment {deployment_id} has no config version {version}", field="version")
+    return row
+
+
+def history(s: Session, deployment_id: int, *, limit: int = 100, offset: int = 0) -> Sequence[ConfigVersionRow]:
+    _deployment(s, deployment_id)
+    return s.scalars(
+        select(ConfigVersionRow)
+        .where(ConfigVersionRow.deployment_id == deployment_id)
+        .order_by(ConfigVersionRow.version.desc())
+        .limit(limit)
+        .offset(offset)
+    ).all()
+
+
+def flatten(doc: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """{'a': {'b': 1}} → {'a.b': 1}; lists and scalars are leaves."""
+    out: dict[str, Any] = {}
+    for key, value in doc.items():
+        path = f"{prefix}{key}"
+        if isinstance(value, dict) and value:
+            out.update(flatten(value, path + "."))
+        else:
+            out[path] = value
+    return out
+
+
+def _diffable(row: ConfigVersionRow) -> dict[str, Any]:
+    out = flatten(row.config)
+    if row.applies_to:
+        out.update(flatten({"applies_to": row.applies_to}))
+    return out
+
+
+def diff(s: Session, deployment_id: int, a: int, b: int) -> ConfigDiff:
+    """Flat keys of the two configs, and `applies_to.server`, `.driver`, `.tables` (the deployment's settings
+    each version was made for) where the versions record them."""
+    old, new = _diffable(get_version(s, deployment_id, a)), _diffable(get_version(s, deployment_id, b))
+    return ConfigDiff(
+        from_version=a,
+        to_version=b,
+        added={k: new[k] for k in sorted(new.keys() - old.keys())},
+        removed={k: old[k] for k in sorted(old.keys() - new.keys())},
+        changed={
+            k: {"from": old[k], "to": new[k]} for k in sorted(old.keys() & new.keys()) if old[k] != new[k]
+        },
+    )
+
+
+def schedule_publish(s: Session, settings: Settings, deployment_id: int, version: int) -> JobRow:
+    get_version(s, deployment_id, version)
+    return enqueue(s, settings, "publish", {"version": version}, deployment_id=deployment_id)
+
+
+def rollback(
+    s: Session, settings: Settings, deployment_id: int, version: int, note: str | None
+) -> ConfigVersionRow:
+    """Rolling back = a new latest version carrying an earlier version's config (targets only move forward).
+
+    Cassandra: for each table option (`speculative_retry`) that config does not set itself, the new version names,
+    in `target.table_options`, the value each of the deployment's tables had while `version` was current (from
+    what the publisher recorded: the `after` of the newest published version up to it, else the `before` of
+    the first later one that changed the table), so publishing the rollback restores them
+    (`control.publishers.stock.restore_options`).
+
+    A rollback runs on every request: the earlier config's `canary_fraction`, if any, is not copied.
+    """
+    from control.publishers.stock import TABLE_OPTIONS, restore_options
+
+    old = get_version(s, deployment_id, version)
+    dep = _deployment(s, deployment_id)
+    config = {k: v for k, v in old.config.items() if k != "canary_fraction"}
+    if dep.kind == "cassandra" and dep.tables:
+        records = s.execute(
+            select(ConfigVersionRow.version, ConfigVersionRow.published).where(
+                ConfigVersionRow.deployment_id == deployment_id
+            )
+        ).all()
+        options = restore_options(
+            config, ((v, (p or {}).get("cassandra", {})) for v, p in records), version, list(dep.tables)
+        )
+        if options is not None:
+            config["target"] = {**(config.get("target") or {}), TABLE_OPTIONS: options}
+    return add_version(
+        s,
+        deployment_id,
+        config,
+        settings=settings,
+        source="rollback",
+        note=note or f"rollback to version {version}",
+    )

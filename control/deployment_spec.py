@@ -1,0 +1,327 @@
+"""The bodies of a deployment: what registers (`DeploymentCreate`) and changes (`DeploymentPatch`) one, and how it
+is shown (`DeploymentOut`) — by /api/v1/deployments and `tailtune deployments` alike."""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from typing import Annotated, Any, Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from pydantic import (
+    BaseModel,
+    Field,
+    SerializerFunctionWrapHandler,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
+
+from base.errors import BadInputError
+from control.capture import parse_server
+from control.common import NAME_PATTERN, RequestBody, to_dt
+from control.db import DeploymentRow
+from control.model import INPUT_RANGES, topology_default
+
+__all__ = [
+    "DRIVERS",
+    "SERVERS",
+    "TABLE_PATTERN",
+    "Connection",
+    "Constraints",
+    "DeploymentCreate",
+    "DeploymentOut",
+    "DeploymentPatch",
+    "DiscoverRequest",
+    "Objective",
+    "Topology",
+    "check_tables",
+    "check_timezone",
+]
+
+_HOSTPORT = re.compile(r"^[A-Za-z0-9.\-]+:[0-9]{1,5}$|^\[[0-9a-fA-F:]+\]:[0-9]{1,5}$")
+#: IANA zone names are short (the longest is about 30 characters); timezone columns are VARCHAR(64).
+TIMEZONE_MAX = 64
+#: Endpoints of one deployment (memcached servers, Cassandra contact points) and names in a policy list.
+MAX_ENDPOINTS = 256
+HOST_MAX = 255
+Host = Annotated[str, Field(min_length=1, max_length=HOST_MAX + 6)]
+PolicyName = Annotated[str, Field(min_length=1, max_length=64)]
+
+#: What a Cassandra deployment's nodes run: stock Cassandra, or a server patched with Rein's scheduler.
+SERVERS = ("stock", "rein-patched")
+#: The applications' driver (the same names as `simulation.stock_knobs.DRIVERS`).
+DRIVERS = ("java4", "python")
+#: `keyspace.table`, both unquoted CQL identifiers as Cassandra stores them (lower case; at most 48 characters,
+#: Cassandra's limit for both names). Case-sensitive (quoted) names are not accepted.
+TABLE_PATTERN = r"^[a-z][a-z0-9_]{0,47}\.[a-z][a-z0-9_]{0,47}$"
+_TABLE = re.compile(TABLE_PATTERN)
+#: Keyspaces whose tables Cassandra owns: their options are not the operator's to tune.
+SYSTEM_KEYSPACES = frozenset(
+    {"system", "system_schema", "system_auth", "system_distributed", "system_traces", "system_views",
+     "system_virtual_schema", "system_cluster_metadata"}
+)
+#: Tables of one deployment.
+MAX_TABLES = 256
+
+
+def check_tables(tables: list[str]) -> list[str]:
+    """`keyspace.table` names: valid, not a system keyspace's, no duplicates (order kept)."""
+    seen: list[str] = []
+    for i, t in enumerate(tables):
+        shown = t if len(t) <= 100 else t[:100] + "…"
+        if not _TABLE.match(t):
+            raise ValueError(
+                f"tables[{i}]: {shown!r} is not keyspace.table (lower-case unquoted CQL names: a letter, then "
+                "letters, digits or _, at most 48 characters each)"
+            )
+        if t.split(".", 1)[0] in SYSTEM_KEYSPACES:
+            raise ValueError(f"tables[{i}]: {shown!r} is in a system keyspace (Cassandra owns its options)")
+        if t in seen:
+            raise ValueError(f"tables[{i}]: {shown!r} is listed twice")
+        seen.append(t)
+    return seen
+
+
+def check_timezone(value: str) -> str:
+    shown = value if len(value) <= TIMEZONE_MAX else value[:TIMEZONE_MAX] + "…"
+    problem = f"unknown time zone {shown!r} (use an IANA name such as Europe/Berlin)"
+    if len(value) > TIMEZONE_MAX or not re.fullmatch(r"[A-Za-z0-9_+\-]+(/[A-Za-z0-9_+\-]+)*", value):
+        raise ValueError(problem)
+    try:
+        ZoneInfo(value)
+    except (ZoneInfoNotFoundError, ValueError, OSError) as exc:
+        raise ValueError(problem) from exc
+    return value
+
+
+_R = INPUT_RANGES  # the one declaration of the model inputs' ranges (discovery and calibration check the same)
+_D = topology_default  # the model's defaults (the simulator's), the one declaration of them
+
+
+class Topology(RequestBody):
+    """What the operator states about the cluster; every field may be left out (discovery reads the live system's,
+    the model's defaults fill the rest, and the answer says which is which). A field's default is the model's
+    (`topology_default`: the simulator's), shown here and never stored: only the fields given are declared."""
+
+    servers: int | None = Field(default=_D("servers"), ge=_R["servers"].low, le=_R["servers"].high)
+    slots: int = Field(
+        default=_D("slots"), ge=_R["slots"].low, le=_R["slots"].high, description="Concurrent requests per server."
+    )
+    replication: int = Field(default=_D("replication"), ge=_R["replication"].low, le=_R["replication"].high)
+    service_rate_per_s: float | None = Field(
+        default=_D("service_rate_per_s"), gt=_R["service_rate_per_s"].low, description="Ops per second one slot serves."
+    )
+    network_ms: float = Field(default=_D("network_ms"), ge=_R["network_ms"].low, le=_R["network_ms"].high)
+
+    @model_validator(mode="after")
+    def _rf(self) -> Topology:
+        given = self.model_fields_set
+        if "servers" in given and "replication" in given and self.servers is not None \
+                and self.replication > self.servers:
+            raise ValueError("replication must not exceed servers")
+        return self
+
+
+class Connection(RequestBody):
+    """Cassandra: contact_points + port + keyspace (+ username and password_env when the cluster authenticates).
+    memcached: servers as host:port."""
+
+    contact_points: list[Host] = Field(default_factory=list, max_length=MAX_ENDPOINTS)
+    port: int = Field(default=9042, ge=1, le=65535)
+    keyspace: str = Field(default="tailtune", pattern=r"^[a-z][a-z0-9_]{0,47}$")
+    servers: list[Host] = Field(default_factory=list, max_length=MAX_ENDPOINTS)
+    username: str | None = Field(
+        default=None, min_length=1, max_length=128, description="Cassandra: the role the publisher logs in as."
+    )
+    password_env: str | None = Field(
+        default=None,
+        pattern=r"^[A-Z_][A-Z0-9_]{0,63}$",
+        description=(
+            "Cassandra: the name of the environment variable, in the worker's (and API's) environment, that holds "
+            "the password. The password itself is never sent to, stored or returned by tailtune."
+        ),
+    )
+
+    @model_validator(mode="after")
+    def _login(self) -> Connection:
+        if (self.username is None) != (self.password_env is None):
+            raise ValueError("username and password_env go together (a login needs both)")
+        if self.servers and self.username is not None:
+            raise ValueError("username, password_env: only a cassandra deployment logs in")
+        return self
+
+    @field_validator("servers")
+    @classmethod
+    def _hostports(cls, v: list[str]) -> list[str]:
+        for s in v:
+            if not _HOSTPORT.match(s):
+                raise ValueError(f"{s!r} is not host:port")
+            try:
+                parse_server(s)  # the worker's own reading of it: the port in 1..65535
+            except BadInputError:
+                raise ValueError(f"{s!r} is not host:port with a port in 1..65535") from None
+        return v
+
+
+class Objective(RequestBody):
+    metric: Literal["p50", "p95", "p99", "p999", "mean"] = "p99"
+    min_improvement: float = Field(default=0.02, ge=0, le=1, description="Relative gain needed to accept.")
+
+
+class Constraints(RequestBody):
+    max_p50_ms: float | None = Field(default=None, gt=0)
+    max_p99_ms: float | None = Field(default=None, gt=0)
+    policies: list[PolicyName] | None = Field(
+        default=None, max_length=MAX_ENDPOINTS, description="Allowed policy names (None: any)."
+    )
+
+
+class DeploymentCreate(RequestBody):
+    name: str = Field(pattern=NAME_PATTERN)
+    kind: Literal["cassandra", "memcached"]
+    timezone: str = "UTC"
+    topology: Topology = Field(
+        default_factory=Topology,
+        description="Optional: `tailtune deployments discover` reads servers, replication and slots from the "
+        "connection; what is left out is shown as discovered or as a default.",
+    )
+    connection: Connection
+    objective: Objective = Field(default_factory=Objective)
+    constraints: Constraints = Field(default_factory=Constraints)
+    current_config: dict[str, Any] | None = None
+    server: Literal["stock", "rein-patched"] = Field(
+        default="stock", description="Cassandra: what the nodes run (stock Cassandra, or a Rein-patched server)."
+    )
+    driver: Literal["java4", "python"] = Field(
+        default="java4", description="Cassandra: the applications' driver (Java driver 4.x or cassandra-driver)."
+    )
+    tables: list[str] = Field(
+        default_factory=list,
+        max_length=MAX_TABLES,
+        description="Cassandra: the keyspace.table names a stock config's speculative_retry is applied to.",
+    )
+
+    @field_validator("timezone")
+    @classmethod
+    def _tz(cls, v: str) -> str:
+        return check_timezone(v)
+
+    @field_validator("tables")
+    @classmethod
+    def _tables(cls, v: list[str]) -> list[str]:
+        return check_tables(v)
+
+    @model_validator(mode="after")
+    def _connection_matches_kind(self) -> DeploymentCreate:
+        if self.kind == "memcached" and self.tables:
+            raise ValueError("tables: only a cassandra deployment has tables")
+        if self.kind == "memcached" and (self.server, self.driver) != ("stock", "java4"):
+            raise ValueError("server, driver: only a cassandra deployment has a server kind and a driver")
+        if self.kind == "cassandra" and not self.connection.contact_points:
+            raise ValueError(
+                "connection.contact_points: a cassandra deployment needs at least one contact point"
+            )
+        if self.kind == "memcached" and not self.connection.servers:
+            raise ValueError("connection.servers: a memcached deployment needs at least one host:port")
+        return self
+
+
+class DeploymentPatch(RequestBody):
+    timezone: str | None = None
+    topology: Topology | None = None
+    connection: Connection | None = None
+    objective: Objective | None = None
+    constraints: Constraints | None = None
+    current_config: dict[str, Any] | None = None
+    server: Literal["stock", "rein-patched"] | None = None
+    driver: Literal["java4", "python"] | None = None
+    tables: list[str] | None = Field(default=None, max_length=MAX_TABLES)
+
+    @field_validator("timezone")
+    @classmethod
+    def _tz(cls, v: str | None) -> str | None:
+        return None if v is None else check_timezone(v)
+
+    @field_validator("tables")
+    @classmethod
+    def _tables(cls, v: list[str] | None) -> list[str] | None:
+        return None if v is None else check_tables(v)
+
+
+class DiscoverRequest(RequestBody):
+    """POST /deployments/{id}/discover."""
+
+    profile_servers: bool = Field(
+        default=False,
+        description="memcached: also profile the first server (multigets of 1..200 keys on scratch keys, deleted "
+        "afterwards) for the client_overhead input. It writes to the server.",
+    )
+
+
+class DeploymentOut(BaseModel):
+    id: int
+    name: str
+    kind: str
+    timezone: str
+    topology: dict[str, Any]
+    connection: dict[str, Any]
+    objective: dict[str, Any]
+    constraints: dict[str, Any]
+    current_config: dict[str, Any] | None
+    publish_status: str
+    publish_error: str | None
+    created_at: datetime | None
+    server: str
+    driver: str
+    tables: list[str]
+    sources: dict[str, str] = Field(
+        default_factory=dict,
+        description="Where each shown topology value (and a cassandra deployment's server and driver) comes from: "
+        "declared, discovered, calibrated or default (control.model.SOURCES).",
+    )
+    defaults: list[str] = Field(default_factory=list, description="The fields of `sources` left at a default.")
+    model: dict[str, Any] = Field(
+        default_factory=dict,
+        description="The deployment's model as found on the live system: inputs (value, source, time), readings, "
+        "and the topology fields the operator set (docs/operations.md § The deployment's model).",
+    )
+
+    @model_serializer(mode="wrap")
+    def _kind_fields(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        out: dict[str, Any] = handler(self)
+        if self.kind != "cassandra":  # a server kind, a driver and tables are a cassandra deployment's only
+            for key in ("server", "driver", "tables"):
+                out.pop(key, None)
+        return out
+
+    @classmethod
+    def of(cls, r: DeploymentRow) -> DeploymentOut:
+        from control.model import shown_topology
+
+        topology, sources = shown_topology(r.kind, r.topology or {}, r.connection or {}, r.model or {})
+        if r.kind == "cassandra":
+            given = set((r.model or {}).get("given") or ())
+            for key, default in (("server", "stock"), ("driver", "java4")):
+                value = getattr(r, key) or default
+                sources[key] = "declared" if key in given or value != default else "default"
+        return cls(
+            id=r.id,
+            name=r.name,
+            kind=r.kind,
+            timezone=r.timezone,
+            topology=topology,
+            sources=sources,
+            defaults=[k for k, v in sources.items() if v == "default"],
+            connection=r.connection,
+            objective=r.objective,
+            constraints=r.constraints,
+            current_config=r.current_config,
+            publish_status=r.publish_status,
+            publish_error=r.publish_error,
+            created_at=to_dt(r.created_at),
+            server=r.server or "stock",
+            driver=r.driver or "java4",
+            tables=list(r.tables or []),
+            model=dict(r.model or {}),
+        )

@@ -1,0 +1,116 @@
+"""What a nightly job may be asked to do: its options, checked the same way at the API (422 naming the field) and
+by the worker before the first step (a payload written by an older version or by hand fails at once, naming
+`job payload`, instead of after the Spark analysis).
+
+The ranges that depend on the installation are settings: `tune_max_trials`, `tune_max_seeds`,
+`tune_max_timeout_s`, `capture_max_duration_s` (docs/operations.md § Limits).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from base.settings import Settings
+from control.common import RequestBody
+from control.errors import Invalid
+
+__all__ = [
+    "DATASET_ID_PATTERN",
+    "MAX_TRACES",
+    "CaptureOptions",
+    "NightlyOptions",
+    "TuneOptions",
+    "check_capture",
+    "check_capture_kind",
+    "check_nightly",
+    "check_tune",
+]
+
+MAX_TRACES = 20
+DATASET_ID_PATTERN = r"^[A-Za-z0-9_-]{4,64}$"
+
+
+class TuneOptions(RequestBody):
+    """The tuner's options of a nightly job (unknown names are refused: a typo must not be ignored)."""
+
+    trials: int = Field(default=50, ge=1, description="Optuna trials (at most tune_max_trials).")
+    seeds: int = Field(default=3, ge=1, description="Seeds per trial (at most tune_max_seeds).")
+    timeout_s: Annotated[float, Field(gt=0)] | None = Field(
+        default=None, description="Wall-clock budget of the study, seconds (at most tune_max_timeout_s)."
+    )
+
+
+class CaptureOptions(RequestBody):
+    """Take the nightly job's trace from a capture of the deployment's memcached servers instead of an upload."""
+
+    duration_s: float = Field(
+        gt=0, description="How long the worker watches the servers, seconds (at most capture_max_duration_s)."
+    )
+
+
+class NightlyOptions(BaseModel):
+    """A nightly job's payload."""
+
+    model_config = ConfigDict(extra="ignore", allow_inf_nan=False)
+
+    traces: Annotated[int, Field(strict=True, ge=1, le=MAX_TRACES)] = 1
+    dataset_ids: list[Annotated[str, Field(pattern=DATASET_ID_PATTERN)]] | None = Field(
+        default=None, max_length=MAX_TRACES
+    )
+    publish: bool = True
+    tune: TuneOptions = Field(default_factory=TuneOptions)
+    #: re-tune even when the workload has not moved since the running config's study (docs/drift.md)
+    force: Annotated[bool, Field(strict=True)] = False
+    capture: CaptureOptions | None = None
+
+
+def _limits(opts: TuneOptions, settings: Settings, prefix: str) -> None:
+    for name, value, limit, setting in (
+        ("trials", opts.trials, settings.tune_max_trials, "tune_max_trials"),
+        ("seeds", opts.seeds, settings.tune_max_seeds, "tune_max_seeds"),
+        ("timeout_s", opts.timeout_s, settings.tune_max_timeout_s, "tune_max_timeout_s"),
+    ):
+        if value is not None and value > limit:
+            raise Invalid(f"must be at most {limit:g} ({setting})", field=f"{prefix}{name}")
+
+
+def check_tune(opts: TuneOptions, settings: Settings, prefix: str = "tune.") -> TuneOptions:
+    """The installation's limits on a parsed TuneOptions (Invalid naming the field)."""
+    _limits(opts, settings, prefix)
+    return opts
+
+
+def check_capture(
+    capture: CaptureOptions | None, settings: Settings, *, dataset_ids: list[str] | None = None
+) -> CaptureOptions | None:
+    """The installation's limit on a capture's duration; a capture and explicit datasets exclude each other."""
+    if capture is None:
+        return None
+    if dataset_ids:
+        raise Invalid("a job takes its trace from a capture or from dataset_ids, not both", field="capture")
+    if capture.duration_s > settings.capture_max_duration_s:
+        raise Invalid(
+            f"must be at most {settings.capture_max_duration_s:g} (capture_max_duration_s)", field="capture.duration_s"
+        )
+    return capture
+
+
+def check_capture_kind(capture: object, kind: str) -> None:
+    """Only memcached can be captured (its `watch`): Invalid for a capture (options or payload) of another kind."""
+    if capture is not None and kind != "memcached":
+        raise Invalid(f"only a memcached deployment can be captured, not a {kind} one", field="capture")
+
+
+def check_nightly(payload: dict[str, Any], settings: Settings) -> NightlyOptions:
+    """Parse and check a stored nightly payload; Invalid naming the first bad field."""
+    try:
+        opts = NightlyOptions.model_validate(payload)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        field = ".".join(str(p) for p in err.get("loc", ())) or "payload"
+        raise Invalid(str(err.get("msg", "invalid")), field=field) from None
+    check_tune(opts.tune, settings)
+    check_capture(opts.capture, settings, dataset_ids=opts.dataset_ids)
+    return opts
