@@ -185,7 +185,7 @@ def main() -> int:
             token,
         )
         dep_id = dep["id"]  # type: ignore[index]
-        cfg = {"policy": "chisel", "params": {"thr_l": 4096, "window_us": 50, "batch": 8}}
+        cfg = {"policy": "chisel", "params": {"split_keys": 4, "merge": 1, "elephant_threshold": 4096}}
         call(f"{url}/configs/{dep_id}/versions", "POST", {"config": cfg, "publish": False}, token)
         path, etag = f"/api/v1/configs/{dep_id}", f'"{dep_id}-1"'
         asyncio.run(load(port, path, token, etag, a.rate, a.warmup, a.connections))
