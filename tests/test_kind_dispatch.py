@@ -7,9 +7,11 @@ place that chooses a behaviour by comparing with a registered kind's name (`kind
   tuple / list / set literal holding one (`kind in ("cassandra", "memcached")`);
 - the same with a module-level constant bound to such a value (`CASSANDRA = "cassandra"` … `kind == CASSANDRA`;
   `DEPLOYMENTS = ("cassandra", "memcached")` … `x in DEPLOYMENTS`);
-- a `match` case on such a constant (`case "cassandra":`, `case "cassandra" | "memcached":`);
+- a `match` case on such a constant, at any depth of the pattern (`case "cassandra":`,
+  `case "cassandra" | "memcached":`, `case {"kind": "memcached"}:`);
 - a dict literal with such a key (`{"cassandra": …}`), or `dict(cassandra=…)`;
-- a subscript by such a constant (`POLICIES["cassandra"]`: a per-kind value picked by name).
+- a subscript by such a constant (`POLICIES["cassandra"]`: a per-kind value picked by name;
+  `Literal["cassandra", "memcached"]`: a type spelling the list of kinds out again).
 
 Passing a name as a value is no dispatch (`TuneRequest(deployment="cassandra")`, a record's
 `{"kind": "cassandra"}`, a default `store: str = "cassandra"`).
@@ -24,7 +26,7 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -72,10 +74,9 @@ class Hit:
 
 
 def _own(path: str, kind: str) -> bool:
-    """Whether `path` (relative, `/`-separated) is one of `kind`'s own modules: its name is a folder of the path, or
-    part of the file's name."""
-    *folders, file = path.split("/")
-    return kind in folders or any(kind in part for part in folders) or kind in file.removesuffix(".py")
+    """Whether `path` (relative, `/`-separated) is one of `kind`'s own modules: its name is part of a folder's name
+    on the path or of the file's."""
+    return any(kind in part for part in path.removesuffix(".py").split("/"))
 
 
 def _names_in(node: ast.expr, kinds: frozenset[str]) -> set[str]:
@@ -136,26 +137,26 @@ def dispatches(source: str, path: str, kinds: Iterable[str]) -> list[Hit]:
             if any(isinstance(op, ast.Eq | ast.NotEq | ast.In | ast.NotIn) for op in node.ops):
                 hit(node, {n for side in (node.left, *node.comparators) for n in named(side)}, "comparison")
         elif isinstance(node, ast.match_case):
-            hit(node.pattern, _pattern_names(node.pattern, named), "match case")
+            hit(node.pattern, _pattern_names(node.pattern, named), "match case")  # value patterns at any depth
         elif isinstance(node, ast.Dict):
             hit(node, {n for key in node.keys if key is not None for n in _names_in(key, names)}, "dict key")
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "dict":
-            hit(node, {k.arg for k in node.keywords if k.arg in names}, "dict key")  # type: ignore[misc]
+            hit(node, {k.arg for k in node.keywords if k.arg is not None and k.arg in names}, "dict key")
         elif isinstance(node, ast.Subscript):
             hit(node, named(node.slice), "subscript")
     return sorted(hits)
 
 
-def _pattern_names(pattern: ast.pattern, named: object) -> set[str]:
-    """The kinds' names a `case` pattern matches as values (`case "cassandra"`, `case A | "memcached"`)."""
-    assert callable(named)
-    if isinstance(pattern, ast.MatchValue):
-        return set(named(pattern.value))
-    if isinstance(pattern, ast.MatchOr):
-        return {n for p in pattern.patterns for n in _pattern_names(p, named)}
-    if isinstance(pattern, ast.MatchAs) and pattern.pattern is not None:
-        return _pattern_names(pattern.pattern, named)
-    return set()
+def _pattern_names(pattern: ast.pattern, named: Callable[[ast.expr], set[str]]) -> set[str]:
+    """The kinds' names a `case` pattern matches as values or mapping keys, at any depth (`case "cassandra"`,
+    `case A | "memcached"`, `case {"kind": "cassandra"}`, `case ["memcached", *_]`)."""
+    found: set[str] = set()
+    for sub in ast.walk(pattern):
+        if isinstance(sub, ast.MatchValue):
+            found |= named(sub.value)
+        elif isinstance(sub, ast.MatchMapping):
+            found |= {n for key in sub.keys for n in named(key)}
+    return found
 
 
 def _product_files() -> Iterator[tuple[str, Path]]:
@@ -213,6 +214,10 @@ CAUGHT = {
                   '        case _:\n            return 2\n',
     "match or": 'def f(kind):\n    match kind:\n        case "x" | "memcached":  # hit\n            return 1\n',
     "match as": 'def f(kind):\n    match kind:\n        case ("cassandra" as k):  # hit\n            return k\n',
+    "match inside a mapping": 'def f(doc):\n    match doc:\n        case {"kind": "memcached"}:  # hit\n'
+                              '            return 1\n',
+    "match a mapping key": 'def f(doc):\n    match doc:\n        case {"cassandra": x}:  # hit\n            return x\n',
+    "Literal of names": 'from typing import Literal\n\nKind = Literal["cassandra", "memcached"]  # hit\n',
     "dict literal key": 'RENDER = {"cassandra": 1, "memcached": 2}  # hit\n',
     "dict() keyword": 'RENDER = dict(memcached=2)  # hit\n',
     "subscript": 'def f(table):\n    return table["cassandra"]  # hit\n',
