@@ -169,9 +169,10 @@ def tune(
             driver=driver, tables=tuple(table or ()), **run,
         )
     with progress(transient=True) as bar:
-        builds = found.servers if (found := find_kind(req.deployment)) is not None else ()
+        found = find_kind(req.deployment)
+        alternative = trials if found is not None and found.servers else 0  # two builds: the other one searched
         task = bar.add_task("tuning", total=trials + (alternative_trials if alternative_trials is not None
-                                                        else trials if builds else 0))
+                                                        else alternative))
 
         def on_progress(done: int, total: int, best: float | None) -> None:
             best_s = f"best {best:.3f} ms" if best is not None else "best -"
