@@ -7,7 +7,8 @@ deployment, policy, parameters and seed gives the same figures everywhere.
 - `layout`: rows → requests (the seed-independent structure of a workload).
 - `policies`: the policy and parameter vocabulary and how it maps onto a kvsim replay.
 - `seeds`: the one seed-derivation rule.
-- `cassandra`, `memcached`: the deployment kinds (deployment options, prepared trace, replay).
+- `kinds`: the one list of deployment kinds (`KINDS`) and each kind's model half; callers dispatch through it.
+- `cassandra`, `memcached`: the deployment kinds' models (deployment options, prepared trace, replay).
 """
 
 from __future__ import annotations

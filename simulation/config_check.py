@@ -17,6 +17,9 @@ a stored config (the nightly's baseline) and the clients that run it meet only v
   `target.table_options` (each table option's row: `speculative_retry`'s grammar) and `target.driver.python` as
   `tailtune_client.cassandra` reads it.
 
+What differs per deployment kind is that kind's `KindChecks` (its parameters, its target), found through the
+registry (`simulation.kinds`: the kind's `checks`); the policy names a config may give are the kind's `policies`.
+
 Errors are `BadInputError`s naming the field: `config.params.k` for a config (file `config`), the parameter for
 the CLI (file `--param`).
 """
@@ -24,11 +27,12 @@ the CLI (file `--param`).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from base.errors import BadInputError
+from simulation.kinds import ModelKind, find_kind, resolve_ref
 from simulation.memcached import MEMCACHED_POLICIES
 from simulation.policies import NO_COORDINATOR, STRING_PARAMS, resolve
 from simulation.stock import STOCK_POLICY
@@ -38,7 +42,19 @@ from simulation.stock_knobs import DRIVER_DEFAULT, DRIVERS, STOCK_KNOBS, driver_
 if TYPE_CHECKING:
     from kvsim import ParamSpec, PolicySpec
 
-__all__ = ["CONFIG_KEYS", "NAME_MAX", "TABLE_OPTIONS", "check_config", "check_params", "check_tree"]
+__all__ = [
+    "CASSANDRA_CHECKS",
+    "CONFIG_KEYS",
+    "MEMCACHED_CHECKS",
+    "NAME_MAX",
+    "TABLE_OPTIONS",
+    "KindChecks",
+    "Where",
+    "check_config",
+    "check_params",
+    "check_tree",
+    "kind_checks",
+]
 
 #: The keys of a config: the policy, its parameters, and the tuner's rendering for the target (`target`).
 #: The keys of a config: the policy, its parameters, the tuner's rendering for the target (`target`), and the
@@ -53,9 +69,9 @@ _KEY_SHOWN = 64
 
 
 @dataclass(frozen=True)
-class _Where:
+class Where:
     """How errors name things: a config's `config.params.k` (file `config`), or the CLI's `--param` with field
-    `k`."""
+    `k` (a kind's checks raise through `param` and `policy`)."""
 
     file: str
     prefix: str
@@ -70,8 +86,8 @@ class _Where:
         return BadInputError.single(self.policy_file, problem, field=self.policy_field)
 
 
-_CONFIG = _Where("config", "config.params.", "config", "config.policy", "config")
-_CLI = _Where("--param", "", "--policy", "policy", "--replica-param")
+_CONFIG = Where("config", "config.params.", "config", "config.policy", "config")
+_CLI = Where("--param", "", "--policy", "policy", "--replica-param")
 
 
 def _shown(value: object) -> str:
@@ -149,7 +165,7 @@ def _spec_refusal(p: ParamSpec, value: object) -> str | None:
 # ---------------------------------------------------------------------------------------------------- memcached
 
 
-def _memcached_spec(policy: str, where: _Where) -> PolicySpec:
+def _memcached_spec(policy: str, where: Where) -> PolicySpec:
     from simulation.registry import memcached_policy_specs
 
     specs = {s.name: s for s in memcached_policy_specs()}
@@ -158,7 +174,7 @@ def _memcached_spec(policy: str, where: _Where) -> PolicySpec:
     return specs[policy]
 
 
-def _memcached_params(policy: str, params: Mapping[str, Any], where: _Where) -> None:
+def _memcached_params(policy: str, params: Mapping[str, Any], where: Where) -> None:
     spec = _memcached_spec(policy, where)
     allowed = {p.name: p for p in spec.params}
     for name, value in params.items():
@@ -224,7 +240,7 @@ def _effective_driver(params: Mapping[str, Any], driver: str | None) -> str:
 
 
 def _cassandra_values(
-    params: Mapping[str, Any], replica_params: Mapping[str, Any], driver: str | None, where: _Where
+    params: Mapping[str, Any], replica_params: Mapping[str, Any], driver: str | None, where: Where
 ) -> None:
     """Each value's type (names are text, the rest finite numbers), each stock knob against its row and the
     driver, before `resolve` reads them."""
@@ -273,7 +289,7 @@ def _in_range(
     specs: list[PolicySpec],
     origin: Mapping[str, str],
     given: Mapping[str, Any],
-    where: _Where,
+    where: Where,
     replica_names: frozenset[str] = frozenset(),
 ) -> None:
     """Every kvsim parameter of a resolved replay within its declared range (the first spec having the name
@@ -305,7 +321,7 @@ def _cassandra_params(
     params: Mapping[str, Any],
     replica_params: Mapping[str, Any],
     driver: str | None,
-    where: _Where,
+    where: Where,
 ) -> None:
     from simulation.registry import coordinator_spec, policy_specs, selector_spec
 
@@ -389,27 +405,21 @@ def check_params(
     driver: str | None = None,
     config: bool = False,
 ) -> None:
-    """`params` of `policy` (a `kind` deployment's: `cassandra` or `memcached`) against the registry and the
-    stock knob rows (`replica_params`: a queue policy's selector parameters, the CLI's `--replica-param`;
-    `driver`: the deployment's, else the params' or java4). Errors name `config.params.NAME` when `config`,
-    else `--param` and the parameter."""
+    """`params` of `policy` (a `kind` deployment's: a registered kind, `simulation.kinds`) against the registry and
+    the kind's own rules (`KindChecks.params`; Cassandra: the stock knob rows; `replica_params`: a queue policy's
+    selector parameters, the CLI's `--replica-param`; `driver`: the deployment's, else the params' or java4).
+    Errors name `config.params.NAME` when `config`, else `--param` and the parameter."""
     where = _CONFIG if config else _CLI
-    if kind == "memcached":
-        if replica_params:
-            raise where.param(next(iter(replica_params)), "a memcached policy has no replica selector", replica=True)
-        _memcached_params(policy, params, where)
-    elif kind == "cassandra":
-        _cassandra_params(policy, params, replica_params or {}, driver, where)
-    else:
+    found = find_kind(kind)
+    if found is None:
         raise BadInputError.single(where.policy_file, f"unknown deployment kind {kind!r}", field="kind")
+    kind_checks(found).params(policy, params, replica_params or {}, driver, where)
 
 
 def check_config(config: object, kind: str, *, max_depth: int, driver: str | None = None) -> dict[str, Any]:
     """A config (`{"policy", "params", "target", "canary_fraction"}`) for a `kind` deployment on `driver`: its tree
     (`check_tree`), its shape, its policy and parameters (`check_params`) and its target (module doc). Returns it
     unchanged; raises a BadInputError naming the field (`config.params.k`)."""
-    from simulation.registry import all_policies
-
     if not isinstance(config, dict):
         raise BadInputError.single("config", "must be an object", field="config")
     check_tree(config, max_depth=max_depth)
@@ -430,15 +440,63 @@ def check_config(config: object, kind: str, *, max_depth: int, driver: str | Non
         if not _number(f) or not 0 < f <= 1:
             raise BadInputError.single("config", f"must be a number in (0, 1], got {_shown(f)}",
                                        field="config.canary_fraction")
-    policies = all_policies().get(kind)
-    if policies is None:
+    found = find_kind(kind)
+    if found is None:
         raise BadInputError.single("config", f"unknown deployment kind {kind!r}", field="kind")
+    policies = found.policy_names()
     if policy not in policies:
         shown = policy if len(policy) <= NAME_MAX else policy[:NAME_MAX] + "…"
         raise _CONFIG.policy(f"unknown {kind} policy {shown!r} (one of {', '.join(policies)})")
     check_params(kind, policy, params, driver=driver, config=True)
-    if kind == "memcached":
-        _memcached_target(config, policy, params)
-    else:
-        _cassandra_target(config, driver)
+    kind_checks(found).target(config, policy, params, driver)
     return config
+
+
+# ---------------------------------------------------------------------------------------------------- the kinds'
+
+
+@dataclass(frozen=True)
+class KindChecks:
+    """What a deployment kind checks of a config (a kind's `checks`, `simulation.kinds`): `params(policy, params,
+    replica_params, driver, where)` — the parameters of one of its policies (`where` names the fields; the policy is
+    one of the kind's, or the check refuses it naming `where.policy_field`); `target(config, policy, params,
+    driver)` — the config's `target` (its rendering for the kind's clients and servers), after its parameters
+    passed. Both raise a BadInputError naming the field and return nothing."""
+
+    params: Callable[[str, Mapping[str, Any], Mapping[str, Any], str | None, Where], None]
+    target: Callable[[Mapping[str, Any], str, Mapping[str, Any], str | None], None]
+
+
+def kind_checks(kind: ModelKind) -> KindChecks:
+    """The checks `kind.checks` names."""
+    found = resolve_ref(kind.checks)
+    if not isinstance(found, KindChecks):
+        raise TypeError(f"deployment kind {kind.name!r}: {kind.checks} is not a KindChecks")
+    return found
+
+
+def _memcached_kind_params(
+    policy: str, params: Mapping[str, Any], replica_params: Mapping[str, Any], driver: str | None, where: Where
+) -> None:
+    if replica_params:
+        raise where.param(next(iter(replica_params)), "a memcached policy has no replica selector", replica=True)
+    _memcached_params(policy, params, where)
+
+
+def _memcached_kind_target(
+    config: Mapping[str, Any], policy: str, params: Mapping[str, Any], driver: str | None
+) -> None:
+    _memcached_target(config, policy, params)
+
+
+def _cassandra_kind_target(
+    config: Mapping[str, Any], policy: str, params: Mapping[str, Any], driver: str | None
+) -> None:
+    _cassandra_target(config, driver)
+
+
+#: memcached: the client's policies and parameters (kvsim's memcached registry); the `memcached_client` block.
+MEMCACHED_CHECKS = KindChecks(_memcached_kind_params, _memcached_kind_target)
+#: Cassandra: kvsim's queue policies, selectors and coordinator section, the stock knob rows; the table options
+#: and the Python driver's settings.
+CASSANDRA_CHECKS = KindChecks(_cassandra_params, _cassandra_kind_target)

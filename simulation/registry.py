@@ -1,5 +1,6 @@
 """The policy registry as the rest of tailtune sees it: kvsim's own tables of queue policies and replica
-selectors (names, parameters, defaults), plus the selector policies and the memcached policies of this layer.
+selectors (names, parameters, defaults), plus the selector policies of this layer; `all_policies` lists every
+registered deployment kind's (`simulation.kinds`).
 The CLI help and the tuner's search spaces enumerate from here, so a policy added to kvsim's registry appears
 in both without another edit."""
 
@@ -7,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from simulation.memcached import MEMCACHED_POLICIES
+from simulation.kinds import KINDS
 from simulation.policies import REPLICA_POLICY, SELECTOR_POLICIES
 
 if TYPE_CHECKING:
@@ -16,6 +17,7 @@ if TYPE_CHECKING:
 __all__ = [
     "NOT_TUNABLE",
     "all_policies",
+    "cassandra_policies",
     "cassandra_queue_policies",
     "coordinator_spec",
     "memcached_policy_specs",
@@ -87,9 +89,12 @@ def selector_defaults(name: str) -> dict[str, float]:
     return kvsim.replica_defaults(name)
 
 
+def cassandra_policies() -> tuple[str, ...]:
+    """Every policy a Cassandra deployment runs: kvsim's queue policies, the selector policies (fifo + that replica
+    selector) and the replica policy (`simulation.kinds`: the kind's `policies`)."""
+    return (*cassandra_queue_policies(), *SELECTOR_POLICIES, REPLICA_POLICY)
+
+
 def all_policies() -> dict[str, tuple[str, ...]]:
-    """Every `--policy` name by deployment kind."""
-    return {
-        "cassandra": (*cassandra_queue_policies(), *SELECTOR_POLICIES, REPLICA_POLICY),
-        "memcached": MEMCACHED_POLICIES,
-    }
+    """Every `--policy` name by deployment kind (`simulation.kinds`: each registered kind's, in `KINDS` order)."""
+    return {name: kind.policy_names() for name, kind in KINDS.items()}

@@ -5,14 +5,14 @@
   objective (the Pareto front itself is reported).
 - **References** replayed through the same evaluator and seeds: the user's current config (baseline; default
   fifo for Cassandra, batching for memcached), the paper default (Rein K=4, R=3, r_q1=5, rate_step=1, τ1=1 for
-  Cassandra; Chisel's analyzer levels for memcached).
+  Cassandra; Chisel's analyzer levels for memcached) — each kind's, `tuner.kinds`.
 - **Verdict**: a tune decides it on held-out replays (`tuner/confirm.py`, docs/tuner.md § References and
   verdict). `decide` here is the same rule on the study's own seeds (a one-sided paired t-test over the common
   seeds, or over one replay's batch means): (a) the best differs from the current config, (b) its first
   objective is lower on average with p < `alpha` (default 0.05; with zero spread, all seeds must improve), and
   (c) every constraint holds; otherwise `keep current` with the reason.
 - **Rendering**: a Cassandra config block (JSON + the `key=value` lines a Rein-patched node reads) and a
-  memcached client config JSON.
+  memcached client config JSON (each kind's renderer, `tuner.kinds.render`).
 """
 
 from __future__ import annotations
@@ -26,26 +26,15 @@ from tuner.objective import Metrics, Objective
 from tuner.space import Candidate
 
 __all__ = [
-    "DEFAULT_BASELINE",
-    "PAPER_DEFAULTS",
     "Verdict",
     "decide",
     "paired_test",
     "pareto_front",
     "pick_best",
     "rank_trials",
-    "render",
     "render_cassandra",
     "render_memcached",
 ]
-
-PAPER_DEFAULTS: dict[str, Candidate] = {
-    "cassandra": Candidate("rein", {"k": 4, "range_factor": 3.0, "r_q1": 5.0, "rate_step": 1.0, "tau_1": 1.0}),
-    # memcached: Chisel's analyzer choice for the workload (levels filled in by the evaluator).
-    "memcached": Candidate("chisel", {}),
-}
-DEFAULT_BASELINE: dict[str, Candidate] = {"cassandra": Candidate("fifo"), "memcached": Candidate("batching")}
-
 
 def _feasible(t: Any) -> bool:
     return all(float(c) <= 0 for c in t.user_attrs.get("constraints", []))
@@ -206,11 +195,6 @@ def render_memcached(cand: Candidate) -> dict[str, Any]:
         for k in ("merge", "elephant_threshold"):
             cfg.setdefault(k, int(defaults[k]))
     return {"json": {"memcached_client": cfg}}
-
-
-def render(deployment: str, cand: Candidate) -> dict[str, Any]:
-    renderers = {"cassandra": render_cassandra, "memcached": render_memcached}
-    return renderers[deployment](cand)
 
 
 def metrics_block(cand: Candidate, m: Mapping[str, Any]) -> dict[str, Any]:

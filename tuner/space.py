@@ -8,7 +8,8 @@ policy the parameters keep their plain names (so a rein-only study has `k`, `ran
 Parameter names are the simulator's (`k`, `range_factor`, `r_q1`, `rate_step`, `tau_1`, `boost_after_ms` for
 Cassandra; `split_keys`, `merge`, `elephant_threshold` for memcached). Ranges come from the dataset summary
 (see docs/tuner.md, "Ranges from the summary"); every missing or null part of the summary falls back to a
-documented default, and `apply_overrides` narrows, widens or fixes any parameter.
+documented default, and `apply_overrides` narrows, widens or fixes any parameter. A kind's default space is
+found through the kinds' registry (`tuner.kinds.space_for`).
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ from base.errors import BadInputError, InputProblem
 from simulation.speculative_retry import speculative_retry_choices
 
 __all__ = [
-    "DEPLOYMENTS",
     "QUEUE_DISCIPLINES",
     "REPLICA_SELECTORS",
     "Candidate",
@@ -36,14 +36,12 @@ __all__ = [
     "memcached_space",
     "parse_override",
     "patched_space",
-    "space_for",
     "speculative_retry_choices",
     "stock_space",
 ]
 
 ParamValue = int | float | str
 Kind = Literal["int", "float", "cat"]
-DEPLOYMENTS = ("cassandra", "memcached")
 
 
 @dataclass(frozen=True, slots=True)
@@ -485,16 +483,6 @@ def memcached_space(summary: Mapping[str, Any] | None = None) -> SearchSpace:
             ),
         ),
     )
-
-
-def space_for(deployment: str, summary: Mapping[str, Any] | None = None) -> SearchSpace:
-    """The default space of a deployment kind (`cassandra` or `memcached`)."""
-    builders = {"cassandra": cassandra_space, "memcached": memcached_space}
-    if deployment not in builders:
-        raise BadInputError.single(
-            "command line", f"unknown deployment {deployment!r} (one of {', '.join(DEPLOYMENTS)})", field="store"
-        )
-    return builders[deployment](summary)
 
 
 # ------------------------------------------------------------------------------------------------ overrides

@@ -16,26 +16,19 @@ from typing import Any
 from base.errors import BadInputError
 from base.secrets import redact_url
 from base.settings import Settings, get_settings
+from simulation.kinds import KINDS, find_kind, kind_names, model_kind
 from simulation.source import WorkloadSource
 from tuner.confirm import Confirmation, confirm, holdout_seeds
 from tuner.error_bound import combined_bound
 from tuner.evaluators import Evaluator, EvaluatorSpec, build_evaluator
 from tuner.holdout import Split, split_source
+from tuner.kinds import check_timestamps, space_for, tuner_kind
 from tuner.objective import Metrics, parse_objective
 from tuner.peak_check import PeakReplays, PeakStretch
-from tuner.recommend import (
-    DEFAULT_BASELINE,
-    PAPER_DEFAULTS,
-    Verdict,
-    metrics_block,
-    pareto_front,
-    pick_best,
-    rank_trials,
-    render,
-)
+from tuner.recommend import Verdict, metrics_block, pareto_front, pick_best, rank_trials
 from tuner.recommendation import Recommendation
 from tuner.sampling import SamplingSpec
-from tuner.space import Candidate, SearchSpace, apply_overrides, patched_space, space_for
+from tuner.space import Candidate, SearchSpace, apply_overrides, patched_space
 from tuner.study import StudyConfig, evaluate_candidate, prefix_rungs, run_study
 
 __all__ = [
@@ -48,9 +41,9 @@ __all__ = [
     "stock_defaults",
 ]
 
-_EVALUATORS = {"cassandra": "kvsim-cassandra", "memcached": "kvsim-memcached"}
-#: What a Cassandra deployment runs: `stock` (released Cassandra: the stock knobs are tuned) or `rein-patched` (a
-#: node with the papers' schedulers: the scheduler space is tuned). The other one is searched as the alternative.
+#: The server builds the tuner knows (a kind's `servers`, `simulation.kinds`): `stock` (released Cassandra: the
+#: stock knobs are tuned) or `rein-patched` (a node with the papers' schedulers: the scheduler space is tuned). The
+#: other one is searched as the alternative.
 SERVERS = ("stock", "rein-patched")
 #: The key of each server kind under the recommendation's `alternatives`.
 _ALT_KEY = {"stock": "stock", "rein-patched": "patched"}
@@ -261,7 +254,7 @@ def run_tune(
     alt = _prepare_alternative(job)
     alt_trials = alt.config.trials if alt is not None else 0
     _start_tracking(job)
-    paper = job.ev.reference(job.seeds[0]) or PAPER_DEFAULTS[req.deployment]
+    paper = job.ev.reference(job.seeds[0]) or tuner_kind(req.deployment).paper_default
     if "rein-patched" in (job.server, alt.server if alt is not None else None):
         paper = patched_defaults(paper, req.driver)
     if req.mlflow and req.plots:  # and the paper default, replayed by the references
@@ -308,14 +301,16 @@ def run_tune(
 
 
 def _server(req: TuneRequest) -> str | None:
-    if req.deployment != "cassandra":
+    """The server build tuned: None for a kind with a single build (`ModelKind.servers` empty)."""
+    servers = model_kind(req.deployment, field="store").servers
+    if not servers:
         if req.server is not None:
             raise BadInputError.single("command line", "--server is a Cassandra setting (stock or rein-patched)",
                                        field="server")
         return None
     server = req.server or _implied_server(req)
-    if server not in SERVERS:
-        raise BadInputError.single("command line", f"unknown server {server!r} (one of {', '.join(SERVERS)})",
+    if server not in servers:
+        raise BadInputError.single("command line", f"unknown server {server!r} (one of {', '.join(servers)})",
                                    field="server")
     return server
 
@@ -358,7 +353,7 @@ def _space_and_baseline(
     cur = req.current if main else None
     if cur is not None and cur.policy == "stock":
         raise BadInputError.single("--current", "a stock config is current: use --server stock", field="policy")
-    baseline = cur or DEFAULT_BASELINE[req.deployment]
+    baseline = cur or tuner_kind(req.deployment).baseline
     return space, patched_defaults(baseline, req.driver) if server == "rein-patched" else baseline
 
 
@@ -373,9 +368,8 @@ def _sample(req: TuneRequest, settings: Settings) -> tuple[TuneRequest, dict[str
     from simulation.cassandra import CassandraDeployment
     from tuner import sampling
 
-    if req.evaluator_options.get("use_timestamps") and req.deployment != "cassandra":
-        raise BadInputError.single("--use-timestamps", "only the cassandra store replays trace timestamps",
-                                   field="use_timestamps")
+    if req.evaluator_options.get("use_timestamps"):
+        check_timestamps(req.deployment)
     def at_trace_rate(part: sampling.SampleInfo) -> tuple[dict[str, Any], float | None]:
         """The evaluator options replaying `part` at the whole trace's absolute rate, and the load factor."""
         opts = dict(req.evaluator_options)
@@ -453,7 +447,7 @@ def _peak_checked(main: _Job, job: _Job, trials: Sequence[Any]) -> tuple[list[An
     from tuner import peak_check
 
     if main.peak_ev is None:
-        main.peak_ev = build_evaluator(EvaluatorSpec(_EVALUATORS[main.req.deployment], {
+        main.peak_ev = build_evaluator(EvaluatorSpec(model_kind(main.req.deployment).evaluator, {
             "source": WorkloadSource(trace=main.peak.path).as_dict(), **main.peak.options}))  # fmt: skip
     result = peak_check.check(main.peak_ev, main.peak, trials, main.objective, main.baseline, main.seeds,
                               top=peak_check.TOP, limit=peak_check.LIMIT, factor=peak_check.STORM_FACTOR,
@@ -517,14 +511,15 @@ _ALL_STORM = Verdict(False, "every candidate checked storms over the trace's bur
 
 def _prepare(req: TuneRequest, settings: Settings, evaluator: Evaluator | None) -> _Job:
     """Validates the request, builds the evaluator and the space, and replays the current config."""
-    if req.deployment not in _EVALUATORS:
-        raise BadInputError.single("command line", f"unknown store {req.deployment!r} (cassandra, memcached)",
+    kind = find_kind(req.deployment)
+    if kind is None:
+        raise BadInputError.single("command line", f"unknown store {req.deployment!r} ({', '.join(kind_names())})",
                                    field="store")
     if req.seeds < 1:
         raise BadInputError.single("command line", "must be >= 1", field="seeds")
     summary = req.summary if req.summary is not None else find_summary(req.source, settings)
     ev = evaluator or build_evaluator(
-        EvaluatorSpec(_EVALUATORS[req.deployment], {"source": req.source.as_dict(), **req.evaluator_options})
+        EvaluatorSpec(kind.evaluator, {"source": req.source.as_dict(), **req.evaluator_options})
     )
     summary = ev.adapt_summary(summary)
     server = _server(req)
@@ -785,7 +780,7 @@ def _recommendation(
         policies_not_replayable=job.dropped,
         fanout=(job.summary or {}).get("fanout"),
         wall_s=wall_s,
-        render=render(req.deployment, chosen),
+        render=tuner_kind(req.deployment).render(chosen),
         mlflow_run_id=None,
         tuned_for={**ev.deployment_record(), "seeds": list(seeds), **_model_record(req)},
         reproduce=[_command(a) for a in (ev.simulate_args(chosen, s) for s in seeds) if a],
@@ -803,7 +798,8 @@ def _calibration_range(job: _Job, chosen: Candidate) -> dict[str, Any]:
     entry = (record.get("inputs") or {}).get("service_time") or {}
     bounds = ((entry.get("uncertainty") or {}).get("mean_ms") if entry.get("source") == "calibrated" else None)
     spec = job.ev.spec()
-    if not bounds or spec.kind != _EVALUATORS["cassandra"] or "service_rate" not in spec.options:
+    calibrated = any(k.calibrated_service_rate and k.evaluator == spec.kind for k in KINDS.values())
+    if not bounds or not calibrated or "service_rate" not in spec.options:
         return {}
     lo_ms, hi_ms = (float(b) for b in bounds)
     if not 0 < lo_ms <= hi_ms:

@@ -18,8 +18,9 @@ import time
 from typing import Any
 
 from tuner.evaluators import EvaluatorSpec, build_evaluator
+from tuner.kinds import space_for
 from tuner.objective import parse_objective
-from tuner.space import Candidate, apply_overrides, space_for
+from tuner.space import Candidate, apply_overrides
 from tuner.study import StudyConfig, evaluate_candidate, run_study
 
 SPACE: dict[str, dict[str, Any]] = {

@@ -5,8 +5,9 @@ from __future__ import annotations
 import sys
 
 from tuner.evaluators import EvaluatorSpec
+from tuner.kinds import space_for
 from tuner.objective import parse_objective
-from tuner.space import apply_overrides, space_for
+from tuner.space import apply_overrides
 from tuner.study import StudyConfig, run_study
 
 

@@ -6,7 +6,8 @@ import optuna
 import pytest
 
 from base.errors import BadInputError
-from tuner.space import Candidate, apply_overrides, cassandra_space, memcached_space, parse_override, space_for
+from tuner.kinds import space_for
+from tuner.space import Candidate, apply_overrides, cassandra_space, memcached_space, parse_override
 
 
 def _param(space: Any, policy: str, name: str) -> Any:

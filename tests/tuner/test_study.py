@@ -13,8 +13,9 @@ from base.errors import BadInputError
 from tests.tuner._runner import config as fake_config
 from tests.tuner.fakes import FakeEvaluator, fake_p99
 from tuner.evaluators import EvaluatorSpec
+from tuner.kinds import space_for
 from tuner.objective import parse_objective
-from tuner.space import Candidate, apply_overrides, space_for
+from tuner.space import Candidate, apply_overrides
 from tuner.study import LOCK_GRACE_S, StudyConfig, open_storage, prepare_study, release_stale_lock, run_study
 
 PAPER = Candidate("rein", {"k": 4, "range_factor": 3.0, "r_q1": 5.0, "rate_step": 1.0, "tau_1": 1.0})

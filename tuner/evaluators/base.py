@@ -66,7 +66,7 @@ class EvaluatorSpec:
 class Evaluator(ABC):
     """Replays candidates; see the module docstring for the contract."""
 
-    #: Deployment kind: "cassandra" or "memcached".
+    #: The deployment kind it replays: a registered kind's name (`simulation.kinds`).
     deployment: str = ""
 
     @abstractmethod

@@ -3,12 +3,17 @@
 The command only reads options: the deployment, the policy and the replay live in `simulation`, the
 same code the tuner replays with (so a recommendation's policy and params, given here verbatim with its
 deployment and seeds, reproduce its figures).
+
+The policy names the deployment kind (`simulation.kinds.kind_of_policy`: the kind listing it, else the first
+kind, whose own check names the problem); that kind's `SimulateKind` (its `ModelKind.simulate`) checks what it
+reads, replays and prints. Every field of a kind's deployment class has the option of its name here.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -18,10 +23,20 @@ if TYPE_CHECKING:
     import kvsim
 
     from simulation import CassandraDeployment, MemcachedDeployment, ParamValue, WorkloadSource
+    from simulation.kinds import ModelKind
 
-__all__ = ["cassandra_deployment", "deployment_default", "memcached_deployment", "register"]
+__all__ = [
+    "CASSANDRA",
+    "MEMCACHED",
+    "SimulateKind",
+    "Simulation",
+    "cassandra_deployment",
+    "deployment_default",
+    "memcached_deployment",
+    "register",
+    "simulate_kind",
+]
 
-CASSANDRA, MEMCACHED = "cassandra", "memcached"
 #: Deployment fields of the Cassandra model only: a memcached policy refuses them when given a value other than
 #: their default (or `--size-aware-cost`), in this order.
 _CASSANDRA_ONLY = (
@@ -30,20 +45,55 @@ _CASSANDRA_ONLY = (
 )
 
 
-def _deployment_class(kind: str) -> type[CassandraDeployment] | type[MemcachedDeployment]:
-    from simulation import CassandraDeployment, MemcachedDeployment
+@dataclass(frozen=True)
+class Simulation:
+    """One `tailtune simulate` as a kind's run sees it: the kind, every option of the command by its parameter's
+    name (`options`: None where not given), the policy and its `--param`s, the seed, `--json`, and the source
+    (`source()` makes it: a run calls it after what it checks before the trace is read)."""
 
-    return CassandraDeployment if kind == CASSANDRA else MemcachedDeployment
+    kind: ModelKind
+    options: Mapping[str, Any]
+    policy: str
+    params: dict[str, ParamValue]
+    seed: int
+    as_json: bool
+    source: Callable[[], WorkloadSource]
 
 
-def deployment_default(name: str, kind: str = CASSANDRA) -> Any:
-    """The default of field `name` of the `kind` deployment class (what an option left out means)."""
-    from dataclasses import fields
+@dataclass(frozen=True)
+class SimulateKind:
+    """`tailtune simulate` for one deployment kind (a kind's `simulate`, `simulation.kinds`): `policy_help()` is
+    the kind's part of the `--policy` help (`memcached: batching, chisel`); `run(simulation)` checks the policy,
+    its parameters and the kind's options (a BadInputError naming the option), replays and prints the result
+    (`--json`: one JSON object on stdout)."""
 
-    return next(f.default for f in fields(_deployment_class(kind)) if f.name == name)
+    policy_help: Callable[[], str]
+    run: Callable[[Simulation], None]
 
 
-def _default(name: str, text: str, kind: str = CASSANDRA) -> str:
+def simulate_kind(kind: ModelKind) -> SimulateKind:
+    """The `SimulateKind` that `kind.simulate` names."""
+    from simulation.kinds import resolve_ref
+
+    found = resolve_ref(kind.simulate)
+    if not isinstance(found, SimulateKind):
+        raise TypeError(f"deployment kind {kind.name!r}: {kind.simulate} is not a SimulateKind")
+    return found
+
+
+def _field_default(cls: type[Any], name: str) -> Any:
+    return next(f.default for f in dataclasses.fields(cls) if f.name == name)
+
+
+def deployment_default(name: str, kind: str | None = None) -> Any:
+    """The default of field `name` of the `kind` deployment class (default: the first registered kind's), what an
+    option left out means."""
+    from simulation.kinds import kind_names, model_kind
+
+    return _field_default(model_kind(kind if kind is not None else kind_names()[0]).deployment_class(), name)
+
+
+def _default(name: str, text: str, kind: str | None = None) -> str:
     """The help of the option of deployment field `name`: `text` and the field's default, read from the
     deployment class (the option itself defaults to None, which leaves the field at that default)."""
     value = deployment_default(name, kind)
@@ -52,17 +102,17 @@ def _default(name: str, text: str, kind: str = CASSANDRA) -> str:
 
 
 def _servers_help() -> str:
-    c, m = deployment_default("servers"), deployment_default("servers", MEMCACHED)
+    c, m = deployment_default("servers"), deployment_default("servers", "memcached")
     return f"Servers (default: {c} for Cassandra, {m} for memcached)."
 
 
-def _given(kind: str, options: Mapping[str, Any]) -> dict[str, Any]:
-    """The fields of the `kind` deployment set on the command line: every field has the option of its name (the
+def _given(cls: type[Any], options: Mapping[str, Any]) -> dict[str, Any]:
+    """The fields of deployment class `cls` set on the command line: every field has the option of its name (the
     flag `--<name with dashes>`; `use_sizes`: `--sizes/--no-sizes`), None when it was not given."""
     from dataclasses import fields
 
     out: dict[str, Any] = {}
-    for f in fields(_deployment_class(kind)):
+    for f in fields(cls):
         value = options[f.name]
         if value is not None:
             out[f.name] = (_speeds(value) if f.name == "server_speeds" else _ring(value) if f.name == "ring"
@@ -75,7 +125,7 @@ def cassandra_deployment(options: Mapping[str, Any]) -> CassandraDeployment:
     """The Cassandra deployment of `simulate`'s parsed options: the given ones, the class's defaults for the rest."""
     from simulation import CassandraDeployment
 
-    given = _given(CASSANDRA, options)
+    given = _given(CassandraDeployment, options)
     if given.get("ring") is not None and ("servers" not in given or "replication" not in given):
         from simulation.cassandra import ring_size
 
@@ -99,13 +149,15 @@ def memcached_deployment(options: Mapping[str, Any]) -> MemcachedDeployment:
     """The memcached deployment of `simulate`'s parsed options: the given ones, the class's defaults for the rest."""
     from simulation import MemcachedDeployment
 
-    return MemcachedDeployment(**_given(MEMCACHED, options))
+    return MemcachedDeployment(**_given(MemcachedDeployment, options))
 
 
 def _refuse_cassandra_only(options: Mapping[str, Any], policy: str) -> None:
     from base.errors import BadInputError
+    from simulation import CassandraDeployment
 
-    given = [n for n in _CASSANDRA_ONLY if options[n] is not None and options[n] != deployment_default(n)]
+    given = [n for n in _CASSANDRA_ONLY
+             if options[n] is not None and options[n] != _field_default(CassandraDeployment, n)]
     if options["size_aware_cost"]:
         given.append("size_aware_cost")
     if given:
@@ -116,15 +168,26 @@ def _refuse_cassandra_only(options: Mapping[str, Any], policy: str) -> None:
 
 
 def _policy_help() -> str:
-    from simulation.memcached import MEMCACHED_POLICIES
+    """Every kind's part (`SimulateKind.policy_help`), in `KINDS` order."""
+    from simulation.kinds import KINDS
+
+    return "; ".join(simulate_kind(k).policy_help() for k in KINDS.values()) + "."
+
+
+def _cassandra_policy_help() -> str:
     from simulation.policies import REPLICA_POLICY, SELECTOR_POLICIES
     from simulation.registry import cassandra_queue_policies
 
     return (
         f"Cassandra: {', '.join(cassandra_queue_policies())}; {', '.join(SELECTOR_POLICIES)} (fifo + that "
-        f"replica selector; --param queue=NAME for another queue), {REPLICA_POLICY} (--param replica=NAME); "
-        f"memcached: {', '.join(MEMCACHED_POLICIES)}."
+        f"replica selector; --param queue=NAME for another queue), {REPLICA_POLICY} (--param replica=NAME)"
     )
+
+
+def _memcached_policy_help() -> str:
+    from simulation.memcached import MEMCACHED_POLICIES
+
+    return f"memcached: {', '.join(MEMCACHED_POLICIES)}"
 
 
 def _replica_help() -> str:
@@ -421,7 +484,7 @@ def register(app: typer.Typer) -> None:
         worker_threads: Annotated[
             int | None,
             typer.Option(
-                "--worker-threads", help=_default("worker_threads", "memcached: worker threads per server", MEMCACHED)
+                "--worker-threads", help=_default("worker_threads", "memcached: worker threads per server", "memcached")
             ),
         ] = None,
         query_threads: Annotated[
@@ -431,18 +494,18 @@ def register(app: typer.Typer) -> None:
             float | None,
             typer.Option(
                 "--client-overhead-us",
-                help=_default("client_overhead_us", "memcached: client overhead per query", MEMCACHED),
+                help=_default("client_overhead_us", "memcached: client overhead per query", "memcached"),
             ),
         ] = None,
         setup_us: Annotated[
             float | None,
-            typer.Option("--setup-us", help=_default("setup_us", "memcached: per-query setup cost", MEMCACHED)),
+            typer.Option("--setup-us", help=_default("setup_us", "memcached: per-query setup cost", "memcached")),
         ] = None,
         service_cv: Annotated[
             float | None,
             typer.Option(
                 "--service-cv",
-                help=_default("service_cv", "memcached: service-time coefficient of variation", MEMCACHED),
+                help=_default("service_cv", "memcached: service-time coefficient of variation", "memcached"),
             ),
         ] = None,
         client_cpus: Annotated[
@@ -451,13 +514,13 @@ def register(app: typer.Typer) -> None:
                 "client_cpus",
                 "memcached: CPUs per client process serving the query threads' client work in turn (1: CPython, "
                 "the shipped client; 0: unbounded, every query thread in parallel)",
-                MEMCACHED,
+                "memcached",
             )),
         ] = None,
         client_processes: Annotated[
             int | None,
             typer.Option("--client-processes", help=_default(
-                "client_processes", "memcached: client processes the requests are dealt to round-robin", MEMCACHED
+                "client_processes", "memcached: client processes the requests are dealt to round-robin", "memcached"
             )),
         ] = None,
         client_key_us: Annotated[
@@ -478,7 +541,7 @@ def register(app: typer.Typer) -> None:
                 "pool",
                 "memcached: replica (every server holds every key) or sharded (keys hashed to servers as "
                 "tailtune_client / pymemcache HashClient; needs the trace's keys)",
-                MEMCACHED,
+                "memcached",
             )),
         ] = None,
         server_addresses: Annotated[
@@ -601,31 +664,52 @@ def register(app: typer.Typer) -> None:
         as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
     ) -> None:
         """Replay a workload on the simulated cluster and report latency percentiles."""
-        from simulation import (
-            MEMCACHED_POLICIES,
-            WorkloadSource,
-            parse_params,
-        )
-        from simulation.config_check import check_params
+        from simulation import WorkloadSource, parse_params
+        from simulation.kinds import kind_names, kind_of_policy, model_kind
+
+        def source() -> WorkloadSource:
+            return WorkloadSource(
+                dataset=dataset, trace=str(trace) if trace is not None else None, profile=profile,
+                requests=requests, trace_seed=seed if trace_seed is None else trace_seed,
+            )
 
         params = parse_params(param or [])
-        if policy in MEMCACHED_POLICIES:
-            check_params("memcached", policy, params)  # before the trace is read
-        source = WorkloadSource(
-            dataset=dataset, trace=str(trace) if trace is not None else None, profile=profile, requests=requests,
-            trace_seed=seed if trace_seed is None else trace_seed,
-        )
-        if policy in MEMCACHED_POLICIES:
-            _refuse_cassandra_only(ctx.params, policy)
-            _run_memcached(source, memcached_deployment(ctx.params), policy, params, seed, as_json)
-            return
-        if replica is not None:
-            params.setdefault("replica", replica)
-        if size_aware_cost:
-            params["size_aware_cost"] = 1.0
-        dep = cassandra_deployment(ctx.params)
-        if trace_rate:  # the trace's own arrival times: no load scales them
-            dep = dataclasses.replace(dep, load=None)
-        rparams = parse_params(replica_param or [], source="--replica-param")
-        check_params("cassandra", policy, params, replica_params=rparams)  # before the trace is read
-        _run_cassandra(source, dep, policy, params, rparams, seed, as_json)
+        kind = kind_of_policy(policy) or model_kind(kind_names()[0])
+        simulate_kind(kind).run(Simulation(kind, ctx.params, policy, params, seed, as_json, source))
+
+
+def _simulate_memcached(sim: Simulation) -> None:
+    """memcached: the policy and its parameters checked before the trace is read; the Cassandra model's options
+    refused."""
+    from simulation.config_check import check_params
+
+    check_params(sim.kind.name, sim.policy, sim.params)  # before the trace is read
+    source = sim.source()
+    _refuse_cassandra_only(sim.options, sim.policy)
+    _run_memcached(source, memcached_deployment(sim.options), sim.policy, sim.params, sim.seed, sim.as_json)
+
+
+def _simulate_cassandra(sim: Simulation) -> None:
+    """Cassandra: `--replica`, `--size-aware-cost` and `--trace-rate` folded in, the policy, its parameters and
+    `--replica-param`s checked before the trace is read."""
+    from simulation import parse_params
+    from simulation.config_check import check_params
+
+    source = sim.source()
+    options, params = sim.options, dict(sim.params)
+    if options["replica"] is not None:
+        params.setdefault("replica", options["replica"])
+    if options["size_aware_cost"]:
+        params["size_aware_cost"] = 1.0
+    dep = cassandra_deployment(options)
+    if options["trace_rate"]:  # the trace's own arrival times: no load scales them
+        dep = dataclasses.replace(dep, load=None)
+    rparams = parse_params(options["replica_param"] or [], source="--replica-param")
+    check_params(sim.kind.name, sim.policy, params, replica_params=rparams)  # before the trace is read
+    _run_cassandra(source, dep, sim.policy, params, rparams, sim.seed, sim.as_json)
+
+
+#: `tailtune simulate` on a Cassandra cluster (the kind's `simulate`, `simulation.kinds`).
+CASSANDRA = SimulateKind(policy_help=_cassandra_policy_help, run=_simulate_cassandra)
+#: `tailtune simulate` on a memcached pool.
+MEMCACHED = SimulateKind(policy_help=_memcached_policy_help, run=_simulate_memcached)

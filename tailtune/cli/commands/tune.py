@@ -21,12 +21,27 @@ def _deployment_help(name: str, text: str) -> str:
     return f"{text} (default: {deployment_default(name)})."
 
 
+def _store_help() -> str:
+    from simulation.kinds import kind_names
+
+    names = kind_names()
+    listed = f"{', '.join(names[:-1])} or {names[-1]}" if len(names) > 1 else names[0]
+    return f"Deployment kind: {listed}."
+
+
+def _default_store() -> str:
+    """The first registered kind (`simulation.kinds.KINDS`)."""
+    from simulation.kinds import kind_names
+
+    return kind_names()[0]
+
+
 def tune(
     file: Annotated[Path | None, typer.Argument(help="Canonical trace file (Parquet/CSV).")] = None,
     dataset: Annotated[str | None, typer.Option("--dataset", help="Stored dataset id or name.")] = None,
     profile: Annotated[str | None, typer.Option("--profile", help="Generator profile instead of data.")] = None,
     requests: Annotated[int | None, typer.Option("--requests", help="Requests to generate (--profile).")] = None,
-    store: Annotated[str, typer.Option("--store", help="Deployment kind: cassandra or memcached.")] = "cassandra",
+    store: Annotated[str, typer.Option("--store", help=_store_help())] = _default_store(),
     deployment: Annotated[
         str | None,
         typer.Option("--deployment", help="Replay this registered deployment's own model (its kind, topology, "
@@ -94,11 +109,14 @@ def tune(
     as_json: Annotated[bool, typer.Option("--json", help="Print the recommendation JSON on stdout.")] = False,
 ) -> None:
     """Tune the scheduler for a trace: best policy and parameters, with evidence vs your current config."""
+    import dataclasses
     import json
 
     from base.console import err_console, print_json, progress
     from base.errors import BadInputError
+    from simulation.kinds import find_kind
     from simulation.source import WorkloadSource
+    from tuner.kinds import check_timestamps
     from tuner.sampling import SamplingSpec
     from tuner.space import parse_override
     from tuner.tune import TuneRequest, parse_candidate, run_tune
@@ -114,14 +132,14 @@ def tune(
             raise BadInputError.single(str(summary), f"not a readable JSON file: {exc}") from None
     overrides = dict(parse_override(s) for s in (space or []))
     ev_opts: dict[str, object] = {}
-    if store == "cassandra":
+    kind = find_kind(store)
+    if kind is not None:  # the deployment options this kind's model has (an unknown store: run_tune names it)
+        fields = {f.name for f in dataclasses.fields(kind.deployment_class())}
         for key, val in (("load", load), ("stall_rate", stall_rate), ("stall_ms", stall_ms)):
-            if val is not None:
+            if val is not None and key in fields:
                 ev_opts[key] = val
     if use_timestamps:
-        if store != "cassandra":
-            raise BadInputError.single("--use-timestamps", "only the cassandra store replays trace timestamps",
-                                       field="use_timestamps")
+        check_timestamps(store)
         ev_opts["use_timestamps"] = True
     current_cand = parse_candidate(current) if current else None
     spec = SamplingSpec(fraction=sample_fraction, target_error_pct=target_error, strata=strata, seed=sample_seed)
@@ -151,8 +169,10 @@ def tune(
             driver=driver, tables=tuple(table or ()), **run,
         )
     with progress(transient=True) as bar:
+        found = find_kind(req.deployment)
+        alternative = trials if found is not None and found.servers else 0  # two builds: the other one searched
         task = bar.add_task("tuning", total=trials + (alternative_trials if alternative_trials is not None
-                                                        else trials if req.deployment == "cassandra" else 0))
+                                                        else alternative))
 
         def on_progress(done: int, total: int, best: float | None) -> None:
             best_s = f"best {best:.3f} ms" if best is not None else "best -"
