@@ -29,11 +29,13 @@ adds to one pair what it takes from the next), each pair gives the log-ratio ln(
 quantiles, and the interval is the Student-t interval of the mean log-ratio over the m pairs (m − 1 degrees of
 freedom), reported as exp(·) − 1 in %. Fewer than 2 pairs: refused.
 
-**Measured error rates** (tests/tuner/test_fidelity.py, A/A blocks from a heavy-tailed latency distribution
-with AR(1) block-level drift shared by the arms, 30 blocks of 400 requests per arm, 95 % level): the paired
-block bootstrap's false-positive rate on p99 was 5.6 % (2,000 A/A replays; Wilson 95 % interval 4.7–6.7 %),
-its power on a +20 % p99 shift 100 % and on a +5 % shift 68 %; an unpaired resample of the same data (each
-arm's blocks drawn independently) gave intervals 2.4 times as wide (the drift is not cancelled).
+**Measured error rates** (`error_rates` in tests/tuner/test_fidelity.py, which states the command: two arms on
+one simulated machine, 30 blocks of 15 s with 1,000 requests per arm each, latencies 0.5 ms + 1 ms × Lomax(2.5)
+(a heavy tail) times a block-level drift exp(z), z an AR(1) series with lag-1 correlation 0.6 and sd 0.3 shared
+by the arms; 1,000 resamples, 95 % level): the paired block bootstrap's false-positive rate on p99 was 4.7 %
+(94 of 2,000 A/A replays; Wilson 95 % interval 3.9–5.7 %); its power was 100 % on a +20 % p99 shift (1,000 of
+1,000 replays) and 29.3 % on a +5 % one; an unpaired resample of the same data (each arm's blocks drawn
+independently) gave intervals 2.4 times as wide, since the drift moves both arms and only pairing cancels it.
 
 **The gate** (`gate`): a candidate is published only if the real difference is not worse than `max_worse_pct`
 (5 % by default): the interval's upper end below it passes, its lower end above it refuses (shown worse), an
