@@ -258,9 +258,10 @@ def model_of(hosts: Sequence[str], port: int, log: Any = print) -> dict[str, Any
     """Discover and calibrate the deployment with tailtune's functions; the stored model (as the deployment row
     would hold it) and what each step found."""
     from base.settings import Settings
-    from control.calibration import calibrate_cassandra, merge_calibration
+    from control.calibration import merge_calibration
     from control.discovery import discover, merge_model
     from control.egress import Egress
+    from kinds.cassandra.calibration import calibrate_cassandra
 
     settings = Settings(connect_networks=["127.0.0.0/8"])
     connection = {"contact_points": [hosts[0]], "port": port}
