@@ -202,7 +202,7 @@ class Constraints(RequestBody):
 
 class DeploymentCreate(RequestBody):
     name: str = Field(pattern=NAME_PATTERN)
-    kind: str = Field(description="A registered deployment kind.", json_schema_extra=_kinds_enum)
+    kind: str = Field(json_schema_extra=_kinds_enum)
     timezone: str = "UTC"
     topology: Topology = Field(
         default_factory=Topology,
