@@ -58,7 +58,7 @@ SETTINGS = ("concurrent_reads", *SNITCH.settings())
 #: reading name → the virtual table it comes from.
 LATENCY_TABLES = {"local": "system_views.local_read_latency", "coordinator": "system_views.coordinator_read_latency"}
 #: Releases whose latency tables' unit was read in Cassandra's source and checked against client-side timing
-#: (tests/kinds/cassandra/test_discovery.py): the `*_ms` columns hold seconds (µs × 1e-6) rounded to 3 decimals.
+#: (tests/control/test_discovery.py): the `*_ms` columns hold seconds (µs × 1e-6) rounded to 3 decimals.
 LATENCY_SECONDS_RELEASES = ("5.0",)
 #: Partitioners whose tokens are integers.
 INTEGER_PARTITIONERS = ("Murmur3Partitioner", "RandomPartitioner")

@@ -160,8 +160,9 @@ def test_captures_are_refused_with_todays_message() -> None:
         check_capture_kind({"duration_s": 1}, "cassandra")
     assert (err.value.detail, err.value.field) == ("only a memcached deployment can be captured, not a cassandra one",
                                                     "capture")
-    with pytest.raises(Invalid, match="^only a memcached deployment can be captured, not a unknown one$"):
+    with pytest.raises(Invalid) as unknown:
         check_capture_kind({"duration_s": 1}, "unknown")
+    assert unknown.value.detail == "only a memcached deployment can be captured, not a unknown one"
     check_capture_kind({"duration_s": 1}, "memcached")
     check_capture_kind(None, "cassandra")
 
