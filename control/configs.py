@@ -17,6 +17,7 @@ from control.common import now
 from control.configs_cache import latest_cache
 from control.db import ConfigVersionRow, DeploymentRow, JobRow
 from control.errors import Invalid, Missing, PayloadTooLarge
+from control.kinds import operations
 from control.queue import enqueue
 
 __all__ = [
@@ -81,36 +82,15 @@ def validate_config(
 
 
 def applies_to(dep: DeploymentRow) -> dict[str, Any] | None:
-    """What a version of `dep` is made for: its server, driver and tables (Cassandra; None for memcached)."""
-    if dep.kind != "cassandra":
-        return None
-    return {"server": dep.server or "stock", "driver": dep.driver or "java4", "tables": list(dep.tables or [])}
+    """What a version of `dep` is made for (its kind's `applies_to`: a Cassandra deployment's server, driver and
+    tables; None when nothing beyond the config)."""
+    return operations(dep.kind).applies_to(dep)
 
 
 def with_rendering(config: dict[str, Any], dep: DeploymentRow) -> dict[str, Any]:
-    """A Cassandra config that sets stock knobs without the tuner's rendering gets it in `target` (the CQL,
-    the yaml and JMX lines, the driver's profile and settings, the notes:
-    `simulation.stock_render.render_stock`), so what is published carries what the driver side needs.
-    Configs that have it, and others, are unchanged.
-    """
-    from simulation.stock_knobs import knob
-    from simulation.stock_render import render_stock
-
-    if dep.kind != "cassandra":
-        return config
-    params = config.get("params") or {}
-    stockish = config.get("policy") == "stock" or any(knob(k) is not None for k in params)
-    target = config.get("target") or {}
-    if not stockish or "driver" in target:
-        return config
-    from base.errors import BadInputError
-
-    try:
-        rendered = render_stock(params, tables=list(dep.tables or []), driver=dep.driver or "java4")
-    except BadInputError as exc:
-        p = exc.problems[0]
-        raise Invalid(p.problem, field=f"config.params.{p.field}" if p.field else "config.params") from None
-    return {**config, "target": {**rendered, **target}}
+    """`config` with what the deployment's clients need to apply it (its kind's `rendered`: a Cassandra config
+    that sets stock knobs without the tuner's rendering gets it in `target`); other configs are unchanged."""
+    return operations(dep.kind).rendered(config, dep)
 
 
 def _deployment(s: Session, deployment_id: int) -> DeploymentRow:
@@ -252,32 +232,27 @@ def schedule_publish(s: Session, settings: Settings, deployment_id: int, version
 def rollback(
     s: Session, settings: Settings, deployment_id: int, version: int, note: str | None
 ) -> ConfigVersionRow:
-    """Rolling back = a new latest version carrying an earlier version's config (targets only move forward).
-
-    Cassandra: for each table option (`speculative_retry`) that config does not set itself, the new version names,
-    in `target.table_options`, the value each of the deployment's tables had while `version` was current (from
-    what the publisher recorded: the `after` of the newest published version up to it, else the `before` of
-    the first later one that changed the table), so publishing the rollback restores them
-    (`control.publishers.stock.restore_options`).
+    """Rolling back = a new latest version carrying an earlier version's config (targets only move forward), with
+    what the deployment's kind adds so that publishing it restores what was in force at `version`
+    (`DeploymentKind.rollback_config`: Cassandra names, in `target.table_options`, the value each of the
+    deployment's tables had then, from what the publisher recorded).
 
     A rollback runs on every request: the earlier config's `canary_fraction`, if any, is not copied.
     """
-    from control.publishers.stock import TABLE_OPTIONS, restore_options
-
     old = get_version(s, deployment_id, version)
     dep = _deployment(s, deployment_id)
     config = {k: v for k, v in old.config.items() if k != "canary_fraction"}
-    if dep.kind == "cassandra" and dep.tables:
+
+    def published() -> list[tuple[int, Any]]:
+        """(version, the publisher's record of it) of every version of the deployment."""
         records = s.execute(
             select(ConfigVersionRow.version, ConfigVersionRow.published).where(
                 ConfigVersionRow.deployment_id == deployment_id
             )
         ).all()
-        options = restore_options(
-            config, ((v, (p or {}).get("cassandra", {})) for v, p in records), version, list(dep.tables)
-        )
-        if options is not None:
-            config["target"] = {**(config.get("target") or {}), TABLE_OPTIONS: options}
+        return [(int(v), (p or {}).get(dep.kind, {})) for v, p in records]
+
+    config = operations(dep.kind).rollback_config(config, version, dep, published)
     return add_version(
         s,
         deployment_id,

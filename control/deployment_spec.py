@@ -16,15 +16,20 @@ from pydantic import (
     model_serializer,
     model_validator,
 )
+from pydantic_core import PydanticCustomError
 
 from base.errors import BadInputError
-from control.capture import parse_server
 from control.common import NAME_PATTERN, RequestBody, to_dt
 from control.db import DeploymentRow
+from control.egress import parse_server
+from control.errors import Invalid
+from control.kinds import operations
 from control.model import INPUT_RANGES, topology_default
+from simulation.kinds import kind_names
 
 __all__ = [
     "DRIVERS",
+    "KIND_FIELDS",
     "SERVERS",
     "TABLE_PATTERN",
     "Connection",
@@ -35,6 +40,7 @@ __all__ = [
     "DiscoverRequest",
     "Objective",
     "Topology",
+    "check_kind",
     "check_tables",
     "check_timezone",
 ]
@@ -63,6 +69,8 @@ SYSTEM_KEYSPACES = frozenset(
 )
 #: Tables of one deployment.
 MAX_TABLES = 256
+#: The body fields only some kinds have (`DeploymentKind.body_fields`): shown for those kinds only.
+KIND_FIELDS = ("server", "driver", "tables")
 
 
 def check_tables(tables: list[str]) -> list[str]:
@@ -81,6 +89,21 @@ def check_tables(tables: list[str]) -> list[str]:
             raise ValueError(f"tables[{i}]: {shown!r} is listed twice")
         seen.append(t)
     return seen
+
+
+def check_kind(value: object) -> str:
+    """A registered deployment kind's name (`simulation.kinds.kind_names()`), refused as a `Literal` of them is:
+    a `literal_error` listing them."""
+    names = kind_names()
+    if isinstance(value, str) and value in names:
+        return value
+    quoted = [repr(n) for n in names]
+    expected = quoted[0] if len(quoted) == 1 else f"{', '.join(quoted[:-1])} or {quoted[-1]}"
+    raise PydanticCustomError("literal_error", "Input should be {expected}", {"expected": expected})
+
+
+def _kinds_enum(schema: dict[str, Any]) -> None:
+    schema["enum"] = list(kind_names())
 
 
 def check_timezone(value: str) -> str:
@@ -179,7 +202,7 @@ class Constraints(RequestBody):
 
 class DeploymentCreate(RequestBody):
     name: str = Field(pattern=NAME_PATTERN)
-    kind: Literal["cassandra", "memcached"]
+    kind: str = Field(json_schema_extra=_kinds_enum)
     timezone: str = "UTC"
     topology: Topology = Field(
         default_factory=Topology,
@@ -202,6 +225,11 @@ class DeploymentCreate(RequestBody):
         description="Cassandra: the keyspace.table names a stock config's speculative_retry is applied to.",
     )
 
+    @field_validator("kind", mode="before")
+    @classmethod
+    def _kind(cls, v: object) -> str:
+        return check_kind(v)
+
     @field_validator("timezone")
     @classmethod
     def _tz(cls, v: str) -> str:
@@ -214,16 +242,14 @@ class DeploymentCreate(RequestBody):
 
     @model_validator(mode="after")
     def _connection_matches_kind(self) -> DeploymentCreate:
-        if self.kind == "memcached" and self.tables:
-            raise ValueError("tables: only a cassandra deployment has tables")
-        if self.kind == "memcached" and (self.server, self.driver) != ("stock", "java4"):
-            raise ValueError("server, driver: only a cassandra deployment has a server kind and a driver")
-        if self.kind == "cassandra" and not self.connection.contact_points:
-            raise ValueError(
-                "connection.contact_points: a cassandra deployment needs at least one contact point"
-            )
-        if self.kind == "memcached" and not self.connection.servers:
-            raise ValueError("connection.servers: a memcached deployment needs at least one host:port")
+        """The kind's rules on its body fields and its connection (`DeploymentKind.check_body`,
+        `check_connection`), each problem as `field: problem`."""
+        ops = operations(self.kind)
+        try:
+            ops.check_body({"tables": self.tables, "server": self.server, "driver": self.driver}, creating=True)
+            ops.check_connection(self.connection.model_dump())
+        except Invalid as exc:
+            raise ValueError(f"{exc.field}: {exc.detail}" if exc.field else exc.detail) from None
         return self
 
 
@@ -290,8 +316,9 @@ class DeploymentOut(BaseModel):
     @model_serializer(mode="wrap")
     def _kind_fields(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         out: dict[str, Any] = handler(self)
-        if self.kind != "cassandra":  # a server kind, a driver and tables are a cassandra deployment's only
-            for key in ("server", "driver", "tables"):
+        kept = operations(self.kind).body_fields  # a server kind, a driver and tables: the kinds that have them
+        for key in KIND_FIELDS:
+            if key not in kept:
                 out.pop(key, None)
         return out
 
@@ -300,9 +327,10 @@ class DeploymentOut(BaseModel):
         from control.model import shown_topology
 
         topology, sources = shown_topology(r.kind, r.topology or {}, r.connection or {}, r.model or {})
-        if r.kind == "cassandra":
-            given = set((r.model or {}).get("given") or ())
-            for key, default in (("server", "stock"), ("driver", "java4")):
+        kept = operations(r.kind).body_fields
+        given = set((r.model or {}).get("given") or ())
+        for key, default in (("server", "stock"), ("driver", "java4")):
+            if key in kept:
                 value = getattr(r, key) or default
                 sources[key] = "declared" if key in given or value != default else "default"
         return cls(

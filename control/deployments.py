@@ -15,23 +15,17 @@ from control.deployment_spec import DeploymentCreate, DeploymentPatch
 from control.egress import Egress, EgressRefused
 from control.errors import Conflict, Invalid, Missing
 from control.grants import check_and_record
+from control.kinds import all_endpoints, operations
 from control.model import declared_fields
 from control.tokens import Principal
 
 __all__ = ["create", "delete", "get", "get_by_name", "list_all", "patch"]
 
 
-def _check_connection(kind: str, connection: dict[str, object]) -> None:
-    if kind == "cassandra" and not connection.get("contact_points"):
-        raise Invalid("a cassandra deployment needs at least one contact point", field="connection.contact_points")
-    if kind == "memcached" and not connection.get("servers"):
-        raise Invalid("a memcached deployment needs at least one host:port", field="connection.servers")
-
-
 def _check_egress(settings: Settings, connection: dict[str, object]) -> None:
-    """The password variable and the endpoints a write token names, against the operator's egress rules
-    (control.egress): a variable the worker may not read, or an address outside the networks it may
-    reach, is refused here with what to do instead."""
+    """The password variable and the endpoints a write token names (every kind's reading of the connection:
+    `control.kinds.all_endpoints`), against the operator's egress rules (control.egress): a variable the worker
+    may not read, or an address outside the networks it may reach, is refused here with what to do instead."""
     try:
         egress = Egress.of(settings)
     except EgressRefused as exc:
@@ -41,17 +35,10 @@ def _check_egress(settings: Settings, connection: dict[str, object]) -> None:
         problem = egress.password_env_problem(str(name))
         if problem is not None:
             raise Invalid(problem, field="connection.password_env")
-    points = connection.get("contact_points") or []
-    servers = connection.get("servers") or []
-    assert isinstance(points, list) and isinstance(servers, list)
-    for i, host in enumerate(points):
-        problem = egress.host_problem(str(host))
+    for endpoint in all_endpoints(connection):
+        problem = egress.host_problem(endpoint.named)
         if problem is not None:
-            raise Invalid(problem, field=f"connection.contact_points[{i}]")
-    for i, server in enumerate(servers):
-        problem = egress.host_problem(str(server).rpartition(":")[0])
-        if problem is not None:
-            raise Invalid(problem, field=f"connection.servers[{i}]")
+            raise Invalid(problem, field=endpoint.field)
 
 
 def _document(row: DeploymentRow) -> dict[str, object]:
@@ -124,20 +111,16 @@ def patch(s: Session, settings: Settings, deployment_id: int, body: DeploymentPa
             fields["current_config"], row.kind, settings.config_max_bytes, driver=driver,
             max_depth=settings.config_max_depth,
         )
+    ops = operations(row.kind)
     if fields.get("connection") is not None:
-        _check_connection(row.kind, fields["connection"])
+        ops.check_connection(fields["connection"])
         _check_egress(settings, fields["connection"])
         doc = {**_document(row), "connection": fields["connection"]}
         check_and_record(s, row.id, doc, admin=who.admin, by=who.name, record=False)
     for key in ("timezone", "topology", "connection", "objective", "constraints", "server", "driver", "tables"):
         if key in fields and fields[key] is None:
             raise Invalid("must not be null (only current_config can be cleared)", field=key)
-    if row.kind == "memcached":
-        if fields.get("tables"):
-            raise Invalid("only a cassandra deployment has tables", field="tables")
-        for key, default in (("server", "stock"), ("driver", "java4")):
-            if fields.get(key, default) != default:
-                raise Invalid("only a cassandra deployment has a server kind and a driver", field=key)
+    ops.check_body(fields, creating=False)
     if body.topology is not None:
         model = {k: v for k, v in (row.model or {}).items() if k != "operator"}  # the key's former name
         row.model = {**model, "declared": declared_fields(fields["topology"], body.topology.model_fields_set)}

@@ -20,9 +20,9 @@ in with the password it names. Three rules keep a write token from turning the w
 
   - Python sockets: `Egress.connect` (readiness, capture, the publisher's ping); a client library that takes
     an address (pymemcache) is given `resolve`'s address, never the name.
-  - The Cassandra driver: `Egress.cassandra_policies` — the contact points are the checked addresses, and the
-    driver connects to no host the check does not allow (a node filter over every host, peers it discovers
-    included) at the address the cluster reports (no address translation by name).
+  - The Cassandra driver: `kinds.cassandra.cql.cassandra_policies(egress)` — the contact points are the checked
+    addresses, and the driver connects to no host the check does not allow (a node filter over every host, peers
+    it discovers included) at the address the cluster reports (no address translation by name).
   - A JVM tailtune starts: `Egress.jvm_options` — a security policy (`base.jvm_sandbox`) under which
     it may connect only to the checked addresses and ports it is given (none: no connection at all, the full
     query log reader) and resolve no name. A JMX client's RMI stub names the host and port to connect back to;
@@ -38,7 +38,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from base.errors import TailtuneError
+from base.errors import BadInputError, TailtuneError
 from base.jvm_sandbox import sandbox_options
 from base.settings import Settings
 
@@ -47,6 +47,7 @@ __all__ = [
     "Egress",
     "EgressRefused",
     "EgressUnresolved",
+    "parse_server",
 ]
 
 #: The environment variables a deployment may name as its password's holder, besides the operator's list.
@@ -65,6 +66,16 @@ class EgressUnresolved(EgressRefused):
     """A host name that does not resolve (nothing is connected to; it may resolve later: not permanent)."""
 
     permanent = False
+
+
+def parse_server(text: str, where: str = "command line", field: str = "server") -> tuple[str, int]:
+    """`HOST:PORT` (`[v6]:PORT` for an IPv6 literal) → (host, port); BadInputError naming `field` otherwise."""
+    host, sep, port = text.strip().rpartition(":")
+    host = host.strip("[]")
+    bad_host = not host or any(c.isspace() for c in host)
+    if not sep or bad_host or not (port.isascii() and port.isdigit()) or not 0 < int(port) < 65536:
+        raise BadInputError.single(where, f"expected HOST:PORT, got {text!r}", field=field)
+    return host, int(port)
 
 
 def _literal(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
@@ -178,15 +189,6 @@ class Egress:
                 failure = exc
         assert failure is not None
         raise failure
-
-    def cassandra_policies(self) -> tuple[Any, Any]:
-        """(load balancing policy, address translator) for the Cassandra driver: it connects to no host (a
-        contact point or a peer it discovers) whose address the rules do not allow, and it translates no address
-        (the one the cluster reports is the one checked)."""
-        from cassandra.policies import HostFilterPolicy, IdentityTranslator, RoundRobinPolicy
-
-        egress = self
-        return HostFilterPolicy(RoundRobinPolicy(), lambda host: egress.allows(str(host.address))), IdentityTranslator()
 
     def jvm_options(self, endpoints: Sequence[tuple[str, int]] = ()) -> list[str]:
         """Options for a JVM tailtune starts to reach `endpoints` ((address, port) pairs, each an address

@@ -15,6 +15,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from base.settings import Settings
 from control.common import RequestBody
 from control.errors import Invalid
+from control.kind import Unsupported
+from control.kinds import supports
 
 __all__ = [
     "DATASET_ID_PATTERN",
@@ -98,9 +100,10 @@ def check_capture(
 
 
 def check_capture_kind(capture: object, kind: str) -> None:
-    """Only memcached can be captured (its `watch`): Invalid for a capture (options or payload) of another kind."""
-    if capture is not None and kind != "memcached":
-        raise Invalid(f"only a memcached deployment can be captured, not a {kind} one", field="capture")
+    """A capture (options or payload) of a deployment whose kind cannot be captured (`DeploymentKind.captures`;
+    an unregistered name cannot) is `Unsupported`, a 422 naming `capture`."""
+    if capture is not None and not supports(kind, "capture"):
+        raise Unsupported(kind, "capture")
 
 
 def check_nightly(payload: dict[str, Any], settings: Settings) -> NightlyOptions:

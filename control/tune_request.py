@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from control.db import DeploymentRow
+from control.kinds import operations
 from control.model import DeploymentModel, build_model
 
 __all__ = ["DeploymentTune", "deployment_model", "deployment_record", "deployment_tune"]
@@ -75,7 +76,10 @@ def deployment_tune(
     the deployment's (None or empty: the deployment's); `evaluator_options` go over the model's (a stall rate,
     ...)."""
     kind = str(dep["kind"])
-    server = server or (str(dep.get("server") or "stock") if kind == "cassandra" else None)
+    if "server" in operations(kind).body_fields:  # a server kind is the deployment's only where its kind has one
+        server = server or str(dep.get("server") or "stock")
+    else:
+        server = server or None
     notes: list[str] = []
     if current is None and dep.get("current_config"):
         current = dep["current_config"]

@@ -35,7 +35,7 @@ p99 resolvable to ~2× on real memcached, hence 100):
 [min(E − h, C_lo) / (1 + (m + s)/100), max(E + h, C_hi) × (1 + (m + s)/100)].
 
 **Server side (stock Cassandra).** The coordinator's p99 comes from a decaying reservoir as one figure (per node
-and table, 1 ms resolution, see `publishers/cassandra.py` for its unit), so no sampling distribution exists and no
+and table, 1 ms resolution, see `kinds/cassandra/publisher.py` for its unit), so no sampling distribution exists and no
 significance level applies. The figures are recorded beside the clients' for every check; when no client reports
 the version they decide alone, by a stated threshold: pending below `verify_min_requests` reads since the
 publish; worse when the worst p99 after exceeds max(p99 before, 1 ms) × (1 + verify_min_regression_pct/100) and
@@ -210,7 +210,7 @@ def server_comparison(
     before: Mapping[str, Any] | None, after: Mapping[str, Any] | None, *, margin_pct: float
 ) -> dict[str, Any] | None:
     """The coordinator read latency before the publish and now (raw snapshots of
-    `publishers.cassandra.read_coordinator_latency`): reads since the publish, and the worst p99 (ms) over the
+    `kinds.cassandra.publisher.read_coordinator_latency`): reads since the publish, and the worst p99 (ms) over the
     nodes and tables before and after, with the threshold rule's verdict (`worse`). None without both snapshots."""
     if not before or not after or not before.get("nodes") or not after.get("nodes"):
         return None

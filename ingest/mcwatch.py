@@ -1,6 +1,6 @@
 """memcached's watch log (`watch fetchers mutations`, memcached 1.6): the line grammar, and the heuristic that groups
 the fetches of one multi-key `get`/`gets` into one request. Light on purpose (no Arrow): the reader
-(`ingest.formats.memcached_watch`) and the live capture (`control.capture`) share it, so a capture counts
+(`ingest.formats.memcached_watch`) and the live capture (`kinds.memcached.capture`) share it, so a capture counts
 its requests exactly as the ingest will group them.
 
 The lines, as memcached 1.6.18 prints them (`logger.c`):

@@ -1,9 +1,10 @@
-"""The nightly job's capture: its trace taken from the deployment's memcached servers instead of an upload.
+"""The nightly job's capture: its trace taken from the deployment's live system instead of an upload.
 
-`capture_trace` watches every server of `connection.servers` for `capture.duration_s` seconds into one
-memcached-watch file (`control.capture`), connecting only to addresses the egress rules allow
-(`control.egress`, resolved by the worker), and registers the file as a trace of the deployment (name
-`capture-job<id>`, format `memcached-watch`), which the ingest step then ingests like an upload. A retried step
+`capture_trace` has the deployment's kind capture it for `capture.duration_s` seconds (`DeploymentKind.capture`:
+memcached watches every server of `connection.servers` into one memcached-watch file, `kinds.memcached.capture`),
+connecting only to addresses the egress rules allow (`control.egress`, resolved by the worker), and registers
+the file as a trace of the deployment (name `capture-job<id>`, in the format the kind wrote), which the ingest step
+then ingests like an upload. A kind that cannot be captured fails the job, naming the kinds that can. A retried step
 reuses the trace of its job's earlier attempt unless that one failed; a cancel stops the capture at once and keeps
 nothing.
 """
@@ -12,47 +13,22 @@ from __future__ import annotations
 
 import threading
 import uuid
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import select
 
-from base.errors import BadInputError
-from control.capture import (
-    CaptureDiskFull,
-    CaptureFailed,
-    CaptureTarget,
-    capture_memcached,
-    parse_server,
-    stats_caps,
-)
 from control.common import now
 from control.db import DeploymentRow, TraceRow
-from control.egress import Egress, EgressRefused, EgressUnresolved
+from control.egress import Egress
 from control.jobspec import CaptureOptions
+from control.kind import Captured, CaptureDiskFull, CaptureFailed, Target, Unsupported
+from control.kinds import operations
 from control.storage import storage_full
 from jobs.context import JobContext, JobFailed
 
 __all__ = ["capture_trace"]
-
-FORMAT = "memcached-watch"
-
-
-def _targets(ctx: JobContext, servers: list[str]) -> list[CaptureTarget]:
-    egress = Egress.of(ctx.settings)
-    targets = []
-    for server in servers:
-        try:
-            host, port = parse_server(server)
-            address = egress.resolve(host, port)[0]
-        except EgressUnresolved as exc:  # it may resolve later: the job is retried
-            raise CaptureFailed(f"memcached {server}: {exc}", permanent=False) from None
-        except EgressRefused as exc:
-            raise JobFailed(f"capture: memcached {server}: {exc}") from None
-        except BadInputError:  # a server the API would not have accepted (written straight into the DB)
-            raise JobFailed(f"capture: connection.servers: expected HOST:PORT, got {server!r}") from None
-        targets.append(CaptureTarget(server, address, port))
-    return targets
 
 
 def _earlier(ctx: JobContext, dep_id: int, name: str) -> int | None:
@@ -69,7 +45,7 @@ def _earlier(ctx: JobContext, dep_id: int, name: str) -> int | None:
 
 
 def capture_trace(ctx: JobContext, dep_id: int, opts: CaptureOptions) -> tuple[int, dict[str, Any]]:
-    """Capture the deployment's memcached servers; returns the trace id to ingest and what the capture saw."""
+    """Capture the deployment's live system; returns the trace id to ingest and what the capture saw."""
     name = f"capture-job{ctx.job_id}"
     earlier = _earlier(ctx, dep_id, name)
     if earlier is not None:
@@ -79,28 +55,17 @@ def capture_trace(ctx: JobContext, dep_id: int, opts: CaptureOptions) -> tuple[i
         dep = s.get(DeploymentRow, dep_id)
         if dep is None:
             raise JobFailed(f"deployment {dep_id} no longer exists")
-        kind, servers = dep.kind, [str(x) for x in (dep.connection or {}).get("servers", [])]
-    if kind != "memcached":
-        raise JobFailed(f"capture: only a memcached deployment can be captured, not a {kind} one")
-    if not servers:
-        raise JobFailed("capture: the deployment has no connection.servers to capture")
-    targets = _targets(ctx, servers)
+        kind, target = dep.kind, Target.of(dep, Egress())
+    ops = operations(kind)
+    if not ops.captures:
+        raise JobFailed(f"capture: {Unsupported(kind, 'capture').detail}")
+    target = replace(target, egress=Egress.of(ctx.settings))
     final = ctx.settings.home_dir / "uploads" / f"{uuid.uuid4().hex}.trace"
     stop = threading.Event()
-    ctx.log(f"capture: watching {', '.join(servers)} for {opts.duration_s:g} s")
     try:
         with ctx.on_stop(stop.set):  # a cancel (or the time budget) ends the capture at once
-            result = capture_memcached(
-                targets,
-                final,
-                duration_s=opts.duration_s,
-                stop=stop,
-                timeout_s=ctx.settings.capture_timeout_s,
-                max_bytes=ctx.settings.capture_max_bytes,
-                max_line=ctx.settings.capture_max_line_bytes,
-                stats_caps=stats_caps(ctx.settings),
-                gap_us=ctx.settings.memcached_watch_gap_us,
-            )
+            captured = ops.capture(target, final, duration_s=opts.duration_s, stop=stop, settings=ctx.settings,
+                                   log=ctx.log)
     except CaptureDiskFull as exc:  # the path as the API shows paths: relative to TAILTUNE_HOME
         raise JobFailed(f"capture: {storage_full(ctx.settings, exc.cause, exc.path)}") from None
     except CaptureFailed as exc:
@@ -110,31 +75,17 @@ def capture_trace(ctx: JobContext, dep_id: int, opts: CaptureOptions) -> tuple[i
     if ctx.stop_reason is not None:
         final.unlink(missing_ok=True)
         raise ctx.stop_reason
-    seen = result.as_dict()
-    ctx.log(
-        f"capture: {result.seconds:g} s ({result.stopped}), {result.lines:,} watch lines, {result.fetches:,} "
-        f"fetches, {result.requests:,} requests, {result.lost:,} lines lost"
-    )
-    if result.lost:
-        ctx.log(
-            f"warning: the watch lost {result.lost:,} line(s) (memcached skipped {result.skipped:,}, its worker "
-            f"threads dropped {result.dropped:,}): the trace misses their fetches"
-        )
-    for server in result.closed:
-        ctx.log(f"warning: {server} closed the watch before the end of the capture")
-    if result.fetches == 0:
+    for line in captured.report:
+        ctx.log(line)
+    if captured.nothing is not None:
         final.unlink(missing_ok=True)
-        raise JobFailed(
-            f"capture: no get/gets reached {', '.join(servers)} in {result.seconds:g} s: nothing to tune on"
-        )
-    trace_id = _register(ctx, dep_id, name, final, result.bytes)
+        raise JobFailed(f"capture: {captured.nothing}")
+    trace_id = _register(ctx, dep_id, name, final, captured)
     ctx.log(f"capture: trace {trace_id} ({name})")
-    kept = ("servers", "seconds", "stopped", "lines", "fetches", "requests", "skipped", "dropped", "lost", "complete",
-            "closed", "gap_us")
-    return trace_id, {k: seen[k] for k in kept}
+    return trace_id, dict(captured.seen)
 
 
-def _register(ctx: JobContext, dep_id: int, name: str, path: Path, size: int) -> int:
+def _register(ctx: JobContext, dep_id: int, name: str, path: Path, captured: Captured) -> int:
     from ingest.pipeline import sha256_file
 
     try:
@@ -142,8 +93,8 @@ def _register(ctx: JobContext, dep_id: int, name: str, path: Path, size: int) ->
             row = TraceRow(
                 name=name,
                 deployment_id=dep_id,
-                format=FORMAT,
-                size_bytes=size,
+                format=captured.format,
+                size_bytes=captured.bytes,
                 sha256=sha256_file(path),
                 status="uploaded",
                 upload_path=str(path),

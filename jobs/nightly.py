@@ -26,6 +26,8 @@ from control.egress import Egress
 from control.errors import Invalid
 from control.grants import PASSWORD, granted
 from control.jobspec import NightlyOptions, TuneOptions, check_nightly
+from control.kind import Target
+from control.kinds import operations
 from control.redact import public
 from control.tune_request import deployment_model, deployment_record, deployment_tune
 from jobs.capture import capture_trace
@@ -287,14 +289,7 @@ def publish_version(ctx: JobContext, deployment_id: int, version: int) -> dict[s
     `publish_status: partial` and names them; one that found a server holding content tailtune never made for
     this deployment leaves `publish_status: conflict` and names the server (not retried).
     """
-    from control.publishers import (
-        Known,
-        PublishConflict,
-        PublishFailed,
-        PublishRejected,
-        publish_with_retry,
-        publisher_for,
-    )
+    from control.publishers import Known, PublishConflict, PublishFailed, PublishRejected, publish_with_retry
 
     with ctx.db.session() as s:
         dep = s.get(DeploymentRow, deployment_id)
@@ -305,9 +300,9 @@ def publish_version(ctx: JobContext, deployment_id: int, version: int) -> dict[s
         )
         if dep is None or row is None:
             raise JobFailed(f"deployment {deployment_id} version {version} not found")
-        kind, name, conn, config = dep.kind, dep.name, dict(dep.connection), dict(row.config)
+        kind, config = dep.kind, dict(row.config)
         grant = granted(s, deployment_id, PASSWORD)
-        tables, driver, server = list(dep.tables or []), dep.driver or "java4", dep.server or "stock"
+        target = Target.of(dep, Egress())
         newest = _newest_published(s, deployment_id, kind)
         head = (newest.version, dict(newest.config)) if newest is not None and newest.version > version else None
         versions = s.execute(
@@ -326,13 +321,8 @@ def publish_version(ctx: JobContext, deployment_id: int, version: int) -> dict[s
         dep.publish_status = "publishing"
     if head is not None:
         ctx.log(f"version {version} is older than the published version {head[0]}: the target keeps {head[0]}")
-    publisher = publisher_for(
-        kind, name, conn, ctx.settings.publish_timeout_s,
-        memcached_item_max_bytes=ctx.settings.memcached_item_max_bytes,
-        memcached_stale_versions_max=ctx.settings.memcached_stale_versions_max,
-        memcached_config_key_env=ctx.settings.memcached_config_key_env,
-        tables=tables, driver=driver, server=server, egress=Egress.of(ctx.settings).bound(grant),
-    )
+    ops = operations(kind)
+    publisher = ops.publisher(replace(target, egress=Egress.of(ctx.settings).bound(grant)), ctx.settings)
     try:
         outcome = publish_with_retry(
             publisher,
@@ -365,11 +355,9 @@ def publish_version(ctx: JobContext, deployment_id: int, version: int) -> dict[s
             )
         )
         if row is not None:
-            from control.publishers.stock import merge_record
-
             record: dict[str, Any] = {"at": now(), "current_version": outcome.current_version}
             record.update(outcome.applied or {})  # cassandra: each table's speculative_retry before/after
-            row.published = {**row.published, kind: merge_record(row.published.get(kind), record)}
+            row.published = {**row.published, kind: ops.published_record(row.published.get(kind), record)}
             s.flush()
         if dep is not None:
             dep.publish_status, dep.publish_error = "ok", None

@@ -1,8 +1,9 @@
 """The `verify` job: judge a published version on what the real system now does (`control.verify`).
 
-The worker reads what only it may reach — a stock Cassandra deployment's coordinator read latency, through the
-Cassandra publisher's connection (the egress rules: allowed addresses, allowed password variable) — and hands it
-to the control plane's check together with the clients' reports in the metadata DB. The API only enqueues this
+The worker reads what only it may reach — what the target itself reports (`DeploymentKind.server_figures`: a stock
+Cassandra deployment's coordinator read latency, through its publisher's connection under the egress rules:
+allowed addresses, allowed password variable) — and hands it to the control plane's check together with the
+clients' reports in the metadata DB. The API only enqueues this
 job (`POST /api/v1/deployments/{id}/verify`); the nightly job runs the same check as its last step.
 """
 
@@ -10,14 +11,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from base.errors import TailtuneError
 from control.configs import get_version, latest
 from control.db import DeploymentRow
 from control.egress import Egress
 from control.errors import Missing
 from control.grants import PASSWORD, granted
-from control.publishers import CassandraPublisher
-from control.redact import public
+from control.kind import Target
+from control.kinds import operations
 from control.verify import FINAL, verify_version
 from jobs.context import JobContext, JobFailed
 
@@ -25,19 +25,12 @@ __all__ = ["run_verify", "server_latency", "verify_deployment"]
 
 
 def server_latency(ctx: JobContext, dep: dict[str, Any]) -> dict[str, Any] | None:
-    """A stock Cassandra deployment's coordinator read latency per node and table now; None for other
-    deployments; `{"error": why}` when the cluster could not be read (the check goes on with the clients')."""
-    if dep["kind"] != "cassandra" or dep["server"] != "stock" or not dep["tables"]:
-        return None
-    publisher = CassandraPublisher(
-        dep["name"], dep["connection"], ctx.settings.publish_timeout_s, tables=dep["tables"], driver=dep["driver"],
-        server=dep["server"], egress=Egress.of(ctx.settings).bound(dep["password_grant"]),
-    )
-    try:
-        return publisher.read_latency()
-    except TailtuneError as exc:
-        ctx.log(f"verify: the coordinator latency could not be read: {exc}")
-        return {"error": public(str(exc), ctx.settings)}
+    """What the deployment's target reports now (its kind's `server_figures`: a stock Cassandra deployment's
+    coordinator read latency per node and table); None for kinds that report none; `{"error": why}` when the
+    target could not be read (the check goes on with the clients')."""
+    target = Target(dep["name"], dep["connection"], Egress.of(ctx.settings).bound(dep["password_grant"]),
+                    tuple(dep["tables"]), dep["server"], dep["driver"])
+    return operations(dep["kind"]).server_figures(target, ctx.settings, log=ctx.log)
 
 
 def verify_deployment(

@@ -2,7 +2,7 @@
 
 A real memcached (`tests/servers/memcached_server.py`, `-t 4`) is filled with keys of known value sizes; client
 processes then send known requests — `get`/`gets` of 1..20 distinct keys (some missing, some with `:` in them, which
-memcached URI-encodes), with a `set` of a private key now and then — while `control.capture` watches the
+memcached URI-encodes), with a `set` of a private key now and then — while `kinds.memcached.capture` watches the
 server. The capture is ingested (`memcached-watch`) and compared with what the clients sent, per connection:
 
 * **keys and sizes**: the connection's keys in order, each with its value size (null for a miss), equal what the
@@ -222,10 +222,10 @@ def compare(mode: str, gap_us: int, sent: Sequence[list[Op]], table: Any) -> Rep
 
 
 class LiveCapture:
-    """`control.capture` on one server in a thread, for as long as the caller's clients run."""
+    """`kinds.memcached.capture` on one server in a thread, for as long as the caller's clients run."""
 
     def __init__(self, host: str, port: int, out: Path, *, gap_us: int = 3) -> None:
-        from control.capture import CaptureProgress, CaptureTarget
+        from kinds.memcached.capture import CaptureProgress, CaptureTarget
 
         self.host, self.port, self.out, self.gap_us = host, port, out, gap_us
         self.target = CaptureTarget(f"{host}:{port}", host, port)
@@ -238,7 +238,7 @@ class LiveCapture:
         self._holding, self.held, self._released = False, threading.Event(), threading.Event()
 
     def _run(self) -> None:
-        from control.capture import capture_memcached
+        from kinds.memcached.capture import capture_memcached
 
         try:
             self.result = capture_memcached(

@@ -12,9 +12,10 @@ Steps, per system:
 
 1. **Model.** The deployment is discovered and calibrated with tailtune's own functions — those `tailtune
    deployments discover` / `calibrate` run (`control.discovery.discover`, `merge_model`,
-   `control.calibration.calibrate_cassandra`, `merge_calibration`), with `TAILTUNE_CONNECT_NETWORKS`
-   = 127.0.0.0/8 and the settings' defaults (`calibrate_reads`, `discover_probe_reads`) — after a JIT warm-up
-   pass (a closed loop as in step 2) and `--settle-s` idle seconds (calibration measures an idle system).
+   `kinds.cassandra.calibration.calibrate_cassandra`, `control.calibration.merge_calibration`), with
+   `TAILTUNE_CONNECT_NETWORKS` = 127.0.0.0/8 and the settings' defaults (`calibrate_reads`,
+   `discover_probe_reads`) — after a JIT warm-up pass (a closed loop as in step 2) and `--settle-s` idle seconds
+   (calibration measures an idle system).
    `build_model` turns the result into the replay's options ("after"); `build_model` of an empty model gives
    "before". Both are printed with their sources; the calibrated inputs with their 95 % intervals.
 2. **Load.** The saturation throughput is measured first: `--sat-concurrency` multigets kept in flight for
@@ -258,9 +259,10 @@ def model_of(hosts: Sequence[str], port: int, log: Any = print) -> dict[str, Any
     """Discover and calibrate the deployment with tailtune's functions; the stored model (as the deployment row
     would hold it) and what each step found."""
     from base.settings import Settings
-    from control.calibration import calibrate_cassandra, merge_calibration
+    from control.calibration import merge_calibration
     from control.discovery import discover, merge_model
     from control.egress import Egress
+    from kinds.cassandra.calibration import calibrate_cassandra
 
     settings = Settings(connect_networks=["127.0.0.0/8"])
     connection = {"contact_points": [hosts[0]], "port": port}

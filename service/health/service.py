@@ -22,6 +22,7 @@ from base.secrets import redact_url, scrub_fragments, url_secrets
 from base.settings import Settings
 from control.db import Database, DeploymentRow, WorkerRow
 from control.egress import Egress, EgressRefused, EgressUnresolved
+from control.kinds import operations
 from control.redact import public, redact, settings_secrets
 from control.storage import free_bytes
 from service.errors import one_line
@@ -164,23 +165,15 @@ def _reach(egress: Egress, name: str, endpoints: list[tuple[str, int]], timeout:
     return Check(name=name, ok=not bad, detail="unreachable: " + ", ".join(bad) if bad else "reachable")
 
 
-def _endpoint(server: str) -> tuple[str, int]:
-    host, _, port = server.rpartition(":")
-    return host.strip("[]"), int(port)
-
-
 def check_targets(db: Database, timeout: float = 1.0, egress: Egress | None = None) -> list[Check]:
-    """TCP reachability of every endpoint of every deployment (in parallel); an endpoint outside the networks
-    the egress rules allow is reported, never connected to."""
+    """TCP reachability of every endpoint of every deployment (its kind's `endpoints`, in parallel); an endpoint
+    outside the networks the egress rules allow is reported, never connected to."""
     egress = egress or Egress()
     with db.session() as s:
         deps = [(d.name, d.kind, dict(d.connection)) for d in s.scalars(select(DeploymentRow))]
     jobs: list[tuple[str, list[tuple[str, int]]]] = []
     for name, kind, conn in deps:
-        if kind == "cassandra":
-            eps = [(str(h), int(conn.get("port", 9042))) for h in conn.get("contact_points", [])]
-        else:
-            eps = [_endpoint(str(s)) for s in conn.get("servers", [])]
+        eps = [(ep.host, ep.port) for ep in operations(kind).endpoints(conn)]  # the kind's own endpoints
         jobs.append((f"{name} ({kind})", eps))
     if not jobs:
         return []

@@ -15,9 +15,10 @@ from pymemcache.client.base import Client as PmClient
 from tailtune_client.config import MemcachedConfigSource, current_key
 from tailtune_client.memcached import Client
 
-from control.publishers import Known, MemcachedPublisher
+from control.publishers import Known
 from jobs.handlers import default_handlers
 from jobs.worker import Worker
+from kinds.memcached.publisher import MemcachedPublisher
 from tests.app_fixtures import Svc, memcached_deployment
 from tests.clients.conftest import KEY, KEY_ENV
 from tests.servers.memcached_server import MemcachedNode

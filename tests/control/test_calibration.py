@@ -14,11 +14,12 @@ from typing import Any
 
 import pytest
 
-from control.calibration import calibrate_cassandra, per_partition_cost, rtt_quantiles, service_time
 from control.egress import Egress
-from control.model import LOGNORMAL_MIN_SIGMA, build_model
+from control.model import build_model
 from jobs.handlers import default_handlers
 from jobs.worker import Worker
+from kinds.cassandra.calibration import calibrate_cassandra, per_partition_cost, rtt_quantiles, service_time
+from kinds.cassandra.model import LOGNORMAL_MIN_SIGMA
 from tests.app_fixtures import Svc, memcached_deployment
 from tests.servers.cassandra_server import CassandraNode, free_port
 from tests.servers.memcached_server import running_memcached

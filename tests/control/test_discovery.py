@@ -13,11 +13,12 @@ from typing import Any
 
 import pytest
 
-from control.discovery import MIN_RELEASE, Discovered, _release, merge_model, parse_strategy
+from control.discovery import Discovered, merge_model
 from control.egress import PASSWORD_ENV_PREFIX
 from control.model import build_model
 from jobs.handlers import default_handlers
 from jobs.worker import Worker
+from kinds.cassandra.discovery import MIN_RELEASE, _release, parse_strategy
 from tests.app_fixtures import Svc, admin_headers, memcached_deployment
 from tests.servers.cassandra_server import CassandraNode, free_port
 from tests.servers.fake_cql import FakeCqlServer

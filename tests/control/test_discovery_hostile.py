@@ -15,16 +15,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from base.settings import Settings
-from control.discovery import (
-    DiscoveryFailed,
-    _integer,
-    _release,
-    _tokens,
-    checked,
-    discover,
-    parse_strategy,
-)
+from control.discovery import DiscoveryFailed, checked, discover
+from control.discovery import integer as _integer
 from control.model import INPUT_RANGES
+from kinds.cassandra.discovery import _release, _tokens, parse_strategy
 from tests.app_fixtures import Svc, memcached_deployment
 from tests.servers.hostile_memcached import HostileMemcached, hostile_memcached
 

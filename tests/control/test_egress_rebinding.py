@@ -26,6 +26,7 @@ import pytest
 from control.egress import Egress, EgressRefused
 from jobs.handlers import default_handlers
 from jobs.worker import Worker
+from kinds.cassandra.cql import cassandra_policies
 from tests.app_fixtures import Svc, cassandra_deployment, memcached_deployment
 from tests.servers.cassandra_server import CassandraNode, fetch_jars, free_port, jmx_tool, nodetool
 from tests.servers.memcached_server import MemcachedNode
@@ -255,7 +256,7 @@ def test_the_cassandra_driver_is_restricted_to_checked_addresses() -> None:
     """The node filter refuses a peer outside the networks; no address is translated."""
     import ipaddress
 
-    balancing, translator = Egress(networks=(ipaddress.ip_network("127.0.0.1/32"),)).cassandra_policies()
+    balancing, translator = cassandra_policies(Egress(networks=(ipaddress.ip_network("127.0.0.1/32"),)))
 
     class Host:
         def __init__(self, address: str) -> None:

@@ -10,11 +10,13 @@ from typing import Any
 
 import pytest
 
-from control.cql import CqlTarget
-from control.discovery import DiscoveryFailed, discover_cassandra, discover_memcached
+from control.discovery import DiscoveryFailed
 from control.egress import Egress, EgressRefused, EgressUnresolved
 from control.publishers.base import PublishRejected, TargetUnavailable
-from control.publishers.memcached import MemcachedPublisher
+from kinds.cassandra.cql import CqlTarget
+from kinds.cassandra.discovery import discover_cassandra
+from kinds.memcached.discovery import discover_memcached
+from kinds.memcached.publisher import MemcachedPublisher
 
 GONE = "cache.not-yet.invalid"
 _real = socket.getaddrinfo

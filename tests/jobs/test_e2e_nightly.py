@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from control.publishers import MemcachedPublisher
 from jobs.handlers import default_handlers
 from jobs.worker import Worker
+from kinds.memcached.publisher import MemcachedPublisher
 from tests.app_fixtures import Svc
 from tests.servers.memcached_server import MemcachedNode
 

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from control.db import JobRow
-from control.publishers import MemcachedPublisher
 from jobs.handlers import default_handlers
 from jobs.worker import Worker
+from kinds.memcached.publisher import MemcachedPublisher
 from tests.app_fixtures import Svc, memcached_deployment
 from tests.servers.memcached_server import MemcachedNode
 from tuner.recommendation import Recommendation, accept

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from base.linereader import LineCaps, LineReader, WireLimit
-from control.capture import (
+from kinds.memcached.capture import (
     CaptureFailed,
     CaptureLineTooLong,
     CaptureResult,

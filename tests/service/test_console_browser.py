@@ -29,7 +29,7 @@ import pytest
 
 from base.settings import Settings, get_settings
 from control.db import Database, database_for
-from control.publishers import MemcachedPublisher
+from kinds.memcached.publisher import MemcachedPublisher
 from service.auth import create_token
 from tests.app_fixtures import FAST_ENV
 from tests.servers.memcached_server import MemcachedNode

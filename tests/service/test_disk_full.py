@@ -168,10 +168,10 @@ def test_a_full_database_server_is_told_from_other_database_errors() -> None:
 def test_a_capture_on_a_full_disk_names_the_path_and_the_free_bytes(svc: Svc) -> None:
     import threading
 
-    from control.capture import CaptureDiskFull, CaptureTarget, capture_memcached
     from jobs import nightly
     from jobs.context import JobContext
     from jobs.worker import Worker
+    from kinds.memcached.capture import CaptureDiskFull, CaptureTarget, capture_memcached
     from tests.servers.hostile_memcached import hostile_memcached
 
     def ingest_only(ctx: JobContext) -> dict[str, Any]:

@@ -9,9 +9,9 @@ from typing import Any, get_args
 import pytest
 
 from base.errors import BadInputError
-from control.discovery import SETTINGS
-from control.publishers.cassandra import SNITCH_SETTINGS
-from control.publishers.stock import desired_table_options
+from kinds.cassandra.discovery import SETTINGS
+from kinds.cassandra.publisher import SNITCH_SETTINGS
+from kinds.cassandra.stock import desired_table_options
 from simulation import resolve
 from simulation.config_check import check_params
 from simulation.stock_appliers import APPLIERS, SNITCH, TABLE, RenderContext, StockApplier, applier

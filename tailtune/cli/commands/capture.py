@@ -1,5 +1,5 @@
 """`tailtune capture memcached HOST:PORT [HOST:PORT ...] [--duration S] --out FILE`: record what memcached's watch
-shows as a `memcached-watch` trace file (`control.capture`; docs/formats.md § memcached-watch), then
+shows as a `memcached-watch` trace file (`kinds.memcached.capture`; docs/formats.md § memcached-watch), then
 `tailtune ingest FILE`."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 if TYPE_CHECKING:
-    from control.capture import CaptureResult
+    from kinds.memcached.capture import CaptureResult
 
 __all__ = ["register"]
 
@@ -83,8 +83,9 @@ def memcached(
     """
     from base.console import counts_progress, err_console, print_json
     from base.settings import get_settings
-    from control.capture import CaptureProgress, CaptureTarget, capture_memcached, parse_server, stats_caps
+    from control.egress import parse_server
     from ingest.limits import parse_size
+    from kinds.memcached.capture import CaptureProgress, CaptureTarget, capture_memcached, stats_caps
 
     if duration is not None and not math.isfinite(duration):  # <= 0: capture_memcached says so
         from base.errors import BadInputError

@@ -11,16 +11,10 @@ from typing import Any
 
 import pytest
 
-from control.publishers import (
-    CassandraPublisher,
-    Known,
-    PublishConflict,
-    PublishFailed,
-    publish_with_retry,
-)
-from control.publishers.cassandra import NODE_QUERY, VERSIONS_TABLE
+from control.publishers import Known, PublishConflict, PublishFailed, publish_with_retry
 from jobs.handlers import default_handlers
 from jobs.worker import Worker
+from kinds.cassandra.publisher import NODE_QUERY, VERSIONS_TABLE, CassandraPublisher
 from tests.app_fixtures import Svc, cassandra_deployment
 from tests.servers.cassandra_server import CassandraNode
 

@@ -4,7 +4,7 @@ Every connection goes through the operator's egress rules (`control.egress`): th
 resolved and checked by `Egress.resolve` (the driver is given the checked addresses), the password is read only
 through `Egress.read_password` and only for the login and contact points an admin bound it to
 (`control.grants`, checked before any connection), and the driver connects to no host, contact point
-or discovered peer that the check does not allow (`Egress.cassandra_policies`). Error texts are scrubbed of the
+or discovered peer that the check does not allow (`cassandra_policies`). Error texts are scrubbed of the
 password wherever it appears.
 """
 
@@ -20,7 +20,16 @@ from control.egress import Egress, EgressRefused
 from control.grants import password_grant_problem
 from control.redact import redact
 
-__all__ = ["ConnectFailed", "CqlTarget", "PasswordMissing"]
+__all__ = ["ConnectFailed", "CqlTarget", "PasswordMissing", "cassandra_policies"]
+
+
+def cassandra_policies(egress: Egress) -> tuple[Any, Any]:
+    """(load balancing policy, address translator) for the Cassandra driver: it connects to no host (a contact
+    point or a peer it discovers) whose address `egress` does not allow, and it translates no address (the one
+    the cluster reports is the one checked)."""
+    from cassandra.policies import HostFilterPolicy, IdentityTranslator, RoundRobinPolicy
+
+    return HostFilterPolicy(RoundRobinPolicy(), lambda host: egress.allows(str(host.address))), IdentityTranslator()
 
 
 class PasswordMissing(TailtuneError):
@@ -102,7 +111,7 @@ class CqlTarget:
         points = self.contact_points()
         # peers the driver discovers (system.peers) outside the allowed networks are never connected to, and
         # no address is translated: the driver connects where the check looked
-        balancing, translator = self.egress.cassandra_policies()
+        balancing, translator = cassandra_policies(self.egress)
         profile = ExecutionProfile(
             load_balancing_policy=balancing,
             request_timeout=self.timeout_s,

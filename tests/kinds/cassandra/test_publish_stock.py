@@ -11,10 +11,10 @@ import pytest
 
 from control.egress import Egress
 from control.grants import password_binding
-from control.publishers import CassandraPublisher, PublishRejected
-from control.publishers.cassandra import TableOptionsFailed
+from control.publishers import PublishRejected
 from jobs.handlers import default_handlers
 from jobs.worker import Worker
+from kinds.cassandra.publisher import CassandraPublisher, TableOptionsFailed
 from tests.app_fixtures import Svc, admin_headers, cassandra_deployment
 from tests.servers.cassandra_server import CassandraNode
 

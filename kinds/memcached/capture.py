@@ -45,11 +45,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, BinaryIO, Final
 
-from base.errors import BadInputError, TailtuneError
+from base.errors import BadInputError
 from base.linereader import STATS_CAPS, LineCaps, LineReader, WireLimit, read_stats
 from base.settings import Settings
-from control.egress import Egress, EgressRefused
-from control.storage import DISK_FULL_ERRNOS, free_bytes
+from control.egress import Egress, EgressRefused, parse_server
+from control.kind import CaptureDiskFull, CaptureFailed
+from control.storage import DISK_FULL_ERRNOS
 from ingest.mcwatch import SKIPPED, WATCH_COMMAND, Grouper, LineProblem, parse_line
 
 __all__ = [
@@ -76,15 +77,6 @@ _FINISH_S: Final = 1.0
 _MAX_LINE: Final = 64 * 1024
 
 
-class CaptureFailed(TailtuneError):
-    """The capture could not start: a server cannot be reached (`permanent` False: worth another try) or refuses
-    the watch (`permanent` True)."""
-
-    def __init__(self, message: str, *, permanent: bool, hint: str | None = None) -> None:
-        super().__init__(message, hint=hint)
-        self.permanent = permanent
-
-
 class CaptureLineTooLong(CaptureFailed):
     """A server sent a watch line longer than the cap (`TAILTUNE_CAPTURE_MAX_LINE_BYTES`): the capture ends and
     keeps nothing."""
@@ -94,22 +86,6 @@ class CaptureLineTooLong(CaptureFailed):
                          hint="no memcached sends such lines: check connection.servers names memcached servers")
 
 
-class CaptureDiskFull(CaptureFailed):
-    """The capture's file found its filesystem full: the path and the bytes free there; nothing is kept."""
-
-    def __init__(self, path: Path, cause: OSError) -> None:
-        try:
-            free: int | None = free_bytes(path)
-        except OSError:
-            free = None
-        left = f"{free} bytes free" if free is not None else "free space unknown"
-        super().__init__(f"cannot write the capture {path}: no space left on its filesystem ({left})",
-                         permanent=True)
-        self.path = path
-        self.free_bytes = free
-        self.cause = cause
-
-
 @dataclass(frozen=True)
 class CaptureTarget:
     """One server: its label (`host:port` as given; the `server=` of its lines) and the address to connect to."""
@@ -117,16 +93,6 @@ class CaptureTarget:
     label: str
     host: str
     port: int
-
-
-def parse_server(text: str, where: str = "command line", field: str = "server") -> tuple[str, int]:
-    """`HOST:PORT` (`[v6]:PORT` for an IPv6 literal) → (host, port); BadInputError naming `field` otherwise."""
-    host, sep, port = text.strip().rpartition(":")
-    host = host.strip("[]")
-    bad_host = not host or any(c.isspace() for c in host)
-    if not sep or bad_host or not (port.isascii() and port.isdigit()) or not 0 < int(port) < 65536:
-        raise BadInputError.single(where, f"expected HOST:PORT, got {text!r}", field=field)
-    return host, int(port)
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ their config with
     SELECT version, config FROM <keyspace>.config_current WHERE deployment = ?;
 
 A config that sets table options (a `stock` config, or params with a table option such as `speculative_retry`;
-see `control.publishers.stock`) is also applied live to each table of the deployment, between the
+see `kinds.cassandra.stock`) is also applied live to each table of the deployment, between the
 version row and the current row: `ALTER TABLE ks.t WITH option = '...'` (the statement, the read-back query and
 the comparison are the table options' applier's, `simulation.stock_appliers.TABLE`), read back from
 `system_schema.tables` and compared as parsed forms (Cassandra normalises the text). All tables or none: a
@@ -43,7 +43,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from base.errors import BadInputError
-from control.cql import ConnectFailed, CqlTarget, PasswordMissing
 from control.egress import EgressRefused, EgressUnresolved
 from control.publishers.base import (
     Head,
@@ -55,8 +54,9 @@ from control.publishers.base import (
     TargetUnavailable,
     document,
 )
-from control.publishers.stock import desired_table_options
 from control.redact import redact
+from kinds.cassandra.cql import ConnectFailed, CqlTarget, PasswordMissing
+from kinds.cassandra.stock import desired_table_options
 from simulation.stock_appliers import SNITCH, TABLE
 
 __all__ = [
@@ -289,7 +289,7 @@ class CassandraPublisher(Publisher):
         return str(self.connection.get("keyspace", "tailtune"))
 
     def _target(self) -> CqlTarget:
-        """The cluster as the worker reaches it (control.cql: egress rules, password, scrubbing)."""
+        """The cluster as the worker reaches it (kinds.cassandra.cql: egress rules, password, scrubbing)."""
         return CqlTarget(self.connection, self.egress, self.timeout_s)
 
     def _scrub(self, text: str) -> str:

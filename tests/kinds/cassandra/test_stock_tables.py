@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from base.errors import BadInputError
-from control.publishers.stock import (
+from kinds.cassandra.stock import (
     desired_table_options,
     merge_record,
     restore_map,

@@ -13,10 +13,10 @@ from collections.abc import Mapping
 import pytest
 from pymemcache.client.base import Client
 
-from control.publishers import Known, MemcachedPublisher, PublishFailed, publish_with_retry
-from control.publishers.memcached import current_key, version_key
+from control.publishers import Known, PublishFailed, publish_with_retry
 from jobs.handlers import default_handlers
 from jobs.worker import Worker
+from kinds.memcached.publisher import MemcachedPublisher, current_key, version_key
 from tests.app_fixtures import Svc, memcached_deployment
 from tests.servers.memcached_server import MemcachedNode
 

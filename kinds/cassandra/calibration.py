@@ -1,0 +1,273 @@
+"""Calibration of a Cassandra cluster: the model inputs discovery cannot read, measured on the live system and
+marked `calibrated` (`control.calibration` stores them).
+
+At low load: one request at a time, after `TAILTUNE_CALIBRATE_WARMUP` uncounted rounds — one
+trivial request and one read each — in which the node's and the driver's paths for them warm up: on a node just
+out of a burst of reads the first few hundred rounds took two to five times as long as the later ones):
+
+* **network** — `TAILTUNE_CALIBRATE_READS` trivial round trips, `SELECT release_version FROM system.local` (a local
+  system table: no disk, no replica, the smallest server work a CQL request has), prepared — as the reads below and an
+  application's reads are: sent as text, each would add the node's parsing of the CQL, which the reads do not pay —,
+  timed client-side. The one-way latency is half their median. It includes the driver's and the server's smallest
+  per-request cost, so it is an upper bound of the wire's; the simulator adds it twice per replica request. Their
+  whole distribution is stored with it, as 101 quantiles p0..p100 (`rtt_quantiles_ms`), and replayed as the client ↔
+  coordinator round trip each request meets (one draw per request in place of the two constant client hops:
+  docs/model.md § Calibration). The quantiles are of every timed round trip, stalls included: a stall on the client's
+  path is part of what a request meets, not a measurement error.
+* **service time** — as many single-partition reads of the deployment's first table (`SELECT * ... WHERE <partition
+  key> = ? LIMIT 1`, consistency ONE), timed client-side, alternating with the trivial round trips (trivial, read,
+  trivial, read, ...: both kinds meet the same machine, so a change of the noise while calibrating — another process,
+  a flush, a collection — reaches both alike instead of entering their difference). A read is the trivial request plus
+  the node's work on the read, so the service time is found by **deconvolution by moments**: its mean is the reads'
+  mean minus the trivial round trips' mean, its variance the reads' variance minus theirs (the two independent), each
+  sample without its stalls first (values above p50 + 10 × (p90 − p50): a machine stall is not a service time). The
+  latency tables (`system_views.local_read_latency`) resolve 1 ms at best (docs/model.md), so they cannot give
+  sub-millisecond service times; the client's clock can, as a difference. **The fit:** a lognormal (the simulator's
+  `demand_dist = lognormal`) with that mean and coefficient of variation (σ² = ln(1 + cv²)) — service times are
+  right-skewed and the simulator takes a mean and a σ. Its error is stated as the p99 of trivial round trips plus
+  fitted service times (a convolution, drawn) against the reads' observed p99 (`fit.error_pct`). A mean the
+  difference cannot resolve (≤ 0: the node's work is below the client's noise) is stored as the smallest the
+  measurement resolves, with a note. The service rate replayed is 1000 / mean_ms per slot.
+* **per-partition client cost** (`client_key`, `{"us": ...}`) — as many reads of `TAILTUNE_CALIBRATE_KEYS`
+  (K) distinct existing partitions of the same table at once (`SELECT * ... WHERE <partition key> IN ? PER
+  PARTITION LIMIT 1`: one row of each, as the single-partition read reads one; the K keys are the table's first K,
+  `SELECT DISTINCT`), consistency ONE, timed client-side in the same rounds (trivial, read, K-partition read, ...),
+  so the machine's drift reaches all three kinds alike. A K-partition read costs the driver (K rows to decode) and
+  the coordinator (K partitions to handle and merge) more than a one-partition read; the cost per partition beyond
+  the first is (mean of the K-partition reads − mean of the single-partition reads) / (K − 1), both without their
+  stalls (as above). The simulator adds (keys − 1) × it to each request's latency: a one-partition read is the
+  baseline the service time already includes. It assumes the cost linear in the partitions and the same at load.
+  A difference the client's noise does not resolve (≤ its standard error) is stored as 0, with a note. A table
+  whose partition key has several columns, or that holds fewer than 2 partitions, is not timed so: nothing is
+  stored, a note says why (fewer than K partitions but at least 2: K is what there is).
+* **uncertainty** — 95 % bootstrap intervals of the one-way network latency (400 resamples of the timed requests),
+  of the service time's mean (50 resamples, each a whole deconvolution) and of the per-partition cost (400
+  resamples of both kinds), stored with each input (`uncertainty`).
+
+Every connection follows the egress rules (`control.egress`), like discovery's. All measurements happen
+first; a failure is a `DiscoveryFailed` naming the node and what to do.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import statistics
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from control.discovery import checked, timed_rounds
+from control.egress import Egress
+from control.kind import Calibrated, DiscoveryFailed
+from kinds.cassandra.discovery import _Cql, open_session, partition_key, probe_reader, statement_reader
+
+__all__ = ["BOOTSTRAP", "TRIVIAL", "calibrate_cassandra", "per_partition_cost", "rtt_quantiles", "service_time"]
+
+KIND = "cassandra"
+BOOTSTRAP = 400
+#: The trivial request: a local system table, no disk, no replica — the smallest server work a CQL request has.
+TRIVIAL = "SELECT release_version FROM system.local"
+
+
+def _quantile(xs: Sequence[float], q: float) -> float:
+    s = sorted(xs)
+    pos = q * (len(s) - 1)
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(s) - 1)
+    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
+
+
+def rtt_quantiles(round_trips_ms: Sequence[float]) -> list[float]:
+    """The 101 quantiles p0, p1, ..., p100 of the timed round trips (linear between order statistics), every one
+    kept: a stall on the client's path is part of what a request meets."""
+    return [_quantile(round_trips_ms, i / 100) for i in range(101)]
+
+
+def _trimmed(xs: Sequence[float]) -> list[float]:
+    """`xs` without the stalls: values above p50 + 10 × (p90 − p50) (a lognormal of σ = 1 has 0.002 % of its mass
+    there; a 50 ms pause among sub-millisecond requests is far beyond)."""
+    p50, p90 = _quantile(xs, 0.5), _quantile(xs, 0.9)
+    cut = p50 + 10.0 * (p90 - p50)
+    kept = [x for x in xs if x <= cut] if p90 > p50 else list(xs)
+    return kept if len(kept) >= 2 else list(xs)
+
+
+def _difference(more: Sequence[float], less: Sequence[float]) -> tuple[float, float]:
+    """The difference of the means of two samples (stalls already cut) and the smallest difference they resolve:
+    the sum of the means' standard errors."""
+    floor = statistics.stdev(less) / math.sqrt(len(less)) + statistics.stdev(more) / math.sqrt(len(more))
+    return statistics.fmean(more) - statistics.fmean(less), floor
+
+
+def service_time(reads_ms: Sequence[float], trivial_ms: Sequence[float], *, seed: int = 0) -> dict[str, float]:
+    """The node's service time of a read by deconvolution by moments (see the module docstring): mean, σ of the
+    lognormal with that mean and variance, whether the mean was resolved, and the fit's p99 check."""
+    r, t = _trimmed(reads_ms), _trimmed(trivial_ms)
+    mean, floor = _difference(r, t)
+    var = statistics.variance(r) - statistics.variance(t)
+    resolved = mean > floor
+    mean = max(mean, floor, 1e-6)
+    sigma = math.sqrt(math.log1p(max(var, 0.0) / (mean * mean)))
+    rng = random.Random(seed)
+    mu = math.log(mean) - sigma * sigma / 2
+    drawn = sorted(rng.choice(t) + rng.lognormvariate(mu, sigma) for _ in range(20_000))
+    fitted99 = drawn[int(0.99 * len(drawn))]
+    observed99 = _quantile(reads_ms, 0.99)
+    return {"mean_ms": mean, "sigma": sigma, "resolved": float(resolved), "p99_fitted_ms": fitted99,
+            "p99_observed_ms": observed99,
+            "error_pct": 100.0 * (fitted99 - observed99) / observed99 if observed99 > 0 else 0.0}
+
+
+def per_partition_cost(multi_ms: Sequence[float], single_ms: Sequence[float], keys: int) -> dict[str, float]:
+    """The client's and the coordinator's cost per partition beyond the first (module docstring): the difference
+    of the means of the `keys`-partition reads and the single-partition reads (each without its stalls) over
+    keys − 1, in µs (`us`; 0 when the difference is not above its standard error: `resolved` 0), and the raw
+    slope (`slope_us`, whatever its sign)."""
+    if keys < 2:
+        raise ValueError(f"keys is {keys}: the per-partition cost needs reads of at least 2 partitions")
+    diff, floor = _difference(_trimmed(multi_ms), _trimmed(single_ms))
+    slope = 1000.0 * diff / (keys - 1)
+    resolved = diff > floor
+    return {"us": slope if resolved else 0.0, "slope_us": slope, "resolved": float(resolved),
+            "difference_ms": diff}
+
+
+def _slope_interval(multi_ms: Sequence[float], single_ms: Sequence[float], keys: int) -> list[float]:
+    """95 % bootstrap interval of the per-partition slope (µs): both kinds resampled together."""
+    rng = random.Random(2)
+    draws = sorted(
+        per_partition_cost([rng.choice(multi_ms) for _ in multi_ms], [rng.choice(single_ms) for _ in single_ms],
+                           keys)["slope_us"]
+        for _ in range(BOOTSTRAP)
+    )
+    return [draws[int(0.025 * BOOTSTRAP)], draws[int(0.975 * BOOTSTRAP) - 1]]
+
+
+def multi_reader(cql: _Cql, table: str, keys: int) -> tuple[Callable[[], object] | None, int, str | None]:
+    """One read of up to `keys` distinct partitions of `table` at once (`SELECT * ... WHERE <partition key> IN ?
+    PER PARTITION LIMIT 1` of its first partitions, consistency ONE) as a call, the partitions it reads, and None;
+    or None, 0 and why nothing can be read so (a composite partition key, fewer than 2 partitions). The call raises
+    DiscoveryFailed naming the table when a read fails."""
+    from cassandra import ConsistencyLevel
+    from cassandra.metadata import protect_name
+
+    pk = partition_key(cql, table)
+    if len(pk) != 1:
+        return None, 0, (f"{table} has a composite partition key ({', '.join(pk)}): its multi-partition reads are "
+                         "not timed" if pk else f"{table} has no partition key in system_schema.columns")
+    col = protect_name(pk[0])
+    values = [row[0] for row in cql.run(f"SELECT DISTINCT {col} FROM {table} LIMIT {int(keys)}")]
+    if len(values) < 2:
+        return None, 0, f"{table} holds {len(values)} partition(s): a multi-partition read needs at least 2"
+    stmt = cql.session.prepare(f"SELECT * FROM {table} WHERE {col} IN ? PER PARTITION LIMIT 1")
+    stmt.consistency_level = ConsistencyLevel.ONE
+    return statement_reader(cql, stmt, (values,), f"{len(values)}-partition reads of {table}",
+                            "check the cluster, or lower TAILTUNE_CALIBRATE_KEYS"), len(values), None
+
+
+def _interval(values: Sequence[float], stat: Callable[[Sequence[float]], float], seed: int = 0) -> list[float]:
+    """95 % bootstrap interval of `stat` over `values`."""
+    rng = random.Random(seed)
+    n = len(values)
+    draws = sorted(stat([values[rng.randrange(n)] for _ in range(n)]) for _ in range(BOOTSTRAP))
+    return [draws[int(0.025 * BOOTSTRAP)], draws[int(0.975 * BOOTSTRAP) - 1]]
+
+
+def calibrate_cassandra(
+    connection: Mapping[str, Any], tables: Sequence[str], *, egress: Egress, timeout_s: float, reads: int,
+    warmup: int = 1000, keys: int = 8, log: Callable[[str], None] = lambda _: None,
+) -> Calibrated:
+    """Measure the network and the service time of a Cassandra cluster (module docstring); raises
+    DiscoveryFailed naming the node and what to do."""
+    found = Calibrated(KIND, time.time())
+    target, cluster, session = open_session(connection, egress, timeout_s)
+    try:
+        cql = _Cql(target, session)
+
+        cql.run(TRIVIAL)  # once as text: a failure is the one line naming the node
+        prepared = cql.session.prepare(TRIVIAL)
+
+        def trivial_request() -> object:
+            try:
+                return cql.session.execute(prepared)
+            except Exception as exc:
+                raise DiscoveryFailed(
+                    f"cassandra: timing trivial requests failed ({type(exc).__name__}: {target.scrub(str(exc))}): "
+                    f"check the cluster answers within TAILTUNE_DISCOVER_TIMEOUT_S ({timeout_s:g} s)"
+                ) from None
+
+        read: Callable[[], object] | None = None
+        why: str | None = "the deployment names no table to read (set its tables)"
+        multi: Callable[[], object] | None = None
+        multi_why: str | None = why
+        k = 0
+        if tables:
+            read, why = probe_reader(cql, tables[0])
+            multi_why = why
+            if read is not None:
+                multi, k, multi_why = multi_reader(cql, tables[0], keys)
+        # the trivial requests and the reads alternate, so all kinds meet the same machine (module docstring)
+        kinds = [trivial_request, *(r for r in (read, multi) if r is not None)]
+        trivial, *rest = timed_rounds(kinds, reads, warmup=warmup)
+        service = rest[0] if rest else []
+        multi_times = rest[1] if len(rest) > 1 else []
+    finally:
+        cluster.shutdown()
+    rtt = statistics.median(trivial)
+    found.readings["trivial_round_trip"] = {"reads": len(trivial), "p50_ms": rtt,
+                                            "p99_ms": _quantile(trivial, 0.99)}
+    where = f"cassandra {', '.join(target.contact_points())}: calibration"
+    found.put("network", {"one_way_ms": checked("network_ms", rtt / 2, where, "network.one_way_ms"),
+                          "rtt_quantiles_ms": rtt_quantiles(trivial)},
+              f"half the median of {len(trivial)} client-timed trivial round trips (SELECT release_version FROM "
+              "system.local, prepared, one at a time): an upper bound of the wire's; their quantiles p0..p100 "
+              "(stalls kept) are the client round trip each replayed request draws",
+              uncertainty={"one_way_ms": [v / 2 for v in _interval(trivial, statistics.median)]})
+    log(f"network: one way {rtt / 2:.3f} ms (median trivial round trip {rtt:.3f} ms over {len(trivial)})")
+    if why is not None:
+        found.notes.append(f"service time not calibrated: {why}")
+        return found
+    fit = service_time(service, trivial)
+    mean_ms = fit["mean_ms"]
+    checked("service_rate_per_s", 1000.0 / mean_ms if mean_ms > 0 else math.inf, where, "service_time.mean_ms")
+    found.readings["single_key"] = {"table": tables[0], "reads": len(service), "p50_ms": statistics.median(service),
+                                    "p99_ms": _quantile(service, 0.99)}
+    if not fit["resolved"]:
+        found.notes.append(f"the reads of {tables[0]} cost no more than a trivial request within the client's noise: "
+                           f"the service time is stored as the smallest this measurement resolves "
+                           f"({fit['mean_ms']:.4f} ms)")
+    rng = random.Random(1)
+    boot = sorted(service_time([rng.choice(service) for _ in service], [rng.choice(trivial) for _ in trivial],
+                               seed=i)["mean_ms"] for i in range(BOOTSTRAP // 8))
+    found.put(
+        "service_time",
+        {"mean_ms": fit["mean_ms"], "dist": "lognormal", "sigma": fit["sigma"]},
+        f"{len(service)} client-timed single-partition reads of {tables[0]} and {len(trivial)} trivial round trips "
+        "(one at a time): the difference of their means and variances (stalls cut), a lognormal with them",
+        uncertainty={"mean_ms": [boot[int(0.025 * len(boot))], boot[min(len(boot) - 1, int(0.975 * len(boot)))]]},
+        fit={k: fit[k] for k in ("p99_fitted_ms", "p99_observed_ms", "error_pct")},
+    )
+    log(f"service time: mean {fit['mean_ms']:.4f} ms, σ {fit['sigma']:.2f} (lognormal; trivial + fitted p99 "
+        f"{fit['p99_fitted_ms']:.3f} ms against {fit['p99_observed_ms']:.3f} ms observed)")
+    if multi_why is not None:
+        found.notes.append(f"per-partition client cost not calibrated: {multi_why}")
+        return found
+    cost = per_partition_cost(multi_times, service, k)
+    found.readings["multi_key"] = {"table": tables[0], "keys": k, "reads": len(multi_times),
+                                   "p50_ms": statistics.median(multi_times), "p99_ms": _quantile(multi_times, 0.99)}
+    if not cost["resolved"]:
+        found.notes.append(f"the {k}-partition reads of {tables[0]} cost no more than the single-partition reads "
+                           f"within the client's noise (slope {cost['slope_us']:.2f} µs a partition): the "
+                           "per-partition client cost is stored as 0")
+    found.put(
+        "client_key", {"us": cost["us"]},
+        f"{len(multi_times)} client-timed {k}-partition reads of {tables[0]} (IN, one row a partition) and as many "
+        f"single-partition reads, alternating (one at a time): the difference of their means (stalls cut) over "
+        f"{k - 1}, the cost of each partition of a request beyond the first",
+        uncertainty={"us": _slope_interval(multi_times, service, k)}, keys=k,
+    )
+    log(f"per-partition client cost: {cost['us']:.2f} µs ({k}-partition reads p50 "
+        f"{found.readings['multi_key']['p50_ms']:.3f} ms against one partition's "
+        f"{found.readings['single_key']['p50_ms']:.3f} ms)")
+    return found

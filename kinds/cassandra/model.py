@@ -1,0 +1,99 @@
+"""A Cassandra deployment's model: the `CassandraDeployment` options (`simulation.cassandra`) a tune replays, from
+what the deployment declares (its topology), what calibration measured (service time, network, per-partition
+client cost) and what discovery read (nodes, replication, `concurrent_reads`, the ring); the rest is Rein's
+cluster, the simulator's default.
+
+A trace with timestamps is replayed on its own arrival times (`arrivals` from the `trace`; the load is what it
+offers the model's capacity, reported as `offered_load`); a what-if `load` replaces them with Poisson arrivals at
+that load (`declared`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from base.errors import BadInputError
+from control.kind import ModelInputs
+from control.model import TOPOLOGY_FIELDS, TOPOLOGY_INPUT, in_topology_unit, topology_default
+from simulation.cassandra import CassandraDeployment, client_key, client_rtt, ring_size
+
+__all__ = ["INPUTS", "LOGNORMAL_MIN_SIGMA", "model_options", "shown_topology"]
+
+#: The inputs of a Cassandra deployment's model, each a row of `tuned_for.model_sources`.
+INPUTS = ("servers", "slots", "replication", "service_time", "network", "client_key", "ring", "arrivals")
+#: The smallest lognormal shape kvsim replays (`demand_sigma` in (0, 10], checked from 1e-6); a calibrated σ
+#: below it is replayed as deterministic demands.
+LOGNORMAL_MIN_SIGMA = 1e-6
+
+
+def model_options(b: ModelInputs, timestamps: bool, load: float | None) -> dict[str, Any]:
+    """The `CassandraDeployment` options of the deployment (module doc), each input recorded in `b`."""
+    d = CassandraDeployment()
+    opts: dict[str, Any] = {
+        "servers": int(b.pick("servers", "servers", d.servers, "Rein's cluster")),
+        "slots": int(b.pick("slots", "slots", d.slots, f"Rein's {d.slots} slots per server")),
+        "replication": int(b.pick("replication", "replication", d.replication, f"RF {d.replication}")),
+    }
+    service = b.pick("service_time", "service_rate_per_s", None, f"{d.service_rate:g} ops/s per slot, exponential")
+    if isinstance(service, int | float):  # the declared rate (ops/s per slot)
+        opts["service_rate"] = float(service)
+    elif isinstance(service, Mapping):  # calibrated: {"mean_ms", "dist", "sigma"}
+        opts["service_rate"] = 1000.0 / float(service["mean_ms"])
+        if service.get("dist") == "lognormal" and service.get("sigma") is not None:
+            sigma = float(service["sigma"])
+            if sigma >= LOGNORMAL_MIN_SIGMA:
+                opts["demand_dist"], opts["demand_sigma"] = "lognormal", sigma
+            else:  # no spread resolved beyond the trivial requests': the lognormal's σ → 0 limit
+                opts["demand_dist"] = "deterministic"
+                b.notes.append(f"the calibrated service time has no spread beyond the client's noise (σ {sigma:g}): "
+                               "it is replayed as deterministic, the lognormal's limit")
+    network = b.pick("network", "network_ms", None, f"{d.net_latency_us:g} µs one way")
+    if isinstance(network, int | float):
+        opts["net_latency_us"] = float(network) * 1000.0
+    elif isinstance(network, Mapping):  # calibrated: {"one_way_ms", "rtt_quantiles_ms"}
+        opts["net_latency_us"] = float(network["one_way_ms"]) * 1000.0
+        if network.get("rtt_quantiles_ms") is not None:  # the round trip's spread, replayed as measured
+            opts["client_rtt_ms"] = client_rtt(network["rtt_quantiles_ms"], "the calibrated network")
+    key = b.pick("client_key", None, None, "no per-partition client cost")
+    if isinstance(key, Mapping):  # calibrated: {"us"}, per partition of a request beyond the first
+        us = client_key(key.get("us"), "the calibrated client_key", "us")
+        if us > 0:
+            opts["client_key_us"] = us
+    ring = b.found("ring", "discovered")
+    size, problem = None, None
+    if ring is not None:
+        try:
+            size = ring_size(ring["value"])
+        except BadInputError as exc:
+            problem = str(exc)
+    if ring is not None and size == (opts["servers"], opts["replication"]):
+        b.use("ring", ring)
+        opts["ring"] = ring["value"]
+    else:
+        if problem is not None:
+            b.notes.append(f"the discovered ring cannot be replayed ({problem}): evenly spaced tokens are replayed "
+                           "instead")
+        elif size is not None:
+            b.notes.append(f"the discovered ring has {size[0]} nodes and RF {size[1]} in its local datacenter but "
+                           f"the model {opts['servers']} servers and RF {opts['replication']}: evenly spaced tokens "
+                           "are replayed instead")
+        b.set("ring", None, "default", how="evenly spaced tokens, replicas the next servers clockwise")
+    if load is not None:
+        opts["load"] = float(load)
+        b.set("arrivals", f"Poisson at load {load:g}", "declared", how="--load (a what-if)")
+    elif timestamps:
+        opts["use_timestamps"], opts["load"] = True, None
+        b.set("arrivals", "the trace's own arrival times", "trace", how="the trace's ts column")
+    else:
+        b.set("arrivals", f"Poisson at load {d.load:g}", "default", how="the trace has no timestamps")
+    return opts
+
+
+
+def shown_topology(options: Mapping[str, Any], sources: Mapping[str, str]) -> tuple[dict[str, Any], dict[str, str]]:
+    """Every API topology field (`TOPOLOGY_FIELDS`) as the model replays it, in the topology's unit, and its
+    source."""
+    values = {name: in_topology_unit(name, options[field_name]) if field_name in options else topology_default(name)
+              for name, (_, field_name, _) in TOPOLOGY_FIELDS.items()}
+    return values, {f"topology.{k}": sources[TOPOLOGY_INPUT[k]] for k in values}
