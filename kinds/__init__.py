@@ -1,0 +1,1 @@
+"""Deployment kinds: one package per kind (`kinds/cassandra/`, `kinds/memcached/`)."""

@@ -1,0 +1,1 @@
+"""The Cassandra deployment kind."""
