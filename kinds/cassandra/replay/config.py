@@ -196,7 +196,6 @@ class GeneratorConfig:
         d["contact_points"] = [{"address": e.key()[0], "port": e.port} for e in self.contact_points]
         d["allowed"] = [{"address": e.key()[0], "port": e.port} for e in self.allowed]
         d["arms"] = [
-            {**asdict(a), "slow_replica_avoidance": True if a.slow_replica_avoidance is None else a.slow_replica_avoidance}
-            for a in self.arms
+            {**asdict(a), "slow_replica_avoidance": a.slow_replica_avoidance is not False} for a in self.arms
         ]
         return d

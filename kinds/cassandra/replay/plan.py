@@ -135,11 +135,11 @@ class Plan:
             raise PlanError(f"{n} requests, over {MAX_REQUESTS}")
         previous = 0
         for i in range(n):
-            offset, a, vs = self.offsets_us[i], self.arm[i], self.values[i]
+            offset, k, vs = self.offsets_us[i], self.arm[i], self.values[i]
             if offset < previous or offset >= 1 << 63:
                 raise PlanError(f"request {i}: offset {offset} is before the previous one's or out of range")
-            if not 0 <= a < len(self.arms):
-                raise PlanError(f"request {i}: no arm {a}")
+            if not 0 <= k < len(self.arms):
+                raise PlanError(f"request {i}: no arm {k}")
             if len(vs) > MAX_VALUES:
                 raise PlanError(f"request {i}: {len(vs)} values, over {MAX_VALUES}")
             for v in vs:

@@ -49,6 +49,7 @@ __all__ = [
     "GeneratorResult",
     "LagTooHigh",
     "NodeSeen",
+    "contacted_outside",
     "parse_result",
     "planned_counts",
 ]
@@ -298,6 +299,12 @@ def _endpoint_key(text: str) -> tuple[str, int] | None:
         return None
 
 
+def contacted_outside(nodes: tuple[NodeSeen, ...], config: GeneratorConfig) -> list[str]:
+    """The endpoints of `nodes` with connections open that the config's allow-list does not hold."""
+    allowed = config.allowed_keys()
+    return [n.endpoint for n in nodes if n.open_connections and _endpoint_key(n.endpoint) not in allowed]
+
+
 def parse_result(raw: bytes, plan: Plan, config: GeneratorConfig) -> GeneratorResult:
     """The result in the generator's stdout `raw` for `plan` run under `config` (see the module doc).
     GeneratorFailed when it printed its refusal or failure; GeneratorOutputError for anything not a result."""
@@ -349,10 +356,9 @@ def parse_result(raw: bytes, plan: Plan, config: GeneratorConfig) -> GeneratorRe
         raise _bad("ignored is not a list of at most 4096")
     nodes = tuple(_node(n) for n in nodes_raw)
     ignored = tuple(_text({"e": e}, "e", 64) for e in ignored_raw)
-    allowed = config.allowed_keys()
-    for n in nodes:
-        if n.open_connections and _endpoint_key(n.endpoint) not in allowed:
-            raise _bad(f"it holds connections to {n.endpoint}, a node outside the allow-list")
+    outside = contacted_outside(nodes, config)
+    if outside:
+        raise _bad(f"it holds connections to {', '.join(outside)}, outside the allow-list")
     settings_raw = obj.get("settings")
     if not isinstance(settings_raw, dict) or len(settings_raw) > 32:
         raise _bad("settings is not a small object")
