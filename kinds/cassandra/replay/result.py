@@ -52,6 +52,7 @@ __all__ = [
     "contacted_outside",
     "parse_result",
     "planned_counts",
+    "summarize",
 ]
 
 #: Most bytes of output accepted from the JVM (a result with 64 arms is about 100 KiB).
@@ -156,7 +157,7 @@ class GeneratorResult:
 
     def to_json(self) -> dict[str, Any]:
         def hist(h: Histogram) -> dict[str, Any]:
-            return {"unit": "us", **_summary(h), "encoded": encode(h)}
+            return {"unit": "us", **summarize(h), "encoded": encode(h)}
 
         out: dict[str, Any] = {"generator": self.generator, "status": self.status}
         if self.reason is not None:
@@ -189,7 +190,8 @@ class GeneratorResult:
         return out
 
 
-def _summary(h: Histogram) -> dict[str, Any]:
+def summarize(h: Histogram) -> dict[str, Any]:
+    """A histogram's printed summary: count, min, max, mean, p50, p90, p95, p99, p999 (µs)."""
     out: dict[str, Any] = {"count": h.total, "min": h.min, "max": h.max, "mean": h.mean}
     for name, p in _PERCENTILES.items():
         out[name] = h.value_at_percentile(p)
@@ -242,7 +244,7 @@ def _histogram(obj: Mapping[str, Any], name: str) -> Histogram:
         h = Histogram.decode(raw.get("encoded"))  # type: ignore[arg-type]
     except HdrDecodeError as exc:
         raise _bad(f"{name!r}: {exc}") from None
-    summary = _summary(h)
+    summary = summarize(h)
     for field in _SUMMARY:
         if raw.get(field) != summary[field] or isinstance(raw.get(field), bool):
             raise _bad(f"{name!r}: its {field} {raw.get(field)!r} is not its histogram's ({summary[field]})")
