@@ -496,7 +496,8 @@ public final class Generator {
         .withDuration(DefaultDriverOption.CONTROL_CONNECTION_TIMEOUT, Duration.ofMillis(cfg.connectTimeoutMs))
         .withDuration(DefaultDriverOption.METADATA_SCHEMA_REQUEST_TIMEOUT, Duration.ofMillis(cfg.connectTimeoutMs))
         .withInt(DefaultDriverOption.CONNECTION_MAX_REQUESTS, Math.max(1024, Math.min(32768, cfg.maxInFlight * 4)))
-        .withBoolean(DefaultDriverOption.REQUEST_LOG_WARNINGS, false);
+        .withBoolean(DefaultDriverOption.REQUEST_LOG_WARNINGS, false)
+        .withString(DefaultDriverOption.LOAD_BALANCING_LOCAL_DATACENTER, cfg.localDc);
     for (ArmConfig a : cfg.arms) {
       c = c.startProfile(a.name)
           .withString(DefaultDriverOption.REQUEST_CONSISTENCY, a.consistency)
@@ -519,7 +520,8 @@ public final class Generator {
         .addContactPoints(cfg.contactPoints)
         .withLocalDatacenter(cfg.localDc)
         .withNodeDistanceEvaluator(DriverExecutionProfile.DEFAULT_NAME, filter);
-    for (ArmConfig a : cfg.arms) b = b.withNodeDistanceEvaluator(a.name, filter);
+    // every profile's load balancing policy (one per distinct policy setting) filters, in the local datacenter
+    for (ArmConfig a : cfg.arms) b = b.withNodeDistanceEvaluator(a.name, filter).withLocalDatacenter(a.name, cfg.localDc);
     if (cfg.keyspace != null) b = b.withKeyspace(cfg.keyspace);
     if (cfg.username != null) {
       String password = System.getenv("TAILTUNE_GENERATOR_PASSWORD");
