@@ -59,7 +59,7 @@ def _config(node: Any, dc: str, ks: str, driver: str) -> GeneratorConfig:
     ep = Endpoint(node.host, node.port)
     java = driver == "java4"
     hedge = ArmProfile("hedge", speculative_class="ConstantSpeculativeExecutionPolicy", speculative_max_executions=2,
-                       speculative_delay_ms=2, slow_replica_avoidance=True if java else False)
+                       speculative_delay_ms=2, slow_replica_avoidance=java)
     base = ArmProfile("base", consistency="ONE", slow_replica_avoidance=False)
     return GeneratorConfig((ep,), (ep,), dc, (base, hedge), keyspace=ks, timer_tick_ms=1, warmup_s=0.05)
 

@@ -18,7 +18,8 @@ ARMS = (PlanArm("base", "SELECT v FROM ks.a WHERE k = ?"), PlanArm("hedge", "SEL
 
 
 def small_plan() -> Plan:
-    return Plan.of(ARMS, [(i * 1000, i % 2, [encode_value("text", f"k{i}")]) for i in range(20)] + [(20_000, 0, [None])])
+    requests = [(i * 1000, i % 2, [encode_value("text", f"k{i}")]) for i in range(20)]
+    return Plan.of(ARMS, [*requests, (20_000, 0, [None])])
 
 
 def test_a_plan_round_trips(tmp_path: Path):
@@ -40,9 +41,10 @@ def test_encode_value_serializes_as_the_protocol_does():
     assert encode_value("inet", "127.0.0.1") == b"\x7f\x00\x00\x01"
     assert encode_value("double", 1.5) == struct.pack(">d", 1.5)
     assert encode_value("blob", None) is None
-    for bad in (("int", "1"), ("int", 1 << 40), ("map<int,int>", {}), ("text", b"x")):
+    bad: list[tuple[str, object]] = [("int", "1"), ("int", 1 << 40), ("map<int,int>", {}), ("text", b"x")]
+    for cql_type, value in bad:
         with pytest.raises(ValueError):
-            encode_value(*bad)
+            encode_value(cql_type, value)
 
 
 @pytest.mark.parametrize(

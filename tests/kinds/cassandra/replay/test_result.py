@@ -19,8 +19,8 @@ from kinds.cassandra.replay.result import (
     GeneratorResult,
     LagTooHigh,
     NodeSeen,
-    summarize,
     parse_result,
+    summarize,
 )
 
 NODE = Endpoint("127.0.0.1", 9042)
