@@ -142,3 +142,14 @@ def test_a_statement_the_node_cannot_prepare_fails_cleanly(keyspace, driver):
     arms = (PlanArm("base", f"SELECT v FROM {ks}.missing WHERE k = ?"), PlanArm("hedge", f"SELECT v FROM {ks}.a"))
     with pytest.raises(GeneratorFailed, match="prepare"):
         run(driver, Plan.of(arms, [(0, 0, [b"k"])]), _config(node, dc, ks, driver))
+
+
+@pytest.mark.parametrize("driver", DRIVERS)
+def test_no_password_in_the_output(keyspace, driver):
+    """A login's password goes to the driver (the JVM's environment, never a file or an argument) and into no
+    result (the test node asks for no login: the run succeeds either way)."""
+    node, ks, dc = keyspace
+    secret = f"pw-{uuid.uuid4().hex}"
+    config = replace(_config(node, dc, ks, driver), username="replayer")
+    result = run(driver, _plan(ks, 40), config, password=secret)
+    assert secret not in json.dumps(result.to_json()) and secret not in json.dumps(config.to_json())
