@@ -570,7 +570,7 @@ public final class Generator {
   }
 
   static String result(Pass pass, Config cfg, CqlSession session, Set<String> ignored, long cpuNs,
-      long schedulerCpuNs, long gcCount, long gcMs) throws IOException {
+      long schedulerCpuNs, long threadsCpuNs, long gcCount, long gcMs) throws IOException {
     StringWriter out = new StringWriter();
     JsonGenerator g = new JsonFactory().createGenerator(out);
     g.writeStartObject();
@@ -608,7 +608,9 @@ public final class Generator {
     g.writeNumberField("intended_s", pass.intendedS);
     g.writeNumberField("achieved_rate", sending > 0 ? pass.sent / sending : 0.0);
     g.writeNumberField("cpu_s", cpuNs / 1e9);
+    g.writeNumberField("cpu_us_per_request", pass.sent > 0 ? cpuNs / 1e3 / pass.sent : 0.0);
     g.writeNumberField("scheduler_cpu_s", schedulerCpuNs / 1e9);
+    g.writeNumberField("threads_cpu_s", threadsCpuNs / 1e9);
     g.writeNumberField("gc_count", gcCount);
     g.writeNumberField("gc_ms", gcMs);
     g.writeArrayFieldStart("nodes");
@@ -666,6 +668,17 @@ public final class Generator {
     long n = 0;
     for (GarbageCollectorMXBean b : ManagementFactory.getGarbageCollectorMXBeans()) n += Math.max(0, b.getCollectionTime());
     return n;
+  }
+
+  /** CPU time of every live Java thread (the scheduler, the driver's I/O, admin and timer threads; not the JIT
+   * compiler's or the GC's, which are the VM's own). */
+  static Map<Long, Long> threadCpu(ThreadMXBean threads) {
+    Map<Long, Long> out = new java.util.HashMap<>();
+    for (long id : threads.getAllThreadIds()) {
+      long t = threads.getThreadCpuTime(id);
+      if (t >= 0) out.put(id, t);
+    }
+    return out;
   }
 
   static long processCpuNs() {
@@ -730,6 +743,7 @@ public final class Generator {
     try {
       if (warm > 0) run(session, plan, cfg, prepared, warm);
       ThreadMXBean threads = ManagementFactory.getThreadMXBean();
+      Map<Long, Long> threads0 = threadCpu(threads);
       long cpu0 = processCpuNs();
       long sched0 = threads.getCurrentThreadCpuTime();
       long gc0 = gcCount();
@@ -737,7 +751,11 @@ public final class Generator {
       Pass pass = run(session, plan, cfg, prepared, end);
       long cpu = processCpuNs() - cpu0;
       long sched = threads.getCurrentThreadCpuTime() - sched0;
-      String out = result(pass, cfg, session, ignored, cpu, sched, gcCount() - gc0, gcMs() - gcMs0);
+      long javaThreads = 0;
+      for (Map.Entry<Long, Long> e : threadCpu(threads).entrySet()) {
+        javaThreads += e.getValue() - threads0.getOrDefault(e.getKey(), 0L);
+      }
+      String out = result(pass, cfg, session, ignored, cpu, sched, javaThreads, gcCount() - gc0, gcMs() - gcMs0);
       session.close();
       System.out.println(out);
       System.out.flush();

@@ -329,6 +329,7 @@ def run_python(
         achieved_rate=run.sent / sending if sending > 0 else 0.0,
         cpu_s=cpu,
         scheduler_cpu_s=sched,
+        threads_cpu_s=cpu,
         gc_count=gc_count,
         gc_ms=round(gc_time[0] * 1e3),
         nodes=nodes,

@@ -14,7 +14,9 @@ the Java generator prints it.
            "latency": H, "service": H}, ...],          # in the plan's arm order
  "lag": H, "sent", "throttled", "lost",
  "wall_s", "send_s", "intended_s", "achieved_rate",   # achieved_rate = sent / send_s
- "cpu_s", "scheduler_cpu_s", "gc_count", "gc_ms",     # of the measured run, not the warm-up
+ "cpu_s", "cpu_us_per_request",                      # of the measured run (not the warm-up): the process's
+ "scheduler_cpu_s", "threads_cpu_s",                  # the scheduling thread's; the Java threads' (the JIT
+ "gc_count", "gc_ms",                                 # compiler's and the GC's excluded; Python: = cpu_s)
  "nodes": [{"endpoint": "ip:port", "datacenter", "distance": LOCAL|REMOTE|IGNORED, "open_connections"}],
  "ignored": ["ip:port", ...],                          # nodes the filter set IGNORED
  "settings": {"timer_tick_ms", "rate_scale", "spin_us", "max_in_flight", "warmup_s"}}
@@ -126,6 +128,7 @@ class GeneratorResult:
     achieved_rate: float
     cpu_s: float
     scheduler_cpu_s: float
+    threads_cpu_s: float
     gc_count: int
     gc_ms: int
     nodes: tuple[NodeSeen, ...]
@@ -178,7 +181,7 @@ class GeneratorResult:
         ]
         out["lag"] = hist(self.lag)
         for name in ("sent", "throttled", "lost", "wall_s", "send_s", "intended_s", "achieved_rate", "cpu_s",
-                     "scheduler_cpu_s", "gc_count", "gc_ms"):
+                     "cpu_us_per_request", "scheduler_cpu_s", "threads_cpu_s", "gc_count", "gc_ms"):
             out[name] = getattr(self, name)
         out["nodes"] = [
             {"endpoint": n.endpoint, "datacenter": n.datacenter, "distance": n.distance,
@@ -365,6 +368,10 @@ def parse_result(raw: bytes, plan: Plan, config: GeneratorConfig) -> GeneratorRe
     if not isinstance(settings_raw, dict) or len(settings_raw) > 32:
         raise _bad("settings is not a small object")
     settings = {str(k)[:40]: _float(settings_raw, k, 1e7) for k in settings_raw}
+    cpu_s = _float(obj, "cpu_s")
+    per_request = _float(obj, "cpu_us_per_request")
+    if not math.isclose(per_request, cpu_s * 1e6 / sent if sent else 0.0, rel_tol=1e-6, abs_tol=1e-6):
+        raise _bad("its CPU per request is not its CPU time over its requests")
     if settings.get("timer_tick_ms") != config.timer_tick_ms:
         raise _bad(f"it ran with a timer tick of {settings.get('timer_tick_ms')} ms, not {config.timer_tick_ms}")
     return GeneratorResult(
@@ -380,8 +387,9 @@ def parse_result(raw: bytes, plan: Plan, config: GeneratorConfig) -> GeneratorRe
         send_s=_float(obj, "send_s"),
         intended_s=_float(obj, "intended_s"),
         achieved_rate=_float(obj, "achieved_rate"),
-        cpu_s=_float(obj, "cpu_s"),
+        cpu_s=cpu_s,
         scheduler_cpu_s=_float(obj, "scheduler_cpu_s"),
+        threads_cpu_s=_float(obj, "threads_cpu_s"),
         gc_count=_int(obj, "gc_count", 1 << 40),
         gc_ms=_int(obj, "gc_ms", 1 << 40),
         nodes=nodes,

@@ -44,7 +44,7 @@ def good() -> dict[str, Any]:
     result = GeneratorResult(
         generator="java-driver-core-4.19.0", status="ok", reason=None, arms=arms, lag=_hist([1] * 9 + [2000]),
         sent=10, throttled=0, lost=0, wall_s=0.01, send_s=0.009, intended_s=0.0009, achieved_rate=1111.1,
-        cpu_s=0.002, scheduler_cpu_s=0.001, gc_count=0, gc_ms=0,
+        cpu_s=0.002, scheduler_cpu_s=0.001, threads_cpu_s=0.0015, gc_count=0, gc_ms=0,
         nodes=(NodeSeen("127.0.0.1:9042", "dc1", "LOCAL", 1),), ignored=(), settings={"timer_tick_ms": 1.0},
     )
     return result.to_json()
@@ -88,6 +88,7 @@ HOSTILE = {
     "count is a bool": ("arms.0.ok", True),
     "negative": ("throttled", -1),
     "nan": ("cpu_s", float("nan")),
+    "cpu per request lies": ("cpu_us_per_request", 1.0),
     "summary lies": ("arms.1.latency.p99", 1),
     "mean lies": ("arms.1.latency.mean", 1.0),
     "histogram swapped": ("arms.1.latency.encoded", encode(_hist([1]))),
@@ -130,6 +131,7 @@ def test_an_aborted_result_may_stop_short():
         doc["arms"][0][name] = {"unit": "us", **summarize(_hist([100, 200, 300, 400])),
                                 "encoded": encode(_hist([100, 200, 300, 400]))}
     doc["sent"] = 9
+    doc["cpu_us_per_request"] = doc["cpu_s"] * 1e6 / 9
     doc["lag"] = {"unit": "us", **summarize(_hist([1] * 9)), "encoded": encode(_hist([1] * 9))}
     assert parse(doc).status == "aborted"
     with pytest.raises(GeneratorOutputError, match="reason"):
