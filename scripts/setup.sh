@@ -71,5 +71,9 @@ say "fetching Cassandra jars for the service tests (first time: ~40 s)"
 .venv/bin/python -m tests.servers.cassandra_server fetch >/dev/null
 # ...which also read a binary full query log (tailtune ingest DIR --format cassandra-fql): its reader, compiled once
 .venv/bin/python -m ingest.formats.cassandra_fql.binlog build >/dev/null
+# the live replay's Java load generator: java-driver-core 4.19.0 and HdrHistogram from Maven Central into
+# ~/.cache/tailtune/replay-generator (TAILTUNE_GENERATOR_CACHE), compiled once per source
+say "fetching and compiling the Java load generator (first time: ~15 s)"
+.venv/bin/python -m kinds.cassandra.replay.generator build >/dev/null
 
 say "ready: .venv/bin/tailtune"

@@ -1,0 +1,350 @@
+"""The Python generator: the same plan, config and result as the Java one, on the DataStax Python driver, for
+deployments whose `driver` is `python`.
+
+Open loop from the calling thread: request i is sent (`Session.execute_async`) at start + offset_i / rate_scale
+(sleeping until `spin_us` before it, spinning the rest), its latency measured from that intended time, the lag
+(actual send - intended) into its own histogram; a send over `max_in_flight` outstanding waits (lag, counted in
+`throttled`). The driver's callbacks record on its event loop's thread. One `Cluster`, one execution profile per
+arm (consistency, request timeout, `ConstantSpeculativeExecutionPolicy(delay, max_executions - 1)`: the Python
+driver counts the extra executions), every profile's load balancing policy a `HostFilterPolicy` that admits only
+the allow-list's endpoints (a node outside it is IGNORED: no connection), token-aware over the local datacenter.
+Statements are prepared per arm and marked idempotent; the plan's values are bound as the bytes they are. The
+client's CPU is `time.process_time` (the driver's threads included), the scheduling thread's `time.thread_time`.
+"""
+
+from __future__ import annotations
+
+import gc
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from base.errors import TailtuneError
+from control.egress import Egress
+from kinds.cassandra.replay.config import ConfigError, Endpoint, GeneratorConfig
+from kinds.cassandra.replay.hdr import HIGHEST, Histogram
+from kinds.cassandra.replay.plan import Plan
+from kinds.cassandra.replay.result import (
+    ArmResult,
+    GeneratorAborted,
+    GeneratorFailed,
+    GeneratorResult,
+    NodeSeen,
+    contacted_outside,
+    planned_counts,
+)
+
+__all__ = ["run_python"]
+
+
+class _Arm:
+    __slots__ = ("errors", "kinds", "latency", "ok", "sent", "service", "timeouts")
+
+    def __init__(self) -> None:
+        self.sent = self.ok = self.errors = self.timeouts = 0
+        self.kinds: dict[str, int] = {}
+        self.latency = Histogram()
+        self.service = Histogram()
+
+
+class _Pass:
+    """One run's measurements; `complete` is called from the driver's event loop thread."""
+
+    def __init__(self, arms: int, config: GeneratorConfig) -> None:
+        self.arms = [_Arm() for _ in range(arms)]
+        self.lag = Histogram()
+        self.lock = threading.Lock()
+        self.config = config
+        self.completed = 0
+        self.failed = 0
+        self.abort: str | None = None
+        self.sent = 0
+        self.throttled = 0
+        self.lost = 0
+
+    def complete(self, a: int, intended: int, sent_at: int, error: BaseException | None) -> None:
+        from cassandra import OperationTimedOut, ReadTimeout, WriteTimeout
+
+        done = time.perf_counter_ns()
+        with self.lock:
+            arm = self.arms[a]
+            arm.latency.record(min(max(1, (done - intended) // 1000), HIGHEST))
+            arm.service.record(min(max(1, (done - sent_at) // 1000), HIGHEST))
+            self.completed += 1
+            if error is None:
+                arm.ok += 1
+            else:
+                self.failed += 1
+                if isinstance(error, OperationTimedOut | ReadTimeout | WriteTimeout):
+                    arm.timeouts += 1
+                else:
+                    arm.errors += 1
+                kind = type(error).__name__
+                if kind in arm.kinds or len(arm.kinds) < 16:
+                    arm.kinds[kind] = arm.kinds.get(kind, 0) + 1
+            c = self.config
+            if self.abort is None and self.completed >= c.abort_after and self.failed > c.max_error_fraction * (
+                self.completed
+            ):
+                self.abort = (
+                    f"{self.failed} of {self.completed} requests failed or timed out, over the limit of "
+                    f"{c.max_error_fraction}"
+                )
+
+
+def _wait_until(deadline: int, spin_ns: int) -> None:
+    while True:
+        left = deadline - time.perf_counter_ns()
+        if left <= 0:
+            return
+        if left > spin_ns:
+            time.sleep((left - spin_ns) / 1e9)
+
+
+def _send_all(session: Any, plan: Plan, config: GeneratorConfig, bound: list[Callable[[int], Any]], end: int,
+              profiles: list[str]) -> tuple[_Pass, int, int, int]:
+    """Requests [0, end) open loop from now: (pass, start ns, last send ns, end ns)."""
+    run = _Pass(len(plan.arms), config)
+    slots = threading.BoundedSemaphore(config.max_in_flight)
+    spin_ns = config.spin_us * 1000
+    ns_per_us = 1000.0 / config.rate_scale
+    offsets, which = plan.offsets_us, plan.arm
+    lag = run.lag
+
+    def finish(_: Any, a: int, intended: int, sent_at: int) -> None:
+        slots.release()
+        run.complete(a, intended, sent_at, None)
+
+    def fail(error: BaseException, a: int, intended: int, sent_at: int) -> None:
+        slots.release()
+        run.complete(a, intended, sent_at, error)
+
+    start = time.perf_counter_ns()
+    for i in range(end):
+        intended = start + int(offsets[i] * ns_per_us)
+        _wait_until(intended, spin_ns)
+        if run.abort is not None:
+            break
+        if not slots.acquire(blocking=False):
+            run.throttled += 1
+            slots.acquire()
+        sent_at = time.perf_counter_ns()
+        with run.lock:
+            lag.record(min(max(0, sent_at - intended) // 1000, HIGHEST))
+        a = which[i]
+        run.arms[a].sent += 1
+        run.sent += 1
+        try:
+            future = session.execute_async(bound[a](i), execution_profile=profiles[a])
+        except Exception as exc:
+            fail(exc, a, intended, sent_at)
+            continue
+        future.add_callbacks(finish, fail, callback_args=(a, intended, sent_at), errback_args=(a, intended, sent_at))
+    last_send = time.perf_counter_ns()
+    waits = max(p.request_timeout_ms * p.speculative_max_executions for p in config.arms) / 1e3 + 10.0
+    deadline = time.monotonic() + waits
+    taken = 0
+    while taken < config.max_in_flight and slots.acquire(timeout=max(0.0, deadline - time.monotonic())):
+        taken += 1
+    run.lost = config.max_in_flight - taken
+    return run, start, last_send, time.perf_counter_ns()
+
+
+def _cluster(config: GeneratorConfig, password: str | None, ignored: set[str]) -> Any:
+    from cassandra import ConsistencyLevel
+    from cassandra.auth import PlainTextAuthProvider
+    from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
+    from cassandra.connection import DefaultEndPoint
+    from cassandra.policies import (
+        ConstantSpeculativeExecutionPolicy,
+        DCAwareRoundRobinPolicy,
+        HostFilterPolicy,
+        IdentityTranslator,
+        TokenAwarePolicy,
+    )
+
+    allowed = config.allowed_keys()
+
+    def admit(host: Any) -> bool:
+        ep = host.endpoint
+        try:
+            key: tuple[str, int] | None = Endpoint(str(ep.address), int(ep.port)).key()
+        except (ValueError, TypeError, AttributeError):
+            key = None
+        if key in allowed:
+            return True
+        ignored.add(f"{getattr(ep, 'address', '?')}:{getattr(ep, 'port', '?')}")
+        return False
+
+    def lbp() -> Any:
+        return HostFilterPolicy(TokenAwarePolicy(DCAwareRoundRobinPolicy(local_dc=config.local_dc)), admit)
+
+    profiles = {EXEC_PROFILE_DEFAULT: ExecutionProfile(load_balancing_policy=lbp())}
+    for arm in config.arms:
+        spec = None
+        if arm.hedges:
+            extra = arm.speculative_max_executions - 1
+            spec = ConstantSpeculativeExecutionPolicy(arm.speculative_delay_ms / 1e3, extra)
+        profiles[arm.name] = ExecutionProfile(
+            load_balancing_policy=lbp(),
+            consistency_level=ConsistencyLevel.name_to_value[arm.consistency],
+            request_timeout=arm.request_timeout_ms / 1e3,
+            speculative_execution_policy=spec,
+        )
+    auth = PlainTextAuthProvider(config.username, password or "") if config.username is not None else None
+    return Cluster(
+        contact_points=[DefaultEndPoint(e.key()[0], e.port) for e in config.contact_points],
+        port=config.contact_points[0].port,
+        execution_profiles=profiles,
+        address_translator=IdentityTranslator(),
+        auth_provider=auth,
+        connect_timeout=config.connect_timeout_ms / 1e3,
+        control_connection_timeout=config.connect_timeout_ms / 1e3,
+    )
+
+
+def _binders(session: Any, plan: Plan, config: GeneratorConfig, end: int) -> list[Callable[[int], Any]]:
+    from cassandra.query import BoundStatement
+
+    out: list[Callable[[int], Any]] = []
+    for a, arm in enumerate(plan.arms):
+        prepared = session.prepare(arm.statement)
+        prepared.is_idempotent = True
+        markers = len(prepared.column_metadata or ())
+        for i in range(end):
+            if plan.arm[i] == a and len(plan.values[i]) != markers:
+                raise GeneratorFailed(
+                    "bad_input",
+                    f"plan request {i} gives {len(plan.values[i])} values to arm {arm.name}'s statement, which "
+                    f"takes {markers}",
+                )
+
+        def bind(i: int, prepared: Any = prepared) -> Any:
+            bs = BoundStatement(prepared)
+            bs.values = list(plan.values[i])
+            return bs
+
+        out.append(bind)
+    return out
+
+
+def _distance_name(d: int) -> str:
+    return {0: "LOCAL", 1: "REMOTE"}.get(d, "IGNORED")
+
+
+def run_python(
+    plan: Plan, config: GeneratorConfig, *, egress: Egress | None = None, password: str | None = None
+) -> GeneratorResult:
+    """Run `plan` under `config` on the Python driver (see the module doc). Raises as `jvm.run_java` does."""
+    import cassandra
+
+    config.check()
+    plan.check()
+    if [a.name for a in plan.arms] != [a.name for a in config.arms]:
+        raise GeneratorFailed("bad_input", "the plan's arms and the config's are not the same names in one order")
+    for arm in config.arms:
+        if arm.slow_replica_avoidance:
+            raise ConfigError(
+                f"generator config: arm {arm.name!r}: the Python driver has no slow replica avoidance (a Java "
+                "driver 4 setting)"
+            )
+    if egress is None:
+        from base.settings import get_settings
+
+        egress = Egress.of(get_settings())
+    for e in config.allowed:
+        if not egress.allows(e.key()[0]):
+            raise ConfigError(f"generator config: {egress.host_problem(e.key()[0])}")
+    planned = planned_counts(plan, config)
+    end = sum(planned)
+    warm = 0
+    while warm < end and plan.offsets_us[warm] / 1e6 / config.rate_scale < config.warmup_s:
+        warm += 1
+    ignored: set[str] = set()
+    cluster = _cluster(config, password, ignored)
+    try:
+        try:
+            session = cluster.connect(config.keyspace)
+        except Exception as exc:
+            text = str(exc).replace(password, "***") if password else str(exc)
+            raise GeneratorFailed("connect", f"{type(exc).__name__}: {text[:1000]}") from None
+        try:
+            bound = _binders(session, plan, config, end)
+        except GeneratorFailed:
+            raise
+        except Exception as exc:
+            raise GeneratorFailed("prepare", f"{type(exc).__name__}: {str(exc)[:1000]}") from None
+        profiles = [a.name for a in config.arms]
+        if warm:
+            _send_all(session, plan, config, bound, warm, profiles)
+        gc_count0 = sum(s["collections"] for s in gc.get_stats())
+        gc_time = [0.0]
+        gc_start = [0.0]
+
+        def on_gc(phase: str, _info: dict[str, int]) -> None:
+            if phase == "start":
+                gc_start[0] = time.perf_counter()
+            else:
+                gc_time[0] += time.perf_counter() - gc_start[0]
+
+        gc.callbacks.append(on_gc)
+        cpu0, sched0 = time.process_time(), time.thread_time()
+        try:
+            run, start, last_send, stop = _send_all(session, plan, config, bound, end, profiles)
+        finally:
+            gc.callbacks.remove(on_gc)
+        cpu, sched = time.process_time() - cpu0, time.thread_time() - sched0
+        gc_count = sum(s["collections"] for s in gc.get_stats()) - gc_count0
+        pools = session.get_pool_state()
+        nodes = tuple(
+            NodeSeen(
+                f"{h.endpoint.address}:{h.endpoint.port}",
+                str(h.datacenter),
+                _distance_name(cluster.profile_manager.distance(h)),
+                int(pools.get(h, {}).get("open_count", 0)),
+            )
+            for h in cluster.metadata.all_hosts()
+        )
+    finally:
+        cluster.shutdown()
+    with run.lock:
+        arms = tuple(
+            ArmResult(p.name, planned[a], s.sent, s.ok, s.errors, s.timeouts, dict(s.kinds), s.latency, s.service)
+            for a, (p, s) in enumerate(zip(plan.arms, run.arms, strict=True))
+        )
+    sending = (last_send - start) / 1e9
+    result = GeneratorResult(
+        generator=f"python-cassandra-driver-{cassandra.__version__}",
+        status="ok" if run.abort is None else "aborted",
+        reason=run.abort,
+        arms=arms,
+        lag=run.lag,
+        sent=run.sent,
+        throttled=run.throttled,
+        lost=run.lost,
+        wall_s=(stop - start) / 1e9,
+        send_s=sending,
+        intended_s=plan.offsets_us[end - 1] / 1e6 / config.rate_scale if end else 0.0,
+        achieved_rate=run.sent / sending if sending > 0 else 0.0,
+        cpu_s=cpu,
+        scheduler_cpu_s=sched,
+        threads_cpu_s=cpu,
+        gc_count=gc_count,
+        gc_ms=round(gc_time[0] * 1e3),
+        nodes=nodes,
+        ignored=tuple(sorted(ignored)),
+        settings={
+            "timer_tick_ms": float(config.timer_tick_ms),
+            "rate_scale": config.rate_scale,
+            "spin_us": float(config.spin_us),
+            "max_in_flight": float(config.max_in_flight),
+            "warmup_s": config.warmup_s,
+        },
+    )
+    outside = contacted_outside(nodes, config)
+    if outside:
+        raise TailtuneError(f"the Python driver holds connections to {', '.join(outside)}, outside the allow-list")
+    if result.status == "aborted":
+        raise GeneratorAborted(result)
+    return result

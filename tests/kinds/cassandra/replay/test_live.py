@@ -1,0 +1,155 @@
+"""Both generators against the test session's real Cassandra node: a small plan over two twin tables (one arm
+hedging with speculative executions) comes back counted per arm as planned, measured, and through the allowed
+node only; a run outside its allow-list or its sandbox is refused; errors past the fraction abort it. No timing
+is asserted: only what must hold whatever the machine's speed."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import uuid
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from base.jvm_sandbox import sandbox_options
+from kinds.cassandra.replay.config import ArmProfile, ConfigError, Endpoint, GeneratorConfig
+from kinds.cassandra.replay.generator import GeneratorAborted, GeneratorFailed, run
+from kinds.cassandra.replay.plan import Plan, PlanArm, encode_value, write_plan
+
+pytestmark = pytest.mark.slow
+
+DRIVERS = ["java4", "python"]
+
+
+@pytest.fixture(scope="module")
+def keyspace(cassandra_node: Any) -> Iterator[tuple[Any, str, str]]:
+    """(node, keyspace, local datacenter): twin tables `a` and `b` of text keys, `n` of int keys; dropped after."""
+    from cassandra.cluster import Cluster
+
+    ks = f"gen_{uuid.uuid4().hex[:8]}"
+    cluster = Cluster([cassandra_node.host], port=cassandra_node.port)
+    session = cluster.connect()
+    try:
+        session.execute(f"CREATE KEYSPACE {ks} WITH replication = {{'class': 'SimpleStrategy', "
+                        "'replication_factor': 1}")
+        for t in ("a", "b"):
+            session.execute(f"CREATE TABLE {ks}.{t} (k text PRIMARY KEY, v blob)")
+            insert = session.prepare(f"INSERT INTO {ks}.{t} (k, v) VALUES (?, ?)")
+            for i in range(40):
+                session.execute(insert, (f"k{i}", bytes(64)))
+        session.execute(f"CREATE TABLE {ks}.n (k int PRIMARY KEY, v blob)")
+        dc = session.execute("SELECT data_center FROM system.local").one().data_center
+        yield cassandra_node, ks, dc
+    finally:
+        session.execute(f"DROP KEYSPACE IF EXISTS {ks}")
+        cluster.shutdown()
+
+
+def _plan(ks: str, n: int = 300) -> Plan:
+    arms = (PlanArm("base", f"SELECT v FROM {ks}.a WHERE k = ?"), PlanArm("hedge", f"SELECT v FROM {ks}.b WHERE k = ?"))
+    # arms dealt in blocks of 10 in one stream, as the live replay deals them; some keys absent (k40..k49)
+    return Plan.of(arms, [(i * 1000, (i // 10) % 2, [encode_value("text", f"k{i % 50}")]) for i in range(n)])
+
+
+def _config(node: Any, dc: str, ks: str, driver: str) -> GeneratorConfig:
+    ep = Endpoint(node.host, node.port)
+    java = driver == "java4"
+    hedge = ArmProfile("hedge", speculative_class="ConstantSpeculativeExecutionPolicy", speculative_max_executions=2,
+                       speculative_delay_ms=2, slow_replica_avoidance=java)
+    base = ArmProfile("base", consistency="ONE", slow_replica_avoidance=False)
+    return GeneratorConfig((ep,), (ep,), dc, (base, hedge), keyspace=ks, timer_tick_ms=1, warmup_s=0.05)
+
+
+@pytest.mark.parametrize("driver", DRIVERS)
+def test_a_plan_runs_through_the_real_driver(keyspace, driver):
+    node, ks, dc = keyspace
+    plan = _plan(ks)
+    result = run(driver, plan, _config(node, dc, ks, driver))
+    assert result.status == "ok" and result.generator.startswith("java" if driver == "java4" else "python")
+    assert [a.planned for a in result.arms] == plan.counts() == [150, 150]
+    for arm in result.arms:
+        assert arm.sent == arm.ok == arm.planned and arm.errors == arm.timeouts == 0
+        assert arm.latency.total == arm.service.total == arm.planned
+        assert arm.latency.min >= 1  # from the intended start: never zero
+        # each request's service time (from its actual send) is at most its latency (from its intended send)
+        for p in (50.0, 99.0, 100.0):
+            assert arm.service.value_at_percentile(p) <= arm.latency.value_at_percentile(p)
+    assert result.lag.total == result.sent == len(plan)
+    assert result.cpu_s > 0 and result.cpu_us_per_request > 0 and result.achieved_rate > 0
+    assert result.settings["timer_tick_ms"] == 1
+    assert [(n.endpoint, n.distance) for n in result.nodes if n.open_connections] == [
+        (f"{node.host}:{node.port}", "LOCAL")
+    ]
+    assert result.ignored == ()
+
+
+@pytest.mark.parametrize("driver", DRIVERS)
+def test_an_allow_list_without_the_node_refuses_the_run(keyspace, driver):
+    node, ks, dc = keyspace
+    config = _config(node, dc, ks, driver)
+    with pytest.raises(ConfigError, match="not in the allow-list"):
+        run(driver, _plan(ks), replace(config, allowed=(Endpoint("127.0.0.2", node.port),)))
+
+
+def _java(tmp_path: Path, plan: Plan, config: dict[str, Any], sandbox: list[str]) -> tuple[int, dict[str, Any]]:
+    from kinds.cassandra.replay.jvm import build
+
+    classes, lib = build()
+    write_plan(plan, tmp_path / "plan.bin")
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    r = subprocess.run(["java", *sandbox, "-cp", f"{classes}:{lib}/*", "Generator", str(tmp_path / "plan.bin"),
+                        str(tmp_path / "config.json")], capture_output=True, text=True, timeout=300, check=False)
+    return r.returncode, json.loads(r.stdout)
+
+
+def test_the_java_generator_itself_refuses_a_contact_point_outside_its_allow_list(keyspace, tmp_path):
+    node, ks, dc = keyspace
+    doc = _config(node, dc, ks, "java4").to_json()
+    doc["allowed"] = [{"address": "127.0.0.2", "port": node.port}]
+    status, out = _java(tmp_path, _plan(ks), doc, sandbox_options([(node.host, node.port)]))
+    assert (status, out["error"]) == (2, "bad_input") and "not in the allow-list" in out["message"]
+
+
+def test_the_sandbox_is_the_second_wall(keyspace, tmp_path):
+    """The JVM granted no endpoint cannot reach the node, whatever its config's allow-list says."""
+    node, ks, dc = keyspace
+    status, out = _java(tmp_path, _plan(ks), _config(node, dc, ks, "java4").to_json(), sandbox_options([]))
+    assert (status, out["error"]) == (4, "connect")
+
+
+@pytest.mark.parametrize("driver", DRIVERS)
+def test_errors_past_the_fraction_abort_the_run(keyspace, driver):
+    node, ks, dc = keyspace
+    arms = (PlanArm("base", f"SELECT v FROM {ks}.n WHERE k = ?"), PlanArm("hedge", f"SELECT v FROM {ks}.a WHERE k = ?"))
+    # three bytes for an int: the node refuses every one of arm base's requests
+    plan = Plan.of(arms, [(i * 1000, i % 2, [b"abc" if i % 2 == 0 else b"k1"]) for i in range(2000)])
+    config = replace(_config(node, dc, ks, driver), max_error_fraction=0.1, abort_after=20, warmup_s=0)
+    with pytest.raises(GeneratorAborted) as caught:
+        run(driver, plan, config)
+    result = caught.value.result
+    assert result.status == "aborted" and "over the limit of 0.1" in (result.reason or "")
+    assert result.arm("base").errors > 0 and result.arm("base").ok == 0 and result.arm("hedge").errors == 0
+    assert sum(result.arm("base").error_kinds.values()) == result.arm("base").errors
+
+
+@pytest.mark.parametrize("driver", DRIVERS)
+def test_a_statement_the_node_cannot_prepare_fails_cleanly(keyspace, driver):
+    node, ks, dc = keyspace
+    arms = (PlanArm("base", f"SELECT v FROM {ks}.missing WHERE k = ?"), PlanArm("hedge", f"SELECT v FROM {ks}.a"))
+    with pytest.raises(GeneratorFailed, match="prepare"):
+        run(driver, Plan.of(arms, [(0, 0, [b"k"])]), _config(node, dc, ks, driver))
+
+
+@pytest.mark.parametrize("driver", DRIVERS)
+def test_no_password_in_the_output(keyspace, driver):
+    """A login's password goes to the driver (the JVM's environment, never a file or an argument) and into no
+    result (the test node asks for no login: the run succeeds either way)."""
+    node, ks, dc = keyspace
+    secret = f"pw-{uuid.uuid4().hex}"
+    config = replace(_config(node, dc, ks, driver), username="replayer")
+    result = run(driver, _plan(ks, 40), config, password=secret)
+    assert secret not in json.dumps(result.to_json()) and secret not in json.dumps(config.to_json())
