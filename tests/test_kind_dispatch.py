@@ -25,7 +25,6 @@ when K's name is part of its path below the repository — a folder (`kinds/cass
 from __future__ import annotations
 
 import ast
-import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,27 +38,6 @@ ROOT = Path(__file__).resolve().parents[1]
 PRODUCT = ("tailtune", "jobs", "service", "control", "tuner", "analysis", "simulation", "ingest", "base", "kinds")
 #: The registry's modules: they may name every kind.
 REGISTRY = frozenset({"simulation/kinds.py", "control/kinds.py"})
-#: Hits the operations half still has (control/, jobs/, service/, kinds/, the CLI's commands other than simulate
-#: and tune: another branch moves them behind `control.kinds.operations`): path → most hits tolerated there. The
-#: integrator removes this list once that branch has landed; a path here with no hit left fails the test, so the
-#: list only shrinks.
-PENDING: dict[str, int] = {
-    "control/calibration.py": 1,
-    "control/configs.py": 3,
-    "control/deployment_spec.py": 8,
-    "control/deployments.py": 3,
-    "control/discovery.py": 1,
-    "control/jobspec.py": 1,
-    "control/model.py": 3,
-    "control/tune_request.py": 1,
-    "jobs/capture.py": 1,
-    "jobs/verify.py": 1,
-    "service/health/service.py": 1,
-}
-#: Which paths PENDING may name (the operations half's scope).
-_PENDING_SCOPE = re.compile(r"^(control|jobs|service|kinds)/|^tailtune/cli/commands/(?!simulate\.py|tune\.py)")
-
-
 @dataclass(frozen=True, order=True)
 class Hit:
     """One dispatch on a kind's name: where, and which form (`path:line: what`)."""
@@ -174,24 +152,12 @@ def product_hits(kinds: Sequence[str]) -> list[Hit]:
 # ------------------------------------------------------------------------------------------------ the product
 
 
+
+
 def test_no_product_module_dispatches_on_a_kind_name() -> None:
     hits = product_hits(kind_names())
-    counts: dict[str, int] = {}
-    for h in hits:
-        counts[h.path] = counts.get(h.path, 0) + 1
-    new = [h for h in hits if h.path not in PENDING]
-    grown = [f"{p}: {n} hits (PENDING tolerates {PENDING[p]})" for p, n in counts.items()
-             if p in PENDING and n > PENDING[p]]
-    assert not new and not grown, "dispatch on a kind's name outside the registry and the kinds' own modules " \
-        "(use simulation.kinds / control.kinds):\n" + "\n".join([*map(str, new), *grown])
-
-
-def test_pending_lists_only_the_operations_half_and_shrinks() -> None:
-    counts: dict[str, int] = {}
-    for h in product_hits(kind_names()):
-        counts[h.path] = counts.get(h.path, 0) + 1
-    assert [p for p in PENDING if not _PENDING_SCOPE.match(p)] == []
-    assert [p for p in PENDING if p not in counts] == [], "no hit left there: remove it from PENDING"
+    assert not hits, "dispatch on a kind's name outside the registry and the kinds' own modules " \
+        "(use simulation.kinds / control.kinds):\n" + "\n".join(map(str, hits))
 
 
 # ------------------------------------------------------------------------------------------------ the checker
