@@ -6,14 +6,14 @@ from __future__ import annotations
 from fastapi import APIRouter
 from fastapi.responses import FileResponse
 
-from service.console.pages import analyses, deployments, formats, jobs, signin, traces
+from service.console.pages import analyses, deployments, jobs, signin, traces
 from service.console.render import static_files
 from service.errors import Missing
 
 __all__ = ["router"]
 
 router = APIRouter(include_in_schema=False)
-for _pages in (signin.router, deployments.router, traces.router, formats.router, analyses.router, jobs.router):
+for _pages in (signin.router, deployments.router, traces.router, analyses.router, jobs.router):
     router.include_router(_pages)
 
 _TYPES = {".css": "text/css", ".js": "text/javascript"}

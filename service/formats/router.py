@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
+from ingest.formats import readers
 from service.deps import ReadAuth
-from service.formats import service
 from service.formats.schemas import FormatOut
 
 __all__ = ["router"]
@@ -15,4 +15,4 @@ router = APIRouter(prefix="/formats", tags=["formats"])
 
 @router.get("")
 def list_all(_: ReadAuth) -> list[FormatOut]:
-    return service.list_all()
+    return [FormatOut(name=name, detected=r.sniff_rank is not None) for name, r in readers().items()]

@@ -64,7 +64,7 @@ def jobs_of(svc: Svc, kind: str) -> list[JobRow]:
 
 
 # --- sign-in ---------------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("path", ["/", "/traces", "/formats", "/analyses", "/jobs", "/deployments/1", "/jobs/1"])
+@pytest.mark.parametrize("path", ["/", "/traces", "/analyses", "/jobs", "/deployments/1", "/jobs/1"])
 def test_every_page_asks_for_a_token_first(svc: Svc, path: str) -> None:
     r = svc.client.get(path, follow_redirects=False)
     assert r.status_code == 303 and r.headers["location"] == f"/login?next={path}"
@@ -607,13 +607,3 @@ def test_a_verify_jobs_page_says_its_outcome_in_words(svc: Svc, status: str) -> 
     outcome = svc.client.get(f"/jobs/{job_id}").text.split('id="verify-outcome">', 1)[1].split("</p>", 1)[0]
     assert "Version 4:" in outcome and status.replace("_", " ") in outcome and "p99 1.2 ms vs 1.2 ms" in outcome
     assert ("rolled back to version 3" in outcome) == (status == "rolled_back")
-
-
-def test_the_formats_page_lists_the_registry(svc: Svc) -> None:
-    from ingest.formats import format_names
-
-    sign_in(svc, svc.read)
-    r = svc.client.get("/formats")
-    assert r.status_code == 200, r.text
-    assert all(f"<td>{name}</td>" in r.text for name in format_names())
-    assert 'href="/formats" aria-current="page"' in r.text
