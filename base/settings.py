@@ -129,7 +129,6 @@ class Settings(BaseSettings):
         description="Accept and run `selftest` jobs (N sleeping steps: the tests' and smoke tests' job kind); "
         "production leaves it off.",
     )
-    echo_max_chars: int = Field(default=100, ge=1, description="Longest text an `echo` job takes (a scratch limit).")
     password_envs: list[str] = Field(
         default_factory=list,
         description="Environment variables a deployment's connection.password_env may name besides "

@@ -18,12 +18,3 @@ def test_echo_runs_its_step(svc: Svc) -> None:
         assert row is not None
         assert row.result == {"echo": "HI"}
         assert [(st["name"], st["status"]) for st in row.steps] == [("echo", "done")]
-
-
-def test_echo_refuses_a_text_past_its_limit(svc: Svc) -> None:
-    with svc.db.session() as s:
-        job_id = enqueue(s, svc.settings, "echo", {"text": "x" * (svc.settings.echo_max_chars + 1)}).id
-    assert Worker(svc.settings, svc.db, "w1", handlers=default_handlers(), schedule=False).run_once() == "failed"
-    with svc.db.session() as s:
-        row = s.get(JobRow, job_id)
-        assert row is not None and row.error is not None and "at most 100 characters" in row.error
