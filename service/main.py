@@ -20,7 +20,6 @@ from service.console.routes import router as console
 from service.deployments.router import router as deployments
 from service.deps import database_for
 from service.errors import install_error_handlers
-from service.formats.router import router as formats
 from service.guard import RequestGuard
 from service.health.router import probes
 from service.health.router import router as health
@@ -92,7 +91,7 @@ def create_app(settings: Settings | None = None, *, fast_path: bool = True) -> F
         redoc_url=None,
     )
     api = APIRouter(prefix=API_PREFIX)
-    for router in (traces, formats, analyses, deployments, observations, verify, jobs, schedules, configs, health):
+    for router in (traces, analyses, deployments, observations, verify, jobs, schedules, configs, health):
         api.include_router(router)
     app.include_router(api)
     app.include_router(probes)  # /health/live, /health/ready, /livez, /readyz at the root
