@@ -161,17 +161,6 @@ STOCK_KNOBS: tuple[StockKnob, ...] = (
         doc="per table; ALTER TABLE ks.t WITH speculative_retry = '...'",
     ),
     StockKnob(
-        "read_repair",
-        "choice",
-        "BLOCKING",
-        "cql",
-        choices=("BLOCKING", "NONE"),
-        record="read_repair",
-        modelled=False,
-        unmodelled_reason="the simulator reads one replica per key (no digest reads), so it has no read repair",
-        doc="per table; ALTER TABLE ks.t WITH read_repair = 'NONE'",
-    ),
-    StockKnob(
         "dynamic_snitch_badness_threshold",
         "float",
         1.0,

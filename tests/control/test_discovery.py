@@ -138,9 +138,9 @@ def test_discover_a_real_cassandra_node(svc: Svc, cli: Any, cassandra_node: Cass
     # the tables' speculative_retry, as Cassandra shows them; the stock config they amount to
     shown = {t: cql.execute("SELECT speculative_retry FROM system_schema.tables WHERE keyspace_name = %s AND "
                             "table_name = %s", tuple(t.split("."))).one().speculative_retry for t in tables}
-    assert readings["tables"] == {t: {"speculative_retry": v, "read_repair": "BLOCKING"} for t, v in shown.items()}
+    assert readings["tables"] == {t: {"speculative_retry": v} for t, v in shown.items()}
     assert shown == {f"{KS}.small": "42ms", f"{KS}.wide": "MIN(95p,30ms)"}
-    expected = {"policy": "stock", "params": {"speculative_retry": "42ms", "read_repair": "BLOCKING"},
+    expected = {"policy": "stock", "params": {"speculative_retry": "42ms"},
                 "target": {"table_options": {f"{KS}.small": {"speculative_retry": "42ms"},
                                              f"{KS}.wide": {"speculative_retry": "MIN(95p,30ms)"}}}}
     assert got["current_config"] == expected and job["result"]["current_config"] == expected

@@ -100,8 +100,8 @@ def test_publish_sets_the_tables_and_rollback_restores_them(
     # the stored config carries the rendering for the deployment's driver
     target = got["config"]["target"]
     assert target["cql"] == [
-        f"ALTER TABLE {carts} WITH speculative_retry = 'MIN(99p,5ms)' AND read_repair = 'BLOCKING';",
-        f"ALTER TABLE {items} WITH speculative_retry = 'MIN(99p,5ms)' AND read_repair = 'BLOCKING';",
+        f"ALTER TABLE {carts} WITH speculative_retry = 'MIN(99p,5ms)';",
+        f"ALTER TABLE {items} WITH speculative_retry = 'MIN(99p,5ms)';",
     ]
     assert target["driver"]["python"]["speculative_execution"] == {
         "policy": "ConstantSpeculativeExecutionPolicy",
@@ -120,8 +120,8 @@ def test_publish_sets_the_tables_and_rollback_restores_them(
     assert r.status_code == 201, r.text
     v3 = r.json()
     assert v3["config"]["target"]["table_options"] == {
-        carts: {"speculative_retry": "99p", "read_repair": "BLOCKING"},
-        items: {"speculative_retry": "50ms", "read_repair": "BLOCKING"},
+        carts: {"speculative_retry": "99p"},
+        items: {"speculative_retry": "50ms"},
     }
     assert _run_jobs(svc, 1) == ["succeeded"]
     assert (_spec(session, carts), _spec(session, items)) == ("99p", "50ms")

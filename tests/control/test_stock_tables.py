@@ -101,7 +101,7 @@ def test_stock_configs_are_checked_against_the_deployment(svc: Svc) -> None:
     stored = r.json()
     assert stored["applies_to"] == {"server": "stock", "driver": "python", "tables": ["ks.a"]}
     assert stored["config"]["target"]["driver"]["python"]["load_balancing"]["shuffle_replicas"] is True
-    assert stored["config"]["target"]["cql"] == ["ALTER TABLE ks.a WITH speculative_retry = '99p' AND read_repair = 'BLOCKING';"]
+    assert stored["config"]["target"]["cql"] == ["ALTER TABLE ks.a WITH speculative_retry = '99p';"]
 
 
 def test_a_republish_keeps_the_first_before() -> None:

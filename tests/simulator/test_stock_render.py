@@ -43,7 +43,7 @@ OTHER_DRIVER_NOTE = {
 def test_defaults_for_the_java_driver() -> None:
     out = render_stock({}, tables=["shop.carts"])
     assert out == {
-        "cql": ["ALTER TABLE shop.carts WITH speculative_retry = '99p' AND read_repair = 'BLOCKING';"],
+        "cql": ["ALTER TABLE shop.carts WITH speculative_retry = '99p';"],
         "yaml": (
             "# not applied by tailtune: cassandra.yaml on every node (read at start)\n"
             "dynamic_snitch_update_interval: 100ms\n"
@@ -86,8 +86,8 @@ def test_java_speculation_normalised_retry_and_snitch_values() -> None:
         endpoint_snitch="org.apache.cassandra.locator.GossipingPropertyFileSnitch",
     )
     assert out["cql"] == [
-        "ALTER TABLE shop.carts WITH speculative_retry = 'MIN(99p,5ms)' AND read_repair = 'BLOCKING';",
-        "ALTER TABLE shop.items WITH speculative_retry = 'MIN(99p,5ms)' AND read_repair = 'BLOCKING';",
+        "ALTER TABLE shop.carts WITH speculative_retry = 'MIN(99p,5ms)';",
+        "ALTER TABLE shop.items WITH speculative_retry = 'MIN(99p,5ms)';",
     ]
     assert out["yaml"] == (
         "# not applied by tailtune: cassandra.yaml on every node (read at start)\n"
@@ -136,7 +136,7 @@ def test_python_settings_count_only_the_extra_executions() -> None:
         "multiget.chunk": 16,
     }
     out = render_stock(params, tables=["a.b"], driver="python")
-    assert out["cql"] == ["ALTER TABLE a.b WITH speculative_retry = 'NEVER' AND read_repair = 'BLOCKING';"]
+    assert out["cql"] == ["ALTER TABLE a.b WITH speculative_retry = 'NEVER';"]
     assert out["driver"] == {
         "java": JAVA_HEAD
         + "  basic.load-balancing-policy.slow-replica-avoidance = true\n"
@@ -167,7 +167,7 @@ def test_python_defaults_do_not_shuffle_or_speculate() -> None:
     out = render_stock({}, tables=[], driver="python")
     assert out["cql"] == []
     assert out["driver"]["python"] == PYTHON_DEFAULTS
-    assert "no tables: the deployment names none, so no speculative_retry, read_repair is applied" in out["notes"]
+    assert "no tables: the deployment names none, so no speculative_retry is applied" in out["notes"]
 
 
 @pytest.mark.parametrize(
@@ -210,7 +210,7 @@ def test_a_patched_candidate_keeps_its_stock_knobs_out_of_the_scheduler_block() 
     assert out["json"] == {"request_scheduler": "rein", "request_scheduler_options": {"queues": 4}}
     assert out["properties"] == "scheduler.policy=rein\nscheduler.rein.queues=4\n"
     stock = render_stock({k: v for k, v in cand.params.items() if k != "k"}, tables=["ks.t"])
-    assert stock["cql"] == ["ALTER TABLE ks.t WITH speculative_retry = '50ms' AND read_repair = 'BLOCKING';"]
+    assert stock["cql"] == ["ALTER TABLE ks.t WITH speculative_retry = '50ms';"]
 
 
 def _another_value(knob: StockKnob, driver: str) -> int | float | str:

@@ -100,7 +100,7 @@ def test_stock_tune_never_recommends_an_overloading_retry(monkeypatch: pytest.Mo
     assert rec.alternatives is not None
     assert rec.alternatives["stock"]["params"]["speculative_retry"] == "NEVER"
     assert rec.alternatives["patched"]["verdict"] == "not searched"
-    assert rec.render["cql"] == [f"ALTER TABLE ks.{t} WITH speculative_retry = '{rec.params['speculative_retry']}' AND read_repair = 'BLOCKING';"
+    assert rec.render["cql"] == [f"ALTER TABLE ks.{t} WITH speculative_retry = '{rec.params['speculative_retry']}';"
                                  for t in ("a", "b")]
     # ALWAYS overloads its prefix (a quarter of the first seed): pruned there, nothing more replayed
     always = [(replays, why) for text, replays, why in seen if text == "ALWAYS"]
