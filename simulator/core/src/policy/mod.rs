@@ -187,7 +187,6 @@ macro_rules! registry {
 // The registry. Columns: file (module), name, enum variant (config type, scheduler type), event loop.
 registry! {
     fifo:         "fifo"         => Fifo        (FifoConfig,        Fifo)        fast;
-    fifo2:        "fifo2"        => Fifo2       (Fifo2Config,       Fifo2)       fast;
     rein:         "rein"         => Rein        (ReinConfig,        Rein)        fast;
     rein_sbf:     "rein-sbf"     => ReinSbf     (ReinSbfConfig,     ReinSbf)     fast;
     rein_sds:     "rein-sds"     => ReinSds     (ReinSdsConfig,     ReinSds)     fast;
