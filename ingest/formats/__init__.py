@@ -31,7 +31,6 @@ READERS: Final[dict[str, str]] = {
     "meta-kv": "ingest.formats.meta_kv:MetaKvReader",
     "keys-bin": "ingest.formats.keys_bin:KeysBinReader",
     "tencent-photo": "ingest.formats.tencent_photo:TencentPhotoReader",
-    "pipe-kv": "ingest.formats.pipe_kv:PipeKvReader",
     "cassandra-fql": "ingest.formats.cassandra_fql.binlog:CassandraFqlReader",
     "cassandra-fql-dump": "ingest.formats.cassandra_fql.dump:CassandraFqlDumpReader",
     "memcached-watch": "ingest.formats.memcached_watch:MemcachedWatchReader",

@@ -84,8 +84,6 @@ def valid_file(fmt: str, rows: list[Row]) -> tuple[bytes, list[str]]:
         text = "".join(json.dumps({"ts": t, "keys": [k], "sizes": [s]}) + "\n" for t, k, s in rows)
     elif fmt == "twitter":
         text = "".join(f"{t},{k},{len(k)},{s},c{t % 3},get,0\n" for t, k, s in rows)
-    elif fmt == "pipe-kv":
-        text = "".join(f"{t}|{k}|{s}\n" for t, k, s in rows)
     elif fmt == "meta-kv":
         text = "key,op,size,op_count,key_size\n" + "".join(f"{k},GET,{s},1,{len(k)}\n" for _, k, s in rows)
     elif fmt == "tencent-photo":

@@ -199,24 +199,6 @@ def test_tencent_bad_timestamp(write, settings):
     assert str(exc.value) == f"{p}:2: field 'ts': expected a YYYYMMDDHHMMSS timestamp, got \"2016020116460X\""
 
 
-def test_pipe_kv(write, settings):
-    p = write("p.txt", "1.5|a|10\n2|b|\n3|a|7\n")
-    assert sniff(p).format == "pipe-kv"
-    info = ingest_file(p, settings=settings)
-    assert rows(info, "request_id", "ts", "key", "value_size") == [
-        (0, 1.5, "a", 10),
-        (1, 2.0, "b", None),
-        (2, 3.0, "a", 7),
-    ]
-
-
-def test_pipe_kv_bad_line(write, settings):
-    p = write("p.txt", "1|a|1\n2|b\n")
-    with pytest.raises(BadInputError) as exc:
-        ingest_file(p, fmt="pipe-kv", settings=settings)
-    assert str(exc.value).startswith(f"{p}:2: expected 3 fields TS|KEY|SIZE")
-
-
 @pytest.mark.parametrize("block_bytes", [64, 1000, 1 << 20])
 def test_line_numbers_exact_across_blocks(write, block_bytes):
     import numpy as np
