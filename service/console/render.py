@@ -23,6 +23,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoes
 
 from base.errors import BadInputError, NotFoundError, TailtuneError
 from base.settings import get_settings
+from control.kinds import operations
 from service.console.session import FLASH_COOKIE, SignInRequired, Viewer, pop_flash, set_flash, viewer_of
 from service.deps import database_for
 from service.errors import HTTP_CODES, Forbidden, ServiceError, error_body
@@ -169,6 +170,11 @@ def _params(p: Any) -> str:
     return ", ".join(f"{k}={_num(v)}" for k, v in sorted(p.items()))
 
 
+def _body_fields(kind: str) -> frozenset[str]:
+    """The body fields only some kinds have that kind `kind` has (`server`, `driver`, `tables`)."""
+    return operations(kind).body_fields
+
+
 _env = Environment(
     loader=FileSystemLoader(_HERE / "templates"),
     autoescape=select_autoescape(["html"]),
@@ -176,7 +182,8 @@ _env = Environment(
     trim_blocks=True,
     lstrip_blocks=True,
 )
-_env.filters.update(when=_when, ago=_ago, bytes=_bytes, num=_num, ms=_ms, pct=_pct, params=_params, short=_short)
+_env.filters.update(when=_when, ago=_ago, bytes=_bytes, num=_num, ms=_ms, pct=_pct, params=_params, short=_short,
+                    body_fields=_body_fields)
 _env.globals.update(static=_static_url)
 
 
