@@ -44,10 +44,15 @@ _HERE: Final = Path(__file__).resolve().parent
 _SOURCE: Final = _HERE / "Generator.java"
 _POM: Final = _HERE / "pom.xml"
 PASSWORD_ENV: Final = "TAILTUNE_GENERATOR_PASSWORD"
+#: Maven, which fetches the jars once (the product's own fetch, not a test server's).
+MAVEN: Final = "mvn"
 
-#: The generator's JVM: a fixed heap (no resizing during a run), its JIT at full tier (the test suite's
-#: JAVA_TOOL_OPTIONS C1 cap is dropped for it).
-JVM_OPTIONS: Final = ("-XX:+UseG1GC", "-Dio.netty.tryReflectionSetAccessible=true")
+#: The generator's JVM: a fixed heap (no resizing during a run) and its JIT stopped at C1. C2's compiles run on
+#: the generator's own cores for the first tens of seconds of a run and delay its sends: measured on a pinned
+#: core (bench/RESULTS.md § Live replay load generators), C1 alone spent less CPU per request and lagged less in
+#: a 15 s window after a 10 s warm-up. `extra_jvm_options` come after these (`-XX:TieredStopAtLevel=4` restores
+#: C2). The environment's JAVA_TOOL_OPTIONS is not passed on.
+JVM_OPTIONS: Final = ("-XX:+UseG1GC", "-XX:TieredStopAtLevel=1", "-Dio.netty.tryReflectionSetAccessible=true")
 
 
 def cache_root() -> Path:
@@ -70,7 +75,7 @@ def fetch_lib(cache: Path | None = None) -> Path:
     lib = root / f"lib-{_digest(pom)}"
     if (lib / ".complete").is_file():
         return lib
-    mvn = shutil.which("mvn")
+    mvn = shutil.which(MAVEN)
     if mvn is None:
         raise TailtuneError(
             "the Java load generator's jars are not fetched yet and Maven (mvn) is not installed",

@@ -83,7 +83,12 @@ class GeneratorAborted(TailtuneError):
     """A run stopped because its errors and timeouts passed the config's fraction; `result` is what it measured."""
 
     def __init__(self, result: GeneratorResult) -> None:
-        super().__init__(f"the load generator stopped: {result.reason}")
+        kinds = "; ".join(
+            f"{a.name}: " + ", ".join(f"{k} ×{n}" for k, n in sorted(a.error_kinds.items()))
+            for a in result.arms
+            if a.error_kinds
+        )
+        super().__init__(f"the load generator stopped: {result.reason}" + (f" ({kinds})" if kinds else ""))
         self.result = result
 
 

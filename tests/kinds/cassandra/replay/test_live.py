@@ -60,7 +60,9 @@ def _config(node: Any, dc: str, ks: str, driver: str) -> GeneratorConfig:
     java = driver == "java4"
     hedge = ArmProfile("hedge", speculative_class="ConstantSpeculativeExecutionPolicy", speculative_max_executions=2,
                        speculative_delay_ms=2, slow_replica_avoidance=java)
-    base = ArmProfile("base", consistency="ONE", slow_replica_avoidance=False)
+    base = ArmProfile("base", consistency="ONE", slow_replica_avoidance=False, request_timeout_ms=60_000)
+    # requests may wait long on a loaded box: a timeout here would be the machine's, not the generator's
+    hedge = replace(hedge, request_timeout_ms=60_000)
     return GeneratorConfig((ep,), (ep,), dc, (base, hedge), keyspace=ks, timer_tick_ms=1, warmup_s=0.05)
 
 

@@ -14,6 +14,7 @@ from kinds.cassandra.replay.plan import Plan, PlanArm
 from kinds.cassandra.replay.result import (
     MAX_OUTPUT,
     ArmResult,
+    GeneratorAborted,
     GeneratorFailed,
     GeneratorOutputError,
     GeneratorResult,
@@ -134,6 +135,7 @@ def test_an_aborted_result_may_stop_short():
     doc["cpu_us_per_request"] = doc["cpu_s"] * 1e6 / 9
     doc["lag"] = {"unit": "us", **summarize(_hist([1] * 9)), "encoded": encode(_hist([1] * 9))}
     assert parse(doc).status == "aborted"
+    assert "a: InvalidQueryException ×1" in str(GeneratorAborted(parse(doc)))
     with pytest.raises(GeneratorOutputError, match="reason"):
         parse({**copy.deepcopy(doc), "reason": None})
 
