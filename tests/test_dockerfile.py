@@ -146,5 +146,6 @@ def test_dockerfile_pip_steps_give_a_tailtune_that_simulates_a_sharded_pool(tmp_
     assert Path(seen["at"]).resolve().is_relative_to(env_dir.resolve())  # built and installed, not editable
     assert any(Requirement(r).name == "tailtune-client" for r in seen["requires"]), seen["requires"]
     tops = {f.split("/")[0] for f in seen["files"] if f.endswith(".py")}
-    assert tops == {"tailtune", "ingest", "analysis", "tuner", "service", "jobs"}, tops
+    layers = {"tailtune", "jobs", "service", "kinds", "control", "tuner", "analysis", "simulation", "ingest", "base"}
+    assert tops == layers, tops
     assert not [f for f in seen["files"] if "/testing/" in f or f.startswith("tests/")]
