@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import IO, Any, ClassVar, Final
 
 from base.errors import BadInputError, TailtuneError
+from base.javac import compile_once
 from base.jvm_sandbox import sandbox_options
 from ingest.formats.cassandra_fql.records import UNSET, QueryLogReader, Record, Statement, Value
 from ingest.formats.head import Head
@@ -125,34 +126,8 @@ def build_reader(lib: Path) -> Path:
     source = _SOURCE.read_bytes()
     digest = hashlib.sha256(source + str(lib.resolve()).encode()).hexdigest()[:12]
     out = lib.parent / f"fql-reader-{digest}"
-    if (out / "FqlReader.class").is_file():
-        return out
-    javac = shutil.which("javac")
-    if javac is None:
-        raise TailtuneError(
-            "reading a binary full query log needs a JDK (javac) to compile its reader once",
-            hint="apt-get install openjdk-17-jdk-headless (scripts/setup.sh installs it)",
-        )
-    tmp = Path(tempfile.mkdtemp(prefix=".fql-reader-", dir=lib.parent))
-    try:
-        r = subprocess.run(
-            [javac, "-nowarn", "-d", str(tmp), "-cp", f"{lib}/*", str(_SOURCE)],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        if r.returncode != 0:
-            raise TailtuneError(f"compiling {_SOURCE.name} against {lib} failed: {r.stderr.strip()[-2000:]}")
-        (tmp / "logback.xml").write_text(_LOGBACK)
-        try:
-            tmp.rename(out)
-        except OSError:  # built meanwhile by another process
-            if not (out / "FqlReader.class").is_file():
-                raise
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return out
-
+    return compile_once(_SOURCE, lib, out, main_class="FqlReader", purpose="reading a binary full query log",
+                        files={"logback.xml": _LOGBACK})
 
 def _values(raw: Any, where: str) -> list[Value]:
     if not isinstance(raw, list):

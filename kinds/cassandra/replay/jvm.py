@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Final
 
 from base.errors import TailtuneError
+from base.javac import compile_once
 from control.egress import Egress
 from kinds.cassandra.replay.config import GeneratorConfig
 from kinds.cassandra.replay.plan import Plan, write_plan
@@ -111,31 +112,7 @@ def build(cache: Path | None = None) -> tuple[Path, Path]:
     lib = fetch_lib(cache)
     source = _SOURCE.read_bytes()
     out = lib.parent / f"generator-{_digest(source, str(lib.resolve()).encode())}"
-    if (out / "Generator.class").is_file():
-        return out, lib
-    javac = shutil.which("javac")
-    if javac is None:
-        raise TailtuneError(
-            "the Java load generator needs a JDK (javac) to be compiled once",
-            hint="apt-get install openjdk-17-jdk-headless (scripts/setup.sh installs it)",
-        )
-    tmp = Path(tempfile.mkdtemp(prefix=".generator-", dir=lib.parent))
-    try:
-        r = subprocess.run(
-            [javac, "-nowarn", "-d", str(tmp), "-cp", f"{lib}/*", str(_SOURCE)],
-            capture_output=True, text=True, check=False,
-        )
-        if r.returncode != 0:
-            raise TailtuneError(f"compiling {_SOURCE.name} failed: {r.stderr.strip()[-2000:]}")
-        try:
-            tmp.rename(out)
-        except OSError:  # built meanwhile by another process
-            if not (out / "Generator.class").is_file():
-                raise
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return out, lib
-
+    return compile_once(_SOURCE, lib, out, main_class="Generator", purpose="the Java load generator"), lib
 
 def _scrub(text: str, secret: str | None) -> str:
     return text.replace(secret, "***") if secret else text
