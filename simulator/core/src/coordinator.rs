@@ -74,6 +74,12 @@ crate::params! {
         /// Cassandra's initial `sampleReadLatency` of a table just opened. A running coordinator's current one is
         /// its table's `SpeculativeSampleLatencyNanos` (JMX).
         spec_initial_ms: f64 = 0.0, Real(0.0, 1e9, "[0, 1e9] ms (0 = half the read timeout)"), Search::Fixed;
+        /// The time of each coordinator's first threshold update, ms (then one every `spec_refresh_ms`); 0 = one
+        /// period in (a node started at time 0: `CassandraDaemon` schedules the update a read timeout after start).
+        spec_refresh_first_ms: f64 = 0.0, Real(0.0, 1e9, "[0, 1e9] ms (0 = one period in)"), Search::Fixed;
+        /// How long before the replay's time 0 the histograms' decay landmark was set, ms: 0 = the table opens at
+        /// time 0; Cassandra moves the landmark at the first access more than 30 minutes after it.
+        spec_landmark_ms: f64 = 0.0, Real(0.0, 1.8e6, "[0, 1800000] ms (30 minutes)"), Search::Fixed;
         /// Warm start: 1 = recompute at the end of the replay's warm-up cut (see the module doc); 0 = Cassandra's rule.
         spec_warm: f64 = 1.0, Rounded(0.0, 1.0, "0 or 1"), Search::Fixed;
         /// Samples of the latency window (the last ones) when `spec_histogram` = 0.
@@ -222,6 +228,20 @@ impl CoordinatorConfig {
         } else {
             self.timeout_ns()
         }
+    }
+
+    /// The time of each coordinator's first threshold update: `spec_refresh_first_ms`, or one period in.
+    pub fn first_refresh_ns(&self) -> u64 {
+        if self.spec_refresh_first_ms > 0.0 {
+            (self.spec_refresh_first_ms * 1e6).round() as u64
+        } else {
+            self.refresh_ns()
+        }
+    }
+
+    /// How long before time 0 the histograms' landmark was set, ns.
+    pub fn landmark_ns(&self) -> u64 {
+        (self.spec_landmark_ms * 1e6).round() as u64
     }
 
     /// Cassandra's `calculateThreshold` given the histogram's value at the percentile; then `None` (no

@@ -447,7 +447,7 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
         let key = event_key(now + self.d, self.next_seq());
         self.p.at_servers.push_back((key, DRV_BATCH | 1));
         let client = self.wl.client[r] as usize;
-        if let Some(t) = self.p.spec.as_ref().and_then(|e| e.timeout_ns(client)) {
+        if let Some(t) = self.p.spec.as_mut().and_then(|e| e.timeout_at(client, now)) {
             let key = event_key(now + t, self.next_seq());
             self.p.spec_q.push(client, key, op as u32 | PAGE_TIMER);
         }
@@ -615,8 +615,8 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
             } else if let Some(t) = self
                 .p
                 .spec
-                .as_ref()
-                .and_then(|e| e.timeout_ns(client as usize))
+                .as_mut()
+                .and_then(|e| e.timeout_at(client as usize, now))
             {
                 let key = event_key(now + t, self.next_seq());
                 self.p.spec_q.push(client as usize, key, o as u32);

@@ -390,7 +390,12 @@ impl<S: Scheduler, R: ReplicaSelector> Parts<S, R> {
                 } else {
                     wl.arrival[first]
                 };
-                Some(LatencyEstimator::stock(co, cfg.clients as usize, warm_at))
+                Some(LatencyEstimator::stock(
+                    co,
+                    cfg.clients as usize,
+                    warm_at,
+                    &rc.latency_history,
+                ))
             }
             _ => None,
         };
