@@ -54,15 +54,15 @@ fn the_snitch_leaves_a_slow_replica_at_the_first_update_after_its_first_answer()
     assert_eq!(run(100.0), slow);
 }
 
-fn fb(server: u32, at: u64, rtt_ns: u64) -> Feedback {
+fn fb(server: u32, at: u64, since_start_ns: u64) -> Feedback {
     Feedback {
         client: 0,
         server,
         at,
         queue: 0,
         service_ns: 0,
-        response_ns: rtt_ns,
-        rtt_ns,
+        response_ns: since_start_ns,
+        since_start_ns,
         large_resident: 0,
         large_est: false,
     }
@@ -239,4 +239,48 @@ fn a_local_coordinator_never_samples_itself() {
     }
     assert_eq!(choose(&mut s, 0, &[1, 2, 0]), Some(1));
     assert_eq!(s.score(0, 0), 1.0);
+}
+
+#[test]
+fn the_snitch_times_a_read_from_its_requests_start() {
+    // 3 single-slot servers, RF 2 (g0 → [0, 1], g1 → [1, 2]), d = 0.5 ms; `stock` NEVER with paged `IN`
+    // queries; the snitch updates every 5 ms, badness 0.5. R0 at 0 reads a key on g1 (server 1: sent at 0,
+    // answered at 2) then one on g0 (server 0: sent at 2, answered at 4). Its messages carry the request's
+    // start (`createdAtNanos`), so the snitch's samples are 2 ms for server 1 and 4 ms for server 0, not the
+    // second read's own 2 ms round trip. The update at 5 scores server 0 4/4 = 1 and server 1 2/4 = 0.5. R1 at
+    // 6 reads a key on g0: in ring order [1, 0.5], sorted [0.5, 1]: 1 > 0.5 × 1.5 → sorted by score → server 1.
+    // (Timed from each read's own send, both would score 1 and the ring order would read server 0.)
+    let c = Cluster::new(ClusterConfig {
+        servers: 3,
+        slots: 1,
+        replication: 2,
+        vnodes: 1,
+        service_rate: 1000.0,
+        net_latency_ns: MS / 2,
+        clients: 1,
+    })
+    .unwrap();
+    assert_eq!((c.replicas(0), c.replicas(1)), (&[0, 1][..], &[1, 2][..]));
+    let wl = Workload::from_parts(
+        &[
+            (0, vec![(1, vec![MS]), (0, vec![MS])]),
+            (6 * MS, vec![(0, vec![MS])]),
+        ],
+        1,
+    );
+    let cfg = ReplayConfig {
+        selector: SelectorConfig::build(
+            "dynamic-snitch",
+            &[("update_ms".into(), 5.0), ("badness".into(), 0.5)],
+        )
+        .unwrap(),
+        warmup: 0.0,
+        seed: 0,
+        record_ops: true,
+        ..ReplayConfig::build("stock", &[("spec_kind".into(), 0.0), ("paged".into(), 1.0)]).unwrap()
+    };
+    let res = replay(&c, &wl, &cfg).unwrap();
+    let rec = res.records.as_ref().unwrap();
+    assert_eq!(res.latency_ns, vec![4 * MS, 2 * MS]);
+    assert_eq!(rec.server, vec![1, 0, 1]);
 }

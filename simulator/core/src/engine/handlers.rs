@@ -16,6 +16,9 @@ use crate::prefetch::prefetch;
 use crate::replica::{Feedback, HeldRetry, ReplicaSelector, SelectCtx};
 use crate::timers::{event_key, key_time};
 
+/// `native_transport_timeout` (Cassandra 5.0: 12 s): the client deadline a coordinator retry must fit in.
+const NATIVE_TRANSPORT_TIMEOUT_NS: u64 = 12_000_000_000;
+
 impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
     /// Applies every event in (time, seq) order.
     #[inline(always)]
@@ -433,23 +436,35 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
     }
 
     /// Paged: the coordinator sends the read of op `op` (request `r`'s next partition) to its opset's replica
-    /// now, and arms its own speculative retry.
+    /// now, and arms its speculative retry. Every partition's read carries the request's start
+    /// (`Dispatcher.RequestTime`): the retry is due at start + threshold (`shouldSpeculateAndMaybeWait` waits
+    /// until `requestTime.startedAtNanos() + T`: a partition sent after that is retried at once; none when
+    /// now + T is past the client deadline, start + 12 s), and the read waits at most until start + read
+    /// timeout — a partition sent after that times its request out at once (its own latency sample: 0).
     #[inline(always)]
     fn page_send(&mut self, r: usize, op: usize, now: u64) {
         let o = self.opset_of(op);
         let s = self.opset_server[o];
+        let start = self.arrived(r);
+        let sc = self.p.stock.as_mut().expect("stock client");
+        sc.page_at[r] = now;
+        if self.drop_on() && now >= start + self.read_timeout {
+            self.time_out(r, s as usize, now);
+            return;
+        }
         if self.sent_on() {
             self.sent_at[o] = now;
         }
         let sc = self.p.stock.as_mut().expect("stock client");
-        sc.page_at[r] = now;
         sc.sends.push_back((op as u32, o as u32, s));
         let key = event_key(now + self.d, self.next_seq());
         self.p.at_servers.push_back((key, DRV_BATCH | 1));
         let client = self.wl.client[r] as usize;
         if let Some(t) = self.p.spec.as_mut().and_then(|e| e.timeout_at(client, now)) {
-            let key = event_key(now + t, self.next_seq());
-            self.p.spec_q.push(client, key, op as u32 | PAGE_TIMER);
+            if now + t <= start + NATIVE_TRANSPORT_TIMEOUT_NS {
+                let key = event_key(now.max(start + t), self.next_seq());
+                self.p.spec_q.push(client, key, op as u32 | PAGE_TIMER);
+            }
         }
     }
 
@@ -503,6 +518,35 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
     #[inline(always)]
     fn opset_of(&self, op: usize) -> usize {
         self.wl.opset_ops.partition_point(|&x| x as usize <= op) - 1
+    }
+
+    /// When the read `id` (op `op`, or a copy of it), which reached its server at `enq`, was created at its
+    /// coordinator — its message's `createdAtNanos`, from which it expires and the dynamic snitch times it. With
+    /// the coordinator section's client side: the start of the request the read serves — the client's send of
+    /// its opset (its arrival, unless the selector held it), for its first read and its coordinator retry; the
+    /// request's arrival for every partition of a paged query; execution e's own start, (e − 1) × the driver's
+    /// delay after the arrival, for that execution's reads (a new request at its coordinator). Otherwise (and
+    /// for writes) its own send: `enq` − d.
+    #[inline(always)]
+    fn read_start(&self, id: u32, op: usize, o: usize, enq: u64) -> u64 {
+        let own = enq - self.d;
+        if !self.sq_on() || self.is_write(op) {
+            return own;
+        }
+        let k = id / self.n_ops32;
+        let r = self.wl.opset_req[o] as usize;
+        if k >= 2 {
+            self.arrived(r) + (k - 1) as u64 * self.exec_delay
+        } else if self.page_on() {
+            self.arrived(r)
+        } else if k == 0 {
+            own
+        } else {
+            match self.sent_at.get(o) {
+                Some(&at) if at != NOT_SENT => at,
+                _ => self.arrived(r),
+            }
+        }
     }
 
     /// The reads of a driver speculative execution reach their servers.
@@ -722,7 +766,7 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
     fn on_delay_release(&mut self, key: u128) -> u64 {
         let Reverse((_, o)) = self.p.delay_q.pop().expect("head exists");
         let now = key_time(key);
-        if self.fb_on() {
+        if self.sent_on() {
             self.sent_at[o as usize] = now;
         }
         let key = event_key(now + self.d, self.next_seq());
@@ -929,7 +973,7 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
         };
         if self.fb_on() {
             let enq = self.slot_enq[s * self.cluster.config.slots as usize + slot as usize];
-            self.op_feedback(op, s, svc, st, enq, now);
+            self.op_feedback(c.op, o, s, svc, st, enq, now);
         }
         let r = if self.fb_on() {
             st.req
@@ -975,8 +1019,10 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
 
     /// The selector's per-op feedback; held opsets get another chance when the response reaches the client.
     #[inline(always)]
-    fn op_feedback(&mut self, op: usize, s: usize, svc: u64, st: Sent, enq: u64, now: u64) {
+    fn op_feedback(&mut self, id: u32, o: usize, s: usize, svc: u64, st: Sent, enq: u64, now: u64) {
         let d = self.d;
+        let op = (id % self.n_ops32) as usize;
+        let since_start_ns = now + d - self.read_start(id, op, o, enq);
         self.resident[s] -= 1;
         if self.large_true(op) {
             self.large_resident[s] -= 1;
@@ -993,7 +1039,7 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
             } else {
                 now + d - st.at
             },
-            rtt_ns: now + 2 * d - enq,
+            since_start_ns,
             large_resident: self.large_resident[s],
             large_est: !self.rc.sizes.large_est.is_empty() && self.rc.sizes.large_est[op],
         };
@@ -1131,7 +1177,7 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
             Sent::default()
         };
         if self.fb_on() {
-            self.op_feedback(op, s, 0, st, enq, now);
+            self.op_feedback(id, o, s, 0, st, enq, now);
         }
         let r = self.wl.opset_req[o] as usize;
         let answered = self.multi() && self.answered_at.answered(op);
@@ -1235,9 +1281,11 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
             let Some(item) = self.p.sched.pick(s, now) else {
                 break;
             };
-            if self.drop_on() && now + self.d > item.enq + self.read_timeout {
+            if self.drop_on() {
                 let real = (item.op % n_ops32) as usize;
-                if !self.is_write(real) {
+                if !self.is_write(real)
+                    && now > self.read_start(item.op, real, item.opset as usize, item.enq) + self.read_timeout
+                {
                     self.drop_read(s, item.op, item.opset as usize, item.enq, now);
                     continue;
                 }

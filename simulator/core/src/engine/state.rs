@@ -289,6 +289,8 @@ pub(super) struct Sim<'a, const EXT: bool, S, R> {
     pub(super) page_on: bool,
     /// The read timeout, ns.
     pub(super) read_timeout: u64,
+    /// The driver's delay between speculative executions, ns (execution e starts (e − 1) × it after the first).
+    pub(super) exec_delay: u64,
     /// The stop rule (`ReplayConfig::stop`): measured requests are those from `stop_from` on; the replay stops
     /// when `stop_left` more of them have completed above `stop_above` ns (∞ / never without a rule).
     pub(super) stop_above: u64,
@@ -511,13 +513,14 @@ impl<'a, const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'a, EXT, S, R> {
         let fb_on = EXT
             && p.selector.wants_feedback()
             && p.stock.as_ref().is_none_or(|s| s.consults_selector());
-        let sent_on = fb_on || (redundant && !sq_on);
+        let tailx_on = EXT && tailx.is_some();
+        let drop_on = EXT && rc.coordinator.drops_expired();
+        // (With the coordinator section, a read's start is its opset's send: kept when TailX may delay it.)
+        let sent_on = fb_on || (redundant && !sq_on) || (sq_on && drop_on && tailx_on);
         // Copies of opsets (duplication, speculative retry; a driver's executions send their reads on their own).
         let copies_on = dup || speculative;
-        let tailx_on = EXT && tailx.is_some();
         let closed = if EXT { rc.client.closed() } else { None };
         let closed_on = EXT && closed.is_some();
-        let drop_on = EXT && rc.coordinator.drops_expired();
         let page_on = EXT && p.stock.as_ref().is_some_and(|s| s.paged);
         let all_free: u64 = if cfg.slots == 64 {
             u64::MAX
@@ -558,6 +561,7 @@ impl<'a, const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'a, EXT, S, R> {
             drop_on,
             page_on,
             read_timeout: rc.coordinator.timeout_ns(),
+            exec_delay: (rc.coordinator.se_delay_ms * 1e6).round() as u64,
             stop_above: rc.stop.map_or(u64::MAX, |r| r.above_ns),
             stop_from: ((rc.warmup * n_req as f64).floor() as usize).min(n_req.saturating_sub(1)),
             stop_left: rc

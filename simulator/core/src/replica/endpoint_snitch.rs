@@ -219,7 +219,7 @@ impl EndpointSnitch {
     fn sample(&mut self, fb: &Feedback) {
         let c = fb.client as usize;
         self.catch_up(c, fb.at);
-        let ns = fb.rtt_ns.min(self.timeout_ns);
+        let ns = fb.since_start_ns.min(self.timeout_ns);
         let t_s = fb.at / NS_PER_S;
         let cell = self.cells[c * self.servers + fb.server as usize].get_or_insert_with(|| Reservoir {
             start_s: t_s,
