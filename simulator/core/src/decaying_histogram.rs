@@ -4,9 +4,9 @@
 //!
 //! - Values are recorded in whole microseconds (the timer's `ScalingReservoir` scales nanoseconds down,
 //!   truncating) into the 127 buckets of a microsecond timer (`CassandraMetricsRegistry.createReservoir`:
-//!   `LOW_BUCKET_COUNT`) — `EstimatedHistogram`'s offsets 1, 2, 3, …, each the previous × 1.2 rounded (at least
-//!   + 1), up to 21 356 903 512 µs — plus an overflow bucket; a value goes to the first bucket whose offset is ≥
-//!   it.
+//!   `LOW_BUCKET_COUNT`) — `EstimatedHistogram`'s offsets 1, 2, 3, …, each the previous × 1.2 rounded (one
+//!   more at least), up to 21 356 903 512 µs — plus an overflow bucket; a value goes to the first bucket whose
+//!   offset is ≥ it.
 //! - **Forward decay** (`DecayingBuckets.forwardDecayWeight`, DecayingEstimatedHistogramReservoir.java:464): a
 //!   value recorded at time t adds the integer weight w(t) = `Math.round(exp(s / (60 / ln 2)))` to its bucket,
 //!   s = the **whole seconds** (truncated) from the landmark L to t: 1 for 0–35 s after the landmark, 2 for

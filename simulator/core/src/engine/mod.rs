@@ -141,8 +141,11 @@ pub fn replay(cluster: &Cluster, wl: &Workload, cfg: &ReplayConfig) -> Result<Ru
         tailx,
         started,
     };
+    // The per-partition shape's coordinators are nodes, each with its own selector state: selector clients
+    // 0..clients are the clients' coordinators, clients + n node n (see `Sim::selector_client`).
     let env = SelectorEnv {
-        clients: cluster.config.clients as usize,
+        clients: cluster.config.clients as usize
+            + if co.per_partition() { n_servers } else { 0 },
         groups: cluster.groups(),
         rf: cluster.config.replication as usize,
         servers: n_servers,

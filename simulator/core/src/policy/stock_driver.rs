@@ -20,7 +20,7 @@
 //! key is read again: real load) to the plan's e-th node (`per-partition`; past the replicas, a non-replica
 //! coordinator reads from the snitch's choice) or to another coordinator (`in`: each key from the snitch's
 //! choice at that time). Each key's first answer counts.
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 
 use crate::coordinator::CoordinatorConfig;
 use crate::rng::Rng;
@@ -397,6 +397,8 @@ pub struct StockClient {
     pub paged: bool,
     /// Paged: per request, when its partition read in flight was sent (its latency sample's start).
     pub page_at: Vec<u64>,
+    /// `per-partition`: the coordinator node of each routed driver execution's read in flight, by its copy id.
+    pub exec_coord: HashMap<u32, u32>,
 }
 
 impl StockClient {
@@ -430,13 +432,8 @@ impl StockClient {
             order: Vec::new(),
             paged: cfg.paged(),
             page_at: vec![0; if cfg.paged() { wl.requests() } else { 0 }],
+            exec_coord: HashMap::new(),
         }
-    }
-
-    /// The replay's replica selector is ever asked for a replica: not with `per-partition` unless the driver's
-    /// executions go past the plan's replicas (the driver routes every read up to then).
-    pub fn consults_selector(&self) -> bool {
-        !self.per_partition || self.max_exec as usize > self.rf
     }
 }
 
