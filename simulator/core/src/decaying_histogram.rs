@@ -237,7 +237,7 @@ mod tests {
 
     #[test]
     fn the_history_of_the_minute_before_dilutes_a_stall() {
-        // The read-path note's case B: 4,900 reads of 1 ms at t ≤ 35 s (weight 1), then at t = 40 s (weight 2)
+        // 4,900 reads of 1 ms at t ≤ 35 s (weight 1), then at t = 40 s (weight 2)
         // 60 of 1 ms and 20 of 150 ms. The snapshot at 40 s divides by 2: 1 ms bucket (4900 + 120) / 2 = 2510,
         // 150 ms bucket 40 / 2 = 20; p99 → ⌈0.99 × 2530⌉ = 2505 ≤ 2510 → 1.109 ms.
         let s = 1_000_000_000u64;

@@ -41,7 +41,7 @@ fn the_partitions_are_read_one_after_another() {
 
 #[test]
 fn every_partition_read_speculates_from_the_requests_start() {
-    // The read-path note's case A. Keys on g1, g2, g0: servers 1, 2 and the slow server 0 (1/100 speed: its
+    // Keys on g1, g2, g0: servers 1, 2 and the slow server 0 (1/100 speed: its
     // read would end at 100.5+). Fixed 5 ms. In parallel: the g0 read is retried at 5 on server 1 (5.5–6.5)
     // → 7 ms. Paged: key 1 sent at 0, answered at 2; key 2 sent at 2, answered at 4; key 3 sent at 4 waits until
     // the request's start + 5 (`shouldSpeculateAndMaybeWait`: `startedAtNanos() + T`, not its own send + T),

@@ -61,7 +61,7 @@ fn probe() -> Request {
 
 #[test]
 fn a_minute_of_history_dilutes_a_stall_and_per_query_samples_do_not() {
-    // The read-path note's case B. From 36 s (weight round(e^{36/86.56}) = 2): 60 one-key reads of 1 ms on g1
+    // From 36 s (weight round(e^{36/86.56}) = 2): 60 one-key reads of 1 ms on g1
     // (server 1, every 2 ms from 36.0 s), and 20 stalled reads of 150 ms on g0 (server 0, every 152 ms from
     // 36.2 s, the last answered at 39.24 s). The update at 40 s divides by the weight then, 2.
     let mut parts: Vec<Request> = (0..60u64)
@@ -106,7 +106,7 @@ fn a_minute_of_history_dilutes_a_stall_and_per_query_samples_do_not() {
 
 #[test]
 fn a_sample_counts_whole_seconds_from_the_landmark() {
-    // The read-path note's case C. 98 reads of 1 ms held at time 0 (weight 1). One request of two 1 ms keys on
+    // 98 reads of 1 ms held at time 0 (weight 1). One request of two 1 ms keys on
     // g0, sent at t0: server 0 serves them one after the other, so the query takes 300 ms and is sampled twice
     // (once per key) at t0 + 300 ms. The update at 40 s divides by round(e^{40/86.56}) = 2: the 1 ms bucket holds
     // 98 / 2 = 49; the 300 ms samples weigh 1 each when recorded 35.9 s after the landmark (35 whole seconds:
