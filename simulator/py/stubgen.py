@@ -266,6 +266,10 @@ class NativeConfig(Protocol):
     @property
     def stop(self) -> tuple[float, int] | None:
         """(quantile, bound ns): stop once that quantile of the measured latencies is certainly above the bound"""
+    @property
+    def latency_history(self) -> list[int] | None:
+        """Sample counts per bucket of Cassandra's microsecond histogram (127, or 128 with the overflow) every
+        coordinator's histogram holds at time 0"""
 
 class RawHeld(TypedDict):
     opsets: int

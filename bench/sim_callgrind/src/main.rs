@@ -118,6 +118,7 @@ fn replay_case(
         size_aware_cost: case.size_aware_cost,
         seed: case.seed,
         stop: None,
+        latency_history: Vec::new(),
     };
     replay(cluster, wl, &cfg).expect("replay")
 }

@@ -48,6 +48,13 @@ pub struct ReplayConfig {
     /// Stop the replay as soon as a quantile of its latencies is certainly above a bound (None: replay to the
     /// end).
     pub stop: Option<StopRule>,
+    /// The coordinators' read-latency history (the coordinator section's histogram, `spec_histogram` = 1):
+    /// sample counts per bucket of Cassandra's microsecond histogram (`decaying_histogram::BUCKETS` values, the
+    /// buckets' upper bounds `decaying_histogram::offsets()`, or one more with the overflow bucket), which every
+    /// coordinator's histogram holds at time 0, each recorded with the weight then (`spec_landmark_ms` after the
+    /// landmark) — e.g. the difference of a node's raw bucket counts (`values()`) over the minute before the
+    /// replayed one. Empty (the default): the histograms start empty, as a table just opened.
+    pub latency_history: Vec<u64>,
 }
 
 /// Stop a replay early once its `quantile` of the measured latencies (after the warm-up cut; linear
@@ -107,6 +114,7 @@ impl ReplayConfig {
             size_aware_cost: false,
             seed: 0,
             stop: None,
+            latency_history: Vec::new(),
         }
     }
 

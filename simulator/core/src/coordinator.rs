@@ -19,25 +19,45 @@
 //!
 //! Threshold (per coordinator = per client): FIXED is `spec_fixed_ms`; PERCENTILE / MIN / MAX start at half the
 //! read timeout (Cassandra's initial `sampleReadLatency`; `spec_initial_ms` instead: the threshold a running
-//! coordinator has when the replay begins) and are recomputed every `spec_refresh_ms` of simulated
-//! time (0 = the read timeout, Cassandra's period) from the coordinator's read latencies (an opset's send → last
-//! answer), as Cassandra reads them: the percentile of a forward-decaying histogram with a 60 s half-life and
-//! ~20 % buckets (`spec_histogram` = 1, [`crate::decaying_histogram`]); `spec_histogram` = 0 takes the exact
-//! nearest rank over the last `window` samples instead. Warm start (a replay covers seconds, a real coordinator
-//! has run for minutes), `spec_warm` = 1: the replay's warm-up cut (requests before the first measured one, open
-//! loop) runs under the initial threshold — no speculation, a warm-up pass — and each coordinator recomputes at
-//! its first sample at or after the first measured request's arrival, from the warm-up's samples; then on the
-//! period. `spec_warm` = 0 is Cassandra's rule as it is. A threshold above the read timeout means no speculation
-//! (`shouldSpeculateAndMaybeWait`), so `MAX(99p,100000ms)` ≡ `NEVER`. ALWAYS sends the extra read at once.
+//! coordinator has when the replay begins; with a latency history and no `spec_initial_ms`, the history's
+//! percentile) and are recomputed by each coordinator's timer every `spec_refresh_ms` of simulated time (0 = the
+//! read timeout, Cassandra's period; the first update at `spec_refresh_first_ms`, 0 = one period in; an update at
+//! T runs after every other event at T) from the coordinator's read latencies, as Cassandra reads them: the
+//! percentile of its `CoordinatorReadLatency` histogram (`spec_histogram` = 1, [`crate::decaying_histogram`]):
+//! forward-decayed with a 60 s half-life in whole-second, rounded weights from a landmark set
+//! `spec_landmark_ms` before time 0 (0: the table opens at time 0) and moved at the first access more than 30
+//! minutes after it; an empty snapshot keeps the threshold. `ReplayConfig::latency_history` warms every
+//! coordinator's histogram with bucket counts at time 0. `spec_histogram` = 0 takes the exact nearest rank over
+//! the last `window` samples instead. Warm start (a replay covers seconds, a real coordinator has run for
+//! minutes), `spec_warm` = 1: the replay's warm-up cut (requests before the first measured one, open loop) runs
+//! under the initial threshold and each coordinator takes, at its first sample at or after the first measured
+//! request's arrival, the percentile of every coordinator's samples so far (pooled, once); the timer's updates
+//! go on meanwhile. `spec_warm` = 0 is Cassandra's rule as it is (the warm-up cut — minutes of the trace before
+//! the measured part — then warms the histograms as a running node's are). A threshold above the read timeout
+//! means no speculation (`shouldSpeculateAndMaybeWait`), so `MAX(99p,100000ms)` ≡ `NEVER`. ALWAYS sends the
+//! extra read at once.
+//!
+//! Every read carries its request's start (`Dispatcher.RequestTime`; engine `Sim::read_start`): the client's
+//! send of its opset for the first read and its coordinator retry, the request's arrival for every partition of
+//! a paged query, a driver execution's own start for that execution's reads. A coordinator retry is due at that
+//! start + the threshold (`awaitUntil(startedAtNanos + T)`: a read sent later is retried at once; none when
+//! now + T passes the 12 s client deadline); a read message expires at that start + the read timeout; the
+//! dynamic snitch samples its answer's time since that start.
 //!
 //! Paged `IN` queries (`paged` = 1; `MultiPartitionPager`): the request's ops are read one at a time, in op
-//! order — op k+1 leaves when op k's first answer reaches the coordinator, each op's latency (its send → its
-//! first answer) is one threshold sample and its retry timer runs from its own send (engine: `page_send`,
-//! `page_answer`). Off (0, the default) a query's ops are read at once and its latency is sampled once per key.
+//! order — op k+1 leaves when op k's first answer reaches the coordinator; each op is one `readRegular`, its
+//! latency (its send → its first answer) one threshold sample; a partition due after the request's start + read
+//! timeout times the request out at once (sample 0) (engine: `page_send`, `page_answer`). Off (0, the default)
+//! a query's ops are read at once and its latency is sampled once per key.
+//!
+//! Coordinators that are nodes (the `per-partition` shape's, `dynamic-snitch`'s `local` = 1) read the replica
+//! their own snitch puts first (`SimpleSnitch`: the ring order, no preference for themselves); a read of
+//! themselves is local: no network hop either way, no selector feedback, and when the node has a free slot
+//! beyond the ops waiting it runs inline (`Stage.READ.maybeExecuteImmediately`): no coordinator retry.
 //!
 //! Read timeouts (`drop_expired` = 1; `stock`, and any policy given a coordinator parameter): a read message
-//! expires `read_timeout_ms` after the coordinator sent it; a replica whose stage reaches an expired read drops
-//! it unserved (`InboundMessageHandler.ProcessMessage.run`: `onExpired` when the start is after
+//! expires `read_timeout_ms` after its request's start (above); a replica whose stage reaches an expired read
+//! drops it unserved (`InboundMessageHandler.ProcessMessage.run`: `onExpired` when the start is after
 //! `expiresAtNanos`; Cassandra's dropped-READ count). The coordinator answers a request it has not answered by
 //! its deadline (arrival + read timeout) with a timeout: its latency is the read timeout, and the coordinator's
 //! latency histogram records a latency past the timeout (`StorageProxy.readRegular` records timeouts too, after
@@ -74,6 +94,12 @@ crate::params! {
         /// Cassandra's initial `sampleReadLatency` of a table just opened. A running coordinator's current one is
         /// its table's `SpeculativeSampleLatencyNanos` (JMX).
         spec_initial_ms: f64 = 0.0, Real(0.0, 1e9, "[0, 1e9] ms (0 = half the read timeout)"), Search::Fixed;
+        /// The time of each coordinator's first threshold update, ms (then one every `spec_refresh_ms`); 0 = one
+        /// period in (a node started at time 0: `CassandraDaemon` schedules the update a read timeout after start).
+        spec_refresh_first_ms: f64 = 0.0, Real(0.0, 1e9, "[0, 1e9] ms (0 = one period in)"), Search::Fixed;
+        /// How long before the replay's time 0 the histograms' decay landmark was set, ms: 0 = the table opens at
+        /// time 0; Cassandra moves the landmark at the first access more than 30 minutes after it.
+        spec_landmark_ms: f64 = 0.0, Real(0.0, 1.8e6, "[0, 1800000] ms (30 minutes)"), Search::Fixed;
         /// Warm start: 1 = recompute at the end of the replay's warm-up cut (see the module doc); 0 = Cassandra's rule.
         spec_warm: f64 = 1.0, Rounded(0.0, 1.0, "0 or 1"), Search::Fixed;
         /// Samples of the latency window (the last ones) when `spec_histogram` = 0.
@@ -101,7 +127,7 @@ crate::params! {
         drop_expired: f64 = 0.0, Rounded(0.0, 1.0, "0 or 1"), Search::Fixed;
         /// Paged `IN` queries (the driver's fetch size below the query's LIMIT): 1 = the coordinator reads the
         /// query's partitions one at a time (Cassandra's `MultiPartitionPager`), each its own read with its own
-        /// latency sample and speculative retry; 0 = all at once.
+        /// latency sample, all carrying the request's start; 0 = all at once.
         paged: f64 = 0.0, Rounded(0.0, 1.0, "0 or 1"), Search::Fixed;
     }
     validate = validate_coordinator;
@@ -222,6 +248,20 @@ impl CoordinatorConfig {
         } else {
             self.timeout_ns()
         }
+    }
+
+    /// The time of each coordinator's first threshold update: `spec_refresh_first_ms`, or one period in.
+    pub fn first_refresh_ns(&self) -> u64 {
+        if self.spec_refresh_first_ms > 0.0 {
+            (self.spec_refresh_first_ms * 1e6).round() as u64
+        } else {
+            self.refresh_ns()
+        }
+    }
+
+    /// How long before time 0 the histograms' landmark was set, ns.
+    pub fn landmark_ns(&self) -> u64 {
+        (self.spec_landmark_ms * 1e6).round() as u64
     }
 
     /// Cassandra's `calculateThreshold` given the histogram's value at the percentile; then `None` (no

@@ -287,6 +287,12 @@ impl SelectorConfig {
     pub fn is_round_robin(&self) -> bool {
         matches!(self, SelectorConfig::RoundRobin(_))
     }
+
+    /// `dynamic-snitch` with `local` = 1: coordinator (client) c is the node of server c mod servers, whose
+    /// reads of itself the engine runs inline (no message, so no feedback).
+    pub fn local_coordinators(&self) -> bool {
+        matches!(self, SelectorConfig::Des(c) if c.local >= 0.5)
+    }
 }
 
 impl SelectorImpl for RoundRobin {

@@ -54,15 +54,15 @@ fn the_snitch_leaves_a_slow_replica_at_the_first_update_after_its_first_answer()
     assert_eq!(run(100.0), slow);
 }
 
-fn fb(server: u32, at: u64, rtt_ns: u64) -> Feedback {
+fn fb(server: u32, at: u64, since_start_ns: u64) -> Feedback {
     Feedback {
         client: 0,
         server,
         at,
         queue: 0,
         service_ns: 0,
-        response_ns: rtt_ns,
-        rtt_ns,
+        response_ns: since_start_ns,
+        since_start_ns,
         large_resident: 0,
         large_est: false,
     }
@@ -103,12 +103,13 @@ fn an_expired_read_counts_as_the_timeout_and_the_reset_drops_the_samples() {
     assert_eq!((s.score(0, 0), s.score(0, 1)), (0.0, 1.0));
 }
 
-/// 3 single-slot servers at full speed, RF 3 (g → [g, g+1, g+2] mod 3), one-hop latency `d_ns`, two clients
-/// (coordinator c on server c with `local` = 1), `stock` NEVER, `dynamic-snitch` updating every 20 ms. Requests
-/// every 2 ms, alternating clients, each one read of `demand_ns` on the group given: R0..R5 (0..10 ms) on g0, g0,
-/// g1, g1, g2, g2 — before the first update, so every read goes to the primary and each client reads each server —
-/// then R6..R11 (20..30 ms) on g1, g2, g2, g0, g0, g1. Returns each request's server and its latency.
-fn local_run(local: f64, demand_ns: u64, d_ns: u64) -> (Vec<u32>, Vec<u64>) {
+/// 3 single-slot servers (server 0 at `speed0`, the others at full speed), RF 3 (g → [g, g+1, g+2] mod 3),
+/// one-hop latency `d_ns`, two clients (coordinator c on server c with `local` = 1: its reads of itself run
+/// inline, no hop), `stock` NEVER, `dynamic-snitch` updating every 20 ms. Requests every 2 ms, alternating
+/// clients, each one read of `demand_ns` on the group given: R0..R5 (0..10 ms) on g0, g0, g1, g1, g2, g2 —
+/// before the first update, so every read goes to the primary and each client reads each server — then R6..R11
+/// (20..30 ms) on g1, g2, g2, g0, g0, g1. Returns each request's server and its latency.
+fn local_run(local: f64, demand_ns: u64, d_ns: u64, speed0: f64) -> (Vec<u32>, Vec<u64>) {
     let c = Cluster::new(ClusterConfig {
         servers: 3,
         slots: 1,
@@ -143,6 +144,10 @@ fn local_run(local: f64, demand_ns: u64, d_ns: u64) -> (Vec<u32>, Vec<u64>) {
             &[("update_ms".into(), 20.0), ("local".into(), local)],
         )
         .unwrap(),
+        servers: ServerModelConfig {
+            speeds: vec![speed0, 1.0, 1.0],
+            ..ServerModelConfig::default()
+        },
         warmup: 0.0,
         seed: 0,
         record_ops: true,
@@ -159,84 +164,92 @@ fn local_run(local: f64, demand_ns: u64, d_ns: u64) -> (Vec<u32>, Vec<u64>) {
 
 #[test]
 fn a_local_coordinator_reads_itself_once_its_remote_replicas_score() {
-    // Every read: 1 ms of service + two 0.5 ms hops = 2 ms (no read overlaps another at its server), a 2 ms
-    // sample. R0..R5 go to the primaries: 0, 0, 1, 1, 2, 2. Their answers reach the clients by 12 ms; the update
-    // at 20 ms scores them.
+    // Every read: 1 ms of service, plus two 0.5 ms hops when its coordinator is not its replica (no read overlaps
+    // another at its server): a local read takes 1 ms, a remote one 2 ms, a 2 ms sample. R0..R5 go to the
+    // primaries: 0, 0, 1, 1, 2, 2 (`SimpleSnitch`'s ring order: coordinator 1 reads server 0, not itself, for
+    // g0); R0 (client 0 on server 0) and R3 (client 1 on server 1) are local. Their answers reach the clients
+    // by 12 ms; the update at 20 ms scores them.
     let ring = [0u32, 0, 1, 1, 2, 2];
     // local = 1: coordinator 0 (server 0) sampled only servers 1 and 2 (R2, R4; its R0 was a local read), both
     // 2/2 = 1, server 0 none = 0; coordinator 1 sampled servers 0 and 2 (R1, R5). R6 (client 0, g1 = [1, 2, 0]):
     // scores [1, 1, 0], sorted [0, 1, 1], 1 > 2 · 0 → sorted by score → server 0. R7 (client 1, g2 = [2, 0, 1]):
     // [1, 1, 0] → server 1. R8 (client 0, g2): [1, 0, 1] → server 0. R9 (client 1, g0 = [0, 1, 2]): [1, 0, 1] →
     // server 1. R10 (client 0, g0): [0, 1, 1] = the sorted order, the ring order stays → server 0 (the primary,
-    // local). R11 (client 1, g1): [0, 1, 1] → server 1. Each coordinator reads itself.
-    let (servers, lat) = local_run(1.0, MS, MS / 2);
+    // local). R11 (client 1, g1): [0, 1, 1] → server 1. Each coordinator reads itself, inline: 1 ms.
+    let (servers, lat) = local_run(1.0, MS, MS / 2, 1.0);
     let mut expect = ring.to_vec();
     expect.extend([0, 1, 0, 1, 0, 1]);
     assert_eq!(servers, expect);
-    assert_eq!(lat, vec![2 * MS; 12]);
+    let (l, r) = (MS, 2 * MS);
+    assert_eq!(lat, vec![l, r, r, l, r, r, l, l, l, l, l, l]);
     // local = 0: every client sampled every server (2 ms each): all score 1, the ring order throughout.
-    let (servers, lat) = local_run(0.0, MS, MS / 2);
+    let (servers, lat) = local_run(0.0, MS, MS / 2, 1.0);
     let mut expect = ring.to_vec();
     expect.extend([1, 2, 2, 0, 0, 1]);
     assert_eq!(servers, expect);
     assert_eq!(lat, vec![2 * MS; 12]);
-    // Sub-millisecond answers (0.1 ms of service + two 0.2 ms hops = 0.5 ms, sampled as 0 ms): the remote
-    // replicas score 0 / 1 = 0, as the local one (none): no position exceeds, the ring order stands.
-    let (servers, lat) = local_run(1.0, MS / 10, MS / 5);
+    // Sub-millisecond answers (0.1 ms of service, two 0.2 ms hops for a remote read: 0.5 ms, sampled as 0 ms):
+    // the remote replicas score 0 / 1 = 0, as the local one (none): no position exceeds, the ring order stands;
+    // R0, R3, R10 and R11 are the coordinators' own reads (0.1 ms).
+    let (servers, lat) = local_run(1.0, MS / 10, MS / 5, 1.0);
     assert_eq!(servers, expect);
-    assert_eq!(lat, vec![MS / 2; 12]);
+    let (l, r) = (MS / 10, MS / 2);
+    assert_eq!(lat, vec![l, r, r, l, r, r, r, r, r, r, l, l]);
 }
 
 #[test]
 fn a_local_coordinator_never_samples_itself() {
-    // 3 servers, 2 clients, local = 1: client 0 is server 0, client 1 server 1.
-    let cfg = DesConfig {
-        local: 1.0,
-        ..DesConfig::default()
-    };
-    let mut s = EndpointSnitch::new(&cfg, 2, 3, 0);
-    let fbc = |client, server, rtt| Feedback {
-        client,
-        ..fb(server, MS, rtt)
-    };
-    // Client 0: server 0 (itself) answers in 9 ms, server 1 in 2 ms, server 2 in 4 ms; client 1 the same.
-    for c in 0..2 {
-        s.on_op_response(&fbc(c, 0, 9 * MS));
-        s.on_op_response(&fbc(c, 1, 2 * MS));
-        s.on_op_response(&fbc(c, 2, 4 * MS));
-    }
-    let out = [0u32; 3];
-    let choose = |s: &mut EndpointSnitch, client, reps: &[u32]| {
-        s.choose(&SelectCtx {
-            now: 100 * MS,
-            client,
-            group: 0,
-            replicas: reps,
-            outstanding: &out,
-            size: 1,
-            large_ops: 0,
-        })
-    };
-    // The update at 100 ms. Client 0: server 0 has no score (0), server 1 2/4, server 2 4/4. Client 1: server 0
-    // 9/9, server 1 none (0), server 2 4/9.
-    assert_eq!(choose(&mut s, 0, &[1, 2, 0]), Some(0));
-    assert_eq!(
-        (s.score(0, 0), s.score(0, 1), s.score(0, 2)),
-        (0.0, 0.5, 1.0)
+    // As above with server 0 at 1/9 speed (a 9 ms read). Coordinator 0's R0 is its own read of server 0
+    // (0–9 ms, inline): no message, no sample. Its samples are R2's (server 1) and R4's (server 2), 2 ms each:
+    // at the update at 20 ms server 0 has no score (0), the others 1, so R6 (g1 = [1, 2, 0]) is sorted by score
+    // and goes to server 0, the slow one. Had it sampled its 9 ms, server 0 would score 1 and the others 2/9:
+    // the ring order, server 1 — which is what local = 0 does (R0 then answers at 10: a 10 ms sample).
+    let (servers, _) = local_run(1.0, MS, MS / 2, 1.0 / 9.0);
+    assert_eq!(servers[6], 0);
+    let (servers, _) = local_run(0.0, MS, MS / 2, 1.0 / 9.0);
+    assert_eq!(servers[6], 1);
+}
+
+#[test]
+fn the_snitch_times_a_read_from_its_requests_start() {
+    // 3 single-slot servers, RF 2 (g0 → [0, 1], g1 → [1, 2]), d = 0.5 ms; `stock` NEVER with paged `IN`
+    // queries; the snitch updates every 5 ms, badness 0.5. R0 at 0 reads a key on g1 (server 1: sent at 0,
+    // answered at 2) then one on g0 (server 0: sent at 2, answered at 4). Its messages carry the request's
+    // start (`createdAtNanos`), so the snitch's samples are 2 ms for server 1 and 4 ms for server 0, not the
+    // second read's own 2 ms round trip. The update at 5 scores server 0 4/4 = 1 and server 1 2/4 = 0.5. R1 at
+    // 6 reads a key on g0: in ring order [1, 0.5], sorted [0.5, 1]: 1 > 0.5 × 1.5 → sorted by score → server 1.
+    // (Timed from each read's own send, both would score 1 and the ring order would read server 0.)
+    let c = Cluster::new(ClusterConfig {
+        servers: 3,
+        slots: 1,
+        replication: 2,
+        vnodes: 1,
+        service_rate: 1000.0,
+        net_latency_ns: MS / 2,
+        clients: 1,
+    })
+    .unwrap();
+    assert_eq!((c.replicas(0), c.replicas(1)), (&[0, 1][..], &[1, 2][..]));
+    let wl = Workload::from_parts(
+        &[
+            (0, vec![(1, vec![MS]), (0, vec![MS])]),
+            (6 * MS, vec![(0, vec![MS])]),
+        ],
+        1,
     );
-    assert_eq!(choose(&mut s, 1, &[0, 1, 2]), Some(1));
-    assert_eq!(
-        (s.score(1, 0), s.score(1, 1), s.score(1, 2)),
-        (1.0, 0.0, 4.0 / 9.0)
-    );
-    // Client 0 on [2, 0, 1]: [1, 0, 0.5], sorted [0, 0.5, 1]: 1 > 2 · 0 → sorted → server 0 (itself).
-    assert_eq!(choose(&mut s, 0, &[2, 0, 1]), Some(0));
-    // local = 0: client 0's own server is sampled like the others: 9/9, 2/9, 4/9; on [1, 2, 0]: [2/9, 4/9, 1]
-    // against [2/9, 4/9, 1]: the ring order → server 1.
-    let mut s = EndpointSnitch::new(&DesConfig::default(), 2, 3, 0);
-    for srv in 0..3 {
-        s.on_op_response(&fbc(0, srv, [9, 2, 4][srv as usize] * MS));
-    }
-    assert_eq!(choose(&mut s, 0, &[1, 2, 0]), Some(1));
-    assert_eq!(s.score(0, 0), 1.0);
+    let cfg = ReplayConfig {
+        selector: SelectorConfig::build(
+            "dynamic-snitch",
+            &[("update_ms".into(), 5.0), ("badness".into(), 0.5)],
+        )
+        .unwrap(),
+        warmup: 0.0,
+        seed: 0,
+        record_ops: true,
+        ..ReplayConfig::build("stock", &[("spec_kind".into(), 0.0), ("paged".into(), 1.0)]).unwrap()
+    };
+    let res = replay(&c, &wl, &cfg).unwrap();
+    let rec = res.records.as_ref().unwrap();
+    assert_eq!(res.latency_ns, vec![4 * MS, 2 * MS]);
+    assert_eq!(rec.server, vec![1, 0, 1]);
 }

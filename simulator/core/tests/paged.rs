@@ -40,16 +40,24 @@ fn the_partitions_are_read_one_after_another() {
 }
 
 #[test]
-fn each_partition_read_has_its_own_retry_timer() {
-    // Keys on g1, g2, g0: servers 1, 2 and the slow server 0 (1/100 speed: its read would end at 100.5+).
-    // Fixed 5 ms. In parallel: the g0 read is retried at 5 on server 1 (5.5–6.5) → 7 ms. Paged: the g0 read
-    // is sent at 4 (after two 2 ms reads), retried at 4 + 5 = 9 on server 1 (9.5–10.5) → 11 ms.
+fn every_partition_read_speculates_from_the_requests_start() {
+    // Keys on g1, g2, g0: servers 1, 2 and the slow server 0 (1/100 speed: its
+    // read would end at 100.5+). Fixed 5 ms. In parallel: the g0 read is retried at 5 on server 1 (5.5–6.5)
+    // → 7 ms. Paged: key 1 sent at 0, answered at 2; key 2 sent at 2, answered at 4; key 3 sent at 4 waits until
+    // the request's start + 5 (`shouldSpeculateAndMaybeWait`: `startedAtNanos() + T`, not its own send + T),
+    // retried at 5 on server 1 (5.5–6.5), answered at 7 → 7 ms: one extra read, which wins.
     let wl = one_request([1, 2, 0]);
     let parallel = run(&wl, 0.01, &fixed(5.0));
     assert_eq!(parallel.latency_ns, vec![7 * MS]);
     let paged = run(&wl, 0.01, &[&fixed(5.0)[..], &[PAGED]].concat());
-    assert_eq!(paged.latency_ns, vec![11 * MS]);
+    assert_eq!(paged.latency_ns, vec![7 * MS]);
     assert_eq!((paged.copies.ops, paged.copies.wins), (1, 1));
+    // 3 ms: key 2 (sent at 2) is retried at 3 on server 0 (the original still wins, at 4); key 3, sent at 4,
+    // is past start + 3 and retried at once, at 4, on server 1 (4.5–5.5), answered at 6 → 6 ms: two extra
+    // reads, one win.
+    let paged = run(&wl, 0.01, &[&fixed(3.0)[..], &[PAGED]].concat());
+    assert_eq!(paged.latency_ns, vec![6 * MS]);
+    assert_eq!((paged.copies.ops, paged.copies.wins), (2, 1));
 }
 
 #[test]
@@ -74,11 +82,12 @@ fn the_99p_threshold_samples_each_partition_read() {
     let parallel = run(&wl, 0.01, &p99);
     assert_eq!(parallel.latency_ns, vec![2 * MS, 4 * MS]);
     // Paged R0 takes 4 ms, but each partition read 2 ms: the samples are {2, 2} (not the query's 4 ms twice)
-    // → threshold 2 ms → R1 as above. (Key 2's read, sent at 2 under the 2 ms threshold, is answered at 4,
-    // when its retry would leave: no retry.)
+    // → threshold 2 ms → R1 as above. (Key 2's read, sent at 2 under the 2 ms threshold, is past the request's
+    // start + 2 ms: retried at once, at 2, on server 0; the original answers first, at 4. R1's read then
+    // queues on server 0 behind that copy, and its retry at 22 answers.)
     let paged = run(&wl, 0.01, &[&p99[..], &[PAGED]].concat());
     assert_eq!(paged.latency_ns, vec![4 * MS, 4 * MS]);
-    assert_eq!(paged.copies.ops, 1);
+    assert_eq!((paged.copies.ops, paged.copies.wins), (2, 1));
 }
 
 #[test]
@@ -101,6 +110,23 @@ fn the_99p_threshold_is_not_the_paged_query_latency() {
     assert_eq!(run(&wl, 0.01, &p99).latency_ns, vec![3 * MS, 5 * MS]);
     let paged = run(&wl, 0.01, &[&p99[..], &[PAGED]].concat());
     assert_eq!(paged.latency_ns, vec![4 * MS, 4 * MS]);
+}
+
+#[test]
+fn a_partition_sent_after_the_deadline_times_its_request_out() {
+    // Read timeout 20 ms, NEVER. Keys on g1 (server 1), g0 (the slow server 0), g2: key 1 answered at 2; key 2
+    // sent at 2 to server 0, served 2.5–102.5 (it started in time), answered at 103. Key 3 would leave then, but
+    // the request's wait ends at its start + 20 (`computeDeadline` counts from `startedAtNanos`): the request is
+    // answered with a timeout at once (latency 20 ms) and key 3 is never read.
+    let wl = one_request([1, 0, 2]);
+    let r = run(
+        &wl,
+        0.01,
+        &[NEVER, PAGED, ("read_timeout_ms", 20.0), ("drop_expired", 1.0)],
+    );
+    assert_eq!(r.latency_ns, vec![20 * MS]);
+    assert_eq!((r.timeouts.requests, r.timeouts.dropped_reads), (1, 0));
+    assert_eq!(r.served_ops, 2);
 }
 
 #[test]

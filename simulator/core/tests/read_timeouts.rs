@@ -70,6 +70,41 @@ fn a_speculative_read_answers_before_the_original_is_dropped() {
 }
 
 #[test]
+fn a_coordinator_retry_expires_with_its_request() {
+    // speculative_retry = 5ms, read timeout 10 ms. R0 at 0 → server 0 (1/100 speed: 0.5–100.5). R1 at 1 →
+    // server 1, an 8.8 ms read: 1.5–10.3, answered at 10.8 (9.8 ms, in time). R0's retry leaves at 5 for server
+    // 1, queued behind R1 from 5.5; its turn comes at 10.3. Its message carries R0's start (`createdAtNanos` =
+    // `requestTime.startedAtNanos()`), so it expired at 0 + 10: dropped unserved, and R0 (unanswered) times out
+    // then. (Timed from the retry's own send it would expire at 15, be served 10.3–11.3 and answer R0 after its
+    // deadline: a timeout as well, but one more read served and one fewer dropped.) R1's own retry leaves at 6
+    // for server 0, behind R0's original until 100.5: dropped there (expired at 1 + 10).
+    let c = cluster(MS / 2);
+    let wl = Workload::from_parts(
+        &[
+            (0, vec![(0, vec![MS])]),
+            (MS, vec![(0, vec![8_800_000])]),
+        ],
+        1,
+    );
+    let r = run(
+        &c,
+        &wl,
+        "stock",
+        0.01,
+        &[
+            ("spec_kind", 3.0),
+            ("spec_fixed_ms", 5.0),
+            ("read_timeout_ms", 10.0),
+        ],
+    );
+    assert_eq!(r.latency_ns, vec![10 * MS, 9_800_000]);
+    assert_eq!((r.timeouts.requests, r.timeouts.dropped_reads), (1, 2));
+    assert_eq!((r.copies.ops, r.copies.wins), (2, 0));
+    // R0's original (started in time, served whole) and R1
+    assert_eq!(r.served_ops, 2);
+}
+
+#[test]
 fn any_coordinator_parameter_makes_a_patched_node_time_out_and_stock_does_by_default() {
     let c = cluster(MS / 2);
     let wl = three_reads();

@@ -154,7 +154,7 @@ fn c3_score_is_the_published_formula() {
         queue: 2,
         service_ns: MS,
         response_ns: 3 * MS,
-        rtt_ns: 3 * MS,
+        since_start_ns: 3 * MS,
         large_resident: 0,
         large_est: false,
     });

@@ -52,33 +52,73 @@ fn one_key() -> Workload {
     Workload::from_parts(&[(0, vec![(0, vec![MS])])], 1)
 }
 
+/// As [`run`], with Cassandra's snitch (`dynamic-snitch`, updating every `update_ms`) choosing each
+/// coordinator's replicas: the `per-partition` shape's coordinators are nodes, each with its own snitch.
+fn run_snitch(wl: &Workload, update_ms: f64, params: &[(&str, f64)]) -> RunResult {
+    let mut all: Vec<(String, f64)> = vec![("spec_kind".into(), 0.0)];
+    all.extend(params.iter().map(|(k, v)| (k.to_string(), *v)));
+    let cfg = ReplayConfig {
+        servers: ServerModelConfig {
+            speeds: vec![0.01, 1.0, 1.0],
+            ..ServerModelConfig::default()
+        },
+        selector: kvsim_core::replica::SelectorConfig::build(
+            "dynamic-snitch",
+            &[("update_ms".into(), update_ms)],
+        )
+        .unwrap(),
+        warmup: 0.0,
+        seed: 0,
+        ..ReplayConfig::build("stock", &all).unwrap()
+    };
+    replay(&cluster(), wl, &cfg).unwrap()
+}
+
 #[test]
 fn one_slow_replica_and_a_5ms_driver_execution() {
     // R0 (1 ms on g0) goes to server 0 (1/100 speed): reaches it at 0.5, ends at 100.5, answered at 101.
     assert_eq!(run(&one_key(), &[]).latency_ns, vec![101 * MS]);
-    // Driver delay 5 ms, max_executions 2, python driver, per-partition: plan [0, 1] (ring order). At 5 the
-    // second execution goes to server 1: reaches it at 5.5, served 5.5–6.5, answered at 7 → 7 ms. The first
-    // read is still served (real load): 2 reads for 1 key.
+    // Driver delay 5 ms, max_executions 2, the `in` shape: the second execution's coordinator reads from the
+    // snitch's choice (round-robin: now server 1): reaches it at 5.5, served 5.5–6.5, answered at 7 → 7 ms. The
+    // first read is still served (real load): 2 reads for 1 key.
     let h = hedge(5.0, 2.0);
-    let r = run(&one_key(), &[PYTHON, PER_PARTITION, h[0], h[1]]);
+    let r = run(&one_key(), &[h[0], h[1]]);
     assert_eq!(r.latency_ns, vec![7 * MS]);
     assert_eq!((r.copies.ops, r.copies.wins), (1, 1));
     assert_eq!(r.served_ops, 2);
-    // The same with `in`: the second execution's coordinator reads from the snitch's choice (round-robin:
-    // now server 1) → 7 ms.
-    let r = run(&one_key(), &[h[0], h[1]]);
-    assert_eq!(r.latency_ns, vec![7 * MS]);
     // max_executions 1 (the default) = no driver speculation.
     let r = run(&one_key(), &[PYTHON, PER_PARTITION, ("se_delay_ms", 5.0)]);
-    assert_eq!((r.latency_ns[0], r.copies.ops), (101 * MS, 0));
+    assert_eq!(r.copies.ops, 0);
+}
+
+#[test]
+fn a_per_partition_coordinator_reads_the_ring_primary_through_its_own_snitch() {
+    // Python driver (plan in ring order), per-partition, executions every 5 ms (at most 2), each node's snitch
+    // updating every 10 ms. R0 at 0 and R1 at 300, one 1 ms key each on g0 = [0, 1].
+    let wl = Workload::from_parts(
+        &[(0, vec![(0, vec![MS])]), (300 * MS, vec![(0, vec![MS])])],
+        1,
+    );
+    let h = hedge(5.0, 2.0);
+    let r = run_snitch(&wl, 10.0, &[PYTHON, PER_PARTITION, h[0], h[1]]);
+    // R0's query goes to node 0, whose snitch has no scores: `SimpleSnitch`'s ring order, the primary — itself.
+    // The read is local and its server free: it runs inline (no hop, no retry timer), 0–100, answered at 100. At
+    // 5 the second execution goes to node 1, whose snitch also keeps the ring order: it reads server 0 too
+    // (5.5, behind the first read: 100–200, answered at 200.5: a sample of 195 ms from that execution's start).
+    // R0: 100 ms. The update at 210 scores server 0 1 for node 1, itself none (0). R1's query: node 0 again
+    // reads itself inline (300–400); its second execution, at 305, finds node 1's snitch sorting by score:
+    // server 1, itself, inline (305–306) → R1 6 ms.
+    assert_eq!(r.latency_ns, vec![100 * MS, 6 * MS]);
+    assert_eq!((r.copies.ops, r.copies.wins), (2, 1));
+    assert_eq!(r.served_ops, 4);
 }
 
 #[test]
 fn an_answered_query_starts_no_more_executions() {
-    // max_executions 3, delay 2 ms, per-partition python: the second execution (at 2, server 1: 2.5–3.5) is
-    // answered at 4 → 4 ms; the third, due at 4, finds the query answered and is not sent.
+    // max_executions 3, delay 2 ms, `in`: the second execution (at 2, server 1: 2.5–3.5) is answered at 4 →
+    // 4 ms; the third, due at 4, finds the query answered and is not sent.
     let h = hedge(2.0, 3.0);
-    let r = run(&one_key(), &[PYTHON, PER_PARTITION, h[0], h[1]]);
+    let r = run(&one_key(), &[h[0], h[1]]);
     assert_eq!(r.latency_ns, vec![4 * MS]);
     assert_eq!(
         r.copies.ops, 1,
@@ -108,11 +148,12 @@ fn three_keys() -> Workload {
 #[test]
 fn per_partition_versus_in_on_a_three_key_multiget() {
     let h = hedge(5.0, 2.0);
-    // per-partition (python, ring order): k0 → server 0 (slow, would answer at 101), k1 → 1 and k2 → 2 answer at
-    // 2. At 5 only k0's query is unanswered: its second execution goes to server 1 (5.5–6.5) → 7 ms, 1 extra
-    // read.
-    let pp = run(&three_keys(), &[PYTHON, PER_PARTITION, h[0], h[1]]);
-    assert_eq!(pp.latency_ns, vec![7 * MS]);
+    // per-partition (python, ring order; the nodes' snitches): k0 → node 0, which reads itself (slow: inline,
+    // 0–100), k1 → node 1 and k2 → node 2 read themselves, answered at 1. At 5 only k0's query is unanswered:
+    // its second execution goes to node 1, which reads the primary, server 0 (behind k0's read) → 100 ms, 1
+    // extra read.
+    let pp = run_snitch(&three_keys(), 100.0, &[PYTHON, PER_PARTITION, h[0], h[1]]);
+    assert_eq!(pp.latency_ns, vec![100 * MS]);
     assert_eq!(pp.copies.ops, 1);
     // in (one IN query of the 3 keys): the first execution reads k0 at 0, k1 at 1, k2 at 2 (round-robin's first
     // picks). At 5 the query is unanswered (k0), so the driver re-sends the whole query: k0 → server 1 (answers
@@ -139,9 +180,10 @@ fn per_partition_refuses_a_chunk() {
 #[test]
 fn an_in_query_records_its_whole_latency_for_each_key() {
     // d = 0, server 0 at 1/8 speed, `50p` with the warm start (no warm-up cut: each coordinator recomputes at its
-    // first sample), replicas from `dynamic-snitch` (no update before 100 ms: the ring order) or, per partition,
-    // the python driver's ring order. R0 at 0: k0 on g0 (server 0: 8 ms), k1 on g1 (server 1: 1 ms). R1 at 20:
-    // 2 ms on g0 (server 0: 16 ms, answered at 36 without a retry).
+    // first sample), replicas from `dynamic-snitch` (no update before 100 ms: the ring order; per partition, the
+    // python driver's ring order sends each key's query to its primary, which reads itself). R0 at 0: k0 on g0
+    // (server 0: 8 ms), k1 on g1 (server 1: 1 ms). Rb at 19: 0.5 ms on g0 (server 0: 19–23). R1 at 20: 2 ms on
+    // g0 (server 0, queued behind Rb: 23–39 without a retry).
     let c = Cluster::new(ClusterConfig {
         net_latency_ns: 0,
         ..cluster().config
@@ -150,6 +192,7 @@ fn an_in_query_records_its_whole_latency_for_each_key() {
     let wl = Workload::from_parts(
         &[
             (0, vec![(0, vec![MS]), (1, vec![MS])]),
+            (19 * MS, vec![(0, vec![MS / 2])]),
             (20 * MS, vec![(0, vec![2 * MS])]),
         ],
         1,
@@ -176,13 +219,17 @@ fn an_in_query_records_its_whole_latency_for_each_key() {
         replay(&c, &wl, &cfg).unwrap().latency_ns
     };
     // in (one query for R0's two keys): R0's query ends at 8 and is recorded twice (8, 8): the threshold is the
-    // median, 8 ms. R1's read is retried at 28 on server 1 (28–30) → 10 ms.
-    assert_eq!(go(&[]), vec![8 * MS, 10 * MS]);
+    // median, 8 ms. Rb answers at 23, before its retry (27). R1's read is retried at 28 on server 1 (28–30) →
+    // 10 ms.
+    assert_eq!(go(&[]), vec![8 * MS, 4 * MS, 10 * MS]);
     // per-partition: k1's query ends at 1 (the first sample: threshold 1 ms), k0's at 8 (no recomputation before
-    // the period). R1 retried at 21 on server 1 (21–23) → 3 ms.
-    assert_eq!(go(&[("shape", 1.0)]), vec![8 * MS, 3 * MS]);
-    // in with chunk 1: one query per key, the samples of per-partition → 3 ms.
-    assert_eq!(go(&[("chunk", 1.0)]), vec![8 * MS, 3 * MS]);
+    // the period). Rb's query goes to node 0, which reads itself: its server is free, so the read runs inline
+    // (no retry timer) → 4 ms. R1's read is local too, but server 0 is busy: it waits in the read stage, and is
+    // retried at 21 on server 1 (21–23) → 3 ms.
+    assert_eq!(go(&[("shape", 1.0)]), vec![8 * MS, 4 * MS, 3 * MS]);
+    // in with chunk 1: one query per key, the samples of per-partition → Rb retried at 20 on server 1
+    // (20–20.5) → 1.5 ms; R1 retried at 21 → 3 ms.
+    assert_eq!(go(&[("chunk", 1.0)]), vec![8 * MS, 3 * MS / 2, 3 * MS]);
 }
 
 #[test]

@@ -522,6 +522,8 @@ pub(crate) struct NativeConfig<'py> {
     seed: u64,
     /// (quantile, bound ns): stop once that quantile is certainly above the bound
     stop: Option<(f64, u64)>,
+    /// sample counts per bucket of Cassandra's microsecond histogram every coordinator's histogram holds at time 0
+    latency_history: Option<Vec<u64>>,
 }
 
 /// Per-op flags in workload order from uint8 flags in input order.
@@ -619,6 +621,7 @@ impl NativeConfig<'_> {
             stop: self
                 .stop
                 .map(|(quantile, above_ns)| StopRule { quantile, above_ns }),
+            latency_history: self.latency_history.clone().unwrap_or_default(),
         })
     }
 }

@@ -16,6 +16,24 @@ use crate::prefetch::prefetch;
 use crate::replica::{Feedback, HeldRetry, ReplicaSelector, SelectCtx};
 use crate::timers::{event_key, key_time};
 
+/// `native_transport_timeout` (Cassandra 5.0: 12 s): the client deadline a coordinator retry must fit in.
+const NATIVE_TRANSPORT_TIMEOUT_NS: u64 = 12_000_000_000;
+
+/// A read that ended (or was dropped) at its server, as its coordinator hears of it.
+#[derive(Debug, Clone, Copy)]
+struct ReadEnd {
+    /// Op or copy id, its opset, its server.
+    id: u32,
+    o: usize,
+    s: usize,
+    /// Its coordinator's node, when coordinators are nodes.
+    coord: Option<u32>,
+    /// Served by its own coordinator: inline, no message.
+    local: bool,
+    /// When its coordinator hears of it: the end, plus one network hop unless `local`.
+    at: u64,
+}
+
 impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
     /// Applies every event in (time, seq) order.
     #[inline(always)]
@@ -209,6 +227,9 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
         }
         let key = event_key(now + self.d, self.next_seq());
         self.p.at_servers.push_back((key, r as u32));
+        if self.local_on() {
+            self.enqueue_local_opsets(o0, o1, now);
+        }
         if self.redundant() {
             self.send_copies(o0, o1, client, now);
         }
@@ -279,8 +300,8 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
         self.p.servers.push(s);
     }
 
-    /// The per-partition shape: the key's query goes to the first node of the driver's plan, a replica, which reads
-    /// it locally.
+    /// The per-partition shape: the key's query goes to the first node of the driver's plan, a replica, which
+    /// reads it from the replica its snitch chooses (inline when that is itself).
     #[inline(always)]
     fn place_routed(&mut self, o: usize, client: u32, now: u64) {
         let wl = self.wl;
@@ -291,17 +312,34 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
         let sc = self.p.stock.as_mut().expect("stock client");
         let mut plan = std::mem::take(&mut sc.plan_buf);
         sc.driver.plan(client, replicas, now, &mut plan);
-        let s = plan[0];
+        let n = plan[0];
         if !write {
-            sc.driver.sent(client, s);
+            sc.driver.sent(client, n);
         }
         if sc.hedge {
             sc.req_plans.extend_from_slice(&plan);
         }
         sc.plan_buf = plan;
+        // The coordinator reads the replica its snitch puts first (`SimpleSnitch`: the ring order, no preference
+        // for itself); a write is its own (served at every replica).
+        let s = if write {
+            n
+        } else {
+            let ctx = SelectCtx {
+                now,
+                client: self.cluster.config.clients + n,
+                group: g,
+                replicas,
+                outstanding: &self.outstanding,
+                size,
+                large_ops: self.large_ops_of(o),
+            };
+            self.p.selector.choose(&ctx).unwrap_or(replicas[0])
+        };
         if self.fb_on() {
             self.sent_at[o] = now;
         }
+        self.opset_coord[o] = n;
         self.opset_server[o] = s;
         self.outstanding[s as usize] += size;
         self.p.sizes.push(size);
@@ -345,8 +383,9 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
     }
 
     /// The driver: the armed execution `i` of a query starts (unless the query is answered): every key is read
-    /// again — at the plan's next replica (`per-partition`) or at the snitch's choice (`in`, and past the plan's
-    /// replicas) — and the next execution is armed while the driver allows one more.
+    /// again — coordinated by the plan's next node (`per-partition`), or another coordinator (`in`, and past the
+    /// plan's replicas), each key from that coordinator's snitch's choice — and the next execution is armed while
+    /// the driver allows one more.
     #[inline(always)]
     fn on_execution(&mut self, now: u64, i: u32) -> u64 {
         let mut sc = self.p.stock.take().expect("stock client");
@@ -376,8 +415,9 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
         let e = sc.execs.start(i) as usize;
         let client = wl.client[r];
         let routed = sc.per_partition && e - 1 < sc.rf;
-        let (mut last_o, mut s) = (usize::MAX, 0u32);
-        let mut n = 0u32;
+        let clients = self.cluster.config.clients;
+        let (mut last_o, mut s, mut node) = (usize::MAX, 0u32, None);
+        let (mut n, mut reads) = (0u32, 0u64);
         for (o, op) in (o0..o1).flat_map(|o| {
             (wl.opset_ops[o] as usize..wl.opset_ops[o + 1] as usize).map(move |op| (o, op))
         }) {
@@ -391,30 +431,47 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
                 last_o = o;
                 let g = wl.opset_group[o];
                 let replicas = self.cluster.replicas(g);
-                s = if routed {
-                    sc.execs.node(i, e - 1)
+                // The execution's coordinator: the plan's e-th node (`per-partition`), which reads from its
+                // snitch's choice; else the client's coordinator (a node with `local` = 1; past the plan's
+                // replicas, a node that is no replica).
+                node = if routed {
+                    Some(sc.execs.node(i, e - 1))
+                } else if self.local_on() && !sc.per_partition {
+                    Some(client % self.n_servers as u32)
                 } else {
-                    let ctx = SelectCtx {
-                        now,
-                        client,
-                        group: g,
-                        replicas,
-                        outstanding: &self.outstanding,
-                        size: 1,
-                        large_ops: 0,
-                    };
-                    self.p.selector.choose(&ctx).unwrap_or(replicas[0])
+                    None
                 };
-                if routed {
-                    sc.driver.sent(client, s);
+                let ctx = SelectCtx {
+                    now,
+                    client: match node {
+                        Some(x) if routed => clients + x,
+                        _ => client,
+                    },
+                    group: g,
+                    replicas,
+                    outstanding: &self.outstanding,
+                    size: 1,
+                    large_ops: 0,
+                };
+                s = self.p.selector.choose(&ctx).unwrap_or(replicas[0]);
+                if let Some(x) = node.filter(|_| routed) {
+                    sc.driver.sent(client, x);
                 }
             }
-            sc.sends
-                .push_back((op as u32 + e as u32 * self.n_ops32, o as u32, s));
+            let id = op as u32 + e as u32 * self.n_ops32;
             self.outstanding[s as usize] += 1;
-            n += 1;
+            reads += 1;
+            if let Some(x) = node.filter(|_| routed) {
+                sc.exec_coord.insert(id, x);
+            }
+            if node == Some(s) {
+                self.enqueue_read(id, o as u32, s as usize, now); // inline
+            } else {
+                sc.sends.push_back((id, o as u32, s));
+                n += 1;
+            }
         }
-        self.copies.ops += n as u64;
+        self.copies.ops += reads;
         if n > 0 {
             let key = event_key(now + self.d, self.next_seq());
             self.p.at_servers.push_back((key, DRV_BATCH | n));
@@ -433,23 +490,36 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
     }
 
     /// Paged: the coordinator sends the read of op `op` (request `r`'s next partition) to its opset's replica
-    /// now, and arms its own speculative retry.
+    /// now, and arms its speculative retry. Every partition's read carries the request's start
+    /// (`Dispatcher.RequestTime`): the retry is due at start + threshold (`shouldSpeculateAndMaybeWait` waits
+    /// until `requestTime.startedAtNanos() + T`: a partition sent after that is retried at once; none when
+    /// now + T is past the client deadline, start + 12 s), and the read waits at most until start + read
+    /// timeout — a partition sent after that times its request out at once (its own latency sample: 0).
     #[inline(always)]
     fn page_send(&mut self, r: usize, op: usize, now: u64) {
         let o = self.opset_of(op);
         let s = self.opset_server[o];
+        let start = self.arrived(r);
+        let sc = self.p.stock.as_mut().expect("stock client");
+        sc.page_at[r] = now;
+        if self.drop_on() && now >= start + self.read_timeout {
+            self.time_out(r, s as usize, now);
+            return;
+        }
         if self.sent_on() {
             self.sent_at[o] = now;
         }
-        let sc = self.p.stock.as_mut().expect("stock client");
-        sc.page_at[r] = now;
-        sc.sends.push_back((op as u32, o as u32, s));
-        let key = event_key(now + self.d, self.next_seq());
-        self.p.at_servers.push_back((key, DRV_BATCH | 1));
+        let inline = self.is_local(op as u32, o, s as usize) && self.can_run_now(s as usize, 1);
+        self.send_read(op as u32, o, s, now);
+        if inline {
+            return; // done before the retry check
+        }
         let client = self.wl.client[r] as usize;
-        if let Some(t) = self.p.spec.as_ref().and_then(|e| e.timeout_ns(client)) {
-            let key = event_key(now + t, self.next_seq());
-            self.p.spec_q.push(client, key, op as u32 | PAGE_TIMER);
+        if let Some(t) = self.p.spec.as_mut().and_then(|e| e.timeout_at(client, now)) {
+            if now + t <= start + NATIVE_TRANSPORT_TIMEOUT_NS {
+                let key = event_key(now.max(start + t), self.next_seq());
+                self.p.spec_q.push(client, key, op as u32 | PAGE_TIMER);
+            }
         }
     }
 
@@ -483,10 +553,7 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
         self.copied.set(op);
         self.outstanding[c as usize] += 1;
         self.copies.ops += 1;
-        let sc = self.p.stock.as_mut().expect("stock client");
-        sc.sends.push_back((op as u32 + self.n_ops32, o as u32, c));
-        let key = event_key(now + self.d, self.next_seq());
-        self.p.at_servers.push_back((key, DRV_BATCH | 1));
+        self.send_read(op as u32 + self.n_ops32, o, c, now);
     }
 
     /// A query of one key (`StockClient::per_key`), op `op` of request `r`, is over by `now`: its answer has
@@ -499,16 +566,98 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
         }
     }
 
+    /// The coordinator node of read `id` (op or copy id) of opset `o` when coordinators are nodes: the node the
+    /// driver sent the key's query to (`per-partition`: for its first execution's read and that read's
+    /// coordinator retry; a routed execution's own node, from `StockClient::exec_coord`), or client c's node c mod
+    /// servers (`local` = 1: every read of its requests). None: a coordinator that is no server.
+    #[inline(always)]
+    fn coordinator_of(&self, id: u32, o: usize) -> Option<u32> {
+        if !self.local_on() {
+            None
+        } else if !self.route_on() {
+            Some(self.wl.client[self.wl.opset_req[o] as usize] % self.n_servers as u32)
+        } else if id / self.n_ops32 <= 1 {
+            Some(self.opset_coord[o])
+        } else {
+            self.p
+                .stock
+                .as_ref()
+                .and_then(|sc| sc.exec_coord.get(&id).copied())
+        }
+    }
+
+    /// Read `id` of opset `o` at server `s` is served by its own coordinator (inline; writes never are).
+    #[inline(always)]
+    fn is_local(&self, id: u32, o: usize, s: usize) -> bool {
+        self.local_on()
+            && !self.is_write((id % self.n_ops32) as usize)
+            && self.coordinator_of(id, o) == Some(s as u32)
+    }
+
+    /// One more op waits in server `s`'s queue (counted when coordinators are nodes).
+    #[inline(always)]
+    fn count_queued(&mut self, s: usize) {
+        if self.local_on() {
+            self.queued[s] += 1;
+        }
+    }
+
+    /// Server `s` can start `n` more ops at once: free slots beyond the ops already waiting (a local read then
+    /// runs inline, in the coordinator's own thread, before its speculation check).
+    #[inline(always)]
+    fn can_run_now(&self, s: usize, n: u32) -> bool {
+        self.free[s].count_ones() >= self.queued[s] + n
+    }
+
+    /// Opset `o`'s reads are served by their coordinator: its server is its coordinator and it holds no write.
+    #[inline(always)]
+    fn opset_local(&self, o: usize) -> bool {
+        let wl = self.wl;
+        let (a, b) = (wl.opset_ops[o] as usize, wl.opset_ops[o + 1] as usize);
+        let s = self.opset_server[o];
+        s != u32::MAX
+            && !(a..b).any(|op| self.is_write(op))
+            && self.is_local(a as u32, o, s as usize)
+    }
+
     /// The opset of op `op`.
     #[inline(always)]
     fn opset_of(&self, op: usize) -> usize {
         self.wl.opset_ops.partition_point(|&x| x as usize <= op) - 1
     }
 
-    /// The reads of a driver speculative execution reach their servers.
+    /// When the read `id` (op `op`, or a copy of it), which left its coordinator at `sent`, was created there —
+    /// its message's `createdAtNanos`, from which it expires and the dynamic snitch times it. With the coordinator
+    /// section's client side: the start of the request the read serves — the client's send of
+    /// its opset (its arrival, unless the selector held it), for its first read and its coordinator retry; the
+    /// request's arrival for every partition of a paged query; execution e's own start, (e − 1) × the driver's
+    /// delay after the arrival, for that execution's reads (a new request at its coordinator). Otherwise (and
+    /// for writes) its own send.
+    #[inline(always)]
+    fn read_start(&self, id: u32, op: usize, o: usize, sent: u64) -> u64 {
+        let own = sent;
+        if !self.sq_on() || self.is_write(op) {
+            return own;
+        }
+        let k = id / self.n_ops32;
+        let r = self.wl.opset_req[o] as usize;
+        if k >= 2 {
+            self.arrived(r) + (k - 1) as u64 * self.exec_delay
+        } else if self.page_on() {
+            self.arrived(r)
+        } else if k == 0 {
+            own
+        } else {
+            match self.sent_at.get(o) {
+                Some(&at) if at != NOT_SENT => at,
+                _ => self.arrived(r),
+            }
+        }
+    }
+
+    /// The reads of a driver speculative execution (or one paged read, or its retry) reach their servers.
     #[inline(always)]
     fn enqueue_execution(&mut self, n: u32, now: u64) {
-        let wl = self.wl;
         for _ in 0..n {
             let (id, o, s) = self
                 .p
@@ -516,26 +665,69 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
                 .as_mut()
                 .and_then(|sc| sc.sends.pop_front())
                 .expect("execution reads in flight");
-            let op = (id % self.n_ops32) as usize;
-            let s = s as usize;
-            if self.fb_on() {
-                self.resident[s] += 1;
-                if self.large_true(op) {
-                    self.large_resident[s] += 1;
-                }
+            self.enqueue_read(id, o, s as usize, now);
+        }
+    }
+
+    /// Read `id` (op or copy id) of opset `o` joins server `s`'s queue at `now`.
+    #[inline(always)]
+    fn enqueue_read(&mut self, id: u32, o: u32, s: usize, now: u64) {
+        let wl = self.wl;
+        let op = (id % self.n_ops32) as usize;
+        if self.fb_on() {
+            self.resident[s] += 1;
+            if self.large_true(op) {
+                self.large_resident[s] += 1;
             }
-            let item = QItem::new(
-                id,
-                o,
-                now,
-                self.opset_tag.get(o as usize, &wl.opset_req),
-                wl.demand[op],
-            );
-            self.p.sched.enqueue(s, item);
-            self.mark_dirty(s);
-            if let Some(rec) = self.rec.as_mut().filter(|_| id < self.n_ops32) {
-                rec.enqueue[op] = now; // a paged read (an execution's reads are copies)
+        }
+        let item = QItem::new(
+            id,
+            o,
+            now,
+            self.opset_tag.get(o as usize, &wl.opset_req),
+            wl.demand[op],
+        );
+        self.p.sched.enqueue(s, item);
+        self.count_queued(s);
+        self.mark_dirty(s);
+        if let Some(rec) = self.rec.as_mut().filter(|_| id < self.n_ops32) {
+            rec.enqueue[op] = now; // a paged read (an execution's reads are copies)
+        }
+    }
+
+    /// Read `id` of opset `o` leaves its coordinator for server `s` now: it reaches the server one hop later (in
+    /// the next driver batch), or at once when the coordinator is `s` (a local read runs inline).
+    #[inline(always)]
+    fn send_read(&mut self, id: u32, o: usize, s: u32, now: u64) {
+        if self.is_local(id, o, s as usize) {
+            return self.enqueue_read(id, o as u32, s as usize, now);
+        }
+        let sc = self.p.stock.as_mut().expect("stock client");
+        sc.sends.push_back((id, o as u32, s));
+        let key = event_key(now + self.d, self.next_seq());
+        self.p.at_servers.push_back((key, DRV_BATCH | 1));
+    }
+
+    /// Coordinators are nodes: request `r`'s opsets `o0..o1` whose replica is their coordinator (and that hold
+    /// no write) reach their server now, not with the request's batch one hop later; those their server can start
+    /// at once run inline (`inline`: no coordinator retry).
+    #[inline(always)]
+    fn enqueue_local_opsets(&mut self, o0: usize, o1: usize, now: u64) {
+        let wl = self.wl;
+        for o in o0..o1 {
+            let s = self.opset_server[o];
+            if s == u32::MAX || self.late.get(o) {
+                continue; // held, or procrastinated by TailX
             }
+            let (a, b) = (wl.opset_ops[o] as usize, wl.opset_ops[o + 1] as usize);
+            if (a..b).any(|op| self.is_write(op)) || !self.is_local(a as u32, o, s as usize) {
+                continue;
+            }
+            if self.can_run_now(s as usize, (b - a) as u32) {
+                self.inline.set(o);
+            }
+            self.late.set(o);
+            self.enqueue_opset(o, false, now);
         }
     }
 
@@ -612,11 +804,13 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
                 self.p
                     .at_servers
                     .push_back((key, o as u32 | LATE_OPSET | COPY_OPSET));
+            } else if self.local_on() && self.inline.get(o) {
+                // read inline: done before the retry check, no timer
             } else if let Some(t) = self
                 .p
                 .spec
-                .as_ref()
-                .and_then(|e| e.timeout_ns(client as usize))
+                .as_mut()
+                .and_then(|e| e.timeout_at(client as usize, now))
             {
                 let key = event_key(now + t, self.next_seq());
                 self.p.spec_q.push(client as usize, key, o as u32);
@@ -722,8 +916,12 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
     fn on_delay_release(&mut self, key: u128) -> u64 {
         let Reverse((_, o)) = self.p.delay_q.pop().expect("head exists");
         let now = key_time(key);
-        if self.fb_on() {
+        if self.sent_on() {
             self.sent_at[o as usize] = now;
+        }
+        if self.local_on() && self.opset_local(o as usize) {
+            self.enqueue_opset(o as usize, false, now);
+            return now;
         }
         let key = event_key(now + self.d, self.next_seq());
         self.p.at_servers.push_back((key, o | LATE_OPSET));
@@ -768,6 +966,11 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
             let c = self.copy_server(o);
             self.outstanding[c as usize] += n;
             self.copies.ops += n as u64;
+            if self.local_on() && self.is_local(wl.opset_ops[o] + self.n_ops32, o, c as usize) {
+                // (the opset's first op stands for it: every op of an opset has its coordinator)
+                self.enqueue_opset(o, true, now);
+                return now;
+            }
             let key = event_key(now + self.d, self.next_seq());
             self.p
                 .at_servers
@@ -846,12 +1049,14 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
                     wl.demand[op as usize],
                 );
                 self.p.sched.enqueue(s, item);
+                self.count_queued(s);
                 continue;
             }
             self.p.sched.enqueue(
                 s,
                 QItem::new(op, o as u32, now, tag, wl.demand[op as usize]),
             );
+            self.count_queued(s);
             if let Some(rec) = self.rec.as_mut() {
                 rec.enqueue[op as usize] = now;
             }
@@ -895,13 +1100,15 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
                     wl.demand[op as usize],
                 );
                 self.p.sched.enqueue(t, item);
+                self.count_queued(t);
                 self.mark_dirty(t);
             }
         }
     }
 
     /// An op ends at a server slot: the slot is free, the selector hears about it, and the request completes when
-    /// this was its last unanswered op (the response reaches the client one network latency later).
+    /// this was its last unanswered op (the response reaches the client one network latency later; a read its
+    /// coordinator served itself is there when it ends).
     #[inline(always)]
     fn on_op_done(&mut self) -> u64 {
         let c = self.p.timers.pop().expect("head exists");
@@ -919,8 +1126,9 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
             self.served_ops += 1;
         }
         self.p.sched.on_done(s, op as u32, now);
+        let end = self.read_end(c.op, o, s, now);
         if self.route_on() && !self.is_write(op) {
-            self.driver_answer(c.op, o, s, now);
+            self.driver_answer(&end);
         }
         let st = if self.sent_on() {
             self.sent_of(o)
@@ -929,7 +1137,7 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
         };
         if self.fb_on() {
             let enq = self.slot_enq[s * self.cluster.config.slots as usize + slot as usize];
-            self.op_feedback(op, s, svc, st, enq, now);
+            self.op_feedback(&end, svc, st, enq);
         }
         let r = if self.fb_on() {
             st.req
@@ -944,63 +1152,107 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
         // With copies (and writes at every replica), only an op's first answer counts.
         let first = !self.multi() || !self.answered_at.answered(op);
         if self.multi() && first {
-            self.first_answer(op, o, r, is_copy, st, now);
+            self.first_answer(op, o, r, is_copy, st, end.at);
         }
         if first {
             if self.page_on() {
-                self.page_answer(op, r, now + self.d);
+                self.page_answer(op, r, end.at);
             }
             self.remaining[r] -= 1;
             if self.remaining[r] == 0 {
-                self.complete_request(r, s, now);
+                self.complete_request(r, s, now, end.at);
             }
         }
         self.mark_dirty(s);
         now
     }
 
-    /// The per-partition shape: a read that was a driver request to its replica (the first execution's, or a later
-    /// execution's sent to a replica of the plan) answers the driver. (A write's copies, ids op + k·n_ops too,
-    /// are not driver requests: the caller leaves writes out.)
+    /// Read `id` (op or copy id) of opset `o` ends at server `s` at `now` (or is dropped there): its coordinator
+    /// and when the coordinator hears of it. Takes the read's entry in `StockClient::exec_coord` out.
     #[inline(always)]
-    fn driver_answer(&mut self, id: u32, o: usize, s: usize, now: u64) {
-        let k = (id / self.n_ops32) as usize;
-        let client = self.wl.client[self.wl.opset_req[o] as usize];
-        let at = now + self.d;
-        let sc = self.p.stock.as_mut().expect("stock client");
-        if k == 0 || (k >= 2 && k - 1 < sc.rf) {
-            sc.driver.answered(client, s as u32, at);
+    fn read_end(&mut self, id: u32, o: usize, s: usize, now: u64) -> ReadEnd {
+        let coord = if self.local_on() {
+            let c = self.coordinator_of(id, o);
+            if self.route_on() && id / self.n_ops32 >= 2 {
+                if let Some(sc) = self.p.stock.as_mut() {
+                    sc.exec_coord.remove(&id);
+                }
+            }
+            c
+        } else {
+            None
+        };
+        let local = coord == Some(s as u32) && !self.is_write((id % self.n_ops32) as usize);
+        ReadEnd {
+            id,
+            o,
+            s,
+            coord,
+            local,
+            at: now + if local { 0 } else { self.d },
         }
     }
 
-    /// The selector's per-op feedback; held opsets get another chance when the response reaches the client.
+    /// The per-partition shape: a read of a driver request answers the driver when its coordinator has the
+    /// key's first answer of that request — the first execution's read or its coordinator retry, whichever
+    /// answers first; a later execution's read sent to a node of the plan. (Writes are no driver requests: the
+    /// caller leaves them out; the reads of executions past the plan's replicas have a coordinator that is no
+    /// replica, not counted.)
     #[inline(always)]
-    fn op_feedback(&mut self, op: usize, s: usize, svc: u64, st: Sent, enq: u64, now: u64) {
+    fn driver_answer(&mut self, end: &ReadEnd) {
+        let Some(n) = end.coord else {
+            return;
+        };
+        let k = end.id / self.n_ops32;
+        if k <= 1 && !self.drv_done.is_empty() {
+            let op = (end.id % self.n_ops32) as usize;
+            if self.drv_done.get(op) {
+                return;
+            }
+            self.drv_done.set(op);
+        }
+        let client = self.wl.client[self.wl.opset_req[end.o] as usize];
+        let sc = self.p.stock.as_mut().expect("stock client");
+        sc.driver.answered(client, n, end.at);
+    }
+
+    /// The selector's per-op feedback (none for a read its coordinator served itself: it sent no message); held
+    /// opsets get another chance when the response reaches the client.
+    #[inline(always)]
+    fn op_feedback(&mut self, end: &ReadEnd, svc: u64, st: Sent, enq: u64) {
         let d = self.d;
+        let s = end.s;
+        let op = (end.id % self.n_ops32) as usize;
         self.resident[s] -= 1;
         if self.large_true(op) {
             self.large_resident[s] -= 1;
         }
-        let fb = Feedback {
-            client: st.client,
-            server: s as u32,
-            at: now + d,
-            queue: self.resident[s],
-            service_ns: svc,
-            // an execution's read of a held opset: sent d before it reached its server (enqueued on arrival)
-            response_ns: if st.at == NOT_SENT {
-                now + 2 * d - enq
-            } else {
-                now + d - st.at
-            },
-            rtt_ns: now + 2 * d - enq,
-            large_resident: self.large_resident[s],
-            large_est: !self.rc.sizes.large_est.is_empty() && self.rc.sizes.large_est[op],
-        };
-        self.p.selector.on_op_response(&fb);
-        if !self.p.backlog.is_empty() && now + d != self.last_feedback_retry {
-            self.last_feedback_retry = now + d;
-            let key = event_key(now + d, self.next_seq());
+        if !end.local {
+            let since_start_ns = end.at - self.read_start(end.id, op, end.o, enq - d);
+            let fb = Feedback {
+                client: match end.coord {
+                    Some(n) if self.route_on() => self.cluster.config.clients + n,
+                    _ => st.client,
+                },
+                server: s as u32,
+                at: end.at,
+                queue: self.resident[s],
+                service_ns: svc,
+                // an execution's read of a held opset: sent d before it reached its server (enqueued on arrival)
+                response_ns: if st.at == NOT_SENT {
+                    end.at + d - enq
+                } else {
+                    end.at - st.at
+                },
+                since_start_ns,
+                large_resident: self.large_resident[s],
+                large_est: !self.rc.sizes.large_est.is_empty() && self.rc.sizes.large_est[op],
+            };
+            self.p.selector.on_op_response(&fb);
+        }
+        if !self.p.backlog.is_empty() && end.at != self.last_feedback_retry {
+            self.last_feedback_retry = end.at;
+            let key = event_key(end.at, self.next_seq());
             self.p.retries.push(Reverse(key));
         }
     }
@@ -1008,20 +1260,19 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
     /// The first answer of an op that may be answered twice: counted; a speculative client learns the opset's
     /// response time from its last first answer.
     #[inline(always)]
-    fn first_answer(&mut self, op: usize, o: usize, r: usize, is_copy: bool, st: Sent, now: u64) {
-        let d = self.d;
+    fn first_answer(&mut self, op: usize, o: usize, r: usize, is_copy: bool, st: Sent, at: u64) {
         let arrived = self.arrived(r);
-        self.answered_at.set(op, arrived, now + d);
+        self.answered_at.set(op, arrived, at);
         self.copies.wins += (is_copy && !self.is_write(op)) as u64;
         let redundant = self.redundant();
         if self.sq_on() {
             if !self.page_on() {
-                self.query_answer(op, r, now + d);
+                self.query_answer(op, r, at);
             }
         } else if let Some(e) = self.p.spec.as_mut().filter(|_| redundant) {
             self.opset_left[o] -= 1;
             if self.opset_left[o] == 0 {
-                e.observe_at(self.wl.client[r] as usize, now + d - st.at, now + d);
+                e.observe_at(self.wl.client[r] as usize, at - st.at, at);
             }
         }
     }
@@ -1062,21 +1313,22 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
         }
     }
 
-    /// Request `r` has its last answer (from server `s`): its latency is known; a closed-loop thread thinks, then
-    /// issues the next request in workload order.
+    /// Request `r` has its last answer (from server `s`, where it ended at `now`; at the coordinator at `at`): its
+    /// latency is known; a closed-loop thread thinks, then issues the next request in workload order.
     ///
     /// With a measured client round trip (`client_rtt`), the reported latency is the engine's (after the read
-    /// timeout's clamp) less the two constant client hops, plus the request's drawn round trip; the request is
+    /// timeout's clamp) less the two constant client hops (none when its last answer was a read its coordinator
+    /// served itself), plus the request's drawn round trip; the request is
     /// complete at its client at arrival + that latency (or `now`, when a draw shorter than the hops would put it
     /// earlier), which is when its closed-loop thread starts thinking. With a per-partition cost (`client_key`),
     /// (keys − 1) × it is added to the reported latency (and so to the completion at the client) too, timed out or
     /// not. The coordinator's own figures (its latency samples, the timeout, the selectors' feedback) keep the
     /// engine's times.
     #[inline(always)]
-    fn complete_request(&mut self, r: usize, s: usize, now: u64) {
-        let d = self.d;
+    fn complete_request(&mut self, r: usize, s: usize, now: u64, at: u64) {
+        let hops = 2 * (at - now);
         let arrived = self.arrived(r);
-        let mut latency = now + d - arrived;
+        let mut latency = at - arrived;
         if self.drop_on() && latency > self.read_timeout {
             // answered by reads that started in time, but after the deadline: the coordinator timed out
             latency = self.read_timeout;
@@ -1091,9 +1343,9 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
         };
         let done = if self.client_rtt.is_empty() {
             latency += per_key;
-            now + d + per_key
+            at + per_key
         } else {
-            latency = latency.saturating_sub(2 * d) + self.client_rtt[r] + per_key;
+            latency = latency.saturating_sub(hops) + self.client_rtt[r] + per_key;
             (arrived + latency).max(now)
         };
         self.latency[r] = latency;
@@ -1109,9 +1361,7 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
                 .ready
                 .push(Reverse((done + self.think[r], seq, self.thread_of[r])));
         }
-        self.p
-            .selector
-            .on_response(self.wl.client[r], s as u32, now + d);
+        self.p.selector.on_response(self.wl.client[r], s as u32, at);
     }
 
     /// Server `s` reaches read `id` (op or copy id) of opset `o`, which reached it at `enq`, after its message
@@ -1122,8 +1372,9 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
         let op = (id % self.n_ops32) as usize;
         self.outstanding[s] -= 1;
         self.timeouts.dropped_reads += 1;
+        let end = self.read_end(id, o, s, now);
         if self.route_on() {
-            self.driver_answer(id, o, s, now);
+            self.driver_answer(&end);
         }
         let st = if self.sent_on() {
             self.sent_of(o)
@@ -1131,7 +1382,7 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
             Sent::default()
         };
         if self.fb_on() {
-            self.op_feedback(op, s, 0, st, enq, now);
+            self.op_feedback(&end, 0, st, enq);
         }
         let r = self.wl.opset_req[o] as usize;
         let answered = self.multi() && self.answered_at.answered(op);
@@ -1186,7 +1437,7 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
             }
         }
         // past the deadline: `complete_request` counts the timeout and takes the read timeout as the latency
-        self.complete_request(r, s, now);
+        self.complete_request(r, s, now, now + self.d);
     }
 
     /// Once no other event is due at `now`, every dirty server starts ops in its free slots (lowest index first),
@@ -1235,9 +1486,20 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
             let Some(item) = self.p.sched.pick(s, now) else {
                 break;
             };
-            if self.drop_on() && now + self.d > item.enq + self.read_timeout {
+            if self.local_on() {
+                self.queued[s] -= 1;
+            }
+            if self.drop_on() {
                 let real = (item.op % n_ops32) as usize;
-                if !self.is_write(real) {
+                let o = item.opset as usize;
+                let hop = if self.is_local(item.op, o, s) {
+                    0
+                } else {
+                    self.d
+                };
+                if !self.is_write(real)
+                    && now > self.read_start(item.op, real, o, item.enq - hop) + self.read_timeout
+                {
                     self.drop_read(s, item.op, item.opset as usize, item.enq, now);
                     continue;
                 }

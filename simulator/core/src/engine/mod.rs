@@ -95,6 +95,7 @@ pub fn replay(cluster: &Cluster, wl: &Workload, cfg: &ReplayConfig) -> Result<Ru
     }
     let co = &cfg.coordinator;
     crate::coordinator::check(policy, co)?;
+    check_history(cfg)?;
     // Copies of op i run as i + k·n_ops: k < RF for writes, k = 1 for a coordinator retry, k = e for the e-th
     // driver execution.
     let copy_ids = ccfg.replication.max(2).max(co.se_max as u32 + 1);
@@ -140,8 +141,11 @@ pub fn replay(cluster: &Cluster, wl: &Workload, cfg: &ReplayConfig) -> Result<Ru
         tailx,
         started,
     };
+    // The per-partition shape's coordinators are nodes, each with its own selector state: selector clients
+    // 0..clients are the clients' coordinators, clients + n node n (see `Sim::selector_client`).
     let env = SelectorEnv {
-        clients: cluster.config.clients as usize,
+        clients: cluster.config.clients as usize
+            + if co.per_partition() { n_servers } else { 0 },
         groups: cluster.groups(),
         rf: cluster.config.replication as usize,
         servers: n_servers,
@@ -156,6 +160,30 @@ pub fn replay(cluster: &Cluster, wl: &Workload, cfg: &ReplayConfig) -> Result<Ru
     };
     let sel = cfg.selector.instantiate(&env);
     sched.visit(ByPolicy { a, sel, plain })
+}
+
+/// The coordinators' latency history: one count per bucket of Cassandra's histogram (with or without the
+/// overflow bucket), read by the decaying histogram only.
+fn check_history(cfg: &ReplayConfig) -> Result<(), SimError> {
+    use crate::decaying_histogram::BUCKETS;
+    let h = &cfg.latency_history;
+    if h.is_empty() {
+        return Ok(());
+    }
+    if h.len() != BUCKETS && h.len() != BUCKETS + 1 {
+        return Err(SimError::BadInput(format!(
+            "latency_history has {} counts: one per bucket of Cassandra's microsecond histogram, {BUCKETS} (or {} \
+             with the overflow bucket)",
+            h.len(),
+            BUCKETS + 1
+        )));
+    }
+    if cfg.coordinator.spec_histogram < 0.5 {
+        return Err(SimError::BadInput(
+            "latency_history needs the decaying histogram (coordinator parameter spec_histogram: 1)".into(),
+        ));
+    }
+    Ok(())
 }
 
 /// Picks the event loop for the policy (see [`replay`]).

@@ -261,10 +261,7 @@ pub(super) struct Sim<'a, const EXT: bool, S, R> {
     pub(super) cost_unit: f64,
     /// Round-robin replicas: no held opsets, no per-choice context.
     pub(super) plain: bool,
-    /// The selector takes per-op feedback (the engine then tracks each server's resident ops). Off when the
-    /// selector is never asked for a replica (`per-partition` routing by the driver, see
-    /// [`StockClient::consults_selector`]): its feedback would change nothing, and a snitch would keep every
-    /// sample it is sent until its next choice.
+    /// The selector takes per-op feedback (the engine then tracks each server's resident ops).
     pub(super) fb_on: bool,
     pub(super) tailx_on: bool,
     pub(super) dup: bool,
@@ -287,8 +284,15 @@ pub(super) struct Sim<'a, const EXT: bool, S, R> {
     pub(super) drop_on: bool,
     /// Paged `IN` queries: a request's ops are read one at a time (`StockClient::paged`).
     pub(super) page_on: bool,
+    /// Coordinators are nodes (the `per-partition` shape's, or `dynamic-snitch`'s `local` = 1): a read whose
+    /// replica is its coordinator is local — it reaches its server when sent and its answer is at the
+    /// coordinator when it ends (no network hop), no selector hears of it; when its server has a free slot for
+    /// it then (`Stage.READ.maybeExecuteImmediately`) it runs inline and arms no coordinator retry.
+    pub(super) local_on: bool,
     /// The read timeout, ns.
     pub(super) read_timeout: u64,
+    /// The driver's delay between speculative executions, ns (execution e starts (e − 1) × it after the first).
+    pub(super) exec_delay: u64,
     /// The stop rule (`ReplayConfig::stop`): measured requests are those from `stop_from` on; the replay stops
     /// when `stop_left` more of them have completed above `stop_above` ns (∞ / never without a rule).
     pub(super) stop_above: u64,
@@ -316,6 +320,15 @@ pub(super) struct Sim<'a, const EXT: bool, S, R> {
 
     // Requests and opsets.
     pub(super) opset_server: Vec<u32>,
+    /// `per-partition`: the node the driver sent each key's query to (its first execution's coordinator).
+    pub(super) opset_coord: Vec<u32>,
+    /// `per-partition` with coordinator retries: the key's first execution has answered the driver.
+    pub(super) drv_done: Flags,
+    /// Coordinators are nodes: the opsets whose coordinator read them inline on arrival (no retry timer).
+    pub(super) inline: Flags,
+    /// Coordinators are nodes: ops waiting in each server's queue (not started), which a local read's inline
+    /// run needs a free slot beyond.
+    pub(super) queued: Vec<u32>,
     pub(super) opset_tag: OpsetTags,
     /// Ops of each request not answered yet.
     pub(super) remaining: Vec<u32>,
@@ -390,7 +403,12 @@ impl<S: Scheduler, R: ReplicaSelector> Parts<S, R> {
                 } else {
                     wl.arrival[first]
                 };
-                Some(LatencyEstimator::stock(co, cfg.clients as usize, warm_at))
+                Some(LatencyEstimator::stock(
+                    co,
+                    cfg.clients as usize,
+                    warm_at,
+                    &rc.latency_history,
+                ))
             }
             _ => None,
         };
@@ -503,16 +521,17 @@ impl<'a, const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'a, EXT, S, R> {
         let redundant = EXT && (dup || speculative || hedge_on);
         let write_on = EXT && rc.writes.iter().any(|&w| w);
         let plain = !EXT || rc.selector.is_round_robin();
-        let fb_on = EXT
-            && p.selector.wants_feedback()
-            && p.stock.as_ref().is_none_or(|s| s.consults_selector());
-        let sent_on = fb_on || (redundant && !sq_on);
+        let fb_on = EXT && p.selector.wants_feedback();
+        // `local` = 1: client c's coordinator is node c mod servers.
+        let local_on = route_on || (EXT && rc.selector.local_coordinators());
+        let tailx_on = EXT && tailx.is_some();
+        let drop_on = EXT && rc.coordinator.drops_expired();
+        // (With the coordinator section, a read's start is its opset's send: kept when TailX may delay it.)
+        let sent_on = fb_on || (redundant && !sq_on) || (sq_on && drop_on && tailx_on);
         // Copies of opsets (duplication, speculative retry; a driver's executions send their reads on their own).
         let copies_on = dup || speculative;
-        let tailx_on = EXT && tailx.is_some();
         let closed = if EXT { rc.client.closed() } else { None };
         let closed_on = EXT && closed.is_some();
-        let drop_on = EXT && rc.coordinator.drops_expired();
         let page_on = EXT && p.stock.as_ref().is_some_and(|s| s.paged);
         let all_free: u64 = if cfg.slots == 64 {
             u64::MAX
@@ -552,7 +571,9 @@ impl<'a, const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'a, EXT, S, R> {
             closed_on,
             drop_on,
             page_on,
+            local_on,
             read_timeout: rc.coordinator.timeout_ns(),
+            exec_delay: (rc.coordinator.se_delay_ms * 1e6).round() as u64,
             stop_above: rc.stop.map_or(u64::MAX, |r| r.above_ns),
             stop_from: ((rc.warmup * n_req as f64).floor() as usize).min(n_req.saturating_sub(1)),
             stop_left: rc
@@ -579,6 +600,10 @@ impl<'a, const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'a, EXT, S, R> {
             served_ops: 0,
 
             opset_server: vec![0; wl.opsets()],
+            opset_coord: vec![0; per_opset(route_on)],
+            drv_done: Flags::new(per_op(route_on && speculative)),
+            inline: Flags::new(per_opset(local_on)),
+            queued: vec![0; per_server(local_on)],
             opset_tag: OpsetTags::new(tag_fields, wl.opsets(), n_req),
             remaining: (0..n_req)
                 .map(|r| {
@@ -598,7 +623,7 @@ impl<'a, const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'a, EXT, S, R> {
                 demand: wl.demand.to_vec(),
             }),
 
-            late: Flags::new(per_opset((!plain && !route_on) || tailx_on)),
+            late: Flags::new(per_opset((!plain && !route_on) || tailx_on || local_on)),
             sent_at: vec![NOT_SENT; per_opset(sent_on)],
             resident: vec![0; per_server(fb_on)],
             large_resident: vec![0; per_server(fb_on)],
@@ -691,6 +716,10 @@ impl<'a, const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'a, EXT, S, R> {
     #[inline(always)]
     pub(super) fn page_on(&self) -> bool {
         EXT && self.page_on
+    }
+    #[inline(always)]
+    pub(super) fn local_on(&self) -> bool {
+        EXT && self.local_on
     }
 
     /// The result once every event has been applied.

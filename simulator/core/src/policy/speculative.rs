@@ -42,14 +42,19 @@ pub struct LatencyEstimator {
     stock: Option<StockRule>,
 }
 
-/// Cassandra's threshold rule (see `coordinator.rs`): per client, the next refresh time and whether the warm
-/// start was taken.
+/// Cassandra's threshold rule (see `coordinator.rs`): per client (coordinator), its histogram (or sample window),
+/// the time of its next threshold update and whether the warm start was taken.
 #[derive(Debug, Clone)]
 struct StockRule {
     cfg: CoordinatorConfig,
     refresh_ns: u64,
+    /// How long before the replay's time 0 the histograms' landmark was set: a replay time t is `t + phase_ns`
+    /// on the histograms' clock.
+    phase_ns: u64,
     /// Warm start: the time of the first recomputation (None = Cassandra's rule).
     warm_at: Option<u64>,
+    /// Per client: the time of its next periodic update (`ColumnFamilyStore.updateSpeculationThreshold` on the
+    /// read-timeout timer).
     next_refresh: Vec<u64>,
     warmed: Vec<bool>,
     /// The warm-start percentile over every coordinator's samples, taken at the first warm start.
@@ -78,12 +83,39 @@ impl LatencyEstimator {
     }
 
     /// The coordinator section's threshold: FIXED and ALWAYS fixed; PERCENTILE, MIN and MAX from half the read
-    /// timeout, recomputed every refresh period (and once at the warm start).
-    /// `warm_at`: the end of the replay's warm-up cut (used when `spec_warm` = 1).
-    pub fn stock(cfg: &CoordinatorConfig, clients: usize, warm_at: u64) -> Self {
+    /// timeout (or `spec_initial_ms`, or the percentile of `history` when given), recomputed by each
+    /// coordinator's timer every refresh period (first at `spec_refresh_first_ms`, 0 = one period in) and once
+    /// at the warm start. `warm_at`: the end of the replay's warm-up cut (used when `spec_warm` = 1).
+    /// `history`: sample counts per bucket (`decaying_histogram::BUCKETS`, or one more with the overflow) every
+    /// coordinator's histogram holds at time 0, each recorded with the weight then (empty: none); the caller
+    /// checks its length and that `spec_histogram` is 1.
+    pub fn stock(cfg: &CoordinatorConfig, clients: usize, warm_at: u64, history: &[u64]) -> Self {
         let fixed = matches!(cfg.kind(), coordinator::ALWAYS | coordinator::FIXED);
-        // Cassandra's initial sampleReadLatency, whatever the policy: half the read timeout (or `spec_initial_ms`).
-        let initial = if fixed { None } else { Some(cfg.initial_ns()) };
+        let phase_ns = cfg.landmark_ns();
+        let hist = (cfg.spec_histogram >= 0.5).then(|| {
+            let mut h = DecayingHistogram::new(0);
+            for (b, &n) in history.iter().enumerate() {
+                if n > 0 {
+                    h.add(b, n, phase_ns);
+                }
+            }
+            vec![h; clients]
+        });
+        // Cassandra's initial sampleReadLatency, whatever the policy: half the read timeout (or `spec_initial_ms`;
+        // with a history and no `spec_initial_ms`, the threshold its percentile gives, as the last update before
+        // the replay left it).
+        let initial = if fixed {
+            None
+        } else {
+            let from_history = hist
+                .as_ref()
+                .filter(|_| cfg.spec_initial_ms <= 0.0 && history.iter().any(|&n| n > 0))
+                .and_then(|h| h[0].clone().quantile_ns(cfg.spec_percentile / 100.0, phase_ns));
+            match from_history {
+                Some(v) => cfg.threshold(v),
+                None => Some(cfg.initial_ns()),
+            }
+        };
         let window = cfg.window as usize;
         LatencyEstimator {
             fixed_ns: if fixed { cfg.threshold(0) } else { None },
@@ -100,75 +132,100 @@ impl LatencyEstimator {
             stock: Some(StockRule {
                 cfg: cfg.clone(),
                 refresh_ns: cfg.refresh_ns(),
+                phase_ns,
                 warm_at: (cfg.spec_warm >= 0.5).then_some(warm_at),
-                next_refresh: vec![cfg.refresh_ns(); clients],
+                next_refresh: vec![cfg.first_refresh_ns(); clients],
                 warmed: vec![false; clients],
                 pooled: None,
-                hist: (cfg.spec_histogram >= 0.5).then(|| vec![DecayingHistogram::new(0); clients]),
+                hist,
             }),
+        }
+    }
+
+    /// `stock`: applies `client`'s periodic threshold updates due before `now`, in time order (an update at T
+    /// runs after every other event at T: it sees the samples recorded at T, a read sent at T has the threshold
+    /// from before it). Each reads the snapshot at its own time; an empty one keeps the threshold
+    /// (`PercentileSpeculativeRetryPolicy`: `existingValue`).
+    fn refresh_before(&mut self, client: usize, now: u64) {
+        let Some(rule) = self.stock.as_mut() else {
+            return;
+        };
+        while rule.next_refresh[client] < now {
+            let t = rule.next_refresh[client];
+            rule.next_refresh[client] += rule.refresh_ns;
+            let v = if let Some(h) = rule.hist.as_mut() {
+                h[client].quantile_ns(self.pct / 100.0, t + rule.phase_ns)
+            } else if self.ring[client].is_empty() {
+                None
+            } else {
+                self.scratch.clear();
+                self.scratch.extend_from_slice(&self.ring[client]);
+                Some(nearest_rank(&mut self.scratch, self.pct))
+            };
+            if let Some(v) = v {
+                self.timeout[client] = rule.cfg.threshold(v);
+            }
         }
     }
 
     /// One observed response time at `client`, at simulated time `now` (`stock`'s rule; else as `observe`).
     #[inline]
     pub fn observe_at(&mut self, client: usize, ns: u64, now: u64) {
-        let Some(rule) = self.stock.as_mut() else {
+        if self.stock.is_none() {
             return self.observe(client, ns);
-        };
+        }
         if self.fixed_ns.is_some() {
             return;
         }
+        self.refresh_before(client, now);
+        let rule = self.stock.as_mut().expect("stock rule");
         if let Some(h) = rule.hist.as_mut() {
-            h[client].update(ns, now);
+            h[client].update(ns, now + rule.phase_ns);
         } else {
             push_window(&mut self.ring[client], &mut self.pos[client], self.window, ns);
         }
         self.seen[client] += 1;
         let warm = !rule.warmed[client] && rule.warm_at.is_some_and(|w| now >= w);
-        let due = now >= rule.next_refresh[client];
-        if !(warm || due) {
+        if !warm {
             return;
         }
-        rule.warmed[client] |= warm;
-        while rule.next_refresh[client] <= now {
-            rule.next_refresh[client] += rule.refresh_ns;
+        rule.warmed[client] = true;
+        // Warm start: a coordinator that has run for minutes holds far more samples than a replay's warm-up
+        // gives one client, and every coordinator sees the same latencies; the percentile of all coordinators'
+        // samples so far stands for its histogram (taken once, at the first warm start).
+        if self.stock.as_ref().is_some_and(|r| r.pooled.is_none()) {
+            for c in 0..self.timeout.len() {
+                self.refresh_before(c, now);
+            }
+            let rule = self.stock.as_mut().expect("stock rule");
+            rule.pooled = if let Some(h) = rule.hist.as_ref() {
+                let mut snap = vec![0; BUCKETS + 1];
+                for x in h {
+                    x.decayed_into(now + rule.phase_ns, &mut snap);
+                }
+                quantile_of(&snap, self.pct / 100.0)
+            } else {
+                self.scratch.clear();
+                for r in &self.ring {
+                    self.scratch.extend_from_slice(r);
+                }
+                Some(nearest_rank(&mut self.scratch, self.pct))
+            };
         }
-        if warm {
-            // Warm start: a coordinator that has run for minutes holds far more samples than a replay's warm-up
-            // gives one client, and every coordinator sees the same latencies; the percentile of all
-            // coordinators' samples so far stands for its histogram (taken once, at the first warm start).
-            if rule.pooled.is_none() {
-                rule.pooled = if let Some(h) = rule.hist.as_ref() {
-                    let mut snap = vec![0.0; BUCKETS + 1];
-                    for x in h {
-                        x.decayed_into(now, &mut snap);
-                    }
-                    quantile_of(&snap, self.pct / 100.0)
-                } else {
-                    self.scratch.clear();
-                    for r in &self.ring {
-                        self.scratch.extend_from_slice(r);
-                    }
-                    Some(nearest_rank(&mut self.scratch, self.pct))
-                };
-            }
-            if let Some(v) = rule.pooled {
-                self.timeout[client] = rule.cfg.threshold(v);
-            }
-            return;
+        let rule = self.stock.as_ref().expect("stock rule");
+        if let Some(v) = rule.pooled {
+            self.timeout[client] = rule.cfg.threshold(v);
         }
-        let v = if let Some(h) = rule.hist.as_mut() {
-            // an empty snapshot keeps the threshold (PercentileSpeculativeRetryPolicy: `existingValue`)
-            match h[client].quantile_ns(self.pct / 100.0, now) {
-                Some(v) => v,
-                None => return,
-            }
-        } else {
-            self.scratch.clear();
-            self.scratch.extend_from_slice(&self.ring[client]);
-            nearest_rank(&mut self.scratch, self.pct)
-        };
-        self.timeout[client] = rule.cfg.threshold(v);
+    }
+
+    /// The threshold `client` reads at `now` (`stock`: after its updates due before `now`), ns; None = no
+    /// speculation (or not enough observations yet).
+    #[inline]
+    pub fn timeout_at(&mut self, client: usize, now: u64) -> Option<u64> {
+        if self.fixed_ns.is_none() {
+            self.refresh_before(client, now);
+        }
+        self.timeout_ns(client)
     }
 
     /// One observed opset response time at `client`.
@@ -263,7 +320,7 @@ mod tests {
             spec_histogram: 0.0,
             ..CoordinatorConfig::cassandra()
         };
-        let mut e = LatencyEstimator::stock(&cfg, 3, 100);
+        let mut e = LatencyEstimator::stock(&cfg, 3, 100, &[]);
         assert_eq!(e.timeout_ns(0), Some(2_500_000_000));
         // warm-up: client 0 sees 1..=98, client 1 sees 99 and 1000, client 2 nothing yet
         for x in 1..=98 {
@@ -287,10 +344,11 @@ mod tests {
     #[test]
     fn the_threshold_is_read_from_cassandras_decaying_histogram() {
         use crate::decaying_histogram::{bucket_of, offsets};
-        // 99p, warm start at t = 1 µs, refresh every 5 s (the read timeout)
+        // 99p, warm start at t = 1 µs, an update every 5 s (the read timeout), the first at 5 s
         let cfg = CoordinatorConfig::cassandra();
-        let mut e = LatencyEstimator::stock(&cfg, 2, 1_000);
+        let mut e = LatencyEstimator::stock(&cfg, 2, 1_000, &[]);
         let ms = 1_000_000;
+        let s = 1_000_000_000;
         // warm-up at t = 0: client 0 sees 990 reads of 1 ms, client 1 ten of 50 ms
         for _ in 0..990 {
             e.observe_at(0, ms, 0);
@@ -304,18 +362,90 @@ mod tests {
         assert_eq!(one_ms, 1_109_000);
         assert_eq!(e.timeout_ns(0), Some(one_ms));
         e.observe_at(1, 2 * ms, 2_000);
-        assert_eq!(e.timeout_ns(1), Some(one_ms), "client 1 takes the pooled value at its warm start");
-        // t = 5 s, client 1's own histogram: ten 50 ms and two 2 ms reads, each of weight 1, divided by
-        // exp(5 / 86.56) = 1.0595 and rounded: 9 and 2 → p99 of 11 → ⌈10.89⌉ = 11 → the 50 ms bucket
-        e.observe_at(1, 2 * ms, 5_000_000_000);
-        assert_eq!(e.timeout_ns(1), Some(offsets()[bucket_of(50_000)] * 1000));
-        // client 0 at t = 5 s: 991 reads of 1 ms → 935, 30 of 40 ms (at 4 s and 5 s, weight 1) → 28; p99 of 963
-        // → ⌈953.37⌉ = 954 > 935 → the 40 ms bucket (the last 30 of 1021 samples, 2.9 %, hold the percentile)
-        for _ in 0..29 {
-            e.observe_at(0, 40 * ms, 4_000_000_000);
+        assert_eq!(
+            e.timeout_ns(1),
+            Some(one_ms),
+            "client 1 takes the pooled value at its warm start"
+        );
+        // client 1's update at 5 s, which runs after every event at 5 s: its histogram holds ten 50 ms reads and
+        // two of 2 ms (one at 5 s), each of weight 1, divided by the weight at 5 s, round(e^{5/86.56}) = 1:
+        // p99 of 12 → ⌈11.88⌉ = 12 → the 50 ms bucket
+        e.observe_at(1, 2 * ms, 5 * s);
+        assert_eq!(e.timeout_at(1, 5 * s), Some(one_ms), "not before the update");
+        assert_eq!(
+            e.timeout_at(1, 5 * s + 1),
+            Some(offsets()[bucket_of(50_000)] * 1000)
+        );
+        // client 0: 991 reads of 1 ms, then 30 of 40 ms at 4 s (weight 1); its update at 5 s: p99 of 1021 →
+        // ⌈1010.79⌉ = 1011 > 991 → the 40 ms bucket (the last 30 of 1021 samples, 2.9 %, hold the percentile)
+        for _ in 0..30 {
+            e.observe_at(0, 40 * ms, 4 * s);
         }
-        assert_eq!(e.timeout_ns(0), Some(one_ms), "no update before the period");
-        e.observe_at(0, 40 * ms, 5_000_000_000);
-        assert_eq!(e.timeout_ns(0), Some(offsets()[bucket_of(40_000)] * 1000));
+        assert_eq!(
+            e.timeout_at(0, 4 * s + 1),
+            Some(one_ms),
+            "no update before the period"
+        );
+        // the update is on the timer: it happens at 5 s whether or not the coordinator records a sample then
+        assert_eq!(
+            e.timeout_at(0, 7 * s),
+            Some(offsets()[bucket_of(40_000)] * 1000)
+        );
+    }
+
+    #[test]
+    fn updates_run_on_the_timer_from_its_phase() {
+        use crate::decaying_histogram::{bucket_of, offsets};
+        // Cassandra's rule (no warm start), 99p, the first update at 2 s, then every 5 s (at 7 s, 12 s, ...)
+        let cfg = CoordinatorConfig {
+            spec_warm: 0.0,
+            spec_refresh_first_ms: 2000.0,
+            ..CoordinatorConfig::cassandra()
+        };
+        let s = 1_000_000_000;
+        let mut e = LatencyEstimator::stock(&cfg, 1, 0, &[]);
+        assert_eq!(e.timeout_at(0, 0), Some(2_500_000_000), "half the read timeout");
+        // nothing sampled by 2 s: an empty snapshot keeps the threshold
+        assert_eq!(e.timeout_at(0, 3 * s), Some(2_500_000_000));
+        // one read of 3 ms at 6 s: the update at 7 s takes it
+        e.observe_at(0, 3_000_000, 6 * s);
+        assert_eq!(e.timeout_at(0, 7 * s), Some(2_500_000_000));
+        let three = offsets()[bucket_of(3000)] * 1000;
+        assert_eq!(e.timeout_at(0, 7 * s + 1), Some(three));
+        // at 700 s the read has decayed to nothing (1 / round(e^{700/86.56}) = 1 / 3251 rounds to 0): the
+        // updates since kept the threshold
+        assert_eq!(e.timeout_at(0, 700 * s), Some(three));
+    }
+
+    #[test]
+    fn a_history_of_bucket_counts_warms_every_coordinator() {
+        use crate::decaying_histogram::{bucket_of, offsets, BUCKETS};
+        // 4,900 reads of 1 ms held at time 0 by both coordinators; Cassandra's rule, 99p
+        let cfg = CoordinatorConfig {
+            spec_warm: 0.0,
+            ..CoordinatorConfig::cassandra()
+        };
+        let mut history = vec![0u64; BUCKETS];
+        history[bucket_of(1000)] = 4900;
+        let s = 1_000_000_000;
+        let mut e = LatencyEstimator::stock(&cfg, 2, 0, &history);
+        // the threshold the history gives, from the start (the last update before the replay left it)
+        let one_ms = offsets()[bucket_of(1000)] * 1000;
+        assert_eq!((e.timeout_at(0, 0), e.timeout_at(1, 0)), (Some(one_ms), Some(one_ms)));
+        // client 0 then sees 80 reads of 150 ms at 3 s: at its update at 5 s they are 80 of 4980 (1.6 %): p99
+        // → ⌈4930.2⌉ = 4931 > 4900 → the 150 ms bucket; client 1, without them, keeps 1 ms
+        for _ in 0..80 {
+            e.observe_at(0, 150_000_000, 3 * s);
+        }
+        assert_eq!(e.timeout_at(0, 5 * s + 1), Some(152_321_000));
+        assert_eq!(e.timeout_at(1, 5 * s + 1), Some(one_ms));
+        // an explicit initial threshold wins over the history's
+        let given = CoordinatorConfig {
+            spec_initial_ms: 20.0,
+            ..cfg.clone()
+        };
+        let mut g = LatencyEstimator::stock(&given, 1, 0, &history);
+        assert_eq!(g.timeout_at(0, 0), Some(20_000_000));
+        assert_eq!(g.timeout_at(0, 5 * s + 1), Some(one_ms));
     }
 }

@@ -5,9 +5,10 @@
 //! **Queries.** A multiget's keys, in the application's order (the trace's), are cut into queries: `in` — one
 //! `SELECT ... IN (...)` per `chunk` keys (0 = all of them), coordinated by a node without a routing key, each
 //! partition read from the coordinator's snitch choice (the replay's replica selector); `per-partition` — one
-//! token-aware query per key, coordinated by the replica the driver puts first, which reads locally. A query's
-//! latency (sent with its multiget → its last key answered) is what the coordinator records once per partition
-//! (`StorageProxy`'s coordinator read latency, which feeds the percentile threshold).
+//! token-aware query per key, coordinated by the replica the driver puts first, which reads the replica its own
+//! snitch puts first (inline when that is itself). An unpaged query's latency (sent with its multiget → its last
+//! key answered) is what the coordinator records once per partition (`StorageProxy`'s coordinator read latency,
+//! which feeds the percentile threshold); a paged one records each partition's own.
 //!
 //! **Query plans** (`per-partition`): Java driver 4 (`DefaultLoadBalancingPolicy`): the replicas shuffled; with
 //! slow-replica avoidance and ≥ 3 replicas, unhealthy replicas (≥ 10 in flight from this client and fewer than 2
@@ -17,10 +18,10 @@
 //!
 //! **Speculative executions** (`ConstantSpeculativeExecutionPolicy`, both drivers): while a query is not
 //! answered, execution e (2..=max) starts `(e − 1) × delay` after the first; it sends the whole query again (every
-//! key is read again: real load) to the plan's e-th node (`per-partition`; past the replicas, a non-replica
-//! coordinator reads from the snitch's choice) or to another coordinator (`in`: each key from the snitch's
-//! choice at that time). Each key's first answer counts.
-use std::collections::VecDeque;
+//! key is read again: real load) to the plan's e-th node (`per-partition`, which reads from its own snitch's
+//! choice; past the replicas, a non-replica coordinator reads from the snitch's choice) or to another coordinator
+//! (`in`: each key from the snitch's choice at that time). Each key's first answer counts.
+use std::collections::{HashMap, VecDeque};
 
 use crate::coordinator::CoordinatorConfig;
 use crate::rng::Rng;
@@ -397,6 +398,8 @@ pub struct StockClient {
     pub paged: bool,
     /// Paged: per request, when its partition read in flight was sent (its latency sample's start).
     pub page_at: Vec<u64>,
+    /// `per-partition`: the coordinator node of each routed driver execution's read in flight, by its copy id.
+    pub exec_coord: HashMap<u32, u32>,
 }
 
 impl StockClient {
@@ -430,13 +433,8 @@ impl StockClient {
             order: Vec::new(),
             paged: cfg.paged(),
             page_at: vec![0; if cfg.paged() { wl.requests() } else { 0 }],
+            exec_coord: HashMap::new(),
         }
-    }
-
-    /// The replay's replica selector is ever asked for a replica: not with `per-partition` unless the driver's
-    /// executions go past the plan's replicas (the driver routes every read up to then).
-    pub fn consults_selector(&self) -> bool {
-        !self.per_partition || self.max_exec as usize > self.rf
     }
 }
 

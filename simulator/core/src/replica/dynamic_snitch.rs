@@ -421,7 +421,7 @@ mod tests {
                         queue: 0,
                         service_ns: 1,
                         response_ns: rng.below(50),
-                        rtt_ns: 0,
+                        since_start_ns: 0,
                         large_resident: 0,
                         large_est: false,
                     };

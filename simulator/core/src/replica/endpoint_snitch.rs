@@ -17,12 +17,13 @@
 //!   (1 + badness), the replicas are sorted by score (ties keep the subsnitch order); badness 0 always sorts. The
 //!   first replica is read.
 //! - **Local coordinator** (`local=1`): coordinator c is a node, server `c mod servers` (on a `--vnodes 1` ring
-//!   server s holds the balanced token of rank s). When it is a replica it reads itself locally: no message, so
-//!   no sample (`receiveTiming` sees only MessagingService responses) — its responses are not fed to its own
-//!   snitch and it never has a score (0.0). It takes part in the choice like any replica: once a replica ahead of
-//!   it in ring order scores above 0 (a truncated median ≥ 1 ms), the replicas are sorted by score and it comes
-//!   first, after only the replicas ahead of it that score 0 too. The local read still takes the engine's two
-//!   network hops (not modelled away). `local=0`: coordinators are no servers, every response is sampled.
+//!   server s holds the balanced token of rank s). When it is a replica it reads itself inline: no message, so
+//!   no sample (`receiveTiming` sees only MessagingService responses) — the engine feeds no selector a read a
+//!   coordinator serves itself, so it never has a score (0.0). It takes part in the choice like any replica
+//!   (`SimpleSnitch` keeps the ring order: no preference for itself): once a replica ahead of it in ring order
+//!   scores above 0 (a truncated median ≥ 1 ms), the replicas are sorted by score and it comes first, after
+//!   only the replicas ahead of it that score 0 too. `local=0`: coordinators are no servers, every response is
+//!   sampled. (The same holds for the `per-partition` shape's coordinators, which are always nodes.)
 //!
 //! Feedback reaches the coordinator one network latency after the read ends and is applied then; an update at
 //! time T sees the samples that arrived before T.
@@ -42,8 +43,8 @@ crate::params! {
         badness: f64 = 1.0, Real(0.0, 100.0, "[0, 100]"), Search::Fixed;
         /// read_request_timeout, ms: a read unanswered this long is sampled as this long.
         timeout_ms: f64 = 5000.0, Real(1e-3, 1e9, "(0, 1e9] ms"), Search::Fixed;
-        /// 1: coordinator c is server c mod servers and reads itself unsampled (score 0); 0: no coordinator is
-        /// a server.
+        /// 1: coordinator c is server c mod servers and reads itself inline, unsampled (score 0; the engine
+        /// applies it); 0: no coordinator is a server.
         local: f64 = 0.0, Rounded(0.0, 1.0, "0 or 1"), Search::Fixed;
     }
 }
@@ -120,8 +121,6 @@ pub struct EndpointSnitch {
     reset_ns: u64,
     badness: f64,
     timeout_ns: u64,
-    /// Coordinator c is server `c mod servers` and samples no response of its own server.
-    local: bool,
     rng: Rng,
     /// Reservoir of (client, server) at `client * servers + server` (None: dropped by the reset / none yet).
     cells: Vec<Option<Reservoir>>,
@@ -147,7 +146,6 @@ impl EndpointSnitch {
             reset_ns,
             badness: cfg.badness,
             timeout_ns: (cfg.timeout_ms * 1e6).round() as u64,
-            local: cfg.local != 0.0,
             rng: Rng::new(seed, STREAM_RESERVOIR),
             cells: vec![None; clients * servers],
             scores: vec![f64::NAN; clients * servers],
@@ -219,7 +217,7 @@ impl EndpointSnitch {
     fn sample(&mut self, fb: &Feedback) {
         let c = fb.client as usize;
         self.catch_up(c, fb.at);
-        let ns = fb.rtt_ns.min(self.timeout_ns);
+        let ns = fb.since_start_ns.min(self.timeout_ns);
         let t_s = fb.at / NS_PER_S;
         let cell = self.cells[c * self.servers + fb.server as usize].get_or_insert_with(|| Reservoir {
             start_s: t_s,
@@ -282,10 +280,7 @@ impl ReplicaSelector for EndpointSnitch {
     }
 
     fn on_op_response(&mut self, fb: &Feedback) {
-        // A local coordinator's read of itself sends no message: its snitch sees no sample.
-        if self.local && fb.server as usize == fb.client as usize % self.servers {
-            return;
-        }
+        // (A local coordinator's read of itself sends no message: the engine does not report it.)
         self.pending.push(*fb);
     }
 }

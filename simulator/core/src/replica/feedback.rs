@@ -32,9 +32,11 @@ pub struct Feedback {
     pub service_ns: u64,
     /// Client-observed response time of the op (its opset's send → response), ns.
     pub response_ns: u64,
-    /// Round trip of this very read (its own send → response): differs from `response_ns` for copies
-    /// (duplication, speculative retry, driver executions), sent after their opset.
-    pub rtt_ns: u64,
+    /// The read message's age when its response reaches the coordinator: from its request's start at the
+    /// coordinator (Cassandra's `createdAtNanos` is `requestTime.startedAtNanos()`: the request's arrival for its
+    /// reads and their coordinator retries, a driver execution's own start for that execution's reads) to the
+    /// response. What `DynamicEndpointSnitch` samples (`ResponseVerbHandler`: `now − createdAtNanos`).
+    pub since_start_ns: u64,
     /// Large ops (true sizes) resident at the server right after this op left.
     pub large_resident: u32,
     /// The op was estimated large by the client.

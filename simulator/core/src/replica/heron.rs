@@ -214,7 +214,7 @@ mod tests {
             queue: 0,
             service_ns: 100,
             response_ns: 40,
-            rtt_ns: 40,
+            since_start_ns: 40,
             large_resident: 0,
             large_est: true,
         });

@@ -499,6 +499,12 @@ class ReplayConfig:
     - `demand`: how the workload's demands were made, reported as given (the replay does not read it).
     - `stop`: (quantile, bound ms): stop the replay as soon as that quantile of the measured latencies is
       certainly above the bound (`Result.stopped`); None replays to the end.
+    - `latency_history`: the coordinators' read-latency history for the coordinator section's decaying
+      histogram — sample counts per bucket of Cassandra's microsecond histogram (127 of them, bucket i
+      holding latencies up to the i-th of EstimatedHistogram's offsets 1, 2, 3, … × 1.2 µs; 128 with the
+      overflow bucket), which every coordinator's histogram holds at time 0 (e.g. the difference of a
+      node's raw `CoordinatorReadLatency` bucket counts over the minute before). None: the histograms start
+      empty, as a table just opened.
     """
 
     policy: str = "fifo"
@@ -517,6 +523,7 @@ class ReplayConfig:
     seed: int = 0
     demand: DemandInfo | None = None
     stop: tuple[float, float] | None = None
+    latency_history: tuple[int, ...] | None = None
 
     @property
     def extended(self) -> bool:
@@ -721,6 +728,7 @@ class _NativeConfig:
     size_aware_cost: bool
     seed: int
     stop: tuple[float, int] | None
+    latency_history: list[int] | None
 
 
 def _ns(ms: float) -> int:
@@ -729,6 +737,14 @@ def _ns(ms: float) -> int:
     if not ms >= 0.0 or ms == float("inf"):
         raise ParameterError(f"parameter 'stop' needs a finite bound >= 0 ms, got {ms}")
     return int(ms * 1e6)
+
+
+def _counts(history: tuple[int, ...]) -> list[int]:
+    """`latency_history` as the binding takes it: whole counts >= 0 (the core checks the length)."""
+    out = [int(n) for n in history]
+    if any(n < 0 or n != v for n, v in zip(out, history, strict=True)):
+        raise ParameterError("parameter 'latency_history' takes whole counts >= 0")
+    return out
 
 
 def _pairs(m: Mapping[str, float]) -> list[tuple[str, float]]:
@@ -821,6 +837,7 @@ def replay(workload: Workload, config: ReplayConfig | None = None) -> Result:
         size_aware_cost=cfg.size_aware_cost,
         seed=cfg.seed,
         stop=None if cfg.stop is None else (float(cfg.stop[0]), _ns(cfg.stop[1])),
+        latency_history=None if cfg.latency_history is None else _counts(cfg.latency_history),
     )
     raw = _kvsim.replay(workload._raw, native)
     wall = float(raw["sim_wall_s"])
