@@ -226,7 +226,8 @@ def _read_deployment(name: str, specs: Sequence[tuple[str, str]], settings: Sett
 
 def _resolve(s: Any, row: Any, spec: str, driver: ReplayDriver, settings: Settings, notes: list[str]
              ) -> dict[str, Any]:
-    """The config a SPEC names for the deployment of `row` (module doc), checked as a config version is."""
+    """The config a SPEC names for the deployment of `row` (module doc; checked later, once the driver completed
+    it: `_check`)."""
     from sqlalchemy import select
 
     from control import configs
@@ -268,13 +269,20 @@ def _resolve(s: Any, row: Any, spec: str, driver: ReplayDriver, settings: Settin
 
         cand = parse_candidate(text, source=f"--config {spec}")
         config = {"policy": cand.policy, "params": dict(cand.params)}
-    checked: dict[str, Any] = {"policy": config.get("policy"), "params": dict(config.get("params") or {})}
+    return {"policy": config.get("policy"), "params": dict(config.get("params") or {})}
+
+
+def _check(arm: Arm, record: Mapping[str, Any], settings: Settings) -> None:
+    """The arm's config checked as a config version is (ReplayRefused naming the SPEC and the problem)."""
+    from base.errors import BadInputError
+    from control import configs
+    from control.errors import ServiceError
+
     try:
-        configs.validate_config(checked, row.kind, settings.config_max_bytes, driver=row.driver or "java4",
-                                max_depth=settings.config_max_depth)
-    except Exception as exc:
-        raise ReplayRefused(f"{spec}: {exc}") from None
-    return checked
+        configs.validate_config(arm.config, str(record["kind"]), settings.config_max_bytes,
+                                driver=str(record.get("driver") or "java4"), max_depth=settings.config_max_depth)
+    except (ServiceError, BadInputError) as exc:
+        raise ReplayRefused(f"{arm.name}={arm.spec}: {exc}") from None
 
 
 def _body_fields(kind: str) -> frozenset[str]:
@@ -423,11 +431,6 @@ def run_replay(
     dep = _read_deployment(deployment, configs, settings)
     record, driver, notes = dep.record, dep.driver, list(dep.notes)
     arms = [Arm(a, spec, cfg) for a, spec, cfg in dep.configs]
-    modes = driver.modes(arms)
-    if any(m != "concurrent" for m in modes):
-        raise ReplayRefused("the configs differ in a cluster-wide setting, which cannot run concurrently: the live "
-                            "replay does not alternate whole runs yet")
-    arms = [Arm(a.name, a.spec, a.config, m) for a, m in zip(arms, modes, strict=True)]
 
     from ingest.store import DatasetStore
 
@@ -440,6 +443,14 @@ def run_replay(
                      "as a read of its own at its request's arrival, and the model replays them so too")
         trace = trace.flattened()
     scale = _rate_scale(trace, record, rate_scale, load)
+    arms = driver.complete(arms, trace, scale, seed, notes)
+    for arm in arms:
+        _check(arm, record, settings)
+    modes = driver.modes(arms)
+    if any(m != "concurrent" for m in modes):
+        raise ReplayRefused("the configs differ in a cluster-wide setting, which cannot run concurrently: the live "
+                            "replay does not alternate whole runs yet")
+    arms = [Arm(a.name, a.spec, a.config, m) for a, m in zip(arms, modes, strict=True)]
     span = trace.span_s / scale
     measured = span if duration_s is None else float(duration_s)
     if not measured > 0:
@@ -464,9 +475,6 @@ def run_replay(
             f"TAILTUNE_REPLAY_MAX_RATE ({settings.replay_max_rate:g}/s)",
             hint="a lower --rate-scale or --load, or an operator's higher TAILTUNE_REPLAY_MAX_RATE")
     warmup = min(settings.replay_warmup_s, measured)
-    if warmup < 10.0:
-        notes.append(f"the warm-up was {warmup:g} s: under 10 s a Cassandra table's speculative-retry threshold may "
-                     "not have been updated twice before measuring")
     run_id = f"{int(time.time()):x}{uuid.uuid4().hex[:6]}"
     job = ReplayJob(
         deployment=deployment, run_id=run_id, arms=tuple(arms), trace=sent_trace,
@@ -526,7 +534,7 @@ def _report(record: Mapping[str, Any], dataset: str, arms: list[Arm], run: Drive
         kind=str(record["kind"]),
         dataset=dataset,
         at=time.time(),
-        arms=arms,
+        arms=[Arm(a.name, a.spec, run.configs.get(a.name, a.config), a.mode) for a in arms],
         rate={"scale": job.rate_scale, "intended_per_s": run.intended_per_s, "achieved_per_s": run.achieved_per_s},
         duration_s=job.duration_s * job.repeats,
         blocks=next(iter(hists.values())).blocks if hists else 0,

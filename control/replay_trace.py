@@ -249,6 +249,8 @@ class ReplayDriver(Protocol):
 
     * `one_key_per_request`: its generator sends one key per request (the engine flattens the trace);
     * `default_config()`: the config `current` means when the deployment names none;
+    * `complete(arms, trace, rate_scale, seed, notes)`: the arms with what their configs leave to the kind filled
+      in from the trace (memcached: Chisel's analyzer's levels), before the configs are checked;
     * `modes(arms)`: how each arm runs beside the others (`concurrent` / `alternating`), or ReplayRefused naming
       what the arms cannot run as (a cluster-wide difference, a setting it cannot replay);
     * `run(job, stop=, progress=)`: load the scratch, warm up, send, measure, and remove the scratch whatever
@@ -258,6 +260,9 @@ class ReplayDriver(Protocol):
     one_key_per_request: bool
 
     def default_config(self) -> dict[str, Any]: ...
+
+    def complete(self, arms: Sequence[Arm], trace: ReplayTrace, rate_scale: float, seed: int,
+                 notes: list[str]) -> list[Arm]: ...
 
     def modes(self, arms: Sequence[Arm]) -> list[str]: ...
 

@@ -44,7 +44,7 @@ import numpy as np
 
 from base.errors import TailtuneError
 from control.kind import Target
-from control.replay_trace import Arm, ArmMeasure, DriverRun, Progress, ReplayJob, ReplayRefused
+from control.replay_trace import Arm, ArmMeasure, DriverRun, Progress, ReplayJob, ReplayRefused, ReplayTrace
 from kinds.cassandra.cql import CqlTarget
 from kinds.cassandra.replay.config import ArmProfile, Endpoint, GeneratorConfig
 from kinds.cassandra.replay.generator import GeneratorAborted, GeneratorFailed, GeneratorResult, run
@@ -93,6 +93,11 @@ class CassandraReplay:
     # --- the configs --------------------------------------------------------------------------------------------
     def default_config(self) -> dict[str, Any]:
         return {"policy": "stock", "params": {}}
+
+    def complete(self, arms: Sequence[Arm], trace: ReplayTrace, rate_scale: float, seed: int,
+                 notes: list[str]) -> list[Arm]:
+        """As they are: what a config leaves unset is the user's table's (filled in by `run`)."""
+        return list(arms)
 
     def modes(self, arms: Sequence[Arm]) -> list[str]:
         """Every arm concurrent, or ReplayRefused naming what cannot differ between them (module doc)."""
@@ -198,6 +203,9 @@ class CassandraReplay:
                 configs[arm.name] = {"policy": "stock", "params": params}
                 _create_twin(c.session, twins[i], options)
                 created.append(twins[i])
+            if job.warmup_s < 10.0:
+                notes.append(f"the warm-up was {job.warmup_s:g} s: under 10 s the twins' speculative-retry "
+                             "thresholds may not have been updated twice before measuring")
             if c.rf < 2:
                 notes.append(f"the keyspace's replication gives each partition {c.rf} replica in {c.local_dc}: a "
                              "read has no other replica to speculate on, so no speculative retry can happen")
