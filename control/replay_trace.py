@@ -155,8 +155,8 @@ class ReplayTrace:
         """The most requests intended within one second (scaled), over every window starting at a request."""
         if self.requests == 0:
             return 0.0
-        t = self.offsets_us / rate_scale / 1e6
-        ends = np.searchsorted(t, t + 1.0, side="left")
+        t = np.round(self.offsets_us / rate_scale).astype(np.int64)
+        ends = np.searchsorted(t, t + 1_000_000, side="left")
         return float(np.max(ends - np.arange(t.size)))
 
     def to_table(self, rate_scale: float) -> Any:
