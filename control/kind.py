@@ -43,7 +43,6 @@ from control.db import DeploymentRow
 from control.egress import Egress
 from control.errors import Invalid
 from control.publishers.base import Publisher
-from control.replay_trace import ReplayDriver
 from control.storage import free_bytes
 from simulation.kinds import kind_names, model_kind
 
@@ -346,10 +345,11 @@ class DeploymentKind(ABC):
         return None
 
     # --- replay ---------------------------------------------------------------------------------------------
-    def replay_driver(self, target: Target) -> ReplayDriver | None:
-        """The live replay of the deployment (`control.replay_trace.ReplayDriver`: `control.replay.run_replay`
-        drives it), reaching it under `target.egress`; None (the default): the kind has none. No side effects
-        until its `run`."""
+    def replay_driver(self, target: Target) -> object | None:
+        """The live replay of the deployment: a `control.replay_trace.ReplayDriver` (`control.replay.run_replay`
+        checks it is one and drives it; typed `object` here so that the control plane's modules but the replay's
+        import no tuner), reaching it under `target.egress`; None (the default): the kind has none. No side
+        effects until its `run`."""
         return None
 
 

@@ -107,7 +107,7 @@ class Cassandra(DeploymentKind):
                                   tables=target.tables, driver=target.driver, server=target.server,
                                   egress=target.egress)
 
-    def replay_driver(self, target: Target) -> CassandraReplay:
+    def replay_driver(self, target: Target) -> CassandraReplay:  # a control.replay_trace.ReplayDriver
         """Twin scratch tables per config, read by the deployment's driver's generator
         (`kinds.cassandra.replay.live`)."""
         return CassandraReplay(target)
