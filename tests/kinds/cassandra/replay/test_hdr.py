@@ -7,6 +7,7 @@ import base64
 import struct
 import zlib
 
+import numpy as np
 import pytest
 
 from kinds.cassandra.replay.hdr import BLOCK_DIGITS, HIGHEST, HdrDecodeError, Histogram, bucket_table, encode
@@ -88,7 +89,7 @@ def test_a_bucket_table_keeps_each_buckets_true_width():
     # 1000 and 1001 share HDR's bucket [1000, 1003]: bounds (999, 1003], not from the bucket below
     j = upper.index(1003.0)
     assert upper[j - 1] == 999.0 and counts[0][0][j] == 2
-    hist = BlockHistograms(upper, counts[0], 1.0)
+    hist = BlockHistograms(np.asarray(upper), np.asarray(counts[0]), 1.0)
     assert 999.0 < histogram_quantiles(hist.upper_us, hist.merged(), 0.7)[0] <= 1003.0
     assert bucket_table([]) == ([], [])
 

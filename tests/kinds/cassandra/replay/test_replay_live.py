@@ -35,8 +35,9 @@ def _deployment(settings: Settings, name: str, node: Any, table: str, *, allowed
     from control.deployment_spec import DeploymentCreate
     from control.tokens import Principal
 
-    body = DeploymentCreate(name=name, kind="cassandra", tables=[table], replay_allowed=allowed,
-                            connection={"contact_points": [node.host], "port": node.port})
+    body = DeploymentCreate.model_validate({"name": name, "kind": "cassandra", "tables": [table],
+                                            "replay_allowed": allowed,
+                                            "connection": {"contact_points": [node.host], "port": node.port}})
     db = database_for(settings.resolved_database_url)
     try:
         with db.session() as s:

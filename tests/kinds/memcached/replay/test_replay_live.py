@@ -62,9 +62,9 @@ def pool(tailtune_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
         db = database_for(settings.resolved_database_url)
         try:
             with db.session() as s:
-                deployments.create(s, settings, DeploymentCreate(
-                    name="cache", kind="memcached", connection={"servers": [n.address for n in nodes]},
-                    replay_allowed=True), Principal("test-admin", "admin"))
+                body = DeploymentCreate.model_validate({"name": "cache", "kind": "memcached", "replay_allowed": True,
+                                                        "connection": {"servers": [n.address for n in nodes]}})
+                deployments.create(s, settings, body, Principal("test-admin", "admin"))
         finally:
             db.dispose()
         yield {"nodes": nodes, "dataset": dataset, "settings": settings}
