@@ -4,6 +4,7 @@ buckets, and encodings that are not this layout's refused."""
 from __future__ import annotations
 
 import base64
+import itertools
 import struct
 import zlib
 
@@ -80,7 +81,7 @@ def test_a_bucket_table_keeps_each_buckets_true_width():
     for v in (5, 70_000):
         b0.record(v)
     upper, counts = bucket_table([[a0, a1], [b0, Histogram(BLOCK_DIGITS)]])
-    assert all(x < y for x, y in zip(upper, upper[1:], strict=False)) and upper[0] >= 1
+    assert all(x < y for x, y in itertools.pairwise(upper)) and upper[0] >= 1
     assert [sum(map(sum, arm)) for arm in counts] == [8, 2]
     lower = [0.0, *upper[:-1]]
     for v, (arm, block) in ((1000, (0, 0)), (50_000, (0, 0)), (7, (0, 1)), (70_000, (1, 0))):

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import copy
 import json
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
 from kinds.cassandra.replay.config import ArmProfile, Endpoint, GeneratorConfig
-from dataclasses import replace
-
 from kinds.cassandra.replay.hdr import BLOCK_DIGITS, Histogram, encode
 from kinds.cassandra.replay.plan import Plan, PlanArm
 from kinds.cassandra.replay.result import (

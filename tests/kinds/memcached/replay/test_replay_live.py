@@ -11,11 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tailtune_client.hashing import server_index
 
 from base.settings import Settings, get_settings
 from control.replay import run_replay
 from kinds.memcached.replay.live import scratch_key
-from tailtune_client.hashing import server_index, server_name
 
 pytestmark = pytest.mark.slow
 
