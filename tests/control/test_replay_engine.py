@@ -156,3 +156,36 @@ def test_configs_that_differ_cluster_wide_are_refused(settings: Settings, datase
     arms = [("A", "stock:dynamic_snitch_badness_threshold=0.1"), ("B", "stock:dynamic_snitch_badness_threshold=0.5")]
     with pytest.raises(ReplayRefused, match="cluster-wide"):
         run_replay("shop", dataset, arms, settings=settings, block_s=0.5)
+
+
+def test_version_and_recommended_specs_resolve_to_the_deployments_configs(settings: Settings, dataset: str) -> None:
+    """`version:N` and `recommended@JOB` name the deployment's own config version and job: they resolve (the
+    replay then stops at the rate cap, before anything is sent); another deployment's job is not this one's."""
+    from control.configs import add_version
+    from control.db import JobRow, database_for
+    from control.deployments import get_by_name
+
+    _deployment(settings, "shop")
+    _deployment(settings, "other")
+    db = database_for(settings.resolved_database_url)
+    try:
+        with db.session() as s:
+            shop, other = get_by_name(s, "shop").id, get_by_name(s, "other").id
+            add_version(s, shop, {"policy": "stock", "params": {"speculative_retry": "NEVER"}}, settings=settings,
+                        source="manual")
+            jobs = []
+            for dep in (shop, other):
+                job = JobRow(kind="nightly", deployment_id=dep, payload={}, status="succeeded", run_after=0.0,
+                             steps=[], created_at=0.0, result={"recommendation": {
+                                 "policy": "stock", "params": {"speculative_retry": "5ms"}}})
+                s.add(job)
+                s.flush()
+                jobs.append(job.id)
+    finally:
+        db.dispose()
+    settings.replay_max_rate = 10.0
+    for arms in ([("A", "version:1"), ("B", "recommended")], [("A", "current"), ("B", f"recommended@{jobs[0]}")]):
+        with pytest.raises(ReplayRefused, match="TAILTUNE_REPLAY_MAX_RATE"):
+            run_replay("shop", dataset, arms, settings=settings, block_s=0.5)
+    with pytest.raises(ReplayRefused, match=f"job {jobs[1]} of deployment 'shop' holds no recommendation"):
+        run_replay("shop", dataset, [("A", "current"), ("B", f"recommended@{jobs[1]}")], settings=settings)
