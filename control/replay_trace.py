@@ -149,7 +149,7 @@ class ReplayTrace:
 
     def sent_before(self, seconds: float, rate_scale: float) -> int:
         """How many requests are intended before `seconds` (scaled) from the start."""
-        return int(np.searchsorted(self.offsets_us / rate_scale / 1e6, seconds, side="left"))
+        return int(np.searchsorted(self.offsets_us / 1e6 / rate_scale, seconds, side="left"))
 
     def peak_rate(self, rate_scale: float) -> float:
         """The most requests intended within one second (scaled), over every window starting at a request."""

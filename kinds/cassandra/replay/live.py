@@ -80,6 +80,7 @@ class _Cluster:
     local_dc: str
     replication: dict[str, str]
     rf: int
+    outside: int = 0
 
 
 class CassandraReplay:
@@ -173,9 +174,10 @@ class CassandraReplay:
             replication = _replication(session, user_ks)
             local = session.execute("SELECT data_center FROM system.local").one()
             local_dc = str(local.data_center)
-            hosts = [h for h in cluster.metadata.all_hosts() if self.target.egress.allows(str(h.address))]
+            every = list(cluster.metadata.all_hosts())
+            hosts = [h for h in every if self.target.egress.allows(str(h.address))]
             return _Cluster(session, cluster, hosts, int(self.target.connection.get("port", 9042)), local_dc,
-                            replication, _rf(replication, local_dc))
+                            replication, _rf(replication, local_dc), len(every) - len(hosts))
         except BaseException:
             cluster.shutdown()
             raise
@@ -206,6 +208,9 @@ class CassandraReplay:
             if job.warmup_s < 10.0:
                 notes.append(f"the warm-up was {job.warmup_s:g} s: under 10 s the twins' speculative-retry "
                              "thresholds may not have been updated twice before measuring")
+            if c.outside:
+                notes.append(f"{c.outside} node(s) of the cluster are outside the deployment's egress rules: the "
+                             "generator does not reach them and their reads are not in the counts")
             if c.rf < 2:
                 notes.append(f"the keyspace's replication gives each partition {c.rf} replica in {c.local_dc}: a "
                              "read has no other replica to speculate on, so no speculative retry can happen")
