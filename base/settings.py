@@ -432,6 +432,53 @@ class Settings(BaseSettings):
         default=10_000, ge=100, le=10_000_000,
         description="Most lines of one memcached `stats` reply (a stock server sends about 100).",
     )
+    # --- the live replay (`tailtune replay`, `control.replay`; docs/replay.md) ------------------------------
+    replay_max_rate: float = Field(
+        default=2000.0, gt=0.0,
+        description="Most requests per second the live replay sends a deployment, over any one second of the "
+        "replay (warm-up included): a replay whose trace, scaled, would send more is refused before anything is "
+        "sent.",
+    )
+    replay_max_error_fraction: float = Field(
+        default=0.01, ge=0.0, le=1.0,
+        description="The live replay stops sending once the errors and timeouts exceed this fraction of its "
+        "completed requests (after `replay_abort_after` of them), and reports nothing as a comparison.",
+    )
+    replay_abort_after: int = Field(
+        default=200, ge=1, description="Completed requests before the error fraction can stop a live replay."
+    )
+    replay_max_lag_ms: float = Field(
+        default=5.0, gt=0.0,
+        description="Highest p99 of the load generator's own lag (actual send less intended send) at which a live "
+        "replay's latencies are a comparison: above it the replay is refused (LagTooHigh).",
+    )
+    replay_warmup_s: float = Field(
+        default=10.0, ge=0.0, le=3600.0,
+        description="Seconds of the trace the live replay sends, unmeasured, before its measured run: the twin "
+        "tables' speculative-retry thresholds update twice in 10 s, the connections and caches warm up.",
+    )
+    replay_max_duration_s: float = Field(
+        default=3600.0, gt=0.0, description="Longest measured live replay (all repeats together), seconds."
+    )
+    replay_max_keys: int = Field(
+        default=1_000_000, ge=1,
+        description="Most distinct keys one live replay loads into each scratch table (or scratch key range).",
+    )
+    replay_max_value_bytes: int = Field(
+        default=1024**2, ge=1, le=64 * 1024**2,
+        description="Largest scratch value the live replay writes (a trace's larger value sizes are cut to it, "
+        "and said so).",
+    )
+    replay_lease_s: float = Field(
+        default=120.0, ge=10.0, le=86_400.0,
+        description="A live replay's lease on its scratch tables (renewed every quarter of it while it runs): "
+        "the next replay drops a dead one's tables once its lease ran out; memcached scratch keys expire this "
+        "long after the replay's planned end.",
+    )
+    replay_max_in_flight: int = Field(
+        default=1024, ge=1, le=1 << 20,
+        description="Most requests the live replay's generator keeps outstanding; a send past it waits (lag).",
+    )
     #: This process's own scratch folder under home/tmp, once `control.scratch.claim_scratch` made it
     #: (not an environment variable): what a killed process leaves there is swept by the next start-up.
     _scratch: Path | None = PrivateAttr(default=None)

@@ -224,6 +224,11 @@ class DeploymentCreate(RequestBody):
         max_length=MAX_TABLES,
         description="Cassandra: the keyspace.table names a stock config's speculative_retry is applied to.",
     )
+    replay_allowed: bool = Field(
+        default=False,
+        description="The live replay (`tailtune replay`) may drive load at the deployment's live system (scratch "
+        "tables or keys only). Admin-only: setting it needs an admin token (403 otherwise).",
+    )
 
     @field_validator("kind", mode="before")
     @classmethod
@@ -263,6 +268,7 @@ class DeploymentPatch(RequestBody):
     server: Literal["stock", "rein-patched"] | None = None
     driver: Literal["java4", "python"] | None = None
     tables: list[str] | None = Field(default=None, max_length=MAX_TABLES)
+    replay_allowed: bool | None = Field(default=None, description="Admin-only to set (a write token may clear it).")
 
     @field_validator("timezone")
     @classmethod
@@ -301,6 +307,7 @@ class DeploymentOut(BaseModel):
     server: str
     driver: str
     tables: list[str]
+    replay_allowed: bool = Field(default=False, description="The live replay may drive the deployment.")
     sources: dict[str, str] = Field(
         default_factory=dict,
         description="Where each shown topology value (and a cassandra deployment's server and driver) comes from: "
@@ -351,5 +358,6 @@ class DeploymentOut(BaseModel):
             server=r.server or "stock",
             driver=r.driver or "java4",
             tables=list(r.tables or []),
+            replay_allowed=bool(r.replay_allowed),
             model=dict(r.model or {}),
         )

@@ -43,7 +43,7 @@ def _check_egress(settings: Settings, connection: dict[str, object]) -> None:
 
 def _document(row: DeploymentRow) -> dict[str, object]:
     """The deployment as `control.grants` reads its admin-only attributes."""
-    return {"kind": row.kind, "connection": dict(row.connection or {})}
+    return {"kind": row.kind, "connection": dict(row.connection or {}), "replay_allowed": bool(row.replay_allowed)}
 
 
 def create(s: Session, settings: Settings, body: DeploymentCreate, who: Principal) -> DeploymentRow:
@@ -58,7 +58,7 @@ def create(s: Session, settings: Settings, body: DeploymentCreate, who: Principa
     _check_egress(settings, body.connection.model_dump())
     if s.scalar(select(DeploymentRow.id).where(DeploymentRow.name == body.name)) is not None:
         raise Conflict(f"deployment {body.name!r} already exists", field="name")
-    doc = {"kind": body.kind, "connection": body.connection.model_dump()}
+    doc = {"kind": body.kind, "connection": body.connection.model_dump(), "replay_allowed": body.replay_allowed}
     check_and_record(s, None, doc, admin=who.admin, by=who.name)
     row = DeploymentRow(
         name=body.name,
@@ -75,6 +75,7 @@ def create(s: Session, settings: Settings, body: DeploymentCreate, who: Principa
         server=body.server,
         driver=body.driver,
         tables=list(body.tables),
+        replay_allowed=body.replay_allowed,
         model={"declared": declared_fields(body.topology.model_dump(), body.topology.model_fields_set),
                "given": sorted({"server", "driver"} & body.model_fields_set)},
     )
@@ -117,7 +118,11 @@ def patch(s: Session, settings: Settings, deployment_id: int, body: DeploymentPa
         _check_egress(settings, fields["connection"])
         doc = {**_document(row), "connection": fields["connection"]}
         check_and_record(s, row.id, doc, admin=who.admin, by=who.name, record=False)
-    for key in ("timezone", "topology", "connection", "objective", "constraints", "server", "driver", "tables"):
+    if fields.get("replay_allowed") is not None:
+        doc = {**_document(row), "replay_allowed": fields["replay_allowed"]}
+        check_and_record(s, row.id, doc, admin=who.admin, by=who.name, record=False)
+    for key in ("timezone", "topology", "connection", "objective", "constraints", "server", "driver", "tables",
+                "replay_allowed"):
         if key in fields and fields[key] is None:
             raise Invalid("must not be null (only current_config can be cleared)", field=key)
     ops.check_body(fields, creating=False)

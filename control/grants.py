@@ -4,14 +4,18 @@ A write token registers and changes deployments, and the worker then acts on the
 write token use what is not its own — the password in a variable of the worker's environment, sent to the hosts
 the deployment names — so they are admin-only. `ADMIN_ATTRIBUTES` is the one place that says which:
 
-* each attribute reads its value out of a deployment's document (`kind`, `connection`, ...; None: the
-  deployment does not use it);
+* each attribute reads its value out of a deployment's document (`kind`, `connection`, `replay_allowed`, ...;
+  None: the deployment does not use it);
 * the API (`check_and_record`) lets a write token keep a value as an admin set it, or drop it, but a new or
   changed value needs an admin token (403 naming the attribute's field) — and records it in
   `deployment_grants` when an admin sets it;
 * the worker reads the record (`granted`) and acts on the attribute only when the deployment's row still says
   what the record says (a row written straight into the database, or changed since, is refused before any
   connection is made).
+
+The attributes: the password variable a Cassandra connection names, bound to its login and contact points
+(`PASSWORD`), and `replay_allowed` (`REPLAY_ALLOWED`): the live replay (`control.replay`) drives real load at the
+deployment's live system, writing scratch tables or keys there, so only an admin may allow it.
 
 An admin token is minted only by `tailtune serve --create-token admin` on the service host: no API route mints
 tokens, and `TAILTUNE_API_TOKENS` holds no admin scope.
@@ -33,11 +37,13 @@ from control.errors import Forbidden
 __all__ = [
     "ADMIN_ATTRIBUTES",
     "PASSWORD",
+    "REPLAY_ALLOWED",
     "AdminAttribute",
     "check_and_record",
     "granted",
     "password_binding",
     "password_grant_problem",
+    "replay_grant_problem",
 ]
 
 #: How an error tells the reader to get an admin token.
@@ -84,8 +90,15 @@ PASSWORD = AdminAttribute(
     describe=_describe_password,
 )
 
+REPLAY_ALLOWED = AdminAttribute(
+    name="replay_allowed",
+    field="replay_allowed",
+    value_of=lambda doc: True if doc.get("replay_allowed") is True else None,
+    describe=lambda _value: "replay_allowed (the live replay driving load at the deployment's live system)",
+)
+
 #: Every admin-only attribute of a deployment.
-ADMIN_ATTRIBUTES: tuple[AdminAttribute, ...] = (PASSWORD,)
+ADMIN_ATTRIBUTES: tuple[AdminAttribute, ...] = (PASSWORD, REPLAY_ALLOWED)
 
 
 def _record(s: Session, deployment_id: int, name: str) -> DeploymentGrantRow | None:
@@ -147,3 +160,15 @@ def password_grant_problem(connection: Mapping[str, Any], grant: Any | None) -> 
                 f"the deployment that may send it ({_HOW} registers or updates the deployment)")
     return (f"{value['password_env']} is bound to other contact points, port or username than the deployment now "
             f"names: {_HOW} must set them")
+
+
+def replay_grant_problem(allowed: bool, grant: Any | None) -> str | None:
+    """Why the live replay may not drive a deployment whose row says `allowed` and whose admin record is `grant`
+    (None: it may — the row allows it and an admin set it so)."""
+    if not allowed:
+        return (f"the deployment does not allow the live replay: {_HOW} sets `replay_allowed: true` on it (a write "
+                "token cannot)")
+    if grant is not True:
+        return (f"the deployment's replay_allowed was not set by an admin (no record of it in deployment_grants): "
+                f"{_HOW} must set it")
+    return None

@@ -19,7 +19,7 @@ The methods, grouped by what they are for:
 * **publish** — `publisher` (a `control.publishers.base.Publisher`: publish, read back, ping; a deleted
   same-name deployment's entry is fenced: replaced by the next deployment of that name);
 * **verify** — `server_figures` (what the target itself reports beside the clients' histograms);
-* **replay** — `replay_driver` (None: no kind drives a live replay yet).
+* **replay** — `replay_driver`: the kind's live replay (`control.replay_trace.ReplayDriver`; None: it has none).
 
 An optional capability is a class flag and one method: a kind without it inherits the base method, which
 raises `Unsupported` (a 422 naming the kind and the kinds that have it). Every method is called with what the
@@ -346,7 +346,10 @@ class DeploymentKind(ABC):
 
     # --- replay ---------------------------------------------------------------------------------------------
     def replay_driver(self, target: Target) -> object | None:
-        """What replays a trace against the deployment's live system; None (the default): the kind has none."""
+        """The live replay of the deployment: a `control.replay_trace.ReplayDriver` (`control.replay.run_replay`
+        checks it is one and drives it; typed `object` here so that the control plane's modules but the replay's
+        import no tuner), reaching it under `target.egress`; None (the default): the kind has none. No side
+        effects until its `run`."""
         return None
 
 

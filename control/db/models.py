@@ -9,7 +9,7 @@ from __future__ import annotations
 import secrets
 from typing import Any, ClassVar
 
-from sqlalchemy import JSON, BigInteger, Boolean, Float, ForeignKey, Integer, String, Text, UniqueConstraint
+from sqlalchemy import JSON, BigInteger, Boolean, Float, ForeignKey, Integer, String, Text, UniqueConstraint, false
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 __all__ = [
@@ -62,6 +62,9 @@ class DeploymentRow(Base):
     model: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict, server_default="{}")
     #: Drawn at creation; with the id, the deployment's identity (what its published Cassandra rows are keyed by).
     nonce: Mapped[str] = mapped_column(String(32), default=lambda: secrets.token_hex(8), server_default="")
+    #: The live replay may drive this deployment's live system (`control.replay`): an admin-only attribute
+    #: (`control.grants.REPLAY_ALLOWED`), acted on only while its record in `deployment_grants` agrees.
+    replay_allowed: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
 
     @property
     def identity(self) -> str:

@@ -17,6 +17,7 @@ from kinds.cassandra import model
 from kinds.cassandra.calibration import calibrate_cassandra
 from kinds.cassandra.discovery import discover_cassandra
 from kinds.cassandra.publisher import CassandraPublisher
+from kinds.cassandra.replay.live import CassandraReplay
 from kinds.cassandra.stock import TABLE_OPTIONS, merge_record, restore_options
 
 __all__ = ["Cassandra"]
@@ -105,6 +106,11 @@ class Cassandra(DeploymentKind):
         return CassandraPublisher(target.name, dict(target.connection), settings.publish_timeout_s,
                                   tables=target.tables, driver=target.driver, server=target.server,
                                   egress=target.egress)
+
+    def replay_driver(self, target: Target) -> CassandraReplay:  # a control.replay_trace.ReplayDriver
+        """Twin scratch tables per config, read by the deployment's driver's generator
+        (`kinds.cassandra.replay.live`)."""
+        return CassandraReplay(target)
 
     def server_figures(self, target: Target, settings: Settings, *, log: Log = lambda _: None
                        ) -> dict[str, Any] | None:

@@ -29,6 +29,7 @@ from kinds.memcached.calibration import calibrate_memcached
 from kinds.memcached.capture import CaptureTarget, capture_memcached, stats_caps
 from kinds.memcached.discovery import discover_memcached
 from kinds.memcached.publisher import MemcachedPublisher
+from kinds.memcached.replay.live import MemcachedReplay
 
 __all__ = ["FORMAT", "Memcached"]
 
@@ -142,3 +143,8 @@ class Memcached(DeploymentKind):
             config_key_env=settings.memcached_config_key_env,
             egress=target.egress,
         )
+
+    # --- replay ---------------------------------------------------------------------------------------------
+    def replay_driver(self, target: Target) -> MemcachedReplay:
+        """Scratch keys read through tailtune-client, one client per config (`kinds.memcached.replay.live`)."""
+        return MemcachedReplay(target)

@@ -73,7 +73,7 @@ def test_migrations_up_from_empty_down_and_up(database_url: str, db_backend: str
         db_again.dispose()
         assert set(inspect(db.engine).get_table_names()) == TABLES
         with db.engine.connect() as c:
-            assert c.scalar(text("SELECT version_num FROM alembic_version")) == _head() == "0010"
+            assert c.scalar(text("SELECT version_num FROM alembic_version")) == _head() == "0011"
             assert compare_metadata(MigrationContext.configure(c), Base.metadata) == []  # models = migrations
         cfg = Config()
         cfg.set_main_option("script_location", str(MIGRATIONS))
@@ -219,7 +219,7 @@ def test_upgrade_to_autoincrement_keeps_every_row(tmp_path: Path) -> None:
     db = Database(url)  # migrates to head
     try:
         with db.engine.connect() as c:
-            assert c.scalar(text("SELECT version_num FROM alembic_version")) == "0010"
+            assert c.scalar(text("SELECT version_num FROM alembic_version")) == _head()
             for table in ("deployments", "config_versions", "schedules"):
                 assert c.scalar(text(f"SELECT count(*) FROM {table}")) == 1, table
             # 0005: existing deployments read as stock, java4, no tables; existing versions apply to nothing known
@@ -238,6 +238,8 @@ def test_upgrade_to_autoincrement_keeps_every_row(tmp_path: Path) -> None:
             assert c.scalar(text("SELECT capture FROM schedules")) is None
             # 0010: an existing deployment gets a nonce of its own (its identity: id + nonce)
             assert len(c.scalar(text("SELECT nonce FROM deployments"))) == 16
+            # 0011: an existing deployment does not allow the live replay
+            assert c.scalar(text("SELECT replay_allowed FROM deployments")) == 0
             assert c.scalar(text("SELECT deployment_id FROM traces")) == 1
             assert c.scalar(text("PRAGMA foreign_keys")) == 1
             assert "AUTOINCREMENT" in c.scalar(text("SELECT sql FROM sqlite_master WHERE name = 'traces'"))

@@ -8,7 +8,10 @@
  * Open loop: request i is sent at start + offset_i / rate_scale, whatever the ones before it did; its latency is
  * measured from that intended start (no coordinated omission) into its arm's HDR histogram, and the generator's own
  * lag (actual send - intended) into a histogram of its own. A send that finds max_in_flight requests outstanding
- * waits for one to finish: that wait is lag (counted in "throttled"), a request is never dropped.
+ * waits for one to finish: that wait is lag (counted in "throttled"), a request is never dropped. With block_s,
+ * each arm's latencies are also kept per block of block_s seconds of intended send time (block b holds the requests
+ * intended in [b, b + 1) x block_s from the start), at 2 significant digits: what the live replay's block
+ * bootstrap resamples.
  *
  * One session; one execution profile per arm (consistency, request timeout, speculative execution policy, slow
  * replica avoidance), every statement prepared per arm and marked idempotent (the driver hedges no other). Every
@@ -88,6 +91,10 @@ public final class Generator {
   /** Histograms in microseconds, 1 µs to one hour, 3 significant digits (the Python side's layout). */
   static final long HIGHEST_US = 3_600_000_000L;
   static final int DIGITS = 3;
+  /** The per-block histograms' digits (buckets 1 % wide: an eighth of the memory of 3 digits). */
+  static final int BLOCK_DIGITS = 2;
+  /** Most block histograms of one run (arms x blocks): about 27 KiB each. */
+  static final long MAX_BLOCK_HISTOGRAMS = 4096;
   static final Pattern ARM_NAME = Pattern.compile("[A-Za-z0-9_-]{1,64}");
   static final Set<String> CONSISTENCIES =
       Set.of("ANY", "ONE", "TWO", "THREE", "QUORUM", "ALL", "LOCAL_ONE", "LOCAL_QUORUM", "EACH_QUORUM");
@@ -214,6 +221,7 @@ public final class Generator {
     long timerTickMs;
     double rateScale;
     double durationS;
+    double blockS;
     double warmupS;
     int maxInFlight;
     double maxErrorFraction;
@@ -298,6 +306,7 @@ public final class Generator {
     cfg.timerTickMs = integer(c, "timer_tick_ms", 1, 1000);
     cfg.rateScale = number(c, "rate_scale", 1e-6, 1e6);
     cfg.durationS = c.hasNonNull("duration_s") ? number(c, "duration_s", 1e-3, 1e7) : Double.POSITIVE_INFINITY;
+    cfg.blockS = c.hasNonNull("block_s") ? number(c, "block_s", 1e-3, 1e7) : 0.0;
     cfg.warmupS = number(c, "warmup_s", 0, 3600);
     cfg.maxInFlight = (int) integer(c, "max_in_flight", 1, 1 << 20);
     cfg.maxErrorFraction = number(c, "max_error_fraction", 0, 1);
@@ -359,9 +368,12 @@ public final class Generator {
     final Map<String, Long> errorKinds = new TreeMap<>();
     final Histogram latency = new Histogram(1, HIGHEST_US, DIGITS);
     final Histogram service = new Histogram(1, HIGHEST_US, DIGITS);
+    final Histogram[] blocks;
 
-    ArmStats(String name) {
+    ArmStats(String name, int blocks) {
       this.name = name;
+      this.blocks = new Histogram[blocks];
+      for (int b = 0; b < blocks; b++) this.blocks[b] = new Histogram(1, HIGHEST_US, BLOCK_DIGITS);
     }
   }
 
@@ -384,17 +396,19 @@ public final class Generator {
     long endNs;
     double intendedS;
 
-    Pass(List<PlanArm> planArms) {
+    Pass(List<PlanArm> planArms, int blocks) {
       arms = new ArmStats[planArms.size()];
-      for (int i = 0; i < arms.length; i++) arms[i] = new ArmStats(planArms.get(i).name);
+      for (int i = 0; i < arms.length; i++) arms[i] = new ArmStats(planArms.get(i).name, blocks);
     }
 
-    void complete(int a, long intended, long sentAt, Throwable error, Config cfg) {
+    void complete(int a, int block, long intended, long sentAt, Throwable error, Config cfg) {
       long done = System.nanoTime();
       ArmStats s = arms[a];
       synchronized (s) {
-        s.latency.recordValue(micros(done - intended));
+        long us = micros(done - intended);
+        s.latency.recordValue(us);
         s.service.recordValue(micros(done - sentAt));
+        if (block >= 0) s.blocks[block].recordValue(us);
         if (error == null) {
           s.ok++;
         } else {
@@ -433,10 +447,20 @@ public final class Generator {
     }
   }
 
+  /** The block of a request intended at offsetUs (scaled: seconds from the start), or -1 without blocks. */
+  static int block(long offsetUs, Config cfg) {
+    return cfg.blockS > 0 ? (int) Math.floor(offsetUs / cfg.rateScale / 1e6 / cfg.blockS) : -1;
+  }
+
+  /** Blocks of a measured run of requests [0, end): the last one's block and those before it. */
+  static int blocks(Plan plan, Config cfg, int end) {
+    return cfg.blockS > 0 && end > 0 ? block(plan.offsetsUs[end - 1], cfg) + 1 : 0;
+  }
+
   /** Sends requests [0, end) of the plan open loop from now; returns when all are answered (or lost). */
-  static Pass run(CqlSession session, Plan plan, Config cfg, PreparedStatement[] prepared, int end)
+  static Pass run(CqlSession session, Plan plan, Config cfg, PreparedStatement[] prepared, int end, int blocks)
       throws InterruptedException {
-    Pass pass = new Pass(plan.arms);
+    Pass pass = new Pass(plan.arms, blocks);
     for (int i = 0; i < end; i++) pass.arms[plan.arm[i]].planned++;
     Semaphore inFlight = new Semaphore(cfg.maxInFlight);
     String[] profiles = new String[plan.arms.size()];
@@ -462,17 +486,18 @@ public final class Generator {
       pass.arms[a].sent++;
       pass.sent++;
       final int arm = a;
+      final int inBlock = blocks > 0 ? block(plan.offsetsUs[i], cfg) : -1;
       CompletionStage<AsyncResultSet> f;
       try {
         f = session.executeAsync(b.build());
       } catch (RuntimeException e) {
         inFlight.release();
-        pass.complete(arm, intended, sentAt, e, cfg);
+        pass.complete(arm, inBlock, intended, sentAt, e, cfg);
         continue;
       }
       f.whenComplete((rs, err) -> {
         inFlight.release();
-        pass.complete(arm, intended, sentAt, err, cfg);
+        pass.complete(arm, inBlock, intended, sentAt, err, cfg);
       });
     }
     pass.lastSendNs = System.nanoTime();
@@ -560,13 +585,17 @@ public final class Generator {
     g.writeNumberField("p95", h.getValueAtPercentile(95));
     g.writeNumberField("p99", h.getValueAtPercentile(99));
     g.writeNumberField("p999", h.getValueAtPercentile(99.9));
+    g.writeStringField("encoded", encoded(h));
+    g.writeEndObject();
+  }
+
+  static String encoded(Histogram h) {
     ByteBuffer buf = ByteBuffer.allocate(h.getNeededByteBufferCapacity());
     int n = h.encodeIntoCompressedByteBuffer(buf);
     byte[] bytes = new byte[n];
     buf.flip();
     buf.get(bytes);
-    g.writeStringField("encoded", Base64.getEncoder().encodeToString(bytes));
-    g.writeEndObject();
+    return Base64.getEncoder().encodeToString(bytes);
   }
 
   static String result(Pass pass, Config cfg, CqlSession session, Set<String> ignored, long cpuNs,
@@ -593,6 +622,14 @@ public final class Generator {
         g.writeEndObject();
         histogram(g, "latency", s.latency);
         histogram(g, "service", s.service);
+        g.writeArrayFieldStart("blocks");
+        for (Histogram h : s.blocks) {
+          g.writeStartObject();
+          g.writeNumberField("count", h.getTotalCount());
+          g.writeStringField("encoded", encoded(h));
+          g.writeEndObject();
+        }
+        g.writeEndArray();
         g.writeEndObject();
       }
     }
@@ -635,6 +672,7 @@ public final class Generator {
     g.writeNumberField("spin_us", cfg.spinUs);
     g.writeNumberField("max_in_flight", cfg.maxInFlight);
     g.writeNumberField("warmup_s", cfg.warmupS);
+    g.writeNumberField("block_s", cfg.blockS);
     g.writeEndObject();
     g.writeEndObject();
     g.close();
@@ -713,6 +751,12 @@ public final class Generator {
     while (end > 0 && plan.offsetsUs[end - 1] / 1e6 / cfg.rateScale >= cfg.durationS) end--;
     int warm = 0;
     while (warm < end && plan.offsetsUs[warm] / 1e6 / cfg.rateScale < cfg.warmupS) warm++;
+    int blocks = blocks(plan, cfg, end);
+    if ((long) blocks * plan.arms.size() > MAX_BLOCK_HISTOGRAMS) {
+      fail(EXIT_BAD_INPUT, "bad_input", blocks + " blocks of " + plan.arms.size() + " arms: more than "
+          + MAX_BLOCK_HISTOGRAMS + " block histograms (longer blocks, or fewer arms)");
+      return;
+    }
     Set<String> ignored = new HashSet<>();
     CqlSession session;
     PreparedStatement[] prepared = new PreparedStatement[plan.arms.size()];
@@ -741,14 +785,14 @@ public final class Generator {
       return;
     }
     try {
-      if (warm > 0) run(session, plan, cfg, prepared, warm);
+      if (warm > 0) run(session, plan, cfg, prepared, warm, 0);
       ThreadMXBean threads = ManagementFactory.getThreadMXBean();
       Map<Long, Long> threads0 = threadCpu(threads);
       long cpu0 = processCpuNs();
       long sched0 = threads.getCurrentThreadCpuTime();
       long gc0 = gcCount();
       long gcMs0 = gcMs();
-      Pass pass = run(session, plan, cfg, prepared, end);
+      Pass pass = run(session, plan, cfg, prepared, end, blocks);
       long cpu = processCpuNs() - cpu0;
       long sched = threads.getCurrentThreadCpuTime() - sched0;
       long javaThreads = 0;

@@ -12,12 +12,16 @@ Fields (JSON names are the attribute names):
   `speculative_class` (`NoSpeculativeExecutionPolicy` or `ConstantSpeculativeExecutionPolicy`),
   `speculative_max_executions` (the Java driver's `max-executions`: the first execution included),
   `speculative_delay_ms`, `slow_replica_avoidance` (the Java driver's; null: its default, true; the Python
-  driver has no such mechanism and refuses true).
+  driver has no such mechanism and refuses true), `shuffle_replicas` (the Python driver's token-aware policy;
+  null: its default; the Java driver 4 always shuffles and refuses false).
 * `timer_tick_ms`: the Java driver's `advanced.netty.timer.tick-duration` (default 100 ms in the driver, which
   would fire a 10 ms hedge on a 100 ms tick; 1 ms here). A speculative delay below it is refused.
 * `rate_scale`: request i is sent at offset_i / rate_scale (2: twice as fast). `duration_s`: only requests
   intended before it are sent (null: the whole plan). `warmup_s`: the plan's first seconds are run once before
   the measured run, unrecorded (the JIT, the connections, the caches).
+* `block_s`: each arm's latencies are also kept per block of this many seconds of intended send time (block b:
+  the requests intended in [b, b + 1) × block_s, scaled; `result.block_of`), at 2 significant digits; null: no
+  blocks. At most `MAX_BLOCK_HISTOGRAMS` (arms × blocks) per run.
 * `max_in_flight`: outstanding requests at most; a send over it waits (that wait is lag, counted in `throttled`).
 * `max_error_fraction`, `abort_after`: once `abort_after` requests completed, a run whose errors and timeouts
   exceed that fraction of them stops sending and reports `status: aborted` (the Java generator exits 3).
@@ -36,6 +40,7 @@ from base.errors import TailtuneError
 
 __all__ = [
     "CONSISTENCIES",
+    "MAX_BLOCK_HISTOGRAMS",
     "SPECULATIVE_CLASSES",
     "ArmProfile",
     "ConfigError",
@@ -47,6 +52,8 @@ CONSISTENCIES: Final = frozenset(
     {"ANY", "ONE", "TWO", "THREE", "QUORUM", "ALL", "LOCAL_ONE", "LOCAL_QUORUM", "EACH_QUORUM"}
 )
 SPECULATIVE_CLASSES: Final = ("NoSpeculativeExecutionPolicy", "ConstantSpeculativeExecutionPolicy")
+#: Most per-block histograms (arms × blocks) one run keeps (about 27 KiB each in the JVM).
+MAX_BLOCK_HISTOGRAMS: Final = 4096
 _ARM_NAME: Final = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _NAME: Final = re.compile(r"[A-Za-z0-9_]{1,48}")
 
@@ -80,6 +87,9 @@ class ArmProfile:
     speculative_max_executions: int = 1
     speculative_delay_ms: int = 0
     slow_replica_avoidance: bool | None = None
+    #: The Python driver's `TokenAwarePolicy(shuffle_replicas=)` (null: the driver's default; the Java driver 4
+    #: always shuffles and refuses false).
+    shuffle_replicas: bool | None = None
 
     @property
     def hedges(self) -> bool:
@@ -99,6 +109,7 @@ class GeneratorConfig:
     timer_tick_ms: int = 1
     rate_scale: float = 1.0
     duration_s: float | None = None
+    block_s: float | None = None
     warmup_s: float = 0.0
     max_in_flight: int = 1024
     max_error_fraction: float = 0.01
@@ -149,6 +160,8 @@ class GeneratorConfig:
             out.append("rate_scale: 1e-6 to 1e6")
         if self.duration_s is not None and not 1e-3 <= self.duration_s <= 1e7:
             out.append("duration_s: 0.001 to 1e7 s, or null")
+        if self.block_s is not None and not 1e-3 <= self.block_s <= 1e7:
+            out.append("block_s: 0.001 to 1e7 s, or null")
         if not 0 <= self.warmup_s <= 3600:
             out.append("warmup_s: 0 to 3600")
         if not 1 <= self.max_in_flight <= 1 << 20:

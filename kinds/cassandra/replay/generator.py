@@ -18,6 +18,7 @@ refuses a comparison whose generator lagged past a limit.
 from __future__ import annotations
 
 import sys
+import threading
 
 from control.egress import Egress
 from kinds.cassandra.replay.config import ArmProfile, ConfigError, Endpoint, GeneratorConfig
@@ -60,14 +61,16 @@ DRIVERS = {"java4": run_java, "python": run_python}
 
 
 def run(
-    driver: str, plan: Plan, config: GeneratorConfig, *, egress: Egress | None = None, password: str | None = None
+    driver: str, plan: Plan, config: GeneratorConfig, *, egress: Egress | None = None, password: str | None = None,
+    stop: threading.Event | None = None,
 ) -> GeneratorResult:
-    """Run `plan` under `config` on the generator of `driver` (`java4` or `python`)."""
-    try:
-        chosen = DRIVERS[driver]
-    except KeyError:
-        raise ConfigError(f"no load generator for driver {driver!r} (one of {', '.join(DRIVERS)})") from None
-    return chosen(plan, config, egress=egress, password=password)
+    """Run `plan` under `config` on the generator of `driver` (`java4` or `python`); a set `stop` ends it
+    (GeneratorFailed "cancelled")."""
+    if driver == "java4":
+        return run_java(plan, config, egress=egress, password=password, stop=stop)
+    if driver == "python":
+        return run_python(plan, config, egress=egress, password=password, stop=stop)
+    raise ConfigError(f"no load generator for driver {driver!r} (one of {', '.join(DRIVERS)})")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -2,11 +2,13 @@
 
 Both generators record microseconds from 1 µs to one hour at 3 significant decimal digits (`LOWEST`, `HIGHEST`,
 `DIGITS`): the Java generator into `org.HdrHistogram.Histogram(1, 3_600_000_000, 3)`, printed as the library's
-compressed V2 encoding in base64; the Python generator into `Histogram` here, the same buckets. `Histogram.decode`
-reads the Java encoding as hostile input (sizes capped, the layout required to be this one, every count checked),
-and `value_at_percentile`, `max`, `min` and `mean` are the library's own definitions (a value is reported as the
-highest value equivalent to its bucket; the 0th percentile as the lowest), so a decoded histogram gives the very
-figures the JVM printed.
+compressed V2 encoding in base64; the Python generator into `Histogram` here, the same buckets. A run's per-block
+histograms (one per arm and block of `block_s`, what the live replay's block bootstrap resamples) are kept at 2
+digits (`BLOCK_DIGITS`, `Histogram(BLOCK_DIGITS)`: buckets 1 % wide, an eighth of the 3-digit layout's memory).
+`Histogram.decode` reads the Java encoding as hostile input (sizes capped, the layout required to be this one, every
+count checked), and `value_at_percentile`, `max`, `min` and `mean` are the library's own definitions (a value is
+reported as the highest value equivalent to its bucket; the 0th percentile as the lowest), so a decoded histogram
+gives the very figures the JVM printed.
 
 The encoding (big-endian): the compressed form is a cookie (0x1c849304 with the word size in bits 4-7), the
 length of what follows, and a zlib stream of the plain form: a cookie (0x1c849303, same word-size bits), the
@@ -23,11 +25,13 @@ import zlib
 from collections.abc import Iterator
 from typing import Final
 
-__all__ = ["DIGITS", "HIGHEST", "LOWEST", "HdrDecodeError", "Histogram", "encode"]
+__all__ = ["BLOCK_DIGITS", "DIGITS", "HIGHEST", "LOWEST", "HdrDecodeError", "Histogram", "bucket_table", "encode"]
 
 LOWEST: Final = 1
 HIGHEST: Final = 3_600_000_000
 DIGITS: Final = 3
+#: The per-block histograms' significant digits.
+BLOCK_DIGITS: Final = 2
 
 _V2_COOKIE: Final = 0x1C849303
 _V2_COMPRESSED_COOKIE: Final = 0x1C849304
@@ -97,7 +101,8 @@ class _Layout:
         return self.lowest_equivalent(value) + (self.range_size(value) >> 1)
 
 
-_LAYOUT: Final = _Layout(HIGHEST, DIGITS)
+_LAYOUTS: Final = {d: _Layout(HIGHEST, d) for d in (DIGITS, BLOCK_DIGITS)}
+_LAYOUT: Final = _LAYOUTS[DIGITS]
 
 
 def _zigzag_values(data: bytes, start: int, end: int) -> Iterator[int]:
@@ -121,21 +126,28 @@ def _zigzag_values(data: bytes, start: int, end: int) -> Iterator[int]:
 
 
 class Histogram:
-    """Counts of microsecond values in the shared layout (`record` for the Python generator, `decode` for the
-    Java one's output). Values above `HIGHEST` are recorded as `HIGHEST`, below 0 as 0."""
+    """Counts of microsecond values in the shared layout of `digits` significant digits (`DIGITS`, or
+    `BLOCK_DIGITS` for a block's) — `record` for the Python generator, `decode` for the Java one's output. Values
+    above `HIGHEST` are recorded as `HIGHEST`, below 0 as 0."""
 
-    __slots__ = ("_counts", "total")
+    __slots__ = ("_counts", "_layout", "digits", "total")
 
-    def __init__(self) -> None:
-        self._counts: list[int] = [0] * _LAYOUT.length
+    def __init__(self, digits: int = DIGITS) -> None:
+        if digits not in _LAYOUTS:
+            raise ValueError(f"a histogram of {digits} significant digits is not one of {sorted(_LAYOUTS)}")
+        self.digits = digits
+        self._layout = _LAYOUTS[digits]
+        self._counts: list[int] = [0] * self._layout.length
         self.total = 0
 
     def record(self, value_us: int) -> None:
         v = min(max(int(value_us), 0), HIGHEST)
-        self._counts[_LAYOUT.index(v)] += 1
+        self._counts[self._layout.index(v)] += 1
         self.total += 1
 
     def add(self, other: Histogram) -> None:
+        if other.digits != self.digits:
+            raise ValueError("histograms of different layouts cannot be added")
         for i, c in enumerate(other._counts):
             if c:
                 self._counts[i] += c
@@ -143,16 +155,19 @@ class Histogram:
 
     def buckets(self) -> list[tuple[int, int]]:
         """(highest value equivalent to the bucket, count) of every non-empty bucket, in value order."""
-        return [
-            (_LAYOUT.highest_equivalent(_LAYOUT.value_from_index(i)), c) for i, c in enumerate(self._counts) if c
-        ]
+        lay = self._layout
+        return [(lay.highest_equivalent(lay.value_from_index(i)), c) for i, c in enumerate(self._counts) if c]
+
+    def indexed(self) -> dict[int, int]:
+        """Bucket index → count of every non-empty bucket."""
+        return {i: c for i, c in enumerate(self._counts) if c}
 
     @property
     def max(self) -> int:
         for i in range(len(self._counts) - 1, -1, -1):
             if self._counts[i]:
-                v = _LAYOUT.value_from_index(i)
-                return 0 if v == 0 else _LAYOUT.highest_equivalent(v)
+                v = self._layout.value_from_index(i)
+                return 0 if v == 0 else self._layout.highest_equivalent(v)
         return 0
 
     @property
@@ -161,14 +176,15 @@ class Histogram:
             return 0
         for i, c in enumerate(self._counts):
             if c:
-                return _LAYOUT.lowest_equivalent(_LAYOUT.value_from_index(i))
+                return self._layout.lowest_equivalent(self._layout.value_from_index(i))
         return 0
 
     @property
     def mean(self) -> float:
         if self.total == 0:
             return 0.0
-        s = sum(_LAYOUT.median_equivalent(_LAYOUT.value_from_index(i)) * c for i, c in enumerate(self._counts) if c)
+        lay = self._layout
+        s = sum(lay.median_equivalent(lay.value_from_index(i)) * c for i, c in enumerate(self._counts) if c)
         return s / self.total
 
     def value_at_percentile(self, percentile: float) -> int:
@@ -180,14 +196,14 @@ class Histogram:
         for i, c in enumerate(self._counts):
             running += c
             if running >= at:
-                v = _LAYOUT.value_from_index(i)
-                return _LAYOUT.lowest_equivalent(v) if percentile == 0.0 else _LAYOUT.highest_equivalent(v)
+                v = self._layout.value_from_index(i)
+                return self._layout.lowest_equivalent(v) if percentile == 0.0 else self._layout.highest_equivalent(v)
         return 0
 
     @classmethod
-    def decode(cls, text: str) -> Histogram:
+    def decode(cls, text: str, digits: int = DIGITS) -> Histogram:
         """A histogram from the base64 of HdrHistogram's compressed encoding, refused (HdrDecodeError) unless it
-        is this layout and well formed."""
+        is the layout of `digits` significant digits and well formed."""
         import base64
         import binascii
 
@@ -204,7 +220,8 @@ class Histogram:
             raise HdrDecodeError(f"an encoded histogram has cookie {cookie:#x}, not a compressed V2 histogram's")
         if length != len(raw) - 8:
             raise HdrDecodeError("an encoded histogram's length does not match its bytes")
-        limit = _HEADER.size + 9 * _LAYOUT.length
+        layout = _LAYOUTS[digits]
+        limit = _HEADER.size + 9 * layout.length
         inflater = zlib.decompressobj()
         try:
             plain = inflater.decompress(raw[8:], limit + 1)
@@ -214,25 +231,25 @@ class Histogram:
             raise HdrDecodeError("an encoded histogram inflates past its layout's size")
         if len(plain) < _HEADER.size:
             raise HdrDecodeError("an encoded histogram's header is cut short")
-        cookie, payload, offset, digits, lowest, highest, ratio = _HEADER.unpack_from(plain)
+        cookie, payload, offset, found_digits, lowest, highest, ratio = _HEADER.unpack_from(plain)
         if cookie & ~0xF0 != _V2_COOKIE:
             raise HdrDecodeError(f"an encoded histogram's inner cookie {cookie:#x} is not a V2 histogram's")
-        if (digits, lowest, highest, offset, ratio) != (DIGITS, LOWEST, HIGHEST, 0, 1.0):
+        if (found_digits, lowest, highest, offset, ratio) != (digits, LOWEST, HIGHEST, 0, 1.0):
             raise HdrDecodeError(
-                f"an encoded histogram of layout (digits {digits}, lowest {lowest}, highest {highest}, offset "
-                f"{offset}, ratio {ratio}), not ({DIGITS}, {LOWEST}, {HIGHEST}, 0, 1.0)"
+                f"an encoded histogram of layout (digits {found_digits}, lowest {lowest}, highest {highest}, offset "
+                f"{offset}, ratio {ratio}), not ({digits}, {LOWEST}, {HIGHEST}, 0, 1.0)"
             )
         if payload != len(plain) - _HEADER.size:
             raise HdrDecodeError("an encoded histogram's payload length does not match its bytes")
-        h = cls()
+        h = cls(digits)
         index = 0
         for count in _zigzag_values(plain, _HEADER.size, len(plain)):
             if count < 0:
                 index -= count
-                if index > _LAYOUT.length:
+                if index > layout.length:
                     raise HdrDecodeError("an encoded histogram's counts run past its layout")
                 continue
-            if index >= _LAYOUT.length:
+            if index >= layout.length:
                 raise HdrDecodeError("an encoded histogram's counts run past its layout")
             if count > (1 << 53):
                 raise HdrDecodeError("an encoded histogram holds an implausible count")
@@ -274,6 +291,47 @@ def encode(h: Histogram) -> str:
             continue
         payload += _zigzag(counts[i])
         i += 1
-    plain = _HEADER.pack(_V2_COOKIE | 0x90, len(payload), 0, DIGITS, LOWEST, HIGHEST, 1.0) + bytes(payload)
+    plain = _HEADER.pack(_V2_COOKIE | 0x90, len(payload), 0, h.digits, LOWEST, HIGHEST, 1.0) + bytes(payload)
     packed = zlib.compress(plain)
     return base64.b64encode(struct.pack(">ii", _V2_COMPRESSED_COOKIE | 0x90, len(packed)) + packed).decode()
+
+
+def bucket_table(rows: list[list[Histogram]]) -> tuple[list[float], list[list[list[int]]]]:
+    """Histograms of one layout as bucket bounds and counts (`tuner.fidelity.BlockHistograms`' form):
+    `rows[a][b]` is arm a's histogram of block b. Returns (upper bounds in µs, counts[a][b][j]) over the buckets
+    any of them holds, each bucket j being (upper[j-1], upper[j]] µs: a non-empty HDR bucket is
+    (its lowest equivalent value - 1, its highest], so an empty bucket of bound (lowest - 1) is put before each
+    one whose neighbour below is not in the table (the interpolation inside a bucket keeps its true width)."""
+    digits = {h.digits for row in rows for h in row}
+    if len(digits) > 1:
+        raise ValueError("histograms of different layouts")
+    if not digits:
+        return [], [[] for _ in rows]
+    lay = _LAYOUTS[digits.pop()]
+    one = lay.index(1)
+
+    def at(i: int) -> int:  # a value of 0 µs (none is recorded: every latency is at least 1) counts as 1 µs
+        return one if i < one else i
+
+    used = sorted({at(i) for row in rows for h in row for i in h.indexed()})
+    upper: list[float] = []
+    index_of: dict[int, int] = {}
+    previous_hi: int | None = None
+    for i in used:
+        value = lay.value_from_index(i)
+        lo, hi = lay.lowest_equivalent(value), lay.highest_equivalent(value)
+        if lo - 1 > 0 and previous_hi != lo - 1:
+            upper.append(float(lo - 1))
+        index_of[i] = len(upper)
+        upper.append(float(hi))
+        previous_hi = hi
+    counts = []
+    for row in rows:
+        arm_counts = []
+        for h in row:
+            line = [0] * len(upper)
+            for i, c in h.indexed().items():
+                line[index_of[at(i)]] += c
+            arm_counts.append(line)
+        counts.append(arm_counts)
+    return upper, counts

@@ -21,6 +21,8 @@ import os
 import shutil
 import subprocess
 import tempfile
+import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
@@ -28,7 +30,7 @@ from typing import Final
 from base.errors import TailtuneError
 from base.javac import compile_once
 from control.egress import Egress
-from kinds.cassandra.replay.config import GeneratorConfig
+from kinds.cassandra.replay.config import ConfigError, GeneratorConfig
 from kinds.cassandra.replay.plan import Plan, write_plan
 from kinds.cassandra.replay.result import (
     MAX_OUTPUT,
@@ -135,14 +137,20 @@ def run_java(
     heap: str = "512m",
     cache: Path | None = None,
     extra_jvm_options: Sequence[str] = (),
+    stop: threading.Event | None = None,
 ) -> GeneratorResult:
     """Run `plan` under `config` on the Java driver (see the module doc). Raises ConfigError/PlanError before
-    anything starts, GeneratorFailed (the JVM refused its input or could not connect), GeneratorAborted (with the
-    partial result), GeneratorOutputError (its output is not a result of this plan)."""
+    anything starts, GeneratorFailed (the JVM refused its input or could not connect; "cancelled" when `stop`
+    was set: the JVM is killed), GeneratorAborted (with the partial result), GeneratorOutputError (its output is
+    not a result of this plan)."""
     config.check()
     plan.check()
     if [a.name for a in plan.arms] != [a.name for a in config.arms]:
         raise GeneratorFailed("bad_input", "the plan's arms and the config's are not the same names in one order")
+    for arm in config.arms:
+        if arm.shuffle_replicas is False:
+            raise ConfigError(f"generator config: arm {arm.name!r}: the Java driver 4 always shuffles replicas "
+                              "(shuffle_replicas false is a Python driver setting)")
     if egress is None:
         from base.settings import get_settings
 
@@ -168,12 +176,22 @@ def run_java(
         ]
         with tempfile.TemporaryFile(dir=tmp) as err, tempfile.TemporaryFile(dir=tmp) as out:
             proc = subprocess.Popen(command, stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=env)
+            deadline = time.monotonic() + _timeout_s(plan, config)
             try:
-                status = proc.wait(timeout=_timeout_s(plan, config))
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-                raise GeneratorFailed("timeout", "the Java load generator did not finish in time") from None
+                while True:
+                    try:
+                        status = proc.wait(timeout=0.2)
+                        break
+                    except subprocess.TimeoutExpired:
+                        if stop is not None and stop.is_set():
+                            raise GeneratorFailed("cancelled", "the run was stopped") from None
+                        if time.monotonic() > deadline:
+                            raise GeneratorFailed("timeout", "the Java load generator did not finish in time"
+                                                  ) from None
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
             out.seek(0)
             raw = out.read(MAX_OUTPUT + 1)
             err.seek(0)

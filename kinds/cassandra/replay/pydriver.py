@@ -10,6 +10,8 @@ driver counts the extra executions), every profile's load balancing policy a `Ho
 the allow-list's endpoints (a node outside it is IGNORED: no connection), token-aware over the local datacenter.
 Statements are prepared per arm and marked idempotent; the plan's values are bound as the bytes they are. The
 client's CPU is `time.process_time` (the driver's threads included), the scheduling thread's `time.thread_time`.
+With `block_s`, each arm's latencies are also kept per block (`result.block_of`), at 2 significant digits. A set
+`stop` event ends the sending at once (GeneratorFailed "cancelled").
 """
 
 from __future__ import annotations
@@ -22,8 +24,8 @@ from typing import Any
 
 from base.errors import TailtuneError
 from control.egress import Egress
-from kinds.cassandra.replay.config import ConfigError, Endpoint, GeneratorConfig
-from kinds.cassandra.replay.hdr import HIGHEST, Histogram
+from kinds.cassandra.replay.config import MAX_BLOCK_HISTOGRAMS, ConfigError, Endpoint, GeneratorConfig
+from kinds.cassandra.replay.hdr import BLOCK_DIGITS, HIGHEST, Histogram
 from kinds.cassandra.replay.plan import Plan
 from kinds.cassandra.replay.result import (
     ArmResult,
@@ -31,7 +33,9 @@ from kinds.cassandra.replay.result import (
     GeneratorFailed,
     GeneratorResult,
     NodeSeen,
+    block_of,
     contacted_outside,
+    planned_blocks,
     planned_counts,
 )
 
@@ -39,20 +43,21 @@ __all__ = ["run_python"]
 
 
 class _Arm:
-    __slots__ = ("errors", "kinds", "latency", "ok", "sent", "service", "timeouts")
+    __slots__ = ("blocks", "errors", "kinds", "latency", "ok", "sent", "service", "timeouts")
 
-    def __init__(self) -> None:
+    def __init__(self, blocks: int) -> None:
         self.sent = self.ok = self.errors = self.timeouts = 0
         self.kinds: dict[str, int] = {}
         self.latency = Histogram()
         self.service = Histogram()
+        self.blocks = [Histogram(BLOCK_DIGITS) for _ in range(blocks)]
 
 
 class _Pass:
     """One run's measurements; `complete` is called from the driver's event loop thread."""
 
-    def __init__(self, arms: int, config: GeneratorConfig) -> None:
-        self.arms = [_Arm() for _ in range(arms)]
+    def __init__(self, arms: int, config: GeneratorConfig, blocks: int = 0) -> None:
+        self.arms = [_Arm(blocks) for _ in range(arms)]
         self.lag = Histogram()
         self.lock = threading.Lock()
         self.config = config
@@ -63,13 +68,16 @@ class _Pass:
         self.throttled = 0
         self.lost = 0
 
-    def complete(self, a: int, intended: int, sent_at: int, error: BaseException | None) -> None:
+    def complete(self, a: int, block: int, intended: int, sent_at: int, error: BaseException | None) -> None:
         from cassandra import OperationTimedOut, ReadTimeout, WriteTimeout
 
         done = time.perf_counter_ns()
         with self.lock:
             arm = self.arms[a]
-            arm.latency.record(min(max(1, (done - intended) // 1000), HIGHEST))
+            us = min(max(1, (done - intended) // 1000), HIGHEST)
+            arm.latency.record(us)
+            if block >= 0:
+                arm.blocks[block].record(us)
             arm.service.record(min(max(1, (done - sent_at) // 1000), HIGHEST))
             self.completed += 1
             if error is None:
@@ -103,22 +111,23 @@ def _wait_until(deadline: int, spin_ns: int) -> None:
 
 
 def _send_all(session: Any, plan: Plan, config: GeneratorConfig, bound: list[Callable[[int], Any]], end: int,
-              profiles: list[str]) -> tuple[_Pass, int, int, int]:
+              profiles: list[str], blocks: int = 0, stop: threading.Event | None = None
+              ) -> tuple[_Pass, int, int, int]:
     """Requests [0, end) open loop from now: (pass, start ns, last send ns, end ns)."""
-    run = _Pass(len(plan.arms), config)
+    run = _Pass(len(plan.arms), config, blocks)
     slots = threading.BoundedSemaphore(config.max_in_flight)
     spin_ns = config.spin_us * 1000
     ns_per_us = 1000.0 / config.rate_scale
     offsets, which = plan.offsets_us, plan.arm
     lag = run.lag
 
-    def finish(_: Any, a: int, intended: int, sent_at: int) -> None:
+    def finish(_: Any, a: int, block: int, intended: int, sent_at: int) -> None:
         slots.release()
-        run.complete(a, intended, sent_at, None)
+        run.complete(a, block, intended, sent_at, None)
 
-    def fail(error: BaseException, a: int, intended: int, sent_at: int) -> None:
+    def fail(error: BaseException, a: int, block: int, intended: int, sent_at: int) -> None:
         slots.release()
-        run.complete(a, intended, sent_at, error)
+        run.complete(a, block, intended, sent_at, error)
 
     start = time.perf_counter_ns()
     for i in range(end):
@@ -126,6 +135,8 @@ def _send_all(session: Any, plan: Plan, config: GeneratorConfig, bound: list[Cal
         _wait_until(intended, spin_ns)
         if run.abort is not None:
             break
+        if stop is not None and stop.is_set():
+            raise GeneratorFailed("cancelled", "the run was stopped")
         if not slots.acquire(blocking=False):
             run.throttled += 1
             slots.acquire()
@@ -133,14 +144,16 @@ def _send_all(session: Any, plan: Plan, config: GeneratorConfig, bound: list[Cal
         with run.lock:
             lag.record(min(max(0, sent_at - intended) // 1000, HIGHEST))
         a = which[i]
+        block = block_of(offsets[i], config) if blocks else -1
         run.arms[a].sent += 1
         run.sent += 1
         try:
             future = session.execute_async(bound[a](i), execution_profile=profiles[a])
         except Exception as exc:
-            fail(exc, a, intended, sent_at)
+            fail(exc, a, block, intended, sent_at)
             continue
-        future.add_callbacks(finish, fail, callback_args=(a, intended, sent_at), errback_args=(a, intended, sent_at))
+        args = (a, block, intended, sent_at)
+        future.add_callbacks(finish, fail, callback_args=args, errback_args=args)
     last_send = time.perf_counter_ns()
     waits = max(p.request_timeout_ms * p.speculative_max_executions for p in config.arms) / 1e3 + 10.0
     deadline = time.monotonic() + waits
@@ -177,8 +190,9 @@ def _cluster(config: GeneratorConfig, password: str | None, ignored: set[str]) -
         ignored.add(f"{getattr(ep, 'address', '?')}:{getattr(ep, 'port', '?')}")
         return False
 
-    def lbp() -> Any:
-        return HostFilterPolicy(TokenAwarePolicy(DCAwareRoundRobinPolicy(local_dc=config.local_dc)), admit)
+    def lbp(shuffle: bool | None = None) -> Any:
+        extra = {} if shuffle is None else {"shuffle_replicas": shuffle}
+        return HostFilterPolicy(TokenAwarePolicy(DCAwareRoundRobinPolicy(local_dc=config.local_dc), **extra), admit)
 
     profiles = {EXEC_PROFILE_DEFAULT: ExecutionProfile(load_balancing_policy=lbp())}
     for arm in config.arms:
@@ -187,7 +201,7 @@ def _cluster(config: GeneratorConfig, password: str | None, ignored: set[str]) -
             extra = arm.speculative_max_executions - 1
             spec = ConstantSpeculativeExecutionPolicy(arm.speculative_delay_ms / 1e3, extra)
         profiles[arm.name] = ExecutionProfile(
-            load_balancing_policy=lbp(),
+            load_balancing_policy=lbp(arm.shuffle_replicas),
             consistency_level=ConsistencyLevel.name_to_value[arm.consistency],
             request_timeout=arm.request_timeout_ms / 1e3,
             speculative_execution_policy=spec,
@@ -234,7 +248,8 @@ def _distance_name(d: int) -> str:
 
 
 def run_python(
-    plan: Plan, config: GeneratorConfig, *, egress: Egress | None = None, password: str | None = None
+    plan: Plan, config: GeneratorConfig, *, egress: Egress | None = None, password: str | None = None,
+    stop: threading.Event | None = None,
 ) -> GeneratorResult:
     """Run `plan` under `config` on the Python driver (see the module doc). Raises as `jvm.run_java` does."""
     import cassandra
@@ -258,6 +273,10 @@ def run_python(
             raise ConfigError(f"generator config: {egress.host_problem(e.key()[0])}")
     planned = planned_counts(plan, config)
     end = sum(planned)
+    blocks = planned_blocks(plan, config)
+    if blocks * len(plan.arms) > MAX_BLOCK_HISTOGRAMS:
+        raise ConfigError(f"generator config: {blocks} blocks of {len(plan.arms)} arms: more than "
+                          f"{MAX_BLOCK_HISTOGRAMS} block histograms (longer blocks, or fewer arms)")
     warm = 0
     while warm < end and plan.offsets_us[warm] / 1e6 / config.rate_scale < config.warmup_s:
         warm += 1
@@ -277,7 +296,7 @@ def run_python(
             raise GeneratorFailed("prepare", f"{type(exc).__name__}: {str(exc)[:1000]}") from None
         profiles = [a.name for a in config.arms]
         if warm:
-            _send_all(session, plan, config, bound, warm, profiles)
+            _send_all(session, plan, config, bound, warm, profiles, stop=stop)
         gc_count0 = sum(s["collections"] for s in gc.get_stats())
         gc_time = [0.0]
         gc_start = [0.0]
@@ -291,7 +310,7 @@ def run_python(
         gc.callbacks.append(on_gc)
         cpu0, sched0 = time.process_time(), time.thread_time()
         try:
-            run, start, last_send, stop = _send_all(session, plan, config, bound, end, profiles)
+            run, start, last_send, ended = _send_all(session, plan, config, bound, end, profiles, blocks, stop)
         finally:
             gc.callbacks.remove(on_gc)
         cpu, sched = time.process_time() - cpu0, time.thread_time() - sched0
@@ -310,7 +329,8 @@ def run_python(
         cluster.shutdown()
     with run.lock:
         arms = tuple(
-            ArmResult(p.name, planned[a], s.sent, s.ok, s.errors, s.timeouts, dict(s.kinds), s.latency, s.service)
+            ArmResult(p.name, planned[a], s.sent, s.ok, s.errors, s.timeouts, dict(s.kinds), s.latency, s.service,
+                      tuple(s.blocks))
             for a, (p, s) in enumerate(zip(plan.arms, run.arms, strict=True))
         )
     sending = (last_send - start) / 1e9
@@ -323,7 +343,7 @@ def run_python(
         sent=run.sent,
         throttled=run.throttled,
         lost=run.lost,
-        wall_s=(stop - start) / 1e9,
+        wall_s=(ended - start) / 1e9,
         send_s=sending,
         intended_s=plan.offsets_us[end - 1] / 1e6 / config.rate_scale if end else 0.0,
         achieved_rate=run.sent / sending if sending > 0 else 0.0,
@@ -340,6 +360,7 @@ def run_python(
             "spin_us": float(config.spin_us),
             "max_in_flight": float(config.max_in_flight),
             "warmup_s": config.warmup_s,
+            "block_s": config.block_s or 0.0,
         },
     )
     outside = contacted_outside(nodes, config)

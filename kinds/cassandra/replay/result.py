@@ -11,7 +11,8 @@ the Java generator prints it.
 {"generator": "java-driver-core-4.19.0" | "python-cassandra-driver-<version>",
  "status": "ok" | "aborted", "reason": text (aborted only),
  "arms": [{"name", "planned", "sent", "ok", "errors", "timeouts", "error_kinds": {exception class: count},
-           "latency": H, "service": H}, ...],          # in the plan's arm order
+           "latency": H, "service": H,                # in the plan's arm order
+           "blocks": [B, ...]}, ...],                  # with block_s: one per block (`planned_blocks`), else []
  "lag": H, "sent", "throttled", "lost",
  "wall_s", "send_s", "intended_s", "achieved_rate",   # achieved_rate = sent / send_s
  "cpu_s", "cpu_us_per_request",                      # of the measured run (not the warm-up): the process's
@@ -19,14 +20,16 @@ the Java generator prints it.
  "gc_count", "gc_ms",                                 # compiler's and the GC's excluded; Python: = cpu_s)
  "nodes": [{"endpoint": "ip:port", "datacenter", "distance": LOCAL|REMOTE|IGNORED, "open_connections"}],
  "ignored": ["ip:port", ...],                          # nodes the filter set IGNORED
- "settings": {"timer_tick_ms", "rate_scale", "spin_us", "max_in_flight", "warmup_s"}}
+ "settings": {"timer_tick_ms", "rate_scale", "spin_us", "max_in_flight", "warmup_s", "block_s"}}
 H = {"unit": "us", "count", "min", "max", "mean", "p50", "p90", "p95", "p99", "p999", "encoded": base64}
+B = {"count", "encoded": base64}                      # the block's latencies at 2 significant digits
 ```
 
 `latency` is measured from the request's intended send time (the plan's offset, scaled) to its completion, for
 every completed request whatever its outcome (a timeout is the application's wait too); `service` from the actual
-send. `lag` is actual send - intended send, every request. A failed error is a count by exception class name,
-never its message (which could carry what a server said).
+send. `lag` is actual send - intended send, every request. A block's histogram holds the `latency` of the arm's
+requests intended in that block (`block_of`); an arm's blocks add up to its `latency`. A failed error is a count by
+exception class name, never its message (which could carry what a server said).
 """
 
 from __future__ import annotations
@@ -40,7 +43,7 @@ from typing import Any, Final
 
 from base.errors import TailtuneError
 from kinds.cassandra.replay.config import GeneratorConfig
-from kinds.cassandra.replay.hdr import HdrDecodeError, Histogram, encode
+from kinds.cassandra.replay.hdr import BLOCK_DIGITS, HdrDecodeError, Histogram, encode
 from kinds.cassandra.replay.plan import Plan
 
 __all__ = [
@@ -51,8 +54,10 @@ __all__ = [
     "GeneratorResult",
     "LagTooHigh",
     "NodeSeen",
+    "block_of",
     "contacted_outside",
     "parse_result",
+    "planned_blocks",
     "planned_counts",
     "summarize",
 ]
@@ -107,6 +112,8 @@ class ArmResult:
     error_kinds: Mapping[str, int]
     latency: Histogram
     service: Histogram
+    #: The latencies per block of `block_s` (empty without blocks).
+    blocks: tuple[Histogram, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -181,6 +188,7 @@ class GeneratorResult:
                 "error_kinds": dict(a.error_kinds),
                 "latency": hist(a.latency),
                 "service": hist(a.service),
+                "blocks": [{"count": b.total, "encoded": encode(b)} for b in a.blocks],
             }
             for a in self.arms
         ]
@@ -204,6 +212,21 @@ def summarize(h: Histogram) -> dict[str, Any]:
     for name, p in _PERCENTILES.items():
         out[name] = h.value_at_percentile(p)
     return out
+
+
+def block_of(offset_us: int, config: GeneratorConfig) -> int:
+    """The block of a request intended at `offset_us` of the plan (the Java generator's own arithmetic)."""
+    assert config.block_s is not None
+    return math.floor(offset_us / config.rate_scale / 1e6 / config.block_s)
+
+
+def planned_blocks(plan: Plan, config: GeneratorConfig) -> int:
+    """Blocks of a run of `plan` under `config`: the last request sent's block and those before it (0 without
+    `block_s`)."""
+    if config.block_s is None:
+        return 0
+    n = sum(planned_counts(plan, config))
+    return block_of(plan.offsets_us[n - 1], config) + 1 if n else 0
 
 
 def planned_counts(plan: Plan, config: GeneratorConfig) -> list[int]:
@@ -262,7 +285,25 @@ def _histogram(obj: Mapping[str, Any], name: str) -> Histogram:
     return h
 
 
-def _arm(obj: Any, plan_name: str, planned: int) -> ArmResult:
+def _blocks(obj: Mapping[str, Any], plan_name: str, blocks: int) -> tuple[Histogram, ...]:
+    raw = obj.get("blocks", [])
+    if not isinstance(raw, list) or len(raw) != blocks:
+        raise _bad(f"arm {plan_name}: not {blocks} blocks")
+    out = []
+    for b, item in enumerate(raw):
+        if not isinstance(item, dict):
+            raise _bad(f"arm {plan_name}: block {b} is not an object")
+        try:
+            h = Histogram.decode(item.get("encoded"), BLOCK_DIGITS)  # type: ignore[arg-type]
+        except HdrDecodeError as exc:
+            raise _bad(f"arm {plan_name}: block {b}: {exc}") from None
+        if item.get("count") != h.total or isinstance(item.get("count"), bool):
+            raise _bad(f"arm {plan_name}: block {b}'s count is not its histogram's")
+        out.append(h)
+    return tuple(out)
+
+
+def _arm(obj: Any, plan_name: str, planned: int, blocks: int = 0) -> ArmResult:
     if not isinstance(obj, dict):
         raise _bad("an arm is not an object")
     if obj.get("name") != plan_name:
@@ -286,7 +327,11 @@ def _arm(obj: Any, plan_name: str, planned: int) -> ArmResult:
     service = _histogram(obj, "service")
     if latency.total != ok + errors + timeouts or service.total != latency.total:
         raise _bad(f"arm {plan_name}: its histograms count {latency.total}, its outcomes {ok + errors + timeouts}")
-    return ArmResult(plan_name, planned, sent, ok, errors, timeouts, kinds, latency, service)
+    per_block = _blocks(obj, plan_name, blocks)
+    if per_block and sum(h.total for h in per_block) != latency.total:
+        raise _bad(f"arm {plan_name}: its blocks count {sum(h.total for h in per_block)}, its latency "
+                   f"{latency.total}")
+    return ArmResult(plan_name, planned, sent, ok, errors, timeouts, kinds, latency, service, per_block)
 
 
 def _node(obj: Any) -> NodeSeen:
@@ -344,7 +389,8 @@ def parse_result(raw: bytes, plan: Plan, config: GeneratorConfig) -> GeneratorRe
     if not isinstance(arms_raw, list) or len(arms_raw) != len(plan.arms):
         raise _bad(f"not {len(plan.arms)} arms")
     planned = planned_counts(plan, config)
-    arms = tuple(_arm(a, p.name, n) for a, p, n in zip(arms_raw, plan.arms, planned, strict=True))
+    blocks = planned_blocks(plan, config)
+    arms = tuple(_arm(a, p.name, n, blocks) for a, p, n in zip(arms_raw, plan.arms, planned, strict=True))
     sent = _int(obj, "sent", len(plan))
     if sent != sum(a.sent for a in arms):
         raise _bad("its total sent is not its arms' sum")

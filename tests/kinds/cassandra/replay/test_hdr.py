@@ -4,12 +4,15 @@ buckets, and encodings that are not this layout's refused."""
 from __future__ import annotations
 
 import base64
+import itertools
 import struct
 import zlib
 
+import numpy as np
 import pytest
 
-from kinds.cassandra.replay.hdr import HIGHEST, HdrDecodeError, Histogram, encode
+from kinds.cassandra.replay.hdr import BLOCK_DIGITS, HIGHEST, HdrDecodeError, Histogram, bucket_table, encode
+from tuner.fidelity import BlockHistograms, histogram_quantiles
 
 #: org.HdrHistogram.Histogram(1, 3_600_000_000, 3) of HdrHistogram 2.2.2, encodeIntoCompressedByteBuffer, base64,
 #: after recording VALUES (and 777 300 times more); its getTotalCount/getMinValue/getMaxValue/getMean and
@@ -23,8 +26,17 @@ PERCENTILES = [0, 1, 25, 50, 90, 95, 99, 99.9, 99.99, 100]
 JAVA_AT = [0, 170, 777, 2537, 6199, 6659, 7023, 1000447, 3600809983, 3600809983]
 
 
-def _recorded() -> Histogram:
-    h = Histogram()
+#: The same values in org.HdrHistogram.Histogram(1, 3_600_000_000, 2) (the per-block layout), as the library printed
+#: them.
+JAVA_2 = (
+    "HISTFAAAAGF4nJNpmSzMwMCUzAABTFCaEURcm7yEwf4DVIKJ6SAjEzcJkBUImamCgZYzgCG51C0WMjVC9LEwgcFAUSwcLGwsLCA8QBQXBxcQcWClePD"
+    "IEUVxLOVgamZjOijOBABOcxIE"
+)
+JAVA_2_AT = [0, 170, 779, 2543, 6207, 6687, 7039, 1003519, 3607101439, 3607101439]
+
+
+def _recorded(digits: int = 3) -> Histogram:
+    h = Histogram(digits)
     for v in [*VALUES, *[777] * 300]:
         h.record(v)
     return h
@@ -42,6 +54,45 @@ def test_python_recording_fills_the_same_buckets_and_encodes_back():
     assert h.buckets() == Histogram.decode(JAVA).buckets()
     assert Histogram.decode(encode(h)).buckets() == h.buckets()
     assert encode(Histogram.decode(encode(Histogram()))) == encode(Histogram())
+
+
+def test_the_block_layout_decodes_to_the_libraries_figures_and_records_into_the_same_buckets():
+    h = Histogram.decode(JAVA_2, BLOCK_DIGITS)
+    assert (h.total, h.min, h.max) == (1311, 0, 3607101439)
+    assert h.mean == pytest.approx(2748802.848207475, rel=1e-12)
+    assert [h.value_at_percentile(p) for p in PERCENTILES] == JAVA_2_AT
+    assert _recorded(BLOCK_DIGITS).buckets() == h.buckets()
+    assert Histogram.decode(encode(h), BLOCK_DIGITS).buckets() == h.buckets()
+    with pytest.raises(HdrDecodeError, match="layout"):  # a block's encoding is not a whole run's, nor back
+        Histogram.decode(JAVA_2)
+    with pytest.raises(HdrDecodeError, match="layout"):
+        Histogram.decode(JAVA, BLOCK_DIGITS)
+    with pytest.raises(ValueError, match="layouts"):
+        Histogram().add(h)
+
+
+def test_a_bucket_table_keeps_each_buckets_true_width():
+    """Blocks of two arms as bucket bounds and counts: every recorded value falls in its bucket's (lower, upper],
+    and the interpolated quantile of a bucket stays inside its own HDR bucket."""
+    a0, a1, b0 = Histogram(BLOCK_DIGITS), Histogram(BLOCK_DIGITS), Histogram(BLOCK_DIGITS)
+    for v in (1, 2, 3, 100, 1000, 1001, 50_000):
+        a0.record(v)
+    a1.record(7)
+    for v in (5, 70_000):
+        b0.record(v)
+    upper, counts = bucket_table([[a0, a1], [b0, Histogram(BLOCK_DIGITS)]])
+    assert all(x < y for x, y in itertools.pairwise(upper)) and upper[0] >= 1
+    assert [sum(map(sum, arm)) for arm in counts] == [8, 2]
+    lower = [0.0, *upper[:-1]]
+    for v, (arm, block) in ((1000, (0, 0)), (50_000, (0, 0)), (7, (0, 1)), (70_000, (1, 0))):
+        j = next(j for j in range(len(upper)) if lower[j] < v <= upper[j])
+        assert counts[arm][block][j] >= 1
+    # 1000 and 1001 share HDR's bucket [1000, 1003]: bounds (999, 1003], not from the bucket below
+    j = upper.index(1003.0)
+    assert upper[j - 1] == 999.0 and counts[0][0][j] == 2
+    hist = BlockHistograms(np.asarray(upper), np.asarray(counts[0]), 1.0)
+    assert 999.0 < histogram_quantiles(hist.upper_us, hist.merged(), 0.7)[0] <= 1003.0
+    assert bucket_table([]) == ([], [])
 
 
 def test_values_past_the_range_are_clamped():

@@ -90,6 +90,19 @@ def test_a_plan_runs_through_the_real_driver(keyspace, driver):
 
 
 @pytest.mark.parametrize("driver", DRIVERS)
+def test_per_block_histograms_hold_each_blocks_requests(keyspace, driver):
+    """With block_s each arm's latencies come back per block of intended send time as well: block b holds the
+    arm's requests intended in [b, b + 1) × block_s, and the blocks add up to the arm's latency."""
+    node, ks, dc = keyspace
+    plan = _plan(ks)  # 300 requests 1 ms apart: blocks of 0.1 s hold 100 each (50 per arm)
+    result = run(driver, plan, replace(_config(node, dc, ks, driver), block_s=0.1))
+    for arm in result.arms:
+        assert [b.total for b in arm.blocks] == [50, 50, 50]
+        assert sum(b.total for b in arm.blocks) == arm.latency.total
+    assert result.settings["block_s"] == 0.1
+
+
+@pytest.mark.parametrize("driver", DRIVERS)
 def test_an_allow_list_without_the_node_refuses_the_run(keyspace, driver):
     node, ks, dc = keyspace
     config = _config(node, dc, ks, driver)

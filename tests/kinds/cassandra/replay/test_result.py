@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import copy
 import json
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
 from kinds.cassandra.replay.config import ArmProfile, Endpoint, GeneratorConfig
-from kinds.cassandra.replay.hdr import Histogram, encode
+from kinds.cassandra.replay.hdr import BLOCK_DIGITS, Histogram, encode
 from kinds.cassandra.replay.plan import Plan, PlanArm
 from kinds.cassandra.replay.result import (
     MAX_OUTPUT,
@@ -143,3 +144,59 @@ def test_an_aborted_result_may_stop_short():
 def test_a_printed_failure_is_raised_with_its_kind():
     with pytest.raises(GeneratorFailed, match=r"\(connect\): AllNodesFailedException: x\?y"):
         parse({"error": "connect", "message": "AllNodesFailedException: x\x00y"})
+
+
+# --- per-block histograms -------------------------------------------------------------------------------------
+#: PLAN's requests are 100 µs apart: in blocks of 0.0004 s, requests 0-3 are block 0, 4-7 block 1, 8-9 block 2.
+BLOCKED = replace(CONFIG, block_s=0.0004)
+
+
+def _block(values: list[int]) -> dict[str, Any]:
+    h = Histogram(BLOCK_DIGITS)
+    for v in values:
+        h.record(v)
+    return {"count": h.total, "encoded": encode(h)}
+
+
+def blocked() -> dict[str, Any]:
+    doc = good()
+    for arm in doc["arms"]:  # each arm's 5 latencies 100, 200, 300, 400, 5000 over the three blocks
+        arm["blocks"] = [_block([100, 200]), _block([300, 400]), _block([5000])]
+    return doc
+
+
+def parse_blocked(doc: Any) -> GeneratorResult:
+    return parse_result(json.dumps(doc).encode(), PLAN, BLOCKED)
+
+
+def test_blocks_are_read_and_add_up_to_the_arms_latency():
+    r = parse_blocked(blocked())
+    a = r.arm("a")
+    assert [b.total for b in a.blocks] == [2, 2, 1] and a.blocks[2].value_at_percentile(50) > 4900
+    assert all(b.digits == BLOCK_DIGITS for b in a.blocks)
+    again = parse_blocked(json.loads(json.dumps(r.to_json())))  # a result written back reads the same
+    assert [b.buckets() for b in again.arm("b").blocks] == [b.buckets() for b in r.arm("b").blocks]
+    assert parse(good()).arm("a").blocks == ()  # no block_s: no blocks
+
+
+@pytest.mark.parametrize(
+    ("change", "why"),
+    [
+        (lambda d: d["arms"][0]["blocks"].pop(), "not 3 blocks"),
+        (lambda d: d["arms"][0]["blocks"][1].update(count=3), "count"),
+        (lambda d: d["arms"][0]["blocks"][1].update(encoded=encode(_hist([300, 400]))), "layout"),  # 3 digits
+        (lambda d: d["arms"][1].__setitem__("blocks", [_block([100]), _block([300, 400]), _block([5000])]),
+         "blocks count 4"),
+        (lambda d: d["arms"][1]["blocks"].__setitem__(0, "x"), "not an object"),
+    ],
+)
+def test_blocks_that_do_not_add_up_are_refused(change, why):
+    doc = blocked()
+    change(doc)
+    with pytest.raises(GeneratorOutputError, match=why):
+        parse_blocked(doc)
+
+
+def test_a_result_without_the_blocks_it_was_asked_for_is_refused():
+    with pytest.raises(GeneratorOutputError, match="not 3 blocks"):
+        parse_blocked(good())

@@ -1,0 +1,507 @@
+"""Cassandra's live replay driver (`control.replay_trace.ReplayDriver`): twin scratch tables, one per config, read
+by the deployment's own driver's generator (`generator.run`) in one request stream.
+
+**Twins.** `speculative_retry` (every table option, `simulation.stock_appliers.TABLE`) is a table's own, and each
+table keeps its own threshold from its own latency histogram, so each arm gets a twin table of its own in the
+keyspace `tailtune_replay` (created with the replication of the keyspace of the deployment's first table; never the
+user's tables): `r_<run>_<i> (k text PRIMARY KEY, v blob)` with the arm's table options in its `CREATE TABLE` (an
+option the config leaves unset takes the value the user's table has now). Each twin is loaded with the trace's keys
+and a value of each key's size (unknown sizes: the median known one; past `TAILTUNE_REPLAY_MAX_VALUE_BYTES`: cut),
+written at consistency ALL so every replica holds it. A fresh twin's latency histogram is not the production
+table's (its threshold starts from the warm-up's reads, its SSTables are few and fresh): a note says so beside
+the figures. The driver settings (speculative executions, slow-replica avoidance, the Python driver's replica
+shuffling) are one execution profile per arm in the one generator. What cannot differ between arms concurrently
+— a patched server's scheduler, the dynamic snitch (cluster-wide), a multiget's shape (the replay reads one
+partition per statement) — is refused (`modes`).
+
+**The run.** Per repeat: each node's reads of each twin (`system_views.local_read_latency`, the replica reads, and
+`coordinator_read_latency`, the coordinator reads; node-local virtual tables, so each allowed node is asked
+itself) before and after; the generator sends the warm-up (the trace's first `warmup_s`, unmeasured) then the
+measured run, every request dealt to its arm's twin, open loop. An arm's extra reads are its replica reads beyond
+the requests it sent (warm-up included): the coordinator's speculative retries and the driver's extra executions
+(at consistency LOCAL_ONE a read is one replica read); its speculative retries alone are the replica reads beyond
+the coordinator reads. A node of RF 1 has no other replica: it cannot speculate, and the notes say so.
+
+**Scratch.** Before creating anything the run writes its lease, `tailtune_replay.runs` (run id, deployment,
+start) with a TTL of `TAILTUNE_REPLAY_LEASE_S`, renewed every quarter of it while it runs; the twins are dropped
+afterwards, on a failure or a stop too, and the lease deleted. A run that died leaves its lease to expire: the next
+replay of any deployment of the cluster drops the twins whose run holds no lease (a note names them). Dropping a
+table on a node with `auto_snapshot` on (Cassandra's default) leaves a snapshot of it (`nodetool clearsnapshot`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import re
+import statistics
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+import numpy as np
+
+from base.errors import TailtuneError
+from control.kind import Target
+from control.replay_trace import Arm, ArmMeasure, DriverRun, Progress, ReplayJob, ReplayRefused, ReplayTrace
+from kinds.cassandra.cql import CqlTarget
+from kinds.cassandra.replay.config import ArmProfile, Endpoint, GeneratorConfig
+from kinds.cassandra.replay.generator import GeneratorAborted, GeneratorFailed, GeneratorResult, run
+from kinds.cassandra.replay.hdr import Histogram, bucket_table
+from kinds.cassandra.replay.plan import Plan, PlanArm, encode_value
+from tuner.fidelity import BlockHistograms
+
+__all__ = ["KEYSPACE", "CassandraReplay", "twin_name"]
+
+#: The scratch keyspace: the only one the live replay writes.
+KEYSPACE: Final = "tailtune_replay"
+LEASES: Final = "runs"
+_TWIN: Final = re.compile(r"r_([0-9a-f]{6,32})_([0-9]{1,2})")
+_LOCAL: Final = "system_views.local_read_latency"
+_COORDINATOR: Final = "system_views.coordinator_read_latency"
+TWIN_NOTE: Final = (
+    "the twin tables are fresh: their latency histograms (and so a percentile speculative_retry's threshold) start "
+    "from this replay's own reads, not from the production table's history, and their data sits in few, new "
+    "SSTables"
+)
+
+
+def twin_name(run_id: str, arm: int) -> str:
+    return f"r_{run_id}_{arm}"
+
+
+@dataclass(frozen=True)
+class _Cluster:
+    session: Any
+    cluster: Any
+    hosts: list[Any]
+    port: int
+    local_dc: str
+    replication: dict[str, str]
+    rf: int
+    outside: int = 0
+
+
+class CassandraReplay:
+    """The live replay of one Cassandra deployment (module doc)."""
+
+    one_key_per_request = True
+
+    def __init__(self, target: Target) -> None:
+        self.target = target
+
+    # --- the configs --------------------------------------------------------------------------------------------
+    def default_config(self) -> dict[str, Any]:
+        return {"policy": "stock", "params": {}}
+
+    def complete(self, arms: Sequence[Arm], trace: ReplayTrace, rate_scale: float, seed: int,
+                 notes: list[str]) -> list[Arm]:
+        """As they are: what a config leaves unset is the user's table's (filled in by `run`)."""
+        return list(arms)
+
+    def modes(self, arms: Sequence[Arm]) -> list[str]:
+        """Every arm concurrent, or ReplayRefused naming what cannot differ between them (module doc)."""
+        from simulation.stock_knobs import knob
+
+        if self.target.server != "stock":
+            raise ReplayRefused("a Rein-patched server's scheduler is cluster-wide: its configs cannot run "
+                                "concurrently, and the live replay does not alternate whole runs yet")
+        for a in arms:
+            if a.config.get("policy") != "stock":
+                raise ReplayRefused(f"arm {a.name}: the policy {a.config.get('policy')!r} needs a patched server; a "
+                                    "stock Cassandra deployment replays stock configs")
+        names = sorted({k for a in arms for k in (a.config.get("params") or {})})
+        for name in names:
+            row = knob(name)
+            if row is None or row.applied in ("cql", "driver") or name == "driver":
+                continue
+            values = {repr((a.config.get("params") or {}).get(name, row.default_for(self.target.driver)))
+                      for a in arms}
+            if len(values) > 1:
+                why = ("a cluster-wide setting (cassandra.yaml / JMX): it cannot run concurrently, and the live "
+                       "replay does not alternate whole runs yet" if row.applied == "jmx" else
+                       "the live replay reads one partition per statement and does not replay a multiget's shape")
+                raise ReplayRefused(f"the configs differ in {name}: {why}")
+        return ["concurrent"] * len(arms)
+
+    def _options(self, config: Mapping[str, Any], current: Mapping[str, str]) -> dict[str, str]:
+        """The twin's table options as CQL texts: the config's, else the user's table's own now."""
+        from simulation.stock_appliers import TABLE
+
+        params = config.get("params") or {}
+        out: dict[str, str] = {}
+        for k in TABLE.knobs():
+            raw = params.get(k.name, current.get(k.name, k.default))
+            out[k.name] = TABLE.text(k, TABLE.parse(k, raw, where=k.name))
+        return out
+
+    def _profile(self, name: str, config: Mapping[str, Any]) -> ArmProfile:
+        from simulation.stock_render import stock_driver_settings
+
+        params = {k: v for k, v in (config.get("params") or {}).items() if k.startswith("driver.")}
+        s = stock_driver_settings(params, self.target.driver)
+        hedge = int(s["max_executions"]) > 1
+        delay = float(s["delay_ms"])
+        return ArmProfile(
+            name,
+            consistency="LOCAL_ONE",
+            speculative_class="ConstantSpeculativeExecutionPolicy" if hedge else "NoSpeculativeExecutionPolicy",
+            speculative_max_executions=int(s["max_executions"]),
+            speculative_delay_ms=max(1, round(delay)) if hedge else 0,
+            slow_replica_avoidance=bool(s["slow_replica_avoidance"]) if self.target.driver == "java4" else None,
+            shuffle_replicas=bool(s["shuffle_replicas"]) if self.target.driver == "python" else None,
+        )
+
+    # --- the cluster --------------------------------------------------------------------------------------------
+    def _cql(self, job: ReplayJob) -> CqlTarget:
+        return CqlTarget(self.target.connection, self.target.egress, job.settings.discover_timeout_s)
+
+    def _connect(self, job: ReplayJob) -> _Cluster:
+        if not self.target.tables:
+            raise ReplayRefused(f"deployment {self.target.name!r} names no tables: the twin tables copy the "
+                                "replication of the keyspace of its first table")
+        try:
+            cluster, session = self._cql(job).connect(consistency="LOCAL_ONE")
+        except TailtuneError as exc:
+            raise ReplayRefused(f"cassandra: {exc}") from None
+        try:
+            user_ks = self.target.tables[0].split(".", 1)[0]
+            meta = cluster.metadata.keyspaces.get(user_ks)
+            if meta is None:
+                raise ReplayRefused(f"keyspace {user_ks!r} of the deployment's table {self.target.tables[0]} is not "
+                                    "on the cluster")
+            replication = _replication(session, user_ks)
+            local = session.execute("SELECT data_center FROM system.local").one()
+            local_dc = str(local.data_center)
+            every = list(cluster.metadata.all_hosts())
+            hosts = [h for h in every if self.target.egress.allows(str(h.address))]
+            return _Cluster(session, cluster, hosts, int(self.target.connection.get("port", 9042)), local_dc,
+                            replication, _rf(replication, local_dc), len(every) - len(hosts))
+        except BaseException:
+            cluster.shutdown()
+            raise
+
+    # --- the run ------------------------------------------------------------------------------------------------
+    def run(self, job: ReplayJob, *, stop: threading.Event, progress: Progress) -> DriverRun:
+        """Connect, sweep dead runs' twins, take the lease, create and load the twins, run the repeats, drop the
+        twins whatever happens (module doc)."""
+        progress("connect", 0.0)
+        c = self._connect(job)
+        beat: threading.Thread | None = None
+        notes: list[str] = [TWIN_NOTE]
+        twins = [f"{KEYSPACE}.{twin_name(job.run_id, i)}" for i in range(len(job.arms))]
+        lease_stop = threading.Event()
+        created: list[str] = []
+        try:
+            _ensure_keyspace(c)
+            notes.extend(_sweep(c))
+            beat = _lease(c, job, lease_stop)
+            current = _current_options(c.session, self.target.tables[0])
+            configs: dict[str, dict[str, Any]] = {}
+            for i, arm in enumerate(job.arms):
+                options = self._options(arm.config, current)
+                params = {**(arm.config.get("params") or {}), **options}
+                configs[arm.name] = {"policy": "stock", "params": params}
+                _create_twin(c.session, twins[i], options)
+                created.append(twins[i])
+            if job.warmup_s < 10.0:
+                notes.append(f"the warm-up was {job.warmup_s:g} s: under 10 s the twins' speculative-retry "
+                             "thresholds may not have been updated twice before measuring")
+            if c.outside:
+                notes.append(f"{c.outside} node(s) of the cluster are outside the deployment's egress rules: the "
+                             "generator does not reach them and their reads are not in the counts")
+            if c.rf < 2:
+                notes.append(f"the keyspace's replication gives each partition {c.rf} replica in {c.local_dc}: a "
+                             "read has no other replica to speculate on, so no speculative retry can happen")
+            progress("load", 0.05)
+            notes.extend(_load(c.session, twins, job, stop, lambda f: progress("load", 0.05 + 0.2 * f)))
+            results, before, after = [], [], []
+            for r in range(job.repeats):
+                if stop.is_set():
+                    raise GeneratorFailed("cancelled", "the run was stopped")
+                before.append(_counters(c, twins))
+                progress("replay", 0.25 + 0.7 * r / job.repeats)
+                results.append(self._generate(c, job, twins, r, stop, progress))
+                after.append(_counters(c, twins))
+            progress("cleanup", 0.97)
+        except GeneratorAborted as exc:
+            raise ReplayRefused(f"the replay stopped: {exc.result.reason} (TAILTUNE_REPLAY_MAX_ERROR_FRACTION "
+                                f"{job.settings.replay_max_error_fraction:g})") from None
+        finally:
+            lease_stop.set()
+            _drop(c.session, created)
+            with contextlib.suppress(Exception):
+                c.session.execute(f"DELETE FROM {KEYSPACE}.{LEASES} WHERE run = %s", (job.run_id,))
+            c.cluster.shutdown()
+        if beat is not None:
+            beat.join(timeout=1.0)
+        return _measured(job, results, before, after, twins, configs, c, notes)
+
+    def _generate(self, c: _Cluster, job: ReplayJob, twins: list[str], repeat: int, stop: threading.Event,
+                  progress: Progress) -> GeneratorResult:
+        arms = tuple(PlanArm(a.name, f"SELECT v FROM {t} WHERE k = ?") for a, t in zip(job.arms, twins, strict=True))
+        dealt = job.dealt[repeat]
+        trace = job.trace
+        plan = Plan.of(arms, ((int(trace.offsets_us[i]), int(dealt[i]), (encode_value("text", trace.keys[i]),))
+                              for i in range(trace.requests)))
+        endpoints = [Endpoint(str(h.address), c.port) for h in c.hosts]
+        contact = [e for e in endpoints if e.key()[0] in {str(h.address) for h in c.hosts if h.is_up is not False}]
+        s = job.settings
+        config = GeneratorConfig(
+            contact_points=tuple(contact[:64] or endpoints[:1]),
+            allowed=tuple(endpoints),
+            local_dc=c.local_dc,
+            arms=tuple(self._profile(a.name, a.config) for a in job.arms),
+            username=self._cql(job).username,
+            rate_scale=job.rate_scale,
+            duration_s=job.duration_s,
+            block_s=job.block_s,
+            warmup_s=job.warmup_s,
+            max_in_flight=s.replay_max_in_flight,
+            max_error_fraction=s.replay_max_error_fraction,
+            abort_after=s.replay_abort_after,
+            connect_timeout_ms=int(s.discover_timeout_s * 1000),
+        )
+        password = self._cql(job).password()
+        box: dict[str, Any] = {}
+
+        def work() -> None:
+            try:
+                box["result"] = run(self.target.driver, plan, config, egress=self.target.egress, password=password,
+                                    stop=stop)
+            except BaseException as exc:
+                box["error"] = exc
+
+        import time
+
+        thread = threading.Thread(target=work, name="tailtune-replay-generator", daemon=True)
+        started = time.monotonic()
+        total = job.warmup_s + job.duration_s + 5.0
+        thread.start()
+        while thread.is_alive():
+            thread.join(0.5)
+            done = min(1.0, (time.monotonic() - started) / total)
+            progress("replay", 0.25 + 0.7 * (repeat + done) / job.repeats)
+        if "error" in box:
+            raise box["error"]
+        result: GeneratorResult = box["result"]
+        return result
+
+
+def _replication(session: Any, keyspace: str) -> dict[str, str]:
+    row = session.execute("SELECT replication FROM system_schema.keyspaces WHERE keyspace_name = %s",
+                          (keyspace,)).one()
+    return {str(k): str(v) for k, v in dict(row.replication).items()}
+
+
+def _rf(replication: Mapping[str, str], local_dc: str) -> int:
+    cls = replication.get("class", "")
+    raw = replication.get("replication_factor") if cls.endswith("SimpleStrategy") else replication.get(local_dc)
+    try:
+        return int(str(raw).split("/")[0])
+    except (TypeError, ValueError):
+        return 1
+
+
+def _cql_map(m: Mapping[str, str]) -> str:
+    return "{" + ", ".join(f"'{k}': '{v}'" for k, v in m.items() if re.fullmatch(r"[A-Za-z0-9_.:/-]+", f"{k}{v}")) + "}"
+
+
+def _ensure_keyspace(c: _Cluster) -> None:
+    """The scratch keyspace with the user keyspace's replication (altered to it when it differs), and the lease
+    table."""
+    s = c.session
+    wanted = _cql_map(c.replication)
+    s.execute(f"CREATE KEYSPACE IF NOT EXISTS {KEYSPACE} WITH replication = {wanted}")
+    if _replication(s, KEYSPACE) != c.replication:
+        s.execute(f"ALTER KEYSPACE {KEYSPACE} WITH replication = {wanted}")
+    s.execute(f"CREATE TABLE IF NOT EXISTS {KEYSPACE}.{LEASES} (run text PRIMARY KEY, deployment text, "
+              "started double)")
+
+
+def _sweep(c: _Cluster) -> list[str]:
+    """Drop the twins of runs holding no lease (dead runs'); a note naming them."""
+    s = c.session
+    live = {str(r.run) for r in s.execute(f"SELECT run FROM {KEYSPACE}.{LEASES}")}
+    tables = [str(r.table_name) for r in s.execute(
+        "SELECT table_name FROM system_schema.tables WHERE keyspace_name = %s", (KEYSPACE,))]
+    dead = [t for t in tables if (m := _TWIN.fullmatch(t)) is not None and m.group(1) not in live]
+    _drop(s, [f"{KEYSPACE}.{t}" for t in dead])
+    return ([f"dropped {len(dead)} twin table(s) a replay that did not finish left behind: {', '.join(dead)}"]
+            if dead else [])
+
+
+def _lease(c: _Cluster, job: ReplayJob, stop: threading.Event) -> threading.Thread:
+    """Write the run's lease and renew it every quarter of its TTL until `stop` (module doc)."""
+    import time
+
+    ttl = int(job.settings.replay_lease_s)
+    insert = (f"INSERT INTO {KEYSPACE}.{LEASES} (run, deployment, started) VALUES (%s, %s, %s) USING TTL {ttl}")
+    args = (job.run_id, job.deployment, time.time())
+    c.session.execute(insert, args)
+
+    def renew() -> None:
+        while not stop.wait(ttl / 4):
+            with contextlib.suppress(Exception):
+                c.session.execute(insert, args)
+
+    beat = threading.Thread(target=renew, name="tailtune-replay-lease", daemon=True)
+    beat.start()
+    return beat
+
+
+def _current_options(session: Any, table: str) -> dict[str, str]:
+    """The user's table's table options now (`system_schema.tables`), as text."""
+    from simulation.stock_appliers import TABLE
+
+    names = TABLE.names()
+    ks, name = table.split(".", 1)
+    row = session.execute(TABLE.select(names), (ks, name)).one()
+    if row is None:
+        return {}
+    return {n: str(getattr(row, n)) for n in names if getattr(row, n, None) is not None}
+
+
+def _create_twin(session: Any, table: str, options: Mapping[str, str]) -> None:
+    from simulation.stock_appliers import TABLE
+
+    rows = {k.name: k for k in TABLE.knobs()}
+    sets = " AND ".join(f"{n} = {TABLE.literal(rows[n], t)}" for n, t in options.items())
+    session.execute(f"CREATE TABLE {table} (k text PRIMARY KEY, v blob)" + (f" WITH {sets}" if sets else ""))
+
+
+def _drop(session: Any, tables: Sequence[str]) -> None:
+    for t in tables:
+        with contextlib.suppress(Exception):
+            session.execute(f"DROP TABLE IF EXISTS {t}")
+
+
+def _load(session: Any, twins: Sequence[str], job: ReplayJob, stop: threading.Event,
+          progress: Any) -> list[str]:
+    """Every distinct key of the trace into every twin, a value of its size, at consistency ALL."""
+    from cassandra import ConsistencyLevel
+    from cassandra.concurrent import execute_concurrent_with_args
+
+    s = job.settings
+    sizes: dict[str, int] = {}
+    for k, v in zip(job.trace.keys, job.trace.value_sizes.tolist(), strict=True):
+        if v >= 0 or k not in sizes:
+            sizes[k] = int(v)
+    if len(sizes) > s.replay_max_keys:
+        raise ReplayRefused(f"the replay reads {len(sizes):,} distinct keys: over TAILTUNE_REPLAY_MAX_KEYS "
+                            f"({s.replay_max_keys:,})")
+    known = [v for v in sizes.values() if v >= 0]
+    median = int(statistics.median(known)) if known else 100
+    notes = [] if len(known) == len(sizes) else [f"{len(sizes) - len(known)} keys without a value size were "
+                                                 f"loaded with the median size, {median} bytes"]
+    cut = sum(1 for v in sizes.values() if v > s.replay_max_value_bytes)
+    if cut:
+        notes.append(f"{cut} values larger than TAILTUNE_REPLAY_MAX_VALUE_BYTES ({s.replay_max_value_bytes} bytes) "
+                     "were written at that size")
+    rows = [(k, bytes(min(v if v >= 0 else median, s.replay_max_value_bytes))) for k, v in sizes.items()]
+    step = 2000
+    total = len(rows) * len(twins)
+    done = 0
+    for twin in twins:
+        insert = session.prepare(f"INSERT INTO {twin} (k, v) VALUES (?, ?)")
+        insert.consistency_level = ConsistencyLevel.ALL
+        for start in range(0, len(rows), step):
+            if stop.is_set():
+                raise GeneratorFailed("cancelled", "the run was stopped")
+            chunk = rows[start : start + step]
+            for ok, res in execute_concurrent_with_args(session, insert, chunk, concurrency=64,
+                                                        raise_on_first_error=False):
+                if not ok:
+                    raise ReplayRefused(f"loading {twin} failed at consistency ALL ({type(res).__name__}): every "
+                                        "replica must take the twins' data")
+            done += len(chunk)
+            progress(done / total)
+    return notes
+
+
+def _counters(c: _Cluster, twins: Sequence[str]) -> dict[str, dict[str, dict[str, int]]]:
+    """Each allowed node's replica and coordinator reads of each twin: {node: {twin: {"local", "coordinator"}}}
+    (a node that does not answer is left out)."""
+    out: dict[str, dict[str, dict[str, int]]] = {}
+    for host in c.hosts:
+        if host.is_up is False:
+            continue
+        per: dict[str, dict[str, int]] = {}
+        try:
+            for twin in twins:
+                ks, name = twin.split(".", 1)
+                counts = {}
+                for key, source in (("local", _LOCAL), ("coordinator", _COORDINATOR)):
+                    row = c.session.execute(f"SELECT count FROM {source} WHERE keyspace_name = %s AND "
+                                            "table_name = %s", (ks, name), host=host).one()
+                    counts[key] = int(row.count) if row is not None and row.count is not None else 0
+                per[twin] = counts
+        except Exception:
+            continue
+        out[str(host.address)] = per
+    return out
+
+
+def _lag_ms(results: Sequence[GeneratorResult]) -> dict[str, float]:
+    lag = Histogram()
+    for r in results:
+        lag.add(r.lag)
+    return {"p50": lag.value_at_percentile(50) / 1e3, "p99": lag.value_at_percentile(99) / 1e3,
+            "max": lag.max / 1e3}
+
+
+def _measured(job: ReplayJob, results: Sequence[GeneratorResult], before: Sequence[Mapping[str, Any]],
+              after: Sequence[Mapping[str, Any]], twins: Sequence[str], configs: dict[str, dict[str, Any]],
+              c: _Cluster, notes: list[str]) -> DriverRun:
+    n = len(job.arms)
+    blocks = job.blocks
+    rows = [[h for r in results for h in r.arms[a].blocks[:blocks]] for a in range(n)]
+    upper, counts = bucket_table(rows)
+    warm = job.trace.sent_before(job.warmup_s, job.rate_scale)
+    cluster: dict[str, Any] = {"source": f"{_LOCAL}, {_COORDINATOR}", "replication": c.replication, "rf": c.rf,
+                               "nodes": {}, "arms": {}}
+    measures = []
+    for a, arm in enumerate(job.arms):
+        twin = twins[a]
+        local = coord = 0
+        for b, e in zip(before, after, strict=True):
+            for node, per in e.items():
+                if node in b and twin in per and twin in b[node]:
+                    d_local = per[twin]["local"] - b[node][twin]["local"]
+                    d_coord = per[twin]["coordinator"] - b[node][twin]["coordinator"]
+                    local += d_local
+                    coord += d_coord
+                    node_arms = cluster["nodes"].setdefault(node, {})
+                    got = node_arms.setdefault(arm.name, {"replica_reads": 0, "coordinator_reads": 0})
+                    got["replica_reads"] += d_local
+                    got["coordinator_reads"] += d_coord
+        sent = sum(r.arms[a].sent for r in results)
+        sent_all = sent + sum(int(np.count_nonzero(job.dealt[r][:warm] == a)) for r in range(len(results)))
+        extra = max(0, min(local, local - sent_all))
+        cluster["arms"][arm.name] = {"twin": twin, "requests_sent": sent_all, "replica_reads": local,
+                                     "coordinator_reads": coord, "speculative_retries": max(0, local - coord),
+                                     "driver_extra_executions": max(0, coord - sent_all), "extra_reads": extra}
+        hist = BlockHistograms(np.asarray(upper or [1.0], dtype=np.float64),
+                               np.asarray(counts[a] if upper else np.zeros((len(rows[a]), 1)), dtype=np.int64),
+                               job.block_s)
+        measures.append(ArmMeasure(arm.name, hist, sent, sum(r.arms[a].errors for r in results),
+                                   sum(r.arms[a].timeouts for r in results), 0, local, extra))
+    sent_total = sum(r.sent for r in results)
+    intended = sum(r.intended_s for r in results)
+    send = sum(r.send_s for r in results)
+    cpu = sum(r.cpu_s for r in results)
+    if not math.isfinite(intended) or intended <= 0:
+        intended = 0.0
+    return DriverRun(
+        generator=results[0].generator if results else "?",
+        arms=tuple(measures),
+        intended_per_s=sent_total / intended if intended > 0 else 0.0,
+        achieved_per_s=sent_total / send if send > 0 else 0.0,
+        cpu_us_per_request=cpu * 1e6 / sent_total if sent_total else 0.0,
+        lag_ms=_lag_ms(results),
+        configs=configs,
+        cluster=cluster,
+        notes=tuple(notes),
+    )
+
