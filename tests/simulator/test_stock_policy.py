@@ -268,8 +268,8 @@ def test_local_coordinators_read_themselves_and_never_the_stalled_replica(cli: A
     and inline (1 ms: no network hop) and unsampled (score 0). Before the first score update (100 ms) it reads
     the ring primary, itself or a remote replica (1.1 ms: two 50 µs hops, sampled as 1 ms, score 1); from then
     on it reads itself: p99 1.0 ms; the remote reads of the first 100 ms (fewer than 1% of the requests) are
-    the slowest, p999 1.1 ms; the stalls never reach a request. `local=0`: every replica scores 1, the ring order reads server 2 for a third
-    of the keys, stalls included."""
+    the slowest, p999 1.1 ms; the stalls never reach a request. `local=0`: every replica scores 1, the ring
+    order reads server 2 for a third of the keys, stalls included."""
     trace = tmp_path / "trace.csv"
     trace.write_text("request_id,ts,key\n" + "".join(f"{i},{i * 0.01:.2f},k{i}\n" for i in range(1200)))
     stalls = tmp_path / "stalls.csv"
