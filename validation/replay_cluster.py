@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 import tempfile
 import threading
@@ -142,6 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     _print(doc)
     if a.json_out is not None:
         a.json_out.write_text(json.dumps(doc, indent=1))
+    shutil.rmtree(home, ignore_errors=True)
     return 0
 
 
