@@ -4,7 +4,9 @@ against `NEVER` with the paired block bootstrap's interval.
 
 Cluster: `tests.servers.cassandra_cluster` (127.0.0.1–.3, balanced tokens, the dynamic snitch off: a coordinator
 reads the first replica in ring order, so node 3 is the first replica of a third of the partitions). The user's
-keyspace has RF 3 (so the twins do); its table `shop.items`. The deployment names node 1 as its contact point; the
+keyspace has RF 3 (so the twins do); its table `shop.items`. The deployment declares 3 servers and RF 3 (its model's
+other inputs are the simulator's defaults: no discovery or calibration here, and no stalls in the model); it
+names node 1 as its contact point; the
 generator reaches every node (so the engine reads every node's counters), token-aware, and the Java driver's slow
 replica avoidance (on, its default, in every arm) moves a node with many requests in flight — the stalled one — to
 the back of a request's coordinators: a stalled coordinator cannot speculate, whatever the arm. Node 3's JVM is
@@ -27,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 import tempfile
 import threading
@@ -107,6 +110,7 @@ def main(argv: list[str] | None = None) -> int:
         with db.session() as s:
             body = DeploymentCreate.model_validate({
                 "name": "shop", "kind": "cassandra", "tables": ["shop.items"], "replay_allowed": True,
+                "topology": {"servers": 3, "replication": 3},
                 "connection": {"contact_points": [nodes[0].host], "port": port}})
             deployments.create(s, settings, body, Principal("validation", "admin"))
         db.dispose()
@@ -139,6 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     _print(doc)
     if a.json_out is not None:
         a.json_out.write_text(json.dumps(doc, indent=1))
+    shutil.rmtree(home, ignore_errors=True)
     return 0
 
 

@@ -97,8 +97,19 @@ class CassandraReplay:
 
     def complete(self, arms: Sequence[Arm], trace: ReplayTrace, rate_scale: float, seed: int,
                  notes: list[str]) -> list[Arm]:
-        """As they are: what a config leaves unset is the user's table's (filled in by `run`)."""
-        return list(arms)
+        """Whole-number knobs as integers (a SPEC's numbers are read as floats); what a config leaves unset is the
+        user's table's (filled in by `run`)."""
+        from simulation.stock_knobs import knob
+
+        out = []
+        for a in arms:
+            params = {}
+            for name, value in (a.config.get("params") or {}).items():
+                row = knob(name)
+                whole = row is not None and row.kind in ("int", "bool") and isinstance(value, float)
+                params[name] = int(value) if whole and float(value).is_integer() else value
+            out.append(Arm(a.name, a.spec, {**a.config, "params": params}, a.mode))
+        return out
 
     def modes(self, arms: Sequence[Arm]) -> list[str]:
         """Every arm concurrent, or ReplayRefused naming what cannot differ between them (module doc)."""

@@ -121,7 +121,8 @@ class MemcachedReplay:
 
         out, levels = [], None
         for a in arms:
-            params = dict(a.config.get("params") or {})
+            params = {k: int(v) if isinstance(v, float) and v.is_integer() else v
+                      for k, v in (a.config.get("params") or {}).items()}
             if a.config.get("policy") == "chisel" and any(k not in params for k in CHISEL_KEYS):
                 if levels is None:
                     prepared = memcached.prepare(trace.to_table(rate_scale), source="the replayed requests")

@@ -29,14 +29,15 @@ def _session(node: Any) -> tuple[Any, Any]:
     return cluster, cluster.connect()
 
 
-def _deployment(settings: Settings, name: str, node: Any, table: str, *, allowed: bool) -> None:
+def _deployment(settings: Settings, name: str, node: Any, table: str, *, allowed: bool, driver: str = "java4"
+                ) -> None:
     from control import deployments
     from control.db import database_for
     from control.deployment_spec import DeploymentCreate
     from control.tokens import Principal
 
     body = DeploymentCreate.model_validate({"name": name, "kind": "cassandra", "tables": [table],
-                                            "replay_allowed": allowed,
+                                            "replay_allowed": allowed, "driver": driver,
                                             "connection": {"contact_points": [node.host], "port": node.port}})
     db = database_for(settings.resolved_database_url)
     try:
@@ -69,6 +70,7 @@ def shop(cassandra_node: Any, tailtune_home: Path, tmp_path: Path, monkeypatch: 
     dataset = ingest_file(path, settings=settings).id
     _deployment(settings, "shop", cassandra_node, f"{ks}.items", allowed=True)
     _deployment(settings, "closed", cassandra_node, f"{ks}.items", allowed=False)
+    _deployment(settings, "pyshop", cassandra_node, f"{ks}.items", allowed=True, driver="python")
     try:
         yield {"node": cassandra_node, "ks": ks, "dataset": dataset, "session": session, "settings": settings}
     finally:
@@ -142,3 +144,20 @@ def test_a_deployment_without_replay_allowed_is_refused(shop: dict[str, Any], cl
     r = cli("replay", "--deployment", "closed", "--dataset", shop["dataset"], "--config", "A=current",
             "--config", "B=stock:speculative_retry=NEVER", "--json")
     assert r.exit_code == 2 and "does not allow the live replay" in r.stderr and r.stdout == ""
+
+
+def test_a_python_driver_deployment_replays_on_the_python_driver_with_a_profile_per_arm(shop: dict[str, Any]
+                                                                                       ) -> None:
+    """The deployment's own driver runs the generator; a driver setting is the arm's execution profile (here the
+    second arm hedges with a second execution after 1 ms), the table option its twin's."""
+    hedge = "stock:speculative_retry=NEVER,driver.speculative_execution.max_executions=2," \
+            "driver.speculative_execution.delay=1"
+    report = run_replay("pyshop", shop["dataset"], [("PLAIN", "stock:speculative_retry=NEVER"), ("HEDGE", hedge)],
+                        duration_s=1.5, block_s=0.5, settings=shop["settings"])
+    doc = report.as_dict()
+    assert doc["generator"]["driver"].startswith("python-cassandra-driver")
+    assert doc["arms"][1]["config"]["params"]["driver.speculative_execution.max_executions"] == 2
+    plain, hedged = doc["cluster"]["arms"]["PLAIN"], doc["cluster"]["arms"]["HEDGE"]
+    assert plain["driver_extra_executions"] == 0 and hedged["driver_extra_executions"] >= 0
+    assert all(doc["observed"][a]["errors"] == 0 for a in ("PLAIN", "HEDGE"))
+    assert _scratch_tables(shop["session"]) == ["runs"]

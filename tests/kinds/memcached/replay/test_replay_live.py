@@ -122,3 +122,15 @@ def test_a_cancelled_replay_removes_its_scratch_keys(pool: dict[str, Any]) -> No
         run_replay("cache", pool["dataset"], [("batch", "batching"), ("chisel", "chisel")], duration_s=4.0,
                    block_s=0.5, settings=pool["settings"], on_progress=cancel)
     assert "load" in seen and _items(pool["nodes"]) == [0, 0]
+
+
+def test_repeats_add_their_blocks(pool: dict[str, Any]) -> None:
+    """Each repeat deals the requests anew and adds its blocks: 2 repeats of 2 s in blocks of 0.5 s are 8 blocks."""
+    report = run_replay("cache", pool["dataset"], [("batch", "batching"), ("split", "chisel:elephant_threshold=20,"
+                                                   "merge=1,split_keys=10")], duration_s=2.0, repeats=2, block_s=0.5,
+                        settings=pool["settings"])
+    doc = report.as_dict()
+    assert doc["blocks"] == 8 and doc["duration_s"] == 4.0
+    assert doc["arms"][1]["config"]["params"] == {"elephant_threshold": 20, "merge": 1, "split_keys": 10}
+    assert doc["cluster"]["arms"]["split"]["extra_queries"] > 0  # its elephants go out in chunks
+    assert _items(pool["nodes"]) == [0, 0]
