@@ -5,6 +5,8 @@ use kvsim_core::replica::{
 use kvsim_core::server_model::ServerModelConfig;
 use kvsim_core::{replay, Cluster, ClusterConfig, ReplayConfig, Workload};
 
+mod common;
+
 const MS: u64 = 1_000_000;
 
 /// 2 single-slot servers, RF 2 (g0 → [0, 1]), d = 0.5 ms, one client; server 0 at 1/20 speed.
@@ -219,16 +221,7 @@ fn the_snitch_times_a_read_from_its_requests_start() {
     // second read's own 2 ms round trip. The update at 5 scores server 0 4/4 = 1 and server 1 2/4 = 0.5. R1 at
     // 6 reads a key on g0: in ring order [1, 0.5], sorted [0.5, 1]: 1 > 0.5 × 1.5 → sorted by score → server 1.
     // (Timed from each read's own send, both would score 1 and the ring order would read server 0.)
-    let c = Cluster::new(ClusterConfig {
-        servers: 3,
-        slots: 1,
-        replication: 2,
-        vnodes: 1,
-        service_rate: 1000.0,
-        net_latency_ns: MS / 2,
-        clients: 1,
-    })
-    .unwrap();
+    let c = common::cluster(MS / 2);
     assert_eq!((c.replicas(0), c.replicas(1)), (&[0, 1][..], &[1, 2][..]));
     let wl = Workload::from_parts(
         &[
