@@ -14,8 +14,9 @@ from setuptools import find_packages  # type: ignore[import-untyped]  # no stubs
 ROOT = Path(__file__).resolve().parents[1]
 PRUNE = {"target", "build", "__pycache__", "node_modules"}  # and every hidden folder (.venv, .git, caches)
 #: What starts a server process: the program looked up to run it, or its main class. (`java` alone is no server:
-#: the full query log's reader runs a small Java program on Cassandra's jars; a Cassandra node is `CassandraDaemon`.)
-SERVER_START = re.compile(r'which\("(memcached|initdb|pg_ctl|mvn)"\)|CassandraDaemon')
+#: the full query log's reader and the live replay's generator are small Java programs; `mvn` fetches jars once;
+#: a Cassandra node is `CassandraDaemon`.)
+SERVER_START = re.compile(r'which\("(memcached|initdb|pg_ctl)"\)|CassandraDaemon')
 
 
 def _python_files(top: Path) -> Iterator[Path]:

@@ -47,8 +47,6 @@ _HERE: Final = Path(__file__).resolve().parent
 _SOURCE: Final = _HERE / "Generator.java"
 _POM: Final = _HERE / "pom.xml"
 PASSWORD_ENV: Final = "TAILTUNE_GENERATOR_PASSWORD"
-#: Maven, which fetches the jars once (the product's own fetch, not a test server's).
-MAVEN: Final = "mvn"
 
 #: The generator's JVM: a fixed heap (no resizing during a run) and its JIT stopped at C1. C2's compiles run on
 #: the generator's own cores for the first tens of seconds of a run and delay its sends: measured on a pinned
@@ -78,7 +76,7 @@ def fetch_lib(cache: Path | None = None) -> Path:
     lib = root / f"lib-{_digest(pom)}"
     if (lib / ".complete").is_file():
         return lib
-    mvn = shutil.which(MAVEN)
+    mvn = shutil.which("mvn")
     if mvn is None:
         raise TailtuneError(
             "the Java load generator's jars are not fetched yet and Maven (mvn) is not installed",
