@@ -105,12 +105,17 @@ class InputRange:
         return None
 
 
+#: Most service slots a modelled server has (kvsim's `ClusterConfig`: 1..=64).
+MODEL_MAX_SLOTS = 64
+
 #: The ranges of the model inputs: one declaration for what an operator sets (the API's topology,
 #: `control/deployment_spec.py`) and what discovery and calibration read from a live system
 #: (`control.discovery`, `control.calibration`), so neither can store a value the other refuses.
 INPUT_RANGES: dict[str, InputRange] = {
     "servers": InputRange(1, 100_000, True),
-    "slots": InputRange(1, 1024, True),
+    # the simulator's own bound (kvsim's `ClusterConfig` takes 1..=64 slots a server): a wider range here would be
+    # accepted by the API and refused later, by the tune
+    "slots": InputRange(1, MODEL_MAX_SLOTS, True),
     "replication": InputRange(1, 16, True),
     "service_rate_per_s": InputRange(0, math.inf, False, low_open=True),
     "network_ms": InputRange(0, 60_000, False),

@@ -32,9 +32,10 @@ from base.errors import BadInputError
 from control.discovery import checked, integer, refused, shown, timed_rounds
 from control.egress import Egress, EgressRefused
 from control.kind import Discovered, DiscoveryFailed
-from control.model import check_input
+from control.model import MODEL_MAX_SLOTS, check_input
 from kinds.cassandra.cql import ConnectFailed, CqlTarget, PasswordMissing
 from simulation.stock_appliers import SNITCH, TABLE
+from simulation.stock_knobs import JAVA_INT_MAX
 
 __all__ = [
     "INTEGER_PARTITIONERS",
@@ -49,6 +50,7 @@ __all__ = [
     "partition_key",
     "probe_reader",
     "probe_times",
+    "slots_of",
     "statement_reader",
 ]
 
@@ -544,8 +546,10 @@ def _read_cassandra(
     reads = contact_settings.get("concurrent_reads")
     if reads is not None:
         where = f"cassandra node {contact_name}: system_views.settings"
-        slots = checked("slots", integer(reads, where, "concurrent_reads"), where, "concurrent_reads")
-        found.put("slots", slots, f"system_views.settings concurrent_reads of {contact_name}")
+        slots, how, note = slots_of(reads, where, contact_name)
+        found.put("slots", slots, how)
+        if note:
+            found.notes.append(note)
         others = {a: s.get("concurrent_reads") for a, s in settings_by_node.items()
                   if str(s.get("concurrent_reads")) != str(reads)}
         if others:
@@ -589,3 +593,22 @@ def _read_cassandra(
                                "are)")
     if server == "stock" and options:
         found.current_config = _stock_config(options, found.notes)
+
+
+def slots_of(reads: Any, where: str, contact_name: str) -> tuple[int, str, str | None]:
+    """The model's `slots` from a node's `concurrent_reads` (a text or an integer as `system_views.settings` gives
+    it): (slots, how it was found, a note or None). A value over the model's `MODEL_MAX_SLOTS` — a real setting on
+    large nodes — is modelled as that many, said in the note; what no Java int holds, or under 1, is refused
+    (`DiscoveryFailed` naming the node and the field)."""
+    value = integer(reads, where, "concurrent_reads")
+    how = f"system_views.settings concurrent_reads of {contact_name}"
+    if value > JAVA_INT_MAX:
+        raise refused(where, "concurrent_reads", f"{shown(value)} is more than a Java int holds")
+    note = None
+    if value > MODEL_MAX_SLOTS:
+        note = (f"concurrent_reads {value} of {contact_name} is more than the model's {MODEL_MAX_SLOTS} service "
+                f"slots a server: modelled as {MODEL_MAX_SLOTS} (the model's servers serve at most "
+                f"{MODEL_MAX_SLOTS} reads at once)")
+        how += f", {value} modelled as {MODEL_MAX_SLOTS}"
+        value = MODEL_MAX_SLOTS
+    return checked("slots", value, where, "concurrent_reads"), how, note

@@ -15,10 +15,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from base.settings import Settings
-from control.discovery import DiscoveryFailed, checked, discover
+from control.discovery import DiscoveryFailed, discover
 from control.discovery import integer as _integer
-from control.model import INPUT_RANGES
-from kinds.cassandra.discovery import _release, _tokens, parse_strategy
+from control.model import INPUT_RANGES, MODEL_MAX_SLOTS
+from kinds.cassandra.discovery import _release, _tokens, parse_strategy, slots_of
 from tests.app_fixtures import Svc, memcached_deployment
 from tests.servers.hostile_memcached import HostileMemcached, hostile_memcached
 
@@ -112,6 +112,25 @@ def _refused(call: Any, field: str) -> str:
     return str(caught.value)
 
 
+def test_a_node_with_more_concurrent_reads_than_the_model_holds_is_modelled_at_its_most_and_said_so() -> None:
+    assert slots_of("32", NODE, "n1") == (32, "system_views.settings concurrent_reads of n1", None)
+    slots, how, note = slots_of("128", NODE, "n1")
+    assert slots == MODEL_MAX_SLOTS == 64 and how.endswith("128 modelled as 64")
+    assert note is not None and "concurrent_reads 128 of n1" in note
+
+
+def test_the_slots_range_is_the_simulators() -> None:
+    """The API and discovery accept exactly the slots kvsim replays: its top accepted, one more refused by both."""
+    import kvsim
+
+    top = int(INPUT_RANGES["slots"].high)
+    assert top == MODEL_MAX_SLOTS and INPUT_RANGES["slots"].problem(top) is None
+    kvsim.Cluster(slots=top)
+    assert INPUT_RANGES["slots"].problem(top + 1) is not None
+    with pytest.raises(ValueError, match="'slots'"):
+        kvsim.Cluster(slots=top + 1)
+
+
 def test_cassandra_values_out_of_range_are_refused_naming_node_and_field() -> None:
     simple = "org.apache.cassandra.locator.SimpleStrategy"
     nts = "org.apache.cassandra.locator.NetworkTopologyStrategy"
@@ -127,9 +146,8 @@ def test_cassandra_values_out_of_range_are_refused_naming_node_and_field() -> No
         lambda: _tokens([str(2**64)], "Murmur3Partitioner", NODE), "tokens")
     assert _tokens(["5", "-3"], "Murmur3Partitioner", NODE) == [-3, 5]
     _refused(lambda: _release("5" * 5000 + ".0", NODE), "release_version")
-    assert "out of range [1, 1024]" in _refused(
-        lambda: checked("slots", _integer(str(10**30), NODE, "concurrent_reads"), NODE, "concurrent_reads"),
-        "concurrent_reads")
+    assert "more than a Java int holds" in _refused(lambda: slots_of(str(10**30), NODE, "n1"), "concurrent_reads")
+    assert "out of range [1, 64]" in _refused(lambda: slots_of("0", NODE, "n1"), "concurrent_reads")
     _refused(lambda: _integer("12abc", NODE, "concurrent_reads"), "concurrent_reads")
 
 
@@ -157,7 +175,6 @@ def test_any_cassandra_value_is_accepted_in_range_or_refused_naming_node_and_fie
     if tokens is not None:
         assert -(2**63) <= tokens[0] <= 2**63 - 1
     holds(lambda: _release(release, NODE), "release_version")
-    slots = holds(lambda: checked("slots", _integer(reads, NODE, "concurrent_reads"), NODE, "concurrent_reads"),
-                  "concurrent_reads")
-    if slots is not None:
-        assert INPUT_RANGES["slots"].problem(slots) is None
+    found = holds(lambda: slots_of(reads, NODE, "n1"), "concurrent_reads")
+    if found is not None:
+        assert INPUT_RANGES["slots"].problem(found[0]) is None
