@@ -322,6 +322,28 @@ class Settings(BaseSettings):
         description="Rounds (one trivial request and one of each read) `tailtune deployments calibrate` runs uncounted "
         "before it times any: the node's and the client's rarely used paths warm up first.",
     )
+    calibrate_capacity_rates: list[float] = Field(
+        default=[200.0, 400.0], min_length=1, max_length=8,
+        description="Requests a second of each loaded phase of the capacity measurement (`tailtune deployments "
+        "calibrate` of a Cassandra deployment naming `connection.jmx_port`): single-partition and `IN` reads at each "
+        "rate, beside idle intervals; the utilization law's fit needs the mixes, not a high load (docs/model.md § "
+        "Capacity).",
+    )
+    calibrate_capacity_interval_s: float = Field(
+        default=2.0, ge=0.5, le=60.0,
+        description="Seconds of one interval of the capacity measurement: the node's CPU and counters are read at "
+        "each interval's ends (ProcessCpuTime resolves 10 ms: an interval holds hundreds of its steps).",
+    )
+    calibrate_capacity_intervals: int = Field(
+        default=4, ge=1, le=100,
+        description="Intervals of each phase of the capacity measurement (idle, single-partition and IN reads at "
+        "each rate): the fit and its bootstrap interval are over all of them.",
+    )
+    calibrate_capacity_warmup_s: float = Field(
+        default=20.0, ge=0.0, le=600.0,
+        description="Seconds of single-partition reads at the highest capacity rate, unmeasured, before the capacity "
+        "measurement: a JVM's first minutes of a read path cost it several times its later CPU (its JIT).",
+    )
     discover_profile_reps: int = Field(
         default=20, ge=1, le=10_000,
         description="Multigets per keys-per-request size when `--profile-servers` profiles a memcached server.",

@@ -70,4 +70,8 @@ def calibrate_deployment(db: Database, settings: Settings, deployment_id: int, *
         s.flush()
     for note in found.notes:
         log(f"note: {note}")
-    return {"deployment": name, "kind": kind, "at": found.at, "inputs": found.inputs, "notes": found.notes}
+    out = {"deployment": name, "kind": kind, "at": found.at, "inputs": found.inputs, "notes": found.notes}
+    figures = (found.readings.get("capacity") or {}).get("figures")
+    if figures:  # each `{value, interval, source, how}` (docs/model.md § Capacity)
+        out["capacity"] = figures
+    return out

@@ -152,6 +152,12 @@ class Connection(RequestBody):
 
     contact_points: list[Host] = Field(default_factory=list, max_length=MAX_ENDPOINTS)
     port: int = Field(default=9042, ge=1, le=65535)
+    jmx_port: int | None = Field(
+        default=None, ge=1, le=65535,
+        description="Cassandra: the nodes' JMX port (Cassandra's default 7199), where tailtune may read it: "
+        "calibration then measures each contact node's capacity (its CPU per request and per partition read, its "
+        "cores) over JMX; unset, nothing is read over JMX.",
+    )
     keyspace: str = Field(default="tailtune", pattern=r"^[a-z][a-z0-9_]{0,47}$")
     servers: list[Host] = Field(default_factory=list, max_length=MAX_ENDPOINTS)
     username: str | None = Field(
@@ -172,6 +178,8 @@ class Connection(RequestBody):
             raise ValueError("username and password_env go together (a login needs both)")
         if self.servers and self.username is not None:
             raise ValueError("username, password_env: only a cassandra deployment logs in")
+        if self.servers and self.jmx_port is not None:
+            raise ValueError("jmx_port: only a cassandra deployment is read over JMX")
         return self
 
     @field_validator("servers")

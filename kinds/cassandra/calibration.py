@@ -55,6 +55,7 @@ import random
 import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from control.discovery import checked, timed_rounds
@@ -174,12 +175,40 @@ def _interval(values: Sequence[float], stat: Callable[[Sequence[float]], float],
     return [draws[int(0.025 * BOOTSTRAP)], draws[int(0.975 * BOOTSTRAP) - 1]]
 
 
+@dataclass(frozen=True)
+class CapacityOptions:
+    """The capacity measurement's phases (`kinds.cassandra.capacity`): the loaded phases' rates, each phase's
+    intervals and their length, the unmeasured warm-up before them."""
+
+    rates: tuple[float, ...] = (200.0, 400.0)
+    interval_s: float = 2.0
+    intervals: int = 4
+    warmup_s: float = 20.0
+
+
 def calibrate_cassandra(
     connection: Mapping[str, Any], tables: Sequence[str], *, egress: Egress, timeout_s: float, reads: int,
-    warmup: int = 1000, keys: int = 8, log: Callable[[str], None] = lambda _: None,
+    warmup: int = 1000, keys: int = 8, capacity: CapacityOptions | None = None,
+    log: Callable[[str], None] = lambda _: None,
 ) -> Calibrated:
-    """Measure the network and the service time of a Cassandra cluster (module docstring); raises
-    DiscoveryFailed naming the node and what to do."""
+    """Measure the network and the service time of a Cassandra cluster, and its contact node's capacity where
+    the connection names a JMX port (module docstring); raises DiscoveryFailed naming the node and what to do."""
+    found = _calibrate(connection, tables, egress=egress, timeout_s=timeout_s, reads=reads, warmup=warmup, keys=keys,
+                       log=log)
+    if connection.get("jmx_port") is None:
+        found.notes.append("capacity not calibrated: the deployment names no connection.jmx_port (the node's CPU is "
+                           "read over JMX)")
+    elif not tables:
+        found.notes.append("capacity not calibrated: the deployment names no table to read")
+    else:
+        _capacity(found, connection, tables[0], egress, timeout_s, capacity or CapacityOptions(), keys, log)
+    return found
+
+
+def _calibrate(
+    connection: Mapping[str, Any], tables: Sequence[str], *, egress: Egress, timeout_s: float, reads: int,
+    warmup: int, keys: int, log: Callable[[str], None],
+) -> Calibrated:
     found = Calibrated(KIND, time.time())
     target, cluster, session = open_session(connection, egress, timeout_s)
     try:
@@ -271,3 +300,98 @@ def calibrate_cassandra(
         f"{found.readings['multi_key']['p50_ms']:.3f} ms against one partition's "
         f"{found.readings['single_key']['p50_ms']:.3f} ms)")
     return found
+
+
+def _capacity(found: Calibrated, connection: Mapping[str, Any], table: str, egress: Egress, timeout_s: float,
+              opts: CapacityOptions, keys: int, log: Callable[[str], None]) -> None:
+    """The contact node's capacity (`kinds.cassandra.capacity`) into `found` (`capacity` input and figures)."""
+    from cassandra import ConsistencyLevel
+    from cassandra.metadata import protect_name
+
+    from kinds.cassandra import capacity as cap
+    from kinds.cassandra.jmx import JmxFailed, JmxSession
+
+    target, cluster, session = open_session(connection, egress, timeout_s)
+    try:
+        cql = _Cql(target, session)
+        address = target.contact_points()[0]
+        pk = partition_key(cql, table)
+        if len(pk) != 1:
+            found.notes.append(f"capacity not calibrated: {table} has {'a composite' if pk else 'no'} partition key")
+            return
+        col = protect_name(pk[0])
+        values = [row[0] for row in cql.run(f"SELECT DISTINCT {col} FROM {table} LIMIT {int(keys)}")]
+        if len(values) < 2:
+            found.notes.append(f"capacity not calibrated: {table} holds {len(values)} partition(s); the IN reads "
+                               "need at least 2")
+            return
+        one = session.prepare(f"SELECT * FROM {table} WHERE {col} = ? LIMIT 1")
+        many = session.prepare(f"SELECT * FROM {table} WHERE {col} IN ? PER PARTITION LIMIT 1")
+        for stmt in (one, many):
+            stmt.consistency_level = ConsistencyLevel.ONE
+        in_flight = [0]
+        dropped = [0]
+        limit = 256
+
+        def sender(stmt: Any, bound: tuple[Any, ...]) -> Callable[[], object]:
+            def done(_: object) -> None:
+                in_flight[0] -= 1
+
+            def send() -> object:
+                if in_flight[0] >= limit:  # the node is not keeping up: not a reading of its cost
+                    dropped[0] += 1
+                    return None
+                in_flight[0] += 1
+                future = session.execute_async(stmt, bound)
+                future.add_callbacks(done, done)
+                return future
+            return send
+
+        single = sender(one, (values[0],))
+        multi = sender(many, (values,))
+        keyspace, name = table.split(".", 1)
+        top = max(opts.rates)
+        phases: list[tuple[str, Callable[[], object] | None, float]] = [("idle", None, 0.0)]
+        for rate in sorted(opts.rates):
+            phases += [(f"single@{rate:g}", single, rate), (f"in{len(values)}@{rate:g}", multi, rate)]
+        phases.append(("idle-after", None, 0.0))
+        login = target.username if target.password() is not None else None
+        try:
+            with JmxSession(egress, address, int(connection["jmx_port"]), username=login,
+                            password=target.password() if login else None, timeout_s=timeout_s,
+                            scrub=target.scrub) as jmx:
+                cores = int(jmx.number("java.lang:type=OperatingSystem", "AvailableProcessors"))
+                if opts.warmup_s > 0:
+                    log(f"capacity: warming up {opts.warmup_s:g} s of single-partition reads at {top:g}/s")
+                    cap.measure(jmx, keyspace, name, [("warm-up", single, top)], opts.warmup_s, 1)
+                rows = cap.measure(jmx, keyspace, name, phases, opts.interval_s, opts.intervals, log=log)
+        except JmxFailed as exc:
+            found.notes.append(f"capacity not calibrated: {exc}")
+            return
+    finally:
+        cluster.shutdown()
+    try:
+        fit = cap.fit_capacity(rows, cores)
+    except ValueError as exc:
+        found.notes.append(f"capacity not calibrated: {exc}")
+        return
+    how = (f"node {address} over JMX: {fit.n} intervals of {opts.interval_s:g} s — idle, single-partition and "
+           f"{len(values)}-partition IN reads of {table} at {', '.join(f'{r:g}' for r in sorted(opts.rates))}/s — "
+           "the utilization law's least-squares fit, 95 % bootstrap intervals over the intervals")
+    figures = cap.as_inputs(fit, how)
+    found.readings["capacity"] = {"node": address, "figures": figures, "intervals": [vars(r) for r in rows],
+                                  "dropped": dropped[0]}
+    found.put("capacity", {k: v["value"] for k, v in figures.items()}, how,
+              uncertainty={k: v["interval"] for k, v in figures.items() if v["interval"] is not None})
+    if dropped[0]:
+        found.notes.append(f"capacity: {dropped[0]} reads were not sent, {limit} being in flight (the node or this "
+                           "client fell behind): the loaded intervals' rates are what was sent")
+    if not fit.resolved:
+        found.notes.append("capacity: the CPU a request or a partition read adds is not resolved (its interval "
+                           "reaches 0): the node's noise is larger than the load's cost at these rates (a longer or "
+                           "more loaded measurement narrows it)")
+    rate = fit.requests_per_s
+    log(f"capacity: {fit.cpu_per_request_us:.1f} µs a request, {fit.cpu_per_read_us:.1f} µs a partition read, "
+        f"background {fit.background_cores:.2f} of {fit.cores} cores: "
+        + (f"{rate:,.0f} single-partition requests/s at saturation" if rate is not None else
+           "no saturation rate (the fit gives no positive cost or no free core)"))

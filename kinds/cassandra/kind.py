@@ -14,7 +14,7 @@ from control.errors import Invalid
 from control.kind import Calibrated, DeploymentKind, Discovered, Endpoint, Log, ModelInputs, Target
 from control.redact import public
 from kinds.cassandra import model
-from kinds.cassandra.calibration import calibrate_cassandra
+from kinds.cassandra.calibration import CapacityOptions, calibrate_cassandra
 from kinds.cassandra.discovery import discover_cassandra
 from kinds.cassandra.publisher import CassandraPublisher
 from kinds.cassandra.replay.live import CassandraReplay
@@ -46,9 +46,12 @@ class Cassandra(DeploymentKind):
                                   server=target.server, log=log)
 
     def calibrate(self, target: Target, settings: Settings, *, log: Log = lambda _: None) -> Calibrated:
+        capacity = CapacityOptions(tuple(settings.calibrate_capacity_rates), settings.calibrate_capacity_interval_s,
+                                   settings.calibrate_capacity_intervals, settings.calibrate_capacity_warmup_s)
         return calibrate_cassandra(target.connection, target.tables, egress=target.egress,
                                    timeout_s=settings.discover_timeout_s, reads=settings.calibrate_reads,
-                                   warmup=settings.calibrate_warmup, keys=settings.calibrate_keys, log=log)
+                                   warmup=settings.calibrate_warmup, keys=settings.calibrate_keys,
+                                   capacity=capacity, log=log)
 
     # --- the model ------------------------------------------------------------------------------------------
     def model_options(self, inputs: ModelInputs, connection: Mapping[str, Any], *, timestamps: bool,
