@@ -390,8 +390,8 @@ def _capacity(found: Calibrated, connection: Mapping[str, Any], table: str, egre
         found.notes.append("capacity: the CPU a request or a partition read adds is not resolved (its interval "
                            "reaches 0): the node's noise is larger than the load's cost at these rates (a longer or "
                            "more loaded measurement narrows it)")
-    rate = fit.requests_per_s
+    saturation = fit.requests_per_s
     log(f"capacity: {fit.cpu_per_request_us:.1f} µs a request, {fit.cpu_per_read_us:.1f} µs a partition read, "
         f"background {fit.background_cores:.2f} of {fit.cores} cores: "
-        + (f"{rate:,.0f} single-partition requests/s at saturation" if rate is not None else
+        + (f"{saturation:,.0f} single-partition requests/s at saturation" if saturation is not None else
            "no saturation rate (the fit gives no positive cost or no free core)"))

@@ -135,7 +135,9 @@ def test_a_real_nodes_capacity_is_calibrated_and_the_replay_can_load_it(
     from control.tune_request import deployment_record
 
     with svc.db.session() as ses:
-        record = deployment_record(ses.get(DeploymentRow, dep_id))
+        row = ses.get(DeploymentRow, dep_id)
+        assert row is not None
+        record = deployment_record(row)
     assert _capacity(record) == capacity["requests_per_s"]["value"]  # None where the fit gives no saturation
     # the CLI reports the same figures
     out = cli("deployments", "calibrate", "cap", "--json")
