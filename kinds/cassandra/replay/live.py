@@ -214,9 +214,13 @@ class CassandraReplay:
 
     # --- the run ------------------------------------------------------------------------------------------------
     def _jmx(self, job: ReplayJob) -> SnitchJmx:
+        """The nodes' JMX (`snitch.py`): the login is sent only to a `connection.jmx_port` the deployment names (the
+        port its password is bound to, `control.grants.password_binding`)."""
         cql = self._cql(job)
-        port = int(self.target.connection.get("jmx_port") or DEFAULT_JMX_PORT)
-        return SnitchJmx(self.target.egress, port, cql.username, cql.password() if cql.username else None)
+        given = self.target.connection.get("jmx_port")
+        if not given:
+            return SnitchJmx(self.target.egress, DEFAULT_JMX_PORT)
+        return SnitchJmx(self.target.egress, int(given), cql.username, cql.password())
 
     def run(self, job: ReplayJob, *, stop: threading.Event, progress: Progress) -> DriverRun:
         """Connect, sweep dead runs' twins and settings, take the lease, create and load the twins, run the periods
