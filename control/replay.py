@@ -23,6 +23,12 @@ version is (`control.configs.validate_config`).
 it to a fraction of the deployment's calibrated capacity (the model input `capacity`, requests per second, which
 calibration records): refused, naming what is missing, while the model has none.
 
+**Alternating** (docs/replay.md § Alternating). Arms that differ in a cluster-wide setting (`driver.modes` says
+`alternating`; `driver.cluster_settings` says which) are grouped by it and run whole periods in ABBA order
+(`_schedule`; `repeats` is the number of pairs), each period with its group's settings applied by the driver and
+the group's arms concurrent in it; an arm of another group than the baseline's is compared over the pairs
+(`tuner.fidelity.compare_alternating`, refused with its reason under 2 pairs), a note names what alternated.
+
 **Safety** (docs/replay.md § Safety). Only a deployment whose `replay_allowed` an admin set (`control.grants`),
 the admin's record still agreeing, is replayed; its connection goes through the deployment's egress rules and the
 admin's password binding; the driver writes only scratch (a `tailtune_replay` keyspace, `tailtune:replay:` keys)

@@ -10,9 +10,17 @@ and a value of each key's size (unknown sizes: the median known one; past `TAILT
 written at consistency ALL so every replica holds it. A fresh twin's latency histogram is not the production
 table's (its threshold starts from the warm-up's reads, its SSTables are few and fresh): a note says so beside
 the figures. The driver settings (speculative executions, slow-replica avoidance, the Python driver's replica
-shuffling) are one execution profile per arm in the one generator. What cannot differ between arms concurrently
-— a patched server's scheduler, the dynamic snitch (cluster-wide), a multiget's shape (the replay reads one
-partition per statement) — is refused (`modes`).
+shuffling) are one execution profile per arm in the one generator. The dynamic snitch is cluster-wide: arms that
+differ in it are `alternating` (`modes`): the engine runs whole periods in ABBA order and the run sets each period's
+snitch on every node over JMX (`snitch.py`) before it, read back. What cannot be applied live or replayed — a
+patched server's scheduler, a multiget's shape (the replay reads one partition per statement) — is refused
+(`modes`).
+
+**The snitch.** Before the first change every node's settings are read and written to the lease (`changed`, no
+TTL); after the last period, on a failure or a stop too, every node changed gets them back (read back) and the
+lease is deleted (a node that could not be restored fails the run and its lease keeps `changed`). The next run
+restores what a dead run's `changed` holds once its lease cells expired (a note says so). After each switch the
+period's warm-up is sent before measuring: `SNITCH_WARMUP_UPDATES` update intervals at least, else a note.
 
 **The run.** Per repeat: each node's reads of each twin (`system_views.local_read_latency`, the replica reads, and
 `coordinator_read_latency`, the coordinator reads; node-local virtual tables, so each allowed node is asked

@@ -33,7 +33,7 @@ from base.errors import TailtuneError
 from base.javac import compile_once
 from control.egress import Egress
 
-__all__ = ["DEFAULT_JMX_PORT", "KNOBS", "SnitchFailed", "SnitchJmx", "SnitchValues"]
+__all__ = ["DEFAULT_JMX_PORT", "KNOBS", "SnitchFailed", "SnitchJmx", "SnitchValues", "compiled"]
 
 _SOURCE: Final = Path(__file__).resolve().parent / "SnitchJmx.java"
 #: Cassandra's JMX port unless the connection names another.
@@ -75,7 +75,8 @@ class SnitchValues:
                 and abs(self.badness - other.badness) <= 1e-9 * max(1.0, abs(other.badness)))
 
 
-def _classes() -> Path:
+def compiled() -> Path:
+    """The folder of the compiled `SnitchJmx` (compiled the first time; `generator build` does it at setup)."""
     from kinds.cassandra.replay.jvm import cache_root
 
     root = cache_root()
@@ -107,7 +108,7 @@ class SnitchJmx:
             env[USER_ENV] = self.username
             env[PASSWORD_ENV] = self.password or ""
         try:
-            r = subprocess.run([java, "-Xmx64m", "-XX:TieredStopAtLevel=1", *sandbox, "-cp", str(_classes()),
+            r = subprocess.run([java, "-Xmx64m", "-XX:TieredStopAtLevel=1", *sandbox, "-cp", str(compiled()),
                                 "SnitchJmx", address, str(self.port), *args],
                                capture_output=True, text=True, timeout=_TIMEOUT_S, check=False,
                                stdin=subprocess.DEVNULL, env=env)
