@@ -160,6 +160,11 @@ class Connection(RequestBody):
     )
     keyspace: str = Field(default="tailtune", pattern=r"^[a-z][a-z0-9_]{0,47}$")
     servers: list[Host] = Field(default_factory=list, max_length=MAX_ENDPOINTS)
+    jmx_port: int | None = Field(
+        default=None, ge=1, le=65535,
+        description="Cassandra: the nodes' JMX port (default 7199), reached only by a live replay whose configs "
+        "differ in the dynamic snitch (it sets the snitch on every node between runs and restores it).",
+    )
     username: str | None = Field(
         default=None, min_length=1, max_length=128, description="Cassandra: the role the publisher logs in as."
     )

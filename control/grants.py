@@ -75,6 +75,8 @@ def password_binding(connection: Mapping[str, Any]) -> dict[str, Any] | None:
         "username": None if connection.get("username") is None else str(connection.get("username")),
         "contact_points": [str(h) for h in connection.get("contact_points") or []],
         "port": int(connection.get("port", 9042)),
+        # the live replay's JMX login (docs/replay.md § Alternating): bound only where a deployment names the port
+        **({"jmx_port": int(connection["jmx_port"])} if connection.get("jmx_port") else {}),
     }
 
 
@@ -158,8 +160,8 @@ def password_grant_problem(connection: Mapping[str, Any], grant: Any | None) -> 
     if grant is None:
         return (f"{value['password_env']} is not bound to this deployment: an admin binds a password variable to "
                 f"the deployment that may send it ({_HOW} registers or updates the deployment)")
-    return (f"{value['password_env']} is bound to other contact points, port or username than the deployment now "
-            f"names: {_HOW} must set them")
+    return (f"{value['password_env']} is bound to other contact points, port, JMX port or username than the "
+            f"deployment now names: {_HOW} must set them")
 
 
 def replay_grant_problem(allowed: bool, grant: Any | None) -> str | None:

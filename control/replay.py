@@ -23,6 +23,12 @@ version is (`control.configs.validate_config`).
 it to a fraction of the deployment's calibrated capacity (the model input `capacity`, requests per second, which
 calibration records): refused, naming what is missing, while the model has none.
 
+**Alternating** (docs/replay.md § Alternating). Arms that differ in a cluster-wide setting (`driver.modes` says
+`alternating`; `driver.cluster_settings` says which) are grouped by it and run whole periods in ABBA order
+(`_schedule`; `repeats` is the number of pairs), each period with its group's settings applied by the driver and
+the group's arms concurrent in it; an arm of another group than the baseline's is compared over the pairs
+(`tuner.fidelity.compare_alternating`, refused with its reason under 2 pairs), a note names what alternated.
+
 **Safety** (docs/replay.md § Safety). Only a deployment whose `replay_allowed` an admin set (`control.grants`),
 the admin's record still agreeing, is replayed; its connection goes through the deployment's egress rules and the
 admin's password binding; the driver writes only scratch (a `tailtune_replay` keyspace, `tailtune:replay:` keys)
@@ -37,6 +43,7 @@ exception it raises cancels the replay (the driver stops and removes its scratch
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import threading
@@ -54,6 +61,7 @@ from control.replay_trace import (
     Arm,
     ArmMeasure,
     DriverRun,
+    Period,
     ReplayDriver,
     ReplayJob,
     ReplayRefused,
@@ -66,6 +74,8 @@ from tuner.fidelity import (
     Comparison,
     Quantiles,
     ReplayEvidence,
+    Run,
+    compare_alternating,
     compare_concurrent,
     fidelity,
     interference,
@@ -87,6 +97,8 @@ __all__ = [
 ARM_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 #: Most arms of one replay.
 MAX_ARMS = 16
+#: How an arm runs beside the others (`ReplayDriver.modes`).
+MODES = ("concurrent", "alternating")
 _VERSION = re.compile(r"version:([0-9]{1,9})")
 _RECOMMENDED = re.compile(r"recommended(?:@([0-9]{1,12}))?")
 
@@ -398,6 +410,74 @@ def _predict(record: Mapping[str, Any], configs: Mapping[str, Mapping[str, Any]]
     return out
 
 
+def _schedule(groups: int, pairs: int) -> list[int]:
+    """The groups' periods in order: round j runs every group once, forward (0, 1, …, k−1) when j is even and
+    backward when odd — A B B A A B … for two groups. For any k the periods of the baseline's group 0 and of any
+    group g, taken two at a time, are (0, g) or (g, 0): `pairs` ABBA pairs for every comparison with the baseline,
+    each group run `pairs` times, and a linear drift cancels over two rounds."""
+    out: list[int] = []
+    for j in range(pairs):
+        out.extend(range(groups) if j % 2 == 0 else reversed(range(groups)))
+    return out
+
+
+def _periods(driver: ReplayDriver, arms: Sequence[Arm], repeats: int, notes: list[str]) -> list[Period]:
+    """The job's periods: the arms grouped by their cluster-wide settings (`driver.cluster_settings`; the
+    baseline's group first), one group → `repeats` periods of every arm; more → `_schedule`'s ABBA order with
+    `repeats` pairs, and a note saying which settings alternated."""
+    keys: dict[str, int] = {}
+    members: list[list[int]] = []
+    settings: list[dict[str, Any]] = []
+    for i, a in enumerate(arms):
+        cs = dict(driver.cluster_settings(a))
+        g = keys.setdefault(json.dumps(cs, sort_keys=True, default=str), len(keys))
+        if g == len(members):
+            members.append([])
+            settings.append(cs)
+        members[g].append(i)
+    if len(members) == 1:
+        return [Period(0, tuple(members[0]), settings[0]) for _ in range(repeats)]
+    order = _schedule(len(members), repeats)
+    knobs = sorted({k for cs in settings for k in cs} - {k for k in settings[0]
+                                                          if all(k in c and c[k] == settings[0][k] for c in settings)})
+    label = ["+".join(arms[i].name for i in m) for m in members]
+    notes.append(
+        f"the configs differ in cluster-wide settings ({', '.join(knobs)}), which cannot run concurrently: the arms "
+        f"alternated whole runs, {len(order)} periods in ABBA order ({' | '.join(label[g] for g in order)}), each "
+        "with its group's settings applied to the whole cluster — every client of the cluster ran under them — and "
+        "the group's arms run concurrently in it; arms of different groups are compared over ABBA pairs "
+        "(tuner.fidelity.compare_alternating), arms of one group over the blocks they shared")
+    return [Period(g, tuple(members[g]), settings[g]) for g in order]
+
+
+def _deal_period(requests: int, period: Period, seed: int) -> Any:
+    """`deal` among the period's arms only, as indices into the job's arms."""
+    return np.asarray(period.arms, dtype=np.int16)[deal(requests, len(period.arms), seed)]
+
+
+def _group(job: ReplayJob, arm: int) -> int:
+    return next((p.group for r in range(job.repeats) if arm in (p := job.period(r)).arms), -1)
+
+
+def _period_blocks(run: DriverRun, job: ReplayJob) -> int:
+    """Whole blocks per period in the driver's histograms (each period's blocks, in order)."""
+    total = run.arms[0].histograms.blocks if run.arms else 0
+    return total // job.repeats if job.repeats else 0
+
+
+def _runs(hist: BlockHistograms, arm: int, name: str, job: ReplayJob, per: int) -> list[tuple[int, Run]]:
+    """(period, the arm's run in it) for each period the arm ran in."""
+    return [(r, Run(name, BlockHistograms(hist.upper_us, hist.counts[r * per : (r + 1) * per], hist.block_s)))
+            for r in range(job.repeats) if arm in job.period(r).arms]
+
+
+def _joined(runs: Sequence[tuple[int, Run]], hist: BlockHistograms) -> BlockHistograms:
+    """The blocks of the arm's own periods, in order."""
+    if not runs:
+        return BlockHistograms(hist.upper_us, hist.counts[:0], hist.block_s)
+    return BlockHistograms(hist.upper_us, np.vstack([r.histograms.counts for _, r in runs]), hist.block_s)
+
+
 def run_replay(
     deployment: str,
     dataset: str,
@@ -447,10 +527,10 @@ def run_replay(
     for arm in arms:
         _check(arm, record, settings)
     modes = driver.modes(arms)
-    if any(m != "concurrent" for m in modes):
-        raise ReplayRefused("the configs differ in a cluster-wide setting, which cannot run concurrently: the live "
-                            "replay does not alternate whole runs yet")
+    if len(modes) != len(arms) or any(m not in MODES for m in modes):
+        raise TypeError(f"{record['kind']}'s replay driver's modes() must give one of {', '.join(MODES)} per arm")
     arms = [Arm(a.name, a.spec, a.config, m) for a, m in zip(arms, modes, strict=True)]
+    periods = _periods(driver, arms, repeats, notes)
     span = trace.span_s / scale
     measured = span if duration_s is None else float(duration_s)
     if not measured > 0:
@@ -459,8 +539,8 @@ def run_replay(
         notes.append(f"--duration {measured:g} s is longer than the trace at this rate ({span:.3g} s): the whole "
                      "trace is replayed")
         measured = span
-    if measured * repeats > settings.replay_max_duration_s:
-        raise ReplayRefused(f"{repeats} × {measured:.0f} s measured: over TAILTUNE_REPLAY_MAX_DURATION_S "
+    if measured * len(periods) > settings.replay_max_duration_s:
+        raise ReplayRefused(f"{len(periods)} × {measured:.0f} s measured: over TAILTUNE_REPLAY_MAX_DURATION_S "
                             f"({settings.replay_max_duration_s:g} s)")
     sent = trace.sent_before(measured, scale)
     # the last whole block's end: requests after it are sent, but not measured into a block
@@ -478,8 +558,9 @@ def run_replay(
     run_id = f"{int(time.time()):x}{uuid.uuid4().hex[:6]}"
     job = ReplayJob(
         deployment=deployment, run_id=run_id, arms=tuple(arms), trace=sent_trace,
-        dealt=tuple(deal(sent_trace.requests, len(arms), seed + r) for r in range(repeats)),
+        dealt=tuple(_deal_period(sent_trace.requests, p, seed + r) for r, p in enumerate(periods)),
         rate_scale=scale, duration_s=measured, warmup_s=warmup, block_s=block_s, seed=seed, settings=settings,
+        periods=tuple(periods),
     )
     progress("replay", 0.05)
     run = _drive(driver, job, progress, 0.05, 0.9)
@@ -505,11 +586,20 @@ def _report(record: Mapping[str, Any], dataset: str, arms: list[Arm], run: Drive
             predicted: Mapping[str, Quantiles], notes: list[str], seed: int) -> ReplayReport:
     settings = job.settings
     measures: dict[str, ArmMeasure] = {m.name: m for m in run.arms}
-    hists: dict[str, BlockHistograms] = {m.name: m.histograms for m in run.arms}
+    index = {a.name: i for i, a in enumerate(arms)}
+    per_period = _period_blocks(run, job)
+    runs = {m.name: _runs(m.histograms, index[m.name], m.name, job, per_period) for m in run.arms}
+    hists: dict[str, BlockHistograms] = {m.name: _joined(runs[m.name], m.histograms) for m in run.arms}
     observed = observed_quantiles(hists)
     first = arms[0].name
-    comparisons = [compare_concurrent(hists, first, a.name, metric=metric, seed=seed)
-                   for a in arms[1:] for metric in METRICS]
+    ordered = [r for _, r in sorted((pr for rs in runs.values() for pr in rs), key=lambda pr: pr[0])]
+    comparisons = []
+    for a in arms[1:]:
+        for metric in METRICS:
+            if _group(job, 0) == _group(job, index[a.name]):
+                comparisons.append(compare_concurrent(hists, first, a.name, metric=metric, seed=seed))
+            else:
+                comparisons.append(compare_alternating(ordered, first, a.name, metric=metric))
     refused = {c.reason for c in comparisons if c.reason}
     for reason in sorted(refused):
         notes.append(f"comparison not estimated: {reason}")
@@ -537,7 +627,7 @@ def _report(record: Mapping[str, Any], dataset: str, arms: list[Arm], run: Drive
         arms=[Arm(a.name, a.spec, run.configs.get(a.name, a.config), a.mode) for a in arms],
         rate={"scale": job.rate_scale, "intended_per_s": run.intended_per_s, "achieved_per_s": run.achieved_per_s},
         duration_s=job.duration_s * job.repeats,
-        blocks=next(iter(hists.values())).blocks if hists else 0,
+        blocks=hists[first].blocks if first in hists else 0,
         block_s=job.block_s,
         generator={"driver": run.generator, "cpu_us_per_request": run.cpu_us_per_request,
                    "lag_ms": {k: run.lag_ms.get(k) for k in ("p50", "p99", "max")}, "lag_ok": lag_ok},

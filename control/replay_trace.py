@@ -37,6 +37,7 @@ __all__ = [
     "Arm",
     "ArmMeasure",
     "DriverRun",
+    "Period",
     "Progress",
     "ReplayDriver",
     "ReplayJob",
@@ -180,13 +181,24 @@ def deal(requests: int, arms: int, seed: int) -> npt.NDArray[np.int16]:
     return np.asarray(perms.reshape(-1)[:requests], dtype=np.int16)
 
 
+@dataclass(frozen=True)
+class Period:
+    """One whole run of a job (module doc): its group, the arms it sends to (indices into the job's arms) and the
+    group's cluster-wide settings (`{}`: none)."""
+
+    group: int
+    arms: tuple[int, ...]
+    cluster: dict[str, Any] = field(default_factory=dict)
+
+
 @dataclass(frozen=True, eq=False)
 class ReplayJob:
     """One live replay as a driver runs it: the arms (their configs checked), the trace to send (already
     flattened for a driver that reads one key per request, cut to what is sent: warm-up and measured run), the
     dealing of each repeat, the rate scale (request i at offset_i / rate_scale), the measured duration of one
     repeat (scaled s), the unmeasured warm-up before it (the trace's first `warmup_s`, sent once per repeat), the
-    block length, the repeats, the seed, a run id naming its scratch, and the settings (limits)."""
+    block length, the repeats, the seed, a run id naming its scratch, and the settings (limits); `periods` (one
+    per `dealt`; empty: each repeat is every arm with no cluster-wide settings) as the module doc says."""
 
     deployment: str
     run_id: str
@@ -199,10 +211,16 @@ class ReplayJob:
     block_s: float
     seed: int
     settings: Settings
+    periods: tuple[Period, ...] = ()
 
     @property
     def repeats(self) -> int:
+        """Whole runs (periods) the job sends."""
         return len(self.dealt)
+
+    def period(self, r: int) -> Period:
+        """Run r's period (every arm, no cluster-wide settings, when the job names none)."""
+        return self.periods[r] if self.periods else Period(0, tuple(range(len(self.arms))))
 
     @property
     def blocks(self) -> int:
@@ -251,11 +269,16 @@ class ReplayDriver(Protocol):
     * `default_config()`: the config `current` means when the deployment names none;
     * `complete(arms, trace, rate_scale, seed, notes)`: the arms with what their configs leave to the kind filled
       in from the trace (memcached: Chisel's analyzer's levels), before the configs are checked;
-    * `modes(arms)`: how each arm runs beside the others (`concurrent` / `alternating`), or ReplayRefused naming
-      what the arms cannot run as (a cluster-wide difference, a setting it cannot replay);
-    * `run(job, stop=, progress=)`: load the scratch, warm up, send, measure, and remove the scratch whatever
-      happens (also when `stop` is set: then it raises). Connections go to the deployment's endpoints only,
-      under its egress rules; nothing but scratch is written."""
+    * `modes(arms)`: how each arm runs beside the others (`concurrent` / `alternating`: the arms differ in a
+      cluster-wide setting), or ReplayRefused naming what the arms cannot run as (a setting it cannot replay or
+      apply live);
+    * `cluster_settings(arm)`: the part of the arm's config the driver applies to the whole cluster (`{}`: none;
+      a kind whose settings are all per arm always returns `{}`); arms with equal ones form one group;
+    * `run(job, stop=, progress=)`: load the scratch, then run each period (`job.period(r)`: apply its cluster
+      settings when they are not those of the period before, warm up, send, measure), remove the scratch and put
+      back the cluster-wide settings found before the first period whatever happens (also when `stop` is set: then
+      it raises). Connections go to the deployment's endpoints only, under its egress rules; nothing but scratch
+      and the periods' cluster-wide settings is written."""
 
     one_key_per_request: bool
 
@@ -265,6 +288,8 @@ class ReplayDriver(Protocol):
                  notes: list[str]) -> list[Arm]: ...
 
     def modes(self, arms: Sequence[Arm]) -> list[str]: ...
+
+    def cluster_settings(self, arm: Arm) -> dict[str, Any]: ...
 
     def run(self, job: ReplayJob, *, stop: threading.Event, progress: Progress) -> DriverRun: ...
 

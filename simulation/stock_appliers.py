@@ -5,7 +5,8 @@ writes and reads back. The knobs' names live in their rows only; an applier read
 - `TableOption` (`TABLE`; rows `cql`): kvsim's coordinator section; rendered as `ALTER TABLE ... WITH` (`cql`);
   published by `ALTER TABLE` on every table, read back from `system_schema.tables`.
 - `SnitchSetting` (`SNITCH`; rows `jmx`): the snitch selectors' parameters; rendered as cassandra.yaml lines
-  (`yaml`) and the live JMX operation (`jmx`); never written by tailtune, read from `system_views.settings`.
+  (`yaml`) and the live JMX operation (`jmx`); never published by tailtune, read from `system_views.settings`
+  (the live replay alone sets it for its periods, and restores it: docs/replay.md § Alternating).
 - `ClientSetting` (`CLIENT`; rows `driver`, `client-code`): kvsim's coordinator section; rendered as the Java
   driver's profile and the Python settings (`driver`) and notes; published inside the config's `target`, where
   the application's driver reads it.
@@ -264,7 +265,7 @@ class TableOption(StockApplier):
 
 class SnitchSetting(StockApplier):
     """A dynamic-snitch setting (`jmx`): the selector parameters of its row (`selector_params`), a line of
-    cassandra.yaml and an argument of `StorageServiceMBean.updateSnitch` (`jmx_arg`); tailtune never writes it,
+    cassandra.yaml and an argument of `StorageServiceMBean.updateSnitch` (`jmx_arg`); tailtune never publishes it,
     and reads it (with the snitch's class and switch, `NODE_SETTINGS`) from `system_views.settings`."""
 
     applied = ("jmx",)

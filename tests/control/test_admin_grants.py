@@ -78,7 +78,8 @@ def test_a_write_token_cannot_send_another_deployments_password(quick: Svc) -> N
         with svc.db.session() as s:
             assert s.scalar(select(DeploymentRow).where(DeploymentRow.name == "evil")) is None  # nothing written
         # ... and so is moving the bound deployment to another host, port or login
-        for change in ({"port": attacker.port}, {"contact_points": ["127.0.0.2"]}, {"username": "other"}):
+        for change in ({"port": attacker.port}, {"contact_points": ["127.0.0.2"]}, {"username": "other"},
+                       {"jmx_port": attacker.port}):
             r = svc.client.patch(f"{API}/deployments/{orders['id']}",
                                  json={"connection": {**orders["connection"], **change}}, headers=svc.write)
             assert r.status_code == 403 and r.json()["field"] == "connection.password_env", (change, r.text)

@@ -151,11 +151,53 @@ def test_a_spec_that_names_nothing_runnable_is_refused(settings: Settings, datas
         run_replay("shop", dataset, arms, settings=settings, block_s=0.5)
 
 
-def test_configs_that_differ_cluster_wide_are_refused(settings: Settings, dataset: str) -> None:
-    _deployment(settings, "shop")
-    arms = [("A", "stock:dynamic_snitch_badness_threshold=0.1"), ("B", "stock:dynamic_snitch_badness_threshold=0.5")]
-    with pytest.raises(ReplayRefused, match="cluster-wide"):
+@pytest.mark.parametrize(
+    ("arms", "extra", "why"),
+    [
+        ([("A", "stock:multiget.shape=in"), ("B", "stock:multiget.shape=per-partition")], {},
+         "differ in multiget.shape: the live replay reads one partition per statement"),
+        ([("A", "current"), ("B", "stock:speculative_retry=NEVER")], {"server": "rein-patched"},
+         "Rein-patched server's scheduler"),
+    ],
+)
+def test_what_cannot_be_applied_live_is_refused(settings: Settings, dataset: str, arms: list[tuple[str, str]],
+                                                extra: dict[str, Any], why: str) -> None:
+    _deployment(settings, "shop", **extra)
+    with pytest.raises(ReplayRefused, match=why):
         run_replay("shop", dataset, arms, settings=settings, block_s=0.5)
+
+
+def test_alternating_periods_count_against_the_duration_limit(settings: Settings, dataset: str) -> None:
+    """Configs that differ in the dynamic snitch alternate whole periods: 2 groups × 3 pairs are 6 periods of the
+    measured run, refused over TAILTUNE_REPLAY_MAX_DURATION_S before anything is sent; 3 repeats of concurrent arms
+    are 3 periods, under the limit (then refused connecting: port 1, nothing listens)."""
+    _deployment(settings, "shop")
+    settings.replay_max_duration_s = 11.0
+    arms = [("A", "stock:dynamic_snitch_badness_threshold=0.1"), ("B", "stock:dynamic_snitch_badness_threshold=0.5")]
+    with pytest.raises(ReplayRefused, match=r"6 × 2 s measured: over TAILTUNE_REPLAY_MAX_DURATION_S"):
+        run_replay("shop", dataset, arms, settings=settings, block_s=0.5, repeats=3)
+    with pytest.raises(ReplayRefused, match=r"^cassandra: "):  # one group, a period per repeat: 6 s pass the limit
+        run_replay("shop", dataset, ARMS, settings=settings, block_s=0.5, repeats=3)
+
+
+@pytest.mark.parametrize("groups", [2, 3, 4, 5])
+def test_the_schedule_gives_every_comparison_with_the_baseline_abba_pairs(groups: int) -> None:
+    """Every group runs once per pair; the baseline's periods and any other group's, taken two at a time, are one
+    of each — so `compare_alternating` takes them as ABBA pairs (and estimates them)."""
+    from control.replay import _schedule
+    from tuner.fidelity import BlockHistograms, Run, compare_alternating
+
+    order = _schedule(groups, 4)
+    assert len(order) == 4 * groups and all(order.count(g) == 4 for g in range(groups))
+    if groups == 2:
+        assert order == [0, 1, 1, 0, 0, 1, 1, 0]
+    upper = np.array([1000.0, 2000.0])
+    for g in range(1, groups):
+        mine = [x for x in order if x in (0, g)]
+        assert all({mine[2 * i], mine[2 * i + 1]} == {0, g} for i in range(4)), mine
+        runs = [Run(str(x), BlockHistograms(upper, np.array([[5, 5 + x]]), 15.0)) for x in order]
+        c = compare_alternating(runs, "0", str(g))
+        assert c.reason is None and c.pairs == 4, c
 
 
 def test_version_and_recommended_specs_resolve_to_the_deployments_configs(settings: Settings, dataset: str) -> None:

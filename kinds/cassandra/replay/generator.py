@@ -81,6 +81,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     classes, _lib = build()
     print(classes)
+    from kinds.cassandra.replay.snitch import compiled
+
+    print(compiled())
     return 0
 
 

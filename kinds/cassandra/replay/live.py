@@ -10,9 +10,17 @@ and a value of each key's size (unknown sizes: the median known one; past `TAILT
 written at consistency ALL so every replica holds it. A fresh twin's latency histogram is not the production
 table's (its threshold starts from the warm-up's reads, its SSTables are few and fresh): a note says so beside
 the figures. The driver settings (speculative executions, slow-replica avoidance, the Python driver's replica
-shuffling) are one execution profile per arm in the one generator. What cannot differ between arms concurrently
-— a patched server's scheduler, the dynamic snitch (cluster-wide), a multiget's shape (the replay reads one
-partition per statement) — is refused (`modes`).
+shuffling) are one execution profile per arm in the one generator. The dynamic snitch is cluster-wide: arms that
+differ in it are `alternating` (`modes`): the engine runs whole periods in ABBA order and the run sets each period's
+snitch on every node over JMX (`snitch.py`) before it, read back. What cannot be applied live or replayed — a
+patched server's scheduler, a multiget's shape (the replay reads one partition per statement) — is refused
+(`modes`).
+
+**The snitch.** Before the first change every node's settings are read and written to the lease (`changed`, no
+TTL); after the last period, on a failure or a stop too, every node changed gets them back (read back) and the
+lease is deleted (a node that could not be restored fails the run and its lease keeps `changed`). The next run
+restores what a dead run's `changed` holds once its lease cells expired (a note says so). After each switch the
+period's warm-up is sent before measuring: `SNITCH_WARMUP_UPDATES` update intervals at least, else a note.
 
 **The run.** Per repeat: each node's reads of each twin (`system_views.local_read_latency`, the replica reads, and
 `coordinator_read_latency`, the coordinator reads; node-local virtual tables, so each allowed node is asked
@@ -36,8 +44,8 @@ import math
 import re
 import statistics
 import threading
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any, Final
 
 import numpy as np
@@ -50,6 +58,7 @@ from kinds.cassandra.replay.config import ArmProfile, Endpoint, GeneratorConfig
 from kinds.cassandra.replay.generator import GeneratorAborted, GeneratorFailed, GeneratorResult, run
 from kinds.cassandra.replay.hdr import Histogram, bucket_table
 from kinds.cassandra.replay.plan import Plan, PlanArm, encode_value
+from kinds.cassandra.replay.snitch import DEFAULT_JMX_PORT, SnitchJmx, SnitchValues
 from tuner.fidelity import BlockHistograms
 
 __all__ = ["KEYSPACE", "CassandraReplay", "twin_name"]
@@ -57,6 +66,9 @@ __all__ = ["KEYSPACE", "CassandraReplay", "twin_name"]
 #: The scratch keyspace: the only one the live replay writes.
 KEYSPACE: Final = "tailtune_replay"
 LEASES: Final = "runs"
+#: Update intervals of the dynamic snitch the warm-up after a switch should span (its scores are recomputed each
+#: interval from the latest reads).
+SNITCH_WARMUP_UPDATES: Final = 2
 _TWIN: Final = re.compile(r"r_([0-9a-f]{6,32})_([0-9]{1,2})")
 _LOCAL: Final = "system_views.local_read_latency"
 _COORDINATOR: Final = "system_views.coordinator_read_latency"
@@ -112,29 +124,44 @@ class CassandraReplay:
         return out
 
     def modes(self, arms: Sequence[Arm]) -> list[str]:
-        """Every arm concurrent, or ReplayRefused naming what cannot differ between them (module doc)."""
+        """Every arm concurrent, every arm `alternating` when they differ in a dynamic-snitch setting (`jmx`:
+        applied to every node between whole runs, `snitch.py`), or ReplayRefused naming what cannot differ between
+        them or be applied live (module doc)."""
         from simulation.stock_knobs import knob
 
         if self.target.server != "stock":
-            raise ReplayRefused("a Rein-patched server's scheduler is cluster-wide: its configs cannot run "
-                                "concurrently, and the live replay does not alternate whole runs yet")
+            raise ReplayRefused("a Rein-patched server's scheduler is the server's own (cluster-wide, set when it "
+                                "starts): the live replay cannot apply it, so it replays stock configs only")
         for a in arms:
             if a.config.get("policy") != "stock":
                 raise ReplayRefused(f"arm {a.name}: the policy {a.config.get('policy')!r} needs a patched server; a "
                                     "stock Cassandra deployment replays stock configs")
         names = sorted({k for a in arms for k in (a.config.get("params") or {})})
+        alternate = False
         for name in names:
             row = knob(name)
             if row is None or row.applied in ("cql", "driver") or name == "driver":
                 continue
-            values = {repr((a.config.get("params") or {}).get(name, row.default_for(self.target.driver)))
-                      for a in arms}
-            if len(values) > 1:
-                why = ("a cluster-wide setting (cassandra.yaml / JMX): it cannot run concurrently, and the live "
-                       "replay does not alternate whole runs yet" if row.applied == "jmx" else
-                       "the live replay reads one partition per statement and does not replay a multiget's shape")
-                raise ReplayRefused(f"the configs differ in {name}: {why}")
-        return ["concurrent"] * len(arms)
+            unset = None if row.applied == "jmx" else row.default_for(self.target.driver)
+            given = {repr((a.config.get("params") or {}).get(name, unset)) for a in arms}
+            if len(given) < 2:
+                continue
+            if row.applied == "jmx":
+                alternate = True
+                continue
+            why = ("the live replay reads one partition per statement and does not replay a multiget's shape"
+                   if row.applied == "client-code" else
+                   f"it is applied as {row.applied}, which the live replay cannot set between runs")
+            raise ReplayRefused(f"the configs differ in {name}: {why}")
+        return ["alternating" if alternate else "concurrent"] * len(arms)
+
+    def cluster_settings(self, arm: Arm) -> dict[str, Any]:
+        """The arm's dynamic-snitch settings (`jmx` knobs) it names: applied to every node for its periods (a
+        knob it leaves unset keeps the value the nodes had before the first period)."""
+        from simulation.stock_knobs import knob
+
+        return {k: v for k, v in sorted((arm.config.get("params") or {}).items())
+                if (row := knob(k)) is not None and row.applied == "jmx"}
 
     def _options(self, config: Mapping[str, Any], current: Mapping[str, str]) -> dict[str, str]:
         """The twin's table options as CQL texts: the config's, else the user's table's own now."""
@@ -194,9 +221,19 @@ class CassandraReplay:
             raise
 
     # --- the run ------------------------------------------------------------------------------------------------
+    def _jmx(self, job: ReplayJob) -> SnitchJmx:
+        """The nodes' JMX (`snitch.py`): the login is sent only to a `connection.jmx_port` the deployment names (the
+        port its password is bound to, `control.grants.password_binding`)."""
+        cql = self._cql(job)
+        given = self.target.connection.get("jmx_port")
+        if not given:
+            return SnitchJmx(self.target.egress, DEFAULT_JMX_PORT)
+        return SnitchJmx(self.target.egress, int(given), cql.username, cql.password())
+
     def run(self, job: ReplayJob, *, stop: threading.Event, progress: Progress) -> DriverRun:
-        """Connect, sweep dead runs' twins, take the lease, create and load the twins, run the repeats, drop the
-        twins whatever happens (module doc)."""
+        """Connect, sweep dead runs' twins and settings, take the lease, create and load the twins, run the periods
+        (switching the dynamic snitch between them), drop the twins and restore the snitch whatever happens (module
+        doc)."""
         progress("connect", 0.0)
         c = self._connect(job)
         beat: threading.Thread | None = None
@@ -204,15 +241,24 @@ class CassandraReplay:
         twins = [f"{KEYSPACE}.{twin_name(job.run_id, i)}" for i in range(len(job.arms))]
         lease_stop = threading.Event()
         created: list[str] = []
+        alternating = any(job.period(r).cluster for r in range(job.repeats))
+        state: _Snitch | None = None
+        not_restored: dict[str, str] = {}
         try:
             _ensure_keyspace(c)
-            notes.extend(_sweep(c))
+            notes.extend(_sweep(c, lambda: self._jmx(job), alternating))
+            if alternating:
+                _check_whole_cluster(c)
             beat = _lease(c, job, lease_stop)
+            if alternating:
+                state = _Snitch.take(c, job, self._jmx(job))
             current = _current_options(c.session, self.target.tables[0])
             configs: dict[str, dict[str, Any]] = {}
             for i, arm in enumerate(job.arms):
                 options = self._options(arm.config, current)
                 params = {**(arm.config.get("params") or {}), **options}
+                if state is not None:
+                    params.update(state.as_ran(self.cluster_settings(arm)))
                 configs[arm.name] = {"policy": "stock", "params": params}
                 _create_twin(c.session, twins[i], options)
                 created.append(twins[i])
@@ -231,6 +277,8 @@ class CassandraReplay:
             for r in range(job.repeats):
                 if stop.is_set():
                     raise GeneratorFailed("cancelled", "the run was stopped")
+                if state is not None:
+                    state.enter(r, job)
                 before.append(_counters(c, twins))
                 progress("replay", 0.25 + 0.7 * r / job.repeats)
                 results.append(self._generate(c, job, twins, r, stop, progress))
@@ -241,13 +289,29 @@ class CassandraReplay:
                                 f"{job.settings.replay_max_error_fraction:g})") from None
         finally:
             lease_stop.set()
+            if state is not None:
+                not_restored = state.restore()
             _drop(c.session, created)
             with contextlib.suppress(Exception):
-                c.session.execute(f"DELETE FROM {KEYSPACE}.{LEASES} WHERE run = %s", (job.run_id,))
+                if not_restored:  # the lease dies, what it changed stays for the next run to restore
+                    c.session.execute(f"DELETE deployment, started FROM {KEYSPACE}.{LEASES} WHERE run = %s",
+                                      (job.run_id,))
+                else:
+                    c.session.execute(f"DELETE FROM {KEYSPACE}.{LEASES} WHERE run = %s", (job.run_id,))
             c.cluster.shutdown()
         if beat is not None:
             beat.join(timeout=1.0)
-        return _measured(job, results, before, after, twins, configs, c, notes)
+        if not_restored:
+            raise ReplayRefused(
+                "the dynamic snitch could not be restored on " + "; ".join(f"{a} ({w})" for a, w in
+                                                                           not_restored.items())
+                + ": the next live replay of the cluster restores it (its lease records what was found)",
+                hint="or run updateSnitch by hand with the values in tailtune_replay.runs.changed")
+        out = _measured(job, results, before, after, twins, configs, c, notes)
+        if state is not None:
+            out.cluster["snitch"] = state.record()
+            out = replace(out, notes=(*out.notes, *state.notes))
+        return out
 
     def _generate(self, c: _Cluster, job: ReplayJob, twins: list[str], repeat: int, stop: threading.Event,
                   progress: Progress) -> GeneratorResult:
@@ -328,19 +392,130 @@ def _ensure_keyspace(c: _Cluster) -> None:
     if _replication(s, KEYSPACE) != c.replication:
         s.execute(f"ALTER KEYSPACE {KEYSPACE} WITH replication = {wanted}")
     s.execute(f"CREATE TABLE IF NOT EXISTS {KEYSPACE}.{LEASES} (run text PRIMARY KEY, deployment text, "
-              "started double)")
+              "started double, changed text)")
+    s.execute(f"ALTER TABLE {KEYSPACE}.{LEASES} ADD IF NOT EXISTS changed text")
 
 
-def _sweep(c: _Cluster) -> list[str]:
-    """Drop the twins of runs holding no lease (dead runs'); a note naming them."""
+def _sweep(c: _Cluster, jmx: Callable[[], SnitchJmx], strict: bool) -> list[str]:
+    """Put back the dynamic-snitch settings dead runs left changed (their lease's `changed`, which has no TTL) and
+    drop the twins of runs holding no lease; notes saying what. `strict` (this run alternates the snitch itself):
+    ReplayRefused when a dead run's settings cannot be restored, or a live run is alternating them now."""
+    import json
+
     s = c.session
-    live = {str(r.run) for r in s.execute(f"SELECT run FROM {KEYSPACE}.{LEASES}")}
+    rows = list(s.execute(f"SELECT run, deployment, started, changed FROM {KEYSPACE}.{LEASES}"))
+    live = {str(r.run) for r in rows if r.started is not None}
+    notes: list[str] = []
+    for r in rows:
+        if not r.changed:
+            continue
+        if r.started is not None:
+            if strict:
+                raise ReplayRefused(f"another live replay (run {r.run}, deployment {r.deployment}) is alternating "
+                                    "the cluster's dynamic snitch now: one at a time")
+            notes.append(f"another live replay (run {r.run}) alternated the cluster's dynamic snitch during this one")
+            continue
+        try:
+            found = {str(a): SnitchValues.of(v) for a, v in dict(json.loads(r.changed)).items()}
+            client = jmx()
+            back = {a: client.apply(a, v).as_knobs() for a, v in found.items()}
+        except (TailtuneError, ValueError, TypeError) as exc:
+            why = (f"the dynamic-snitch settings a replay that did not finish (run {r.run}) changed could not be "
+                   f"restored: {exc}")
+            if strict:
+                raise ReplayRefused(why) from None
+            notes.append(why + " (the next replay tries again)")
+            continue
+        s.execute(f"DELETE FROM {KEYSPACE}.{LEASES} WHERE run = %s", (r.run,))
+        notes.append(f"restored the dynamic-snitch settings a replay that did not finish (run {r.run}) left "
+                     f"changed: {back}")
     tables = [str(r.table_name) for r in s.execute(
         "SELECT table_name FROM system_schema.tables WHERE keyspace_name = %s", (KEYSPACE,))]
     dead = [t for t in tables if (m := _TWIN.fullmatch(t)) is not None and m.group(1) not in live]
     _drop(s, [f"{KEYSPACE}.{t}" for t in dead])
-    return ([f"dropped {len(dead)} twin table(s) a replay that did not finish left behind: {', '.join(dead)}"]
-            if dead else [])
+    if dead:
+        notes.append(f"dropped {len(dead)} twin table(s) a replay that did not finish left behind: {', '.join(dead)}")
+    return notes
+
+
+def _check_whole_cluster(c: _Cluster) -> None:
+    """A cluster-wide setting must reach every node: ReplayRefused naming those it cannot."""
+    down = [str(h.address) for h in c.hosts if h.is_up is False]
+    if c.outside or down:
+        what = (f"{c.outside} node(s) are outside the deployment's egress rules" if c.outside else
+                f"node(s) {', '.join(down)} are down")
+        raise ReplayRefused(f"the configs differ in the dynamic snitch, which the live replay sets on every node: "
+                            f"{what}")
+
+
+class _Snitch:
+    """The dynamic snitch across one run's periods: what every node had before the first (`found`, written to
+    the lease before any change), what each period applied (read back), and its restoration."""
+
+    def __init__(self, c: _Cluster, job: ReplayJob, jmx: SnitchJmx, found: dict[str, SnitchValues]) -> None:
+        self.c, self.job, self.jmx, self.found = c, job, jmx, found
+        self.applied = dict(found)
+        self.touched: list[str] = []
+        self.periods: list[dict[str, Any]] = []
+        self.restored: dict[str, dict[str, Any]] = {}
+        self.notes: list[str] = []
+
+    @classmethod
+    def take(cls, c: _Cluster, job: ReplayJob, jmx: SnitchJmx) -> _Snitch:
+        import json
+
+        try:
+            found = {str(h.address): jmx.read(str(h.address)) for h in c.hosts}
+        except TailtuneError as exc:
+            raise ReplayRefused(f"the dynamic snitch: {exc}") from None
+        c.session.execute(f"UPDATE {KEYSPACE}.{LEASES} SET changed = %s WHERE run = %s",
+                          (json.dumps({a: v.as_knobs() for a, v in found.items()}), job.run_id))
+        return cls(c, job, jmx, found)
+
+    def as_ran(self, settings: Mapping[str, Any]) -> dict[str, Any]:
+        """An arm's snitch knobs as its periods run them (unset ones: the first node's found value)."""
+        first = next(iter(self.found.values()))
+        return SnitchValues.of(settings, first).as_knobs()
+
+    def enter(self, r: int, job: ReplayJob) -> None:
+        """Apply period r's settings on every node where they are not what runs (read back)."""
+        period = job.period(r)
+        nodes: dict[str, Any] = {}
+        switched = False
+        for address, found in self.found.items():
+            want = SnitchValues.of(period.cluster, found)
+            if not want.same(self.applied[address]):
+                switched = True
+                if address not in self.touched:
+                    self.touched.append(address)
+                try:
+                    self.applied[address] = self.jmx.apply(address, want)
+                except TailtuneError as exc:
+                    raise ReplayRefused(f"the dynamic snitch of period {r}: {exc}") from None
+            nodes[address] = self.applied[address].as_knobs()
+        update_s = max(v.update_ms for v in self.applied.values()) / 1000.0
+        if switched and job.warmup_s < SNITCH_WARMUP_UPDATES * update_s and not self.notes:
+            self.notes.append(f"the warm-up after a switch of the dynamic snitch was {job.warmup_s:g} s: under "
+                              f"{SNITCH_WARMUP_UPDATES} of its update intervals ({update_s:g} s), its scores may not "
+                              "have been recomputed from the new period's reads before measuring")
+        self.periods.append({"period": r, "group": period.group,
+                             "arms": [job.arms[i].name for i in period.arms], "switched": switched,
+                             "nodes": nodes})
+
+    def restore(self) -> dict[str, str]:
+        """Every node changed back to what it had (read back); {node: why} where that failed."""
+        failed: dict[str, str] = {}
+        for address in self.touched:
+            try:
+                self.restored[address] = self.jmx.apply(address, self.found[address]).as_knobs()
+            except Exception as exc:
+                failed[address] = str(exc)
+        return failed
+
+    def record(self) -> dict[str, Any]:
+        return {"source": "JMX: StorageService.updateSnitch, DynamicEndpointSnitch (read back)",
+                "found": {a: v.as_knobs() for a, v in self.found.items()}, "periods": self.periods,
+                "restored": self.restored}
 
 
 def _lease(c: _Cluster, job: ReplayJob, stop: threading.Event) -> threading.Thread:

@@ -95,6 +95,10 @@ class MemcachedReplay:
                                     f"{a.config.get('policy')!r}")
         return ["concurrent"] * len(arms)
 
+    def cluster_settings(self, arm: Arm) -> dict[str, Any]:
+        """None: every memcached setting is the client's (one client per arm)."""
+        return {}
+
     # --- the pool -----------------------------------------------------------------------------------------------
     def _servers(self) -> tuple[tuple[str, ...], list[tuple[str, int]]]:
         """(the deployment's server names as the client hashes them, the checked (address, port) of each)."""

@@ -31,7 +31,8 @@ def replay(
     duration: Annotated[
         float | None, typer.Option("--duration", help="Measured seconds per repeat (default: the whole trace).")
     ] = None,
-    repeats: Annotated[int, typer.Option("--repeats", help="Measured runs, each dealt anew.")] = 1,
+    repeats: Annotated[int, typer.Option(
+        "--repeats", help="Measured runs, each dealt anew; configs differing in the dynamic snitch: ABBA pairs.")] = 1,
     block_s: Annotated[
         float, typer.Option("--block-s", help="Seconds per block of the block bootstrap (15 or more to compare).")
     ] = 15.0,
