@@ -154,17 +154,13 @@ class Connection(RequestBody):
     port: int = Field(default=9042, ge=1, le=65535)
     jmx_port: int | None = Field(
         default=None, ge=1, le=65535,
-        description="Cassandra: the nodes' JMX port (Cassandra's default 7199), where tailtune may read it: "
-        "calibration then measures each contact node's capacity (its CPU per request and per partition read, its "
-        "cores) over JMX; unset, nothing is read over JMX.",
+        description="Cassandra: the nodes' JMX port. Set, calibration measures the contact node's capacity (its "
+        "CPU per request and per partition read, its cores) over it, and a bound password is sent to it; a live "
+        "replay whose configs differ in the dynamic snitch sets and restores the snitch on every node over it "
+        "(unset: Cassandra's default 7199, without a login).",
     )
     keyspace: str = Field(default="tailtune", pattern=r"^[a-z][a-z0-9_]{0,47}$")
     servers: list[Host] = Field(default_factory=list, max_length=MAX_ENDPOINTS)
-    jmx_port: int | None = Field(
-        default=None, ge=1, le=65535,
-        description="Cassandra: the nodes' JMX port (default 7199), reached only by a live replay whose configs "
-        "differ in the dynamic snitch (it sets the snitch on every node between runs and restores it).",
-    )
     username: str | None = Field(
         default=None, min_length=1, max_length=128, description="Cassandra: the role the publisher logs in as."
     )
