@@ -46,6 +46,7 @@ __all__ = [
     "LAG_TOO_HIGH",
     "SOURCES",
     "check_report",
+    "errors",
     "evidence",
     "list_records",
     "record",
@@ -267,7 +268,7 @@ def _pct(log_ratio: float | None) -> float | None:
     return None if log_ratio is None else 100.0 * math.expm1(log_ratio)
 
 
-def _errors(evs: Sequence[ReplayEvidence]) -> dict[str, dict[str, Any]]:
+def errors(evs: Sequence[ReplayEvidence]) -> dict[str, dict[str, Any]]:
     """Per percentile, ln(predicted/observed) over every config of `evs` that has both: n, mean, mean |·|, and the
     mean as % (exp(mean) − 1)."""
     out: dict[str, dict[str, Any]] = {}
@@ -306,10 +307,10 @@ def summary(s: Session, deployment_id: int) -> dict[str, Any]:
     for row, ev in zip(rows, evs, strict=True):
         own = fidelity([ev])
         k, m = k + own.agreement.k, m + own.agreement.m
-        errors = _errors([ev])
+        own_errors = errors([ev])
         series.append({"record_id": row.id, "at": row.at, "job_id": row.job_id, "source": row.source,
-                       "error_log_ratio": {q: e["mean_log_ratio"] for q, e in errors.items()},
-                       "error_pct": {q: e["mean_pct"] for q, e in errors.items()},
+                       "error_log_ratio": {q: e["mean_log_ratio"] for q, e in own_errors.items()},
+                       "error_pct": {q: e["mean_pct"] for q, e in own_errors.items()},
                        "agreement": {"k": own.agreement.k, "m": own.agreement.m},
                        "agreement_so_far": _agreement(k, m), "contradicts": row.contradicts})
         if row.contradicts:
@@ -329,7 +330,7 @@ def summary(s: Session, deployment_id: int) -> dict[str, Any]:
         "regret": {"mean_pct": pooled.mean_regret_pct, "max_pct": pooled.max_regret_pct,
                    "replays": len(pooled.regrets)},
         "mean_abs_log_ratio_error": pooled.mean_abs_log_ratio_error,
-        "error": _errors(evs),
+        "error": errors(evs),
         "series": series,
         "contradictions": contradictions,
     }

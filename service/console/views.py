@@ -8,7 +8,6 @@ workload did not move skips `tune` and `decide`: docs/drift.md).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import pairwise
@@ -301,7 +300,7 @@ class Fidelity:
 
     summary: dict[str, Any]
     newest: dict[str, Any] | None
-    #: per percentile: the pooled error and the newest replays' (`newest_errors`)
+    #: per percentile: the error of every pooled replay and of the newest `NEWEST_REPLAYS` (unflagged)
     errors: list[dict[str, Any]]
     arms: list[dict[str, Any]]
     comparisons: list[dict[str, Any]]
@@ -326,15 +325,11 @@ def fidelity(s: Session, dep: DeploymentRow) -> Fidelity:
     summary = fidelity_store.summary(s, dep.id)
     rows = fidelity_store.list_records(s, dep.id, limit=NEWEST_REPLAYS, offset=0)
     newest = fidelity_store.record_out(rows[0]) if rows else None
-    recent = {str(p["record_id"]) for p in summary["series"][-NEWEST_REPLAYS:]}
-    recent_errors = [p["error_log_ratio"] for p in summary["series"] if str(p["record_id"]) in recent]
-    errors = []
-    for metric, pooled in summary["error"].items():
-        logs = [e[metric] for e in recent_errors if e.get(metric) is not None]
-        mean = sum(logs) / len(logs) if logs else None
-        errors.append({"metric": metric, "pooled_pct": pooled["mean_pct"], "pooled_n": pooled["n"],
-                       "mean_abs_log_ratio": pooled["mean_abs_log_ratio"],
-                       "newest_pct": None if mean is None else 100.0 * math.expm1(mean), "newest_n": len(logs)})
+    recent = fidelity_store.errors([fidelity_store.evidence(str(r.id), r.report) for r in rows if r.flag is None])
+    errors = [{"metric": metric, "pooled_pct": pooled["mean_pct"], "pooled_n": pooled["n"],
+               "mean_abs_log_ratio": pooled["mean_abs_log_ratio"], "newest_pct": recent[metric]["mean_pct"],
+               "newest_n": recent[metric]["n"]}
+              for metric, pooled in summary["error"].items()]
     arms: list[dict[str, Any]] = []
     comparisons: list[dict[str, Any]] = []
     notes: list[str] = []
