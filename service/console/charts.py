@@ -247,7 +247,7 @@ def fidelity_agreement_figure(series: Sequence[Mapping[str, Any]]) -> dict[str, 
     so_far = [p["agreement_so_far"] for p in points]
     lo = [a["interval"][0] for a in so_far]
     hi = [a["interval"][1] for a in so_far]
-    data = [
+    data: list[dict[str, Any]] = [
         {"type": "scatter", "mode": "lines", "x": xs, "y": hi, "line": {"width": 0}, "showlegend": False,
          "hoverinfo": "skip"},
         {"type": "scatter", "mode": "lines", "x": xs, "y": lo, "line": {"width": 0}, "fill": "tonexty",
