@@ -501,6 +501,15 @@ class Settings(BaseSettings):
         default=1024, ge=1, le=1 << 20,
         description="Most requests the live replay's generator keeps outstanding; a send past it waits (lag).",
     )
+    fidelity_report_max_bytes: int = Field(
+        default=2_000_000, ge=1024, le=1 << 30,
+        description="Largest live replay report (its JSON) stored as a fidelity record (`control.fidelity_store`).",
+    )
+    fidelity_max_pooled: int = Field(
+        default=1000, ge=1, le=1_000_000,
+        description="Most fidelity records (the newest) a deployment's fidelity summary pools "
+        "(`GET /deployments/{id}/fidelity`, the console); the summary says how many older ones it left out.",
+    )
     #: This process's own scratch folder under home/tmp, once `control.scratch.claim_scratch` made it
     #: (not an environment variable): what a killed process leaves there is swept by the next start-up.
     _scratch: Path | None = PrivateAttr(default=None)

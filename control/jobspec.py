@@ -1,32 +1,38 @@
-"""What a nightly job may be asked to do: its options, checked the same way at the API (422 naming the field) and
-by the worker before the first step (a payload written by an older version or by hand fails at once, naming
-`job payload`, instead of after the Spark analysis).
+"""What a nightly job and a replay job may be asked to do: their options, checked the same way at the API (422
+naming the field) and by the worker before the first step (a payload written by an older version or by hand fails
+at once, naming `job payload`, instead of after the Spark analysis or the replay's load).
 
 The ranges that depend on the installation are settings: `tune_max_trials`, `tune_max_seeds`,
-`tune_max_timeout_s`, `capture_max_duration_s` (docs/operations.md § Limits).
+`tune_max_timeout_s`, `capture_max_duration_s`, `replay_max_duration_s` (docs/operations.md § Limits).
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from base.settings import Settings
-from control.common import RequestBody
+from control.common import MAX_ID, RequestBody
 from control.errors import Invalid
 from control.kind import Unsupported
 from control.kinds import supports
 
 __all__ = [
+    "ARM_NAME_PATTERN",
     "DATASET_ID_PATTERN",
+    "MAX_ARMS",
     "MAX_TRACES",
     "CaptureOptions",
     "NightlyOptions",
+    "ReplayOptions",
+    "ReplayPayload",
     "TuneOptions",
     "check_capture",
     "check_capture_kind",
     "check_nightly",
+    "check_replay",
+    "check_replay_limits",
     "check_tune",
 ]
 
@@ -116,4 +122,83 @@ def check_nightly(payload: dict[str, Any], settings: Settings) -> NightlyOptions
         raise Invalid(str(err.get("msg", "invalid")), field=field) from None
     check_tune(opts.tune, settings)
     check_capture(opts.capture, settings, dataset_ids=opts.dataset_ids)
+    return opts
+
+
+#: An arm's name in a replay (the generator's execution profile name; `control.replay.ARM_NAME`).
+ARM_NAME_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
+#: Most arms of one live replay (`control.replay.MAX_ARMS`).
+MAX_ARMS = 16
+_DATASET = r"^[^/\x00-\x1f]{1,200}$"
+
+
+class ReplayOptions(RequestBody):
+    """A live replay's options but its configs (`tailtune replay`'s, docs/replay.md): the replay job's payload
+    (`ReplayPayload`) and the API's body (`service.replays.schemas.ReplayCreate`) add them."""
+
+    dataset: str = Field(pattern=_DATASET, description="Stored dataset id, id prefix or name whose requests are sent.")
+    rate_scale: float | None = Field(
+        default=None, ge=1e-3, le=1e3, description="Multiply the trace's own rate (default 1); not with `load`.")
+    load: float | None = Field(
+        default=None, gt=0, le=10, description="Send at this fraction of the deployment's calibrated capacity.")
+    duration_s: float | None = Field(
+        default=None, gt=0, description="Measured seconds per repeat (default: the whole trace; all repeats "
+        "together at most replay_max_duration_s).")
+    repeats: int = Field(default=1, ge=1, le=100, description="Measured runs, each dealt anew.")
+    block_s: float = Field(
+        default=15.0, ge=0.01, le=3600, description="Seconds per block of the block bootstrap (15 or more, and "
+        "20 blocks or more, to compare).")
+    seed: int = Field(default=0, ge=0, le=MAX_ID, description="Seed of the dealing, the bootstrap and the model.")
+
+    @model_validator(mode="after")
+    def _one_rate(self) -> ReplayOptions:
+        if self.rate_scale is not None and self.load is not None:
+            raise ValueError("give rate_scale or load, not both")
+        return self
+
+
+def _distinct(names: list[str]) -> None:
+    seen: set[str] = set()
+    for name in names:
+        if name in seen:
+            raise ValueError(f"arm names must be distinct: {name!r} is given twice")
+        seen.add(name)
+
+
+class ReplayPayload(ReplayOptions):
+    """A replay job's payload: the options and the configs as `[[name, SPEC], ...]` (the first the baseline)."""
+
+    configs: list[Annotated[list[Annotated[str, Field(min_length=1, max_length=2000)]],
+                            Field(min_length=2, max_length=2)]] = Field(min_length=2, max_length=MAX_ARMS)
+
+    @model_validator(mode="after")
+    def _arms(self) -> ReplayPayload:
+        import re
+
+        for name, _spec in self.configs:
+            if not re.fullmatch(ARM_NAME_PATTERN, name):
+                raise ValueError(f"arm name {name!r}: [A-Za-z0-9_-]{{1,64}}")
+        _distinct([name for name, _ in self.configs])
+        return self
+
+
+def check_replay_limits(opts: ReplayOptions, settings: Settings) -> ReplayOptions:
+    """The installation's limit on a replay's measured time (Invalid naming `duration_s`)."""
+    limit = settings.replay_max_duration_s
+    if opts.duration_s is not None and opts.duration_s * opts.repeats > limit:
+        what = f"{opts.repeats} × {opts.duration_s:g} s" if opts.repeats > 1 else f"{opts.duration_s:g} s"
+        raise Invalid(f"{what} measured: must be at most {limit:g} s in all (replay_max_duration_s)",
+                      field="duration_s")
+    return opts
+
+
+def check_replay(payload: dict[str, Any], settings: Settings) -> ReplayPayload:
+    """Parse and check a stored replay payload; Invalid naming the first bad field."""
+    try:
+        opts = ReplayPayload.model_validate(payload)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        field = ".".join(str(p) for p in err.get("loc", ())) or "payload"
+        raise Invalid(str(err.get("msg", "invalid")), field=field) from None
+    check_replay_limits(opts, settings)
     return opts

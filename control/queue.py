@@ -29,7 +29,7 @@ __all__ = [
     "stop_job",
 ]
 
-JOB_KINDS = ("ingest", "analyze", "nightly", "publish", "verify", "selftest", "discover", "calibrate")
+JOB_KINDS = ("ingest", "analyze", "nightly", "publish", "verify", "selftest", "discover", "calibrate", "replay")
 #: The tests' and smoke tests' job kind (N sleeping steps, `jobs/handlers.py`): accepted and run only with the
 #: setting `selftest_jobs` on (TAILTUNE_SELFTEST_JOBS=true), which production leaves off.
 SELFTEST = "selftest"

@@ -21,6 +21,8 @@ from control.redact import public
 __all__ = ["Handler", "JobCancelled", "JobContext", "JobFailed", "JobOverBudget", "LeaseLost"]
 
 log = logging.getLogger("tailtune.worker")
+#: How often a step's progress is written at most, seconds (a new stage is written at once).
+PROGRESS_EVERY_S = 1.0
 
 
 class JobFailed(TailtuneError):
@@ -61,6 +63,7 @@ class JobContext:
         self.stop_reason: Exception | None = None
         self._stop_hooks: list[Callable[[], None]] = []
         self._hooks_lock = threading.Lock()
+        self._progress: dict[str, tuple[str, float]] = {}
 
     def _guard(self) -> Any:
         return and_(
@@ -178,6 +181,17 @@ class JobContext:
         self._record(name, status="done", finished_at=time.time(), output=output)
         self.log(f"step {name}: done")
         return output
+
+    def progress(self, name: str, stage: str, fraction: float) -> None:
+        """Record how far the running step `name` is: its `progress` `{stage, fraction (0..1), at}` (the console's
+        job page shows it), written when the stage changes and otherwise at most every `PROGRESS_EVERY_S`."""
+        fraction = min(max(float(fraction), 0.0), 1.0)
+        t = time.monotonic()
+        last = self._progress.get(name)
+        if last is not None and last[0] == stage and t - last[1] < PROGRESS_EVERY_S:
+            return
+        self._progress[name] = (stage, t)
+        self._record(name, progress={"stage": stage, "fraction": fraction, "at": time.time()})
 
     def skip(self, name: str, reason: str) -> None:
         """Record a step the job does not run: status `skipped`, the reason in its `output.reason`."""

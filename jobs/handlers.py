@@ -7,7 +7,7 @@ import time
 from typing import Any
 
 from control.queue import SELFTEST, SELFTEST_OFF
-from jobs import calibrate, discover, nightly, verify
+from jobs import calibrate, discover, nightly, replay, verify
 from jobs.context import Handler, JobContext, JobFailed
 from jobs.worker import Finalizer
 
@@ -60,6 +60,7 @@ def default_handlers() -> dict[str, Handler]:
         SELFTEST: _selftest,
         "discover": discover.run_discover,
         "calibrate": calibrate.run_calibrate,
+        "replay": replay.run_replay_job,
     }
 
 

@@ -25,6 +25,7 @@ from service.health.router import probes
 from service.health.router import router as health
 from service.jobs.router import router as jobs
 from service.observations.router import router as observations
+from service.replays.router import router as replays
 from service.schedules.router import router as schedules
 from service.traces.router import router as traces
 from service.verify.router import router as verify
@@ -91,7 +92,7 @@ def create_app(settings: Settings | None = None, *, fast_path: bool = True) -> F
         redoc_url=None,
     )
     api = APIRouter(prefix=API_PREFIX)
-    for router in (traces, analyses, deployments, observations, verify, jobs, schedules, configs, health):
+    for router in (traces, analyses, deployments, observations, verify, replays, jobs, schedules, configs, health):
         api.include_router(router)
     app.include_router(api)
     app.include_router(probes)  # /health/live, /health/ready, /livez, /readyz at the root

@@ -53,13 +53,14 @@ def test_memcached_has_one_launcher() -> None:
 
 def test_the_control_plane_renders_stock_configs_without_the_tuner() -> None:
     """The stock rendering lives next to the stock model (simulation): control needs no tuner. Only the live
-    replay's engine (`control.replay`, `control.replay_trace`) reads the tuner's statistics (`tuner.fidelity`),
-    and no other module of control imports it."""
+    replay's engine (`control.replay`, `control.replay_trace`) and its stored reports (`control.fidelity_store`,
+    which pools them) read the tuner's statistics (`tuner.fidelity`), and no other module of control imports
+    them."""
     import grimp
 
     graph = grimp.build_graph("control", "simulation", "tuner", cache_dir=None)
     assert "simulation.stock_render" in graph.modules and "tuner.stock_render" not in graph.modules
-    replay = {"control.replay", "control.replay_trace"}
+    replay = {"control.replay", "control.replay_trace", "control.fidelity_store"}
     for module in sorted(graph.find_descendants("control") - replay):
         assert not graph.chain_exists(importer=module, imported="tuner", as_packages=True), module
         assert not any(graph.chain_exists(importer=module, imported=r) for r in replay), module

@@ -198,6 +198,22 @@ class Quantiles:
     def as_dict(self) -> dict[str, Any]:
         return {"p50_ms": self.p50_ms, "p95_ms": self.p95_ms, "p99_ms": self.p99_ms, "requests": self.requests}
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Quantiles:
+        """The inverse of `as_dict` (and the reader of a report's `observed`/`predicted` entries): a missing or
+        null quantile (a stored NaN) is NaN; `requests` is optional. ValueError naming the key that is not a
+        number."""
+        values = []
+        for metric in METRICS:
+            v = data.get(f"{metric}_ms")
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int | float)):
+                raise ValueError(f"{metric}_ms must be a number or null, got {v!r}")
+            values.append(math.nan if v is None else float(v))
+        requests = data.get("requests")
+        if requests is not None and (isinstance(requests, bool) or not isinstance(requests, int)):
+            raise ValueError(f"requests must be an integer or null, got {requests!r}")
+        return cls(values[0], values[1], values[2], requests)
+
 
 def _check_metric(metric: str) -> float:
     if metric not in METRICS:
@@ -310,6 +326,55 @@ class Comparison:
             "interval_pct": list(self.interval_pct) if self.interval_pct is not None else None,
             "resolved": self.resolved, "resamples": self.resamples, "seed": self.seed, "reason": self.reason,
         }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Comparison:
+        """The inverse of `as_dict` (its derived `resolved` is recomputed, not read): a stored comparison read back.
+        ValueError naming the key that is missing or of the wrong type."""
+
+        def num(key: str, *, optional: bool = True) -> float | None:
+            v = data.get(key)
+            if v is None and optional:
+                return None
+            if isinstance(v, bool) or not isinstance(v, int | float):
+                raise ValueError(f"comparison {key} must be a number{' or null' if optional else ''}, got {v!r}")
+            return float(v)
+
+        def whole(key: str) -> int | None:
+            v = data.get(key)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int)):
+                raise ValueError(f"comparison {key} must be an integer or null, got {v!r}")
+            return v
+
+        def text(key: str, *, optional: bool = False) -> str | None:
+            v = data.get(key)
+            if v is None and optional:
+                return None
+            if not isinstance(v, str):
+                raise ValueError(f"comparison {key} must be a string, got {v!r}")
+            return v
+
+        metric = str(text("metric"))
+        _check_metric(metric)
+        design = text("design")
+        if design not in ("concurrent", "alternating"):
+            raise ValueError(f"comparison design must be concurrent or alternating, got {design!r}")
+        band = data.get("interval_pct")
+        interval: tuple[float, float] | None = None
+        if band is not None:
+            if (not isinstance(band, list | tuple) or len(band) != 2
+                    or any(isinstance(x, bool) or not isinstance(x, int | float) for x in band)):
+                raise ValueError(f"comparison interval_pct must be [low, high] or null, got {band!r}")
+            interval = (float(band[0]), float(band[1]))
+        duration, level = num("duration_s", optional=False), num("level", optional=False)
+        return cls(
+            baseline=str(text("baseline")), candidate=str(text("candidate")), metric=metric,
+            design="concurrent" if design == "concurrent" else "alternating", method=str(text("method")),
+            blocks=whole("blocks"), pairs=whole("pairs"), duration_s=float(duration or 0.0),
+            level=float(level or 0.0), baseline_ms=num("baseline_ms"), candidate_ms=num("candidate_ms"),
+            diff_pct=num("diff_pct"), interval_pct=interval, resamples=whole("resamples"), seed=whole("seed"),
+            reason=text("reason", optional=True),
+        )
 
     def sentence(self) -> str:
         """`p99 +3.2 % [+1.1 %, +5.0 %] (fast against fifo; 40 blocks, paired block bootstrap)`."""

@@ -19,6 +19,7 @@ __all__ = [
     "ConfigVersionRow",
     "DeploymentGrantRow",
     "DeploymentRow",
+    "FidelityRecordRow",
     "JobRow",
     "ScheduleRow",
     "TraceRow",
@@ -201,6 +202,34 @@ class ObservationRow(Base):
     config_version: Mapped[int] = mapped_column(Integer)
     observation: Mapped[dict[str, Any]] = mapped_column(JSON)
     received_at: Mapped[float] = mapped_column(Float)
+
+
+class FidelityRecordRow(Base):
+    """One live replay's report (`control.replay.ReplayReport.as_dict()`) of a deployment, kept for the model's
+    fidelity on it (`control.fidelity_store`); the columns beside `report` are read off it when it is stored."""
+
+    __tablename__ = "fidelity_records"
+    __table_args__ = _AUTOINCREMENT
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    deployment_id: Mapped[int] = mapped_column(ForeignKey("deployments.id", ondelete="CASCADE"), index=True)
+    #: The job that ran the replay (a `replay` job, a nightly's confirm step); None from the CLI.
+    job_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    source: Mapped[str] = mapped_column(String(16))  # replay | confirm | cli
+    #: When the replay ran (the report's `at`, epoch seconds).
+    at: Mapped[float] = mapped_column(Float, index=True)
+    report: Mapped[dict[str, Any]] = mapped_column(JSON)
+    #: Why the report is kept but not pooled into the fidelity (`lag_too_high`); None: pooled.
+    flag: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    arms: Mapped[int] = mapped_column(Integer)
+    duration_s: Mapped[float] = mapped_column(Float)
+    blocks: Mapped[int] = mapped_column(Integer)
+    #: This replay's sign agreement on p99: k of the m pairs whose interval resolved a difference.
+    agree_k: Mapped[int] = mapped_column(Integer)
+    agree_m: Mapped[int] = mapped_column(Integer)
+    #: A resolved pair on which the model's predicted difference had the other sign (a finding, not an error).
+    contradicts: Mapped[bool] = mapped_column(Boolean, default=False)
+    created_at: Mapped[float] = mapped_column(Float)
 
 
 class ApiTokenRow(Base):

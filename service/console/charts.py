@@ -19,6 +19,8 @@ __all__ = [
     "axis_menu",
     "base_layout",
     "cdf_figure",
+    "fidelity_agreement_figure",
+    "fidelity_error_figure",
     "log_axis",
     "optuna_figures",
     "percentile_figure",
@@ -213,6 +215,52 @@ def timeline_figure(points: Sequence[Mapping[str, Any]], *, small: bool = False)
         layout["showlegend"] = False
         layout["yaxis"]["title"] = {"text": "ms"}
     return spec(data, layout, displayModeBar=not small)
+
+
+def fidelity_error_figure(series: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The model's error per percentile over the deployment's live replays (`control.fidelity_store.summary`'s
+    `series`): per replay, predicted against observed (exp(mean ln(predicted/observed)) − 1 over its configs, %);
+    0 is a model that predicts what the cluster did, below 0 one that predicts faster."""
+    xs = [_iso(float(p["at"])) for p in series]
+    text = [f"record {p['record_id']}" + (f", job {p['job_id']}" if p.get("job_id") else "") for p in series]
+    data = []
+    for i, metric in enumerate(("p50", "p95", "p99")):
+        data.append({
+            "type": "scatter", "mode": "lines+markers", "name": f"{metric} error", "x": xs, "text": text,
+            "y": [(p.get("error_pct") or {}).get(metric) for p in series],
+            "line": {"color": COLORS[i], "width": 2, "dash": ("dot", "dash", "solid")[i]}, "marker": {"size": 7},
+            "hovertemplate": f"{metric}: predicted %{{y:+.1f}} % against observed<br>%{{x}}<br>%{{text}}"
+                             "<extra></extra>",
+        })
+    layout = base_layout("Predicted against observed, per replay", height=360, y="predicted / observed − 1 (%)")
+    layout["xaxis"]["type"] = "date"
+    layout["shapes"] = [{"type": "line", "xref": "paper", "x0": 0, "x1": 1, "yref": "y", "y0": 0, "y1": 0,
+                         "line": {"color": "#57606a", "width": 1}}]
+    return spec(data, layout)
+
+
+def fidelity_agreement_figure(series: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The pair agreement so far (k of m resolved pairs ranked as the cluster did, pooled up to each replay) with
+    its 95 % Wilson interval as a band."""
+    points = [p for p in series if (p.get("agreement_so_far") or {}).get("m")]
+    xs = [_iso(float(p["at"])) for p in points]
+    so_far = [p["agreement_so_far"] for p in points]
+    lo = [a["interval"][0] for a in so_far]
+    hi = [a["interval"][1] for a in so_far]
+    data: list[dict[str, Any]] = [
+        {"type": "scatter", "mode": "lines", "x": xs, "y": hi, "line": {"width": 0}, "showlegend": False,
+         "hoverinfo": "skip"},
+        {"type": "scatter", "mode": "lines", "x": xs, "y": lo, "line": {"width": 0}, "fill": "tonexty",
+         "fillcolor": "rgba(0,114,178,0.18)", "name": "95 % interval", "hoverinfo": "skip"},
+        {"type": "scatter", "mode": "lines+markers", "name": "agreement so far", "x": xs,
+         "y": [a["rate"] for a in so_far], "text": [f"{a['k']} of {a['m']} pairs" for a in so_far],
+         "line": {"color": COLORS[0], "width": 2}, "marker": {"size": 7},
+         "hovertemplate": "%{text} ranked as the cluster did (%{y:.0%})<br>%{x}<extra></extra>"},
+    ]
+    layout = base_layout("Pair agreement so far (p99)", height=340, y="share of resolved pairs")
+    layout["xaxis"]["type"] = "date"
+    layout["yaxis"].update(range=[0.0, 1.05], tickformat=".0%")
+    return spec(data, layout)
 
 
 def _plotly_json(fig: Any) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from control import configs, observations
+from control import configs, fidelity_store, observations
 from control import queue as jobs
 from control.db import ConfigVersionRow, DeploymentRow, JobRow, TraceRow
 from control.schedules import next_slot
@@ -29,10 +29,12 @@ __all__ = [
     "PIPELINE_STEPS",
     "Card",
     "Evidence",
+    "Fidelity",
     "Night",
     "card",
     "deployment_traces",
     "evidence",
+    "fidelity",
     "model_rows",
     "next_runs",
     "nights",
@@ -54,6 +56,7 @@ PIPELINE_STEPS = {
     "verify": ("verify",),
     "discover": ("discover",),
     "calibrate": ("calibrate",),
+    "replay": ("replay",),
 }
 _METRICS = ("p50_ms", "p95_ms", "p99_ms", "p999_ms", "mean_ms")
 
@@ -288,3 +291,69 @@ def deployment_traces(s: Session, deployment_id: int, limit: int = 10) -> Sequen
 
 def recent_jobs(s: Session, deployment_id: int, limit: int = 8) -> Sequence[JobRow]:
     return jobs.list_jobs(s, deployment_id=deployment_id, limit=limit)
+
+
+@dataclass
+class Fidelity:
+    """The deployment page's "the model on your cluster" (`control.fidelity_store`): the pooled summary, the
+    newest replay's arms (predicted against observed), comparisons and notes, the findings, the two figures."""
+
+    summary: dict[str, Any]
+    newest: dict[str, Any] | None
+    #: per percentile: the error of every pooled replay and of the newest `NEWEST_REPLAYS` (unflagged)
+    errors: list[dict[str, Any]]
+    arms: list[dict[str, Any]]
+    comparisons: list[dict[str, Any]]
+    notes: list[str]
+    findings: list[dict[str, Any]]
+    error_figure: dict[str, Any] | None
+    agreement_figure: dict[str, Any] | None
+
+
+#: How many of the newest replays the table's "newest" column pools.
+NEWEST_REPLAYS = 5
+
+
+def _error_pct(predicted: Any, observed: Any) -> float | None:
+    if isinstance(predicted, int | float) and isinstance(observed, int | float) and observed > 0 and predicted > 0:
+        return 100.0 * (float(predicted) / float(observed) - 1.0)
+    return None
+
+
+def fidelity(s: Session, dep: DeploymentRow) -> Fidelity:
+    """What the page shows of the model's fidelity on `dep` (the summary `GET /deployments/{id}/fidelity` gives)."""
+    summary = fidelity_store.summary(s, dep.id)
+    rows = fidelity_store.list_records(s, dep.id, limit=NEWEST_REPLAYS, offset=0)
+    newest = fidelity_store.record_out(rows[0]) if rows else None
+    recent = fidelity_store.errors([fidelity_store.evidence(str(r.id), r.report) for r in rows if r.flag is None])
+    errors = [{"metric": metric, "pooled_pct": pooled["mean_pct"], "pooled_n": pooled["n"],
+               "mean_abs_log_ratio": pooled["mean_abs_log_ratio"], "newest_pct": recent[metric]["mean_pct"],
+               "newest_n": recent[metric]["n"]}
+              for metric, pooled in summary["error"].items()]
+    arms: list[dict[str, Any]] = []
+    comparisons: list[dict[str, Any]] = []
+    notes: list[str] = []
+    if newest is not None:
+        report = newest["report"]
+        for arm in report["arms"]:
+            o = report["observed"].get(arm["name"]) or {}
+            p = report["predicted"].get(arm["name"]) or {}
+            arms.append({"name": arm["name"], "spec": arm["spec"], "config": arm["config"], "observed": o,
+                         "predicted": p, "error_pct": {m: _error_pct(p.get(f"{m}_ms"), o.get(f"{m}_ms"))
+                                                       for m in ("p50", "p95", "p99")}})
+        comparisons = list(report["comparisons"])
+        if newest["flag"] == fidelity_store.LAG_TOO_HIGH:
+            notes.append("The load generator sent late in this replay (its lag p99 over TAILTUNE_REPLAY_MAX_LAG_MS): "
+                         "it is kept here but not pooled into the agreement and the errors.")
+        interference = report.get("interference") or {}
+        if interference.get("flagged") and interference.get("reason"):
+            notes.append(f"Interference: {interference['reason']}.")
+        notes.extend(str(n) for n in report["notes"])
+    series = summary["series"]
+    return Fidelity(
+        summary=summary, newest=newest, errors=errors, arms=arms, comparisons=comparisons, notes=notes,
+        findings=summary["contradictions"][:5],
+        error_figure=charts.fidelity_error_figure(series) if series else None,
+        agreement_figure=charts.fidelity_agreement_figure(series)
+        if any((p["agreement_so_far"] or {}).get("m") for p in series) else None,
+    )

@@ -42,6 +42,7 @@ TABLES = {
     "config_versions",
     "deployment_grants",
     "deployments",
+    "fidelity_records",
     "jobs",
     "observations",
     "schedules",
@@ -73,7 +74,7 @@ def test_migrations_up_from_empty_down_and_up(database_url: str, db_backend: str
         db_again.dispose()
         assert set(inspect(db.engine).get_table_names()) == TABLES
         with db.engine.connect() as c:
-            assert c.scalar(text("SELECT version_num FROM alembic_version")) == _head() == "0011"
+            assert c.scalar(text("SELECT version_num FROM alembic_version")) == _head() == "0012"
             assert compare_metadata(MigrationContext.configure(c), Base.metadata) == []  # models = migrations
         cfg = Config()
         cfg.set_main_option("script_location", str(MIGRATIONS))

@@ -462,3 +462,36 @@ def test_console_flow_in_a_real_browser(live: Live, browser: Any, artifacts: Pat
     assert not [e for e in p.console_errors if refused not in e], p.console_errors  # only the two refusals above
     (artifacts / "screenshots.json").write_text(json.dumps(sorted(f.name for f in artifacts.glob("*.png"))))
     print(f"\nscreenshots: {artifacts}")
+
+
+def test_the_model_on_your_cluster_in_a_real_browser(live: Live, browser: Any, artifacts: Path) -> None:
+    """The deployment page's fidelity section drawn by the browser: first its empty state, then, with stored live
+    replays (one contradicting the model), its figures drawn by plotly.js and its finding; no script error."""
+    from control import fidelity_store
+    from tests.control.fidelity_reports import report
+
+    p = Pages(browser, live.base, artifacts)
+    dep = _api(live, "POST", "/deployments", {
+        "name": "staging-cache", "kind": "memcached", "connection": {"servers": [live.memcached.address]}})
+    p.sign_in(live.read)
+    p.go(f"/deployments/{dep['id']}")
+    assert "No live replay of this deployment yet" in p.text("#fidelity")
+    at = time.time() - 3 * 86400
+    with live.db.session() as s:
+        for i, (observed, predicted, cmp) in enumerate((
+            ({"A": 10.0, "B": 8.0}, {"A": 9.0, "B": 7.5}, [("A", "B", "p99", -20.0, (-30.0, -10.0))]),
+            ({"A": 10.0, "B": 12.0}, {"A": 9.0, "B": 8.0}, [("A", "B", "p99", 20.0, (5.0, 35.0))]),
+            ({"A": 11.0, "B": 9.0}, {"A": 9.5, "B": 8.0}, [("A", "B", "p99", -18.0, (-28.0, -8.0))]),
+        )):
+            fidelity_store.record(s, dep["id"], report(at + i * 86400, observed, predicted, cmp,
+                                                       notes=["fresh twins: a twin's histogram is not production's"],
+                                                       deployment="staging-cache"), job_id=None, source="cli")
+    p.go(f"/deployments/{dep['id']}")
+    section = p.text("#fidelity")
+    assert "ranked 2 of 3 resolved pairs" in section and "contradicted the model" in section
+    for plot in ("#fid-error", "#fid-agreement-plot"):
+        p.wait(lambda plot=plot: p.all(f"{plot} .main-svg"), 20, f"plotly to draw {plot}")  # type: ignore[misc]
+    p.d.execute_script("document.getElementById('fidelity').scrollIntoView()")
+    p.shot("deployment-fidelity")
+    p.shot("deployment-fidelity", phone=True)
+    assert not p.console_errors, p.console_errors

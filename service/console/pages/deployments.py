@@ -64,6 +64,7 @@ def show(deployment_id: PathId, request: Request, s: SessionDep, viewer: ViewerD
         model=model, model_notes=notes, versions=views.version_rows(s, dep), nights=views.nights(s, dep.id),
         schedules=views.schedule_rows(s, dep, now()), traces=views.deployment_traces(s, dep.id),
         jobs=views.recent_jobs(s, dep.id), next_default=views.next_runs("0 2 * * *", dep.timezone, now()),
+        fidelity=views.fidelity(s, dep),
     )
 
 
