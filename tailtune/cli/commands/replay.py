@@ -56,14 +56,33 @@ def replay(
             report = run_replay(deployment, dataset, arms, rate_scale=rate_scale, load=load, duration_s=duration,
                                 repeats=repeats, block_s=block_s, seed=seed, on_progress=on_progress)
         except LagTooHigh as exc:
+            _store(deployment, exc.report.as_dict())
             if as_json:
                 print_json(exc.report.as_dict())
             raise
     doc = report.as_dict()
+    record_id = _store(deployment, doc)
     if as_json:
         print_json(doc)
         return
     _print_text(doc)
+    from base.console import err_console
+
+    err_console.print(f"stored as fidelity record {record_id} of {deployment} (GET /deployments/ID/fidelity, the "
+                      "console's deployment page)", highlight=False)
+
+
+def _store(deployment: str, doc: dict[str, Any]) -> int:
+    """The report kept among the deployment's fidelity records (`source` cli): pooled with every other replay of
+    it, as a replay job's is (a lagging one kept, flagged, not pooled)."""
+    from base.settings import get_settings
+    from control.db import database_for
+    from control.deployments import get_by_name
+    from control.fidelity_store import record
+
+    db = database_for(get_settings().resolved_database_url)
+    with db.session() as s:
+        return record(s, get_by_name(s, deployment).id, doc, job_id=None, source="cli")
 
 
 def _ms(value: Any) -> str:

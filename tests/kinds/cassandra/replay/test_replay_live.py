@@ -116,6 +116,14 @@ def test_never_always_and_99p_run_concurrently_on_twin_tables(shop: dict[str, An
     assert set(doc["predicted"]) == {"NEVER", "ALWAYS", "P99"}
     assert len(doc["comparisons"]) == 6 and all(c["reason"] for c in doc["comparisons"])  # 5 blocks of 0.5 s
     assert doc["fidelity"]["replays"] == 1 and doc["interference"]["flagged"] is False
+    # the CLI's report is kept among the deployment's fidelity records, as a replay job's is
+    from control.db import database_for
+    from control.deployments import get_by_name
+    from control.fidelity_store import list_records
+
+    with database_for(shop["settings"].resolved_database_url).session() as s:
+        rows = list_records(s, get_by_name(s, "shop").id, limit=10, offset=0)
+        assert [(r.source, r.report["at"]) for r in rows][:1] == [("cli", doc["at"])]
     # the twins are gone, the user's table is as it was
     assert _scratch_tables(session) == ["runs"]
     assert _user_table(session, ks) == before
