@@ -10,9 +10,11 @@ and a value of each key's size (unknown sizes: the median known one; past `TAILT
 written at consistency ALL so every replica holds it. A fresh twin's latency histogram is not the production
 table's (its threshold starts from the warm-up's reads, its SSTables are few and fresh): a note says so beside
 the figures. The driver settings (speculative executions, slow-replica avoidance, the Python driver's replica
-shuffling) are one execution profile per arm in the one generator. What cannot differ between arms concurrently
-— a patched server's scheduler, the dynamic snitch (cluster-wide), a multiget's shape (the replay reads one
-partition per statement) — is refused (`modes`).
+shuffling) are one execution profile per arm in the one generator. The configs the run returns are the arms' as
+they ran (with the twins' table options); for the Java driver its `model_params` carry the generator's timer tick
+(`se_tick_ms`, 1 ms): the model replays each arm's hedges on it, not on the tick a rendered config would set.
+What cannot differ between arms concurrently — a patched server's scheduler, the dynamic snitch (cluster-wide), a
+multiget's shape (the replay reads one partition per statement) — is refused (`modes`).
 
 **The run.** Per repeat: each node's reads of each twin (`system_views.local_read_latency`, the replica reads, and
 `coordinator_read_latency`, the coordinator reads; node-local virtual tables, so each allowed node is asked
@@ -46,7 +48,7 @@ from base.errors import TailtuneError
 from control.kind import Target
 from control.replay_trace import Arm, ArmMeasure, DriverRun, Progress, ReplayJob, ReplayRefused, ReplayTrace
 from kinds.cassandra.cql import CqlTarget
-from kinds.cassandra.replay.config import ArmProfile, Endpoint, GeneratorConfig
+from kinds.cassandra.replay.config import TIMER_TICK_MS, ArmProfile, Endpoint, GeneratorConfig
 from kinds.cassandra.replay.generator import GeneratorAborted, GeneratorFailed, GeneratorResult, run
 from kinds.cassandra.replay.hdr import Histogram, bucket_table
 from kinds.cassandra.replay.plan import Plan, PlanArm, encode_value
@@ -146,6 +148,14 @@ class CassandraReplay:
             raw = params.get(k.name, current.get(k.name, k.default))
             out[k.name] = TABLE.text(k, TABLE.parse(k, raw, where=k.name))
         return out
+
+    def _timer(self) -> dict[str, float]:
+        """The model's parameter for the generator's timer tick (`se_tick_ms`), for a driver that has one: its
+        hedges fire on the generator's tick, not on the one a rendered config would set."""
+        from simulation.java_timer import TIMER_DRIVERS
+        from simulation.stock import TICK
+
+        return {TICK: float(TIMER_TICK_MS)} if self.target.driver in TIMER_DRIVERS else {}
 
     def _profile(self, name: str, config: Mapping[str, Any]) -> ArmProfile:
         from simulation.stock_render import stock_driver_settings
@@ -247,7 +257,7 @@ class CassandraReplay:
             c.cluster.shutdown()
         if beat is not None:
             beat.join(timeout=1.0)
-        return _measured(job, results, before, after, twins, configs, c, notes)
+        return _measured(job, results, before, after, twins, configs, c, notes, self._timer())
 
     def _generate(self, c: _Cluster, job: ReplayJob, twins: list[str], repeat: int, stop: threading.Event,
                   progress: Progress) -> GeneratorResult:
@@ -273,6 +283,7 @@ class CassandraReplay:
             max_error_fraction=s.replay_max_error_fraction,
             abort_after=s.replay_abort_after,
             connect_timeout_ms=int(s.discover_timeout_s * 1000),
+            timer_tick_ms=TIMER_TICK_MS,
         )
         password = self._cql(job).password()
         box: dict[str, Any] = {}
@@ -464,7 +475,7 @@ def _lag_ms(results: Sequence[GeneratorResult]) -> dict[str, float]:
 
 def _measured(job: ReplayJob, results: Sequence[GeneratorResult], before: Sequence[Mapping[str, Any]],
               after: Sequence[Mapping[str, Any]], twins: Sequence[str], configs: dict[str, dict[str, Any]],
-              c: _Cluster, notes: list[str]) -> DriverRun:
+              c: _Cluster, notes: list[str], model_params: dict[str, float]) -> DriverRun:
     n = len(job.arms)
     blocks = job.blocks
     rows = [[h for r in results for h in r.arms[a].blocks[:blocks]] for a in range(n)]
@@ -514,5 +525,6 @@ def _measured(job: ReplayJob, results: Sequence[GeneratorResult], before: Sequen
         configs=configs,
         cluster=cluster,
         notes=tuple(notes),
+        model_params=model_params,
     )
 
