@@ -374,8 +374,10 @@ def _drive(driver: ReplayDriver, job: ReplayJob, progress: ProgressFn, low: floa
 
 
 def _predict(record: Mapping[str, Any], configs: Mapping[str, Mapping[str, Any]], trace: ReplayTrace,
-             scale: float, seed: int, settings: Settings, notes: list[str]) -> dict[str, Quantiles]:
-    """Each arm's config replayed by the deployment's own model on `trace` at `scale` (one seed)."""
+             scale: float, seed: int, settings: Settings, notes: list[str],
+             model_params: Mapping[str, float] | None = None) -> dict[str, Quantiles]:
+    """Each arm's config replayed by the deployment's own model on `trace` at `scale` (one seed), with
+    `model_params` (how the generator ran: the Java driver's timer tick) over each config's params."""
     import shutil
 
     import pyarrow.parquet as pq
@@ -394,11 +396,15 @@ def _predict(record: Mapping[str, Any], configs: Mapping[str, Mapping[str, Any]]
         pq.write_table(trace.to_table(scale), path)
         model = deployment_model(record, timestamps=True)
         notes.extend(f"model: {n}" for n in model.notes)
+        if model_params:
+            shown = ", ".join(f"{k} = {v:g}" for k, v in sorted(model_params.items()))
+            notes.append(f"model: every arm replayed as the generator ran it ({shown})")
         spec = EvaluatorSpec(model_kind(record["kind"]).evaluator, {"source": {"trace": str(path)}, **model.options})
         evaluator = build_evaluator(spec)
         for arm, config in configs.items():
             try:
-                m = evaluator.evaluate(Candidate(str(config["policy"]), dict(config.get("params") or {})), seed)
+                params = {**(config.get("params") or {}), **(model_params or {})}
+                m = evaluator.evaluate(Candidate(str(config["policy"]), params), seed)
             except TailtuneError as exc:
                 notes.append(f"the model could not replay arm {arm}: {exc}")
                 continue
@@ -567,7 +573,7 @@ def run_replay(
     notes.extend(run.notes)
     progress("predict", 0.9)
     achieved_scale = scale * (run.achieved_per_s / run.intended_per_s) if run.intended_per_s > 0 else scale
-    predicted = _predict(record, run.configs, sent_trace, achieved_scale, seed, settings, notes)
+    predicted = _predict(record, run.configs, sent_trace, achieved_scale, seed, settings, notes, run.model_params)
     notes.append("the model replays each config alone on all the requests; in the live replay the configs shared "
                  "the cluster (its interference is not in the prediction)")
     progress("compare", 0.97)

@@ -248,7 +248,8 @@ class ArmMeasure:
 class DriverRun:
     """What a driver measured: the generator's name, each arm's measure (the job's arm order), the rates, the
     generator's CPU per request and lag (ms: p50, p99, max), the configs as they ran (a driver fills in what a
-    config leaves to the live system: the table option a user's table has), the cluster's counters, notes."""
+    config leaves to the live system: the table option a user's table has), the cluster's counters, notes, and
+    the model parameters the prediction replays every arm with (`model_params`)."""
 
     generator: str
     arms: tuple[ArmMeasure, ...]
@@ -259,6 +260,9 @@ class DriverRun:
     configs: dict[str, dict[str, Any]]
     cluster: dict[str, Any] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
+    #: Model parameters every arm is replayed with, from how the generator ran (the Java generator's timer tick,
+    #: `se_tick_ms`): facts of the run, not of a config.
+    model_params: dict[str, float] = field(default_factory=dict)
 
 
 @runtime_checkable

@@ -7,6 +7,7 @@ the snitch selectors' parameters (`snitch_selector_params`). `speculative_retry`
 from __future__ import annotations
 
 from base.errors import BadInputError
+from simulation.java_timer import TIMER_DRIVERS, modelled_tick_ms
 from simulation.speculative_retry import (
     INT_MAX,
     SPEC_KIND_CODE,
@@ -48,6 +49,8 @@ __all__ = [
 ]
 
 STOCK_POLICY = "stock"
+#: kvsim's driver-timer tick (ms; 0 = exact).
+TICK = "se_tick_ms"
 #: The table options (`cql` rows), each set on every table of a deployment.
 TABLE_KNOBS = TABLE.knobs()
 #: Stock knobs whose values are names.
@@ -67,10 +70,11 @@ SNITCH_DEFAULTS = {k.name: float(k.default) for k in SNITCH.knobs()}
 NOT_MODELLED = {k.name: k.unmodelled_reason for k in STOCK_KNOBS if not k.modelled}
 #: The client-side knobs (drivers and multiget shape): table entries with a kvsim `stock` parameter.
 CLIENT_KNOBS = CLIENT.knobs()
-#: kvsim `stock` parameters a user may also set directly (the threshold rule, the drop rule, paged `IN` queries;
-#: see docs/stock-cassandra.md).
+#: kvsim `stock` parameters a user may also set directly (the threshold rule, the drop rule, paged `IN` queries,
+#: the Java driver's timer tick — unset, the tick the rendered config runs, `simulation.java_timer`; see
+#: docs/stock-cassandra.md).
 CORE_PARAMS = ("read_timeout_ms", "drop_expired", "spec_refresh_ms", "spec_initial_ms", "spec_warm", "window",
-               "spec_histogram", "paged")
+               "spec_histogram", "paged", "se_tick_ms")
 #: `dynamic-snitch` parameters `stock` also takes as `--param` (facts of the modelled cluster, not knobs: never
 #: searched): `local` = 1 makes coordinator c the node of server c mod servers, reading itself unsampled.
 SNITCH_MODEL_PARAMS = ("local",)
@@ -145,6 +149,7 @@ def stock_params(
     for k in CORE_PARAMS:
         if k in params:
             core[k] = _number(params[k], k, where)
+    _timer_tick(core, params, driver, where)
     for row in SNITCH.knobs():
         if row.name in params:
             SNITCH.parse(row, params[row.name], where=where)
@@ -161,6 +166,27 @@ def stock_params(
                 )
             snitch[k] = _number(params[k], k, where)
     return core, snitch
+
+
+def _timer_tick(core: dict[str, float], params: dict[str, int | float | str], driver: str, where: str) -> None:
+    """`core` with the driver timer's tick (`se_tick_ms`) its hedges fire on: the one given, else the one the
+    rendered config runs (`simulation.java_timer`; none without a hedge). A driver without a wheel timer takes
+    no tick."""
+    if TICK in params:
+        if 0.0 < core[TICK] < 1.0:
+            raise BadInputError.single(
+                where, f"{TICK}: 0 (exact) or at least 1 ms (Netty's HashedWheelTimer runs a shorter tick as 1 ms), "
+                f"got {core[TICK]:g}", field=TICK,
+            )
+        if driver not in TIMER_DRIVERS and core[TICK] != 0.0:
+            raise BadInputError.single(
+                where, f"{TICK}: the {driver} driver has no wheel timer (its speculative executions are timers of its "
+                "event loop, on time): 0 or unset", field=TICK,
+            )
+        return
+    tick = modelled_tick_ms(driver, int(core.get("se_max", 1.0)), core.get("se_delay_ms", 0.0))
+    if tick:
+        core[TICK] = tick
 
 
 def snitch_selector_params(snitch: dict[str, float], replica: str) -> dict[str, float]:

@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from base.errors import BadInputError, InputProblem
+from simulation.java_timer import JAVA_DEFAULT_TICK_MS, rendered_tick_ms
 from simulation.stock_knobs import (
     DRIVERS,
     EXTRA_READS_ONLY,
@@ -417,6 +418,20 @@ def _java(settings: Mapping[str, Any]) -> tuple[str, list[str]]:
         "  # basic.request.default-idempotence = true",
         "}",
     ]
+    tick = rendered_tick_ms(execs, delay)
+    if tick is not None:
+        lines += [
+            "# Global, not in a profile (the driver reads it only here, when the session starts): the timer fires each",
+            f"# speculative execution on its first tick past the delay (default tick {JAVA_DEFAULT_TICK_MS} ms).",
+            f"datastax-java-driver.advanced.netty.timer.tick-duration = {tick} milliseconds",
+        ]
+        notes.append(
+            f"the Java driver 4 fires a speculative execution on its timer's first tick past the delay: "
+            f"advanced.netty.timer.tick-duration = {tick} ms keeps the {int(delay)} ms hedge within {tick} ms of it "
+            f"(on the default {JAVA_DEFAULT_TICK_MS} ms tick it would fire up to {JAVA_DEFAULT_TICK_MS} ms late); "
+            "it is a global setting, set outside the profile, for the whole session (its request timeouts too), "
+            "read when the session starts; on Windows the driver warns that ticks under 100 ms cost CPU"
+        )
     return "\n".join(lines) + "\n", notes
 
 

@@ -98,9 +98,15 @@ def test_driver_executions_are_extra_reads(cli: Any) -> None:
         "--param", "driver.speculative_execution.max_executions=2",
         "--param", "driver.speculative_execution.delay=0",
     )
-    # delay 0: every query is sent twice at once, every key read twice
-    assert hedged["extra_reads"] == hedged["workload_ops"] == never["ops"]
-    assert hedged["ops"] == 2 * never["ops"]
+    # delay 0 on an exact timer: every query is sent twice at once, every key read twice
+    exact = _sim(cli, "--param", "speculative_retry=NEVER", "--param", "driver.speculative_execution.max_executions=2",
+                 "--param", "driver.speculative_execution.delay=0", "--param", "se_tick_ms=0")
+    assert exact["extra_reads"] == exact["workload_ops"] == never["ops"]
+    assert exact["ops"] == 2 * never["ops"]
+    # the Java driver fires even a zero delay on its timer's next tick (the rendered 1 ms): a query answered by
+    # then is not sent again
+    assert hedged["params"]["se_tick_ms"] == 1.0
+    assert 0 < hedged["extra_reads"] < hedged["workload_ops"]
     per_key = _sim(
         cli,
         "--param", "speculative_retry=NEVER",
@@ -111,6 +117,67 @@ def test_driver_executions_are_extra_reads(cli: Any) -> None:
     )
     # per-partition, 1 ms: only the keys still unanswered after 1 ms are read again
     assert 0 < per_key["extra_reads"] < per_key["workload_ops"]
+
+
+def _hedge(delay: float, **more: Any) -> dict[str, Any]:
+    return {"driver.speculative_execution.max_executions": 2, "driver.speculative_execution.delay": delay, **more}
+
+
+@pytest.mark.parametrize(
+    ("params", "tick"),
+    [
+        (_hedge(10), 1.0),  # the tick the rendering sets: delay / 10
+        (_hedge(50), 5.0),
+        (_hedge(100), 100.0),  # the rendering leaves the driver's default, which the hedge then runs on
+        (_hedge(10, driver="python"), None),  # no wheel timer: exact
+        ({"driver.speculative_execution.delay": 10}, None),  # no hedge
+        (_hedge(10, se_tick_ms=1), 1.0),  # given: the tick the application runs (the live replay's generator)
+        (_hedge(100, se_tick_ms=0), 0.0),
+    ],
+)
+def test_the_model_replays_the_tick_the_rendered_config_runs(params: dict[str, Any], tick: float | None) -> None:
+    from simulation.stock_render import render_stock
+
+    for policy in ("stock", "rein"):  # a patched server's driver is the same driver
+        r = resolve(policy, params)
+        assert r.queue_params.get("se_tick_ms") == tick, policy
+    java = render_stock({k: v for k, v in params.items() if k != "se_tick_ms"}, tables=[],
+                        driver=str(params.get("driver", "java4")))["driver"]["java"]
+    rendered = java.rsplit("tick-duration = ", 1)[1].split()[0] if "tick-duration" in java else None
+    if tick and "se_tick_ms" not in params and params.get("driver") != "python":
+        assert float(rendered or 100) == tick  # what the rendering sets, or the driver's default it leaves
+
+
+def test_the_python_driver_takes_no_timer_tick() -> None:
+    with pytest.raises(BadInputError, match="has no wheel timer"):
+        resolve("stock", _hedge(10, driver="python", se_tick_ms=1))
+    with pytest.raises(BadInputError, match="at least 1 ms") as exc:  # Netty runs a shorter tick as 1 ms
+        resolve("stock", _hedge(10, se_tick_ms=0.5))
+    assert exc.value.problems[0].field == "se_tick_ms"
+
+
+def test_a_deployments_driver_sets_the_tick_of_its_current_hedge() -> None:
+    """A deployment's tune states its driver on every candidate (`tuner.tune.stock_defaults`, from
+    `control.tune_request`): a Java deployment's current 10 ms hedge replays on the rendered 1 ms tick, a Python
+    one's on time."""
+    from tuner.tune import stock_defaults
+
+    for driver, tick in (("java4", 1.0), ("python", None)):
+        cand = stock_defaults(driver, _hedge(10))
+        assert resolve(cand.policy, cand.params).queue_params.get("se_tick_ms") == tick, driver
+
+
+def test_a_hedge_on_the_default_tick_fires_late(cli: Any) -> None:
+    """A 10 ms Java hedge replays on the tick the rendering sets (1 ms); on the driver's default 100 ms tick it
+    fires up to 100 ms late, when most queries are answered: far fewer are sent again. (The stalled tail it then
+    fails to cut: `simulator/core/tests/stock_driver.rs`.)"""
+    hedge = ("--param", "speculative_retry=NEVER", "--param", "driver.speculative_execution.max_executions=2",
+             "--param", "driver.speculative_execution.delay=10", "--stall-rate", "1", "--stall-ms", "50",
+             "--requests", "20000")
+    rendered = _sim(cli, *hedge)
+    default = _sim(cli, *hedge, "--param", "se_tick_ms=100")
+    assert (rendered["params"]["se_tick_ms"], default["params"]["se_tick_ms"]) == (1.0, 100.0)
+    assert 0 < default["extra_reads"] < rendered["extra_reads"] / 2
 
 
 def test_ops_include_the_extra_reads(cli: Any) -> None:

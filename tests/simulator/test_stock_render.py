@@ -3,6 +3,8 @@ profile, the Python driver settings, the notes), and the refusals."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from base.errors import BadInputError
@@ -20,6 +22,27 @@ JAVA_TAIL = (
     "  # basic.request.default-idempotence = true\n"
     "}\n"
 )
+
+
+def java_tick(ms: int) -> str:
+    """The global timer-tick lines the Java rendering ends with for a hedge under 100 ms."""
+    return (
+        "# Global, not in a profile (the driver reads it only here, when the session starts): the timer fires each\n"
+        "# speculative execution on its first tick past the delay (default tick 100 ms).\n"
+        f"datastax-java-driver.advanced.netty.timer.tick-duration = {ms} milliseconds\n"
+    )
+
+
+def tick_note(ms: int, delay: int) -> str:
+    return (
+        "the Java driver 4 fires a speculative execution on its timer's first tick past the delay: "
+        f"advanced.netty.timer.tick-duration = {ms} ms keeps the {delay} ms hedge within {ms} ms of it (on the "
+        "default 100 ms tick it would fire up to 100 ms late); it is a global setting, set outside the profile, for "
+        "the whole session (its request timeouts too), read when the session starts; on Windows the driver warns "
+        "that ticks under 100 ms cost CPU"
+    )
+
+
 SNITCH_PLACEHOLDER_NOTE = (
     "<endpoint_snitch> in the JMX operation is the cluster's endpoint_snitch class (cassandra.yaml, or SELECT "
     "value FROM system_views.settings WHERE name = 'endpoint_snitch'), not DynamicEndpointSnitch"
@@ -108,6 +131,7 @@ def test_java_speculation_normalised_retry_and_snitch_values() -> None:
         + "    delay = 2 milliseconds\n"
         + "  }\n"
         + JAVA_TAIL
+        + java_tick(1)
     )
     # the Python rendering: the same speculative execution (2.5 ms; 3 executions = 2 extra), its own defaults
     assert out["driver"]["python"] == {
@@ -122,6 +146,7 @@ def test_java_speculation_normalised_retry_and_snitch_values() -> None:
         IDEMPOTENCE_NOTE,
         SNITCH_NOTE,
         "the Java driver 4 drops sub-millisecond precision: a delay of 2.5 ms runs as 2 ms",
+        tick_note(1, 2),
         OTHER_DRIVER_NOTE["java4"],
     ]
 
@@ -145,7 +170,8 @@ def test_python_settings_count_only_the_extra_executions() -> None:
         + "    max-executions = 3\n"
         + "    delay = 4 milliseconds\n"
         + "  }\n"
-        + JAVA_TAIL,
+        + JAVA_TAIL
+        + java_tick(1),
         "python": {
             "load_balancing": {"policy": "TokenAwarePolicy", "shuffle_replicas": True},
             "speculative_execution": {
@@ -237,3 +263,42 @@ def test_every_knob_of_the_table_is_rendered(knob: StockKnob) -> None:
         assert render_stock(changed, tables=["ks.t"], driver=driver) != render_stock(
             base, tables=["ks.t"], driver=driver
         ), f"{knob.name} = {changed[knob.name]!r} changes nothing in the {driver} rendering"
+
+
+@pytest.mark.parametrize(
+    ("execs", "delay", "tick"),
+    [
+        (2, 10, 1),  # a tenth of the delay
+        (3, 25, 2),  # the largest whole ms at most a tenth: 2.5 → 2
+        (2, 99.9, 9),  # the delay as the driver runs it (99 ms) / 10, whole
+        (2, 5, 1),  # at least 1 ms (Netty's smallest tick)
+        (2, 0, 1),  # a zero delay still fires on the timer's next tick
+        (2, 0.4, 1),
+        (2, 100, None),  # the default tick is at or below the delay: left as it is
+        (2, 250, None),
+        (1, 10, None),  # no hedge, no tick
+    ],
+)
+def test_a_java_hedge_under_100ms_sets_the_timer_tick_globally(execs: int, delay: float, tick: int | None) -> None:
+    params = {"driver.speculative_execution.max_executions": execs, "driver.speculative_execution.delay": delay}
+    out = render_stock(params, tables=["a.b"], driver="java4")
+    java: str = out["driver"]["java"]
+    ticks = [n for n in out["notes"] if "tick-duration" in n]
+    if tick is None:
+        assert "netty" not in java and ticks == []
+        return
+    # after the profile's closing brace, at the top level: the driver ignores it inside a profile
+    profile, _, after = java.partition("\n}\n")
+    assert "netty" not in profile and after == java_tick(tick)
+    assert ticks == [tick_note(tick, int(delay))]
+    # the Python driver's settings carry no tick (its speculative executions are event-loop timers, no wheel)
+    assert "tick" not in json.dumps(out["driver"]["python"])
+
+
+def test_the_python_driver_renders_no_tick() -> None:
+    params = {"driver.speculative_execution.max_executions": 2, "driver.speculative_execution.delay": 10}
+    out = render_stock(params, tables=["a.b"], driver="python")
+    assert "tick" not in json.dumps(out["driver"]["python"])
+    assert not [n for n in out["notes"] if "tick" in n]
+    # the Java rendering beside it carries the same hedge, so the tick that hedge needs
+    assert out["driver"]["java"].endswith(java_tick(1))

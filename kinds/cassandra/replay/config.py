@@ -42,6 +42,7 @@ __all__ = [
     "CONSISTENCIES",
     "MAX_BLOCK_HISTOGRAMS",
     "SPECULATIVE_CLASSES",
+    "TIMER_TICK_MS",
     "ArmProfile",
     "ConfigError",
     "Endpoint",
@@ -52,6 +53,8 @@ CONSISTENCIES: Final = frozenset(
     {"ANY", "ONE", "TWO", "THREE", "QUORUM", "ALL", "LOCAL_ONE", "LOCAL_QUORUM", "EACH_QUORUM"}
 )
 SPECULATIVE_CLASSES: Final = ("NoSpeculativeExecutionPolicy", "ConstantSpeculativeExecutionPolicy")
+#: The Java generator's `advanced.netty.timer.tick-duration`, ms (the driver's default is 100).
+TIMER_TICK_MS: Final = 1
 #: Most per-block histograms (arms × blocks) one run keeps (about 27 KiB each in the JVM).
 MAX_BLOCK_HISTOGRAMS: Final = 4096
 _ARM_NAME: Final = re.compile(r"[A-Za-z0-9_-]{1,64}")
@@ -106,7 +109,7 @@ class GeneratorConfig:
     arms: tuple[ArmProfile, ...]
     keyspace: str | None = None
     username: str | None = None
-    timer_tick_ms: int = 1
+    timer_tick_ms: int = TIMER_TICK_MS
     rate_scale: float = 1.0
     duration_s: float | None = None
     block_s: float | None = None

@@ -10,11 +10,13 @@ and a value of each key's size (unknown sizes: the median known one; past `TAILT
 written at consistency ALL so every replica holds it. A fresh twin's latency histogram is not the production
 table's (its threshold starts from the warm-up's reads, its SSTables are few and fresh): a note says so beside
 the figures. The driver settings (speculative executions, slow-replica avoidance, the Python driver's replica
-shuffling) are one execution profile per arm in the one generator. The dynamic snitch is cluster-wide: arms that
-differ in it are `alternating` (`modes`): the engine runs whole periods in ABBA order and the run sets each period's
-snitch on every node over JMX (`snitch.py`) before it, read back. What cannot be applied live or replayed — a
-patched server's scheduler, a multiget's shape (the replay reads one partition per statement) — is refused
-(`modes`).
+shuffling) are one execution profile per arm in the one generator. The configs the run returns are the arms' as
+they ran (with the twins' table options); for the Java driver its `model_params` carry the generator's timer tick
+(`se_tick_ms`, 1 ms): the model replays each arm's hedges on it, not on the tick a rendered config would set. The
+dynamic snitch is cluster-wide: arms that differ in it are `alternating` (`modes`): the engine runs whole periods in
+ABBA order and the run sets each period's snitch on every node over JMX (`snitch.py`) before it, read back. What
+cannot be applied live or replayed — a patched server's scheduler, a multiget's shape (the replay reads one
+partition per statement) — is refused (`modes`).
 
 **The snitch.** Before the first change every node's settings are read and written to the lease (`changed`, no
 TTL); after the last period, on a failure or a stop too, every node changed gets them back (read back) and the
@@ -54,7 +56,7 @@ from base.errors import TailtuneError
 from control.kind import Target
 from control.replay_trace import Arm, ArmMeasure, DriverRun, Progress, ReplayJob, ReplayRefused, ReplayTrace
 from kinds.cassandra.cql import CqlTarget
-from kinds.cassandra.replay.config import ArmProfile, Endpoint, GeneratorConfig
+from kinds.cassandra.replay.config import TIMER_TICK_MS, ArmProfile, Endpoint, GeneratorConfig
 from kinds.cassandra.replay.generator import GeneratorAborted, GeneratorFailed, GeneratorResult, run
 from kinds.cassandra.replay.hdr import Histogram, bucket_table
 from kinds.cassandra.replay.plan import Plan, PlanArm, encode_value
@@ -173,6 +175,14 @@ class CassandraReplay:
             raw = params.get(k.name, current.get(k.name, k.default))
             out[k.name] = TABLE.text(k, TABLE.parse(k, raw, where=k.name))
         return out
+
+    def _timer(self) -> dict[str, float]:
+        """The model's parameter for the generator's timer tick (`se_tick_ms`), for a driver that has one: its
+        hedges fire on the generator's tick, not on the one a rendered config would set."""
+        from simulation.java_timer import TIMER_DRIVERS
+        from simulation.stock import TICK
+
+        return {TICK: float(TIMER_TICK_MS)} if self.target.driver in TIMER_DRIVERS else {}
 
     def _profile(self, name: str, config: Mapping[str, Any]) -> ArmProfile:
         from simulation.stock_render import stock_driver_settings
@@ -307,7 +317,7 @@ class CassandraReplay:
                                                                            not_restored.items())
                 + ": the next live replay of the cluster restores it (its lease records what was found)",
                 hint="or run updateSnitch by hand with the values in tailtune_replay.runs.changed")
-        out = _measured(job, results, before, after, twins, configs, c, notes)
+        out = _measured(job, results, before, after, twins, configs, c, notes, self._timer())
         if state is not None:
             out.cluster["snitch"] = state.record()
             out = replace(out, notes=(*out.notes, *state.notes))
@@ -337,6 +347,7 @@ class CassandraReplay:
             max_error_fraction=s.replay_max_error_fraction,
             abort_after=s.replay_abort_after,
             connect_timeout_ms=int(s.discover_timeout_s * 1000),
+            timer_tick_ms=TIMER_TICK_MS,
         )
         password = self._cql(job).password()
         box: dict[str, Any] = {}
@@ -639,7 +650,7 @@ def _lag_ms(results: Sequence[GeneratorResult]) -> dict[str, float]:
 
 def _measured(job: ReplayJob, results: Sequence[GeneratorResult], before: Sequence[Mapping[str, Any]],
               after: Sequence[Mapping[str, Any]], twins: Sequence[str], configs: dict[str, dict[str, Any]],
-              c: _Cluster, notes: list[str]) -> DriverRun:
+              c: _Cluster, notes: list[str], model_params: dict[str, float]) -> DriverRun:
     n = len(job.arms)
     blocks = job.blocks
     rows = [[h for r in results for h in r.arms[a].blocks[:blocks]] for a in range(n)]
@@ -689,5 +700,6 @@ def _measured(job: ReplayJob, results: Sequence[GeneratorResult], before: Sequen
         configs=configs,
         cluster=cluster,
         notes=tuple(notes),
+        model_params=model_params,
     )
 

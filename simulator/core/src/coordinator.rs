@@ -13,6 +13,20 @@
 //! defaults (`99p`). [`build_policy`] sends each named parameter to the policy when it has it, else to this
 //! section; `duplicate` and `speculative` make their own client-side copies and refuse the section.
 //!
+//! **The Java driver's timer** (`se_tick_ms`, ms; 0 = exact). The Java driver 4 schedules each speculative
+//! execution on its Netty `HashedWheelTimer` (`CqlRequestHandler.NodeResponseCallback.scheduleSpeculativeExecution`:
+//! `timer.newTimeout(task, delay, MILLISECONDS)` once the previous execution's request is written), whose tick is
+//! `advanced.netty.timer.tick-duration` (default 100 ms, global: not overridable in a profile). The timer's rule
+//! (`newTimeout`, `Worker.run`, `transferTimeoutsToBuckets`, `HashedWheelBucket.expireTimeouts`; cited in
+//! docs/stock-cassandra.md): a timeout's deadline D is taken relative to the timer's start; the worker's
+//! iteration k runs once (k + 1) × tick has passed and expires the timeouts of bucket k, where a timeout lands in
+//! bucket ⌊D / tick⌋ (never one already past). So it fires at (⌊D / tick⌋ + 1) × tick: always after D, by up to
+//! one tick (a D on a tick boundary waits a whole tick). The model: the timer starts at the replay's time 0
+//! (the driver starts it when its session opens, before the first request: a real phase is unknown), and
+//! executions fire on that rule, the next one armed from the firing time ([`crate::policy::stock_driver::
+//! timer_fires_at`]); the worker's wake-up jitter (it sleeps in whole ms, rounded up, and wakes late by the OS's
+//! scheduling) is not modelled. The Python driver's executions are timers of its event loop: 0.
+//!
 //! The text of `speculative_retry` is parsed by the Python layer (`simulation.stock`) and reaches the
 //! core as numbers: `spec_kind` (0 NEVER, 1 ALWAYS, 2 PERCENTILE, 3 FIXED, 4 MIN, 5 MAX), `spec_percentile`,
 //! `spec_fixed_ms` (whole ms, as Cassandra keeps it).
@@ -113,6 +127,10 @@ crate::params! {
         se_delay_ms: f64 = 100.0, Real(0.0, 1e9, "[0, 1e9] ms"), Search::Fixed;
         /// Driver speculative execution: executions at most, counting the first (1 = none; Java's max-executions).
         se_max: f64 = 1.0, Rounded(1.0, 16.0, "1..=16 executions"), Search::Fixed;
+        /// Java driver 4: the tick of the timer its speculative executions are scheduled on, ms
+        /// (`advanced.netty.timer.tick-duration`; Netty's `HashedWheelTimer`, see the module doc); 0 = exact timing
+        /// (the Python driver, and the default: the Python layer sets the tick the rendered driver config runs).
+        se_tick_ms: f64 = 0.0, Real(0.0, 3.6e6, "0 (exact) or [1, 3600000] ms"), Search::Fixed;
         /// Java driver 4: DefaultLoadBalancingPolicy's slow-replica avoidance (acts with 3 or more replicas).
         slow_avoid: f64 = 1.0, Rounded(0.0, 1.0, "0 or 1"), Search::Fixed;
         /// Python driver: TokenAwarePolicy(shuffle_replicas=...) (the Java driver 4 always shuffles).
@@ -134,6 +152,13 @@ crate::params! {
 }
 
 fn validate_coordinator(c: &CoordinatorConfig) -> Result<(), SimError> {
+    if c.se_tick_ms > 0.0 && c.se_tick_ms < 1.0 {
+        return Err(SimError::param(
+            "se_tick_ms",
+            c.se_tick_ms,
+            "0 (exact) or at least 1 ms (Netty's HashedWheelTimer runs a shorter tick as 1 ms)",
+        ));
+    }
     let uses_pct = matches!(c.spec_kind as u8, PERCENTILE | MIN | MAX);
     if uses_pct && !(c.spec_percentile > 0.0 && c.spec_percentile < 100.0) {
         return Err(SimError::param(
@@ -223,6 +248,11 @@ impl CoordinatorConfig {
     /// Replicas drop expired reads and requests time out at the read timeout.
     pub fn drops_expired(&self) -> bool {
         self.drop_expired >= 0.5
+    }
+
+    /// The driver timer's tick, ns (0: exact timing).
+    pub fn tick_ns(&self) -> u64 {
+        (self.se_tick_ms * 1e6).round() as u64
     }
 
     pub fn fixed_ns(&self) -> u64 {
@@ -381,5 +411,12 @@ mod tests {
             .to_string();
         assert!(e.contains("se_max") && e.contains("duplicate"), "{e}");
         assert!(build_policy("rein", &[p("nope", 1.0)]).is_err());
+        // the driver's timer tick: 0 (exact) or at least Netty's 1 ms
+        let e = build_policy("stock", &[p("se_tick_ms", 0.5)])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("se_tick_ms") && e.contains("1 ms"), "{e}");
+        let (_, co) = build_policy("stock", &[p("se_tick_ms", 100.0)]).unwrap();
+        assert_eq!(co.tick_ns(), 100_000_000);
     }
 }

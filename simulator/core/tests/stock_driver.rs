@@ -1,6 +1,7 @@
 //! `stock`'s client side (the driver's speculative executions and query plans, the multiget shape):
 //! hand-worked schedules replayed exactly.
 use kvsim_core::server_model::ServerModelConfig;
+use kvsim_core::stall_schedule::{StallInterval, StallSchedule};
 use kvsim_core::{replay, Cluster, ClusterConfig, ReplayConfig, RunResult, Workload};
 
 const MS: u64 = 1_000_000;
@@ -265,4 +266,125 @@ fn writes_are_not_driver_reads() {
     // delay 0: every read (60 of 90 ops) read twice; each write (30) at its 3 replicas.
     assert_eq!((r.copies.ops, r.writes.ops, r.writes.copies), (60, 30, 60));
     assert_eq!(r.served_ops, 90 + 60 + 60);
+}
+
+const TICK_100: (&str, f64) = ("se_tick_ms", 100.0);
+const TICK_1: (&str, f64) = ("se_tick_ms", 1.0);
+
+#[test]
+fn the_java_drivers_timer_tick_delays_a_hedge_to_its_first_tick_past_the_deadline() {
+    // One 1 ms key on g0 = [0, 1] at 0.3 ms; server 0 at 1/100 speed: the first read reaches it at 0.8, ends at
+    // 100.8, answered at 101.3 → 101 ms alone. A 10 ms hedge (max_executions 2, `in`): deadline 10.3 ms after the
+    // timer's start (the replay's time 0).
+    let wl = Workload::from_parts(&[(300_000, vec![(0, vec![MS])])], 1);
+    let h = hedge(10.0, 2.0);
+    // Tick 0 (exact): the second execution at 10.3 → server 1 at 10.8, served to 11.8, answered at 12.3 → 12 ms.
+    let exact = run(&wl, &[h[0], h[1]]);
+    assert_eq!(exact.latency_ns, vec![12 * MS]);
+    // Tick 1 ms: it fires at 11 (the first tick past 10.3) → answered at 13 → 12.7 ms.
+    let one = run(&wl, &[h[0], h[1], TICK_1]);
+    assert_eq!(one.latency_ns, vec![12_700_000]);
+    assert_eq!((one.copies.ops, one.copies.wins), (1, 1));
+    // Tick 100 ms (the driver's default): it fires at 100 → server 1 at 100.5–101.5, answered at 102, after the
+    // first read's answer at 101.3: the hedge is sent (real load) but wins nothing → 101 ms.
+    let hundred = run(&wl, &[h[0], h[1], TICK_100]);
+    assert_eq!(hundred.latency_ns, vec![101 * MS]);
+    assert_eq!((hundred.copies.ops, hundred.copies.wins), (1, 0));
+    // The Python driver has no wheel timer, but a tick given is the model's: the same rule.
+    let python = run(&wl, &[PYTHON, h[0], h[1], TICK_1]);
+    assert_eq!(python.latency_ns, vec![12_700_000]);
+}
+
+#[test]
+fn a_third_execution_is_armed_from_the_seconds_firing() {
+    // RF 3 (g0 on [0, 1, 2], read round-robin in that order), servers 0 and 1 at 1/100 speed. R0 at 0: one 1 ms
+    // key; delay 10 ms, max_executions 3, `in`. The first read (server 0) answers at 101; the second execution
+    // reads server 1 (slow too); the third, server 2, answers 2 ms after it starts.
+    let c = Cluster::new(ClusterConfig {
+        replication: 3,
+        ..cluster().config
+    })
+    .unwrap();
+    assert_eq!(c.replicas(0), &[0, 1, 2][..]);
+    let go = |tick: f64| {
+        let params: Vec<(String, f64)> = [
+            ("spec_kind", 0.0),
+            ("se_delay_ms", 10.0),
+            ("se_max", 3.0),
+            ("se_tick_ms", tick),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), *v))
+        .collect();
+        let cfg = ReplayConfig {
+            servers: ServerModelConfig {
+                speeds: vec![0.01, 0.01, 1.0],
+                ..ServerModelConfig::default()
+            },
+            warmup: 0.0,
+            seed: 0,
+            ..ReplayConfig::build("stock", &params).unwrap()
+        };
+        replay(&c, &one_key(), &cfg).unwrap()
+    };
+    // Exact: the executions at 10 and 20 → 22 ms.
+    assert_eq!(go(0.0).latency_ns, vec![22 * MS]);
+    // Tick 4 ms: the second's deadline 10 fires at 12; the third, armed then, 22 → 24 → 26 ms.
+    let r = go(4.0);
+    assert_eq!((r.latency_ns.clone(), r.copies.ops), (vec![26 * MS], 2));
+    // Tick 100 ms: the second at 100; the third's deadline 110 → 200, after the answer at 101: never sent.
+    let r = go(100.0);
+    assert_eq!((r.latency_ns.clone(), r.copies.ops), (vec![101 * MS], 1));
+}
+
+#[test]
+fn a_10ms_hedge_on_a_100ms_tick_does_not_cut_a_stalled_replicas_tail() {
+    // 300 one-key requests, one every 5 ms over g0, g1, g2 in turn (1 ms each, all servers at full speed);
+    // server 0 stalled over [200, 700) ms and [1000, 1300) ms. Reads are spread round-robin, so a third of the
+    // reads during a stall wait on server 0; a 10 ms hedge (max_executions 2, `in`) re-sends them to the other
+    // replica.
+    let parts: Vec<_> = (0..300u64)
+        .map(|i| (i * 5 * MS, vec![((i % 3) as u32, vec![MS])]))
+        .collect();
+    let wl = Workload::from_parts(&parts, 1);
+    let iv = |a: u64, b: u64| StallInterval {
+        server: 0,
+        start_ns: a * MS,
+        end_ns: b * MS,
+    };
+    let stalls = StallSchedule::new(vec![iv(200, 700), iv(1000, 1300)]);
+    let go = |extra: &[(&str, f64)]| {
+        let mut params: Vec<(String, f64)> = vec![("spec_kind".into(), 0.0)];
+        params.extend(extra.iter().map(|(k, v)| (k.to_string(), *v)));
+        let cfg = ReplayConfig {
+            servers: ServerModelConfig {
+                stall_schedule: Some(stalls.clone()),
+                ..ServerModelConfig::default()
+            },
+            warmup: 0.0,
+            seed: 0,
+            ..ReplayConfig::build("stock", &params).unwrap()
+        };
+        let mut l = replay(&cluster(), &wl, &cfg).unwrap().latency_ns;
+        l.sort_unstable();
+        (l[l.len() * 99 / 100], l[l.len() - 1])
+    };
+    let h = hedge(10.0, 2.0);
+    // No hedge: a read reaching server 0 early in a stall waits for its end (up to ~500 ms).
+    let (p99_none, _) = go(&[]);
+    assert!(p99_none > 400 * MS, "{p99_none}");
+    // Exact timing: a stalled read is re-sent at its arrival + 10 ms (arrivals on whole ms) to the other replica,
+    // answered 2 ms later, or 3 when that replica is serving the request that arrived at the same moment.
+    let (p99_exact, max_exact) = go(&[h[0], h[1]]);
+    assert_eq!((p99_exact, max_exact), (13 * MS, 13 * MS));
+    // Tick 1 ms: the deadlines are on tick boundaries, so each hedge fires a whole tick late (arrival + 11 ms),
+    // clear of the request arriving then: 13 ms, every one.
+    let (p99_one, max_one) = go(&[h[0], h[1], TICK_1]);
+    assert_eq!((p99_one, max_one), (13 * MS, 13 * MS));
+    // Tick 100 ms (the driver's default): the hedge fires on the first 100 ms boundary past arrival + 10 ms, up to
+    // 100 ms late — and by then the group's next request has taken the other replica in the round-robin, so the
+    // late hedge often reads the stalled server too: the tail stays the stall's.
+    let (p99_hundred, max_hundred) = go(&[h[0], h[1], TICK_100]);
+    assert!(p99_hundred > 300 * MS, "p99 {p99_hundred}");
+    assert!(max_hundred > 100 * MS, "max {max_hundred}");
 }

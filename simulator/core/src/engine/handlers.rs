@@ -10,7 +10,7 @@ use super::state::{
     Sent, Sim, COPY_OPSET, DRV_BATCH, DRV_TIMER, LATE_OPSET, NOT_SENT, PAGE_SEND, PAGE_TIMER,
 };
 use crate::held::Held;
-use crate::policy::stock_driver::{input_order, request_ops};
+use crate::policy::stock_driver::{execution_start, input_order, request_ops};
 use crate::policy::{QItem, Scheduler, Tag, TagCtx};
 use crate::prefetch::prefetch;
 use crate::replica::{Feedback, HeldRetry, ReplicaSelector, SelectCtx};
@@ -348,13 +348,13 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
         self.p.servers.push(s);
     }
 
-    /// The driver: the first driver speculative execution of each query of request `r`, `delay` from now, in
-    /// query order (the keys' input order).
+    /// The driver: the first driver speculative execution of each query of request `r`, `delay` from now (on
+    /// the driver's timer: `StockClient::next_execution_at`), in query order (the keys' input order).
     #[inline(always)]
     fn arm_executions(&mut self, r: usize, client: u32, now: u64) {
         let source = self.cluster.config.clients as usize + client as usize;
         let mut sc = self.p.stock.take().expect("stock client");
-        let at = now + sc.delay_ns;
+        let at = sc.next_execution_at(now);
         if sc.per_key {
             // One query per key (its op); `per-partition`: the plans were made in engine order as the keys were
             // placed.
@@ -477,7 +477,7 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
             self.p.at_servers.push_back((key, DRV_BATCH | n));
         }
         if e < sc.max_exec as usize {
-            let key = event_key(now + sc.delay_ns, self.next_seq());
+            let key = event_key(sc.next_execution_at(now), self.next_seq());
             let clients = self.cluster.config.clients as usize;
             self.p
                 .spec_q
@@ -631,7 +631,7 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
     /// section's client side: the start of the request the read serves — the client's send of
     /// its opset (its arrival, unless the selector held it), for its first read and its coordinator retry; the
     /// request's arrival for every partition of a paged query; execution e's own start, (e − 1) × the driver's
-    /// delay after the arrival, for that execution's reads (a new request at its coordinator). Otherwise (and
+    /// delay after the arrival on its timer (`execution_start`), for that execution's reads (a new request at its coordinator). Otherwise (and
     /// for writes) its own send.
     #[inline(always)]
     fn read_start(&self, id: u32, op: usize, o: usize, sent: u64) -> u64 {
@@ -642,7 +642,7 @@ impl<const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'_, EXT, S, R> {
         let k = id / self.n_ops32;
         let r = self.wl.opset_req[o] as usize;
         if k >= 2 {
-            self.arrived(r) + (k - 1) as u64 * self.exec_delay
+            execution_start(self.arrived(r), k, self.exec_delay, self.exec_tick)
         } else if self.page_on() {
             self.arrived(r)
         } else if k == 0 {

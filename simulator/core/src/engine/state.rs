@@ -291,8 +291,11 @@ pub(super) struct Sim<'a, const EXT: bool, S, R> {
     pub(super) local_on: bool,
     /// The read timeout, ns.
     pub(super) read_timeout: u64,
-    /// The driver's delay between speculative executions, ns (execution e starts (e − 1) × it after the first).
+    /// The driver's delay between speculative executions, ns (execution e starts (e − 1) × it after the first,
+    /// on the driver's timer: `stock_driver::execution_start`).
     pub(super) exec_delay: u64,
+    /// The driver timer's tick, ns (0: exact; `stock_driver::timer_fires_at`).
+    pub(super) exec_tick: u64,
     /// The stop rule (`ReplayConfig::stop`): measured requests are those from `stop_from` on; the replay stops
     /// when `stop_left` more of them have completed above `stop_above` ns (∞ / never without a rule).
     pub(super) stop_above: u64,
@@ -574,6 +577,7 @@ impl<'a, const EXT: bool, S: Scheduler, R: ReplicaSelector> Sim<'a, EXT, S, R> {
             local_on,
             read_timeout: rc.coordinator.timeout_ns(),
             exec_delay: (rc.coordinator.se_delay_ms * 1e6).round() as u64,
+            exec_tick: rc.coordinator.tick_ns(),
             stop_above: rc.stop.map_or(u64::MAX, |r| r.above_ns),
             stop_from: ((rc.warmup * n_req as f64).floor() as usize).min(n_req.saturating_sub(1)),
             stop_left: rc

@@ -20,7 +20,9 @@
 //! answered, execution e (2..=max) starts `(e − 1) × delay` after the first; it sends the whole query again (every
 //! key is read again: real load) to the plan's e-th node (`per-partition`, which reads from its own snitch's
 //! choice; past the replicas, a non-replica coordinator reads from the snitch's choice) or to another coordinator
-//! (`in`: each key from the snitch's choice at that time). Each key's first answer counts.
+//! (`in`: each key from the snitch's choice at that time). Each key's first answer counts. The Java driver
+//! schedules them on its wheel timer (`se_tick_ms`, [`timer_fires_at`]): execution e + 1 is armed when execution
+//! e starts, `delay` later, and fires on the first tick past that deadline; tick 0 (the Python driver) is exact.
 use std::collections::{HashMap, VecDeque};
 
 use crate::coordinator::CoordinatorConfig;
@@ -35,6 +37,27 @@ pub const MAX_IN_FLIGHT: u32 = 10;
 pub const RESPONSE_WINDOW_NS: u64 = 200_000_000;
 /// No response yet.
 const NONE: u64 = u64::MAX;
+
+/// When a timeout of Netty's `HashedWheelTimer` due at `deadline` (ns since the timer's start) fires, with a
+/// tick of `tick` ns: on the worker's iteration ⌊deadline / tick⌋, which runs at (⌊deadline / tick⌋ + 1) × tick
+/// (`transferTimeoutsToBuckets` puts it in bucket ⌊deadline / tick⌋; iteration k's `waitForNextTick` waits
+/// until tick × (k + 1), then `expireTimeouts` that bucket). Tick 0: at `deadline` (exact timing).
+#[inline]
+pub fn timer_fires_at(deadline: u64, tick: u64) -> u64 {
+    deadline
+        .checked_div(tick)
+        .map_or(deadline, |k| (k + 1).saturating_mul(tick))
+}
+
+/// When driver execution `k` (1 = the first, sent at `first`) starts, each armed `delay` ns after the previous
+/// one started, on a timer of tick `tick` ns ([`timer_fires_at`]; tick 0: `first + (k − 1) × delay`).
+#[inline]
+pub fn execution_start(first: u64, k: u32, delay: u64, tick: u64) -> u64 {
+    if tick == 0 {
+        return first + (k.saturating_sub(1)) as u64 * delay;
+    }
+    (1..k).fold(first, |at, _| timer_fires_at(at + delay, tick))
+}
 
 /// The queries of the `in` shape with more than one key per query: which query each op belongs to, and how many
 /// of each query's keys are unanswered. A query's keys are its request's ops whose input ranks fall in its chunk;
@@ -381,6 +404,8 @@ pub struct StockClient {
     pub hedge: bool,
     pub max_exec: u32,
     pub delay_ns: u64,
+    /// The driver timer's tick, ns (0: exact; [`timer_fires_at`]).
+    pub tick_ns: u64,
     pub rf: usize,
     /// The `in` shape's queries of several keys (empty when [`StockClient::per_key`]).
     pub queries: Queries,
@@ -403,6 +428,12 @@ pub struct StockClient {
 }
 
 impl StockClient {
+    /// When the next execution of a query, armed at `now`, fires: `delay` later, on the driver's timer.
+    #[inline]
+    pub fn next_execution_at(&self, now: u64) -> u64 {
+        timer_fires_at(now + self.delay_ns, self.tick_ns)
+    }
+
     pub fn new(
         cfg: &CoordinatorConfig,
         wl: &Workload,
@@ -419,6 +450,7 @@ impl StockClient {
             hedge: cfg.se_max >= 1.5,
             max_exec: cfg.se_max as u32,
             delay_ns: (cfg.se_delay_ms * 1e6).round() as u64,
+            tick_ns: cfg.tick_ns(),
             rf,
             queries: if per_key {
                 Queries::default()
@@ -514,6 +546,32 @@ mod tests {
         assert_eq!(&pp.opset_group[..], &[0, 0, 1, 1, 2]);
         assert_eq!(&pp.req_opsets[..], &[0, 5]);
         assert_eq!(Queries::build(&pp, 1).len(), 5);
+    }
+
+    #[test]
+    fn the_wheel_timer_fires_on_the_first_tick_past_the_deadline() {
+        const MS: u64 = 1_000_000;
+        // Tick 100 ms: a 10 ms hedge armed at 0.3 ms (deadline 10.3 ms) lands in bucket 0, expired by the
+        // worker's first iteration at 100 ms; armed at 95 ms (deadline 105) → bucket 1, at 200 ms.
+        assert_eq!(timer_fires_at(10_300_000, 100 * MS), 100 * MS);
+        assert_eq!(timer_fires_at(105 * MS, 100 * MS), 200 * MS);
+        // A deadline on a tick boundary waits a whole tick: 100 ms → bucket 1 → 200 ms.
+        assert_eq!(timer_fires_at(100 * MS, 100 * MS), 200 * MS);
+        // Tick 1 ms: late by under a millisecond (10.3 → 11), by one on a boundary (10 → 11).
+        assert_eq!(timer_fires_at(10_300_000, MS), 11 * MS);
+        assert_eq!(timer_fires_at(10 * MS, MS), 11 * MS);
+        // Tick 0: exact.
+        assert_eq!(timer_fires_at(10_300_000, 0), 10_300_000);
+        // Executions are chained: each armed when the previous starts. Delay 10, tick 4, first at 0: the
+        // second's deadline 10 → 12; the third's 22 → 24 (exact: 10, 20).
+        let starts: Vec<u64> = (1..=3)
+            .map(|k| execution_start(0, k, 10 * MS, 4 * MS))
+            .collect();
+        assert_eq!(starts, vec![0, 12 * MS, 24 * MS]);
+        let exact: Vec<u64> = (1..=3).map(|k| execution_start(0, k, 10 * MS, 0)).collect();
+        assert_eq!(exact, vec![0, 10 * MS, 20 * MS]);
+        // Delay 0 still waits for the next tick (a newTimeout of 0 ms is expired by the next iteration).
+        assert_eq!(execution_start(3 * MS, 2, 0, 5 * MS), 5 * MS);
     }
 
     #[test]

@@ -113,6 +113,8 @@ def test_never_always_and_99p_run_concurrently_on_twin_tables(shop: dict[str, An
     assert doc["cluster"]["rf"] == 1
     assert any("no speculative retry can happen" in n for n in doc["notes"])
     assert any("twin tables are fresh" in n for n in doc["notes"])
+    # the model replays the arms' hedges on the Java generator's 1 ms timer tick
+    assert "model: every arm replayed as the generator ran it (se_tick_ms = 1)" in doc["notes"]
     assert set(doc["predicted"]) == {"NEVER", "ALWAYS", "P99"}
     assert len(doc["comparisons"]) == 6 and all(c["reason"] for c in doc["comparisons"])  # 5 blocks of 0.5 s
     assert doc["fidelity"]["replays"] == 1 and doc["interference"]["flagged"] is False
@@ -164,6 +166,7 @@ def test_a_python_driver_deployment_replays_on_the_python_driver_with_a_profile_
                         duration_s=1.5, block_s=0.5, settings=shop["settings"])
     doc = report.as_dict()
     assert doc["generator"]["driver"].startswith("python-cassandra-driver")
+    assert not any("se_tick_ms" in n for n in doc["notes"])  # the Python driver has no wheel timer
     assert doc["arms"][1]["config"]["params"]["driver.speculative_execution.max_executions"] == 2
     plain, hedged = doc["cluster"]["arms"]["PLAIN"], doc["cluster"]["arms"]["HEDGE"]
     assert plain["driver_extra_executions"] == 0 and hedged["driver_extra_executions"] >= 0
