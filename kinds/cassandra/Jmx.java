@@ -12,8 +12,8 @@ import javax.management.remote.JMXConnectorFactory;
 import javax.management.remote.JMXServiceURL;
 
 /**
- * A read-only JMX session with one Cassandra node (kinds/cassandra/jmx.py starts it under the egress rules'
- * sandbox: it reaches HOST:PORT only).
+ * A JMX session with one Cassandra node (kinds/cassandra/jmx.py starts it under the egress rules' sandbox: it
+ * reaches HOST:PORT only). It reads figures; its one write is the dynamic snitch's settings.
  *
  * <pre>Jmx HOST PORT</pre>
  *
@@ -21,7 +21,10 @@ import javax.management.remote.JMXServiceURL;
  *
  * <pre>get OBJECT_NAME ATTRIBUTE   → ok VALUE       (a number, a boolean, or numbers joined by ',' for an array)
  * names PATTERN               → ok NAME\tNAME…  (the MBeans matching PATTERN, sorted)
- * time                        → ok NANOS       (this JVM's System.nanoTime, to date the answers)</pre>
+ * time                        → ok NANOS       (this JVM's System.nanoTime, to date the answers)
+ * update-snitch UPDATE_MS RESET_MS BADNESS → ok  (StorageServiceMBean.updateSnitch(null, null, ...): the node keeps
+ *                               its snitch and applies the three numbers to its DynamicEndpointSnitch; nothing
+ *                               persisted)</pre>
  *
  * and {@code error TEXT} for a request it cannot answer (the session goes on). A value that is neither a number,
  * a boolean nor an array of numbers is refused (this client reads figures, never objects). A login, when the node
@@ -57,8 +60,17 @@ public final class Jmx {
             }
             case "time":
                 return String.valueOf(System.nanoTime());
+            case "update-snitch": {
+                String[] v = line.trim().split(" ");
+                if (v.length != 4) throw new IllegalArgumentException("update-snitch UPDATE_MS RESET_MS BADNESS");
+                Object[] params = {null, null, Integer.valueOf(v[1]), Integer.valueOf(v[2]), Double.valueOf(v[3])};
+                String[] sig = {"java.lang.String", "java.lang.Boolean", "java.lang.Integer", "java.lang.Integer",
+                    "java.lang.Double"};
+                mbs.invoke(new ObjectName("org.apache.cassandra.db:type=StorageService"), "updateSnitch", params, sig);
+                return "";
+            }
             default:
-                throw new IllegalArgumentException("get, names or time, not " + p[0]);
+                throw new IllegalArgumentException("get, names, time or update-snitch, not " + p[0]);
         }
     }
 

@@ -10,9 +10,10 @@ to a node whose address is one of the deployment's contact points' (where the pa
 JVM in its environment, never as an argument, and is scrubbed from every text.
 
 **What.** `get(object_name, attribute)` → a number (or a tuple of numbers, an array attribute), `names(pattern)` →
-the MBeans matching it, `time_ns()` → the client JVM's clock. A value that is not a number is refused by the client
-(it reads figures, never objects); an answer longer than `MAX_LINE` or a session past its deadline ends it
-(`JmxFailed` naming the node): a hostile node cannot hold a calibration.
+the MBeans matching it, `time_ns()` → the client JVM's clock; its one write, `update_snitch(update_ms, reset_ms,
+badness)` (the live replay's alternating periods, `kinds.cassandra.replay.snitch`). A value that is not a number is
+refused by the client (it reads figures, never objects); an answer longer than `MAX_LINE` or a session past its
+deadline ends it (`JmxFailed` naming the node): a hostile node cannot hold a calibration or a replay.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from base.errors import TailtuneError
 from base.javac import compile_once
 from control.egress import Egress
 
-__all__ = ["DEFAULT_JMX_PORT", "MAX_LINE", "JmxFailed", "JmxSession"]
+__all__ = ["DEFAULT_JMX_PORT", "MAX_LINE", "JmxFailed", "JmxSession", "compiled"]
 
 _SOURCE: Final = Path(__file__).resolve().parent / "Jmx.java"
 #: Cassandra's JMX port unless the connection names another.
@@ -47,7 +48,8 @@ class JmxFailed(TailtuneError):
     """A node's JMX could not be read (names the node, the port and why)."""
 
 
-def _classes() -> Path:
+def compiled() -> Path:
+    """The folder of the compiled `Jmx` (compiled the first time; `generator build` does it at setup)."""
     from kinds.cassandra.replay.jvm import cache_root
 
     root = cache_root()
@@ -55,7 +57,7 @@ def _classes() -> Path:
     empty.mkdir(parents=True, exist_ok=True)
     digest = hashlib.sha256(_SOURCE.read_bytes()).hexdigest()[:12]
     return compile_once(_SOURCE, empty, root / f"jmx-{digest}", main_class="Jmx",
-                        purpose="reading a Cassandra node over JMX")
+                        purpose="tailtune's JMX client")
 
 
 class JmxSession:
@@ -90,7 +92,7 @@ class JmxSession:
         if self._username:
             env[USER_ENV], env[PASSWORD_ENV] = self._username, self._password or ""
         self._proc = subprocess.Popen(
-            [java, "-Xmx64m", "-XX:TieredStopAtLevel=1", *sandbox, "-cp", str(_classes()), "Jmx", self.address,
+            [java, "-Xmx64m", "-XX:TieredStopAtLevel=1", *sandbox, "-cp", str(compiled()), "Jmx", self.address,
              str(self.port)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
         first = self._line()
@@ -186,3 +188,7 @@ class JmxSession:
     def time_ns(self) -> int:
         """The client JVM's monotonic clock, ns."""
         return int(self._ask("time"))
+
+    def update_snitch(self, update_ms: int, reset_ms: int, badness: float) -> None:
+        """`StorageServiceMBean.updateSnitch(null, null, update_ms, reset_ms, badness)` (module doc)."""
+        self._ask(f"update-snitch {int(update_ms)} {int(reset_ms)} {float(badness)!r}")

@@ -9,7 +9,6 @@ import json
 import math
 import statistics
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -21,28 +20,12 @@ from jobs.worker import Worker
 from kinds.cassandra.calibration import calibrate_cassandra, per_partition_cost, rtt_quantiles, service_time
 from kinds.cassandra.model import LOGNORMAL_MIN_SIGMA
 from tests.app_fixtures import Svc, memcached_deployment
+from tests.control.conftest import CALIBRATION_KEYSPACE
 from tests.servers.cassandra_server import CassandraNode, free_port
 from tests.servers.memcached_server import running_memcached
 
 API = "/api/v1"
-KS = "calib_ks"
-
-
-@pytest.fixture(scope="module")
-def cql(cassandra_node: CassandraNode) -> Iterator[Any]:
-    from cassandra.cluster import Cluster
-
-    cluster = Cluster([cassandra_node.host], port=cassandra_node.port, protocol_version=5)
-    try:
-        session = cluster.connect()
-        session.execute(f"CREATE KEYSPACE IF NOT EXISTS {KS} WITH replication = "
-                        "{'class': 'SimpleStrategy', 'replication_factor': 1}")
-        session.execute(f"CREATE TABLE IF NOT EXISTS {KS}.items (k text PRIMARY KEY, v blob)")
-        for i in range(50):
-            session.execute(f"INSERT INTO {KS}.items (k, v) VALUES (%s, %s)", (f"key-{i}", b"x" * 100))
-        yield session
-    finally:
-        cluster.shutdown()
+KS = CALIBRATION_KEYSPACE
 
 
 def _calibrate_job(svc: Svc, dep_id: int) -> dict[str, Any]:

@@ -4,7 +4,6 @@ and a real node's calibration through the API + worker, whose `capacity` the liv
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -13,10 +12,11 @@ from control.egress import Egress
 from kinds.cassandra.capacity import Interval, fit_capacity
 from kinds.cassandra.jmx import JmxFailed, JmxSession
 from tests.app_fixtures import Svc
+from tests.control.conftest import CALIBRATION_KEYSPACE
 from tests.servers.cassandra_server import CassandraNode, free_port
 
 API = "/api/v1"
-KS = "capacity_ks"
+KS = CALIBRATION_KEYSPACE
 
 
 def _rows(background: float, per_request_s: float, per_read_s: float) -> list[Interval]:
@@ -57,23 +57,6 @@ def test_cpu_over_reads_at_one_load_is_not_the_demand() -> None:
         fit_capacity(rows[:3], cores=2)
     # a node whose background takes every core has no saturation rate to give
     assert fit_capacity(_rows(2.5, 9e-6, 45e-6), cores=2).requests_per_s is None
-
-
-@pytest.fixture(scope="module")
-def cql(cassandra_node: CassandraNode) -> Iterator[Any]:
-    from cassandra.cluster import Cluster
-
-    cluster = Cluster([cassandra_node.host], port=cassandra_node.port, protocol_version=5)
-    try:
-        session = cluster.connect()
-        session.execute(f"CREATE KEYSPACE IF NOT EXISTS {KS} WITH replication = "
-                        "{'class': 'SimpleStrategy', 'replication_factor': 1}")
-        session.execute(f"CREATE TABLE IF NOT EXISTS {KS}.items (k text PRIMARY KEY, v blob)")
-        for i in range(50):
-            session.execute(f"INSERT INTO {KS}.items (k, v) VALUES (%s, %s)", (f"key-{i}", b"x" * 100))
-        yield session
-    finally:
-        cluster.shutdown()
 
 
 def test_the_jmx_session_reads_figures_and_refuses_what_is_not_one(cassandra_node: CassandraNode) -> None:

@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     classes, _lib = build()
     print(classes)
-    from kinds.cassandra.replay.snitch import compiled
+    from kinds.cassandra.jmx import compiled
 
     print(compiled())
     return 0

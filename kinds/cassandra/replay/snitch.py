@@ -1,6 +1,7 @@
 """The dynamic snitch's settings of every node, read and set live over JMX: what the live replay alternates.
 
-`StorageServiceMBean.updateSnitch(null, null, update_ms, reset_ms, badness)` (`SnitchJmx.java`, beside this module)
+`StorageServiceMBean.updateSnitch(null, null, update_ms, reset_ms, badness)` (tailtune's JMX client,
+`kinds.cassandra.jmx`)
 keeps the node's snitch and applies the three numbers to its running `DynamicEndpointSnitch`
 (`applyConfigChanges`: the update and reset timers rescheduled, the badness threshold replaced; its scores are kept;
 nothing is persisted: a restart returns to cassandra.yaml). Each node is then read back from its
@@ -14,34 +15,23 @@ as Cassandra's `cassandra-env.sh` does). A login, when the deployment has one (`
 bound by an admin), is sent to JMX too (Cassandra's JMX authenticates against its roles with
 `cassandra.jmx.remote.login.config=CassandraLogin`); it reaches the JVM in its environment, never an argument.
 
-`SnitchJmx.java` is compiled once with `javac` (JDK classes only) into the generator's cache
-(`kinds.cassandra.replay.jvm.cache_root()`).
+Each read or change is one `kinds.cassandra.jmx.JmxSession` with the node.
 """
 
 from __future__ import annotations
 
-import hashlib
-import os
-import shutil
-import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Final
 
 from base.errors import TailtuneError
-from base.javac import compile_once
 from control.egress import Egress
+from kinds.cassandra.jmx import DEFAULT_JMX_PORT, JmxFailed, JmxSession
 
-__all__ = ["DEFAULT_JMX_PORT", "KNOBS", "SnitchFailed", "SnitchJmx", "SnitchValues", "compiled"]
+__all__ = ["DEFAULT_JMX_PORT", "KNOBS", "SnitchFailed", "SnitchJmx", "SnitchValues"]
 
-_SOURCE: Final = Path(__file__).resolve().parent / "SnitchJmx.java"
-#: Cassandra's JMX port unless the connection names another.
-DEFAULT_JMX_PORT: Final = 7199
 #: The knobs, in updateSnitch's order.
 KNOBS: Final = ("dynamic_snitch_update_interval", "dynamic_snitch_reset_interval", "dynamic_snitch_badness_threshold")
-USER_ENV: Final = "TAILTUNE_JMX_USERNAME"
-PASSWORD_ENV: Final = "TAILTUNE_JMX_PASSWORD"
 _TIMEOUT_S: Final = 60.0
 
 
@@ -75,18 +65,6 @@ class SnitchValues:
                 and abs(self.badness - other.badness) <= 1e-9 * max(1.0, abs(other.badness)))
 
 
-def compiled() -> Path:
-    """The folder of the compiled `SnitchJmx` (compiled the first time; `generator build` does it at setup)."""
-    from kinds.cassandra.replay.jvm import cache_root
-
-    root = cache_root()
-    empty = root / "jdk-only"
-    empty.mkdir(parents=True, exist_ok=True)
-    digest = hashlib.sha256(_SOURCE.read_bytes()).hexdigest()[:12]
-    return compile_once(_SOURCE, empty, root / f"snitch-jmx-{digest}", main_class="SnitchJmx",
-                        purpose="the live replay's JMX client")
-
-
 class SnitchJmx:
     """Read and set the dynamic snitch of nodes over JMX at `port` (module doc)."""
 
@@ -96,49 +74,36 @@ class SnitchJmx:
         self.username = username
         self.password = password
 
-    def _call(self, address: str, *args: str) -> SnitchValues:
-        java = shutil.which("java")
-        if java is None:
-            raise SnitchFailed("the live replay's JMX client needs Java 17", hint="apt-get install "
-                               "openjdk-17-jdk-headless")
-        sandbox = self.egress.jvm_options([(address, self.port)])
-        env = {k: v for k, v in os.environ.items() if k not in ("JAVA_TOOL_OPTIONS", "CLASSPATH", USER_ENV,
-                                                                   PASSWORD_ENV)}
-        if self.username:
-            env[USER_ENV] = self.username
-            env[PASSWORD_ENV] = self.password or ""
-        try:
-            r = subprocess.run([java, "-Xmx64m", "-XX:TieredStopAtLevel=1", *sandbox, "-cp", str(compiled()),
-                                "SnitchJmx", address, str(self.port), *args],
-                               capture_output=True, text=True, timeout=_TIMEOUT_S, check=False,
-                               stdin=subprocess.DEVNULL, env=env)
-        except subprocess.TimeoutExpired:
-            raise SnitchFailed(f"node {address}: JMX at port {self.port} did not answer in {_TIMEOUT_S:g} s"
-                               ) from None
-        line = (r.stdout.strip().splitlines() or [""])[-1]
-        if self.password:
-            line = line.replace(self.password, "***")
-        if line == "off":
+    def _session(self, address: str) -> JmxSession:
+        return JmxSession(self.egress, address, self.port, username=self.username, password=self.password,
+                          timeout_s=_TIMEOUT_S)
+
+    def _values(self, address: str, jmx: JmxSession) -> SnitchValues:
+        names = jmx.names("org.apache.cassandra.db:type=DynamicEndpointSnitch,*")
+        if not names:
             raise SnitchFailed(f"node {address} runs no dynamic snitch (dynamic_snitch: false): its settings have "
                                "no effect there")
-        parts = line.split()
-        if r.returncode != 0 or len(parts) != 4 or parts[0] != "ok":
-            why = line.removeprefix("error ") or (r.stderr.strip()[-300:] if r.stderr else f"exit {r.returncode}")
-            raise SnitchFailed(f"node {address}: JMX at port {self.port}: {why}",
-                               hint="the live replay reaches every node's JMX port (connection.jmx_port) to "
-                               "alternate the dynamic snitch's settings")
+        des = names[0]
+        return SnitchValues(int(jmx.number(des, "UpdateInterval")), int(jmx.number(des, "ResetInterval")),
+                            jmx.number(des, "BadnessThreshold"))
+
+    def _call(self, address: str, values: SnitchValues | None) -> SnitchValues:
         try:
-            return SnitchValues(int(parts[1]), int(parts[2]), float(parts[3]))
-        except ValueError:
-            raise SnitchFailed(f"node {address}: unexpected answer {line[:200]!r}") from None
+            with self._session(address) as jmx:
+                if values is not None:
+                    jmx.update_snitch(values.update_ms, values.reset_ms, values.badness)
+                return self._values(address, jmx)
+        except JmxFailed as exc:
+            raise SnitchFailed(str(exc), hint="the live replay reaches every node's JMX port (connection.jmx_port) "
+                               "to alternate the dynamic snitch's settings") from None
 
     def read(self, address: str) -> SnitchValues:
         """The node's running dynamic snitch's settings."""
-        return self._call(address, "get")
+        return self._call(address, None)
 
     def apply(self, address: str, values: SnitchValues) -> SnitchValues:
         """Set the node's settings and read them back: SnitchFailed unless it shows them."""
-        back = self._call(address, "set", str(values.update_ms), str(values.reset_ms), repr(values.badness))
+        back = self._call(address, values)
         if not back.same(values):
             raise SnitchFailed(f"node {address}: after updateSnitch its dynamic snitch shows {back.as_knobs()}, "
                                f"not {values.as_knobs()}")
