@@ -129,6 +129,10 @@ class ModelInputs(Protocol):
         """Record input `name` as `value` from `source` (`control.model.SOURCES`), found `how`, at `at`."""
         ...
 
+    def source(self, name: str) -> str | None:
+        """The source recorded for input `name` so far (None: not recorded yet)."""
+        ...
+
 
 # --- what the methods return ------------------------------------------------------------------------------------
 @dataclass

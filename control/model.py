@@ -221,6 +221,9 @@ class ModelBuilder:
         self.inputs[name] = dict(entry)
         self.sources[name] = str(entry["source"])
 
+    def source(self, name: str) -> str | None:
+        return self.sources.get(name)
+
     def set(self, name: str, value: Any, source: str, *, how: str, at: float | None = None) -> None:
         self.sources[name] = source
         self.inputs[name] = {"value": value, "source": source, "at": at, "how": how}

@@ -21,7 +21,7 @@ from simulation.cassandra import CassandraDeployment, client_key, client_rtt, ri
 __all__ = ["INPUTS", "LOGNORMAL_MIN_SIGMA", "model_options", "shown_topology"]
 
 #: The inputs of a Cassandra deployment's model, each a row of `tuned_for.model_sources`.
-INPUTS = ("servers", "slots", "replication", "service_time", "network", "client_key", "ring", "arrivals")
+INPUTS = ("servers", "slots", "replication", "service_time", "capacity", "network", "client_key", "ring", "arrivals")
 #: The smallest lognormal shape kvsim replays (`demand_sigma` in (0, 10], checked from 1e-6); a calibrated σ
 #: below it is replayed as deterministic demands.
 LOGNORMAL_MIN_SIGMA = 1e-6
@@ -48,6 +48,7 @@ def model_options(b: ModelInputs, timestamps: bool, load: float | None) -> dict[
                 opts["demand_dist"] = "deterministic"
                 b.notes.append(f"the calibrated service time has no spread beyond the client's noise (σ {sigma:g}): "
                                "it is replayed as deterministic, the lognormal's limit")
+    _capacity(b, opts)
     network = b.pick("network", "network_ms", None, f"{d.net_latency_us:g} µs one way")
     if isinstance(network, int | float):
         opts["net_latency_us"] = float(network) * 1000.0
@@ -89,6 +90,39 @@ def model_options(b: ModelInputs, timestamps: bool, load: float | None) -> dict[
         b.set("arrivals", f"Poisson at load {d.load:g}", "default", how="the trace has no timestamps")
     return opts
 
+
+
+def _capacity(b: ModelInputs, opts: dict[str, Any]) -> None:
+    """The calibrated capacity (`kinds.cassandra.capacity`: a node's single-partition requests a second at
+    saturation) sets the model's servers so that they saturate where the node does: keeping the service time
+    (what a read spends inside the node at low load), the slots are the capacity × that time (the reads in service
+    at once when the node is full), at least 1 and at most the node's `slots`; the per-slot rate is then the
+    capacity over the slots (a rounding of the slots moves the service time by at most half a slot's share). An
+    operator's declared slots or service rate stay the operator's: the capacity is then not applied (a note)."""
+    entry = b.found("capacity", "calibrated")
+    value = entry.get("value") if entry is not None else None
+    rate = value.get("requests_per_s") if isinstance(value, Mapping) else None
+    if entry is None or not isinstance(rate, int | float) or isinstance(rate, bool) or not 0 < rate < float("inf"):
+        if b.source("slots") == "declared" and b.source("service_time") == "declared":
+            b.set("capacity", None, "declared", how="slots × the service rate, both declared")
+        else:
+            b.set("capacity", None, "default", how="not measured: a server's capacity is its slots × the service "
+                  "rate")
+        return
+    declared = [n for n in ("slots", "service_time") if b.source(n) == "declared"]
+    if declared:
+        b.set("capacity", None, "declared", how=f"slots × the service rate: {' and '.join(declared)} declared")
+        b.notes.append(f"the calibrated capacity ({rate:,.0f} requests/s a node) is not applied: the deployment "
+                       f"declares {' and '.join(declared)}")
+        return
+    b.use("capacity", entry)
+    service_s = 1.0 / float(opts.get("service_rate") or CassandraDeployment().service_rate)
+    slots = max(1, min(int(opts["slots"]), round(float(rate) * service_s)))
+    before = (int(opts["slots"]), float(opts.get("service_rate") or CassandraDeployment().service_rate))
+    opts["slots"], opts["service_rate"] = slots, float(rate) / slots
+    b.notes.append(f"the calibrated capacity ({rate:,.0f} single-partition requests/s a node) sets the servers: "
+                   f"{slots} slots of {1e3 / opts['service_rate']:.4g} ms (were {before[0]} of "
+                   f"{1e3 / before[1]:.4g} ms, {before[0] * before[1]:,.0f}/s): they saturate where the node does")
 
 
 def shown_topology(options: Mapping[str, Any], sources: Mapping[str, str]) -> tuple[dict[str, Any], dict[str, str]]:

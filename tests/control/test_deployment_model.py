@@ -69,8 +69,8 @@ def test_a_cassandra_nightly_replays_the_deployments_cluster(svc: Svc, tmp_path:
     assert (tuned["servers"], tuned["slots"], tuned["replication"], tuned["service_rate"]) == (6, 2, 2, 5000.0)
     assert tuned["use_timestamps"] is True and tuned["load"] is None and tuned["offered_load"] > 0
     assert tuned["model_sources"] == {"servers": "declared", "slots": "declared", "replication": "declared",
-                                      "service_time": "declared", "network": "default", "client_key": "default",
-                                      "ring": "default", "arrivals": "trace"}
+                                      "service_time": "declared", "capacity": "declared", "network": "default",
+                                      "client_key": "default", "ring": "default", "arrivals": "trace"}
     assert job["result"]["model"]["defaults"] == ["network", "client_key", "ring"]
     assert "rests on the simulator's defaults for network, client_key, ring" in job["logs"]
     # the topology changes: the next job's model follows it (the slots left unset fall back to the default)
@@ -113,8 +113,8 @@ def test_discovered_and_calibrated_inputs_are_used_and_the_declared_win() -> Non
     assert m.options["service_rate"] == pytest.approx(2000.0) and m.options["demand_dist"] == "lognormal"
     assert m.options["net_latency_us"] == pytest.approx(100.0)
     assert m.sources == {"servers": "declared", "slots": "discovered", "replication": "discovered",
-                         "service_time": "calibrated", "network": "calibrated", "client_key": "default",
-                         "ring": "default", "arrivals": "default"}
+                         "service_time": "calibrated", "capacity": "default", "network": "calibrated",
+                         "client_key": "default", "ring": "default", "arrivals": "default"}
     # the operator's explicit slots win over discovery
     m = build_model("cassandra", {**topo, "slots": 2}, {}, {**model, "operator": ["servers", "slots"]},
                     timestamps=True)
@@ -337,3 +337,44 @@ def test_a_memcached_answer_has_no_cassandra_fields(svc: Svc) -> None:
     for dep in (r.json(), svc.client.get(f"{API}/deployments/{r.json()['id']}", headers=svc.read).json()):
         assert not {"server", "driver", "tables"} & set(dep)
         assert dep["topology"] == {"servers": 2} and dep["sources"] == {"topology.servers": "declared"}
+
+
+def _capacity(requests_per_s: float | None) -> dict[str, Any]:
+    return {"value": {"requests_per_s": requests_per_s, "cpu_per_read_us": 40.0, "cpu_per_request_us": 14.0,
+                      "cores": 2.0, "background_cores": 0.32},
+            "source": "calibrated", "at": time.time(), "how": "the utilization law over JMX"}
+
+
+def test_a_calibrated_capacity_makes_the_servers_saturate_where_the_node_does() -> None:
+    """An idle model (32 slots of 0.07 ms: 457,000 reads/s a node) and a node that saturates at 31,111/s: the
+    model keeps the service time and holds the reads in service at a full node, 31,111 × 0.07 ms = 2.18 → 2
+    slots, each at 15,556/s."""
+    now = time.time()
+    inputs = {
+        "slots": {"value": 32, "source": "discovered", "at": now, "how": "concurrent_reads"},
+        "service_time": {"value": {"mean_ms": 0.07, "dist": "lognormal", "sigma": 0.5}, "source": "calibrated",
+                         "at": now, "how": "deconvolved"},
+    }
+    topo = {"servers": 3}
+    idle = build_model("cassandra", topo, {}, {"inputs": inputs}, timestamps=False)
+    assert idle.options["slots"] * idle.options["service_rate"] == pytest.approx(32 / 0.07e-3)
+    rate = 1.68 / 54e-6
+    m = build_model("cassandra", topo, {}, {"inputs": {**inputs, "capacity": _capacity(rate)}}, timestamps=False)
+    assert m.options["slots"] == 2 and m.options["service_rate"] == pytest.approx(rate / 2)
+    assert m.options["slots"] * m.options["service_rate"] == pytest.approx(rate)  # the node's saturation
+    assert m.sources["capacity"] == "calibrated" and m.sources["slots"] == "discovered"
+    assert any("sets the servers: 2 slots" in n for n in m.notes)
+    # a node whose reads take longer inside it than its CPU: more reads in service at once, never over its slots
+    slow = {**inputs, "service_time": {**inputs["service_time"], "value": {"mean_ms": 5.0, "dist": "lognormal",
+                                                                           "sigma": 0.5}}}
+    m = build_model("cassandra", topo, {}, {"inputs": {**slow, "capacity": _capacity(rate)}}, timestamps=False)
+    assert m.options["slots"] == 32 and m.options["service_rate"] == pytest.approx(rate / 32)
+    # no saturation rate measured: the servers as before, the capacity a default
+    m = build_model("cassandra", topo, {}, {"inputs": {**inputs, "capacity": _capacity(None)}}, timestamps=False)
+    assert m.options["slots"] == 32 and m.sources["capacity"] == "default"
+    # the operator's declared slots stay the operator's
+    m = build_model("cassandra", {**topo, "slots": 4}, {}, {"operator": ["servers", "slots"],
+                                                             "inputs": {**inputs, "capacity": _capacity(rate)}},
+                    timestamps=False)
+    assert m.options["slots"] == 4 and m.sources["capacity"] == "declared"
+    assert any("not applied" in n for n in m.notes)
