@@ -477,7 +477,8 @@ class Settings(BaseSettings):
     )
     replay_max_in_flight: int = Field(
         default=1024, ge=1, le=1 << 20,
-        description="Most requests the live replay's generator keeps outstanding; a send past it waits (lag).",
+        description="Most requests the live replay's generator keeps outstanding (Cassandra: queries, a multiget's "
+        "each); a send past it waits (lag).",
     )
     #: This process's own scratch folder under home/tmp, once `control.scratch.claim_scratch` made it
     #: (not an environment variable): what a killed process leaves there is swept by the next start-up.

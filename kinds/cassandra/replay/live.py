@@ -11,8 +11,25 @@ written at consistency ALL so every replica holds it. A fresh twin's latency his
 table's (its threshold starts from the warm-up's reads, its SSTables are few and fresh): a note says so beside
 the figures. The driver settings (speculative executions, slow-replica avoidance, the Python driver's replica
 shuffling) are one execution profile per arm in the one generator. What cannot differ between arms concurrently
-— a patched server's scheduler, the dynamic snitch (cluster-wide), a multiget's shape (the replay reads one
-partition per statement) — is refused (`modes`).
+— a patched server's scheduler, the dynamic snitch (cluster-wide) — is refused (`modes`).
+
+**Multigets.** Each trace request is one request of the plan, shaped as its arm's config says the application
+queries (`multiget.shape`, `multiget.chunk`; absent: the driver's default, `StockKnob.default_for`), so arms that
+differ in shape run concurrently too: `per-partition` sends one `SELECT k, v FROM twin WHERE k = ?` per key;
+`in` one `SELECT k, v FROM twin WHERE k IN ?` per chunk of `multiget.chunk` keys in the request's order (0: all
+its keys in one), the chunk bound as one serialized `list<text>` (`plan.encode_list`). All of a request's queries
+leave at its intended time; its latency runs to the last answer, and it fails when any query fails (`plan`). A
+one-key request is one query of either shape. Routing: `k = ?` has a routing key (the server's prepared metadata
+names the marker as the partition key), and the token-aware policies of both drivers put that key's replicas
+first. `IN ?` has none: the server names no partition-key marker for it, so the Java driver 4.19.0's
+`DefaultBoundStatement.getRoutingKey()` returns null (its prepared statement's `getPartitionKeyIndices()` is
+empty), `BasicLoadBalancingPolicy.getReplicas` then returns no replica, and `DefaultLoadBalancingPolicy`'s query
+plan is the local datacenter's live nodes round robin, without the replica ordering and the slow-replica
+avoidance (which act on replicas only); the Python driver's `TokenAwarePolicy` likewise falls back to its child
+policy. The coordinator then reads each key of the chunk from its replicas — what the application's own driver
+does with its `IN` multigets, and what the model assumes of the `in` shape. Limits: a request of at most 16384
+queries, an `IN` chunk that serializes to at most 64 KiB (`plan`); a trace past them is refused before anything
+is created.
 
 **The run.** Per repeat: each node's reads of each twin (`system_views.local_read_latency`, the replica reads, and
 `coordinator_read_latency`, the coordinator reads; node-local virtual tables, so each allowed node is asked
@@ -49,7 +66,7 @@ from kinds.cassandra.cql import CqlTarget
 from kinds.cassandra.replay.config import ArmProfile, Endpoint, GeneratorConfig
 from kinds.cassandra.replay.generator import GeneratorAborted, GeneratorFailed, GeneratorResult, run
 from kinds.cassandra.replay.hdr import Histogram, bucket_table
-from kinds.cassandra.replay.plan import Plan, PlanArm, encode_value
+from kinds.cassandra.replay.plan import MAX_QUERIES, MAX_VALUE_BYTES, Plan, PlanArm, encode_list, encode_value
 from tuner.fidelity import BlockHistograms
 
 __all__ = ["KEYSPACE", "CassandraReplay", "twin_name"]
@@ -86,7 +103,7 @@ class _Cluster:
 class CassandraReplay:
     """The live replay of one Cassandra deployment (module doc)."""
 
-    one_key_per_request = True
+    one_key_per_request = False
 
     def __init__(self, target: Target) -> None:
         self.target = target
@@ -125,16 +142,27 @@ class CassandraReplay:
         names = sorted({k for a in arms for k in (a.config.get("params") or {})})
         for name in names:
             row = knob(name)
-            if row is None or row.applied in ("cql", "driver") or name == "driver":
+            if row is None or row.applied in ("cql", "driver", "client-code") or name == "driver":
                 continue
             values = {repr((a.config.get("params") or {}).get(name, row.default_for(self.target.driver)))
                       for a in arms}
             if len(values) > 1:
-                why = ("a cluster-wide setting (cassandra.yaml / JMX): it cannot run concurrently, and the live "
-                       "replay does not alternate whole runs yet" if row.applied == "jmx" else
-                       "the live replay reads one partition per statement and does not replay a multiget's shape")
-                raise ReplayRefused(f"the configs differ in {name}: {why}")
+                raise ReplayRefused(f"the configs differ in {name}: a cluster-wide setting (cassandra.yaml / JMX): "
+                                    "it cannot run concurrently, and the live replay does not alternate whole runs "
+                                    "yet")
         return ["concurrent"] * len(arms)
+
+    def shape(self, config: Mapping[str, Any]) -> tuple[str, int]:
+        """The multiget shape and chunk an arm's config sends (module doc): (`in` | `per-partition`, keys per
+        query: `in`'s chunk, 0 = all of a request's keys; `per-partition`: 1)."""
+        from simulation.stock_knobs import STOCK_KNOBS
+
+        default = {k.name: k.default_for(self.target.driver) for k in STOCK_KNOBS}
+        params = config.get("params") or {}
+        shape = str(params.get("multiget.shape", default["multiget.shape"]))
+        if shape == "per-partition":
+            return shape, 1
+        return shape, max(0, int(params.get("multiget.chunk", default["multiget.chunk"])))
 
     def _options(self, config: Mapping[str, Any], current: Mapping[str, str]) -> dict[str, str]:
         """The twin's table options as CQL texts: the config's, else the user's table's own now."""
@@ -197,6 +225,8 @@ class CassandraReplay:
     def run(self, job: ReplayJob, *, stop: threading.Event, progress: Progress) -> DriverRun:
         """Connect, sweep dead runs' twins, take the lease, create and load the twins, run the repeats, drop the
         twins whatever happens (module doc)."""
+        shapes = [self.shape(a.config) for a in job.arms]
+        _check_shapes(job.trace, shapes, [a.name for a in job.arms])
         progress("connect", 0.0)
         c = self._connect(job)
         beat: threading.Thread | None = None
@@ -212,7 +242,9 @@ class CassandraReplay:
             configs: dict[str, dict[str, Any]] = {}
             for i, arm in enumerate(job.arms):
                 options = self._options(arm.config, current)
-                params = {**(arm.config.get("params") or {}), **options}
+                shape, chunk = self.shape(arm.config)
+                sent_as = {"multiget.shape": shape, **({"multiget.chunk": chunk} if shape == "in" else {})}
+                params = {**(arm.config.get("params") or {}), **options, **sent_as}
                 configs[arm.name] = {"policy": "stock", "params": params}
                 _create_twin(c.session, twins[i], options)
                 created.append(twins[i])
@@ -247,15 +279,18 @@ class CassandraReplay:
             c.cluster.shutdown()
         if beat is not None:
             beat.join(timeout=1.0)
-        return _measured(job, results, before, after, twins, configs, c, notes)
+        return _measured(job, results, before, after, twins, configs, c, notes, shapes)
 
     def _generate(self, c: _Cluster, job: ReplayJob, twins: list[str], repeat: int, stop: threading.Event,
                   progress: Progress) -> GeneratorResult:
-        arms = tuple(PlanArm(a.name, f"SELECT v FROM {t} WHERE k = ?") for a, t in zip(job.arms, twins, strict=True))
+        shapes = [self.shape(a.config) for a in job.arms]
+        arms = tuple(PlanArm(a.name, _statement(t, shape)) for a, t, (shape, _) in zip(job.arms, twins, shapes,
+                                                                                         strict=True))
         dealt = job.dealt[repeat]
         trace = job.trace
-        plan = Plan.of(arms, ((int(trace.offsets_us[i]), int(dealt[i]), (encode_value("text", trace.keys[i]),))
-                              for i in range(trace.requests)))
+        plan = Plan.multi(arms, ((int(trace.offsets_us[i]), int(dealt[i]),
+                                  _queries(trace.request_keys(i), *shapes[int(dealt[i])]))
+                                 for i in range(trace.requests)))
         endpoints = [Endpoint(str(h.address), c.port) for h in c.hosts]
         contact = [e for e in endpoints if e.key()[0] in {str(h.address) for h in c.hosts if h.is_up is not False}]
         s = job.settings
@@ -298,6 +333,52 @@ class CassandraReplay:
             raise box["error"]
         result: GeneratorResult = box["result"]
         return result
+
+
+def _statement(twin: str, shape: str) -> str:
+    """An arm's statement: one key (`per-partition`), or a chunk of keys as one `IN ?` list (`in`)."""
+    return f"SELECT k, v FROM {twin} WHERE k " + ("= ?" if shape == "per-partition" else "IN ?")
+
+
+def _chunks(keys: Sequence[str], shape: str, chunk: int) -> list[Sequence[str]]:
+    """A request's keys as its queries' keys: one each (`per-partition`), else chunks of `chunk` (0: one)."""
+    if shape == "per-partition":
+        return [(k,) for k in keys]
+    n = chunk or max(1, len(keys))
+    return [keys[i : i + n] for i in range(0, len(keys), n)]
+
+
+def _queries(keys: Sequence[str], shape: str, chunk: int) -> list[tuple[bytes | None, ...]]:
+    """A request's queries' bound values (module doc)."""
+    if shape == "per-partition":
+        return [(encode_value("text", k),) for k in keys]
+    return [(encode_list("text", part),) for part in _chunks(keys, shape, chunk)]
+
+
+def _query_count(keys: int, shape: str, chunk: int) -> int:
+    return keys if shape == "per-partition" or keys == 0 else -(-keys // (chunk or keys))
+
+
+def _check_shapes(trace: ReplayTrace, shapes: Sequence[tuple[str, int]], names: Sequence[str]) -> None:
+    """ReplayRefused, before anything is created, when a request would break the plan's limits under any arm's
+    shape (any request may be dealt to any arm)."""
+    per = np.diff(trace.key_offsets)
+    for name, (shape, chunk) in zip(names, shapes, strict=True):
+        most = int(per.max()) if per.size else 0
+        queries = _query_count(most, shape, chunk)
+        if queries > MAX_QUERIES:
+            raise ReplayRefused(f"arm {name}: a request of the trace reads {most} keys, {queries} {shape} queries: "
+                                f"over the plan's {MAX_QUERIES} queries per request",
+                                hint="a larger multiget.chunk (fewer IN queries)")
+        if shape != "in":
+            continue
+        for i in range(trace.requests):
+            for part in _chunks(trace.request_keys(i), shape, chunk):
+                size = 4 + sum(4 + len(k.encode()) for k in part)
+                if size > MAX_VALUE_BYTES:
+                    raise ReplayRefused(f"arm {name}: request {i}'s IN list of {len(part)} keys serializes to "
+                                        f"{size:,} bytes, over the plan's {MAX_VALUE_BYTES:,} per value",
+                                        hint="a smaller multiget.chunk")
 
 
 def _replication(session: Any, keyspace: str) -> dict[str, str]:
@@ -464,12 +545,13 @@ def _lag_ms(results: Sequence[GeneratorResult]) -> dict[str, float]:
 
 def _measured(job: ReplayJob, results: Sequence[GeneratorResult], before: Sequence[Mapping[str, Any]],
               after: Sequence[Mapping[str, Any]], twins: Sequence[str], configs: dict[str, dict[str, Any]],
-              c: _Cluster, notes: list[str]) -> DriverRun:
+              c: _Cluster, notes: list[str], shapes: Sequence[tuple[str, int]]) -> DriverRun:
     n = len(job.arms)
     blocks = job.blocks
     rows = [[h for r in results for h in r.arms[a].blocks[:blocks]] for a in range(n)]
     upper, counts = bucket_table(rows)
     warm = job.trace.sent_before(job.warmup_s, job.rate_scale)
+    per = np.diff(job.trace.key_offsets)
     cluster: dict[str, Any] = {"source": f"{_LOCAL}, {_COORDINATOR}", "replication": c.replication, "rf": c.rf,
                                "nodes": {}, "arms": {}}
     measures = []
@@ -489,10 +571,27 @@ def _measured(job: ReplayJob, results: Sequence[GeneratorResult], before: Sequen
                     got["coordinator_reads"] += d_coord
         sent = sum(r.arms[a].sent for r in results)
         sent_all = sent + sum(int(np.count_nonzero(job.dealt[r][:warm] == a)) for r in range(len(results)))
-        extra = max(0, min(local, local - sent_all))
-        cluster["arms"][arm.name] = {"twin": twin, "requests_sent": sent_all, "replica_reads": local,
-                                     "coordinator_reads": coord, "speculative_retries": max(0, local - coord),
-                                     "driver_extra_executions": max(0, coord - sent_all), "extra_reads": extra}
+        shape, chunk = shapes[a]
+        queries = sum(r.arms[a].queries for r in results)
+        keys = rows_keys = 0
+        for r, res in enumerate(results):
+            mine = job.dealt[r] == a
+            warm_keys = per[:warm][mine[:warm]]
+            measured_keys = per[: res.sent][mine[: res.sent]]
+            queries += sum(_query_count(int(k), shape, chunk) for k in warm_keys)
+            keys += int(warm_keys.sum()) + int(measured_keys.sum())
+            rows_keys += int(measured_keys.sum())
+        rows = sum(r.arms[a].rows for r in results)
+        extra = max(0, min(local, local - keys))
+        cluster["arms"][arm.name] = {"twin": twin, "shape": shape, **({"chunk": chunk} if shape == "in" else {}),
+                                     "requests_sent": sent_all, "queries_sent": queries, "keys_read": keys,
+                                     "rows_answered": rows, "replica_reads": local, "coordinator_reads": coord,
+                                     "speculative_retries": max(0, local - coord),
+                                     "driver_extra_executions": max(0, coord - keys), "extra_reads": extra}
+        failed = sum(r.arms[a].errors + r.arms[a].timeouts for r in results)
+        if rows != rows_keys and not failed:
+            notes.append(f"arm {arm.name}: its answers held {rows} rows of the {rows_keys} keys its measured "
+                         "requests read (every key is in its twin)")
         hist = BlockHistograms(np.asarray(upper or [1.0], dtype=np.float64),
                                np.asarray(counts[a] if upper else np.zeros((len(rows[a]), 1)), dtype=np.int64),
                                job.block_s)
