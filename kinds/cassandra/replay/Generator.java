@@ -517,8 +517,9 @@ public final class Generator {
         rows.addAndGet(rs.remaining());
       }
       if (left.decrementAndGet() == 0) {
-        inFlight.release(permits);
+        // recorded before the permits return: the end of a pass waits for every permit, then reads the records
         pass.complete(arm, block, intended, sentAt, error.get(), rows.get(), cfg);
+        inFlight.release(permits);
       }
     }
   }

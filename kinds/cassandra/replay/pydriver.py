@@ -152,8 +152,9 @@ def _send_all(session: Any, plan: Plan, config: GeneratorConfig,
                 join.error = error
             last = join.left == 0
         if last:
-            slots.release(join.permits)
+            # recorded before the permits return: the end of a pass waits for every permit, then reads the records
             run.complete(join.a, join.block, join.intended, join.sent_at, join.error, join.rows)
+            slots.release(join.permits)
 
     def finish(rows: Any, join: _Join) -> None:
         answered(join, len(rows) if isinstance(rows, list) else 0, None)
