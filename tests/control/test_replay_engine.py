@@ -158,6 +158,20 @@ def test_configs_that_differ_cluster_wide_are_refused(settings: Settings, datase
         run_replay("shop", dataset, arms, settings=settings, block_s=0.5)
 
 
+@pytest.mark.parametrize("arms", [
+    [("A", "stock:multiget.chunk=0"), ("B", "stock:multiget.chunk=4")],
+    [("A", "stock:multiget.shape=in"), ("B", "stock:multiget.shape=per-partition")],
+])
+def test_configs_that_differ_in_their_multiget_shape_are_not_refused(settings: Settings, dataset: str,
+                                                                      arms: list[tuple[str, str]]) -> None:
+    """The multiget's shape is the application's query code, one per arm: the arms run concurrently (the replay
+    gets past the configs to the rate cap, where it stops before anything is sent)."""
+    _deployment(settings, "shop")
+    settings.replay_max_rate = 10.0
+    with pytest.raises(ReplayRefused, match="TAILTUNE_REPLAY_MAX_RATE"):
+        run_replay("shop", dataset, arms, settings=settings, block_s=0.5)
+
+
 def test_version_and_recommended_specs_resolve_to_the_deployments_configs(settings: Settings, dataset: str) -> None:
     """`version:N` and `recommended@JOB` name the deployment's own config version and job: they resolve (the
     replay then stops at the rate cap, before anything is sent); another deployment's job is not this one's."""

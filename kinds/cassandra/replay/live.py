@@ -551,7 +551,7 @@ def _measured(job: ReplayJob, results: Sequence[GeneratorResult], before: Sequen
     rows = [[h for r in results for h in r.arms[a].blocks[:blocks]] for a in range(n)]
     upper, counts = bucket_table(rows)
     warm = job.trace.sent_before(job.warmup_s, job.rate_scale)
-    per = np.diff(job.trace.key_offsets)
+    per_request = np.diff(job.trace.key_offsets)
     cluster: dict[str, Any] = {"source": f"{_LOCAL}, {_COORDINATOR}", "replication": c.replication, "rf": c.rf,
                                "nodes": {}, "arms": {}}
     measures = []
@@ -576,21 +576,21 @@ def _measured(job: ReplayJob, results: Sequence[GeneratorResult], before: Sequen
         keys = rows_keys = 0
         for r, res in enumerate(results):
             mine = job.dealt[r] == a
-            warm_keys = per[:warm][mine[:warm]]
-            measured_keys = per[: res.sent][mine[: res.sent]]
+            warm_keys = per_request[:warm][mine[:warm]]
+            measured_keys = per_request[: res.sent][mine[: res.sent]]
             queries += sum(_query_count(int(k), shape, chunk) for k in warm_keys)
             keys += int(warm_keys.sum()) + int(measured_keys.sum())
             rows_keys += int(measured_keys.sum())
-        rows = sum(r.arms[a].rows for r in results)
+        answered = sum(r.arms[a].rows for r in results)
         extra = max(0, min(local, local - keys))
         cluster["arms"][arm.name] = {"twin": twin, "shape": shape, **({"chunk": chunk} if shape == "in" else {}),
                                      "requests_sent": sent_all, "queries_sent": queries, "keys_read": keys,
-                                     "rows_answered": rows, "replica_reads": local, "coordinator_reads": coord,
+                                     "rows_answered": answered, "replica_reads": local, "coordinator_reads": coord,
                                      "speculative_retries": max(0, local - coord),
                                      "driver_extra_executions": max(0, coord - keys), "extra_reads": extra}
         failed = sum(r.arms[a].errors + r.arms[a].timeouts for r in results)
-        if rows != rows_keys and not failed:
-            notes.append(f"arm {arm.name}: its answers held {rows} rows of the {rows_keys} keys its measured "
+        if answered != rows_keys and not failed:
+            notes.append(f"arm {arm.name}: its answers held {answered} rows of the {rows_keys} keys its measured "
                          "requests read (every key is in its twin)")
         hist = BlockHistograms(np.asarray(upper or [1.0], dtype=np.float64),
                                np.asarray(counts[a] if upper else np.zeros((len(rows[a]), 1)), dtype=np.int64),

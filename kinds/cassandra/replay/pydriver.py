@@ -9,13 +9,14 @@ permit of `max_in_flight` (a request of more queries holds them all), and a send
 counted in `throttled`). The driver's callbacks record on its event loop's thread; the last of a request's
 queries to answer completes it. A page holds 32768 rows (`PAGE_SIZE`): a query's answer is its first page.
 
-One `Cluster`, one execution profile per arm (consistency, request timeout, `ConstantSpeculativeExecutionPolicy(delay, max_executions - 1)`: the Python
-driver counts the extra executions), every profile's load balancing policy a `HostFilterPolicy` that admits only
-the allow-list's endpoints (a node outside it is IGNORED: no connection), token-aware over the local datacenter.
-Statements are prepared per arm and marked idempotent; the plan's values are bound as the bytes they are. The
-client's CPU is `time.process_time` (the driver's threads included), the scheduling thread's `time.thread_time`.
-With `block_s`, each arm's latencies are also kept per block (`result.block_of`), at 2 significant digits. A set
-`stop` event ends the sending at once (GeneratorFailed "cancelled").
+One `Cluster`, one execution profile per arm (consistency, request timeout,
+`ConstantSpeculativeExecutionPolicy(delay, max_executions - 1)`: the Python driver counts the extra executions),
+every profile's load balancing policy a `HostFilterPolicy` that admits only the allow-list's endpoints (a node
+outside it is IGNORED: no connection), token-aware over the local datacenter. Statements are prepared per arm and
+marked idempotent; the plan's values are bound as the bytes they are. The client's CPU is `time.process_time` (the
+driver's threads included), the scheduling thread's `time.thread_time`. With `block_s`, each arm's latencies are
+also kept per block (`result.block_of`), at 2 significant digits. A set `stop` event ends the sending at once
+(GeneratorFailed "cancelled").
 """
 
 from __future__ import annotations
