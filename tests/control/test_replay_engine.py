@@ -172,6 +172,27 @@ def test_configs_that_differ_in_their_multiget_shape_are_not_refused(settings: S
         run_replay("shop", dataset, arms, settings=settings, block_s=0.5)
 
 
+@pytest.mark.parametrize(("arms", "why"), [
+    ([("IN", "stock:multiget.chunk=0"), ("PP", "stock:multiget.chunk=1000")],
+     r"arm IN: request 0's IN list of 16385 keys serializes to 16\d,\d{3} bytes, over the plan's 65,536"),
+    ([("IN", "stock:multiget.chunk=1000"), ("PP", "stock:multiget.shape=per-partition")],
+     "arm PP: a request of the trace reads 16385 keys, 16385 per-partition queries: over the plan's 16384"),
+])
+def test_a_multiget_past_the_plans_limits_is_refused_before_anything_is_sent(
+        settings: Settings, tmp_path: Path, arms: list[tuple[str, str]], why: str) -> None:
+    """A request of 16385 keys: one IN of all of them is over 64 KiB, one query per key over 16384 queries;
+    refused before the driver connects (nothing listens on the deployment's port)."""
+    from ingest.pipeline import ingest_file
+
+    path = tmp_path / "big.csv"
+    path.write_text("request_id,ts,key,value_size\n" + "".join(f"0,0.0,k{j:05d},8\n" for j in range(16385))
+                    + "1,1.0,k00000,8\n")
+    dataset = ingest_file(path, settings=settings).id
+    _deployment(settings, "shop")
+    with pytest.raises(ReplayRefused, match=why):
+        run_replay("shop", dataset, arms, settings=settings, block_s=0.5)
+
+
 def test_version_and_recommended_specs_resolve_to_the_deployments_configs(settings: Settings, dataset: str) -> None:
     """`version:N` and `recommended@JOB` name the deployment's own config version and job: they resolve (the
     replay then stops at the rate cap, before anything is sent); another deployment's job is not this one's."""
