@@ -34,10 +34,11 @@ is created.
 **The run.** Per repeat: each node's reads of each twin (`system_views.local_read_latency`, the replica reads, and
 `coordinator_read_latency`, the coordinator reads; node-local virtual tables, so each allowed node is asked
 itself) before and after; the generator sends the warm-up (the trace's first `warmup_s`, unmeasured) then the
-measured run, every request dealt to its arm's twin, open loop. An arm's extra reads are its replica reads beyond
-the requests it sent (warm-up included): the coordinator's speculative retries and the driver's extra executions
-(at consistency LOCAL_ONE a read is one replica read); its speculative retries alone are the replica reads beyond
-the coordinator reads. A node of RF 1 has no other replica: it cannot speculate, and the notes say so.
+measured run, every request dealt to its arm's twin, open loop. Both virtual tables count one read per partition
+(an `IN` query of n keys is n of each), so an arm's extra reads are its replica reads beyond the keys its requests
+read (warm-up included): the coordinator's speculative retries and the driver's extra executions (at consistency
+LOCAL_ONE a partition read is one replica read); its speculative retries alone are the replica reads beyond the
+coordinator reads. A node of RF 1 has no other replica: it cannot speculate, and the notes say so.
 
 **Scratch.** Before creating anything the run writes its lease, `tailtune_replay.runs` (run id, deployment,
 start) with a TTL of `TAILTUNE_REPLAY_LEASE_S`, renewed every quarter of it while it runs; the twins are dropped

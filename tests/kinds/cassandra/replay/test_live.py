@@ -161,6 +161,23 @@ def test_multigets_run_as_in_chunks_and_per_partition_queries(keyspace, driver):
         assert after[table] - before[table] == read + read_warm, table
 
 
+@pytest.mark.parametrize("driver", DRIVERS)
+def test_a_multiget_with_one_failing_query_fails_as_one_request(keyspace, driver):
+    """Arm base's requests are three queries of table n (int keys), the middle one binding three bytes the node
+    refuses: each request is one error, its three queries all sent; arm hedge's are untouched."""
+    node, ks, dc = keyspace
+    arms = (PlanArm("base", f"SELECT k, v FROM {ks}.n WHERE k = ?"),
+            PlanArm("hedge", f"SELECT k, v FROM {ks}.a WHERE k = ?"))
+    bad = [[encode_value("int", 1)], [b"abc"], [encode_value("int", 2)]]
+    plan = Plan.multi(arms, [(i * 1000, i % 2, bad if i % 2 == 0 else [[b"k1"], [b"k2"]]) for i in range(40)])
+    config = replace(_config(node, dc, ks, driver), max_error_fraction=1.0, warmup_s=0)
+    result = run(driver, plan, config)
+    base, hedge = result.arm("base"), result.arm("hedge")
+    assert (base.sent, base.queries, base.errors, base.ok, base.timeouts) == (20, 60, 20, 0, 0)
+    assert (hedge.sent, hedge.queries, hedge.ok, hedge.errors, hedge.rows) == (20, 40, 20, 0, 40)
+    assert base.latency.total == 20 and sum(base.error_kinds.values()) == 20
+
+
 def test_the_java_generator_still_runs_a_version_1_plan(keyspace, tmp_path):
     node, ks, dc = keyspace
     config = _config(node, dc, ks, "java4").to_json()
