@@ -74,9 +74,11 @@ import java.util.TreeMap;
 import java.util.concurrent.CompletionStage;
 import java.util.concurrent.Semaphore;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicIntegerFieldUpdater;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.AtomicLongFieldUpdater;
 import java.util.concurrent.atomic.AtomicReference;
+import java.util.concurrent.atomic.AtomicReferenceFieldUpdater;
 import java.util.concurrent.locks.LockSupport;
 import java.util.function.BiConsumer;
 import java.util.regex.Pattern;
@@ -484,6 +486,11 @@ public final class Generator {
    * that answer; its outcome the first failure's, if any) and returns its permits.
    */
   static final class Join implements BiConsumer<AsyncResultSet, Throwable> {
+    // one object per request (as a callback lambda would be): its counters are its own fields, updated atomically
+    static final AtomicIntegerFieldUpdater<Join> LEFT = AtomicIntegerFieldUpdater.newUpdater(Join.class, "left");
+    static final AtomicLongFieldUpdater<Join> ROWS = AtomicLongFieldUpdater.newUpdater(Join.class, "rows");
+    static final AtomicReferenceFieldUpdater<Join, Throwable> ERROR =
+        AtomicReferenceFieldUpdater.newUpdater(Join.class, Throwable.class, "error");
     final Pass pass;
     final Config cfg;
     final Semaphore inFlight;
@@ -492,9 +499,9 @@ public final class Generator {
     final int permits;
     final long intended;
     final long sentAt;
-    final AtomicInteger left;
-    final AtomicLong rows = new AtomicLong();
-    final AtomicReference<Throwable> error = new AtomicReference<>();
+    volatile int left;
+    volatile long rows;
+    volatile Throwable error;
 
     Join(Pass pass, Config cfg, Semaphore inFlight, int arm, int block, int queries, int permits, long intended,
         long sentAt) {
@@ -506,19 +513,19 @@ public final class Generator {
       this.permits = permits;
       this.intended = intended;
       this.sentAt = sentAt;
-      this.left = new AtomicInteger(queries);
+      this.left = queries;
     }
 
     @Override
     public void accept(AsyncResultSet rs, Throwable err) {
       if (err != null) {
-        error.compareAndSet(null, err);
+        ERROR.compareAndSet(this, null, err);
       } else if (rs != null) {
-        rows.addAndGet(rs.remaining());
+        ROWS.addAndGet(this, rs.remaining());
       }
-      if (left.decrementAndGet() == 0) {
+      if (LEFT.decrementAndGet(this) == 0) {
         // recorded before the permits return: the end of a pass waits for every permit, then reads the records
-        pass.complete(arm, block, intended, sentAt, error.get(), rows.get(), cfg);
+        pass.complete(arm, block, intended, sentAt, error, rows, cfg);
         inFlight.release(permits);
       }
     }
