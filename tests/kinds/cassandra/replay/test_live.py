@@ -168,8 +168,9 @@ def test_a_multiget_with_one_failing_query_fails_as_one_request(keyspace, driver
     node, ks, dc = keyspace
     arms = (PlanArm("base", f"SELECT k, v FROM {ks}.n WHERE k = ?"),
             PlanArm("hedge", f"SELECT k, v FROM {ks}.a WHERE k = ?"))
-    bad = [[encode_value("int", 1)], [b"abc"], [encode_value("int", 2)]]
-    plan = Plan.multi(arms, [(i * 1000, i % 2, bad if i % 2 == 0 else [[b"k1"], [b"k2"]]) for i in range(40)])
+    bad: list[list[bytes | None]] = [[encode_value("int", 1)], [b"abc"], [encode_value("int", 2)]]
+    good: list[list[bytes | None]] = [[b"k1"], [b"k2"]]
+    plan = Plan.multi(arms, [(i * 1000, i % 2, bad if i % 2 == 0 else good) for i in range(40)])
     config = replace(_config(node, dc, ks, driver), max_error_fraction=1.0, warmup_s=0)
     result = run(driver, plan, config)
     base, hedge = result.arm("base"), result.arm("hedge")
