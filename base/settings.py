@@ -499,7 +499,8 @@ class Settings(BaseSettings):
     )
     replay_max_in_flight: int = Field(
         default=1024, ge=1, le=1 << 20,
-        description="Most requests the live replay's generator keeps outstanding; a send past it waits (lag).",
+        description="Most requests the live replay's generator keeps outstanding (Cassandra: queries, a multiget's "
+        "each); a send past it waits (lag).",
     )
     fidelity_report_max_bytes: int = Field(
         default=2_000_000, ge=1024, le=1 << 30,

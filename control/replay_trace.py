@@ -4,10 +4,11 @@ per block (`ArmMeasure`, `DriverRun`; `latency_blocks` turns per-request latenci
 
 **The trace.** Requests are the dataset's rows grouped by `request_id`, in the order of their first `ts` (ties by
 id), each with its keys in row order and each key's value size (−1: unknown); `offsets_us[i]` is request i's
-arrival after the first one's. A kind whose requests read one partition each (`ReplayDriver.one_key_per_request`:
-Cassandra's generator binds one key to one statement) gets the trace flattened: each key of a request becomes a
-request of its own at the request's arrival time — and the model replays the same flattened requests, so the two
-compare the same thing.
+arrival after the first one's. Both kinds' drivers send each request as the application's multiget (memcached
+through its client, Cassandra as the arm's `multiget.shape` queries), and the model replays the same multigets. A
+kind whose generator could send only one key per request (`ReplayDriver.one_key_per_request`) would get the trace
+flattened: each key of a request a request of its own at the request's arrival time — and the model would replay
+the same flattened requests, so the two compare the same thing.
 
 **Dealing.** Every arm meets the same cluster at the same moment: the requests are dealt to the arms like cards,
 a fresh random permutation of the arms for each run of `len(arms)` consecutive requests (seeded): every arm gets

@@ -154,8 +154,6 @@ def test_a_spec_that_names_nothing_runnable_is_refused(settings: Settings, datas
 @pytest.mark.parametrize(
     ("arms", "extra", "why"),
     [
-        ([("A", "stock:multiget.shape=in"), ("B", "stock:multiget.shape=per-partition")], {},
-         "differ in multiget.shape: the live replay reads one partition per statement"),
         ([("A", "current"), ("B", "stock:speculative_retry=NEVER")], {"server": "rein-patched"},
          "Rein-patched server's scheduler"),
     ],
@@ -198,6 +196,41 @@ def test_the_schedule_gives_every_comparison_with_the_baseline_abba_pairs(groups
         runs = [Run(str(x), BlockHistograms(upper, np.array([[5, 5 + x]]), 15.0)) for x in order]
         c = compare_alternating(runs, "0", str(g))
         assert c.reason is None and c.pairs == 4, c
+
+
+@pytest.mark.parametrize("arms", [
+    [("A", "stock:multiget.chunk=0"), ("B", "stock:multiget.chunk=4")],
+    [("A", "stock:multiget.shape=in"), ("B", "stock:multiget.shape=per-partition")],
+])
+def test_configs_that_differ_in_their_multiget_shape_are_not_refused(settings: Settings, dataset: str,
+                                                                      arms: list[tuple[str, str]]) -> None:
+    """The multiget's shape is the application's query code, one per arm: the arms run concurrently (the replay
+    gets past the configs to the rate cap, where it stops before anything is sent)."""
+    _deployment(settings, "shop")
+    settings.replay_max_rate = 10.0
+    with pytest.raises(ReplayRefused, match="TAILTUNE_REPLAY_MAX_RATE"):
+        run_replay("shop", dataset, arms, settings=settings, block_s=0.5)
+
+
+@pytest.mark.parametrize(("arms", "why"), [
+    ([("IN", "stock:multiget.chunk=0"), ("PP", "stock:multiget.chunk=1000")],
+     r"arm IN: request 0's IN list of 16385 keys serializes to 16\d,\d{3} bytes, over the plan's 65,536"),
+    ([("IN", "stock:multiget.chunk=1000"), ("PP", "stock:multiget.shape=per-partition")],
+     "arm PP: a request of the trace reads 16385 keys, 16385 per-partition queries: over the plan's 16384"),
+])
+def test_a_multiget_past_the_plans_limits_is_refused_before_anything_is_sent(
+        settings: Settings, tmp_path: Path, arms: list[tuple[str, str]], why: str) -> None:
+    """A request of 16385 keys: one IN of all of them is over 64 KiB, one query per key over 16384 queries;
+    refused before the driver connects (nothing listens on the deployment's port)."""
+    from ingest.pipeline import ingest_file
+
+    path = tmp_path / "big.csv"
+    path.write_text("request_id,ts,key,value_size\n" + "".join(f"0,0.0,k{j:05d},8\n" for j in range(16385))
+                    + "1,1.0,k00000,8\n")
+    dataset = ingest_file(path, settings=settings).id
+    _deployment(settings, "shop")
+    with pytest.raises(ReplayRefused, match=why):
+        run_replay("shop", dataset, arms, settings=settings, block_s=0.5)
 
 
 def test_version_and_recommended_specs_resolve_to_the_deployments_configs(settings: Settings, dataset: str) -> None:

@@ -7,8 +7,12 @@
  *
  * Open loop: request i is sent at start + offset_i / rate_scale, whatever the ones before it did; its latency is
  * measured from that intended start (no coordinated omission) into its arm's HDR histogram, and the generator's own
- * lag (actual send - intended) into a histogram of its own. A send that finds max_in_flight requests outstanding
- * waits for one to finish: that wait is lag (counted in "throttled"), a request is never dropped. With block_s,
+ * lag (actual send - intended) into a histogram of its own. A request is the application's: its queries (one per
+ * partition, or one IN per chunk of keys: plan.py) leave together at its send, each on executeAsync, and their
+ * CompletionStages are joined by a counter (no thread per request, nothing blocks on an answer): the request
+ * completes with its last query's answer, and fails when any query failed. Each query outstanding takes a permit
+ * of max_in_flight; a send that finds too few waits for them: that wait is lag (counted in "throttled"), a request
+ * is never dropped. With block_s,
  * each arm's latencies are also kept per block of block_s seconds of intended send time (block b holds the requests
  * intended in [b, b + 1) x block_s from the start), at 2 significant digits: what the live replay's block
  * bootstrap resamples.
@@ -70,9 +74,13 @@ import java.util.TreeMap;
 import java.util.concurrent.CompletionStage;
 import java.util.concurrent.Semaphore;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicIntegerFieldUpdater;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.AtomicLongFieldUpdater;
 import java.util.concurrent.atomic.AtomicReference;
+import java.util.concurrent.atomic.AtomicReferenceFieldUpdater;
 import java.util.concurrent.locks.LockSupport;
+import java.util.function.BiConsumer;
 import java.util.regex.Pattern;
 import org.HdrHistogram.Histogram;
 
@@ -88,6 +96,11 @@ public final class Generator {
   static final int MAX_VALUES = 64;
   static final int MAX_VALUE_BYTES = 1 << 16;
   static final long MAX_REQUESTS = 50_000_000L;
+  static final int MAX_QUERIES = 16384;
+  static final long MAX_TOTAL_QUERIES = 100_000_000L;
+  /** Rows per page: above any query a plan can bind (an IN list of at most 64 KiB holds at most 16384 keys), so a
+   * query's answer is its first page. */
+  static final int PAGE_SIZE = 32768;
   /** Histograms in microseconds, 1 µs to one hour, 3 significant digits (the Python side's layout). */
   static final long HIGHEST_US = 3_600_000_000L;
   static final int DIGITS = 3;
@@ -121,7 +134,8 @@ public final class Generator {
     List<PlanArm> arms = new ArrayList<>();
     long[] offsetsUs;
     short[] arm;
-    ByteBuffer[][] values;
+    /** Per request its queries, per query its values. */
+    ByteBuffer[][][] queries;
   }
 
   static Plan readPlan(String path) throws IOException, BadInput {
@@ -141,9 +155,10 @@ public final class Generator {
       JsonNode h = new ObjectMapper().readTree(header);
       if (h == null || !h.isObject()) throw new BadInput("the plan's header is not a JSON object");
       JsonNode version = h.get("version");
-      if (version == null || !version.isInt() || version.asInt() != 1) {
-        throw new BadInput("the plan's header: version 1 expected");
+      if (version == null || !version.isInt() || (version.asInt() != 1 && version.asInt() != 2)) {
+        throw new BadInput("the plan's header: version 1 or 2 expected");
       }
+      boolean v1 = version.asInt() == 1;
       Plan plan = new Plan();
       JsonNode arms = h.get("arms");
       if (arms == null || !arms.isArray() || arms.size() == 0 || arms.size() > MAX_ARMS) {
@@ -164,40 +179,66 @@ public final class Generator {
         throw new BadInput("the plan's requests: a count from 0 to " + MAX_REQUESTS + " expected");
       }
       int count = (int) n.asLong();
+      long total = count;
+      if (!v1) {
+        JsonNode q = h.get("queries");
+        if (q == null || !q.canConvertToLong() || q.asLong() < 0 || q.asLong() > MAX_TOTAL_QUERIES) {
+          throw new BadInput("the plan's queries: a count from 0 to " + MAX_TOTAL_QUERIES + " expected");
+        }
+        total = q.asLong();
+      }
       plan.offsetsUs = new long[count];
       plan.arm = new short[count];
-      plan.values = new ByteBuffer[count][];
+      plan.queries = new ByteBuffer[count][][];
       long previous = 0;
+      long seen = 0;
       for (int i = 0; i < count; i++) {
         long offset = in.readLong();
         if (offset < previous) throw new BadInput("plan request " + i + ": offset before the previous one's");
         int armIndex = in.readUnsignedShort();
         if (armIndex >= plan.arms.size()) throw new BadInput("plan request " + i + ": no arm " + armIndex);
-        int k = in.readUnsignedShort();
-        if (k > MAX_VALUES) throw new BadInput("plan request " + i + ": " + k + " values");
-        ByteBuffer[] vs = new ByteBuffer[k];
-        for (int j = 0; j < k; j++) {
-          int len = in.readInt();
-          if (len == -1) {
-            vs[j] = null;
-          } else if (len < 0 || len > MAX_VALUE_BYTES) {
-            throw new BadInput("plan request " + i + ": value length " + len);
-          } else {
-            byte[] b = new byte[len];
-            in.readFully(b);
-            vs[j] = ByteBuffer.wrap(b);
-          }
+        ByteBuffer[][] qs;
+        if (v1) {
+          qs = new ByteBuffer[][] {values(in, i)};
+        } else {
+          int q = in.readUnsignedShort();
+          if (q < 1 || q > MAX_QUERIES) throw new BadInput("plan request " + i + ": " + q + " queries");
+          seen += q;
+          if (seen > total) throw new BadInput("plan request " + i + ": more queries than the header's " + total);
+          qs = new ByteBuffer[q][];
+          for (int j = 0; j < q; j++) qs[j] = values(in, i);
         }
         plan.offsetsUs[i] = offset;
         plan.arm[i] = (short) armIndex;
-        plan.values[i] = vs;
+        plan.queries[i] = qs;
         previous = offset;
       }
+      if (!v1 && seen != total) throw new BadInput("the plan has " + seen + " queries, its header says " + total);
       if (in.read() != -1) throw new BadInput("the plan has bytes after its last request");
       return plan;
     } catch (EOFException e) {
       throw new BadInput("the plan ends before its last request");
     }
+  }
+
+  /** One query's values: u16 k, then k of (i32 length, -1 null; bytes). */
+  static ByteBuffer[] values(DataInputStream in, int i) throws IOException, BadInput {
+    int k = in.readUnsignedShort();
+    if (k > MAX_VALUES) throw new BadInput("plan request " + i + ": " + k + " values");
+    ByteBuffer[] vs = new ByteBuffer[k];
+    for (int j = 0; j < k; j++) {
+      int len = in.readInt();
+      if (len == -1) {
+        vs[j] = null;
+      } else if (len < 0 || len > MAX_VALUE_BYTES) {
+        throw new BadInput("plan request " + i + ": value length " + len);
+      } else {
+        byte[] b = new byte[len];
+        in.readFully(b);
+        vs[j] = ByteBuffer.wrap(b);
+      }
+    }
+    return vs;
   }
 
   // --- the config -------------------------------------------------------------------------------------------
@@ -362,6 +403,8 @@ public final class Generator {
     final String name;
     long planned;
     long sent;
+    long queries;
+    long rows;
     long ok;
     long errors;
     long timeouts;
@@ -391,6 +434,7 @@ public final class Generator {
     long throttled;
     long lost;
     long sent;
+    long queries;
     long startNs;
     long lastSendNs;
     long endNs;
@@ -401,10 +445,11 @@ public final class Generator {
       for (int i = 0; i < arms.length; i++) arms[i] = new ArmStats(planArms.get(i).name, blocks);
     }
 
-    void complete(int a, int block, long intended, long sentAt, Throwable error, Config cfg) {
+    void complete(int a, int block, long intended, long sentAt, Throwable error, long rows, Config cfg) {
       long done = System.nanoTime();
       ArmStats s = arms[a];
       synchronized (s) {
+        s.rows += rows;
         long us = micros(done - intended);
         s.latency.recordValue(us);
         s.service.recordValue(micros(done - sentAt));
@@ -435,6 +480,57 @@ public final class Generator {
     }
   }
 
+  /**
+   * One request's queries in flight, joined without a thread: each query's CompletionStage calls accept on
+   * completion (on the driver's I/O thread), and the last one to complete completes the request (its latency to
+   * that answer; its outcome the first failure's, if any) and returns its permits.
+   */
+  static final class Join implements BiConsumer<AsyncResultSet, Throwable> {
+    // one object per request (as a callback lambda would be): its counters are its own fields, updated atomically
+    static final AtomicIntegerFieldUpdater<Join> LEFT = AtomicIntegerFieldUpdater.newUpdater(Join.class, "left");
+    static final AtomicLongFieldUpdater<Join> ROWS = AtomicLongFieldUpdater.newUpdater(Join.class, "rows");
+    static final AtomicReferenceFieldUpdater<Join, Throwable> ERROR =
+        AtomicReferenceFieldUpdater.newUpdater(Join.class, Throwable.class, "error");
+    final Pass pass;
+    final Config cfg;
+    final Semaphore inFlight;
+    final int arm;
+    final int block;
+    final int permits;
+    final long intended;
+    final long sentAt;
+    volatile int left;
+    volatile long rows;
+    volatile Throwable error;
+
+    Join(Pass pass, Config cfg, Semaphore inFlight, int arm, int block, int queries, int permits, long intended,
+        long sentAt) {
+      this.pass = pass;
+      this.cfg = cfg;
+      this.inFlight = inFlight;
+      this.arm = arm;
+      this.block = block;
+      this.permits = permits;
+      this.intended = intended;
+      this.sentAt = sentAt;
+      this.left = queries;
+    }
+
+    @Override
+    public void accept(AsyncResultSet rs, Throwable err) {
+      if (err != null) {
+        ERROR.compareAndSet(this, null, err);
+      } else if (rs != null) {
+        ROWS.addAndGet(this, rs.remaining());
+      }
+      if (LEFT.decrementAndGet(this) == 0) {
+        // recorded before the permits return: the end of a pass waits for every permit, then reads the records
+        pass.complete(arm, block, intended, sentAt, error, rows, cfg);
+        inFlight.release(permits);
+      }
+    }
+  }
+
   static void waitUntil(long deadline, long spinNs) {
     while (true) {
       long left = deadline - System.nanoTime();
@@ -457,7 +553,11 @@ public final class Generator {
     return cfg.blockS > 0 && end > 0 ? block(plan.offsetsUs[end - 1], cfg) + 1 : 0;
   }
 
-  /** Sends requests [0, end) of the plan open loop from now; returns when all are answered (or lost). */
+  /**
+   * Sends requests [0, end) of the plan open loop from now; returns when all are answered (or lost). A request's
+   * queries leave one after the other at its send, each taking a permit of max_in_flight (a request of more
+   * queries than that takes them all); its completion is its last query's (Join).
+   */
   static Pass run(CqlSession session, Plan plan, Config cfg, PreparedStatement[] prepared, int end, int blocks)
       throws InterruptedException {
     Pass pass = new Pass(plan.arms, blocks);
@@ -472,33 +572,34 @@ public final class Generator {
       long intended = pass.startNs + (long) (plan.offsetsUs[i] * nsPerUs);
       waitUntil(intended, spinNs);
       if (pass.abort.get() != null) break;
-      if (!inFlight.tryAcquire()) {
+      ByteBuffer[][] qs = plan.queries[i];
+      int permits = Math.min(qs.length, cfg.maxInFlight);
+      if (!inFlight.tryAcquire(permits)) {
         pass.throttled++;
-        inFlight.acquire();
+        inFlight.acquire(permits);
       }
       long sentAt = System.nanoTime();
       pass.lag.recordValue(Math.min(HIGHEST_US, Math.max(0, sentAt - intended) / 1000));
       int a = plan.arm[i];
-      BoundStatementBuilder b = prepared[a].boundStatementBuilder();
-      ByteBuffer[] vs = plan.values[i];
-      for (int j = 0; j < vs.length; j++) b.setBytesUnsafe(j, vs[j] == null ? null : vs[j].duplicate());
-      b.setIdempotence(true).setExecutionProfileName(profiles[a]);
       pass.arms[a].sent++;
+      pass.arms[a].queries += qs.length;
       pass.sent++;
-      final int arm = a;
-      final int inBlock = blocks > 0 ? block(plan.offsetsUs[i], cfg) : -1;
-      CompletionStage<AsyncResultSet> f;
-      try {
-        f = session.executeAsync(b.build());
-      } catch (RuntimeException e) {
-        inFlight.release();
-        pass.complete(arm, inBlock, intended, sentAt, e, cfg);
-        continue;
+      pass.queries += qs.length;
+      int inBlock = blocks > 0 ? block(plan.offsetsUs[i], cfg) : -1;
+      Join join = new Join(pass, cfg, inFlight, a, inBlock, qs.length, permits, intended, sentAt);
+      for (ByteBuffer[] vs : qs) {
+        BoundStatementBuilder b = prepared[a].boundStatementBuilder();
+        for (int j = 0; j < vs.length; j++) b.setBytesUnsafe(j, vs[j] == null ? null : vs[j].duplicate());
+        b.setIdempotence(true).setExecutionProfileName(profiles[a]);
+        CompletionStage<AsyncResultSet> f;
+        try {
+          f = session.executeAsync(b.build());
+        } catch (RuntimeException e) {
+          join.accept(null, e);
+          continue;
+        }
+        f.whenComplete(join);
       }
-      f.whenComplete((rs, err) -> {
-        inFlight.release();
-        pass.complete(arm, inBlock, intended, sentAt, err, cfg);
-      });
     }
     pass.lastSendNs = System.nanoTime();
     long longest = 0;
@@ -521,6 +622,7 @@ public final class Generator {
         .withDuration(DefaultDriverOption.CONTROL_CONNECTION_TIMEOUT, Duration.ofMillis(cfg.connectTimeoutMs))
         .withDuration(DefaultDriverOption.METADATA_SCHEMA_REQUEST_TIMEOUT, Duration.ofMillis(cfg.connectTimeoutMs))
         .withInt(DefaultDriverOption.CONNECTION_MAX_REQUESTS, Math.max(1024, Math.min(32768, cfg.maxInFlight * 4)))
+        .withInt(DefaultDriverOption.REQUEST_PAGE_SIZE, PAGE_SIZE)
         .withBoolean(DefaultDriverOption.REQUEST_LOG_WARNINGS, false)
         .withString(DefaultDriverOption.LOAD_BALANCING_LOCAL_DATACENTER, cfg.localDc);
     for (ArmConfig a : cfg.arms) {
@@ -614,6 +716,8 @@ public final class Generator {
         g.writeStringField("name", s.name);
         g.writeNumberField("planned", s.planned);
         g.writeNumberField("sent", s.sent);
+        g.writeNumberField("queries", s.queries);
+        g.writeNumberField("rows", s.rows);
         g.writeNumberField("ok", s.ok);
         g.writeNumberField("errors", s.errors);
         g.writeNumberField("timeouts", s.timeouts);
@@ -636,6 +740,7 @@ public final class Generator {
     g.writeEndArray();
     histogram(g, "lag", pass.lag);
     g.writeNumberField("sent", pass.sent);
+    g.writeNumberField("queries", pass.queries);
     g.writeNumberField("throttled", pass.throttled);
     g.writeNumberField("lost", pass.lost);
     double wall = (pass.endNs - pass.startNs) / 1e9;
@@ -772,10 +877,13 @@ public final class Generator {
             .setExecutionProfileName(cfg.arms.get(a).name).setIdempotence(true).build());
         int markers = prepared[a].getVariableDefinitions().size();
         for (int i = 0; i < end; i++) {
-          if (plan.arm[i] == a && plan.values[i].length != markers) {
-            session.close();
-            fail(EXIT_BAD_INPUT, "bad_input", "plan request " + i + " gives " + plan.values[i].length
-                + " values to arm " + plan.arms.get(a).name + "'s statement, which takes " + markers);
+          if (plan.arm[i] != a) continue;
+          for (ByteBuffer[] vs : plan.queries[i]) {
+            if (vs.length != markers) {
+              session.close();
+              fail(EXIT_BAD_INPUT, "bad_input", "plan request " + i + " gives " + vs.length
+                  + " values to arm " + plan.arms.get(a).name + "'s statement, which takes " + markers);
+            }
           }
         }
       }

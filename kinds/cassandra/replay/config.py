@@ -22,7 +22,8 @@ Fields (JSON names are the attribute names):
 * `block_s`: each arm's latencies are also kept per block of this many seconds of intended send time (block b:
   the requests intended in [b, b + 1) × block_s, scaled; `result.block_of`), at 2 significant digits; null: no
   blocks. At most `MAX_BLOCK_HISTOGRAMS` (arms × blocks) per run.
-* `max_in_flight`: outstanding requests at most; a send over it waits (that wait is lag, counted in `throttled`).
+* `max_in_flight`: outstanding queries at most (a request of more queries than this holds them all); a send
+  short of them waits (that wait is lag, counted in `throttled`).
 * `max_error_fraction`, `abort_after`: once `abort_after` requests completed, a run whose errors and timeouts
   exceed that fraction of them stops sending and reports `status: aborted` (the Java generator exits 3).
 * `spin_us`: the scheduling thread sleeps until this long before a send and spins the rest (0: sleeps only).

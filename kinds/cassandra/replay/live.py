@@ -11,12 +11,30 @@ written at consistency ALL so every replica holds it. A fresh twin's latency his
 table's (its threshold starts from the warm-up's reads, its SSTables are few and fresh): a note says so beside
 the figures. The driver settings (speculative executions, slow-replica avoidance, the Python driver's replica
 shuffling) are one execution profile per arm in the one generator. The configs the run returns are the arms' as
-they ran (with the twins' table options); for the Java driver its `model_params` carry the generator's timer tick
-(`se_tick_ms`, 1 ms): the model replays each arm's hedges on it, not on the tick a rendered config would set. The
-dynamic snitch is cluster-wide: arms that differ in it are `alternating` (`modes`): the engine runs whole periods in
-ABBA order and the run sets each period's snitch on every node over JMX (`snitch.py`) before it, read back. What
-cannot be applied live or replayed — a patched server's scheduler, a multiget's shape (the replay reads one
-partition per statement) — is refused (`modes`).
+they ran (with the twins' table options and the multiget shape sent); for the Java driver its `model_params` carry
+the generator's timer tick (`se_tick_ms`, 1 ms): the model replays each arm's hedges on it, not on the tick a
+rendered config would set. The dynamic snitch is cluster-wide: arms that differ in it are `alternating` (`modes`):
+the engine runs whole periods in ABBA order and the run sets each period's snitch on every node over JMX
+(`snitch.py`) before it, read back. What cannot be applied live — a patched server's scheduler — is refused
+(`modes`).
+
+**Multigets.** Each trace request is one request of the plan, shaped as its arm's config says the application
+queries (`multiget.shape`, `multiget.chunk`; absent: the driver's default, `StockKnob.default_for`), so arms that
+differ in shape run concurrently too: `per-partition` sends one `SELECT k, v FROM twin WHERE k = ?` per key;
+`in` one `SELECT k, v FROM twin WHERE k IN ?` per chunk of `multiget.chunk` keys in the request's order (0: all
+its keys in one), the chunk bound as one serialized `list<text>` (`plan.encode_list`). All of a request's queries
+leave at its intended time; its latency runs to the last answer, and it fails when any query fails (`plan`). A
+one-key request is one query of either shape. Routing: `k = ?` has a routing key (the server's prepared metadata
+names the marker as the partition key), and the token-aware policies of both drivers put that key's replicas
+first. `IN ?` has none: the server names no partition-key marker for it, so the Java driver 4.19.0's
+`DefaultBoundStatement.getRoutingKey()` returns null (its prepared statement's `getPartitionKeyIndices()` is
+empty), `BasicLoadBalancingPolicy.getReplicas` then returns no replica, and `DefaultLoadBalancingPolicy`'s query
+plan is the local datacenter's live nodes round robin, without the replica ordering and the slow-replica
+avoidance (which act on replicas only); the Python driver's `TokenAwarePolicy` likewise falls back to its child
+policy. The coordinator then reads each key of the chunk from its replicas — what the application's own driver
+does with its `IN` multigets, and what the model assumes of the `in` shape. Limits: a request of at most 16384
+queries, an `IN` chunk that serializes to at most 64 KiB (`plan`); a trace past them is refused before anything
+is created.
 
 **The snitch.** Before the first change every node's settings are read and written to the lease (`changed`, no
 TTL); after the last period, on a failure or a stop too, every node changed gets them back (read back) and the
@@ -27,10 +45,11 @@ period's warm-up is sent before measuring: `SNITCH_WARMUP_UPDATES` update interv
 **The run.** Per repeat: each node's reads of each twin (`system_views.local_read_latency`, the replica reads, and
 `coordinator_read_latency`, the coordinator reads; node-local virtual tables, so each allowed node is asked
 itself) before and after; the generator sends the warm-up (the trace's first `warmup_s`, unmeasured) then the
-measured run, every request dealt to its arm's twin, open loop. An arm's extra reads are its replica reads beyond
-the requests it sent (warm-up included): the coordinator's speculative retries and the driver's extra executions
-(at consistency LOCAL_ONE a read is one replica read); its speculative retries alone are the replica reads beyond
-the coordinator reads. A node of RF 1 has no other replica: it cannot speculate, and the notes say so.
+measured run, every request dealt to its arm's twin, open loop. Both virtual tables count one read per partition
+(an `IN` query of n keys is n of each), so an arm's extra reads are its replica reads beyond the keys its requests
+read (warm-up included): the coordinator's speculative retries and the driver's extra executions (at consistency
+LOCAL_ONE a partition read is one replica read); its speculative retries alone are the replica reads beyond the
+coordinator reads. A node of RF 1 has no other replica: it cannot speculate, and the notes say so.
 
 **Scratch.** Before creating anything the run writes its lease, `tailtune_replay.runs` (run id, deployment,
 start) with a TTL of `TAILTUNE_REPLAY_LEASE_S`, renewed every quarter of it while it runs; the twins are dropped
@@ -59,7 +78,7 @@ from kinds.cassandra.cql import CqlTarget
 from kinds.cassandra.replay.config import TIMER_TICK_MS, ArmProfile, Endpoint, GeneratorConfig
 from kinds.cassandra.replay.generator import GeneratorAborted, GeneratorFailed, GeneratorResult, run
 from kinds.cassandra.replay.hdr import Histogram, bucket_table
-from kinds.cassandra.replay.plan import Plan, PlanArm, encode_value
+from kinds.cassandra.replay.plan import MAX_QUERIES, MAX_VALUE_BYTES, Plan, PlanArm, encode_list, encode_value
 from kinds.cassandra.replay.snitch import DEFAULT_JMX_PORT, SnitchJmx, SnitchValues
 from tuner.fidelity import BlockHistograms
 
@@ -100,7 +119,7 @@ class _Cluster:
 class CassandraReplay:
     """The live replay of one Cassandra deployment (module doc)."""
 
-    one_key_per_request = True
+    one_key_per_request = False
 
     def __init__(self, target: Target) -> None:
         self.target = target
@@ -142,7 +161,7 @@ class CassandraReplay:
         alternate = False
         for name in names:
             row = knob(name)
-            if row is None or row.applied in ("cql", "driver") or name == "driver":
+            if row is None or row.applied in ("cql", "driver", "client-code") or name == "driver":
                 continue
             unset = None if row.applied == "jmx" else row.default_for(self.target.driver)
             given = {repr((a.config.get("params") or {}).get(name, unset)) for a in arms}
@@ -151,10 +170,8 @@ class CassandraReplay:
             if row.applied == "jmx":
                 alternate = True
                 continue
-            why = ("the live replay reads one partition per statement and does not replay a multiget's shape"
-                   if row.applied == "client-code" else
-                   f"it is applied as {row.applied}, which the live replay cannot set between runs")
-            raise ReplayRefused(f"the configs differ in {name}: {why}")
+            raise ReplayRefused(f"the configs differ in {name}: it is applied as {row.applied}, which the live "
+                                "replay cannot set between runs")
         return ["alternating" if alternate else "concurrent"] * len(arms)
 
     def cluster_settings(self, arm: Arm) -> dict[str, Any]:
@@ -164,6 +181,18 @@ class CassandraReplay:
 
         return {k: v for k, v in sorted((arm.config.get("params") or {}).items())
                 if (row := knob(k)) is not None and row.applied == "jmx"}
+
+    def shape(self, config: Mapping[str, Any]) -> tuple[str, int]:
+        """The multiget shape and chunk an arm's config sends (module doc): (`in` | `per-partition`, keys per
+        query: `in`'s chunk, 0 = all of a request's keys; `per-partition`: 1)."""
+        from simulation.stock_knobs import STOCK_KNOBS
+
+        default = {k.name: k.default_for(self.target.driver) for k in STOCK_KNOBS}
+        params = config.get("params") or {}
+        shape = str(params.get("multiget.shape", default["multiget.shape"]))
+        if shape == "per-partition":
+            return shape, 1
+        return shape, max(0, int(params.get("multiget.chunk", default["multiget.chunk"])))
 
     def _options(self, config: Mapping[str, Any], current: Mapping[str, str]) -> dict[str, str]:
         """The twin's table options as CQL texts: the config's, else the user's table's own now."""
@@ -244,6 +273,8 @@ class CassandraReplay:
         """Connect, sweep dead runs' twins and settings, take the lease, create and load the twins, run the periods
         (switching the dynamic snitch between them), drop the twins and restore the snitch whatever happens (module
         doc)."""
+        shapes = [self.shape(a.config) for a in job.arms]
+        _check_shapes(job.trace, shapes, [a.name for a in job.arms])
         progress("connect", 0.0)
         c = self._connect(job)
         beat: threading.Thread | None = None
@@ -266,7 +297,9 @@ class CassandraReplay:
             configs: dict[str, dict[str, Any]] = {}
             for i, arm in enumerate(job.arms):
                 options = self._options(arm.config, current)
-                params = {**(arm.config.get("params") or {}), **options}
+                shape, chunk = self.shape(arm.config)
+                sent_as = {"multiget.shape": shape, **({"multiget.chunk": chunk} if shape == "in" else {})}
+                params = {**(arm.config.get("params") or {}), **options, **sent_as}
                 if state is not None:
                     params.update(state.as_ran(self.cluster_settings(arm)))
                 configs[arm.name] = {"policy": "stock", "params": params}
@@ -317,7 +350,7 @@ class CassandraReplay:
                                                                            not_restored.items())
                 + ": the next live replay of the cluster restores it (its lease records what was found)",
                 hint="or run updateSnitch by hand with the values in tailtune_replay.runs.changed")
-        out = _measured(job, results, before, after, twins, configs, c, notes, self._timer())
+        out = _measured(job, results, before, after, twins, configs, c, notes, self._timer(), shapes)
         if state is not None:
             out.cluster["snitch"] = state.record()
             out = replace(out, notes=(*out.notes, *state.notes))
@@ -325,11 +358,14 @@ class CassandraReplay:
 
     def _generate(self, c: _Cluster, job: ReplayJob, twins: list[str], repeat: int, stop: threading.Event,
                   progress: Progress) -> GeneratorResult:
-        arms = tuple(PlanArm(a.name, f"SELECT v FROM {t} WHERE k = ?") for a, t in zip(job.arms, twins, strict=True))
+        shapes = [self.shape(a.config) for a in job.arms]
+        arms = tuple(PlanArm(a.name, _statement(t, shape)) for a, t, (shape, _) in zip(job.arms, twins, shapes,
+                                                                                         strict=True))
         dealt = job.dealt[repeat]
         trace = job.trace
-        plan = Plan.of(arms, ((int(trace.offsets_us[i]), int(dealt[i]), (encode_value("text", trace.keys[i]),))
-                              for i in range(trace.requests)))
+        plan = Plan.multi(arms, ((int(trace.offsets_us[i]), int(dealt[i]),
+                                  _queries(trace.request_keys(i), *shapes[int(dealt[i])]))
+                                 for i in range(trace.requests)))
         endpoints = [Endpoint(str(h.address), c.port) for h in c.hosts]
         contact = [e for e in endpoints if e.key()[0] in {str(h.address) for h in c.hosts if h.is_up is not False}]
         s = job.settings
@@ -373,6 +409,52 @@ class CassandraReplay:
             raise box["error"]
         result: GeneratorResult = box["result"]
         return result
+
+
+def _statement(twin: str, shape: str) -> str:
+    """An arm's statement: one key (`per-partition`), or a chunk of keys as one `IN ?` list (`in`)."""
+    return f"SELECT k, v FROM {twin} WHERE k " + ("= ?" if shape == "per-partition" else "IN ?")
+
+
+def _chunks(keys: Sequence[str], shape: str, chunk: int) -> list[Sequence[str]]:
+    """A request's keys as its queries' keys: one each (`per-partition`), else chunks of `chunk` (0: one)."""
+    if shape == "per-partition":
+        return [(k,) for k in keys]
+    n = chunk or max(1, len(keys))
+    return [keys[i : i + n] for i in range(0, len(keys), n)]
+
+
+def _queries(keys: Sequence[str], shape: str, chunk: int) -> list[tuple[bytes | None, ...]]:
+    """A request's queries' bound values (module doc)."""
+    if shape == "per-partition":
+        return [(encode_value("text", k),) for k in keys]
+    return [(encode_list("text", part),) for part in _chunks(keys, shape, chunk)]
+
+
+def _query_count(keys: int, shape: str, chunk: int) -> int:
+    return keys if shape == "per-partition" or keys == 0 else -(-keys // (chunk or keys))
+
+
+def _check_shapes(trace: ReplayTrace, shapes: Sequence[tuple[str, int]], names: Sequence[str]) -> None:
+    """ReplayRefused, before anything is created, when a request would break the plan's limits under any arm's
+    shape (any request may be dealt to any arm)."""
+    per = np.diff(trace.key_offsets)
+    for name, (shape, chunk) in zip(names, shapes, strict=True):
+        most = int(per.max()) if per.size else 0
+        queries = _query_count(most, shape, chunk)
+        if queries > MAX_QUERIES:
+            raise ReplayRefused(f"arm {name}: a request of the trace reads {most} keys, {queries} {shape} queries: "
+                                f"over the plan's {MAX_QUERIES} queries per request",
+                                hint="a larger multiget.chunk (fewer IN queries)")
+        if shape != "in":
+            continue
+        for i in range(trace.requests):
+            for part in _chunks(trace.request_keys(i), shape, chunk):
+                size = 4 + sum(4 + len(k.encode()) for k in part)
+                if size > MAX_VALUE_BYTES:
+                    raise ReplayRefused(f"arm {name}: request {i}'s IN list of {len(part)} keys serializes to "
+                                        f"{size:,} bytes, over the plan's {MAX_VALUE_BYTES:,} per value",
+                                        hint="a smaller multiget.chunk")
 
 
 def _replication(session: Any, keyspace: str) -> dict[str, str]:
@@ -650,12 +732,14 @@ def _lag_ms(results: Sequence[GeneratorResult]) -> dict[str, float]:
 
 def _measured(job: ReplayJob, results: Sequence[GeneratorResult], before: Sequence[Mapping[str, Any]],
               after: Sequence[Mapping[str, Any]], twins: Sequence[str], configs: dict[str, dict[str, Any]],
-              c: _Cluster, notes: list[str], model_params: dict[str, float]) -> DriverRun:
+              c: _Cluster, notes: list[str], model_params: dict[str, float], shapes: Sequence[tuple[str, int]]
+              ) -> DriverRun:
     n = len(job.arms)
     blocks = job.blocks
     rows = [[h for r in results for h in r.arms[a].blocks[:blocks]] for a in range(n)]
     upper, counts = bucket_table(rows)
     warm = job.trace.sent_before(job.warmup_s, job.rate_scale)
+    per_request = np.diff(job.trace.key_offsets)
     cluster: dict[str, Any] = {"source": f"{_LOCAL}, {_COORDINATOR}", "replication": c.replication, "rf": c.rf,
                                "nodes": {}, "arms": {}}
     measures = []
@@ -675,10 +759,27 @@ def _measured(job: ReplayJob, results: Sequence[GeneratorResult], before: Sequen
                     got["coordinator_reads"] += d_coord
         sent = sum(r.arms[a].sent for r in results)
         sent_all = sent + sum(int(np.count_nonzero(job.dealt[r][:warm] == a)) for r in range(len(results)))
-        extra = max(0, min(local, local - sent_all))
-        cluster["arms"][arm.name] = {"twin": twin, "requests_sent": sent_all, "replica_reads": local,
-                                     "coordinator_reads": coord, "speculative_retries": max(0, local - coord),
-                                     "driver_extra_executions": max(0, coord - sent_all), "extra_reads": extra}
+        shape, chunk = shapes[a]
+        queries = sum(r.arms[a].queries for r in results)
+        keys = rows_keys = 0
+        for r, res in enumerate(results):
+            mine = job.dealt[r] == a
+            warm_keys = per_request[:warm][mine[:warm]]
+            measured_keys = per_request[: res.sent][mine[: res.sent]]
+            queries += sum(_query_count(int(k), shape, chunk) for k in warm_keys)
+            keys += int(warm_keys.sum()) + int(measured_keys.sum())
+            rows_keys += int(measured_keys.sum())
+        answered = sum(r.arms[a].rows for r in results)
+        extra = max(0, min(local, local - keys))
+        cluster["arms"][arm.name] = {"twin": twin, "shape": shape, **({"chunk": chunk} if shape == "in" else {}),
+                                     "requests_sent": sent_all, "queries_sent": queries, "keys_read": keys,
+                                     "rows_answered": answered, "replica_reads": local, "coordinator_reads": coord,
+                                     "speculative_retries": max(0, local - coord),
+                                     "driver_extra_executions": max(0, coord - keys), "extra_reads": extra}
+        failed = sum(r.arms[a].errors + r.arms[a].timeouts for r in results)
+        if answered != rows_keys and not failed:
+            notes.append(f"arm {arm.name}: its answers held {answered} rows of the {rows_keys} keys its measured "
+                         "requests read (every key is in its twin)")
         hist = BlockHistograms(np.asarray(upper or [1.0], dtype=np.float64),
                                np.asarray(counts[a] if upper else np.zeros((len(rows[a]), 1)), dtype=np.int64),
                                job.block_s)

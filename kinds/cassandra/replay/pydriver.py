@@ -1,17 +1,22 @@
 """The Python generator: the same plan, config and result as the Java one, on the DataStax Python driver, for
 deployments whose `driver` is `python`.
 
-Open loop from the calling thread: request i is sent (`Session.execute_async`) at start + offset_i / rate_scale
-(sleeping until `spin_us` before it, spinning the rest), its latency measured from that intended time, the lag
-(actual send - intended) into its own histogram; a send over `max_in_flight` outstanding waits (lag, counted in
-`throttled`). The driver's callbacks record on its event loop's thread. One `Cluster`, one execution profile per
-arm (consistency, request timeout, `ConstantSpeculativeExecutionPolicy(delay, max_executions - 1)`: the Python
-driver counts the extra executions), every profile's load balancing policy a `HostFilterPolicy` that admits only
-the allow-list's endpoints (a node outside it is IGNORED: no connection), token-aware over the local datacenter.
-Statements are prepared per arm and marked idempotent; the plan's values are bound as the bytes they are. The
-client's CPU is `time.process_time` (the driver's threads included), the scheduling thread's `time.thread_time`.
-With `block_s`, each arm's latencies are also kept per block (`result.block_of`), at 2 significant digits. A set
-`stop` event ends the sending at once (GeneratorFailed "cancelled").
+Open loop from the calling thread: request i's queries are sent (`Session.execute_async`, one after the other,
+no answer awaited) at start + offset_i / rate_scale (sleeping until `spin_us` before it, spinning the rest), its
+latency measured from that intended time to its last query's answer (a request fails when any of its queries
+fails: the plan's rule), the lag (actual send - intended) into its own histogram; each query outstanding holds a
+permit of `max_in_flight` (a request of more queries holds them all), and a send short of permits waits (lag,
+counted in `throttled`). The driver's callbacks record on its event loop's thread; the last of a request's
+queries to answer completes it. A page holds 32768 rows (`PAGE_SIZE`): a query's answer is its first page.
+
+One `Cluster`, one execution profile per arm (consistency, request timeout,
+`ConstantSpeculativeExecutionPolicy(delay, max_executions - 1)`: the Python driver counts the extra executions),
+every profile's load balancing policy a `HostFilterPolicy` that admits only the allow-list's endpoints (a node
+outside it is IGNORED: no connection), token-aware over the local datacenter. Statements are prepared per arm and
+marked idempotent; the plan's values are bound as the bytes they are. The client's CPU is `time.process_time` (the
+driver's threads included), the scheduling thread's `time.thread_time`. With `block_s`, each arm's latencies are
+also kept per block (`result.block_of`), at 2 significant digits. A set `stop` event ends the sending at once
+(GeneratorFailed "cancelled").
 """
 
 from __future__ import annotations
@@ -39,14 +44,17 @@ from kinds.cassandra.replay.result import (
     planned_counts,
 )
 
-__all__ = ["run_python"]
+__all__ = ["PAGE_SIZE", "run_python"]
+
+#: Rows per page (the Java generator's): above any query a plan can bind (an IN list of at most 64 KiB).
+PAGE_SIZE = 32768
 
 
 class _Arm:
-    __slots__ = ("blocks", "errors", "kinds", "latency", "ok", "sent", "service", "timeouts")
+    __slots__ = ("blocks", "errors", "kinds", "latency", "ok", "queries", "rows", "sent", "service", "timeouts")
 
     def __init__(self, blocks: int) -> None:
-        self.sent = self.ok = self.errors = self.timeouts = 0
+        self.sent = self.ok = self.errors = self.timeouts = self.queries = self.rows = 0
         self.kinds: dict[str, int] = {}
         self.latency = Histogram()
         self.service = Histogram()
@@ -65,15 +73,18 @@ class _Pass:
         self.failed = 0
         self.abort: str | None = None
         self.sent = 0
+        self.queries = 0
         self.throttled = 0
         self.lost = 0
 
-    def complete(self, a: int, block: int, intended: int, sent_at: int, error: BaseException | None) -> None:
+    def complete(self, a: int, block: int, intended: int, sent_at: int, error: BaseException | None,
+                 rows: int = 0) -> None:
         from cassandra import OperationTimedOut, ReadTimeout, WriteTimeout
 
         done = time.perf_counter_ns()
         with self.lock:
             arm = self.arms[a]
+            arm.rows += rows
             us = min(max(1, (done - intended) // 1000), HIGHEST)
             arm.latency.record(us)
             if block >= 0:
@@ -101,6 +112,17 @@ class _Pass:
                 )
 
 
+class _Join:
+    """One request's queries in flight: the last one to answer completes the request (`_send_all`)."""
+
+    __slots__ = ("a", "block", "error", "intended", "left", "permits", "rows", "sent_at")
+
+    def __init__(self, a: int, block: int, intended: int, sent_at: int, queries: int, permits: int) -> None:
+        self.a, self.block, self.intended, self.sent_at = a, block, intended, sent_at
+        self.left, self.permits, self.rows = queries, permits, 0
+        self.error: BaseException | None = None
+
+
 def _wait_until(deadline: int, spin_ns: int) -> None:
     while True:
         left = deadline - time.perf_counter_ns()
@@ -110,7 +132,8 @@ def _wait_until(deadline: int, spin_ns: int) -> None:
             time.sleep((left - spin_ns) / 1e9)
 
 
-def _send_all(session: Any, plan: Plan, config: GeneratorConfig, bound: list[Callable[[int], Any]], end: int,
+def _send_all(session: Any, plan: Plan, config: GeneratorConfig,
+              bound: list[Callable[[tuple[bytes | None, ...]], Any]], end: int,
               profiles: list[str], blocks: int = 0, stop: threading.Event | None = None
               ) -> tuple[_Pass, int, int, int]:
     """Requests [0, end) open loop from now: (pass, start ns, last send ns, end ns)."""
@@ -118,16 +141,27 @@ def _send_all(session: Any, plan: Plan, config: GeneratorConfig, bound: list[Cal
     slots = threading.BoundedSemaphore(config.max_in_flight)
     spin_ns = config.spin_us * 1000
     ns_per_us = 1000.0 / config.rate_scale
-    offsets, which = plan.offsets_us, plan.arm
+    offsets, which, queries = plan.offsets_us, plan.arm, plan.queries
     lag = run.lag
+    joins = threading.Lock()
 
-    def finish(_: Any, a: int, block: int, intended: int, sent_at: int) -> None:
-        slots.release()
-        run.complete(a, block, intended, sent_at, None)
+    def answered(join: _Join, rows: int, error: BaseException | None) -> None:
+        with joins:
+            join.left -= 1
+            join.rows += rows
+            if error is not None and join.error is None:
+                join.error = error
+            last = join.left == 0
+        if last:
+            # recorded before the permits return: the end of a pass waits for every permit, then reads the records
+            run.complete(join.a, join.block, join.intended, join.sent_at, join.error, join.rows)
+            slots.release(join.permits)
 
-    def fail(error: BaseException, a: int, block: int, intended: int, sent_at: int) -> None:
-        slots.release()
-        run.complete(a, block, intended, sent_at, error)
+    def finish(rows: Any, join: _Join) -> None:
+        answered(join, len(rows) if isinstance(rows, list) else 0, None)
+
+    def fail(error: BaseException, join: _Join) -> None:
+        answered(join, 0, error)
 
     start = time.perf_counter_ns()
     for i in range(end):
@@ -137,23 +171,33 @@ def _send_all(session: Any, plan: Plan, config: GeneratorConfig, bound: list[Cal
             break
         if stop is not None and stop.is_set():
             raise GeneratorFailed("cancelled", "the run was stopped")
-        if not slots.acquire(blocking=False):
+        qs = queries[i]
+        permits = min(len(qs), config.max_in_flight)
+        taken = 0
+        while taken < permits and slots.acquire(blocking=False):
+            taken += 1
+        if taken < permits:
             run.throttled += 1
-            slots.acquire()
+            for _ in range(permits - taken):
+                slots.acquire()
         sent_at = time.perf_counter_ns()
         with run.lock:
             lag.record(min(max(0, sent_at - intended) // 1000, HIGHEST))
         a = which[i]
         block = block_of(offsets[i], config) if blocks else -1
         run.arms[a].sent += 1
+        run.arms[a].queries += len(qs)
         run.sent += 1
-        try:
-            future = session.execute_async(bound[a](i), execution_profile=profiles[a])
-        except Exception as exc:
-            fail(exc, a, block, intended, sent_at)
-            continue
-        args = (a, block, intended, sent_at)
-        future.add_callbacks(finish, fail, callback_args=args, errback_args=args)
+        run.queries += len(qs)
+        join = _Join(a, block, intended, sent_at, len(qs), permits)
+        bind = bound[a]
+        for values in qs:
+            try:
+                future = session.execute_async(bind(values), execution_profile=profiles[a])
+            except Exception as exc:
+                fail(exc, join)
+                continue
+            future.add_callbacks(finish, fail, callback_args=(join,), errback_args=(join,))
     last_send = time.perf_counter_ns()
     waits = max(p.request_timeout_ms * p.speculative_max_executions for p in config.arms) / 1e3 + 10.0
     deadline = time.monotonic() + waits
@@ -218,25 +262,29 @@ def _cluster(config: GeneratorConfig, password: str | None, ignored: set[str]) -
     )
 
 
-def _binders(session: Any, plan: Plan, config: GeneratorConfig, end: int) -> list[Callable[[int], Any]]:
+def _binders(session: Any, plan: Plan, config: GeneratorConfig, end: int
+             ) -> list[Callable[[tuple[bytes | None, ...]], Any]]:
     from cassandra.query import BoundStatement
 
-    out: list[Callable[[int], Any]] = []
+    out: list[Callable[[tuple[bytes | None, ...]], Any]] = []
     for a, arm in enumerate(plan.arms):
         prepared = session.prepare(arm.statement)
         prepared.is_idempotent = True
         markers = len(prepared.column_metadata or ())
         for i in range(end):
-            if plan.arm[i] == a and len(plan.values[i]) != markers:
-                raise GeneratorFailed(
-                    "bad_input",
-                    f"plan request {i} gives {len(plan.values[i])} values to arm {arm.name}'s statement, which "
-                    f"takes {markers}",
-                )
+            if plan.arm[i] != a:
+                continue
+            for values in plan.queries[i]:
+                if len(values) != markers:
+                    raise GeneratorFailed(
+                        "bad_input",
+                        f"plan request {i} gives {len(values)} values to arm {arm.name}'s statement, which "
+                        f"takes {markers}",
+                    )
 
-        def bind(i: int, prepared: Any = prepared) -> Any:
+        def bind(values: tuple[bytes | None, ...], prepared: Any = prepared) -> Any:
             bs = BoundStatement(prepared)
-            bs.values = list(plan.values[i])
+            bs.values = list(values)
             return bs
 
         out.append(bind)
@@ -288,6 +336,7 @@ def run_python(
         except Exception as exc:
             text = str(exc).replace(password, "***") if password else str(exc)
             raise GeneratorFailed("connect", f"{type(exc).__name__}: {text[:1000]}") from None
+        session.default_fetch_size = PAGE_SIZE
         try:
             bound = _binders(session, plan, config, end)
         except GeneratorFailed:
@@ -330,7 +379,7 @@ def run_python(
     with run.lock:
         arms = tuple(
             ArmResult(p.name, planned[a], s.sent, s.ok, s.errors, s.timeouts, dict(s.kinds), s.latency, s.service,
-                      tuple(s.blocks))
+                      tuple(s.blocks), s.queries, s.rows)
             for a, (p, s) in enumerate(zip(plan.arms, run.arms, strict=True))
         )
     sending = (last_send - start) / 1e9
@@ -341,6 +390,7 @@ def run_python(
         arms=arms,
         lag=run.lag,
         sent=run.sent,
+        queries=run.queries,
         throttled=run.throttled,
         lost=run.lost,
         wall_s=(ended - start) / 1e9,

@@ -10,10 +10,11 @@ the Java generator prints it.
 ```
 {"generator": "java-driver-core-4.19.0" | "python-cassandra-driver-<version>",
  "status": "ok" | "aborted", "reason": text (aborted only),
- "arms": [{"name", "planned", "sent", "ok", "errors", "timeouts", "error_kinds": {exception class: count},
+ "arms": [{"name", "planned", "sent", "queries", "rows",  # requests; their queries sent; rows answered
+           "ok", "errors", "timeouts", "error_kinds": {exception class: count},
            "latency": H, "service": H,                # in the plan's arm order
            "blocks": [B, ...]}, ...],                  # with block_s: one per block (`planned_blocks`), else []
- "lag": H, "sent", "throttled", "lost",
+ "lag": H, "sent", "queries", "throttled", "lost",
  "wall_s", "send_s", "intended_s", "achieved_rate",   # achieved_rate = sent / send_s
  "cpu_s", "cpu_us_per_request",                      # of the measured run (not the warm-up): the process's
  "scheduler_cpu_s", "threads_cpu_s",                  # the scheduling thread's; the Java threads' (the JIT
@@ -25,11 +26,14 @@ H = {"unit": "us", "count", "min", "max", "mean", "p50", "p90", "p95", "p99", "p
 B = {"count", "encoded": base64}                      # the block's latencies at 2 significant digits
 ```
 
-`latency` is measured from the request's intended send time (the plan's offset, scaled) to its completion, for
-every completed request whatever its outcome (a timeout is the application's wait too); `service` from the actual
-send. `lag` is actual send - intended send, every request. A block's histogram holds the `latency` of the arm's
-requests intended in that block (`block_of`); an arm's blocks add up to its `latency`. A failed error is a count by
-exception class name, never its message (which could carry what a server said).
+`latency` is measured from the request's intended send time (the plan's offset, scaled) to its completion (its
+last query's answer), for every completed request whatever its outcome (a timeout is the application's wait too);
+`service` from the actual send. `ok`, `errors`, `timeouts` count requests (a request with a failed query is an
+error or a timeout, as the first of its queries to fail); `queries` the queries of the requests sent (a finished
+run: the plan's), `rows` the rows their answers held (each query's first page, which holds every row the plan's
+queries can ask for). `lag` is actual send - intended send, every request. A block's histogram holds the
+`latency` of the arm's requests intended in that block (`block_of`); an arm's blocks add up to its `latency`. A
+failed error is a count by exception class name, never its message (which could carry what a server said).
 """
 
 from __future__ import annotations
@@ -59,6 +63,7 @@ __all__ = [
     "parse_result",
     "planned_blocks",
     "planned_counts",
+    "planned_queries",
     "summarize",
 ]
 
@@ -114,6 +119,9 @@ class ArmResult:
     service: Histogram
     #: The latencies per block of `block_s` (empty without blocks).
     blocks: tuple[Histogram, ...] = ()
+    #: The queries of the requests sent, and the rows their answers held.
+    queries: int = 0
+    rows: int = 0
 
 
 @dataclass(frozen=True)
@@ -146,6 +154,8 @@ class GeneratorResult:
     nodes: tuple[NodeSeen, ...]
     ignored: tuple[str, ...]
     settings: Mapping[str, float]
+    #: The queries of the requests sent.
+    queries: int = 0
 
     @property
     def cpu_us_per_request(self) -> float:
@@ -182,6 +192,8 @@ class GeneratorResult:
                 "name": a.name,
                 "planned": a.planned,
                 "sent": a.sent,
+                "queries": a.queries,
+                "rows": a.rows,
                 "ok": a.ok,
                 "errors": a.errors,
                 "timeouts": a.timeouts,
@@ -193,7 +205,7 @@ class GeneratorResult:
             for a in self.arms
         ]
         out["lag"] = hist(self.lag)
-        for name in ("sent", "throttled", "lost", "wall_s", "send_s", "intended_s", "achieved_rate", "cpu_s",
+        for name in ("sent", "queries", "throttled", "lost", "wall_s", "send_s", "intended_s", "achieved_rate", "cpu_s",
                      "cpu_us_per_request", "scheduler_cpu_s", "threads_cpu_s", "gc_count", "gc_ms"):
             out[name] = getattr(self, name)
         out["nodes"] = [
@@ -237,6 +249,11 @@ def planned_counts(plan: Plan, config: GeneratorConfig) -> list[int]:
         if offset / 1e6 / config.rate_scale < limit:
             out[a] += 1
     return out
+
+
+def planned_queries(plan: Plan, config: GeneratorConfig) -> list[int]:
+    """Queries per arm a run of `plan` under `config` sends (those of `planned_counts`' requests)."""
+    return plan.query_counts(sum(planned_counts(plan, config)))
 
 
 # --- reading the JVM's line ----------------------------------------------------------------------------------
@@ -303,7 +320,7 @@ def _blocks(obj: Mapping[str, Any], plan_name: str, blocks: int) -> tuple[Histog
     return tuple(out)
 
 
-def _arm(obj: Any, plan_name: str, planned: int, blocks: int = 0) -> ArmResult:
+def _arm(obj: Any, plan_name: str, planned: int, blocks: int = 0, queries: int = 0) -> ArmResult:
     if not isinstance(obj, dict):
         raise _bad("an arm is not an object")
     if obj.get("name") != plan_name:
@@ -312,6 +329,10 @@ def _arm(obj: Any, plan_name: str, planned: int, blocks: int = 0) -> ArmResult:
     if got_planned != planned:
         raise _bad(f"arm {plan_name}: planned {got_planned}, the plan gives it {planned}")
     sent = _int(obj, "sent", planned)
+    sent_queries = _int(obj, "queries", queries)
+    if sent_queries < sent:
+        raise _bad(f"arm {plan_name}: {sent_queries} queries for {sent} requests")
+    rows = _int(obj, "rows", 1 << 50)
     ok, errors, timeouts = (_int(obj, k, sent) for k in ("ok", "errors", "timeouts"))
     if ok + errors + timeouts > sent:
         raise _bad(f"arm {plan_name}: more outcomes than requests sent")
@@ -331,7 +352,8 @@ def _arm(obj: Any, plan_name: str, planned: int, blocks: int = 0) -> ArmResult:
     if per_block and sum(h.total for h in per_block) != latency.total:
         raise _bad(f"arm {plan_name}: its blocks count {sum(h.total for h in per_block)}, its latency "
                    f"{latency.total}")
-    return ArmResult(plan_name, planned, sent, ok, errors, timeouts, kinds, latency, service, per_block)
+    return ArmResult(plan_name, planned, sent, ok, errors, timeouts, kinds, latency, service, per_block,
+                     sent_queries, rows)
 
 
 def _node(obj: Any) -> NodeSeen:
@@ -389,15 +411,22 @@ def parse_result(raw: bytes, plan: Plan, config: GeneratorConfig) -> GeneratorRe
     if not isinstance(arms_raw, list) or len(arms_raw) != len(plan.arms):
         raise _bad(f"not {len(plan.arms)} arms")
     planned = planned_counts(plan, config)
+    queries = plan.query_counts(sum(planned))
     blocks = planned_blocks(plan, config)
-    arms = tuple(_arm(a, p.name, n, blocks) for a, p, n in zip(arms_raw, plan.arms, planned, strict=True))
+    arms = tuple(_arm(a, p.name, n, blocks, q)
+                 for a, p, n, q in zip(arms_raw, plan.arms, planned, queries, strict=True))
     sent = _int(obj, "sent", len(plan))
     if sent != sum(a.sent for a in arms):
         raise _bad("its total sent is not its arms' sum")
+    sent_queries = _int(obj, "queries", sum(queries))
+    if sent_queries != sum(a.queries for a in arms):
+        raise _bad("its total queries is not its arms' sum")
     lost = _int(obj, "lost", sent)
     if status == "ok":
         if sent != sum(planned):
             raise _bad(f"a finished run sent {sent} of {sum(planned)} requests")
+        if [a.queries for a in arms] != queries:
+            raise _bad(f"a finished run sent {[a.queries for a in arms]} queries per arm, the plan {queries}")
         done = sum(a.ok + a.errors + a.timeouts for a in arms)
         if done + lost != sent:
             raise _bad(f"{done} outcomes and {lost} lost of {sent} requests sent")
@@ -446,4 +475,5 @@ def parse_result(raw: bytes, plan: Plan, config: GeneratorConfig) -> GeneratorRe
         nodes=nodes,
         ignored=ignored,
         settings=settings,
+        queries=sent_queries,
     )

@@ -1,7 +1,9 @@
 """Both generators against the test session's real Cassandra node: a small plan over two twin tables (one arm
 hedging with speculative executions) comes back counted per arm as planned, measured, and through the allowed
-node only; a run outside its allow-list or its sandbox is refused; errors past the fraction abort it. No timing
-is asserted: only what must hold whatever the machine's speed."""
+node only; a plan of multigets (IN chunks and per-partition queries) has every query answered, every row there,
+and the node executed exactly the plan's queries and read exactly its keys; a version 1 plan still runs; a run
+outside its allow-list or its sandbox is refused; errors past the fraction abort it. No timing is asserted: only
+what must hold whatever the machine's speed."""
 
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ import pytest
 from base.jvm_sandbox import sandbox_options
 from kinds.cassandra.replay.config import ArmProfile, ConfigError, Endpoint, GeneratorConfig
 from kinds.cassandra.replay.generator import GeneratorAborted, GeneratorFailed, run
-from kinds.cassandra.replay.plan import Plan, PlanArm, encode_value, write_plan
+from kinds.cassandra.replay.plan import Plan, PlanArm, encode_list, encode_value, write_plan
 
 pytestmark = pytest.mark.slow
 
@@ -87,6 +89,118 @@ def test_a_plan_runs_through_the_real_driver(keyspace, driver):
         (f"{node.host}:{node.port}", "LOCAL")
     ]
     assert result.ignored == ()
+
+
+def _multigets(ks: str, n: int = 240) -> tuple[Plan, list[int], list[int]]:
+    """Arm base: `IN ?` chunks of 3 keys of table a; arm hedge: one `k = ?` query per key of table b. Request i
+    reads 1 + i % 7 distinct keys of k0..k49 (k40..k49 absent), dealt in blocks of 10. Returns the plan and each
+    request's count of keys, and of keys present."""
+    arms = (PlanArm("base", f"SELECT k, v FROM {ks}.a WHERE k IN ?"),
+            PlanArm("hedge", f"SELECT k, v FROM {ks}.b WHERE k = ?"))
+    requests, read, present = [], [], []
+    for i in range(n):
+        keys = [f"k{(i * 7 + j * 11) % 50}" for j in range(1 + i % 7)]
+        a = (i // 10) % 2
+        queries = ([[encode_list("text", keys[j : j + 3])] for j in range(0, len(keys), 3)] if a == 0
+                   else [[encode_value("text", k)] for k in keys])
+        requests.append((i * 1000, a, queries))
+        read.append(len(keys))
+        present.append(sum(1 for k in keys if int(k[1:]) < 40))
+    return Plan.multi(arms, requests), read, present
+
+
+def _node_counts(session: Any, ks: str) -> dict[str, int]:
+    """The node's prepared statements executed, and its coordinator reads of tables a and b."""
+    out = {"executed": int(next(r.value for r in session.execute("SELECT name, value FROM system_views.cql_metrics")
+                                if r.name == "prepared_statements_executed"))}
+    for t in ("a", "b"):
+        row = session.execute("SELECT count FROM system_views.coordinator_read_latency WHERE keyspace_name = %s "
+                              "AND table_name = %s", (ks, t)).one()
+        out[t] = int(row.count) if row is not None else 0
+    return out
+
+
+@pytest.mark.parametrize("driver", DRIVERS)
+def test_multigets_run_as_in_chunks_and_per_partition_queries(keyspace, driver):
+    """Every request's queries are sent and answered, its rows all there (the absent keys' missing); the node
+    executed exactly the plan's queries (warm-up included) and its coordinator read exactly the plan's keys of each
+    table. `IN ?` has no routing key (the server names no partition-key marker for it), `k = ?` has one."""
+    from cassandra.cluster import Cluster
+
+    node, ks, dc = keyspace
+    plan, keys_of, present = _multigets(ks)
+    config = _config(node, dc, ks, driver)
+    plain = replace(config.arms[1], speculative_class="NoSpeculativeExecutionPolicy", speculative_max_executions=1,
+                    speculative_delay_ms=0, slow_replica_avoidance=False)
+    config = replace(config, arms=(config.arms[0], plain), warmup_s=0.03)  # exact counts: no hedging
+    warm = sum(1 for o in plan.offsets_us if o / 1e6 < config.warmup_s)
+    cluster = Cluster([node.host], port=node.port)
+    session = cluster.connect()
+    try:
+        assert not session.prepare(f"SELECT k, v FROM {ks}.a WHERE k IN ?").routing_key_indexes
+        assert session.prepare(f"SELECT k, v FROM {ks}.b WHERE k = ?").routing_key_indexes == [0]
+        before = _node_counts(session, ks)
+        result = run(driver, plan, config)
+        after = _node_counts(session, ks)
+    finally:
+        cluster.shutdown()
+    assert result.status == "ok"
+    per_arm_present = [0, 0]
+    for i, a in enumerate(plan.arm):
+        per_arm_present[a] += present[i]
+    for a, arm in enumerate(result.arms):
+        assert arm.sent == arm.ok == arm.planned == plan.counts()[a] and arm.errors == arm.timeouts == 0
+        assert arm.queries == plan.query_counts()[a] and arm.latency.total == arm.planned
+        assert arm.rows == per_arm_present[a]
+    assert result.queries == sum(plan.query_counts()) > len(plan)
+    sent = sum(plan.query_counts()) + sum(plan.query_counts(warm))
+    assert after["executed"] - before["executed"] == sent
+    for a, table in enumerate(("a", "b")):
+        read = sum(k for i, k in enumerate(keys_of) if plan.arm[i] == a)
+        read_warm = sum(k for i, k in enumerate(keys_of[:warm]) if plan.arm[i] == a)
+        assert after[table] - before[table] == read + read_warm, table
+
+
+@pytest.mark.parametrize("driver", DRIVERS)
+def test_a_multiget_with_one_failing_query_fails_as_one_request(keyspace, driver):
+    """Arm base's requests are three queries of table n (int keys), the middle one binding three bytes the node
+    refuses: each request is one error, its three queries all sent; arm hedge's are untouched."""
+    node, ks, dc = keyspace
+    arms = (PlanArm("base", f"SELECT k, v FROM {ks}.n WHERE k = ?"),
+            PlanArm("hedge", f"SELECT k, v FROM {ks}.a WHERE k = ?"))
+    bad: list[list[bytes | None]] = [[encode_value("int", 1)], [b"abc"], [encode_value("int", 2)]]
+    good: list[list[bytes | None]] = [[b"k1"], [b"k2"]]
+    plan = Plan.multi(arms, [(i * 1000, i % 2, bad if i % 2 == 0 else good) for i in range(40)])
+    config = replace(_config(node, dc, ks, driver), max_error_fraction=1.0, warmup_s=0)
+    result = run(driver, plan, config)
+    base, hedge = result.arm("base"), result.arm("hedge")
+    assert (base.sent, base.queries, base.errors, base.ok, base.timeouts) == (20, 60, 20, 0, 0)
+    assert (hedge.sent, hedge.queries, hedge.ok, hedge.errors, hedge.rows) == (20, 40, 20, 0, 40)
+    assert base.latency.total == 20 and sum(base.error_kinds.values()) == 20
+
+
+def test_the_java_generator_still_runs_a_version_1_plan(keyspace, tmp_path):
+    node, ks, dc = keyspace
+    config = _config(node, dc, ks, "java4").to_json()
+    plan = _plan(ks, 60)
+    h = json.dumps({"format": "tailtune-replay-plan", "version": 1, "requests": len(plan),
+                    "arms": [{"name": a.name, "statement": a.statement} for a in plan.arms]}).encode()
+    raw = [b"TTPLAN1\n", len(h).to_bytes(4, "big"), h]
+    for offset, a, qs in zip(plan.offsets_us, plan.arm, plan.queries, strict=True):
+        (values,) = qs
+        raw.append(offset.to_bytes(8, "big") + a.to_bytes(2, "big") + len(values).to_bytes(2, "big"))
+        raw.extend(len(v).to_bytes(4, "big") + v for v in values if v is not None)
+    (tmp_path / "v1.bin").write_bytes(b"".join(raw))
+    from kinds.cassandra.replay.jvm import build
+
+    classes, lib = build()
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    r = subprocess.run(["java", *sandbox_options([(node.host, node.port)]), "-cp", f"{classes}:{lib}/*", "Generator",
+                        str(tmp_path / "v1.bin"), str(tmp_path / "config.json")], capture_output=True, text=True,
+                       timeout=300, check=False)
+    assert r.returncode == 0, r.stdout[-500:]
+    out = json.loads(r.stdout)
+    assert [(a["sent"], a["ok"], a["queries"]) for a in out["arms"]] == [(30, 30, 30), (30, 30, 30)]
 
 
 @pytest.mark.parametrize("driver", DRIVERS)

@@ -1,8 +1,9 @@
 """`tailtune replay` against the test session's real single Cassandra node (RF 1): NEVER, ALWAYS and 99p run
-concurrently on twin tables, the replay says a single RF-1 node cannot speculate, the twins are gone afterwards
-and the user's table is untouched; a dead run's twins are swept by the next run; a deployment without
-replay_allowed is refused before anything is sent. Seconds of replay in blocks of 0.5 s: the comparisons are
-refused (too few, too short blocks) as tuner.fidelity refuses them. No timing is asserted (the lag limit is set
+concurrently on twin tables, the replay says a single RF-1 node cannot speculate, the twins are gone afterwards and
+the user's table is untouched; a dead run's twins are swept by the next run; a deployment without replay_allowed is
+refused before anything is sent; arms that differ only in their multiget's shape or chunk run concurrently, each
+request sent as its arm's IN chunks or per-partition queries. Seconds of replay in blocks of 0.5 s: the comparisons
+are refused (too few, too short blocks) as tuner.fidelity refuses them. No timing is asserted (the lag limit is set
 out of the way: a loaded test machine lags)."""
 
 from __future__ import annotations
@@ -50,8 +51,9 @@ def _deployment(settings: Settings, name: str, node: Any, table: str, *, allowed
 @pytest.fixture
 def shop(cassandra_node: Any, tailtune_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
          ) -> Iterator[dict[str, Any]]:
-    """The user's keyspace and table (speculative_retry 50p, 5 rows), a dataset of 900 one-key reads 3 ms apart,
-    and two deployments of the node: `shop` (replay_allowed by an admin) and `closed` (not allowed)."""
+    """The user's keyspace and table (speculative_retry 50p, 5 rows), a dataset of 900 one-key reads 3 ms apart, one
+    of 600 multigets 4 ms apart (request i: 1 + i % 6 distinct keys), and deployments of the node: `shop`
+    (replay_allowed by an admin), `closed` (not allowed), `pyshop` (the Python driver)."""
     from ingest.pipeline import ingest_file
 
     monkeypatch.setenv("TAILTUNE_REPLAY_WARMUP_S", "1")
@@ -68,11 +70,16 @@ def shop(cassandra_node: Any, tailtune_home: Path, tmp_path: Path, monkeypatch: 
     path.write_text("request_id,ts,key,value_size\n" + "".join(
         f"{i},{i * 0.003:.6f},k{(i * 7) % 100},{50 + i % 200}\n" for i in range(900)))
     dataset = ingest_file(path, settings=settings).id
+    path = tmp_path / "multigets.csv"
+    path.write_text("request_id,ts,key,value_size\n" + "".join(
+        f"{i},{i * 0.004:.6f},k{(i * 13 + j * 17) % 100},{60 + j}\n" for i in range(600) for j in range(1 + i % 6)))
+    multigets = ingest_file(path, settings=settings).id
     _deployment(settings, "shop", cassandra_node, f"{ks}.items", allowed=True)
     _deployment(settings, "closed", cassandra_node, f"{ks}.items", allowed=False)
     _deployment(settings, "pyshop", cassandra_node, f"{ks}.items", allowed=True, driver="python")
     try:
-        yield {"node": cassandra_node, "ks": ks, "dataset": dataset, "session": session, "settings": settings}
+        yield {"node": cassandra_node, "ks": ks, "dataset": dataset, "multigets": multigets, "session": session,
+               "settings": settings}
     finally:
         session.execute(f"DROP KEYSPACE IF EXISTS {ks}")
         cluster.shutdown()
@@ -145,7 +152,8 @@ def test_a_dead_runs_twins_are_swept_and_current_is_the_users_table(shop: dict[s
                    duration_s=1.0, block_s=0.5, settings=settings)
     doc = caught.value.report.as_dict()
     assert doc["generator"]["lag_ok"] is False
-    assert doc["arms"][0]["config"] == {"policy": "stock", "params": {"speculative_retry": "50p"}}
+    assert doc["arms"][0]["config"] == {"policy": "stock", "params": {"speculative_retry": "50p",
+                                                                       "multiget.shape": "in", "multiget.chunk": 0}}
     assert any("r_deadbeef0001_0" in n and "did not finish" in n for n in doc["notes"])
     assert _scratch_tables(session) == ["runs"]
 
@@ -171,4 +179,39 @@ def test_a_python_driver_deployment_replays_on_the_python_driver_with_a_profile_
     plain, hedged = doc["cluster"]["arms"]["PLAIN"], doc["cluster"]["arms"]["HEDGE"]
     assert plain["driver_extra_executions"] == 0 and hedged["driver_extra_executions"] >= 0
     assert all(doc["observed"][a]["errors"] == 0 for a in ("PLAIN", "HEDGE"))
+    assert _scratch_tables(shop["session"]) == ["runs"]
+
+
+def test_arms_that_differ_only_in_their_multiget_shape_run_concurrently(shop: dict[str, Any]) -> None:
+    """All keys in one IN, IN chunks of 2 keys, one query per key: three arms of one stream on twin tables. Each
+    request is sent as its arm's queries; the node read every key of every request once (RF 1), whatever the
+    shape; every key's row came back; the model replays the same multigets."""
+    settings = shop["settings"]
+    arms = [("ALL", "stock:multiget.chunk=0"), ("TWO", "stock:multiget.chunk=2"),
+            ("PP", "stock:multiget.shape=per-partition")]
+    report = run_replay("shop", shop["multigets"], arms, duration_s=2.0, block_s=0.5, settings=settings)
+    doc = report.as_dict()
+    assert [(a["name"], a["mode"]) for a in doc["arms"]] == [("ALL", "concurrent"), ("TWO", "concurrent"),
+                                                            ("PP", "concurrent")]
+    params = [a["config"]["params"] for a in doc["arms"]]
+    assert [(p["multiget.shape"], p.get("multiget.chunk")) for p in params] == [("in", 0), ("in", 2),
+                                                                                ("per-partition", None)]
+    cluster = doc["cluster"]["arms"]
+    assert [cluster[a]["shape"] for a in ("ALL", "TWO", "PP")] == ["in", "in", "per-partition"]
+    # request i reads 1 + i % 6 keys; 2 s measured (i < 500) after a warm-up of the first 1 s (i < 250)
+    keys = sum(1 + i % 6 for i in range(500)) + sum(1 + i % 6 for i in range(250))
+    assert sum(a["keys_read"] for a in cluster.values()) == keys
+    assert sum(a["requests_sent"] for a in cluster.values()) == 750
+    for name, a in cluster.items():
+        # RF 1: each key is one coordinator read and one replica read, whatever the shape
+        assert a["coordinator_reads"] == a["replica_reads"] == a["keys_read"], name
+        assert a["extra_reads"] == a["driver_extra_executions"] == 0, name
+    assert cluster["ALL"]["queries_sent"] == cluster["ALL"]["requests_sent"]
+    assert cluster["TWO"]["requests_sent"] < cluster["TWO"]["queries_sent"] < cluster["TWO"]["keys_read"]
+    assert cluster["PP"]["queries_sent"] == cluster["PP"]["keys_read"]
+    measured = [doc["observed"][a]["requests"] for a in ("ALL", "TWO", "PP")]
+    assert sum(measured) == 500 and max(measured) - min(measured) <= 1
+    assert all(doc["observed"][a]["errors"] == doc["observed"][a]["timeouts"] == 0 for a in doc["observed"])
+    assert not any("rows of the" in n or "replayed as a read of its own" in n for n in doc["notes"])
+    assert set(doc["predicted"]) == {"ALL", "TWO", "PP"}
     assert _scratch_tables(shop["session"]) == ["runs"]

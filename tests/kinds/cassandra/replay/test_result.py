@@ -27,7 +27,9 @@ from kinds.cassandra.replay.result import (
 
 NODE = Endpoint("127.0.0.1", 9042)
 CONFIG = GeneratorConfig((NODE,), (NODE,), "dc1", (ArmProfile("a"), ArmProfile("b")))
-PLAN = Plan.of((PlanArm("a", "SELECT 1"), PlanArm("b", "SELECT 1")), [(i * 100, i % 2, []) for i in range(10)])
+# arm a's requests are multigets of two queries, arm b's of one
+PLAN = Plan.multi((PlanArm("a", "SELECT 1"), PlanArm("b", "SELECT 1")),
+                  [(i * 100, i % 2, [[]] * (2 - i % 2)) for i in range(10)])
 
 
 def _hist(values: list[int]) -> Histogram:
@@ -40,14 +42,15 @@ def _hist(values: list[int]) -> Histogram:
 def good() -> dict[str, Any]:
     arms = tuple(
         ArmResult(name, 5, 5, 4, 1, 0, {"InvalidQueryException": 1}, _hist([100, 200, 300, 400, 5000]),
-                  _hist([90, 190, 290, 390, 4990]))
-        for name in ("a", "b")
+                  _hist([90, 190, 290, 390, 4990]), (), queries, queries - 1)
+        for name, queries in (("a", 10), ("b", 5))
     )
     result = GeneratorResult(
         generator="java-driver-core-4.19.0", status="ok", reason=None, arms=arms, lag=_hist([1] * 9 + [2000]),
         sent=10, throttled=0, lost=0, wall_s=0.01, send_s=0.009, intended_s=0.0009, achieved_rate=1111.1,
         cpu_s=0.002, scheduler_cpu_s=0.001, threads_cpu_s=0.0015, gc_count=0, gc_ms=0,
         nodes=(NodeSeen("127.0.0.1:9042", "dc1", "LOCAL", 1),), ignored=(), settings={"timer_tick_ms": 1.0},
+        queries=15,
     )
     return result.to_json()
 
@@ -60,6 +63,7 @@ def parse(doc: Any) -> GeneratorResult:
 def test_a_good_result_is_read():
     r = parse(good())
     assert [a.ok for a in r.arms] == [4, 4] and r.arm("b").errors == 1
+    assert [(a.queries, a.rows) for a in r.arms] == [(10, 9), (5, 4)] and r.queries == 15
     assert r.arm("a").latency.value_at_percentile(99) == 5003
     assert r.cpu_us_per_request == pytest.approx(200.0)
     r.require_lag(2500)
@@ -100,6 +104,11 @@ HOSTILE = {
     "too many kinds": ("arms.0.error_kinds", {f"E{i}": 0 for i in range(17)}),
     "status": ("status", "fine"),
     "sent sum": ("sent", 9),
+    "queries over the plan's": ("arms.1.queries", 6),
+    "queries short of the plan's": ("arms.0.queries", 9),
+    "queries sum": ("queries", 14),
+    "queries missing": ("arms.0.queries", _DELETE),
+    "rows negative": ("arms.0.rows", -1),
     "outside node contacted": ("nodes", [{"endpoint": "10.9.9.9:9042", "datacenter": "dc1", "distance": "LOCAL",
                                           "open_connections": 1}]),
     "distance": ("nodes.0.distance", "NEAR"),
