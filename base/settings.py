@@ -461,6 +461,12 @@ class Settings(BaseSettings):
         "replay (warm-up included): a replay whose trace, scaled, would send more is refused before anything is "
         "sent.",
     )
+    replay_max_key_rate: float = Field(
+        default=20000.0, gt=0.0,
+        description="Most keys per second the live replay's requests read, over any one second of the replay "
+        "(warm-up included; a multiget of n keys counts n — each a partition read on Cassandra, a key fetched on "
+        "memcached): a replay whose trace, scaled, would read more is refused before anything is sent.",
+    )
     replay_max_error_fraction: float = Field(
         default=0.01, ge=0.0, le=1.0,
         description="The live replay stops sending once the errors and timeouts exceed this fraction of its "

@@ -560,6 +560,12 @@ def run_replay(
             f"the trace at rate scale {scale:.4g} sends up to {peak:.0f} requests in one second, over "
             f"TAILTUNE_REPLAY_MAX_RATE ({settings.replay_max_rate:g}/s)",
             hint="a lower --rate-scale or --load, or an operator's higher TAILTUNE_REPLAY_MAX_RATE")
+    keys_peak = sent_trace.peak_key_rate(scale)
+    if keys_peak > settings.replay_max_key_rate:
+        raise ReplayRefused(
+            f"the trace at rate scale {scale:.4g} reads up to {keys_peak:.0f} keys in one second, over "
+            f"TAILTUNE_REPLAY_MAX_KEY_RATE ({settings.replay_max_key_rate:g}/s)",
+            hint="a lower --rate-scale or --load, or an operator's higher TAILTUNE_REPLAY_MAX_KEY_RATE")
     warmup = min(settings.replay_warmup_s, measured)
     run_id = f"{int(time.time()):x}{uuid.uuid4().hex[:6]}"
     job = ReplayJob(

@@ -161,6 +161,16 @@ class ReplayTrace:
         ends = np.searchsorted(t, t + 1_000_000, side="left")
         return float(np.max(ends - np.arange(t.size)))
 
+    def peak_key_rate(self, rate_scale: float) -> float:
+        """The most keys the requests intended within one second (scaled) read, over every window starting at a
+        request (a multiget of n keys counts n)."""
+        if self.requests == 0:
+            return 0.0
+        t = np.round(self.offsets_us / rate_scale).astype(np.int64)
+        ends = np.searchsorted(t, t + 1_000_000, side="left")
+        offsets = np.asarray(self.key_offsets, dtype=np.int64)
+        return float(np.max(offsets[ends] - offsets[: t.size]))
+
     def to_table(self, rate_scale: float) -> Any:
         """The requests as a canonical table (`request_id`, `ts` scaled, `key`, `value_size`): what the model
         replays."""

@@ -127,6 +127,20 @@ def test_a_rate_over_the_cap_is_refused_before_anything_is_sent(settings: Settin
         run_replay("shop", dataset, ARMS, settings=settings, block_s=0.5)  # port 1: nothing listens there
 
 
+def test_a_multiget_trace_reading_more_keys_than_the_cap_is_refused(settings: Settings, tmp_path: Path) -> None:
+    """100 requests a second under the request cap, each of 8 keys: 800 keys a second, over a key cap of 500."""
+    from ingest.pipeline import ingest_file
+
+    path = tmp_path / "multi.csv"
+    path.write_text("request_id,ts,key,value_size\n" + "".join(f"{i},{i * 0.01:.6f},k{(i * 8 + j) % 90},64\n"
+                                                                 for i in range(300) for j in range(8)))
+    dataset = ingest_file(path, settings=settings).id
+    _deployment(settings, "shop")
+    settings.replay_max_key_rate = 500.0
+    with pytest.raises(ReplayRefused, match=r"reads up to 800 keys in one second, over TAILTUNE_REPLAY_MAX_KEY_RATE"):
+        run_replay("shop", dataset, ARMS, settings=settings, block_s=0.5)
+
+
 def test_load_needs_a_calibrated_capacity(settings: Settings, dataset: str) -> None:
     _deployment(settings, "shop")
     with pytest.raises(ReplayRefused, match="calibrated capacity") as caught:
