@@ -1,5 +1,8 @@
-"""Compiling a small Java program of tailtune's once, against a folder of jars: the full query log's reader and the
-live replay's load generator use it.
+"""Compiling a small Java program of tailtune's once, against a folder of jars: the full query log's reader, the
+live replay's load generator and the JMX client use it.
+
+`cache_root()` is where the compiled programs and their jars are kept (`TAILTUNE_GENERATOR_CACHE`, else
+`~/.cache/tailtune/replay-generator`).
 
 `compile_once(source, lib, out, ...)` compiles `source` with `javac` against every jar of `lib` into `out`, unless
 `out` already holds the main class: the folder's name carries the digest of what it was built from (the caller's
@@ -9,6 +12,7 @@ into place, so a process that finds `out` finds it whole; two processes building
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import tempfile
@@ -17,9 +21,15 @@ from pathlib import Path
 
 from base.errors import TailtuneError
 
-__all__ = ["compile_once"]
+__all__ = ["cache_root", "compile_once"]
 
 _JDK_HINT = "apt-get install openjdk-17-jdk-headless (scripts/setup.sh installs it)"
+
+
+def cache_root() -> Path:
+    """Where the compiled programs and their jars are kept (module doc)."""
+    base = os.environ.get("TAILTUNE_GENERATOR_CACHE")
+    return Path(base) if base else Path.home() / ".cache" / "tailtune" / "replay-generator"
 
 
 def compile_once(

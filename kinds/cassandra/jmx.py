@@ -30,7 +30,7 @@ from types import TracebackType
 from typing import Final
 
 from base.errors import TailtuneError
-from base.javac import compile_once
+from base.javac import cache_root, compile_once
 from control.egress import Egress
 
 __all__ = ["DEFAULT_JMX_PORT", "MAX_LINE", "JmxFailed", "JmxSession", "compiled"]
@@ -50,8 +50,6 @@ class JmxFailed(TailtuneError):
 
 def compiled() -> Path:
     """The folder of the compiled `Jmx` (compiled the first time; `generator build` does it at setup)."""
-    from kinds.cassandra.replay.jvm import cache_root
-
     root = cache_root()
     empty = root / "jdk-only"
     empty.mkdir(parents=True, exist_ok=True)

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Final
 
 from base.errors import TailtuneError
-from base.javac import compile_once
+from base.javac import cache_root, compile_once
 from control.egress import Egress
 from kinds.cassandra.replay.config import ConfigError, GeneratorConfig
 from kinds.cassandra.replay.plan import Plan, write_plan
@@ -56,9 +56,6 @@ PASSWORD_ENV: Final = "TAILTUNE_GENERATOR_PASSWORD"
 JVM_OPTIONS: Final = ("-XX:+UseG1GC", "-XX:TieredStopAtLevel=1", "-Dio.netty.tryReflectionSetAccessible=true")
 
 
-def cache_root() -> Path:
-    base = os.environ.get("TAILTUNE_GENERATOR_CACHE")
-    return Path(base) if base else Path.home() / ".cache" / "tailtune" / "replay-generator"
 
 
 def _digest(*parts: bytes) -> str:
