@@ -479,6 +479,13 @@ class Settings(BaseSettings):
         default=1024, ge=1, le=1 << 20,
         description="Most requests the live replay's generator keeps outstanding; a send past it waits (lag).",
     )
+    replay_memcached_max_fill: float = Field(
+        default=0.9, gt=0.0, le=1.0,
+        description="Most of each memcached server's memory (`limit_maxbytes`, less the bytes its items already "
+        "hold) the live replay's scratch keys may take, all arms together, counted in memcached's slab pages: a "
+        "replay whose scratch would not fit is refused before anything is written (memcached would evict scratch "
+        "keys, or the server's own items, and the answers would be wrong), naming the longest --duration that fits.",
+    )
     #: This process's own scratch folder under home/tmp, once `control.scratch.claim_scratch` made it
     #: (not an environment variable): what a killed process leaves there is swept by the next start-up.
     _scratch: Path | None = PrivateAttr(default=None)
