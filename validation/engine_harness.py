@@ -10,13 +10,23 @@ docs/replay.md) share: a throw-away deployment around real servers, and the repo
 * `register(settings, body)`: a deployment created as an admin creates it (`replay_allowed` is admin-only:
   `control.grants`), its id.
 * `discover(settings, id)`, `calibrate(settings, id)`: the product's discovery and calibration of it
-  (`control.discovery.discover_deployment`, `control.calibration.calibrate_deployment`), their findings.
+  (`control.discovery.discover_deployment`, `control.calibration.calibrate_deployment`), their findings;
+  `stored_model(settings, id)`: the model they stored.
 * `cassandra_deployment(settings, nodes, ...)`: the user's keyspace and table created on real nodes, and the
   deployment of them registered (contact point node 1, `tables` that table).
 * `replay(name, dataset, arms, ...)`: `run_replay` with a progress line on stderr; a run refused for its
   generator's lag (`LagTooHigh`) is kept, with the reason in `notes` (the scripts print the lag beside it).
 * `print_report(doc)`: the report as a markdown table (observed and predicted per arm, the kind's counters per arm,
   each comparison with its interval or why there is none, the generator's rate and lag).
+* Cassandra's variants as arms: `stock_arms(variants)` — each `speculative_retry` value an arm (`arm_name`: the
+  value with what an arm name cannot hold replaced), its SPEC `stock:speculative_retry=V,multiget.shape=in` (a
+  multiget is one `SELECT ... WHERE k IN ?`, as the scripts read); `flattened(doc)`: whether the engine replayed each
+  multiget as its keys' one-partition reads (what it does until it replays a multiget's shape), and
+  `MULTIGET_NOTE`, what the scripts print then.
+* `Phases`: an `on_progress` that calls `on_measure()` when the engine starts sending (its first `replay` stage
+  past the load: the warm-up's start, within the progress relay's 0.25 s) and `on_end()` when it stops (its
+  `predict` stage, or on leaving the `with`), with the monotonic times of both and `sample()` (the JVMs' CPU) at
+  both: what the scripts hang their stalls and their CPU counters on.
 """
 
 from __future__ import annotations
@@ -32,8 +42,78 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["calibrate", "cassandra_deployment", "discover", "engine_home", "ingest", "print_report", "register",
-           "replay", "write_trace"]
+__all__ = ["MULTIGET_NOTE", "Phases", "arm_name", "calibrate", "cassandra_deployment", "discover", "engine_home",
+           "flattened", "ingest", "print_report", "register", "replay", "stock_arms", "stored_model", "write_trace"]
+
+MULTIGET_NOTE = ("the engine replays one partition per read today: each multiget ran as its keys' reads at its "
+                 "arrival (the arms' multiget.shape=in is kept for when it replays the shape), and the model replayed "
+                 "the same one-key reads")
+
+
+def arm_name(variant: str) -> str:
+    """An arm name (`[A-Za-z0-9_-]{1,64}`) for a `speculative_retry` value: `MIN(99p,5ms)` → `MIN_99p_5ms`."""
+    import re
+
+    return re.sub(r"[^A-Za-z0-9_-]+", "_", variant).strip("_")[:64] or "arm"
+
+
+def stock_arms(variants: Sequence[str], *, multiget: bool = True, extra: str = "") -> list[tuple[str, str]]:
+    """(arm name, SPEC) of each `speculative_retry` variant (module doc); `extra`: more `k=v` for every arm."""
+    out = []
+    for v in variants:
+        params = [f"speculative_retry={v}", *(["multiget.shape=in"] if multiget else []), *filter(None, [extra])]
+        out.append((arm_name(v), "stock:" + ",".join(params)))
+    return out
+
+
+def flattened(doc: Mapping[str, Any]) -> bool:
+    return any("replayed as a read of its own" in n for n in doc.get("notes", []))
+
+
+class Phases:
+    """`on_progress` for `replay` (module doc)."""
+
+    def __init__(self, on_measure: Callable[[], None] = lambda: None, on_end: Callable[[], None] = lambda: None,
+                 sample: Callable[[], float] | None = None) -> None:
+        self.on_measure, self.on_end, self.sample = on_measure, on_end, sample
+        self.started: float | None = None
+        self.ended: float | None = None
+        self.samples: list[float] = []  # `sample()` at the start and at the end
+
+    @property
+    def sampled(self) -> float:
+        """`sample()` at the end less at the start (0 before both)."""
+        return self.samples[1] - self.samples[0] if len(self.samples) == 2 else 0.0
+
+    @property
+    def span_s(self) -> float:
+        return (self.ended or 0.0) - (self.started or 0.0) if self.ended is not None else 0.0
+
+    def __call__(self, stage: str, fraction: float) -> None:
+        import time
+
+        if stage == "replay" and fraction > 0.26 and self.started is None:
+            self.started = time.monotonic()
+            if self.sample is not None:
+                self.samples.append(self.sample())
+            self.on_measure()
+        elif stage in ("predict", "cleanup") and self.started is not None and self.ended is None:
+            self.end()
+
+    def end(self) -> None:
+        import time
+
+        if self.started is not None and self.ended is None:
+            self.ended = time.monotonic()
+            if self.sample is not None:
+                self.samples.append(self.sample())
+            self.on_end()
+
+    def __enter__(self) -> Phases:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.end()
 
 
 @contextlib.contextmanager
@@ -122,6 +202,20 @@ def calibrate(settings: Any, deployment_id: int) -> dict[str, Any]:
     try:
         return calibrate_deployment(db, settings, deployment_id,
                                     log=lambda m: print(f"  calibration: {m}", file=sys.stderr, flush=True))
+    finally:
+        db.dispose()
+
+
+def stored_model(settings: Any, deployment_id: int) -> dict[str, Any]:
+    """The deployment's model as its row holds it (discovery's and calibration's inputs, readings, notes)."""
+    from control.db import database_for
+    from control.db.models import DeploymentRow
+
+    db = database_for(settings.resolved_database_url)
+    try:
+        with db.session() as s:
+            row = s.get(DeploymentRow, deployment_id)
+            return dict(row.model or {}) if row is not None else {}
     finally:
         db.dispose()
 
