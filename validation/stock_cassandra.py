@@ -317,7 +317,7 @@ def run_real(a: argparse.Namespace, w: Workload) -> dict[str, Any]:
         aa = h.stock_arms(["NEVER"])
         aa.append(("NEVER_AA", aa[0][1]))
         calib, busy, _ = replay(aa, 1, stalls=False)
-        sent = sum(int(c.get("requests", 0)) for c in calib["cluster"].get("arms", {}).values())
+        sent = sum(int(c.get("requests_sent", c.get("requests", 0))) for c in calib["cluster"].get("arms", {}).values())
         out["calibration"] = {**_arm_runs(calib, ["NEVER"], busy, False)[0], "report": calib, "cpu_s": busy,
                               "reads": sent, "cpu_per_read_s": max(1e-9, busy) / max(1, sent)}
         print(f"calibration: {out['calibration']['cpu_per_read_s'] * 1e6:.0f} µs JVM CPU per read "
@@ -568,10 +568,14 @@ def to_markdown(a: argparse.Namespace, real: dict[str, Any], sim: dict[str, Any]
         if aa:
             def shown(x: dict[str, Any]) -> str:
                 iv = x["interval_pct"]
+                if x.get("diff_pct") is None:
+                    return f"{x['metric']} not estimated ({x.get('reason')})"
                 return f"{x['metric']} {x['diff_pct']:+.1f} %" + (f" [{iv[0]:+.1f}, {iv[1]:+.1f}]" if iv else "")
 
-            lines.append("* the calibration replay's A/A pair (NEVER against NEVER, no stalls): " + "; ".join(
-                shown(x) for x in aa["comparisons"] if x.get("diff_pct") is not None))
+            o = aa["observed"]
+            lines.append("* the calibration replay's A/A pair (NEVER against NEVER, no stalls): p99 "
+                         + " vs ".join(f"{o.get(n, {}).get('p99_ms') or 0:.2f}" for n in ("NEVER", "NEVER_AA"))
+                         + " ms; " + "; ".join(shown(x) for x in aa["comparisons"]))
     return "\n".join(lines) + "\n"
 
 

@@ -168,7 +168,7 @@ def run_real(a: argparse.Namespace) -> dict[str, Any]:
         for v in a.variants:
             name = h.arm_name(v)
             o, c = doc["observed"].get(name, {}), doc["cluster"].get("arms", {}).get(name, {})
-            asked = max(1, int(c.get("requests") or o.get("requests") or 1))
+            asked = max(1, int(c.get("requests_sent") or o.get("requests") or 1))
             spec, extra = c.get("speculative_retries"), c.get("extra_reads")
             out["runs"].append({
                 "variant": v, "pct_ms": [o.get("p50_ms"), o.get("p95_ms"), o.get("p99_ms")],
