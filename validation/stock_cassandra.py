@@ -189,54 +189,6 @@ class Staller:
             os.kill(self.pid, signal.SIGCONT)
 
 
-def drive(session: Any, prepared: Any, w: Workload, *, senders: int = 4) -> tuple[
-        npt.NDArray[np.float64], npt.NDArray[np.float64], int, float]:
-    """Open-loop replay of `w`; latency and lag per request (s; NaN = failed), failures, start (monotonic)."""
-    n = w.arrivals.size
-    lat = np.full(n, np.nan)
-    lag = np.full(n, np.nan)
-    errors = [0]
-    pending = threading.Semaphore(0)
-    lock = threading.Lock()
-    nxt = [0]
-    start = time.monotonic() + 0.5
-
-    def send() -> None:
-        while True:
-            with lock:
-                i = nxt[0]
-                nxt[0] += 1
-            if i >= n:
-                return
-            due = start + float(w.arrivals[i])
-            d = due - time.monotonic()
-            if d > 0:
-                time.sleep(d)
-            sent = time.monotonic()
-            lag[i] = sent - due
-            fut = session.execute_async(prepared, [w.keys[i]])
-
-            def ok(rows: Any, i: int = i, sent: float = sent) -> None:
-                lat[i] = time.monotonic() - sent
-                pending.release()
-
-            def bad(exc: BaseException, i: int = i) -> None:
-                with lock:
-                    errors[0] += 1
-                pending.release()
-
-            fut.add_callbacks(ok, bad)
-
-    threads = [threading.Thread(target=send) for _ in range(senders)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    for _ in range(n):
-        pending.acquire(timeout=30)
-    return lat, lag, errors[0], start
-
-
 def rtt_median_s(session: Any, reps: int = 300) -> float:
     return float(np.median(trivial_round_trips_s(session, reps)))
 
