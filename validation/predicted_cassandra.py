@@ -379,8 +379,12 @@ def run_real(a: argparse.Namespace) -> dict[str, Any]:
                           + f" ms; lag p99 {run['lag_ms'][1]:.2f} ms; trivial p50/p99 {run['noise_ms'][0]:.3f}/"
                           f"{run['noise_ms'][2]:.3f} ms; errors {run['errors']}; JVM CPU {run['cpu_s']:.1f} s; "
                           f"load avg {run['loadavg']:.2f}; A/A "
-                          + ", ".join(f"{c['metric']} {c['diff_pct']:+.1f} %" for c in run["aa"]
-                                      if c.get("diff_pct") is not None), flush=True)
+                          + ", ".join(f"{c['metric']} {c['diff_pct']:+.1f} %" if c.get("diff_pct") is not None
+                                      else f"{c['metric']} not estimated ({c.get('reason')})" for c in run["aa"]),
+                          flush=True)
+                    for note in doc["notes"]:
+                        if note.startswith("refused as a comparison"):
+                            print(f"  note: {note}", flush=True)
                     if out["flattened"]:
                         print(f"  note: {h.MULTIGET_NOTE}", flush=True)
         finally:
