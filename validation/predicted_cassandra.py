@@ -81,7 +81,7 @@ from typing import Any
 import numpy as np
 
 from validation.cassandra_common import KEYSPACE, TABLE, create_and_load, trivial_round_trips_s
-from validation.stock_cassandra import QS, Workload, as_sent, jvm_cpu_s, make_workload, pct, write_trace
+from validation.stock_cassandra import QS, Workload, as_sent, jvm_cpu_s, make_workload, pct, write_flat, write_trace
 
 #: The policy both predictions replay: stock Cassandra with no speculation, the Python driver, first replicas
 #: spread as SimpleSnitch's ring order spreads them.
@@ -397,17 +397,6 @@ def engine_workload(a: argparse.Namespace, rate: float) -> Workload:
     """The trace the engine is given for a load: `--measure-s` (and a second) of Poisson multigets, no warm-up of
     its own (the engine sends its first `--warmup-s` before measuring)."""
     return make_workload(rate, 0.0, a.measure_s + 1.0, a.keys, a.partitions, a.seed)
-
-
-def write_flat(w: Workload, path: Path, value_size: int) -> None:
-    """`w` as the engine replayed it today: each key of a multigets a request of its own at its arrival."""
-    with path.open("w") as f:
-        f.write("request_id,ts,key,value_size\n")
-        i = 0
-        for t, ks in zip(w.arrivals, w.keys, strict=True):
-            for k in ks:
-                f.write(f"{i},{t:.6f},{k},{value_size}\n")
-                i += 1
 
 
 # --- the predictions ----------------------------------------------------------------------------------------

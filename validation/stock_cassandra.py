@@ -132,6 +132,17 @@ def write_trace(w: Workload, path: Path, value_size: int) -> None:
                 f.write(f"{i},{t:.6f},{k},{value_size}\n")
 
 
+def write_flat(w: Workload, path: Path, value_size: int) -> None:
+    """`w` as the engine replayed it today: each key of a multiget a request of its own at its arrival."""
+    with path.open("w") as f:
+        f.write("request_id,ts,key,value_size\n")
+        i = 0
+        for t, ks in zip(w.arrivals, w.keys, strict=True):
+            for k in ks:
+                f.write(f"{i},{t:.6f},{k},{value_size}\n")
+                i += 1
+
+
 def pct(lat: npt.NDArray[np.float64]) -> list[float]:
     """p50/p95/p99 (nearest rank) in ms of the finite latencies (s)."""
     s = np.sort(lat[np.isfinite(lat)])
@@ -589,7 +600,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     w = as_sent(w, a.warmup_s)
     with tempfile.TemporaryDirectory(prefix="tailtune-stock-val-") as tmp:
         trace = Path(tmp) / "trace.csv"
-        write_trace(w, trace, a.value_size)
+        (write_flat if real.get("flattened") else write_trace)(w, trace, a.value_size)  # what the engine replayed
         sim = sim_commands(a, w, real, trace)
         simres = simulate_all(a, real, sim, Path(tmp))
         calib_sim = run_sim(sim["calibration"], "NEVER", a.sim_seeds)

@@ -51,6 +51,7 @@ import argparse
 import json
 import os
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
@@ -60,7 +61,7 @@ from typing import Any
 import numpy as np
 
 from validation.cassandra_common import KEYSPACE, TABLE, create_and_load
-from validation.stock_cassandra import as_sent, jvm_cpu_s, make_workload, write_trace
+from validation.stock_cassandra import as_sent, jvm_cpu_s, make_workload, write_flat, write_trace
 
 VARIANTS = ("NEVER", "99p")
 
@@ -192,7 +193,7 @@ def simulate(a: argparse.Namespace, real: dict[str, Any], trace: Path, variant: 
     load = offered / (servers * service_rate)
     warm = float(np.mean(~as_sent(make_workload(float(real["rate"]), 0.0, a.measure_s + 1.0, a.keys, a.partitions,
                                                 a.seed), a.warmup_s).measured))
-    cmd = [".venv/bin/tailtune", "simulate", "--policy", "stock", "--trace", str(trace), "--use-timestamps",
+    cmd = [sys.executable, "-m", "tailtune", "simulate", "--policy", "stock", "--trace", str(trace), "--use-timestamps",
            "--servers", str(servers), "--replication", str(real["rf"]), "--vnodes", "1", "--clients", str(servers),
            "--slots", "1", "--service-rate", f"{service_rate:.1f}", "--net-latency-us", "50", "--load",
            f"{load:.4f}", "--warmup", f"{warm:.4f}", "--param", "replica=round-robin",
@@ -205,7 +206,7 @@ def simulate(a: argparse.Namespace, real: dict[str, Any], trace: Path, variant: 
     return {"variant": variant, "seed": seed, "pct_ms": [j["p50_ms"], j["p95_ms"], j["p99_ms"]],
             "extra_reads_pct": float(j.get("extra_reads", 0)) / ops * 100,
             "timeouts": j.get("timeouts", {}).get("requests", 0), "service_rate": service_rate, "load": load,
-            "command": " ".join(x if x != str(trace) else "TRACE.csv" for x in cmd)}
+            "command": " ".join(["tailtune", *(x if x != str(trace) else "TRACE.csv" for x in cmd[3:])])}
 
 
 def _spec(r: Mapping[str, Any]) -> str:
@@ -296,7 +297,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     w = as_sent(make_workload(float(real["rate"]), 0.0, a.measure_s + 1.0, a.keys, a.partitions, a.seed), a.warmup_s)
     with tempfile.TemporaryDirectory(prefix="tailtune-storm-") as tmp:
         trace = Path(tmp) / "trace.csv"
-        write_trace(w, trace, a.value_size)
+        (write_flat if real.get("flattened") else write_trace)(w, trace, a.value_size)  # what the engine replayed
         sim = [simulate(a, real, trace, v, s) for v in a.variants for s in range(a.sim_seeds)]
     text = to_markdown(a, real, sim)
     print(text)
