@@ -517,6 +517,13 @@ class Settings(BaseSettings):
         description="Most fidelity records (the newest) a deployment's fidelity summary pools "
         "(`GET /deployments/{id}/fidelity`, the console); the summary says how many older ones it left out.",
     )
+    replay_memcached_max_fill: float = Field(
+        default=0.9, gt=0.0, le=1.0,
+        description="Most of each memcached server's memory (`limit_maxbytes`, less the bytes its items already "
+        "hold) the live replay's scratch keys may take, all arms together, counted in memcached's slab pages: a "
+        "replay whose scratch would not fit is refused before anything is written (memcached would evict scratch "
+        "keys, or the server's own items, and the answers would be wrong), naming the longest --duration that fits.",
+    )
     #: This process's own scratch folder under home/tmp, once `control.scratch.claim_scratch` made it
     #: (not an environment variable): what a killed process leaves there is swept by the next start-up.
     _scratch: Path | None = PrivateAttr(default=None)

@@ -10,25 +10,37 @@ reads a partition's first replica in ring order). Table `tailtune_val.kv (k text
 
 Steps, per system:
 
-1. **Model.** The deployment is discovered and calibrated with tailtune's own functions — those `tailtune
-   deployments discover` / `calibrate` run (`control.discovery.discover`, `merge_model`,
-   `kinds.cassandra.calibration.calibrate_cassandra`, `control.calibration.merge_calibration`), with
-   `TAILTUNE_CONNECT_NETWORKS` = 127.0.0.0/8 and the settings' defaults (`calibrate_reads`,
-   `discover_probe_reads`) — after a JIT warm-up pass (a closed loop as in step 2) and `--settle-s` idle seconds
-   (calibration measures an idle system).
+1. **Model.** The system is registered as a deployment that allows the live replay (a throw-away TAILTUNE_HOME,
+   `validation.engine_harness`; its table the one above, its driver `--driver`) and discovered and calibrated as
+   `tailtune deployments discover` / `calibrate` do it (`control.discovery.discover_deployment`,
+   `control.calibration.calibrate_deployment`), with `TAILTUNE_CONNECT_NETWORKS` = 127.0.0.0/8 and the settings'
+   defaults (`calibrate_reads`, `discover_probe_reads`) — after a JIT warm-up pass (a closed loop as in step 2) and
+   `--settle-s` idle seconds (calibration measures an idle system). The model the deployment then holds is "after".
    `build_model` turns the result into the replay's options ("after"); `build_model` of an empty model gives
    "before". Both are printed with their sources; the calibrated inputs with their 95 % intervals.
 2. **Load.** The saturation throughput is measured first: `--sat-concurrency` multigets kept in flight for
    `--sat-s` seconds (after an uncounted pass of the same length that also warms the JIT); load = offered
    partition reads/s, and the two loads are `--load-fractions` of that throughput.
-3. **Observation.** A known trace: Poisson multigets of `--keys` keys drawn uniformly from the partitions
-   (seeded; the same arrivals and keys in every run of a load), one `SELECT k, v FROM kv WHERE k IN ?` each,
-   replayed open loop by `stock_cassandra.drive` (latency = `execute_async` call → callback; the generator's lag,
-   call − scheduled arrival, reported apart); requests scheduled in the first `--warmup-s` are cut; `--repeats`
-   runs per load, interleaved (order rotated). Before each run `--noise-reps` trivial round trips (`SELECT
-   release_version FROM system.local`, one at a time, nothing else running) measure the machine's own noise; the
-   JVMs' CPU time per run is reported (utilisation of the box's cores).
-4. **Prediction.** The same trace (request ids, arrival times, keys) replayed by kvsim through
+3. **Observation**, through the live replay engine (`control.replay.run_replay`, docs/replay.md). A known trace per
+   load: Poisson multigets of `--keys` keys drawn uniformly from the partitions (seeded; the same arrivals and keys
+   in every run of a load), ingested as a dataset, replayed by the engine (the engine's `--warmup-s` sent
+   unmeasured, then `--measure-s` measured in blocks of `--block-s`, each latency from its intended start, the
+   generator's lag beside it) at CL LOCAL_ONE on twin tables of two arms, both `NEVER` with `multiget.shape=in`:
+   an A/A pair, whose difference (with its interval when the run holds 20 blocks of 15 s) is what this machine
+   and the engine alone make of one config; the observed figures are the first arm's. `--repeats` runs per load,
+   interleaved (order rotated). Before each run `--noise-reps` trivial round trips (`SELECT release_version FROM
+   system.local`, one at a time, nothing else running) measure the machine's own noise; the JVMs' CPU time over
+   each replay is reported (utilisation of the box's cores). The engine's own prediction (the deployment's model,
+   one seed, at the achieved rate) is kept beside the script's. The engine replays one partition per read today (a
+   multiget's keys as reads of their own at its arrival): the output says so, and the predictions below then
+   replay the same one-key reads; the script runs as written once the engine replays `multiget.shape=in`.
+
+   What the engine changes, and why it is sounder: the observation used to be a Python loop timing each
+   `execute_async` call to its callback, with the generator's lag reported apart — a generator that fell behind
+   hid its delay from the latencies (coordinated omission), and at 106 µs of client CPU per read it measured
+   itself. The engine times from the intended start and uses the deployment's own driver.
+4. **Prediction.** The trace the engine sent (its warm-up, then the measured run; request ids, arrival times,
+   keys) replayed by kvsim through
    `simulation.cassandra` with the model's options and the trace's own arrival times, policy `stock` with
    `speculative_retry=NEVER`, `driver=python`, `replica=round-robin` (the dynamic snitch is off: each server is
    the first replica of a third of the partitions, as round-robin reads it) — the same policy before and after,
@@ -69,7 +81,7 @@ from typing import Any
 import numpy as np
 
 from validation.cassandra_common import KEYSPACE, TABLE, create_and_load, trivial_round_trips_s
-from validation.stock_cassandra import QS, drive, jvm_cpu_s, make_workload, pct, write_trace
+from validation.stock_cassandra import QS, Workload, as_sent, jvm_cpu_s, make_workload, pct, write_flat, write_trace
 
 #: The policy both predictions replay: stock Cassandra with no speculation, the Python driver, first replicas
 #: spread as SimpleSnitch's ring order spreads them.
@@ -178,6 +190,8 @@ def _notes(system: Mapping[str, Any]) -> list[str]:
     net = inp.get("network", {})
     svc = inp.get("service_time", {})
     key = inp.get("client_key", {})
+    engine = bool(system.get("engine"))
+    where_lag = "in the latencies, which count from each request's intended start" if engine else "not in the latencies"
     noise = np.asarray([r["noise_ms"] for r in system["runs"]])
     lag = np.asarray([r["lag_ms"] for r in system["runs"]])
     out = [
@@ -207,7 +221,8 @@ def _notes(system: Mapping[str, Any]) -> list[str]:
     out.append(f"* {name} noise: trivial round trip alone, p50 {np.median(noise[:, 0]):.3f} ms "
                f"({noise[:, 0].min():.3f}–{noise[:, 0].max():.3f}), p99 {np.median(noise[:, 2]):.3f} ms "
                f"({noise[:, 2].min():.3f}–{noise[:, 2].max():.3f}) over {len(noise)} batches; generator lag p50/p99 "
-               f"(median of runs) {np.median(lag[:, 0]):.3f} / {np.median(lag[:, 2]):.3f} ms (not in the latencies); "
+               f"(median of runs) {np.median(lag[:, 0]):.3f} / {np.median(lag[:, 1 if engine else 2]):.3f} ms "
+               f"({where_lag}); "
                f"errors {sum(r['errors'] for r in system['runs'])}, unanswered "
                f"{sum(r['unanswered'] for r in system['runs'])}; JVM CPU per run "
                + ", ".join(f"{r['load']} {r['cpu_s']:.1f} s" for r in system["runs"]) + ".")
@@ -283,10 +298,14 @@ def run_real(a: argparse.Namespace) -> dict[str, Any]:
     from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
     from cassandra.policies import RoundRobinPolicy
 
+    from validation import engine_harness as h
+
     nodes, rf = SYSTEMS[a.system]
     out: dict[str, Any] = {"system": a.system, "nodes": nodes, "replication": rf, "runs": [],
-                           "loadavg_start": os.getloadavg()}
-    with servers(a.system, a.heap) as (hosts, port, pids):
+                           "loadavg_start": os.getloadavg(), "engine": True}
+    env = {"TAILTUNE_REPLAY_WARMUP_S": str(a.warmup_s), "TAILTUNE_REPLAY_MAX_LAG_MS": str(a.max_lag_ms),
+           "TAILTUNE_CONNECT_NETWORKS": "127.0.0.0/8"}
+    with h.engine_home("predicted-cassandra", env) as settings, servers(a.system, a.heap) as (hosts, port, pids):
         profile = ExecutionProfile(load_balancing_policy=RoundRobinPolicy(), consistency_level=ConsistencyLevel.ONE,
                                    request_timeout=20.0)
         cluster = Cluster(hosts, port=port, protocol_version=5, execution_profiles={EXEC_PROFILE_DEFAULT: profile})
@@ -296,6 +315,10 @@ def run_real(a: argparse.Namespace) -> dict[str, Any]:
             s.execute(f"ALTER TABLE {KEYSPACE}.{TABLE} WITH speculative_retry = 'NEVER'")
             sel = s.prepare(f"SELECT k, v FROM {KEYSPACE}.{TABLE} WHERE k IN ?")
             sel.consistency_level = ConsistencyLevel.ONE
+            dep = h.register(settings, {
+                "name": "predicted", "kind": "cassandra", "tables": [f"{KEYSPACE}.{TABLE}"], "replay_allowed": True,
+                "driver": a.driver, "topology": {"servers": nodes, "replication": rf},
+                "connection": {"contact_points": [hosts[0]], "port": port}})
 
             def sat_run(seed: int) -> dict[str, Any]:
                 return saturation(s, sel, keys=a.keys, partitions=a.partitions, seconds=a.sat_s,
@@ -306,7 +329,14 @@ def run_real(a: argparse.Namespace) -> dict[str, Any]:
                   flush=True)
             time.sleep(a.settle_s)  # calibration measures an idle system (docs/model.md § Calibration)
             print("discovery and calibration (control):", flush=True)
-            out["model_found"] = model_of(hosts, port)
+            found, cal = h.discover(settings, dep), h.calibrate(settings, dep)
+            stored = h.stored_model(settings, dep)
+            out["model_found"] = {
+                "model": stored, "discovery_notes": found.get("notes", []),
+                "current_config": found.get("current_config"),
+                "calibration_notes": cal.get("notes", []), "calibration_readings": stored.get("readings", {}),
+                "settings": {"calibrate_reads": settings.calibrate_reads, "calibrate_warmup": settings.calibrate_warmup,
+                             "discover_probe_reads": settings.discover_probe_reads}}
             sat = sat_run(a.seed + 101)
             out["saturation"] = sat
             print(f"saturation: {sat['reads_per_s']:.0f} partition reads/s ({sat['multigets_per_s']:.0f} multigets/s,"
@@ -314,30 +344,59 @@ def run_real(a: argparse.Namespace) -> dict[str, Any]:
                   f"{sat['client_cpu_per_read_us']:.0f} µs per read", flush=True)
             loads = loads_from(sat["reads_per_s"], a.load_fractions, a.keys)
             out["loads"] = [vars(ld) for ld in loads]
+            datasets = {}
+            for ld in loads:
+                path = settings.home_dir / f"trace-{ld.name.rstrip('%')}.csv"
+                write_trace(engine_workload(a, ld.rate), path, a.value_size)
+                datasets[ld.name] = h.ingest(settings, path)
+            arms = h.stock_arms(["NEVER"])
+            arms.append(("NEVER_AA", arms[0][1]))
             for rep in range(a.repeats):
                 order = loads[rep % len(loads):] + loads[:rep % len(loads)]
                 for ld in order:
-                    w = make_workload(ld.rate, a.warmup_s, a.measure_s, a.keys, a.partitions, a.seed)
                     noise = trivial_round_trips_s(s, a.noise_reps)
                     time.sleep(0.5)
-                    cpu0 = jvm_cpu_s(pids)
-                    lat, lag, err, _ = drive(s, sel, w)
-                    cpu = jvm_cpu_s(pids) - cpu0
-                    m = w.measured
-                    run: dict[str, Any] = {"load": ld.name, "rep": rep, "pct_ms": pct(lat[m]), "lag_ms": pct(lag[m]),
-                                           "noise_ms": pct(noise), "errors": err,
-                                           "unanswered": int(np.isnan(lat[m]).sum()), "cpu_s": cpu,
-                                           "requests": int(m.sum()),
-                                           "loadavg": os.getloadavg()[0]}
+                    with h.Phases(sample=lambda: jvm_cpu_s(pids)) as phases:
+                        doc = h.replay("predicted", datasets[ld.name], arms, settings=settings,
+                                       duration_s=a.measure_s, block_s=a.block_s, seed=a.seed + rep,
+                                       on_progress=phases)
+                    out["flattened"] = h.flattened(doc)
+                    o, g = doc["observed"].get("NEVER", {}), doc["generator"]["lag_ms"]
+                    run: dict[str, Any] = {
+                        "load": ld.name, "rep": rep, "pct_ms": [o.get("p50_ms"), o.get("p95_ms"), o.get("p99_ms")],
+                        "lag_ms": [g.get("p50"), g.get("p99"), g.get("max")], "noise_ms": pct(noise),
+                        "errors": o.get("errors", 0), "unanswered": o.get("timeouts", 0),
+                        "cpu_s": phases.sampled, "requests": o.get("requests", 0),
+                        "loadavg": os.getloadavg()[0],
+                        "engine_predicted_ms": [doc["predicted"].get("NEVER", {}).get(k)
+                                                for k in ("p50_ms", "p95_ms", "p99_ms")],
+                        "aa": [{k: c.get(k) for k in ("metric", "diff_pct", "interval_pct", "reason")}
+                               for c in doc["comparisons"]],
+                        "generator": doc["generator"], "notes": doc["notes"]}
                     out["runs"].append(run)
                     print(f"  rep {rep + 1} {ld.name:>4} ({ld.reads_per_s:.0f} reads/s): p50/p95/p99 "
-                          + " / ".join(f"{x:.3f}" for x in run["pct_ms"]) + f" ms; lag p99 {run['lag_ms'][2]:.2f} ms;"
-                          f" trivial p50/p99 {run['noise_ms'][0]:.3f}/{run['noise_ms'][2]:.3f} ms; errors {err}; "
-                          f"JVM CPU {cpu:.1f} s; load avg {run['loadavg']:.2f}", flush=True)
+                          + " / ".join("-" if x is None else f"{x:.3f}" for x in run["pct_ms"])
+                          + f" ms; lag p99 {run['lag_ms'][1]:.2f} ms; trivial p50/p99 {run['noise_ms'][0]:.3f}/"
+                          f"{run['noise_ms'][2]:.3f} ms; errors {run['errors']}; JVM CPU {run['cpu_s']:.1f} s; "
+                          f"load avg {run['loadavg']:.2f}; A/A "
+                          + ", ".join(f"{c['metric']} {c['diff_pct']:+.1f} %" if c.get("diff_pct") is not None
+                                      else f"{c['metric']} not estimated ({c.get('reason')})" for c in run["aa"]),
+                          flush=True)
+                    for note in doc["notes"]:
+                        if note.startswith("refused as a comparison"):
+                            print(f"  note: {note}", flush=True)
+                    if out["flattened"]:
+                        print(f"  note: {h.MULTIGET_NOTE}", flush=True)
         finally:
             cluster.shutdown()
     out["loadavg_end"] = os.getloadavg()
     return out
+
+
+def engine_workload(a: argparse.Namespace, rate: float) -> Workload:
+    """The trace the engine is given for a load: `--measure-s` (and a second) of Poisson multigets, no warm-up of
+    its own (the engine sends its first `--warmup-s` before measuring)."""
+    return make_workload(rate, 0.0, a.measure_s + 1.0, a.keys, a.partitions, a.seed)
 
 
 # --- the predictions ----------------------------------------------------------------------------------------
@@ -375,9 +434,9 @@ def add_predictions(a: argparse.Namespace, real: dict[str, Any]) -> dict[str, An
     loads = []
     with tempfile.TemporaryDirectory(prefix="tailtune-predicted-cassandra-") as tmp:
         for ld in real["loads"]:
-            w = make_workload(ld["rate"], a.warmup_s, a.measure_s, a.keys, a.partitions, a.seed)
+            w = as_sent(engine_workload(a, ld["rate"]), a.warmup_s)
             trace = Path(tmp) / f"trace-{ld['name'].rstrip('%')}.csv"
-            write_trace(w, trace, a.value_size)
+            (write_flat if real.get("flattened") else write_trace)(w, trace, a.value_size)
             warm = float(np.mean(~w.measured))
             pred, model_load = {}, {}
             for name, m in mods.items():
@@ -423,6 +482,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--noise-reps", type=int, default=300)
     ap.add_argument("--heap", default="768M")
+    ap.add_argument("--driver", choices=("python", "java4"), default="python",
+                    help="the deployment's driver: the engine's generator (the Python driver the model replays, or "
+                    "the Java driver 4)")
+    ap.add_argument("--block-s", type=float, default=15.0, help="the engine's blocks (the interval needs 20 of 15 s)")
+    ap.add_argument("--max-lag-ms", type=float, default=50.0, help="TAILTUNE_REPLAY_MAX_LAG_MS for the replays")
     ap.add_argument("--sim-seeds", type=int, default=5)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--json-out", type=Path, default=None)

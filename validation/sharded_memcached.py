@@ -1,29 +1,40 @@
-"""Predicted vs observed on real memcached: a trace replayed through the shipped client (`tailtune_client`) against
-several memcached processes on 127.0.0.1 (a sharded pool), and through kvsim's sharded pool on the same deployment.
+"""Predicted vs observed on real memcached through the live replay engine (`control.replay.run_replay`,
+docs/replay.md): generated traces replayed through the shipped client (`tailtune_client`) against a sharded pool
+of memcached processes on 127.0.0.1, batching and Chisel side by side, beside the deployment's model of the same
+requests.
 
-Per workload (mice-elephant, soundcloud, bimodal profiles): the trace's arrival times are scaled to a target mean
-inter-arrival time, then `batching` and chisel at the levels kvsim's analyzer recommends (replica analyzer, the
-profile measured on these servers) are replayed open loop, interleaved and repeated. The load is driven from
-several processes (each its own `Client`, requests dealt round-robin, a few sender threads each so a slow request
-does not hold back later ones); latency counts from the get_many call, the lag behind the scheduled arrival is
-kept apart. Every answer is checked (every request answered, every key's value right).
+**The deployment.** `--servers` memcached × `--worker-threads` threads (`-m --memory-mb`), registered as a memcached
+deployment of them (`connection.servers`; `replay_allowed`, set by an admin) in a throw-away TAILTUNE_HOME
+(`validation.engine_harness`). Its model is the product's: discovery (the servers' threads) and calibration (the
+client overhead per request, the profiler's), as `tailtune deployments discover` / `calibrate` store them.
 
-The simulator gets: the servers' profile (`analysis.memcached_profile`, one server), the client's per-query
-overhead (median `get_many` of one key through the client minus through a bare pymemcache connection, spaced as
-the load's arrivals), the same servers' names (the placement is the client's hash) and `processes ×
-connections_per_server` query threads per server. Two predictions: BEFORE, the client work of every query thread
-in parallel (`client_cpus` 0, one client process holding all the threads); AFTER, the client host as it runs
-here: `processes` client processes, requests dealt round-robin, each with ONE CPU (CPython: one interpreter lock)
-serving its threads' per-query overhead and the per-key parse of the responses in turn (`client_cpus` 1,
-`client_key_us` = the profile's per-key response slope d, which on loopback is the client library's parsing, so
-the wire's per-key term is 0). Both run chisel at the same levels (the analyzer's). Values are 100 bytes whatever
-the trace says (the profile's size).
+**The replays.** Per workload (`--workloads`: the mice-elephant, soundcloud and bimodal profiles, `--requests` each,
+seeded) the generator's trace is ingested as a dataset; per load (`--gaps-us`: mean gaps between arrivals) the
+rate scale that gives that gap; then one `run_replay` of `batching` against `chisel` (at Chisel's analyzer's levels
+for the trace, which the engine fills in, as the model finds them), `--repeats` repeats of `--duration` s (default:
+the whole trace) in blocks of `--block-s`, after the engine's warm-up. What is printed and kept comes from its
+report: each arm's observed p50/p95/p99 and the model's predicted ones (the deployment's model at the rate the
+generator achieved), chisel against batching with the paired block bootstrap's interval (the engine refuses it
+under 20 blocks of 15 s and says so), the generator's lag and CPU per request, chisel's extra queries (the
+interference), every answer checked (wrong, missing) and the servers' evictions.
 
-Each load (`--gaps-us`: mean gaps between arrivals) is replayed with the variants interleaved and repeated. The
-machine's own noise is measured beside: the load generator's lag (call − scheduled arrival) and, on the idle
-machine before each load, the spread of one-key round trips through a bare pymemcache connection.
+**Beside it** (the engine does not measure it): the machine's own noise — before each load, 5 blocks of one-key
+round trips through a bare pymemcache connection, spaced as the load's arrivals (the spread of their p50s is how
+well a p50 repeats here).
 
-    .venv/bin/python -m validation.sharded_memcached --out validation/sharded_memcached.md
+**What moving onto the engine changed, and why it is sounder.** The script used to run its own load loop: the
+variants one after another (interleaved, repeated), latency from the `get_many` call with the generator's lag
+apart, 100-byte values, 2 processes × 8 sender threads, and two hand-built models (client work in parallel, or one
+CPU per client process). Now both configs run concurrently in one stream, each request dealt to one of them, so
+every config meets the same machine at the same moment (this box's drift between sequential runs was larger than
+the effects) and the difference gets a paired interval; latency counts from each request's intended start, so a
+generator that falls behind shows in the latencies instead of hiding in a separate lag figure (no coordinated
+omission); values are the trace's own sizes; the model is the one a tune of this deployment replays, not one built
+for the script (its client-host inputs, `client_cpus`/`client_processes`, are no deployment model input, so they are
+not in the prediction). The generator is the engine's: one process, a pool of threads, one client per arm.
+
+    .venv/bin/python -m validation.sharded_memcached --requests 30000 --gaps-us 2000 --duration 60 --repeats 5 \
+        --out validation/sharded_memcached.md --json-out sharded.json
 
 Not a CI test (minutes, noisy); tests/memcached/test_sharded_validation.py runs it on tiny inputs.
 """
@@ -33,133 +44,18 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import multiprocessing as mp
-import threading
+import os
+import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
 WORKLOADS = ("mice-elephant", "soundcloud", "bimodal")
-VALUE_SIZE = 100
 QS = (0.50, 0.95, 0.99)
-
-
-def value_of(key: str) -> bytes:
-    return (key.encode() + b":" + b"v" * VALUE_SIZE)[:VALUE_SIZE]
-
-
-@dataclass(frozen=True)
-class Job:
-    servers: tuple[str, ...]
-    config: dict[str, Any]
-    connections: int
-    requests: list[list[str]]
-    arrivals: list[float]
-    start_at: float
-    senders: int
-
-
-def _worker(job: Job, part: int, parts: int) -> dict[str, Any]:
-    """One load-generator process: its share of the requests, open loop; latencies (µs) and checks."""
-    from tailtune_client.memcached import Client
-
-    mine = list(range(part, len(job.requests), parts))
-    lat = np.full(len(mine), np.nan)
-    lag = np.full(len(mine), np.nan)
-    answers: list[dict[str, bytes] | None] = [None] * len(mine)
-    lock = threading.Lock()
-    nxt = [0]
-    with Client(list(job.servers), config=job.config, poll_interval=0, connections_per_server=job.connections,
-                timeout=5.0, request_timeout=10.0) as client:
-
-        def send() -> None:
-            # warm-up before the start: connections open, code paths hot (not measured)
-            for r in range(3):
-                client.get_many(job.requests[(part + r * parts) % len(job.requests)])
-            while True:
-                with lock:
-                    j = nxt[0]
-                    nxt[0] += 1
-                if j >= len(mine):
-                    return
-                i = mine[j]
-                due = job.start_at + job.arrivals[i]
-                delay = due - time.time()
-                if delay > 0:
-                    time.sleep(delay)
-                keys = job.requests[i]
-                sent = time.time()
-                got = client.get_many(keys)
-                done = time.time()
-                with lock:
-                    lat[j] = (done - sent) * 1e6
-                    lag[j] = (sent - due) * 1e6
-                    answers[j] = got
-
-        threads = [threading.Thread(target=send) for _ in range(job.senders)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        stats = client.stats()
-    # checked after the timed part, so the check's Python work does not compete with the requests for the GIL
-    wrong = sum(1 for j, i in enumerate(mine) if (got := answers[j]) is not None and (
-        len(got) != len(job.requests[i]) or any(got.get(k) != value_of(k) for k in job.requests[i])))
-    return {"index": mine, "latency_us": lat.tolist(), "lag_us": lag.tolist(), "wrong": wrong, "queries": sum(
-        s["queries"] for s in stats["servers"].values()) if isinstance(stats.get("servers"), dict) else None}
-
-
-def replay_real(job: Job, processes: int) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], int]:
-    """Latency (µs, from the get_many call to its answer) of every request in arrival order (NaN: not answered),
-    the generator's lag (call − scheduled arrival, µs) and the number of wrong answers."""
-    ctx = mp.get_context("fork")
-    with ctx.Pool(processes) as pool:
-        parts = pool.starmap(_worker, [(job, p, processes) for p in range(processes)])
-    lat = np.full(len(job.requests), np.nan)
-    lag = np.full(len(job.requests), np.nan)
-    wrong = 0
-    for part in parts:
-        lat[np.asarray(part["index"], dtype=np.int64)] = part["latency_us"]
-        lag[np.asarray(part["index"], dtype=np.int64)] = part["lag_us"]
-        wrong += int(part["wrong"])
-    return lat, lag, wrong
-
-
-def client_overhead_us(servers: Sequence[str], keys: Sequence[str], reps: int = 300, gap_s: float = 0.0) -> float:
-    """Median get_many of one key through the client minus through a bare pymemcache connection (µs); calls back
-    to back (`gap_s` 0) or spaced by `gap_s` (the machine idles between calls, as in an open-loop replay)."""
-    from pymemcache.client.base import Client as Bare
-    from tailtune_client.hashing import server_for
-    from tailtune_client.memcached import Client
-
-    key = keys[0]
-    host, _, port = server_for(key, servers).rpartition(":")
-    bare = Bare((host, int(port)), no_delay=True)
-    ours = Client(list(servers), config={"memcached_client": {"mode": "batching"}}, poll_interval=0)
-    try:
-        def med(fn: Any) -> float:
-            for _ in range(20):
-                fn([key])
-            t = np.empty(reps)
-            for r in range(reps):
-                if gap_s:
-                    time.sleep(gap_s)
-                t0 = time.perf_counter()
-                fn([key])
-                t[r] = time.perf_counter() - t0
-            return float(np.median(t)) * 1e6
-
-        # interleave to share the machine's drift
-        a = [med(bare.get_many), med(ours.get_many), med(bare.get_many), med(ours.get_many)]
-        return max(0.0, (a[1] + a[3] - a[0] - a[2]) / 2)
-    finally:
-        bare.close()
-        ours.close()
+ARMS = (("batching", "batching"), ("chisel", "chisel"))
 
 
 def idle_round_trips_us(servers: Sequence[str], key: str, *, blocks: int = 5, reps: int = 200,
@@ -172,6 +68,7 @@ def idle_round_trips_us(servers: Sequence[str], key: str, *, blocks: int = 5, re
     host, _, port = server_for(key, servers).rpartition(":")
     bare = Bare((host, int(port)), no_delay=True)
     try:
+        bare.set(key, b"v" * 100)
         for _ in range(20):
             bare.get_many([key])
         t = np.empty((blocks, reps))
@@ -182,208 +79,192 @@ def idle_round_trips_us(servers: Sequence[str], key: str, *, blocks: int = 5, re
                 t0 = time.perf_counter()
                 bare.get_many([key])
                 t[b, r] = (time.perf_counter() - t0) * 1e6
+        bare.delete(key)
     finally:
         bare.close()
     return {"block_p50_us": [float(np.median(row)) for row in t],
             "pooled_us": [float(np.percentile(t, q * 100)) for q in QS]}
 
 
-def percentiles(lat: npt.NDArray[np.float64]) -> list[float]:
-    s = np.sort(lat[np.isfinite(lat)])
-    return [float(s[max(1, int(np.ceil(q * s.size))) - 1]) / 1e3 for q in QS]  # nearest rank, ms
-
-
 def run(
     workloads: Sequence[str] = WORKLOADS,
     *,
-    requests: int = 1500,
+    requests: int = 30000,
     servers: int = 3,
     worker_threads: int = 2,
-    connections: int = 4,
-    processes: int = 2,
-    senders: int = 8,
-    gaps_us: Sequence[float] = (2000.0, 500.0),
-    repeats: int = 3,
-    profile_reps: int = 30,
-    overhead_reps: int = 300,
-    start_delay_s: float = 1.5,
+    memory_mb: int = 1024,
+    gaps_us: Sequence[float] = (2000.0,),
+    duration_s: float | None = None,
+    repeats: int = 1,
+    block_s: float = 15.0,
+    warmup_s: float = 10.0,
+    max_lag_ms: float = 50.0,
+    noise_reps: int = 200,
     seed: int = 1,
 ) -> dict[str, Any]:
-    """Run everything; the figures as a dict (see `to_markdown`). `gaps_us`: the loads (mean gap between
-    arrivals, µs); `overhead_reps`: calls per median of the client-overhead measurement; `start_delay_s`: how
-    long after a replay's processes are started its first request is due (they connect and warm up meanwhile)."""
-    import kvsim
-    from kvsim.chisel import MemcachedSetup, ServiceProfile
-    from tailtune_client.memcached import Client
+    """Everything of the module doc; the figures as a dict (`to_markdown`). A workload whose scratch keys would
+    not fit the servers is kept with the engine's refusal (`refused`)."""
+    import pyarrow.parquet as pq
 
-    from analysis.memcached_profile import profile_memcached
+    from kinds.memcached.replay.live import ScratchTooLarge
     from simulation import memcached
-    from simulation.memcached import MemcachedDeployment
     from simulation.source import WorkloadSource
     from tests.servers.memcached_server import MemcachedNode, running_memcached
+    from validation import engine_harness as h
 
     started = time.time()
-    out: dict[str, Any] = {"settings": {
-        "requests": requests, "servers": servers, "worker_threads": worker_threads, "connections": connections,
-        "processes": processes, "senders": senders, "gaps_us": list(gaps_us), "repeats": repeats},
+    out: dict[str, Any] = {
+        "settings": {"requests": requests, "servers": servers, "worker_threads": worker_threads,
+                     "memory_mb": memory_mb, "gaps_us": list(gaps_us), "duration_s": duration_s, "repeats": repeats,
+                     "block_s": block_s, "warmup_s": warmup_s, "max_lag_ms": max_lag_ms, "seed": seed},
+        "load_average": list(os.getloadavg()),
         "loads": {str(g): {"gap_us": g, "workloads": {}} for g in gaps_us}}
-    with contextlib.ExitStack() as stack:
-        procs: list[MemcachedNode] = [stack.enter_context(running_memcached(threads=worker_threads, memory_mb=256))
-                                        for _ in range(servers)]
-        names = tuple(f"{p.host}:{p.port}" for p in procs)
-        prof = profile_memcached(procs[0].host, procs[0].port, ks=(1, 5, 10, 20, 50, 100), reps=profile_reps)
-        coeffs = prof.coefficients()
-        out["profile"] = {"a": coeffs[0], "b": coeffs[1], "c": coeffs[2], "d": coeffs[3]}
-        dep = MemcachedDeployment(servers=servers, worker_threads=worker_threads, pool="sharded",
-                                  server_addresses=",".join(names))
+    env = {"TAILTUNE_REPLAY_WARMUP_S": str(warmup_s), "TAILTUNE_REPLAY_MAX_LAG_MS": str(max_lag_ms)}
+    with h.engine_home("sharded-memcached", env) as settings, contextlib.ExitStack() as stack:
+        procs: list[MemcachedNode] = [stack.enter_context(running_memcached(threads=worker_threads,
+                                                                            memory_mb=memory_mb))
+                                      for _ in range(servers)]
+        names = tuple(p.address for p in procs)
+        dep = h.register(settings, {"name": "pool", "kind": "memcached", "replay_allowed": True,
+                                    "connection": {"servers": list(names)}})
+        found = h.discover(settings, dep)
+        calibrated = h.calibrate(settings, dep)
+        out["model"] = {"discovered": found.get("inputs"), "calibrated": calibrated.get("inputs"),
+                        "notes": [*found.get("notes", []), *calibrated.get("notes", [])]}
         for w in workloads:
-            trace = memcached.prepare(WorkloadSource(profile=w, requests=requests, trace_seed=seed).load(),
-                                      source=w)
+            table = WorkloadSource(profile=w, requests=requests, trace_seed=seed).load()
+            path = settings.home_dir / f"{w}.parquet"
+            pq.write_table(table, path)
+            dataset = h.ingest(settings, path)
+            trace = memcached.prepare(table, source=w)
             n = int(trace.sizes.size)
-            mean_gap = float(trace.arrivals[-1]) / max(1, n - 1)
-            reqs = [trace.request_keys(i) for i in range(n)]
-            distinct = sorted({k for r in reqs for k in r})
-            with Client(list(names), config={"memcached_client": {"mode": "batching"}}, poll_interval=0) as c:
-                for lo in range(0, len(distinct), 500):
-                    failed = c.set_many({k: value_of(k) for k in distinct[lo : lo + 500]})
-                    if failed:
-                        raise RuntimeError(f"{w}: memcached did not store {len(failed)} keys")
-            shards = memcached.shards_for(trace, dep, n)
+            mean_gap_us = float(trace.arrivals[-1]) * 1e6 / max(1, n - 1)
+            first_key = str(table.column("key")[0])
             for gap_us in gaps_us:
-                arrivals = trace.arrivals * (gap_us * 1e-6 / mean_gap) if mean_gap > 0 else trace.arrivals
-                idle = idle_round_trips_us(names, distinct[0], gap_s=gap_us * 1e-6)
-                overhead = client_overhead_us(names, distinct, reps=overhead_reps, gap_s=gap_us * 1e-6)
-                overhead_b2b = client_overhead_us(names, distinct, reps=overhead_reps)
-                profile = ServiceProfile(*coeffs)
-                models = {
-                    # every query thread's client work in parallel, one process holding all the threads
-                    "before": MemcachedSetup(servers=servers, worker_threads=worker_threads,
-                                          query_threads=servers * connections * processes,
-                                          client_overhead_us=overhead, profile=profile),
-                    # the client host: `processes` CPython processes, one CPU each, the per-key parse on it
-                    "after": MemcachedSetup(servers=servers, worker_threads=worker_threads,
-                                         query_threads=servers * connections * processes,
-                                         client_overhead_us=overhead,
-                                         profile=ServiceProfile(coeffs[0], coeffs[1], coeffs[2], 0.0),
-                                         client_cpus=1, client_processes=processes, client_key_us=coeffs[3]),
-                }
-
-                def sim(model: str, policy: str, params: dict[str, int], rep: int,
-                        shards: kvsim.memcached.Shards = shards, arrivals: npt.NDArray[np.float64] = arrivals,
-                        sizes: npt.NDArray[np.int64] = trace.sizes,
-                        models: dict[str, MemcachedSetup] = models) -> Any:
-                    return kvsim.memcached.replay(sizes, arrivals, kvsim.MemcachedConfig(
-                        policy=policy, params=params, deployment=models[model], seed=rep, shards=shards))
-
-                levels = dict(sim("before", "chisel", {}, 0).params)
-                variants = {"batching": ({"memcached_client": {"mode": "batching"}}, "batching", {}),
-                            "chisel": ({"memcached_client": {"mode": "chisel", **levels}}, "chisel", levels)}
-                real: dict[str, list[list[float]]] = {v: [] for v in variants}
-                wrong = unanswered = 0
-                lags: list[float] = []
-                for rep in range(repeats):
-                    order = list(variants) if rep % 2 == 0 else list(reversed(variants))
-                    for v in order:
-                        cfg = variants[v][0]
-                        job = Job(names, cfg, connections, reqs, arrivals.tolist(), time.time() + start_delay_s,
-                                  senders)
-                        lat, lag, bad = replay_real(job, processes)
-                        lags += lag[np.isfinite(lag)].tolist()
-                        wrong += bad
-                        unanswered += int(np.isnan(lat).sum())
-                        real[v].append(percentiles(lat))
-                predicted: dict[str, dict[str, list[float]]] = {m: {} for m in models}
-                loads: dict[str, dict[str, float]] = {m: {} for m in models}
-                for m in models:
-                    for v, (_, p, prm) in variants.items():
-                        res = sim(m, p, prm, 1)
-                        predicted[m][v] = percentiles(np.asarray(res.latencies_ms) * 1e3)
-                        loads[m][v] = float(res.client_cpu_load)
-                after_b = sim("after", "batching", {}, 1)
-                out["loads"][str(gap_us)]["workloads"][w] = {
-                    "requests": n, "keys": int(trace.sizes.sum()), "levels": levels,
-                    "client_overhead_us": overhead, "client_overhead_b2b_us": overhead_b2b,
-                    "client_key_us": coeffs[3], "idle_rtt": idle,
-                    "lag_us": [float(np.percentile(lags, q * 100)) for q in QS] if lags else [],
-                    "real": real, "predicted": predicted, "client_cpu_load": loads,
-                    "wrong": wrong, "unanswered": unanswered,
-                    "server_load_max": float(after_b.server_load_max)}
+                idle = idle_round_trips_us(names, f"tailtune:noise:{first_key}", gap_s=gap_us * 1e-6,
+                                           reps=noise_reps)
+                entry: dict[str, Any] = {"requests": n, "keys": int(trace.sizes.sum()), "idle_rtt": idle,
+                                         "rate_scale": mean_gap_us / gap_us}
+                try:
+                    entry["report"] = h.replay("pool", dataset, ARMS, settings=settings,
+                                               rate_scale=mean_gap_us / gap_us, duration_s=duration_s,
+                                               repeats=repeats, block_s=block_s, seed=seed)
+                except ScratchTooLarge as exc:
+                    entry["refused"] = f"{exc} ({exc.hint})"
+                    print(f"  {w} at {gap_us:g} µs: refused: {entry['refused']}", file=sys.stderr, flush=True)
+                out["loads"][str(gap_us)]["workloads"][w] = entry
     out["wall_s"] = time.time() - started
     return out
 
 
-def _err(pred: float, obs: float) -> str:
-    return f"{(pred - obs) / obs * 100:+.0f}%" if obs > 0 else "n/a"
+def _err(pred: float | None, obs: float | None) -> str:
+    return f"{(pred - obs) / obs * 100:+.0f}%" if pred is not None and obs else "n/a"
+
+
+def _ms(x: float | None) -> str:
+    return "-" if x is None else f"{x:.3f}"
 
 
 def to_markdown(res: dict[str, Any]) -> str:
-    p = res["profile"]
     s = res["settings"]
+    la = "/".join(f"{x:.1f}" for x in res.get("load_average", []))
+    model = res.get("model", {})
+    overhead = ((model.get("calibrated") or {}).get("client_overhead") or {}).get("value")
+    threads = ((model.get("discovered") or {}).get("worker_threads") or {}).get("value")
     lines = [
-        f"{s['servers']} memcached × {s['worker_threads']} threads on 127.0.0.1; {s['processes']} client processes "
-        f"× {s['connections']} connections per server; {s['requests']} requests per workload; {s['repeats']} runs "
-        f"per variant, interleaved. Profile (µs): P_S = {p['a']:.1f} + {p['b']:.2f}·K, N_S = {p['c']:.1f} + "
-        f"{p['d']:.2f}·K. Cells: predicted BEFORE (client work in parallel) / AFTER (client host: one CPU per "
-        "client process) / observed (median of the runs), in ms, and the error of each prediction; obs spread = "
-        "min–max over the runs.",
+        f"{s['servers']} memcached × {s['worker_threads']} threads (-m {s['memory_mb']}) on 127.0.0.1, through "
+        f"`run_replay` (batching and chisel concurrent in one stream, the engine's generator); {s['requests']} "
+        f"requests per workload, {s['repeats']} repeat(s) of "
+        f"{'the whole trace' if s['duration_s'] is None else str(s['duration_s']) + ' s'} in blocks of "
+        f"{s['block_s']:g} s after a {s['warmup_s']:g} s warm-up. The model: the deployment's (discovered worker "
+        f"threads {threads}, calibrated client overhead {overhead}). Load average at the start {la}. Cells: "
+        "predicted / observed (ms) and the prediction's error.",
     ]
     for load in res["loads"].values():
         lines += [
             "",
             f"**Mean gap {load['gap_us']:.0f} µs**",
             "",
-            "| workload | variant | levels | p50 before / after / obs | err before / after | p95 before / after / obs "
-            "| err before / after | p99 before / after / obs | err before / after | obs spread p50 / p99 |",
+            "| workload | arm | levels | requests | p50 pred / obs | err | p95 pred / obs | err | p99 pred / obs "
+            "| err |",
             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
         ]
         for w, r in load["workloads"].items():
-            for v in ("batching", "chisel"):
-                obs = np.asarray(r["real"][v])
-                med = np.median(obs, axis=0)
-                bef, aft = r["predicted"]["before"][v], r["predicted"]["after"][v]
+            if "report" not in r:
+                lines.append(f"| {w} | — | — | — | refused: {r.get('refused', '')} |  |  |  |  |  |")
+                continue
+            doc = r["report"]
+            for arm in doc["arms"]:
+                name = arm["name"]
+                o, p = doc["observed"].get(name, {}), doc["predicted"].get(name, {})
+                params = arm["config"].get("params") or {}
+                lv = ", ".join(f"{k}={v}" for k, v in sorted(params.items())) or "—"
                 cells = []
-                for j in range(3):
-                    cells += [f"{bef[j]:.3f} / {aft[j]:.3f} / {med[j]:.3f}",
-                              f"{_err(bef[j], med[j])} / {_err(aft[j], med[j])}"]
-                spread = [f"{obs[:, j].min():.3f}–{obs[:, j].max():.3f}" for j in (0, 2)]
-                lv = ", ".join(f"{k}={x}" for k, x in r["levels"].items()) if v == "chisel" else "—"
-                lines.append(f"| {w} | {v} | {lv} | " + " | ".join(cells) + f" | {spread[0]} / {spread[1]} |")
+                for q in ("p50_ms", "p95_ms", "p99_ms"):
+                    cells += [f"{_ms(p.get(q))} / {_ms(o.get(q))}", _err(p.get(q), o.get(q))]
+                lines.append(f"| {w} | {name} | {lv} | {o.get('requests', 0)} | " + " | ".join(cells) + " |")
         lines.append("")
         for w, r in load["workloads"].items():
-            lag = "/".join(f"{x:.0f}" for x in r["lag_us"])
+            if "report" not in r:
+                continue
+            doc = r["report"]
+            g = doc["generator"]
+            cmp = []
+            for c in doc["comparisons"]:
+                if c["metric"] not in ("p50", "p99"):
+                    continue
+                if c["interval_pct"] is None:
+                    cmp.append(f"{c['metric']} {c['diff_pct']:+.1f} % (no interval: {c['reason']})"
+                               if c.get("diff_pct") is not None else f"{c['metric']}: {c['reason']}")
+                else:
+                    lo, hi = c["interval_pct"]
+                    cmp.append(f"{c['metric']} {c['diff_pct']:+.1f} % [{lo:+.1f}, {hi:+.1f}]")
+            arms = doc["cluster"].get("arms", {})
+            wrong = sum(a.get("wrong_answers", 0) for a in arms.values())
+            missing = sum(a.get("missing_answers", 0) for a in arms.values())
+            extra = arms.get("chisel", {}).get("extra_queries")
             idle = r["idle_rtt"]
             blocks = idle["block_p50_us"]
             pooled = "/".join(f"{x:.0f}" for x in idle["pooled_us"])
-            cpu = r["client_cpu_load"]["after"]
             lines.append(
-                f"* {w}: {r['requests']} requests, {r['keys']} keys; client overhead {r['client_overhead_us']:.0f} "
-                f"µs/query spaced as the replay ({r['client_overhead_b2b_us']:.0f} back to back), parse "
-                f"{r['client_key_us']:.2f} µs/key; generator lag p50/p95/p99 {lag} µs (not in the latencies); idle "
-                f"one-key round trip p50/p95/p99 {pooled} µs (block p50s {min(blocks):.0f}–{max(blocks):.0f}); "
-                f"simulated client CPU load (after) {cpu['batching']:.2f} batching / {cpu['chisel']:.2f} chisel, "
-                f"busiest server load {r['server_load_max']:.2f}; wrong answers {r['wrong']}, unanswered "
-                f"{r['unanswered']}.")
+                f"* {w}: {r['requests']} requests, {r['keys']} keys; {doc['duration_s']:.0f} s measured, "
+                f"{doc['blocks']} blocks; {doc['rate']['achieved_per_s']:.0f}/{doc['rate']['intended_per_s']:.0f} "
+                f"requests/s; chisel vs batching {'; '.join(cmp)}; generator lag p50/p99/max "
+                f"{g['lag_ms']['p50']:.2f}/{g['lag_ms']['p99']:.2f}/{g['lag_ms']['max']:.2f} ms (in the latencies; "
+                f"ok: {g['lag_ok']}), {g['cpu_us_per_request']:.0f} µs CPU per request; chisel's extra queries "
+                f"{extra}; idle one-key round trip p50/p95/p99 {pooled} µs (block p50s {min(blocks):.0f}–"
+                f"{max(blocks):.0f}); wrong answers {wrong} (missing {missing}), evictions "
+                f"{doc['cluster'].get('evictions')}.")
+            for note in doc["notes"]:
+                if note.startswith(("refused as a comparison", "the servers evicted", "interference")):
+                    lines.append(f"  * {note}")
     return "\n".join(lines) + "\n"
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--requests", type=int, default=1500)
-    ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--gaps-us", default="2000,500", help="the loads: mean gaps between arrivals (µs), comma-separated")
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    ap.add_argument("--requests", type=int, default=30000)
+    ap.add_argument("--gaps-us", default="2000", help="the loads: mean gaps between arrivals (µs), comma-separated")
+    ap.add_argument("--duration", type=float, default=None, help="measured seconds per repeat (default: the trace)")
+    ap.add_argument("--repeats", type=int, default=1)
+    ap.add_argument("--block-s", type=float, default=15.0)
+    ap.add_argument("--warmup-s", type=float, default=10.0)
+    ap.add_argument("--max-lag-ms", type=float, default=50.0)
     ap.add_argument("--servers", type=int, default=3)
-    ap.add_argument("--processes", type=int, default=2)
+    ap.add_argument("--worker-threads", type=int, default=2)
+    ap.add_argument("--memory-mb", type=int, default=1024)
     ap.add_argument("--workloads", default=",".join(WORKLOADS))
-    ap.add_argument("--overhead-reps", type=int, default=300)
-    ap.add_argument("--profile-reps", type=int, default=30)
-    ap.add_argument("--start-delay-s", type=float, default=1.5)
+    ap.add_argument("--noise-reps", type=int, default=200)
+    ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--out", type=Path, default=None, help="write the markdown table here")
     ap.add_argument("--json-out", type=Path, default=None, help="write every figure as JSON here")
     a = ap.parse_args(argv)
     gaps = tuple(float(g) for g in a.gaps_us.split(",") if g.strip())
-    res = run(tuple(a.workloads.split(",")), requests=a.requests, repeats=a.repeats, gaps_us=gaps,
-              servers=a.servers, processes=a.processes, overhead_reps=a.overhead_reps,
-              profile_reps=a.profile_reps, start_delay_s=a.start_delay_s)
+    res = run(tuple(a.workloads.split(",")), requests=a.requests, servers=a.servers,
+              worker_threads=a.worker_threads, memory_mb=a.memory_mb, gaps_us=gaps, duration_s=a.duration,
+              repeats=a.repeats, block_s=a.block_s, warmup_s=a.warmup_s, max_lag_ms=a.max_lag_ms,
+              noise_reps=a.noise_reps, seed=a.seed)
+    res["command"] = " ".join(["python -m validation.sharded_memcached", *(argv if argv is not None else sys.argv[1:])])
     text = to_markdown(res)
     print(text)
     if a.out is not None:

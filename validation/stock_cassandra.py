@@ -1,18 +1,35 @@
 """Stock Cassandra: coordinator `speculative_retry` under a stalled replica, on a real three-node cluster and in the
 simulator (`tailtune simulate --policy stock`), side by side.
 
-Real side. Three Cassandra 5.0 nodes on 127.0.0.1, .2, .3 (`tests.servers.cassandra_cluster`, balanced tokens,
-RF 3 so every node holds every partition), one table `tailtune_val.kv (k text PRIMARY KEY, v blob)` loaded at CL
-ALL. The Python cassandra-driver sends multigets `SELECT k, v FROM kv WHERE k IN ?` (`--keys` partitions drawn
-uniformly from `--partitions`) at CL ONE, open loop: Poisson arrivals at `--rate` multigets/s for `--warmup-s` +
-`--measure-s` seconds, the same arrivals and keys (seeded) in every run. Coordinators: the driver's
-`WhiteListRoundRobinPolicy` over nodes 1 and 2 only, so the stalled node 3 is never a coordinator (a stalled
-coordinator cannot speculate; only driver-side hedging would help then). Node 3's JVM is stopped (SIGSTOP) for
-`--stall-ms` every `--stall-period-s`, continued with SIGCONT, through warm-up and measurement; each stall's
-(stopped, continued) times are recorded, as offsets from the run's first scheduled arrival. Between runs
-`ALTER TABLE ... WITH speculative_retry = '...'` (read back from `system_schema.tables`); the variants run
-interleaved (order rotated per repetition). Latency counts from the `execute_async` call to the answer's callback;
-the generator's lag (call − scheduled arrival) is reported apart. Only requests scheduled after the warm-up count.
+Real side, through the live replay engine (`control.replay.run_replay`, docs/replay.md;
+`validation.engine_harness`). Three Cassandra 5.0 nodes on 127.0.0.1, .2, .3 (`tests.servers.cassandra_cluster`,
+balanced tokens), the user's keyspace RF 3 (so every node holds every partition), registered as a deployment that
+allows the replay, with the deployment's egress rules (`TAILTUNE_CONNECT_NETWORKS`) admitting nodes 1 and 2 only:
+the generator's node filter never makes the stalled node 3 a coordinator (a stalled coordinator cannot speculate;
+only driver-side hedging would help then), as the old whitelist did — its counters are not read either. The trace:
+Poisson multigets of `--keys` partitions (uniform over `--partitions`, value `--value-size` B) at `--rate`/s for
+`--measure-s`, ingested as a dataset; the engine sends its first `--warmup-s` unmeasured before measuring. Each
+variant of `--variants` is an arm, `stock:speculative_retry=V,multiget.shape=in`: a twin scratch table per arm,
+created with its `speculative_retry` in `CREATE TABLE`, loaded at CL ALL; the requests dealt to the arms at random in
+one stream (`--repeats` repeats, blocks of `--block-s`), each latency from its intended start, LOCAL_ONE, the
+deployment's driver (`--driver`: the Java driver 4 generator, or the Python driver). The engine replays one partition
+per read today (a multiget's keys as reads of their own at its arrival): the script says so in its output, and runs
+as written once the engine replays `multiget.shape=in`. Before the stalled replay a calibration replay without
+stalls, two `NEVER` arms (an A/A pair: their difference is the engine's own noise), measures the JVMs' CPU per read
+for the model side. Node 3's JVM is stopped (SIGSTOP) for `--stall-ms` every `--stall-period-s`, continued with
+SIGCONT, from the engine's first send (warm-up) to its last; each stall's (stopped, continued) times are recorded, as
+offsets from the warm-up's start (within the progress relay's 0.25 s): the model side replays what the engine
+sent (`as_sent`: the warm-up, then the measured run), its warm-up cut.
+
+What the engine changes, and why it is sounder: the variants used to run one after another on one table, switched
+by `ALTER TABLE` between runs (interleaved, rotated); now they run at the same moment on twin tables, each with its
+own threshold from its own histogram, so every variant meets the same stalls, the same JIT and GC state, the same
+load of the box — this box's p99 spread 31–75 % between sequential runs, more than the effects — and the difference
+to `NEVER` gets a paired block-bootstrap interval (with 20 blocks of 15 s or more; shorter runs say why not). The
+price: the arms share the cluster, so `ALWAYS`-like variants' extra reads load every arm (the report's
+`interference`), and a fresh twin's threshold starts from the replay's own reads, not from a production table's
+history. Latency counts from each request's intended start (the old loop timed from the `execute_async` call, lag
+apart), and the generator is the deployment's driver, not a Python loop measuring itself.
 
 Replica order: with `--dynamic-snitch off` (the default here) the coordinator reads the first replica in ring order
 (SimpleSnitch), so node 3 is the first replica of a third of the partitions. With Cassandra's default dynamic
@@ -43,7 +60,7 @@ stalls every simulated server at random (`--stall-rate (1 / period) / 3 --stall-
 per second that of node 3's schedule, `--load` = the offered reads/s over the time-averaged capacity).
 
     .venv/bin/python -m validation.stock_cassandra --rate 30 --keys 4 --stall-ms 1000 --stall-period-s 5 \
-        --repeats 3 --json-out stock_cassandra.json     # then --from-json stock_cassandra.json redoes the model side
+        --measure-s 300 --json-out stock_cassandra.json   # then --from-json stock_cassandra.json redoes the model side
 
 Not a CI test (minutes; three JVMs of `--heap` each).
 """
@@ -62,14 +79,14 @@ import tempfile
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from validation.cassandra_common import KEYSPACE, TABLE, create_and_load, table_metric, trivial_round_trips_s
+from validation.cassandra_common import KEYSPACE, TABLE, trivial_round_trips_s
 
 MIN_TOKEN = -(2**63)
 STALLED_NODE = 2  # index of the stalled node (127.0.0.3) in the cluster's nodes
@@ -99,12 +116,31 @@ def make_workload(rate: float, warmup_s: float, measure_s: float, keys: int, par
     return Workload(arr, ks, warmup_s)
 
 
+def as_sent(w: Workload, warmup_s: float) -> Workload:
+    """What the engine sends of the trace `w`: its first `warmup_s` (unmeasured), then all of it again from
+    `warmup_s` on (the measured run) — the workload the model side replays, its warm-up cut."""
+    warm = w.arrivals < warmup_s
+    keys = [k for k, m in zip(w.keys, warm, strict=True) if m] + list(w.keys)
+    return Workload(np.concatenate([w.arrivals[warm], w.arrivals + warmup_s]), keys, warmup_s)
+
+
 def write_trace(w: Workload, path: Path, value_size: int) -> None:
     with path.open("w") as f:
         f.write("request_id,ts,key,value_size\n")
         for i, (t, ks) in enumerate(zip(w.arrivals, w.keys, strict=True)):
             for k in ks:
                 f.write(f"{i},{t:.6f},{k},{value_size}\n")
+
+
+def write_flat(w: Workload, path: Path, value_size: int) -> None:
+    """`w` as the engine replayed it today: each key of a multiget a request of its own at its arrival."""
+    with path.open("w") as f:
+        f.write("request_id,ts,key,value_size\n")
+        i = 0
+        for t, ks in zip(w.arrivals, w.keys, strict=True):
+            for k in ks:
+                f.write(f"{i},{t:.6f},{k},{value_size}\n")
+                i += 1
 
 
 def pct(lat: npt.NDArray[np.float64]) -> list[float]:
@@ -164,188 +200,105 @@ class Staller:
             os.kill(self.pid, signal.SIGCONT)
 
 
-@dataclass
-class RunResult:
-    variant: str
-    stalled: bool
-    latency_s: npt.NDArray[np.float64]
-    lag_s: npt.NDArray[np.float64]
-    errors: int
-    cpu_s: float
-    stalls: list[tuple[float, float]] = field(default_factory=list)
-    #: (stopped, continued) of each stall, ms from the run's first scheduled arrival (the simulated clock's 0)
-    schedule_ms: list[tuple[float, float]] = field(default_factory=list)
-    #: each coordinator's speculation threshold (`SpeculativeSampleLatencyNanos`, ms) before and after the run
-    threshold_ms: tuple[list[float], list[float]] | None = None
-    #: the coordinators' `SpeculativeRetries` during the run (warm-up included)
-    speculative_retries: int | None = None
-    #: each coordinator's read-latency histogram p99 after the run (`system_views.coordinator_read_latency`, ms)
-    coordinator_p99_ms: list[float] | None = None
-
-
-def drive(session: Any, prepared: Any, w: Workload, *, senders: int = 4) -> tuple[
-        npt.NDArray[np.float64], npt.NDArray[np.float64], int, float]:
-    """Open-loop replay of `w`; latency and lag per request (s; NaN = failed), failures, start (monotonic)."""
-    n = w.arrivals.size
-    lat = np.full(n, np.nan)
-    lag = np.full(n, np.nan)
-    errors = [0]
-    pending = threading.Semaphore(0)
-    lock = threading.Lock()
-    nxt = [0]
-    start = time.monotonic() + 0.5
-
-    def send() -> None:
-        while True:
-            with lock:
-                i = nxt[0]
-                nxt[0] += 1
-            if i >= n:
-                return
-            due = start + float(w.arrivals[i])
-            d = due - time.monotonic()
-            if d > 0:
-                time.sleep(d)
-            sent = time.monotonic()
-            lag[i] = sent - due
-            fut = session.execute_async(prepared, [w.keys[i]])
-
-            def ok(rows: Any, i: int = i, sent: float = sent) -> None:
-                lat[i] = time.monotonic() - sent
-                pending.release()
-
-            def bad(exc: BaseException, i: int = i) -> None:
-                with lock:
-                    errors[0] += 1
-                pending.release()
-
-            fut.add_callbacks(ok, bad)
-
-    threads = [threading.Thread(target=send) for _ in range(senders)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    for _ in range(n):
-        pending.acquire(timeout=30)
-    return lat, lag, errors[0], start
-
-
-def set_speculative_retry(session: Any, value: str) -> str:
-    session.execute(f"ALTER TABLE {KEYSPACE}.{TABLE} WITH speculative_retry = '{value}'")
-    row = session.execute(
-        "SELECT speculative_retry FROM system_schema.tables WHERE keyspace_name = %s AND table_name = %s",
-        (KEYSPACE, TABLE),
-    ).one()
-    return str(row.speculative_retry)
-
-
 def rtt_median_s(session: Any, reps: int = 300) -> float:
     return float(np.median(trivial_round_trips_s(session, reps)))
 
 
-def run_real(a: argparse.Namespace, w: Workload) -> dict[str, Any]:
-    from cassandra import ConsistencyLevel
-    from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
-    from cassandra.policies import WhiteListRoundRobinPolicy
+def _arm_runs(doc: dict[str, Any], variants: Sequence[str], cpu_s: float, stalled: bool) -> list[dict[str, Any]]:
+    """Each arm of a replay report as a run of the table (the generator's lag is the run's, shared by its arms)."""
+    from validation.engine_harness import arm_name
 
-    from tests.servers.cassandra_cluster import running_cluster
-
-    out: dict[str, Any] = {"runs": []}
-    with running_cluster(3, heap=a.heap, dynamic_snitch=a.dynamic_snitch == "on") as nodes:
-        coords = [nodes[0].host, nodes[1].host]
-        victim = nodes[2]
-        assert victim.proc is not None
-        pids = [n.proc.pid for n in nodes if n.proc is not None]
-        profile = ExecutionProfile(load_balancing_policy=WhiteListRoundRobinPolicy(coords),
-                                   consistency_level=ConsistencyLevel.ONE, request_timeout=20.0)
-        cluster = Cluster(coords, port=nodes[0].port, protocol_version=5,
-                          execution_profiles={EXEC_PROFILE_DEFAULT: profile})
-        try:
-            s = cluster.connect()
-            create_and_load(s, replication=3, partitions=a.partitions, value_size=a.value_size)
-            ring = s.execute("SELECT peer, tokens FROM system.peers_v2")
-            out["ring"] = {str(r.peer): sorted(r.tokens) for r in ring}
-            out["stalled_node"] = {"address": victim.host, "token": victim.token}
-            sel = s.prepare(f"SELECT k, v FROM {KEYSPACE}.{TABLE} WHERE k IN ?")
-            sel.consistency_level = ConsistencyLevel.ONE
-            out["rtt_median_ms"] = rtt_median_s(s) * 1e3
-
-            def one(variant: str, stalled: bool) -> RunResult:
-                shown = set_speculative_retry(s, variant)
-                time.sleep(1.0)
-                jmx0 = coordinator_metrics(nodes[:2]) if a.jmx and stalled else None
-                cpu0 = jvm_cpu_s(pids)
-                stalls: list[tuple[float, float]] = []
-                schedule: list[tuple[float, float]] = []
-                if stalled:
-                    with Staller(victim.proc.pid if victim.proc else -1, a.stall_period_s, a.stall_ms / 1e3,
-                                 time.monotonic() + 0.5) as st:
-                        lat, lag, err, start = drive(s, sel, w)
-                    stalls = st.stalls
-                    schedule = trace_schedule(stalls, start + float(w.arrivals[0]))
-                else:
-                    lat, lag, err, _ = drive(s, sel, w)
-                cpu = jvm_cpu_s(pids) - cpu0
-                r = RunResult(shown, stalled, lat, lag, err, cpu, stalls, schedule)
-                jmx1 = coordinator_metrics(nodes[:2]) if jmx0 is not None else None
-                if jmx0 is not None:
-                    r.coordinator_p99_ms = coordinator_p99_ms(s, coords)
-                if jmx0 is not None and jmx1 is not None:
-                    r.threshold_ms = (jmx0[0], jmx1[0])
-                    r.speculative_retries = int(sum(jmx1[1]) - sum(jmx0[1]))
-                m = w.measured
-                print(f"  {shown:>14} stalls={stalled!s:5} p50/p95/p99 = "
-                      + " / ".join(f"{x:.2f}" for x in pct(lat[m])) + f" ms, errors {err}, "
-                      f"lag p99 {np.nanpercentile(lag[m], 99) * 1e3:.1f} ms, JVM CPU {cpu:.1f} s, "
-                      f"load avg {os.getloadavg()[0]:.1f}"
-                      + (f", threshold {_thr(r.threshold_ms)} ms, speculative retries {r.speculative_retries}, "
-                         f"coordinator p99 {_thr([r.coordinator_p99_ms or []])} ms" if r.threshold_ms else ""),
-                      flush=True)
-                return r
-
-            print("JIT warm-up pass (not recorded):", flush=True)
-            one("NEVER", stalled=False)
-            idle_s = 10.0
-            cpu0 = jvm_cpu_s(pids)
-            time.sleep(idle_s)
-            out["idle_cpu_per_s"] = (jvm_cpu_s(pids) - cpu0) / idle_s
-            print(f"idle JVM CPU {out['idle_cpu_per_s']:.3f} s/s", flush=True)
-            print("calibration (no stalls, NEVER):", flush=True)
-            calib = one("NEVER", stalled=False)
-            out["calibration"] = _summary(calib, w)
-            for rep in range(a.repeats):
-                order = list(a.variants)
-                k = rep % len(order)
-                order = order[k:] + order[:k]
-                print(f"repetition {rep + 1}/{a.repeats}: {order}", flush=True)
-                for v in order:
-                    r = one(v, stalled=True)
-                    out["runs"].append(_summary(r, w))
-        finally:
-            cluster.shutdown()
+    g = doc["generator"]["lag_ms"]
+    out = []
+    for v in variants:
+        name = arm_name(v)
+        o, c = doc["observed"].get(name, {}), doc["cluster"].get("arms", {}).get(name, {})
+        out.append({"variant": _norm(v), "arm": name, "stalled": stalled,
+                    "pct_ms": [o.get("p50_ms"), o.get("p95_ms"), o.get("p99_ms")], "errors": o.get("errors", 0),
+                    "unanswered": o.get("timeouts", 0), "requests": o.get("requests", 0),
+                    "lag_ms": [g.get("p50"), g.get("p99"), g.get("max")], "cpu_s": cpu_s,
+                    "speculative_retries": c.get("speculative_retries"), "extra_reads": c.get("extra_reads"),
+                    "predicted_ms": [doc["predicted"].get(name, {}).get(k) for k in ("p50_ms", "p95_ms", "p99_ms")]})
     return out
 
 
-def coordinator_metrics(coordinators: Sequence[Any]) -> tuple[list[float], list[float]] | None:
-    """Each coordinator's speculation threshold in ms (`SpeculativeSampleLatencyNanos`) and `SpeculativeRetries`,
-    over JMX (a JVM started per node and metric: call it outside the measured part); None when not read."""
-    thr = table_metric(coordinators, "SpeculativeSampleLatencyNanos", "Value")
-    spec = table_metric(coordinators, "SpeculativeRetries", "Count")
-    return None if thr is None or spec is None else ([x / 1e6 for x in thr], spec)
+def run_real(a: argparse.Namespace, w: Workload) -> dict[str, Any]:
+    """The real side of the module doc: a calibration replay (A/A, no stalls), then the stalled replay of every
+    variant at once."""
+    from cassandra.cluster import Cluster
 
+    from tests.servers.cassandra_cluster import running_cluster
+    from validation import engine_harness as h
 
-def coordinator_p99_ms(session: Any, coordinators: Sequence[str]) -> list[float]:
-    """Each coordinator's p99 of the table's coordinator read-latency histogram — the decaying histogram the
-    percentile threshold is read from — as `system_views.coordinator_read_latency` reports it (Cassandra 5.0 writes
-    seconds in its `_ms` columns, three decimals: 1 ms resolution)."""
-    got = []
-    for addr in coordinators:
-        host = next(h for h in session.cluster.metadata.all_hosts() if str(h.address) == addr)
-        row = session.execute("SELECT p99th_ms FROM system_views.coordinator_read_latency WHERE keyspace_name = %s "
-                              "AND table_name = %s", (KEYSPACE, TABLE), host=host).one()
-        got.append(float(row.p99th_ms) * 1000.0 if row is not None else float("nan"))
-    return got
+    out: dict[str, Any] = {"runs": [], "engine": True}
+    env = {"TAILTUNE_REPLAY_WARMUP_S": str(a.warmup_s), "TAILTUNE_REPLAY_MAX_LAG_MS": str(a.max_lag_ms),
+           "TAILTUNE_CONNECT_NETWORKS": "127.0.0.1/32,127.0.0.2/32"}
+    with h.engine_home("stock-cassandra", env) as settings, \
+            running_cluster(3, heap=a.heap, dynamic_snitch=a.dynamic_snitch == "on") as nodes:
+        victim = nodes[2]
+        assert victim.proc is not None
+        pids = [n.proc.pid for n in nodes if n.proc is not None]
+        path = settings.home_dir / "trace.csv"
+        write_trace(w, path, a.value_size)
+        dataset = h.ingest(settings, path)
+        h.cassandra_deployment(settings, nodes, name="stock", keyspace=KEYSPACE, table=TABLE, replication=3,
+                               driver=a.driver)
+        out["stalled_node"] = {"address": victim.host, "token": victim.token}
+        cluster = Cluster([nodes[0].host], port=nodes[0].port, protocol_version=5)
+        try:
+            out["rtt_median_ms"] = rtt_median_s(cluster.connect()) * 1e3
+        finally:
+            cluster.shutdown()
+        idle_s = 10.0
+        cpu0 = jvm_cpu_s(pids)
+        time.sleep(idle_s)
+        out["idle_cpu_per_s"] = (jvm_cpu_s(pids) - cpu0) / idle_s
+        print(f"idle JVM CPU {out['idle_cpu_per_s']:.3f} s/s", flush=True)
+
+        def replay(arms: list[tuple[str, str]], repeats: int, stalls: bool) -> tuple[dict[str, Any], float, Any]:
+            staller = Staller(victim.proc.pid if victim.proc else -1, a.stall_period_s, a.stall_ms / 1e3, 0.0)
+
+            def measure() -> None:
+                if stalls:
+                    staller.start = time.monotonic()
+                    staller.__enter__()
+
+            def end() -> None:
+                if stalls:
+                    staller.__exit__()
+
+            with h.Phases(on_measure=measure, on_end=end, sample=lambda: jvm_cpu_s(pids)) as phases:
+                doc = h.replay("stock", dataset, arms, settings=settings, duration_s=a.measure_s, repeats=repeats,
+                               block_s=a.block_s, seed=a.seed, on_progress=phases)
+            h.print_report(doc)
+            if h.flattened(doc):
+                print(f"note: {h.MULTIGET_NOTE}", flush=True)
+            busy = phases.sampled - out["idle_cpu_per_s"] * phases.span_s
+            return doc, busy, (staller, phases)
+
+        print("calibration (no stalls, NEVER against NEVER):", flush=True)
+        aa = h.stock_arms(["NEVER"])
+        aa.append(("NEVER_AA", aa[0][1]))
+        calib, busy, _ = replay(aa, 1, stalls=False)
+        sent = sum(int(c.get("requests_sent", c.get("requests", 0))) for c in calib["cluster"].get("arms", {}).values())
+        out["calibration"] = {**_arm_runs(calib, ["NEVER"], busy, False)[0], "report": calib, "cpu_s": busy,
+                              "reads": sent, "cpu_per_read_s": max(1e-9, busy) / max(1, sent)}
+        print(f"calibration: {out['calibration']['cpu_per_read_s'] * 1e6:.0f} µs JVM CPU per read "
+              f"({sent} reads, warm-up included)", flush=True)
+        print(f"stalled: {', '.join(a.variants)} at once, {a.repeats} repeat(s)", flush=True)
+        doc, busy, (staller, phases) = replay(h.stock_arms(a.variants), a.repeats, stalls=True)
+        out["report"] = doc
+        runs = _arm_runs(doc, a.variants, busy, True)
+        origin = phases.started or 0.0  # the warm-up's first send: 0 of the sent workload (`as_sent`)
+        schedule = trace_schedule(staller.stalls, origin) if a.repeats == 1 else []
+        for r in runs:
+            r.update({"stalls": len(staller.stalls),
+                      "stall_ms_real": float(np.mean([e - s for s, e in staller.stalls]) * 1e3)
+                      if staller.stalls else 0.0,
+                      "stall_schedule_ms": [list(x) for x in schedule]})
+        out["runs"] = runs
+        out["flattened"] = h.flattened(doc)
+    return out
 
 
 def _thr(t: Sequence[Sequence[float]] | None) -> str:
@@ -357,18 +310,6 @@ def _thr(t: Sequence[Sequence[float]] | None) -> str:
 
 def _ms(x: float) -> str:
     return f"{x:.0f}" if x >= 100 else f"{x:.1f}" if x >= 1 else f"{x:.2f}"
-
-
-def _summary(r: RunResult, w: Workload) -> dict[str, Any]:
-    m = w.measured
-    return {"variant": r.variant, "stalled": r.stalled, "pct_ms": pct(r.latency_s[m]),
-            "errors": r.errors, "unanswered": int(np.isnan(r.latency_s[m]).sum()),
-            "lag_ms": pct(r.lag_s[m]), "cpu_s": r.cpu_s, "stalls": len(r.stalls),
-            "stall_ms_real": float(np.mean([b - a for a, b in r.stalls]) * 1e3) if r.stalls else 0.0,
-            "stall_schedule_ms": [list(x) for x in r.schedule_ms],
-            "threshold_ms": [list(x) for x in r.threshold_ms] if r.threshold_ms else None,
-            "coordinator_p99_ms": r.coordinator_p99_ms,
-            "speculative_retries": r.speculative_retries}
 
 
 def trace_schedule(stalls: Sequence[tuple[float, float]], origin: float) -> list[tuple[float, float]]:
@@ -405,9 +346,12 @@ def sim_commands(a: argparse.Namespace, w: Workload, real: dict[str, Any], trace
     from simulation.cassandra import CassandraDeployment
 
     calib = real["calibration"]
-    reads = int(w.arrivals.size) * a.keys
-    busy_s = a.warmup_s + a.measure_s + 0.5
-    cpu_per_read = max(1e-6, calib["cpu_s"] - real.get("idle_cpu_per_s", 0.0) * busy_s) / reads
+    if "cpu_per_read_s" in calib:  # measured over the calibration replay, the JVMs' idle CPU less
+        cpu_per_read = max(1e-6, float(calib["cpu_per_read_s"]))
+    else:
+        reads = int(w.arrivals.size) * a.keys
+        busy_s = a.warmup_s + a.measure_s + 0.5
+        cpu_per_read = max(1e-6, calib["cpu_s"] - real.get("idle_cpu_per_s", 0.0) * busy_s) / reads
     service_rate = 1.0 / cpu_per_read
     # The model's network is the coordinator → replica hop (its coordinator is the client): loopback messaging,
     # the simulator's default 50 µs. The driver → coordinator round trip (rtt_median_ms) is outside the
@@ -497,13 +441,20 @@ def simulate_all(a: argparse.Namespace, real: dict[str, Any], sim: dict[str, Any
 
 def to_markdown(a: argparse.Namespace, real: dict[str, Any], sim: dict[str, Any],
                 simres: dict[str, list[list[list[float]]]], calib_sim: list[list[float]]) -> str:
+    from validation import engine_harness as h
+    from validation.engine_harness import MULTIGET_NOTE
+
     c = real["calibration"]
+    engine = real.get("report")
+    how = (f"the live replay engine (every variant at once on twin tables, {engine['generator']['driver']}, "
+           f"{engine['duration_s']:.0f} s measured in {engine['blocks']} blocks of {engine['block_s']:g} s, "
+           f"{a.repeats} repeat(s))" if engine else f"{a.repeats} repetitions per variant, interleaved")
     lines = [
-        f"Real: 3 nodes (Cassandra 5.0.9, heap {a.heap}, dynamic snitch {a.dynamic_snitch}), RF 3, "
+        f"Real: 3 nodes (Cassandra 5.0, heap {a.heap}, dynamic snitch {a.dynamic_snitch}), RF 3, "
         f"{a.partitions} partitions of {a.value_size} B; multigets of {a.keys} keys at CL ONE, {a.rate:g}/s "
-        f"Poisson, {a.warmup_s:g} s warm-up + {a.measure_s:g} s measured per run; coordinators 127.0.0.1 and "
-        f"127.0.0.2 (round-robin), node 127.0.0.3 stopped {a.stall_ms:g} ms every {a.stall_period_s:g} s; "
-        f"{a.repeats} repetitions per variant, interleaved.",
+        f"Poisson, {a.warmup_s:g} s warm-up + {a.measure_s:g} s measured; coordinators 127.0.0.1 and "
+        f"127.0.0.2, node 127.0.0.3 stopped {a.stall_ms:g} ms every {a.stall_period_s:g} s; through {how}."
+        + (f" Note: {MULTIGET_NOTE}." if real.get("flattened") else ""),
         f"Calibration (no stalls, NEVER): p50/p95/p99 {' / '.join(f'{x:.2f}' for x in c['pct_ms'])} ms; "
         f"JVM CPU {c['cpu_s']:.1f} s less idle {real.get('idle_cpu_per_s', 0.0):.3f} s/s → "
         f"{sim['cpu_per_read_us']:.0f} µs per partition read; driver round trip of a trivial query "
@@ -567,9 +518,27 @@ def to_markdown(a: argparse.Namespace, real: dict[str, Any], sim: dict[str, Any]
     errs = sum(r["errors"] for r in real["runs"])
     una = sum(r["unanswered"] for r in real["runs"])
     stl = [r["stall_ms_real"] for r in real["runs"] if r["stalls"]]
-    lines.append(f"* generator lag p50/p95/p99 (median over runs) {' / '.join(f'{x:.2f}' for x in np.median(lag, 0))} "
-                 f"ms (not in the latencies); errors {errs}, unanswered {una}; stall length as applied "
-                 f"{min(stl):.1f}–{max(stl):.1f} ms (mean per run).")
+    lag_what = ("p50/p99/max (in the latencies, which count from each request's intended start)" if engine else
+                "p50/p95/p99 (median over runs; not in the latencies)")
+    lines.append(f"* generator lag {lag_what} {' / '.join(f'{x:.2f}' for x in np.median(lag, 0))} ms; errors {errs}, "
+                 f"unanswered {una}; stall length as applied "
+                 f"{min(stl, default=0.0):.1f}–{max(stl, default=0.0):.1f} ms (mean per run).")
+    if engine:
+        lines.append("* the engine's own figures (the paired interval against NEVER, the deployment's model, the "
+                     "interference of the arms' extra reads):")
+        h.print_report(engine, out=lambda line: lines.append("  " + line if line else ""))
+        aa = c.get("report")
+        if aa:
+            def shown(x: dict[str, Any]) -> str:
+                iv = x["interval_pct"]
+                if x.get("diff_pct") is None:
+                    return f"{x['metric']} not estimated ({x.get('reason')})"
+                return f"{x['metric']} {x['diff_pct']:+.1f} %" + (f" [{iv[0]:+.1f}, {iv[1]:+.1f}]" if iv else "")
+
+            o = aa["observed"]
+            lines.append("* the calibration replay's A/A pair (NEVER against NEVER, no stalls): p99 "
+                         + " vs ".join(f"{o.get(n, {}).get('p99_ms') or 0:.2f}" for n in ("NEVER", "NEVER_AA"))
+                         + " ms; " + "; ".join(shown(x) for x in aa["comparisons"]))
     return "\n".join(lines) + "\n"
 
 
@@ -598,9 +567,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--random-stalls", action="store_true",
                     help="the model stalls every server at random at a third of node 3's rate instead of replaying "
                     "each run's recorded stalls on node 3's server")
-    ap.add_argument("--jmx", action=argparse.BooleanOptionalAction, default=True,
-                    help="read each coordinator's speculation threshold and speculative retries over JMX before "
-                    "and after every stalled run (a JVM per node and metric, outside the measured part)")
+    ap.add_argument("--driver", choices=("java4", "python"), default="java4",
+                    help="the deployment's driver: the engine's generator (Java driver 4, or the Python driver)")
+    ap.add_argument("--block-s", type=float, default=15.0, help="the engine's blocks (the interval needs 20 of 15 s)")
+    ap.add_argument("--max-lag-ms", type=float, default=50.0, help="TAILTUNE_REPLAY_MAX_LAG_MS for the replays")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--out", type=Path, default=None, help="write the markdown here")
     ap.add_argument("--json-out", type=Path, default=None, help="write every figure here")
@@ -612,9 +582,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     a.variants = re.split(r",(?![^(]*\))", a.variants)  # commas outside MIN(...)/MAX(...)
     if "NEVER" not in (_norm(v) for v in a.variants):
         ap.error("--variants must include NEVER: the table's ratios are to NEVER's figures")
-    w = make_workload(a.rate, a.warmup_s, a.measure_s, a.keys, a.partitions, a.seed)
+    # the engine sends the trace's first --warmup-s unmeasured, then measures it from its start
+    w = make_workload(a.rate, 0.0, a.measure_s + 1.0, a.keys, a.partitions, a.seed)
     if a.write_trace is not None:
-        write_trace(w, a.write_trace, a.value_size)
+        write_trace(as_sent(w, a.warmup_s), a.write_trace, a.value_size)
         return
     if a.from_json is not None:
         real = json.loads(a.from_json.read_text())["real"]
@@ -622,9 +593,14 @@ def main(argv: Sequence[str] | None = None) -> None:
         real = run_real(a, w)
         if a.json_out is not None:  # the real figures first: the simulation can be redone from them
             a.json_out.write_text(json.dumps({"real": real}, indent=1, default=str))
+    if not a.random_stalls and not all(r.get("stall_schedule_ms") for r in real["runs"]):
+        print("note: the stalls' schedule is recorded for one repeat only: the model side stalls at random "
+              "(--random-stalls)", flush=True)
+        a.random_stalls = True
+    w = as_sent(w, a.warmup_s)
     with tempfile.TemporaryDirectory(prefix="tailtune-stock-val-") as tmp:
         trace = Path(tmp) / "trace.csv"
-        write_trace(w, trace, a.value_size)
+        (write_flat if real.get("flattened") else write_trace)(w, trace, a.value_size)  # what the engine replayed
         sim = sim_commands(a, w, real, trace)
         simres = simulate_all(a, real, sim, Path(tmp))
         calib_sim = run_sim(sim["calibration"], "NEVER", a.sim_seeds)

@@ -12,14 +12,26 @@ them), multigets `SELECT k, v FROM kv WHERE k IN ?` of `--keys` partitions at CL
 1. **Capacity**: a closed loop (`--capacity-inflight` requests kept in flight, `NEVER`) for `--capacity-s`: the
    multigets/s this generator and these nodes complete together on this machine, the JVMs' CPU per partition read,
    and the generator's own CPU.
-2. **Runs**: open loop, Poisson arrivals at `--load` × capacity (the same seeded arrivals and keys in every run),
-   `--warmup-s` + `--measure-s` per run; `NEVER` and `99p` interleaved, `--repeats` each. Per run: p50/p95/p99 of
-   the measured part (execute_async → callback), requests that failed (read timeouts), p99 per 10 s window (a storm
-   grows from window to window), the JVMs' CPU, and the **extra reads** the coordinators sent: the ReadStage tasks
-   completed on every node (`system_views.thread_pools`) less the partition reads asked for. Every partition read —
-   local or from another node, original or speculative — runs as one ReadStage task (AbstractReadExecutor:
-   `LocalReadRunnable` on `Stage.READ`; a remote read is the READ verb, whose handler runs on the READ stage), so the
-   difference counts the speculative reads (plus a handful of system reads).
+2. **Runs**, through the live replay engine (`control.replay.run_replay`, docs/replay.md;
+   `validation.engine_harness`): the nodes registered as a deployment that allows the replay (its table the one
+   above, its driver `--driver`), a trace of Poisson multigets at `--load` × capacity for `--measure-s` ingested as
+   a dataset, and one replay of every variant at once: each an arm `stock:speculative_retry=V,multiget.shape=in`
+   on a twin table of its own, the requests dealt to the arms in one stream, the engine's `--warmup-s` sent
+   unmeasured, `--repeats` repeats, blocks of `--block-s`, LOCAL_ONE, each latency from its intended start. Per
+   arm: p50/p95/p99, failed and timed-out requests, and the **extra reads** the coordinators sent for it: the
+   replica reads of its twin (`system_views.local_read_latency` on every node) beyond its requests — speculative
+   retries, original or not, each run as one replica read — and the paired interval of its p99 against `NEVER`;
+   the JVMs' CPU over the replay, the generator's lag and CPU. The engine replays one partition per read today (a
+   multiget's keys as reads of their own at its arrival): the output says so; the script runs as written once the
+   engine replays `multiget.shape=in`.
+
+   What the engine changes, and why it is sounder: `NEVER` and `99p` used to run one after another on one table
+   (`ALTER TABLE` between runs), so a storm in one run and its absence in the next could be the box's drift (run
+   p99s spread 31–75 % between sequential runs here); now they share every moment, and a storm shows as `99p`'s
+   extra reads and its p99 against `NEVER`'s in the same blocks, with an interval. The price: one arm's storm loads
+   the other arm too (the report's `interference` says how much), so a storm in `99p` raises `NEVER`'s latency as
+   well — the comparison is of configs sharing that load. The p99 per 10 s window of each run (how a storm grows)
+   is not in the engine's report; its blocks are, pooled.
 
 Model side: the same trace (request ids, arrival times, keys) replayed by `tailtune simulate --policy stock` with
 servers = nodes, RF as above, clients = nodes (one coordinator per node), `--slots 1`, `--service-rate` = 1 / (JVM
@@ -39,6 +51,7 @@ import argparse
 import json
 import os
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
@@ -46,21 +59,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
-from validation.cassandra_common import KEYSPACE, TABLE, create_and_load, table_metric
-from validation.stock_cassandra import (
-    Workload,
-    drive,
-    jvm_cpu_s,
-    make_workload,
-    pct,
-    set_speculative_retry,
-    write_trace,
-)
+from validation.cassandra_common import KEYSPACE, TABLE, create_and_load
+from validation.stock_cassandra import as_sent, jvm_cpu_s, make_workload, write_flat, write_trace
 
 VARIANTS = ("NEVER", "99p")
-WINDOW_S = 10.0
 
 
 def read_stage_completed(session: Any, hosts: Sequence[Any]) -> int:
@@ -70,12 +73,6 @@ def read_stage_completed(session: Any, hosts: Sequence[Any]) -> int:
         rows = session.execute("SELECT name, completed_tasks FROM system_views.thread_pools", host=h)
         total += sum(int(r.completed_tasks) for r in rows if r.name == "ReadStage")
     return total
-
-
-def speculative_retries(nodes: Sequence[Any]) -> int | None:
-    """The table's `SpeculativeRetries` counter summed over `nodes` (JMX); None when it cannot be read."""
-    got = table_metric(nodes, "SpeculativeRetries", "Count")
-    return None if got is None else int(sum(got))
 
 
 def self_cpu_s() -> float:
@@ -101,28 +98,19 @@ def closed_loop(session: Any, prepared: Any, keys: list[list[str]], seconds: flo
     return ok, bad
 
 
-def windows_p99(w: Workload, lat: npt.NDArray[np.float64]) -> list[float]:
-    """p99 (ms) of the finite latencies per WINDOW_S window of arrival time, measured part only."""
-    out = []
-    t = w.warmup_s
-    end = float(w.arrivals.max()) if w.arrivals.size else t
-    while t < end:
-        m = (w.arrivals >= t) & (w.arrivals < t + WINDOW_S)
-        out.append(pct(lat[m])[2] if m.any() else float("nan"))
-        t += WINDOW_S
-    return out
-
-
 def run_real(a: argparse.Namespace) -> dict[str, Any]:
     from cassandra import ConsistencyLevel
     from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
     from cassandra.policies import WhiteListRoundRobinPolicy
 
     from tests.servers.cassandra_cluster import running_cluster
+    from validation import engine_harness as h
 
     rf = min(3, a.nodes)
-    out: dict[str, Any] = {"runs": [], "rf": rf}
-    with running_cluster(a.nodes, heap=a.heap, dynamic_snitch=a.dynamic_snitch == "on") as nodes:
+    out: dict[str, Any] = {"runs": [], "rf": rf, "engine": True}
+    env = {"TAILTUNE_REPLAY_WARMUP_S": str(a.warmup_s), "TAILTUNE_REPLAY_MAX_LAG_MS": str(a.max_lag_ms)}
+    with h.engine_home("storm-cassandra", env) as settings, \
+            running_cluster(a.nodes, heap=a.heap, dynamic_snitch=a.dynamic_snitch == "on") as nodes:
         coords = [n.host for n in nodes]
         pids = [n.proc.pid for n in nodes if n.proc is not None]
         profile = ExecutionProfile(load_balancing_policy=WhiteListRoundRobinPolicy(coords),
@@ -132,12 +120,11 @@ def run_real(a: argparse.Namespace) -> dict[str, Any]:
         try:
             s = cluster.connect()
             create_and_load(s, replication=rf, partitions=a.partitions, value_size=a.value_size)
+            s.execute(f"ALTER TABLE {KEYSPACE}.{TABLE} WITH speculative_retry = 'NEVER'")
             sel = s.prepare(f"SELECT k, v FROM {KEYSPACE}.{TABLE} WHERE k IN ?")
             sel.consistency_level = ConsistencyLevel.ONE
             hosts = list(cluster.metadata.all_hosts())
             cap_w = make_workload(100.0, 0.0, 100.0, a.keys, a.partitions, a.seed + 1)
-
-            set_speculative_retry(s, "NEVER")
             print("JIT warm-up (closed loop, not recorded)", flush=True)
             closed_loop(s, sel, cap_w.keys, min(20.0, a.capacity_s), a.capacity_inflight)
             idle_s = 5.0
@@ -148,56 +135,50 @@ def run_real(a: argparse.Namespace) -> dict[str, Any]:
             ok, bad = closed_loop(s, sel, cap_w.keys, a.capacity_s, a.capacity_inflight)
             el = time.monotonic() - t0
             jvm, gen, reads = jvm_cpu_s(pids) - c0, self_cpu_s() - g0, read_stage_completed(s, hosts) - r0
-            cap = {"multigets_per_s": ok / el, "failed": bad, "jvm_cpu_per_s": jvm / el, "idle_jvm_cpu_per_s": idle,
-                   "gen_cpu_per_s": gen / el, "read_stage_tasks": reads, "partition_reads": ok * a.keys,
-                   "jvm_cpu_per_read_s": max(1e-9, jvm - idle * el) / max(1, ok * a.keys)}
-            out["capacity"] = cap
-            print(f"capacity: {cap['multigets_per_s']:.0f} multigets/s ({cap['multigets_per_s'] * a.keys:.0f} "
-                  f"partition reads/s), JVM CPU {cap['jvm_cpu_per_s']:.2f} s/s, generator CPU "
-                  f"{cap['gen_cpu_per_s']:.2f} s/s, {cap['jvm_cpu_per_read_s'] * 1e6:.0f} µs JVM CPU per read, "
-                  f"failed {bad}", flush=True)
-
-            rate = a.load * cap["multigets_per_s"]
-            w = make_workload(rate, a.warmup_s, a.measure_s, a.keys, a.partitions, a.seed)
-            out["rate"] = rate
-            out["requests"] = int(w.arrivals.size)
-
-            def one(variant: str) -> dict[str, Any]:
-                shown = set_speculative_retry(s, variant)
-                time.sleep(2.0)
-                sr0 = speculative_retries(nodes)
-                c0, g0, r0 = jvm_cpu_s(pids), self_cpu_s(), read_stage_completed(s, hosts)
-                t0 = time.monotonic()
-                lat, lag, err, _ = drive(s, sel, w, senders=a.senders)
-                el = time.monotonic() - t0
-                jvm, gen = jvm_cpu_s(pids) - c0, self_cpu_s() - g0
-                tasks = read_stage_completed(s, hosts) - r0
-                sr1 = speculative_retries(nodes)
-                spec = None if sr0 is None or sr1 is None else sr1 - sr0
-                m = w.measured
-                asked = int(w.arrivals.size) * a.keys
-                r = {"variant": shown, "pct_ms": pct(lat[m]), "errors": err,
-                     "unanswered": int(np.isnan(lat[m]).sum()), "lag_ms": pct(lag[m]),
-                     "window_p99_ms": windows_p99(w, lat), "jvm_cpu_s": jvm, "gen_cpu_s": gen, "elapsed_s": el,
-                     "read_stage_tasks": tasks, "partition_reads": asked,
-                     "extra_reads_pct": (tasks - asked) / asked * 100, "load_avg": os.getloadavg()[0],
-                     "speculative_retries": spec,
-                     "speculative_pct": None if spec is None else spec / asked * 100}
-                print(f"  {shown:>6}: p50/p95/p99 " + " / ".join(f"{x:.2f}" for x in r["pct_ms"])
-                      + f" ms, failed {err}, ReadStage tasks − reads asked {r['extra_reads_pct']:.2f} %, "
-                      + f"speculative retries {spec} of {asked}, p99 per {WINDOW_S:g} s "
-                      + "/".join(f"{x:.0f}" for x in r["window_p99_ms"])
-                      + f" ms, lag p99 {r['lag_ms'][2]:.1f} ms, JVM CPU {jvm:.0f} s, load avg {r['load_avg']:.1f}",
-                      flush=True)
-                return r
-
-            for rep in range(a.repeats):
-                order = list(a.variants) if rep % 2 == 0 else list(reversed(a.variants))
-                print(f"repetition {rep + 1}/{a.repeats}: {order} at {rate:.0f} multigets/s", flush=True)
-                for v in order:
-                    out["runs"].append(one(v))
         finally:
             cluster.shutdown()
+        cap = {"multigets_per_s": ok / el, "failed": bad, "jvm_cpu_per_s": jvm / el, "idle_jvm_cpu_per_s": idle,
+               "gen_cpu_per_s": gen / el, "read_stage_tasks": reads, "partition_reads": ok * a.keys,
+               "jvm_cpu_per_read_s": max(1e-9, jvm - idle * el) / max(1, ok * a.keys)}
+        out["capacity"] = cap
+        print(f"capacity: {cap['multigets_per_s']:.0f} multigets/s ({cap['multigets_per_s'] * a.keys:.0f} "
+              f"partition reads/s), JVM CPU {cap['jvm_cpu_per_s']:.2f} s/s, generator CPU "
+              f"{cap['gen_cpu_per_s']:.2f} s/s, {cap['jvm_cpu_per_read_s'] * 1e6:.0f} µs JVM CPU per read, "
+              f"failed {bad}", flush=True)
+
+        rate = a.load * cap["multigets_per_s"]
+        w = make_workload(rate, 0.0, a.measure_s + 1.0, a.keys, a.partitions, a.seed)
+        out["rate"] = rate
+        out["requests"] = int(w.arrivals.size)
+        path = settings.home_dir / "trace.csv"
+        write_trace(w, path, a.value_size)
+        dataset = h.ingest(settings, path)
+        h.cassandra_deployment(settings, nodes, name="storm", keyspace=KEYSPACE, table=TABLE, replication=rf,
+                               driver=a.driver)
+        print(f"replay: {', '.join(a.variants)} at once at {rate:.0f} multigets/s, {a.repeats} repeat(s)", flush=True)
+        with h.Phases(sample=lambda: jvm_cpu_s(pids)) as phases:
+            doc = h.replay("storm", dataset, h.stock_arms(a.variants), settings=settings, duration_s=a.measure_s,
+                           repeats=a.repeats, block_s=a.block_s, seed=a.seed, on_progress=phases)
+        h.print_report(doc)
+        out["flattened"] = h.flattened(doc)
+        if out["flattened"]:
+            print(f"note: {h.MULTIGET_NOTE}", flush=True)
+        out["report"] = doc
+        jvm_s = phases.sampled
+        lag = doc["generator"]["lag_ms"]
+        for v in a.variants:
+            name = h.arm_name(v)
+            o, c = doc["observed"].get(name, {}), doc["cluster"].get("arms", {}).get(name, {})
+            asked = max(1, int(c.get("requests_sent") or o.get("requests") or 1))
+            spec, extra = c.get("speculative_retries"), c.get("extra_reads")
+            out["runs"].append({
+                "variant": v, "pct_ms": [o.get("p50_ms"), o.get("p95_ms"), o.get("p99_ms")],
+                "errors": int(o.get("errors", 0)) + int(o.get("timeouts", 0)), "unanswered": o.get("timeouts", 0),
+                "lag_ms": [lag.get("p50"), lag.get("p99"), lag.get("max")], "jvm_cpu_s": jvm_s,
+                "elapsed_s": phases.span_s, "partition_reads": asked,
+                "extra_reads_pct": None if extra is None else extra / asked * 100, "load_avg": os.getloadavg()[0],
+                "speculative_retries": spec, "speculative_pct": None if spec is None else spec / asked * 100,
+                "window_p99_ms": []})
     return out
 
 
@@ -210,8 +191,9 @@ def simulate(a: argparse.Namespace, real: dict[str, Any], trace: Path, variant: 
     # The nodes share the machine's CPUs: each server's capacity is its share of what the generator leaves.
     service_rate = cpus / servers / per_read
     load = offered / (servers * service_rate)
-    warm = a.warmup_s / (a.warmup_s + a.measure_s)
-    cmd = [".venv/bin/tailtune", "simulate", "--policy", "stock", "--trace", str(trace), "--use-timestamps",
+    warm = float(np.mean(~as_sent(make_workload(float(real["rate"]), 0.0, a.measure_s + 1.0, a.keys, a.partitions,
+                                                a.seed), a.warmup_s).measured))
+    cmd = [sys.executable, "-m", "tailtune", "simulate", "--policy", "stock", "--trace", str(trace), "--use-timestamps",
            "--servers", str(servers), "--replication", str(real["rf"]), "--vnodes", "1", "--clients", str(servers),
            "--slots", "1", "--service-rate", f"{service_rate:.1f}", "--net-latency-us", "50", "--load",
            f"{load:.4f}", "--warmup", f"{warm:.4f}", "--param", "replica=round-robin",
@@ -224,25 +206,29 @@ def simulate(a: argparse.Namespace, real: dict[str, Any], trace: Path, variant: 
     return {"variant": variant, "seed": seed, "pct_ms": [j["p50_ms"], j["p95_ms"], j["p99_ms"]],
             "extra_reads_pct": float(j.get("extra_reads", 0)) / ops * 100,
             "timeouts": j.get("timeouts", {}).get("requests", 0), "service_rate": service_rate, "load": load,
-            "command": " ".join(x if x != str(trace) else "TRACE.csv" for x in cmd)}
+            "command": " ".join(["tailtune", *(x if x != str(trace) else "TRACE.csv" for x in cmd[3:])])}
 
 
 def _spec(r: Mapping[str, Any]) -> str:
-    sp = r.get("speculative_pct")
-    return ("n/a" if sp is None else f"{sp:.2f} %") + f" ({r['extra_reads_pct']:+.2f} %)"
+    sp, extra = r.get("speculative_pct"), r.get("extra_reads_pct")
+    return ("n/a" if sp is None else f"{sp:.2f} %") + ("" if extra is None else f" ({extra:+.2f} %)")
 
 
 def to_markdown(a: argparse.Namespace, real: dict[str, Any], sim: list[dict[str, Any]]) -> str:
+    from validation.engine_harness import MULTIGET_NOTE, print_report
+
     cap = real["capacity"]
     lines = [
         f"{a.nodes} node(s), RF {real['rf']}, dynamic snitch {a.dynamic_snitch}; multigets of {a.keys} keys at CL "
         f"ONE over {a.partitions} partitions; capacity (closed loop, {a.capacity_inflight} in flight): "
         f"{cap['multigets_per_s']:.0f} multigets/s, JVM CPU {cap['jvm_cpu_per_read_s'] * 1e6:.0f} µs per partition "
         f"read, generator CPU {cap['gen_cpu_per_s']:.2f} s/s; runs at {a.load:g} × capacity = {real['rate']:.0f} "
-        f"multigets/s, {a.warmup_s:g} s warm-up + {a.measure_s:g} s measured, {a.repeats} per variant.",
+        f"multigets/s, {a.warmup_s:g} s warm-up + {a.measure_s:g} s measured, {a.repeats} repeat(s), every "
+        "variant at once through the live replay engine."
+        + (f" Note: {MULTIGET_NOTE}." if real.get("flattened") else ""),
         "",
-        "| speculative_retry | real p50 / p95 / p99 (ms), median of runs | real p99 per run | real failed | real "
-        "speculative retries per run (ReadStage tasks − reads asked) "
+        "| speculative_retry | real p50 / p95 / p99 (ms) | real p99 | real failed | real speculative retries "
+        "(replica reads beyond the arm's requests) "
         "| sim p50 / p95 / p99 (ms), mean of seeds | sim p99 per seed | sim timed out | sim extra reads |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
@@ -261,10 +247,12 @@ def to_markdown(a: argparse.Namespace, real: dict[str, Any], sim: list[dict[str,
             f"| {sum(r['errors'] for r in rr)} | {', '.join(_spec(r) for r in rr)} "
             f"| {j(sm, '{:.2f}', ' / ')} | {j([x['pct_ms'][2] for x in ss])} "
             f"| {sum(int(x['timeouts']) for x in ss)} | {np.mean([x['extra_reads_pct'] for x in ss]):.2f} % |")
-    windows = "; ".join(f"{r['variant']} " + j(r["window_p99_ms"], "{:.0f}", "/") for r in real["runs"])
-    lines += ["", f"p99 per {WINDOW_S:g} s window of each real run (ms): {windows}.",
-              f"Generator lag p99 per run (ms): {j([r['lag_ms'][2] for r in real['runs']])}; load average at the "
-              f"end of each run: {j([r['load_avg'] for r in real['runs']])}."]
+    lines += ["", f"Generator lag p50/p99/max (ms, in the latencies): {j(real['runs'][0]['lag_ms'], '{:.2f}', ' / ')}; "
+              f"JVM CPU over the replay {real['runs'][0]['jvm_cpu_s']:.0f} s; load average at its end "
+              f"{real['runs'][0]['load_avg']:.1f}."]
+    if real.get("report"):
+        lines.append("The engine's own figures:")
+        print_report(real["report"], out=lines.append)
     if sim:
         cmd = sim[0]["command"].replace("--seed 0", "--seed S").replace(
             "speculative_retry=" + str(sim[0]["variant"]), "speculative_retry=VARIANT")
@@ -283,7 +271,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--measure-s", type=float, default=60.0)
     ap.add_argument("--capacity-s", type=float, default=20.0)
     ap.add_argument("--capacity-inflight", type=int, default=64)
-    ap.add_argument("--senders", type=int, default=4)
+    ap.add_argument("--driver", choices=("java4", "python"), default="java4",
+                    help="the deployment's driver: the engine's generator (Java driver 4, or the Python driver)")
+    ap.add_argument("--block-s", type=float, default=15.0, help="the engine's blocks (the interval needs 20 of 15 s)")
+    ap.add_argument("--max-lag-ms", type=float, default=50.0, help="TAILTUNE_REPLAY_MAX_LAG_MS for the replay")
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--variants", default=",".join(VARIANTS))
     ap.add_argument("--dynamic-snitch", choices=("on", "off"), default="off")
@@ -303,10 +294,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         real = run_real(a)
         if a.json_out is not None:
             a.json_out.write_text(json.dumps({"real": real}, indent=1, default=str))
-    w = make_workload(float(real["rate"]), a.warmup_s, a.measure_s, a.keys, a.partitions, a.seed)
+    w = as_sent(make_workload(float(real["rate"]), 0.0, a.measure_s + 1.0, a.keys, a.partitions, a.seed), a.warmup_s)
     with tempfile.TemporaryDirectory(prefix="tailtune-storm-") as tmp:
         trace = Path(tmp) / "trace.csv"
-        write_trace(w, trace, a.value_size)
+        (write_flat if real.get("flattened") else write_trace)(w, trace, a.value_size)  # what the engine replayed
         sim = [simulate(a, real, trace, v, s) for v in a.variants for s in range(a.sim_seeds)]
     text = to_markdown(a, real, sim)
     print(text)

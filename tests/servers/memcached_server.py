@@ -2,9 +2,9 @@
 (Debian package) on a free 127.0.0.1 port that can be stopped, paused (SIGSTOP, a hung server) and restarted on
 that port.
 
-Started as `memcached -l 127.0.0.1 -p PORT -U 0 -t THREADS -m MEMORY_MB -P PIDFILE [-u memcache when root]`: as
-root memcached needs `-u memcache`, and its pidfile folder must be writable by that user. Its stderr goes to a
-file in that folder, quoted when it exits at start.
+Started as `memcached -l 127.0.0.1 -p PORT -U 0 -t THREADS -m MEMORY_MB -P PIDFILE [-o OPTION ...] [-u memcache
+when root]`: as root memcached needs `-u memcache`, and its pidfile folder must be writable by that user. Its stderr
+goes to a file in that folder, quoted when it exits at start.
 """
 
 from __future__ import annotations
@@ -31,7 +31,8 @@ class MemcachedNode:
     folder (also on leaving a `with` block)."""
 
     def __init__(
-        self, port: int | None = None, memory_mb: int = 32, item_max: str | None = None, threads: int = 2
+        self, port: int | None = None, memory_mb: int = 32, item_max: str | None = None, threads: int = 2,
+        options: tuple[str, ...] = (),
     ) -> None:
         exe = shutil.which("memcached")
         if exe is None:
@@ -42,6 +43,7 @@ class MemcachedNode:
         self.memory_mb = memory_mb
         self.item_max = item_max  # memcached -I (item size limit, e.g. "1k"); None: its default (1m)
         self.threads = threads
+        self.options = options  # memcached -o options, e.g. ("slab_automove=0",)
         self.rundir = Path(tempfile.mkdtemp(prefix="tailtune-memcached-"))
         os.chmod(self.rundir, 0o777)
         self.proc: subprocess.Popen[bytes] | None = None
@@ -55,6 +57,8 @@ class MemcachedNode:
                "-m", str(self.memory_mb), "-P", str(self.rundir / "memcached.pid")]
         if self.item_max is not None:
             cmd += ["-I", self.item_max, "-o", "slab_chunk_max=512"]  # chunks must not exceed small items
+        for option in self.options:
+            cmd += ["-o", option]
         if os.geteuid() == 0:
             cmd += ["-u", "memcache"]
         return cmd

@@ -8,9 +8,20 @@ original key lives on in production (the hash over the deployment's `connection.
 the same servers, in the same batches, as it would. Each scratch key holds a value of its key's size (unknown: the
 median; past `TAILTUNE_REPLAY_MAX_VALUE_BYTES` or memcached's 1 MiB item: cut, said so), bytes derived from the key,
 so every answer is checked: a value read that is not the one written, or a key missing, counts as a `wrong`
-answer (an error). Keys are written with an expiry (`TAILTUNE_REPLAY_LEASE_S` past the replay's planned end) and
-deleted afterwards, on a failure or a stop too: a replay that died leaves keys that expire by themselves (memcached
-cannot list keys to sweep).
+answer (an error; a key missing is also counted apart, `missing_answers`). Keys are written with an expiry
+(`TAILTUNE_REPLAY_LEASE_S` past the replay's planned end, the rest of the load's own time included) and deleted
+afterwards, on a failure or a stop too: a replay that died leaves keys that expire by themselves (memcached cannot
+list keys to sweep).
+
+**Memory.** Before anything is written, each server's `stats` (`limit_maxbytes`, `bytes`) and `stats settings`
+(its slab classes: `growth_factor`, `chunk_size`, `slab_chunk_max`; `item_size_max`) are read, and the pages the
+scratch items of all arms take in its slab classes are counted (`scratch_memory`): a scratch over
+`TAILTUNE_REPLAY_MEMCACHED_MAX_FILL` of what the server has free (its `limit_maxbytes` less the bytes its items
+hold) is refused (`ScratchTooLarge`, naming the server, the figures and the longest `--duration` whose keys fit),
+since memcached would evict scratch keys (or the server's own items) to hold it and the answers would be wrong. The
+servers' `evictions`, `evicted_unfetched` and `expired_unfetched` are read before the load and after the run:
+`cluster.servers` has each server's figures and their deltas, `cluster.evictions` the total, and a note says when
+missing answers came with evictions (the servers' memory, not the config); a run stopped for its errors says so too.
 
 **Configs.** `batching` and `chisel` (`elephant_threshold`, `merge`, `split_keys`); a Chisel config without its
 levels runs Chisel's own analyzer's for the trace (kvsim's, as the model does). Every arm is client-side, so all
@@ -28,14 +39,17 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import math
 import statistics
 import threading
 import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any, Final
 
 import numpy as np
+import numpy.typing as npt
 
 from base.errors import BadInputError
 from control.egress import EgressRefused, parse_server
@@ -51,13 +65,158 @@ from control.replay_trace import (
     latency_blocks,
 )
 
-__all__ = ["PREFIX", "MemcachedReplay", "scratch_key"]
+__all__ = ["PREFIX", "MemcachedReplay", "ScratchTooLarge", "ServerMemory", "scratch_key", "scratch_memory"]
 
 PREFIX: Final = "tailtune:replay:"
 #: memcached's default largest item (1 MiB) less room for the key and the item header.
 ITEM_MAX: Final = 1024 * 1024 - 1024
 POOL_THREADS: Final = 128
 CHISEL_KEYS: Final = ("elephant_threshold", "merge", "split_keys")
+#: memcached's slab page (`slab_page_size`, 1 MiB) and its item header with the CAS value and the flags.
+PAGE: Final = 1024 * 1024
+ITEM_HEADER: Final = 48 + 8 + 4
+#: The counters read before the load and after the run (their deltas are in the report).
+COUNTERS: Final = ("evictions", "evicted_unfetched", "expired_unfetched")
+MIB: Final = 1024 * 1024
+
+
+class ScratchTooLarge(ReplayRefused):
+    """The scratch keys would not fit a server's memory (module doc § Memory); `fitting_duration_s` is the longest
+    `--duration` whose keys fit (0: not even the first request's)."""
+
+    def __init__(self, message: str, *, hint: str, fitting_duration_s: float) -> None:
+        super().__init__(message, hint=hint)
+        self.fitting_duration_s = fitting_duration_s
+
+
+class _Aborted(ReplayRefused):
+    """The run stopped for its errors (TAILTUNE_REPLAY_MAX_ERROR_FRACTION)."""
+
+
+@dataclass(frozen=True)
+class ServerMemory:
+    """What one server's `stats` and `stats settings` say of its memory (module doc § Memory)."""
+
+    name: str
+    limit_maxbytes: int
+    bytes: int
+    curr_items: int
+    growth_factor: float
+    chunk_size: int
+    slab_chunk_max: int
+    item_size_max: int
+    counters: dict[str, int]
+
+    def classes(self) -> npt.NDArray[np.int64]:
+        """The chunk size of each slab class, smallest first (memcached's `slabs_init` without `-o slab_sizes`)."""
+        size, out = 48 + self.chunk_size, list[int]()
+        while size < self.slab_chunk_max / self.growth_factor and len(out) < 62:
+            size += -size % 8
+            out.append(size)
+            size = int(size * self.growth_factor)
+        out.append(self.slab_chunk_max)
+        return np.asarray(out, dtype=np.int64)
+
+    @property
+    def free(self) -> int:
+        return max(0, self.limit_maxbytes - self.bytes)
+
+
+def _number(stats: Mapping[Any, Any], key: str, default: float) -> float:
+    value = stats.get(key.encode(), stats.get(key))
+    if isinstance(value, bytes):
+        value = value.decode(errors="replace")
+    try:
+        return float(value) if value is not None else default
+    except (TypeError, ValueError):
+        return default
+
+
+def _read_memory(names: Sequence[str], addresses: Sequence[tuple[str, int]], timeout: float) -> list[ServerMemory]:
+    from pymemcache.client.base import Client as Raw
+
+    out = []
+    for name, address in zip(names, addresses, strict=True):
+        raw = Raw(address, connect_timeout=timeout, timeout=timeout)
+        try:
+            stats, settings = raw.stats(), raw.stats("settings")
+        except Exception as exc:
+            raise ReplayRefused(f"memcached {name}: its stats could not be read ({type(exc).__name__}: {exc})"
+                                ) from None
+        finally:
+            raw.close()
+        out.append(ServerMemory(
+            name=name, limit_maxbytes=int(_number(stats, "limit_maxbytes", 64 * MIB)),
+            bytes=int(_number(stats, "bytes", 0)), curr_items=int(_number(stats, "curr_items", 0)),
+            growth_factor=max(1.01, _number(settings, "growth_factor", 1.25)),
+            chunk_size=int(_number(settings, "chunk_size", 48)),
+            slab_chunk_max=int(_number(settings, "slab_chunk_max", PAGE / 2)),
+            item_size_max=int(_number(settings, "item_size_max", PAGE)),
+            counters={c: int(_number(stats, c, 0)) for c in COUNTERS}))
+    return out
+
+
+def _counters(addresses: Sequence[tuple[str, int]], timeout: float) -> list[dict[str, int] | None]:
+    """Each server's COUNTERS now (None: not read)."""
+    from pymemcache.client.base import Client as Raw
+
+    out: list[dict[str, int] | None] = []
+    for address in addresses:
+        try:
+            raw = Raw(address, connect_timeout=timeout, timeout=timeout)
+            try:
+                stats = raw.stats()
+            finally:
+                raw.close()
+            out.append({c: int(_number(stats, c, 0)) for c in COUNTERS})
+        except Exception:
+            out.append(None)
+    return out
+
+
+def scratch_memory(trace: ReplayTrace, sizes: Mapping[str, int], home: Mapping[str, int],
+                   memory: Sequence[ServerMemory], arms: int, key_bytes: int, fill: float
+                   ) -> tuple[list[int], int]:
+    """The bytes (whole slab pages) the scratch of all `arms` takes on each server, and how many of the trace's
+    first requests have keys that fit every server's budget (`fill` of its free memory; `trace.requests`: all)."""
+    first: dict[str, int] = {}
+    for i in range(trace.requests):
+        for k in trace.request_keys(i):
+            first.setdefault(k, i)
+    keys = list(first)
+    at = np.asarray([first[k] for k in keys], dtype=np.int64)
+    server = np.asarray([home[k] for k in keys], dtype=np.int64)
+    total = ITEM_HEADER + key_bytes + 1 + np.asarray([sizes[k] for k in keys], dtype=np.int64) + 2
+    need_at: list[Any] = []
+    for s, mem in enumerate(memory):
+        classes = mem.classes()
+        per_page = np.maximum(1, PAGE // classes)
+        mine = server == s
+        big = total[mine] > mem.slab_chunk_max
+        # an item past the largest chunk is chained over chunks of the largest class
+        cls = np.where(big, classes.size - 1, np.minimum(np.searchsorted(classes, total[mine]), classes.size - 1))
+        units = np.where(big, -(-total[mine] // mem.slab_chunk_max), 1) * arms
+        need_at.append((at[mine], cls, units, per_page))
+
+    def need(n: int) -> list[int]:
+        out = []
+        for when, cls, units, per_page in need_at:
+            counts = np.bincount(cls[when < n], weights=units[when < n], minlength=per_page.size)
+            out.append(int(np.sum(np.ceil(counts / per_page))) * PAGE)
+        return out
+
+    budget = [int(fill * m.free) for m in memory]
+    whole = need(trace.requests)
+    if all(b <= c for b, c in zip(whole, budget, strict=True)):
+        return whole, trace.requests
+    lo, hi = 0, trace.requests  # need(lo) fits, need(hi) does not
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if all(b <= c for b, c in zip(need(mid), budget, strict=True)):
+            lo = mid
+        else:
+            hi = mid
+    return whole, lo
 
 
 def scratch_key(run_id: str, arm: int, key: str, server: int, names: tuple[str, ...]) -> str:
@@ -155,38 +314,118 @@ class MemcachedReplay:
         if len(distinct) > s.replay_max_keys:
             raise ReplayRefused(f"the replay reads {len(distinct):,} distinct keys: over TAILTUNE_REPLAY_MAX_KEYS "
                                 f"({s.replay_max_keys:,})")
-        sizes = _sizes(trace.keys, trace.value_sizes.tolist(), min(s.replay_max_value_bytes, ITEM_MAX), notes)
+        memory = _read_memory(names, addresses, s.discover_timeout_s)
+        item_max = min([ITEM_MAX, *(m.item_size_max - 1024 for m in memory)])
+        sizes = _sizes(trace.keys, trace.value_sizes.tolist(), max(1, min(s.replay_max_value_bytes, item_max)), notes)
         home = {k: server_index(k, names) for k in distinct}
+        key_bytes = len(scratch_key(job.run_id, len(job.arms) - 1, distinct[0], home[distinct[0]], client_names)) + 2
+        scratch_bytes = self._check_fit(job, sizes, home, memory, key_bytes)
         scratch = [{k: scratch_key(job.run_id, a, k, home[k], client_names) for k in distinct}
                    for a in range(len(job.arms))]
         clients = [Client(addresses, config=configs[a.name], poll_interval=0, on_server_error="raise",
                           connect_timeout=s.discover_timeout_s, timeout=2.0, request_timeout=4.0)
                    for a in job.arms]
-        expire = int(s.replay_lease_s + (job.warmup_s + job.duration_s) * job.repeats + 60)
+        planned = (job.warmup_s + job.duration_s) * job.repeats
+        before = _counters(addresses, s.discover_timeout_s)
         try:
             progress("load", 0.05)
+            total, done, t_load = len(distinct) * len(clients), 0, time.monotonic()
             for a, client in enumerate(clients):
                 values = {scratch[a][k]: _value(scratch[a][k], sizes[k]) for k in distinct}
                 for chunk in _chunks(list(values.items()), 500):
                     if stop.is_set():
                         raise ReplayRefused("the replay was stopped")
+                    # the rest of the load (projected from its pace so far, twice over) is before the run too
+                    pace = (time.monotonic() - t_load) / done if done else 1e-4
+                    expire = int(min(s.replay_lease_s + planned + 60 + 2 * pace * (total - done), 30 * 86_400 - 1))
                     failed = client.set_many(dict(chunk), expire=expire)
                     if failed:
                         raise ReplayRefused(f"loading the scratch keys failed: {len(failed)} not stored")
+                    done += len(chunk)
                 progress("load", 0.05 + 0.2 * (a + 1) / len(clients))
             queries0 = [_queries(c) for c in clients]
             runs = []
-            for r in range(job.repeats):
-                runs.append(_send(job, r, clients, scratch, sizes, stop,
-                                  lambda f, r=r: progress("replay", 0.25 + 0.7 * (r + f) / job.repeats)))
+            try:
+                for r in range(job.repeats):
+                    runs.append(_send(job, r, clients, scratch, sizes, stop,
+                                      lambda f, r=r: progress("replay", 0.25 + 0.7 * (r + f) / job.repeats)))
+            except _Aborted as exc:
+                lost = _evicted(_delta(before, _counters(addresses, s.discover_timeout_s)))
+                if lost:
+                    raise ReplayRefused(
+                        f"{exc} — the servers evicted or expired {lost:,} items meanwhile: the missing answers are "
+                        "memcached's memory, not the config", hint="give the servers more memory (memcached -m), "
+                        "replay a shorter --duration, or keep other writers off the servers while it runs") from None
+                raise
             queries = [_queries(c) - q for c, q in zip(clients, queries0, strict=True)]
+            after = _counters(addresses, s.discover_timeout_s)
         finally:
             for client in clients:
                 with contextlib.suppress(Exception):
                     client.close()
             _delete(addresses, [k for arm in scratch for k in arm.values()])
         progress("cleanup", 0.97)
-        return _measured(job, runs, queries, home, configs, notes, f"tailtune-client-{client_version}")
+        measured = _measured(job, runs, queries, home, configs, notes, f"tailtune-client-{client_version}")
+        return _with_memory(measured, memory, scratch_bytes, _delta(before, after))
+
+    def _check_fit(self, job: ReplayJob, sizes: Mapping[str, int], home: Mapping[str, int],
+                   memory: Sequence[ServerMemory], key_bytes: int) -> list[int]:
+        """Each server's scratch bytes, or ScratchTooLarge (module doc § Memory)."""
+        s, trace = job.settings, job.trace
+        arms = len(job.arms)
+        need, fits = scratch_memory(trace, sizes, home, memory, arms, key_bytes, s.replay_memcached_max_fill)
+        if fits >= trace.requests:
+            return need
+        over = max(range(len(memory)), key=lambda i: need[i] / max(1, memory[i].free))
+        m = memory[over]
+        fitting = float(trace.offsets_us[fits]) / 1e6 / job.rate_scale if fits else 0.0
+        keys = sum(1 for h in home.values() if h == over)
+        shorter = "replay fewer arms, or "
+        if fitting >= job.block_s:
+            shorter = f"replay --duration {math.floor(fitting * 10) / 10:g} s or less (its keys fit), fewer arms, or "
+        raise ScratchTooLarge(
+            f"the scratch keys do not fit memcached {m.name}: {arms} arms × {keys:,} keys take about "
+            f"{need[over] / MIB:.1f} MiB of its slab pages, over TAILTUNE_REPLAY_MEMCACHED_MAX_FILL "
+            f"({s.replay_memcached_max_fill:g}) of its free memory (limit_maxbytes {m.limit_maxbytes / MIB:.1f} MiB, "
+            f"{m.bytes / MIB:.1f} MiB held by its {m.curr_items:,} items): memcached would evict scratch keys (or its "
+            "own items) and the answers would be wrong; nothing was written",
+            hint=f"{shorter}give the servers more memory (memcached -m)",
+            fitting_duration_s=fitting)
+
+
+def _delta(before: Sequence[dict[str, int] | None], after: Sequence[dict[str, int] | None]
+           ) -> list[dict[str, int] | None]:
+    return [None if b is None or a is None else {c: max(0, a[c] - b[c]) for c in COUNTERS}
+            for b, a in zip(before, after, strict=True)]
+
+
+def _evicted(deltas: Sequence[dict[str, int] | None]) -> int:
+    return sum(d["evictions"] + d["expired_unfetched"] for d in deltas if d is not None)
+
+
+def _with_memory(run: DriverRun, memory: Sequence[ServerMemory], scratch_bytes: Sequence[int],
+                 deltas: Sequence[dict[str, int] | None]) -> DriverRun:
+    """`run` with each server's memory figures and counter deltas in `cluster`, and a note on evictions."""
+    from dataclasses import replace
+
+    cluster = dict(run.cluster)
+    cluster["servers"] = {m.name: {"limit_maxbytes": m.limit_maxbytes, "bytes_before": m.bytes,
+                                   "items_before": m.curr_items, "scratch_bytes": need, "counted": d is not None,
+                                   **(d or {c: 0 for c in COUNTERS})}
+                          for m, need, d in zip(memory, scratch_bytes, deltas, strict=True)}
+    evictions = sum(d["evictions"] for d in deltas if d is not None)
+    expired = sum(d["expired_unfetched"] for d in deltas if d is not None)
+    cluster["evictions"] = evictions
+    missing = sum(int(a.get("missing_answers", 0)) for a in cluster.get("arms", {}).values())
+    notes = list(run.notes)
+    if evictions or expired:
+        notes.append(f"the servers evicted {evictions:,} items and expired {expired:,} unread during the replay: a "
+                     f"missing answer ({missing:,} of them) after an eviction is the servers' memory, not the config")
+    elif missing:
+        notes.append(f"{missing:,} answers were missing with no eviction or expiry counted on the servers")
+    if any(d is None for d in deltas):
+        notes.append("some servers' eviction counters could not be read after the run")
+    return replace(run, cluster=cluster, notes=tuple(notes))
 
 
 def _sizes(keys: Sequence[str], sizes: Sequence[int], cap: int, notes: list[str]) -> dict[str, int]:
@@ -235,7 +474,7 @@ class _Run:
     def __init__(self, n: int) -> None:
         self.latency_us = np.zeros(n)
         self.lag_us = np.zeros(n)
-        self.outcome = np.zeros(n, dtype=np.int8)  # 0 not sent, 1 ok, 2 error, 3 timeout, 4 wrong
+        self.outcome = np.zeros(n, dtype=np.int8)  # 0 not sent, 1 ok, 2 error, 3 timeout, 4 wrong, 5 missing
         self.lock = threading.Lock()
         self.completed = 0
         self.failed = 0
@@ -263,8 +502,10 @@ def _send(job: ReplayJob, repeat: int, clients: Sequence[Any], scratch: Sequence
         outcome = 1
         try:
             got = clients[a].get_many(wanted)
-            if any(got.get(k) != _value(k, sizes[orig]) for k, orig in zip(wanted, trace.request_keys(i),
-                                                                           strict=True)):
+            if any(k not in got for k in wanted):
+                outcome = 5
+            elif any(got.get(k) != _value(k, sizes[orig]) for k, orig in zip(wanted, trace.request_keys(i),
+                                                                             strict=True)):
                 outcome = 4
         except ServerError as exc:
             outcome = 3 if all("no answer" in e for e in exc.errors.values()) else 2
@@ -281,8 +522,8 @@ def _send(job: ReplayJob, repeat: int, clients: Sequence[Any], scratch: Sequence
             out.failed += outcome != 1
             if out.abort is None and out.completed >= s.replay_abort_after \
                     and out.failed > s.replay_max_error_fraction * out.completed:
-                out.abort = (f"{out.failed} of {out.completed} requests failed, timed out or read a wrong value, "
-                             f"over the limit of {s.replay_max_error_fraction:g}")
+                out.abort = (f"{out.failed} of {out.completed} requests failed, timed out or read a wrong or "
+                             f"missing value, over the limit of {s.replay_max_error_fraction:g}")
 
     def send(end: int, out: _Run | None) -> None:
         with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="tailtune-replay") as pool:
@@ -316,7 +557,7 @@ def _send(job: ReplayJob, repeat: int, clients: Sequence[Any], scratch: Sequence
     send(trace.requests, run)
     run.cpu_s = time.process_time() - cpu0
     if run.abort is not None:
-        raise ReplayRefused(f"the replay stopped: {run.abort} (TAILTUNE_REPLAY_MAX_ERROR_FRACTION)")
+        raise _Aborted(f"the replay stopped: {run.abort} (TAILTUNE_REPLAY_MAX_ERROR_FRACTION)")
     return run
 
 
@@ -348,9 +589,11 @@ def _measured(job: ReplayJob, runs: Sequence[_Run], queries: Sequence[int], home
         warm_batches = _warm_batches(job, a, home)
         expected = int(batches[a]) + warm_batches  # the warm-up's queries are in the clients' counts too
         extra = max(0, queries[a] - expected)
-        wrong = int(np.count_nonzero(outcomes == 4))
+        missing = int(np.count_nonzero(outcomes == 5))
+        wrong = int(np.count_nonzero(outcomes == 4)) + missing
         cluster["arms"][arm_.name] = {"requests": sent, "queries": queries[a], "server_batches": expected,
-                                      "extra_queries": extra, "answers_checked": sent, "wrong_answers": wrong}
+                                      "extra_queries": extra, "answers_checked": sent, "wrong_answers": wrong,
+                                      "missing_answers": missing}
         measures.append(ArmMeasure(arm_.name, hists[a], sent, int(np.count_nonzero(outcomes == 2)),
                                    int(np.count_nonzero(outcomes == 3)), wrong,
                                    queries[a], min(extra, queries[a])))
