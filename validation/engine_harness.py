@@ -21,8 +21,8 @@ docs/replay.md) share: a throw-away deployment around real servers, and the repo
 * Cassandra's variants as arms: `stock_arms(variants)` — each `speculative_retry` value an arm (`arm_name`: the
   value with what an arm name cannot hold replaced), its SPEC `stock:speculative_retry=V,multiget.shape=in` (a
   multiget is one `SELECT ... WHERE k IN ?`, as the scripts read); `flattened(doc)`: whether the engine replayed each
-  multiget as its keys' one-partition reads (what it does until it replays a multiget's shape), and
-  `MULTIGET_NOTE`, what the scripts print then.
+  multiget as its keys' one-partition reads (a report from a flattening engine), and `MULTIGET_NOTE`, what the
+  scripts print then.
 * `Phases`: an `on_progress` that calls `on_measure()` when the engine starts sending (its first `replay` stage
   past the load: the warm-up's start, within the progress relay's 0.25 s) and `on_end()` when it stops (its
   `predict` stage, or on leaving the `with`), with the monotonic times of both and `sample()` (the JVMs' CPU) at
@@ -45,9 +45,8 @@ import numpy as np
 __all__ = ["MULTIGET_NOTE", "Phases", "arm_name", "calibrate", "cassandra_deployment", "discover", "engine_home",
            "flattened", "ingest", "print_report", "register", "replay", "stock_arms", "stored_model", "write_trace"]
 
-MULTIGET_NOTE = ("the engine replays one partition per read today: each multiget ran as its keys' reads at its "
-                 "arrival (the arms' multiget.shape=in is kept for when it replays the shape), and the model replayed "
-                 "the same one-key reads")
+MULTIGET_NOTE = ("the engine replayed one partition per read: each multiget ran as its keys' reads at its arrival, "
+                 "and the model replayed the same one-key reads")
 
 
 def arm_name(variant: str) -> str:

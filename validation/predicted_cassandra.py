@@ -31,9 +31,9 @@ Steps, per system:
    interleaved (order rotated). Before each run `--noise-reps` trivial round trips (`SELECT release_version FROM
    system.local`, one at a time, nothing else running) measure the machine's own noise; the JVMs' CPU time over
    each replay is reported (utilisation of the box's cores). The engine's own prediction (the deployment's model,
-   one seed, at the achieved rate) is kept beside the script's. The engine replays one partition per read today (a
-   multiget's keys as reads of their own at its arrival): the output says so, and the predictions below then
-   replay the same one-key reads; the script runs as written once the engine replays `multiget.shape=in`.
+   one seed, at the achieved rate) is kept beside the script's. The engine sends each multiget as one `IN` query
+   (`multiget.shape=in`); a report whose multigets were flattened into one-partition reads says so in the output,
+   and the predictions then replay the same one-key reads.
 
    What the engine changes, and why it is sounder: the observation used to be a Python loop timing each
    `execute_async` call to its callback, with the generator's lag reported apart — a generator that fell behind

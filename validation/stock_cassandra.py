@@ -12,9 +12,9 @@ Poisson multigets of `--keys` partitions (uniform over `--partitions`, value `--
 variant of `--variants` is an arm, `stock:speculative_retry=V,multiget.shape=in`: a twin scratch table per arm,
 created with its `speculative_retry` in `CREATE TABLE`, loaded at CL ALL; the requests dealt to the arms at random in
 one stream (`--repeats` repeats, blocks of `--block-s`), each latency from its intended start, LOCAL_ONE, the
-deployment's driver (`--driver`: the Java driver 4 generator, or the Python driver). The engine replays one partition
-per read today (a multiget's keys as reads of their own at its arrival): the script says so in its output, and runs
-as written once the engine replays `multiget.shape=in`. Before the stalled replay a calibration replay without
+deployment's driver (`--driver`: the Java driver 4 generator, or the Python driver). The engine sends each multiget as
+the arm's `multiget.shape=in` says (one `IN` query of its keys); a report whose engine flattened multigets into
+one-partition reads (an older engine's, `--from-json`) is said so and simulated as replayed. Before the stalled replay a calibration replay without
 stalls, two `NEVER` arms (an A/A pair: their difference is the engine's own noise), measures the JVMs' CPU per read
 for the model side. Node 3's JVM is stopped (SIGSTOP) for `--stall-ms` every `--stall-period-s`, continued with
 SIGCONT, from the engine's first send (warm-up) to its last; each stall's (stopped, continued) times are recorded, as
@@ -133,7 +133,7 @@ def write_trace(w: Workload, path: Path, value_size: int) -> None:
 
 
 def write_flat(w: Workload, path: Path, value_size: int) -> None:
-    """`w` as the engine replayed it today: each key of a multiget a request of its own at its arrival."""
+    """`w` as a flattening engine replayed it: each key of a multiget a request of its own at its arrival."""
     with path.open("w") as f:
         f.write("request_id,ts,key,value_size\n")
         i = 0

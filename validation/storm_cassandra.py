@@ -21,9 +21,8 @@ them), multigets `SELECT k, v FROM kv WHERE k IN ?` of `--keys` partitions at CL
    arm: p50/p95/p99, failed and timed-out requests, and the **extra reads** the coordinators sent for it: the
    replica reads of its twin (`system_views.local_read_latency` on every node) beyond its requests — speculative
    retries, original or not, each run as one replica read — and the paired interval of its p99 against `NEVER`;
-   the JVMs' CPU over the replay, the generator's lag and CPU. The engine replays one partition per read today (a
-   multiget's keys as reads of their own at its arrival): the output says so; the script runs as written once the
-   engine replays `multiget.shape=in`.
+   the JVMs' CPU over the replay, the generator's lag and CPU. The engine sends each multiget as one `IN` query
+   (`multiget.shape=in`); a report whose multigets were flattened into one-partition reads says so in the output.
 
    What the engine changes, and why it is sounder: `NEVER` and `99p` used to run one after another on one table
    (`ALTER TABLE` between runs), so a storm in one run and its absence in the next could be the box's drift (run
