@@ -14,7 +14,8 @@ created with its `speculative_retry` in `CREATE TABLE`, loaded at CL ALL; the re
 one stream (`--repeats` repeats, blocks of `--block-s`), each latency from its intended start, LOCAL_ONE, the
 deployment's driver (`--driver`: the Java driver 4 generator, or the Python driver). The engine sends each multiget as
 the arm's `multiget.shape=in` says (one `IN` query of its keys); a report whose engine flattened multigets into
-one-partition reads (an older engine's, `--from-json`) is said so and simulated as replayed. Before the stalled replay a calibration replay without
+one-partition reads (an older engine's, `--from-json`) is said so and simulated as replayed.
+Before the stalled replay a calibration replay without
 stalls, two `NEVER` arms (an A/A pair: their difference is the engine's own noise), measures the JVMs' CPU per read
 for the model side. Node 3's JVM is stopped (SIGSTOP) for `--stall-ms` every `--stall-period-s`, continued with
 SIGCONT, from the engine's first send (warm-up) to its last; each stall's (stopped, continued) times are recorded, as
