@@ -3,16 +3,16 @@ memcached servers through tailtune-client, before it publishes (jobs/confirm.py)
 
 * an operator's wrong model input — `topology.slots: 64`, the servers' worker threads, where the servers run
   `-t 2` — makes the real tuner recommend Chisel splitting the large multigets into many small queries; the real
-  replay measures that worse at p99 (the gate's verdict `refuse`: the interval's lower end above +5 %), and the
-  nightly refuses: no version made, nothing published, a finding in the result, the job succeeded;
+  replay measures that worse (p99 above +5 %, p50 resolved worse), the gate does not pass it, and the nightly
+  refuses: no version made, nothing published, a finding in the result, the job succeeded;
 * a recommendation the replay does not show worse is published, the replay's headline in the version's evidence;
 * a replay that cannot run (the staging deployment does not allow it; too few blocks) publishes nothing and says
   why.
 
 The replays last seconds in blocks of 0.25 s (the settings a test may lower: `replay_min_block_s`, the confirm
-duration and block): 24 blocks, over the bootstrap's 20. The recommendation that passes runs a Chisel config that
-never splits or merges (it sends what batching sends), against a gate raised for seconds of replay (an A/A interval
-of 24 short blocks is tens of % wide). No timing is asserted.
+duration and block): 24 blocks, over the bootstrap's 20 (48 for the refusal). The recommendation that passes runs a
+Chisel config that never splits or merges (it sends what batching sends), against a gate raised for seconds of
+replay (an A/A interval of 24 short blocks is tens of % wide). No timing is asserted.
 """
 
 from __future__ import annotations
@@ -37,8 +37,8 @@ from tests.servers.memcached_server import MemcachedNode
 pytestmark = pytest.mark.slow
 
 API = "/api/v1"
-#: requests of the trace, 4 ms apart: 7 s, of which 0.5 s warm-up and 6 s measured
-REQUESTS = 1750
+#: requests of the trace, 4 ms apart: 12.8 s, of which 0.5 s warm-up and 6 s (12 s in the refusal) measured
+REQUESTS = 3200
 GAP_S = 0.004
 #: the baseline the tuner compares with (memcached's current config) and a Chisel config that sends what it sends
 BATCHING = {"policy": "batching", "params": {}}
@@ -46,11 +46,11 @@ NEVER_SPLITS = {"elephant_threshold": 1000, "merge": 1, "split_keys": 1000}
 
 
 def _trace(path: Path) -> Path:
-    """Mice of 1–2 keys and, every other request or so, a multiget of 16–32 keys, over 4,000 keys."""
+    """Mice of 1–2 keys and, every other request or so, a multiget of 32–64 keys, over 4,000 keys."""
     rnd = random.Random(11)
     lines = ["request_id,ts,key,value_size"]
     for i in range(REQUESTS):
-        n = rnd.randint(16, 32) if rnd.random() < 0.45 else rnd.randint(1, 2)
+        n = rnd.randint(32, 64) if rnd.random() < 0.45 else rnd.randint(1, 2)
         for k in rnd.sample(range(4000), n):
             lines.append(f"{i},{i * GAP_S:.6f},item:{k},{rnd.randint(10, 1000)}")
     path.write_text("\n".join(lines) + "\n")
@@ -110,7 +110,7 @@ def _done(name: str, output: dict[str, Any]) -> dict[str, Any]:
 
 
 def _nightly(svc: Svc, dep_id: int, dataset: str, analysis: Path | None = None,
-             tune: dict[str, Any] | None = None, trials: int = 12) -> dict[str, Any]:
+             tune: dict[str, Any] | None = None, trials: int = 20) -> dict[str, Any]:
     """A nightly job of the deployment whose ingest and analyze steps are done (on `dataset` and the real
     `analysis`) — and its tune step too when `tune` is given — run by a real worker to its end."""
     r = svc.client.post(f"{API}/jobs", json={"deployment_id": dep_id, "tune": {"trials": trials, "seeds": 1}},
@@ -156,6 +156,7 @@ def test_a_recommendation_the_real_replay_shows_worse_is_not_published(
     app: Svc, pool: list[MemcachedNode], characterized: tuple[Path, Path]
 ) -> None:
     trace, analysis = characterized
+    app.settings.replay_confirm_duration_s = 12.0  # 48 blocks: the p99 interval of a few thousand requests a side
     # the operator declares 64 worker threads per server: the servers run 2
     dep = _deployment(app, "shop", pool, topology={"slots": 64}, replay_allowed=True, confirm_on="shop")
     assert dep["confirm_on"] == "shop" and dep["topology"]["slots"] == 64
@@ -166,19 +167,22 @@ def test_a_recommendation_the_real_replay_shows_worse_is_not_published(
     assert result["model"]["sources"]["worker_threads"] == "declared"
     # the model, with 64 threads a server, finds splitting the large multigets pays
     assert rec["verdict"] == "recommend" and rec["policy"] == "chisel", rec
-    assert rec["params"]["split_keys"] < 16 and rec["params"]["elephant_threshold"] < 16
+    assert rec["params"]["split_keys"] < 32 and rec["params"]["elephant_threshold"] < 32
     confirm = result["confirm"]
     assert confirm["outcome"] == "refused" and confirm["on"] == "shop", confirm["reason"]
     head = confirm["headline"]
     assert [a["name"] for a in head["arms"]] == ["current", "recommended"]
     assert head["arms"][0]["config"] == BATCHING
     assert head["arms"][1]["config"] == {"policy": "chisel", "params": rec["params"]}
-    assert head["blocks"] == 24 and head["comparison"]["metric"] == "p99" and head["comparison"]["blocks"] == 24
-    # the model predicted the recommendation better; the real servers measured it worse, the interval above +5 %
+    assert head["blocks"] == 48 and head["comparison"]["metric"] == "p99" and head["comparison"]["blocks"] == 48
+    # the model predicted the recommendation better; the real servers measured it worse
     predicted = head["predicted_p99_ms"]
     assert predicted["recommended"] < predicted["current"]
-    lo = head["comparison"]["interval_pct"][0]
-    assert confirm["gate"]["verdict"] == "refuse" and lo > 5.0, head["comparison"]
+    # the gate's verdict is `refuse` (the interval's lower end above +5 %) on a quiet machine; under the other
+    # tests' load the shared stalls can widen the interval across +5 % (`inconclusive`): refused all the same
+    assert confirm["gate"]["verdict"] in ("refuse", "inconclusive") and head["comparison"]["diff_pct"] > 5.0
+    p50 = next(c for c in confirm["report"]["comparisons"] if c["metric"] == "p50")
+    assert p50["interval_pct"][0] > 0.0, p50  # every split elephant waits for its round trips: resolved worse
     assert head["observed_p99_ms"]["recommended"] > head["observed_p99_ms"]["current"]
     assert confirm["finding"] and confirm["finding"] in result["findings"]
     assert "where the model predicted" in confirm["finding"]
