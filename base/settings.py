@@ -524,6 +524,33 @@ class Settings(BaseSettings):
         "replay whose scratch would not fit is refused before anything is written (memcached would evict scratch "
         "keys, or the server's own items, and the answers would be wrong), naming the longest --duration that fits.",
     )
+    replay_min_block_s: float = Field(
+        default=15.0, ge=0.01, le=3600.0,
+        description="Shortest block the live replay's paired block bootstrap accepts (`tuner.fidelity."
+        "compare_concurrent`): latencies inside a block are correlated for seconds (a queue, a compaction, a GC "
+        "pause), so shorter blocks are not independent units and the comparison is refused. Lower only to test.",
+    )
+    replay_confirm_duration_s: float = Field(
+        default=1500.0, gt=0.0, le=86_400.0,
+        description="Measured seconds of the live replay a nightly runs at its deployment's `confirm_on` before it "
+        "publishes (docs/replay.md § confirm_on). The measured minimum for the +5 % gate on this project's machine: "
+        "the A/A half-width h of the p99 difference's interval was 5.2 % at 20 blocks of 15 s and 4.1 % at 40, about "
+        "25 %/√blocks. A config no worse than the current one passes only if its estimate plus h stays under +5 %; "
+        "the estimate lies within ±h of the truth 95 % of the time, so an equal config passes reliably (97.5 %) when "
+        "2h ≤ 5 %: h ≤ 2.5 %, (25/2.5)² = 100 blocks of 15 s, 1,500 s. A run shorter than this (a trace too short at "
+        "its rate) is `not_replayed`, never published.",
+    )
+    replay_confirm_block_s: float = Field(
+        default=15.0, ge=0.01, le=3600.0,
+        description="Block length of the `confirm_on` replay (the paired block bootstrap's unit; at least "
+        "`replay_min_block_s`).",
+    )
+    replay_confirm_max_worse: float = Field(
+        default=0.05, ge=0.0, le=10.0,
+        description="The `confirm_on` gate: a nightly publishes its recommendation only if the upper end of the "
+        "95 % interval of the recommendation's p99 difference against the current config, measured by the live "
+        "replay, is below this fraction (0.05: +5 %).",
+    )
     #: This process's own scratch folder under home/tmp, once `control.scratch.claim_scratch` made it
     #: (not an environment variable): what a killed process leaves there is swept by the next start-up.
     _scratch: Path | None = PrivateAttr(default=None)

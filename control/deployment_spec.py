@@ -238,6 +238,14 @@ class DeploymentCreate(RequestBody):
         description="The live replay (`tailtune replay`) may drive load at the deployment's live system (scratch "
         "tables or keys only). Admin-only: setting it needs an admin token (403 otherwise).",
     )
+    confirm_on: str | None = Field(
+        default=None,
+        pattern=NAME_PATTERN,
+        description="The deployment (this one's own name, or a staging deployment of the same kind) at which a "
+        "nightly replays current against recommended with the live replay before it publishes, and publishes only "
+        "if the replay does not show the recommendation worse (docs/replay.md § confirm_on). That deployment must "
+        "have `replay_allowed` (set by an admin); naming it needs a write token.",
+    )
 
     @field_validator("kind", mode="before")
     @classmethod
@@ -278,6 +286,11 @@ class DeploymentPatch(RequestBody):
     driver: Literal["java4", "python"] | None = None
     tables: list[str] | None = Field(default=None, max_length=MAX_TABLES)
     replay_allowed: bool | None = Field(default=None, description="Admin-only to set (a write token may clear it).")
+    confirm_on: str | None = Field(
+        default=None, pattern=NAME_PATTERN,
+        description="The deployment a nightly confirms its recommendation on (docs/replay.md § confirm_on); null "
+        "clears it.",
+    )
 
     @field_validator("timezone")
     @classmethod
@@ -317,6 +330,9 @@ class DeploymentOut(BaseModel):
     driver: str
     tables: list[str]
     replay_allowed: bool = Field(default=False, description="The live replay may drive the deployment.")
+    confirm_on: str | None = Field(
+        default=None, description="The deployment a nightly confirms its recommendation on with the live replay."
+    )
     sources: dict[str, str] = Field(
         default_factory=dict,
         description="Where each shown topology value (and a cassandra deployment's server and driver) comes from: "
@@ -368,5 +384,6 @@ class DeploymentOut(BaseModel):
             driver=r.driver or "java4",
             tables=list(r.tables or []),
             replay_allowed=bool(r.replay_allowed),
+            confirm_on=r.confirm_on,
             model=dict(r.model or {}),
         )

@@ -46,6 +46,21 @@ def _document(row: DeploymentRow) -> dict[str, object]:
     return {"kind": row.kind, "connection": dict(row.connection or {}), "replay_allowed": bool(row.replay_allowed)}
 
 
+def _check_confirm_on(s: Session, name: str, kind: str, confirm_on: str | None) -> None:
+    """`confirm_on` names the deployment itself or an existing deployment of the same kind (Invalid naming the
+    field otherwise). Whether that deployment allows the live replay is checked when a nightly runs it, against
+    the admin's record (`jobs/confirm.py`), as every replay is."""
+    if confirm_on is None or confirm_on == name:
+        return
+    target = s.scalar(select(DeploymentRow).where(DeploymentRow.name == confirm_on))
+    if target is None:
+        raise Invalid(f"no deployment is named {confirm_on!r} (register the staging deployment first, or name "
+                      "this deployment itself)", field="confirm_on")
+    if target.kind != kind:
+        raise Invalid(f"deployment {confirm_on!r} is a {target.kind} deployment, this one {kind}: a recommendation "
+                      "is confirmed on a deployment of its own kind", field="confirm_on")
+
+
 def create(s: Session, settings: Settings, body: DeploymentCreate, who: Principal) -> DeploymentRow:
     if body.current_config is not None:
         validate_config(
@@ -60,6 +75,7 @@ def create(s: Session, settings: Settings, body: DeploymentCreate, who: Principa
         raise Conflict(f"deployment {body.name!r} already exists", field="name")
     doc = {"kind": body.kind, "connection": body.connection.model_dump(), "replay_allowed": body.replay_allowed}
     check_and_record(s, None, doc, admin=who.admin, by=who.name)
+    _check_confirm_on(s, body.name, body.kind, body.confirm_on)
     row = DeploymentRow(
         name=body.name,
         kind=body.kind,
@@ -76,6 +92,7 @@ def create(s: Session, settings: Settings, body: DeploymentCreate, who: Principa
         driver=body.driver,
         tables=list(body.tables),
         replay_allowed=body.replay_allowed,
+        confirm_on=body.confirm_on,
         model={"declared": declared_fields(body.topology.model_dump(), body.topology.model_fields_set),
                "given": sorted({"server", "driver"} & body.model_fields_set)},
     )
@@ -126,6 +143,8 @@ def patch(s: Session, settings: Settings, deployment_id: int, body: DeploymentPa
         if key in fields and fields[key] is None:
             raise Invalid("must not be null (only current_config can be cleared)", field=key)
     ops.check_body(fields, creating=False)
+    if fields.get("confirm_on") is not None:
+        _check_confirm_on(s, row.name, row.kind, fields["confirm_on"])
     if body.topology is not None:
         model = {k: v for k, v in (row.model or {}).items() if k != "operator"}  # the key's former name
         row.model = {**model, "declared": declared_fields(fields["topology"], body.topology.model_fields_set)}

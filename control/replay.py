@@ -7,17 +7,19 @@ scales their rate, hands them to the kind's replay driver (`DeploymentKind.repla
 Cassandra, scratch keys through tailtune-client for memcached), and turns what the driver measured into the
 report (`ReplayReport.as_dict()`): each arm's observed p50/p95/p99 from its per-block histograms, each arm against
 the first with its interval (`tuner.fidelity.compare_concurrent`: the paired block bootstrap, which refuses blocks
-shorter than 15 s or fewer than 20 of them, and says so), the model's predicted p50/p95/p99 of each arm's config
-(the deployment's own model, `control.tune_request.deployment_model`, replaying the same requests at the rate the
-generator achieved), whether the model ranks the configs as the cluster does (`tuner.fidelity.fidelity`), and the
-interference of the arms' reads (`tuner.fidelity.interference`).
+shorter than `TAILTUNE_REPLAY_MIN_BLOCK_S` (15 s) or fewer than 20 of them, and says so), the model's predicted
+p50/p95/p99 of each arm's config (the deployment's own model, `control.tune_request.deployment_model`, replaying
+the same requests at the rate the generator achieved), whether the model ranks the configs as the cluster does
+(`tuner.fidelity.fidelity`), and the interference of the arms' reads (`tuner.fidelity.interference`).
 
 **SPECs.** `current` (the deployment's newest config version, else its `current_config`, else the kind's default;
 a stock Cassandra server runs no scheduler: a patched policy there means the stock defaults, with a note),
 `recommended` (the recommendation of the deployment's newest succeeded job that has one) or `recommended@JOB`,
 `version:N` (config version N), or a config written as `tailtune tune --current` takes it
-(`stock:speculative_retry=NEVER,driver.speculative_execution.max_executions=2`). Each is checked as a config
-version is (`control.configs.validate_config`).
+(`stock:speculative_retry=NEVER,driver.speculative_execution.max_executions=2`). A caller may give a config
+mapping (`{"policy": ..., "params": {...}}`) instead of a SPEC text: the nightly's `confirm_on` step replays its
+own not yet stored recommendation so (`jobs/confirm.py`); the report's `spec` then writes it as the config text
+that names it. Each is checked as a config version is (`control.configs.validate_config`).
 
 **Rate.** Request i is sent at offset_i / rate_scale. `rate_scale` multiplies the trace's own rate; `load` sets
 it to a fraction of the deployment's calibrated capacity (the model input `capacity`, requests per second, which
@@ -85,12 +87,14 @@ from tuner.fidelity import (
 __all__ = [
     "ARM_NAME",
     "Arm",
+    "ConfigSpec",
     "LagTooHigh",
     "ReplayDriver",
     "ReplayRefused",
     "ReplayReport",
     "parse_arm",
     "run_replay",
+    "spec_text",
 ]
 
 #: An arm's name (the generator's execution profile name: `[A-Za-z0-9_-]{1,64}`).
@@ -204,7 +208,21 @@ class _Deployment:
     notes: list[str]
 
 
-def _read_deployment(name: str, specs: Sequence[tuple[str, str]], settings: Settings) -> _Deployment:
+#: What names an arm's config: a SPEC text, or the config itself (`{"policy", "params"}`).
+ConfigSpec = str | Mapping[str, Any]
+
+
+def spec_text(spec: ConfigSpec) -> str:
+    """The SPEC text of `spec`: itself, or a config mapping written as `tailtune tune --current` takes it
+    (`chisel:elephant_threshold=2,merge=1,split_keys=1`; a policy without params: its name)."""
+    if isinstance(spec, str):
+        return spec
+    params = dict(spec.get("params") or {})
+    knobs = ",".join(f"{k}={v}" for k, v in sorted(params.items()))
+    return f"{spec.get('policy')}:{knobs}" if knobs else str(spec.get("policy"))
+
+
+def _read_deployment(name: str, specs: Sequence[tuple[str, ConfigSpec]], settings: Settings) -> _Deployment:
     from control.db import database_for
     from control.deployments import get_by_name
     from control.egress import Egress, EgressRefused
@@ -230,16 +248,16 @@ def _read_deployment(name: str, specs: Sequence[tuple[str, str]], settings: Sett
             if not isinstance(driver, ReplayDriver):
                 raise TypeError(f"{row.kind}'s replay_driver is not a control.replay_trace.ReplayDriver")
             notes: list[str] = []
-            configs = [(arm, spec, _resolve(s, row, spec, driver, settings, notes)) for arm, spec in specs]
+            configs = [(arm, spec_text(spec), _resolve(s, row, spec, driver, settings, notes)) for arm, spec in specs]
             return _Deployment(deployment_record(row), driver, configs, notes)
     finally:
         db.dispose()
 
 
-def _resolve(s: Any, row: Any, spec: str, driver: ReplayDriver, settings: Settings, notes: list[str]
+def _resolve(s: Any, row: Any, spec: ConfigSpec, driver: ReplayDriver, settings: Settings, notes: list[str]
              ) -> dict[str, Any]:
-    """The config a SPEC names for the deployment of `row` (module doc; checked later, once the driver completed
-    it: `_check`)."""
+    """The config a SPEC names for the deployment of `row`, or the config mapping given (module doc; checked
+    later, once the driver completed it: `_check`)."""
     from sqlalchemy import select
 
     from control import configs
@@ -247,6 +265,10 @@ def _resolve(s: Any, row: Any, spec: str, driver: ReplayDriver, settings: Settin
     from control.errors import Missing
 
     config: Any
+    if not isinstance(spec, str):
+        if not isinstance(spec.get("policy"), str) or not isinstance(spec.get("params") or {}, Mapping):
+            raise ReplayRefused(f"config {dict(spec)!r}: a config is {{'policy': NAME, 'params': {{...}}}}")
+        return {"policy": spec["policy"], "params": dict(spec.get("params") or {})}
     text = spec.strip()
     if text == "current":
         try:
@@ -487,7 +509,7 @@ def _joined(runs: Sequence[tuple[int, Run]], hist: BlockHistograms) -> BlockHist
 def run_replay(
     deployment: str,
     dataset: str,
-    configs: Sequence[tuple[str, str]],
+    configs: Sequence[tuple[str, ConfigSpec]],
     *,
     rate_scale: float | None = None,
     load: float | None = None,
@@ -498,9 +520,9 @@ def run_replay(
     settings: Settings | None = None,
     on_progress: Callable[[str, float], None] | None = None,
 ) -> ReplayReport:
-    """The live replay of `dataset` at `deployment` under `configs` ((arm name, SPEC), the first the baseline)
-    (module doc). Raises ReplayRefused (LagTooHigh with the report), the driver's errors, and what `on_progress`
-    raises."""
+    """The live replay of `dataset` at `deployment` under `configs` ((arm name, SPEC or config), the first the
+    baseline) (module doc). Raises ReplayRefused (LagTooHigh with the report), the driver's errors, and what
+    `on_progress` raises."""
     settings = settings or get_settings()
     progress: ProgressFn = on_progress or (lambda _stage, _fraction: None)
     names = [a for a, _ in configs]
@@ -609,7 +631,8 @@ def _report(record: Mapping[str, Any], dataset: str, arms: list[Arm], run: Drive
     for a in arms[1:]:
         for metric in METRICS:
             if _group(job, 0) == _group(job, index[a.name]):
-                comparisons.append(compare_concurrent(hists, first, a.name, metric=metric, seed=seed))
+                comparisons.append(compare_concurrent(hists, first, a.name, metric=metric, seed=seed,
+                                                       min_block_s=settings.replay_min_block_s))
             else:
                 comparisons.append(compare_alternating(ordered, first, a.name, metric=metric))
     refused = {c.reason for c in comparisons if c.reason}

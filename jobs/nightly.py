@@ -1,5 +1,5 @@
-"""Job handlers: the nightly pipeline (ingest → analyze → drift → tune → decide → publish → verify) and its single-step
-jobs.
+"""Job handlers: the nightly pipeline (ingest → analyze → drift → tune → decide → confirm → publish → verify) and its
+single-step jobs.
 
 Each step is a checkpoint on the job (`JobContext.step`): its output is stored, a resumed job skips finished
 steps. The steps call the other packages' real entry points — `ingest.pipeline.ingest_file`,
@@ -7,7 +7,10 @@ steps. The steps call the other packages' real entry points — `ingest.pipeline
 nothing is faked. Choices (see docs/operations.md): the newest ready trace of the deployment is analyzed and
 tuned (with `traces > 1`, the newer ones are ingested too and listed, but the tuner replays the newest); a
 config is accepted only on the tuner's verdict `recommend` and the deployment's absolute constraints; a job whose
-workload has not moved since the running config's study skips the study (`jobs/drift.py`, docs/drift.md).
+workload has not moved since the running config's study skips the study (`jobs/drift.py`, docs/drift.md); a
+deployment naming `confirm_on` has an accepted recommendation replayed live against the current config there first,
+and its version is made and published only if the replay does not show it worse (`jobs/confirm.py`, docs/replay.md
+§ confirm_on).
 """
 
 from __future__ import annotations
@@ -49,7 +52,7 @@ __all__ = [
     "run_publish",
 ]
 
-STEPS = ("ingest", "analyze", "drift", "tune", "decide", "publish", "verify")
+STEPS = ("ingest", "analyze", "drift", "tune", "decide", "confirm", "publish", "verify")
 
 
 # --- ingest -------------------------------------------------------------------------------------------------
@@ -483,7 +486,11 @@ def _step_decide(
     constraints: dict[str, Any],
     objective: dict[str, Any],
     rec_json: dict[str, Any] | None = None,
+    *,
+    make_version: bool = True,
 ) -> dict[str, Any]:
+    """The model's decision; an accepted recommendation becomes the next version unless `make_version` is False
+    (a deployment naming `confirm_on`: the confirm step makes it once the live replay confirmed it)."""
     from control.configs import add_version
     from control.verify import expectation
 
@@ -491,6 +498,8 @@ def _step_decide(
     ctx.log(f"decision: {'accept' if ok else 'keep current'} — {reason}")
     if not ok:
         return {"accepted": False, "reason": reason, "version": None}
+    if not make_version:
+        return {"accepted": True, "reason": reason, "version": None}
     config = rec.config()
     with ctx.db.session() as s:
         existing = s.scalar(
@@ -532,6 +541,7 @@ def run_nightly(ctx: JobContext) -> dict[str, Any]:
         if row is None:
             raise JobFailed(f"deployment {dep_id} no longer exists")
         dep = deployment_record(row)
+        confirm_on = row.confirm_on
     ing = ctx.step("ingest", lambda: _step_ingest(ctx, dep_id))
     dataset_id = str(ing["datasets"][0])
     out_dir = ctx.settings.home_dir / "analyses" / f"job-{ctx.job_id}"
@@ -552,7 +562,19 @@ def run_nightly(ctx: JobContext) -> dict[str, Any]:
     rec = ctx.step("tune", lambda: _step_tune(ctx, dep, dataset_id, str(ana["summary"]), opts.tune))
     recommendation = Recommendation.from_json(rec)
     dec = ctx.step("decide", lambda: _step_decide(ctx, dep_id, recommendation, dep["constraints"], dep["objective"],
-                                                  rec))
+                                                  rec, make_version=confirm_on is None))
+    confirm: dict[str, Any] | None = None
+    if dec["accepted"] and confirm_on is not None:
+        from jobs.confirm import confirm_recommendation
+
+        on, model_dec = confirm_on, dec
+        confirm = ctx.step("confirm", lambda: confirm_recommendation(ctx, dep_id, dep, on, dataset_id, recommendation,
+                                                                     rec, str(model_dec["reason"])))
+        if confirm["outcome"] == "confirmed":
+            dec = {**dec, "version": confirm["version"]}
+        else:
+            dec = {"accepted": False, "version": None,
+                   "reason": f"confirm_on {confirm_on!r}: {confirm['outcome']}: {confirm['reason']}"}
     result: dict[str, Any] = {
         "datasets": ing["datasets"],
         "analysis": ana["out_dir"],
@@ -579,6 +601,10 @@ def run_nightly(ctx: JobContext) -> dict[str, Any]:
                                if v == "default"],
                   "warning": (recommendation.tuned_for.get("model") or {}).get("warning")},
     }
+    if confirm is not None:
+        result["confirm"] = confirm
+        if confirm.get("finding"):
+            result["findings"] = [confirm["finding"]]
     if dec["accepted"] and ctx.payload.get("publish", True):
         version = int(dec["version"])
         result["publish"] = ctx.step("publish", lambda: publish_version(ctx, dep_id, version))

@@ -134,7 +134,7 @@ def memcached_deployment(name: str, servers: list[str]) -> dict[str, object]:
         "name": name,
         "kind": "memcached",
         "timezone": "Europe/Berlin",
-        "topology": {"servers": 4, "slots": 8, "replication": 1},
+        "topology": {"servers": 4, "replication": 1},  # memcached: `slots` would declare its worker threads
         "connection": {"servers": servers},
         "current_config": {"policy": "batching", "params": {}},
     }

@@ -66,6 +66,9 @@ class DeploymentRow(Base):
     #: The live replay may drive this deployment's live system (`control.replay`): an admin-only attribute
     #: (`control.grants.REPLAY_ALLOWED`), acted on only while its record in `deployment_grants` agrees.
     replay_allowed: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    #: The deployment (this one, or a staging deployment of the same kind) at which a nightly confirms its
+    #: recommendation with the live replay before publishing it (`jobs/confirm.py`); None: no confirmation.
+    confirm_on: Mapped[str | None] = mapped_column(String(64), nullable=True)
 
     @property
     def identity(self) -> str:
@@ -182,6 +185,9 @@ class ConfigVersionRow(Base):
     #: What the verify step found after the version was published (`control.verify`): status, test,
     #: figures before/after/expected, reason, time; None until the version is checked or given an expectation.
     verification: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    #: The figures the version was published on: `{"confirm": ...}`, the headline of the live replay a nightly
+    #: ran at the deployment's `confirm_on` (`jobs/confirm.py`); None when nothing but the model stood behind it.
+    evidence: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
 
 
 class ObservationRow(Base):

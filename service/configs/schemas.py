@@ -29,6 +29,10 @@ class ConfigOut(BaseModel):
     #: What the verify step found (status, test, before/after/expected figures, reason, at); None before any
     #: check of a version that stores no expectation (control/verify.py).
     verification: dict[str, Any] | None = None
+    #: The figures the version was published on beyond the model's: `confirm`, the live replay of current against
+    #: this config at the deployment's `confirm_on` (arms, observed and predicted p99, the p99 comparison with its
+    #: interval, method, duration, blocks, the gate); None when the model alone stood behind it.
+    evidence: dict[str, Any] | None = None
 
     @classmethod
     def of(cls, r: ConfigVersionRow) -> ConfigOut:
@@ -43,6 +47,7 @@ class ConfigOut(BaseModel):
             created_at=to_dt(r.created_at),
             applies_to=r.applies_to,
             verification=r.verification,
+            evidence=r.evidence,
         )
 
 

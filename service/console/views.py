@@ -47,9 +47,10 @@ __all__ = [
 #: Job states that do not change any more (live views stop polling).
 FINAL = ("succeeded", "failed", "cancelled")
 #: The steps of a job kind, in order, as its handler records them (jobs/nightly.py; the test checks they agree):
-#: the progress bar counts the done ones. A nightly job's `publish` runs only for an accepted config.
+#: the progress bar counts the done ones. A nightly job's `publish` runs only for an accepted config, its `confirm`
+#: only for one its deployment's `confirm_on` replays first (the decision accepted, no version made yet).
 PIPELINE_STEPS = {
-    "nightly": ("ingest", "analyze", "drift", "tune", "decide", "publish", "verify"),
+    "nightly": ("ingest", "analyze", "drift", "tune", "decide", "confirm", "publish", "verify"),
     "ingest": ("ingest",),
     "analyze": ("analyze",),
     "publish": ("publish",),

@@ -74,7 +74,7 @@ def test_migrations_up_from_empty_down_and_up(database_url: str, db_backend: str
         db_again.dispose()
         assert set(inspect(db.engine).get_table_names()) == TABLES
         with db.engine.connect() as c:
-            assert c.scalar(text("SELECT version_num FROM alembic_version")) == _head() == "0012"
+            assert c.scalar(text("SELECT version_num FROM alembic_version")) == _head() == "0013"
             assert compare_metadata(MigrationContext.configure(c), Base.metadata) == []  # models = migrations
         cfg = Config()
         cfg.set_main_option("script_location", str(MIGRATIONS))
@@ -241,6 +241,9 @@ def test_upgrade_to_autoincrement_keeps_every_row(tmp_path: Path) -> None:
             assert len(c.scalar(text("SELECT nonce FROM deployments"))) == 16
             # 0011: an existing deployment does not allow the live replay
             assert c.scalar(text("SELECT replay_allowed FROM deployments")) == 0
+            # 0013: an existing deployment confirms on no deployment; an existing version has no evidence
+            assert c.scalar(text("SELECT confirm_on FROM deployments")) is None
+            assert c.scalar(text("SELECT evidence FROM config_versions")) is None
             assert c.scalar(text("SELECT deployment_id FROM traces")) == 1
             assert c.scalar(text("PRAGMA foreign_keys")) == 1
             assert "AUTOINCREMENT" in c.scalar(text("SELECT sql FROM sqlite_master WHERE name = 'traces'"))

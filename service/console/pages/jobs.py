@@ -40,6 +40,11 @@ def _progress(job: JobRow) -> dict[str, Any]:
             skip |= {"publish", "verify"}
         if kept or (decision is not None and not decision.get("accepted")):
             skip.add("publish")
+        if kept or decision is None or not decision.get("accepted") or decision.get("version") is not None:
+            skip.add("confirm")  # only a decision whose version waits for the confirm_on replay is confirmed
+        confirm = views.step_output(job, "confirm")
+        if confirm is not None and confirm.get("outcome") != "confirmed":
+            skip.add("publish")
     upcoming = [n for n in expected if n not in names and n not in skip]
     if job.status in views.FINAL:
         upcoming = []
