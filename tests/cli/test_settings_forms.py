@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import typing
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,7 +18,11 @@ from hypothesis import strategies as st
 
 from base.settings import ENV_PREFIX, Settings, SettingsInvalid, _is_list, get_settings, load_settings
 
-LIST_FIELDS = sorted(name for name, f in Settings.model_fields.items() if _is_list(f.annotation))
+LIST_FIELDS = sorted(name for name, f in Settings.model_fields.items()
+                     if _is_list(f.annotation) and typing.get_args(f.annotation) in ((str,), ()))
+#: Lists of numbers (the capacity measurement's rates): the same two forms, their items numbers.
+NUMBER_LIST_FIELDS = sorted(name for name, f in Settings.model_fields.items()
+                            if _is_list(f.annotation) and typing.get_args(f.annotation) == (float,))
 NUMBER_FIELDS = sorted(
     name for name, f in Settings.model_fields.items() if f.annotation in (int, float, "int", "float")
 )
@@ -51,6 +56,22 @@ def test_the_plain_form_of_every_list_setting(clean_env: pytest.MonkeyPatch, fie
     assert getattr(load_settings(), field) == ["10.20.0.0/16", "a,b"]
     clean_env.setenv(var, "")
     assert getattr(load_settings(), field) == []
+
+
+@pytest.mark.parametrize("field", NUMBER_LIST_FIELDS)
+def test_the_plain_form_of_every_number_list_setting(clean_env: pytest.MonkeyPatch, field: str) -> None:
+    var = ENV_PREFIX + field.upper()
+    clean_env.setenv(var, " 100 , 250.5,")
+    assert getattr(load_settings(), field) == [100.0, 250.5]
+    clean_env.setenv(var, "[100, 300]")
+    assert getattr(load_settings(), field) == [100.0, 300.0]
+    clean_env.setenv(var, "100,fast")
+    with pytest.raises(SettingsInvalid, match=var):
+        load_settings()
+
+
+def test_the_number_list_settings_are_found() -> None:
+    assert "calibrate_capacity_rates" in NUMBER_LIST_FIELDS
 
 
 _ITEM = st.text(

@@ -109,6 +109,9 @@ BASES: dict[tuple[str, str], dict[str, Any]] = {
     ("POST", f"{API}/configs/1/versions"): {"config": {"policy": "batching", "params": {}}, "publish": False},
     ("POST", f"{API}/configs/1/publish"): {"version": 1},
     ("POST", f"{API}/configs/1/rollback"): {"version": 1, "publish": False},
+    ("POST", f"{API}/deployments/1/replays"): {
+        "dataset": "abcd", "configs": [{"name": "A", "spec": "current"}, {"name": "B", "spec": "recommended"}],
+        "rate_scale": 1.0, "duration_s": 60.0, "repeats": 1, "block_s": 15.0, "seed": 0},
 }
 
 #: What an attacker writes where a value goes (JSON text: NaN and Infinity are what Python's parser takes).
