@@ -58,7 +58,8 @@ def test_tune_a_deployment_replays_its_model(cli: Any, tmp_path: Path) -> None:
     assert (tuned["servers"], tuned["slots"], tuned["replication"]) == (6, 2, 2)
     assert tuned["use_timestamps"] is True and tuned["load"] is None  # the generated trace's own arrivals
     assert tuned["model_sources"]["arrivals"] == "trace" and tuned["model_sources"]["service_time"] == "default"
-    assert "rests on the simulator's defaults for service_time, capacity, network, client_key, ring" in " ".join(r.stderr.split())
+    assert "rests on the simulator's defaults for service_time, capacity, network, client_key, ring" in " ".join(
+        r.stderr.split())
     # --load stays a what-if: Poisson arrivals at that load, marked as the operator's
     r = cli(*args, "--load", "0.4")
     assert r.exit_code == 0, r.stderr
