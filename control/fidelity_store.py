@@ -7,11 +7,10 @@ is checked strictly first (`check_report`: every key of docs/replay.md § The re
 top-level key, the arms named consistently, strict JSON within `TAILTUNE_FIDELITY_REPORT_MAX_BYTES`): it is read
 back later by pages, so what is not a report is refused (`Invalid`, naming the key). A report whose generator lagged
 (`generator.lag_ok` false: `control.replay.LagTooHigh`) is kept with the flag `lag_too_high` and is not pooled:
-its latencies are the generator's as much as the cluster's. A Cassandra report whose arms interfered
-(`interference.flagged`: an arm's extra replica reads, e.g. `ALWAYS`'s, were a large share of the cluster's reads,
-so every arm was measured under them while the model replays each config alone) is kept with the flag
-`interference` and is not pooled either: the model's agreement is restricted to replays where the interference is
-small.
+its latencies are the generator's as much as the cluster's. A report whose arms interfered (`interference.flagged`:
+an arm's extra reads, e.g. `ALWAYS`'s, were a large share of the cluster's reads, so every arm was measured under
+them while the model replays each config alone) is kept with the flag `interference` and is not pooled either: the
+model's agreement is restricted to replays where the interference is small.
 
 `summary(s, deployment_id)` pools the deployment's unflagged records (the newest `TAILTUNE_FIDELITY_MAX_POOLED`)
 through `tuner.fidelity.fidelity`, each rebuilt as a `ReplayEvidence` from its stored report (`evidence`): the
@@ -231,12 +230,10 @@ def _contradicts(ev: ReplayEvidence) -> bool:
 
 
 def flag_of(report: Mapping[str, Any]) -> str | None:
-    """Why a checked report is kept but not pooled (None: pooled): its generator lagged, or its arms interfered —
-    a Cassandra arm's extra replica reads (a second read of the same partitions) loaded every arm. memcached's
-    extra queries (Chisel's chunks) read no key twice: its arms' load is the keys they read, as the model's is."""
+    """Why a checked report is kept but not pooled (None: pooled): its generator lagged, or its arms interfered."""
     if not report["generator"]["lag_ok"]:
         return LAG_TOO_HIGH
-    if report.get("kind") == "cassandra" and (report.get("interference") or {}).get("flagged"):
+    if (report.get("interference") or {}).get("flagged"):
         return INTERFERENCE
     return None
 

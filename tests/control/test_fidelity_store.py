@@ -210,7 +210,6 @@ def test_a_replay_whose_arms_interfered_is_kept_and_not_pooled(svc: Svc) -> None
     dep_id = _deployment(svc, "interfered")
     calm = report(1000.0, {"A": 10.0, "B": 8.0}, {"A": 10.0, "B": 9.0}, [("A", "B", "p99", -20.0, (-30.0, -10.0))])
     loud = report(2000.0, {"A": 10.0, "B": 8.0}, {"A": 8.0, "B": 9.0}, [("A", "B", "p99", -20.0, (-30.0, -10.0))])
-    loud["kind"] = "cassandra"  # a second read of the same partitions (memcached's extra queries read no key twice)
     loud["interference"] = {**loud["interference"], "flagged": True, "extra_share_pct": 25.0,
                             "reason": "B's extra reads are 25.0 % of the cluster's reads (above 5 %)"}
     ids = [_record(svc, dep_id, r) for r in (calm, loud)]

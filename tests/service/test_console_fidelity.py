@@ -93,7 +93,6 @@ def test_the_section_shows_the_models_fidelity_and_a_contradiction(svc: Svc) -> 
                                                                                             "2 of 3 pairs"]
     # a newer replay whose arms interfered: shown with why it is not pooled, the agreement as it was
     r3 = report(1_700_000_200.0, {"A": 10.0, "B": 12.0}, {"A": 10.0, "B": 8.0}, [("A", "B", "p99", 20.0, (5.0, 35.0))])
-    r3["kind"] = "cassandra"
     r3["interference"].update(flagged=True, reason="B's extra reads are 40.0 % of the cluster's reads")
     with svc.db.session() as s:
         fidelity_store.record(s, dep_id, r3, job_id=None, source="cli")
