@@ -153,23 +153,26 @@ class ReplayTrace:
         """How many requests are intended before `seconds` (scaled) from the start."""
         return int(np.searchsorted(self.offsets_us / 1e6 / rate_scale, seconds, side="left"))
 
+    def _second_ends(self, rate_scale: float) -> npt.NDArray[np.intp]:
+        """For each request, the index of the first request intended a second (scaled) or more after it."""
+        t = np.round(self.offsets_us / rate_scale).astype(np.int64)
+        return np.searchsorted(t, t + 1_000_000, side="left")
+
     def peak_rate(self, rate_scale: float) -> float:
         """The most requests intended within one second (scaled), over every window starting at a request."""
         if self.requests == 0:
             return 0.0
-        t = np.round(self.offsets_us / rate_scale).astype(np.int64)
-        ends = np.searchsorted(t, t + 1_000_000, side="left")
-        return float(np.max(ends - np.arange(t.size)))
+        ends = self._second_ends(rate_scale)
+        return float(np.max(ends - np.arange(ends.size)))
 
     def peak_key_rate(self, rate_scale: float) -> float:
         """The most keys the requests intended within one second (scaled) read, over every window starting at a
         request (a multiget of n keys counts n)."""
         if self.requests == 0:
             return 0.0
-        t = np.round(self.offsets_us / rate_scale).astype(np.int64)
-        ends = np.searchsorted(t, t + 1_000_000, side="left")
+        ends = self._second_ends(rate_scale)
         offsets = np.asarray(self.key_offsets, dtype=np.int64)
-        return float(np.max(offsets[ends] - offsets[: t.size]))
+        return float(np.max(offsets[ends] - offsets[: ends.size]))
 
     def to_table(self, rate_scale: float) -> Any:
         """The requests as a canonical table (`request_id`, `ts` scaled, `key`, `value_size`): what the model

@@ -355,10 +355,11 @@ def _capacity(found: Calibrated, connection: Mapping[str, Any], table: str, egre
         for rate in sorted(opts.rates):
             phases += [(f"single@{rate:g}", single, rate), (f"in{len(values)}@{rate:g}", multi, rate)]
         phases.append(("idle-after", None, 0.0))
-        login = target.username if target.password() is not None else None
+        password = target.password()
+        login = target.username if password is not None else None
         try:
             with JmxSession(egress, address, int(connection["jmx_port"]), username=login,
-                            password=target.password() if login else None, timeout_s=timeout_s,
+                            password=password if login else None, timeout_s=timeout_s,
                             scrub=target.scrub) as jmx:
                 cores = int(jmx.number("java.lang:type=OperatingSystem", "AvailableProcessors"))
                 if opts.warmup_s > 0:
