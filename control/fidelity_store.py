@@ -7,7 +7,10 @@ is checked strictly first (`check_report`: every key of docs/replay.md § The re
 top-level key, the arms named consistently, strict JSON within `TAILTUNE_FIDELITY_REPORT_MAX_BYTES`): it is read
 back later by pages, so what is not a report is refused (`Invalid`, naming the key). A report whose generator lagged
 (`generator.lag_ok` false: `control.replay.LagTooHigh`) is kept with the flag `lag_too_high` and is not pooled:
-its latencies are the generator's as much as the cluster's.
+its latencies are the generator's as much as the cluster's. A report whose arms interfered (`interference.flagged`:
+an arm's extra reads, e.g. `ALWAYS`'s, were a large share of the cluster's reads, so every arm was measured under
+them while the model replays each config alone) is kept with the flag `interference` and is not pooled either: the
+model's agreement is restricted to replays where the interference is small.
 
 `summary(s, deployment_id)` pools the deployment's unflagged records (the newest `TAILTUNE_FIDELITY_MAX_POOLED`)
 through `tuner.fidelity.fidelity`, each rebuilt as a `ReplayEvidence` from its stored report (`evidence`): the
@@ -43,11 +46,13 @@ from tuner.fidelity import (
 )
 
 __all__ = [
+    "INTERFERENCE",
     "LAG_TOO_HIGH",
     "SOURCES",
     "check_report",
     "errors",
     "evidence",
+    "flag_of",
     "list_records",
     "record",
     "record_out",
@@ -58,6 +63,9 @@ __all__ = [
 SOURCES = ("replay", "confirm", "cli")
 #: The flag of a report kept but not pooled: its generator sent late (`generator.lag_ok` false).
 LAG_TOO_HIGH = "lag_too_high"
+#: The flag of a report kept but not pooled: an arm's extra reads loaded every arm (`interference.flagged`), and
+#: the model replays each config alone, so the observed and predicted differences are not of the same thing.
+INTERFERENCE = "interference"
 _ARM = r"^[A-Za-z0-9_-]{1,64}$"
 _MAX_ARMS = 16
 
@@ -221,6 +229,15 @@ def _contradicts(ev: ReplayEvidence) -> bool:
     return any(p.agree is False for metric in METRICS for p in fidelity([ev], metric=metric).pairs)
 
 
+def flag_of(report: Mapping[str, Any]) -> str | None:
+    """Why a checked report is kept but not pooled (None: pooled): its generator lagged, or its arms interfered."""
+    if not report["generator"]["lag_ok"]:
+        return LAG_TOO_HIGH
+    if (report.get("interference") or {}).get("flagged"):
+        return INTERFERENCE
+    return None
+
+
 def record(s: Session, deployment_id: int, report: Mapping[str, Any], *, job_id: int | None, source: str) -> int:
     """Store one live replay's report of the deployment (module doc); its record's id. `Invalid` for what is not a
     report or an unknown `source`, `Missing` for an unknown deployment."""
@@ -233,7 +250,7 @@ def record(s: Session, deployment_id: int, report: Mapping[str, Any], *, job_id:
     p99 = fidelity([ev]).agreement
     row = FidelityRecordRow(
         deployment_id=deployment_id, job_id=job_id, source=source, at=float(doc["at"]), report=doc,
-        flag=None if doc["generator"]["lag_ok"] else LAG_TOO_HIGH, arms=len(doc["arms"]),
+        flag=flag_of(doc), arms=len(doc["arms"]),
         duration_s=float(doc["duration_s"]), blocks=int(doc["blocks"]), agree_k=p99.k, agree_m=p99.m,
         contradicts=_contradicts(ev), created_at=now(),
     )

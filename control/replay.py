@@ -649,7 +649,8 @@ def _report(record: Mapping[str, Any], dataset: str, arms: list[Arm], run: Drive
         notes.append("the arms' reads on the cluster are not known: no interference figure")
     if inter.flagged:
         notes.append(f"interference: {inter.reason}; the observed differences are those of configs sharing that "
-                     "load, and the model's, of each config alone")
+                     "load, and the model's, of each config alone: the replay is kept among the deployment's fidelity "
+                     "records but not pooled into the model's agreement")
     lag_ok = run.lag_ms.get("p99", math.inf) <= settings.replay_max_lag_ms
     wrong = sum(m.wrong for m in run.arms)
     if wrong:

@@ -348,7 +348,9 @@ def fidelity(s: Session, dep: DeploymentRow) -> Fidelity:
                          "it is kept here but not pooled into the agreement and the errors.")
         interference = report.get("interference") or {}
         if interference.get("flagged") and interference.get("reason"):
-            notes.append(f"Interference: {interference['reason']}.")
+            notes.append(f"Interference: {interference['reason']}."
+                         + (" It is kept here but not pooled into the agreement and the errors (the model replays "
+                            "each config alone)." if newest["flag"] == fidelity_store.INTERFERENCE else ""))
         notes.extend(str(n) for n in report["notes"])
     series = summary["series"]
     return Fidelity(

@@ -202,3 +202,22 @@ def test_a_deleted_deployment_takes_its_records(svc: Svc) -> None:
     assert svc.client.delete(f"{API}/deployments/{dep_id}", headers=svc.write).status_code == 204
     with svc.db.session() as s:
         assert s.query(FidelityRecordRow).count() == 0
+
+
+def test_a_replay_whose_arms_interfered_is_kept_and_not_pooled(svc: Svc) -> None:
+    """ALWAYS's extra reads loaded every arm while the model replays each config alone: the pooled agreement is
+    restricted to replays where the interference is small, and the flagged one says why it is left out."""
+    dep_id = _deployment(svc, "interfered")
+    calm = report(1000.0, {"A": 10.0, "B": 8.0}, {"A": 10.0, "B": 9.0}, [("A", "B", "p99", -20.0, (-30.0, -10.0))])
+    loud = report(2000.0, {"A": 10.0, "B": 8.0}, {"A": 8.0, "B": 9.0}, [("A", "B", "p99", -20.0, (-30.0, -10.0))])
+    loud["interference"] = {**loud["interference"], "flagged": True, "extra_share_pct": 25.0,
+                            "reason": "B's extra reads are 25.0 % of the cluster's reads (above 5 %)"}
+    ids = [_record(svc, dep_id, r) for r in (calm, loud)]
+    with svc.db.session() as s:
+        flags = {r.id: r.flag for r in s.query(FidelityRecordRow)}
+        out = fidelity_store.summary(s, dep_id)
+        shown = [fidelity_store.record_out(r) for r in fidelity_store.list_records(s, dep_id, limit=10, offset=0)]
+    assert (flags[ids[0]], flags[ids[1]]) == (None, "interference")
+    assert (out["records"], out["pooled"], out["flagged"]) == (2, 1, 1)
+    assert (out["agreement"]["k"], out["agreement"]["m"]) == (1, 1)  # the interfering replay's disagreement left out
+    assert [(r["id"], r["pooled"]) for r in shown] == [(ids[1], False), (ids[0], True)]

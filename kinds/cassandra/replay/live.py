@@ -75,6 +75,7 @@ from base.errors import TailtuneError
 from control.kind import Target
 from control.replay_trace import Arm, ArmMeasure, DriverRun, Progress, ReplayJob, ReplayRefused, ReplayTrace
 from kinds.cassandra.cql import CqlTarget
+from kinds.cassandra.jmx import JmxFailed, JmxSession
 from kinds.cassandra.replay.config import TIMER_TICK_MS, ArmProfile, Endpoint, GeneratorConfig
 from kinds.cassandra.replay.generator import GeneratorAborted, GeneratorFailed, GeneratorResult, run
 from kinds.cassandra.replay.hdr import Histogram, bucket_table
@@ -269,6 +270,36 @@ class CassandraReplay:
             return SnitchJmx(self.target.egress, DEFAULT_JMX_PORT)
         return SnitchJmx(self.target.egress, int(given), cql.username, cql.password())
 
+    def _speculations(self, job: ReplayJob, c: _Cluster, twins: Sequence[str],
+                      notes: list[str]) -> dict[str, dict[str, int]]:
+        """Each reachable node's `SpeculativeRetries` count of each twin (the table's metric over JMX, where the
+        deployment names `connection.jmx_port`): {node: {twin: count}}; empty without a JMX port, a node whose JMX
+        fails is left out (a note). The coordinators' own count of their speculative retries: exact where the
+        replica reads are not (a node outside the egress rules serves replica reads no one counts)."""
+        if not self.target.connection.get("jmx_port"):
+            return {}
+        jmx = self._jmx(job)
+        out: dict[str, dict[str, int]] = {}
+        for host in c.hosts:
+            if host.is_up is False:
+                continue
+            address = str(host.address)
+            try:
+                with JmxSession(jmx.egress, address, jmx.port, username=jmx.username, password=jmx.password,
+                                timeout_s=30.0) as session:
+                    per = {}
+                    for twin in twins:
+                        ks, name = twin.split(".", 1)
+                        found = session.names(f"org.apache.cassandra.metrics:type=Table,keyspace={ks},scope={name},"
+                                              "name=SpeculativeRetries")
+                        per[twin] = int(session.number(found[0], "Count")) if found else 0
+                out[address] = per
+            except JmxFailed as exc:
+                note = f"speculative retries not read on {address}: {exc}"
+                if note not in notes:
+                    notes.append(note)
+        return out
+
     def run(self, job: ReplayJob, *, stop: threading.Event, progress: Progress) -> DriverRun:
         """Connect, sweep dead runs' twins and settings, take the lease, create and load the twins, run the periods
         (switching the dynamic snitch between them), drop the twins and restore the snitch whatever happens (module
@@ -322,10 +353,10 @@ class CassandraReplay:
                     raise GeneratorFailed("cancelled", "the run was stopped")
                 if state is not None:
                     state.enter(r, job)
-                before.append(_counters(c, twins))
+                before.append(_counters(c, twins, self._speculations(job, c, twins, notes)))
                 progress("replay", 0.25 + 0.7 * r / job.repeats)
                 results.append(self._generate(c, job, twins, r, stop, progress))
-                after.append(_counters(c, twins))
+                after.append(_counters(c, twins, self._speculations(job, c, twins, notes)))
             progress("cleanup", 0.97)
         except GeneratorAborted as exc:
             raise ReplayRefused(f"the replay stopped: {exc.result.reason} (TAILTUNE_REPLAY_MAX_ERROR_FRACTION "
@@ -699,9 +730,11 @@ def _load(session: Any, twins: Sequence[str], job: ReplayJob, stop: threading.Ev
     return notes
 
 
-def _counters(c: _Cluster, twins: Sequence[str]) -> dict[str, dict[str, dict[str, int]]]:
-    """Each allowed node's replica and coordinator reads of each twin: {node: {twin: {"local", "coordinator"}}}
-    (a node that does not answer is left out)."""
+def _counters(c: _Cluster, twins: Sequence[str],
+              speculations: Mapping[str, Mapping[str, int]]) -> dict[str, dict[str, dict[str, int]]]:
+    """Each allowed node's replica and coordinator reads of each twin, and its speculative retries where they were
+    read over JMX (`speculations`): {node: {twin: {"local", "coordinator"[, "speculative"]}}} (a node that does
+    not answer is left out)."""
     out: dict[str, dict[str, dict[str, int]]] = {}
     for host in c.hosts:
         if host.is_up is False:
@@ -715,6 +748,9 @@ def _counters(c: _Cluster, twins: Sequence[str]) -> dict[str, dict[str, dict[str
                     row = c.session.execute(f"SELECT count FROM {source} WHERE keyspace_name = %s AND "
                                             "table_name = %s", (ks, name), host=host).one()
                     counts[key] = int(row.count) if row is not None and row.count is not None else 0
+                spec = speculations.get(str(host.address), {})
+                if twin in spec:
+                    counts["speculative"] = int(spec[twin])
                 per[twin] = counts
         except Exception:
             continue
@@ -746,6 +782,7 @@ def _measured(job: ReplayJob, results: Sequence[GeneratorResult], before: Sequen
     for a, arm in enumerate(job.arms):
         twin = twins[a]
         local = coord = 0
+        counted: int | None = 0
         for b, e in zip(before, after, strict=True):
             for node, per in e.items():
                 if node in b and twin in per and twin in b[node]:
@@ -757,6 +794,15 @@ def _measured(job: ReplayJob, results: Sequence[GeneratorResult], before: Sequen
                     got = node_arms.setdefault(arm.name, {"replica_reads": 0, "coordinator_reads": 0})
                     got["replica_reads"] += d_local
                     got["coordinator_reads"] += d_coord
+                    if "speculative" in per[twin] and "speculative" in b[node][twin]:
+                        d_spec = per[twin]["speculative"] - b[node][twin]["speculative"]
+                        got["speculative_retries"] = got.get("speculative_retries", 0) + d_spec
+                        if counted is not None:
+                            counted += d_spec
+                    else:
+                        counted = None
+        if not any("speculative" in per.get(twin, {}) for e in after for per in e.values()):
+            counted = None
         sent = sum(r.arms[a].sent for r in results)
         sent_all = sent + sum(int(np.count_nonzero(job.dealt[r][:warm] == a)) for r in range(len(results)))
         shape, chunk = shapes[a]
@@ -770,11 +816,17 @@ def _measured(job: ReplayJob, results: Sequence[GeneratorResult], before: Sequen
             keys += int(warm_keys.sum()) + int(measured_keys.sum())
             rows_keys += int(measured_keys.sum())
         answered = sum(r.arms[a].rows for r in results)
-        extra = max(0, min(local, local - keys))
+        # The coordinators' own count where it was read (JMX), else replica reads beyond coordinator reads — which
+        # under-counts when a node outside the egress rules serves replica reads no one counts.
+        spec = counted if counted is not None else max(0, local - coord)
+        extra = max(0, min(local, local - keys), min(local, spec))
         cluster["arms"][arm.name] = {"twin": twin, "shape": shape, **({"chunk": chunk} if shape == "in" else {}),
                                      "requests_sent": sent_all, "queries_sent": queries, "keys_read": keys,
                                      "rows_answered": answered, "replica_reads": local, "coordinator_reads": coord,
-                                     "speculative_retries": max(0, local - coord),
+                                     "speculative_retries": spec,
+                                     "speculative_retries_source": ("the coordinators' SpeculativeRetries (JMX)"
+                                                                    if counted is not None else
+                                                                    "replica reads beyond coordinator reads"),
                                      "driver_extra_executions": max(0, coord - keys), "extra_reads": extra}
         failed = sum(r.arms[a].errors + r.arms[a].timeouts for r in results)
         if answered != rows_keys and not failed:

@@ -113,6 +113,11 @@ def test_two_snitch_configs_alternate_in_abba_order_and_the_node_is_restored(sni
     # each arm ran alone in its periods: every request of a period is its arm's
     assert doc["observed"]["A"]["requests"] > 0 and doc["observed"]["B"]["requests"] > 0
     assert doc["blocks"] == 4  # 2 periods of A × 2 blocks of 0.5 s
+    # with connection.jmx_port the speculative retries are the node's own SpeculativeRetries count of each twin
+    # (RF 1: none), read over JMX before and after each period
+    for name, arm in doc["cluster"]["arms"].items():
+        assert arm["speculative_retries_source"] == "the coordinators' SpeculativeRetries (JMX)", name
+        assert arm["speculative_retries"] == 0 and doc["cluster"]["nodes"][node][name]["speculative_retries"] == 0
     assert len(doc["comparisons"]) == 3
     for c in doc["comparisons"]:
         assert c["design"] == "alternating" and c["pairs"] == 2 and "ABBA pairs" in c["method"], c

@@ -179,6 +179,13 @@ def test_repeats_add_their_blocks(pool: dict[str, Any]) -> None:
     assert doc["blocks"] == 8 and doc["duration_s"] == 4.0
     assert doc["arms"][1]["config"]["params"] == {"elephant_threshold": 20, "merge": 1, "split_keys": 10}
     assert doc["cluster"]["arms"]["split"]["extra_queries"] > 0  # its elephants go out in chunks
+    # ... which read no key twice: each arm's reads are the keys its requests read, none extra, nothing flagged,
+    # so the replay is pooled into the deployment's agreement
+    loads = {a["arm"]: a for a in doc["interference"]["arms"]}
+    assert {a: (loads[a]["extra_reads"], loads[a]["reads"] > doc["observed"][a]["requests"]) for a in loads} == {
+        "batch": (0, True), "split": (0, True)}
+    assert not doc["interference"]["flagged"]
+    assert any("queries beyond one per server" in n and "not counted as interference" in n for n in doc["notes"])
     assert _items(pool["nodes"]) == [0, 0]
 
 
