@@ -82,6 +82,13 @@ def _choice(value: str, enum: type[ErrorPolicy] | type[UnsortedPolicy], label: s
         raise BadInputError.single(label, f"{flag} must be one of {choices}, got '{value}'") from None
 
 
+def _check_window(label: str, group_window_s: float | None, no_grouping: bool) -> None:
+    if group_window_s is not None and not group_window_s >= 0:
+        raise BadInputError.single(label, f"the grouping window must be >= 0, got {group_window_s} s")
+    if group_window_s is not None and no_grouping:
+        raise BadInputError.single(label, "--no-grouping and a grouping window exclude each other")
+
+
 def ingest_file(
     path: Path,
     *,
@@ -123,10 +130,7 @@ def ingest_file(
         raise BadInputError.single(label, "no such file")
     policy: ErrorPolicy = _choice(on_error, ErrorPolicy, label, "--on-error")
     sort_policy: UnsortedPolicy = _choice(unsorted, UnsortedPolicy, label, "--unsorted")
-    if group_window_s is not None and not group_window_s >= 0:
-        raise BadInputError.single(label, f"the grouping window must be >= 0, got {group_window_s} s")
-    if group_window_s is not None and no_grouping:
-        raise BadInputError.single(label, "--no-grouping and a grouping window exclude each other")
+    _check_window(label, group_window_s, no_grouping)
     if not rate > 0:
         raise BadInputError.single(label, f"--rate must be > 0, got {rate}")
     if watch_gap_us is not None and watch_gap_us < 0:
@@ -267,10 +271,7 @@ def ingest_node_logs(
     if window_ms < 0:
         raise BadInputError.single("command line", f"the duplicate window must be >= 0 ms, got {window_ms}")
     policy: ErrorPolicy = _choice(on_error, ErrorPolicy, label, "--on-error")
-    if group_window_s is not None and not group_window_s >= 0:
-        raise BadInputError.single(label, f"the grouping window must be >= 0, got {group_window_s} s")
-    if group_window_s is not None and no_grouping:
-        raise BadInputError.single(label, "--no-grouping and a grouping window exclude each other")
+    _check_window(label, group_window_s, no_grouping)
     formats: list[tuple[str, str]] = []
     sources: list[Source] = []
     for log in logs:

@@ -15,7 +15,6 @@ import json
 import shutil
 from collections import Counter
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest

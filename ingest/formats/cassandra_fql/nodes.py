@@ -32,7 +32,6 @@ from base.settings import Settings
 from ingest.formats.base import Chunk, TraceReader
 from ingest.formats.cassandra_fql.binlog import is_log_dir
 from ingest.formats.cassandra_fql.records import QueryLogReader, Record
-from ingest.grouping import with_column
 from ingest.validate import ErrorSink
 from ingest.writer import staging_dir
 
@@ -265,7 +264,7 @@ class MergedLogs(TraceReader):
                     if highest is not None:
                         top = max(top, int(highest))
                     moved = pc.add(batch.column("request_id"), pa.scalar(base, pa.int64()))
-                    batch = with_column(batch, "request_id", moved)
+                    batch = batch.set_column(batch.schema.names.index("request_id"), "request_id", moved)
                     batch = batch.append_column("node", pa.array([log.name] * batch.num_rows, pa.string()))
                     rows += batch.num_rows
                     yield Chunk(batch, chunk.lines)

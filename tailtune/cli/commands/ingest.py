@@ -259,28 +259,27 @@ def ingest(
         if group_window_s is not None:
             raise BadInputError.single("command line", "give --group-window-s or --group-window-us, not both")
         group_window_s = group_window_us / 1e6
+    common: dict[str, Any] = {
+        "fmt": fmt,
+        "name": name,
+        "group_window_s": group_window_s,
+        "no_grouping": no_grouping,
+        "tables": tuple(tables or ()),
+        "schema_file": schema,
+        "max_errors": max_errors,
+        "on_error": on_error,
+        "settings": settings,
+        "limits": limits,
+    }
     logs = node_logs(files)
     if logs is not None:
         given = [flag for flag, value in (("--map", renames), ("--watch-gap-us", watch_gap_us)) if value]
         if given or unsorted != "reject" or rate != 1000.0:
             what = ", ".join(given or ["--unsorted/--rate"])
             raise BadInputError.single("command line", f"{what} do(es) not apply to nodes' query logs")
-        with progress():
-            info = ingest_node_logs(
-                logs,
-                fmt=fmt,
-                name=name,
-                cluster_nodes=nodes,
-                group_window_s=group_window_s,
-                no_grouping=no_grouping,
-                tables=tuple(tables or ()),
-                schema_file=schema,
-                max_errors=max_errors,
-                on_error=on_error,
-                duplicate_window_ms=duplicate_window_ms,
-                settings=settings,
-                limits=limits,
-            )
+        info = ingest_node_logs(
+            logs, cluster_nodes=nodes, duplicate_window_ms=duplicate_window_ms, **common
+        )
         _report(info, as_json)
         return
     if nodes is not None or duplicate_window_ms is not None:
@@ -301,21 +300,12 @@ def ingest(
 
         info = ingest_file(
             file,
-            fmt=fmt,
-            name=name,
             mapping=renames,
-            group_window_s=group_window_s,
-            no_grouping=no_grouping,
-            tables=tuple(tables or ()),
-            schema_file=schema,
-            max_errors=max_errors,
-            on_error=on_error,
             unsorted=unsorted,
             rate=rate,
             watch_gap_us=watch_gap_us,
-            settings=settings,
             progress=on_progress,
-            limits=limits,
+            **common,
         )
     _report(info, as_json)
 
