@@ -202,3 +202,14 @@ def test_the_cli_ingests_nodes_logs_and_prints_what_they_hold(tmp_path: Path, sc
     wrong = cli("ingest", str(a.path), "--schema", str(schema), "--nodes", "3")
     assert wrong.exit_code == 2 and "--nodes and --duplicate-window-ms are for nodes' query logs" in wrong.stderr
     assert "Traceback" not in wrong.stderr
+
+
+def test_a_skipped_record_of_one_node_is_counted_on_its_log(tmp_path: Path, schema: Path, settings: Settings) -> None:
+    a = _log(tmp_path, "a", [q(0, PUT, b"k0")])
+    b = _log(tmp_path, "b", [q(1, "INSERT INTO ks.t (k, v) VALUES (?, ?)", b"k1"), q(2, PUT, b"k2")])  # 1 of 2 values
+    with pytest.raises(BadInputError) as err:
+        ingest_node_logs([a, b], schema_file=schema, settings=settings)
+    assert f"{b.path}:" in str(err.value) and "2 bind marker(s)" in str(err.value)
+    info = ingest_node_logs([a, b], schema_file=schema, on_error="skip", settings=settings)
+    assert info.manifest["requests"] == 2 and info.manifest["errors"]["skipped_rows"] == 1
+    assert str(b.path) in info.manifest["errors"]["examples"][0]
