@@ -176,6 +176,13 @@ class Settings(BaseSettings):
     ingest_max_columns: int = Field(
         default=1024, ge=0, description="Most columns of a header, a Parquet schema or a header-less line."
     )
+    fql_duplicate_window_ms: int = Field(
+        default=100,
+        ge=0,
+        description="Several nodes' full query logs: a record whose statements and bound values equal those of a "
+        "record another node logged at most this many ms before is counted as a likely duplicate (a hedged or "
+        "retried request), kept and reported (docs/formats.md § Several nodes' logs).",
+    )
     ingest_count_memory_mb: int = Field(
         default=512,
         ge=64,

@@ -11,11 +11,11 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from base import __version__
 from base.errors import BadInputError, TailtuneError
@@ -32,7 +32,10 @@ from ingest.store import DatasetInfo, DatasetStore
 from ingest.validate import ErrorPolicy, ErrorSink, StreamValidator, UnsortedPolicy
 from ingest.writer import BackgroundWriter, DatasetWriter, staging_dir
 
-__all__ = ["Progress", "dataset_id", "ingest_file", "sha256_file"]
+if TYPE_CHECKING:
+    from ingest.formats.cassandra_fql.nodes import NodeLog
+
+__all__ = ["Progress", "dataset_id", "ingest_file", "ingest_node_logs", "sha256_file"]
 
 #: progress(bytes_read, total_bytes), called after each chunk.
 Progress = Callable[[int, int], None]
@@ -79,6 +82,13 @@ def _choice(value: str, enum: type[ErrorPolicy] | type[UnsortedPolicy], label: s
         raise BadInputError.single(label, f"{flag} must be one of {choices}, got '{value}'") from None
 
 
+def _check_window(label: str, group_window_s: float | None, no_grouping: bool) -> None:
+    if group_window_s is not None and not group_window_s >= 0:
+        raise BadInputError.single(label, f"the grouping window must be >= 0, got {group_window_s} s")
+    if group_window_s is not None and no_grouping:
+        raise BadInputError.single(label, "--no-grouping and a grouping window exclude each other")
+
+
 def ingest_file(
     path: Path,
     *,
@@ -120,10 +130,7 @@ def ingest_file(
         raise BadInputError.single(label, "no such file")
     policy: ErrorPolicy = _choice(on_error, ErrorPolicy, label, "--on-error")
     sort_policy: UnsortedPolicy = _choice(unsorted, UnsortedPolicy, label, "--unsorted")
-    if group_window_s is not None and not group_window_s >= 0:
-        raise BadInputError.single(label, f"the grouping window must be >= 0, got {group_window_s} s")
-    if group_window_s is not None and no_grouping:
-        raise BadInputError.single(label, "--no-grouping and a grouping window exclude each other")
+    _check_window(label, group_window_s, no_grouping)
     if not rate > 0:
         raise BadInputError.single(label, f"--rate must be > 0, got {rate}")
     if watch_gap_us is not None and watch_gap_us < 0:
@@ -196,6 +203,231 @@ def ingest_file(
         source_sha, source.size = reader_type.hash_directory(path)
     else:
         source_sha = sha256_file(path)
+    return _write_dataset(
+        reader,
+        columns,
+        sink,
+        options,
+        source_sha,
+        settings=settings,
+        limits=limits,
+        sort_policy=sort_policy,
+        group_window_s=group_window_s,
+        name=name or _default_name(path),
+        label=label,
+        source_entry=lambda: {
+            "file_name": path.name,
+            "sha256": source_sha,
+            "bytes": source.size,
+            "format": fmt,
+            "layout": reader.layout,
+            "compression": source.compression,
+            "detected": reason,
+        },
+        progress=(lambda: (min(source.bytes_read, source.size), source.size)) if progress is not None else None,
+        on_progress=progress,
+    )
+
+
+def ingest_node_logs(
+    logs: Sequence[NodeLog],
+    *,
+    fmt: str = "auto",
+    name: str | None = None,
+    cluster_nodes: int | None = None,
+    group_window_s: float | None = None,
+    no_grouping: bool = False,
+    tables: tuple[str, ...] = (),
+    schema_file: Path | None = None,
+    max_errors: int = 20,
+    on_error: str = "fail",
+    duplicate_window_ms: int | None = None,
+    settings: Settings | None = None,
+    progress: Progress | None = None,
+    limits: Limits | None = None,
+) -> DatasetInfo:
+    """Several nodes' full query logs (one per node, all of one query-log format) → one dataset, in time order,
+    with the node as the `node` column (docs/formats.md § Several nodes' logs; `ingest.formats.cassandra_fql.nodes`).
+
+    The manifest's `nodes` says what each log held, the likely duplicates across nodes (same statement and values
+    within `duplicate_window_ms`, default `TAILTUNE_FQL_DUPLICATE_WINDOW_MS`; kept, counted, warned about) and, when
+    the caller gives the cluster's node count (`cluster_nodes`), what the nodes without a log leave out (also a
+    warning). Options as `ingest_file`'s for a query log.
+    """
+    from ingest.formats.cassandra_fql.nodes import MergedLogs, check_logs, missing_share
+    from ingest.formats.cassandra_fql.records import QueryLogReader
+
+    settings = settings or get_settings()
+    limits = limits or Limits.from_settings(settings)
+    if not logs:
+        raise BadInputError.single("command line", "no node's log given")
+    check_logs(logs)
+    label = str(logs[0].path)
+    if cluster_nodes is not None and cluster_nodes < len(logs):
+        raise BadInputError.single(
+            "command line", f"--nodes {cluster_nodes}, but {len(logs)} nodes' logs are given: one log per node"
+        )
+    window_ms = settings.fql_duplicate_window_ms if duplicate_window_ms is None else duplicate_window_ms
+    if window_ms < 0:
+        raise BadInputError.single("command line", f"the duplicate window must be >= 0 ms, got {window_ms}")
+    policy: ErrorPolicy = _choice(on_error, ErrorPolicy, label, "--on-error")
+    _check_window(label, group_window_s, no_grouping)
+    formats: list[tuple[str, str]] = []
+    sources: list[Source] = []
+    for log in logs:
+        where = str(log.path)
+        if log.path.is_dir():
+            source = Source(path=log.path, compression="none", size=0, limits=limits)
+            found = sniff_directory(log.path) if fmt == AUTO else (fmt, "given with --format")
+        else:
+            source = Source.of(log.path, limits)
+            source.check_size()
+            if fmt == AUTO:
+                sniffed = sniff_source(source, None)
+                found = (sniffed.format, sniffed.reason)
+            else:
+                found = (fmt, "given with --format")
+            if source.size == 0:
+                raise BadInputError.single(where, "file is empty", line=1)
+        if found[0] not in READERS:
+            known = ", ".join(format_choices())
+            raise BadInputError.single(where, f"unknown format '{found[0]}'", hint=f"known formats: {known}")
+        reader_type = reader_class(found[0])
+        if not reader_type.query_log:
+            raise BadInputError.single(
+                where, f"is {found[0]}, not a full query log: only query logs are ingested one per node"
+            )
+        if log.path.is_dir() != reader_type.reads_directory:
+            what = "a directory" if log.path.is_dir() else "a file"
+            raise BadInputError.single(where, f"is {what}; the format {found[0]} reads the other")
+        if formats and found[0] != formats[0][0]:
+            raise BadInputError.single(
+                where, f"is {found[0]}, the log of node {logs[0].name} is {formats[0][0]}: the nodes' logs are "
+                "ingested in one format"
+            )
+        formats.append(found)
+        sources.append(source)
+    fmt = formats[0][0]
+    reader_type = reader_class(fmt)
+    reader_options = ReaderOptions(
+        limits=limits, schema=schema_file, tables=tuple(tables), cassandra_lib=settings.cassandra_lib
+    )
+    sink = ErrorSink(label, max_errors=max_errors, policy=policy)
+    sinks = [ErrorSink(str(log.path), max_errors=max_errors, policy=policy) for log in logs]
+    node_readers = [
+        reader_type(source, reader_options, node_sink) for source, node_sink in zip(sources, sinks, strict=True)
+    ]
+    readers: list[QueryLogReader] = []
+    for r in node_readers:
+        assert isinstance(r, QueryLogReader)
+        readers.append(r)
+    merged = MergedLogs(logs, readers, sinks, sink, duplicate_window_ms=window_ms, settings=settings)
+    group = None if no_grouping else (QUERY_LOG_WINDOW_S if group_window_s is None else group_window_s)
+    options: dict[str, Any] = {
+        "format": fmt,
+        "mapping": {},
+        "group_window_s": group,
+        "on_error": policy.value,
+        "unsorted": UnsortedPolicy.SORT.value,
+        "nodes": [log.name for log in logs],
+    }
+    options.update(merged.id_options())
+    if cluster_nodes is not None:
+        options["cluster_nodes"] = cluster_nodes
+    if tables:
+        options["tables"] = sorted(set(tables))
+    if schema_file is not None:
+        options["schema_sha256"] = sha256_file(schema_file)
+    h = hashlib.sha256()
+    total = 0
+    hashes: list[tuple[str, int]] = []
+    for log in logs:
+        sha, size = reader_type.hash_directory(log.path) if log.path.is_dir() else (sha256_file(log.path), 0)
+        size = size or (log.path.stat().st_size if log.path.is_file() else 0)
+        hashes.append((sha, size))
+        total += size
+        h.update(f"{log.name}\0{sha}\0{size}\n".encode())
+    source_sha = h.hexdigest()
+    reasons = sorted({r for _, r in formats if r})
+
+    def finish(manifest: dict[str, Any]) -> None:
+        requests = int(manifest["requests"])
+        entry: dict[str, Any] = {
+            "logs": [
+                {"name": log.name, "file_name": log.path.name, "sha256": sha, "bytes": size, **seen}
+                for log, (sha, size), seen in zip(logs, hashes, merged.per_node, strict=True)
+            ],
+            "duplicates": {
+                "likely": merged.duplicates,
+                "window_ms": window_ms,
+                "kept": True,
+                "method": "records whose keyspace, statements and bound values equal those of a record another "
+                "node logged at most window_ms earlier (or at the same ms, from a node earlier in the list)",
+            },
+        }
+        if cluster_nodes is not None:
+            entry["missing"] = missing_share(len(logs), cluster_nodes, requests)
+            if cluster_nodes > len(logs):
+                m = entry["missing"]
+                manifest["warnings"].append(
+                    f"{m['missing_nodes']} of the cluster's {cluster_nodes} nodes have no log here: the requests "
+                    f"they coordinated are not in the dataset, about {m['missing_share']:.0%} of the traffic "
+                    f"(~{m['estimated_missing_requests']:,} requests, the logged nodes' mean per node)"
+                )
+        manifest["nodes"] = entry
+
+    return _write_dataset(
+        merged,
+        merged.columns(),
+        sink,
+        options,
+        source_sha,
+        settings=settings,
+        limits=limits,
+        sort_policy=UnsortedPolicy.SORT,
+        group_window_s=group,
+        name=name or "+".join(log.name for log in logs)[:200],
+        label=label,
+        source_entry=lambda: {
+            "file_name": ", ".join(log.path.name for log in logs),
+            "sha256": source_sha,
+            "bytes": total,
+            "format": fmt,
+            "layout": None,
+            "compression": "none" if all(src.compression == "none" for src in sources) else "mixed",
+            "detected": "; ".join(reasons) if reasons else "given with --format",
+        },
+        progress=None,
+        on_progress=progress,
+        tiebreak=("node",),
+        finish_manifest=finish,
+    )
+
+
+def _write_dataset(
+    reader: TraceReader,
+    columns: list[str],
+    sink: ErrorSink,
+    options: dict[str, Any],
+    source_sha: str,
+    *,
+    settings: Settings,
+    limits: Limits,
+    sort_policy: UnsortedPolicy,
+    group_window_s: float | None,
+    name: str,
+    label: str,
+    source_entry: Callable[[], dict[str, Any]],
+    progress: Callable[[], tuple[int, int]] | None,
+    on_progress: Progress | None,
+    tiebreak: tuple[str, ...] = (),
+    finish_manifest: Callable[[dict[str, Any]], None] | None = None,
+) -> DatasetInfo:
+    """The run shared by one file and several nodes' logs: the dataset of `reader`'s rows under the id of
+    `source_sha` and `options` (the existing one when it is there), written, counted, described and published.
+    `finish_manifest` adds what only the caller knows once the rows are read."""
+    single_key = "request_id" not in columns
+    query_log = reader.query_log
     did = dataset_id(source_sha, options)
     store = DatasetStore(settings)
     existing = store.find(did)
@@ -209,8 +441,8 @@ def ingest_file(
     validator = StreamValidator(sink, unsorted_hint=hint if sort_policy is UnsortedPolicy.REJECT else None)
 
     def report_progress() -> None:
-        if progress is not None:
-            progress(min(source.bytes_read, source.size), source.size)
+        if progress is not None and on_progress is not None:
+            on_progress(*progress())
 
     def capped(stream: Iterator[Chunk]) -> Iterator[Chunk]:
         """The row cap, counted as the reader produces rows (before any sort, so a sort stages no more)."""
@@ -226,7 +458,7 @@ def ingest_file(
         read = reader.chunks()
         stream: Iterator[Chunk] = capped(read)
         if sort_policy is UnsortedPolicy.SORT:
-            stream = sorted_chunks(stream, settings=settings, by_request=not single_key)
+            stream = sorted_chunks(stream, settings=settings, by_request=not single_key, tiebreak=tiebreak)
         ids: RequestIds | None = None
         if query_log:
             ids = StatementGrouper(group_window_s, sink)
@@ -275,18 +507,10 @@ def ingest_file(
         manifest: dict[str, Any] = {
             "schema_version": SCHEMA_VERSION,
             "id": did,
-            "name": name or _default_name(path),
+            "name": name,
             "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
             "tailtune_version": __version__,
-            "source": {
-                "file_name": path.name,
-                "sha256": source_sha,
-                "bytes": source.size,
-                "format": fmt,
-                "layout": reader.layout,
-                "compression": source.compression,
-                "detected": reason,
-            },
+            "source": source_entry(),
             "ingest_options": options,
             "rows": stats.rows,
             "requests": stats.requests,
@@ -305,6 +529,8 @@ def ingest_file(
             "parquet_files": [f.name for f in files],
             "ingest_seconds": round(time.perf_counter() - started, 3),
         }
+        if finish_manifest is not None:
+            finish_manifest(manifest)
         info, created = store.publish(staging, manifest)
     return info if created else replace(info, reused=True)
 

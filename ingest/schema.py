@@ -30,11 +30,12 @@ CANONICAL_SCHEMA: Final = pa.schema(
         pa.field("client_id", pa.string(), nullable=True),
         pa.field("latency_us", pa.float64(), nullable=True),  # observed, per op or per request
         pa.field("table", pa.string(), nullable=True),
+        pa.field("node", pa.string(), nullable=True),  # the server that logged the row (a query log's coordinator)
     ]
 )
 
 REQUIRED_FIELDS: Final = ("request_id", "ts", "key", "value_size")
-OPTIONAL_FIELDS: Final = ("op", "client_id", "latency_us", "table")
+OPTIONAL_FIELDS: Final = ("op", "client_id", "latency_us", "table", "node")
 
 
 def canonical_schema_for(present_optional: set[str]) -> pa.Schema:

@@ -23,8 +23,15 @@ MEMORY_LIMIT = "512MB"
 
 
 def sorted_chunks(
-    chunks: Iterable[Chunk], *, settings: Settings, by_request: bool, chunk_rows: int = 1 << 20
+    chunks: Iterable[Chunk],
+    *,
+    settings: Settings,
+    by_request: bool,
+    chunk_rows: int = 1 << 20,
+    tiebreak: tuple[str, ...] = (),
 ) -> Iterator[Chunk]:
+    """The chunks sorted by (ts[, request_id], *tiebreak, source line): `tiebreak` names columns that order rows
+    of the same ts and request before their line (the `node` of several nodes' logs, whose lines repeat)."""
     import duckdb
 
     with staging_dir(settings, "sort") as work:
@@ -46,7 +53,7 @@ def sorted_chunks(
             con.execute(f"SET memory_limit='{MEMORY_LIMIT}'")
             con.execute(f"SET temp_directory='{work / 'spill'}'")
             con.execute("SET preserve_insertion_order=true")
-            order = "ts, request_id, _line" if by_request else "ts, _line"
+            order = ", ".join(["ts", *(["request_id"] if by_request else []), *tiebreak, "_line"])
             reader: Any = con.sql(f"SELECT * FROM read_parquet('{stage}') ORDER BY {order}").to_arrow_reader(chunk_rows)
             for batch in reader:
                 if batch.num_rows == 0:

@@ -125,6 +125,15 @@ class ErrorSink:
         if self.policy is ErrorPolicy.FAIL and self.problems:
             raise self.error()
 
+    def absorb(self, other: ErrorSink) -> None:
+        """Take the problems of `other` (the sink of one part of the input, e.g. one node's log) as this one's;
+        in `fail` mode they fail the ingest at `finish`."""
+        other.flush(rows_dropped=0)
+        self.total += other.total
+        self.skipped_rows += other.skipped_rows
+        self.by_field.update(other.by_field)
+        self.problems += other.problems[: max(0, self.max_errors - len(self.problems))]
+
     def summary(self) -> dict[str, Any]:
         return {
             "policy": self.policy.value,

@@ -588,6 +588,7 @@ CONVERTERS: Final[dict[str, _Converter]] = {
     "client_id": _optional_text,
     "latency_us": partial(to_float, non_negative=True),
     "table": _optional_text,
+    "node": _optional_text,
 }
 
 

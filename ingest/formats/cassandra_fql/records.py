@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import itertools
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar, Final
@@ -158,6 +158,9 @@ class QueryLogReader(TraceReader):
         self.skipped: Counter[str] = Counter()
         self.records = 0
         self.requests = 0
+        #: Called with each record that became a request or a single access (a merge of nodes' logs counts
+        #: their likely duplicates so: `nodes.Duplicates`).
+        self.on_request: Callable[[Record], None] | None = None
 
     def columns(self) -> list[str]:
         return ["request_id", "ts", "key", "op", "table"]
@@ -231,6 +234,8 @@ class QueryLogReader(TraceReader):
                         lines.append(record.line)
                 next_id += 1
             self.requests += 1
+            if self.on_request is not None:
+                self.on_request(record)
             if len(keys) >= _CHUNK_ROWS:
                 yield chunk()
         self._note()

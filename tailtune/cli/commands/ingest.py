@@ -49,7 +49,20 @@ def dataset_summary(info: DatasetInfo) -> dict[str, Any]:
         "has_latency": m["has_latency"],
         "skipped_rows": m["errors"]["skipped_rows"],
         "warnings": list(m.get("warnings", [])),
+        **({"nodes": _nodes(m["nodes"])} if "nodes" in m else {}),
     }
+
+
+def _nodes(entry: dict[str, Any]) -> dict[str, Any]:
+    """Several nodes' logs: each node's requests, the likely duplicates, what the nodes without a log leave out."""
+    out: dict[str, Any] = {
+        "logs": {log["name"]: log["requests"] for log in entry["logs"]},
+        "likely_duplicates": entry["duplicates"]["likely"],
+        "duplicate_window_ms": entry["duplicates"]["window_ms"],
+    }
+    if "missing" in entry:
+        out["missing"] = entry["missing"]
+    return out
 
 
 def print_summary(summary: dict[str, Any], *, title: str) -> None:
@@ -75,6 +88,21 @@ def print_summary(summary: dict[str, Any], *, title: str) -> None:
         ("value sizes", "yes" if summary["has_value_size"] else "unknown"),
         ("latency", "yes" if summary["has_latency"] else "no"),
     ]
+    nodes = summary.get("nodes")
+    if nodes is not None:
+        rows.append(("nodes", ", ".join(f"{n} ({r:,} requests)" for n, r in nodes["logs"].items())))
+        rows.append(
+            ("likely duplicates", f"{nodes['likely_duplicates']:,} (kept; within {nodes['duplicate_window_ms']} ms)")
+        )
+        missing = nodes.get("missing")
+        if missing is not None:
+            lost = (
+                f"{missing['missing_nodes']} of {missing['cluster_nodes']} nodes, ~{missing['missing_share']:.0%} "
+                f"(~{missing['estimated_missing_requests']:,} requests)"
+                if missing["missing_nodes"]
+                else "none (every node's log)"
+            )
+            rows.append(("missing", lost))
     if summary.get("skipped_rows"):
         rows.append(("skipped rows", f"{summary['skipped_rows']:,} (--on-error skip)"))
     for k, v in rows:
@@ -89,10 +117,13 @@ def _format_help() -> str:
 
 
 def ingest(
-    file: Annotated[
-        Path,
+    files: Annotated[
+        list[str],
         typer.Argument(
-            help="Trace file (gz/zst/xz/bz2 are decompressed transparently), or a Cassandra full query log directory."
+            metavar="FILE...",
+            help="Trace file (gz/zst/xz/bz2 are decompressed transparently), or a Cassandra full query log directory; "
+            "or one full query log per node of a cluster, merged into one dataset with a `node` column: several "
+            "NODE=PATH or PATH (named after its directory), or one directory holding a log directory per node.",
         ),
     ],
     fmt: Annotated[
@@ -145,6 +176,22 @@ def ingest(
             "Default: TAILTUNE_MEMCACHED_WATCH_GAP_US.",
         ),
     ] = None,
+    nodes: Annotated[
+        int | None,
+        typer.Option(
+            "--nodes",
+            help="Query logs: the cluster's node count; with fewer nodes' logs, the summary says what the missing "
+            "ones leave out.",
+        ),
+    ] = None,
+    duplicate_window_ms: Annotated[
+        int | None,
+        typer.Option(
+            "--duplicate-window-ms",
+            help="Several nodes' logs: the same statement and values on another node at most this many ms later "
+            "count as a likely duplicate (kept, reported). Default: TAILTUNE_FQL_DUPLICATE_WINDOW_MS.",
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
     max_decompressed_bytes: Annotated[
         str | None,
@@ -186,12 +233,13 @@ def ingest(
     Caps (docs/operations.md § Limits): a local file gets the line and column caps of the settings and no cap on
     decompressed bytes, compression ratio or rows, unless given here; --upload-limits starts from the service's.
     """
-    from rich.markup import escape
 
-    from base.console import err_console, print_json, progress
+    from base.console import err_console, progress
+    from base.errors import BadInputError
     from base.settings import get_settings
+    from ingest.formats.cassandra_fql.nodes import node_logs
     from ingest.limits import Limits, parse_size
-    from ingest.pipeline import ingest_file
+    from ingest.pipeline import ingest_file, ingest_node_logs
     from ingest.sniff import sniff
 
     settings = get_settings()
@@ -209,10 +257,37 @@ def ingest(
     renames = _parse_map(mapping or [])
     if group_window_us is not None:
         if group_window_s is not None:
-            from base.errors import BadInputError
-
             raise BadInputError.single("command line", "give --group-window-s or --group-window-us, not both")
         group_window_s = group_window_us / 1e6
+    common: dict[str, Any] = {
+        "fmt": fmt,
+        "name": name,
+        "group_window_s": group_window_s,
+        "no_grouping": no_grouping,
+        "tables": tuple(tables or ()),
+        "schema_file": schema,
+        "max_errors": max_errors,
+        "on_error": on_error,
+        "settings": settings,
+        "limits": limits,
+    }
+    logs = node_logs(files)
+    if logs is not None:
+        given = [flag for flag, value in (("--map", renames), ("--watch-gap-us", watch_gap_us)) if value]
+        if given or unsorted != "reject" or rate != 1000.0:
+            what = ", ".join(given or ["--unsorted/--rate"])
+            raise BadInputError.single("command line", f"{what} do(es) not apply to nodes' query logs")
+        info = ingest_node_logs(
+            logs, cluster_nodes=nodes, duplicate_window_ms=duplicate_window_ms, **common
+        )
+        _report(info, as_json)
+        return
+    if nodes is not None or duplicate_window_ms is not None:
+        raise BadInputError.single(
+            "command line", "--nodes and --duplicate-window-ms are for nodes' query logs (several, or a directory of "
+            "them)"
+        )
+    file = Path(files[0])
     if fmt == "auto" and (file.is_file() or file.is_dir()):
         chosen = sniff(file, renames, limits)
         err_console.print(f"format: [bold]{chosen.format}[/] (auto: {chosen.reason})", highlight=False)
@@ -225,22 +300,21 @@ def ingest(
 
         info = ingest_file(
             file,
-            fmt=fmt,
-            name=name,
             mapping=renames,
-            group_window_s=group_window_s,
-            no_grouping=no_grouping,
-            tables=tuple(tables or ()),
-            schema_file=schema,
-            max_errors=max_errors,
-            on_error=on_error,
             unsorted=unsorted,
             rate=rate,
             watch_gap_us=watch_gap_us,
-            settings=settings,
             progress=on_progress,
-            limits=limits,
+            **common,
         )
+    _report(info, as_json)
+
+
+def _report(info: DatasetInfo, as_json: bool) -> None:
+    from rich.markup import escape
+
+    from base.console import err_console, print_json
+
     summary = dataset_summary(info)
     for warning in summary["warnings"]:
         err_console.print(f"[bold yellow]warning:[/] {escape(warning)}", highlight=False, soft_wrap=True)
