@@ -10,6 +10,7 @@ that load (`declared`).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -93,16 +94,21 @@ def model_options(b: ModelInputs, timestamps: bool, load: float | None) -> dict[
 
 
 def _capacity(b: ModelInputs, opts: dict[str, Any]) -> None:
-    """The calibrated capacity (`kinds.cassandra.capacity`: a node's single-partition requests a second at
-    saturation) sets the model's servers so that they saturate where the node does: keeping the service time
-    (what a read spends inside the node at low load), the slots are the capacity × that time (the reads in service
-    at once when the node is full), at least 1 and at most the node's `slots`; the per-slot rate is then the
-    capacity over the slots (a rounding of the slots moves the service time by at most half a slot's share). An
-    operator's declared slots or service rate stay the operator's: the capacity is then not applied (a note)."""
+    """The calibrated capacity (`kinds.cassandra.capacity`) sets the model's servers so that they saturate where
+    the node does (docs/model.md § Capacity). Keeping the service time (what a read spends inside the node at low
+    load), the slots are the node's single-partition requests a second at saturation × that time (the reads in
+    service at once when the node is full), at least 1 and at most the node's `slots`. Where the fit separates a
+    request's CPU from a partition read's (`cpu_per_request_us` ≥ 0, `cpu_per_read_us` > 0, free cores = cores −
+    background > 0), a slot reads partitions at free / cpu_per_read / slots a second and each request adds
+    slots × cpu_per_request / free of a slot's time once (`request_demand_us`, on its first partition read's
+    server): a k-partition request costs the servers what it costs the node, cpu_per_request + k × cpu_per_read.
+    Otherwise the per-slot rate is the single-partition capacity over the slots (every partition charged a whole
+    request, a note). An operator's declared slots or service rate stay the operator's: the capacity is then not
+    applied (a note)."""
     entry = b.found("capacity", "calibrated")
     value = entry.get("value") if entry is not None else None
-    rate = value.get("requests_per_s") if isinstance(value, Mapping) else None
-    if entry is None or not isinstance(rate, int | float) or isinstance(rate, bool) or not 0 < rate < float("inf"):
+    rate = _number(value.get("requests_per_s")) if isinstance(value, Mapping) else None
+    if entry is None or not isinstance(value, Mapping) or rate is None or not 0 < rate < float("inf"):
         if b.source("slots") == "declared" and b.source("service_time") == "declared":
             b.set("capacity", None, "declared", how="slots × the service rate, both declared")
         else:
@@ -117,12 +123,38 @@ def _capacity(b: ModelInputs, opts: dict[str, Any]) -> None:
         return
     b.use("capacity", entry)
     service_s = 1.0 / float(opts.get("service_rate") or CassandraDeployment().service_rate)
-    slots = max(1, min(int(opts["slots"]), round(float(rate) * service_s)))
+    slots = max(1, min(int(opts["slots"]), round(rate * service_s)))
     before = (int(opts["slots"]), float(opts.get("service_rate") or CassandraDeployment().service_rate))
-    opts["slots"], opts["service_rate"] = slots, float(rate) / slots
+    per_request, per_read = _number(value.get("cpu_per_request_us")), _number(value.get("cpu_per_read_us"))
+    cores, background = _number(value.get("cores")), _number(value.get("background_cores"))
+    free = cores - background if cores is not None and background is not None else None
+    opts["slots"] = slots
+    if (per_request is not None and per_read is not None and free is not None and per_request >= 0
+            and per_read > 0 and free > 0):
+        opts["service_rate"] = free / (per_read * 1e-6) / slots
+        if per_request > 0:
+            opts["request_demand_us"] = slots * per_request / free
+        b.notes.append(
+            f"the calibrated capacity sets the servers: {slots} slots reading a partition in "
+            f"{1e3 / opts['service_rate']:.4g} ms (cpu_per_read {per_read:.4g} µs on {free:.3g} free cores) plus "
+            f"{opts.get('request_demand_us', 0.0):.4g} µs once a request (cpu_per_request {per_request:.4g} µs): "
+            f"{rate:,.0f} single-partition requests/s a node, {free / ((per_request + 4 * per_read) * 1e-6):,.0f} "
+            f"4-partition ones (were {before[0]} slots of {1e3 / before[1]:.4g} ms, {before[0] * before[1]:,.0f} "
+            "partition reads/s): they saturate where the node does")
+        return
+    opts["service_rate"] = rate / slots
     b.notes.append(f"the calibrated capacity ({rate:,.0f} single-partition requests/s a node) sets the servers: "
                    f"{slots} slots of {1e3 / opts['service_rate']:.4g} ms (were {before[0]} of "
-                   f"{1e3 / before[1]:.4g} ms, {before[0] * before[1]:,.0f}/s): they saturate where the node does")
+                   f"{1e3 / before[1]:.4g} ms, {before[0] * before[1]:,.0f}/s); the fit does not separate a "
+                   "request's CPU from a partition read's, so every partition read is charged a whole "
+                   "single-partition request")
+
+
+def _number(x: object) -> float | None:
+    """`x` as a finite float, None when it is not a number (a bool is not)."""
+    if isinstance(x, bool) or not isinstance(x, int | float) or not math.isfinite(x):
+        return None
+    return float(x)
 
 
 def shown_topology(options: Mapping[str, Any], sources: Mapping[str, str]) -> tuple[dict[str, Any], dict[str, str]]:

@@ -346,9 +346,10 @@ def _capacity(requests_per_s: float | None) -> dict[str, Any]:
 
 
 def test_a_calibrated_capacity_makes_the_servers_saturate_where_the_node_does() -> None:
-    """An idle model (32 slots of 0.07 ms: 457,000 reads/s a node) and a node that saturates at 31,111/s: the
-    model keeps the service time and holds the reads in service at a full node, 31,111 × 0.07 ms = 2.18 → 2
-    slots, each at 15,556/s."""
+    """An idle model (32 slots of 0.07 ms: 457,000 reads/s a node) and a node that saturates at 31,111
+    single-partition requests/s (1.68 free cores over 14 + 40 µs): the model keeps the service time and holds the
+    reads in service at a full node, 31,111 × 0.07 ms = 2.18 → 2 slots, each reading a partition at 1.68 / 40 µs
+    / 2 = 21,000/s, and each request adds 2 × 14 / 1.68 = 16.67 µs of a slot's time once."""
     now = time.time()
     inputs = {
         "slots": {"value": 32, "source": "discovered", "at": now, "how": "concurrent_reads"},
@@ -360,15 +361,23 @@ def test_a_calibrated_capacity_makes_the_servers_saturate_where_the_node_does() 
     assert idle.options["slots"] * idle.options["service_rate"] == pytest.approx(32 / 0.07e-3)
     rate = 1.68 / 54e-6
     m = build_model("cassandra", topo, {}, {"inputs": {**inputs, "capacity": _capacity(rate)}}, timestamps=False)
-    assert m.options["slots"] == 2 and m.options["service_rate"] == pytest.approx(rate / 2)
-    assert m.options["slots"] * m.options["service_rate"] == pytest.approx(rate)  # the node's saturation
+    assert m.options["slots"] == 2 and m.options["service_rate"] == pytest.approx(21_000.0)
+    assert m.options["request_demand_us"] == pytest.approx(2 * 14.0 / 1.68)
+    one = 1.0 / m.options["service_rate"] + m.options["request_demand_us"] * 1e-6  # a single-partition request
+    assert m.options["slots"] / one == pytest.approx(rate)  # the node's saturation
     assert m.sources["capacity"] == "calibrated" and m.sources["slots"] == "discovered"
     assert any("sets the servers: 2 slots" in n for n in m.notes)
     # a node whose reads take longer inside it than its CPU: more reads in service at once, never over its slots
     slow = {**inputs, "service_time": {**inputs["service_time"], "value": {"mean_ms": 5.0, "dist": "lognormal",
                                                                            "sigma": 0.5}}}
     m = build_model("cassandra", topo, {}, {"inputs": {**slow, "capacity": _capacity(rate)}}, timestamps=False)
-    assert m.options["slots"] == 32 and m.options["service_rate"] == pytest.approx(rate / 32)
+    assert m.options["slots"] == 32 and m.options["service_rate"] == pytest.approx(1.68 / 40e-6 / 32)
+    # a fit that does not separate the two costs (a negative slope): every partition read a whole request
+    split = _capacity(rate)
+    split["value"]["cpu_per_request_us"] = -3.0
+    m = build_model("cassandra", topo, {}, {"inputs": {**inputs, "capacity": split}}, timestamps=False)
+    assert m.options["slots"] == 2 and m.options["service_rate"] == pytest.approx(rate / 2)
+    assert "request_demand_us" not in m.options and any("does not separate" in n for n in m.notes)
     # no saturation rate measured: the servers as before, the capacity a default
     m = build_model("cassandra", topo, {}, {"inputs": {**inputs, "capacity": _capacity(None)}}, timestamps=False)
     assert m.options["slots"] == 32 and m.sources["capacity"] == "default"
