@@ -347,6 +347,7 @@ def _capacity(found: Calibrated, connection: Mapping[str, Any], table: str, egre
                 return future
             return send
 
+        addresses = [str(h.address) for h in cluster.metadata.all_hosts()]
         single = sender(one, (values[0],))
         multi = sender(many, (values,))
         keyspace, name = table.split(".", 1)
@@ -371,6 +372,9 @@ def _capacity(found: Calibrated, connection: Mapping[str, Any], table: str, egre
             return
     finally:
         cluster.shutdown()
+    host, host_how = cap.shared_host(addresses, cores, cap.local_cpus())
+    found.put("host", host, host_how)
+    log(f"host: {host['nodes_per_host']} node(s) on {host['host_cores']} core(s)")
     try:
         fit = cap.fit_capacity(rows, cores)
     except ValueError as exc:

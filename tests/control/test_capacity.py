@@ -104,7 +104,12 @@ def test_a_real_nodes_capacity_is_calibrated_and_the_replay_can_load_it(
             lo, hi = entry["interval"]
             assert lo <= hi, name
     with JmxSession(Egress(), cassandra_node.host, cassandra_node.jmx_port) as jmx:
-        assert capacity["cores"]["value"] == jmx.number("java.lang:type=OperatingSystem", "AvailableProcessors")
+        cores = jmx.number("java.lang:type=OperatingSystem", "AvailableProcessors")
+        assert capacity["cores"]["value"] == cores
+    # one node on a loopback address: a host of its own (nothing shared), its JVM's processors
+    host = job["result"]["inputs"]["host"]
+    assert host["source"] == "calibrated" and "loopback" in host["how"]
+    assert host["value"] == {"host_cores": cores, "nodes_per_host": 1}
     # the intervals of every phase are kept, idle ones with no statement of the load
     readings = svc.client.get(f"{API}/deployments/{dep_id}", headers=svc.read).json()["model"]["readings"]
     rows = readings["calibration"]["capacity"]["intervals"]

@@ -109,3 +109,71 @@ def test_the_deployment_records_the_request_demand_and_refuses_a_bad_one(tmp_pat
         with pytest.raises(BadInputError) as exc:
             prepare(table, CassandraDeployment(servers=1, replication=1, request_demand_us=bad))
         assert exc.value.problems[0].field == "request_demand_us", exc.value
+
+
+def _shared(nodes: int, host_cores: float, *, capacity: dict[str, float] | None = None) -> dict[str, Any]:
+    """The hand-worked node's model (module doc) with a calibrated `host` of `nodes` nodes on `host_cores`."""
+    now = time.time()
+    value = capacity or {"requests_per_s": 1.5 / 350e-6, "cpu_per_request_us": 300.0, "cpu_per_read_us": 50.0,
+                         "cores": 2.0, "background_cores": 0.5}
+    inputs = {
+        "slots": {"value": 32, "source": "discovered", "at": now, "how": "concurrent_reads"},
+        "service_time": {"value": {"mean_ms": 0.07, "dist": "lognormal", "sigma": 0.5}, "source": "calibrated",
+                         "at": now, "how": "deconvolved"},
+        "capacity": {"value": value, "source": "calibrated", "at": now, "how": "the utilization law over JMX"},
+        "host": {"value": {"host_cores": host_cores, "nodes_per_host": nodes}, "source": "calibrated", "at": now,
+                 "how": "loopback addresses"},
+    }
+    m = build_model("cassandra", {"servers": nodes, "replication": 1}, {}, {"inputs": inputs}, timestamps=True)
+    return {"options": m.options, "sources": m.sources, "notes": m.notes, "inputs": m.inputs}
+
+
+def test_nodes_sharing_a_host_share_its_cores() -> None:
+    """3 JVMs on 2 cores: each node has 2/3 of a core, 2/3 − 0.5 = 1/6 beyond its background (alone: 1.5). Its
+    slot reads a partition in 50 µs / (1/6) = 300 µs and a request adds 300 µs / (1/6) = 1,800 µs: a
+    single-partition request saturates a node at (1/6) / 350 µs = 476 a second, a 4-partition one at
+    (1/6) / 500 µs = 333."""
+    m = _shared(3, 2.0)
+    opts = m["options"]
+    assert m["sources"]["host"] == "calibrated" and m["inputs"]["host"]["value"]["nodes_per_host"] == 3
+    assert opts["slots"] == 1
+    assert opts["service_rate"] == pytest.approx((1 / 6) / 50e-6)
+    assert opts["request_demand_us"] == pytest.approx(1800.0)
+    four = 4.0 / opts["service_rate"] + opts["request_demand_us"] * 1e-6
+    assert 1.0 / four == pytest.approx((1 / 6) / 500e-6)
+    assert any("3 nodes share a host of 2 cores" in n for n in m["notes"])
+    # one node on the host, or a host with a core a node: nothing shared, the node's own cores
+    for nodes, cores in ((1, 2.0), (3, 6.0)):
+        alone = _shared(nodes, cores)["options"]
+        assert alone["service_rate"] == pytest.approx(1.5 / 50e-6), (nodes, cores)
+        assert alone["request_demand_us"] == pytest.approx(200.0), (nodes, cores)
+    # the fit that does not separate the costs: the single-partition rate scaled by the free cores, 1/6 over 1.5
+    unsplit = _shared(3, 2.0, capacity={"requests_per_s": 1.5 / 350e-6, "cpu_per_request_us": -1.0,
+                                        "cpu_per_read_us": 50.0, "cores": 2.0, "background_cores": 0.5})
+    assert unsplit["options"]["service_rate"] == pytest.approx((1 / 6) / 350e-6)
+    # a share that leaves no core beyond the background: the capacity is not applied, and says why
+    none = _shared(5, 2.0)  # 0.4 of a core a node, background 0.5
+    assert none["sources"]["capacity"] == "default" and none["options"]["slots"] == 32
+    assert any("no core is left" in n for n in none["notes"])
+
+
+def test_without_a_calibrated_host_each_node_has_its_own_cores() -> None:
+    m = build_model("cassandra", {"servers": 3}, {}, {"inputs": {}}, timestamps=False)
+    assert m.sources["host"] == "default" and "own cores" in m.inputs["host"]["how"]
+    bad = {"host": {"value": {"host_cores": "two", "nodes_per_host": 3}, "source": "calibrated", "at": 0.0,
+                    "how": "x"}}
+    m = build_model("cassandra", {"servers": 3}, {}, {"inputs": bad}, timestamps=False)
+    assert m.sources["host"] == "default" and any("is not a number of cores" in n for n in m.notes)
+
+
+def test_a_shared_host_is_found_from_loopback_addresses_and_the_jvms_processors() -> None:
+    from kinds.cassandra.capacity import shared_host
+
+    three = ["127.0.0.1", "127.0.0.2", "127.0.0.3"]
+    host, how = shared_host(three, jvm_cores=2, local=2)
+    assert host == {"host_cores": 2, "nodes_per_host": 3} and "share" in how
+    # a JVM pinned to a subset of the host's processors: not known to share, each node its own
+    assert shared_host(three, jvm_cores=1, local=2)[0] == {"host_cores": 1, "nodes_per_host": 1}
+    # separate machines (any address not loopback)
+    assert shared_host(["127.0.0.1", "10.0.0.2"], jvm_cores=8, local=8)[0]["nodes_per_host"] == 1
+    assert shared_host(["::1"], jvm_cores=4, local=4)[0] == {"host_cores": 4, "nodes_per_host": 1}
