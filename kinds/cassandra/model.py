@@ -22,8 +22,8 @@ from simulation.cassandra import CassandraDeployment, client_key, client_rtt, ri
 __all__ = ["INPUTS", "LOGNORMAL_MIN_SIGMA", "model_options", "shown_topology"]
 
 #: The inputs of a Cassandra deployment's model, each a row of `tuned_for.model_sources`.
-INPUTS = ("servers", "slots", "replication", "service_time", "capacity", "host", "network", "client_key", "ring",
-          "arrivals")
+INPUTS = ("servers", "slots", "replication", "service_time", "capacity", "network", "client_key", "ring", "host",
+          "pauses", "arrivals")
 #: The smallest lognormal shape kvsim replays (`demand_sigma` in (0, 10], checked from 1e-6); a calibrated σ
 #: below it is replayed as deterministic demands.
 LOGNORMAL_MIN_SIGMA = 1e-6
@@ -51,6 +51,7 @@ def model_options(b: ModelInputs, timestamps: bool, load: float | None) -> dict[
                 b.notes.append(f"the calibrated service time has no spread beyond the client's noise (σ {sigma:g}): "
                                "it is replayed as deterministic, the lognormal's limit")
     _capacity(b, opts, _host(b))
+    _pauses(b, opts)
     network = b.pick("network", "network_ms", None, f"{d.net_latency_us:g} µs one way")
     if isinstance(network, int | float):
         opts["net_latency_us"] = float(network) * 1000.0
@@ -183,6 +184,29 @@ def _capacity(b: ModelInputs, opts: dict[str, Any], host: tuple[float, int] | No
                    f"{1e3 / before[1]:.4g} ms, {before[0] * before[1]:,.0f}/s); the fit does not separate a "
                    "request's CPU from a partition read's, so every partition read is charged a whole "
                    "single-partition request")
+
+
+def _pauses(b: ModelInputs, opts: dict[str, Any]) -> None:
+    """The calibrated pauses (`kinds.cassandra.pauses`: the contact node's GC pauses) as every server's random
+    stalls: `stall_rate` a second, `stall_ms` each; none measured (rate 0), no stalls; not calibrated, none (the
+    default)."""
+    entry = b.found("pauses", "calibrated")
+    value = entry.get("value") if entry is not None else None
+    if entry is None or not isinstance(value, Mapping):
+        b.set("pauses", None, "default", how="not measured: no stalls (a what-if: --stall-rate, --stall-ms)")
+        return
+    rate, mean_ms = _number(value.get("rate_per_s")), _number(value.get("mean_ms"))
+    if rate is None or rate < 0 or (rate > 0 and (mean_ms is None or mean_ms < 0)):
+        b.notes.append(f"the calibrated pauses ({value!r}) are not a rate and a length: no stalls are replayed")
+        b.set("pauses", None, "default", how="not replayable as calibrated: no stalls")
+        return
+    b.use("pauses", entry)
+    if rate == 0 or not mean_ms:
+        b.notes.append(f"no GC pause in the calibration's {_number(value.get('seconds')) or 0:.0f} s: no stalls "
+                       "are replayed")
+        return
+    opts["stall_rate"], opts["stall_ms"] = rate, mean_ms
+    b.notes.append(f"the calibrated GC pauses are every server's stalls: {rate:.3g} a second of {mean_ms:.3g} ms")
 
 
 def _number(x: object) -> float | None:

@@ -70,9 +70,10 @@ def test_a_cassandra_nightly_replays_the_deployments_cluster(svc: Svc, tmp_path:
     assert tuned["use_timestamps"] is True and tuned["load"] is None and tuned["offered_load"] > 0
     assert tuned["model_sources"] == {"servers": "declared", "slots": "declared", "replication": "declared",
                                       "service_time": "declared", "capacity": "declared", "network": "default",
-                                      "client_key": "default", "ring": "default", "arrivals": "trace"}
-    assert job["result"]["model"]["defaults"] == ["network", "client_key", "ring"]
-    assert "rests on the simulator's defaults for network, client_key, ring" in job["logs"]
+                                      "client_key": "default", "ring": "default", "host": "default",
+                                      "pauses": "default", "arrivals": "trace"}
+    assert job["result"]["model"]["defaults"] == ["network", "client_key", "ring", "host", "pauses"]
+    assert "rests on the simulator's defaults for network, client_key, ring, host, pauses" in job["logs"]
     # the topology changes: the next job's model follows it (the slots left unset fall back to the default)
     r = svc.client.patch(f"{API}/deployments/{dep['id']}",
                          json={"topology": {"servers": 9, "replication": 3, "network_ms": 0.2}}, headers=svc.write)
@@ -114,7 +115,8 @@ def test_discovered_and_calibrated_inputs_are_used_and_the_declared_win() -> Non
     assert m.options["net_latency_us"] == pytest.approx(100.0)
     assert m.sources == {"servers": "declared", "slots": "discovered", "replication": "discovered",
                          "service_time": "calibrated", "capacity": "default", "network": "calibrated",
-                         "client_key": "default", "ring": "default", "arrivals": "default"}
+                         "client_key": "default", "ring": "default", "host": "default", "pauses": "default",
+                         "arrivals": "default"}
     # the operator's explicit slots win over discovery
     m = build_model("cassandra", {**topo, "slots": 2}, {}, {**model, "operator": ["servers", "slots"]},
                     timestamps=True)
