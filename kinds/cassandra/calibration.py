@@ -191,8 +191,9 @@ def calibrate_cassandra(
     warmup: int = 1000, keys: int = 8, capacity: CapacityOptions | None = None,
     log: Callable[[str], None] = lambda _: None,
 ) -> Calibrated:
-    """Measure the network and the service time of a Cassandra cluster, and its contact node's capacity where
-    the connection names a JMX port (module docstring); raises DiscoveryFailed naming the node and what to do."""
+    """Measure the network and the service time of a Cassandra cluster, and where the connection names a JMX port
+    its contact node's capacity, the host its nodes share and the node's GC pauses (`kinds.cassandra.capacity`,
+    `kinds.cassandra.pauses`); raises DiscoveryFailed naming the node and what to do."""
     found = _calibrate(connection, tables, egress=egress, timeout_s=timeout_s, reads=reads, warmup=warmup, keys=keys,
                        log=log)
     if connection.get("jmx_port") is None:
