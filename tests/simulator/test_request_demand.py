@@ -24,19 +24,28 @@ from control.model import build_model
 from simulation import CassandraDeployment
 from simulation.cassandra import offered_load, prepare
 
+#: The hand-worked node's capacity (module doc).
+_NODE = {"requests_per_s": 1.5 / 350e-6, "cpu_per_request_us": 300.0, "cpu_per_read_us": 50.0, "cores": 2.0,
+         "background_cores": 0.5}
 
-def _model() -> dict[str, Any]:
+
+def _inputs(capacity: dict[str, float], **more: dict[str, Any]) -> dict[str, Any]:
+    """The stored model of a node calibrated with `capacity` (32 discovered slots, 0.07 ms reads), and `more`
+    calibrated inputs by name."""
     now = time.time()
-    capacity = {"requests_per_s": 1.5 / 350e-6, "cpu_per_request_us": 300.0, "cpu_per_read_us": 50.0,
-                "cores": 2.0, "background_cores": 0.5}
     inputs = {
         "slots": {"value": 32, "source": "discovered", "at": now, "how": "concurrent_reads"},
         "service_time": {"value": {"mean_ms": 0.07, "dist": "lognormal", "sigma": 0.5}, "source": "calibrated",
                          "at": now, "how": "deconvolved"},
         "capacity": {"value": capacity, "source": "calibrated", "at": now, "how": "the utilization law over JMX"},
     }
-    return build_model("cassandra", {"servers": 1, "replication": 1}, {}, {"inputs": inputs},
-                       timestamps=True).options
+    for name, value in more.items():
+        inputs[name] = {"value": value, "source": "calibrated", "at": now, "how": name}
+    return {"inputs": inputs}
+
+
+def _model() -> dict[str, Any]:
+    return build_model("cassandra", {"servers": 1, "replication": 1}, {}, _inputs(_NODE), timestamps=True).options
 
 
 def _trace(tmp_path: Path, rate: float, requests: int = 2000, keys: int = 4) -> Path:
@@ -113,18 +122,8 @@ def test_the_deployment_records_the_request_demand_and_refuses_a_bad_one(tmp_pat
 
 def _shared(nodes: int, host_cores: float, *, capacity: dict[str, float] | None = None) -> dict[str, Any]:
     """The hand-worked node's model (module doc) with a calibrated `host` of `nodes` nodes on `host_cores`."""
-    now = time.time()
-    value = capacity or {"requests_per_s": 1.5 / 350e-6, "cpu_per_request_us": 300.0, "cpu_per_read_us": 50.0,
-                         "cores": 2.0, "background_cores": 0.5}
-    inputs = {
-        "slots": {"value": 32, "source": "discovered", "at": now, "how": "concurrent_reads"},
-        "service_time": {"value": {"mean_ms": 0.07, "dist": "lognormal", "sigma": 0.5}, "source": "calibrated",
-                         "at": now, "how": "deconvolved"},
-        "capacity": {"value": value, "source": "calibrated", "at": now, "how": "the utilization law over JMX"},
-        "host": {"value": {"host_cores": host_cores, "nodes_per_host": nodes}, "source": "calibrated", "at": now,
-                 "how": "loopback addresses"},
-    }
-    m = build_model("cassandra", {"servers": nodes, "replication": 1}, {}, {"inputs": inputs}, timestamps=True)
+    stored = _inputs(capacity or _NODE, host={"host_cores": host_cores, "nodes_per_host": nodes})
+    m = build_model("cassandra", {"servers": nodes, "replication": 1}, {}, stored, timestamps=True)
     return {"options": m.options, "sources": m.sources, "notes": m.notes, "inputs": m.inputs}
 
 
