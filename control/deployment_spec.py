@@ -155,9 +155,9 @@ class Connection(RequestBody):
     jmx_port: int | None = Field(
         default=None, ge=1, le=65535,
         description="Cassandra: the nodes' JMX port. Set, calibration measures the contact node's capacity (its "
-        "CPU per request and per partition read, its cores) over it, and a bound password is sent to it; a live "
-        "replay whose configs differ in the dynamic snitch sets and restores the snitch on every node over it "
-        "(unset: Cassandra's default 7199, without a login).",
+        "CPU per request and per partition read, its cores, the host the nodes share, its GC pauses) over it, and "
+        "a bound password is sent to it; a live replay whose configs differ in the dynamic snitch sets and "
+        "restores the snitch on every node over it (unset: Cassandra's default 7199, without a login).",
     )
     keyspace: str = Field(default="tailtune", pattern=r"^[a-z][a-z0-9_]{0,47}$")
     servers: list[Host] = Field(default_factory=list, max_length=MAX_ENDPOINTS)

@@ -73,6 +73,12 @@ class CassandraDeployment:
     driver decoding its rows, the coordinator handling and merging it; calibration measures it, § Calibration of
     docs/model.md): each request's latency grows by (keys − 1) × it (`kvsim.Cluster.client_key_us`); 0: none. A
     one-key read is the baseline: its cost is in the service time.
+
+    `request_demand_us`: the node's work a request costs once, beyond its partition reads (the coordinator's
+    parsing, dispatch and response: calibration's `cpu_per_request`), µs of a slot's time, added to the mean
+    service demand of the request's first partition read (docs/model.md § Capacity): a k-partition request then
+    occupies the servers k / `service_rate` + it, where a per-key charge would be k × (1 / `service_rate` + it).
+    0: none, every op's mean demand its own.
     """
 
     servers: int = _cluster_default("servers")
@@ -119,14 +125,19 @@ class CassandraDeployment:
     client_rtt_ms: tuple[float, ...] | None = None
     #: The client's and the coordinator's cost per partition of a request beyond the first, µs; 0: none.
     client_key_us: float = 0.0
+    #: The node's work a request costs once beyond its partition reads, µs of a slot's time on the server of its
+    #: first partition read; 0: none.
+    request_demand_us: float = 0.0
 
     def as_dict(self) -> dict[str, Any]:
         """Every field (JSON-able): what a recommendation records about the deployment it was tuned for (the
         stall fields only when stalls are on, the ring only when there is one, so records made before they existed
-        read the same; likewise the per-partition cost only when there is one)."""
+        read the same; likewise the per-partition cost and the per-request demand only when there is one)."""
         out = dataclasses.asdict(self)
         if not self.client_key_us:
             del out["client_key_us"]
+        if not self.request_demand_us:
+            del out["request_demand_us"]
         if self.stall_rate is None:
             del out["stall_rate"], out["stall_ms"]
         if self.stall_schedule is None:
@@ -302,6 +313,16 @@ def client_key(value: object, where: str, name: str) -> float:
     return float(value)
 
 
+def _request_demand(value: object) -> float:
+    """A per-request demand (`CassandraDeployment.request_demand_us`) checked: a number of µs in [0, 1e6];
+    BadInputError naming `request_demand_us` otherwise."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not (math.isfinite(value)
+                                                                             and 0.0 <= value <= 1e6):
+        raise BadInputError.single("deployment", f"request_demand_us is {value!r}: need a number of µs in [0, 1e6]",
+                                   field="request_demand_us")
+    return float(value)
+
+
 def client_rtt(values: object, where: str) -> tuple[float, ...]:
     """Round-trip quantiles (`CassandraDeployment.client_rtt_ms`) checked: at least 2 numbers in [0, 1e6] ms,
     non-decreasing. BadInputError naming `client_rtt_ms` (in `where`) otherwise."""
@@ -431,6 +452,13 @@ def prepare(table: pa.Table, deployment: CassandraDeployment, *, source: str = "
     else:
         demand.update(model="uniform", mean_us=1e6 / service_rate)
     del rows
+    request_us = _request_demand(deployment.request_demand_us)
+    if request_us > 0:  # the request's own work on the server of its first partition read (class doc)
+        if mean_demand is None:
+            mean_demand = np.full(int(layout.offsets[-1]), 1.0 / service_rate)
+        mean_demand = np.ascontiguousarray(mean_demand, dtype=np.float64)
+        mean_demand[layout.offsets[:-1]] += request_us * 1e-6
+        demand["request_us"] = request_us
     table = table.drop_columns([c for c in ("key", "value_size") if c in table.column_names])
     ops = None
     if deployment.writes_from_op:
@@ -664,7 +692,7 @@ def replay(
     (`kvsim.ReplayConfig.stop`)."""
     import kvsim
 
-    if policy.size_aware_cost and trace.mean_demand_s is None:
+    if policy.size_aware_cost and trace.sizes is None:
         raise BadInputError.single(
             "--size-aware-cost",
             "needs value sizes that differ: the trace has none (or --no-sizes was given); drop it",

@@ -49,9 +49,12 @@ public final class Jmx {
     private static String answer(MBeanServerConnection mbs, String line) throws Exception {
         String[] p = line.trim().split(" ", 3);
         switch (p[0]) {
-            case "get":
-                if (p.length != 3) throw new IllegalArgumentException("get OBJECT_NAME ATTRIBUTE");
-                return value(mbs.getAttribute(new ObjectName(p[1]), p[2]));
+            case "get": {  // the attribute is the last word: an object name may hold spaces (G1 Young Generation)
+                String body = line.trim().substring(p[0].length()).trim();
+                int at = body.lastIndexOf(' ');
+                if (at <= 0) throw new IllegalArgumentException("get OBJECT_NAME ATTRIBUTE");
+                return value(mbs.getAttribute(new ObjectName(body.substring(0, at)), body.substring(at + 1)));
+            }
             case "names": {
                 if (p.length != 2) throw new IllegalArgumentException("names PATTERN");
                 Set<String> out = new TreeSet<>();

@@ -191,8 +191,9 @@ def calibrate_cassandra(
     warmup: int = 1000, keys: int = 8, capacity: CapacityOptions | None = None,
     log: Callable[[str], None] = lambda _: None,
 ) -> Calibrated:
-    """Measure the network and the service time of a Cassandra cluster, and its contact node's capacity where
-    the connection names a JMX port (module docstring); raises DiscoveryFailed naming the node and what to do."""
+    """Measure the network and the service time of a Cassandra cluster, and where the connection names a JMX port
+    its contact node's capacity, the host its nodes share and the node's GC pauses (`kinds.cassandra.capacity`,
+    `kinds.cassandra.pauses`); raises DiscoveryFailed naming the node and what to do."""
     found = _calibrate(connection, tables, egress=egress, timeout_s=timeout_s, reads=reads, warmup=warmup, keys=keys,
                        log=log)
     if connection.get("jmx_port") is None:
@@ -310,6 +311,7 @@ def _capacity(found: Calibrated, connection: Mapping[str, Any], table: str, egre
 
     from kinds.cassandra import capacity as cap
     from kinds.cassandra.jmx import JmxFailed, JmxSession
+    from kinds.cassandra.pauses import gc_counters
 
     target, cluster, session = open_session(connection, egress, timeout_s)
     try:
@@ -347,6 +349,7 @@ def _capacity(found: Calibrated, connection: Mapping[str, Any], table: str, egre
                 return future
             return send
 
+        addresses = [str(h.address) for h in cluster.metadata.all_hosts()]
         single = sender(one, (values[0],))
         multi = sender(many, (values,))
         keyspace, name = table.split(".", 1)
@@ -365,12 +368,18 @@ def _capacity(found: Calibrated, connection: Mapping[str, Any], table: str, egre
                 if opts.warmup_s > 0:
                     log(f"capacity: warming up {opts.warmup_s:g} s of single-partition reads at {top:g}/s")
                     cap.measure(jmx, keyspace, name, [("warm-up", single, top)], opts.warmup_s, 1)
+                gc_before, gc_t0 = gc_counters(jmx), time.monotonic()
                 rows = cap.measure(jmx, keyspace, name, phases, opts.interval_s, opts.intervals, log=log)
+                gc_after, gc_span = gc_counters(jmx), time.monotonic() - gc_t0
         except JmxFailed as exc:
             found.notes.append(f"capacity not calibrated: {exc}")
             return
     finally:
         cluster.shutdown()
+    _pauses(found, address, gc_before, gc_after, gc_span, log)
+    host, host_how = cap.shared_host(addresses, cores, cap.local_cpus())
+    found.put("host", host, host_how)
+    log(f"host: {host['nodes_per_host']} node(s) on {host['host_cores']} core(s)")
     try:
         fit = cap.fit_capacity(rows, cores)
     except ValueError as exc:
@@ -396,3 +405,27 @@ def _capacity(found: Calibrated, connection: Mapping[str, Any], table: str, egre
         f"background {fit.background_cores:.2f} of {fit.cores} cores: "
         + (f"{saturation:,.0f} single-partition requests/s at saturation" if saturation is not None else
            "no saturation rate (the fit gives no positive cost or no free core)"))
+
+
+def _pauses(found: Calibrated, address: str, before: Mapping[str, tuple[float, float]],
+            after: Mapping[str, tuple[float, float]], seconds: float, log: Callable[[str], None]) -> None:
+    """The contact node's GC pauses over the capacity measurement's span (`kinds.cassandra.pauses`) into `found`
+    (`pauses` input)."""
+    from kinds.cassandra.pauses import pauses_between
+
+    try:
+        p = pauses_between(before, after, seconds)
+    except ValueError as exc:
+        found.notes.append(f"pauses not calibrated: {exc}")
+        return
+    if not p.collectors:
+        found.notes.append(f"pauses not calibrated: node {address} reports no stop-the-world garbage collector")
+        return
+    value, uncertainty = p.as_input()
+    found.put("pauses", value,
+              f"node {address} over JMX: CollectionCount and CollectionTime of {', '.join(p.collectors)} across "
+              f"the capacity measurement's {seconds:.1f} s: {p.count} pause(s), {p.total_ms:g} ms in all; the rate "
+              "a second of unpaused time with its exact Poisson 95 % interval, the mean pause",
+              uncertainty=uncertainty)
+    log(f"pauses: {p.count} in {seconds:.1f} s ({p.rate_per_s:.3g}/s"
+        + (f", mean {p.mean_ms:.3g} ms)" if p.mean_ms is not None else ")"))

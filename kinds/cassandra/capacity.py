@@ -22,6 +22,13 @@ alike (its statements and reads are counted; what it costs beyond them is backgr
 node can spend at most; the capacity left to the trace's requests is `cores − background`, and the node's
 single-partition request rate at saturation `(cores − background) / (cpu_per_request + cpu_per_read)`.
 
+**A shared host** (`shared_host`): nodes whose addresses are all loopback addresses run on one machine, the
+calibrating process's; where the contact node's JVM sees as many processors as that machine offers this process
+(its affinity: the JVM is not pinned to a subset), the nodes' JVMs share those cores: `host.nodes_per_host` is the
+nodes, `host.host_cores` the cores, and each node can spend at most host_cores / nodes_per_host of them. Otherwise
+each node is taken to have its own `cores` (nodes_per_host 1): nodes on separate machines, or pinned JVMs, which
+this cannot tell apart from separate machines.
+
 **Intervals**: 95 % bootstrap over the intervals (400 resamples, the fit redone on each). The load is sent by the
 Python driver, open loop at the phase's rate, from this process — its CPU is the client's, not the node's, and a
 Python sender never brings a node near its limit, which the utilization law does not need. A fit whose slopes are
@@ -30,7 +37,9 @@ not resolved (the interval reaches 0) says so in a note, and its figures stay as
 
 from __future__ import annotations
 
+import ipaddress
 import math
+import os
 import random
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -39,7 +48,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["BOOTSTRAP", "CapacityFit", "Interval", "fit_capacity", "node_counters"]
+__all__ = ["BOOTSTRAP", "CapacityFit", "Interval", "fit_capacity", "local_cpus", "node_counters", "shared_host"]
 
 BOOTSTRAP = 400
 _OS = "java.lang:type=OperatingSystem"
@@ -118,6 +127,44 @@ def fit_capacity(rows: Sequence[Interval], cores: int, *, seed: int = 1) -> Capa
                  "cpu_per_read_us": interval(2, 1e6)}
     resolved = all(lo > 0 for lo, _ in (intervals["cpu_per_request_us"], intervals["cpu_per_read_us"]))
     return CapacityFit(per_req * 1e6, per_read * 1e6, bg, int(cores), intervals, len(rows), resolved)
+
+
+# ------------------------------------------------------------------------------------------------- a shared host
+
+
+def _loopback(address: str) -> bool:
+    try:
+        return ipaddress.ip_address(address).is_loopback
+    except ValueError:
+        return address == "localhost"
+
+
+def local_cpus() -> int:
+    """The processors this process may run on (its affinity; the machine's count where affinity is not known)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def shared_host(addresses: Sequence[str], jvm_cores: int, local: int) -> tuple[dict[str, int], str]:
+    """The host the nodes at `addresses` run on (module doc): `{"host_cores", "nodes_per_host"}` and how it was
+    found, from the contact node JVM's `AvailableProcessors` (`jvm_cores`) and this process's processors
+    (`local`)."""
+    nodes = sorted(set(addresses))
+    if nodes and all(_loopback(a) for a in nodes):
+        if jvm_cores == local:
+            return ({"host_cores": int(jvm_cores), "nodes_per_host": len(nodes)},
+                    f"the {len(nodes)} node(s) {', '.join(nodes)} have loopback addresses: one host, this one, "
+                    f"whose {local} processor(s) the contact node's JVM sees all of (AvailableProcessors "
+                    f"{jvm_cores}): the nodes share them")
+        return ({"host_cores": int(jvm_cores), "nodes_per_host": 1},
+                f"the node(s) {', '.join(nodes)} have loopback addresses, but the contact node's JVM sees "
+                f"{jvm_cores} of this host's {local} processor(s) (pinned or limited): each node is taken to have "
+                "its own")
+    return ({"host_cores": int(jvm_cores), "nodes_per_host": 1},
+            f"the nodes' addresses are not all loopback ({len(nodes)} node(s)): each node is taken to be on its own "
+            f"host, with the contact node JVM's {jvm_cores} AvailableProcessors")
 
 
 # ----------------------------------------------------------------------------------------------- the node's counters

@@ -160,7 +160,12 @@ class JmxSession:
 
     # --- reads ---------------------------------------------------------------------------------------------
     def get(self, object_name: str, attribute: str) -> float | tuple[float, ...]:
-        """The attribute's value: a number, or a tuple of numbers (an array attribute)."""
+        """The attribute's value: a number, or a tuple of numbers (an array attribute). An object name may hold
+        spaces (the attribute is the request's last word); a line break or an attribute with a space is refused (a
+        name a node reported must not add a request of its own)."""
+        if any(c in object_name + attribute for c in "\r\n") or " " in attribute or not attribute:
+            raise JmxFailed(f"{self._where()}: {object_name[:80]!r} {attribute[:80]!r}: not an object name and an "
+                            "attribute")
         text = self._ask(f"get {object_name} {attribute}")
         try:
             if "," in text:

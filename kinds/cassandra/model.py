@@ -10,6 +10,7 @@ that load (`declared`).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -21,7 +22,8 @@ from simulation.cassandra import CassandraDeployment, client_key, client_rtt, ri
 __all__ = ["INPUTS", "LOGNORMAL_MIN_SIGMA", "model_options", "shown_topology"]
 
 #: The inputs of a Cassandra deployment's model, each a row of `tuned_for.model_sources`.
-INPUTS = ("servers", "slots", "replication", "service_time", "capacity", "network", "client_key", "ring", "arrivals")
+INPUTS = ("servers", "slots", "replication", "service_time", "capacity", "network", "client_key", "ring", "host",
+          "pauses", "arrivals")
 #: The smallest lognormal shape kvsim replays (`demand_sigma` in (0, 10], checked from 1e-6); a calibrated σ
 #: below it is replayed as deterministic demands.
 LOGNORMAL_MIN_SIGMA = 1e-6
@@ -48,7 +50,8 @@ def model_options(b: ModelInputs, timestamps: bool, load: float | None) -> dict[
                 opts["demand_dist"] = "deterministic"
                 b.notes.append(f"the calibrated service time has no spread beyond the client's noise (σ {sigma:g}): "
                                "it is replayed as deterministic, the lognormal's limit")
-    _capacity(b, opts)
+    _capacity(b, opts, _host(b))
+    _pauses(b, opts)
     network = b.pick("network", "network_ms", None, f"{d.net_latency_us:g} µs one way")
     if isinstance(network, int | float):
         opts["net_latency_us"] = float(network) * 1000.0
@@ -92,17 +95,42 @@ def model_options(b: ModelInputs, timestamps: bool, load: float | None) -> dict[
 
 
 
-def _capacity(b: ModelInputs, opts: dict[str, Any]) -> None:
-    """The calibrated capacity (`kinds.cassandra.capacity`: a node's single-partition requests a second at
-    saturation) sets the model's servers so that they saturate where the node does: keeping the service time
-    (what a read spends inside the node at low load), the slots are the capacity × that time (the reads in service
-    at once when the node is full), at least 1 and at most the node's `slots`; the per-slot rate is then the
-    capacity over the slots (a rounding of the slots moves the service time by at most half a slot's share). An
-    operator's declared slots or service rate stay the operator's: the capacity is then not applied (a note)."""
+def _host(b: ModelInputs) -> tuple[float, int] | None:
+    """(host cores, nodes per host) of the calibrated `host` input (`kinds.cassandra.capacity.shared_host`),
+    recorded; None (recorded as the default: each node its own cores) when there is none or it is not two positive
+    numbers."""
+    entry = b.found("host", "calibrated")
+    value = entry.get("value") if entry is not None else None
+    if entry is not None and isinstance(value, Mapping):
+        cores, nodes = _number(value.get("host_cores")), value.get("nodes_per_host")
+        if (cores is not None and cores > 0 and isinstance(nodes, int) and not isinstance(nodes, bool)
+                and nodes >= 1):
+            b.use("host", entry)
+            return cores, nodes
+        b.notes.append(f"the calibrated host ({value!r}) is not a number of cores and of nodes: each node is "
+                       "taken to have its own cores")
+    b.set("host", None, "default", how="not measured: each node has its own cores (capacity.cores)")
+    return None
+
+
+def _capacity(b: ModelInputs, opts: dict[str, Any], host: tuple[float, int] | None) -> None:
+    """The calibrated capacity (`kinds.cassandra.capacity`) sets the model's servers so that they saturate where
+    the node does (docs/model.md § Capacity). Keeping the service time (what a read spends inside the node at low
+    load), the slots are the node's single-partition requests a second at saturation × that time (the reads in
+    service at once when the node is full), at least 1 and at most the node's `slots`. A node's cores are its
+    JVM's `cores`, or its share of a host that several nodes share (`host`: host_cores / nodes_per_host, when
+    fewer), and its free cores those less its background. Where the fit separates a request's CPU from a
+    partition read's (`cpu_per_request_us` ≥ 0, `cpu_per_read_us` > 0, free cores > 0), a slot reads partitions
+    at free / cpu_per_read / slots a second and each request adds slots × cpu_per_request / free of a slot's time
+    once (`request_demand_us`, on its first partition read's server): a k-partition request costs the servers
+    what it costs the node, cpu_per_request + k × cpu_per_read. Otherwise the per-slot rate is the
+    single-partition capacity (scaled to a shared host's free cores) over the slots (every partition charged a
+    whole request, a note). An operator's declared slots or service rate stay the operator's: the capacity is then not
+    applied (a note)."""
     entry = b.found("capacity", "calibrated")
     value = entry.get("value") if entry is not None else None
-    rate = value.get("requests_per_s") if isinstance(value, Mapping) else None
-    if entry is None or not isinstance(rate, int | float) or isinstance(rate, bool) or not 0 < rate < float("inf"):
+    rate = _number(value.get("requests_per_s")) if isinstance(value, Mapping) else None
+    if entry is None or not isinstance(value, Mapping) or rate is None or not 0 < rate < float("inf"):
         if b.source("slots") == "declared" and b.source("service_time") == "declared":
             b.set("capacity", None, "declared", how="slots × the service rate, both declared")
         else:
@@ -116,13 +144,76 @@ def _capacity(b: ModelInputs, opts: dict[str, Any]) -> None:
                        f"declares {' and '.join(declared)}")
         return
     b.use("capacity", entry)
+    per_request, per_read = _number(value.get("cpu_per_request_us")), _number(value.get("cpu_per_read_us"))
+    cores, background = _number(value.get("cores")), _number(value.get("background_cores"))
+    free = cores - background if cores is not None and background is not None else None
+    if host is not None and host[1] > 1 and cores is not None and background is not None:
+        share = min(cores, host[0] / host[1])
+        if share < cores:  # the node's share of the shared host: the rate at saturation falls with its free cores
+            shared = share - background
+            b.notes.append(f"{host[1]} nodes share a host of {host[0]:g} cores: each node has {share:.3g} of "
+                           f"them, {shared:.3g} beyond its background {background:.3g} (alone: {free:.3g})")
+            if free is not None and free > 0:
+                rate *= max(shared, 0.0) / free
+            free = shared
+            if not rate > 0:
+                b.notes.append("no core is left to the requests on a node's share of the host: the calibrated "
+                               "capacity is not applied")
+                b.set("capacity", None, "default", how="not applied: no free core on a node's share of the host")
+                return
     service_s = 1.0 / float(opts.get("service_rate") or CassandraDeployment().service_rate)
-    slots = max(1, min(int(opts["slots"]), round(float(rate) * service_s)))
+    slots = max(1, min(int(opts["slots"]), round(rate * service_s)))
     before = (int(opts["slots"]), float(opts.get("service_rate") or CassandraDeployment().service_rate))
-    opts["slots"], opts["service_rate"] = slots, float(rate) / slots
+    opts["slots"] = slots
+    if (per_request is not None and per_read is not None and free is not None and per_request >= 0
+            and per_read > 0 and free > 0):
+        opts["service_rate"] = free / (per_read * 1e-6) / slots
+        if per_request > 0:
+            opts["request_demand_us"] = slots * per_request / free
+        b.notes.append(
+            f"the calibrated capacity sets the servers: {slots} slots reading a partition in "
+            f"{1e3 / opts['service_rate']:.4g} ms (cpu_per_read {per_read:.4g} µs on {free:.3g} free cores) plus "
+            f"{opts.get('request_demand_us', 0.0):.4g} µs once a request (cpu_per_request {per_request:.4g} µs): "
+            f"{rate:,.0f} single-partition requests/s a node, {free / ((per_request + 4 * per_read) * 1e-6):,.0f} "
+            f"4-partition ones (were {before[0]} slots of {1e3 / before[1]:.4g} ms, {before[0] * before[1]:,.0f} "
+            "partition reads/s): they saturate where the node does")
+        return
+    opts["service_rate"] = rate / slots
     b.notes.append(f"the calibrated capacity ({rate:,.0f} single-partition requests/s a node) sets the servers: "
                    f"{slots} slots of {1e3 / opts['service_rate']:.4g} ms (were {before[0]} of "
-                   f"{1e3 / before[1]:.4g} ms, {before[0] * before[1]:,.0f}/s): they saturate where the node does")
+                   f"{1e3 / before[1]:.4g} ms, {before[0] * before[1]:,.0f}/s); the fit does not separate a "
+                   "request's CPU from a partition read's, so every partition read is charged a whole "
+                   "single-partition request")
+
+
+def _pauses(b: ModelInputs, opts: dict[str, Any]) -> None:
+    """The calibrated pauses (`kinds.cassandra.pauses`: the contact node's GC pauses) as every server's random
+    stalls: `stall_rate` a second, `stall_ms` each; none measured (rate 0), no stalls; not calibrated, none (the
+    default)."""
+    entry = b.found("pauses", "calibrated")
+    value = entry.get("value") if entry is not None else None
+    if entry is None or not isinstance(value, Mapping):
+        b.set("pauses", None, "default", how="not measured: no stalls (a what-if: --stall-rate, --stall-ms)")
+        return
+    rate, mean_ms = _number(value.get("rate_per_s")), _number(value.get("mean_ms"))
+    if rate is None or rate < 0 or (rate > 0 and (mean_ms is None or mean_ms < 0)):
+        b.notes.append(f"the calibrated pauses ({value!r}) are not a rate and a length: no stalls are replayed")
+        b.set("pauses", None, "default", how="not replayable as calibrated: no stalls")
+        return
+    b.use("pauses", entry)
+    if rate == 0 or not mean_ms:
+        b.notes.append(f"no GC pause in the calibration's {_number(value.get('seconds')) or 0:.0f} s: no stalls "
+                       "are replayed")
+        return
+    opts["stall_rate"], opts["stall_ms"] = rate, mean_ms
+    b.notes.append(f"the calibrated GC pauses are every server's stalls: {rate:.3g} a second of {mean_ms:.3g} ms")
+
+
+def _number(x: object) -> float | None:
+    """`x` as a finite float, None when it is not a number (a bool is not)."""
+    if isinstance(x, bool) or not isinstance(x, int | float) or not math.isfinite(x):
+        return None
+    return float(x)
 
 
 def shown_topology(options: Mapping[str, Any], sources: Mapping[str, str]) -> tuple[dict[str, Any], dict[str, str]]:

@@ -63,7 +63,12 @@ def test_the_jmx_session_reads_figures_and_refuses_what_is_not_one(cassandra_nod
     with JmxSession(Egress(), cassandra_node.host, cassandra_node.jmx_port) as jmx:
         assert jmx.number("java.lang:type=OperatingSystem", "AvailableProcessors") >= 1
         assert jmx.number("java.lang:type=OperatingSystem", "ProcessCpuTime") > 0
-        assert any("G1" in n for n in jmx.names("java.lang:type=GarbageCollector,*"))
+        collectors = jmx.names("java.lang:type=GarbageCollector,*")
+        assert any("G1" in n for n in collectors)
+        young = next(n for n in collectors if "G1 Young Generation" in n)  # an object name with spaces
+        assert jmx.number(young, "CollectionCount") >= 0
+        with pytest.raises(JmxFailed, match="not an object name and an attribute"):  # no request of its own
+            jmx.number("java.lang:type=Runtime\nupdate-snitch 1 2 0.5", "Uptime")
         with pytest.raises(JmxFailed, match="not a number"):  # an object, not a figure
             jmx.number("java.lang:type=Runtime", "SystemProperties")
         assert jmx.time_ns() > 0  # the session goes on after a refused read
@@ -95,6 +100,7 @@ def test_a_real_nodes_capacity_is_calibrated_and_the_replay_can_load_it(
     job = svc.client.get(f"{API}/jobs/{r.json()['id']}", headers=svc.read).json()
     assert job["status"] == "succeeded", job["logs"]
     assert "capacity:" in job["logs"]
+    assert "capacity" in job["result"], job["logs"]
     capacity = job["result"]["capacity"]
     assert set(capacity) == {"cpu_per_read_us", "cpu_per_request_us", "background_cores", "cores", "requests_per_s"}
     for name, entry in capacity.items():
@@ -104,7 +110,24 @@ def test_a_real_nodes_capacity_is_calibrated_and_the_replay_can_load_it(
             lo, hi = entry["interval"]
             assert lo <= hi, name
     with JmxSession(Egress(), cassandra_node.host, cassandra_node.jmx_port) as jmx:
-        assert capacity["cores"]["value"] == jmx.number("java.lang:type=OperatingSystem", "AvailableProcessors")
+        cores = jmx.number("java.lang:type=OperatingSystem", "AvailableProcessors")
+        assert capacity["cores"]["value"] == cores
+        collectors = [n for n in jmx.names("java.lang:type=GarbageCollector,*") if "Concurrent" not in n]
+        since_start = sum(jmx.number(n, "CollectionCount") for n in collectors)
+    # the node's GC pauses over the measured span: the stop-the-world collectors' counts, never more than the
+    # JVM's pauses since it started, with an exact Poisson interval around the rate
+    pauses = job["result"]["inputs"]["pauses"]
+    assert pauses["source"] == "calibrated" and "CollectionCount" in pauses["how"]
+    assert "Concurrent" not in pauses["how"] and all(n in pauses["how"] for n in collectors)
+    p = pauses["value"]
+    assert 0 <= p["count"] <= since_start and p["seconds"] >= 12 * 1.0  # 12 intervals of 1 s
+    lo, hi = pauses["uncertainty"]["rate_per_s"]
+    assert lo <= p["rate_per_s"] <= hi and hi > 0
+    assert (p["mean_ms"] is None) == (p["count"] == 0)
+    # one node on a loopback address: a host of its own (nothing shared), its JVM's processors
+    host = job["result"]["inputs"]["host"]
+    assert host["source"] == "calibrated" and "loopback" in host["how"]
+    assert host["value"] == {"host_cores": cores, "nodes_per_host": 1}
     # the intervals of every phase are kept, idle ones with no statement of the load
     readings = svc.client.get(f"{API}/deployments/{dep_id}", headers=svc.read).json()["model"]["readings"]
     rows = readings["calibration"]["capacity"]["intervals"]

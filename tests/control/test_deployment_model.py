@@ -70,9 +70,10 @@ def test_a_cassandra_nightly_replays_the_deployments_cluster(svc: Svc, tmp_path:
     assert tuned["use_timestamps"] is True and tuned["load"] is None and tuned["offered_load"] > 0
     assert tuned["model_sources"] == {"servers": "declared", "slots": "declared", "replication": "declared",
                                       "service_time": "declared", "capacity": "declared", "network": "default",
-                                      "client_key": "default", "ring": "default", "arrivals": "trace"}
-    assert job["result"]["model"]["defaults"] == ["network", "client_key", "ring"]
-    assert "rests on the simulator's defaults for network, client_key, ring" in job["logs"]
+                                      "client_key": "default", "ring": "default", "host": "default",
+                                      "pauses": "default", "arrivals": "trace"}
+    assert job["result"]["model"]["defaults"] == ["network", "client_key", "ring", "host", "pauses"]
+    assert "rests on the simulator's defaults for network, client_key, ring, host, pauses" in job["logs"]
     # the topology changes: the next job's model follows it (the slots left unset fall back to the default)
     r = svc.client.patch(f"{API}/deployments/{dep['id']}",
                          json={"topology": {"servers": 9, "replication": 3, "network_ms": 0.2}}, headers=svc.write)
@@ -114,7 +115,8 @@ def test_discovered_and_calibrated_inputs_are_used_and_the_declared_win() -> Non
     assert m.options["net_latency_us"] == pytest.approx(100.0)
     assert m.sources == {"servers": "declared", "slots": "discovered", "replication": "discovered",
                          "service_time": "calibrated", "capacity": "default", "network": "calibrated",
-                         "client_key": "default", "ring": "default", "arrivals": "default"}
+                         "client_key": "default", "ring": "default", "host": "default", "pauses": "default",
+                         "arrivals": "default"}
     # the operator's explicit slots win over discovery
     m = build_model("cassandra", {**topo, "slots": 2}, {}, {**model, "operator": ["servers", "slots"]},
                     timestamps=True)
@@ -346,9 +348,10 @@ def _capacity(requests_per_s: float | None) -> dict[str, Any]:
 
 
 def test_a_calibrated_capacity_makes_the_servers_saturate_where_the_node_does() -> None:
-    """An idle model (32 slots of 0.07 ms: 457,000 reads/s a node) and a node that saturates at 31,111/s: the
-    model keeps the service time and holds the reads in service at a full node, 31,111 × 0.07 ms = 2.18 → 2
-    slots, each at 15,556/s."""
+    """An idle model (32 slots of 0.07 ms: 457,000 reads/s a node) and a node that saturates at 31,111
+    single-partition requests/s (1.68 free cores over 14 + 40 µs): the model keeps the service time and holds the
+    reads in service at a full node, 31,111 × 0.07 ms = 2.18 → 2 slots, each reading a partition at 1.68 / 40 µs
+    / 2 = 21,000/s, and each request adds 2 × 14 / 1.68 = 16.67 µs of a slot's time once."""
     now = time.time()
     inputs = {
         "slots": {"value": 32, "source": "discovered", "at": now, "how": "concurrent_reads"},
@@ -360,15 +363,23 @@ def test_a_calibrated_capacity_makes_the_servers_saturate_where_the_node_does() 
     assert idle.options["slots"] * idle.options["service_rate"] == pytest.approx(32 / 0.07e-3)
     rate = 1.68 / 54e-6
     m = build_model("cassandra", topo, {}, {"inputs": {**inputs, "capacity": _capacity(rate)}}, timestamps=False)
-    assert m.options["slots"] == 2 and m.options["service_rate"] == pytest.approx(rate / 2)
-    assert m.options["slots"] * m.options["service_rate"] == pytest.approx(rate)  # the node's saturation
+    assert m.options["slots"] == 2 and m.options["service_rate"] == pytest.approx(21_000.0)
+    assert m.options["request_demand_us"] == pytest.approx(2 * 14.0 / 1.68)
+    one = 1.0 / m.options["service_rate"] + m.options["request_demand_us"] * 1e-6  # a single-partition request
+    assert m.options["slots"] / one == pytest.approx(rate)  # the node's saturation
     assert m.sources["capacity"] == "calibrated" and m.sources["slots"] == "discovered"
     assert any("sets the servers: 2 slots" in n for n in m.notes)
     # a node whose reads take longer inside it than its CPU: more reads in service at once, never over its slots
     slow = {**inputs, "service_time": {**inputs["service_time"], "value": {"mean_ms": 5.0, "dist": "lognormal",
                                                                            "sigma": 0.5}}}
     m = build_model("cassandra", topo, {}, {"inputs": {**slow, "capacity": _capacity(rate)}}, timestamps=False)
-    assert m.options["slots"] == 32 and m.options["service_rate"] == pytest.approx(rate / 32)
+    assert m.options["slots"] == 32 and m.options["service_rate"] == pytest.approx(1.68 / 40e-6 / 32)
+    # a fit that does not separate the two costs (a negative slope): every partition read a whole request
+    split = _capacity(rate)
+    split["value"]["cpu_per_request_us"] = -3.0
+    m = build_model("cassandra", topo, {}, {"inputs": {**inputs, "capacity": split}}, timestamps=False)
+    assert m.options["slots"] == 2 and m.options["service_rate"] == pytest.approx(rate / 2)
+    assert "request_demand_us" not in m.options and any("does not separate" in n for n in m.notes)
     # no saturation rate measured: the servers as before, the capacity a default
     m = build_model("cassandra", topo, {}, {"inputs": {**inputs, "capacity": _capacity(None)}}, timestamps=False)
     assert m.options["slots"] == 32 and m.sources["capacity"] == "default"

@@ -41,7 +41,7 @@ __all__ = [
 #: their default (or `--size-aware-cost`), in this order.
 _CASSANDRA_ONLY = (
     "server_speeds", "slow_servers", "slowdown_interval_ms", "write_fraction", "writes_from_op", "client_model",
-    "ring", "stall_schedule", "client_rtt_ms",
+    "ring", "stall_schedule", "client_rtt_ms", "request_demand_us",
 )
 
 
@@ -529,6 +529,14 @@ def register(app: typer.Typer) -> None:
                 "client_key_us", "Client cost per key, µs — Cassandra: the driver's and the coordinator's work on "
                 "each partition of a request beyond the first, added to its latency (docs/model.md § Calibration); "
                 "memcached: client CPU work per key of a response",
+            )),
+        ] = None,
+        request_demand_us: Annotated[
+            float | None,
+            typer.Option("--request-demand-us", help=_default(
+                "request_demand_us", "Cassandra: the node's work a request costs once beyond its partition reads, "
+                "µs of a slot's time, added to the mean demand of its first partition read (docs/model.md "
+                "§ Capacity)",
             )),
         ] = None,
         inter_arrival_us: Annotated[
