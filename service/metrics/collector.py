@@ -74,58 +74,70 @@ def _step_histogram(snap: Snapshot) -> Metric:
     return hist
 
 
+#: The per-deployment gauges: name → (help, labels beside the deployment's name and kind).
+_GAUGES: dict[str, tuple[str, tuple[str, ...]]] = {
+    "tailtune_publish_status": ("1 for the deployment's current publish status.", ("status",)),
+    "tailtune_config_version_running": ("The newest config version published to the deployment.", ()),
+    "tailtune_config_version_latest": ("The deployment's newest accepted config version.", ()),
+    "tailtune_verifications": ("Config versions by their verification status.", ("status",)),
+    "tailtune_running_p99_expected_seconds": ("The running version's expected p99 (its recommendation).", ()),
+    "tailtune_running_p99_band_low_seconds": ("Low end of the running version's expected p99 band.", ()),
+    "tailtune_running_p99_band_high_seconds": ("High end of the running version's expected p99 band.", ()),
+    "tailtune_running_p99_observed_seconds": ("The running version's p99 its clients reported (last verify).", ()),
+    "tailtune_model_error_ratio": ("The model's mean error on the cluster, exp(mean ln(predicted/observed)) - 1, "
+                                   "by percentile (live replays).", ("quantile",)),
+    "tailtune_model_pair_agreement": ("Share of resolved config pairs whose p99 difference the model predicted "
+                                      "with the right sign.", ()),
+    "tailtune_model_pair_agreement_low": ("Wilson 95 % interval of the pair agreement, low end.", ()),
+    "tailtune_model_pair_agreement_high": ("Wilson 95 % interval of the pair agreement, high end.", ()),
+    "tailtune_model_pairs_resolved": ("Config pairs the live replays resolved (m).", ()),
+    "tailtune_model_pairs_agreeing": ("Resolved pairs the model got the sign of (k).", ()),
+    "tailtune_model_fidelity_records": ("Live replay reports pooled into the model's fidelity.", ()),
+}
+
+
+def _seconds(ms: float | None) -> float | None:
+    return None if ms is None else ms / 1000.0
+
+
+def _values(dep: DeploymentFigures) -> Iterator[tuple[str, tuple[str, ...], float | None]]:
+    """(gauge, its extra label values, value or None: no series) of one deployment."""
+    yield "tailtune_publish_status", (dep.publish_status,), 1.0
+    yield "tailtune_config_version_running", (), dep.running_version
+    yield "tailtune_config_version_latest", (), dep.latest_version
+    for status, n in dep.verifications.items():
+        yield "tailtune_verifications", (status,), n
+    lo, hi = dep.expected_band_ms or (None, None)
+    yield "tailtune_running_p99_expected_seconds", (), _seconds(dep.expected_p99_ms)
+    yield "tailtune_running_p99_band_low_seconds", (), _seconds(lo)
+    yield "tailtune_running_p99_band_high_seconds", (), _seconds(hi)
+    yield "tailtune_running_p99_observed_seconds", (), _seconds(dep.observed_p99_ms)
+    fid = dep.fidelity
+    if fid is None:
+        return
+    for q, pct in fid.error_pct.items():
+        yield "tailtune_model_error_ratio", (q,), pct / 100.0
+    low, high = fid.agreement_interval or (None, None)
+    yield "tailtune_model_pair_agreement", (), fid.agreement
+    yield "tailtune_model_pair_agreement_low", (), low
+    yield "tailtune_model_pair_agreement_high", (), high
+    yield "tailtune_model_pairs_resolved", (), fid.agree_m
+    yield "tailtune_model_pairs_agreeing", (), fid.agree_k
+    yield "tailtune_model_fidelity_records", (), fid.records
+
+
 def _deployments(snap: Snapshot) -> Iterator[Metric]:
     publishes = CounterMetricFamily("tailtune_publishes", "Recorded publish steps (a publish job's or a nightly's), "
                                     "by deployment and outcome.", labels=[*_DEP, "outcome"])
     for key, n in sorted(snap.publishes.items()):
         publishes.add_metric(list(key), n)
     yield publishes
-    families: dict[str, GaugeMetricFamily] = {}
-
-    def gauge(name: str, doc: str, dep: DeploymentFigures, value: float | None, **extra: str) -> None:
-        if name not in families:
-            families[name] = GaugeMetricFamily(name, doc, labels=[*_DEP, *extra])
-        if value is not None:
-            families[name].add_metric([dep.name, dep.kind, *extra.values()], value)
-
-    def seconds(ms: float | None) -> float | None:
-        return None if ms is None else ms / 1000.0
-
+    # every family, with or without series: a service with no deployment yet still names them all
+    families = {name: GaugeMetricFamily(name, doc, labels=[*_DEP, *extra]) for name, (doc, extra) in _GAUGES.items()}
     for dep in snap.deployments:
-        gauge("tailtune_publish_status", "1 for the deployment's current publish status.", dep, 1.0,
-              status=dep.publish_status)
-        gauge("tailtune_config_version_running", "The newest config version published to the deployment.", dep,
-              dep.running_version)
-        gauge("tailtune_config_version_latest", "The deployment's newest accepted config version.", dep,
-              dep.latest_version)
-        for status, n in dep.verifications.items():
-            gauge("tailtune_verifications", "Config versions by their verification status.", dep, n, status=status)
-        band = dep.expected_band_ms or (None, None)
-        gauge("tailtune_running_p99_expected_seconds", "The running version's expected p99 (its recommendation).",
-              dep, seconds(dep.expected_p99_ms))
-        gauge("tailtune_running_p99_band_low_seconds", "Low end of the running version's expected p99 band.", dep,
-              seconds(band[0]))
-        gauge("tailtune_running_p99_band_high_seconds", "High end of the running version's expected p99 band.", dep,
-              seconds(band[1]))
-        gauge("tailtune_running_p99_observed_seconds", "The running version's p99 its clients reported (last verify).",
-              dep, seconds(dep.observed_p99_ms))
-        fid = dep.fidelity
-        for q, pct in (fid.error_pct.items() if fid is not None else ()):
-            gauge("tailtune_model_error_ratio", "The model's mean error on the cluster, exp(mean ln(predicted/"
-                  "observed)) - 1, by percentile (live replays).", dep, pct / 100.0, quantile=q)
-        interval = fid.agreement_interval if fid is not None else None
-        gauge("tailtune_model_pair_agreement", "Share of resolved config pairs whose p99 difference the model "
-              "predicted with the right sign.", dep, fid.agreement if fid is not None else None)
-        gauge("tailtune_model_pair_agreement_low", "Wilson 95 % interval of the pair agreement, low end.", dep,
-              interval[0] if interval is not None else None)
-        gauge("tailtune_model_pair_agreement_high", "Wilson 95 % interval of the pair agreement, high end.", dep,
-              interval[1] if interval is not None else None)
-        gauge("tailtune_model_pairs_resolved", "Config pairs a live replay resolved (m).", dep,
-              fid.agree_m if fid is not None else None)
-        gauge("tailtune_model_pairs_agreeing", "Resolved pairs the model got the sign of (k).", dep,
-              fid.agree_k if fid is not None else None)
-        gauge("tailtune_model_fidelity_records", "Live replay reports pooled into the model's fidelity.", dep,
-              fid.records if fid is not None else None)
+        for name, extra, value in _values(dep):
+            if value is not None:
+                families[name].add_metric([dep.name, dep.kind, *extra], value)
     yield from families.values()
 
 

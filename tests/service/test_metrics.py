@@ -6,14 +6,18 @@ are bounded, and it answers only the read scope (or only on its own port, `metri
 from __future__ import annotations
 
 import json
+import math
+import re
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 from tailtune_client.memcached import Client
@@ -32,6 +36,7 @@ from tests.clients.conftest import KEY_ENV, config_key, served  # noqa: F401 (fi
 from tests.control.fidelity_reports import report
 from tests.servers.cassandra_server import free_port
 from tests.servers.memcached_server import MemcachedNode
+from tests.servers.prometheus_server import PrometheusServer
 
 pytestmark = pytest.mark.slow
 
@@ -269,3 +274,81 @@ def test_metrics_on_their_own_port_and_not_on_the_api(svc: Svc, served: str) -> 
         thread.join(timeout=10)
     svc.settings.metrics_port = None
     assert start_metrics_port(svc.settings) is None
+
+
+# --- the dashboard: every panel's query through Debian's Prometheus, scraping as docker-compose.yml's does ------
+
+ROOT = Path(__file__).resolve().parents[2]
+DASHBOARD = ROOT / "docker" / "grafana" / "dashboards" / "tailtune.json"
+#: Scrapes before the panels are queried: a rate() or increase() needs two samples in its window.
+SCRAPES = 3
+#: A limit for those scrapes (at 1 s each), not a timed assertion.
+SCRAPED_S = 120.0
+
+
+def _compose() -> dict[str, Any]:
+    doc = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    assert isinstance(doc, dict)
+    return doc
+
+
+def _prometheus_config(metrics_port: int) -> str:
+    """docker-compose.yml's Prometheus configuration, its target the API's metrics port on 127.0.0.1 (for the
+    compose network's `api` host) and scraping every second; the job, the path and the port stay as the compose
+    file has them."""
+    services = _compose()["services"]
+    mount = next(v for v in services["prometheus"]["volumes"] if v.endswith(":/etc/prometheus/prometheus.yml:ro"))
+    config = yaml.safe_load((ROOT / mount.split(":")[0]).read_text())
+    (job,) = config["scrape_configs"]
+    ((target,),) = [c["targets"] for c in job["static_configs"]]
+    assert target == f"api:{services['api']['environment']['TAILTUNE_METRICS_PORT']}"
+    assert job.get("metrics_path", "/metrics") == PATH
+    job["static_configs"] = [{"targets": [f"127.0.0.1:{metrics_port}"]}]
+    config["global"]["scrape_interval"] = "1s"
+    return str(yaml.safe_dump(config))
+
+
+def _panel_queries() -> list[tuple[str, str]]:
+    doc = json.loads(DASHBOARD.read_text())
+    out = [(p["title"], t["expr"]) for p in doc["panels"] for t in p["targets"]]
+    assert out and all(expr.strip() for _, expr in out)
+    return out
+
+
+def test_every_panel_names_only_served_metrics() -> None:
+    suffixes = ("_bucket", "_count", "_sum", "_total")
+    for title, expr in _panel_queries():
+        for name in re.findall(r"\btailtune_[a-z0-9_]+", expr):
+            base = next((name.removesuffix(s) for s in suffixes if name.removesuffix(s) in METRICS), name)
+            assert base in METRICS, (title, name)
+
+
+def test_every_dashboard_panel_answers_in_prometheus_after_a_nightly(
+    svc: Svc, served: str, memcached_node: MemcachedNode, config_key: str  # noqa: F811
+) -> None:
+    nightly_with_publish_and_verify(svc, served, memcached_node, config_key)
+    svc.settings.metrics_port = free_port()
+    started = start_metrics_port(svc.settings)
+    assert started is not None
+    server, thread = started
+    try:
+        with PrometheusServer(_prometheus_config(svc.settings.metrics_port)) as prom:
+            deadline = time.monotonic() + SCRAPED_S
+            while not (prom.query(f'count_over_time(up{{job="tailtune"}}[5m]) >= {SCRAPES}')):
+                assert time.monotonic() < deadline, f"fewer than {SCRAPES} scrapes: {prom.log()}"
+                time.sleep(0.5)
+            up = prom.query('up{job="tailtune"}')
+            assert [float(s["value"][1]) for s in up] == [1.0], (up, prom.log())
+            empty, nan = [], []
+            for title, expr in _panel_queries():
+                result = prom.query(expr)
+                if not result:
+                    empty.append((title, expr))
+                elif all(math.isnan(float(s["value"][1])) for s in result):
+                    nan.append((title, expr))
+            assert not empty, f"panels whose query returns nothing: {empty}"
+            assert not nan, f"panels whose query returns only NaN: {nan}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
