@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,7 +24,6 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from control.db import ConfigVersionRow, DeploymentRow, FidelityRecordRow, JobRow
-from control.fidelity_store import summary
 from control.queue import JOB_KINDS, JOB_STATUSES
 from control.verify import STATUSES
 
@@ -35,6 +34,7 @@ __all__ = [
     "DeploymentFigures",
     "Fidelity",
     "Snapshot",
+    "Summary",
     "snapshot",
 ]
 
@@ -42,6 +42,9 @@ __all__ = [
 FINISHED = ("succeeded", "failed", "cancelled")
 #: The outcomes of a recorded step that ran (`jobs/context.py`).
 STEP_OUTCOMES = ("done", "failed", "cancelled")
+#: A deployment's fidelity summary (`control.fidelity_store.summary`, handed in by the caller: the live replay's
+#: statistics are the tuner's, which no other module of control imports).
+Summary = Callable[[Session, int], Mapping[str, Any]]
 #: The label of a job kind or step name outside the known ones.
 OTHER = "other"
 _STEP_NAME = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
@@ -136,7 +139,7 @@ def _verification(row: ConfigVersionRow | None) -> tuple[float | None, tuple[flo
     return exp_p99, (lo, hi) if lo is not None and hi is not None else None, obs
 
 
-def _fidelity(s: Session, deployment_id: int) -> Fidelity | None:
+def _fidelity(s: Session, deployment_id: int, summary: Summary) -> Fidelity | None:
     has = s.scalar(select(func.count()).select_from(FidelityRecordRow)
                    .where(FidelityRecordRow.deployment_id == deployment_id))
     if not has:
@@ -158,7 +161,7 @@ def _fidelity(s: Session, deployment_id: int) -> Fidelity | None:
     )
 
 
-def _deployment(s: Session, dep: DeploymentRow) -> DeploymentFigures:
+def _deployment(s: Session, dep: DeploymentRow, summary: Summary) -> DeploymentFigures:
     versions = list(s.scalars(select(ConfigVersionRow).where(ConfigVersionRow.deployment_id == dep.id)
                               .order_by(ConfigVersionRow.version)))
     statuses: Counter[str] = Counter()
@@ -178,12 +181,13 @@ def _deployment(s: Session, dep: DeploymentRow) -> DeploymentFigures:
         expected_p99_ms=expected,
         expected_band_ms=band,
         observed_p99_ms=observed,
-        fidelity=_fidelity(s, dep.id),
+        fidelity=_fidelity(s, dep.id, summary),
     )
 
 
-def snapshot(s: Session, at: float) -> Snapshot:
-    """The figures of the whole service now (`at`: the time a queued job is due by)."""
+def snapshot(s: Session, at: float, summary: Summary) -> Snapshot:
+    """The figures of the whole service now (`at`: the time a queued job is due by; `summary`: a deployment's
+    fidelity summary, read only for a deployment with fidelity records)."""
     snap = Snapshot()
     for kind in (*JOB_KINDS, OTHER):
         snap.due[kind] = 0
@@ -198,5 +202,5 @@ def snapshot(s: Session, at: float) -> Snapshot:
         snap.due[_job_kind(kind)] += int(n)
     deployments = list(s.scalars(select(DeploymentRow).order_by(DeploymentRow.id)))
     _steps(s, snap, {d.id: (d.name, d.kind) for d in deployments})
-    snap.deployments = [_deployment(s, d) for d in deployments]
+    snap.deployments = [_deployment(s, d, summary) for d in deployments]
     return snap

@@ -11,6 +11,7 @@ from prometheus_client.registry import Collector, CollectorRegistry
 
 from control.common import now
 from control.db import Database
+from control.fidelity_store import summary
 from control.metrics import FINISHED, DeploymentFigures, Snapshot, snapshot
 
 __all__ = ["METRICS", "STEP_BUCKETS_S", "ServiceCollector", "registry"]
@@ -149,7 +150,7 @@ class ServiceCollector(Collector):
 
     def collect(self) -> Iterable[Metric]:
         with self.db.session() as s:
-            snap = snapshot(s, now())
+            snap = snapshot(s, now(), summary)
         return [*_jobs(snap), _step_histogram(snap), *_deployments(snap)]
 
 

@@ -178,6 +178,7 @@ def _db_figures(svc: Svc, loop: Loop) -> tuple[dict[tuple[str, str], int], list[
     return jobs, rows
 
 
+@pytest.mark.db_backends  # on SQLite and on PostgreSQL
 def test_metrics_after_a_nightly_with_a_publish_and_a_verify(
     svc: Svc, served: str, memcached_node: MemcachedNode, config_key: str  # noqa: F811
 ) -> None:
