@@ -60,10 +60,11 @@ class PrometheusServer:
             assert time.monotonic() < deadline, f"prometheus never ready: {self.log()}"
             time.sleep(0.2)
 
-    def query(self, expr: str) -> list[dict[str, Any]]:
-        """The result of an instant query (a vector's series or a scalar as one entry); AssertionError with
-        Prometheus's error for a query it refuses."""
-        url = f"{self.url}/api/v1/query?{urllib.parse.urlencode({'query': expr})}"
+    def query(self, expr: str, at: float | None = None) -> list[dict[str, Any]]:
+        """The result of an instant query, now or at time `at` (a vector's series, a matrix's, or a scalar as one
+        entry); AssertionError with Prometheus's error for a query it refuses."""
+        params = {"query": expr} if at is None else {"query": expr, "time": repr(at)}
+        url = f"{self.url}/api/v1/query?{urllib.parse.urlencode(params)}"
         try:
             with urllib.request.urlopen(url, timeout=30) as r:
                 doc = json.loads(r.read())
