@@ -9,6 +9,7 @@ from wsgiref.simple_server import WSGIServer
 from fastapi import APIRouter, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest, start_http_server
 
+from base.errors import TailtuneError
 from base.settings import Settings
 from control.db import database_for
 from service.deps import DbDep, ReadAuth, SettingsDep
@@ -33,4 +34,8 @@ def start_metrics_port(settings: Settings) -> tuple[WSGIServer, threading.Thread
     if settings.metrics_port is None:
         return None
     db = database_for(settings.resolved_database_url)
-    return start_http_server(settings.metrics_port, addr=settings.api_host, registry=registry(db))
+    try:
+        return start_http_server(settings.metrics_port, addr=settings.api_host, registry=registry(db))
+    except OSError as exc:  # in use, not ours to bind: one line naming the setting, not a traceback
+        raise TailtuneError(f"TAILTUNE_METRICS_PORT: cannot serve the metrics on {settings.api_host}:"
+                            f"{settings.metrics_port}: {exc.strerror or exc}") from None

@@ -21,6 +21,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 from tailtune_client.memcached import Client
 
+from base.errors import TailtuneError
 from control import fidelity_store
 from control.db import ConfigVersionRow, JobRow
 from control.queue import JOB_KINDS
@@ -241,6 +242,10 @@ def test_metrics_on_their_own_port_and_not_on_the_api(svc: Svc, served: str) -> 
                     kind="memcached", status="verified") == 0
         status, body = _get(f"{served}{PATH}", svc.read["Authorization"].removeprefix("Bearer "))
         assert status == 404 and json.loads(body)["detail"].startswith("metrics are served on port ")
+        with pytest.raises(TailtuneError) as taken:  # the port is this server's now
+            start_metrics_port(svc.settings)
+        assert str(taken.value).startswith(f"TAILTUNE_METRICS_PORT: cannot serve the metrics on 127.0.0.1:"
+                                           f"{svc.settings.metrics_port}: ")
     finally:
         server.shutdown()
         server.server_close()
