@@ -524,6 +524,11 @@ class Settings(BaseSettings):
         description="Most fidelity records (the newest) a deployment's fidelity summary pools "
         "(`GET /deployments/{id}/fidelity`, the console); the summary says how many older ones it left out.",
     )
+    metrics_port: int | None = Field(
+        default=None, ge=1, le=65535,
+        description="Where `/metrics` (Prometheus) is served: unset, on the API behind the read scope; a port, "
+        "there by `tailtune serve` on TAILTUNE_API_HOST without a token (and not on the API).",
+    )
     replay_memcached_max_fill: float = Field(
         default=0.9, gt=0.0, le=1.0,
         description="Most of each memcached server's memory (`limit_maxbytes`, less the bytes its items already "

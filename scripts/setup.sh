@@ -8,7 +8,8 @@ ROOT=$(pwd)
 say() { printf '\033[1;34m[setup %4ss]\033[0m %s\n' "$SECONDS" "$*" >&2; }
 
 # --- system packages -------------------------------------------------------------------------------------------
-APT_PACKAGES=(memcached openjdk-17-jdk-headless maven postgresql dash procps chromium chromium-driver)
+APT_PACKAGES=(memcached openjdk-17-jdk-headless maven postgresql dash procps chromium chromium-driver prometheus
+  docker-compose)
 missing=()
 command -v memcached >/dev/null 2>&1 || missing+=(memcached)
 # the JDK (javac): the binary full query log's reader is compiled against the Cassandra jars (docs/formats.md)
@@ -23,6 +24,10 @@ compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || missing+=(postgresql
 # the web console's browser test (tests/service/test_console_browser.py) drives Debian's headless Chromium
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 command -v chromedriver >/dev/null 2>&1 || missing+=(chromium-driver)
+# the dashboard test runs every Grafana panel's query through Debian's Prometheus scraping the real service
+# (tests/service/test_metrics.py); docker-compose (v1) validates docker-compose.yml (`docker-compose config`)
+command -v prometheus >/dev/null 2>&1 || missing+=(prometheus)
+command -v docker-compose >/dev/null 2>&1 || missing+=(docker-compose)
 if ((${#missing[@]})); then
   say "apt-get install ${missing[*]} (of: ${APT_PACKAGES[*]})"
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"

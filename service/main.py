@@ -24,6 +24,7 @@ from service.guard import RequestGuard
 from service.health.router import probes
 from service.health.router import router as health
 from service.jobs.router import router as jobs
+from service.metrics.endpoint import router as metrics
 from service.observations.router import router as observations
 from service.replays.router import router as replays
 from service.schedules.router import router as schedules
@@ -96,6 +97,7 @@ def create_app(settings: Settings | None = None, *, fast_path: bool = True) -> F
         api.include_router(router)
     app.include_router(api)
     app.include_router(probes)  # /health/live, /health/ready, /livez, /readyz at the root
+    app.include_router(metrics)  # /metrics at the root (Prometheus), or on its own port (metrics_port)
     _add_docs(app)
     app.include_router(console)
     install_error_handlers(app)

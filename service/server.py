@@ -30,8 +30,9 @@ from base.settings import Settings, get_settings
 from service.configs.fastpath import ConfigFastPath
 from service.errors import HTTP_CODES, error_body
 from service.main import create_app
+from service.metrics.endpoint import start_metrics_port
 
-__all__ = ["ApiHttpProtocol", "server_config"]
+__all__ = ["ApiHttpProtocol", "server_config", "start_metrics_port"]
 
 #: The request line around the target (method, version, spaces, CRLF), for the bound on an unfinished head.
 _LINE_SLACK = 64

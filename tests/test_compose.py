@@ -13,6 +13,8 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 import uuid
 import zipfile
 from collections.abc import Iterator
@@ -27,10 +29,12 @@ from base.settings import Settings
 from tests.servers.cassandra_server import CassandraNode, free_port
 from tests.servers.memcached_server import MemcachedNode
 from tests.servers.postgres_server import PostgresServer
+from tests.servers.prometheus_server import PrometheusServer
 
 ROOT = Path(__file__).resolve().parents[1]
 VENV_BIN = Path(sys.executable).parent  # the venv the tests run in (the image: /opt/venv/bin)
-SERVICES = {"api", "worker", "spark-master", "spark-worker", "mlflow", "postgres", "cassandra", "memcached"}
+SERVICES = {"api", "worker", "spark-master", "spark-worker", "mlflow", "postgres", "cassandra", "memcached",
+            "prometheus", "grafana"}
 
 
 def _compose() -> dict[str, Any]:
@@ -117,9 +121,10 @@ def test_healthcheck_urls_are_real_routes() -> None:
 
 # --- healthchecks, run the way Docker runs them against the real services on 127.0.0.1 ---------------------------
 # Docker runs a healthcheck `test` ["CMD", argv...] as that argv, ["CMD-SHELL", cmd] (or a bare string) as the
-# image's `/bin/sh -c cmd`. Every image here is Debian-based (tailtune's python:3.11-slim-bookworm, postgres:16,
-# memcached:1.6) or Ubuntu-based (cassandra:5.0): /bin/sh is dash. The services' own ports are rewritten to free
-# ones; nothing else in a command changes.
+# image's `/bin/sh -c cmd`. The images are Debian-based (tailtune's python:3.11-slim-bookworm, postgres:16,
+# memcached:1.6) or Ubuntu-based (cassandra:5.0): /bin/sh is dash; prom/prometheus (busybox) runs its check as an
+# argv, grafana/grafana (Alpine) under busybox's POSIX sh, whose command is parsed here by dash (no Grafana here).
+# The services' own ports are rewritten to free ones; nothing else in a command changes.
 
 DASH = shutil.which("dash")
 #: A start-up limit for a service to become healthy (Docker's interval × retries is of this order), not a timed
@@ -216,8 +221,8 @@ def test_every_healthcheck_parses_in_the_shell_or_program_that_runs_it() -> None
         elif argv[0] == "python":
             assert argv[1] == "-c", name
             compile(argv[2], name, "exec")
-        else:
-            assert (name, argv[0]) == ("spark-worker", "pgrep"), (name, argv)  # procps: see the Dockerfile
+        else:  # procps: see the Dockerfile; wget: the prom/prometheus image's busybox
+            assert (name, argv[0]) in {("spark-worker", "pgrep"), ("prometheus", "wget")}, (name, argv)
     assert "procps" in (ROOT / "Dockerfile").read_text()
 
 
@@ -256,11 +261,36 @@ def _tailtune_env(tmp_path: Path, database_url: str, port: int) -> _Env:
         "TAILTUNE_SPARK_MASTER": "local[1]",
         "TAILTUNE_API_HOST": "127.0.0.1",
         "TAILTUNE_API_PORT": str(port),
+        "TAILTUNE_METRICS_PORT": str(free_port()),
         "SPARK_LOCAL_IP": "127.0.0.1",
         "PYSPARK_PYTHON": sys.executable,
     }
     assert set(local) <= set(env)
     return _env(**(env | local))
+
+
+def _scraped_as_prometheus_is(env: dict[str, str], api_port: int) -> None:
+    """`tailtune serve` with the api service's TAILTUNE_METRICS_PORT serves the exposition format on that port
+    and the path docker/prometheus/prometheus.yml scrapes, without a token; the API's own port has no metrics."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from service.metrics.collector import METRICS
+
+    config = yaml.safe_load((ROOT / "docker" / "prometheus" / "prometheus.yml").read_text())
+    (job,) = config["scrape_configs"]
+    port = _compose()["services"]["api"]["environment"]["TAILTUNE_METRICS_PORT"]
+    assert job["static_configs"] == [{"targets": [f"api:{port}"]}]
+    url = f"http://127.0.0.1:{env['TAILTUNE_METRICS_PORT']}{job.get('metrics_path', '/metrics')}"
+    with urllib.request.urlopen(url, timeout=10) as resp:
+        names = {f.name for f in text_string_to_metric_families(resp.read().decode())}
+    assert set(METRICS) <= names
+    made = subprocess.run([sys.executable, "-m", "tailtune", "serve", "--create-token", "read"], env=env, cwd=ROOT,
+                          capture_output=True, text=True, timeout=120, check=True)
+    req = urllib.request.Request(f"http://127.0.0.1:{api_port}/metrics",
+                                 headers={"Authorization": f"Bearer {made.stdout.strip()}"})
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(req, timeout=10)
+    assert refused.value.code == 404
 
 
 @pytest.mark.slow
@@ -273,6 +303,7 @@ def test_api_and_worker_healthchecks_against_the_real_services(tmp_path: Path,
         assert _check(api_check, env).returncode != 0
         with _running(_command("api", {8000: port}), env, tmp_path / "api.log") as api:
             _until_healthy(api_check, env, api, tmp_path / "api.log")
+            _scraped_as_prometheus_is(env, port)
             assert _check(worker_check, env).returncode != 0  # no worker has run
             with _running(_command("worker", {}), env, tmp_path / "worker.log") as worker:
                 _until_healthy(worker_check, env, worker, tmp_path / "worker.log")
@@ -331,3 +362,29 @@ def test_cassandra_healthcheck_query_on_a_real_node(cassandra_node: CassandraNod
     finally:
         cluster.shutdown()
     assert len(rows) == 1 and rows[0].release_version.startswith("5.0")
+
+
+def test_docker_compose_config_is_valid() -> None:
+    """Debian's docker-compose (v1; this machine's docker has no compose plugin) reads the file, its anchors,
+    variables and every service."""
+    exe = shutil.which("docker-compose")
+    if exe is None:
+        pytest.skip("docker-compose is not installed (scripts/setup.sh installs Debian's): the file is not validated")
+    done = subprocess.run([exe, "-f", str(ROOT / "docker-compose.yml"), "config", "--services"], cwd=ROOT,
+                          env=_env(), capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert set(done.stdout.split()) == SERVICES
+
+
+def test_prometheus_healthcheck_against_debian_prometheus() -> None:
+    """The prometheus service's check (busybox wget in its image; wget here) fails before the server answers and
+    passes once it does."""
+    prom = PrometheusServer("global:\n  scrape_interval: 15s\n")
+    try:
+        argv = _health_argv("prometheus", {9090: prom.port})
+        assert _check(argv, _env()).returncode != 0  # nothing listens yet
+        prom.start()
+        done = _check(argv, _env())
+        assert done.returncode == 0, done.stdout + done.stderr
+    finally:
+        prom.close()

@@ -64,7 +64,7 @@ def serve(
     from control.db import database_for
     from control.redact import install_log_redaction
     from control.scratch import claim_scratch, sweep_orphan_uploads
-    from service.server import server_config
+    from service.server import server_config, start_metrics_port
 
     db = database_for(settings.resolved_database_url)
     claim_scratch(settings, "api")  # this process's scratch; sweeps what killed processes left behind
@@ -73,6 +73,7 @@ def serve(
     # the formatters are wrapped next, so no credentials reach the log
     config = server_config(settings, host=host, port=port, access_log=access_log)
     install_log_redaction("uvicorn", "uvicorn.error", "uvicorn.access")
+    start_metrics_port(settings)  # with TAILTUNE_METRICS_PORT: /metrics there (a daemon thread), not on the API
     uvicorn.Server(config).run()
 
 
