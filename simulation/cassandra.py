@@ -30,7 +30,7 @@ import numpy.typing as npt
 
 from base.errors import BadInputError
 from base.memory import release_freed_memory
-from simulation.layout import key_tokens, request_layout, sizes_known, sizes_vary, value_sizes
+from simulation.layout import key_codes, key_tokens, request_layout, sizes_known, sizes_vary, value_sizes
 from simulation.policies import ResolvedPolicy
 from simulation.shared import WorkloadStore, release_pages
 
@@ -436,7 +436,7 @@ def prepare(table: pa.Table, deployment: CassandraDeployment, *, source: str = "
                 )
             except kvsim.KvsimError as exc:
                 raise BadInputError.single("deployment", str(exc)) from None
-        keys = layout.take(np.asarray(table.column("key").to_numpy(zero_copy_only=False)))
+        keys = layout.take(key_codes(table))
         info = kvsim.fill_unknown_sizes(layout.take(rows), keys)
         del keys
         sizes = np.ascontiguousarray(info.sizes, dtype=np.float64)

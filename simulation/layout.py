@@ -18,7 +18,7 @@ from base.errors import BadInputError
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["RequestLayout", "key_tokens", "request_layout", "sizes_known", "sizes_vary", "value_sizes"]
+__all__ = ["RequestLayout", "key_codes", "key_tokens", "request_layout", "sizes_known", "sizes_vary", "value_sizes"]
 
 _REQUIRED = ("request_id", "key")
 
@@ -196,6 +196,28 @@ def key_tokens(table: pa.Table) -> npt.NDArray[np.int64]:
         data = np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None else np.empty(0, dtype=np.uint8)
         out[at : at + len(arr)] = kvsim.tokens_for_utf8(offsets.astype(np.int64), data)
         at += len(arr)
+    return out
+
+
+def key_codes(table: pa.Table) -> npt.NDArray[np.int32]:
+    """Each table row's key as a small integer, equal for equal keys and different for different ones (the
+    key's index in the Arrow dictionary encoding of the `key` column: hashed in Arrow, no Python object per key
+    and no sort), for grouping ops by key (`kvsim.fill_unknown_sizes`)."""
+    import pyarrow.compute as pc
+
+    encoded = pc.dictionary_encode(table.column("key"))
+    # Arrow encodes a chunked column against one dictionary shared by every chunk; were it ever otherwise, the
+    # chunks' indices are remapped onto one (slow: it hashes every chunk's dictionary again)
+    dictionaries = {
+        (c.dictionary.offset, *(b.address for b in c.dictionary.buffers() if b is not None)) for c in encoded.chunks
+    }
+    if len(dictionaries) > 1:
+        encoded = encoded.unify_dictionaries()
+    out = np.empty(len(encoded), dtype=np.int32)
+    at = 0
+    for chunk in encoded.chunks:
+        out[at : at + len(chunk)] = chunk.indices.to_numpy(zero_copy_only=False)
+        at += len(chunk)
     return out
 
 

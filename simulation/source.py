@@ -76,11 +76,11 @@ class WorkloadSource:
                 return False
             ts = info.read_table(columns=["ts"]).column("ts")
         elif self.trace is not None and self.trace.endswith(".parquet"):
-            import pyarrow.parquet as pq
+            from ingest.store import read_parquet
 
             if "ts" not in pq_schema_names(Path(self.trace)):
                 return False
-            ts = pq.read_table(self.trace, columns=["ts"]).column("ts")
+            ts = read_parquet(Path(self.trace), columns=["ts"]).column("ts")
         else:
             table = self.load(settings)
             if "ts" not in table.column_names:
@@ -139,10 +139,10 @@ def load_table(
         if not trace.exists():
             raise BadInputError.single(str(trace), "file not found")
         if trace.suffix == ".parquet":
-            import pyarrow.parquet as pq
+            from ingest.store import read_parquet
 
             try:
-                return pq.read_table(trace)
+                return read_parquet(trace)
             except (OSError, pa.ArrowException) as exc:
                 raise BadInputError.single(str(trace), f"not a readable Parquet file: {exc}") from None
         import pyarrow.csv as pcsv

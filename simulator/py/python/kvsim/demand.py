@@ -8,6 +8,7 @@ Defaults (docs/simulator-replicas.md): a 1 KiB value costs the slot's base servi
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -59,25 +60,53 @@ class SizeInfo:
 
 
 def fill_unknown_sizes(sizes: npt.ArrayLike, keys: npt.ArrayLike | None = None) -> SizeInfo:
-    """NaN / negative sizes → the median over distinct keys (over ops when `keys` is None) of the known ones."""
+    """NaN / negative sizes → the median over distinct keys (over ops when `keys` is None) of the known ones: each
+    distinct key counts once, with the size of its first op whose size is known.
+
+    `keys` may be any array of comparable keys; dense non-negative integer codes (as `pyarrow.compute.
+    dictionary_encode` gives: each distinct key one integer below about twice the number of ops) take a linear
+    pass instead of a sort of the keys, with the same result."""
     arr = np.array(sizes, dtype=np.float64, copy=True)
     bad = ~np.isfinite(arr) | (arr < 0)
     known = ~bad
     if not known.any():
         raise ParameterError("parameter 'value_size' has no known value: cannot take the median")
+    known_sizes = arr[known]
     if keys is not None:
-        k = np.asarray(keys)[known]
-        _, first = np.unique(k, return_index=True)
-        median = float(np.median(arr[known][first]))
+        first = _first_of_each_key(np.asarray(keys)[known])
+        median = float(np.median(known_sizes[first]))
     else:
-        median = float(np.median(arr[known]))
+        median = float(np.median(known_sizes))
+    del known_sizes
+    unknown = int(bad.sum())
     arr[bad] = median
     return SizeInfo(
         sizes=arr,
         median_bytes=median,
-        unknown=int(bad.sum()),
-        heterogeneous=bool(np.unique(arr).size > 1),
+        unknown=unknown,
+        # every size is finite here: more than one distinct value ⇔ one differs from the first
+        heterogeneous=bool((arr != arr[0]).any()),
     )
+
+
+#: Ops per pass of `_first_of_each_key`'s dense path (bounds its index array: 8 B × this).
+_FIRST_CHUNK = 1 << 22
+
+
+def _first_of_each_key(keys: npt.NDArray[Any]) -> npt.NDArray[np.int64]:
+    """The index of each distinct key's first occurrence in `keys` (in no particular order)."""
+    n = keys.size
+    if keys.dtype.kind in "iu" and n:
+        lo, hi = int(keys.min()), int(keys.max())
+        if lo >= 0 and hi < 2 * n + 1024:
+            # dense codes: the smallest index per code, chunk by chunk in order (a later chunk never lowers it)
+            first = np.full(hi + 1, n, dtype=np.int64)
+            for start in range(0, n, _FIRST_CHUNK):
+                stop = min(n, start + _FIRST_CHUNK)
+                np.minimum.at(first, keys[start:stop], np.arange(start, stop, dtype=np.int64))
+            return first[first < n]
+    _, idx = np.unique(keys, return_index=True)
+    return np.asarray(idx, dtype=np.int64)
 
 
 def default_thr_l(model: DemandModel, median_bytes: float) -> float:
