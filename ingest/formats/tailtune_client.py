@@ -36,7 +36,7 @@ SCHEMA: Final = "tailtune.client.capture/1"
 KEY_FORMS: Final = ("plain", "hmac-sha256")
 #: The ops that are rows (reads); any other op is counted and left out.
 READS: Final = frozenset({"get", "read"})
-_HEADER: Final = frozenset({"schema", "client", "kind", "deployment", "deployment_id", "servers", "hashing",
+_HEADER: Final = frozenset({"schema", "client", "kind", "tables", "deployment", "deployment_id", "servers", "hashing",
                             "key_form", "sample_rate", "window", "records", "dropped"})
 _REQUEST: Final = frozenset({"ts", "op", "keys", "sizes", "latency_us", "config_version", "failed", "servers",
                              "table"})
@@ -81,7 +81,7 @@ class _Section:
 
     line: int
     client: str
-    kind: str
+    tables: bool
     servers: int | None
     rate: float
     records: int
@@ -99,7 +99,10 @@ def _header(doc: Mapping[str, Any], line: int) -> _Section:
     if not isinstance(client, Mapping):
         raise _Bad("client", "expected an object (the recording client: name, version, id, host, pid)")
     cid = _text(client.get("id"), "client.id")
-    kind = _text(doc.get("kind"), "kind")
+    _text(doc.get("kind"), "kind")
+    tables = doc.get("tables", False)
+    if not isinstance(tables, bool):
+        raise _Bad("tables", "expected true (the requests name their tables) or false")
     servers = doc.get("servers")
     if servers is not None:
         if not isinstance(servers, list) or not servers:
@@ -122,7 +125,7 @@ def _header(doc: Mapping[str, Any], line: int) -> _Section:
     if not isinstance(raw_dropped, Mapping) or not set(raw_dropped) <= set(_DROPS):
         raise _Bad("dropped", f"expected an object of counts ({', '.join(_DROPS)})")
     dropped = {k: _count(raw_dropped.get(k, 0), f"dropped.{k}") for k in _DROPS}
-    return _Section(line, cid, kind, len(servers) if servers is not None else None, float(rate),
+    return _Section(line, cid, tables, len(servers) if servers is not None else None, float(rate),
                     _count(doc.get("records"), "records"), dropped)
 
 
@@ -170,6 +173,8 @@ def _request(doc: Mapping[str, Any], section: _Section) -> _Request:
             _count(s, f"servers[{i}]", section.servers - 1)
     table = doc.get("table")
     if table is not None:
+        if not section.tables:
+            raise _Bad("table", "the header declares no tables (tables: false)")
         _text(table, "table", 256)
     return _Request(ts, op, [str(k) for k in keys], list(sizes), latency, table)
 
@@ -204,7 +209,7 @@ class TailtuneClientReader(TraceReader):
         if self._columns is None:
             first = self._first_header()
             cols = list(_SCHEMA_COLUMNS)
-            if first.kind == "memcached":  # a memcached capture has no tables
+            if not first.tables:  # a capture whose requests name no tables (memcached's) has no table column
                 cols.remove("table")
             self._columns = cols
         return self._columns

@@ -113,7 +113,7 @@ def valid_file(fmt: str, rows: list[Row]) -> tuple[bytes, list[str]]:
         )
     elif fmt == "tailtune-client":  # one upload of one client: its header, then one request per row
         header = {"schema": "tailtune.client.capture/1", "client": {"name": "tailtune-client", "id": "c1"},
-                  "kind": "memcached", "servers": ["127.0.0.1:11211"], "hashing": "rendezvous-murmur3",
+                  "kind": "memcached", "tables": False, "servers": ["127.0.0.1:11211"], "hashing": "rendezvous-murmur3",
                   "key_form": "plain", "sample_rate": 1.0, "window": {"start": 0, "end": 1e9},
                   "records": len(rows), "dropped": {"memory": 0, "bandwidth": 0, "unkeyed": 0}}
         text = json.dumps(header) + "\n" + "".join(

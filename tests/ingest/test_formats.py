@@ -370,7 +370,7 @@ def test_memcached_watch_before_1_6_11_has_no_sizes(write, settings):
 def _client_header(records: int, **over: Any) -> dict[str, Any]:
     doc: dict[str, Any] = {
         "schema": "tailtune.client.capture/1", "client": {"name": "tailtune-client", "id": "c-1"},
-        "kind": "memcached", "servers": ["h1:11211", "h2:11211"], "hashing": "rendezvous-murmur3",
+        "kind": "memcached", "tables": False, "servers": ["h1:11211", "h2:11211"], "hashing": "rendezvous-murmur3",
         "key_form": "plain", "sample_rate": 0.5, "window": {"start": 100.0, "end": 160.0}, "records": records,
         "dropped": {"memory": 0, "bandwidth": 0, "unkeyed": 0},
     }
@@ -412,7 +412,7 @@ def test_tailtune_client_uploads_are_requests_of_their_clients(write, settings):
 
 def test_tailtune_client_bad_lines_name_line_and_field(write, settings):
     text = _lines(
-        _client_header(7),
+        _client_header(8),
         _client_request(1.0, ["a"], [1]),
         _client_request(-1.0, ["b"], [1]),
         _client_request(1.0, ["c", "d"], [1]),
@@ -420,6 +420,7 @@ def test_tailtune_client_bad_lines_name_line_and_field(write, settings):
         _client_request(1.0, ["f"], [1], config_version="3"),
         _client_request(1.0, [], []),
         _client_request(1.0, ["g"], [1], extra=1),
+        _client_request(1.0, ["h"], [1], table="ks.t"),
     )
     p = write("bad.ttc", text)
     with pytest.raises(BadInputError) as exc:
@@ -431,9 +432,10 @@ def test_tailtune_client_bad_lines_name_line_and_field(write, settings):
         f"{p}:6: field 'config_version': expected an integer from 0 to 2147483647, got '3'",
         f"{p}:7: field 'keys': expected a non-empty list of keys",
         f"{p}:8: field 'extra': not a field of a request",
+        f"{p}:9: field 'table': the header declares no tables (tables: false)",
     ]
     info = ingest_file(p, fmt="tailtune-client", on_error="skip", settings=settings)
-    assert rows(info, "key") == [("a",)] and info.manifest["errors"]["skipped_rows"] == 6
+    assert rows(info, "key") == [("a",)] and info.manifest["errors"]["skipped_rows"] == 7
 
 
 @pytest.mark.parametrize(("header", "line", "field", "problem"), [

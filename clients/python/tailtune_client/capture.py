@@ -128,6 +128,7 @@ class RequestCapture:
         self._held = 0
         self._servers: tuple[str, ...] | None = None
         self._kind = "memcached"
+        self._tables = False
         self._start = time.time()
         self._last_upload = self._start
         self._sampled = 0
@@ -152,12 +153,14 @@ class RequestCapture:
             self._thread.start()
 
     # --- what the clients call ---------------------------------------------------------------------------
-    def attach(self, kind: str, servers: Sequence[str] | None) -> None:
-        """Called by the client that records into it: its kind of pool and its servers (memcached)."""
+    def attach(self, kind: str, servers: Sequence[str] | None, *, tables: bool = False) -> None:
+        """Called by the client that records into it: its kind of pool, its servers (memcached) and whether its
+        requests name tables (Cassandra)."""
         with self._lock:
             if self._servers is not None and servers is not None and tuple(servers) != self._servers:
                 raise ValueError("this capture already records for another pool of servers")
             self._kind = kind
+            self._tables = tables
             if servers is not None:
                 self._servers = tuple(servers)
 
@@ -224,6 +227,7 @@ class RequestCapture:
             "schema": CAPTURE_SCHEMA,
             "client": client_info(self._id, __version__),
             "kind": self._kind,
+            "tables": self._tables,
             "deployment": self.deployment,
             "deployment_id": self.deployment_id,
             "servers": list(self._servers) if self._servers is not None else None,

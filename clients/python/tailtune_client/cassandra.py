@@ -276,7 +276,7 @@ class TunedProfiles:
         self.last_error: str | None = None
         self.capture = capture
         if capture is not None:
-            capture.attach("cassandra", None)
+            capture.attach("cassandra", None, tables=True)
         try:
             first = fetch_settings(self._source)
         except ConfigSourceError as exc:

@@ -128,4 +128,4 @@ def test_options_are_checked() -> None:
     for kwargs, what in (({"rate": 0.0}, "rate"), ({"rate": 1.5}, "rate"), ({"rate": 1, "max_bytes": 10}, "max_bytes"),
                          ({"rate": 1, "upload_bytes_per_s": 0}, "upload_bytes_per_s")):
         with pytest.raises(ValueError, match=what):
-            RequestCapture(**kwargs)  # type: ignore[arg-type]
+            RequestCapture(**kwargs)
