@@ -22,7 +22,6 @@ import random
 import socket
 import threading
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -74,16 +73,14 @@ def _plan() -> tuple[tuple[str, ...], ...]:
     return tuple(out)
 
 
-@pytest.fixture
-def pool() -> Iterator[list[MemcachedNode]]:
-    nodes = [MemcachedNode(threads=2), MemcachedNode(threads=2)]
-    try:
-        for n in nodes:
-            n.start()
-        yield nodes
-    finally:
-        for n in nodes:
-            n.close()
+def test_the_client_and_the_service_name_the_format_alike() -> None:
+    from tailtune_client.capture import CAPTURE_SCHEMA, FORMAT
+
+    from ingest.formats import reader_class
+    from ingest.formats.tailtune_client import SCHEMA
+    from jobs.capture import CLIENT_FORMAT
+
+    assert (CAPTURE_SCHEMA, reader_class(FORMAT).name, CLIENT_FORMAT) == (SCHEMA, FORMAT, FORMAT)
 
 
 def _token(headers: dict[str, str]) -> str:
@@ -173,8 +170,9 @@ def _chisel_published(app: App) -> None:
 
 
 def test_client_captures_under_batching_and_chisel_agree_and_the_second_nightly_keeps_the_version(
-    svc: Svc, served: str, pool: list[MemcachedNode]
+    svc: Svc, served: str, two_memcached: list[MemcachedNode]
 ) -> None:
+    pool = two_memcached
     dep_id = _deployment(svc, "shop-clients", pool)
     app = App(svc, served, dep_id, [n.address for n in pool])
     try:
@@ -210,11 +208,12 @@ def test_client_captures_under_batching_and_chisel_agree_and_the_second_nightly_
 
 
 def test_a_watch_capture_under_chisel_is_not_counted_as_workload_drift(
-    svc: Svc, served: str, pool: list[MemcachedNode]
+    svc: Svc, served: str, two_memcached: list[MemcachedNode]
 ) -> None:
     """On the watch the second night's requests are Chisel's chunks and merged mice: the multiget sizes moved
     (KS far past the threshold). Counted as drift, the nightly would re-tune on the client's reshaped traffic."""
     svc.settings.memcached_watch_gap_us = 2000  # one multiget's fetches arrive within µs; requests 8 ms apart
+    pool = two_memcached
     dep_id = _deployment(svc, "shop-watch", pool)
     app = App(svc, served, dep_id, [n.address for n in pool])
     try:
