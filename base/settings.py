@@ -451,6 +451,12 @@ class Settings(BaseSettings):
         description="Longest line of a memcached watch stream a capture accepts (memcached's are a few hundred "
         "bytes): a server sending a longer one fails the capture, naming it.",
     )
+    capture_clients_wait_s: float = Field(
+        default=120.0, gt=0,
+        description="A nightly's capture from the clients (`capture.source: clients`): how long, after its "
+        "duration, it waits for an upload received during it that another job is still ingesting; past it the "
+        "step fails and is retried.",
+    )
     memcached_stats_max_bytes: int = Field(
         default=1024**2, ge=4096, le=1024**3,
         description="Most bytes of one memcached `stats` reply that capture, discovery and calibration read (a "

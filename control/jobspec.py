@@ -8,7 +8,8 @@ The ranges that depend on the installation are settings: `tune_max_trials`, `tun
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -16,10 +17,12 @@ from base.settings import Settings
 from control.common import MAX_ID, RequestBody
 from control.errors import Invalid
 from control.kind import Unsupported
-from control.kinds import supports
+from control.kinds import operations, supports
+from simulation.kinds import kind_names
 
 __all__ = [
     "ARM_NAME_PATTERN",
+    "CAPTURE_SOURCES",
     "DATASET_ID_PATTERN",
     "MAX_ARMS",
     "MAX_TRACES",
@@ -50,11 +53,24 @@ class TuneOptions(RequestBody):
     )
 
 
-class CaptureOptions(RequestBody):
-    """Take the nightly job's trace from a capture of the deployment's memcached servers instead of an upload."""
+#: Where a nightly's capture comes from: the kind's own capture of its servers (`watch`: memcached's watch log;
+#: `fql`: a full query log — `DeploymentKind.capture_source`) or the application's clients (`clients`: the
+#: `tailtune-client` traces they upload, `jobs/capture.py`).
+CAPTURE_SOURCES = ("watch", "fql", "clients")
+CaptureSource = Literal["watch", "fql", "clients"]
 
+
+class CaptureOptions(RequestBody):
+    """Take the nightly job's trace from a capture of the deployment instead of an upload: of its servers
+    (`watch`, `fql`) or of the requests its application's clients upload (`clients`)."""
+
+    source: CaptureSource = Field(
+        default="watch",
+        description="watch: the servers' watch log (memcached); fql: a full query log; clients: the "
+                    "tailtune-client traces the application's clients upload during the capture.",
+    )
     duration_s: float = Field(
-        gt=0, description="How long the worker watches the servers, seconds (at most capture_max_duration_s)."
+        gt=0, description="How long the capture lasts, seconds (at most capture_max_duration_s)."
     )
 
 
@@ -105,11 +121,33 @@ def check_capture(
     return capture
 
 
+def _source(capture: object) -> str:
+    if isinstance(capture, CaptureOptions):
+        return capture.source
+    raw = capture.get("source") if isinstance(capture, Mapping) else None
+    return raw if isinstance(raw, str) else "watch"
+
+
 def check_capture_kind(capture: object, kind: str) -> None:
-    """A capture (options or payload) of a deployment whose kind cannot be captured (`DeploymentKind.captures`;
-    an unregistered name cannot) is `Unsupported`, a 422 naming `capture`."""
-    if capture is not None and not supports(kind, "capture"):
+    """A capture (options or payload) of a deployment whose kind cannot be captured that way: from the servers
+    (`DeploymentKind.captures`, by its `capture_source`; an unregistered name cannot) — `Unsupported`, a 422 naming
+    `capture` — or from the clients (`DeploymentKind.client_captures`) — a 422 naming `capture.source`."""
+    if capture is None:
+        return
+    source = _source(capture)
+    known = kind in kind_names()
+    if source == "clients":
+        if not known or not operations(kind).client_captures:
+            able = [k for k in kind_names() if operations(k).client_captures]
+            raise Invalid(f"only a {' or '.join(able)} deployment's clients record its requests, not a {kind} "
+                          "one's", field="capture.source")
+        return
+    if not supports(kind, "capture"):
         raise Unsupported(kind, "capture")
+    own = operations(kind).capture_source
+    if own != source:
+        raise Invalid(f"a {kind} deployment is captured by {own} (or from its clients: clients), not by {source}",
+                      field="capture.source")
 
 
 def check_nightly(payload: dict[str, Any], settings: Settings) -> NightlyOptions:

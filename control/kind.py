@@ -12,7 +12,9 @@ The methods, grouped by what they are for:
 
 * **the body** — `body_fields` (the body fields only some kinds have), `check_body`, `check_connection`,
   `endpoints` (what the egress check and readiness connect to);
-* **the live system** — `discover`, `calibrate`, and the optional `capture` (flag `captures`);
+* **the live system** — `discover`, `calibrate`, and the optional `capture` (flag `captures`, its source
+  `capture_source`); `client_captures` (the kind's application clients record the `tailtune-client` trace) and
+  `reshapes` (what a config changes in what the kind's own capture sees);
 * **the model** — `model_inputs`, `model_options` (from declared, discovered and calibrated inputs),
   `shown_topology`;
 * **config versions** — `applies_to`, `rendered`, `rollback_config`, `published_record`;
@@ -245,6 +247,12 @@ class DeploymentKind(ABC):
     model_inputs: ClassVar[tuple[str, ...]]
     #: Whether its live system can be captured as a trace (`capture`).
     captures: ClassVar[bool] = False
+    #: What its `capture` reads, as a nightly's `capture.source` names it (`watch`: memcached's watch log; `fql`:
+    #: a full query log); None without `captures`.
+    capture_source: ClassVar[str | None] = None
+    #: Whether its application clients (tailtune-client) record the application's requests as a `tailtune-client`
+    #: trace, which a nightly takes with `capture.source: clients`.
+    client_captures: ClassVar[bool] = False
 
     # --- the body -------------------------------------------------------------------------------------------
     @abstractmethod
@@ -291,6 +299,13 @@ class DeploymentKind(ABC):
         `CaptureFailed` (`permanent` or worth another try), `CaptureDiskFull`. Side effects: connections to the
         deployment's endpoints, the file."""
         raise Unsupported(self.name, "capture")
+
+    def reshapes(self, config: Mapping[str, Any] | None) -> str | None:
+        """Why the requests the kind's own `capture` records under `config` (a stored config version's `config`,
+        or None) are not the application's — the client reshapes them (memcached: Chisel splits and merges) —
+        or None when they are. The drift step does not count a reshaped capture as workload drift. The default:
+        None. No side effects."""
+        return None
 
     # --- the model ------------------------------------------------------------------------------------------
     @abstractmethod

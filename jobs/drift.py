@@ -12,6 +12,15 @@ options). The drift step compares:
 * the new characterization with the study's, quantity by quantity (`analysis.drift.compare`, thresholds from the
   settings `drift_*`).
 
+The trace's provenance (`provenance`: where it came from — `clients`, a capture of the servers, `upload` — and
+whether the running config reshaped it) is recorded with the basis. A capture of the servers under a config that
+reshapes the requests (`DeploymentKind.reshapes`: memcached under Chisel, which splits and merges them before the
+watch sees them) is the client's traffic, not the application's: when the new trace or the study's is one, the
+quantities are still computed and shown, but none is counted as workload drift (`reshaped` says why; capture from
+the clients, `capture.source: clients`, to compare the application's requests whatever the mode). A config the
+study chose and the nightly published is the running config the next night compares with: its own effect on the
+requests is never workload drift.
+
 Any of them → `changed` and the job re-tunes; none → the job records "workload unchanged: kept vN" and skips its
 study (steps `tune` and `decide` `skipped`). A job that skipped its study records no basis: the next night compares
 against the same study again, so a slow drift adds up against what the config was tuned on, never against
@@ -28,9 +37,10 @@ from sqlalchemy import select
 
 from analysis.drift import Characterization, Thresholds, compare
 from control.db import ConfigVersionRow, JobRow
+from control.kinds import operations
 from jobs.context import JobContext, JobFailed
 
-__all__ = ["basis", "check", "config_sha", "inputs_of", "kept", "skip_study", "step"]
+__all__ = ["basis", "check", "config_sha", "inputs_of", "kept", "provenance", "skip_study", "step"]
 
 #: The deployment's fields a study depends on besides the trace and the running config (`model`: the options of
 #: the deployment's model the nightly builds, `control.model`).
@@ -51,6 +61,17 @@ def inputs_of(dep: dict[str, Any], shape: dict[str, Any]) -> dict[str, str]:
     """Fingerprint of each tuning input of the deployment (`shape`: its model's options)."""
     values = {**{k: dep.get(k) for k in INPUTS if k != "model"}, "model": shape}
     return {k: _sha(values[k]) for k in INPUTS}
+
+
+def provenance(dep: dict[str, Any], capture: dict[str, Any] | None) -> dict[str, Any]:
+    """Where the nightly's trace came from (`capture`: the ingest step's record of its capture; None: an upload)
+    and why the running config reshaped it (None: it holds the application's requests as far as tailtune knows —
+    an upload is taken for the application's)."""
+    if capture is None:
+        return {"source": "upload", "reshaped": None}
+    source = str(capture.get("source") or "watch")
+    reshaped = None if source == "clients" else operations(dep["kind"]).reshapes(dep.get("current_config"))
+    return {"source": source, "reshaped": reshaped}
 
 
 def _running_version(s: Any, dep_id: int, config: Any) -> int | None:
@@ -102,10 +123,12 @@ def _moved(name: str, q: dict[str, Any]) -> str:
 
 
 def check(
-    ctx: JobContext, dep_id: int, dep: dict[str, Any], shape: dict[str, Any], analysis: str, *, force: bool
+    ctx: JobContext, dep_id: int, dep: dict[str, Any], shape: dict[str, Any], analysis: str, *, force: bool,
+    trace: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The drift step's output: {changed, forced, against_version, against_job, reason, moved, inputs_changed,
-    quantities}. `analysis`: the new characterization's directory, relative to TAILTUNE_HOME."""
+    quantities, trace, reshaped}. `analysis`: the new characterization's directory, relative to TAILTUNE_HOME;
+    `trace`: the new trace's `provenance`."""
     home = ctx.settings.home_dir
     current = dep.get("current_config")
     with ctx.db.session() as s:
@@ -113,7 +136,7 @@ def check(
         study = _last_study(s, dep_id, ctx.job_id)
     out: dict[str, Any] = {
         "changed": True, "forced": force, "against_version": version, "against_job": None, "reason": "",
-        "moved": [], "inputs_changed": [], "quantities": {},
+        "moved": [], "inputs_changed": [], "quantities": {}, "trace": trace, "reshaped": None,
     }
     if study is None:
         out["reason"] = "no earlier study of this deployment to compare against"
@@ -153,28 +176,48 @@ def check(
             note = f" — {q['reason']}" if q["reason"] else ""
             ctx.log(f"drift: {name}: {q['statistic']} {_figure(q['value'])} (threshold {_figure(q['threshold'])}) "
                     f"{state}{note}")
-        if out["moved"]:
+        reshaped = _reshaped(job_id, trace, base.get("trace"))
+        out["reshaped"] = reshaped
+        if reshaped is not None:
+            ctx.log(f"drift: not counted as workload drift: {reshaped}")
+        elif out["moved"]:
             why.append(f"moved since job {job_id}'s study: {'; '.join(_moved(n, quantities[n]) for n in out['moved'])}")
     out["changed"] = bool(why)
-    out["reason"] = "; ".join(why) if why else f"workload unchanged since job {job_id}'s study"
+    unchanged = (f"workload not compared with job {job_id}'s study: {out['reshaped']}" if out["reshaped"]
+                 else f"workload unchanged since job {job_id}'s study")
+    out["reason"] = "; ".join(why) if why else unchanged
     ctx.log(f"drift: {out['reason']}" + (" (force: re-tuning anyway)" if force and not why else ""))
     return out
 
 
+def _reshaped(job_id: int, new: dict[str, Any] | None, old: Any) -> str | None:
+    """Why the two traces' requests cannot be compared as the application's (None: they can)."""
+    for which, p in (("the new trace", new), (f"job {job_id}'s trace", old)):
+        if isinstance(p, dict) and p.get("reshaped"):
+            return (f"{which} is a {p.get('source')} capture of the servers under a config that reshapes the "
+                    f"requests ({p['reshaped']}): its requests are the client's, not the application's — capture "
+                    "from the clients (capture.source: clients) to compare the workload")
+    return None
+
+
 def step(
-    ctx: JobContext, dep_id: int, dep: dict[str, Any], shape: dict[str, Any], analysis: str, *, force: bool
+    ctx: JobContext, dep_id: int, dep: dict[str, Any], shape: dict[str, Any], analysis: str, *, force: bool,
+    trace: dict[str, Any] | None = None,
 ) -> dict[str, Any] | None:
     """The checkpointed `drift` step; None for a job resumed after its study finished without one (the study
     is kept)."""
     if ctx.done("tune") is not None and ctx.done("drift") is None:
         return None
-    return ctx.step("drift", lambda: check(ctx, dep_id, dep, shape, analysis, force=force))
+    return ctx.step("drift", lambda: check(ctx, dep_id, dep, shape, analysis, force=force, trace=trace))
 
 
 def kept(drift: dict[str, Any]) -> str:
     """The decision of a job that skipped its study."""
     version = drift.get("against_version")
-    return f"workload unchanged: kept {f'v{version}' if isinstance(version, int) else 'the running config'}"
+    running = f"v{version}" if isinstance(version, int) else "the running config"
+    if drift.get("reshaped"):
+        return f"workload not compared (a capture the running config reshaped): kept {running}"
+    return f"workload unchanged: kept {running}"
 
 
 def skip_study(ctx: JobContext, drift: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
@@ -187,10 +230,12 @@ def skip_study(ctx: JobContext, drift: dict[str, Any], result: dict[str, Any]) -
 
 
 def basis(
-    ctx: JobContext, dep_id: int, dep: dict[str, Any], shape: dict[str, Any], decision: dict[str, Any]
+    ctx: JobContext, dep_id: int, dep: dict[str, Any], shape: dict[str, Any], decision: dict[str, Any], *,
+    trace: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """What a finished study stands for: the config it chose (the accepted version) or kept (the running
-    config), and the deployment's tuning inputs it ran with. A later nightly compares against it."""
+    config), the deployment's tuning inputs it ran with, and its trace's `provenance`. A later nightly compares
+    against it."""
     with ctx.db.session() as s:
         if decision.get("accepted") and decision.get("version") is not None:
             version: int | None = int(decision["version"])
@@ -202,5 +247,6 @@ def basis(
         else:
             config = dep.get("current_config")
             version = _running_version(s, dep_id, config)
-    return {"version": version, "config_sha256": config_sha(config), "inputs_sha256": inputs_of(dep, shape)}
+    return {"version": version, "config_sha256": config_sha(config), "inputs_sha256": inputs_of(dep, shape),
+            "trace": trace}
 

@@ -35,7 +35,7 @@ from control.redact import public
 from control.tune_request import deployment_model, deployment_record, deployment_tune
 from jobs.capture import capture_trace
 from jobs.context import JobCancelled, JobContext, JobFailed
-from jobs.drift import basis, skip_study
+from jobs.drift import basis, provenance, skip_study
 from jobs.drift import step as drift_step
 from tuner.recommendation import Recommendation, accept
 
@@ -551,7 +551,8 @@ def run_nightly(ctx: JobContext) -> dict[str, Any]:
     replication = int(shape.get("replication", 1))
     ana = ctx.step("analyze", lambda: _characterize(ctx, dataset_id, out_dir, servers, replication))
     # drift: has the workload moved since the study the running config comes from? No → skip the study
-    drift = drift_step(ctx, dep_id, dep, shape, str(ana["out_dir"]), force=opts.force)
+    trace = provenance(dep, ing.get("capture"))
+    drift = drift_step(ctx, dep_id, dep, shape, str(ana["out_dir"]), force=opts.force, trace=trace)
     if drift is not None and not drift["changed"] and not opts.force:
         skipped = skip_study(ctx, drift, {"datasets": ing["datasets"], "analysis": ana["out_dir"]})
         if ctx.payload.get("publish", True):  # a version still pending from an earlier night is checked again
@@ -579,7 +580,7 @@ def run_nightly(ctx: JobContext) -> dict[str, Any]:
         "datasets": ing["datasets"],
         "analysis": ana["out_dir"],
         "drift": drift,
-        "basis": basis(ctx, dep_id, dep, shape, dec),
+        "basis": basis(ctx, dep_id, dep, shape, dec, trace=trace),
         "decision": dec,
         "recommendation": {
             "policy": recommendation.policy,

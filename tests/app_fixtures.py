@@ -129,6 +129,23 @@ def memcached_node() -> Iterator[MemcachedNode]:
         node.close()
 
 
+@pytest.fixture
+def two_memcached() -> Iterator[list[MemcachedNode]]:
+    """Two real memcached servers of 2 worker threads each (`-t 2`)."""
+    from tests.servers.memcached_server import MemcachedNode
+
+    if shutil.which("memcached") is None:
+        pytest.skip("memcached is not installed (apt-get install -y memcached)")
+    nodes = [MemcachedNode(threads=2), MemcachedNode(threads=2)]
+    try:
+        for n in nodes:
+            n.start()
+        yield nodes
+    finally:
+        for n in nodes:
+            n.close()
+
+
 def memcached_deployment(name: str, servers: list[str]) -> dict[str, object]:
     return {
         "name": name,

@@ -34,6 +34,7 @@ READERS: Final[dict[str, str]] = {
     "cassandra-fql": "ingest.formats.cassandra_fql.binlog:CassandraFqlReader",
     "cassandra-fql-dump": "ingest.formats.cassandra_fql.dump:CassandraFqlDumpReader",
     "memcached-watch": "ingest.formats.memcached_watch:MemcachedWatchReader",
+    "tailtune-client": "ingest.formats.tailtune_client:TailtuneClientReader",
 }
 
 

@@ -27,6 +27,7 @@ class Cassandra(DeploymentKind):
     name = "cassandra"
     body_fields: ClassVar[frozenset[str]] = frozenset({"server", "driver", "tables"})
     model_inputs = model.INPUTS
+    client_captures = True
 
     # --- the body -------------------------------------------------------------------------------------------
     def check_connection(self, connection: Mapping[str, Any]) -> None:

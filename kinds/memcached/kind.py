@@ -44,6 +44,8 @@ class Memcached(DeploymentKind):
     name = "memcached"
     model_inputs = model.INPUTS
     captures = True
+    capture_source = "watch"
+    client_captures = True
 
     # --- the body -------------------------------------------------------------------------------------------
     def check_connection(self, connection: Mapping[str, Any]) -> None:
@@ -122,6 +124,25 @@ class Memcached(DeploymentKind):
                    if result.fetches == 0 else None)
         seen = result.as_dict()
         return Captured(FORMAT, result.bytes, {k: seen[k] for k in _KEPT}, tuple(report), nothing)
+
+    def reshapes(self, config: Mapping[str, Any] | None) -> str | None:
+        """Chisel: a request of more than `elephant_threshold` keys reaches each server as chunks of
+        `split_keys`, and with `merge` > 1 mice share one multiget — the watch sees the chunks and the merged
+        queries, not the application's requests. Batching sends each server its part of a request whole: the
+        watch groups it back (None)."""
+        if not isinstance(config, Mapping):
+            return None
+        target = config.get("target")
+        rendered = target.get("json") if isinstance(target, Mapping) else None
+        block = rendered.get("memcached_client") if isinstance(rendered, Mapping) else None
+        block = block if isinstance(block, Mapping) else {}
+        if (config.get("policy") or block.get("mode")) != "chisel":
+            return None
+        params = config.get("params")
+        p = params if isinstance(params, Mapping) and params else block
+        split, merge, threshold = p.get("split_keys"), p.get("merge"), p.get("elephant_threshold")
+        return (f"Chisel (elephant_threshold {threshold}, split_keys {split}, merge {merge}) splits the large "
+                "requests and merges the small ones before memcached sees them")
 
     # --- the model ------------------------------------------------------------------------------------------
     def model_options(self, inputs: ModelInputs, connection: Mapping[str, Any], *, timestamps: bool,

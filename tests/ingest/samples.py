@@ -111,6 +111,16 @@ def valid_file(fmt: str, rows: list[Row]) -> tuple[bytes, list[str]]:
             f"ts={t}.{i} gid={i + 1} type=item_get key={k} status=found clsid=1 cfd=17 size={s}\n"
             for i, (t, k, s) in enumerate(rows)
         )
+    elif fmt == "tailtune-client":  # one upload of one client: its header, then one request per row
+        header = {"schema": "tailtune.client.capture/1", "client": {"name": "tailtune-client", "id": "c1"},
+                  "kind": "memcached", "tables": False, "servers": ["127.0.0.1:11211"], "hashing": "rendezvous-murmur3",
+                  "key_form": "plain", "sample_rate": 1.0, "window": {"start": 0, "end": 1e9},
+                  "records": len(rows), "dropped": {"memory": 0, "bandwidth": 0, "unkeyed": 0}}
+        text = json.dumps(header) + "\n" + "".join(
+            json.dumps({"ts": t, "op": "get", "keys": [k], "sizes": [s], "servers": [0], "latency_us": 80.0,
+                        "config_version": None, "failed": False}) + "\n"
+            for t, k, s in rows
+        )
     elif fmt == "parquet":
         sink = io.BytesIO()
         table = pa.table({"ts": [float(t) for t, _, _ in rows], "key": keys, "value_size": [s for *_, s in rows]})

@@ -364,3 +364,94 @@ def test_memcached_watch_before_1_6_11_has_no_sizes(write, settings):
     info = ingest_file(write("old.watch", text), settings=settings)
     assert rows(info, "request_id", "key", "value_size") == [(0, "a", None), (0, "b", None)]
     assert info.manifest["has_value_size"] is False
+
+
+# --- tailtune-client -----------------------------------------------------------------------------------------
+def _client_header(records: int, **over: Any) -> dict[str, Any]:
+    doc: dict[str, Any] = {
+        "schema": "tailtune.client.capture/1", "client": {"name": "tailtune-client", "id": "c-1"},
+        "kind": "memcached", "tables": False, "servers": ["h1:11211", "h2:11211"], "hashing": "rendezvous-murmur3",
+        "key_form": "plain", "sample_rate": 0.5, "window": {"start": 100.0, "end": 160.0}, "records": records,
+        "dropped": {"memory": 0, "bandwidth": 0, "unkeyed": 0},
+    }
+    doc.update(over)
+    return doc
+
+
+def _client_request(ts: float, keys: list[str], sizes: list[int | None], **over: Any) -> dict[str, Any]:
+    doc: dict[str, Any] = {"ts": ts, "op": "get", "keys": keys, "sizes": sizes, "servers": [0] * len(keys),
+                           "latency_us": 120.5, "config_version": 3, "failed": False}
+    doc.update(over)
+    return doc
+
+
+def _lines(*docs: dict[str, Any]) -> str:
+    return "".join(json.dumps(d) + "\n" for d in docs)
+
+
+def test_tailtune_client_uploads_are_requests_of_their_clients(write, settings):
+    first = _lines(_client_header(3), _client_request(101.0, ["a", "b", "c"], [5, None, 7]),
+                   _client_request(103.0, ["a"], [5], op="set"), _client_request(105.0, ["d"], [9], latency_us=None))
+    second = _lines(_client_header(1, client={"id": "c-2"}, dropped={"memory": 2, "bandwidth": 1, "unkeyed": 0}),
+                    _client_request(102.0, ["e", "f"], [1, 2], servers=[1, 0]))
+    p = write("cap.ttc", first + second)
+    assert sniff(p).format == "tailtune-client"
+    info = ingest_file(p, settings=settings)
+    assert rows(info, "ts", "key", "value_size", "client_id", "latency_us") == [
+        (101.0, "a", 5, "c-1", 120.5), (101.0, "b", None, "c-1", 120.5), (101.0, "c", 7, "c-1", 120.5),
+        (102.0, "e", 1, "c-2", 120.5), (102.0, "f", 2, "c-2", 120.5), (105.0, "d", 9, "c-1", None),
+    ]
+    m = info.manifest
+    assert (m["requests"], m["rows"], m["sorted_on_ingest"]) == (3, 6, True)
+    assert "table" not in m["columns"] and set(rows(info, "op")) == {("get",)}
+    notes = "\n".join(m["notes"])
+    assert "2 client(s) recorded them before reshaping them, in 2 upload(s); sampled at rate 0.5" in notes
+    assert "1 write request(s) left out" in notes
+    assert "LOST: the clients dropped 3 sampled request(s) (memory cap 2, bandwidth cap 1, without keys 0)" in notes
+
+
+def test_tailtune_client_bad_lines_name_line_and_field(write, settings):
+    text = _lines(
+        _client_header(8),
+        _client_request(1.0, ["a"], [1]),
+        _client_request(-1.0, ["b"], [1]),
+        _client_request(1.0, ["c", "d"], [1]),
+        _client_request(1.0, ["e"], [1], servers=[2]),
+        _client_request(1.0, ["f"], [1], config_version="3"),
+        _client_request(1.0, [], []),
+        _client_request(1.0, ["g"], [1], extra=1),
+        _client_request(1.0, ["h"], [1], table="ks.t"),
+    )
+    p = write("bad.ttc", text)
+    with pytest.raises(BadInputError) as exc:
+        ingest_file(p, fmt="tailtune-client", settings=settings)
+    assert [str(x) for x in exc.value.problems] == [
+        f"{p}:3: field 'ts': expected a finite number >= 0, got '-1.0'",
+        f"{p}:4: field 'sizes': expected a list of 2 sizes (one per key; null for a miss)",
+        f"{p}:5: field 'servers[0]': expected an integer from 0 to 1, got '2'",
+        f"{p}:6: field 'config_version': expected an integer from 0 to 2147483647, got '3'",
+        f"{p}:7: field 'keys': expected a non-empty list of keys",
+        f"{p}:8: field 'extra': not a field of a request",
+        f"{p}:9: field 'table': the header declares no tables (tables: false)",
+    ]
+    info = ingest_file(p, fmt="tailtune-client", on_error="skip", settings=settings)
+    assert rows(info, "key") == [("a",)] and info.manifest["errors"]["skipped_rows"] == 7
+
+
+@pytest.mark.parametrize(("header", "line", "field", "problem"), [
+    (_client_header(0, schema="tailtune.client.capture/9"), 1, "schema", "expected 'tailtune.client.capture/1'"),
+    (_client_header(0, sample_rate=0), 1, "sample_rate", "expected a number > 0 and <= 1"),
+    (_client_header(0, key_form="md5"), 1, "key_form", "expected one of plain, hmac-sha256"),
+    (_client_header(0, dropped={"memory": -1}), 1, "dropped.memory", "expected an integer from 0"),
+    (_client_header(2), 1, "records", "the header announces 2 request line(s), 1 follow"),
+])
+def test_tailtune_client_bad_headers_are_fatal(write, settings, header, line, field, problem):
+    p = write("head.ttc", _lines(header, _client_request(1.0, ["a"], [1])) if field == "records" else _lines(header))
+    with pytest.raises(BadInputError) as exc:
+        ingest_file(p, fmt="tailtune-client", settings=settings)
+    last = exc.value.problems[-1]
+    assert (last.line, last.field) == (line, field) and problem in last.problem, str(last)
+    p = write("nohead.ttc", _lines(_client_request(1.0, ["a"], [1])))
+    with pytest.raises(BadInputError) as exc:
+        ingest_file(p, fmt="tailtune-client", settings=settings)
+    assert "the first line must be a header" in str(exc.value.problems[-1])

@@ -55,7 +55,16 @@ def test_capture_options_are_checked_at_the_api(svc: Svc) -> None:
     r = job({"deployment_id": cass["id"], "capture": {"duration_s": 60}})
     assert r.status_code == 422 and "only a memcached deployment can be captured" in r.text
     r = job({"deployment_id": mc["id"], "capture": {"duration_s": 60}})
-    assert r.status_code == 202 and r.json()["payload"]["capture"] == {"duration_s": 60.0}
+    assert r.status_code == 202 and r.json()["payload"]["capture"] == {"source": "watch", "duration_s": 60.0}
+    # the source: the servers' own capture (memcached: watch) or the application's clients (memcached, cassandra)
+    r = job({"deployment_id": mc["id"], "capture": {"source": "clients", "duration_s": 60}})
+    assert r.status_code == 202 and r.json()["payload"]["capture"] == {"source": "clients", "duration_s": 60.0}
+    r = job({"deployment_id": cass["id"], "capture": {"source": "clients", "duration_s": 60}})
+    assert r.status_code == 202, r.text
+    r = job({"deployment_id": mc["id"], "capture": {"source": "fql", "duration_s": 60}})
+    assert r.status_code == 422 and "capture.source" in r.text and "captured by watch" in r.text, r.text
+    r = job({"deployment_id": mc["id"], "capture": {"source": "tcpdump", "duration_s": 60}})
+    assert r.status_code == 422 and "capture.source" in r.text, r.text
 
     r = svc.client.post(f"{API}/schedules", json={"deployment_id": cass["id"], "capture": {"duration_s": 60}},
                         headers=svc.write)
@@ -70,16 +79,16 @@ def test_a_schedule_with_a_capture_fires_capturing_jobs(svc: Svc) -> None:
     dep = svc.client.post(f"{API}/deployments", json=memcached_deployment("mc-sched", ["h:1"]), headers=svc.write)
     body = {"deployment_id": dep.json()["id"], "cron": "* * * * *", "capture": {"duration_s": 120}}
     sched = svc.client.post(f"{API}/schedules", json=body, headers=svc.write).json()
-    assert sched["capture"] == {"duration_s": 120.0}
+    assert sched["capture"] == {"source": "watch", "duration_s": 120.0}
     fired = tick(svc.db, svc.settings, at=time.time() + 120)
     assert len(fired) == 1 and fired[0].job_id is not None
     job = svc.client.get(f"{API}/jobs/{fired[0].job_id}", headers=svc.read).json()
-    assert job["payload"]["capture"] == {"duration_s": 120.0}
+    assert job["payload"]["capture"] == {"source": "watch", "duration_s": 120.0}
     # null turns the capture off: the schedule's jobs take uploads again; a PATCH without it keeps it
     r = svc.client.patch(f"{API}/schedules/{sched['id']}", json={"capture": {"duration_s": 30}}, headers=svc.write)
-    assert r.json()["capture"] == {"duration_s": 30.0}
+    assert r.json()["capture"] == {"source": "watch", "duration_s": 30.0}
     r = svc.client.patch(f"{API}/schedules/{sched['id']}", json={"enabled": True}, headers=svc.write)
-    assert r.json()["capture"] == {"duration_s": 30.0}
+    assert r.json()["capture"] == {"source": "watch", "duration_s": 30.0}
     r = svc.client.patch(f"{API}/schedules/{sched['id']}", json={"capture": None}, headers=svc.write)
     assert r.status_code == 200 and r.json()["capture"] is None
     fired = tick(svc.db, svc.settings, at=time.time() + 300)

@@ -20,7 +20,6 @@ from __future__ import annotations
 import random
 import shutil
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -72,16 +71,9 @@ def characterized(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]
 
 
 @pytest.fixture
-def pool() -> Iterator[list[MemcachedNode]]:
+def pool(two_memcached: list[MemcachedNode]) -> list[MemcachedNode]:
     """Two real memcached servers of 2 worker threads each (`-t 2`)."""
-    nodes = [MemcachedNode(threads=2), MemcachedNode(threads=2)]
-    try:
-        for n in nodes:
-            n.start()
-        yield nodes
-    finally:
-        for n in nodes:
-            n.close()
+    return two_memcached
 
 
 @pytest.fixture

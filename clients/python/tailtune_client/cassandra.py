@@ -29,7 +29,10 @@ unset ones at the Python driver's defaults (no shuffling, no speculative executi
 and `tailtune-canary`), updated in place when a new version is published; `execute()` runs a statement on the
 version it picks for that request — a new version with `canary_fraction` f < 1 on a random f of the requests,
 the version before it on the rest — and records its latency under that version, and `report_to()` sends the
-service the same observations report as the memcached client (`tailtune_client.report`).
+service the same observations report as the memcached client (`tailtune_client.report`). With `capture=` (a
+`tailtune_client.capture.RequestCapture`) a sample of the statements run through `execute` is recorded — the
+partition keys it reads when `keys` names them, its latency, the version it ran — and uploaded as a
+`tailtune-client` trace (the token each key maps to is not recorded: the helper does not read the cluster's ring).
 """
 
 from __future__ import annotations
@@ -39,11 +42,12 @@ import random
 import threading
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from tailtune_client import __version__
+from tailtune_client.capture import RequestCapture
 from tailtune_client.config import ConfigError, ConfigSourceError, HttpConfigSource, canary_fraction, json_object
 from tailtune_client.histogram import size_class
 from tailtune_client.report import REPORT_SCHEMA, CanaryStatus, Observation, ObservationJson, Recorder, client_info
@@ -258,6 +262,7 @@ class TunedProfiles:
         stable: Mapping[str, Any] | str | bytes | None = None,
         deployment: str | None = None,
         config: Mapping[str, Any] | str | bytes | None = None,
+        capture: RequestCapture | None = None,
         **profile_kwargs: Any,
     ) -> None:
         bootstrap = parse_driver_settings(config) if config is not None else None
@@ -269,6 +274,9 @@ class TunedProfiles:
         self._rng = random.Random()
         self._id = str(uuid.uuid4())
         self.last_error: str | None = None
+        self.capture = capture
+        if capture is not None:
+            capture.attach("cassandra", None, tables=True)
         try:
             first = fetch_settings(self._source)
         except ConfigSourceError as exc:
@@ -351,11 +359,17 @@ class TunedProfiles:
             return CANARY_PROFILE, cur
         return STABLE_PROFILE, stable
 
-    def execute(self, session: Any, query: Any, parameters: Any = None, *, keys: int = 1, **kwargs: Any) -> Any:
+    def execute(self, session: Any, query: Any, parameters: Any = None, *, keys: int | Sequence[str] = 1,
+                op: str = "read", table: str | None = None, **kwargs: Any) -> Any:
         """`session.execute(query, parameters, execution_profile=<the version's profile>, **kwargs)`, timed: the
-        latency is recorded under that version in the size class of `keys` (the keys the request reads); a
-        request that raises counts as failed and the exception propagates."""
+        latency is recorded under that version in the size class of `keys` (the keys the request reads: their
+        number, or the partition keys themselves); a request that raises counts as failed and the exception
+        propagates. With a capture, a sampled request whose `keys` names them is recorded with its `op` and
+        `table` (one that gives a number only is counted as `unkeyed`)."""
         name, settings = self.pick()
+        count = keys if isinstance(keys, int) else len(keys)
+        sampled = self.capture is not None and self.capture.sample()
+        wall = time.time()
         started = time.perf_counter()
         try:
             result = session.execute(query, parameters, execution_profile=name, **kwargs)
@@ -363,15 +377,29 @@ class TunedProfiles:
             with self._rec.lock:
                 for obs in self._rec.observations(settings.version, _MODE, settings.params()):
                     obs.failed_requests += 1
+            if sampled:
+                self._record(wall, keys, op, table, (time.perf_counter() - started) * 1e6, settings, True)
             raise
         elapsed_us = (time.perf_counter() - started) * 1e6
         with self._rec.lock:
             for obs in self._rec.observations(settings.version, _MODE, settings.params()):
                 obs.requests += 1
-                obs.keys += keys
+                obs.keys += count
                 obs.queries += 1
-                obs.classes[size_class(keys)].record(elapsed_us)
+                obs.classes[size_class(count)].record(elapsed_us)
+        if sampled:
+            self._record(wall, keys, op, table, elapsed_us, settings, False)
         return result
+
+    def _record(self, wall: float, keys: int | Sequence[str], op: str, table: str | None, elapsed_us: float,
+                settings: DriverSettings, failed: bool) -> None:
+        assert self.capture is not None
+        if isinstance(keys, int):
+            self.capture.unkeyed()
+            return
+        names = [str(k) for k in keys]
+        self.capture.record(ts=wall, op=op, keys=names, sizes=[None] * len(names), latency_us=elapsed_us,
+                            config_version=settings.version, failed=failed, table=table)
 
     def latency(self) -> list[ObservationJson]:
         """One observation per version run since the start (the shape of the memcached client's)."""

@@ -16,6 +16,10 @@ requests while the version before it keeps the rest (both report their latencies
 a version without it arrives. A server that fails gives `on_server_error="missing"` (its keys are absent
 from the result, counted in stats) or `"raise"` (`ServerError`, with the other servers' results attached); no
 call waits longer than `request_timeout`.
+
+With `capture=` (a `tailtune_client.capture.RequestCapture`) a sample of the requests is recorded as the
+application made them — keys, the server each key lives on, value sizes, latency, config version — before
+batching or Chisel reshapes them, and uploaded as a `tailtune-client` trace.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from typing import Any, Literal
 
 from tailtune_client import __version__
 from tailtune_client._lanes import Job, Lane, Request
+from tailtune_client.capture import RequestCapture
 from tailtune_client.config import (
     ConfigError,
     ConfigSource,
@@ -227,6 +232,7 @@ class Client:
     on_server_error: "missing" (a failed server's keys are absent from the result) or "raise" (`ServerError`).
     dead_timeout: seconds a server that had a connection error is skipped (its keys fail at once) before the
         client tries it again.
+    capture: records a sample of the application's requests before they are reshaped (`RequestCapture`).
 
     Without `config` the first config check happens in the constructor and must succeed (`ConfigError` says
     why not). Use as a context manager or call `close()`.
@@ -249,6 +255,7 @@ class Client:
         connections_per_server: int = 4,
         on_server_error: OnServerError = "missing",
         dead_timeout: float = 5.0,
+        capture: RequestCapture | None = None,
     ) -> None:
         if not servers:
             raise ValueError("servers: give at least one host:port")
@@ -263,6 +270,9 @@ class Client:
         if len(set(names)) != len(names):
             raise ValueError(f"servers: duplicates in {names}")
         self.servers: tuple[str, ...] = tuple(names)
+        self.capture = capture
+        if capture is not None:
+            capture.attach("memcached", self.servers)
         self.on_server_error: OnServerError = on_server_error
         self.connect_timeout = connect_timeout
         self.timeout = timeout
@@ -382,6 +392,8 @@ class Client:
         wanted = [_check_key(k) for k in dict.fromkeys(keys)]
         if not wanted:
             return {}
+        sampled = self.capture is not None and self.capture.sample()
+        wall = time.time()
         started = time.perf_counter()
         by_server = self._by_server(wanted)
         elephant = cfg.mode == "chisel" and len(wanted) > (cfg.elephant_threshold or 0)
@@ -424,9 +436,19 @@ class Client:
                     obs.keys += len(wanted)
                     obs.missing_keys_on_error += len(lost)
                     obs.classes[size_class(len(wanted))].record(elapsed_us)
+        if sampled:
+            self._record(wall, "get", wanted, [len(out[k]) if k in out else None for k in wanted], elapsed_us,
+                         cfg, bool(failed))
         if raised:
             raise ServerError(failed, lost, out)
         return out
+
+    def _record(self, wall: float, op: str, keys: list[str], sizes: list[int | None], elapsed_us: float,
+                cfg: MemcachedConfig | None, failed: bool) -> None:
+        assert self.capture is not None
+        self.capture.record(ts=wall, op=op, keys=keys, sizes=sizes, latency_us=elapsed_us,
+                            config_version=cfg.version if cfg is not None else None, failed=failed,
+                            servers=[server_index(k, self.servers) for k in keys])
 
     def set_many(self, mapping: Mapping[str, bytes], *, expire: int = 0) -> list[str]:
         """Store every key (one `set` query per server, in parallel); the keys not stored. A failed server's keys
@@ -440,6 +462,8 @@ class Client:
             values[_check_key(k)] = v
         if not values:
             return []
+        sampled = self.capture is not None and self.capture.sample()
+        wall = time.time()
         started = time.perf_counter()
         by_server = self._by_server(values)
         req = Request(len(by_server))
@@ -456,6 +480,9 @@ class Client:
                     not_stored.extend(job.stored_failed)
                 else:
                     not_stored.extend(job.keys)
+        if sampled:
+            self._record(wall, "set", list(values), [len(v) for v in values.values()],
+                         (time.perf_counter() - started) * 1e6, self._config.current, bool(failed))
         if failed and self.on_server_error == "raise":
             raise ServerError(failed, not_stored, {})
         return not_stored
