@@ -51,6 +51,7 @@ def _report(svc: Svc, dep_id: int, per_version: dict[int, list[float]], *, clien
 
 def _deployment(svc: Svc, name: str, node: MemcachedNode) -> int:
     svc.settings.verify_min_requests = 200
+    svc.settings.verify_after_windows = 1  # one report window per version here
     r = svc.client.post(f"{API}/deployments", json=memcached_deployment(name, [node.address]), headers=svc.write)
     assert r.status_code == 201, r.text
     return int(r.json()["id"])
