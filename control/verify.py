@@ -79,11 +79,13 @@ from control.queue import enqueue, stop_job
 
 __all__ = [
     "FINAL",
+    "MEANINGS",
     "SERVER_TEST",
     "STATUSES",
     "TEST",
     "expectation",
     "expected_band",
+    "horizon_s",
     "is_canary",
     "p99_ratio_test",
     "reference_comparison",
@@ -97,6 +99,19 @@ __all__ = [
 #: list these, in this order.
 STATUSES = ("unchecked", "pending", "verified", "unexpected", "rolled_back", "no_reference", "superseded",
             "identical", "environment_changed")
+#: What each status means, one line each (the console's badges show it; docs/operations.md has the full table).
+MEANINGS: dict[str, str] = {
+    "unchecked": "an expectation is stored, no check ran yet",
+    "pending": "not judged yet: before the horizon (verify_after_windows report windows) or too few requests",
+    "verified": "not worse than the version before it, and within the expected band (or no expectation)",
+    "unexpected": "not worse, but outside the expected band: the model is off; nothing rolled back",
+    "rolled_back": "worse than the version before it: the earlier config was added again and published",
+    "no_reference": "nothing to compare with: no earlier version reported and no expectation",
+    "superseded": "a newer version was published before a verdict",
+    "identical": "the same config as the version it is compared with (canonical form): nothing to judge",
+    "environment_changed": "looked worse, but the environment's reference slowed as much: not judged, kept",
+}
+assert tuple(MEANINGS) == STATUSES
 #: Statuses a check does not revisit unless asked to (`force`: the API's on-demand verify).
 FINAL = ("verified", "unexpected", "rolled_back", "no_reference", "superseded", "identical", "environment_changed")
 TEST = "bootstrap-p99-ratio"

@@ -370,16 +370,16 @@ def publish_version(ctx: JobContext, deployment_id: int, version: int) -> dict[s
             row.published = {**row.published, kind: ops.published_record(row.published.get(kind), record)}
             s.flush()
             check = schedule_after_publish(s, ctx.settings, deployment_id, version)
-            if check["verify_job_id"] is not None:
-                ctx.log(f"version {version}: its check (job {check['verify_job_id']}) runs after "
-                        f"{ctx.settings.verify_after_windows} report windows")
-            for dropped in check["dropped"]:
-                ctx.log(f"dropped the scheduled check (job {dropped}) of an older version")
         if dep is not None:
             dep.publish_status, dep.publish_error = "ok", None
             newest = _newest_published(s, deployment_id, kind)
             if newest is not None:
                 dep.current_config = dict(newest.config)
+    if check["verify_job_id"] is not None:
+        ctx.log(f"version {version}: its check (job {check['verify_job_id']}) runs after "
+                f"{ctx.settings.verify_after_windows} report windows (verify_after_windows)")
+    for dropped in check["dropped"]:
+        ctx.log(f"dropped the scheduled check (job {dropped}) of an older version: superseded")
     return {
         "target": kind,
         "version": version,
