@@ -9,7 +9,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 
 __all__ = ["DelayProxy", "delay_proxy"]
 
@@ -55,10 +55,8 @@ class DelayProxy:
             pass
         finally:
             for sock in (src, dst):
-                try:
+                with suppress(OSError):
                     sock.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
 
     def close(self) -> None:
         self._stop.set()
