@@ -380,8 +380,25 @@ class Settings(BaseSettings):
         description="The model's error allowed around the expected p99 on top of the recommendation's own interval "
         "and sampling bound: 100 = within a factor 2 (what validation/ measured against real servers).",
     )
+    verify_window_s: float = Field(
+        default=60.0, gt=0.0, le=86_400.0,
+        description="How often the deployment's clients send their reports (the application's `report_to` "
+        "interval): one report window, the unit of the verify horizon.",
+    )
+    verify_after_windows: int = Field(
+        default=5, ge=1, le=10_000,
+        description="The verify horizon: every publish schedules its version's check this many report windows "
+        "(verify_window_s) after it, and a version is judged once, on its clients' first this many windows; "
+        "before they are in it is pending.",
+    )
     verify_recheck_s: float = Field(
-        default=3600.0, gt=0.0, description="A pending verification is checked again after this many seconds."
+        default=300.0, gt=0.0, description="A pending verification is checked again after this many seconds."
+    )
+    verify_reference_probes: int = Field(
+        default=200, ge=0, le=100_000,
+        description="Trivial-request round trips (memcached `version`, Cassandra `SELECT ... FROM system.local`) "
+        "the publisher measures at publish time and the verify job at check time: the environment's reference "
+        "for windows that are not concurrent. 0: none measured.",
     )
     verify_max_checks: int = Field(
         default=24, ge=1,

@@ -31,6 +31,7 @@ __all__ = [
     "history",
     "latest",
     "rollback",
+    "same_config",
     "schedule_publish",
     "validate_config",
     "with_rendering",
@@ -79,6 +80,20 @@ def validate_config(
         return check_config(config, kind, max_depth=depth, driver=driver)
     except BadInputError as exc:
         raise _invalid(exc) from None
+
+
+def same_config(a: dict[str, Any], b: dict[str, Any], dep: DeploymentRow) -> bool:
+    """Whether two configs of `dep` are identical: equal in their kind's normal form
+    (`simulation.config_check.canonical_config`: `99p` ≡ `99PERCENTILE`, `NEVER` ≡ `NONE`, case, defaults filled
+    in; `canary_fraction` aside). A config that no longer passes the checks is identical to none."""
+    from simulation.config_check import canonical_config
+
+    depth = get_settings().config_max_depth
+    try:
+        return bool(canonical_config(a, dep.kind, max_depth=depth, driver=dep.driver)
+                    == canonical_config(b, dep.kind, max_depth=depth, driver=dep.driver))
+    except BadInputError:
+        return False
 
 
 def applies_to(dep: DeploymentRow) -> dict[str, Any] | None:

@@ -20,7 +20,8 @@ The methods, grouped by what they are for:
 * **config versions** — `applies_to`, `rendered`, `rollback_config`, `published_record`;
 * **publish** — `publisher` (a `control.publishers.base.Publisher`: publish, read back, ping; a deleted
   same-name deployment's entry is fenced: replaced by the next deployment of that name);
-* **verify** — `server_figures` (what the target itself reports beside the clients' histograms);
+* **verify** — `server_figures` (what the target itself reports beside the clients' histograms) and the optional
+  `reference_figures` (flag `references`: a trivial request's round trips, the environment's reference);
 * **replay** — `replay_driver`: the kind's live replay (`control.replay_trace.ReplayDriver`; None: it has none).
 
 An optional capability is a class flag and one method: a kind without it inherits the base method, which
@@ -253,6 +254,9 @@ class DeploymentKind(ABC):
     #: Whether its application clients (tailtune-client) record the application's requests as a `tailtune-client`
     #: trace, which a nightly takes with `capture.source: clients`.
     client_captures: ClassVar[bool] = False
+    #: Whether its publisher times a trivial request (`Publisher.round_trips`): the environment's reference the
+    #: verify step compares windows that are not concurrent by (`reference_figures`).
+    references: ClassVar[bool] = False
 
     # --- the body -------------------------------------------------------------------------------------------
     @abstractmethod
@@ -362,6 +366,33 @@ class DeploymentKind(ABC):
         the kind judges a version on its clients' reports alone. Never raises: a target that cannot be read is
         `{"error": why}` (redacted), and `log` says so."""
         return None
+
+    def reference_figures(self, target: Target, settings: Settings, *, log: Log = lambda _: None
+                          ) -> dict[str, Any] | None:
+        """The environment's reference now: `verify_reference_probes` round trips of the kind's trivial request
+        (its publisher's `round_trips`, under `target.egress`) as `{"request", "probes", "histogram", "p99_ms",
+        "at"}` (the histogram in the clients' report form, so the verify step tests it as it tests theirs). None
+        for a kind without `references` or with the setting 0. Never raises: a target that cannot be timed is
+        `{"error": why}` (redacted), and `log` says so."""
+        if not self.references or settings.verify_reference_probes <= 0:
+            return None
+        from tailtune_client.histogram import LogHistogram
+
+        from control.common import now
+        from control.redact import public
+
+        publisher = self.publisher(target, settings)
+        try:
+            samples = publisher.round_trips(settings.verify_reference_probes)
+        except TailtuneError as exc:
+            log(f"the reference round trips could not be measured: {exc}")
+            return {"error": public(str(exc), settings)}
+        hist = LogHistogram()
+        for us in samples:
+            hist.record(us)
+        p99 = hist.quantile_us(0.99)
+        return {"request": publisher.reference_request, "probes": len(samples), "histogram": dict(hist.to_json()),
+                "p99_ms": p99 / 1000.0 if p99 is not None else None, "at": now()}
 
     # --- replay ---------------------------------------------------------------------------------------------
     def replay_driver(self, target: Target) -> object | None:

@@ -61,7 +61,7 @@ from tailtune_client.histogram import BUCKETS, LogHistogram, bucket_mid_us
 
 from base.settings import Settings
 from control.common import now
-from control.configs import add_version, get_version, latest, rollback, schedule_publish
+from control.configs import add_version, get_version, latest, rollback, same_config, schedule_publish
 from control.configs_cache import latest_cache
 from control.db import ConfigVersionRow, DeploymentRow, JobRow, ObservationRow
 from control.errors import Missing
@@ -75,25 +75,45 @@ from control.observations import (
     readable,
     skipped_note,
 )
-from control.queue import enqueue
+from control.queue import enqueue, stop_job
 
 __all__ = [
     "FINAL",
+    "MEANINGS",
     "SERVER_TEST",
     "STATUSES",
     "TEST",
     "expectation",
     "expected_band",
+    "horizon_s",
     "is_canary",
     "p99_ratio_test",
+    "reference_comparison",
+    "schedule_after_publish",
     "schedule_verify",
     "server_comparison",
     "verify_version",
 ]
 
-STATUSES = ("unchecked", "pending", "verified", "unexpected", "rolled_back", "no_reference", "superseded")
+#: The one vocabulary of a version's `verification.status`: the API's schema, the console and docs/operations.md
+#: list these, in this order.
+STATUSES = ("unchecked", "pending", "verified", "unexpected", "rolled_back", "no_reference", "superseded",
+            "identical", "environment_changed")
+#: What each status means, one line each (the console's badges show it; docs/operations.md has the full table).
+MEANINGS: dict[str, str] = {
+    "unchecked": "an expectation is stored, no check ran yet",
+    "pending": "not judged yet: before the horizon (verify_after_windows report windows) or too few requests",
+    "verified": "not worse than the version before it, and within the expected band (or no expectation)",
+    "unexpected": "not worse, but outside the expected band: the model is off; nothing rolled back",
+    "rolled_back": "worse than the version before it: the earlier config was added again and published",
+    "no_reference": "nothing to compare with: no earlier version reported and no expectation",
+    "superseded": "a newer version was published before a verdict",
+    "identical": "the same config as the version it is compared with (canonical form): nothing to judge",
+    "environment_changed": "looked worse, but the environment's reference slowed as much: not judged, kept",
+}
+assert tuple(MEANINGS) == STATUSES
 #: Statuses a check does not revisit unless asked to (`force`: the API's on-demand verify).
-FINAL = ("verified", "unexpected", "rolled_back", "no_reference", "superseded")
+FINAL = ("verified", "unexpected", "rolled_back", "no_reference", "superseded", "identical", "environment_changed")
 TEST = "bootstrap-p99-ratio"
 SERVER_TEST = "server-p99-threshold"
 #: The seed of the bootstrap: the same reports always give the same verdict.
@@ -192,6 +212,7 @@ def p99_ratio_test(
         "seed": seed,
         "ratio": (p_after / p_before) if p_after is not None and p_before else None,
         "lower_bound": float(np.quantile(ratios, alpha)),
+        "upper_bound": float(np.quantile(ratios, 1.0 - alpha)),
         "p_value": p,
         "worse": p < alpha,
     }
@@ -250,6 +271,67 @@ def server_comparison(
         "before": dict(before),
         "after": dict(after),
     }
+
+
+# --- the environment's reference ------------------------------------------------------------------------------
+REFERENCE_TEST = "reference-explains"
+
+
+def _reference_hist(ref: Mapping[str, Any] | None) -> LogHistogram | None:
+    if not isinstance(ref, Mapping) or "histogram" not in ref:
+        return None
+    try:
+        hist = LogHistogram.from_json(ref["histogram"])
+    except (ValueError, TypeError):
+        return None
+    return hist if hist.n > 0 else None
+
+
+def reference_comparison(
+    before: Mapping[str, Any] | None, after: Mapping[str, Any] | None, ratio: float | None, settings: Settings
+) -> dict[str, Any]:
+    """Whether the environment's reference (`DeploymentKind.reference_figures`: a trivial request's round trips,
+    measured by the publisher at publish time and by the verify job now) explains an apparent regression of
+    `ratio` (p99 after / p99 before) between windows that are not concurrent. The rule: the reference is itself
+    worse (the same one-sided bootstrap test, `verify_alpha`, `verify_min_regression_pct`) and `ratio` is at most
+    the upper end of the reference's own ratio interval (its 1 − alpha bootstrap quantile) × (1 + margin):
+    `explains`. Without a reference in both windows: `explains` None and a note saying so."""
+    b, a = _reference_hist(before), _reference_hist(after)
+    out: dict[str, Any] = {"name": REFERENCE_TEST, "request": (after or before or {}).get("request"),
+                           "before": dict(before) if before else None, "after": dict(after) if after else None}
+    if b is None or a is None:
+        missing = [w for w, h, raw in (("at the publish", b, before), ("now", a, after)) if h is None]
+        why = "; ".join(f"{w}: {raw['error']}" for w, _, raw in (("at the publish", b, before), ("now", a, after))
+                        if isinstance(raw, Mapping) and raw.get("error"))
+        out["explains"] = None
+        out["note"] = (f"no measured reference {' and '.join(missing)}" + (f" ({why})" if why else "")
+                       + ": the environment's share of the change is not known")
+        return out
+    test = p99_ratio_test(b, a, alpha=settings.verify_alpha, margin_pct=settings.verify_min_regression_pct,
+                          resamples=settings.verify_bootstrap_resamples)
+    cover = test["upper_bound"] * (1.0 + settings.verify_min_regression_pct / 100.0)
+    out.update({"test": test, "covers_ratio": cover,
+                "rule": "reference worse (p < alpha) and ratio <= its upper bound x (1 + margin)",
+                "explains": bool(test["worse"] and ratio is not None and ratio <= cover)})
+    return out
+
+
+def _environment(
+    verdict: dict[str, Any], row: ConfigVersionRow, kind: str, reference: Mapping[str, Any] | None,
+    ratio: float | None, settings: Settings, worse_reason: str,
+) -> dict[str, Any] | None:
+    """Windows that are not concurrent and a regression: the reference decides whether it is the environment's
+    (an `environment_changed` verdict, returned) or stands (None; the comparison and its note are recorded)."""
+    before = ((row.published or {}).get(kind) or {}).get("reference")
+    cmp = reference_comparison(before, reference, ratio, settings)
+    verdict["environment"] = cmp
+    if cmp["explains"]:
+        rt = cmp["test"]
+        return {**verdict, "status": "environment_changed", "reason": (
+            f"{worse_reason}; but the environment changed as much: the reference ({cmp['request']}) p99 "
+            f"{rt['ratio']:.2f}x its value at the publish (p = {rt['p_value']:.3g}), which covers x{ratio:.2f} "
+            f"(up to x{cmp['covers_ratio']:.2f}): not judged, nothing rolled back")}
+    return None
 
 
 # --- the check ------------------------------------------------------------------------------------------------
@@ -315,8 +397,30 @@ def _previous_published(s: Session, dep: DeploymentRow, version: int) -> int | N
     return next((r.version for r in rows if dep.kind in (r.published or {}) and _status_of(r) != "rolled_back"), None)
 
 
+def _identical(s: Session, dep: DeploymentRow, row: ConfigVersionRow, ref: int, out: dict[str, Any]
+               ) -> dict[str, Any] | None:
+    """An `identical` verdict when `row`'s config equals version `ref`'s in canonical form (nothing to judge)."""
+    if ref == BOOTSTRAP_VERSION:
+        return None
+    other = get_version(s, dep.id, ref)
+    if not same_config(dict(other.config), dict(row.config), dep):
+        return None
+    return {**out, "status": "identical", "reference_version": ref, "reason": (
+        f"version {row.version}'s config is identical to version {ref}'s (compared in canonical form): "
+        "nothing to judge, nothing rolled back")}
+
+
+def _windows(rows: Sequence[Reported]) -> int:
+    """The most report windows one client sent of a version."""
+    per: dict[str, set[float]] = {}
+    for r in rows:
+        per.setdefault(r.client_id, set()).add(r.window_start)
+    return max((len(w) for w in per.values()), default=0)
+
+
 def _judge(
-    s: Session, settings: Settings, dep: DeploymentRow, row: ConfigVersionRow, server: Mapping[str, Any] | None
+    s: Session, settings: Settings, dep: DeploymentRow, row: ConfigVersionRow, server: Mapping[str, Any] | None,
+    reference: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The verdict on `row` from the data there is now (no writes)."""
     need = settings.verify_min_requests
@@ -339,7 +443,7 @@ def _judge(
     mine = obs.get(row.version, [])
     after = _client_figures(mine, row.version) if mine else None
     if after is not None and after["requests"] > 0:
-        return _judge_clients(s, settings, dep, row, obs, after, out)
+        return _judge_clients(s, settings, dep, row, obs, after, out, reference)
     srv = out["server"]
     if srv and "worse" in srv:
         out["before"] = {"source": srv["source"], "p99_ms": srv["p99_before_ms"]}
@@ -351,10 +455,20 @@ def _judge(
         if srv["reads_since_publish"] < need:
             return {**out, "status": "pending", "reason": f"{srv['reads_since_publish']} coordinator reads since the "
                     f"publish; at least {need} needed (verify_min_requests), and no client has reported the version"}
+        prev = _previous_published(s, dep, row.version)
+        same = _identical(s, dep, row, prev, out) if prev is not None else None
+        if same is not None:
+            return same
         if srv["worse"]:
-            ref = _previous_published(s, dep, row.version)
+            ref = prev
             reason = (f"coordinator p99 {srv['p99_after_ms']:.0f} ms after the publish vs {srv['p99_before_ms']:.0f} "
                       f"ms before ({srv['rule']})")
+            ratio = srv["p99_after_ms"] / max(srv["p99_before_ms"], SERVER_RESOLUTION_MS)
+            env = _environment(out, row, dep.kind, reference, ratio, settings, reason)
+            if env is not None:
+                return env
+            if out["environment"]["explains"] is None:
+                reason += f"; {out['environment']['note']}"
             if ref is None:
                 return {**out, "status": "unexpected", "reason": reason + "; no earlier version to roll back to"}
             return {**out, "status": "rolled_back", "reference_version": ref, "reason": reason}
@@ -371,14 +485,22 @@ def _judge(
 def _judge_clients(
     s: Session, settings: Settings, dep: DeploymentRow, row: ConfigVersionRow,
     obs: Mapping[int, Sequence[Reported]], after: dict[str, Any], out: dict[str, Any],
+    reference: Mapping[str, Any] | None,
 ) -> dict[str, Any]:
     need = settings.verify_min_requests
     out["after"] = after
+    ref = _reference(s, dep.id, row.version, obs)
+    if ref is not None and (same := _identical(s, dep, row, ref, out)) is not None:
+        return same
+    mine = obs[row.version]
+    windows, horizon = _windows(mine), settings.verify_after_windows
+    after["windows_reported"] = windows
+    if windows < horizon:
+        return {**out, "status": "pending", "reason": f"{windows} report window(s) of version {row.version} in; "
+                f"it is judged once, when {horizon} are (verify_after_windows)"}
     if after["requests"] < need:
         return {**out, "status": "pending", "reason": f"{after['requests']} requests of version {row.version} "
                 f"reported; at least {need} needed (verify_min_requests)"}
-    ref = _reference(s, dep.id, row.version, obs)
-    mine = obs[row.version]
     worse_reason = None
     if ref is not None:
         ref_rows = list(obs[ref])
@@ -400,6 +522,14 @@ def _judge_clients(
                 f"(x{test['ratio']:.2f}; one-sided bootstrap p = {test['p_value']:.3g} < alpha {test['alpha']:g} "
                 f"against 'at most x{1 + test['margin_pct'] / 100:g}')"
             )
+            if use is not concurrent:  # not the same time: the environment may have changed in between
+                env = _environment(out, row, dep.kind, reference, test["ratio"], settings, worse_reason)
+                if env is not None:
+                    return env
+                if out["environment"]["explains"] is None:
+                    worse_reason += f"; {out['environment']['note']}"
+                else:
+                    worse_reason += "; the reference does not explain it"
             if ref == BOOTSTRAP_VERSION:  # the clients' own config: tailtune never published it
                 return {**out, "status": "unexpected", "reason": worse_reason + "; no published version before "
                         "it to roll back to"}
@@ -428,16 +558,64 @@ def _name(version: int) -> str:
     return f"version {version}"
 
 
-def _enqueue_check(s: Session, settings: Settings, deployment_id: int, version: int, n: int) -> int | None:
-    """A verify job for `version` due after verify_recheck_s (one per version and check number)."""
+def horizon_s(settings: Settings) -> float:
+    """Seconds from a publish to its version's check: `verify_after_windows` report windows of `verify_window_s`."""
+    return settings.verify_after_windows * settings.verify_window_s
+
+
+def _enqueue_check(s: Session, settings: Settings, deployment_id: int, version: int, n: int,
+                   delay_s: float | None = None) -> int | None:
+    """A verify job for `version` due after `delay_s` (default verify_recheck_s; one per version and check
+    number: the first, number 0, is the publish's, due at the horizon)."""
+    delay = settings.verify_recheck_s if delay_s is None else delay_s
     try:
         with s.begin_nested():
             job = enqueue(s, settings, "verify", {"version": version}, deployment_id=deployment_id,
-                          dedupe_key=f"verify:{deployment_id}:{version}:{n}",
-                          run_after=now() + settings.verify_recheck_s)
+                          dedupe_key=f"verify:{deployment_id}:{version}:{n}", run_after=now() + delay)
     except IntegrityError:
         return None
     return job.id
+
+
+def _drop_stale_checks(s: Session, deployment_id: int, version: int) -> list[int]:
+    """Cancel the queued scheduled checks (not the on-demand ones) of versions older than `version`: only the
+    latest version is ever judged, so they would only find it superseded. Their versions still waiting for a
+    verdict are recorded `superseded` now. Returns the cancelled jobs' ids."""
+    rows = s.scalars(select(JobRow).where(JobRow.deployment_id == deployment_id, JobRow.kind == "verify",
+                                          JobRow.status == "queued")).all()
+    dropped: list[int] = []
+    for job in rows:
+        v = (job.payload or {}).get("version")
+        if not isinstance(v, int) or isinstance(v, bool) or v >= version or (job.payload or {}).get("force"):
+            continue
+        stop_job(s, job.id, reason=f"superseded: version {version} was published before this check of version "
+                 f"{v} ran")
+        dropped.append(job.id)
+        try:
+            old = get_version(s, deployment_id, v)
+        except Missing:
+            continue
+        if _status_of(old) not in FINAL:
+            _record(old, {"status": "superseded", "reason": f"version {version} was published before a verdict "
+                          f"(its scheduled check, job {job.id}, was dropped)"}, None)
+    return dropped
+
+
+def schedule_after_publish(s: Session, settings: Settings, deployment_id: int, version: int) -> dict[str, Any]:
+    """What every publish (manual, console, nightly, rollback, promotion) does once its version is on the target:
+    its check is queued for the horizon (`horizon_s`: verify_after_windows report windows after now) and the
+    queued checks of older versions are dropped. A republished older version (the target keeps the newest)
+    schedules nothing. Returns `{"verify_job_id", "next_check_at", "dropped"}`."""
+    newest = latest(s, deployment_id)
+    if newest.version != version:
+        return {"verify_job_id": None, "next_check_at": None, "dropped": []}
+    dropped = _drop_stale_checks(s, deployment_id, version)
+    job_id = _enqueue_check(s, settings, deployment_id, version, 0, horizon_s(settings))
+    job = (s.get(JobRow, job_id) if job_id is not None  # else queued already (a rollback's, a promotion's)
+           else s.scalar(select(JobRow).where(JobRow.dedupe_key == f"verify:{deployment_id}:{version}:0")))
+    return {"verify_job_id": job.id if job is not None else None,
+            "next_check_at": job.run_after if job is not None and job.status == "queued" else None,
+            "dropped": dropped}
 
 
 def _record(row: ConfigVersionRow, verdict: dict[str, Any], job_id: int | None) -> dict[str, Any]:
@@ -465,7 +643,7 @@ def _follow_up(s: Session, settings: Settings, dep: DeploymentRow, row: ConfigVe
         back.verification = {"status": "unchecked", "expected": ref_expected} if ref_expected else None
         verdict["rollback_version"] = back.version
         verdict["publish_job_id"] = schedule_publish(s, settings, dep.id, back.version).id
-        verdict["recheck_job_id"] = _enqueue_check(s, settings, dep.id, back.version, 0)
+        verdict["recheck_job_id"] = _enqueue_check(s, settings, dep.id, back.version, 0, horizon_s(settings))
     elif status in ("verified", "unexpected") and is_canary(row.config):
         config = {k: v for k, v in row.config.items() if k != "canary_fraction"}
         promoted = add_version(s, dep.id, config, settings=settings, source="promotion",
@@ -474,13 +652,17 @@ def _follow_up(s: Session, settings: Settings, dep: DeploymentRow, row: ConfigVe
         promoted.verification = {"status": "unchecked", "expected": expected} if expected else None
         verdict["promoted_version"] = promoted.version
         verdict["publish_job_id"] = schedule_publish(s, settings, dep.id, promoted.version).id
-        verdict["recheck_job_id"] = _enqueue_check(s, settings, dep.id, promoted.version, 0)
+        verdict["recheck_job_id"] = _enqueue_check(s, settings, dep.id, promoted.version, 0, horizon_s(settings))
     elif status == "pending":
         checks = int((row.verification or {}).get("checks") or 0) + 1
         if checks < settings.verify_max_checks:
             verdict["recheck_job_id"] = _enqueue_check(s, settings, dep.id, row.version, checks)
         else:
             verdict["reason"] += (f"; {checks} checks made (verify_max_checks): the nightly job checks it again")
+    recheck = verdict.get("recheck_job_id")
+    job = s.get(JobRow, recheck) if isinstance(recheck, int) else None
+    if job is not None:
+        verdict["next_check_at"] = job.run_after
 
 
 def verify_version(
@@ -490,15 +672,16 @@ def verify_version(
     version: int | None = None,
     *,
     server: Mapping[str, Any] | None = None,
+    reference: Mapping[str, Any] | None = None,
     job_id: int | None = None,
     force: bool = False,
 ) -> dict[str, Any]:
     """Check `version` (default: the latest) of a deployment and record the outcome on it (see the module doc);
     `server` is the coordinator latency the worker read just now (stock Cassandra; `{"error": ...}` when it could
-    not). A version already judged is left alone unless `force`. Only the latest version is rolled back or
-    promoted; an older one still waiting is `superseded`. The deployment's row is locked while this runs, so two
-    checks of one deployment never both roll back. Returns what was recorded (plus `checked: False` when
-    nothing was)."""
+    not), `reference` the environment's reference it measured just now (`DeploymentKind.reference_figures`). A
+    version already judged is left alone unless `force`. Only the latest version is rolled back or promoted; an
+    older one still waiting is `superseded`. The deployment's row is locked while this runs, so two checks of one
+    deployment never both roll back. Returns what was recorded (plus `checked: False` when nothing was)."""
     dep = s.scalar(select(DeploymentRow).where(DeploymentRow.id == deployment_id).with_for_update())
     if dep is None:
         raise Missing(f"deployment {deployment_id} not found", field="deployment_id")
@@ -508,7 +691,7 @@ def verify_version(
     if status in FINAL and not force:
         return {"version": row.version, "status": status, "checked": False,
                 "reason": f"version {row.version} is already {status}"}
-    verdict = _judge(s, settings, dep, row, server)
+    verdict = _judge(s, settings, dep, row, server, reference)
     if row.version != newest.version:
         if status in FINAL:
             return {"version": row.version, "status": status, "checked": False,

@@ -33,6 +33,7 @@ from control.kind import Target
 from control.kinds import operations
 from control.redact import public
 from control.tune_request import deployment_model, deployment_record, deployment_tune
+from control.verify import schedule_after_publish
 from jobs.capture import capture_trace
 from jobs.context import JobCancelled, JobContext, JobFailed
 from jobs.drift import basis, provenance, skip_study
@@ -325,7 +326,10 @@ def publish_version(ctx: JobContext, deployment_id: int, version: int) -> dict[s
     if head is not None:
         ctx.log(f"version {version} is older than the published version {head[0]}: the target keeps {head[0]}")
     ops = operations(kind)
-    publisher = ops.publisher(replace(target, egress=Egress.of(ctx.settings).bound(grant)), ctx.settings)
+    bound = replace(target, egress=Egress.of(ctx.settings).bound(grant))
+    publisher = ops.publisher(bound, ctx.settings)
+    # the environment's reference before the config changes (control.verify compares the check's with it)
+    reference = ops.reference_figures(bound, ctx.settings, log=ctx.log)
     try:
         outcome = publish_with_retry(
             publisher,
@@ -350,6 +354,7 @@ def publish_version(ctx: JobContext, deployment_id: int, version: int) -> dict[s
         raise
     for server, what in ((outcome.applied or {}).get("replaced_forged") or {}).items():
         ctx.log(f"{kind} {server}: replaced content tailtune never made for this deployment: {what}")
+    check: dict[str, Any] = {"verify_job_id": None, "next_check_at": None, "dropped": []}
     with ctx.db.session() as s:
         dep = s.scalar(select(DeploymentRow).where(DeploymentRow.id == deployment_id).with_for_update())
         row = s.scalar(
@@ -360,18 +365,28 @@ def publish_version(ctx: JobContext, deployment_id: int, version: int) -> dict[s
         if row is not None:
             record: dict[str, Any] = {"at": now(), "current_version": outcome.current_version}
             record.update(outcome.applied or {})  # cassandra: each table's speculative_retry before/after
+            if reference is not None:
+                record["reference"] = reference
             row.published = {**row.published, kind: ops.published_record(row.published.get(kind), record)}
             s.flush()
+            check = schedule_after_publish(s, ctx.settings, deployment_id, version)
         if dep is not None:
             dep.publish_status, dep.publish_error = "ok", None
             newest = _newest_published(s, deployment_id, kind)
             if newest is not None:
                 dep.current_config = dict(newest.config)
+    if check["verify_job_id"] is not None:
+        ctx.log(f"version {version}: its check (job {check['verify_job_id']}) runs after "
+                f"{ctx.settings.verify_after_windows} report windows (verify_after_windows)")
+    for dropped in check["dropped"]:
+        ctx.log(f"dropped the scheduled check (job {dropped}) of an older version: superseded")
     return {
         "target": kind,
         "version": version,
         "advanced": outcome.advanced,
         "current_version": outcome.current_version,
+        "verify_job_id": check["verify_job_id"],
+        "next_check_at": check["next_check_at"],
     }
 
 

@@ -2,9 +2,10 @@
 
 The worker reads what only it may reach — what the target itself reports (`DeploymentKind.server_figures`: a stock
 Cassandra deployment's coordinator read latency, through its publisher's connection under the egress rules:
-allowed addresses, allowed password variable) — and hands it to the control plane's check together with the
-clients' reports in the metadata DB. The API only enqueues this
-job (`POST /api/v1/deployments/{id}/verify`); the nightly job runs the same check as its last step.
+allowed addresses, allowed password variable) and the environment's reference (`DeploymentKind.reference_figures`:
+a trivial request's round trips, through the same connection) — and hands it to the control plane's check
+together with the clients' reports in the metadata DB. The API only enqueues this job
+(`POST /api/v1/deployments/{id}/verify`); the nightly job runs the same check as its last step.
 """
 
 from __future__ import annotations
@@ -21,16 +22,25 @@ from control.kinds import operations
 from control.verify import FINAL, verify_version
 from jobs.context import JobContext, JobFailed
 
-__all__ = ["run_verify", "server_latency", "verify_deployment"]
+__all__ = ["environment_reference", "run_verify", "server_latency", "verify_deployment"]
+
+
+def _target(ctx: JobContext, dep: dict[str, Any]) -> Target:
+    return Target(dep["name"], dep["connection"], Egress.of(ctx.settings).bound(dep["password_grant"]),
+                  tuple(dep["tables"]), dep["server"], dep["driver"])
 
 
 def server_latency(ctx: JobContext, dep: dict[str, Any]) -> dict[str, Any] | None:
     """What the deployment's target reports now (its kind's `server_figures`: a stock Cassandra deployment's
     coordinator read latency per node and table); None for kinds that report none; `{"error": why}` when the
     target could not be read (the check goes on with the clients')."""
-    target = Target(dep["name"], dep["connection"], Egress.of(ctx.settings).bound(dep["password_grant"]),
-                    tuple(dep["tables"]), dep["server"], dep["driver"])
-    return operations(dep["kind"]).server_figures(target, ctx.settings, log=ctx.log)
+    return operations(dep["kind"]).server_figures(_target(ctx, dep), ctx.settings, log=ctx.log)
+
+
+def environment_reference(ctx: JobContext, dep: dict[str, Any]) -> dict[str, Any] | None:
+    """The environment's reference now (its kind's `reference_figures`: a trivial request's round trips), which
+    the check compares with the one the publisher measured; None for a kind without one; `{"error": why}`."""
+    return operations(dep["kind"]).reference_figures(_target(ctx, dep), ctx.settings, log=ctx.log)
 
 
 def verify_deployment(
@@ -55,9 +65,10 @@ def verify_deployment(
         return {"version": target.version, "status": already, "checked": False,
                 "reason": f"version {target.version} is already {already}"}
     server = server_latency(ctx, dep)
+    reference = environment_reference(ctx, dep)
     with ctx.db.session() as s:
-        out = verify_version(s, ctx.settings, deployment_id, target.version, server=server, job_id=ctx.job_id,
-                             force=force)
+        out = verify_version(s, ctx.settings, deployment_id, target.version, server=server, reference=reference,
+                             job_id=ctx.job_id, force=force)
     ctx.log(f"verify: version {out['version']} {out['status']}: {out['reason']}")
     return out
 

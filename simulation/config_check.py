@@ -50,6 +50,7 @@ __all__ = [
     "TABLE_OPTIONS",
     "KindChecks",
     "Where",
+    "canonical_config",
     "check_config",
     "check_params",
     "check_tree",
@@ -465,6 +466,12 @@ class KindChecks:
 
     params: Callable[[str, Mapping[str, Any], Mapping[str, Any], str | None, Where], None]
     target: Callable[[Mapping[str, Any], str, Mapping[str, Any], str | None], None]
+    #: `canonical(config, policy, params, driver)`: what the config makes the kind's clients and servers run, in
+    #: one normal form with the defaults filled in (`canonical_config`), for a config these checks accepted.
+    #: The default: the policy, its parameters and its target as given (numbers compared as numbers).
+    canonical: Callable[[Mapping[str, Any], str, Mapping[str, Any], str | None], dict[str, Any]] = (
+        lambda config, policy, params, driver: {"policy": policy, "params": dict(params),
+                                                "target": dict(config.get("target") or {})})
 
 
 def kind_checks(kind: ModelKind) -> KindChecks:
@@ -495,8 +502,70 @@ def _cassandra_kind_target(
     _cassandra_target(config, driver)
 
 
+def _memcached_canonical(
+    config: Mapping[str, Any], policy: str, params: Mapping[str, Any], driver: str | None
+) -> dict[str, Any]:
+    """What the client runs: its mode and the mode's parameters as `parse_config` reads them (the rendering
+    or `{"mode": policy, **params}`), integers as integers."""
+    from tailtune_client.config import parse_config
+
+    parsed = parse_config(dict(config))
+    return {"mode": parsed.mode, **parsed.params()}
+
+
+def _spelled(option: Any, value: object, where: str) -> Any:
+    """A table option's value in one spelling (a text option's grammar renders its normal form: `99p` for
+    `99PERCENTILE`, `NEVER` for `NONE`, case ignored)."""
+    parsed = TABLE.parse(option, value, where=where)
+    return parsed.render() if option.grammar is not None else float(parsed)
+
+
+def _cassandra_canonical(
+    config: Mapping[str, Any], policy: str, params: Mapping[str, Any], driver: str | None
+) -> dict[str, Any]:
+    """What the coordinator, the driver and the tables run: the policy resolved as the replay resolves it (queue
+    discipline and replica selector with every parameter, defaults filled in, the stock knobs as kvsim reads
+    them), the table options the config sets on every table (a stock config: at their defaults when unset),
+    and the per-table options of `target.table_options` that differ from those."""
+    given = dict(params)
+    if driver is not None and (policy == STOCK_POLICY or any(knob(k) is not None for k in given)):
+        given.setdefault("driver", driver)
+    resolved = resolve(policy, given, where="config", names_where="config")
+    base: dict[str, Any] = {}
+    for option in TABLE.knobs():
+        value = params.get(option.name)
+        if value is None and policy == STOCK_POLICY:
+            value = option.default
+        if value is not None:
+            base[option.name] = _spelled(option, value, "config")
+    explicit = (config.get("target") or {}).get(TABLE_OPTIONS) or {}
+    rows = {k.name: k for k in TABLE.knobs()}
+    per_table: dict[str, dict[str, Any]] = {}
+    for table, opts in sorted(explicit.items()):
+        differs = {name: v for name, raw in sorted(opts.items())
+                   if (v := _spelled(rows[name], raw, "config")) != base.get(name)}
+        if differs:
+            per_table[table] = differs
+    return {"policy": resolved.policy, "queue": resolved.queue, "queue_params": resolved.queue_params,
+            "replica": resolved.replica, "replica_params": resolved.replica_params,
+            "size_aware_cost": resolved.size_aware_cost,
+            "table_options": base, "per_table": per_table}
+
+
+def canonical_config(config: object, kind: str, *, max_depth: int, driver: str | None = None) -> dict[str, Any]:
+    """`config` (checked as `check_config` checks it) in its kind's normal form (`KindChecks.canonical`): two
+    configs are identical when their normal forms are equal — `99p` ≡ `99PERCENTILE`, `NEVER` ≡ `NONE`, case,
+    defaults filled in. `canary_fraction` is not part of it: it says who runs the config, not what it is.
+    Raises the BadInputError `check_config` raises."""
+    checked = check_config(config, kind, max_depth=max_depth, driver=driver)
+    found = find_kind(kind)
+    assert found is not None  # check_config refused any other
+    policy = str(checked["policy"])
+    return kind_checks(found).canonical(checked, policy, checked.get("params") or {}, driver)
+
+
 #: memcached: the client's policies and parameters (kvsim's memcached registry); the `memcached_client` block.
-MEMCACHED_CHECKS = KindChecks(_memcached_kind_params, _memcached_kind_target)
+MEMCACHED_CHECKS = KindChecks(_memcached_kind_params, _memcached_kind_target, _memcached_canonical)
 #: Cassandra: kvsim's queue policies, selectors and coordinator section, the stock knob rows; the table options
 #: and the Python driver's settings.
-CASSANDRA_CHECKS = KindChecks(_cassandra_params, _cassandra_kind_target)
+CASSANDRA_CHECKS = KindChecks(_cassandra_params, _cassandra_kind_target, _cassandra_canonical)

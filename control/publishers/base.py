@@ -172,6 +172,15 @@ class Publisher(ABC):
     def ping(self) -> None:
         """Raise TargetUnavailable unless the target answers."""
 
+    #: The trivial request `round_trips` times (None: the target has none; shown with the verify's reference).
+    reference_request: ClassVar[str | None] = None
+
+    def round_trips(self, probes: int) -> list[float]:
+        """`probes` round trips of `reference_request` (µs each, spread over the target's servers), through the
+        same connection rules as a publish: the environment's reference the verify step compares windows by.
+        Raises TargetUnavailable when the target does not answer; the default: NotImplementedError."""
+        raise NotImplementedError(f"{self.kind}: no reference request")
+
 
 def publish_with_retry(
     publisher: Publisher,

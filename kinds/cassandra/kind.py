@@ -25,6 +25,7 @@ __all__ = ["Cassandra"]
 
 class Cassandra(DeploymentKind):
     name = "cassandra"
+    references = True
     body_fields: ClassVar[frozenset[str]] = frozenset({"server", "driver", "tables"})
     model_inputs = model.INPUTS
     client_captures = True

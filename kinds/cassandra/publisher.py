@@ -472,6 +472,24 @@ class CassandraPublisher(Publisher):
             return None
         return int(row.version), dict(json.loads(row.config)["config"])
 
+    reference_request = "SELECT release_version FROM system.local"
+
+    def round_trips(self, probes: int) -> list[float]:
+        """`SELECT release_version FROM system.local` round trips on one connection (the node the driver picks
+        for each: the coordinator answers it from its own tables)."""
+        cluster, session = self._connect()
+        out: list[float] = []
+        try:
+            for _ in range(probes):
+                start = time.perf_counter()
+                session.execute(self.reference_request)
+                out.append((time.perf_counter() - start) * 1e6)
+        except self._transient() as exc:
+            raise TargetUnavailable(f"cassandra: {type(exc).__name__}: {self._scrub(str(exc))}") from None
+        finally:
+            cluster.shutdown()
+        return out
+
     def ping(self) -> None:
         cluster, session = self._connect()
         try:

@@ -42,6 +42,7 @@ _KEPT = ("servers", "seconds", "stopped", "lines", "fetches", "requests", "skipp
 
 class Memcached(DeploymentKind):
     name = "memcached"
+    references = True
     model_inputs = model.INPUTS
     captures = True
     capture_source = "watch"

@@ -37,6 +37,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import time
 from dataclasses import dataclass
 from typing import Any, TypeGuard
 
@@ -373,6 +374,43 @@ class MemcachedPublisher(Publisher):
             return None
         doc = json.loads(value)
         return int(doc["version"]), dict(doc["config"])
+
+    reference_request = "version"
+
+    def round_trips(self, probes: int) -> list[float]:
+        """`version` round trips, one connection per server, the probes dealt round-robin over the servers."""
+        servers = self._servers()
+        out: list[float] = []
+        if not servers:
+            return out
+        socks: list[tuple[str, socket.socket]] = []
+        try:
+            for server in servers:
+                try:
+                    socks.append((server, socket.create_connection(self._address(server), timeout=self.timeout_s)))
+                except OSError as exc:
+                    raise TargetUnavailable(f"memcached {server}: {exc}") from exc
+            for i in range(probes):
+                server, sock = socks[i % len(socks)]
+                try:
+                    start = time.perf_counter()
+                    sock.sendall(b"version\r\n")
+                    answer = b""
+                    while not answer.endswith(b"\r\n") and len(answer) < 256:
+                        chunk = sock.recv(256)
+                        if not chunk:
+                            break
+                        answer += chunk
+                    took = (time.perf_counter() - start) * 1e6
+                except OSError as exc:
+                    raise TargetUnavailable(f"memcached {server}: {exc}") from exc
+                if not answer.startswith(b"VERSION"):
+                    raise TargetUnavailable(f"memcached {server}: unexpected answer to 'version'")
+                out.append(took)
+        finally:
+            for _, sock in socks:
+                sock.close()
+        return out
 
     def ping(self) -> None:
         for server in self._servers():

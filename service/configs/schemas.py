@@ -10,6 +10,7 @@ from pydantic import BaseModel, Field
 from control.common import DbId, RequestBody, to_dt
 from control.configs import ConfigDiff
 from control.db import ConfigVersionRow
+from control.verify import STATUSES
 
 __all__ = ["ConfigCreate", "ConfigDiff", "ConfigOut", "PublishRequest", "RollbackRequest"]
 
@@ -29,6 +30,8 @@ class ConfigOut(BaseModel):
     #: What the verify step found (status, test, before/after/expected figures, reason, at); None before any
     #: check of a version that stores no expectation (control/verify.py).
     verification: dict[str, Any] | None = None
+    #: `verification.status`, one of `control.verify.STATUSES` (None before any check).
+    verification_status: str | None = Field(default=None, json_schema_extra={"enum": [*STATUSES, None]})
     #: The figures the version was published on beyond the model's: `confirm`, the live replay of current against
     #: this config at the deployment's `confirm_on` (arms, observed and predicted p99, the p99 comparison with its
     #: interval, method, duration, blocks, the gate); None when the model alone stood behind it.
@@ -47,6 +50,7 @@ class ConfigOut(BaseModel):
             created_at=to_dt(r.created_at),
             applies_to=r.applies_to,
             verification=r.verification,
+            verification_status=(r.verification or {}).get("status"),
             evidence=r.evidence,
         )
 

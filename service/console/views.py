@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import Any
 
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from control import configs, fidelity_store, observations
@@ -20,6 +21,7 @@ from control import queue as jobs
 from control.db import ConfigVersionRow, DeploymentRow, JobRow, TraceRow
 from control.schedules import next_slot
 from control.tune_request import deployment_model, deployment_record
+from control.verify import MEANINGS
 from service.console import charts
 from service.schedules import service as schedules
 from service.traces import service as traces
@@ -258,12 +260,28 @@ def model_rows(dep: DeploymentRow, last: Mapping[str, Any] | None) -> tuple[list
 def version_rows(s: Session, dep: DeploymentRow, limit: int = 50) -> list[dict[str, Any]]:
     """The config history (newest first), each version with its diff from the version before it."""
     versions = list(_versions(s, dep, limit=limit))
+    checks = next_checks(s, dep.id)
     out = []
     for i, v in enumerate(versions):
         older = versions[i + 1] if i + 1 < len(versions) else None
         diff = configs.diff(s, dep.id, older.version, v.version) if older is not None else None
+        verification = getattr(v, "verification", None)
+        status = (verification or {}).get("status")
         out.append({"row": v, "diff": diff, "published": dep.kind in (v.published or {}),
-                    "verification": getattr(v, "verification", None)})
+                    "verification": verification, "next_check_at": checks.get(v.version),
+                    "meaning": MEANINGS.get(status) if isinstance(status, str) else None})
+    return out
+
+
+def next_checks(s: Session, deployment_id: int) -> dict[int, float]:
+    """Version → when its next queued `verify` job is due (the publish's check at the horizon, a recheck)."""
+    rows = s.execute(select(JobRow.payload, JobRow.run_after).where(
+        JobRow.deployment_id == deployment_id, JobRow.kind == "verify", JobRow.status == "queued")).all()
+    out: dict[int, float] = {}
+    for payload, at in rows:
+        v = (payload or {}).get("version")
+        if isinstance(v, int) and not isinstance(v, bool) and at is not None:
+            out[v] = min(out.get(v, at), at)
     return out
 
 

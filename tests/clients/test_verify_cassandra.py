@@ -76,6 +76,10 @@ def test_verify_records_the_coordinator_latency_before_and_after_against_expecte
     first = svc.client.get(f"{API}/configs/{dep_id}/versions/1", headers=svc.read).json()["published"]["cassandra"]
     lat = first["latency"]
     assert (lat["source"], lat["unit"]) == ("system_views.coordinator_read_latency", "s")
+    # the environment's reference, timed by the publisher through its connection before it changed anything
+    ref = first["reference"]
+    assert ref["request"] == "SELECT release_version FROM system.local"
+    assert ref["probes"] == svc.settings.verify_reference_probes and ref["p99_ms"] > 0
     assert "hold seconds" in lat["note"]
     (node,) = lat["nodes"]  # one node, asked itself
     assert set(lat["nodes"][node][table]) >= {"count", "p50th_ms", "p99th_ms", "max_ms", "per_second"}
@@ -109,6 +113,18 @@ def test_verify_records_the_coordinator_latency_before_and_after_against_expecte
     assert ver["after"]["reads_since_publish"] == server["reads_since_publish"]
     assert ver["expected"]["p99_ms"] == 2.0 and ver["expected"]["compared"].startswith("no: the server's figures")
     assert ver["reason"].startswith("coordinator p99 ") and "not worse" in ver["reason"]
+
+    # version 2's config again, spelled as Cassandra also accepts it: identical, whatever the figures say
+    r = svc.client.post(f"{API}/configs/{dep_id}/versions",
+                        json={"config": {"policy": "stock", "params": {"speculative_retry": "50MS"}}},
+                        headers=svc.write)
+    assert r.status_code == 201, r.text
+    assert _run(svc) == ["succeeded"]
+    _read(session, 250)
+    assert svc.client.post(f"{API}/deployments/{dep_id}/verify", headers=svc.write).status_code == 202
+    assert _run(svc) == ["succeeded"]
+    third = svc.client.get(f"{API}/configs/{dep_id}/versions/3", headers=svc.read).json()["verification"]
+    assert third["status"] == "identical" and third["reference_version"] == 2, third["reason"]
 
 
 def test_driver_profiles_run_a_canary_and_report_both_versions(

@@ -17,7 +17,14 @@ from tailtune_client.report import REPORT_SCHEMA, Observation
 from control.configs import add_version
 from control.db import JobRow
 from control.observations import merge_histograms
-from control.verify import expectation, expected_band, p99_ratio_test, server_comparison, verify_version
+from control.verify import (
+    expectation,
+    expected_band,
+    horizon_s,
+    p99_ratio_test,
+    server_comparison,
+    verify_version,
+)
 from jobs.handlers import default_handlers
 from jobs.worker import Worker
 from tests.app_fixtures import Svc, memcached_deployment
@@ -51,6 +58,7 @@ def _report(svc: Svc, dep_id: int, per_version: dict[int, list[float]], *, clien
 
 def _deployment(svc: Svc, name: str, node: MemcachedNode) -> int:
     svc.settings.verify_min_requests = 200
+    svc.settings.verify_after_windows = 1  # one report window per version here
     r = svc.client.post(f"{API}/deployments", json=memcached_deployment(name, [node.address]), headers=svc.write)
     assert r.status_code == 201, r.text
     return int(r.json()["id"])
@@ -182,7 +190,8 @@ def test_a_worse_version_is_rolled_back_with_its_reason(svc: Svc, memcached_node
     with svc.db.session() as s:  # the rollback itself is checked later, not now
         recheck = s.get(JobRow, ver["recheck_job_id"])
         assert recheck is not None and recheck.kind == "verify" and recheck.status == "queued"
-        assert recheck.payload == {"version": 3} and recheck.run_after >= before + svc.settings.verify_recheck_s
+        # due at the horizon: verify_after_windows report windows after the rollback
+        assert recheck.payload == {"version": 3} and recheck.run_after >= before + horizon_s(svc.settings)
     # asked again, the rolled-back version is judged again but only the latest may be rolled back
     _verify(svc, dep_id, v2)
     assert _run(svc) == ["succeeded"]
