@@ -315,7 +315,9 @@ def test_a_recreated_deployment_never_serves_the_deleted_ones_versions(
         job = _publish_now(svc, new, {"config": cfg})
         d = svc.client.get(f"{API}/deployments/{new}", headers=svc.read).json()
         assert (job["status"], d["publish_status"]) == ("succeeded", "ok"), (job["error"], d["publish_error"])
-        result = dict(job["result"])
+        raw = job["result"]
+        assert isinstance(raw, dict)
+        result = dict(raw)
         assert isinstance(result.pop("verify_job_id"), int) and result.pop("next_check_at") > 0  # its check, queued
         assert result == {"target": "memcached", "version": 1, "advanced": True, "current_version": 1}
         want = {"deployment": name, "deployment_id": new, "version": 1, "config": cfg}
