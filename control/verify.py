@@ -20,12 +20,16 @@ verify job). The outcome is the version's `verification` (its row in the config 
 in: H0 "p99 after <= p99 before × (1 + verify_min_regression_pct/100)". A percentile bootstrap of the ratio of the
 two p99s: each version's merged histogram is resampled (multinomial on its bucket counts, which is a histogram's
 sampling distribution for the same number of requests), the nearest-rank p99 of each resample taken, and
-p = (1 + #{ratio <= 1 + margin}) / (1 + resamples). Rolled back when p < `verify_alpha`. Why not Mann-Whitney:
-it tests a shift of the whole distribution, and the configs tailtune tunes trade the median against the tail
-(split/merge, speculative retry), so a worse p99 under a better median would pass it. The resampling is seeded,
-so the same reports always give the same verdict; the histograms' buckets are ~12% wide, so a regression smaller
-than one bucket is not resolvable. Reports of the earlier version from the windows that overlap the checked
-version's (a canary's concurrent requests) are preferred when there are enough of them.
+p = (1 + #{ratio <= 1 + margin}) / (1 + resamples). Rolled back when p < `verify_alpha`. When each side has at least
+`MIN_WINDOWS` report windows the resampling is over whole windows instead (a cluster bootstrap: each resample draws
+as many windows as there are, with replacement, and merges them): the requests of one window share its moment's
+load, so the windows' own spread belongs in the interval — resampling requests as if independent rolled back 27 %
+of A/A pairs of non-concurrent windows on this project's shared machine (docs/operations.md § Verify).
+Why not Mann-Whitney: it tests a shift of the whole distribution, and the configs tailtune tunes trade the median
+against the tail (split/merge, speculative retry), so a worse p99 under a better median would pass it. The
+resampling is seeded, so the same reports always give the same verdict; the histograms' buckets are ~12% wide, so a
+regression smaller than one bucket is not resolvable. Reports of the earlier version from the windows that overlap
+the checked version's (a canary's concurrent requests) are preferred when there are enough of them.
 
 **The expected band.** The recommendation's expected p99 E with its 95% half-width h (`expected.ci.p99`) and, for a
 sampled tune, its calibration bound s% (`sampling.error_bound.p99_pct`) and, for a deployment whose service time
@@ -80,6 +84,7 @@ from control.queue import enqueue, stop_job
 __all__ = [
     "FINAL",
     "MEANINGS",
+    "MIN_WINDOWS",
     "SERVER_TEST",
     "STATUSES",
     "TEST",
@@ -115,6 +120,8 @@ assert tuple(MEANINGS) == STATUSES
 #: Statuses a check does not revisit unless asked to (`force`: the API's on-demand verify).
 FINAL = ("verified", "unexpected", "rolled_back", "no_reference", "superseded", "identical", "environment_changed")
 TEST = "bootstrap-p99-ratio"
+#: The fewest report windows on each side for the test to resample whole windows (fewer: requests).
+MIN_WINDOWS = 3
 SERVER_TEST = "server-p99-threshold"
 #: The seed of the bootstrap: the same reports always give the same verdict.
 SEED = 0
@@ -184,6 +191,20 @@ def _resampled_quantiles(counts: Sequence[int], q: float, resamples: int, rng: A
     return _centers_us()[idx]
 
 
+def _resampled_window_quantiles(windows: Sequence[Sequence[int]], q: float, resamples: int, rng: Any) -> Any:
+    """The q-quantile (bucket centre, µs) of `resamples` cluster-bootstrap resamples: each draws as many report
+    windows as there are, with replacement, and merges their counts."""
+    import numpy as np
+
+    counts = np.array([list(w) for w in windows], dtype=np.int64)
+    picks = rng.integers(0, len(counts), size=(resamples, len(counts)))
+    merged_counts = counts[picks].sum(axis=1)
+    totals = merged_counts.sum(axis=1)
+    rank = np.maximum(1, np.ceil(q * totals)).astype(np.int64)
+    idx = np.argmax(np.cumsum(merged_counts, axis=1) >= rank[:, None], axis=1)
+    return _centers_us()[idx]
+
+
 def p99_ratio_test(
     before: LogHistogram,
     after: LogHistogram,
@@ -192,14 +213,26 @@ def p99_ratio_test(
     margin_pct: float,
     resamples: int,
     seed: int = SEED,
+    before_windows: Sequence[LogHistogram] = (),
+    after_windows: Sequence[LogHistogram] = (),
 ) -> dict[str, Any]:
     """The one-sided bootstrap test of "p99 after > p99 before × (1 + margin)" on two merged histograms
-    (`observations.merge_histograms`); `worse` is its verdict at `alpha` (see the module doc)."""
+    (`observations.merge_histograms`); `worse` is its verdict at `alpha` (see the module doc). Given each side's
+    report windows (`before_windows`, `after_windows`: at least `MIN_WINDOWS` each, every one non-empty), the
+    resampling is over whole windows (`method` "windows"), so the windows' own spread — a host's load from one
+    window to the next — is in the interval; otherwise over requests (`method` "requests")."""
     import numpy as np
 
     rng = np.random.default_rng(seed)
-    ratios = (_resampled_quantiles(after.counts, 0.99, resamples, rng)
-              / _resampled_quantiles(before.counts, 0.99, resamples, rng))
+    b_win = [w.counts for w in before_windows if w.n > 0]
+    a_win = [w.counts for w in after_windows if w.n > 0]
+    by_windows = len(b_win) >= MIN_WINDOWS and len(a_win) >= MIN_WINDOWS
+    if by_windows:
+        ratios = (_resampled_window_quantiles(a_win, 0.99, resamples, rng)
+                  / _resampled_window_quantiles(b_win, 0.99, resamples, rng))
+    else:
+        ratios = (_resampled_quantiles(after.counts, 0.99, resamples, rng)
+                  / _resampled_quantiles(before.counts, 0.99, resamples, rng))
     threshold = 1.0 + margin_pct / 100.0
     p = (1 + int(np.count_nonzero(ratios <= threshold))) / (resamples + 1)
     p_before, p_after = percentile_ms(before, 0.99), percentile_ms(after, 0.99)
@@ -215,6 +248,8 @@ def p99_ratio_test(
         "upper_bound": float(np.quantile(ratios, 1.0 - alpha)),
         "p_value": p,
         "worse": p < alpha,
+        "method": "windows" if by_windows else "requests",
+        "windows": [len(b_win), len(a_win)],
     }
 
 
@@ -410,6 +445,15 @@ def _identical(s: Session, dep: DeploymentRow, row: ConfigVersionRow, ref: int, 
         "nothing to judge, nothing rolled back")}
 
 
+def _per_window(rows: Sequence[Reported]) -> list[LogHistogram]:
+    """The reported rows merged per report window (every client's rows of one window start together), in time
+    order: the units the test resamples."""
+    per: dict[float, list[Reported]] = {}
+    for r in rows:
+        per.setdefault(float(r.window_start), []).append(r)
+    return [merged(per[k]) for k in sorted(per)]
+
+
 def _windows(rows: Sequence[Reported]) -> int:
     """The most report windows one client sent of a version."""
     per: dict[str, set[float]] = {}
@@ -514,7 +558,8 @@ def _judge_clients(
                     f"(version {ref}) reported; at least {need} needed (verify_min_requests)"}
         test = p99_ratio_test(merged(use), merged(mine), alpha=settings.verify_alpha,
                               margin_pct=settings.verify_min_regression_pct,
-                              resamples=settings.verify_bootstrap_resamples)
+                              resamples=settings.verify_bootstrap_resamples,
+                              before_windows=_per_window(use), after_windows=_per_window(mine))
         out["test"] = test
         if test["worse"]:
             worse_reason = (

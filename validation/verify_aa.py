@@ -76,29 +76,35 @@ def main() -> None:
     took = time.time() - t0
     first = max(1, math.ceil(settings.verify_min_requests / args.requests))
     rng = np.random.default_rng(args.seed)
-    fixed = peeked = 0
+    counts = {m: [0, 0] for m in ("windows", "requests")}
 
-    def worse(before: list[LogHistogram], after: list[LogHistogram]) -> bool:
+    def worse(before: list[LogHistogram], after: list[LogHistogram], method: str) -> bool:
+        whole = method == "windows"
         return bool(p99_ratio_test(merge_histograms(before), merge_histograms(after), alpha=settings.verify_alpha,
                                    margin_pct=settings.verify_min_regression_pct,
-                                   resamples=settings.verify_bootstrap_resamples)["worse"])
+                                   resamples=settings.verify_bootstrap_resamples,
+                                   before_windows=before if whole else (), after_windows=after if whole else ()
+                                   )["worse"])
 
     for _ in range(args.resamplings):
         order = rng.permutation(args.windows)
         before = [hists[i] for i in order[:args.horizon]]
         after = [hists[i] for i in order[args.horizon:2 * args.horizon]]
-        fixed += worse(before, after)
-        peeked += any(worse(before, after[:k]) for k in range(min(first, args.horizon), args.horizon + 1))
+        for method, c in counts.items():
+            c[0] += worse(before, after, method)
+            c[1] += any(worse(before, after[:k], method) for k in range(min(first, args.horizon), args.horizon + 1))
     n = args.resamplings
     p99s = [h.quantile_us(0.99) or 0.0 for h in hists]
     print(f"{args.windows} real report windows of {args.requests} requests ({args.keys} keys each) in {took:.0f} s; "
           f"window p99 {min(p99s) / 1000:.3f}..{max(p99s) / 1000:.3f} ms")
     print(f"A/A, {n} resamplings, horizon {args.horizon} windows, alpha {settings.verify_alpha:g}, margin "
           f"{settings.verify_min_regression_pct:g} %:")
-    for name, k in (("fixed horizon", fixed), (f"peeking (windows {min(first, args.horizon)}..{args.horizon})",
-                                               peeked)):
-        lo, hi = _interval(k, n)
-        print(f"  {name}: false rollbacks {k}/{n} = {k / n:.3f} [95 % CI {lo:.3f}, {hi:.3f}]")
+    for method, (fixed, peeked) in counts.items():
+        for name, k in ((f"resampling {method}, fixed horizon", fixed),
+                        (f"resampling {method}, peeking (windows {min(first, args.horizon)}..{args.horizon})",
+                         peeked)):
+            lo, hi = _interval(k, n)
+            print(f"  {name}: false rollbacks {k}/{n} = {k / n:.3f} [95 % CI {lo:.3f}, {hi:.3f}]")
 
 
 if __name__ == "__main__":

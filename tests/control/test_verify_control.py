@@ -197,3 +197,39 @@ def test_judged_once_at_the_horizon(svc: Svc, memcached_node: MemcachedNode, win
                                  "(verify_after_windows)")
     else:
         assert out["status"] == "verified" and out["after"]["windows_reported"] == 2
+
+
+def _window(slow: int, n: int = 1000, fast_us: float = 1000.0, slow_us: float = 10_000.0) -> Any:
+    from tailtune_client.histogram import LogHistogram
+
+    h = LogHistogram()
+    for i in range(n):
+        h.record(slow_us if i < slow else fast_us)
+    return h
+
+
+def test_the_test_resamples_whole_windows_so_a_noisy_windows_spread_is_not_a_regression() -> None:
+    """The same config, windows of a noisy host: one of three "before" windows and two of three "after" ones met a
+    slow moment (2–3 % of their requests at 10 ms). Merged, the after side's p99 is 10 ms against 1 ms — resampled as
+    independent requests that is a sure regression; resampled as whole windows it is what three exchangeable
+    windows do (p ≈ 0.3). A regression in every window stays one."""
+    from control.observations import merge_histograms
+    from control.verify import MIN_WINDOWS, p99_ratio_test
+
+    before = [_window(20), _window(0), _window(0)]
+    after = [_window(30), _window(30), _window(0)]
+    kw: dict[str, Any] = {"alpha": 0.05, "margin_pct": 10.0, "resamples": 2000}
+    requests = p99_ratio_test(merge_histograms(before), merge_histograms(after), **kw)
+    windows = p99_ratio_test(merge_histograms(before), merge_histograms(after), before_windows=before,
+                             after_windows=after, **kw)
+    assert (requests["method"], requests["worse"]) == ("requests", True)
+    assert (windows["method"], windows["windows"], windows["worse"]) == ("windows", [3, 3], False)
+    assert windows["p_value"] > 0.2
+    slower = [_window(0, fast_us=20_000.0) for _ in range(3)]
+    bad = p99_ratio_test(merge_histograms(before), merge_histograms(slower), before_windows=before,
+                         after_windows=slower, **kw)
+    assert (bad["method"], bad["worse"]) == ("windows", True)
+    # fewer than MIN_WINDOWS on a side: requests are resampled, as before
+    few = p99_ratio_test(merge_histograms(before), merge_histograms(after), before_windows=before[:MIN_WINDOWS - 1],
+                         after_windows=after, **kw)
+    assert few["method"] == "requests"
