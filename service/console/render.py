@@ -24,6 +24,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoes
 from base.errors import BadInputError, NotFoundError, TailtuneError
 from base.settings import get_settings
 from control.kinds import operations
+from control.model_text import value_fields
 from service.console.session import FLASH_COOKIE, SignInRequired, Viewer, pop_flash, set_flash, viewer_of
 from service.deps import database_for
 from service.errors import HTTP_CODES, Forbidden, ServiceError, error_body
@@ -183,7 +184,7 @@ _env = Environment(
     lstrip_blocks=True,
 )
 _env.filters.update(when=_when, ago=_ago, bytes=_bytes, num=_num, ms=_ms, pct=_pct, params=_params, short=_short,
-                    body_fields=_body_fields)
+                    body_fields=_body_fields, fields=value_fields)
 _env.globals.update(static=_static_url)
 
 

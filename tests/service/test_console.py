@@ -15,14 +15,14 @@ from typing import Any
 import pytest
 
 from control import observations
-from control.db import AnalysisRow, JobRow, TraceRow
+from control.db import AnalysisRow, DeploymentRow, JobRow, TraceRow
 from control.queue import enqueue
 from jobs.handlers import default_handlers
 from jobs.worker import Worker
 from service.auth import create_token
 from service.console import analysis_view, views
 from service.console.render import HTMX, plotly_js, static_files
-from tests.app_fixtures import Svc, memcached_deployment
+from tests.app_fixtures import Svc, cassandra_deployment, memcached_deployment
 
 API = "/api/v1"
 _CSRF = re.compile(r'name="csrf_token" value="([^"]+)"')
@@ -481,6 +481,35 @@ def test_the_model_table_has_every_input_with_its_source(svc: Svc) -> None:
     assert rows == [("servers", "declared"), ("worker_threads", "default"), ("client_overhead", "default"),
                     ("arrivals", "trace")]
     assert "s-discovered" in table  # what the last tune used, beside what the next one would
+
+
+#: p0..p100 of a client round trip of about 0.9 ms with a tail to 6 ms (as calibration stores it)
+_RTT = [0.7 + 0.004 * i for i in range(95)] + [1.5, 2.0, 3.0, 4.0, 4.7, 6.0]
+
+
+def calibrated_cassandra(svc: Svc) -> dict[str, Any]:
+    """A Cassandra deployment whose model holds a calibrated network (its round trip's 101 quantiles) and ring."""
+    r = svc.client.post(f"{API}/deployments", headers=svc.write, json=cassandra_deployment("cas", 1))
+    assert r.status_code == 201, r.text
+    dep: dict[str, Any] = r.json()
+    with svc.db.session() as s:
+        row = s.get(DeploymentRow, dep["id"])
+        assert row is not None
+        row.model = {**row.model, "inputs": {
+            "network": {"value": {"one_way_ms": 0.43, "rtt_quantiles_ms": _RTT}, "source": "calibrated",
+                        "at": time.time(), "how": "trivial round trips"}}}
+    return dep
+
+
+def test_the_model_table_shows_values_as_fields_and_a_round_trip_as_p50_p99(svc: Svc) -> None:
+    dep = calibrated_cassandra(svc)
+    sign_in(svc, svc.read)
+    table = svc.client.get(f"/deployments/{dep['id']}").text.split('id="model-table"', 1)[1].split("</table>")[0]
+    row = table.split('<th scope="row">network</th>', 1)[1].split("</tr>", 1)[0]
+    assert "p50 0.9 ms, p99 4.7 ms (of 101 quantiles p0…p100)" in row
+    assert '<span class="muted">one_way_ms</span> 0.43' in row
+    assert "[" not in row and "{" not in row and "…</code>" not in table  # no raw, cut JSON
+    assert "0.704" not in row  # not the quantiles one by one
 
 
 def _hist(latencies_ms: list[float]) -> dict[str, Any]:
