@@ -156,7 +156,11 @@ def _ms(x: Any) -> str:
 
 
 def _pct(x: Any) -> str:
-    return "—" if x is None else f"{float(x):+.1f} %"
+    """A signed percentage to 0.1 (one that rounds to zero is +0.0 %, never −0.0 %)."""
+    if x is None:
+        return "—"
+    shown = round(float(x), 1)
+    return f"{shown if shown != 0 else 0.0:+.1f} %"
 
 
 def _short(v: Any, limit: int = 100) -> str:

@@ -6,6 +6,7 @@ The same flow in a real browser against a real server is tests/service/test_cons
 from __future__ import annotations
 
 import hashlib
+import html
 import json
 import re
 import time
@@ -23,6 +24,9 @@ from service.auth import create_token
 from service.console import analysis_view, views
 from service.console.render import HTMX, plotly_js, static_files
 from tests.app_fixtures import Svc, cassandra_deployment, memcached_deployment
+from tests.tuner.test_flat import _trial
+from tuner.flat import IDLE, idle_reason
+from tuner.kinds import tuner_kind
 
 API = "/api/v1"
 _CSRF = re.compile(r'name="csrf_token" value="([^"]+)"')
@@ -481,6 +485,31 @@ def test_the_model_table_has_every_input_with_its_source(svc: Svc) -> None:
     assert rows == [("servers", "declared"), ("worker_threads", "default"), ("client_overhead", "default"),
                     ("arrivals", "trace")]
     assert "s-discovered" in table  # what the last tune used, beside what the next one would
+
+
+def test_an_idle_study_says_why_once_and_no_minus_zero(svc: Svc) -> None:
+    dep = calibrated_cassandra(svc)
+    idle = idle_reason([_trial(1.82), _trial(1.8204)], tuner_kind("cassandra").idle_remedy)
+    assert idle is not None
+    reason = f"{idle} (the verdict's own reason: the current config is already the best found)"
+    rec = {**_rec(False), "verdict": "keep current", "policy": "fifo", "params": {}, "reason": reason,
+           "confirmation": {"metric": "p99", "improvement_pct": -0.01, "interval_pct": None, "p_value": None}}
+    job_id = _nightly_done(svc, dep["id"], rec, accepted=False)
+    with svc.db.session() as s:  # the decision as `tuner.recommendation.accept` words a "keep current"
+        job = s.get(JobRow, job_id)
+        assert job is not None
+        decision = {"accepted": False, "reason": f"tuner verdict is 'keep current': {reason}", "version": None}
+        job.steps = [*job.steps[:-1], {"name": "decide", "status": "done", "output": decision}]
+        job.result = {**(job.result or {}), "decision": decision}
+    sign_in(svc, svc.read)
+    page = svc.client.get(f"/deployments/{dep['id']}").text
+    sentence = html.unescape(page.split('id="verdict-sentence">', 1)[1].split("</p>", 1)[0])
+    assert f"{IDLE} (2 trials, all 1.82 ms)" in sentence
+    assert "connection.jmx_port" in sentence and "--load" in sentence
+    assert sentence.count("servers are idle") == 1  # the decision does not repeat the tuner's reason
+    assert "The deployment kept its current config." in sentence
+    assert "-0.0 %" not in page and "(no interval)" not in page
+    assert "Held-out p99: the same for the current and the chosen config" in page
 
 
 #: p0..p100 of a client round trip of about 0.9 ms with a tail to 6 ms (as calibration stores it)
