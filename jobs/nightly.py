@@ -156,7 +156,10 @@ def ingest_trace(ctx: JobContext, trace_id: int) -> str:
     except BaseException:
         _set_trace(ctx, trace_id, only_if=("ingesting",), status="uploaded")
         raise
-    ready = _set_trace(ctx, trace_id, status="ready", dataset_id=info.id, error=None, upload_path=None)
+    # the format the reader used (an upload's `auto` resolved by detection), as the dataset's manifest has it
+    detected = str((info.manifest.get("source") or {}).get("format") or fmt)
+    ready = _set_trace(ctx, trace_id, status="ready", dataset_id=info.id, error=None, upload_path=None,
+                       format=detected)
     path.unlink(missing_ok=True)
     if not ready:  # deleted while it was being ingested: leave no dataset nobody can see or delete
         if not info.reused:

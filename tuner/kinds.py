@@ -33,6 +33,8 @@ class TunerKind:
     paper_default: Candidate
     #: The current config a tune assumes when it is given none.
     baseline: Candidate
+    #: What to do when every trial gives the same p99 (the model's servers idle at the load: `tuner.flat`).
+    idle_remedy: str = "tune at a higher --load (a what-if offered load)"
 
 
 #: Cassandra: the scheduler space (kvsim's queue policies, Heron, the replica selectors); Rein's defaults
@@ -42,6 +44,8 @@ CASSANDRA = TunerKind(
     render=render_cassandra,
     paper_default=Candidate("rein", {"k": 4, "range_factor": 3.0, "r_q1": 5.0, "rate_step": 1.0, "tau_1": 1.0}),
     baseline=Candidate("fifo"),
+    idle_remedy="calibrate the servers' capacity (set the deployment's connection.jmx_port, then run `tailtune "
+    "deployments calibrate`) or tune at a higher --load",
 )
 #: memcached: batching vs chisel; Chisel's analyzer choice for the workload as the paper default (its levels
 #: filled in by the evaluator's `reference`); client batching as the current config.
@@ -50,6 +54,8 @@ MEMCACHED = TunerKind(
     render=render_memcached,
     paper_default=Candidate("chisel", {}),
     baseline=Candidate("batching"),
+    idle_remedy="measure the client overhead (`tailtune deployments discover --profile-servers`) or tune at a "
+    "higher --load",
 )
 
 

@@ -21,6 +21,7 @@ from simulation.source import WorkloadSource
 from tuner.confirm import Confirmation, confirm, holdout_seeds
 from tuner.error_bound import combined_bound
 from tuner.evaluators import Evaluator, EvaluatorSpec, build_evaluator
+from tuner.flat import idle_reason
 from tuner.holdout import Split, split_source
 from tuner.kinds import check_timestamps, space_for, tuner_kind
 from tuner.objective import Metrics, parse_objective
@@ -737,6 +738,10 @@ def _recommendation(
         verdict = _ALL_STORM
     verdict = _with_storm_evidence(verdict, peak_block, best, job.baseline, objective, best_metrics,
                                    Metrics.from_dict(base_res["metrics"]))  # fmt: skip
+    idle = None if verdict.recommend else idle_reason(trials, tuner_kind(req.deployment).idle_remedy)
+    if idle is not None:
+        own = verdict.reason.rstrip(".")
+        verdict = dataclasses.replace(verdict, reason=f"{idle} (the verdict's own reason: {own})")
     won = verdict.recommend and best is not None and best_t is not None
     chosen = best if won and best is not None else job.baseline
     chosen_res = best_t.user_attrs if won and best_t is not None else base_res

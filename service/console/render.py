@@ -24,6 +24,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoes
 from base.errors import BadInputError, NotFoundError, TailtuneError
 from base.settings import get_settings
 from control.kinds import operations
+from control.model_text import value_fields
 from service.console.session import FLASH_COOKIE, SignInRequired, Viewer, pop_flash, set_flash, viewer_of
 from service.deps import database_for
 from service.errors import HTTP_CODES, Forbidden, ServiceError, error_body
@@ -155,7 +156,11 @@ def _ms(x: Any) -> str:
 
 
 def _pct(x: Any) -> str:
-    return "—" if x is None else f"{float(x):+.1f} %"
+    """A signed percentage to 0.1 (one that rounds to zero is +0.0 %, never −0.0 %)."""
+    if x is None:
+        return "—"
+    shown = round(float(x), 1)
+    return f"{shown if shown != 0 else 0.0:+.1f} %"
 
 
 def _short(v: Any, limit: int = 100) -> str:
@@ -183,7 +188,7 @@ _env = Environment(
     lstrip_blocks=True,
 )
 _env.filters.update(when=_when, ago=_ago, bytes=_bytes, num=_num, ms=_ms, pct=_pct, params=_params, short=_short,
-                    body_fields=_body_fields)
+                    body_fields=_body_fields, fields=value_fields)
 _env.globals.update(static=_static_url)
 
 

@@ -191,7 +191,10 @@ def _sentence(rec: Mapping[str, Any], decision: Mapping[str, Any] | None) -> str
         if decision.get("accepted"):
             text += f" The deployment accepted it as config version {decision.get('version')}."
         else:
-            text += f" The deployment kept its current config: {str(decision.get('reason') or '').rstrip('.')}."
+            why = str(decision.get("reason") or "").strip().rstrip(".")
+            # the decision of a tuner that said "keep current" repeats the tuner's reason: said once
+            text += (" The deployment kept its current config." if not why or (reason and reason in why)
+                     else f" The deployment kept its current config: {why}.")
     return text
 
 

@@ -84,3 +84,30 @@ def test_create_checks_the_current_config_like_the_api(cli: Any, tmp_path: Path)
     assert f"{f}: field 'config.params.k': must be an integer in [1, 64], got -4" in r.stderr
     f.write_text(json.dumps({**body, "current_config": {"policy": "rein", "params": {"k": 4}}}))
     assert cli("deployments", "create", str(f)).exit_code == 0
+
+
+def test_show_prints_the_model_a_field_a_line_and_the_round_trip_as_p50_p99(cli: Any, tmp_path: Path) -> None:
+    import time
+
+    from base.settings import get_settings
+    from control.db import DeploymentRow, database_for
+
+    body = {"name": "cal", "kind": "cassandra", "topology": {"servers": 3, "replication": 3},
+            "connection": {"contact_points": ["10.0.0.7"]}}
+    f = tmp_path / "d.json"
+    f.write_text(json.dumps(body))
+    assert cli("deployments", "create", str(f)).exit_code == 0
+    rtt = [0.7 + 0.004 * i for i in range(95)] + [1.5, 2.0, 3.0, 4.0, 4.7, 6.0]  # p0..p100, as calibrated
+    with database_for(get_settings().resolved_database_url).session() as s:
+        row = s.query(DeploymentRow).filter_by(name="cal").one()
+        row.model = {**row.model, "inputs": {
+            "network": {"value": {"one_way_ms": 0.43, "rtt_quantiles_ms": rtt}, "source": "calibrated",
+                        "at": time.time(), "how": "trivial round trips"}}}
+    r = cli("deployments", "show", "cal")
+    assert r.exit_code == 0, r.stderr
+    model = r.stdout.split("model (what a tune simulates", 1)[1]
+    network = next(line for line in model.splitlines() if line.strip().startswith("network "))
+    assert "one_way_ms 0.43; rtt_quantiles_ms p50 0.9 ms, p99 4.7 ms" in network
+    assert "(calibrated: trivial round trips)" in network
+    assert "0.704" not in model and "[" not in model  # not the 101 quantiles one by one, no raw JSON
+    assert any(line.split()[:2] == ["servers", "3"] and "(declared" in line for line in model.splitlines() if line)

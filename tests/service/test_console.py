@@ -6,6 +6,7 @@ The same flow in a real browser against a real server is tests/service/test_cons
 from __future__ import annotations
 
 import hashlib
+import html
 import json
 import re
 import time
@@ -15,14 +16,17 @@ from typing import Any
 import pytest
 
 from control import observations
-from control.db import AnalysisRow, JobRow, TraceRow
+from control.db import AnalysisRow, DeploymentRow, JobRow, TraceRow
 from control.queue import enqueue
 from jobs.handlers import default_handlers
 from jobs.worker import Worker
 from service.auth import create_token
 from service.console import analysis_view, views
 from service.console.render import HTMX, plotly_js, static_files
-from tests.app_fixtures import Svc, memcached_deployment
+from tests.app_fixtures import Svc, cassandra_deployment, memcached_deployment
+from tests.tuner.test_flat import _trial
+from tuner.flat import IDLE, idle_reason
+from tuner.kinds import tuner_kind
 
 API = "/api/v1"
 _CSRF = re.compile(r'name="csrf_token" value="([^"]+)"')
@@ -481,6 +485,60 @@ def test_the_model_table_has_every_input_with_its_source(svc: Svc) -> None:
     assert rows == [("servers", "declared"), ("worker_threads", "default"), ("client_overhead", "default"),
                     ("arrivals", "trace")]
     assert "s-discovered" in table  # what the last tune used, beside what the next one would
+
+
+def test_an_idle_study_says_why_once_and_no_minus_zero(svc: Svc) -> None:
+    dep = calibrated_cassandra(svc)
+    idle = idle_reason([_trial(1.82), _trial(1.8204)], tuner_kind("cassandra").idle_remedy)
+    assert idle is not None
+    reason = f"{idle} (the verdict's own reason: the current config is already the best found)"
+    rec = {**_rec(False), "verdict": "keep current", "policy": "fifo", "params": {}, "reason": reason,
+           "confirmation": {"metric": "p99", "improvement_pct": -0.01, "interval_pct": None, "p_value": None}}
+    job_id = _nightly_done(svc, dep["id"], rec, accepted=False)
+    with svc.db.session() as s:  # the decision as `tuner.recommendation.accept` words a "keep current"
+        job = s.get(JobRow, job_id)
+        assert job is not None
+        decision = {"accepted": False, "reason": f"tuner verdict is 'keep current': {reason}", "version": None}
+        job.steps = [*job.steps[:-1], {"name": "decide", "status": "done", "output": decision}]
+        job.result = {**(job.result or {}), "decision": decision}
+    sign_in(svc, svc.read)
+    page = svc.client.get(f"/deployments/{dep['id']}").text
+    sentence = html.unescape(page.split('id="verdict-sentence">', 1)[1].split("</p>", 1)[0])
+    assert f"{IDLE} (2 trials, all 1.82 ms)" in sentence
+    assert "connection.jmx_port" in sentence and "--load" in sentence
+    assert sentence.count("servers are idle") == 1  # the decision does not repeat the tuner's reason
+    assert "The deployment kept its current config." in sentence
+    assert "-0.0 %" not in page and "(no interval)" not in page
+    assert "Held-out p99: the same for the current and the chosen config" in page
+
+
+#: p0..p100 of a client round trip of about 0.9 ms with a tail to 6 ms (as calibration stores it)
+_RTT = [0.7 + 0.004 * i for i in range(95)] + [1.5, 2.0, 3.0, 4.0, 4.7, 6.0]
+
+
+def calibrated_cassandra(svc: Svc) -> dict[str, Any]:
+    """A Cassandra deployment whose model holds a calibrated network (its round trip's 101 quantiles) and ring."""
+    r = svc.client.post(f"{API}/deployments", headers=svc.write, json=cassandra_deployment("cas", 1))
+    assert r.status_code == 201, r.text
+    dep: dict[str, Any] = r.json()
+    with svc.db.session() as s:
+        row = s.get(DeploymentRow, dep["id"])
+        assert row is not None
+        row.model = {**row.model, "inputs": {
+            "network": {"value": {"one_way_ms": 0.43, "rtt_quantiles_ms": _RTT}, "source": "calibrated",
+                        "at": time.time(), "how": "trivial round trips"}}}
+    return dep
+
+
+def test_the_model_table_shows_values_as_fields_and_a_round_trip_as_p50_p99(svc: Svc) -> None:
+    dep = calibrated_cassandra(svc)
+    sign_in(svc, svc.read)
+    table = svc.client.get(f"/deployments/{dep['id']}").text.split('id="model-table"', 1)[1].split("</table>")[0]
+    row = table.split('<th scope="row">network</th>', 1)[1].split("</tr>", 1)[0]
+    assert "p50 0.9 ms, p99 4.7 ms (of 101 quantiles p0…p100)" in row
+    assert '<span class="muted">one_way_ms</span> 0.43' in row
+    assert "[" not in row and "{" not in row and "…</code>" not in table  # no raw, cut JSON
+    assert "0.704" not in row  # not the quantiles one by one
 
 
 def _hist(latencies_ms: list[float]) -> dict[str, Any]:

@@ -50,6 +50,7 @@ def test_raw_upload_is_ingested_by_the_worker(svc: Svc) -> None:
     _drain(svc)
     got = svc.client.get(f"{API}/traces/{t['id']}", headers=svc.read).json()
     assert got["status"] == "ready" and got["dataset_id"] is not None
+    assert t["format"] == "auto" and got["format"] == got["manifest"]["source"]["format"] == "csv"  # the detected one
     assert got["manifest"]["id"] == got["dataset_id"] and got["manifest"]["name"] == "night.csv"
     assert _files(svc.home / "uploads") == []  # the dataset holds the data now
     job = svc.client.get(f"{API}/jobs/{t['job_id']}", headers=svc.read).json()

@@ -94,15 +94,30 @@ def list_deployments(as_json: Annotated[bool, _JSON] = False) -> None:
 
 @_app.command("show")
 def show(name: str, as_json: Annotated[bool, _JSON] = False) -> None:
-    """One deployment by name."""
+    """One deployment by name, and its model: each input's value, source and how it was found."""
+    from base.console import out_console
     from control import deployments
+    from control.model_text import value_line
+    from control.tune_request import deployment_model, deployment_record
 
     try:
         with _db().session() as s:
-            doc = _out(deployments.get_by_name(s, name))
+            row = deployments.get_by_name(s, name)
+            doc = _out(row)
+            model = deployment_model(deployment_record(row), timestamps=True)
     except Exception as exc:
         raise _fail(exc, "deployment") from None
     _print(doc, as_json)
+    if as_json:
+        return
+    out_console.print("model (what a tune simulates: input, value, source, how)", highlight=False, markup=False)
+    for key, source in model.sources.items():
+        entry = model.inputs.get(key) or {}
+        how = f": {entry['how']}" if entry.get("how") else ""
+        out_console.print(f"  {key:15} {value_line(entry.get('value'))} ({source}{how})", highlight=False,
+                          markup=False, soft_wrap=True)
+    for note in model.notes:
+        out_console.print(f"  note: {note}", highlight=False, markup=False, soft_wrap=True)
 
 
 @_app.command("create")
@@ -220,6 +235,7 @@ def calibrate(name: str, as_json: Annotated[bool, _JSON] = False) -> None:
     from control import deployments
     from control.calibration import calibrate_deployment
     from control.errors import ServiceError
+    from control.model_text import value_line
 
     db = _db()
     log = (lambda _: None) if as_json else (lambda line: out_console.print(line, highlight=False, markup=False))
@@ -234,7 +250,9 @@ def calibrate(name: str, as_json: Annotated[bool, _JSON] = False) -> None:
         return
     table = Table("input", "value", "95 % interval", "how")
     for key, entry in result["inputs"].items():
-        table.add_row(key, str(entry["value"]), str(entry.get("uncertainty", "")), str(entry["how"]))
+        interval = entry.get("uncertainty")
+        table.add_row(key, value_line(entry["value"]), "" if interval is None else value_line(interval),
+                      str(entry["how"]))
     out_console.print(table)
 
 
