@@ -734,11 +734,13 @@ def _recommendation(
     batches = _batch_evidence(job, best) if len(seeds) == 1 else None
     del best_per_seed  # the study's per-seed figures stay its evidence; the verdict is decided held out
     verdict, conf = _confirmed(job, best, best_metrics)
-    if best_t is None and peak_block is not None and rank_trials(trials, objective):
+    all_storm = best_t is None and peak_block is not None and bool(rank_trials(trials, objective))
+    if all_storm:
         verdict = _ALL_STORM
     verdict = _with_storm_evidence(verdict, peak_block, best, job.baseline, objective, best_metrics,
                                    Metrics.from_dict(base_res["metrics"]))  # fmt: skip
-    idle = None if verdict.recommend else idle_reason(trials, tuner_kind(req.deployment).idle_remedy)
+    # equal trials that all stormed over the burst stretches are not idle servers: the storm is the reason
+    idle = None if verdict.recommend or all_storm else idle_reason(trials, tuner_kind(req.deployment).idle_remedy)
     if idle is not None:
         own = verdict.reason.rstrip(".")
         verdict = dataclasses.replace(verdict, reason=f"{idle} (the verdict's own reason: {own})")

@@ -77,6 +77,7 @@ def nightly_with_publish_and_verify(svc: Svc, served: str, node: MemcachedNode, 
     its tune step) decides, publishes version 2 and verifies it (pending: nothing reported yet); the client reports
     version 2 and a verify job (worker A) judges it; one live replay's report is stored as a fidelity record."""
     svc.settings.verify_min_requests = 100
+    svc.settings.verify_after_windows = 1  # one report window a version: judged at the first check
     svc.settings.memcached_config_key_env = KEY_ENV
     r = svc.client.post(f"{API}/deployments", json=memcached_deployment(NAME, [node.address]), headers=svc.write)
     assert r.status_code == 201, r.text
