@@ -4,7 +4,8 @@ traces (clients/java/README.md).
 
 `build()` compiles the tracker with `javac` against the live replay's jars (java-driver-core 4.19.0, fetched once
 by `kinds.cassandra.replay.jvm.fetch_lib`) and packs its classes into `<cache>/tailtune-tracker-<hash>.jar`, the
-hash that of the source and the jars' folder: once per source. `python -m kinds.cassandra.tracker build` does it
+hash that of the source and the jars' folder: once per source. The source is read from the checkout
+(`clients/java/tracker/`), not from an installed wheel. `python -m kinds.cassandra.tracker build` does it
 (`scripts/setup.sh` runs it) and prints the jar's path.
 """
 
@@ -18,6 +19,7 @@ import zipfile
 from pathlib import Path
 from typing import Final
 
+from base.errors import TailtuneError
 from base.javac import compile_once
 from kinds.cassandra.replay.jvm import fetch_lib
 
@@ -33,6 +35,9 @@ _MANIFEST: Final = "Manifest-Version: 1.0\nCreated-By: tailtune\n"
 
 def build(cache: Path | None = None) -> Path:
     """The tracker's jar, compiled and packed the first time for this source and these jars."""
+    if not SOURCE.is_file():
+        raise TailtuneError(f"the request tracker's source {SOURCE} is not here",
+                            hint="build it from a checkout of the repository (scripts/setup.sh)")
     lib = fetch_lib(cache)
     digest = hashlib.sha256(SOURCE.read_bytes() + b"\0" + str(lib.resolve()).encode()).hexdigest()[:12]
     jar = lib.parent / f"tailtune-tracker-{digest}.jar"

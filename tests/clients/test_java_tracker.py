@@ -5,6 +5,7 @@ application request, with the partition keys it bound (an `IN ?` list's elements
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shutil
@@ -83,7 +84,7 @@ def test_the_java_tracker_uploads_the_requests_the_application_sent(
     assert {x["config_version"] for x in lines} == {7}
     assert [x["op"] for x in lines] == ["read"] * 7 + ["write", "read", "read"]
     assert [x["failed"] for x in lines] == [False] * 9 + [True]
-    assert all(a["ts"] <= b["ts"] for a, b in zip(lines, lines[1:], strict=False))
+    assert all(a["ts"] <= b["ts"] for a, b in itertools.pairwise(lines))
     (trace,) = svc.client.get(f"{API}/traces?deployment_id={dep_id}", headers=svc.read).json()
     worker = Worker(svc.settings, svc.db, "w-trk-java", handlers=default_handlers(), schedule=False)
     assert worker.run_once() == "succeeded"
