@@ -80,5 +80,8 @@ say "fetching Cassandra jars for the service tests (first time: ~40 s)"
 # ~/.cache/tailtune/replay-generator (TAILTUNE_GENERATOR_CACHE), compiled once per source
 say "fetching and compiling the Java load generator (first time: ~15 s)"
 .venv/bin/python -m kinds.cassandra.replay.generator build >/dev/null
+# the Java driver 4's request tracker applications put on their classpath (clients/java/README.md): a jar in the
+# same cache, built once per source; its path is printed
+say "building the Java driver's request tracker: $(.venv/bin/python -m kinds.cassandra.tracker build)"
 
 say "ready: .venv/bin/tailtune"
