@@ -214,11 +214,12 @@ def timeline_figure(points: Sequence[Mapping[str, Any]], *, small: bool = False)
         {"type": "scatter", "mode": "lines+markers", "name": "observed p99", "x": xs,
          "y": [p.get("observed_p99_ms") for p in points], "text": text, "line": {"color": COLORS[1], "width": 2},
          "hovertemplate": "observed p99 %{y:.3g} ms<br>%{x}<br>%{text}<extra></extra>"},
-        {"type": "scatter", "mode": "lines", "name": "expected p99", "x": xs,
-         "y": [p.get("expected_p99_ms") for p in points], "line": {"color": COLORS[0], "width": 2, "dash": "dash",
-                                                                    "shape": "hv"},
-         "hovertemplate": "expected p99 %{y:.3g} ms<br>%{x}<extra></extra>"},
     ]
+    if any(p.get("expected_p99_ms") is not None for p in points):  # none expected: no empty legend entry
+        data.append({"type": "scatter", "mode": "lines", "name": "expected p99", "x": xs,
+                     "y": [p.get("expected_p99_ms") for p in points],
+                     "line": {"color": COLORS[0], "width": 2, "dash": "dash", "shape": "hv"},
+                     "hovertemplate": "expected p99 %{y:.3g} ms<br>%{x}<extra></extra>"})
     layout = base_layout("" if small else "Expected vs observed p99", height=170 if small else 380,
                          y="p99 (ms, log scale)")
     layout["xaxis"]["type"] = "date"

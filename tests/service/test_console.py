@@ -824,6 +824,8 @@ def test_the_timeline_is_on_a_log_axis_with_the_verify_band() -> None:
     lo, hi = y["range"]
     assert lo < math.log10(0.1) and hi > math.log10(150.0)  # the band's foot and the observed line both in view
     band = [d for d in fig["data"] if d.get("fill") == "tonexty"]
+    names = [d["name"] for d in fig["data"] if d.get("name")]
+    assert names == ["verify band (expected)", "observed p99", "expected p99"]
     assert band and band[0]["y"] == [0.1] * 3 and fig["data"][0]["y"] == [0.7] * 3
-    plain = charts.timeline_figure([{**p, "band_ms": None} for p in points])
-    assert not [d for d in plain["data"] if d.get("fill")]
+    plain = charts.timeline_figure([{**p, "band_ms": None, "expected_p99_ms": None} for p in points])
+    assert [d["name"] for d in plain["data"]] == ["observed p99"]  # nothing expected: no band, no empty line
