@@ -24,6 +24,8 @@ __all__ = [
     "ARM_NAME_PATTERN",
     "CAPTURE_SOURCES",
     "DATASET_ID_PATTERN",
+    "DEFAULT_SEEDS",
+    "DEFAULT_TRIALS",
     "MAX_ARMS",
     "MAX_TRACES",
     "CaptureOptions",
@@ -43,11 +45,16 @@ MAX_TRACES = 20
 DATASET_ID_PATTERN = r"^[A-Za-z0-9_-]{4,64}$"
 
 
+#: A nightly job's tuner options when its request names none (the API's and the console's "Run now" default).
+DEFAULT_TRIALS = 50
+DEFAULT_SEEDS = 3
+
+
 class TuneOptions(RequestBody):
     """The tuner's options of a nightly job (unknown names are refused: a typo must not be ignored)."""
 
-    trials: int = Field(default=50, ge=1, description="Optuna trials (at most tune_max_trials).")
-    seeds: int = Field(default=3, ge=1, description="Seeds per trial (at most tune_max_seeds).")
+    trials: int = Field(default=DEFAULT_TRIALS, ge=1, description="Optuna trials (at most tune_max_trials).")
+    seeds: int = Field(default=DEFAULT_SEEDS, ge=1, description="Seeds per trial (at most tune_max_seeds).")
     timeout_s: Annotated[float, Field(gt=0)] | None = Field(
         default=None, description="Wall-clock budget of the study, seconds (at most tune_max_timeout_s)."
     )

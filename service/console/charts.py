@@ -193,27 +193,47 @@ def _iso(epoch: float) -> str:
 
 
 def timeline_figure(points: Sequence[Mapping[str, Any]], *, small: bool = False) -> dict[str, Any]:
-    """Expected vs observed p99 per report window (`control.observations.timeline`)."""
+    """Expected vs observed p99 per report window (`control.observations.timeline`, each point with the
+    `band_ms` its version's verify counts as expected, or None), on a log axis: an expected p99 of 0.3 ms and an
+    observed one of 150 ms are both visible (on a linear axis from 0 the smaller sits on the zero line)."""
     xs = [_iso(float(p["window_end"])) for p in points]
     text = [f"config v{p['config_version']}, {p['requests']:,} requests, {p['clients']} client(s)" for p in points]
-    data = [
+    bands = [p.get("band_ms") for p in points]
+    lo = [b[0] if b else None for b in bands]
+    hi = [b[1] if b else None for b in bands]
+    data: list[dict[str, Any]] = []
+    if any(b for b in bands):
+        data += [
+            {"type": "scatter", "mode": "lines", "x": xs, "y": hi, "line": {"width": 0, "shape": "hv"},
+             "showlegend": False, "hoverinfo": "skip", "connectgaps": False},
+            {"type": "scatter", "mode": "lines", "x": xs, "y": lo, "line": {"width": 0, "shape": "hv"},
+             "fill": "tonexty", "fillcolor": "rgba(0,114,178,0.14)", "name": "verify band (expected)",
+             "connectgaps": False, "hovertemplate": "verify band from %{y:.3g} ms<br>%{x}<extra></extra>"},
+        ]
+    data += [
         {"type": "scatter", "mode": "lines+markers", "name": "observed p99", "x": xs,
          "y": [p.get("observed_p99_ms") for p in points], "text": text, "line": {"color": COLORS[1], "width": 2},
          "hovertemplate": "observed p99 %{y:.3g} ms<br>%{x}<br>%{text}<extra></extra>"},
-        {"type": "scatter", "mode": "lines", "name": "expected p99", "x": xs,
-         "y": [p.get("expected_p99_ms") for p in points], "line": {"color": COLORS[0], "width": 2, "dash": "dash",
-                                                                    "shape": "hv"},
-         "hovertemplate": "expected p99 %{y:.3g} ms<br>%{x}<extra></extra>"},
     ]
+    if any(p.get("expected_p99_ms") is not None for p in points):  # none expected: no empty legend entry
+        data.append({"type": "scatter", "mode": "lines", "name": "expected p99", "x": xs,
+                     "y": [p.get("expected_p99_ms") for p in points],
+                     "line": {"color": COLORS[0], "width": 2, "dash": "dash", "shape": "hv"},
+                     "hovertemplate": "expected p99 %{y:.3g} ms<br>%{x}<extra></extra>"})
     layout = base_layout("" if small else "Expected vs observed p99", height=170 if small else 380,
-                         y="p99 (ms)")
+                         y="p99 (ms, log scale)")
     layout["xaxis"]["type"] = "date"
-    values = [float(v) for p in points for v in (p.get("observed_p99_ms"), p.get("expected_p99_ms")) if v is not None]
-    layout["yaxis"]["range"] = [0.0, 1.15 * max(values, default=1.0)]  # from 0, the highest point not at the edge
+    values = [float(v) for p in points for v in (p.get("observed_p99_ms"), p.get("expected_p99_ms"))
+              if isinstance(v, int | float) and v > 0]
+    values += [float(v) for b in bands if b for v in b if v > 0]
+    low, high = min(values, default=0.1), max(values, default=1.0)
+    log_axis(layout, "y", decades=high / low > 30)
+    # a little room above and below, in decades: the lowest and the highest point not at the edge
+    layout["yaxis"]["range"] = [math.log10(low) - 0.15, math.log10(high) + 0.15]
     if small:
         layout["margin"] = {"l": 48, "r": 10, "t": 10, "b": 30}
         layout["showlegend"] = False
-        layout["yaxis"]["title"] = {"text": "ms"}
+        layout["yaxis"]["title"] = {"text": "ms (log)"}
     return spec(data, layout, displayModeBar=not small)
 
 

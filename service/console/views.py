@@ -8,6 +8,7 @@ workload did not move skips `tune` and `decide`: docs/drift.md).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import pairwise
@@ -19,9 +20,10 @@ from sqlalchemy.orm import Session
 from control import configs, fidelity_store, observations
 from control import queue as jobs
 from control.db import ConfigVersionRow, DeploymentRow, JobRow, TraceRow
+from control.kinds import operations
 from control.schedules import next_slot
 from control.tune_request import deployment_model, deployment_record
-from control.verify import MEANINGS
+from control.verify import MEANINGS, expected_band
 from service.console import charts
 from service.schedules import service as schedules
 from service.traces import service as traces
@@ -33,6 +35,8 @@ __all__ = [
     "Evidence",
     "Fidelity",
     "Night",
+    "Rollback",
+    "capture_sources",
     "card",
     "deployment_traces",
     "evidence",
@@ -134,13 +138,77 @@ class Card:
     points: list[dict[str, Any]]
     #: Stored report rows of those windows no reader can use (left out; `skipped_note` says so).
     skipped_note: str | None
+    #: The newest version a verify rolled back (None: none was), and what it rolled back to.
+    rollback: Rollback | None = None
+    #: The version whose verification the card shows (the running one, else the latest).
+    shown: ConfigVersionRow | None = None
+    #: When the shown version's next queued check is due (None: none is queued).
+    next_check_at: float | None = None
+    #: The running version's own origin when it is a rollback: "the config of version 3".
+    origin: str | None = None
+    #: The last nightly kept a config other than the one running now: the version it kept (None: no such thing).
+    kept_other: int | None = None
+    #: Where a publish goes: the deployment's endpoints as its body names them (`DeploymentKind.endpoints`).
+    endpoints: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Rollback:
+    """A verify's rollback: the version it judged worse, by which job and when, why, the version it compared with
+    (whose config came back) and the version the rollback added."""
+
+    version: int
+    job_id: int | None
+    at: float | None
+    reason: str
+    reference_version: int | None
+    rollback_version: int | None
 
 
 def _versions(s: Session, dep: DeploymentRow, limit: int = 100) -> Sequence[ConfigVersionRow]:
     return configs.history(s, dep.id, limit=limit)
 
 
-def card(s: Session, dep: DeploymentRow) -> Card:
+def _int(v: Any) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def _num(v: Any) -> float | None:
+    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
+
+
+def newest_rollback(versions: Sequence[ConfigVersionRow]) -> Rollback | None:
+    """The newest version of `versions` (newest first) a verify judged `rolled_back`, from its `verification`."""
+    for v in versions:
+        ver = v.verification if isinstance(v.verification, Mapping) else {}
+        if ver.get("status") == "rolled_back":
+            return Rollback(version=v.version, job_id=_int(ver.get("job_id")), at=_num(ver.get("at")),
+                            reason=str(ver.get("reason") or "").strip().rstrip("."),
+                            reference_version=_int(ver.get("reference_version")),
+                            rollback_version=_int(ver.get("rollback_version")))
+    return None
+
+
+def endpoints(dep: DeploymentRow) -> list[str]:
+    """The deployment's endpoints as `host:port` (what a publish writes to); none when its connection cannot be
+    read (the page still shows, without them). Only addresses: a connection's credentials are never read here."""
+    try:
+        return [f"{e.named}:{e.port}" for e in operations(dep.kind).endpoints(dep.connection or {})]
+    except (ValueError, TypeError):
+        return []
+
+
+def capture_sources(dep: DeploymentRow) -> list[str]:
+    """Where a nightly of `dep` can take its trace from besides the uploads (`control.jobspec.CAPTURE_SOURCES`
+    its kind has: its own capture of its servers, its application's clients)."""
+    ops = operations(dep.kind)
+    out = [ops.capture_source] if ops.captures and ops.capture_source else []
+    return out + (["clients"] if ops.client_captures else [])
+
+
+def card(s: Session, dep: DeploymentRow, *, model_error_pct: float = 0.0) -> Card:
+    """The deployment as the overview and its page's header show it; `model_error_pct` widens the verify band
+    drawn around the expected p99 as the verify widens it (`verify_model_error_pct`)."""
     versions = _versions(s, dep)
     running = next((v for v in versions if dep.kind in (v.published or {})), None)
     latest = versions[0] if versions else None
@@ -150,6 +218,20 @@ def card(s: Session, dep: DeploymentRow) -> Card:
     pending = traces.list_all(s, dep.id, limit=200)
     since = last.job.created_at if last is not None else 0.0
     points, skipped = observations.timeline(s, dep.id, limit=200)
+    bands = _bands(versions, model_error_pct)
+    points = [{**p, "band_ms": bands.get(p["config_version"])} for p in points]
+    rollback = newest_rollback(versions)
+    origin = None
+    if running is not None and rollback is not None and rollback.rollback_version == running.version \
+            and rollback.reference_version is not None:
+        origin = f"the config of version {rollback.reference_version}, back after version {rollback.version}"
+    elif running is not None and running.source == "rollback" and running.note:
+        origin = running.note
+    kept = None
+    if last is not None and last.decision is not None and not last.decision.get("accepted"):
+        then = _int((last.drift or {}).get("against_version"))
+        if then is not None and running is not None and then != running.version:
+            kept = then
     return Card(
         dep=dep,
         latest=latest,
@@ -162,7 +244,28 @@ def card(s: Session, dep: DeploymentRow) -> Card:
         observed=len(points),
         points=points,
         skipped_note=observations.skipped_note(skipped),
+        rollback=rollback,
+        shown=shown,
+        next_check_at=next_checks(s, dep.id).get(shown.version) if shown is not None else None,
+        origin=origin,
+        kept_other=kept,
+        endpoints=endpoints(dep),
     )
+
+
+def _bands(versions: Sequence[ConfigVersionRow], model_error_pct: float) -> dict[int, list[float]]:
+    """Version → [low, high] ms of the observed p99 its verify counts as expected (`control.verify.expected_band`
+    on the expectation stored with the version; none for a version without one)."""
+    out: dict[int, list[float]] = {}
+    for v in versions:
+        exp = (v.verification or {}).get("expected") if isinstance(v.verification, Mapping) else None
+        if isinstance(exp, Mapping) and _num(exp.get("p99_ms")) and float(exp["p99_ms"]) > 0:
+            stored = exp.get("band_ms")
+            if isinstance(stored, list) and len(stored) == 2 and all(_num(b) is not None for b in stored):
+                out[v.version] = [float(stored[0]), float(stored[1])]
+            else:
+                out[v.version] = list(expected_band(exp, model_error_pct))
+    return out
 
 
 @dataclass
@@ -264,16 +367,36 @@ def version_rows(s: Session, dep: DeploymentRow, limit: int = 50) -> list[dict[s
     """The config history (newest first), each version with its diff from the version before it."""
     versions = list(_versions(s, dep, limit=limit))
     checks = next_checks(s, dep.id)
+    running = next((v for v in versions if dep.kind in (v.published or {})), None)
     out = []
     for i, v in enumerate(versions):
         older = versions[i + 1] if i + 1 < len(versions) else None
         diff = configs.diff(s, dep.id, older.version, v.version) if older is not None else None
         verification = getattr(v, "verification", None)
         status = (verification or {}).get("status")
+        # what publishing this version (or rolling back to it) changes on the servers: from the running config
+        change = (configs.diff(s, dep.id, running.version, v.version)
+                  if running is not None and running.version != v.version else None)
         out.append({"row": v, "diff": diff, "published": dep.kind in (v.published or {}),
                     "verification": verification, "next_check_at": checks.get(v.version),
-                    "meaning": MEANINGS.get(status) if isinstance(status, str) else None})
+                    "meaning": MEANINGS.get(status) if isinstance(status, str) else None,
+                    "rolled_back": status == "rolled_back",
+                    "running_version": running.version if running is not None else None,
+                    "change": change_lines(change) if change is not None else None})
     return out
+
+
+def change_lines(diff: configs.ConfigDiff) -> list[str]:
+    """A config diff as the confirmation of a publish lists it: one line per key (`params.split_keys: 4 → 8`)."""
+    lines = [f"{k}: {_short(v['from'])} → {_short(v['to'])}" for k, v in diff.changed.items()]
+    lines += [f"{k}: added, {_short(v)}" for k, v in diff.added.items()]
+    lines += [f"{k}: removed (was {_short(v)})" for k, v in diff.removed.items()]
+    return lines
+
+
+def _short(v: Any, limit: int = 80) -> str:
+    text = v if isinstance(v, str) else json.dumps(v, sort_keys=True, default=str)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def next_checks(s: Session, deployment_id: int) -> dict[int, float]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import html
 import json
+import math
 import re
 import time
 from pathlib import Path
@@ -665,3 +666,166 @@ def test_a_verify_jobs_page_says_its_outcome_in_words(svc: Svc, status: str) -> 
     outcome = svc.client.get(f"/jobs/{job_id}").text.split('id="verify-outcome">', 1)[1].split("</p>", 1)[0]
     assert "Version 4:" in outcome and status.replace("_", " ") in outcome and "p99 1.2 ms vs 1.2 ms" in outcome
     assert ("rolled back to version 3" in outcome) == (status == "rolled_back")
+
+
+# --- the loop as it is: a rollback, what runs now, the confirmations -------------------------------------------
+def _published(svc: Svc, dep_id: int, version: int) -> None:
+    """What the publisher records on a version it published (the deployment's kind's entry)."""
+    from control.configs import get_version
+
+    with svc.db.session() as s:
+        dep = s.get(DeploymentRow, dep_id)
+        assert dep is not None
+        row = get_version(s, dep_id, version)
+        row.published = {**(row.published or {}), dep.kind: {"at": time.time(), "current_version": version}}
+
+
+def _windows(svc: Svc, dep_id: int, version: int, start: float, ms: float, n: int = 6) -> None:
+    """`n` report windows of 600 requests under `version`, latencies spread around `ms`."""
+    spread = [ms * (0.5 + 0.01 * ((j * 37) % 100)) for j in range(600)]
+    with svc.db.session() as s:
+        for k in range(n):
+            at = start + 600.0 * k
+            observations.record(s, dep_id, {
+                "schema": observations.SCHEMA, "client": {"id": "web-1"}, "window": {"start": at, "end": at + 600},
+                "observations": [{"config_version": version, "all": _hist(spread)}]})
+
+
+def _text(markup: str) -> str:
+    """What a page says: its tags left out, its entities read, its white space one space."""
+    return re.sub(r"\s+", " ", html.unescape(re.sub(r"<[^>]+>", "", markup)))
+
+
+def _rolled_back(svc: Svc) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Version 1 published and reported fast, version 2 published and reported 5× slower, a verify job of version
+    2 run by a real worker (no live system: the clients' reports decide): it rolls back to version 1 as version 3.
+    Returns the deployment and the verify's outcome."""
+    from control.verify import verify_version
+
+    dep = deployment(svc)
+    start = time.time() - 8 * 3600.0
+    _published(svc, dep["id"], 1)
+    _windows(svc, dep["id"], 1, start, 1.0)
+    _published(svc, dep["id"], 2)
+    _windows(svc, dep["id"], 2, start + 6 * 600.0, 5.0)
+    with svc.db.session() as s:
+        job = enqueue(s, svc.settings, "verify", {"version": 2}, deployment_id=dep["id"])
+        job.status = "succeeded"
+        job_id = int(job.id)
+        out = verify_version(s, svc.settings, dep["id"], 2, job_id=job_id)
+    assert out["status"] == "rolled_back" and out["rollback_version"] == 3, out
+    return dep, out
+
+
+def test_the_overview_says_which_verify_rolled_back_and_what_runs_now(svc: Svc) -> None:
+    dep, out = _rolled_back(svc)
+    sign_in(svc, svc.read)
+    # the rollback's publish has not run yet: version 2 still runs, version 3 waits
+    page = svc.client.get("/").text
+    facts = _text(page.split(f'id="loop-{dep["id"]}"', 1)[1].split("</dl>", 1)[0])
+    assert "version 2, by" in facts and f"verify job {out['job_id']}" in facts
+    assert "Version 3 brought back the config of version 1; version 2 runs now" in facts
+    assert "version 3 is newer and not published" in facts
+    # published: version 3 runs, its own check is still to come, and says so with its version
+    _published(svc, dep["id"], 3)
+    for path in ("/", f"/deployments/{dep['id']}"):
+        page = svc.client.get(path).text
+        text = _text(page.split(f'id="loop-{dep["id"]}"', 1)[1].split("</dl>", 1)[0])
+        assert "version 3: batching" in text, text
+        assert "the config of version 1, back after version 2" in text
+        assert "Version 3 brought back the config of version 1 and runs now" in text
+        assert "version 3 not checked yet" in text and "next check" in text, text
+        assert "Verify: not checked yet" not in text and "runs now." in text
+
+
+def test_a_kept_decision_of_an_older_version_says_what_runs_now(svc: Svc) -> None:
+    dep = deployment(svc)
+    _nightly_kept(svc, dep["id"], against=0)  # "workload unchanged: kept v2" (its basis: version 2)
+    _published(svc, dep["id"], 2)
+    sign_in(svc, svc.read)
+    text = _text(svc.client.get("/").text)
+    assert "kept v2" in text and "(what ran then" not in text  # version 2 runs: nothing to add
+    v = svc.client.post(f"{API}/configs/{dep['id']}/versions", headers=svc.write,
+                        json={"config": {"policy": "batching", "params": {}}, "publish": False})
+    assert v.status_code == 201
+    _published(svc, dep["id"], 3)
+    text = _text(svc.client.get("/").text)
+    assert "kept: workload unchanged: kept v2 (what ran then; version 3 runs now)" in text, text
+
+
+def test_publish_and_rollback_ask_first_and_say_what_changes_where(svc: Svc) -> None:
+    dep, out = _rolled_back(svc)
+    _published(svc, dep["id"], 3)
+    sign_in(svc, svc.write)
+    page = svc.client.get(f"/deployments/{dep['id']}").text
+
+    def block(ident: str) -> str:
+        return _text(page.split(f'id="{ident}"', 1)[1].split("</details>", 1)[0])
+
+    # the real buttons sit inside a disclosure that states the servers and the change first
+    publish2 = block("confirm-publish-2")
+    assert "Publish version 2 (rolled back)…" in publish2
+    assert f"A verify rolled version 2 back (job {out['job_id']})" in publish2 and "found worse" in publish2
+    assert "On 1 server of web: 127.0.0.1:1." in publish2
+    assert "Changes from version 3, which runs now:" in publish2 and "policy: batching → chisel" in publish2
+    assert "Yes, publish version 2" in publish2
+    rollback1 = block("confirm-rollback-1")
+    assert "Adds version 4 with the config of version 1 and publishes it." in rollback1
+    assert "nothing changes" in rollback1  # version 3 is version 1's config
+    assert "127.0.0.1:1" in rollback1 and "Yes, roll back to version 1" in rollback1
+    assert "the servers get the same config again" in block("confirm-publish-3")
+    assert "(rolled back)" not in block("confirm-publish-1")
+
+
+def test_run_now_offers_capture_and_force_and_the_apis_default_trials(svc: Svc) -> None:
+    from control.jobspec import DEFAULT_TRIALS, TuneOptions
+
+    dep = deployment(svc)
+    csrf = sign_in(svc, svc.write)
+    page = svc.client.get(f"/deployments/{dep['id']}").text
+    assert f'id="run-trials" name="trials" type="number" min="1" value="{TuneOptions().trials}"' in page
+    assert TuneOptions().trials == DEFAULT_TRIALS
+    assert 'id="run-force"' in page and '<option value="watch">' in page and '<option value="clients">' in page
+    r = svc.client.post(f"/deployments/{dep['id']}/run", data={
+        "trials": "4", "seeds": "1", "capture_source": "watch", "capture_duration_s": "30", "force": "on",
+        "csrf_token": csrf}, follow_redirects=False)
+    assert r.status_code == 303, r.text
+    (job,) = jobs_of(svc, "nightly")
+    assert job.payload["capture"] == {"source": "watch", "duration_s": 30.0} and job.payload["force"] is True
+    # a capture without its duration, or longer than the limit: a message, no job
+    for data, says in (({"capture_source": "watch"}, "capture.duration_s"),
+                       ({"capture_source": "watch", "capture_duration_s": "1e9"}, "capture_max_duration_s")):
+        r = svc.client.post(f"/deployments/{dep['id']}/run", data={**data, "csrf_token": csrf},
+                            headers={"Referer": f"http://testserver/deployments/{dep['id']}"}, follow_redirects=False)
+        assert r.status_code == 303
+        assert says in html.unescape(svc.client.get(r.headers["location"]).text)
+    assert len(jobs_of(svc, "nightly")) == 1
+
+
+def test_a_schedule_shows_its_capture(svc: Svc) -> None:
+    dep = deployment(svc)
+    for body in ({"cron": "0 2 * * *"}, {"cron": "0 3 * * *", "capture": {"source": "watch", "duration_s": 45}}):
+        r = svc.client.post(f"{API}/schedules", headers=svc.write, json={"deployment_id": dep["id"], **body})
+        assert r.status_code == 201, r.text
+    sign_in(svc, svc.read)
+    text = _text(svc.client.get(f"/deployments/{dep['id']}").text)
+    assert "Trace: the newest uploaded trace(s)" in text
+    assert "Trace: each run captures 45 s of the servers' traffic (watch) and tunes on it" in text
+
+
+def test_the_timeline_is_on_a_log_axis_with_the_verify_band() -> None:
+    from service.console import charts
+
+    points = [{"window_end": 1e9 + 600 * i, "config_version": 2, "requests": 100, "clients": 1,
+               "observed_p99_ms": 150.0, "expected_p99_ms": 0.3, "band_ms": [0.1, 0.7]} for i in range(3)]
+    fig = charts.timeline_figure(points)
+    y = fig["layout"]["yaxis"]
+    assert y["type"] == "log"
+    lo, hi = y["range"]
+    assert lo < math.log10(0.1) and hi > math.log10(150.0)  # the band's foot and the observed line both in view
+    band = [d for d in fig["data"] if d.get("fill") == "tonexty"]
+    names = [d["name"] for d in fig["data"] if d.get("name")]
+    assert names == ["verify band (expected)", "observed p99", "expected p99"]
+    assert band and band[0]["y"] == [0.1] * 3 and fig["data"][0]["y"] == [0.7] * 3
+    plain = charts.timeline_figure([{**p, "band_ms": None, "expected_p99_ms": None} for p in points])
+    assert [d["name"] for d in plain["data"]] == ["observed p99"]  # nothing expected: no band, no empty line

@@ -2,8 +2,10 @@
 `tailtune serve` (uvicorn with `service.server.server_config`) on 127.0.0.1, a real worker, a real memcached and
 Spark local: sign in → upload a bad trace and read its line errors → upload a good trace → start a nightly job
 and watch it finish → open its analysis → publish a config version → roll back → a form without its CSRF token
-is refused → sign out; a read token sees no write control. Every page is saved as a screenshot (laptop and phone
-widths) under `TAILTUNE_TEST_ARTIFACTS` (default: this test's tmp dir) to look at.
+is refused → sign out; a read token sees no write control. A second, shorter test (no Spark) has a verify roll a
+version back and reads the overview, the confirmations and the expected-vs-observed figure after it. Every page is
+saved as a screenshot (laptop and phone widths) under `TAILTUNE_TEST_ARTIFACTS` (default: this test's tmp dir)
+to look at.
 
 ~2–3 minutes (Spark start, a 4-trial tune): `make test` sets TAILTUNE_E2E=1 so CI runs it; a bare pytest run
 skips it unless you set it:
@@ -392,12 +394,15 @@ def test_console_flow_in_a_real_browser(live: Live, browser: Any, artifacts: Pat
     p.shot("deployment")
     p.shot("deployment", phone=True)
     newest = max(int(b.get_attribute("id").split("-")[1]) for b in p.all("button[id^='publish-']"))
+    p.click(f"#ask-publish-{newest}")  # the publish asks first, naming the servers
+    assert live.memcached.address in p.text(f"#confirm-publish-{newest}")
     p.submit(f"#publish-{newest}")
     assert f"Publishing config version {newest}" in p.text("#flash")
     p.wait(lambda: p.reload(f"/deployments/{dep['id']}") and p.all(f"#v{newest} .s-running-now"), 60,
            f"version {newest} to be published")
     target = MemcachedPublisher("shop-cache", dep["connection"], 2.0)
     assert (target.read_current() or (0, {}))[0] == newest
+    p.click("#ask-rollback-1")
     p.submit("#rollback-1")
     assert "Rolled back to version 1" in p.text("#flash")
     rolled = newest + 1
@@ -494,4 +499,87 @@ def test_the_model_on_your_cluster_in_a_real_browser(live: Live, browser: Any, a
     p.d.execute_script("document.getElementById('fidelity').scrollIntoView()")
     p.shot("deployment-fidelity")
     p.shot("deployment-fidelity", phone=True)
+    assert not p.console_errors, p.console_errors
+
+
+def test_a_verify_rollback_and_the_confirmations_in_a_real_browser(live: Live, browser: Any, artifacts: Path) -> None:
+    """Version 1 published and reported fast, version 2 published through its confirmation and reported 5× slower,
+    its verify (the console's button, the real worker and memcached) rolls it back: the overview and the
+    deployment's header say which verify rolled back which version and that version 3 (version 1's config) runs;
+    publishing the rolled-back version asks first and says so, and closing the question publishes nothing; the
+    figure draws expected and observed on a log axis. No Spark: about half a minute."""
+    p = Pages(browser, live.base, artifacts)
+    dep = _api(live, "POST", "/deployments", {
+        "name": "cart-cache", "kind": "memcached", "connection": {"servers": [live.memcached.address]},
+        "current_config": {"policy": "batching", "params": {}}})
+    for config in ({"policy": "batching", "params": {}},
+                   {"policy": "chisel", "params": {"split_keys": 8, "merge": 2, "elephant_threshold": 50}}):
+        _api(live, "POST", f"/configs/{dep['id']}/versions", {"config": config, "publish": False})
+    target = MemcachedPublisher("cart-cache", dep["connection"], 2.0)
+    page = f"/deployments/{dep['id']}"
+    p.sign_in(live.write)
+    start = time.time() - 8 * 3600.0
+    for version, ms in ((1, 1.0), (2, 5.0)):
+        p.go(page)
+        assert not p.css(f"#publish-{version}").is_displayed(), "the publish button sits behind its question"
+        p.click(f"#ask-publish-{version}")
+        ask = p.text(f"#confirm-publish-{version}")
+        assert f"On 1 server of cart-cache: {live.memcached.address}." in ask, ask
+        if version == 2:
+            assert "Changes from version 1, which runs now:" in ask and "policy: batching → chisel" in ask, ask
+        p.shot(f"confirm-publish-{version}")
+        p.submit(f"#publish-{version}")
+        p.wait(lambda v=version: p.reload(page) and p.all(f"#v{v} .s-running-now"), 60,  # type: ignore[misc]
+               f"version {version} to be published")
+        # the verify horizon's windows (verify_after_windows), each 600 requests; both versions' windows at the
+        # same times (clients on each, as under a canary): concurrent windows are compared as they are, so the
+        # verdict does not hang on the live reference round trip of this shared machine (environment_changed)
+        for k in range(6):
+            spread = [ms * (0.5 + 0.01 * ((j * 37) % 100)) for j in range(600)]
+            _report(live, dep["id"], version, start + k * 600.0, spread)
+    assert (target.read_current() or (0, {}))[0] == 2
+
+    # --- the verify finds version 2 worse: rolled back to version 1's config as version 3 ------------------------
+    p.go(page)
+    p.submit("#verify-2")
+    p.wait(lambda: p.all("#job-live > p .s-succeeded"), 60, "the verify job to end")
+    verify_job = int(browser.current_url.rstrip("/").rsplit("/", 1)[1])
+    assert "rolled back" in p.text("#verify-outcome"), p.text("#verify-outcome")
+    p.wait(lambda: p.reload(page) and p.all("#v3 .s-running-now"), 60, "the rollback version 3 to be published")
+    version, config = target.read_current() or (0, {})
+    assert (version, config["policy"]) == (3, "batching")
+
+    for where in ("/", page):
+        p.go(where)
+        facts = p.text(f"#loop-{dep['id']}")
+        assert f"version 2, by verify job {verify_job}" in facts, facts
+        assert "Version 3 brought back the config of version 1 and runs now." in facts, facts
+        assert "version 3: batching" in facts and "the config of version 1, back after version 2" in facts, facts
+        verify_line = p.text(f"#loop-{dep['id']} .verify-now")
+        assert verify_line.startswith("version 3"), verify_line  # the running version's check, not the rolled back's
+        assert p.wait(lambda: p.all(".plot .main-svg"), 20, "the expected vs observed figure")
+        plot = "spark-" + str(dep["id"]) if where == "/" else "timeline"
+        axis = p.d.execute_script(f"return document.getElementById('{plot}').layout.yaxis.type")
+        assert axis == "log", axis
+        p.shot("rolled-back-overview" if where == "/" else "rolled-back-deployment")
+    p.go("/")
+    p.shot("rolled-back-overview", phone=True)
+
+    # --- publishing the rolled-back version asks first and says so; closing the question publishes nothing --------
+    p.go(page)
+    assert "(rolled back)" in p.text("#ask-publish-2") and "(rolled back)" not in p.text("#ask-publish-1")
+    p.click("#ask-publish-2")
+    ask = p.text("#confirm-publish-2")
+    assert f"A verify rolled version 2 back (job {verify_job})" in ask and "that verify found worse" in ask, ask
+    assert "Changes from version 3, which runs now:" in ask and "policy: batching → chisel" in ask, ask
+    p.d.execute_script("document.getElementById('confirm-publish-2').scrollIntoView()")
+    p.shot("confirm-publish-rolled-back")
+    p.click("#ask-publish-2")  # closed again: no publish
+    assert not p.css("#publish-2").is_displayed()
+    p.click("#ask-rollback-1")
+    ask = p.text("#confirm-rollback-1")
+    assert "Adds version 4 with the config of version 1 and publishes it." in ask and "nothing changes" in ask, ask
+    p.shot("confirm-rollback")
+    publishes = [j for j in _api(live, "GET", f"/jobs?deployment_id={dep['id']}") if j["kind"] == "publish"]
+    assert sorted(j["payload"]["version"] for j in publishes) == [1, 2, 3]
     assert not p.console_errors, p.console_errors

@@ -14,7 +14,7 @@ from control import configs, deployments
 from control import queue as jobs
 from control.common import MAX_ID, now
 from control.deployment_spec import DiscoverRequest, check_timezone
-from control.jobspec import check_tune
+from control.jobspec import DEFAULT_SEEDS, DEFAULT_TRIALS, check_capture, check_tune
 from control.verify import schedule_verify
 from service.console import charts, views
 from service.console.render import ConsoleRoute, fragment, page
@@ -48,23 +48,27 @@ def _invalid(exc: ValidationError) -> Invalid:
 @router.get("/")
 def overview(request: Request, s: SessionDep, settings: SettingsDep, viewer: ViewerDep) -> Response:
     rows = deployments.list_all(s, limit=settings.api_max_list)
-    cards = [views.card(s, d) for d in rows]
+    cards = [views.card(s, d, model_error_pct=settings.verify_model_error_pct) for d in rows]
     return page(request, "overview.html", viewer, cards=cards, title="Deployments")
 
 
 @router.get("/deployments/{deployment_id}")
-def show(deployment_id: PathId, request: Request, s: SessionDep, viewer: ViewerDep) -> Response:
+def show(
+    deployment_id: PathId, request: Request, s: SessionDep, settings: SettingsDep, viewer: ViewerDep
+) -> Response:
     dep = deployments.get(s, deployment_id)
     ev = views.evidence(s, dep.id)
     model, notes = views.model_rows(dep, ev.rec if ev is not None else None)
-    card = views.card(s, dep)
+    card = views.card(s, dep, model_error_pct=settings.verify_model_error_pct)
     return page(
         request, "deployment.html", viewer, title=dep.name, dep=dep, card=card, evidence=ev,
         timeline=charts.timeline_figure(card.points) if card.points else None,
         model=model, model_notes=notes, versions=views.version_rows(s, dep), nights=views.nights(s, dep.id),
         schedules=views.schedule_rows(s, dep, now()), traces=views.deployment_traces(s, dep.id),
         jobs=views.recent_jobs(s, dep.id), next_default=views.next_runs("0 2 * * *", dep.timezone, now()),
-        fidelity=views.fidelity(s, dep),
+        fidelity=views.fidelity(s, dep), capture_sources=views.capture_sources(dep),
+        default_trials=DEFAULT_TRIALS, default_seeds=DEFAULT_SEEDS,
+        capture_max_s=settings.capture_max_duration_s,
     )
 
 
@@ -95,18 +99,29 @@ def run_nightly(
     s: SessionDep,
     settings: SettingsDep,
     _: WriterDep,
-    trials: Annotated[int, Form(ge=1, le=MAX_ID)] = 20,
-    seeds: Annotated[int, Form(ge=1, le=MAX_ID)] = 3,
+    trials: Annotated[int, Form(ge=1, le=MAX_ID)] = DEFAULT_TRIALS,
+    seeds: Annotated[int, Form(ge=1, le=MAX_ID)] = DEFAULT_SEEDS,
     traces: Annotated[int, Form(ge=1, le=MAX_ID)] = 1,
     publish: Annotated[bool, Form()] = False,
+    force: Annotated[bool, Form()] = False,
+    capture_source: Annotated[str, Form(max_length=32)] = "",
+    capture_duration_s: Annotated[float | None, Form(gt=0)] = None,
 ) -> Response:
-    """Run the nightly pipeline now (as `POST /api/v1/jobs`)."""
+    """Run the nightly pipeline now (as `POST /api/v1/jobs`): on the newest uploads, or on a capture
+    (`capture_source` empty: the uploads)."""
+    capture: dict[str, object] | None = None
+    if capture_source.strip():
+        if capture_duration_s is None:
+            raise Invalid("a capture needs its duration in seconds", field="capture.duration_s")
+        capture = {"source": capture_source.strip(), "duration_s": capture_duration_s}
     try:
-        body = JobCreate(deployment_id=deployment_id, traces=traces, publish=publish,
+        body = JobCreate(deployment_id=deployment_id, traces=traces, publish=publish, force=force,
+                         capture=capture,  # type: ignore[arg-type]
                          tune={"trials": trials, "seeds": seeds})  # type: ignore[arg-type]
     except ValidationError as exc:
         raise _invalid(exc) from None
     check_tune(body.tune, settings)
+    check_capture(body.capture, settings)
     payload = body.model_dump(exclude={"deployment_id", "kind"}, exclude_none=True)
     job = jobs.run_now(s, settings, deployment_id, payload)
     return _done(request, settings, f"/jobs/{job.id}", f"Nightly job {job.id} queued.")
