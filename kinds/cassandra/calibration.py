@@ -5,6 +5,13 @@ At low load: one request at a time, after `TAILTUNE_CALIBRATE_WARMUP` uncounted 
 trivial request and one read each — in which the node's and the driver's paths for them warm up: on a node just
 out of a burst of reads the first few hundred rounds took two to five times as long as the later ones):
 
+* **client** — every request below is timed through the deployment's own driver (`CLIENTS`), its client path
+  being part of each round trip: `java4` by the Java driver 4, the live replay's Java generator in its probe mode
+  (`kinds.cassandra.replay.generator.probe_java`: the same sandbox, node filter and egress rules as a replay; each
+  statement executed synchronously in the same alternating rounds, its latencies in µs), `python` by the Python
+  driver's session. The statements and their bound values are the same for both: prepared by the Python driver's
+  session, which finds the keys, and for the Java driver serialized by it as the native protocol carries them.
+  Each input's `how` names the driver; `readings["client"]` (`{"driver", "how"}`) says which measured.
 * **network** — `TAILTUNE_CALIBRATE_READS` trivial round trips, `SELECT release_version FROM system.local` (a local
   system table: no disk, no replica, the smallest server work a CQL request has), prepared — as the reads below and an
   application's reads are: sent as text, each would add the node's parsing of the CQL, which the reads do not pay —,

@@ -39,7 +39,7 @@ def test_a_probe_line_that_is_not_one_of_this_plan_is_refused(arms: object, says
 
 
 def test_the_generators_own_error_and_a_crash_are_failures_naming_them() -> None:
-    with pytest.raises(GeneratorFailed, match="connect.*AllNodesFailed"):
+    with pytest.raises(GeneratorFailed, match=r"connect.*AllNodesFailed"):
         parse_probe(b'{"error": "connect", "message": "AllNodesFailedException: no node"}', PLAN, 2, status=4)
     with pytest.raises(GeneratorFailed, match="exited with 1: Exception in thread"):
         parse_probe(b"", PLAN, 2, status=1, err_tail="Exception in thread main\n")
