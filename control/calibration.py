@@ -71,6 +71,8 @@ def calibrate_deployment(db: Database, settings: Settings, deployment_id: int, *
     for note in found.notes:
         log(f"note: {note}")
     out = {"deployment": name, "kind": kind, "at": found.at, "inputs": found.inputs, "notes": found.notes}
+    if "client" in found.readings:  # which client measured the client path: `{"driver", "how"}`
+        out["client"] = found.readings["client"]
     figures = (found.readings.get("capacity") or {}).get("figures")
     if figures:  # each `{value, interval, source, how}` (docs/model.md § Capacity)
         out["capacity"] = figures

@@ -270,7 +270,7 @@ def saturation(session: Any, sel: Any, *, keys: int, partitions: int, seconds: f
             "client_cpu_per_read_us": ((me1.user - me0.user) + (me1.system - me0.system)) / reads * 1e6}
 
 
-def model_of(hosts: Sequence[str], port: int, log: Any = print) -> dict[str, Any]:
+def model_of(hosts: Sequence[str], port: int, log: Any = print, driver: str = "python") -> dict[str, Any]:
     """Discover and calibrate the deployment with tailtune's functions; the stored model (as the deployment row
     would hold it) and what each step found."""
     from base.settings import Settings
@@ -284,8 +284,9 @@ def model_of(hosts: Sequence[str], port: int, log: Any = print) -> dict[str, Any
     tables = [f"{KEYSPACE}.{TABLE}"]
     found = discover("cassandra", connection, tables, settings, server="stock", log=log)
     model = merge_model(None, found)
-    cal = calibrate_cassandra(connection, tables, egress=Egress.of(settings), timeout_s=settings.discover_timeout_s,
-                              reads=settings.calibrate_reads, warmup=settings.calibrate_warmup, log=log)
+    cal = calibrate_cassandra(connection, tables, driver=driver, egress=Egress.of(settings),
+                              timeout_s=settings.discover_timeout_s, reads=settings.calibrate_reads,
+                              warmup=settings.calibrate_warmup, log=log)
     model = merge_calibration(model, cal)
     return {"model": model, "discovery_notes": found.notes, "current_config": found.current_config,
             "calibration_notes": cal.notes, "calibration_readings": cal.readings,

@@ -5,6 +5,13 @@ At low load: one request at a time, after `TAILTUNE_CALIBRATE_WARMUP` uncounted 
 trivial request and one read each — in which the node's and the driver's paths for them warm up: on a node just
 out of a burst of reads the first few hundred rounds took two to five times as long as the later ones):
 
+* **client** — every request below is timed through the deployment's own driver (`CLIENTS`), its client path
+  being part of each round trip: `java4` by the Java driver 4, the live replay's Java generator in its probe mode
+  (`kinds.cassandra.replay.generator.probe_java`: the same sandbox, node filter and egress rules as a replay; each
+  statement executed synchronously in the same alternating rounds, its latencies in µs), `python` by the Python
+  driver's session. The statements and their bound values are the same for both: prepared by the Python driver's
+  session, which finds the keys, and for the Java driver serialized by it as the native protocol carries them.
+  Each input's `how` names the driver; `readings["client"]` (`{"driver", "how"}`) says which measured.
 * **network** — `TAILTUNE_CALIBRATE_READS` trivial round trips, `SELECT release_version FROM system.local` (a local
   system table: no disk, no replica, the smallest server work a CQL request has), prepared — as the reads below and an
   application's reads are: sent as text, each would add the node's parsing of the CQL, which the reads do not pay —,
@@ -61,9 +68,10 @@ from typing import Any
 from control.discovery import checked, timed_rounds
 from control.egress import Egress
 from control.kind import Calibrated, DiscoveryFailed
-from kinds.cassandra.discovery import _Cql, open_session, partition_key, probe_reader, statement_reader
+from kinds.cassandra.discovery import _Cql, open_session, partition_key, probe_statement, statement_reader
 
-__all__ = ["BOOTSTRAP", "TRIVIAL", "calibrate_cassandra", "per_partition_cost", "rtt_quantiles", "service_time"]
+__all__ = ["BOOTSTRAP", "CLIENTS", "TRIVIAL", "calibrate_cassandra", "per_partition_cost", "rtt_quantiles",
+           "service_time"]
 
 KIND = "cassandra"
 BOOTSTRAP = 400
@@ -145,26 +153,118 @@ def _slope_interval(multi_ms: Sequence[float], single_ms: Sequence[float], keys:
     return [draws[int(0.025 * BOOTSTRAP)], draws[int(0.975 * BOOTSTRAP) - 1]]
 
 
-def multi_reader(cql: _Cql, table: str, keys: int) -> tuple[Callable[[], object] | None, int, str | None]:
-    """One read of up to `keys` distinct partitions of `table` at once (`SELECT * ... WHERE <partition key> IN ?
-    PER PARTITION LIMIT 1` of its first partitions, consistency ONE) as a call, the partitions it reads, and None;
-    or None, 0 and why nothing can be read so (a composite partition key, fewer than 2 partitions). The call raises
-    DiscoveryFailed naming the table when a read fails."""
+def multi_statement(cql: _Cql, table: str, keys: int) -> tuple[Any, tuple[Any, ...], int] | str:
+    """The read of up to `keys` distinct partitions of `table` at once (`SELECT * ... WHERE <partition key> IN ?
+    PER PARTITION LIMIT 1` of its first partitions, prepared, consistency ONE), its bound values and the partitions
+    it reads; or why nothing can be read so (a composite partition key, fewer than 2 partitions)."""
     from cassandra import ConsistencyLevel
     from cassandra.metadata import protect_name
 
     pk = partition_key(cql, table)
     if len(pk) != 1:
-        return None, 0, (f"{table} has a composite partition key ({', '.join(pk)}): its multi-partition reads are "
-                         "not timed" if pk else f"{table} has no partition key in system_schema.columns")
+        return (f"{table} has a composite partition key ({', '.join(pk)}): its multi-partition reads are not timed"
+                if pk else f"{table} has no partition key in system_schema.columns")
     col = protect_name(pk[0])
     values = [row[0] for row in cql.run(f"SELECT DISTINCT {col} FROM {table} LIMIT {int(keys)}")]
     if len(values) < 2:
-        return None, 0, f"{table} holds {len(values)} partition(s): a multi-partition read needs at least 2"
+        return f"{table} holds {len(values)} partition(s): a multi-partition read needs at least 2"
     stmt = cql.session.prepare(f"SELECT * FROM {table} WHERE {col} IN ? PER PARTITION LIMIT 1")
     stmt.consistency_level = ConsistencyLevel.ONE
-    return statement_reader(cql, stmt, (values,), f"{len(values)}-partition reads of {table}",
-                            "check the cluster, or lower TAILTUNE_CALIBRATE_KEYS"), len(values), None
+    return stmt, (values,), len(values)
+
+
+def multi_reader(cql: _Cql, table: str, keys: int) -> tuple[Callable[[], object] | None, int, str | None]:
+    """One read of `multi_statement` as a call, the partitions it reads, and None; or None, 0 and why nothing can
+    be read so. The call raises DiscoveryFailed naming the table when a read fails."""
+    found = multi_statement(cql, table, keys)
+    if isinstance(found, str):
+        return None, 0, found
+    stmt, args, k = found
+    return statement_reader(cql, stmt, args, f"{k}-partition reads of {table}",
+                            "check the cluster, or lower TAILTUNE_CALIBRATE_KEYS"), k, None
+
+
+@dataclass(frozen=True)
+class _Timed:
+    """One kind of request calibration times: its plan arm's name, the prepared statement and its values, and what
+    a failure names and advises."""
+
+    name: str
+    statement: Any
+    args: tuple[Any, ...]
+    what: str
+    fix: str
+
+
+def _python_rounds(cql: _Cql, cluster: Any, timed: Sequence[_Timed], reads: int, warmup: int, *,
+                   connection: Mapping[str, Any], egress: Egress, timeout_s: float) -> list[list[float]]:
+    """Each kind's round trips (ms) through the Python driver's session, in alternating rounds
+    (`control.discovery.timed_rounds`)."""
+    calls = [statement_reader(cql, t.statement, t.args, t.what, t.fix) for t in timed]
+    return timed_rounds(calls, reads, warmup=warmup)
+
+
+def _java_rounds(cql: _Cql, cluster: Any, timed: Sequence[_Timed], reads: int, warmup: int, *,
+                 connection: Mapping[str, Any], egress: Egress, timeout_s: float) -> list[list[float]]:
+    """Each kind's round trips (ms) through the Java driver 4, in the same alternating rounds: the live replay's
+    Java generator in its probe mode (`kinds.cassandra.replay.generator.probe_java`), under the same sandbox and
+    node filter (the nodes the egress rules allow), each statement's values serialized by the Python driver as the
+    native protocol carries them."""
+    from base.errors import TailtuneError
+    from kinds.cassandra.replay.generator import (
+        ArmProfile,
+        Endpoint,
+        GeneratorConfig,
+        Plan,
+        PlanArm,
+        probe_java,
+    )
+
+    target = cql.target
+    port = int(connection.get("port", 9042))
+    hosts = [h for h in cluster.metadata.all_hosts() if egress.allows(str(h.address))]
+    endpoints = [Endpoint(str(h.address), port) for h in hosts]
+    up = [e for e, h in zip(endpoints, hosts, strict=True) if h.is_up is not False]
+    local = cql.run("SELECT data_center FROM system.local")
+    ms = max(1, int(timeout_s * 1000))
+    try:
+        plan = Plan.of([PlanArm(t.name, str(t.statement.query_string)) for t in timed],
+                       [(0, i, tuple(t.statement.bind(t.args).values)) for i, t in enumerate(timed)])
+        config = GeneratorConfig(
+            contact_points=tuple(up[:64] or endpoints[:1]), allowed=tuple(endpoints[:4096]),
+            local_dc=str(local[0].data_center) if local else "datacenter1",
+            arms=tuple(ArmProfile(t.name, consistency="ONE", request_timeout_ms=ms) for t in timed),
+            username=target.username, connect_timeout_ms=ms,
+        )
+        by_arm = probe_java(plan, config, reads, warmup=warmup, egress=egress, password=target.password())
+    except TailtuneError as exc:
+        raise DiscoveryFailed(
+            f"cassandra {', '.join(target.contact_points())}: timing the client path with the Java driver 4 failed "
+            f"({target.scrub(str(exc))}): check the cluster answers within TAILTUNE_DISCOVER_TIMEOUT_S "
+            f"({timeout_s:g} s) and that the Java load generator is built (scripts/setup.sh)"
+        ) from None
+    return [by_arm[t.name] for t in timed]
+
+
+@dataclass(frozen=True)
+class _Client:
+    """A deployment's driver as calibration times its client path: how the readings name it, and its rounds."""
+
+    label: str
+    rounds: Callable[..., list[list[float]]]
+
+
+def _python_label() -> str:
+    import cassandra
+
+    return f"the Python driver (cassandra-driver {cassandra.__version__})"
+
+
+#: A deployment's `driver` → the driver calibration times the client path with (module docstring).
+CLIENTS: dict[str, Callable[[], _Client]] = {
+    "java4": lambda: _Client("the Java driver 4 (java-driver-core 4.19.0)", _java_rounds),
+    "python": lambda: _Client(_python_label(), _python_rounds),
+}
 
 
 def _interval(values: Sequence[float], stat: Callable[[Sequence[float]], float], seed: int = 0) -> list[float]:
@@ -187,15 +287,19 @@ class CapacityOptions:
 
 
 def calibrate_cassandra(
-    connection: Mapping[str, Any], tables: Sequence[str], *, egress: Egress, timeout_s: float, reads: int,
-    warmup: int = 1000, keys: int = 8, capacity: CapacityOptions | None = None,
+    connection: Mapping[str, Any], tables: Sequence[str], *, driver: str, egress: Egress, timeout_s: float,
+    reads: int, warmup: int = 1000, keys: int = 8, capacity: CapacityOptions | None = None,
     log: Callable[[str], None] = lambda _: None,
 ) -> Calibrated:
-    """Measure the network and the service time of a Cassandra cluster, and where the connection names a JMX port
-    its contact node's capacity, the host its nodes share and the node's GC pauses (`kinds.cassandra.capacity`,
-    `kinds.cassandra.pauses`); raises DiscoveryFailed naming the node and what to do."""
-    found = _calibrate(connection, tables, egress=egress, timeout_s=timeout_s, reads=reads, warmup=warmup, keys=keys,
-                       log=log)
+    """Measure the network and the service time of a Cassandra cluster through the client path of `driver` (the
+    deployment's: `java4` or `python`), and where the connection names a JMX port its contact node's capacity, the
+    host its nodes share and the node's GC pauses (`kinds.cassandra.capacity`, `kinds.cassandra.pauses`); raises
+    DiscoveryFailed naming the node and what to do."""
+    if driver not in CLIENTS:
+        raise DiscoveryFailed(f"cassandra: calibration has no client for driver {driver!r} (one of "
+                              f"{', '.join(CLIENTS)})", permanent=True)
+    found = _calibrate(connection, tables, client=CLIENTS[driver](), driver=driver, egress=egress,
+                       timeout_s=timeout_s, reads=reads, warmup=warmup, keys=keys, log=log)
     if connection.get("jmx_port") is None:
         found.notes.append("capacity not calibrated: the deployment names no connection.jmx_port (the node's CPU is "
                            "read over JMX)")
@@ -207,8 +311,8 @@ def calibrate_cassandra(
 
 
 def _calibrate(
-    connection: Mapping[str, Any], tables: Sequence[str], *, egress: Egress, timeout_s: float, reads: int,
-    warmup: int, keys: int, log: Callable[[str], None],
+    connection: Mapping[str, Any], tables: Sequence[str], *, client: _Client, driver: str, egress: Egress,
+    timeout_s: float, reads: int, warmup: int, keys: int, log: Callable[[str], None],
 ) -> Calibrated:
     found = Calibrated(KIND, time.time())
     target, cluster, session = open_session(connection, egress, timeout_s)
@@ -216,43 +320,44 @@ def _calibrate(
         cql = _Cql(target, session)
 
         cql.run(TRIVIAL)  # once as text: a failure is the one line naming the node
-        prepared = cql.session.prepare(TRIVIAL)
-
-        def trivial_request() -> object:
-            try:
-                return cql.session.execute(prepared)
-            except Exception as exc:
-                raise DiscoveryFailed(
-                    f"cassandra: timing trivial requests failed ({type(exc).__name__}: {target.scrub(str(exc))}): "
-                    f"check the cluster answers within TAILTUNE_DISCOVER_TIMEOUT_S ({timeout_s:g} s)"
-                ) from None
-
-        read: Callable[[], object] | None = None
+        timed = [_Timed("trivial", cql.session.prepare(TRIVIAL), (), "trivial requests",
+                        f"check the cluster answers within TAILTUNE_DISCOVER_TIMEOUT_S ({timeout_s:g} s)")]
         why: str | None = "the deployment names no table to read (set its tables)"
-        multi: Callable[[], object] | None = None
         multi_why: str | None = why
         k = 0
         if tables:
-            read, why = probe_reader(cql, tables[0])
-            multi_why = why
-            if read is not None:
-                multi, k, multi_why = multi_reader(cql, tables[0], keys)
+            read = probe_statement(cql, tables[0])
+            if isinstance(read, str):
+                why = multi_why = read
+            else:
+                why = None
+                timed.append(_Timed("read", *read, f"single-key reads of {tables[0]}", "check the cluster"))
+                multi = multi_statement(cql, tables[0], keys)
+                if isinstance(multi, str):
+                    multi_why = multi
+                else:
+                    multi_why, (stmt, args, k) = None, multi
+                    timed.append(_Timed("multi", stmt, args, f"{k}-partition reads of {tables[0]}",
+                                        "check the cluster, or lower TAILTUNE_CALIBRATE_KEYS"))
+        log(f"timing the client path with {client.label}")
         # the trivial requests and the reads alternate, so all kinds meet the same machine (module docstring)
-        kinds = [trivial_request, *(r for r in (read, multi) if r is not None)]
-        trivial, *rest = timed_rounds(kinds, reads, warmup=warmup)
+        trivial, *rest = client.rounds(cql, cluster, timed, reads, warmup, connection=connection, egress=egress,
+                                       timeout_s=timeout_s)
         service = rest[0] if rest else []
         multi_times = rest[1] if len(rest) > 1 else []
     finally:
         cluster.shutdown()
+    found.readings["client"] = {"driver": driver, "how": client.label}
+    by = f"timed client-side by {client.label}"
     rtt = statistics.median(trivial)
     found.readings["trivial_round_trip"] = {"reads": len(trivial), "p50_ms": rtt,
                                             "p99_ms": _quantile(trivial, 0.99)}
     where = f"cassandra {', '.join(target.contact_points())}: calibration"
     found.put("network", {"one_way_ms": checked("network_ms", rtt / 2, where, "network.one_way_ms"),
                           "rtt_quantiles_ms": rtt_quantiles(trivial)},
-              f"half the median of {len(trivial)} client-timed trivial round trips (SELECT release_version FROM "
-              "system.local, prepared, one at a time): an upper bound of the wire's; their quantiles p0..p100 "
-              "(stalls kept) are the client round trip each replayed request draws",
+              f"half the median of {len(trivial)} trivial round trips (SELECT release_version FROM system.local, "
+              f"prepared, one at a time) {by}: an upper bound of the wire's; their quantiles p0..p100 (stalls kept) "
+              "are the client round trip each replayed request draws",
               uncertainty={"one_way_ms": [v / 2 for v in _interval(trivial, statistics.median)]})
     log(f"network: one way {rtt / 2:.3f} ms (median trivial round trip {rtt:.3f} ms over {len(trivial)})")
     if why is not None:
@@ -273,8 +378,8 @@ def _calibrate(
     found.put(
         "service_time",
         {"mean_ms": fit["mean_ms"], "dist": "lognormal", "sigma": fit["sigma"]},
-        f"{len(service)} client-timed single-partition reads of {tables[0]} and {len(trivial)} trivial round trips "
-        "(one at a time): the difference of their means and variances (stalls cut), a lognormal with them",
+        f"{len(service)} single-partition reads of {tables[0]} and {len(trivial)} trivial round trips (one at a time) "
+        f"{by}: the difference of their means and variances (stalls cut), a lognormal with them",
         uncertainty={"mean_ms": [boot[int(0.025 * len(boot))], boot[min(len(boot) - 1, int(0.975 * len(boot)))]]},
         fit={k: fit[k] for k in ("p99_fitted_ms", "p99_observed_ms", "error_pct")},
     )
@@ -292,9 +397,9 @@ def _calibrate(
                            "per-partition client cost is stored as 0")
     found.put(
         "client_key", {"us": cost["us"]},
-        f"{len(multi_times)} client-timed {k}-partition reads of {tables[0]} (IN, one row a partition) and as many "
-        f"single-partition reads, alternating (one at a time): the difference of their means (stalls cut) over "
-        f"{k - 1}, the cost of each partition of a request beyond the first",
+        f"{len(multi_times)} {k}-partition reads of {tables[0]} (IN, one row a partition) and as many "
+        f"single-partition reads, alternating (one at a time) {by}: the difference of their means (stalls cut) "
+        f"over {k - 1}, the cost of each partition of a request beyond the first",
         uncertainty={"us": _slope_interval(multi_times, service, k)}, keys=k,
     )
     log(f"per-partition client cost: {cost['us']:.2f} µs ({k}-partition reads p50 "

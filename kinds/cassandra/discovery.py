@@ -282,24 +282,32 @@ def statement_reader(cql: _Cql, stmt: Any, args: Any, what: str, fix: str) -> Ca
     return read
 
 
-def probe_reader(cql: _Cql, table: str) -> tuple[Callable[[], object] | None, str | None]:
-    """One single-partition read of `table` (`SELECT * ... WHERE <partition key> = ? LIMIT 1` of its first
-    partition, consistency ONE) as a call, and None; or None and why nothing can be read. The call raises
-    DiscoveryFailed naming the table when a read fails."""
+def probe_statement(cql: _Cql, table: str) -> tuple[Any, tuple[Any, ...]] | str:
+    """The single-partition read of `table` (`SELECT * ... WHERE <partition key> = ? LIMIT 1` of its first
+    partition, prepared, consistency ONE) and its bound key; or why nothing can be read."""
     from cassandra import ConsistencyLevel
     from cassandra.metadata import protect_name
 
     keys = partition_key(cql, table)
     if not keys:
-        return None, f"{table} has no partition key in system_schema.columns"
+        return f"{table} has no partition key in system_schema.columns"
     quoted = ", ".join(protect_name(k) for k in keys)
     first = cql.run(f"SELECT {quoted} FROM {table} LIMIT 1")
     if not first:
-        return None, f"{table} holds no row to read"
+        return f"{table} holds no row to read"
     where = " AND ".join(f"{protect_name(k)} = ?" for k in keys)
     stmt = cql.session.prepare(f"SELECT * FROM {table} WHERE {where} LIMIT 1")
     stmt.consistency_level = ConsistencyLevel.ONE
-    key = tuple(first[0])
+    return stmt, tuple(first[0])
+
+
+def probe_reader(cql: _Cql, table: str) -> tuple[Callable[[], object] | None, str | None]:
+    """One single-partition read of `table` (`probe_statement`) as a call, and None; or None and why nothing can be
+    read. The call raises DiscoveryFailed naming the table when a read fails."""
+    found = probe_statement(cql, table)
+    if isinstance(found, str):
+        return None, found
+    stmt, key = found
     return statement_reader(cql, stmt, key, f"single-key reads of {table}",
                             "check the cluster, or set TAILTUNE_DISCOVER_PROBE_READS=0"), None
 

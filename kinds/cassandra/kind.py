@@ -50,7 +50,7 @@ class Cassandra(DeploymentKind):
     def calibrate(self, target: Target, settings: Settings, *, log: Log = lambda _: None) -> Calibrated:
         capacity = CapacityOptions(tuple(settings.calibrate_capacity_rates), settings.calibrate_capacity_interval_s,
                                    settings.calibrate_capacity_intervals, settings.calibrate_capacity_warmup_s)
-        return calibrate_cassandra(target.connection, target.tables, egress=target.egress,
+        return calibrate_cassandra(target.connection, target.tables, driver=target.driver, egress=target.egress,
                                    timeout_s=settings.discover_timeout_s, reads=settings.calibrate_reads,
                                    warmup=settings.calibrate_warmup, keys=settings.calibrate_keys,
                                    capacity=capacity, log=log)

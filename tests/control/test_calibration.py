@@ -171,7 +171,10 @@ def test_calibrate_a_real_cassandra_node(svc: Svc, cli: Any, cassandra_node: Cas
     # the CLI measures the same way
     r = cli("deployments", "calibrate", "calib", "--json")
     assert r.exit_code == 0, r.stderr
-    assert set(json.loads(r.stdout)["inputs"]) == {"network", "service_time", "client_key"}
+    out = json.loads(r.stdout)
+    assert set(out["inputs"]) == {"network", "service_time", "client_key"}
+    # the deployment's driver is java4 (the default): the Java driver 4 measured its client path
+    assert out["client"]["driver"] == "java4" and "Java driver 4" in out["client"]["how"]
     # a composite partition key, a table of one partition: no per-partition cost, a note why
     cql.execute(f"CREATE TABLE IF NOT EXISTS {KS}.pairs (a text, b text, v blob, PRIMARY KEY ((a, b)))")
     cql.execute(f"CREATE TABLE IF NOT EXISTS {KS}.single (k text PRIMARY KEY, v blob)")
@@ -179,11 +182,48 @@ def test_calibrate_a_real_cassandra_node(svc: Svc, cli: Any, cassandra_node: Cas
         cql.execute(f"INSERT INTO {KS}.pairs (a, b, v) VALUES (%s, 'x', 0x00)", (f"a{i}",))
     cql.execute(f"INSERT INTO {KS}.single (k, v) VALUES ('only', 0x00)")
     for table, says in (("pairs", "composite partition key (a, b)"), ("single", "holds 1 partition(s)")):
-        found = calibrate_cassandra(body["connection"], [f"{KS}.{table}"], egress=Egress.of(svc.settings),
+        found = calibrate_cassandra(body["connection"], [f"{KS}.{table}"], driver="python",
+                                    egress=Egress.of(svc.settings),
                                     timeout_s=10.0, reads=20, warmup=0, keys=4)
         assert "client_key" not in found.inputs and "service_time" in found.inputs
         assert any(n.startswith("per-partition client cost not calibrated") and says in n for n in found.notes), \
             found.notes
+
+
+def test_the_client_path_is_timed_with_the_deployments_own_driver(cassandra_node: CassandraNode, cql: Any) -> None:
+    """A java4 deployment's trivial requests and reads are timed through the Java driver 4 (the live replay's
+    generator in its probe mode), a python deployment's through the Python driver: each input says which, and
+    the node served every warm-up and timed read of each (one single-partition and one 4-partition read a
+    round)."""
+
+    def reads_of_items() -> int:
+        rows = cql.execute("SELECT count FROM system_views.local_read_latency WHERE keyspace_name = %s AND "
+                           "table_name = 'items'", (KS,))
+        return sum(int(r.count) for r in rows)
+
+    connection = {"contact_points": [cassandra_node.host], "port": cassandra_node.port}
+    for driver, says in (("java4", "the Java driver 4 (java-driver-core 4.19.0)"), ("python", "the Python driver")):
+        before = reads_of_items()
+        found = calibrate_cassandra(connection, [f"{KS}.items"], driver=driver, egress=Egress(), timeout_s=10.0,
+                                    reads=60, warmup=10, keys=4)
+        assert reads_of_items() - before == (10 + 60) * (1 + 4)
+        assert found.readings["client"]["driver"] == driver and found.readings["client"]["how"].startswith(says)
+        for name in ("network", "service_time", "client_key"):
+            assert f"timed client-side by {says}" in found.inputs[name]["how"], (name, found.inputs[name]["how"])
+        net = found.inputs["network"]["value"]
+        q = net["rtt_quantiles_ms"]
+        assert len(q) == 101 and q[0] > 0 and all(a <= b for a, b in itertools.pairwise(q))
+        assert q[50] == pytest.approx(2 * net["one_way_ms"])
+        assert found.readings["single_key"]["reads"] == found.readings["multi_key"]["reads"] == 60
+        assert found.inputs["service_time"]["value"]["mean_ms"] > 0
+
+
+def test_a_driver_calibration_has_no_client_for_is_refused() -> None:
+    from control.kind import DiscoveryFailed
+
+    with pytest.raises(DiscoveryFailed, match="no client for driver 'java3'"):
+        calibrate_cassandra({"contact_points": ["127.0.0.1"], "port": free_port()}, [], driver="java3",
+                            egress=Egress(), timeout_s=1.0, reads=20)
 
 
 def test_calibration_of_a_node_down_changes_nothing(svc: Svc, cli: Any) -> None:

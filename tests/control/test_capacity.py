@@ -157,7 +157,8 @@ def test_without_a_jmx_port_capacity_is_not_calibrated_and_says_why(cassandra_no
     from kinds.cassandra.calibration import calibrate_cassandra
 
     found = calibrate_cassandra({"contact_points": [cassandra_node.host], "port": cassandra_node.port},
-                                [f"{KS}.items"], egress=Egress(), timeout_s=10.0, reads=20, warmup=0, keys=4)
+                                [f"{KS}.items"], driver="python", egress=Egress(), timeout_s=10.0, reads=20, warmup=0,
+                                keys=4)
     assert "capacity" not in found.inputs
     assert any(n.startswith("capacity not calibrated: the deployment names no connection.jmx_port")
                for n in found.notes)

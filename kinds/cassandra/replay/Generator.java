@@ -4,6 +4,12 @@
  * kinds/cassandra/replay/plan.py, config.py and result.py).
  *
  *   java -cp CLASSES:LIB/* Generator PLAN CONFIG
+ *   java -cp CLASSES:LIB/* Generator probe PLAN CONFIG ROUNDS WARMUP
+ *
+ * Probe mode (calibration's client path, kinds/cassandra/calibration.py): each plan arm's statement, bound to its
+ * first request's values, executed synchronously one at a time in rounds (arm 0, arm 1, ...), WARMUP rounds
+ * uncounted, then ROUNDS timed client-side; it prints each arm's latencies in µs. Same session, node filter and
+ * sandbox as a run.
  *
  * Open loop: request i is sent at start + offset_i / rate_scale, whatever the ones before it did; its latency is
  * measured from that intended start (no coordinated omission) into its arm's HDR histogram, and the generator's own
@@ -829,8 +835,158 @@ public final class Generator {
         .getProcessCpuTime();
   }
 
+  // --- probe mode -------------------------------------------------------------------------------------------
+
+  /** Most timed or warm-up rounds of a probe. */
+  static final long MAX_PROBE_ROUNDS = 1_000_000L;
+
+  /**
+   * Probe mode: each arm's statement, bound to the values of its first request in the plan (one query), executed
+   * synchronously one at a time, in rounds (arm 0, arm 1, ..., then again), WARMUP rounds uncounted then ROUNDS
+   * timed on the client's clock (System.nanoTime around the driver's execute: the driver's whole client path).
+   * Prints {"generator", "mode": "probe", "arms": [{"name", "latencies_us": [...]}], "nodes", "ignored"}.
+   */
+  static void probe(String[] args) {
+    Plan plan;
+    Config cfg;
+    long rounds;
+    long warmup;
+    try {
+      plan = readPlan(args[1]);
+      cfg = readConfig(args[2]);
+      rounds = Long.parseLong(args[3]);
+      warmup = Long.parseLong(args[4]);
+      if (rounds < 1 || rounds > MAX_PROBE_ROUNDS || warmup < 0 || warmup > MAX_PROBE_ROUNDS) {
+        throw new BadInput("probe rounds: 1 to " + MAX_PROBE_ROUNDS + ", warm-up rounds: 0 to " + MAX_PROBE_ROUNDS);
+      }
+      if (rounds * plan.arms.size() > 4_000_000L) throw new BadInput("probe: more than 4000000 timed executions");
+      if (cfg.arms.size() != plan.arms.size()) {
+        throw new BadInput("the plan has " + plan.arms.size() + " arms, the config " + cfg.arms.size());
+      }
+      for (int a = 0; a < cfg.arms.size(); a++) {
+        if (!cfg.arms.get(a).name.equals(plan.arms.get(a).name)) {
+          throw new BadInput("arm " + a + " is " + quote(plan.arms.get(a).name) + " in the plan, "
+              + quote(cfg.arms.get(a).name) + " in the config");
+        }
+      }
+    } catch (NumberFormatException e) {
+      fail(EXIT_BAD_INPUT, "bad_input", "probe rounds and warm-up rounds: integers expected");
+      return;
+    } catch (BadInput e) {
+      fail(EXIT_BAD_INPUT, "bad_input", e.getMessage());
+      return;
+    } catch (IOException e) {
+      fail(EXIT_BAD_INPUT, "bad_input", "reading the plan or the config: " + e.getMessage());
+      return;
+    }
+    int arms = plan.arms.size();
+    ByteBuffer[][] values = new ByteBuffer[arms][];
+    for (int i = 0; i < plan.arm.length; i++) {
+      int a = plan.arm[i];
+      if (values[a] == null) {
+        if (plan.queries[i].length != 1) {
+          fail(EXIT_BAD_INPUT, "bad_input", "probe: plan request " + i + " has " + plan.queries[i].length
+              + " queries (one expected)");
+        }
+        values[a] = plan.queries[i][0];
+      }
+    }
+    for (int a = 0; a < arms; a++) {
+      if (values[a] == null) fail(EXIT_BAD_INPUT, "bad_input", "probe: arm " + plan.arms.get(a).name + " has no request");
+    }
+    Set<String> ignored = new HashSet<>();
+    CqlSession session;
+    try {
+      session = open(cfg, ignored);
+    } catch (RuntimeException e) {
+      fail(EXIT_FAILED, "connect", e.getClass().getSimpleName() + ": " + e.getMessage());
+      return;
+    }
+    com.datastax.oss.driver.api.core.cql.BoundStatement[] bound =
+        new com.datastax.oss.driver.api.core.cql.BoundStatement[arms];
+    try {
+      for (int a = 0; a < arms; a++) {
+        PreparedStatement p = session.prepare(SimpleStatement.builder(plan.arms.get(a).statement)
+            .setExecutionProfileName(cfg.arms.get(a).name).setIdempotence(true).build());
+        int markers = p.getVariableDefinitions().size();
+        if (values[a].length != markers) {
+          session.close();
+          fail(EXIT_BAD_INPUT, "bad_input", "probe: arm " + plan.arms.get(a).name + " gives " + values[a].length
+              + " values to a statement that takes " + markers);
+        }
+        BoundStatementBuilder b = p.boundStatementBuilder();
+        for (int j = 0; j < values[a].length; j++) b.setBytesUnsafe(j, values[a][j] == null ? null : values[a][j].duplicate());
+        bound[a] = b.setIdempotence(true).setExecutionProfileName(cfg.arms.get(a).name).build();
+      }
+    } catch (RuntimeException e) {
+      session.close();
+      fail(EXIT_FAILED, "prepare", e.getClass().getSimpleName() + ": " + e.getMessage());
+      return;
+    }
+    long[][] latencies = new long[arms][(int) rounds];
+    for (long r = 0; r < warmup + rounds; r++) {
+      for (int a = 0; a < arms; a++) {
+        long t0 = System.nanoTime();
+        try {
+          session.execute(bound[a]);
+        } catch (RuntimeException e) {
+          session.close();
+          fail(EXIT_FAILED, "probe", "arm " + plan.arms.get(a).name + ": " + e.getClass().getSimpleName() + ": "
+              + e.getMessage());
+          return;
+        }
+        long dt = System.nanoTime() - t0;
+        if (r >= warmup) latencies[a][(int) (r - warmup)] = dt;
+      }
+    }
+    try {
+      StringWriter out = new StringWriter();
+      JsonGenerator g = new JsonFactory().createGenerator(out);
+      g.writeStartObject();
+      g.writeStringField("generator", "java-driver-core-4.19.0");
+      g.writeStringField("mode", "probe");
+      g.writeNumberField("warmup", warmup);
+      g.writeArrayFieldStart("arms");
+      for (int a = 0; a < arms; a++) {
+        g.writeStartObject();
+        g.writeStringField("name", plan.arms.get(a).name);
+        g.writeArrayFieldStart("latencies_us");
+        for (long ns : latencies[a]) g.writeNumber(ns / 1e3);
+        g.writeEndArray();
+        g.writeEndObject();
+      }
+      g.writeEndArray();
+      g.writeArrayFieldStart("nodes");
+      for (Node node : session.getMetadata().getNodes().values()) {
+        g.writeStartObject();
+        g.writeStringField("endpoint", describe(node));
+        g.writeStringField("distance", node.getDistance().name());
+        g.writeNumberField("open_connections", node.getOpenConnections());
+        g.writeEndObject();
+      }
+      g.writeEndArray();
+      g.writeArrayFieldStart("ignored");
+      synchronized (ignored) {
+        for (String s : new java.util.TreeSet<>(ignored)) g.writeString(s);
+      }
+      g.writeEndArray();
+      g.writeEndObject();
+      g.close();
+      session.close();
+      System.out.println(out);
+      System.out.flush();
+      System.exit(0);
+    } catch (IOException | RuntimeException e) {
+      fail(EXIT_FAILED, "run", e.getClass().getSimpleName() + ": " + e.getMessage());
+    }
+  }
+
   public static void main(String[] args) {
-    if (args.length != 2) fail(EXIT_BAD_INPUT, "usage", "usage: Generator PLAN CONFIG");
+    if (args.length == 5 && args[0].equals("probe")) {
+      probe(args);
+      return;
+    }
+    if (args.length != 2) fail(EXIT_BAD_INPUT, "usage", "usage: Generator PLAN CONFIG | Generator probe PLAN CONFIG ROUNDS WARMUP");
     Plan plan;
     Config cfg;
     try {

@@ -6,6 +6,9 @@ the deployment's real driver, a checked result (`result`).
   tick the config sets (`jvm`; `Generator.java`).
 * `run_python(plan, config)` — the DataStax Python driver, for `python` deployments (`pydriver`).
 * `run(driver, plan, config)` — the one of the two the deployment's driver names.
+* `probe_java(plan, config, rounds, warmup=)` — the Java generator's probe mode: each arm's statement executed
+  one at a time, in rounds, after uncounted warm-up rounds, each execution's latency returned (ms): calibration's
+  timing of the client path of a `java4` deployment (`kinds.cassandra.calibration`).
 
 Both send open loop (each request at its intended time, its latency from that time: no coordinated omission),
 measure their own lag and CPU per request, and return the same `GeneratorResult`; `GeneratorResult.require_lag`
@@ -22,7 +25,7 @@ import threading
 
 from control.egress import Egress
 from kinds.cassandra.replay.config import ArmProfile, ConfigError, Endpoint, GeneratorConfig
-from kinds.cassandra.replay.jvm import build, run_java
+from kinds.cassandra.replay.jvm import build, probe_java, run_java
 from kinds.cassandra.replay.plan import Plan, PlanArm, PlanError, encode_value, read_plan, write_plan
 from kinds.cassandra.replay.pydriver import run_python
 from kinds.cassandra.replay.result import (
@@ -49,6 +52,7 @@ __all__ = [
     "PlanError",
     "build",
     "encode_value",
+    "probe_java",
     "read_plan",
     "run",
     "run_java",

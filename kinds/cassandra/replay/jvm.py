@@ -11,19 +11,21 @@ fetched again (offline-safe). `build()` compiles `Generator.java` with `javac` a
 the egress rules' sandbox (`control.egress.Egress.jvm_options`: it may connect to the allowed endpoints only and
 resolve no name; the driver's own node filter is the second wall), with the password, if any, in its environment
 (never in a file, an argument or the output), reads its one line of stdout (capped) and returns the checked
-`GeneratorResult` (`result.parse_result`).
+`GeneratorResult` (`result.parse_result`). `probe_java(plan, config, rounds)` starts it the same way in its probe
+mode (`Generator.java`): each arm's statement timed one at a time, the latencies returned (`parse_probe`).
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Final
 
@@ -41,12 +43,15 @@ from kinds.cassandra.replay.result import (
     parse_result,
 )
 
-__all__ = ["JVM_OPTIONS", "build", "cache_root", "fetch_lib", "run_java"]
+__all__ = ["JVM_OPTIONS", "MAX_PROBE_ROUNDS", "build", "cache_root", "fetch_lib", "parse_probe", "probe_java",
+           "run_java"]
 
 _HERE: Final = Path(__file__).resolve().parent
 _SOURCE: Final = _HERE / "Generator.java"
 _POM: Final = _HERE / "pom.xml"
 PASSWORD_ENV: Final = "TAILTUNE_GENERATOR_PASSWORD"
+#: Most timed or warm-up rounds of a probe (`Generator.java`'s MAX_PROBE_ROUNDS).
+MAX_PROBE_ROUNDS: Final = 1_000_000
 
 #: The generator's JVM: a fixed heap (no resizing during a run) and its JIT stopped at C1. C2's compiles run on
 #: the generator's own cores for the first tens of seconds of a run and delay its sends: measured on a pinned
@@ -111,6 +116,140 @@ def build(cache: Path | None = None) -> tuple[Path, Path]:
     out = lib.parent / f"generator-{_digest(source, str(lib.resolve()).encode())}"
     return compile_once(_SOURCE, lib, out, main_class="Generator", purpose="the Java load generator"), lib
 
+
+def _launch(
+    inputs: Callable[[Path], list[str]], config: GeneratorConfig, *, timeout_s: float, egress: Egress | None,
+    password: str | None, heap: str, cache: Path | None, extra_jvm_options: Sequence[str],
+    stop: threading.Event | None, mode: Sequence[str] = (), tail: Sequence[str] = (),
+) -> tuple[int, bytes, str]:
+    """Start the generator's JVM under the egress rules' sandbox on `mode`, the files `inputs` writes into a private
+    folder, the config, and `tail` (its arguments); its exit status, its stdout (capped, the password scrubbed) and
+    the tail of its stderr. GeneratorFailed "cancelled" when `stop` is set, "timeout" past `timeout_s`."""
+    if egress is None:
+        from base.settings import get_settings
+
+        egress = Egress.of(get_settings())
+    sandbox = egress.jvm_options([e.key() for e in config.allowed])
+    classes, lib = build(cache)
+    java = shutil.which("java")
+    if java is None:
+        raise TailtuneError("the Java load generator needs Java 17", hint="apt-get install openjdk-17-jdk-headless")
+    env = {k: v for k, v in os.environ.items() if k not in ("JAVA_TOOL_OPTIONS", PASSWORD_ENV, "CLASSPATH")}
+    if password is not None:
+        env[PASSWORD_ENV] = password
+    with tempfile.TemporaryDirectory(prefix="tailtune-generator-") as tmp:
+        folder = Path(tmp)
+        files = inputs(folder)
+        config_path = folder / "config.json"
+        config_path.write_text(json.dumps(config.to_json()))
+        command = [
+            java, f"-Xms{heap}", f"-Xmx{heap}", *JVM_OPTIONS, *sandbox, *extra_jvm_options,
+            "-cp", f"{classes}{os.pathsep}{lib}/*", "Generator", *mode, *files, str(config_path), *tail,
+        ]
+        with tempfile.TemporaryFile(dir=tmp) as err, tempfile.TemporaryFile(dir=tmp) as out:
+            proc = subprocess.Popen(command, stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=env)
+            deadline = time.monotonic() + timeout_s
+            try:
+                while True:
+                    try:
+                        status = proc.wait(timeout=0.2)
+                        break
+                    except subprocess.TimeoutExpired:
+                        if stop is not None and stop.is_set():
+                            raise GeneratorFailed("cancelled", "the run was stopped") from None
+                        if time.monotonic() > deadline:
+                            raise GeneratorFailed("timeout", "the Java load generator did not finish in time"
+                                                  ) from None
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+            out.seek(0)
+            raw = out.read(MAX_OUTPUT + 1)
+            err.seek(0)
+            err_tail = _scrub(err.read()[-4000:].decode("utf-8", errors="replace"), password)
+    raw = _scrub(raw.decode("utf-8", errors="replace"), password).encode() if password else raw
+    return status, raw, err_tail
+
+
+def probe_java(
+    plan: Plan,
+    config: GeneratorConfig,
+    rounds: int,
+    *,
+    warmup: int = 0,
+    egress: Egress | None = None,
+    password: str | None = None,
+    heap: str = "256m",
+    cache: Path | None = None,
+    stop: threading.Event | None = None,
+) -> dict[str, list[float]]:
+    """The Java generator's probe mode (`Generator.java`): each arm's statement, bound to its first request's
+    values, executed one at a time in rounds (arm 0, arm 1, ..., again), `warmup` rounds uncounted, then `rounds`
+    timed client-side around the driver's execute; each arm's latencies in ms, in the order timed. Same sandbox and
+    node filter as `run_java`. Raises ConfigError/PlanError before anything starts, GeneratorFailed (the JVM
+    refused its input, could not connect, or an execution failed: the driver's error), GeneratorOutputError (its
+    output is not a probe of this plan)."""
+    config.check()
+    plan.check()
+    if [a.name for a in plan.arms] != [a.name for a in config.arms]:
+        raise GeneratorFailed("bad_input", "the plan's arms and the config's are not the same names in one order")
+    if not 1 <= rounds <= MAX_PROBE_ROUNDS or not 0 <= warmup <= MAX_PROBE_ROUNDS:
+        raise ConfigError(f"probe: rounds 1 to {MAX_PROBE_ROUNDS}, warm-up rounds 0 to {MAX_PROBE_ROUNDS}")
+    for i, a in enumerate(plan.arms):
+        if i not in plan.arm:
+            raise ConfigError(f"probe: arm {a.name!r} has no request in the plan (its values)")
+    waits = max(a.request_timeout_ms * a.speculative_max_executions for a in config.arms) / 1e3
+    # a generous bound: a round trip of each arm at its request timeout would be far past it, the calibration's
+    # rounds take milliseconds
+    timeout = 120.0 + 4 * config.connect_timeout_ms / 1e3 + waits + (rounds + warmup) * len(plan.arms) * 0.05
+    status, raw, err_tail = _launch(lambda folder: [str(write_plan(plan, folder / "plan.bin"))], config,
+                                    timeout_s=timeout, egress=egress, password=password, heap=heap, cache=cache,
+                                    extra_jvm_options=(), stop=stop, mode=("probe",),
+                                    tail=(str(rounds), str(warmup)))
+    return parse_probe(raw, plan, rounds, status=status, err_tail=err_tail)
+
+
+def parse_probe(raw: bytes, plan: Plan, rounds: int, *, status: int = 0, err_tail: str = "") -> dict[str, list[float]]:
+    """The checked latencies (ms) of a probe's one line of JSON: each plan arm's, in its order, exactly `rounds`
+    finite non-negative numbers; GeneratorFailed for the generator's own error, GeneratorOutputError otherwise."""
+    if len(raw) > MAX_OUTPUT:
+        raise GeneratorOutputError(f"the Java load generator's probe output is more than {MAX_OUTPUT} bytes")
+    try:
+        obj = json.loads(raw.decode("utf-8").strip() or "null")
+    except (UnicodeDecodeError, ValueError):
+        obj = None
+    if isinstance(obj, dict) and isinstance(obj.get("error"), str):
+        message = obj.get("message")
+        raise GeneratorFailed(obj["error"][:64], str(message)[:2000] if message is not None else "(no message)",
+                              status=status)
+    if not isinstance(obj, dict) or obj.get("mode") != "probe" or not isinstance(obj.get("arms"), list):
+        tail = err_tail.strip().splitlines()[-5:]
+        if status != 0:
+            raise GeneratorFailed("crash", f"the JVM exited with {status}: {' | '.join(tail) or '(no message)'}",
+                                  status=status)
+        raise GeneratorOutputError("the Java load generator's probe output is not a JSON object of mode probe")
+    arms = obj["arms"]
+    if len(arms) != len(plan.arms):
+        raise GeneratorOutputError(f"the probe reports {len(arms)} arms, the plan has {len(plan.arms)}")
+    out: dict[str, list[float]] = {}
+    for want, got in zip(plan.arms, arms, strict=True):
+        if not isinstance(got, dict) or got.get("name") != want.name:
+            raise GeneratorOutputError(f"the probe's arms are not the plan's ({want.name!r} expected)")
+        values = got.get("latencies_us")
+        if not isinstance(values, list) or len(values) != rounds:
+            raise GeneratorOutputError(f"the probe's arm {want.name!r}: {rounds} latencies expected")
+        ms: list[float] = []
+        for v in values:
+            if isinstance(v, bool) or not isinstance(v, int | float) or not 0 <= v < 3.6e9:
+                raise GeneratorOutputError(f"the probe's arm {want.name!r}: a latency {v!r} is not 0 µs to an hour")
+            ms.append(float(v) / 1000.0)
+        out[want.name] = ms
+    if status != 0:
+        raise GeneratorOutputError(f"the Java load generator exited with {status} after a finished probe")
+    return out
+
+
 def _scrub(text: str, secret: str | None) -> str:
     return text.replace(secret, "***") if secret else text
 
@@ -146,52 +285,9 @@ def run_java(
         if arm.shuffle_replicas is False:
             raise ConfigError(f"generator config: arm {arm.name!r}: the Java driver 4 always shuffles replicas "
                               "(shuffle_replicas false is a Python driver setting)")
-    if egress is None:
-        from base.settings import get_settings
-
-        egress = Egress.of(get_settings())
-    sandbox = egress.jvm_options([e.key() for e in config.allowed])
-    classes, lib = build(cache)
-    java = shutil.which("java")
-    if java is None:
-        raise TailtuneError("the Java load generator needs Java 17", hint="apt-get install openjdk-17-jdk-headless")
-    env = {k: v for k, v in os.environ.items() if k not in ("JAVA_TOOL_OPTIONS", PASSWORD_ENV, "CLASSPATH")}
-    if password is not None:
-        env[PASSWORD_ENV] = password
-    with tempfile.TemporaryDirectory(prefix="tailtune-generator-") as tmp:
-        folder = Path(tmp)
-        plan_path = write_plan(plan, folder / "plan.bin")
-        config_path = folder / "config.json"
-        import json
-
-        config_path.write_text(json.dumps(config.to_json()))
-        command = [
-            java, f"-Xms{heap}", f"-Xmx{heap}", *JVM_OPTIONS, *sandbox, *extra_jvm_options,
-            "-cp", f"{classes}{os.pathsep}{lib}/*", "Generator", str(plan_path), str(config_path),
-        ]
-        with tempfile.TemporaryFile(dir=tmp) as err, tempfile.TemporaryFile(dir=tmp) as out:
-            proc = subprocess.Popen(command, stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=env)
-            deadline = time.monotonic() + _timeout_s(plan, config)
-            try:
-                while True:
-                    try:
-                        status = proc.wait(timeout=0.2)
-                        break
-                    except subprocess.TimeoutExpired:
-                        if stop is not None and stop.is_set():
-                            raise GeneratorFailed("cancelled", "the run was stopped") from None
-                        if time.monotonic() > deadline:
-                            raise GeneratorFailed("timeout", "the Java load generator did not finish in time"
-                                                  ) from None
-            finally:
-                if proc.poll() is None:
-                    proc.kill()
-                    proc.wait()
-            out.seek(0)
-            raw = out.read(MAX_OUTPUT + 1)
-            err.seek(0)
-            err_tail = _scrub(err.read()[-4000:].decode("utf-8", errors="replace"), password)
-    raw = _scrub(raw.decode("utf-8", errors="replace"), password).encode() if password else raw
+    status, raw, err_tail = _launch(lambda folder: [str(write_plan(plan, folder / "plan.bin"))], config,
+                                    timeout_s=_timeout_s(plan, config), egress=egress, password=password,
+                                    heap=heap, cache=cache, extra_jvm_options=extra_jvm_options, stop=stop)
     try:
         result = parse_result(raw, plan, config)
     except GeneratorFailed as exc:

@@ -282,3 +282,49 @@ def test_no_password_in_the_output(keyspace, driver):
     config = replace(_config(node, dc, ks, driver), username="replayer")
     result = run(driver, _plan(ks, 40), config, password=secret)
     assert secret not in json.dumps(result.to_json()) and secret not in json.dumps(config.to_json())
+
+
+def _executions(session: Any, ks: str, table: str) -> int:
+    rows = session.execute("SELECT count FROM system_views.local_read_latency WHERE keyspace_name = %s AND "
+                           "table_name = %s", (ks, table))
+    return sum(int(r.count) for r in rows)
+
+
+def test_the_probe_times_each_statement_its_rounds_after_its_warm_up(keyspace):
+    """Probe mode: every arm's statement executed warm-up + rounds times (the node counts them), each timed one
+    returned as a positive latency."""
+    from cassandra.cluster import Cluster
+
+    from kinds.cassandra.replay.generator import probe_java
+
+    node, ks, dc = keyspace
+    arms = (PlanArm("base", f"SELECT v FROM {ks}.a WHERE k = ?"),
+            PlanArm("hedge", f"SELECT v FROM {ks}.b WHERE k IN ?"))
+    plan = Plan.of(arms, [(0, 0, [encode_value("text", "k1")]), (0, 1, [encode_list("text", ["k1", "k2", "k3"])])])
+    cluster = Cluster([node.host], port=node.port)
+    session = cluster.connect()
+    try:
+        before = _executions(session, ks, "a"), _executions(session, ks, "b")
+        out = probe_java(plan, _config(node, dc, ks, "java4"), 30, warmup=7)
+        after = _executions(session, ks, "a"), _executions(session, ks, "b")
+    finally:
+        cluster.shutdown()
+    assert set(out) == {"base", "hedge"} and all(len(v) == 30 and min(v) > 0 for v in out.values())
+    assert (after[0] - before[0], after[1] - before[1]) == (37, 37 * 3)
+
+
+def test_the_probe_runs_in_the_same_sandbox_and_fails_cleanly(keyspace):
+    import ipaddress
+
+    from control.egress import Egress, EgressRefused
+    from kinds.cassandra.replay.generator import probe_java
+
+    node, ks, dc = keyspace
+    arms = (PlanArm("base", f"SELECT v FROM {ks}.missing WHERE k = ?"), PlanArm("hedge", f"SELECT v FROM {ks}.a"))
+    plan = Plan.of(arms, [(0, 0, [b"k"]), (0, 1, [])])
+    with pytest.raises(GeneratorFailed, match="prepare"):
+        probe_java(plan, _config(node, dc, ks, "java4"), 5)
+    # egress rules that do not allow the node's network: no JVM is started towards it
+    with pytest.raises(EgressRefused, match="outside the networks"):
+        probe_java(_plan(ks, 20), _config(node, dc, ks, "java4"), 5,
+                   egress=Egress(networks=(ipaddress.ip_network("10.0.0.0/8"),)))
