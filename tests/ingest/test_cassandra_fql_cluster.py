@@ -34,6 +34,25 @@ WRITES = 30
 Sent = Counter[frozenset[tuple[str, str]]]  # each request as its (op, key) rows
 
 
+def _settled(session: Any, hosts: list[str], deadline_s: float = 180.0) -> None:
+    """Wait until every node sees the other nodes as peers and all agree on one schema version (a DDL statement
+    and the next one may reach different coordinators on a loaded machine); fail after `deadline_s`."""
+    import time
+
+    end = time.monotonic() + deadline_s
+    while True:
+        versions, peers = set(), []
+        for h in hosts:
+            local = session.execute("SELECT schema_version FROM system.local", execution_profile=h).one()
+            versions.add(str(local.schema_version))
+            peers.append(len(list(session.execute("SELECT peer FROM system.peers", execution_profile=h))))
+        if len(versions) == 1 and all(p == len(hosts) - 1 for p in peers):
+            return
+        if time.monotonic() > end:
+            raise AssertionError(f"the cluster did not settle: schema versions {versions}, peers {peers}")
+        time.sleep(0.5)
+
+
 @pytest.fixture(scope="module")
 def logged(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     """The workload, logged by every node: the folder of the nodes' logs, the schema, what was sent."""
@@ -55,10 +74,14 @@ def logged(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
         cluster = Cluster(hosts, port=nodes[0].port, protocol_version=5, execution_profiles=profiles)
         try:
             session = cluster.connect()
+            _settled(session, hosts)
             session.execute(
-                f"CREATE KEYSPACE {KS} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 3}}"
+                f"CREATE KEYSPACE {KS} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 3}}",
+                execution_profile=hosts[0],
             )
-            session.execute(f"CREATE TABLE {KS}.kv (k text PRIMARY KEY, v int)")
+            _settled(session, hosts)
+            session.execute(f"CREATE TABLE {KS}.kv (k text PRIMARY KEY, v int)", execution_profile=hosts[0])
+            _settled(session, hosts)
             cluster.refresh_schema_metadata()
             schema = work / "schema.cql"
             schema.write_text(cluster.metadata.keyspaces[KS].export_as_string())
