@@ -41,12 +41,17 @@ def _settled(session: Any, hosts: list[str], deadline_s: float = 180.0) -> None:
 
     end = time.monotonic() + deadline_s
     while True:
+        from cassandra.cluster import NoHostAvailable
+
         versions, peers = set(), []
-        for h in hosts:
-            local = session.execute("SELECT schema_version FROM system.local", execution_profile=h).one()
-            versions.add(str(local.schema_version))
-            peers.append(len(list(session.execute("SELECT peer FROM system.peers", execution_profile=h))))
-        if len(versions) == 1 and all(p == len(hosts) - 1 for p in peers):
+        try:
+            for h in hosts:
+                local = session.execute("SELECT schema_version FROM system.local", execution_profile=h).one()
+                versions.add(str(local.schema_version))
+                peers.append(len(list(session.execute("SELECT peer FROM system.peers", execution_profile=h))))
+        except NoHostAvailable:  # the driver's pool to that node is not up yet
+            peers.append(-1)
+        if len(versions) == 1 and len(peers) == len(hosts) and all(p == len(hosts) - 1 for p in peers):
             return
         if time.monotonic() > end:
             raise AssertionError(f"the cluster did not settle: schema versions {versions}, peers {peers}")
