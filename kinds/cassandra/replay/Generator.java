@@ -860,15 +860,7 @@ public final class Generator {
         throw new BadInput("probe rounds: 1 to " + MAX_PROBE_ROUNDS + ", warm-up rounds: 0 to " + MAX_PROBE_ROUNDS);
       }
       if (rounds * plan.arms.size() > 4_000_000L) throw new BadInput("probe: more than 4000000 timed executions");
-      if (cfg.arms.size() != plan.arms.size()) {
-        throw new BadInput("the plan has " + plan.arms.size() + " arms, the config " + cfg.arms.size());
-      }
-      for (int a = 0; a < cfg.arms.size(); a++) {
-        if (!cfg.arms.get(a).name.equals(plan.arms.get(a).name)) {
-          throw new BadInput("arm " + a + " is " + quote(plan.arms.get(a).name) + " in the plan, "
-              + quote(cfg.arms.get(a).name) + " in the config");
-        }
-      }
+      checkArms(plan, cfg);
     } catch (NumberFormatException e) {
       fail(EXIT_BAD_INPUT, "bad_input", "probe rounds and warm-up rounds: integers expected");
       return;
@@ -981,6 +973,19 @@ public final class Generator {
     }
   }
 
+  /** The plan and the config name the same arms in the same order (BadInput naming the first that differs). */
+  static void checkArms(Plan plan, Config cfg) throws BadInput {
+    if (cfg.arms.size() != plan.arms.size()) {
+      throw new BadInput("the plan has " + plan.arms.size() + " arms, the config " + cfg.arms.size());
+    }
+    for (int a = 0; a < cfg.arms.size(); a++) {
+      if (!cfg.arms.get(a).name.equals(plan.arms.get(a).name)) {
+        throw new BadInput("arm " + a + " is " + quote(plan.arms.get(a).name) + " in the plan, "
+            + quote(cfg.arms.get(a).name) + " in the config");
+      }
+    }
+  }
+
   public static void main(String[] args) {
     if (args.length == 5 && args[0].equals("probe")) {
       probe(args);
@@ -992,15 +997,7 @@ public final class Generator {
     try {
       plan = readPlan(args[0]);
       cfg = readConfig(args[1]);
-      if (cfg.arms.size() != plan.arms.size()) {
-        throw new BadInput("the plan has " + plan.arms.size() + " arms, the config " + cfg.arms.size());
-      }
-      for (int a = 0; a < cfg.arms.size(); a++) {
-        if (!cfg.arms.get(a).name.equals(plan.arms.get(a).name)) {
-          throw new BadInput("arm " + a + " is " + quote(plan.arms.get(a).name) + " in the plan, "
-              + quote(cfg.arms.get(a).name) + " in the config");
-        }
-      }
+      checkArms(plan, cfg);
     } catch (BadInput e) {
       fail(EXIT_BAD_INPUT, "bad_input", e.getMessage());
       return;
